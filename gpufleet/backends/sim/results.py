@@ -1,0 +1,86 @@
+"""Results of simulation runs: plain data, JSON-ready (``dataclasses.asdict``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class ClassStats:
+    """Pods of one class (cpu-only, gpu-share, one-gpu, multi-gpu, mig): arrived and failed."""
+
+    arrived: int = 0
+    arrived_gpu_milli: int = 0
+    failed: int = 0
+    failed_gpu_milli: int = 0
+    #: Failures before the arrived GPU request reached 100% of capacity (fill mode).
+    failed_by_100: int = 0
+    arrived_by_100: int = 0
+
+    @property
+    def failure_rate_by_100(self) -> float:
+        return self.failed_by_100 / self.arrived_by_100 if self.arrived_by_100 else 0.0
+
+
+@dataclass(slots=True)
+class FillRun:
+    """One fill-up run (trace, policy, seed); curves are indexed by arrived% 0..130."""
+
+    policy: str
+    seed: int
+    seconds: float
+    nodes: int
+    pods: int
+    capacity_gpu_milli: int
+    unallocated_gpu_pct: list[float]
+    fragmentation_pct: list[float]
+    allocated_pct_by_model: dict[str, list[float]]
+    classes: dict[str, ClassStats]
+    impossible_pods: int = 0
+    bind_violations: int = 0
+
+    @property
+    def unallocated_at_100(self) -> float:
+        return self.unallocated_gpu_pct[100]
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Samples over virtual time (seconds since the first arrival)."""
+
+    time: list[float] = field(default_factory=list)
+    allocated_gpu_pct: list[float] = field(default_factory=list)
+    fragmentation_pct: list[float] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    running: list[int] = field(default_factory=list)
+    allocated_pct_by_model: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class DelayStats:
+    p50: float = 0.0
+    p95: float = 0.0
+    max: float = 0.0
+    mean: float = 0.0
+    count: int = 0
+
+
+@dataclass(slots=True)
+class ReplayRun:
+    """One time-based replay run."""
+
+    policy: str
+    seed: int
+    seconds: float
+    nodes: int
+    pods: int
+    capacity_gpu_milli: int
+    queueing_delay: DelayStats
+    queueing_delay_by_class: dict[str, DelayStats]
+    delays: list[float]
+    timeline: Timeline
+    never_ran: int
+    never_ran_examples: list[dict[str, str]]
+    classes: dict[str, ClassStats]
+    simulated_seconds: float = 0.0
+    bind_violations: int = 0

@@ -1,0 +1,37 @@
+"""The ``gpufleet`` command line."""
+
+from __future__ import annotations
+
+import typer
+
+from gpufleet import __version__
+from gpufleet.cli import bench, traces
+from gpufleet.cli.common import console
+from gpufleet.cli.demo import demo
+from gpufleet.cli.place import place
+from gpufleet.cli.simulate import simulate
+from gpufleet.scheduling.policies import POLICY_DESCRIPTIONS
+
+app = typer.Typer(
+    help="gpufleet: a GPU-aware scheduler for AI workloads.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+app.command()(simulate)
+app.command()(place)
+app.command()(demo)
+app.add_typer(bench.app, name="bench")
+app.add_typer(traces.app, name="traces")
+
+
+@app.command()
+def policies() -> None:
+    """List the placement policies."""
+    for name, text in POLICY_DESCRIPTIONS.items():
+        console.print(f"[bold]{name:<15}[/] {text}")
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    console.print(__version__)

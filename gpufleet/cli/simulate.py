@@ -1,0 +1,294 @@
+"""``gpufleet simulate``: policies x seeds on the simulated cluster, with a report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpufleet.backends.sim.batch import Scenario, Task, run_many
+from gpufleet.backends.sim.cluster import Mode
+from gpufleet.backends.sim.results import FillRun, ReplayRun
+from gpufleet.backends.sim.workloads import cap_runtimes, retime_for_load, synthetic_workload
+from gpufleet.cli.common import (
+    check_policies,
+    console,
+    ensure_dir,
+    fail,
+    friendly_errors,
+    parse_duration,
+    parse_seeds,
+)
+from gpufleet.io.alibaba import read_pods
+from gpufleet.io.cluster_spec import read_cluster_spec
+from gpufleet.io.readers import read_cluster, read_workload
+from gpufleet.io.shapes import bundled_path, bundled_shape_table
+from gpufleet.io.traces import PODS_FILE, find_alibaba_trace
+from gpufleet.model import Node
+from gpufleet.model.workload import TimedPod
+from gpufleet.report.html import fill_figures, replay_figures, write_report
+from gpufleet.report.summary import summarize_fill, summarize_replay, write_json
+
+BUNDLED_CLUSTER = "alibaba-like-cluster.yaml"
+DEFAULT_WORKERS = max(1, min(os.cpu_count() or 1, 4))
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    nodes: list[Node]
+    workload: list[TimedPod]
+    cluster_label: str
+    workload_label: str
+
+
+def load_inputs(
+    cluster: Path | None, workload: Path | None, synthetic: int, seed: int, timed: bool
+) -> Loaded:
+    """The cluster and workload to simulate, with the defaults described in ``--help``."""
+    if cluster is None:
+        nodes = read_cluster_spec(bundled_path(BUNDLED_CLUSTER))
+        cluster_label = f"bundled Alibaba-like cluster ({len(nodes)} nodes)"
+    else:
+        nodes = read_cluster(cluster)
+        cluster_label = f"{cluster} ({len(nodes)} nodes)"
+    if workload is not None:
+        pods = read_workload(workload)
+        workload_label = f"{workload} ({len(pods)} pods)"
+    else:
+        trace = find_alibaba_trace()
+        if trace is not None and not synthetic:
+            pods = read_pods(trace / "csv" / PODS_FILE)
+            workload_label = f"Alibaba 2023 trace, {trace / 'csv' / PODS_FILE} ({len(pods)} pods)"
+        else:
+            count = synthetic or 8152
+            pods = synthetic_workload(
+                bundled_shape_table(), count, seed, arrival_rate=1.0 if timed else None
+            )
+            workload_label = (
+                f"synthetic workload of {count} pods drawn from the bundled Alibaba 2023 "
+                "shape table"
+            )
+    if not nodes:
+        raise fail("the cluster has no nodes")
+    if not pods:
+        raise fail("the workload has no pods")
+    return Loaded(nodes, pods, cluster_label, workload_label)
+
+
+def run_with_progress(
+    scenario: Scenario, tasks: list[Task], workers: int
+) -> list[FillRun | ReplayRun]:
+    columns = (
+        TextColumn("{task.description:<22}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        bars = [
+            progress.add_task(f"{t.policy} seed {t.seed}", total=len(scenario.workload))
+            for t in tasks
+        ]
+
+        def update(index: int, done: int, total: int) -> None:
+            progress.update(bars[index], completed=done, total=total)
+
+        results = run_many(scenario, tasks, workers, update)
+        for bar in bars:
+            total = progress.tasks[bar].total
+            progress.update(bar, completed=total)
+    return results
+
+
+def print_fill_summary(runs: list[FillRun]) -> None:
+    table = Table(title="Fill-up: unallocated GPU % at 100% arrived (lower is better)")
+    for column in (
+        "policy",
+        "median",
+        "min-max",
+        "fragmented %",
+        "failed pods by class %",
+        "s/run",
+    ):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for row in summarize_fill(runs):
+        table.add_row(
+            row.policy,
+            f"{row.median_unallocated_at_100:.2f}",
+            f"{row.min_unallocated_at_100:.2f}-{row.max_unallocated_at_100:.2f}",
+            f"{row.median_fragmentation_at_100:.2f}",
+            ", ".join(f"{k} {v:.1f}" for k, v in row.failure_rate_by_class.items()),
+            f"{row.median_seconds:.2f}",
+        )
+    console.print(table)
+    impossible = max(r.impossible_pods for r in runs)
+    if impossible:
+        console.print(
+            f"[yellow]note:[/] {impossible} pods can never fit on this cluster "
+            "(they ask for more than any node has); they count as failed."
+        )
+
+
+def print_replay_summary(runs: list[ReplayRun]) -> None:
+    table = Table(title="Replay: queueing delay (s) and GPU allocation")
+    for column in ("policy", "p50", "p95", "max", "mean alloc %", "never ran", "s/run"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for row in summarize_replay(runs):
+        table.add_row(
+            row.policy,
+            f"{row.p50_delay:.1f}",
+            f"{row.p95_delay:.1f}",
+            f"{row.max_delay:.1f}",
+            f"{row.mean_allocated_pct:.1f}",
+            str(row.never_ran),
+            f"{row.median_seconds:.2f}",
+        )
+    console.print(table)
+
+
+def simulate(
+    cluster: Annotated[
+        Path | None,
+        typer.Option(
+            help="Cluster: a cluster-spec YAML, Kubernetes Node YAML or the Alibaba "
+            "node CSV. Default: the bundled Alibaba-like cluster."
+        ),
+    ] = None,
+    workload: Annotated[
+        Path | None,
+        typer.Option(
+            help="Workload: Pod/Job YAML (file or directory) or an Alibaba pod CSV. "
+            "Default: the Alibaba trace if found, else a synthetic workload."
+        ),
+    ] = None,
+    policy: Annotated[
+        list[str] | None, typer.Option("--policy", "-p", help="Policy (repeatable).")
+    ] = None,
+    seeds: Annotated[str, typer.Option(help="Seeds, e.g. 42-51 or 42,43.")] = "42",
+    mode: Annotated[
+        Mode, typer.Option(help="fill (FGD protocol) or replay (time-based).")
+    ] = Mode.FILL,
+    out: Annotated[
+        Path | None, typer.Option(help="Directory for report.html and results.json.")
+    ] = None,
+    workers: Annotated[int, typer.Option(help="Processes for runs in parallel.")] = DEFAULT_WORKERS,
+    inflation: Annotated[float, typer.Option(help="Fill: arrive until this x GPU capacity.")] = 1.3,
+    load: Annotated[
+        float | None,
+        typer.Option(
+            help="Replay: re-time arrivals (Poisson, trace order) to this offered GPU "
+            "load, e.g. 0.95."
+        ),
+    ] = None,
+    max_runtime: Annotated[
+        str | None, typer.Option(help="Replay: cap run times, e.g. 2h or 1d.")
+    ] = None,
+    synthetic: Annotated[
+        int, typer.Option(help="Use N pods drawn from the bundled shape table as the workload.")
+    ] = 0,
+) -> None:
+    """Simulate policies on the embedded cluster: fill-up (FGD protocol) or time-based replay."""
+    _simulate(
+        cluster,
+        workload,
+        policy,
+        seeds,
+        mode,
+        out,
+        workers,
+        inflation,
+        load,
+        max_runtime,
+        synthetic,
+        title=None,
+    )
+
+
+@friendly_errors
+def _simulate(
+    cluster: Path | None,
+    workload: Path | None,
+    policy: list[str] | None,
+    seeds: str,
+    mode: Mode,
+    out: Path | None,
+    workers: int,
+    inflation: float,
+    load: float | None,
+    max_runtime: str | None,
+    synthetic: int,
+    title: str | None,
+) -> None:
+    policies = check_policies(policy or ["fgd", "default"])
+    seed_list = parse_seeds(seeds)
+    if inflation <= 0:
+        raise fail("--inflation must be positive")
+    loaded = load_inputs(cluster, workload, synthetic, seed_list[0], mode is Mode.REPLAY)
+    pods = loaded.workload
+    if mode is Mode.REPLAY:
+        if max_runtime is not None:
+            pods = cap_runtimes(pods, parse_duration(max_runtime))
+        if load is not None:
+            if load <= 0:
+                raise fail("--load must be positive")
+            capacity = sum(n.gpu_count for n in loaded.nodes) * 1000
+            pods = retime_for_load(pods, capacity, load, seed_list[0])
+    console.print(f"cluster:  {loaded.cluster_label}")
+    console.print(f"workload: {loaded.workload_label}")
+    console.print(
+        f"mode {mode}, policies {', '.join(policies)}, seeds {seeds}, {workers} worker(s)"
+    )
+    scenario = Scenario(tuple(loaded.nodes), tuple(pods), mode, None, inflation)
+    tasks = [Task(p, s) for p in policies for s in seed_list]
+    results = run_with_progress(scenario, tasks, workers)
+    directory = ensure_dir(
+        out or Path("gpufleet-results") / dt.datetime.now().strftime(f"{mode}-%Y%m%d-%H%M%S")
+    )
+    description = f"{loaded.cluster_label}; {loaded.workload_label}; seeds {seeds}."
+    if mode is Mode.FILL:
+        fill_runs = [r for r in results if isinstance(r, FillRun)]
+        print_fill_summary(fill_runs)
+        summaries = summarize_fill(fill_runs)
+        write_report(
+            directory / "report.html",
+            title or "gpufleet fill-up simulation",
+            description,
+            summaries,
+            fill_figures(fill_runs),
+        )
+    else:
+        replay_runs = [r for r in results if isinstance(r, ReplayRun)]
+        print_replay_summary(replay_runs)
+        summaries_r = summarize_replay(replay_runs)
+        write_report(
+            directory / "report.html",
+            title or "gpufleet replay simulation",
+            description,
+            summaries_r,
+            replay_figures(replay_runs),
+        )
+    write_json(
+        directory / "results.json",
+        {
+            "mode": str(mode),
+            "cluster": loaded.cluster_label,
+            "workload": loaded.workload_label,
+            "policies": policies,
+            "seeds": seed_list,
+            "summary": summarize_fill([r for r in results if isinstance(r, FillRun)])
+            if mode is Mode.FILL
+            else summarize_replay([r for r in results if isinstance(r, ReplayRun)]),
+            "runs": results,
+        },
+    )
+    violations = sum(r.bind_violations for r in results)
+    if violations:
+        raise fail(f"{violations} binds were refused by the simulated cluster", 1)
+    console.print(f"report:  {directory / 'report.html'}")
+    console.print(f"results: {directory / 'results.json'}")

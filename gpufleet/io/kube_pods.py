@@ -1,0 +1,283 @@
+"""Kubernetes workload objects (Pod, batch/v1 Job, apps/v1 Deployment) as timed model pods.
+
+Owns the reading of one object into :class:`~gpufleet.model.workload.TimedPod` values: names
+(``<job>-<i>`` for the pods of a Job or Deployment), namespace, labels and annotations, the
+scheduling constraints (nodeSelector, required node affinity, tolerations, allowed GPU models,
+priority) and the simulation times from ``gpufleet.dev/`` annotations. Requests come from
+``kube_resources``. It does not read files or check that pod names are unique across a file
+(``kubernetes.read_pods`` does), resolve PriorityClass names, or model pod affinity, preferred
+node affinity or topology spread (those are ignored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from gpufleet.io.kube_resources import Annotations, pod_requests
+from gpufleet.io.manifests import Context, describe, object_name, scalar_text
+from gpufleet.io.quantities import parse_duration_seconds
+from gpufleet.model import NodeSelectorRequirement, NodeSelectorTerm, Pod, TaintEffect, Toleration
+from gpufleet.model.workload import TimedPod
+
+SUBMIT_AT_ANNOTATION = "gpufleet.dev/submit-at"
+SIM_DURATION_ANNOTATION = "gpufleet.dev/sim-duration"
+EXPECTED_RUNTIME_ANNOTATION = "gpufleet.dev/expected-runtime"
+GPU_MODELS_ANNOTATION = "gpufleet.dev/gpu-models"
+OWN_ANNOTATION_PREFIX = "gpufleet.dev/"
+JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+
+WORKLOAD_API_VERSIONS = {"Pod": "v1", "Job": "batch/v1", "Deployment": "apps/v1"}
+SUPPORTED = "Pod (v1), Job (batch/v1) or Deployment (apps/v1)"
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_EFFECT_VALUES = frozenset(e.value for e in TaintEffect)
+
+
+def pods_from_object(
+    obj: Mapping[str, Any], source: str, location: str | None = None
+) -> list[TimedPod]:
+    """The pods of one Pod, Job or Deployment; errors name ``source``, ``location``, the object."""
+    context = Context(source, location)
+    kind = obj.get("kind")
+    if not isinstance(kind, str) or not kind:
+        raise context.error("kind", f"expected {SUPPORTED}, got {describe(kind)}")
+    if kind not in WORKLOAD_API_VERSIONS:
+        named = context.naming(_loose_name(obj, kind))
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and ("template" in spec or "jobTemplate" in spec):
+            raise named.error("kind", f"kind {kind} is not supported (expected {SUPPORTED})")
+        raise named.error("kind", f"expected {SUPPORTED}, got kind {kind}")
+    name, namespace = object_name(context, obj, kind)
+    namespace = namespace or "default"
+    context = context.naming(f"{kind} {namespace}/{name}")
+    api_version = obj.get("apiVersion")
+    expected = WORKLOAD_API_VERSIONS[kind]
+    if api_version is not None and api_version != expected:
+        raise context.error(
+            "apiVersion", f"expected {expected} for a {kind}, got {describe(api_version)}"
+        )
+    metadata = context.mapping(obj.get("metadata"), "metadata")
+    if kind == "Pod":
+        annotations = _annotations(context, metadata, "metadata", None)
+        labels = context.string_map(metadata.get("labels"), "metadata.labels")
+        spec = context.mapping(obj.get("spec"), "spec", required=True)
+        return [_pod(context, name, namespace, labels, annotations, spec, "spec")]
+
+    spec = context.mapping(obj.get("spec"), "spec", required=True)
+    if kind == "Job":
+        parallelism = context.integer(spec.get("parallelism", 1), "spec.parallelism", 0)
+        completions = spec.get("completions")
+        if completions is not None:
+            parallelism = min(parallelism, context.integer(completions, "spec.completions", 0))
+        replicas = parallelism
+    else:
+        replicas = context.integer(spec.get("replicas", 1), "spec.replicas", 0)
+    template = context.mapping(spec.get("template"), "spec.template", required=True)
+    template_metadata = context.mapping(template.get("metadata"), "spec.template.metadata")
+    annotations = _annotations(context, template_metadata, "spec.template.metadata", metadata)
+    labels = context.string_map(template_metadata.get("labels"), "spec.template.metadata.labels")
+    if kind == "Job":
+        labels.update(dict.fromkeys(JOB_NAME_LABELS, name))
+    pod_spec = context.mapping(template.get("spec"), "spec.template.spec", required=True)
+    first = _pod(
+        context, f"{name}-0", namespace, labels, annotations, pod_spec, "spec.template.spec"
+    )
+    indexed = kind == "Job" and spec.get("completionMode") == "Indexed"
+    pods: list[TimedPod] = []
+    for i in range(replicas):
+        pod = first.pod
+        extra = {COMPLETION_INDEX: str(i)} if indexed else {}
+        pod = dataclasses.replace(
+            pod,
+            name=f"{name}-{i}",
+            labels={**pod.labels, **extra},
+            annotations={**pod.annotations, **extra},
+        )
+        pods.append(dataclasses.replace(first, pod=pod))
+    return pods
+
+
+def _loose_name(obj: Mapping[str, Any], kind: str) -> str:
+    """``Kind namespace/name`` as far as the object says, for errors about the object itself."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("name"), str):
+        return kind
+    namespace = metadata.get("namespace")
+    return f"{kind} {namespace if isinstance(namespace, str) else 'default'}/{metadata['name']}"
+
+
+def _annotations(
+    context: Context,
+    metadata: Mapping[str, Any],
+    path: str,
+    owner: Mapping[str, Any] | None,
+) -> Annotations:
+    """The pod's annotations; a Job's or Deployment's own gpufleet.dev/ ones fill in the gaps."""
+    values = context.string_map(metadata.get("annotations"), f"{path}.annotations")
+    paths = {key: f"{path}.annotations[{key}]" for key in values}
+    if owner is not None:
+        for key, value in context.string_map(
+            owner.get("annotations"), "metadata.annotations"
+        ).items():
+            if key.startswith(OWN_ANNOTATION_PREFIX) and key not in values:
+                values[key] = value
+                paths[key] = f"metadata.annotations[{key}]"
+    return Annotations(values, paths)
+
+
+def _pod(
+    context: Context,
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    annotations: Annotations,
+    spec: Mapping[str, Any],
+    spec_path: str,
+) -> TimedPod:
+    requests = pod_requests(context, spec, spec_path, annotations)
+    priority = spec.get("priority")
+    pod = Pod(
+        name,
+        namespace,
+        requests.cpu_milli,
+        requests.memory_mib,
+        requests.gpu,
+        gpu_models=_gpu_models(context, annotations),
+        node_selector=tuple(
+            sorted(
+                context.string_map(spec.get("nodeSelector"), f"{spec_path}.nodeSelector").items()
+            )
+        ),
+        required_affinity=_affinity(context, spec.get("affinity"), f"{spec_path}.affinity"),
+        tolerations=_tolerations(context, spec.get("tolerations"), f"{spec_path}.tolerations"),
+        priority=0 if priority is None else context.integer(priority, f"{spec_path}.priority"),
+        labels=labels,
+        annotations=dict(annotations.values),
+    )
+    created = 0.0
+    if SUBMIT_AT_ANNOTATION in annotations.values:
+        created = context.parse(
+            parse_duration_seconds,
+            annotations.values[SUBMIT_AT_ANNOTATION],
+            annotations.path(SUBMIT_AT_ANNOTATION),
+        )
+    deleted = None
+    for key in (SIM_DURATION_ANNOTATION, EXPECTED_RUNTIME_ANNOTATION):
+        if key in annotations.values:
+            duration = context.parse(
+                parse_duration_seconds, annotations.values[key], annotations.path(key)
+            )
+            deleted = created + duration
+            break
+    return TimedPod(pod, created, deleted, None)
+
+
+def _gpu_models(context: Context, annotations: Annotations) -> frozenset[str] | None:
+    text = annotations.values.get(GPU_MODELS_ANNOTATION)
+    if text is None:
+        return None
+    models = frozenset(m.strip() for m in text.replace(",", "|").split("|") if m.strip())
+    if not models:
+        raise context.error(
+            annotations.path(GPU_MODELS_ANNOTATION),
+            f"expected GPU models separated by '|' (e.g. 'A100|H100'), got {text!r}",
+        )
+    return models
+
+
+def _affinity(context: Context, value: object, path: str) -> tuple[NodeSelectorTerm, ...]:
+    affinity = context.mapping(value, path)
+    node_affinity = context.mapping(affinity.get("nodeAffinity"), f"{path}.nodeAffinity")
+    key = "requiredDuringSchedulingIgnoredDuringExecution"
+    path = f"{path}.nodeAffinity.{key}"
+    required = context.mapping(node_affinity.get(key), path)
+    if not required:
+        return ()
+    terms: list[NodeSelectorTerm] = []
+    items = context.sequence(required.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")
+    if not items:
+        raise context.error(
+            f"{path}.nodeSelectorTerms", "required: expected at least one term, got none"
+        )
+    for t, item in enumerate(items):
+        term_path = f"{path}.nodeSelectorTerms[{t}]"
+        term = context.mapping(item, term_path)
+        if term.get("matchFields"):
+            raise context.error(
+                f"{term_path}.matchFields",
+                "not supported: matchFields (use matchExpressions on node labels, e.g. "
+                "kubernetes.io/hostname)",
+            )
+        expressions = context.sequence(
+            term.get("matchExpressions"), f"{term_path}.matchExpressions"
+        )
+        terms.append(
+            NodeSelectorTerm(
+                tuple(
+                    _requirement(context, e, f"{term_path}.matchExpressions[{i}]")
+                    for i, e in enumerate(expressions)
+                )
+            )
+        )
+    return tuple(terms)
+
+
+def _requirement(context: Context, item: object, path: str) -> NodeSelectorRequirement:
+    expression = context.mapping(item, path)
+    key = context.text(expression.get("key"), f"{path}.key")
+    operator = context.text(expression.get("operator"), f"{path}.operator")
+    if operator not in OPERATORS:
+        raise context.error(
+            f"{path}.operator", f"expected one of {', '.join(OPERATORS)}, got {operator!r}"
+        )
+    values: list[str] = []
+    for i, value in enumerate(context.sequence(expression.get("values"), f"{path}.values")):
+        text = scalar_text(value)
+        if text is None:
+            raise context.error(f"{path}.values[{i}]", f"expected text, got {describe(value)}")
+        values.append(text)
+    if operator in ("In", "NotIn") and not values:
+        raise context.error(
+            f"{path}.values", f"operator {operator} needs at least one value, got none"
+        )
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise context.error(
+            f"{path}.values", f"operator {operator} takes no values, got {len(values)}"
+        )
+    if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+        raise context.error(
+            f"{path}.values", f"operator {operator} needs exactly one whole number, got {values}"
+        )
+    return NodeSelectorRequirement(key, operator, tuple(values))
+
+
+def _tolerations(context: Context, value: object, path: str) -> tuple[Toleration, ...]:
+    tolerations: list[Toleration] = []
+    for i, item in enumerate(context.sequence(value, path)):
+        where = f"{path}[{i}]"
+        entry = context.mapping(item, where)
+        key = context.text(entry.get("key"), f"{where}.key", "")
+        operator = context.text(entry.get("operator"), f"{where}.operator", "Equal")
+        if operator not in ("Equal", "Exists"):
+            raise context.error(f"{where}.operator", f"expected Equal or Exists, got {operator!r}")
+        value_text = context.text(entry.get("value"), f"{where}.value", "")
+        if operator == "Exists" and value_text:
+            raise context.error(
+                f"{where}.value", f"expected no value with operator Exists, got {value_text!r}"
+            )
+        if not key and operator != "Exists":
+            raise context.error(
+                f"{where}.operator", "a toleration without a key must use operator Exists"
+            )
+        effect = context.text(entry.get("effect"), f"{where}.effect", "")
+        if effect and effect not in _EFFECT_VALUES:
+            raise context.error(
+                f"{where}.effect",
+                f"expected one of {', '.join(sorted(_EFFECT_VALUES))} or nothing, got {effect!r}",
+            )
+        tolerations.append(
+            Toleration(key or None, operator, value_text, TaintEffect(effect) if effect else None)
+        )
+    return tuple(tolerations)

@@ -1,0 +1,250 @@
+"""YAML documents as Kubernetes-style objects that know where they came from, and typed fields.
+
+Owns reading a (multi-document) YAML or JSON file into mappings, flattening ``kind: List``,
+remembering each object's document number and line, and the small helpers that read one field
+of an untyped mapping as a typed value or raise :class:`InputError` naming the file, the place,
+the object and the field. It does not know what a Node, a Pod or a ClusterSpec means: the
+readers built on it (``kube_nodes``, ``kube_pods``, ``cluster_spec``) do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from gpufleet.io.errors import InputError
+
+T = TypeVar("T")
+V = TypeVar("V")
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class Manifest(dict[str, Any]):
+    """One object of a file: a plain dict that also remembers its document and line."""
+
+    def __init__(
+        self, data: Mapping[str, Any], document: int, line: int, item: int | None = None
+    ) -> None:
+        super().__init__(data)
+        self.document = document
+        self.line = line
+        self.item = item
+
+    @property
+    def location(self) -> str:
+        """``document 2 (line 14)``, or ``document 1, items[3] (line 40)`` inside a List."""
+        if self.item is None:
+            return f"document {self.document} (line {self.line})"
+        return f"document {self.document}, items[{self.item}] (line {self.line})"
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise InputError(str(path), f"cannot open: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise InputError(str(path), f"not UTF-8 text ({error.reason})") from error
+
+
+def load_manifests(path: str | Path) -> list[Manifest]:
+    """Every object of a YAML (or JSON) file, ``kind: List`` flattened, empty documents skipped."""
+    path = Path(path)
+    return parse_manifests(read_text(path), str(path))
+
+
+def parse_manifests(text: str, source: str) -> list[Manifest]:
+    """Like :func:`load_manifests`, for text already read; ``source`` names it in errors."""
+    manifests: list[Manifest] = []
+    for document, node, data in _documents(text, source):
+        if data is None:
+            continue
+        line = node.start_mark.line + 1
+        where = f"document {document} (line {line})"
+        if not isinstance(data, dict):
+            raise InputError(
+                source,
+                "expected a Kubernetes object (a mapping with apiVersion, kind and metadata), "
+                f"got {describe(data)}",
+                where,
+            )
+        if data.get("kind") != "List":
+            manifests.append(Manifest(data, document, line))
+            continue
+        items = data.get("items")
+        if not isinstance(items, list):
+            raise InputError(
+                source,
+                f"expected a list of objects, got {describe(items)}",
+                f"{where}, List",
+                "items",
+            )
+        lines = _item_lines(node)
+        for index, item in enumerate(items):
+            item_line = lines[index] if index < len(lines) else line
+            if not isinstance(item, dict):
+                raise InputError(
+                    source,
+                    f"expected a Kubernetes object (a mapping), got {describe(item)}",
+                    f"document {document}, items[{index}] (line {item_line})",
+                )
+            manifests.append(Manifest(item, document, item_line, index))
+    return manifests
+
+
+def _documents(text: str, source: str) -> Iterator[tuple[int, yaml.Node, object]]:
+    loader = _Loader(text)
+    document = 0
+    try:
+        while True:
+            try:
+                if not loader.check_node():
+                    return
+                node = loader.get_node()
+                data = loader.construct_document(node)
+            except yaml.MarkedYAMLError as error:
+                mark = error.problem_mark or error.context_mark
+                place = f"document {document + 1}"
+                if mark is not None:
+                    place += f" (line {mark.line + 1}, column {mark.column + 1})"
+                problem = error.problem or "could not be parsed"
+                if error.context:
+                    started = error.context_mark
+                    since = "" if started is None else f" started on line {started.line + 1}"
+                    problem = f"{problem} ({error.context}{since})"
+                raise InputError(source, f"not valid YAML: {problem}", place) from error
+            except yaml.YAMLError as error:
+                raise InputError(
+                    source, f"not valid YAML: {error}", f"document {document + 1}"
+                ) from error
+            document += 1
+            if node is not None:
+                yield document, node, data
+    finally:
+        loader.dispose()
+
+
+def _item_lines(node: yaml.Node) -> list[int]:
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    for key, value in node.value:
+        if getattr(key, "value", None) == "items" and isinstance(value, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value.value]
+    return []
+
+
+# ------------------------------------------------------------------------------ typed fields
+def describe(value: object) -> str:
+    """How a found value reads in an error message."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def scalar_text(value: object) -> str | None:
+    """A scalar as the string a Kubernetes user meant (YAML reads ``true``/``8`` as non-text)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Where errors point: the file, and the place and object in it (``location``)."""
+
+    source: str
+    location: str | None = None
+
+    def error(self, field: str | None, message: str) -> InputError:
+        return InputError(self.source, message, self.location, field)
+
+    def naming(self, what: str) -> Context:
+        """The same place, with the object now named (``Pod default/x``)."""
+        location = what if self.location is None else f"{self.location}, {what}"
+        return Context(self.source, location)
+
+    def mapping(self, value: object, field: str, required: bool = False) -> dict[str, Any]:
+        if value is None and not required:
+            return {}
+        if not isinstance(value, dict):
+            raise self.error(field, f"expected a mapping, got {describe(value)}")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.error(field, f"expected text keys, got key {describe(key)}")
+        return value
+
+    def sequence(self, value: object, field: str) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(field, f"expected a list, got {describe(value)}")
+        return value
+
+    def text(self, value: object, field: str, default: str | None = None) -> str:
+        if value is None:
+            if default is None:
+                raise self.error(field, "required, but missing")
+            return default
+        found = scalar_text(value)
+        if found is None:
+            raise self.error(field, f"expected text, got {describe(value)}")
+        return found
+
+    def integer(self, value: object, field: str, minimum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(field, f"expected a whole number, got {describe(value)}")
+        if minimum is not None and value < minimum:
+            raise self.error(field, f"expected a whole number >= {minimum}, got {value}")
+        return value
+
+    def string_map(self, value: object, field: str) -> dict[str, str]:
+        """Labels, annotations, a nodeSelector: text keys to text values."""
+        result: dict[str, str] = {}
+        for key, item in self.mapping(value, field).items():
+            text = scalar_text(item)
+            if text is None:
+                raise self.error(f"{field}[{key}]", f"expected text, got {describe(item)}")
+            result[key] = text
+        return result
+
+    def parse(self, parser: Callable[[V], T], value: V, field: str) -> T:
+        """Run a value parser (quantities, durations), turning its ValueError into InputError."""
+        try:
+            return parser(value)
+        except ValueError as error:
+            raise self.error(field, str(error)) from None
+
+
+def object_name(context: Context, obj: Mapping[str, Any], kind: str) -> tuple[str, str | None]:
+    """``metadata.name`` (required) and ``metadata.namespace`` (None when absent)."""
+    metadata = context.mapping(obj.get("metadata"), "metadata")
+    name = metadata.get("name")
+    if name is None or name == "":
+        hint = " (generateName is not supported)" if metadata.get("generateName") else ""
+        raise context.naming(f"{kind} (unnamed)").error(
+            "metadata.name", f"required: expected the object's name, got nothing{hint}"
+        )
+    namespace = metadata.get("namespace")
+    return (
+        context.text(name, "metadata.name"),
+        None if namespace is None else context.text(namespace, "metadata.namespace"),
+    )

@@ -1,0 +1,68 @@
+"""GPU devices and MIG slices.
+
+A GPU is counted in milli-GPU (1000 = one whole device). A device may be partitioned into MIG
+slices, as the NVIDIA device plugin's *mixed* strategy advertises them
+(``nvidia.com/mig-1g.10gb``, ``nvidia.com/mig-3g.40gb``, ...); a partitioned device is then only
+usable through its slices, never whole or shared.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MILLI_PER_GPU = 1000
+#: Compute slices of one MIG-capable GPU (A100, H100, H200, B200 all have seven).
+MIG_COMPUTE_SLICES = 7
+
+_MIG_PROFILE = re.compile(r"^(?P<g>[1-7])g\.(?P<mem>\d+)gb(?:\+me)?$")
+
+
+@dataclass(frozen=True, slots=True)
+class MigProfile:
+    """A MIG profile name such as ``3g.40gb``: compute slices and memory."""
+
+    name: str
+    compute_slices: int
+    memory_gb: int
+
+    @property
+    def resource_name(self) -> str:
+        """The extended resource the device plugin advertises for this profile."""
+        return f"nvidia.com/mig-{self.name}"
+
+    @property
+    def milli_equivalent(self) -> int:
+        """Share of one GPU this slice stands for, for allocation reports."""
+        return round(MILLI_PER_GPU * self.compute_slices / MIG_COMPUTE_SLICES)
+
+
+def parse_mig_profile(name: str) -> MigProfile:
+    """Parse ``1g.10gb`` (or ``nvidia.com/mig-1g.10gb``) into a :class:`MigProfile`."""
+    bare = name.removeprefix("nvidia.com/mig-")
+    match = _MIG_PROFILE.match(bare)
+    if match is None:
+        raise ValueError(f"not a MIG profile: {name!r} (expected e.g. '1g.10gb' or '3g.40gb')")
+    return MigProfile(bare, int(match["g"]), int(match["mem"]))
+
+
+@dataclass(frozen=True, slots=True)
+class MigSlice:
+    """One MIG instance on a GPU: its profile and its slot on that device."""
+
+    profile: str
+    slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuDevice:
+    """One GPU of a node. ``mig_slices`` non-empty means the device is MIG-partitioned."""
+
+    index: int
+    model: str
+    memory_mib: int
+    mig_slices: tuple[MigSlice, ...] = ()
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.mig_slices)

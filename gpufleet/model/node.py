@@ -1,0 +1,98 @@
+"""Nodes: CPU, memory, GPU devices, labels (GPU Feature Discovery form), taints, topology."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpufleet.model.gpu import GpuDevice
+
+
+class TaintEffect(StrEnum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: TaintEffect = TaintEffect.NO_SCHEDULE
+
+
+class GFD_LABELS:  # noqa: N801 - a namespace of constants, named like the labels it lists
+    """Label keys written by NVIDIA GPU Feature Discovery, and the topology keys we read."""
+
+    PRODUCT = "nvidia.com/gpu.product"
+    MEMORY = "nvidia.com/gpu.memory"
+    COUNT = "nvidia.com/gpu.count"
+    MIG_CAPABLE = "nvidia.com/mig.capable"
+    MIG_STRATEGY = "nvidia.com/mig.strategy"
+    ZONE = "topology.kubernetes.io/zone"
+    RACK = "gpufleet.dev/rack"
+    NVLINK_DOMAIN = "gpufleet.dev/nvlink-domain"
+    HOSTNAME = "kubernetes.io/hostname"
+
+
+#: Models whose GPUs can be MIG-partitioned (matched by prefix of the product name).
+MIG_CAPABLE_PREFIXES = (
+    "A100",
+    "A30",
+    "H100",
+    "H200",
+    "H20",
+    "B200",
+    "GB200",
+    "NVIDIA-A100",
+    "NVIDIA-A30",
+    "NVIDIA-H100",
+    "NVIDIA-H200",
+    "NVIDIA-B200",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """A schedulable node. Capacity only; what is in use is the scheduler's business."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: tuple[GpuDevice, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+    @property
+    def gpu_count(self) -> int:
+        return len(self.gpus)
+
+    @property
+    def gpu_model(self) -> str | None:
+        """The node's GPU model (the most common one if a node were ever mixed)."""
+        if not self.gpus:
+            return None
+        return Counter(g.model for g in self.gpus).most_common(1)[0][0]
+
+    @property
+    def gpu_memory_mib(self) -> int:
+        return min((g.memory_mib for g in self.gpus), default=0)
+
+
+def gfd_labels(gpus: tuple[GpuDevice, ...]) -> dict[str, str]:
+    """The labels GPU Feature Discovery would put on a node with these GPUs."""
+    if not gpus:
+        return {}
+    model = Counter(g.model for g in gpus).most_common(1)[0][0]
+    labels = {
+        GFD_LABELS.PRODUCT: model,
+        GFD_LABELS.MEMORY: str(min(g.memory_mib for g in gpus)),
+        GFD_LABELS.COUNT: str(len(gpus)),
+        GFD_LABELS.MIG_CAPABLE: str(model.upper().startswith(MIG_CAPABLE_PREFIXES)).lower(),
+    }
+    if any(g.partitioned for g in gpus):
+        labels[GFD_LABELS.MIG_STRATEGY] = "mixed"
+    return labels

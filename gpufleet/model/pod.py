@@ -1,0 +1,151 @@
+"""Pods: what a pod asks for (CPU, memory, GPUs) and where it may go.
+
+GPU requests come in four kinds, as Kubernetes users express them:
+
+* whole GPUs: ``nvidia.com/gpu: N`` in limits (``count=N, milli=1000``);
+* a share of one GPU, in milli-GPU or in GPU memory (``count=1, milli<1000`` or
+  ``memory_mib>0``), the way time-slicing and HAMi-style sharing are used;
+* MIG slices: ``nvidia.com/mig-1g.10gb: N`` (``mig_profile`` and ``mig_count``);
+* none (CPU-only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpufleet.model.gpu import MILLI_PER_GPU
+from gpufleet.model.node import TaintEffect
+
+
+class PodClass(StrEnum):
+    """Coarse pod classes used in reports (which kinds of pods fail or wait)."""
+
+    CPU_ONLY = "cpu-only"
+    SHARED = "gpu-share"
+    ONE_GPU = "one-gpu"
+    MULTI_GPU = "multi-gpu"
+    MIG = "mig"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """GPUs a pod asks for. See the module docstring for the four kinds."""
+
+    count: int = 0
+    milli: int = 0
+    memory_mib: int = 0
+    mig_profile: str | None = None
+    mig_count: int = 0
+
+    def __post_init__(self) -> None:
+        if self.count < 0 or self.milli < 0 or self.memory_mib < 0 or self.mig_count < 0:
+            raise ValueError(f"negative GPU request: {self}")
+        if self.milli > MILLI_PER_GPU:
+            raise ValueError(f"gpu milli {self.milli} is more than one GPU ({MILLI_PER_GPU})")
+        if self.count > 1 and (self.milli < MILLI_PER_GPU or self.memory_mib):
+            raise ValueError(
+                f"a share of a GPU is for one device; got {self.count} devices of "
+                f"{self.milli} milli"
+            )
+        if self.count and not (self.milli or self.memory_mib):
+            raise ValueError("a GPU request needs milli-GPU or GPU memory per device")
+        if (self.mig_profile is None) != (self.mig_count == 0):
+            raise ValueError("a MIG request needs both a profile and a count")
+        if self.mig_profile is not None and self.count:
+            raise ValueError("a pod asks for MIG slices or for GPUs, not both")
+
+    @classmethod
+    def whole(cls, count: int) -> GpuRequest:
+        return cls(count=count, milli=MILLI_PER_GPU if count else 0)
+
+    @classmethod
+    def share(cls, milli: int = 0, memory_mib: int = 0) -> GpuRequest:
+        return cls(count=1, milli=milli, memory_mib=memory_mib)
+
+    @classmethod
+    def mig(cls, profile: str, count: int = 1) -> GpuRequest:
+        return cls(mig_profile=profile, mig_count=count)
+
+    @property
+    def is_shared(self) -> bool:
+        return self.count == 1 and (self.milli < MILLI_PER_GPU or self.memory_mib > 0)
+
+    @property
+    def is_whole(self) -> bool:
+        return self.count >= 1 and not self.is_shared
+
+    @property
+    def total_milli(self) -> int:
+        """Milli-GPU requested in all (memory-only shares count as 0 until placed)."""
+        return self.count * self.milli
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    """One ``matchExpressions`` entry of a node selector term."""
+
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements that must all hold (terms of a node affinity are ORed)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str | None = None
+    operator: str = "Equal"  # Equal or Exists
+    value: str = ""
+    effect: TaintEffect | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A pod as the scheduler sees it. Equal pods with different names share a signature."""
+
+    name: str
+    namespace: str = "default"
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu: GpuRequest = GpuRequest()
+    gpu_models: frozenset[str] | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    required_affinity: tuple[NodeSelectorTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    priority: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    annotations: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def pod_class(self) -> PodClass:
+        if self.gpu.mig_profile is not None:
+            return PodClass.MIG
+        if self.gpu.count == 0:
+            return PodClass.CPU_ONLY
+        if self.gpu.is_shared:
+            return PodClass.SHARED
+        return PodClass.ONE_GPU if self.gpu.count == 1 else PodClass.MULTI_GPU
+
+    @property
+    def signature(self) -> tuple[object, ...]:
+        """Everything that decides where this pod may go and how it scores; not its name."""
+        return (
+            self.cpu_milli,
+            self.memory_mib,
+            self.gpu,
+            self.gpu_models,
+            self.node_selector,
+            self.required_affinity,
+            self.tolerations,
+        )

@@ -1,0 +1,54 @@
+"""Pods with times (trace replay), and shape tables (the distribution of pod shapes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.model.pod import GpuRequest, Pod
+
+
+@dataclass(frozen=True, slots=True)
+class TimedPod:
+    """A pod of a trace or workload file, with its times in seconds (None when unknown)."""
+
+    pod: Pod
+    created: float | None = None
+    deleted: float | None = None
+    scheduled: float | None = None
+
+    @property
+    def runtime(self) -> float | None:
+        """How long it ran: deletion - scheduling, or deletion - creation if never scheduled."""
+        if self.deleted is None:
+            return None
+        start = self.scheduled if self.scheduled is not None else self.created
+        if start is None:
+            return None
+        return max(0.0, self.deleted - start)
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeRow:
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    gpu_milli: int
+    gpu_spec: str
+    count: int
+
+    def pod(self, name: str) -> Pod:
+        gpu = GpuRequest(self.num_gpu, self.gpu_milli) if self.num_gpu else GpuRequest()
+        models = frozenset(self.gpu_spec.split("|")) if self.gpu_spec else None
+        return Pod(name, "default", self.cpu_milli, self.memory_mib, gpu, gpu_models=models)
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeTable:
+    """Pod shapes with counts, and run-time quantiles (seconds) per pod class."""
+
+    shapes: tuple[ShapeRow, ...]
+    runtime_quantiles: dict[str, tuple[float, ...]]
+
+    @property
+    def total(self) -> int:
+        return sum(s.count for s in self.shapes)

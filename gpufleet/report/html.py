@@ -1,0 +1,196 @@
+"""The HTML report of a simulation: a summary table and interactive plots (plotly).
+
+One self-contained file (plotly.js is inlined once), readable offline. Fill-up runs plot
+unallocated GPU % and fragmentation against arrived workload per policy (median over seeds with
+a min-max band), allocation per GPU model and failures per pod class; replay runs plot GPU
+allocation, fragmentation and pending pods over time, and the queueing-delay distribution.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import median
+
+import plotly.graph_objects as go
+
+from gpufleet.backends.sim.results import FillRun, ReplayRun
+from gpufleet.report.summary import FillSummary, ReplaySummary
+
+_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"]
+
+
+def _color(i: int) -> str:
+    return _COLORS[i % len(_COLORS)]
+
+
+def _band(
+    fig: go.Figure, x: Sequence[float], series: list[list[float]], name: str, color: str
+) -> None:
+    """Median line with a min-max band over seeds."""
+    columns = list(zip(*series, strict=True))
+    mid = [median(c) for c in columns]
+    fig.add_trace(
+        go.Scatter(
+            x=[*x, *x[::-1]],
+            y=[max(c) for c in columns] + [min(c) for c in columns][::-1],
+            fill="toself",
+            fillcolor=color,
+            opacity=0.15,
+            line={"width": 0},
+            hoverinfo="skip",
+            showlegend=False,
+        )
+    )
+    fig.add_trace(go.Scatter(x=x, y=mid, name=name, line={"color": color, "width": 2}))
+
+
+def fill_figures(runs: Sequence[FillRun]) -> list[tuple[str, go.Figure]]:
+    policies = list(dict.fromkeys(r.policy for r in runs))
+    x = [float(i) for i in range(len(runs[0].unallocated_gpu_pct))]
+    unalloc = go.Figure()
+    frag = go.Figure()
+    for i, policy in enumerate(policies):
+        mine = [r for r in runs if r.policy == policy]
+        _band(unalloc, x, [r.unallocated_gpu_pct for r in mine], policy, _color(i))
+        _band(frag, x, [r.fragmentation_pct for r in mine], policy, _color(i))
+    unalloc.update_layout(
+        xaxis_title="arrived workload (% of GPU capacity)",
+        yaxis_title="unallocated GPU (%)",
+        yaxis_range=[0, 40],
+    )
+    frag.update_layout(
+        xaxis_title="arrived workload (% of GPU capacity)",
+        yaxis_title="fragmented GPU (% of capacity)",
+    )
+    models = sorted({m for r in runs for m in r.allocated_pct_by_model})
+    by_model = go.Figure()
+    classes = sorted({c for r in runs for c in r.classes})
+    failures = go.Figure()
+    for i, policy in enumerate(policies):
+        mine = [r for r in runs if r.policy == policy]
+        by_model.add_trace(
+            go.Bar(
+                name=policy,
+                x=models,
+                y=[median(r.allocated_pct_by_model[m][100] for r in mine) for m in models],
+                marker_color=_color(i),
+            )
+        )
+        rates = []
+        for cls in classes:
+            failed = sum(r.classes[cls].failed_by_100 for r in mine if cls in r.classes)
+            arrived = sum(r.classes[cls].arrived_by_100 for r in mine if cls in r.classes)
+            rates.append(100.0 * failed / arrived if arrived else 0.0)
+        failures.add_trace(go.Bar(name=policy, x=classes, y=rates, marker_color=_color(i)))
+    by_model.update_layout(
+        barmode="group", yaxis_title="allocated GPU at 100% arrived (% of the model's GPUs)"
+    )
+    failures.update_layout(
+        barmode="group", yaxis_title="pods that found no place before 100% arrived (%)"
+    )
+    return [
+        ("Unallocated GPU against arrived workload", unalloc),
+        ("GPU fragmentation (FGD measure)", frag),
+        ("Allocation per GPU model at 100% arrived", by_model),
+        ("Failed pods per class", failures),
+    ]
+
+
+def replay_figures(runs: Sequence[ReplayRun]) -> list[tuple[str, go.Figure]]:
+    policies = list(dict.fromkeys(r.policy for r in runs))
+    alloc = go.Figure()
+    frag = go.Figure()
+    pending = go.Figure()
+    delays = go.Figure()
+    for i, policy in enumerate(policies):
+        run = next(r for r in runs if r.policy == policy)
+        hours = [t / 3600 for t in run.timeline.time]
+        color = _color(i)
+        alloc.add_trace(
+            go.Scatter(x=hours, y=run.timeline.allocated_gpu_pct, name=policy, line_color=color)
+        )
+        frag.add_trace(
+            go.Scatter(x=hours, y=run.timeline.fragmentation_pct, name=policy, line_color=color)
+        )
+        pending.add_trace(
+            go.Scatter(x=hours, y=run.timeline.pending, name=policy, line_color=color)
+        )
+        n = len(run.delays)
+        delays.add_trace(
+            go.Scatter(
+                x=run.delays,
+                y=[100.0 * (k + 1) / n for k in range(n)],
+                name=policy,
+                line_color=color,
+            )
+        )
+    alloc.update_layout(xaxis_title="hours", yaxis_title="allocated GPU (%)")
+    frag.update_layout(xaxis_title="hours", yaxis_title="fragmented GPU (% of capacity)")
+    pending.update_layout(xaxis_title="hours", yaxis_title="pending pods")
+    delays.update_layout(xaxis_title="queueing delay (s)", yaxis_title="pods (%)", xaxis_type="log")
+    first = runs[0]
+    per_model = go.Figure()
+    hours = [t / 3600 for t in first.timeline.time]
+    for i, (model, values) in enumerate(sorted(first.timeline.allocated_pct_by_model.items())):
+        per_model.add_trace(go.Scatter(x=hours, y=values, name=model, line_color=_color(i)))
+    per_model.update_layout(
+        xaxis_title="hours", yaxis_title=f"allocated GPU per model (%), {first.policy}"
+    )
+    return [
+        ("GPU allocation over time", alloc),
+        ("GPU fragmentation over time", frag),
+        ("Pending pods over time", pending),
+        ("Queueing delay (cumulative distribution)", delays),
+        ("Allocation per GPU model over time", per_model),
+    ]
+
+
+def _table(rows: Sequence[FillSummary] | Sequence[ReplaySummary]) -> str:
+    if not rows:
+        return ""
+    fields = [f for f in rows[0].__dataclass_fields__ if f != "seeds"]
+    head = "".join(f"<th>{html.escape(f.replace('_', ' '))}</th>" for f in fields)
+    body = ""
+    for row in rows:
+        cells = []
+        for f in fields:
+            value = getattr(row, f)
+            if isinstance(value, dict):
+                value = ", ".join(f"{k}: {v}" for k, v in value.items())
+            cells.append(f"<td>{html.escape(str(value))}</td>")
+        body += "<tr>" + "".join(cells) + "</tr>"
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def write_report(
+    path: Path,
+    title: str,
+    description: str,
+    summaries: Sequence[FillSummary] | Sequence[ReplaySummary],
+    figures: Sequence[tuple[str, go.Figure]],
+) -> None:
+    """Write the report page to ``path``."""
+    sections = []
+    for i, (heading, fig) in enumerate(figures):
+        fig.update_layout(template="plotly_white", height=440, margin={"t": 30})
+        plot = fig.to_html(full_html=False, include_plotlyjs=(i == 0))
+        sections.append(f"<h2>{html.escape(heading)}</h2>{plot}")
+    page = f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
+table {{ border-collapse: collapse; font-size: 0.9em; }}
+th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
+th {{ background: #f3f3f3; }}
+td:first-child, th:first-child {{ text-align: left; }}
+</style></head>
+<body><h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>
+{_table(summaries)}
+{"".join(sections)}
+</body></html>
+"""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,212 @@
+"""A pod compiled against a node table: integers and masks the hot path can use directly.
+
+Pods with the same :attr:`~gpufleet.model.Pod.signature` compile to the same :class:`Demand`,
+so the engine compiles each shape once (per change of the node set), not once per pod.
+
+The static part of filtering (GPU model, node selector and affinity, taints, cordons) is
+evaluated here over all nodes at once from the table's id columns; the usage-dependent part
+(free CPU, memory, GPU) is evaluated per placement by the filters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.model import MILLI_PER_GPU, Pod, Taint, Toleration
+from gpufleet.model.pod import NodeSelectorRequirement, NodeSelectorTerm
+from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
+
+#: Milli-GPU that no device can offer: marks rows where a memory share cannot be converted.
+IMPOSSIBLE_MILLI = MILLI_PER_GPU + 1
+
+
+@dataclass(slots=True)
+class Demand:
+    """What one pod shape needs, compiled for one node set (``topology_version``)."""
+
+    signature: tuple[object, ...]
+    cpu_milli: int
+    memory_mib: int
+    gpu_count: int
+    gpu_milli: int
+    shared: bool
+    #: Milli-GPU per row for shares asked in GPU memory (None when ``gpu_milli`` holds).
+    milli_by_row: IntArray | None
+    mig_profile: int
+    mig_count: int
+    #: GPU "tag" for clustering heuristics: 0 = shared, k = k whole GPUs, -1 = none.
+    tag: int
+    model_mask: BoolArray | None
+    affinity_mask: BoolArray | None
+    taint_mask: BoolArray | None
+    static_mask: BoolArray
+    topology_version: int
+    pod_class: str
+    #: What row-local scores may depend on: the pod's CPU and GPU request, nothing else.
+    #: Pods that differ only in memory, selectors or tolerations share cached scores.
+    score_key: tuple[object, ...] = ()
+
+    @property
+    def wants_gpu(self) -> bool:
+        return self.gpu_count > 0 or self.mig_count > 0
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return self.gpu_count * self.gpu_milli
+
+    def milli_on(self, rows: IntArray) -> IntArray:
+        """Milli-GPU per device this pod takes on each of ``rows``."""
+        if self.milli_by_row is None:
+            return np.full(rows.shape, self.gpu_milli, np.int64)
+        return self.milli_by_row[rows]
+
+
+def compile_demand(table: NodeTable, pod: Pod) -> Demand:
+    """Compile ``pod`` against ``table`` (see the module docstring)."""
+    n = table.size
+    gpu = pod.gpu
+    milli_by_row: IntArray | None = None
+    gpu_milli = gpu.milli
+    if gpu.count and gpu.memory_mib:
+        memory = table.gpu_mem[:n]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            by_memory = np.where(
+                memory > 0,
+                -(-gpu.memory_mib * MILLI_PER_GPU // np.maximum(memory, 1)),
+                IMPOSSIBLE_MILLI,
+            )
+        milli_by_row = np.maximum(by_memory, gpu.milli).astype(np.int64)
+        gpu_milli = gpu.milli
+    mig_profile = -1
+    if gpu.mig_profile is not None:
+        mig_profile = table.mig_profile_id.get(gpu.mig_profile, -2)
+
+    model_mask = _model_mask(table, pod) if (gpu.count or gpu.mig_count) else None
+    affinity_mask = _affinity_mask(table, pod)
+    taint_mask = _taint_mask(table, pod.tolerations)
+    static_mask = table.schedulable[:n].copy()
+    for mask in (model_mask, affinity_mask, taint_mask):
+        if mask is not None:
+            static_mask &= mask
+    if mig_profile == -2:
+        static_mask[:] = False
+    if gpu.mig_profile is not None:
+        tag = -1
+    elif gpu.is_shared:
+        tag = 0
+    else:
+        tag = gpu.count if gpu.count else -1
+    if tag > table.max_gpus:
+        tag = -1
+    return Demand(
+        signature=pod.signature,
+        cpu_milli=pod.cpu_milli,
+        memory_mib=pod.memory_mib,
+        gpu_count=gpu.count,
+        gpu_milli=gpu_milli,
+        shared=gpu.is_shared,
+        milli_by_row=milli_by_row,
+        mig_profile=mig_profile,
+        mig_count=gpu.mig_count,
+        tag=tag,
+        model_mask=model_mask,
+        affinity_mask=affinity_mask,
+        taint_mask=taint_mask,
+        static_mask=static_mask,
+        topology_version=table.topology_version,
+        pod_class=str(pod.pod_class),
+        score_key=(pod.cpu_milli, gpu),
+    )
+
+
+def _model_mask(table: NodeTable, pod: Pod) -> BoolArray | None:
+    if pod.gpu_models is None:
+        return None
+    ids = [table.model_id_of[m] for m in pod.gpu_models if m in table.model_id_of]
+    return np.isin(table.model_id[: table.size], np.asarray(ids, np.int64))
+
+
+def _affinity_mask(table: NodeTable, pod: Pod) -> BoolArray | None:
+    if not pod.node_selector and not pod.required_affinity:
+        return None
+    n = table.size
+    mask = np.ones(n, np.bool_)
+    for key, value in pod.node_selector:
+        mask &= _requirement_mask(table, NodeSelectorRequirement(key, "In", (value,)))
+    if pod.required_affinity:
+        any_term = np.zeros(n, np.bool_)
+        for term in pod.required_affinity:
+            any_term |= _term_mask(table, term)
+        mask &= any_term
+    return mask
+
+
+def _term_mask(table: NodeTable, term: NodeSelectorTerm) -> BoolArray:
+    n = table.size
+    if not term.match_expressions:
+        return np.zeros(n, np.bool_)  # an empty term matches no node, as in Kubernetes
+    mask = np.ones(n, np.bool_)
+    for requirement in term.match_expressions:
+        mask &= _requirement_mask(table, requirement)
+    return mask
+
+
+def _requirement_mask(table: NodeTable, req: NodeSelectorRequirement) -> BoolArray:
+    n = table.size
+    column = table.label_ids.get(req.key)
+    ids = column[:n] if column is not None else np.full(n, -1, np.int64)
+    values = table.label_values.get(req.key, {})
+    op = req.operator
+    if op in ("In", "NotIn"):
+        wanted = np.asarray([values[v] for v in req.values if v in values], np.int64)
+        inside = np.isin(ids, wanted)
+        return inside if op == "In" else ~inside
+    if op == "Exists":
+        return ids >= 0
+    if op == "DoesNotExist":
+        return ids < 0
+    if op in ("Gt", "Lt"):
+        bound = int(req.values[0])
+        numeric = np.full(len(values) + 1, np.nan)
+        for text, vid in values.items():
+            try:
+                numeric[vid] = int(text)
+            except ValueError:
+                continue
+        row_values = numeric[np.where(ids >= 0, ids, len(values))]
+        with np.errstate(invalid="ignore"):
+            compared: BoolArray = row_values > bound if op == "Gt" else row_values < bound
+        return compared
+    raise ValueError(f"unknown node selector operator {op!r}")
+
+
+def tolerates(toleration: Toleration, taint: Taint) -> bool:
+    """Kubernetes' toleration matching rule."""
+    if toleration.effect is not None and toleration.effect != taint.effect:
+        return False
+    if toleration.operator == "Exists":
+        return toleration.key is None or toleration.key == taint.key
+    return toleration.key == taint.key and toleration.value == taint.value
+
+
+def _taint_mask(table: NodeTable, tolerations: tuple[Toleration, ...]) -> BoolArray | None:
+    if not table.taints:
+        return None
+    untolerated = [
+        tid
+        for taint, tid in table.taint_id.items()
+        if not any(tolerates(t, taint) for t in tolerations)
+    ]
+    if not untolerated:
+        return None
+    hard = table.hard_taints[: table.size][:, untolerated]
+    admitted: BoolArray = ~np.asarray(hard.any(axis=1), dtype=np.bool_)
+    return admitted
+
+
+def untolerated_taints(table: NodeTable, demand_tolerations: tuple[Toleration, ...]) -> list[Taint]:
+    return [
+        taint for taint in table.taints if not any(tolerates(t, taint) for t in demand_tolerations)
+    ]

@@ -1,0 +1,290 @@
+"""The placement engine: filter all nodes at once, score the feasible ones, pick, reserve.
+
+One placement is a handful of numpy operations over node columns, no Python loop over nodes:
+
+1. compile the pod to a :class:`~gpufleet.scheduling.demand.Demand` (cached per pod shape);
+2. mask = static mask of the shape & usage filters (free CPU, memory, GPU);
+3. raw scores of feasible rows, from a per-(scorer, shape) cache in which only rows whose
+   version changed since they were scored are recomputed;
+4. the highest combined score wins; ties go to the lowest tie-break rank (a fixed node order);
+5. the policy's device chooser picks GPU positions or MIG slices, the table takes them.
+
+:meth:`PlacementEngine.place_gang` places several pods on a trial of the table and keeps all of
+them or none. What this module does not do: queues, quotas, preemption (they sit above it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpufleet.model import MILLI_PER_GPU, Placement, Pod
+from gpufleet.scheduling.demand import Demand, compile_demand
+from gpufleet.scheduling.filters import GpuFit, NodeResourcesFit, default_filters
+from gpufleet.scheduling.framework import FilterPlugin, FloatArray, Policy, ScorePlugin
+from gpufleet.scheduling.node_table import Allocation, BoolArray, IntArray, NodeTable
+from gpufleet.scheduling.policies.devices import share_milli
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A pod placed: where (for users and backends) and what it holds (to give it back)."""
+
+    pod: Pod
+    placement: Placement
+    allocation: Allocation
+
+
+@dataclass(frozen=True, slots=True)
+class Unschedulable:
+    """A pod that fits nowhere now, with the number of nodes failing per reason."""
+
+    pod: Pod
+    total_nodes: int
+    reasons: Mapping[str, int] = field(default_factory=dict)
+    detail: str = ""
+
+    def message(self) -> str:
+        """kube-scheduler's wording: '0/40 nodes are available: 32 Insufficient ...'."""
+        parts = ", ".join(
+            f"{count} {reason}"
+            for reason, count in sorted(self.reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
+        text = f"0/{self.total_nodes} nodes are available"
+        text = f"{text}: {parts}." if parts else f"{text}."
+        return f"{self.detail} {text}".strip()
+
+
+@dataclass(slots=True)
+class _ScoreCache:
+    values: FloatArray
+    valid: IntArray
+
+
+class PlacementEngine:
+    """Places pods on a :class:`NodeTable` under a :class:`Policy`."""
+
+    def __init__(
+        self,
+        table: NodeTable,
+        policy: Policy,
+        filters: Sequence[FilterPlugin] | None = None,
+        tie_rank: IntArray | None = None,
+        score_cache_size: int = 1024,
+    ) -> None:
+        self.table = table
+        self.policy = policy
+        self.filters = tuple(filters) if filters is not None else tuple(default_filters())
+        self._resources = NodeResourcesFit()
+        self._gpus = GpuFit()
+        self._tie_rank = tie_rank
+        self._demands: dict[tuple[object, ...], Demand] = {}
+        self._demands_version = -1
+        self._scores: OrderedDict[tuple[int, tuple[object, ...]], _ScoreCache] = OrderedDict()
+        self._score_cache_size = score_cache_size
+
+    # ------------------------------------------------------------------------- compile
+    def demand(self, pod: Pod) -> Demand:
+        """The compiled form of ``pod`` for the current node set (cached per shape)."""
+        table = self.table
+        if self._demands_version != table.topology_version:
+            self._demands.clear()
+            self._demands_version = table.topology_version
+        signature = pod.signature
+        demand = self._demands.get(signature)
+        if demand is None:
+            demand = self._demands[signature] = compile_demand(table, pod)
+        return demand
+
+    def tie_rank(self) -> IntArray:
+        """Rank of each row in the tie-break order (lower wins); rows added later rank last."""
+        size = self.table.size
+        rank = self._tie_rank
+        if rank is None or rank.size < size:
+            extra = np.arange(0 if rank is None else rank.size, size, dtype=np.int64)
+            base = np.empty(0, np.int64) if rank is None else rank
+            rank = self._tie_rank = np.concatenate([base, extra])
+        return rank
+
+    # ------------------------------------------------------------------------- filter
+    def feasible(self, demand: Demand, rows: IntArray | None = None) -> BoolArray:
+        """Whether the pod fits now on each of ``rows`` (default: every row)."""
+        mask = demand.static_mask.copy() if rows is None else demand.static_mask[rows]
+        if self._resources.applies(demand):
+            mask &= self._resources.mask(self.table, demand, rows)
+        if self._gpus.applies(demand):
+            mask &= self._gpus.mask(self.table, demand, rows)
+        return mask
+
+    def explain(self, pod: Pod) -> Unschedulable:
+        """Why ``pod`` fits nowhere: nodes per reason, the first failing filter of each node."""
+        table = self.table
+        demand = self.demand(pod)
+        remaining = table.alive[: table.size].copy()
+        total = int(remaining.sum())
+        counts: Counter[str] = Counter()
+        for plugin in self.filters:
+            if not plugin.applies(demand):
+                continue
+            failing = remaining & ~plugin.mask(table, demand)
+            if not failing.any():
+                continue
+            for reason, mask in plugin.reasons(table, demand).items():
+                count = int(np.count_nonzero(mask & failing))
+                if count:
+                    counts[reason] += count
+            remaining &= ~failing
+        detail = ""
+        if not self.fits_when_empty(pod):
+            detail = f"{pod.key} can never fit on this cluster ({describe_request(pod)})."
+        return Unschedulable(pod, total, dict(counts), detail)
+
+    def fits_when_empty(self, pod: Pod) -> bool:
+        """Would ``pod`` fit on some node if the cluster were empty?"""
+        table = self.table
+        n = table.size
+        demand = self.demand(pod)
+        # Cordons are temporary, so a cordoned node still counts here.
+        mask = table.alive[:n] & (table.cpu_cap[:n] >= pod.cpu_milli)
+        for static in (demand.model_mask, demand.affinity_mask, demand.taint_mask):
+            if static is not None:
+                mask &= static
+        mask &= table.mem_cap[:n] >= pod.memory_mib
+        if demand.mig_count:
+            if demand.mig_profile < 0:
+                return False
+            mask &= table.mig_cap[:n, demand.mig_profile] >= demand.mig_count
+        elif demand.shared:
+            milli = demand.milli_by_row if demand.milli_by_row is not None else demand.gpu_milli
+            mask &= (table.gpu_count[:n] >= 1) & (milli <= MILLI_PER_GPU)
+        elif demand.gpu_count:
+            mask &= table.gpu_count[:n] >= demand.gpu_count
+        return bool(mask.any())
+
+    # ------------------------------------------------------------------------- score
+    def _raw_scores(self, scorer: ScorePlugin, demand: Demand, rows: IntArray) -> FloatArray:
+        if not scorer.row_local:
+            return scorer.score(self.table, demand, rows)
+        table = self.table
+        key = (id(scorer), demand.score_key)
+        cache = self._scores.get(key)
+        if cache is None or cache.values.size != table.capacity:
+            cache = _ScoreCache(
+                np.zeros(table.capacity, np.float64), np.full(table.capacity, -1, np.int64)
+            )
+            self._scores[key] = cache
+            if len(self._scores) > self._score_cache_size:
+                self._scores.popitem(last=False)
+        else:
+            self._scores.move_to_end(key)
+        stale = rows[cache.valid[rows] != table.version[rows]]
+        if stale.size:
+            cache.values[stale] = scorer.score(table, demand, stale)
+            cache.valid[stale] = table.version[stale]
+        result: FloatArray = cache.values[rows]
+        return result
+
+    def scores(self, demand: Demand, rows: IntArray) -> FloatArray:
+        """Combined, normalised scores of feasible ``rows``."""
+        total: FloatArray | None = None
+        for scorer, weight in self.policy.scorers:
+            values = scorer.normalize(self._raw_scores(scorer, demand, rows))
+            if weight != 1.0:
+                values = values * weight
+            total = values if total is None else total + values
+        assert total is not None, "a policy needs at least one scorer"
+        return total
+
+    def choose_row(self, demand: Demand, mask: BoolArray) -> int | None:
+        rows = np.flatnonzero(mask)
+        if rows.size == 0:
+            return None
+        if rows.size == 1:
+            return int(rows[0])
+        scores = self.scores(demand, rows)
+        best = rows[scores == scores.max()]
+        if best.size == 1:
+            return int(best[0])
+        return int(best[np.argmin(self.tie_rank()[best])])
+
+    # ------------------------------------------------------------------------- place
+    def place(self, pod: Pod, explain: bool = True) -> Bound | Unschedulable:
+        """Place one pod now, or say why it cannot go anywhere."""
+        demand = self.demand(pod)
+        for observer in self.policy.observers:
+            observer.observe(demand)
+        row = self.choose_row(demand, self.feasible(demand))
+        if row is None:
+            if explain:
+                return self.explain(pod)
+            return Unschedulable(pod, int(self.table.alive[: self.table.size].sum()))
+        return self.bind_to(pod, demand, row)
+
+    def bind_to(self, pod: Pod, demand: Demand, row: int) -> Bound:
+        """Reserve devices for ``pod`` on ``row`` (which must fit) and take them."""
+        table = self.table
+        choice = self.policy.devices.choose(table, row, demand)
+        milli = 0
+        if demand.shared:
+            milli = share_milli(table, row, demand)
+        elif demand.gpu_count:
+            milli = MILLI_PER_GPU
+        allocation = table.allocate(
+            row,
+            demand.cpu_milli,
+            demand.memory_mib,
+            choice.positions,
+            milli,
+            demand.mig_profile if demand.mig_count else -1,
+            choice.mig_slices,
+            demand.tag,
+        )
+        node = table.nodes[row]
+        placement = Placement(
+            node.name,
+            allocation.gpu_indices,
+            milli,
+            tuple((node.gpus[p].index, slot) for p, slot in choice.mig_slices),
+        )
+        return Bound(pod, placement, allocation)
+
+    def place_gang(self, pods: Sequence[Pod], explain: bool = True) -> list[Bound] | Unschedulable:
+        """Place all of ``pods`` or none of them (on a trial of the table)."""
+        mark = self.table.begin_trial()
+        bound: list[Bound] = []
+        for pod in pods:
+            result = self.place(pod, explain=explain)
+            if isinstance(result, Unschedulable):
+                self.table.rollback(mark)
+                return Unschedulable(
+                    result.pod,
+                    result.total_nodes,
+                    result.reasons,
+                    f"gang of {len(pods)}: {len(bound)} placed, then {pod.key} did not fit."
+                    + (f" {result.detail}" if result.detail else ""),
+                )
+            bound.append(result)
+        self.table.commit(mark)
+        return bound
+
+    def release(self, allocation: Allocation) -> None:
+        self.table.release(allocation)
+
+
+def describe_request(pod: Pod) -> str:
+    """A short human description of what a pod asks for."""
+    parts = [f"cpu {pod.cpu_milli}m", f"memory {pod.memory_mib}Mi"]
+    gpu = pod.gpu
+    if gpu.mig_profile is not None:
+        parts.append(f"{gpu.mig_count} x nvidia.com/mig-{gpu.mig_profile}")
+    elif gpu.is_shared:
+        share = f"{gpu.milli} milli-GPU" if gpu.milli else f"{gpu.memory_mib}Mi GPU memory"
+        parts.append(f"a share of one GPU ({share})")
+    elif gpu.count:
+        parts.append(f"{gpu.count} x nvidia.com/gpu")
+    if pod.gpu_models is not None:
+        parts.append("GPU model in {" + ", ".join(sorted(pod.gpu_models)) + "}")
+    return ", ".join(parts)

@@ -1,0 +1,394 @@
+"""The cluster as columns: one row per node, numpy arrays for everything the hot path reads.
+
+The table owns free capacity (CPU, memory, milli-GPU per device, MIG slices per profile), the
+static facts filters need (GPU model ids, label value ids, hard taints), and a version stamp per
+row so that callers can cache per-row quantities and recompute only rows that changed.
+
+Changes happen one row at a time through :meth:`NodeTable.allocate` and
+:meth:`NodeTable.release`. Inside a trial (:meth:`begin_trial`) every change is logged so that
+:meth:`rollback` restores the rows exactly; this is how a gang is placed all or nothing.
+
+What it does not do: decide anything. Filters, scores and device choice live in plugins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.model import MILLI_PER_GPU, Node, TaintEffect
+from gpufleet.model.node import Taint
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+_HARD_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
+#: The numpy columns, copied over when the table grows.
+_COLUMNS = (
+    "cpu_cap", "mem_cap", "cpu_free", "mem_free", "gpu_free", "gpu_usable", "gpu_count",
+    "full_free", "max_free", "gpu_mem", "model_id", "mig_cap", "mig_free", "tag_count", "alive",
+    "schedulable", "version", "hard_taints",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What one pod holds on one row; enough to give it back exactly."""
+
+    row: int
+    cpu_milli: int
+    memory_mib: int
+    gpu_indices: tuple[int, ...] = ()
+    gpu_milli_per_device: int = 0
+    mig_profile: int = -1
+    mig_slices: tuple[tuple[int, int], ...] = ()
+    tag: int = -1
+
+
+@dataclass(slots=True)
+class _RowImage:
+    """A row's mutable state, saved before a change inside a trial."""
+
+    row: int
+    cpu_free: int
+    mem_free: int
+    gpu_free: IntArray
+    mig_free: IntArray
+    tag_count: IntArray
+    free_slices: list[list[tuple[int, int]]]
+
+
+class NodeTable:
+    """Columns over nodes. Rows are never reordered; removed nodes are marked dead.
+
+    ``alive`` says a node is in the cluster; ``schedulable`` says new pods may go there
+    (a cordoned node is alive but not schedulable).
+    """
+
+    def __init__(self, nodes: Sequence[Node] = (), max_gpus: int = 8) -> None:
+        self.max_gpus = max(max_gpus, max((n.gpu_count for n in nodes), default=0), 1)
+        self.size = 0
+        self.nodes: list[Node] = []
+        self.row_of: dict[str, int] = {}
+        self.model_names: list[str] = []
+        self.model_id_of: dict[str, int] = {}
+        self.mig_profiles: list[str] = []
+        self.mig_profile_id: dict[str, int] = {}
+        self.taints: list[Taint] = []
+        self.taint_id: dict[Taint, int] = {}
+        self.label_values: dict[str, dict[str, int]] = {}
+        #: Bumped on every change of any row; row versions take its value.
+        self.clock = 0
+        #: Bumped when nodes are added or removed (static masks must be rebuilt).
+        self.topology_version = 0
+        self._undo: list[_RowImage] | None = None
+        self._trial_marks: list[int] = []
+        self._free_slices: list[list[list[tuple[int, int]]]] = []
+        self._allocate_columns(max(len(nodes), 16))
+        for node in nodes:
+            self.add_node(node)
+
+    # ----------------------------------------------------------------------------- storage
+    def _allocate_columns(self, capacity: int) -> None:
+        g = self.max_gpus
+        self.capacity = capacity
+        self.cpu_cap = np.zeros(capacity, np.int64)
+        self.mem_cap = np.zeros(capacity, np.int64)
+        self.cpu_free = np.zeros(capacity, np.int64)
+        self.mem_free = np.zeros(capacity, np.int64)
+        self.gpu_free = np.zeros((capacity, g), np.int64)
+        self.gpu_usable = np.zeros((capacity, g), np.bool_)
+        self.gpu_count = np.zeros(capacity, np.int64)
+        self.full_free = np.zeros(capacity, np.int64)
+        self.max_free = np.zeros(capacity, np.int64)
+        self.gpu_mem = np.zeros(capacity, np.int64)
+        self.model_id = np.full(capacity, -1, np.int64)
+        self.mig_cap = np.zeros((capacity, 0), np.int64)
+        self.mig_free = np.zeros((capacity, 0), np.int64)
+        self.tag_count = np.zeros((capacity, g + 1), np.int64)
+        self.alive = np.zeros(capacity, np.bool_)
+        self.schedulable = np.zeros(capacity, np.bool_)
+        self.version = np.zeros(capacity, np.int64)
+        self.hard_taints = np.zeros((capacity, 0), np.bool_)
+        self.label_ids: dict[str, IntArray] = {}
+
+    def _grow(self, rows: int, gpus: int) -> None:
+        """Make room for ``rows`` rows and ``gpus`` devices per node, keeping the contents."""
+        if rows <= self.capacity and gpus <= self.max_gpus:
+            return
+        old = {name: getattr(self, name) for name in _COLUMNS}
+        old_labels = self.label_ids
+        old_g = self.max_gpus
+        self.max_gpus = max(self.max_gpus, gpus)
+        self._allocate_columns(max(rows, 2 * self.capacity))
+        n = self.size
+        for name, array in old.items():
+            new = getattr(self, name)
+            if array.ndim == 1:
+                new[:n] = array[:n]
+            elif name == "tag_count":
+                new[:n, : old_g + 1] = array[:n]
+            elif name in ("gpu_free", "gpu_usable"):
+                new[:n, :old_g] = array[:n]
+            else:
+                resized = np.zeros((self.capacity, array.shape[1]), array.dtype)
+                resized[:n] = array[:n]
+                setattr(self, name, resized)
+        for key, ids in old_labels.items():
+            column = np.full(self.capacity, -1, np.int64)
+            column[:n] = ids[:n]
+            self.label_ids[key] = column
+
+    def _add_mig_profile(self, profile: str) -> int:
+        pid = len(self.mig_profiles)
+        self.mig_profiles.append(profile)
+        self.mig_profile_id[profile] = pid
+        self.mig_cap = np.hstack([self.mig_cap, np.zeros((self.capacity, 1), np.int64)])
+        self.mig_free = np.hstack([self.mig_free, np.zeros((self.capacity, 1), np.int64)])
+        for slices in self._free_slices:
+            slices.append([])
+        return pid
+
+    def _add_taint(self, taint: Taint) -> int:
+        tid = len(self.taints)
+        self.taints.append(taint)
+        self.taint_id[taint] = tid
+        self.hard_taints = np.hstack([self.hard_taints, np.zeros((self.capacity, 1), np.bool_)])
+        return tid
+
+    # ----------------------------------------------------------------------------- nodes
+    def add_node(self, node: Node) -> int:
+        """Append a node (empty: nothing allocated on it) and return its row."""
+        if node.name in self.row_of and self.alive[self.row_of[node.name]]:
+            raise ValueError(f"node {node.name!r} is already in the table")
+        self._grow(self.size + 1, node.gpu_count)
+        row = self.size
+        self.size += 1
+        self.nodes.append(node)
+        self.row_of[node.name] = row
+        self.cpu_cap[row] = self.cpu_free[row] = node.cpu_milli
+        self.mem_cap[row] = self.mem_free[row] = node.memory_mib
+        usable = [gpu.index for gpu in node.gpus if not gpu.partitioned]
+        for position, gpu in enumerate(node.gpus):
+            if not gpu.partitioned:
+                self.gpu_free[row, position] = MILLI_PER_GPU
+                self.gpu_usable[row, position] = True
+        self.gpu_count[row] = len(usable)
+        self.gpu_mem[row] = node.gpu_memory_mib
+        model = node.gpu_model
+        if model is not None:
+            if model not in self.model_id_of:
+                self.model_id_of[model] = len(self.model_names)
+                self.model_names.append(model)
+            self.model_id[row] = self.model_id_of[model]
+        free_slices: list[list[tuple[int, int]]] = [[] for _ in self.mig_profiles]
+        self._free_slices.append(free_slices)
+        for position, gpu in enumerate(node.gpus):
+            for mig in gpu.mig_slices:
+                pid = self.mig_profile_id.get(mig.profile)
+                if pid is None:
+                    pid = self._add_mig_profile(mig.profile)
+                free_slices[pid].append((position, mig.slot))
+                self.mig_cap[row, pid] += 1
+        self.mig_free[row] = self.mig_cap[row]
+        for taint in node.taints:
+            if taint.effect in _HARD_EFFECTS:
+                tid = self.taint_id.get(taint)
+                if tid is None:
+                    tid = self._add_taint(taint)
+                self.hard_taints[row, tid] = True
+        for key, value in node.labels.items():
+            values = self.label_values.setdefault(key, {})
+            vid = values.setdefault(value, len(values))
+            column = self.label_ids.get(key)
+            if column is None:
+                column = self.label_ids[key] = np.full(self.capacity, -1, np.int64)
+            column[row] = vid
+        self.alive[row] = True
+        self.schedulable[row] = not node.unschedulable
+        self._refresh_gpu_summary(row)
+        self._touch(row)
+        self.topology_version += 1
+        return row
+
+    def remove_node(self, name: str) -> int:
+        """Mark a node dead; its row stays (allocations on it are the caller's to drop)."""
+        row = self.row_of[name]
+        self.alive[row] = False
+        self.schedulable[row] = False
+        self._touch(row)
+        self.topology_version += 1
+        return row
+
+    def rows_of(self, names: Iterable[str]) -> IntArray:
+        return np.fromiter((self.row_of[n] for n in names), np.int64)
+
+    # ----------------------------------------------------------------------------- views
+    def view(self, column: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+        """The live part of a column (rows ``0..size``)."""
+        return column[: self.size]
+
+    def device_index(self, row: int, position: int) -> int:
+        """The GPU index (as the device plugin numbers it) of a column position."""
+        return self.nodes[row].gpus[position].index
+
+    def free_mig_slices(self, row: int, profile_id: int) -> list[tuple[int, int]]:
+        return list(self._free_slices[row][profile_id])
+
+    # ----------------------------------------------------------------------------- changes
+    def _touch(self, row: int) -> None:
+        self.clock += 1
+        self.version[row] = self.clock
+
+    def _refresh_gpu_summary(self, row: int) -> None:
+        free = self.gpu_free[row]
+        self.full_free[row] = int(np.count_nonzero(free == MILLI_PER_GPU))
+        self.max_free[row] = int(free.max()) if free.size else 0
+
+    def _save(self, row: int) -> None:
+        if self._undo is not None:
+            self._undo.append(
+                _RowImage(
+                    row,
+                    int(self.cpu_free[row]),
+                    int(self.mem_free[row]),
+                    self.gpu_free[row].copy(),
+                    self.mig_free[row].copy(),
+                    self.tag_count[row].copy(),
+                    [list(s) for s in self._free_slices[row]],
+                )
+            )
+
+    def allocate(
+        self,
+        row: int,
+        cpu_milli: int,
+        memory_mib: int,
+        positions: Sequence[int] = (),
+        milli_per_device: int = 0,
+        mig_profile: int = -1,
+        mig_slices: Sequence[tuple[int, int]] = (),
+        tag: int = -1,
+    ) -> Allocation:
+        """Take resources on one row. Raises if they are not free (callers filter first)."""
+        if not self.alive[row]:
+            raise ValueError(f"node {self.nodes[row].name!r} has left the cluster")
+        if cpu_milli > self.cpu_free[row] or memory_mib > self.mem_free[row]:
+            raise ValueError(f"not enough CPU or memory on {self.nodes[row].name!r}")
+        for position in positions:
+            if self.gpu_free[row, position] < milli_per_device:
+                raise ValueError(
+                    f"GPU position {position} of {self.nodes[row].name!r} has "
+                    f"{self.gpu_free[row, position]} milli free, {milli_per_device} asked"
+                )
+        if len(set(positions)) != len(positions):
+            raise ValueError("a pod cannot hold the same GPU twice")
+        free = self._free_slices[row][mig_profile] if mig_slices else []
+        if any(s not in free for s in mig_slices):
+            raise ValueError(f"MIG slice already taken on {self.nodes[row].name!r}")
+        self._save(row)
+        self.cpu_free[row] -= cpu_milli
+        self.mem_free[row] -= memory_mib
+        for position in positions:
+            self.gpu_free[row, position] -= milli_per_device
+        if mig_slices:
+            for s in mig_slices:
+                free.remove(s)
+            self.mig_free[row, mig_profile] -= len(mig_slices)
+        if tag >= 0:
+            self.tag_count[row, tag] += 1
+        self._refresh_gpu_summary(row)
+        self._touch(row)
+        devices = tuple(self.device_index(row, p) for p in positions)
+        return Allocation(
+            row,
+            cpu_milli,
+            memory_mib,
+            devices,
+            milli_per_device,
+            mig_profile,
+            tuple(mig_slices),
+            tag,
+        )
+
+    def release(self, allocation: Allocation) -> None:
+        """Give back exactly what :meth:`allocate` took."""
+        row = allocation.row
+        node = self.nodes[row]
+        position_of = {gpu.index: p for p, gpu in enumerate(node.gpus)}
+        self._save(row)
+        self.cpu_free[row] += allocation.cpu_milli
+        self.mem_free[row] += allocation.memory_mib
+        for index in allocation.gpu_indices:
+            self.gpu_free[row, position_of[index]] += allocation.gpu_milli_per_device
+        if allocation.mig_slices:
+            self._free_slices[row][allocation.mig_profile].extend(allocation.mig_slices)
+            self.mig_free[row, allocation.mig_profile] += len(allocation.mig_slices)
+        if allocation.tag >= 0:
+            self.tag_count[row, allocation.tag] -= 1
+        if (
+            self.cpu_free[row] > self.cpu_cap[row]
+            or self.mem_free[row] > self.mem_cap[row]
+            or bool((self.gpu_free[row] > MILLI_PER_GPU).any())
+        ):
+            raise AssertionError(f"release of {allocation} overflows node {node.name!r}")
+        self._refresh_gpu_summary(row)
+        self._touch(row)
+
+    # ----------------------------------------------------------------------------- trials
+    @property
+    def in_trial(self) -> bool:
+        return self._undo is not None
+
+    def begin_trial(self) -> int:
+        """Start (or nest) a trial; returns a mark for :meth:`rollback` / :meth:`commit`."""
+        if self._undo is None:
+            self._undo = []
+        mark = len(self._undo)
+        self._trial_marks.append(mark)
+        return mark
+
+    def rollback(self, mark: int) -> None:
+        """Undo every change since ``mark``, newest first."""
+        assert self._undo is not None
+        assert self._trial_marks
+        assert self._trial_marks[-1] == mark
+        while len(self._undo) > mark:
+            image = self._undo.pop()
+            row = image.row
+            self.cpu_free[row] = image.cpu_free
+            self.mem_free[row] = image.mem_free
+            self.gpu_free[row] = image.gpu_free
+            self.mig_free[row] = image.mig_free
+            self.tag_count[row] = image.tag_count
+            self._free_slices[row] = image.free_slices
+            self._refresh_gpu_summary(row)
+            self._touch(row)
+        self._end_trial()
+
+    def commit(self, mark: int) -> None:
+        """Keep the changes since ``mark`` (an outer trial can still roll them back)."""
+        assert self._trial_marks
+        assert self._trial_marks[-1] == mark
+        self._end_trial()
+
+    def _end_trial(self) -> None:
+        self._trial_marks.pop()
+        if not self._trial_marks:
+            self._undo = None
+
+    # ----------------------------------------------------------------------------- totals
+    def total_gpu_milli(self) -> int:
+        """Milli-GPU of all usable (not MIG-partitioned) devices on live nodes."""
+        n = self.size
+        return int(self.gpu_count[:n][self.alive[:n]].sum()) * MILLI_PER_GPU
+
+    def allocated_gpu_milli(self) -> int:
+        n = self.size
+        alive = self.alive[:n]
+        return int(self.gpu_count[:n][alive].sum()) * MILLI_PER_GPU - int(
+            self.gpu_free[:n][alive].sum()
+        )

@@ -1,0 +1,1 @@
+"""Test helpers shipped with the package: builders of nodes, pods and clusters, and fakes."""

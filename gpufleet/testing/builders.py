@@ -1,0 +1,94 @@
+"""Builders for tests and examples: readable one-liners instead of hand-built objects."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+
+from gpufleet.model import (
+    GpuDevice,
+    GpuRequest,
+    MigSlice,
+    Node,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    Taint,
+    TaintEffect,
+    Toleration,
+    gfd_labels,
+)
+from gpufleet.model.node import GFD_LABELS
+
+_names = itertools.count()
+
+GPU_TAINT = Taint("nvidia.com/gpu", "present", TaintEffect.NO_SCHEDULE)
+GPU_TOLERATION = Toleration("nvidia.com/gpu", "Exists", "", TaintEffect.NO_SCHEDULE)
+
+
+def make_node(
+    name: str | None = None,
+    cpu: int = 64_000,
+    memory: int = 256 * 1024,
+    gpus: int = 8,
+    model: str = "A100",
+    gpu_memory: int = 40 * 1024,
+    labels: Mapping[str, str] | None = None,
+    taints: Iterable[Taint] = (),
+    mig: Mapping[int, Iterable[str]] | None = None,
+    unschedulable: bool = False,
+) -> Node:
+    """A node; ``mig`` maps device index -> MIG profiles it is partitioned into."""
+    name = name or f"node-{next(_names)}"
+    devices = []
+    for index in range(gpus):
+        profiles = tuple((mig or {}).get(index, ()))
+        slices = tuple(MigSlice(p, slot) for slot, p in enumerate(profiles))
+        devices.append(GpuDevice(index, model, gpu_memory, slices))
+    all_labels = {GFD_LABELS.HOSTNAME: name, **gfd_labels(tuple(devices)), **(labels or {})}
+    return Node(name, cpu, memory, tuple(devices), all_labels, tuple(taints), unschedulable)
+
+
+def make_pod(
+    name: str | None = None,
+    cpu: int = 1_000,
+    memory: int = 1024,
+    gpus: int = 0,
+    milli: int | None = None,
+    gpu_memory: int = 0,
+    mig: str | None = None,
+    mig_count: int = 1,
+    models: Iterable[str] | None = None,
+    selector: Mapping[str, str] | None = None,
+    affinity: Iterable[NodeSelectorRequirement] | None = None,
+    tolerations: Iterable[Toleration] = (),
+    priority: int = 0,
+    namespace: str = "default",
+) -> Pod:
+    """A pod: ``gpus`` whole GPUs, or ``milli``/``gpu_memory`` of one, or a MIG slice."""
+    if mig is not None:
+        gpu = GpuRequest.mig(mig, mig_count)
+    elif milli is not None or gpu_memory:
+        gpu = GpuRequest.share(milli or 0, gpu_memory)
+        if gpu.milli == 1000 and not gpu_memory:
+            gpu = GpuRequest.whole(1)
+    else:
+        gpu = GpuRequest.whole(gpus)
+    terms = (NodeSelectorTerm(tuple(affinity)),) if affinity is not None else ()
+    return Pod(
+        name or f"pod-{next(_names)}",
+        namespace,
+        cpu,
+        memory,
+        gpu,
+        frozenset(models) if models is not None else None,
+        tuple(sorted((selector or {}).items())),
+        terms,
+        tuple(tolerations),
+        priority,
+    )
+
+
+def make_cluster(count: int, **node_options: object) -> list[Node]:
+    """``count`` identical nodes named ``node-0`` ... (options as for :func:`make_node`)."""
+    return [make_node(f"node-{i}", **node_options) for i in range(count)]  # type: ignore[arg-type]

@@ -1,0 +1,57 @@
+"""Time-based replay on small hand-made traces with known queueing delays."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.backends.sim.run import run_replay
+from gpufleet.model.workload import TimedPod
+from gpufleet.testing.builders import make_node, make_pod
+
+
+def timed(name: str, created: float, runtime: float | None, **pod: object) -> TimedPod:
+    deleted = None if runtime is None else created + runtime
+    return TimedPod(make_pod(name=name, **pod), created, deleted, created)  # type: ignore[arg-type]
+
+
+def test_known_queueing_delays_on_one_gpu() -> None:
+    # a holds the GPU 0-10; b waits 2->10 (8 s), runs 10-15; c and d (shares of 500) wait
+    # until 15: c arrived at 3 (12 s), d at 4 (11 s). Trace times of scheduling are ignored:
+    # run time = deletion - scheduled.
+    workload = [
+        timed("a", 0, 10, gpus=1),
+        timed("b", 2, 5, gpus=1),
+        timed("c", 3, 4, milli=500),
+        timed("d", 4, 1, milli=500),
+    ]
+    run = run_replay([make_node("n", gpus=1)], workload, "bestfit", seed=0)
+    assert run.queueing_delay_by_class["one-gpu"].max == 8
+    assert sorted(run.delays) == [0, 8, 11, 12]
+    assert run.queueing_delay.p50 == pytest.approx(9.5)
+    assert run.queueing_delay.max == 12
+    assert run.never_ran == 0
+    assert run.simulated_seconds == 19
+    assert run.bind_violations == 0
+
+
+def test_pods_that_never_fit_are_reported_with_the_reason() -> None:
+    workload = [timed("ok", 0, 5, gpus=1), timed("huge", 1, 5, gpus=4)]
+    run = run_replay([make_node("n", gpus=2)], workload, "fgd", seed=0)
+    assert run.never_ran == 1
+    assert run.never_ran_examples[0]["pod"] == "default/huge"
+    assert "can never fit" in run.never_ran_examples[0]["reason"]
+    assert run.classes["multi-gpu"].failed == 1
+
+
+def test_pods_without_a_deletion_time_run_to_the_end() -> None:
+    workload = [timed("forever", 0, None, gpus=1), timed("later", 5, 1, gpus=1)]
+    run = run_replay([make_node("n", gpus=1)], workload, "bestfit", seed=0)
+    assert run.never_ran == 1
+    assert run.timeline.allocated_gpu_pct[-1] == 100.0
+
+
+def test_allocation_timeline_follows_arrivals_and_departures() -> None:
+    workload = [timed("a", 0, 10, gpus=1), timed("b", 5, 10, milli=500)]
+    run = run_replay([make_node("n", gpus=2)], workload, "bestfit", seed=0)
+    assert run.timeline.time == [0.0, 5.0, 10.0, 15.0]
+    assert run.timeline.allocated_gpu_pct == [50.0, 75.0, 25.0, 0.0]

@@ -1,0 +1,95 @@
+"""The scheduling core: events in, actions out; parking and waking of pending pods."""
+
+from __future__ import annotations
+
+from gpufleet.model import Placement
+from gpufleet.model.actions import Bind, MarkUnschedulable
+from gpufleet.model.events import BindFailed, NodeAdded, PodAdded, PodBound, PodDeleted
+from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.policies import PolicyContext, make_policy
+from gpufleet.scheduling.target import TargetWorkload
+from gpufleet.testing.builders import make_cluster, make_node, make_pod
+
+
+def core_for(nodes: list, policy: str = "bestfit") -> SchedulerCore:  # type: ignore[type-arg]
+    table = NodeTable(nodes)
+    return SchedulerCore(table, make_policy(policy, table, PolicyContext(TargetWorkload((), ()))))
+
+
+def binds(actions: list) -> list[str]:  # type: ignore[type-arg]
+    return [a.pod.name for a in actions if isinstance(a, Bind)]
+
+
+def test_places_in_priority_then_arrival_order() -> None:
+    core = core_for(make_cluster(1, gpus=2))
+    for name, priority in [("low", 0), ("high", 10), ("low2", 0)]:
+        core.handle(PodAdded(make_pod(name=name, gpus=1, priority=priority)))
+    actions = core.cycle()
+    assert binds(actions) == ["high", "low"]
+    waiting = [a for a in actions if isinstance(a, MarkUnschedulable)]
+    assert [a.pod.name for a in waiting] == ["low2"]
+    assert waiting[0].message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+def test_waiting_pods_are_told_once_and_wake_when_capacity_frees() -> None:
+    core = core_for(make_cluster(1, gpus=1))
+    core.handle(PodAdded(make_pod(name="a", gpus=1)))
+    core.handle(PodAdded(make_pod(name="b", gpus=1)))
+    assert binds(core.cycle()) == ["a"]
+    assert core.cycle() == []  # parked: not retried, not told again
+    core.handle(PodDeleted("default/a"))
+    assert binds(core.cycle()) == ["b"]
+
+
+def test_freed_capacity_wakes_only_groups_that_could_use_it() -> None:
+    core = core_for([make_node("small", gpus=1), make_node("big", gpus=4)])
+    core.handle(PodAdded(make_pod(name="fill-big", gpus=4)))
+    core.handle(PodAdded(make_pod(name="fill-small", gpus=1)))
+    core.cycle()
+    core.handle(PodAdded(make_pod(name="needs-4", gpus=4)))
+    core.handle(PodAdded(make_pod(name="needs-1", gpus=1)))
+    core.cycle()
+    core.handle(PodDeleted("default/fill-small"))
+    groups = {g.head[1].name: g.parked for g in core.pending.groups()}
+    assert groups == {"needs-4": True, "needs-1": False}
+    assert binds(core.cycle()) == ["needs-1"]
+
+
+def test_pod_bound_elsewhere_takes_exactly_its_devices() -> None:
+    core = core_for([make_node("n", gpus=2)])
+    pod = make_pod(name="running", milli=700)
+    core.handle(PodBound(pod, Placement("n", (1,), 700)))
+    assert core.table.gpu_free[0, :2].tolist() == [1000, 300]
+    core.handle(PodAdded(make_pod(name="new", milli=400)))
+    actions = core.cycle()
+    assert [a.placement.gpu_indices for a in actions if isinstance(a, Bind)] == [(0,)]
+    core.handle(PodDeleted("default/running"))
+    assert core.table.gpu_free[0, 1] == 1000
+
+
+def test_failed_bind_gives_devices_back_and_requeues() -> None:
+    core = core_for(make_cluster(1, gpus=1))
+    core.handle(PodAdded(make_pod(name="a", gpus=1)))
+    core.cycle()
+    core.handle(BindFailed("default/a", "node went away"))
+    assert core.table.full_free[0] == 1
+    assert binds(core.cycle()) == ["a"]
+
+
+def test_a_new_node_wakes_pending_pods() -> None:
+    core = core_for([make_node("cpu-only", gpus=0)])
+    core.handle(PodAdded(make_pod(name="gpu-pod", gpus=1)))
+    assert binds(core.cycle()) == []
+    core.handle(NodeAdded(make_node("gpu-node", gpus=1)))
+    assert binds(core.cycle()) == ["gpu-pod"]
+
+
+def test_duplicate_pod_added_is_ignored() -> None:
+    core = core_for(make_cluster(1))
+    pod = make_pod(name="a")
+    core.handle(PodAdded(pod))
+    core.handle(PodAdded(pod))
+    assert binds(core.cycle()) == ["a"]
+    core.handle(PodAdded(pod))
+    assert core.cycle() == []
