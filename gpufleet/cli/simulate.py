@@ -106,24 +106,36 @@ def run_with_progress(
     return results
 
 
+CLASS_COLUMNS = (
+    ("cpu-only", "cpu"),
+    ("gpu-share", "share"),
+    ("one-gpu", "1-gpu"),
+    ("multi-gpu", "multi"),
+    ("mig", "mig"),
+)
+
+
 def print_fill_summary(runs: list[FillRun]) -> None:
-    table = Table(title="Fill-up: unallocated GPU % at 100% arrived (lower is better)")
-    for column in (
-        "policy",
-        "median",
-        "min-max",
-        "fragmented %",
-        "failed pods by class %",
-        "s/run",
-    ):
-        table.add_column(column, justify="left" if column == "policy" else "right")
-    for row in summarize_fill(runs):
+    rows = summarize_fill(runs)
+    present = [
+        (c, label) for c, label in CLASS_COLUMNS if any(c in r.failure_rate_by_class for r in rows)
+    ]
+    table = Table(
+        title="Fill-up: unallocated GPU % at 100% arrived (lower is better)",
+        caption="frag: fragmented GPU %. "
+        + ", ".join(label for _, label in present)
+        + ": % of those pods that found no node before 100% arrived.",
+    )
+    table.add_column("policy", no_wrap=True)
+    for column in ("median", "range", "frag", *(label for _, label in present), "s/run"):
+        table.add_column(column, justify="right", no_wrap=True)
+    for row in rows:
         table.add_row(
             row.policy,
             f"{row.median_unallocated_at_100:.2f}",
             f"{row.min_unallocated_at_100:.2f}-{row.max_unallocated_at_100:.2f}",
             f"{row.median_fragmentation_at_100:.2f}",
-            ", ".join(f"{k} {v:.1f}" for k, v in row.failure_rate_by_class.items()),
+            *(f"{row.failure_rate_by_class.get(c, 0.0):.1f}" for c, _ in present),
             f"{row.median_seconds:.2f}",
         )
     console.print(table)

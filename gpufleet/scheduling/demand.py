@@ -45,8 +45,10 @@ class Demand:
     topology_version: int
     pod_class: str
     #: What row-local scores may depend on: the pod's CPU and GPU request, nothing else.
-    #: Pods that differ only in memory, selectors or tolerations share cached scores.
     score_key: tuple[object, ...] = ()
+    #: Key of a score cache: the score key and the static constraints, so that every pod
+    #: using a cache has the same static mask. Pods that differ only in memory share it.
+    cache_key: tuple[object, ...] = ()
 
     @property
     def wants_gpu(self) -> bool:
@@ -118,6 +120,14 @@ def compile_demand(table: NodeTable, pod: Pod) -> Demand:
         topology_version=table.topology_version,
         pod_class=str(pod.pod_class),
         score_key=(pod.cpu_milli, gpu),
+        cache_key=(
+            pod.cpu_milli,
+            gpu,
+            pod.gpu_models,
+            pod.node_selector,
+            pod.required_affinity,
+            pod.tolerations,
+        ),
     )
 
 

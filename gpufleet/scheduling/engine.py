@@ -60,8 +60,16 @@ class Unschedulable:
 
 @dataclass(slots=True)
 class _ScoreCache:
+    """Raw scores of one (scorer, pod kind) for every row of the kind's static mask, valid as
+    of ``mark`` in the table's change log.
+
+    Pods sharing a cache have the same CPU/GPU request and static constraints but may differ in
+    memory, so every row of the static mask is scored when the cache is made (a row one pod
+    cannot use may serve another), and afterwards every changed row of it.
+    """
+
     values: FloatArray
-    valid: IntArray
+    mark: int
 
 
 class PlacementEngine:
@@ -92,6 +100,7 @@ class PlacementEngine:
         table = self.table
         if self._demands_version != table.topology_version:
             self._demands.clear()
+            self._scores.clear()
             self._demands_version = table.topology_version
         signature = pod.signature
         demand = self._demands.get(signature)
@@ -169,21 +178,26 @@ class PlacementEngine:
         if not scorer.row_local:
             return scorer.score(self.table, demand, rows)
         table = self.table
-        key = (id(scorer), demand.score_key)
+        key = (id(scorer), demand.cache_key)
         cache = self._scores.get(key)
+        changed = None
         if cache is None or cache.values.size != table.capacity:
-            cache = _ScoreCache(
-                np.zeros(table.capacity, np.float64), np.full(table.capacity, -1, np.int64)
-            )
+            cache = _ScoreCache(np.zeros(table.capacity, np.float64), table.change_mark)
             self._scores[key] = cache
             if len(self._scores) > self._score_cache_size:
                 self._scores.popitem(last=False)
         else:
             self._scores.move_to_end(key)
-        stale = rows[cache.valid[rows] != table.version[rows]]
+            changed = table.changed_since(cache.mark)
+        static = demand.static_mask
+        if changed is None:
+            stale = np.flatnonzero(static)
+        else:
+            changed = changed[changed < static.size]
+            stale = changed[static[changed]]
         if stale.size:
             cache.values[stale] = scorer.score(table, demand, stale)
-            cache.valid[stale] = table.version[stale]
+        cache.mark = table.change_mark
         result: FloatArray = cache.values[rows]
         return result
 

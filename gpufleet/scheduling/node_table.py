@@ -84,6 +84,10 @@ class NodeTable:
         self.clock = 0
         #: Bumped when nodes are added or removed (static masks must be rebuilt).
         self.topology_version = 0
+        #: Rows in the order they changed (``change_base`` is the position of the first entry),
+        #: so that caches can find what changed since they last looked in O(changes).
+        self._change_log: list[int] = []
+        self.change_base = 0
         self._undo: list[_RowImage] | None = None
         self._trial_marks: list[int] = []
         self._free_slices: list[list[list[tuple[int, int]]]] = []
@@ -242,6 +246,27 @@ class NodeTable:
     def _touch(self, row: int) -> None:
         self.clock += 1
         self.version[row] = self.clock
+        log = self._change_log
+        log.append(row)
+        if len(log) > 4 * self.capacity + 65_536:
+            drop = len(log) // 2
+            del log[:drop]
+            self.change_base += drop
+
+    @property
+    def change_mark(self) -> int:
+        """Position in the change log now; pass it to :meth:`changed_since` later."""
+        return self.change_base + len(self._change_log)
+
+    def changed_since(self, mark: int) -> IntArray | None:
+        """Rows changed since ``mark`` (no duplicates), or None if the log no longer reaches
+        back that far (the caller must then treat every row as changed)."""
+        if mark < self.change_base:
+            return None
+        recent = self._change_log[mark - self.change_base :]
+        if not recent:
+            return np.empty(0, np.int64)
+        return np.unique(np.asarray(recent, np.int64))
 
     def _refresh_gpu_summary(self, row: int) -> None:
         free = self.gpu_free[row]
