@@ -123,9 +123,23 @@ class Pod:
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     annotations: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    #: ``namespace/name`` and the scheduling signature, computed once: both are hot.
+    key: str = field(init=False, repr=False, hash=False, compare=False)
+    #: Everything that decides where this pod may go and how it scores; not its name.
+    signature: tuple[object, ...] = field(init=False, repr=False, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        signature = (
+            self.cpu_milli,
+            self.memory_mib,
+            self.gpu,
+            self.gpu_models,
+            self.node_selector,
+            self.required_affinity,
+            self.tolerations,
+        )
+        object.__setattr__(self, "signature", signature)
 
     @property
     def pod_class(self) -> PodClass:
@@ -136,16 +150,3 @@ class Pod:
         if self.gpu.is_shared:
             return PodClass.SHARED
         return PodClass.ONE_GPU if self.gpu.count == 1 else PodClass.MULTI_GPU
-
-    @property
-    def signature(self) -> tuple[object, ...]:
-        """Everything that decides where this pod may go and how it scores; not its name."""
-        return (
-            self.cpu_milli,
-            self.memory_mib,
-            self.gpu,
-            self.gpu_models,
-            self.node_selector,
-            self.required_affinity,
-            self.tolerations,
-        )

@@ -17,8 +17,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 from gpufleet.model import MILLI_PER_GPU, Placement, Pod
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
 from gpufleet.model.events import (
@@ -51,6 +49,8 @@ class SchedulerCore:
         self.pending = PendingQueue()
         self.bound: dict[str, Bound] = {}
         self.explain_failures = explain
+        #: Rows where capacity freed since the last cycle.
+        self._freed: set[int] = set()
 
     # ----------------------------------------------------------------------------- events
     def handle(self, event: ClusterEvent) -> None:
@@ -120,15 +120,22 @@ class SchedulerCore:
         self.bound[pod.key] = Bound(pod, placement, allocation)
 
     def _wake_for_rows(self, rows: Sequence[int]) -> None:
+        """Unpark the groups whose head now fits on one of ``rows`` (which just freed up)."""
         if not len(self.pending):
             return
+        self._freed.update(rows)
         engine = self.engine
-        row_array = np.asarray(rows, np.int64)
+        for group in self.pending.parked_groups():
+            demand = engine.demand(group.head[1])
+            if any(engine.fits_row(demand, row) for row in rows):
+                group.parked = False
+                group.woken_by_rows = True
 
-        def could_fit(pod: Pod) -> bool:
-            return bool(engine.feasible(engine.demand(pod), row_array).any())
-
-        self.pending.wake(could_fit)
+    def _still_fits_where_freed(self, pod: Pod) -> bool:
+        """A group woken by freed rows was parked because nothing else fitted, and placements
+        this cycle only take capacity away; so it can only fit on a freed row, if at all."""
+        demand = self.engine.demand(pod)
+        return any(self.engine.fits_row(demand, row) for row in self._freed)
 
     # ----------------------------------------------------------------------------- cycle
     def cycle(self) -> list[Action]:
@@ -141,6 +148,10 @@ class SchedulerCore:
             if group is None or group.parked:
                 continue
             pod = group.head[1]
+            if group.woken_by_rows and not self._still_fits_where_freed(pod):
+                group.parked = True
+                continue
+            group.woken_by_rows = False
             result = self.engine.place(pod, explain=False)
             if isinstance(result, Bound):
                 self.pending.pop_head(group)
@@ -150,15 +161,14 @@ class SchedulerCore:
                     heapq.heappush(heads, (-key[1], group.head[0], key))
                 continue
             group.parked = True
-            untold = [p for _, p in group.pods if p.key not in group.told]
+            untold = self.pending.take_untold(group)
             if untold:
                 why = self.why(pod) if self.explain_failures else None
                 message = why.message() if why is not None else "no node fits"
                 reasons = dict(why.reasons) if why is not None else {}
                 group.message = message
-                for waiting in untold:
-                    group.told.add(waiting.key)
-                    actions.append(MarkUnschedulable(waiting, message, reasons))
+                actions.extend(MarkUnschedulable(waiting, message, reasons) for waiting in untold)
+        self._freed.clear()
         return actions
 
     # ----------------------------------------------------------------------------- queries

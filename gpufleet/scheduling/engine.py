@@ -128,6 +128,25 @@ class PlacementEngine:
             mask &= self._gpus.mask(self.table, demand, rows)
         return mask
 
+    def fits_row(self, demand: Demand, row: int) -> bool:
+        """Whether the pod fits on one row now: :meth:`feasible` for a single row, in scalar
+        reads (it runs for every waiting pod kind each time a pod ends, so numpy's per-call cost
+        would dominate). A property test keeps the two in agreement."""
+        table = self.table
+        if row >= demand.static_mask.size or not demand.static_mask[row]:
+            return False
+        if table.cpu_free[row] < demand.cpu_milli or table.mem_free[row] < demand.memory_mib:
+            return False
+        if demand.mig_count:
+            return bool(
+                demand.mig_profile >= 0
+                and table.mig_free[row, demand.mig_profile] >= demand.mig_count
+            )
+        if demand.shared:
+            need = demand.milli_by_row[row] if demand.milli_by_row is not None else demand.gpu_milli
+            return bool(table.max_free[row] >= need)
+        return bool(table.full_free[row] >= demand.gpu_count)
+
     def explain(self, pod: Pod) -> Unschedulable:
         """Why ``pod`` fits nowhere: nodes per reason, the first failing filter of each node."""
         table = self.table
@@ -180,7 +199,7 @@ class PlacementEngine:
         table = self.table
         key = (id(scorer), demand.cache_key)
         cache = self._scores.get(key)
-        changed = None
+        changed: IntArray | None = None
         if cache is None or cache.values.size != table.capacity:
             cache = _ScoreCache(np.zeros(table.capacity, np.float64), table.change_mark)
             self._scores[key] = cache

@@ -48,6 +48,11 @@ class FragmentationModel:
         self.idle: I32Array = np.zeros(0, np.int32)
         self.frag: FloatArray = np.zeros(0, np.float64)
         self.valid: IntArray = np.zeros(0, np.int64)
+        # The cluster total is kept as a running sum over rows (``_counted`` holds what each
+        # row contributes), updated from the table's change log.
+        self._counted: FloatArray = np.zeros(0, np.float64)
+        self._total = 0.0
+        self._total_mark = -1
         self._ensure_capacity()
 
     # ------------------------------------------------------------------------- caches
@@ -75,6 +80,8 @@ class FragmentationModel:
                 frag,
                 valid,
             )
+            self._counted = np.zeros(table.capacity, np.float64)
+            self._total_mark = -1
             self._capacity = table.capacity
         if len(table.model_names) != self._allowed_models:
             # Row 0 stands for "no GPU model" (model id -1).
@@ -135,10 +142,22 @@ class FragmentationModel:
         return result
 
     def cluster_frag(self) -> float:
-        """Sum of F_n over all live nodes (milli-GPU)."""
+        """Sum of F_n over all live nodes (milli-GPU), updated for the rows that changed."""
+        self._ensure_capacity()
         table = self.table
-        rows = np.flatnonzero(table.alive[: table.size])
-        return float(self.node_frag(rows).sum())
+        if self._total_mark < 0:
+            rows = np.arange(table.size, dtype=np.int64)
+            self._counted[:] = 0.0
+            self._total = 0.0
+        else:
+            rows = table.changed_since(self._total_mark)
+        if rows.size:
+            self.refresh(rows)
+            now = np.where(table.alive[rows], self.frag[rows], 0.0)
+            self._total += float((now - self._counted[rows]).sum())
+            self._counted[rows] = now
+        self._total_mark = table.change_mark
+        return self._total
 
     def frag_after(self, rows: IntArray, demand: Demand) -> FloatArray:
         """F_n after placing ``demand`` on each row.

@@ -84,10 +84,9 @@ class NodeTable:
         self.clock = 0
         #: Bumped when nodes are added or removed (static masks must be rebuilt).
         self.topology_version = 0
-        #: Rows in the order they changed (``change_base`` is the position of the first entry),
-        #: so that caches can find what changed since they last looked in O(changes).
+        #: The most recent changed rows, in order (the last one changed at ``clock``), so that
+        #: caches find what changed since they last looked in O(changes).
         self._change_log: list[int] = []
-        self.change_base = 0
         self._undo: list[_RowImage] | None = None
         self._trial_marks: list[int] = []
         self._free_slices: list[list[list[tuple[int, int]]]] = []
@@ -248,25 +247,22 @@ class NodeTable:
         self.version[row] = self.clock
         log = self._change_log
         log.append(row)
-        if len(log) > 4 * self.capacity + 65_536:
-            drop = len(log) // 2
-            del log[:drop]
-            self.change_base += drop
+        if len(log) > 2 * self.capacity + 4096:
+            del log[: len(log) // 2]
 
     @property
     def change_mark(self) -> int:
-        """Position in the change log now; pass it to :meth:`changed_since` later."""
-        return self.change_base + len(self._change_log)
+        """Where the table is now; pass it to :meth:`changed_since` later."""
+        return self.clock
 
-    def changed_since(self, mark: int) -> IntArray | None:
-        """Rows changed since ``mark`` (no duplicates), or None if the log no longer reaches
-        back that far (the caller must then treat every row as changed)."""
-        if mark < self.change_base:
-            return None
-        recent = self._change_log[mark - self.change_base :]
-        if not recent:
+    def changed_since(self, mark: int) -> IntArray:
+        """Rows changed since ``mark`` (a :attr:`change_mark`), without duplicates."""
+        count = self.clock - mark
+        if count <= 0:
             return np.empty(0, np.int64)
-        return np.unique(np.asarray(recent, np.int64))
+        if count <= min(len(self._change_log), self.size // 8):
+            return np.unique(np.asarray(self._change_log[-count:], np.int64))
+        return np.flatnonzero(self.version[: self.size] > mark)
 
     def _refresh_gpu_summary(self, row: int) -> None:
         free = self.gpu_free[row]

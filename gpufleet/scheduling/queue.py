@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gpufleet.model import Pod
@@ -26,8 +26,10 @@ class PendingGroup:
     key: GroupKey
     pods: deque[tuple[int, Pod]] = field(default_factory=deque)
     parked: bool = False
-    #: Keys of pods already told why they wait (so each is told once per message).
-    told: set[str] = field(default_factory=set)
+    #: Unparked because capacity freed on some rows: only those rows can help it now.
+    woken_by_rows: bool = False
+    #: Pods not yet told why they wait (each is told once; some may have left since).
+    untold: list[Pod] = field(default_factory=list)
     message: str = ""
 
     @property
@@ -58,6 +60,7 @@ class PendingQueue:
             group = self._groups[key] = PendingGroup(key)
         self._seq += 1
         group.pods.append((self._seq, pod))
+        group.untold.append(pod)
         self._group_of[pod.key] = key
         return group
 
@@ -73,7 +76,6 @@ class PendingQueue:
                 break
         else:  # pragma: no cover - the index and the groups disagree
             raise AssertionError(f"pod {pod_key} indexed but not in its group")
-        group.told.discard(pod_key)
         if not group.pods:
             del self._groups[key]
         return pod
@@ -81,7 +83,6 @@ class PendingQueue:
     def pop_head(self, group: PendingGroup) -> Pod:
         _, pod = group.pods.popleft()
         del self._group_of[pod.key]
-        group.told.discard(pod.key)
         if not group.pods:
             del self._groups[group.key]
         return pod
@@ -98,18 +99,19 @@ class PendingQueue:
     def groups(self) -> Iterator[PendingGroup]:
         return iter(list(self._groups.values()))
 
-    def wake(self, could_fit: Callable[[Pod], bool]) -> int:
-        """Unpark the groups whose head could now fit; returns how many woke."""
-        woken = 0
-        for group in self._groups.values():
-            if group.parked and could_fit(group.head[1]):
-                group.parked = False
-                woken += 1
-        return woken
+    def take_untold(self, group: PendingGroup) -> list[Pod]:
+        """The group's pods that have not been told why they wait (and are still here)."""
+        untold = [p for p in group.untold if self._group_of.get(p.key) == group.key]
+        group.untold.clear()
+        return untold
+
+    def parked_groups(self) -> list[PendingGroup]:
+        return [g for g in self._groups.values() if g.parked]
 
     def wake_all(self) -> None:
         for group in self._groups.values():
             group.parked = False
+            group.woken_by_rows = False
 
     def pods(self) -> Iterator[Pod]:
         for group in list(self._groups.values()):

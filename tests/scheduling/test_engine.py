@@ -245,8 +245,10 @@ def test_score_cache_gives_the_same_choices_as_a_cold_engine(ops: list[tuple[int
 def test_pods_differing_only_in_memory_never_read_stale_scores() -> None:
     """Regression: they share a score cache, but a row one of them cannot use (too little
     memory) was skipped on refresh and later served stale to the other."""
-    nodes = [make_node("roomy", memory=64 * 1024, gpus=4), make_node("tight", memory=8 * 1024,
-                                                                       gpus=4)]
+    nodes = [
+        make_node("roomy", memory=64 * 1024, gpus=4),
+        make_node("tight", memory=8 * 1024, gpus=4),
+    ]
     warm = engine_for(nodes, "bestfit")
     big = make_pod(cpu=1000, memory=16 * 1024, gpus=1)
     small = make_pod(cpu=1000, memory=1024, gpus=1)
@@ -258,5 +260,38 @@ def test_pods_differing_only_in_memory_never_read_stale_scores() -> None:
         rows = np.flatnonzero(mask)
         if rows.size > 1:
             cold = warm.policy.scorers[0][0].score(warm.table, demand, rows)
-            np.testing.assert_array_equal(warm.scores(demand, rows),
-                                          warm.policy.scorers[0][0].normalize(cold))
+            np.testing.assert_array_equal(
+                warm.scores(demand, rows), warm.policy.scorers[0][0].normalize(cold)
+            )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    placed=st.lists(st.tuples(st.integers(0, 4), st.integers(1, 999)), max_size=25),
+    probe=st.tuples(st.integers(0, 4), st.integers(1, 999), st.integers(0, 30_000)),
+)
+def test_fits_row_agrees_with_the_vectorised_filters(
+    placed: list[tuple[int, int]], probe: tuple[int, int, int]
+) -> None:
+    nodes = [
+        make_node("a", cpu=32_000, gpus=4, gpu_memory=16 * 1024),
+        make_node("b", cpu=16_000, gpus=2, model="T4", taints=[GPU_TAINT]),
+        make_node("c", cpu=8_000, gpus=0),
+        make_node("m", cpu=32_000, gpus=2, mig={1: ["3g.40gb", "1g.10gb", "1g.10gb"]}),
+    ]
+    engine = engine_for(nodes)
+
+    def pod_of(kind: int, milli: int, cpu: int = 1000) -> Pod:
+        if kind == 0:
+            return make_pod(cpu=cpu, milli=milli)
+        if kind == 4:
+            return make_pod(cpu=cpu, mig="1g.10gb")
+        if kind == 3:
+            return make_pod(cpu=cpu, gpu_memory=milli * 10, tolerations=[GPU_TOLERATION])
+        return make_pod(cpu=cpu, gpus=kind)
+
+    for kind, milli in placed:
+        engine.place(pod_of(kind, milli))
+    demand = engine.demand(pod_of(probe[0], probe[1], probe[2]))
+    mask = engine.feasible(demand)
+    assert [engine.fits_row(demand, r) for r in range(len(nodes))] == mask.tolist()

@@ -167,3 +167,21 @@ def test_frag_after_matches_recomputation(
                 remaining[i] = 0
                 taken += 1
         assert after == pytest.approx(frag_of(cpu_free - pod_cpu, remaining, target))
+
+
+def test_cluster_total_follows_changes_exactly() -> None:
+    target = artifact_target()
+    table = NodeTable([make_node(f"n{i}", cpu=64_000, gpus=8, model="P100") for i in range(5)])
+    model = FragmentationModel(table, target)
+    engine = PlacementEngine(table, bestfit_policy())
+    placed = []
+    for i in range(30):
+        result = engine.place(make_pod(cpu=1000 * (i % 7), milli=100 + 37 * i % 900))
+        placed.append(result)
+        if i % 4 == 0:
+            first = placed.pop(0)
+            if hasattr(first, "allocation"):
+                engine.release(first.allocation)
+        table.remove_node("n4") if i == 20 else None
+        rows = np.flatnonzero(table.alive[: table.size])
+        assert model.cluster_frag() == pytest.approx(float(model.node_frag(rows).sum()))
