@@ -14,6 +14,8 @@ threshold. This keeps a whole FGD fill-up run on 1,213 nodes to seconds.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -122,10 +124,10 @@ class FragmentationModel:
 
     def _frag(
         self,
-        cnt_ge: IntArray,
-        sum_lt: IntArray,
-        idle: IntArray,
-        cpu_free: IntArray,
+        cnt_ge: npt.NDArray[np.integer[Any]],
+        sum_lt: npt.NDArray[np.integer[Any]],
+        idle: npt.NDArray[np.integer[Any]],
+        cpu_free: npt.NDArray[np.integer[Any]],
         allowed: npt.NDArray[np.bool_],
     ) -> FloatArray:
         """F from per-shape statistics; leading axes broadcast, the last one is the shape."""
