@@ -1,15 +1,12 @@
-"""Fixtures for the io tests: writing fixture files, finding the Alibaba trace."""
+"""Fixtures for the io tests: writing fixture files, the trace's node YAML."""
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 WriteFile = Callable[[str, str], Path]
 
@@ -27,21 +24,10 @@ def write_file(tmp_path: Path) -> WriteFile:
     return write
 
 
-def alibaba_trace_dir() -> Path:
-    """$GPUFLEET_ALIBABA_TRACE_DIR, else ../shared/traces/alibaba-gpu-2023 beside the repo."""
-    configured = os.environ.get("GPUFLEET_ALIBABA_TRACE_DIR")
-    if configured:
-        return Path(configured)
-    return REPO_ROOT.parent / "shared" / "traces" / "alibaba-gpu-2023"
-
-
 @pytest.fixture
-def alibaba_trace() -> Path:
-    """The Alibaba GPU trace directory; skips the test when it is not on this machine."""
-    path = alibaba_trace_dir()
-    if not (path / "node_yaml" / "openb_node_list_gpu_node.yaml").is_file():
-        pytest.skip(
-            f"Alibaba GPU trace not found at {path} (set GPUFLEET_ALIBABA_TRACE_DIR to the "
-            "alibaba-gpu-2023 directory)"
-        )
+def alibaba_node_yaml(alibaba_trace: Path) -> Path:
+    """The trace's node list as Kubernetes YAML (skips when the trace or that file is absent)."""
+    path = alibaba_trace / "node_yaml" / "openb_node_list_gpu_node.yaml"
+    if not path.is_file():
+        pytest.skip(f"{path} is not on this machine (`gpufleet traces fetch` gets the CSVs only)")
     return path

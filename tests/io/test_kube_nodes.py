@@ -224,8 +224,8 @@ def test_duplicate_node_names(write_file: WriteFile) -> None:
 
 
 @pytest.mark.trace
-def test_alibaba_node_yaml(alibaba_trace: Path) -> None:
-    nodes = read_nodes(alibaba_trace / "node_yaml" / "openb_node_list_gpu_node.yaml")
+def test_alibaba_node_yaml(alibaba_trace: Path, alibaba_node_yaml: Path) -> None:
+    nodes = read_nodes(alibaba_node_yaml)
     assert len(nodes) == 1213
     assert sum(n.gpu_count for n in nodes) == 6212
     first = nodes[0]

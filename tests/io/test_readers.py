@@ -9,7 +9,8 @@ import pytest
 from gpufleet.io.errors import InputError
 from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.model import GpuRequest
-from tests.io.conftest import REPO_ROOT, WriteFile
+from tests.conftest import REPO_ROOT
+from tests.io.conftest import WriteFile
 
 NODE = """
 apiVersion: v1
