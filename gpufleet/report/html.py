@@ -55,10 +55,14 @@ def fill_figures(runs: Sequence[FillRun]) -> list[tuple[str, go.Figure]]:
         mine = [r for r in runs if r.policy == policy]
         _band(unalloc, x, [r.unallocated_gpu_pct for r in mine], policy, _color(i))
         _band(frag, x, [r.fragmentation_pct for r in mine], policy, _color(i))
+    # Below full load, unallocated is simply 100 - arrived; the policies differ from about 60%
+    # on, so the view starts there (zoom out to see the rest).
+    tail = [v for r in runs for v in r.unallocated_gpu_pct[60:]]
     unalloc.update_layout(
         xaxis_title="arrived workload (% of GPU capacity)",
         yaxis_title="unallocated GPU (%)",
-        yaxis_range=[0, 40],
+        xaxis_range=[60, len(x) - 1],
+        yaxis_range=[0, min(40.0, max(tail, default=40.0)) + 1],
     )
     frag.update_layout(
         xaxis_title="arrived workload (% of GPU capacity)",
@@ -158,8 +162,10 @@ def _table(rows: Sequence[FillSummary] | Sequence[ReplaySummary]) -> str:
         for f in fields:
             value = getattr(row, f)
             if isinstance(value, dict):
-                value = ", ".join(f"{k}: {v}" for k, v in value.items())
-            cells.append(f"<td>{html.escape(str(value))}</td>")
+                text = "<br>".join(html.escape(f"{k}: {v}") for k, v in value.items())
+            else:
+                text = html.escape(str(value))
+            cells.append(f"<td>{text}</td>")
         body += "<tr>" + "".join(cells) + "</tr>"
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -183,6 +189,7 @@ def write_report(
 body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }}
 table {{ border-collapse: collapse; font-size: 0.9em; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
+td {{ white-space: nowrap; }}
 th {{ background: #f3f3f3; }}
 td:first-child, th:first-child {{ text-align: left; }}
 </style></head>
