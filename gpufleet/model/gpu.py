@@ -26,16 +26,6 @@ class MigProfile:
     compute_slices: int
     memory_gb: int
 
-    @property
-    def resource_name(self) -> str:
-        """The extended resource the device plugin advertises for this profile."""
-        return f"nvidia.com/mig-{self.name}"
-
-    @property
-    def milli_equivalent(self) -> int:
-        """Share of one GPU this slice stands for, for allocation reports."""
-        return round(MILLI_PER_GPU * self.compute_slices / MIG_COMPUTE_SLICES)
-
 
 def parse_mig_profile(name: str) -> MigProfile:
     """Parse ``1g.10gb`` (or ``nvidia.com/mig-1g.10gb``) into a :class:`MigProfile`."""

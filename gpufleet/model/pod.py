@@ -73,10 +73,6 @@ class GpuRequest:
         return self.count == 1 and (self.milli < MILLI_PER_GPU or self.memory_mib > 0)
 
     @property
-    def is_whole(self) -> bool:
-        return self.count >= 1 and not self.is_shared
-
-    @property
     def total_milli(self) -> int:
         """Milli-GPU requested in all (memory-only shares count as 0 until placed)."""
         return self.count * self.milli

@@ -175,7 +175,3 @@ class SchedulerCore:
     def why(self, pod: Pod) -> Unschedulable:
         """Why ``pod`` cannot be placed now (nodes per reason)."""
         return self.engine.explain(pod)
-
-    def placement_of(self, key: str) -> Placement | None:
-        bound = self.bound.get(key)
-        return bound.placement if bound is not None else None

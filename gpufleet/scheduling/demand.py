@@ -214,9 +214,3 @@ def _taint_mask(table: NodeTable, tolerations: tuple[Toleration, ...]) -> BoolAr
     hard = table.hard_taints[: table.size][:, untolerated]
     admitted: BoolArray = ~np.asarray(hard.any(axis=1), dtype=np.bool_)
     return admitted
-
-
-def untolerated_taints(table: NodeTable, demand_tolerations: tuple[Toleration, ...]) -> list[Taint]:
-    return [
-        taint for taint in table.taints if not any(tolerates(t, taint) for t in demand_tolerations)
-    ]

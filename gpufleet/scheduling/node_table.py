@@ -13,7 +13,7 @@ What it does not do: decide anything. Filters, scores and device choice live in 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +28,7 @@ BoolArray = npt.NDArray[np.bool_]
 _HARD_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
 #: The numpy columns, copied over when the table grows.
 _COLUMNS = (
-    "cpu_cap", "mem_cap", "cpu_free", "mem_free", "gpu_free", "gpu_usable", "gpu_count",
+    "cpu_cap", "mem_cap", "cpu_free", "mem_free", "gpu_free", "gpu_count",
     "full_free", "max_free", "gpu_mem", "model_id", "mig_cap", "mig_free", "tag_count", "alive",
     "schedulable", "version", "hard_taints",
 )  # fmt: skip
@@ -103,7 +103,6 @@ class NodeTable:
         self.cpu_free = np.zeros(capacity, np.int64)
         self.mem_free = np.zeros(capacity, np.int64)
         self.gpu_free = np.zeros((capacity, g), np.int64)
-        self.gpu_usable = np.zeros((capacity, g), np.bool_)
         self.gpu_count = np.zeros(capacity, np.int64)
         self.full_free = np.zeros(capacity, np.int64)
         self.max_free = np.zeros(capacity, np.int64)
@@ -134,7 +133,7 @@ class NodeTable:
                 new[:n] = array[:n]
             elif name == "tag_count":
                 new[:n, : old_g + 1] = array[:n]
-            elif name in ("gpu_free", "gpu_usable"):
+            elif name == "gpu_free":
                 new[:n, :old_g] = array[:n]
             else:
                 resized = np.zeros((self.capacity, array.shape[1]), array.dtype)
@@ -178,7 +177,6 @@ class NodeTable:
         for position, gpu in enumerate(node.gpus):
             if not gpu.partitioned:
                 self.gpu_free[row, position] = MILLI_PER_GPU
-                self.gpu_usable[row, position] = True
         self.gpu_count[row] = len(usable)
         self.gpu_mem[row] = node.gpu_memory_mib
         model = node.gpu_model
@@ -225,14 +223,6 @@ class NodeTable:
         self._touch(row)
         self.topology_version += 1
         return row
-
-    def rows_of(self, names: Iterable[str]) -> IntArray:
-        return np.fromiter((self.row_of[n] for n in names), np.int64)
-
-    # ----------------------------------------------------------------------------- views
-    def view(self, column: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
-        """The live part of a column (rows ``0..size``)."""
-        return column[: self.size]
 
     def device_index(self, row: int, position: int) -> int:
         """The GPU index (as the device plugin numbers it) of a column position."""

@@ -107,13 +107,3 @@ class PendingQueue:
 
     def parked_groups(self) -> list[PendingGroup]:
         return [g for g in self._groups.values() if g.parked]
-
-    def wake_all(self) -> None:
-        for group in self._groups.values():
-            group.parked = False
-            group.woken_by_rows = False
-
-    def pods(self) -> Iterator[Pod]:
-        for group in list(self._groups.values()):
-            for _, pod in group.pods:
-                yield pod

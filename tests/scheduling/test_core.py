@@ -93,3 +93,8 @@ def test_duplicate_pod_added_is_ignored() -> None:
     assert binds(core.cycle()) == ["a"]
     core.handle(PodAdded(pod))
     assert core.cycle() == []
+
+
+def test_placement_hint_lists_the_devices_a_pod_holds() -> None:
+    assert Placement("n", (3, 1)).visible_devices == "1,3"
+    assert Placement("n", mig_slices=((6, 0), (6, 2))).visible_devices == "6"
