@@ -33,7 +33,13 @@ from gpufleet.io.traces import PODS_FILE, find_alibaba_trace
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedPod
 from gpufleet.report.html import fill_figures, replay_figures, write_report
-from gpufleet.report.summary import summarize_fill, summarize_replay, write_json
+from gpufleet.report.summary import (
+    FillSummary,
+    ReplaySummary,
+    summarize_fill,
+    summarize_replay,
+    write_json,
+)
 
 BUNDLED_CLUSTER = "alibaba-like-cluster.yaml"
 DEFAULT_WORKERS = max(1, min(os.cpu_count() or 1, 4))
@@ -115,8 +121,7 @@ CLASS_COLUMNS = (
 )
 
 
-def print_fill_summary(runs: list[FillRun]) -> None:
-    rows = summarize_fill(runs)
+def print_fill_summary(rows: list[FillSummary], impossible: int) -> None:
     present = [
         (c, label) for c, label in CLASS_COLUMNS if any(c in r.failure_rate_by_class for r in rows)
     ]
@@ -139,7 +144,6 @@ def print_fill_summary(runs: list[FillRun]) -> None:
             f"{row.median_seconds:.2f}",
         )
     console.print(table)
-    impossible = max(r.impossible_pods for r in runs)
     if impossible:
         console.print(
             f"[yellow]note:[/] {impossible} pods can never fit on this cluster "
@@ -147,11 +151,11 @@ def print_fill_summary(runs: list[FillRun]) -> None:
         )
 
 
-def print_replay_summary(runs: list[ReplayRun]) -> None:
+def print_replay_summary(rows: list[ReplaySummary]) -> None:
     table = Table(title="Replay: queueing delay (s) and GPU allocation")
     for column in ("policy", "p50", "p95", "max", "mean alloc %", "never ran", "s/run"):
         table.add_column(column, justify="left" if column == "policy" else "right")
-    for row in summarize_replay(runs):
+    for row in rows:
         table.add_row(
             row.policy,
             f"{row.p50_delay:.1f}",
@@ -263,28 +267,24 @@ def _simulate(
         out or Path("gpufleet-results") / dt.datetime.now().strftime(f"{mode}-%Y%m%d-%H%M%S")
     )
     description = f"{loaded.cluster_label}; {loaded.workload_label}; seeds {seeds}."
+    summaries: list[FillSummary] | list[ReplaySummary]
     if mode is Mode.FILL:
         fill_runs = [r for r in results if isinstance(r, FillRun)]
-        print_fill_summary(fill_runs)
         summaries = summarize_fill(fill_runs)
-        write_report(
-            directory / "report.html",
-            title or "gpufleet fill-up simulation",
-            description,
-            summaries,
-            fill_figures(fill_runs),
-        )
+        print_fill_summary(summaries, max(r.impossible_pods for r in fill_runs))
+        figures = fill_figures(fill_runs)
     else:
         replay_runs = [r for r in results if isinstance(r, ReplayRun)]
-        print_replay_summary(replay_runs)
-        summaries_r = summarize_replay(replay_runs)
-        write_report(
-            directory / "report.html",
-            title or "gpufleet replay simulation",
-            description,
-            summaries_r,
-            replay_figures(replay_runs),
-        )
+        summaries = summarize_replay(replay_runs)
+        print_replay_summary(summaries)
+        figures = replay_figures(replay_runs)
+    write_report(
+        directory / "report.html",
+        title or f"gpufleet {'fill-up' if mode is Mode.FILL else 'replay'} simulation",
+        description,
+        summaries,
+        figures,
+    )
     write_json(
         directory / "results.json",
         {
@@ -293,9 +293,7 @@ def _simulate(
             "workload": loaded.workload_label,
             "policies": policies,
             "seeds": seed_list,
-            "summary": summarize_fill([r for r in results if isinstance(r, FillRun)])
-            if mode is Mode.FILL
-            else summarize_replay([r for r in results if isinstance(r, ReplayRun)]),
+            "summary": summaries,
             "runs": results,
         },
     )

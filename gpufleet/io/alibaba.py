@@ -60,6 +60,21 @@ def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str
             yield reader.line_num, {k: (v or "").strip() for k, v in row.items()}
 
 
+def _named_rows(
+    path: Path, required: tuple[str, ...], name_column: str, kind: str
+) -> Iterator[tuple[int, str, dict[str, str]]]:
+    """Rows with a non-empty name that appears only once."""
+    seen: set[str] = set()
+    for line, row in _rows(path, required):
+        name = row[name_column]
+        if not name:
+            raise InputError(str(path), f"empty {kind} name", str(line), name_column)
+        if name in seen:
+            raise InputError(str(path), f"{kind} {name!r} appears twice", str(line), name_column)
+        seen.add(name)
+        yield line, name, row
+
+
 def _int(source: str, line: int, row: dict[str, str], column: str, minimum: int = 0) -> int:
     text = row.get(column, "")
     try:
@@ -92,14 +107,7 @@ def read_nodes(path: str | Path, include_cpu_only: bool = True) -> list[Node]:
     path = Path(path)
     source = str(path)
     nodes: list[Node] = []
-    seen: set[str] = set()
-    for line, row in _rows(path, NODE_COLUMNS):
-        name = row["sn"]
-        if not name:
-            raise InputError(source, "empty node name", str(line), "sn")
-        if name in seen:
-            raise InputError(source, f"node {name!r} appears twice", str(line), "sn")
-        seen.add(name)
+    for line, name, row in _named_rows(path, NODE_COLUMNS, "sn", "node"):
         count = _int(source, line, row, "gpu")
         model = row["model"] if row["model"] not in _MISSING else ""
         if count and not model:
@@ -130,14 +138,7 @@ def read_pods(path: str | Path, namespace: str = "default") -> list[TimedPod]:
     path = Path(path)
     source = str(path)
     pods: list[TimedPod] = []
-    seen: set[str] = set()
-    for line, row in _rows(path, POD_COLUMNS):
-        name = row["name"]
-        if not name:
-            raise InputError(source, "empty pod name", str(line), "name")
-        if name in seen:
-            raise InputError(source, f"pod {name!r} appears twice", str(line), "name")
-        seen.add(name)
+    for line, name, row in _named_rows(path, POD_COLUMNS, "name", "pod"):
         count = _int(source, line, row, "num_gpu")
         milli = _int(source, line, row, "gpu_milli")
         if milli > MILLI_PER_GPU:
