@@ -2,8 +2,8 @@
 
 Output: ``{"policy", "nodes", "pods", "runs": [{"seed", "seconds", "unallocated_gpu_pct":
 {"0": .., ..., "130": ..}}], "median_unallocated_gpu_pct_at_100"}``. Runs also carry
-``failure_rate_by_class_pct`` and ``fragmentation_pct_at_100`` (extra keys; the listed ones are
-the contract).
+``failure_rate_by_class_pct`` and ``fragmentation_pct_at_100``, and the top level carries
+``node_count`` and ``pod_count`` (extra keys; the listed ones are the contract).
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ def _fill(
         "policy": policy,
         "nodes": str(nodes_path),
         "pods": str(pods_path),
+        "node_count": len(gpu_nodes),
+        "pod_count": len(trace),
         "runs": [
             {
                 "seed": r.seed,
