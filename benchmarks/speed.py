@@ -77,7 +77,10 @@ def engine_rate(nodes: list[Node], pods: list[Pod], policy: str) -> tuple[float,
     table = NodeTable(nodes)
     engine = PlacementEngine(table, make_policy(policy, table, PolicyContext(typical_shapes(pods))))
     started = time.perf_counter()
-    placed = sum(isinstance(engine.place(p, explain=False), Bound) for p in pods)
+    placed = 0
+    for pod in pods:
+        engine.observe(pod)
+        placed += isinstance(engine.place(pod, explain=False), Bound)
     return len(pods) / (time.perf_counter() - started), placed
 
 

@@ -64,7 +64,7 @@ class SchedulerCore:
             bound = self.bound.pop(event.key, None)
             if bound is not None:
                 self._free(bound)
-                self._on_pod_added(bound.pod)
+                self.pending.add(bound.pod)
         elif isinstance(event, NodeAdded):
             row = self.table.add_node(event.node)
             self._wake_for_rows([row])
@@ -78,6 +78,7 @@ class SchedulerCore:
     def _on_pod_added(self, pod: Pod) -> None:
         if pod.key in self.bound or pod.key in self.pending:
             return
+        self.engine.observe(pod)
         self.pending.add(pod)
 
     def _on_pod_deleted(self, key: str) -> None:

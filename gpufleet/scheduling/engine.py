@@ -27,6 +27,7 @@ from gpufleet.scheduling.filters import GpuFit, NodeResourcesFit, default_filter
 from gpufleet.scheduling.framework import FilterPlugin, FloatArray, Policy, ScorePlugin
 from gpufleet.scheduling.node_table import Allocation, BoolArray, IntArray, NodeTable
 from gpufleet.scheduling.policies.devices import share_milli
+from gpufleet.scheduling.row_cache import RowTracker
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,16 +61,15 @@ class Unschedulable:
 
 @dataclass(slots=True)
 class _ScoreCache:
-    """Raw scores of one (scorer, pod kind) for every row of the kind's static mask, valid as
-    of ``mark`` in the table's change log.
+    """Raw scores of one (scorer, pod kind) for every row of the kind's static mask.
 
     Pods sharing a cache have the same CPU/GPU request and static constraints but may differ in
-    memory, so every row of the static mask is scored when the cache is made (a row one pod
-    cannot use may serve another), and afterwards every changed row of it.
+    memory; :class:`RowTracker` scores every static row when the cache is made (a row one pod
+    cannot use may serve another) and afterwards every changed one.
     """
 
     values: FloatArray
-    mark: int
+    rows: RowTracker = field(default_factory=RowTracker)
 
 
 class PlacementEngine:
@@ -199,24 +199,16 @@ class PlacementEngine:
         table = self.table
         key = (id(scorer), demand.cache_key)
         cache = self._scores.get(key)
-        changed: IntArray | None = None
         if cache is None or cache.values.size != table.capacity:
-            cache = _ScoreCache(np.zeros(table.capacity, np.float64), table.change_mark)
+            cache = _ScoreCache(np.zeros(table.capacity, np.float64))
             self._scores[key] = cache
             if len(self._scores) > self._score_cache_size:
                 self._scores.popitem(last=False)
         else:
             self._scores.move_to_end(key)
-            changed = table.changed_since(cache.mark)
-        static = demand.static_mask
-        if changed is None:
-            stale = np.flatnonzero(static)
-        else:
-            changed = changed[changed < static.size]
-            stale = changed[static[changed]]
+        stale = cache.rows.stale_rows(table, demand.static_mask)
         if stale.size:
             cache.values[stale] = scorer.score(table, demand, stale)
-        cache.mark = table.change_mark
         result: FloatArray = cache.values[rows]
         return result
 
@@ -244,11 +236,16 @@ class PlacementEngine:
         return int(best[np.argmin(self.tie_rank()[best])])
 
     # ------------------------------------------------------------------------- place
+    def observe(self, pod: Pod) -> None:
+        """Tell stateful policies that ``pod`` arrived (once per pod, not per attempt)."""
+        if self.policy.observers:
+            demand = self.demand(pod)
+            for observer in self.policy.observers:
+                observer.observe(demand)
+
     def place(self, pod: Pod, explain: bool = True) -> Bound | Unschedulable:
         """Place one pod now, or say why it cannot go anywhere."""
         demand = self.demand(pod)
-        for observer in self.policy.observers:
-            observer.observe(demand)
         row = self.choose_row(demand, self.feasible(demand))
         if row is None:
             if explain:
