@@ -152,3 +152,25 @@ def test_caches_never_change_a_decision(ops: list[tuple[int, int, int]]) -> None
         assert type(expected) is type(got)
         if isinstance(expected, Bound) and isinstance(got, Bound):
             assert expected.placement == got.placement
+
+
+@pytest.mark.parametrize(
+    ("cpu_per_gpu_pod", "cpu_only_share", "expected"),
+    [
+        pytest.param(8_000, 0.2, "DefaultScore", id="gpu-bound: own terms"),
+        pytest.param(8_000, 0.9, "FGDScore", id="cpu-bound: fragmentation gradient descent"),
+    ],
+)
+def test_cpu_bound_workloads_use_fgd(
+    cpu_per_gpu_pod: int, cpu_only_share: float, expected: str
+) -> None:
+    # The cluster has 16 CPUs per GPU; CPU-only pods of 32 CPUs push the expected workload's
+    # CPU per GPU far beyond that when they are 90% of the pods.
+    target = TargetWorkload(
+        (PodShape(cpu_per_gpu_pod, 1000, 1), PodShape(32_000, 0, 0)),
+        (1 - cpu_only_share, cpu_only_share),
+    )
+    table = NodeTable(make_cluster(2, cpu=128_000, gpus=8))
+    policy = make_policy("default", table, PolicyContext(target))
+    assert policy.name == "default"
+    assert policy.scorers[0][0].name == expected
