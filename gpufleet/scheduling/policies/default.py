@@ -77,8 +77,6 @@ CPU_BOUND_PRESSURE = 1.15
 CONSOLIDATION_WEIGHT = 1e-3
 RARITY_WEIGHT = 1e-7
 _CACHED_SHAPES = 512
-#: Rows charged for slots at first (see :meth:`DefaultScore._charge_slots`).
-_CHARGE_BATCH = 32
 
 
 @dataclass(slots=True)
@@ -127,15 +125,12 @@ class DefaultScore:
     ) -> None:
         """Subtract the value of the slots each placement takes, where it can matter.
 
-        Slot losses are never negative, so a score without them is an upper bound. The best
-        rows by that bound are charged first; then every row whose bound reaches the best
+        Slot losses are never negative, so a score without them is an upper bound. The rows
+        at the highest bound are charged first; then every row whose bound reaches the best
         charged score (it could still win or tie) is charged too. Other rows cannot win and
         keep their bound. Two vectorised passes, exact for the choice of the best row.
         """
-        if rows.size > _CHARGE_BATCH:
-            first = np.argpartition(-scores, _CHARGE_BATCH)[:_CHARGE_BATCH]
-        else:
-            first = np.arange(rows.size)
+        first = np.flatnonzero(scores >= scores.max())
         self._charge(demand, rows, terms, scores, first)
         best = scores[first].max()
         uncharged = np.ones(rows.size, np.bool_)
