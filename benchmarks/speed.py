@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from statistics import median
 
+import numpy as np
+
 from gpufleet.backends.sim.run import run_fill
 from gpufleet.backends.sim.workloads import synthetic_workload
 from gpufleet.io.alibaba import read_nodes, read_pods
@@ -57,6 +59,15 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown CPU"
+
+
+def host_reference() -> float:
+    """Milliseconds for a fixed numpy loop: this machine's speed right now (it is shared)."""
+    values = np.random.default_rng(0).random(5000)
+    started = time.perf_counter()
+    for _ in range(20_000):
+        int((values > 0.5).sum())
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def synthetic_cluster(nodes: int = 5000) -> list[Node]:
@@ -102,6 +113,7 @@ def main() -> int:
     parser.add_argument("--pods", type=int, default=20_000)
     args = parser.parse_args()
     machine = f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    host_reference()
     report: dict[str, object] = {"machine": machine, "command": "python benchmarks/speed.py"}
     lines = [
         "# Speed of the placement core",
