@@ -12,6 +12,7 @@ from gpufleet.backends.sim.workloads import shape_table
 from gpufleet.io.alibaba import read_nodes, read_pods
 from gpufleet.io.cluster_spec import read_cluster_spec
 from gpufleet.io.shapes import bundled_path, bundled_shape_table
+from gpufleet.model import Node
 from gpufleet.scheduling.target import PodShape, typical_shapes
 
 
@@ -42,7 +43,7 @@ def test_shipped_shape_table_is_what_the_code_derives(alibaba_trace: Path) -> No
 
 
 def test_shipped_cluster_spec_has_the_trace_node_shapes(alibaba_trace: Path) -> None:
-    def shapes(nodes: list) -> Counter[tuple[object, ...]]:  # type: ignore[type-arg]
+    def shapes(nodes: list[Node]) -> Counter[tuple[object, ...]]:
         return Counter((n.cpu_milli, n.memory_mib, n.gpu_model, n.gpu_count) for n in nodes)
 
     trace_nodes = read_nodes(alibaba_trace / "csv" / "openb_node_list_gpu_node.csv")

@@ -80,7 +80,8 @@ class DeviceChooser(Protocol):
 
 
 class PolicyState(Protocol):
-    """Optional hook for policies that keep state (such as a learned target workload)."""
+    """Policies that learn from arrivals (the default policy's slot reserve). The scheduling
+    core calls :meth:`observe` once per arriving pod, not per placement attempt."""
 
     def observe(self, demand: Demand) -> None: ...
 

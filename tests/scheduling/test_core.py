@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpufleet.model import Placement
-from gpufleet.model.actions import Bind, MarkUnschedulable
+from gpufleet.model import Node, Placement
+from gpufleet.model.actions import Action, Bind, MarkUnschedulable
 from gpufleet.model.events import BindFailed, NodeAdded, PodAdded, PodBound, PodDeleted
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
@@ -12,12 +12,12 @@ from gpufleet.scheduling.target import TargetWorkload
 from gpufleet.testing.builders import make_cluster, make_node, make_pod
 
 
-def core_for(nodes: list, policy: str = "bestfit") -> SchedulerCore:  # type: ignore[type-arg]
+def core_for(nodes: list[Node], policy: str = "bestfit") -> SchedulerCore:
     table = NodeTable(nodes)
     return SchedulerCore(table, make_policy(policy, table, PolicyContext(TargetWorkload((), ()))))
 
 
-def binds(actions: list) -> list[str]:  # type: ignore[type-arg]
+def binds(actions: list[Action]) -> list[str]:
     return [a.pod.name for a in actions if isinstance(a, Bind)]
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.model import Pod
+from gpufleet.model import Node, Pod
 from gpufleet.scheduling.engine import Bound, PlacementEngine
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
@@ -16,7 +16,7 @@ from gpufleet.scheduling.target import PodShape, TargetWorkload, typical_shapes
 from gpufleet.testing.builders import make_cluster, make_node, make_pod
 
 
-def engine_for(nodes: list, target: TargetWorkload) -> PlacementEngine:  # type: ignore[type-arg]
+def engine_for(nodes: list[Node], target: TargetWorkload) -> PlacementEngine:
     table = NodeTable(nodes)
     return PlacementEngine(table, make_policy("default", table, PolicyContext(target)))
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.model import NodeSelectorRequirement, Pod, Taint, TaintEffect, Toleration
+from gpufleet.model import Node, NodeSelectorRequirement, Pod, Taint, TaintEffect, Toleration
 from gpufleet.scheduling.engine import Bound, PlacementEngine, Unschedulable
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
@@ -15,7 +15,7 @@ from gpufleet.scheduling.target import TargetWorkload
 from gpufleet.testing.builders import GPU_TAINT, GPU_TOLERATION, make_cluster, make_node, make_pod
 
 
-def engine_for(nodes: list, policy: str = "bestfit") -> PlacementEngine:  # type: ignore[type-arg]
+def engine_for(nodes: list[Node], policy: str = "bestfit") -> PlacementEngine:
     table = NodeTable(nodes)
     return PlacementEngine(table, make_policy(policy, table, PolicyContext(TargetWorkload((), ()))))
 
