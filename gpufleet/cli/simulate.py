@@ -15,7 +15,12 @@ from rich.table import Table
 from gpufleet.backends.sim.batch import Scenario, Task, run_many
 from gpufleet.backends.sim.cluster import Mode
 from gpufleet.backends.sim.results import FillRun, ReplayRun
-from gpufleet.backends.sim.workloads import cap_runtimes, retime_for_load, synthetic_workload
+from gpufleet.backends.sim.workloads import (
+    cap_runtimes,
+    resample,
+    retime_for_load,
+    synthetic_workload,
+)
 from gpufleet.cli.common import (
     check_policies,
     console,
@@ -208,6 +213,13 @@ def simulate(
     synthetic: Annotated[
         int, typer.Option(help="Use N pods drawn from the bundled shape table as the workload.")
     ] = 0,
+    pods: Annotated[
+        int | None,
+        typer.Option(
+            help="Replay: draw this many pods from the workload (with replacement), "
+            "so that a re-timed replay runs long enough to reach a steady state."
+        ),
+    ] = None,
 ) -> None:
     """Simulate policies on the embedded cluster: fill-up (FGD protocol) or time-based replay."""
     _simulate(
@@ -223,6 +235,7 @@ def simulate(
         max_runtime,
         synthetic,
         title=None,
+        resample_to=pods,
     )
 
 
@@ -240,6 +253,7 @@ def _simulate(
     max_runtime: str | None,
     synthetic: int,
     title: str | None,
+    resample_to: int | None = None,
 ) -> None:
     policies = check_policies(policy or ["fgd", "default"])
     seed_list = parse_seeds(seeds)
@@ -247,16 +261,25 @@ def _simulate(
         raise fail("--inflation must be positive")
     loaded = load_inputs(cluster, workload, synthetic, seed_list[0], mode is Mode.REPLAY)
     pods = loaded.workload
+    changes = []
     if mode is Mode.REPLAY:
+        if resample_to is not None:
+            if resample_to <= 0:
+                raise fail("--pods must be positive")
+            pods = resample(pods, resample_to, seed_list[0])
+            changes.append(f"resampled to {resample_to} pods")
         if max_runtime is not None:
             pods = cap_runtimes(pods, parse_duration(max_runtime))
+            changes.append(f"run times capped at {max_runtime}")
         if load is not None:
             if load <= 0:
                 raise fail("--load must be positive")
             capacity = sum(n.gpu_count for n in loaded.nodes) * 1000
             pods = retime_for_load(pods, capacity, load, seed_list[0])
+            changes.append(f"arrivals re-timed to an offered GPU load of {load:g}")
+    workload_label = "; ".join([loaded.workload_label, *changes])
     console.print(f"cluster:  {loaded.cluster_label}")
-    console.print(f"workload: {loaded.workload_label}")
+    console.print(f"workload: {workload_label}")
     console.print(
         f"mode {mode}, policies {', '.join(policies)}, seeds {seeds}, {workers} worker(s)"
     )
@@ -266,7 +289,7 @@ def _simulate(
     directory = ensure_dir(
         out or Path("gpufleet-results") / dt.datetime.now().strftime(f"{mode}-%Y%m%d-%H%M%S")
     )
-    description = f"{loaded.cluster_label}; {loaded.workload_label}; seeds {seeds}."
+    description = f"{loaded.cluster_label}; {workload_label}; seeds {seeds}."
     summaries: list[FillSummary] | list[ReplaySummary]
     if mode is Mode.FILL:
         fill_runs = [r for r in results if isinstance(r, FillRun)]
@@ -290,7 +313,7 @@ def _simulate(
         {
             "mode": str(mode),
             "cluster": loaded.cluster_label,
-            "workload": loaded.workload_label,
+            "workload": workload_label,
             "policies": policies,
             "seeds": seed_list,
             "summary": summaries,

@@ -18,6 +18,9 @@ import plotly.graph_objects as go
 from gpufleet.backends.sim.results import FillRun, ReplayRun
 from gpufleet.report.summary import FillSummary, ReplaySummary
 
+#: Where a pod that did not wait is drawn on the log axis of the delay distribution.
+ZERO_DELAY = 0.01
+
 _COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2"]
 
 
@@ -124,7 +127,7 @@ def replay_figures(runs: Sequence[ReplayRun]) -> list[tuple[str, go.Figure]]:
         n = len(run.delays)
         delays.add_trace(
             go.Scatter(
-                x=run.delays,
+                x=[max(d, ZERO_DELAY) for d in run.delays],
                 y=[100.0 * (k + 1) / n for k in range(n)],
                 name=policy,
                 line_color=color,
@@ -133,7 +136,11 @@ def replay_figures(runs: Sequence[ReplayRun]) -> list[tuple[str, go.Figure]]:
     alloc.update_layout(xaxis_title="hours", yaxis_title="allocated GPU (%)")
     frag.update_layout(xaxis_title="hours", yaxis_title="fragmented GPU (% of capacity)")
     pending.update_layout(xaxis_title="hours", yaxis_title="pending pods")
-    delays.update_layout(xaxis_title="queueing delay (s)", yaxis_title="pods (%)", xaxis_type="log")
+    delays.update_layout(
+        xaxis_title=f"queueing delay (s; no wait is drawn at {ZERO_DELAY} s)",
+        yaxis_title="pods (%)",
+        xaxis_type="log",
+    )
     first = runs[0]
     per_model = go.Figure()
     hours = [t / 3600 for t in first.timeline.time]

@@ -55,3 +55,14 @@ def test_allocation_timeline_follows_arrivals_and_departures() -> None:
     run = run_replay([make_node("n", gpus=2)], workload, "bestfit", seed=0)
     assert run.timeline.time == [0.0, 5.0, 10.0, 15.0]
     assert run.timeline.allocated_gpu_pct == [50.0, 75.0, 25.0, 0.0]
+
+
+def test_resample_keeps_shapes_and_run_times_with_unique_names() -> None:
+    from gpufleet.backends.sim.workloads import resample
+
+    workload = [timed("a", 0, 10, gpus=1), timed("b", 5, 3, milli=300)]
+    drawn = resample(workload, 50, seed=4)
+    assert len(drawn) == 50
+    assert len({t.pod.name for t in drawn}) == 50
+    assert {(t.pod.gpu, t.runtime) for t in drawn} == {(w.pod.gpu, w.runtime) for w in workload}
+    assert drawn == resample(workload, 50, seed=4)

@@ -136,3 +136,19 @@ def retime_for_load(
         deleted = None if runtime is None else float(created) + runtime
         result.append(TimedPod(timed.pod, float(created), deleted, None))
     return result
+
+
+def resample(workload: Sequence[TimedPod], count: int, seed: int = 0) -> list[TimedPod]:
+    """``count`` pods drawn with replacement from ``workload``, keeping each one's shape, times
+    and run time (names get a ``-rN`` suffix). Replays need enough arrivals to reach a steady
+    state; re-time them with :func:`retime_for_load`."""
+    if count <= 0:
+        raise ValueError(f"count must be positive, got {count}")
+    if not workload:
+        raise ValueError("the workload is empty")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(len(workload), size=count)
+    return [
+        replace(workload[i], pod=replace(workload[i].pod, name=f"{workload[i].pod.name}-r{n}"))
+        for n, i in enumerate(picks)
+    ]
