@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpufleet.model.pod import GpuRequest, Pod
+from gpufleet.model.tenancy import Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,3 +53,13 @@ class ShapeTable:
     @property
     def total(self) -> int:
         return sum(s.count for s in self.shapes)
+
+
+@dataclass(frozen=True, slots=True)
+class TimedWorkload:
+    """A workload of a simulation: when it is submitted and how much work it has (seconds of
+    running; None: it runs until the simulation ends)."""
+
+    workload: Workload
+    created: float = 0.0
+    duration: float | None = None

@@ -1,0 +1,202 @@
+"""Who may use what: queues with quotas, priority classes, pod groups, and workloads (gangs).
+
+Quotas are kept per *resource key*, in the model's integer units:
+
+* ``cpu`` (milli-CPU), ``memory`` (MiB), ``nvidia.com/gpu`` (milli-GPU, so shares count in
+  part), and ``nvidia.com/gpu.<model>`` (milli-GPU on nodes of that GPU model, e.g.
+  ``nvidia.com/gpu.H100``: a quota on H100 separate from the quota on T4).
+
+A :class:`Workload` is the unit of admission: one or more pods admitted all or nothing (at
+least ``min_member`` of them), in one queue, at one priority.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpufleet.model.pod import Pod
+
+CPU = "cpu"
+MEMORY = "memory"
+GPU = "nvidia.com/gpu"
+GPU_MODEL_PREFIX = "nvidia.com/gpu."
+
+QUEUE_LABEL = "gpufleet.dev/queue"
+POD_GROUP_LABEL = "gpufleet.dev/pod-group"
+COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def gpu_model_key(model: str) -> str:
+    """The quota key of GPUs of one model (``nvidia.com/gpu.H100``)."""
+    return f"{GPU_MODEL_PREFIX}{model}"
+
+
+#: Resource key -> amount (model units). Keys a quota does not name are not limited by it.
+Resources = Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A node of the queue tree (org > team > project).
+
+    ``nominal`` is what the queue is guaranteed; the subtree of a parent shares the parent's
+    nominal among its children, who may borrow what siblings leave unused (at most
+    ``borrowing_limit`` beyond their nominal) and lend at most ``lending_limit`` of their own
+    unused nominal. A missing limit means "no limit". ``weight`` divides the surplus (weighted
+    dominant-resource share). ``namespaces`` names the namespaces this queue is the default for.
+    """
+
+    name: str
+    parent: str | None = None
+    nominal: Resources = field(default_factory=dict, hash=False, compare=False)
+    borrowing_limit: Resources = field(default_factory=dict, hash=False, compare=False)
+    lending_limit: Resources = field(default_factory=dict, hash=False, compare=False)
+    weight: float = 1.0
+    namespaces: tuple[str, ...] = ()
+
+
+class PreemptionPolicy(StrEnum):
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+    NEVER = "Never"
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    """Kubernetes ``scheduling.k8s.io/v1`` PriorityClass."""
+
+    name: str
+    value: int
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    global_default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """A gang: pods labelled with its name start together once ``min_member`` can."""
+
+    name: str
+    namespace: str = "default"
+    min_member: int = 1
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """A Kubernetes ResourceQuota's hard caps for one namespace (model units, by key)."""
+
+    name: str
+    namespace: str
+    hard: Resources = field(default_factory=dict, hash=False, compare=False)
+
+
+class TopologyMode(StrEnum):
+    REQUIRED = "required"
+    PREFERRED = "preferred"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """Keep a gang inside one domain of a topology level (a node label key)."""
+
+    mode: TopologyMode
+    level: str  # label key: gpufleet.dev/nvlink-domain, gpufleet.dev/rack, zone...
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """Pods admitted together (a gang of one for a plain pod).
+
+    ``expected_runtime`` (seconds) feeds backfill; ``checkpoint_interval`` (seconds) says how
+    much work a preemption loses; ``preemptible`` False keeps it within its queue's nominal quota
+    and safe from eviction.
+    """
+
+    name: str
+    namespace: str
+    pods: tuple[Pod, ...]
+    queue: str
+    priority: int = 0
+    priority_class: str | None = None
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    min_member: int = 0  # 0: all pods
+    preemptible: bool = True
+    expected_runtime: float | None = None
+    checkpoint_interval: float | None = None
+    topology: TopologyRequest | None = None
+    labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.pods:
+            raise ValueError(f"workload {self.namespace}/{self.name} has no pods")
+        if self.min_member < 0 or self.min_member > len(self.pods):
+            raise ValueError(
+                f"workload {self.namespace}/{self.name}: minMember {self.min_member} but "
+                f"{len(self.pods)} pods"
+            )
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def gang_size(self) -> int:
+        """Pods that must start together."""
+        return self.min_member or len(self.pods)
+
+    @property
+    def gpu_milli(self) -> int:
+        return sum(p.gpu.total_milli for p in self.pods)
+
+
+class QueueTreeError(ValueError):
+    """An invalid queue tree; ``queue`` names the queue at fault."""
+
+    def __init__(self, queue: str, message: str) -> None:
+        self.queue = queue
+        super().__init__(f"queue {queue!r}: {message}")
+
+
+def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
+    """Raise :class:`QueueTreeError` for a missing parent, a cycle of parents, a negative
+    amount, a weight that is not positive, or children whose nominal quotas add up to more
+    than their parent's (for a resource the parent names)."""
+    for queue in queues.values():
+        if queue.parent is not None and queue.parent not in queues:
+            raise QueueTreeError(queue.name, f"parent {queue.parent!r} is not defined")
+        if queue.weight <= 0:
+            raise QueueTreeError(queue.name, f"weight must be positive, got {queue.weight}")
+        for what, amounts in (
+            ("quota", queue.nominal),
+            ("borrowingLimit", queue.borrowing_limit),
+            ("lendingLimit", queue.lending_limit),
+        ):
+            for key, amount in amounts.items():
+                if amount < 0:
+                    raise QueueTreeError(queue.name, f"{what} of {key} is negative ({amount})")
+    for queue in queues.values():
+        seen = [queue.name]
+        parent = queue.parent
+        while parent is not None:
+            if parent in seen:
+                cycle = " -> ".join([*seen[seen.index(parent) :], parent])
+                raise QueueTreeError(queue.name, f"parents form a cycle: {cycle}")
+            seen.append(parent)
+            parent = queues[parent].parent
+    children: dict[str, list[Queue]] = {}
+    for queue in queues.values():
+        if queue.parent is not None:
+            children.setdefault(queue.parent, []).append(queue)
+    for parent_name, kids in sorted(children.items()):
+        for key, cap in queues[parent_name].nominal.items():
+            total = sum(kid.nominal.get(key, 0) for kid in kids)
+            if total > cap:
+                raise QueueTreeError(
+                    parent_name,
+                    f"children's {key} quotas add up to {total}, more than its own {cap} "
+                    f"({', '.join(sorted(k.name for k in kids))})",
+                )
