@@ -12,7 +12,7 @@ node affinity or topology spread (those are ignored).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.io.kube_resources import Annotations, pod_requests
@@ -281,3 +281,33 @@ def _tolerations(context: Context, value: object, path: str) -> tuple[Toleration
             Toleration(key or None, operator, value_text, TaintEffect(effect) if effect else None)
         )
     return tuple(tolerations)
+
+
+def pods_from_template(
+    context: Context,
+    owner_metadata: Mapping[str, Any],
+    template: Mapping[str, Any],
+    template_path: str,
+    namespace: str,
+    names: Sequence[str],
+    extra_labels: Mapping[str, str] | None = None,
+) -> list[TimedPod]:
+    """Pods named ``names`` from one pod template of an owner object (a PyTorchJob replica set).
+
+    ``template_path`` says where the template sits in the object, for errors. The pods get the
+    template's labels plus ``extra_labels``, and its annotations with the owner's ``gpufleet.dev/``
+    ones filling the gaps, as :func:`pods_from_object` does for a Job. The template is read
+    (and checked) even when ``names`` is empty.
+    """
+    metadata_path = f"{template_path}.metadata"
+    template_metadata = context.mapping(template.get("metadata"), metadata_path)
+    annotations = _annotations(context, template_metadata, metadata_path, owner_metadata)
+    labels = context.string_map(template_metadata.get("labels"), f"{metadata_path}.labels")
+    labels.update(extra_labels or {})
+    spec_path = f"{template_path}.spec"
+    pod_spec = context.mapping(template.get("spec"), spec_path, required=True)
+    first_name = names[0] if names else "template"
+    first = _pod(context, first_name, namespace, labels, annotations, pod_spec, spec_path)
+    return [
+        dataclasses.replace(first, pod=dataclasses.replace(first.pod, name=name)) for name in names
+    ]

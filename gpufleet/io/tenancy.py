@@ -1,0 +1,287 @@
+"""The admission objects of a scenario: Queues, PriorityClasses, PodGroups, ResourceQuotas, and
+Kubeflow PyTorchJobs, read one object at a time.
+
+Owns the reading of one object (already loaded by ``manifests``) into a model value:
+
+* ``gpufleet.dev/v1alpha1`` ``Queue``: parent, quota / borrowingLimit / lendingLimit maps of
+  ``cpu``, ``memory``, ``nvidia.com/gpu`` and ``nvidia.com/gpu.<model>`` (GPU counts may be
+  fractional: ``0.5`` is 500 milli-GPU), weight and default namespaces;
+* ``scheduling.k8s.io/v1`` ``PriorityClass`` (value, preemptionPolicy, globalDefault: top-level
+  fields, as in Kubernetes);
+* ``PodGroup`` of ``gpufleet.dev/v1alpha1`` or of scheduler-plugins
+  (``scheduling.x-k8s.io/v1alpha1``): ``spec.minMember``;
+* ``v1`` ``ResourceQuota``: the CPU, memory and GPU caps of ``spec.hard`` (other keys ignored);
+* ``kubeflow.org/v1`` ``PyTorchJob``: the pods of its Master and Worker replica sets, through the
+  pod-template code of ``kube_pods``.
+
+It does not check names across objects, resolve queues or priority classes, assemble gangs or
+validate the queue tree: ``workloads`` does all of that for a whole scenario.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from gpufleet.io.kube_pods import pods_from_template
+from gpufleet.io.manifests import Context, describe, object_name
+from gpufleet.io.quantities import parse_cpu_milli, parse_memory_mib, parse_quantity
+from gpufleet.model import MILLI_PER_GPU
+from gpufleet.model.tenancy import (
+    CPU,
+    GPU,
+    GPU_MODEL_PREFIX,
+    MEMORY,
+    PodGroup,
+    PreemptionPolicy,
+    PriorityClass,
+    Queue,
+    ResourceQuota,
+)
+from gpufleet.model.workload import TimedPod
+
+GPUFLEET_API = "gpufleet.dev/v1alpha1"
+COSCHEDULING_API = "scheduling.x-k8s.io/v1alpha1"
+PRIORITY_CLASS_API = "scheduling.k8s.io/v1"
+KUBEFLOW_API = "kubeflow.org/v1"
+API_VERSIONS: dict[str, tuple[str, ...]] = {
+    "Queue": (GPUFLEET_API,),
+    "PriorityClass": (PRIORITY_CLASS_API,),
+    "PodGroup": (GPUFLEET_API, COSCHEDULING_API),
+    "ResourceQuota": ("v1",),
+    "PyTorchJob": (KUBEFLOW_API,),
+}
+QUOTA_RESOURCES = f"{CPU}, {MEMORY}, {GPU} or {GPU_MODEL_PREFIX}<model>"
+PYTORCH_REPLICA_TYPES = ("Master", "Worker")
+KUBEFLOW_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+#: ResourceQuota ``spec.hard`` keys read, and the model key each one caps.
+HARD_KEYS = {
+    f"requests.{GPU}": GPU,
+    GPU: GPU,
+    "requests.cpu": CPU,
+    "cpu": CPU,
+    "requests.memory": MEMORY,
+    "memory": MEMORY,
+}
+
+
+def _named(
+    obj: Mapping[str, Any], source: str, location: str | None, kind: str, namespaced: bool
+) -> tuple[Context, str, str]:
+    """The object's context (naming it), name and namespace, with its apiVersion checked."""
+    context = Context(source, location)
+    name, namespace = object_name(context, obj, kind)
+    namespace = namespace or "default"
+    context = context.naming(f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}")
+    api_version = obj.get("apiVersion")
+    expected = API_VERSIONS[kind]
+    if api_version is not None and api_version not in expected:
+        raise context.error(
+            "apiVersion",
+            f"expected {' or '.join(expected)} for a {kind}, got {describe(api_version)}",
+        )
+    return context, name, namespace
+
+
+# ------------------------------------------------------------------------------------- Queue
+def queue_from_object(obj: Mapping[str, Any], source: str, location: str | None = None) -> Queue:
+    """A ``gpufleet.dev/v1alpha1`` Queue (cluster-scoped: its namespace is ignored)."""
+    context, name, _ = _named(obj, source, location, "Queue", namespaced=False)
+    spec = context.mapping(obj.get("spec"), "spec")
+    parent = spec.get("parent")
+    weight = spec.get("weight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, int | float):
+        raise context.error("spec.weight", f"expected a positive number, got {describe(weight)}")
+    if not math.isfinite(weight) or weight <= 0:
+        raise context.error("spec.weight", f"expected a positive number, got {weight}")
+    namespaces: list[str] = []
+    for i, item in enumerate(context.sequence(spec.get("namespaces"), "spec.namespaces")):
+        namespaces.append(context.text(item, f"spec.namespaces[{i}]"))
+    return Queue(
+        name,
+        parent=None if parent is None else context.text(parent, "spec.parent"),
+        nominal=quota_map(context, spec.get("quota"), "spec.quota"),
+        borrowing_limit=quota_map(context, spec.get("borrowingLimit"), "spec.borrowingLimit"),
+        lending_limit=quota_map(context, spec.get("lendingLimit"), "spec.lendingLimit"),
+        weight=float(weight),
+        namespaces=tuple(namespaces),
+    )
+
+
+def quota_map(context: Context, value: object, path: str) -> dict[str, int]:
+    """A map of quota resource name -> quantity, in model units by resource key."""
+    amounts: dict[str, int] = {}
+    for resource, quantity in context.mapping(value, path).items():
+        field = f"{path}[{resource}]"
+        if resource == CPU:
+            amounts[CPU] = context.parse(parse_cpu_milli, quantity, field)
+        elif resource == MEMORY:
+            amounts[MEMORY] = context.parse(parse_memory_mib, quantity, field)
+        elif resource == GPU or (
+            resource.startswith(GPU_MODEL_PREFIX) and len(resource) > len(GPU_MODEL_PREFIX)
+        ):
+            amounts[resource] = gpu_milli(context, quantity, field)
+        else:
+            raise context.error(
+                field, f"unknown resource {resource!r} (expected {QUOTA_RESOURCES})"
+            )
+    return amounts
+
+
+def gpu_milli(context: Context, value: object, field: str) -> int:
+    """A GPU count (``2``, ``0.5``) in milli-GPU, rounded up."""
+    amount: Fraction = context.parse(parse_quantity, value, field)
+    if amount < 0:
+        raise context.error(field, f"must not be negative, got {value!r}")
+    return math.ceil(amount * MILLI_PER_GPU)
+
+
+# ----------------------------------------------------------------------------- PriorityClass
+def priority_class_from_object(
+    obj: Mapping[str, Any], source: str, location: str | None = None
+) -> PriorityClass:
+    """A ``scheduling.k8s.io/v1`` PriorityClass (``value`` etc. are top-level, not in spec)."""
+    context, name, _ = _named(obj, source, location, "PriorityClass", namespaced=False)
+    if "value" not in obj:
+        raise context.error("value", "required: expected a whole number, got nothing")
+    value = context.integer(obj["value"], "value")
+    policy_text = context.text(
+        obj.get("preemptionPolicy"),
+        "preemptionPolicy",
+        PreemptionPolicy.PREEMPT_LOWER_PRIORITY.value,
+    )
+    policies = [p.value for p in PreemptionPolicy]
+    if policy_text not in policies:
+        raise context.error(
+            "preemptionPolicy", f"expected {' or '.join(policies)}, got {policy_text!r}"
+        )
+    global_default = obj.get("globalDefault", False)
+    if not isinstance(global_default, bool):
+        raise context.error(
+            "globalDefault", f"expected true or false, got {describe(global_default)}"
+        )
+    return PriorityClass(name, value, PreemptionPolicy(policy_text), global_default)
+
+
+# ---------------------------------------------------------------------- PodGroup, ResourceQuota
+def pod_group_from_object(
+    obj: Mapping[str, Any], source: str, location: str | None = None
+) -> PodGroup:
+    """A PodGroup of ``gpufleet.dev/v1alpha1`` or scheduler-plugins: ``spec.minMember``."""
+    context, name, namespace = _named(obj, source, location, "PodGroup", namespaced=True)
+    spec = context.mapping(obj.get("spec"), "spec", required=True)
+    if "minMember" not in spec:
+        raise context.error("spec.minMember", "required: expected a whole number >= 1, got nothing")
+    return PodGroup(name, namespace, context.integer(spec["minMember"], "spec.minMember", 1))
+
+
+def resource_quota_from_object(
+    obj: Mapping[str, Any], source: str, location: str | None = None
+) -> ResourceQuota:
+    """A ``v1`` ResourceQuota's CPU, memory and GPU caps (the smaller where two keys cap one)."""
+    context, name, namespace = _named(obj, source, location, "ResourceQuota", namespaced=True)
+    spec = context.mapping(obj.get("spec"), "spec")
+    hard: dict[str, int] = {}
+    for key, quantity in context.mapping(spec.get("hard"), "spec.hard").items():
+        resource = HARD_KEYS.get(key)
+        if resource is None:
+            continue
+        field = f"spec.hard[{key}]"
+        if resource == CPU:
+            amount = context.parse(parse_cpu_milli, quantity, field)
+        elif resource == MEMORY:
+            amount = context.parse(parse_memory_mib, quantity, field)
+        else:
+            amount = gpu_milli(context, quantity, field)
+        hard[resource] = min(amount, hard.get(resource, amount))
+    return ResourceQuota(name, namespace, hard)
+
+
+# -------------------------------------------------------------------------------- PyTorchJob
+@dataclass(frozen=True, slots=True)
+class ReplicaPods:
+    """The pods of one replica set of a PyTorchJob, and where its template sits."""
+
+    replica_type: str  # Master or Worker
+    template: Mapping[str, Any]
+    template_path: str  # spec.pytorchReplicaSpecs.Worker.template
+    pods: tuple[TimedPod, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PyTorchJob:
+    """A Kubeflow PyTorchJob: one gang of its master and worker pods."""
+
+    name: str
+    namespace: str
+    replicas: tuple[ReplicaPods, ...]
+    min_available: int | None = None  # spec.runPolicy.schedulingPolicy.minAvailable
+
+    @property
+    def pods(self) -> list[TimedPod]:
+        return [pod for replica in self.replicas for pod in replica.pods]
+
+
+def read_pytorch_job(
+    obj: Mapping[str, Any], source: str, location: str | None = None
+) -> PyTorchJob:
+    """A ``kubeflow.org/v1`` PyTorchJob; pods are ``<job>-master-<i>`` and ``<job>-worker-<i>``."""
+    context, name, namespace = _named(obj, source, location, "PyTorchJob", namespaced=True)
+    metadata = context.mapping(obj.get("metadata"), "metadata")
+    spec = context.mapping(obj.get("spec"), "spec", required=True)
+    specs_path = "spec.pytorchReplicaSpecs"
+    replica_specs = context.mapping(spec.get("pytorchReplicaSpecs"), specs_path, required=True)
+    for replica_type in replica_specs:
+        if replica_type not in PYTORCH_REPLICA_TYPES:
+            raise context.error(
+                f"{specs_path}.{replica_type}",
+                f"expected replica type Master or Worker, got {replica_type!r}",
+            )
+    if not replica_specs:
+        raise context.error(specs_path, "required: expected Master and/or Worker, got none")
+    replicas: list[ReplicaPods] = []
+    for replica_type in PYTORCH_REPLICA_TYPES:
+        if replica_type not in replica_specs:
+            continue
+        path = f"{specs_path}.{replica_type}"
+        replica_spec = context.mapping(replica_specs[replica_type], path, required=True)
+        count = context.integer(replica_spec.get("replicas", 1), f"{path}.replicas", 0)
+        template = context.mapping(replica_spec.get("template"), f"{path}.template", True)
+        role = replica_type.lower()
+        labels = {KUBEFLOW_JOB_NAME_LABEL: name, KUBEFLOW_REPLICA_TYPE_LABEL: role}
+        names = [f"{name}-{role}-{i}" for i in range(count)]
+        pods = pods_from_template(
+            context, metadata, template, f"{path}.template", namespace, names, labels
+        )
+        indexed = tuple(
+            dataclasses.replace(
+                timed,
+                pod=dataclasses.replace(
+                    timed.pod, labels={**timed.pod.labels, KUBEFLOW_REPLICA_INDEX_LABEL: str(i)}
+                ),
+            )
+            for i, timed in enumerate(pods)
+        )
+        replicas.append(ReplicaPods(replica_type, template, f"{path}.template", indexed))
+    min_available = None
+    run_policy = context.mapping(spec.get("runPolicy"), "spec.runPolicy")
+    policy_path = "spec.runPolicy.schedulingPolicy"
+    scheduling = context.mapping(run_policy.get("schedulingPolicy"), policy_path)
+    if scheduling.get("minAvailable") is not None:
+        min_available = context.integer(
+            scheduling["minAvailable"], f"{policy_path}.minAvailable", 1
+        )
+    return PyTorchJob(name, namespace, tuple(replicas), min_available)
+
+
+def pytorch_job_pods(
+    obj: Mapping[str, Any], source: str, location: str | None = None
+) -> list[TimedPod]:
+    """The pods of a PyTorchJob, master first."""
+    return read_pytorch_job(obj, source, location).pods

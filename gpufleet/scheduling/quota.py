@@ -1,0 +1,272 @@
+"""Quotas over a tree of queues: usage, what a queue may still take, fair shares.
+
+Every resource key (``cpu``, ``memory``, ``nvidia.com/gpu``, ``nvidia.com/gpu.<model>``) that
+some queue names is accounted over the whole tree; a key nobody names is not limited. Per key,
+each queue q has a nominal quota N_q (0 if it does not name the key), a borrowing limit B_q (how
+far beyond N_q it may go; unlimited if absent) and a lending limit L_q (how much of its unused
+N_q others may use; all of it if absent). U_q is the usage of q's whole subtree.
+
+The amount q's subtree may use, ``avail(q)``, follows Kueue's cohort rule at every level of the
+tree: with p the parent of q,
+
+    avail(q) = min(N_q + B_q, avail(p) - sum over siblings s of max(U_s, N_s - L_s))
+
+where ``N_s - L_s`` is the part of a sibling's quota it never lends, and avail(root) is the
+cluster's capacity of the key. A workload of usage u fits in leaf q when U_x + u <= avail(x) for
+every queue x on the path from q to the top; it fits *within nominal* when also U_x + u <= N_x
+(it then borrows nothing).
+
+Ordering across queues uses the weighted dominant-resource share: for q under p, the largest,
+over keys, of q's borrowed amount (max(0, U_q - N_q)) divided by what p's children lend in all,
+divided by q's weight; compared level by level from the top. ``entitlement`` divides each
+parent's amount among its children by weighted water-filling over their demand, nominal first.
+What this module does not do: decide where pods go (the engine) or which workloads to evict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.model.tenancy import Queue, Resources, validate_queue_tree
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+#: Stands for "no limit" in integer arithmetic (far above any real quantity).
+UNLIMITED = 1 << 60
+
+
+class Verdict(Enum):
+    FITS = "fits"
+    BORROWS = "borrows"
+    EXCEEDS = "exceeds"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaCheck:
+    """The outcome of a quota check; on EXCEEDS, which queue and key stop it and by how much."""
+
+    verdict: Verdict
+    queue: str = ""
+    key: str = ""
+    used: int = 0
+    wanted: int = 0
+    limit: int = 0
+
+    @property
+    def admits(self) -> bool:
+        return self.verdict is not Verdict.EXCEEDS
+
+    def message(self) -> str:
+        if self.admits:
+            return f"fits{' by borrowing' if self.verdict is Verdict.BORROWS else ''}"
+        return (
+            f"queue {self.queue}: {self.key} would be {self.used + self.wanted} of at most "
+            f"{self.limit} (uses {self.used}, asks {self.wanted})"
+        )
+
+
+class QuotaTree:
+    """Usage and limits of a queue tree (see the module docstring)."""
+
+    def __init__(self, queues: Mapping[str, Queue], capacity: Resources) -> None:
+        validate_queue_tree(queues)
+        names = list(queues)
+        self.names = names
+        self.index = {name: i for i, name in enumerate(names)}
+        keys = sorted(
+            {k for q in queues.values() for k in (*q.nominal, *q.borrowing_limit, *q.lending_limit)}
+        )
+        self.keys = keys
+        self.key_index = {key: i for i, key in enumerate(keys)}
+        n, k = len(names), len(keys)
+        self.parent = np.array(
+            [self.index[q.parent] if q.parent is not None else -1 for q in queues.values()],
+            np.int64,
+        )
+        self.children: list[list[int]] = [[] for _ in names]
+        self.top: list[int] = []
+        for i, p in enumerate(self.parent):
+            (self.children[int(p)] if p >= 0 else self.top).append(i)
+        self.nominal = np.zeros((n, k), np.int64)
+        self.borrow = np.full((n, k), UNLIMITED, np.int64)
+        self.lend = np.full((n, k), UNLIMITED, np.int64)
+        for name, queue in queues.items():
+            i = self.index[name]
+            for key, j in self.key_index.items():
+                self.nominal[i, j] = queue.nominal.get(key, 0)
+                if key in queue.borrowing_limit:
+                    self.borrow[i, j] = queue.borrowing_limit[key]
+                if key in queue.lending_limit:
+                    self.lend[i, j] = queue.lending_limit[key]
+        self.weight = np.array([q.weight for q in queues.values()], np.float64)
+        self.capacity = np.array([capacity.get(key, UNLIMITED) for key in keys], np.int64)
+        self.usage = np.zeros((n, k), np.int64)
+        self.guarded = np.maximum(self.nominal - self.lend, 0)
+        self.paths = [self._path(i) for i in range(n)]
+
+    def _path(self, i: int) -> list[int]:
+        """Queue i and its ancestors, from the top down."""
+        path = []
+        while i >= 0:
+            path.append(i)
+            i = int(self.parent[i])
+        return path[::-1]
+
+    def vector(self, usage: Resources) -> IntArray:
+        """A usage mapping as a vector over the accounted keys (other keys are dropped)."""
+        vec = np.zeros(len(self.keys), np.int64)
+        for key, amount in usage.items():
+            j = self.key_index.get(key)
+            if j is not None:
+                vec[j] += amount
+        return vec
+
+    # ----------------------------------------------------------------------------- usage
+    def add(self, queue: str, usage: IntArray) -> None:
+        """Charge ``usage`` to ``queue`` and all its ancestors."""
+        for i in self.paths[self.index[queue]]:
+            self.usage[i] += usage
+
+    def remove(self, queue: str, usage: IntArray) -> None:
+        for i in self.paths[self.index[queue]]:
+            self.usage[i] -= usage
+        if (self.usage < 0).any():
+            raise AssertionError(f"negative usage after releasing {usage} from {queue}")
+
+    # ----------------------------------------------------------------------------- limits
+    def available(self, queue: str) -> IntArray:
+        """How much ``queue``'s subtree may use in all, per key (see the module docstring)."""
+        avail = self.capacity.copy()
+        siblings = self.top
+        for i in self.paths[self.index[queue]]:
+            others = [s for s in siblings if s != i]
+            taken = (
+                np.maximum(self.usage[others], self.guarded[others]).sum(axis=0) if others else 0
+            )
+            avail = np.minimum(self.nominal[i] + self.borrow[i], avail - taken)
+            siblings = self.children[i]
+        result: IntArray = avail
+        return result
+
+    def check(self, queue: str, usage: IntArray) -> QuotaCheck:
+        """May ``queue`` take ``usage`` more now? Within nominal, by borrowing, or not."""
+        avail = self.capacity.copy()
+        siblings = self.top
+        borrows = False
+        refusal: QuotaCheck | None = None
+        for i in self.paths[self.index[queue]]:
+            others = [s for s in siblings if s != i]
+            taken = (
+                np.maximum(self.usage[others], self.guarded[others]).sum(axis=0) if others else 0
+            )
+            avail = np.minimum(self.nominal[i] + self.borrow[i], avail - taken)
+            after = self.usage[i] + usage
+            over = np.flatnonzero((after > avail) & (usage > 0))
+            if over.size:  # keep the deepest level that refuses: it explains the most
+                j = int(over[0])
+                refusal = QuotaCheck(
+                    Verdict.EXCEEDS,
+                    self.names[i],
+                    self.keys[j],
+                    int(self.usage[i, j]),
+                    int(usage[j]),
+                    int(max(avail[j], 0)),
+                )
+            if ((after > self.nominal[i]) & (usage > 0)).any():
+                borrows = True
+            siblings = self.children[i]
+        if refusal is not None:
+            return refusal
+        return QuotaCheck(Verdict.BORROWS if borrows else Verdict.FITS)
+
+    def within_nominal(self, queue: str, usage: IntArray) -> bool:
+        """Would ``queue`` (and its ancestors) stay within nominal quota with ``usage`` more?"""
+        for i in self.paths[self.index[queue]]:
+            if ((self.usage[i] + usage > self.nominal[i]) & (usage > 0)).any():
+                return False
+        return True
+
+    def borrowing(self) -> npt.NDArray[np.bool_]:
+        """Per queue: does it use more than its nominal quota of some key?"""
+        return np.asarray((self.usage > self.nominal).any(axis=1), dtype=np.bool_)
+
+    # ----------------------------------------------------------------------------- sharing
+    def share(self, queue: str, extra: IntArray | None = None) -> tuple[float, ...]:
+        """Weighted dominant-resource shares along the path, top first (lower goes first)."""
+        shares = []
+        siblings = self.top
+        for i in self.paths[self.index[queue]]:
+            used = self.usage[i] + (extra if extra is not None else 0)
+            borrowed = np.maximum(used - self.nominal[i], 0)
+            pool = np.minimum(self.lend[siblings], self.nominal[siblings]).sum(axis=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(
+                    pool > 0, borrowed / np.maximum(pool, 1), np.where(borrowed > 0, np.inf, 0.0)
+                )
+            shares.append(float(ratio.max(initial=0.0)) / float(self.weight[i]))
+            siblings = self.children[i]
+        return tuple(shares)
+
+    def entitlement(self, demand: Mapping[str, IntArray]) -> dict[str, IntArray]:
+        """What each queue is entitled to per key, given each leaf's demand (usage plus what it
+        waits for): every parent's amount divided among its children by weighted water-filling,
+        each child first up to min(demand, nominal), the rest by weight up to its demand and
+        borrowing limit."""
+        n, k = len(self.names), len(self.keys)
+        wanted = np.zeros((n, k), np.int64)
+        for name, vec in demand.items():
+            for i in self.paths[self.index[name]]:
+                wanted[i] += vec
+        result = np.zeros((n, k), np.int64)
+        self._divide(self.top, np.minimum(self.capacity, UNLIMITED), wanted, result)
+        return {name: result[i] for i, name in enumerate(self.names)}
+
+    def _divide(
+        self, group: Sequence[int], amount: IntArray, wanted: IntArray, out: IntArray
+    ) -> None:
+        if not group:
+            return
+        members = np.asarray(group, np.int64)
+        cap = np.minimum(wanted[members], self.nominal[members] + self.borrow[members])
+        first = np.minimum(cap, self.nominal[members])
+        given = np.minimum(first, amount)  # guarantee first (capped if oversubscribed)
+        rest = np.maximum(amount - given.sum(axis=0), 0)
+        weights = self.weight[members]
+        for j in range(len(self.keys)):
+            _water_fill(given[:, j], cap[:, j], weights, int(rest[j]))
+        out[members] = given
+        for m, i in enumerate(group):
+            self._divide(self.children[i], given[m], wanted, out)
+
+
+def _water_fill(given: IntArray, cap: IntArray, weights: FloatArray, amount: int) -> None:
+    """Hand ``amount`` out by weight to members below their cap, in place, until it is gone."""
+    while amount > 0:
+        open_ = given < cap
+        if not open_.any():
+            return
+        w = np.where(open_, weights, 0.0)
+        shares = np.floor(amount * w / w.sum()).astype(np.int64)
+        shares = np.minimum(shares, cap - given)
+        if shares.sum() == 0:  # rounding: give the remainder one unit at a time by weight
+            order = np.argsort(-w)
+            for m in order[: int(min(amount, open_.sum()))]:
+                if given[m] < cap[m]:
+                    given[m] += 1
+                    amount -= 1
+            continue
+        given += shares
+        amount -= int(shares.sum())
+
+
+def usage_of(requests: Iterable[tuple[str, int]]) -> dict[str, int]:
+    """Sum (key, amount) pairs into a usage mapping."""
+    total: dict[str, int] = {}
+    for key, amount in requests:
+        total[key] = total.get(key, 0) + amount
+    return total
