@@ -12,7 +12,11 @@ Owns the reading of one object (already loaded by ``manifests``) into a model va
   (``scheduling.x-k8s.io/v1alpha1``): ``spec.minMember``;
 * ``v1`` ``ResourceQuota``: the CPU, memory and GPU caps of ``spec.hard`` (other keys ignored);
 * ``kubeflow.org/v1`` ``PyTorchJob``: the pods of its Master and Worker replica sets, through the
-  pod-template code of ``kube_pods``.
+  pod-template code of ``kube_pods``;
+* what a workload object (or its pod template; the object wins) says about admission: the
+  ``gpufleet.dev/queue`` and pod-group labels, ``priorityClassName`` / ``priority``, and the
+  ``gpufleet.dev/`` annotations preemptible, expected-runtime, checkpoint-interval, topology and
+  topology-level, each kept with the field it came from (:func:`workload_settings`).
 
 It does not check names across objects, resolve queues or priority classes, assemble gangs or
 validate the queue tree: ``workloads`` does all of that for a whole scenario.
@@ -22,27 +26,42 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from gpufleet.io.kube_pods import pods_from_template
+from gpufleet.io.errors import InputError
+from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION, pods_from_template
 from gpufleet.io.manifests import Context, describe, object_name
-from gpufleet.io.quantities import parse_cpu_milli, parse_memory_mib, parse_quantity
+from gpufleet.io.quantities import (
+    parse_cpu_milli,
+    parse_duration_seconds,
+    parse_memory_mib,
+    parse_quantity,
+)
 from gpufleet.model import MILLI_PER_GPU
+from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.tenancy import (
+    COSCHEDULING_POD_GROUP_LABEL,
     CPU,
     GPU,
     GPU_MODEL_PREFIX,
     MEMORY,
+    POD_GROUP_LABEL,
+    QUEUE_LABEL,
     PodGroup,
     PreemptionPolicy,
     PriorityClass,
     Queue,
     ResourceQuota,
+    TopologyMode,
+    TopologyRequest,
 )
 from gpufleet.model.workload import TimedPod
+
+T = TypeVar("T")
 
 GPUFLEET_API = "gpufleet.dev/v1alpha1"
 COSCHEDULING_API = "scheduling.x-k8s.io/v1alpha1"
@@ -60,6 +79,19 @@ PYTORCH_REPLICA_TYPES = ("Master", "Worker")
 KUBEFLOW_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+PREEMPTIBLE_ANNOTATION = "gpufleet.dev/preemptible"
+CHECKPOINT_INTERVAL_ANNOTATION = "gpufleet.dev/checkpoint-interval"
+TOPOLOGY_ANNOTATION = "gpufleet.dev/topology"
+TOPOLOGY_LEVEL_ANNOTATION = "gpufleet.dev/topology-level"
+#: Short names of topology levels; any other level is taken as a node label key.
+TOPOLOGY_LEVELS = {
+    "nvlink": GFD_LABELS.NVLINK_DOMAIN,
+    "rack": GFD_LABELS.RACK,
+    "zone": GFD_LABELS.ZONE,
+}
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
 #: ResourceQuota ``spec.hard`` keys read, and the model key each one caps.
 HARD_KEYS = {
     f"requests.{GPU}": GPU,
@@ -285,3 +317,125 @@ def pytorch_job_pods(
 ) -> list[TimedPod]:
     """The pods of a PyTorchJob, master first."""
     return read_pytorch_job(obj, source, location).pods
+
+
+# ------------------------------------------------------------------ what a workload object says
+@dataclass(frozen=True, slots=True)
+class Setting(Generic[T]):
+    """A value read from an object, with the object and field it came from (for errors)."""
+
+    value: T
+    context: Context
+    field: str | None
+
+    @property
+    def where(self) -> str:
+        """``file:document 1 (line 1), Pod ml/x (metadata.labels[...])``, for other errors."""
+        place = self.context.source
+        if self.context.location is not None:
+            place = f"{place}:{self.context.location}"
+        return place if self.field is None else f"{place} ({self.field})"
+
+    def error(self, message: str) -> InputError:
+        return self.context.error(self.field, message)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSettings:
+    """What an object says about the workload its pods join (None: it does not say)."""
+
+    labels: dict[str, str]
+    group: Setting[str] | None = None
+    queue: Setting[str] | None = None
+    priority_class: Setting[str] | None = None
+    priority: Setting[int] | None = None
+    preemptible: Setting[bool] | None = None
+    expected_runtime: Setting[float] | None = None
+    checkpoint_interval: Setting[float] | None = None
+    topology: Setting[TopologyRequest] | None = None
+
+
+def workload_settings(
+    context: Context,
+    metadata: Mapping[str, Any],
+    pod_spec: Mapping[str, Any],
+    pod_spec_path: str,
+    template_metadata: Mapping[str, Any] | None = None,
+    template_metadata_path: str = "spec.template.metadata",
+) -> WorkloadSettings:
+    """The admission settings of an object (``metadata``) and its pod template, if it has one;
+    the object's labels and annotations win over the template's."""
+    labels: dict[str, Setting[str]] = {}
+    annotations: dict[str, Setting[str]] = {}
+    layers = [(metadata, "metadata")]
+    if template_metadata is not None:
+        layers.insert(0, (template_metadata, template_metadata_path))
+    for layer, path in layers:
+        for into, what in ((labels, "labels"), (annotations, "annotations")):
+            for key, value in context.string_map(layer.get(what), f"{path}.{what}").items():
+                into[key] = Setting(value, context, f"{path}.{what}[{key}]")
+    group = labels.get(POD_GROUP_LABEL)
+    other = labels.get(COSCHEDULING_POD_GROUP_LABEL)
+    if group is not None and other is not None and group.value != other.value:
+        raise other.error(
+            f"names pod group {other.value!r}, but {POD_GROUP_LABEL} names {group.value!r}"
+        )
+    class_path, priority_path = f"{pod_spec_path}.priorityClassName", f"{pod_spec_path}.priority"
+    class_name, priority = pod_spec.get("priorityClassName"), pod_spec.get("priority")
+    return WorkloadSettings(
+        {key: setting.value for key, setting in labels.items()},
+        group=group or other,
+        queue=labels.get(QUEUE_LABEL),
+        priority_class=None
+        if class_name is None
+        else Setting(context.text(class_name, class_path), context, class_path),
+        priority=None
+        if priority is None
+        else Setting(context.integer(priority, priority_path), context, priority_path),
+        preemptible=_parsed(annotations.get(PREEMPTIBLE_ANNOTATION), _boolean),
+        expected_runtime=_parsed(
+            annotations.get(EXPECTED_RUNTIME_ANNOTATION), parse_duration_seconds
+        ),
+        checkpoint_interval=_parsed(
+            annotations.get(CHECKPOINT_INTERVAL_ANNOTATION), parse_duration_seconds
+        ),
+        topology=_topology(
+            annotations.get(TOPOLOGY_ANNOTATION), annotations.get(TOPOLOGY_LEVEL_ANNOTATION)
+        ),
+    )
+
+
+def _parsed(setting: Setting[str] | None, parser: Callable[[str], T]) -> Setting[T] | None:
+    if setting is None:
+        return None
+    value = setting.context.parse(parser, setting.value, setting.field or "")
+    return Setting(value, setting.context, setting.field)
+
+
+def _boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f'expected "true" or "false", got {text!r}')
+    return value == "true"
+
+
+def _topology(
+    mode: Setting[str] | None, level: Setting[str] | None
+) -> Setting[TopologyRequest] | None:
+    if mode is None:
+        if level is not None:
+            raise level.error(
+                f"a topology level needs {TOPOLOGY_ANNOTATION}: required or preferred"
+            )
+        return None
+    modes = [m.value for m in TopologyMode]
+    if mode.value not in modes:
+        raise mode.error(f"expected {' or '.join(modes)}, got {mode.value!r}")
+    key = TOPOLOGY_LEVELS["nvlink"]
+    if level is not None:
+        key = TOPOLOGY_LEVELS.get(level.value, level.value)
+        if not _LABEL_KEY.match(key):
+            raise level.error(
+                f"expected {', '.join(TOPOLOGY_LEVELS)} or a node label key, got {level.value!r}"
+            )
+    return Setting(TopologyRequest(TopologyMode(mode.value), key), mode.context, mode.field)

@@ -26,4 +26,14 @@ class MarkUnschedulable:
     reasons: Mapping[str, int] = field(default_factory=dict)
 
 
-Action = Bind | MarkUnschedulable
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """Stop ``pod`` (it goes back to waiting); ``preemptor`` names the workload it makes room
+    for, if any."""
+
+    pod: Pod
+    reason: str
+    preemptor: str | None = None
+
+
+Action = Bind | MarkUnschedulable | Evict

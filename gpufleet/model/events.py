@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gpufleet.model.node import Node
 from gpufleet.model.placement import Placement
 from gpufleet.model.pod import Pod
+from gpufleet.model.tenancy import Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,4 +50,27 @@ class BindFailed:
     reason: str
 
 
-ClusterEvent = NodeAdded | NodeRemoved | PodAdded | PodBound | PodDeleted | BindFailed
+@dataclass(frozen=True, slots=True)
+class WorkloadAdded:
+    """A workload (one pod or a gang) to admit and place."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
+class PodReady:
+    """A bound pod is running (its containers started): gangs wait for all their pods."""
+
+    key: str
+
+
+ClusterEvent = (
+    NodeAdded
+    | NodeRemoved
+    | PodAdded
+    | WorkloadAdded
+    | PodBound
+    | PodReady
+    | PodDeleted
+    | BindFailed
+)

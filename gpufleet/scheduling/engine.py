@@ -243,10 +243,15 @@ class PlacementEngine:
             for observer in self.policy.observers:
                 observer.observe(demand)
 
-    def place(self, pod: Pod, explain: bool = True) -> Bound | Unschedulable:
-        """Place one pod now, or say why it cannot go anywhere."""
+    def place(
+        self, pod: Pod, explain: bool = True, restrict: BoolArray | None = None
+    ) -> Bound | Unschedulable:
+        """Place one pod now (on the rows ``restrict`` allows, if given), or say why not."""
         demand = self.demand(pod)
-        row = self.choose_row(demand, self.feasible(demand))
+        mask = self.feasible(demand)
+        if restrict is not None:
+            mask &= restrict[: mask.size]
+        row = self.choose_row(demand, mask)
         if row is None:
             if explain:
                 return self.explain(pod)
@@ -281,12 +286,14 @@ class PlacementEngine:
         )
         return Bound(pod, placement, allocation)
 
-    def place_gang(self, pods: Sequence[Pod], explain: bool = True) -> list[Bound] | Unschedulable:
+    def place_gang(
+        self, pods: Sequence[Pod], explain: bool = True, restrict: BoolArray | None = None
+    ) -> list[Bound] | Unschedulable:
         """Place all of ``pods`` or none of them (on a trial of the table)."""
         mark = self.table.begin_trial()
         bound: list[Bound] = []
         for pod in pods:
-            result = self.place(pod, explain=explain)
+            result = self.place(pod, explain=explain, restrict=restrict)
             if isinstance(result, Unschedulable):
                 self.table.rollback(mark)
                 return Unschedulable(

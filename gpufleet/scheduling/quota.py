@@ -56,6 +56,9 @@ class QuotaCheck:
     used: int = 0
     wanted: int = 0
     limit: int = 0
+    why: str = ""
+    #: "queue", or "namespace" for a Kubernetes ResourceQuota cap.
+    scope: str = "queue"
 
     @property
     def admits(self) -> bool:
@@ -64,10 +67,11 @@ class QuotaCheck:
     def message(self) -> str:
         if self.admits:
             return f"fits{' by borrowing' if self.verdict is Verdict.BORROWS else ''}"
-        return (
-            f"queue {self.queue}: {self.key} would be {self.used + self.wanted} of at most "
+        text = (
+            f"{self.scope} {self.queue}: {self.key} would be {self.used + self.wanted} of at most "
             f"{self.limit} (uses {self.used}, asks {self.wanted})"
         )
+        return f"{self.why}: {text}" if self.why else text
 
 
 class QuotaTree:
@@ -186,10 +190,25 @@ class QuotaTree:
 
     def within_nominal(self, queue: str, usage: IntArray) -> bool:
         """Would ``queue`` (and its ancestors) stay within nominal quota with ``usage`` more?"""
+        return self.nominal_excess(queue, usage) is None
+
+    def nominal_excess(self, queue: str, usage: IntArray) -> QuotaCheck | None:
+        """Where ``usage`` more would take ``queue`` or an ancestor beyond its nominal quota
+        (the deepest such level), or None."""
+        found = None
         for i in self.paths[self.index[queue]]:
-            if ((self.usage[i] + usage > self.nominal[i]) & (usage > 0)).any():
-                return False
-        return True
+            over = np.flatnonzero((self.usage[i] + usage > self.nominal[i]) & (usage > 0))
+            if over.size:
+                j = int(over[0])
+                found = QuotaCheck(
+                    Verdict.EXCEEDS,
+                    self.names[i],
+                    self.keys[j],
+                    int(self.usage[i, j]),
+                    int(usage[j]),
+                    int(self.nominal[i, j]),
+                )
+        return found
 
     def borrowing(self) -> npt.NDArray[np.bool_]:
         """Per queue: does it use more than its nominal quota of some key?"""

@@ -1,0 +1,189 @@
+"""Admission: may a workload start now under its queue's quota and its namespace's caps?
+
+Wraps the :class:`~gpufleet.scheduling.quota.QuotaTree` with what the cycle needs: the quota
+usage of a workload (before placement from its requests; after placement exactly, GPUs counted
+per model of the nodes they landed on), Kubernetes ResourceQuota caps per namespace, and
+snapshots so that preemption can try evictions and undo them.
+
+What it does not do: place pods (the engine) or choose victims (:mod:`.preemption`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpufleet.model import MILLI_PER_GPU, Node, Pod
+from gpufleet.model.tenancy import (
+    CPU,
+    GPU,
+    MEMORY,
+    QUEUE_LABEL,
+    Queue,
+    ResourceQuota,
+    Workload,
+    gpu_model_key,
+)
+from gpufleet.scheduling.engine import Bound
+from gpufleet.scheduling.quota import IntArray, QuotaCheck, QuotaTree, Verdict
+
+#: The queue every workload without a queue of its own goes to (no quota unless defined).
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionConfig:
+    """Knobs of admission and preemption (seconds where they are times)."""
+
+    #: A workload runs at least this long before it may be preempted.
+    min_runtime: float = 120.0
+    #: Pods of an admitted gang must all be ready within this, else it is released.
+    gang_ready_timeout: float = 600.0
+    backoff_base: float = 30.0
+    backoff_max: float = 3600.0
+    #: Run time assumed for backfill when a workload declares none (a safe, long guess).
+    default_expected_runtime: float = 24 * 3600.0
+    #: Priority aging: +``aging_step`` per ``aging_interval`` waited (off when None).
+    aging_interval: float | None = None
+    aging_step: int = 1
+    #: Reclaim borrowed quota from workloads of any priority (else only lower ones).
+    reclaim_any_priority: bool = True
+    #: Preemption searches per cycle, and candidates each search considers.
+    max_preemption_searches: int = 8
+    max_victim_candidates: int = 64
+    #: Backfill: keep the capacity that frees first for the first blocked workload.
+    backfill: bool = True
+
+
+def cluster_capacity(nodes: Iterable[Node]) -> dict[str, int]:
+    """Total CPU, memory, milli-GPU and milli-GPU per model of ``nodes`` (the root of quotas)."""
+    capacity: dict[str, int] = {CPU: 0, MEMORY: 0, GPU: 0}
+    for node in nodes:
+        capacity[CPU] += node.cpu_milli
+        capacity[MEMORY] += node.memory_mib
+        usable = [g for g in node.gpus if not g.partitioned]
+        capacity[GPU] += len(usable) * MILLI_PER_GPU
+        for gpu in usable:
+            key = gpu_model_key(gpu.model)
+            capacity[key] = capacity.get(key, 0) + MILLI_PER_GPU
+    return capacity
+
+
+def requested(pods: Sequence[Pod]) -> dict[str, int]:
+    """What pods ask before they are placed (GPU model unknown; memory shares count 0)."""
+    return {
+        CPU: sum(p.cpu_milli for p in pods),
+        MEMORY: sum(p.memory_mib for p in pods),
+        GPU: sum(p.gpu.total_milli for p in pods),
+    }
+
+
+def used(bound: Sequence[Bound], models: Sequence[str | None]) -> dict[str, int]:
+    """What placed pods hold: GPUs counted in total and per model of their node."""
+    usage: dict[str, int] = {CPU: 0, MEMORY: 0, GPU: 0}
+    for placed, model in zip(bound, models, strict=True):
+        allocation = placed.allocation
+        usage[CPU] += allocation.cpu_milli
+        usage[MEMORY] += allocation.memory_mib
+        milli = allocation.gpu_milli_per_device * len(allocation.gpu_indices)
+        usage[GPU] += milli
+        if milli and model is not None:
+            key = gpu_model_key(model)
+            usage[key] = usage.get(key, 0) + milli
+    return usage
+
+
+class Quotas:
+    """Queue quotas and namespace caps, with their current usage."""
+
+    def __init__(
+        self,
+        queues: Mapping[str, Queue],
+        capacity: Mapping[str, int],
+        resource_quotas: Iterable[ResourceQuota] = (),
+    ) -> None:
+        all_queues = dict(queues)
+        if DEFAULT_QUEUE not in all_queues:
+            all_queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
+        self.queues = all_queues
+        self.tree = QuotaTree(all_queues, capacity)
+        self.namespace_caps = {rq.namespace: dict(rq.hard) for rq in resource_quotas}
+        self.namespace_usage: dict[str, dict[str, int]] = {}
+        self.default_for = {ns: q.name for q in all_queues.values() for ns in q.namespaces}
+
+    def queue_for(self, pod: Pod) -> str:
+        """The queue of a lone pod: its queue label, its namespace's default, or ``default``."""
+        named = pod.labels.get(QUEUE_LABEL)
+        if named is not None and named in self.queues:
+            return named
+        return self.default_for.get(pod.namespace, DEFAULT_QUEUE)
+
+    def vector(self, usage: Mapping[str, int]) -> IntArray:
+        return self.tree.vector(usage)
+
+    def check(self, workload: Workload, usage: Mapping[str, int]) -> QuotaCheck:
+        """Quota of the workload's queue (within nominal for non-preemptible work), then the
+        hard caps of its namespace."""
+        vec = self.tree.vector(usage)
+        check = self.tree.check(workload.queue, vec)
+        if check.admits and not workload.preemptible and check.verdict is Verdict.BORROWS:
+            excess = self.tree.nominal_excess(workload.queue, vec)
+            if excess is not None:
+                return replace(excess, why="non-preemptible work stays within nominal quota")
+        if not check.admits:
+            return check
+        caps = self.namespace_caps.get(workload.namespace)
+        if caps:
+            current = self.namespace_usage.get(workload.namespace, {})
+            for key, limit in caps.items():
+                want = usage.get(key, 0)
+                if want and current.get(key, 0) + want > limit:
+                    return QuotaCheck(
+                        Verdict.EXCEEDS,
+                        workload.namespace,
+                        key,
+                        current.get(key, 0),
+                        want,
+                        limit,
+                        "ResourceQuota",
+                        "namespace",
+                    )
+        return check
+
+    def charge(self, workload: Workload, usage: Mapping[str, int]) -> None:
+        self.tree.add(workload.queue, self.tree.vector(usage))
+        if workload.namespace in self.namespace_caps:
+            current = self.namespace_usage.setdefault(workload.namespace, {})
+            for key, amount in usage.items():
+                current[key] = current.get(key, 0) + amount
+
+    def refund(self, workload: Workload, usage: Mapping[str, int]) -> None:
+        self.tree.remove(workload.queue, self.tree.vector(usage))
+        if workload.namespace in self.namespace_caps:
+            current = self.namespace_usage[workload.namespace]
+            for key, amount in usage.items():
+                current[key] -= amount
+
+    def snapshot(self) -> tuple[IntArray, dict[str, dict[str, int]]]:
+        return self.tree.usage.copy(), {ns: dict(u) for ns, u in self.namespace_usage.items()}
+
+    def restore(self, snapshot: tuple[IntArray, dict[str, dict[str, int]]]) -> None:
+        self.tree.usage[:] = snapshot[0]
+        self.namespace_usage = {ns: dict(u) for ns, u in snapshot[1].items()}
+
+    def borrowing_queues(self) -> set[str]:
+        flags = self.tree.borrowing()
+        return {name for name, i in self.tree.index.items() if flags[i]}
+
+    def subtree_borrowing(self, queue: str) -> bool:
+        """Does ``queue`` or one of its ancestors use more than its nominal quota?"""
+        flags = self.tree.borrowing()
+        return any(bool(flags[i]) for i in self.tree.paths[self.tree.index[queue]])
+
+    def within_nominal(self, queue: str, usage: Mapping[str, int]) -> bool:
+        return self.tree.within_nominal(queue, self.tree.vector(usage))
+
+    def zero(self) -> IntArray:
+        return np.zeros(len(self.tree.keys), np.int64)
