@@ -107,11 +107,12 @@ def read_scenario(paths: str | Path | Iterable[str | Path]) -> Scenario:
     """Queues, priority classes, quotas and workloads of files and directories (all or nothing)."""
     if isinstance(paths, str | Path):
         paths = [paths]
-    files: dict[Path, None] = {}
+    files: dict[Path, Path] = {}  # a file named twice (itself and in its directory) is read once
     for path in paths:
-        files.update(dict.fromkeys(input_files(path)))
+        for file in input_files(path):
+            files.setdefault(file.resolve(), file)
     builder = _Builder()
-    for file in files:
+    for file in files.values():
         if file.suffix.lower() == ".csv":
             builder.add_csv(file)
             continue

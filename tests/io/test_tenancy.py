@@ -1,0 +1,491 @@
+"""Admission objects one at a time (Queue, PriorityClass, PodGroup, ResourceQuota, PyTorchJob),
+and their errors when read as part of a scenario."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import pytest
+import yaml
+
+from gpufleet.io.errors import InputError
+from gpufleet.io.tenancy import (
+    pod_group_from_object,
+    priority_class_from_object,
+    pytorch_job_pods,
+    queue_from_object,
+    read_pytorch_job,
+    resource_quota_from_object,
+)
+from gpufleet.io.workloads import read_scenario
+from gpufleet.model import GpuRequest
+from gpufleet.model.tenancy import (
+    CPU,
+    GPU,
+    MEMORY,
+    PodGroup,
+    PreemptionPolicy,
+    PriorityClass,
+    Queue,
+    ResourceQuota,
+    gpu_model_key,
+)
+from tests.io.conftest import WriteFile
+
+SOURCE = "scenario.yaml"
+WHERE = "document 1 (line 1)"
+
+
+def parse(text: str) -> dict[str, Any]:
+    loaded = yaml.safe_load(text)
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def queue_yaml(spec: str) -> dict[str, Any]:
+    return parse(f"apiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {{name: q}}\n{spec}")
+
+
+# --------------------------------------------------------------------------------------- Queue
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        pytest.param("", Queue("q"), id="empty"),
+        pytest.param("spec: {parent: org}", Queue("q", parent="org"), id="parent"),
+        pytest.param(
+            "spec: {quota: {cpu: 500m, memory: 1Gi}}",
+            Queue("q", nominal={CPU: 500, MEMORY: 1024}),
+            id="quota-cpu-memory",
+        ),
+        pytest.param(
+            "spec: {quota: {nvidia.com/gpu: 8}}", Queue("q", nominal={GPU: 8000}), id="quota-gpu"
+        ),
+        pytest.param(
+            'spec: {quota: {nvidia.com/gpu: "0.5"}}',
+            Queue("q", nominal={GPU: 500}),
+            id="quota-fractional-gpu",
+        ),
+        pytest.param(
+            "spec: {quota: {nvidia.com/gpu.H100: 4, nvidia.com/gpu.A100: 2.5}}",
+            Queue("q", nominal={gpu_model_key("H100"): 4000, gpu_model_key("A100"): 2500}),
+            id="quota-per-model",
+        ),
+        pytest.param(
+            "spec: {borrowingLimit: {nvidia.com/gpu: 2}, lendingLimit: {cpu: 4}}",
+            Queue("q", borrowing_limit={GPU: 2000}, lending_limit={CPU: 4000}),
+            id="limits",
+        ),
+        pytest.param("spec: {weight: 2.5}", Queue("q", weight=2.5), id="weight"),
+        pytest.param(
+            "spec: {namespaces: [ml, research]}",
+            Queue("q", namespaces=("ml", "research")),
+            id="namespaces",
+        ),
+    ],
+)
+def test_queue(spec: str, expected: Queue) -> None:
+    found = queue_from_object(queue_yaml(spec), SOURCE, WHERE)
+    assert found == expected
+    # nominal and limits do not take part in equality: compare them directly.
+    assert dict(found.nominal) == dict(expected.nominal)
+    assert dict(found.borrowing_limit) == dict(expected.borrowing_limit)
+    assert dict(found.lending_limit) == dict(expected.lending_limit)
+
+
+# ------------------------------------------------------------------------------- PriorityClass
+PC = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: pc}\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        pytest.param("value: 1000", PriorityClass("pc", 1000), id="value"),
+        pytest.param("value: -5", PriorityClass("pc", -5), id="negative-value"),
+        pytest.param(
+            "value: 0\npreemptionPolicy: Never",
+            PriorityClass("pc", 0, PreemptionPolicy.NEVER),
+            id="never",
+        ),
+        pytest.param(
+            "value: 7\npreemptionPolicy: PreemptLowerPriority\nglobalDefault: true",
+            PriorityClass("pc", 7, PreemptionPolicy.PREEMPT_LOWER_PRIORITY, True),
+            id="global-default",
+        ),
+    ],
+)
+def test_priority_class(body: str, expected: PriorityClass) -> None:
+    assert priority_class_from_object(parse(PC + body), SOURCE, WHERE) == expected
+
+
+# --------------------------------------------------------------------- PodGroup, ResourceQuota
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\n"
+            "metadata: {name: g, namespace: ml}\nspec: {minMember: 3}",
+            PodGroup("g", "ml", 3),
+            id="gpufleet",
+        ),
+        pytest.param(
+            "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\n"
+            "metadata: {name: g}\nspec: {minMember: 2}",
+            PodGroup("g", "default", 2),
+            id="scheduler-plugins",
+        ),
+    ],
+)
+def test_pod_group(text: str, expected: PodGroup) -> None:
+    assert pod_group_from_object(parse(text), SOURCE, WHERE) == expected
+
+
+RQ = "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: rq, namespace: ml}\n"
+
+
+@pytest.mark.parametrize(
+    ("hard", "expected"),
+    [
+        pytest.param(
+            "{requests.nvidia.com/gpu: 4, requests.cpu: 8, requests.memory: 1Gi}",
+            {GPU: 4000, CPU: 8000, MEMORY: 1024},
+            id="requests-keys",
+        ),
+        pytest.param(
+            "{nvidia.com/gpu: 2, cpu: 500m, memory: 512Mi}",
+            {GPU: 2000, CPU: 500, MEMORY: 512},
+            id="plain-keys",
+        ),
+        pytest.param(
+            "{pods: 10, limits.cpu: 4, requests.storage: 1Ti, count/jobs.batch: 3}",
+            {},
+            id="other-keys-ignored",
+        ),
+        pytest.param("{cpu: 4, requests.cpu: 2}", {CPU: 2000}, id="two-keys-smaller-wins"),
+    ],
+)
+def test_resource_quota(hard: str, expected: dict[str, int]) -> None:
+    found = resource_quota_from_object(parse(f"{RQ}spec: {{hard: {hard}}}"), SOURCE, WHERE)
+    assert found == ResourceQuota("rq", "ml")
+    assert dict(found.hard) == expected
+
+
+# ---------------------------------------------------------------------------------- PyTorchJob
+def pytorch_job(replica_specs: str, extra: str = "") -> dict[str, Any]:
+    return parse(
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: pt, namespace: ml}\n"
+        f"spec:\n{extra}  pytorchReplicaSpecs:\n{replica_specs}"
+    )
+
+
+TEMPLATE = (
+    "template: {spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: GPUS}}}]}}"
+)
+
+
+def replica(kind: str, replicas: int | None, gpus: int = 1) -> str:
+    count = "" if replicas is None else f"replicas: {replicas}, "
+    return f"    {kind}: {{{count}{TEMPLATE.replace('GPUS', str(gpus))}}}\n"
+
+
+@pytest.mark.parametrize(
+    ("specs", "names"),
+    [
+        pytest.param(
+            replica("Master", 1) + replica("Worker", 3),
+            ["pt-master-0", "pt-worker-0", "pt-worker-1", "pt-worker-2"],
+            id="master-and-workers",
+        ),
+        pytest.param(
+            replica("Worker", 2) + replica("Master", None),
+            ["pt-master-0", "pt-worker-0", "pt-worker-1"],
+            id="master-first-replicas-default-1",
+        ),
+        pytest.param(replica("Worker", 2), ["pt-worker-0", "pt-worker-1"], id="workers-only"),
+        pytest.param(replica("Master", 1) + replica("Worker", 0), ["pt-master-0"], id="no-workers"),
+    ],
+)
+def test_pytorch_job_pods(specs: str, names: list[str]) -> None:
+    pods = pytorch_job_pods(pytorch_job(specs), SOURCE, WHERE)
+    assert [t.pod.name for t in pods] == names
+    assert {t.pod.namespace for t in pods} == {"ml"}
+
+
+def test_pytorch_job_pod_details() -> None:
+    job = read_pytorch_job(
+        pytorch_job(
+            replica("Master", 1, gpus=2) + replica("Worker", 2),
+            extra="  runPolicy: {schedulingPolicy: {minAvailable: 2}}\n",
+        ),
+        SOURCE,
+        WHERE,
+    )
+    assert job.min_available == 2
+    assert [r.replica_type for r in job.replicas] == ["Master", "Worker"]
+    assert job.replicas[1].template_path == "spec.pytorchReplicaSpecs.Worker.template"
+    master, worker = job.pods[0].pod, job.pods[2].pod
+    assert master.gpu == GpuRequest.whole(2)
+    assert worker.gpu == GpuRequest.whole(1)
+    assert dict(worker.labels) == {
+        "training.kubeflow.org/job-name": "pt",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": "1",
+    }
+
+
+# ----------------------------------------------------------------------------------- bad input
+class Bad(NamedTuple):
+    read: Callable[[dict[str, Any], str, str], object]
+    obj: dict[str, Any]
+    location: str  # after the file name: the place and the object
+    field: str
+    message: str
+
+
+BAD = {
+    "queue-unknown-resource": Bad(
+        queue_from_object,
+        queue_yaml("spec: {quota: {nvidia.com/gpus: 1}}"),
+        f"{WHERE}, Queue q",
+        "spec.quota[nvidia.com/gpus]",
+        "unknown resource 'nvidia.com/gpus' (expected cpu, memory, nvidia.com/gpu or "
+        "nvidia.com/gpu.<model>)",
+    ),
+    "queue-negative-quota": Bad(
+        queue_from_object,
+        queue_yaml("spec: {quota: {cpu: -2}}"),
+        f"{WHERE}, Queue q",
+        "spec.quota[cpu]",
+        "CPU must not be negative, got -2",
+    ),
+    "queue-negative-gpu-limit": Bad(
+        queue_from_object,
+        queue_yaml("spec: {lendingLimit: {nvidia.com/gpu.T4: -1}}"),
+        f"{WHERE}, Queue q",
+        "spec.lendingLimit[nvidia.com/gpu.T4]",
+        "must not be negative, got -1",
+    ),
+    "queue-zero-weight": Bad(
+        queue_from_object,
+        queue_yaml("spec: {weight: 0}"),
+        f"{WHERE}, Queue q",
+        "spec.weight",
+        "expected a positive number, got 0",
+    ),
+    "queue-wrong-api": Bad(
+        queue_from_object,
+        {**queue_yaml(""), "apiVersion": "kueue.x-k8s.io/v1beta1"},
+        f"{WHERE}, Queue q",
+        "apiVersion",
+        "expected gpufleet.dev/v1alpha1 for a Queue, got 'kueue.x-k8s.io/v1beta1'",
+    ),
+    "priority-missing-value": Bad(
+        priority_class_from_object,
+        parse(PC + "description: x"),
+        f"{WHERE}, PriorityClass pc",
+        "value",
+        "required: expected a whole number, got nothing",
+    ),
+    "priority-bad-policy": Bad(
+        priority_class_from_object,
+        parse(PC + "value: 1\npreemptionPolicy: Always"),
+        f"{WHERE}, PriorityClass pc",
+        "preemptionPolicy",
+        "expected PreemptLowerPriority or Never, got 'Always'",
+    ),
+    "priority-global-default-text": Bad(
+        priority_class_from_object,
+        parse(PC + "value: 1\nglobalDefault: 'yes'"),
+        f"{WHERE}, PriorityClass pc",
+        "globalDefault",
+        "expected true or false, got 'yes'",
+    ),
+    "pod-group-min-member-zero": Bad(
+        pod_group_from_object,
+        parse(
+            "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n"
+            "spec: {minMember: 0}"
+        ),
+        f"{WHERE}, PodGroup default/g",
+        "spec.minMember",
+        "expected a whole number >= 1, got 0",
+    ),
+    "resource-quota-bad-gpu": Bad(
+        resource_quota_from_object,
+        parse(f"{RQ}spec: {{hard: {{requests.nvidia.com/gpu: lots}}}}"),
+        f"{WHERE}, ResourceQuota ml/rq",
+        "spec.hard[requests.nvidia.com/gpu]",
+        "not a Kubernetes quantity: 'lots'",
+    ),
+    "pytorch-unknown-replica-type": Bad(
+        read_pytorch_job,
+        pytorch_job(replica("Chief", 1)),
+        f"{WHERE}, PyTorchJob ml/pt",
+        "spec.pytorchReplicaSpecs.Chief",
+        "expected replica type Master or Worker, got 'Chief'",
+    ),
+    "pytorch-template-field": Bad(
+        read_pytorch_job,
+        pytorch_job(replica("Worker", 2).replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 0.5")),
+        f"{WHERE}, PyTorchJob ml/pt",
+        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits"
+        "[nvidia.com/gpu]",
+        "expected a whole number, got 0.5",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
+def test_bad_objects(case: Bad) -> None:
+    with pytest.raises(InputError) as raised:
+        case.read(case.obj, SOURCE, WHERE)
+    error = raised.value
+    text = str(error)
+    assert text.startswith(f"{SOURCE}:{case.location}: {case.field}: "), text
+    assert error.field == case.field
+    assert case.message in text, text
+
+
+# -------------------------------------------------- the same objects in a scenario (read_scenario)
+Obj = dict[str, Any]
+
+
+def scenario_text(*objects: Obj) -> str:
+    """One JSON line per document, so document N starts on line 2N - 1."""
+    return "---\n".join(json.dumps(obj) + "\n" for obj in objects)
+
+
+def queue(name: str, parent: str | None = None, **spec: Any) -> Obj:
+    if parent is not None:
+        spec["parent"] = parent
+    return {
+        "apiVersion": "gpufleet.dev/v1alpha1",
+        "kind": "Queue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def priority_class(name: str, value: int, **fields: Any) -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+        **fields,
+    }
+
+
+def pod_group(
+    name: str, min_member: int, namespace: str = "default", api: str = "gpufleet.dev/v1alpha1"
+) -> Obj:
+    return {
+        "apiVersion": api,
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member},
+    }
+
+
+class Case(NamedTuple):
+    objects: list[Obj]
+    location: str  # "document N (line L), Kind name" after the file name
+    field: str | None
+    message: str
+
+
+def at(document: int, what: str) -> str:
+    return f"document {document} (line {2 * document - 1}), {what}"
+
+
+def check_bad_scenario(write_file: WriteFile, case: Case) -> None:
+    """Reading ``case.objects`` fails, naming the file, the place and object, and the field."""
+    path = write_file("scenario.yaml", scenario_text(*case.objects))
+    with pytest.raises(InputError) as raised:
+        read_scenario(path)
+    error = raised.value
+    text = str(error)
+    assert error.source == str(path)
+    assert text.startswith(f"{path}:{case.location}: "), text
+    assert error.field == case.field, text
+    if case.field is not None:
+        assert f": {case.field}: " in text, text
+    assert case.message in text, text
+
+
+SCENARIO_BAD = {
+    "children-exceed-parent": Case(
+        [
+            queue("org", quota={"nvidia.com/gpu": 4}),
+            queue("a", "org", quota={"nvidia.com/gpu": 3}),
+            queue("b", "org", quota={"nvidia.com/gpu": 2}),
+        ],
+        at(1, "Queue org"),
+        "spec.quota[nvidia.com/gpu]",
+        "children's nvidia.com/gpu quotas add up to 5000, more than its own 4000 (a, b)",
+    ),
+    "cycle-of-parents": Case(
+        [queue("org"), queue("a", "b"), queue("b", "a")],
+        at(2, "Queue a"),
+        "spec.parent",
+        "parents form a cycle: a -> b -> a",
+    ),
+    "missing-parent": Case(
+        [queue("org"), queue("a", "orgg")],
+        at(2, "Queue a"),
+        "spec.parent",
+        "parent 'orgg' is not defined",
+    ),
+    "unknown-quota-resource": Case(
+        [queue("org", quota={"nvidia.com/gpus": 1})],
+        at(1, "Queue org"),
+        "spec.quota[nvidia.com/gpus]",
+        "unknown resource 'nvidia.com/gpus' (expected cpu, memory, nvidia.com/gpu or "
+        "nvidia.com/gpu.<model>)",
+    ),
+    "negative-quota": Case(
+        [queue("org"), queue("a", "org", borrowingLimit={"memory": "-1Gi"})],
+        at(2, "Queue a"),
+        "spec.borrowingLimit[memory]",
+        "memory must not be negative, got '-1Gi'",
+    ),
+    "two-global-defaults": Case(
+        [
+            priority_class("batch", 10, globalDefault=True),
+            priority_class("other", 1, globalDefault=True),
+        ],
+        at(2, "PriorityClass other"),
+        "globalDefault",
+        "two global default priority classes: 'other' and 'batch' (in ",
+    ),
+    "duplicate-queue": Case(
+        [queue("org"), queue("org")],
+        at(2, "Queue org"),
+        "metadata.name",
+        "Queue 'org' appears twice (first in ",
+    ),
+    "duplicate-priority-class": Case(
+        [priority_class("high", 1000), priority_class("high", 1)],
+        at(2, "PriorityClass high"),
+        "metadata.name",
+        "PriorityClass 'high' appears twice",
+    ),
+    "duplicate-pod-group": Case(
+        [pod_group("g", 1), pod_group("g", 2, api="scheduling.x-k8s.io/v1alpha1")],
+        at(2, "PodGroup default/g"),
+        "metadata.name",
+        "PodGroup 'default/g' appears twice",
+    ),
+    "namespace-in-two-queues": Case(
+        [queue("a", namespaces=["ml"]), queue("b", namespaces=["x", "ml"])],
+        at(2, "Queue b"),
+        "spec.namespaces[1]",
+        "namespace 'ml' already has a default queue: 'a' (in ",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SCENARIO_BAD.values(), ids=SCENARIO_BAD.keys())
+def test_bad_admission_objects_in_a_scenario(write_file: WriteFile, case: Case) -> None:
+    check_bad_scenario(write_file, case)
