@@ -39,7 +39,7 @@ def _place(cluster: Path, workload: Path, policy: str, seed: int) -> None:
     )
     for pod in pods:
         core.handle(PodAdded(pod))
-    actions = core.cycle()
+    actions = core.run_until_idle()
     placed = Table(title=f"Placements ({policy})")
     for column in ("pod", "node", "GPUs", "share (milli)", "MIG slices"):
         placed.add_column(column)

@@ -1,8 +1,8 @@
 """The control loop: join a scheduling core and a cluster backend.
 
-poll events -> core.handle -> core.cycle -> backend.apply -> backend.wait, until the backend is
-done (a finished simulation) or ``stop`` says so. Simulation and production differ only in how
-the backend waits.
+poll events -> core.handle -> core cycles until idle -> backend.apply -> backend.wait, until the
+backend is done (a finished simulation) or ``stop`` says so. Simulation and production differ
+only in how the backend waits.
 """
 
 from __future__ import annotations
@@ -32,21 +32,19 @@ def run(
     on_iteration: Callable[[], None] | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> int:
-    """Run until the backend is done; returns the number of loop iterations."""
+    """Run until the backend is done and the core has nothing timed left to do (a backoff, a
+    gang's ready deadline), or ``stop`` says so; returns the number of loop iterations."""
     sync(core, backend.list_state())
     iterations = 0
-    while not backend.done and not (stop is not None and stop()):
+    while not (stop is not None and stop()):
         core.handle_all(backend.poll_events())
-        actions = core.cycle()
+        actions = core.run_until_idle(backend.clock.now())
         if actions:
             backend.apply(actions)
-        backend.wait(math.inf)
+        backend.wait(core.next_timer())
         iterations += 1
         if on_iteration is not None:
             on_iteration()
-    # Whatever arrived with the last events still gets its cycle.
-    core.handle_all(backend.poll_events())
-    actions = core.cycle()
-    if actions:
-        backend.apply(actions)
+        if backend.done and core.next_timer(aging=False) == math.inf:
+            break
     return iterations

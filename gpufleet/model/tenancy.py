@@ -13,7 +13,7 @@ least ``min_member`` of them), in one queue, at one priority.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gpufleet.model.pod import Pod
@@ -151,6 +151,14 @@ class Workload:
     @property
     def gpu_milli(self) -> int:
         return sum(p.gpu.total_milli for p in self.pods)
+
+    def with_pods(self, pods: tuple[Pod, ...]) -> Workload:
+        """The same workload with only ``pods`` (all of which must then start together)."""
+        return replace(self, pods=pods, min_member=0)
+
+    def extra(self, pod: Pod) -> Workload:
+        """A pod beyond minMember as a workload of its own, with this workload's settings."""
+        return replace(self, name=pod.name, pods=(pod,), min_member=0, topology=None)
 
 
 class QueueTreeError(ValueError):

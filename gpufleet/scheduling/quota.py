@@ -17,8 +17,9 @@ every queue x on the path from q to the top; it fits *within nominal* when also 
 (it then borrows nothing).
 
 Ordering across queues uses the weighted dominant-resource share: for q under p, the largest,
-over keys, of q's borrowed amount (max(0, U_q - N_q)) divided by what p's children lend in all,
-divided by q's weight; compared level by level from the top. ``entitlement`` divides each
+over keys, of q's borrowed amount (max(0, U_q - N_q)) divided by what it borrows from (p's
+nominal quota, or the cluster's capacity at the top or where p has none), divided by q's
+weight; compared level by level from the top. ``entitlement`` divides each
 parent's amount among its children by weighted water-filling over their demand, nominal first.
 What this module does not do: decide where pods go (the engine) or which workloads to evict.
 """
@@ -218,17 +219,14 @@ class QuotaTree:
     def share(self, queue: str, extra: IntArray | None = None) -> tuple[float, ...]:
         """Weighted dominant-resource shares along the path, top first (lower goes first)."""
         shares = []
-        siblings = self.top
+        pool = np.maximum(self.capacity, 1)
         for i in self.paths[self.index[queue]]:
             used = self.usage[i] + (extra if extra is not None else 0)
             borrowed = np.maximum(used - self.nominal[i], 0)
-            pool = np.minimum(self.lend[siblings], self.nominal[siblings]).sum(axis=0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(
-                    pool > 0, borrowed / np.maximum(pool, 1), np.where(borrowed > 0, np.inf, 0.0)
-                )
+            ratio = borrowed / pool
             shares.append(float(ratio.max(initial=0.0)) / float(self.weight[i]))
-            siblings = self.children[i]
+            # Children borrow from what their parent holds: its nominal where it has one.
+            pool = np.where(self.nominal[i] > 0, self.nominal[i], pool)
         return tuple(shares)
 
     def entitlement(self, demand: Mapping[str, IntArray]) -> dict[str, IntArray]:

@@ -19,6 +19,14 @@ from gpufleet.model import (
     gfd_labels,
 )
 from gpufleet.model.node import GFD_LABELS
+from gpufleet.model.tenancy import (
+    GPU,
+    PreemptionPolicy,
+    Queue,
+    TopologyRequest,
+    Workload,
+    gpu_model_key,
+)
 
 _names = itertools.count()
 
@@ -64,6 +72,7 @@ def make_pod(
     tolerations: Iterable[Toleration] = (),
     priority: int = 0,
     namespace: str = "default",
+    labels: Mapping[str, str] | None = None,
 ) -> Pod:
     """A pod: ``gpus`` whole GPUs, or ``milli``/``gpu_memory`` of one, or a MIG slice."""
     if mig is not None:
@@ -86,9 +95,87 @@ def make_pod(
         terms,
         tuple(tolerations),
         priority,
+        labels=dict(labels or {}),
     )
 
 
 def make_cluster(count: int, **node_options: object) -> list[Node]:
     """``count`` identical nodes named ``node-0`` ... (options as for :func:`make_node`)."""
     return [make_node(f"node-{i}", **node_options) for i in range(count)]  # type: ignore[arg-type]
+
+
+def gpus(count: float) -> int:
+    """``count`` GPUs in quota units (milli-GPU)."""
+    return round(count * 1000)
+
+
+def make_queue(
+    name: str,
+    gpus: float | None = None,
+    parent: str | None = None,
+    borrow: float | None = None,
+    lend: float | None = None,
+    weight: float = 1.0,
+    model: str | None = None,
+    namespaces: Iterable[str] = (),
+) -> Queue:
+    """A queue with a nominal quota of ``gpus`` GPUs (of ``model`` only, if given) and optional
+    borrowing and lending limits, in GPUs."""
+    key = gpu_model_key(model) if model is not None else GPU
+
+    def amounts(value: float | None) -> dict[str, int]:
+        return {} if value is None else {key: round(value * 1000)}
+
+    return Queue(
+        name,
+        parent,
+        amounts(gpus),
+        amounts(borrow),
+        amounts(lend),
+        weight,
+        tuple(namespaces),
+    )
+
+
+def make_workload(
+    name: str | None = None,
+    queue: str = "default",
+    pods: int = 1,
+    gpus: int = 1,
+    priority: int = 0,
+    min_member: int = 0,
+    preemptible: bool = True,
+    never_preempt: bool = False,
+    runtime: float | None = None,
+    checkpoint: float | None = None,
+    topology: TopologyRequest | None = None,
+    namespace: str = "default",
+    **pod_options: object,
+) -> Workload:
+    """A workload of ``pods`` identical pods of ``gpus`` GPUs each (a gang if more than one)."""
+    name = name or f"job-{next(_names)}"
+    members = tuple(
+        make_pod(
+            name=f"{name}-{i}" if pods > 1 else name,
+            gpus=gpus,
+            priority=priority,
+            namespace=namespace,
+            **pod_options,  # type: ignore[arg-type]
+        )
+        for i in range(pods)
+    )
+    return Workload(
+        name,
+        namespace,
+        members,
+        queue,
+        priority,
+        preemption_policy=(
+            PreemptionPolicy.NEVER if never_preempt else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+        ),
+        min_member=min_member,
+        preemptible=preemptible,
+        expected_runtime=runtime,
+        checkpoint_interval=checkpoint,
+        topology=topology,
+    )

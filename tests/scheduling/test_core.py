@@ -1,4 +1,4 @@
-"""The scheduling core: events in, actions out; parking and waking of pending pods."""
+"""The scheduling core with lone pods: events in, actions out; parking and waking."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_places_in_priority_then_arrival_order() -> None:
     core = core_for(make_cluster(1, gpus=2))
     for name, priority in [("low", 0), ("high", 10), ("low2", 0)]:
         core.handle(PodAdded(make_pod(name=name, gpus=1, priority=priority)))
-    actions = core.cycle()
+    actions = core.run_until_idle()
     assert binds(actions) == ["high", "low"]
     waiting = [a for a in actions if isinstance(a, MarkUnschedulable)]
     assert [a.pod.name for a in waiting] == ["low2"]
@@ -36,24 +36,26 @@ def test_waiting_pods_are_told_once_and_wake_when_capacity_frees() -> None:
     core = core_for(make_cluster(1, gpus=1))
     core.handle(PodAdded(make_pod(name="a", gpus=1)))
     core.handle(PodAdded(make_pod(name="b", gpus=1)))
-    assert binds(core.cycle()) == ["a"]
-    assert core.cycle() == []  # parked: not retried, not told again
+    first = core.run_until_idle()
+    assert binds(first) == ["a"]
+    assert [a.pod.name for a in first if isinstance(a, MarkUnschedulable)] == ["b"]
+    assert core.run_until_idle() == []  # parked: not retried, not told again
     core.handle(PodDeleted("default/a"))
-    assert binds(core.cycle()) == ["b"]
+    assert binds(core.run_until_idle()) == ["b"]
 
 
 def test_freed_capacity_wakes_only_groups_that_could_use_it() -> None:
     core = core_for([make_node("small", gpus=1), make_node("big", gpus=4)])
     core.handle(PodAdded(make_pod(name="fill-big", gpus=4)))
     core.handle(PodAdded(make_pod(name="fill-small", gpus=1)))
-    core.cycle()
+    core.run_until_idle()
     core.handle(PodAdded(make_pod(name="needs-4", gpus=4)))
     core.handle(PodAdded(make_pod(name="needs-1", gpus=1)))
-    core.cycle()
+    core.run_until_idle()
     core.handle(PodDeleted("default/fill-small"))
-    groups = {g.head[1].name: g.parked for g in core.pending.groups()}
-    assert groups == {"needs-4": True, "needs-1": False}
-    assert binds(core.cycle()) == ["needs-1"]
+    groups = {g.head.workload.name: g.parked for g in core.pending.groups()}
+    assert groups == {"needs-4": "capacity", "needs-1": None}
+    assert binds(core.run_until_idle()) == ["needs-1"]
 
 
 def test_pod_bound_elsewhere_takes_exactly_its_devices() -> None:
@@ -62,27 +64,29 @@ def test_pod_bound_elsewhere_takes_exactly_its_devices() -> None:
     core.handle(PodBound(pod, Placement("n", (1,), 700)))
     assert core.table.gpu_free[0, :2].tolist() == [1000, 300]
     core.handle(PodAdded(make_pod(name="new", milli=400)))
-    actions = core.cycle()
+    actions = core.run_until_idle()
     assert [a.placement.gpu_indices for a in actions if isinstance(a, Bind)] == [(0,)]
     core.handle(PodDeleted("default/running"))
     assert core.table.gpu_free[0, 1] == 1000
 
 
-def test_failed_bind_gives_devices_back_and_requeues() -> None:
+def test_failed_bind_gives_devices_back_and_retries_after_backoff() -> None:
     core = core_for(make_cluster(1, gpus=1))
     core.handle(PodAdded(make_pod(name="a", gpus=1)))
-    core.cycle()
+    core.run_until_idle(now=0)
     core.handle(BindFailed("default/a", "node went away"))
     assert core.table.full_free[0] == 1
-    assert binds(core.cycle()) == ["a"]
+    assert core.next_timer() == 30.0  # the first backoff
+    assert binds(core.run_until_idle(now=29)) == []
+    assert binds(core.run_until_idle(now=30)) == ["a"]
 
 
 def test_a_new_node_wakes_pending_pods() -> None:
     core = core_for([make_node("cpu-only", gpus=0)])
     core.handle(PodAdded(make_pod(name="gpu-pod", gpus=1)))
-    assert binds(core.cycle()) == []
+    assert binds(core.run_until_idle()) == []
     core.handle(NodeAdded(make_node("gpu-node", gpus=1)))
-    assert binds(core.cycle()) == ["gpu-pod"]
+    assert binds(core.run_until_idle()) == ["gpu-pod"]
 
 
 def test_duplicate_pod_added_is_ignored() -> None:
@@ -90,9 +94,9 @@ def test_duplicate_pod_added_is_ignored() -> None:
     pod = make_pod(name="a")
     core.handle(PodAdded(pod))
     core.handle(PodAdded(pod))
-    assert binds(core.cycle()) == ["a"]
+    assert binds(core.run_until_idle()) == ["a"]
     core.handle(PodAdded(pod))
-    assert core.cycle() == []
+    assert core.run_until_idle() == []
 
 
 def test_placement_hint_lists_the_devices_a_pod_holds() -> None:

@@ -185,11 +185,19 @@ def test_share_orders_by_weighted_borrowing() -> None:
     t = tree(q("org", 10), q("a", 5, "org"), q("b", 5, "org", weight=2), capacity=12)
     t.add("a", gpus(6, t))
     t.add("b", gpus(6, t))
-    assert t.share("a")[1] == pytest.approx(0.1)  # borrows 1 of the 10 its siblings lend
+    assert t.share("a")[1] == pytest.approx(0.1)  # borrows 1 of the org's 10
     assert t.share("b")[1] == pytest.approx(0.05)  # the same, at twice the weight
     assert t.share("a") > t.share("b")
-    assert t.share("a")[0] == pytest.approx(0.2)  # org borrows 2 beyond its 10 from the cluster
+    assert t.share("a")[0] == pytest.approx(2 / 12)  # org: 2 beyond its 10, of the cluster's 12
     assert t.share("a", gpus(1, t))[1] == pytest.approx(0.2)  # counting the head's request
+
+
+def test_share_of_queues_without_quota_is_their_part_of_the_cluster() -> None:
+    t = tree(q("a", 0), q("b", 0, weight=3), capacity=12)
+    t.add("a", gpus(3, t))
+    t.add("b", gpus(6, t))
+    assert t.share("a") == pytest.approx((0.25,))
+    assert t.share("b") == pytest.approx((0.5 / 3,))
 
 
 def test_entitlement_waterfills_by_weight() -> None:

@@ -9,8 +9,11 @@ Two modes:
 
 * ``fill`` (the FGD protocol): pod i arrives at time i; a pod the scheduler cannot place is
   dropped; nothing ever leaves.
-* ``replay``: pods arrive at their creation time, run for their run time once bound, and wait
-  (pending) while nothing fits; pods still waiting at the end never ran.
+* ``replay``: pods (or workloads: gangs of pods) arrive at their creation time, run for their
+  run time once bound, and wait (pending) while nothing fits; pods still waiting at the end never
+  ran. An evicted pod (preempted, or its gang did not start in time) goes back to waiting and,
+  when bound again, resumes from its workload's last checkpoint: the work since then is lost.
+  Pods of gangs report ready as soon as they are bound.
 """
 
 from __future__ import annotations
@@ -18,14 +21,23 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 from gpufleet.backends.sim.recorder import Recorder
+from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.control.backend import ClusterState, ManualClock
 from gpufleet.model import MILLI_PER_GPU, Node, Pod
-from gpufleet.model.actions import Action, Bind, MarkUnschedulable
-from gpufleet.model.events import BindFailed, ClusterEvent, PodAdded, PodDeleted
-from gpufleet.model.workload import TimedPod
+from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
+from gpufleet.model.events import (
+    BindFailed,
+    ClusterEvent,
+    PodAdded,
+    PodDeleted,
+    PodReady,
+    WorkloadAdded,
+)
+from gpufleet.model.workload import TimedPod, TimedWorkload
 from gpufleet.scheduling.node_table import Allocation, NodeTable
 from gpufleet.scheduling.target import TargetWorkload
 
@@ -37,6 +49,22 @@ class Mode(StrEnum):
 
 _ARRIVE = 0
 _FINISH = 1
+_ARRIVE_WORKLOAD = 2
+
+Payload = TimedPod | TimedWorkload | tuple[str, int]
+
+
+@dataclass(slots=True)
+class _Work:
+    """What is left of one pod's work, and when its current run started."""
+
+    pod: Pod
+    remaining: float | None
+    checkpoint: float | None = None
+    in_gang: bool = False
+    started: float = 0.0
+    #: Bumped on every bind, so that the finish of an earlier (evicted) run is ignored.
+    run: int = 0
 
 
 class SimulatedCluster:
@@ -48,35 +76,44 @@ class SimulatedCluster:
         workload: Sequence[TimedPod],
         mode: Mode,
         target: TargetWorkload,
+        workloads: Sequence[TimedWorkload] = (),
+        tenants: TenantRecorder | None = None,
     ) -> None:
         self.clock = ManualClock()
         self.mode = mode
         self.world = NodeTable(nodes)
         self.nodes = tuple(nodes)
         self.recorder = Recorder(self.world, target)
+        self.tenants = tenants
         self.arrivals_seen = 0
-        self._heap: list[tuple[float, int, int, TimedPod | str]] = []
+        self._heap: list[tuple[float, int, int, Payload]] = []
         self._seq = 0
         self._immediate: list[ClusterEvent] = []
         self._running: dict[str, Allocation] = {}
-        self._runtime: dict[str, float | None] = {}
+        self._work: dict[str, _Work] = {}
         self._pending: dict[str, Pod] = {}
         self._gpu_index: list[dict[int, int]] = [
             {gpu.index: position for position, gpu in enumerate(node.gpus)} for node in nodes
         ]
         if mode is Mode.FILL:
+            if workloads:
+                raise ValueError("fill mode takes pods, not workloads")
             for i, timed in enumerate(workload):
                 self._push(float(i), _ARRIVE, timed)
         else:
             starts = [t.created for t in workload if t.created is not None]
+            starts += [t.created for t in workloads]
             origin = min(starts, default=0.0)
             for timed in workload:
                 created = timed.created if timed.created is not None else origin
                 self._push(created - origin, _ARRIVE, timed)
+            for job in workloads:
+                self._push(job.created - origin, _ARRIVE_WORKLOAD, job)
+        self.origin = 0.0 if mode is Mode.FILL else min(starts, default=0.0)
         if self._heap:
             self.clock.advance_to(self._heap[0][0])
 
-    def _push(self, time: float, kind: int, payload: TimedPod | str) -> None:
+    def _push(self, time: float, kind: int, payload: Payload) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (time, self._seq, kind, payload))
 
@@ -93,34 +130,64 @@ class SimulatedCluster:
             _, _, kind, payload = heapq.heappop(heap)
             if kind == _ARRIVE:
                 assert isinstance(payload, TimedPod)
-                pod = payload.pod
-                if pod.key in self._pending or pod.key in self._running:
-                    raise ValueError(f"pod {pod.key} arrives twice in the workload")
-                self._pending[pod.key] = pod
-                self._runtime[pod.key] = payload.runtime
-                self.recorder.arrived(pod, now)
-                self.arrivals_seen += 1
-                events.append(PodAdded(pod))
+                self._arrive(payload.pod, payload.runtime, None, False, now)
+                events.append(PodAdded(payload.pod))
+            elif kind == _ARRIVE_WORKLOAD:
+                assert isinstance(payload, TimedWorkload)
+                workload = payload.workload
+                gang = len(workload.pods) > 1
+                for pod in workload.pods:
+                    self._arrive(pod, payload.duration, workload.checkpoint_interval, gang, now)
+                if self.tenants is not None:
+                    self.tenants.arrived(payload, now)
+                events.append(WorkloadAdded(workload))
             else:
-                assert isinstance(payload, str)
-                allocation = self._running.pop(payload)
+                assert isinstance(payload, tuple)
+                key, run = payload
+                work = self._work.get(key)
+                if work is None or work.run != run or key not in self._running:
+                    continue  # evicted since: this run never finished
+                allocation = self._running.pop(key)
                 self.world.release(allocation)
-                self.recorder.finished(payload, allocation, now)
-                events.append(PodDeleted(payload))
+                del self._work[key]
+                self.recorder.finished(key, allocation, now)
+                if self.tenants is not None:
+                    self.tenants.stopped(work.pod, allocation, now, lost=None)
+                events.append(PodDeleted(key))
         return events
+
+    def _arrive(
+        self,
+        pod: Pod,
+        runtime: float | None,
+        checkpoint: float | None,
+        in_gang: bool,
+        now: float,
+    ) -> None:
+        if pod.key in self._pending or pod.key in self._running or pod.key in self._work:
+            raise ValueError(f"pod {pod.key} arrives twice in the workload")
+        self._pending[pod.key] = pod
+        self._work[pod.key] = _Work(pod, runtime, checkpoint, in_gang)
+        self.recorder.arrived(pod, now)
+        self.arrivals_seen += 1
 
     def apply(self, actions: Sequence[Action]) -> None:
         now = self.clock.now()
         for action in actions:
             if isinstance(action, Bind):
                 self._bind(action, now)
+            elif isinstance(action, Evict):
+                self._evict(action, now)
             elif isinstance(action, MarkUnschedulable):
                 pod = action.pod
                 if pod.key not in self._pending:
                     continue
                 self.recorder.unschedulable(pod, action.message, now)
+                if self.tenants is not None:
+                    self.tenants.unschedulable(pod, action.message)
                 if self.mode is Mode.FILL:
                     del self._pending[pod.key]
+                    del self._work[pod.key]
                     self.recorder.dropped(pod, now)
                     self._immediate.append(PodDeleted(pod.key))
 
@@ -152,16 +219,49 @@ class SimulatedCluster:
         del self._pending[pod.key]
         self._running[pod.key] = allocation
         self.recorder.bound(pod, placement, allocation, now)
-        runtime = self._runtime.pop(pod.key, None)
-        if self.mode is Mode.REPLAY and runtime is not None:
-            self._push(now + runtime, _FINISH, pod.key)
+        work = self._work[pod.key]
+        work.started = now
+        work.run += 1
+        if self.tenants is not None:
+            self.tenants.bound(pod, allocation, now)
+        if work.in_gang:
+            self._immediate.append(PodReady(pod.key))
+        if self.mode is Mode.REPLAY and work.remaining is not None:
+            self._push(now + work.remaining, _FINISH, (pod.key, work.run))
+        elif self.mode is Mode.FILL:
+            del self._work[pod.key]
+
+    def _evict(self, action: Evict, now: float) -> None:
+        """The pod stops and waits again; it keeps the work done up to its last checkpoint."""
+        key = action.pod.key
+        allocation = self._running.pop(key, None)
+        if allocation is None:
+            return
+        self.world.release(allocation)
+        work = self._work[key]
+        ran = now - work.started
+        kept = 0.0
+        if work.checkpoint:
+            kept = math.floor(ran / work.checkpoint) * work.checkpoint
+        if work.remaining is not None:
+            work.remaining = max(0.0, work.remaining - kept)
+        self._pending[key] = work.pod
+        self.recorder.evicted(key, allocation, now)
+        if self.tenants is not None:
+            self.tenants.stopped(work.pod, allocation, now, lost=ran - kept)
+        self._immediate.append(PodDeleted(key))
 
     def wait(self, deadline: float = math.inf) -> None:
         if self._immediate:
             return
-        self.recorder.sample(self.clock.now())
+        now = self.clock.now()
+        self.recorder.sample(now)
+        if self.tenants is not None:
+            self.tenants.sample(now)
         if self._heap:
-            self.clock.advance_to(min(self._heap[0][0], max(deadline, self.clock.now())))
+            self.clock.advance_to(min(self._heap[0][0], max(deadline, now)))
+        elif deadline < math.inf and deadline > now:
+            self.clock.advance_to(deadline)
 
     @property
     def done(self) -> bool:

@@ -49,6 +49,7 @@ class Recorder:
         self.violations: list[str] = []
         self.pending = 0
         self.running = 0
+        self._started: set[str] = set()
         self._samples: list[tuple[float, int, int, float, int, int]] = []
         self._model_samples: list[npt.NDArray[np.int64]] = []
 
@@ -71,7 +72,9 @@ class Recorder:
         model = int(self.world.model_id[allocation.row])
         if model >= 0 and milli:
             self._model_alloc[model] += milli
-        self.delays[str(pod.pod_class)].append(now - self.arrival_time.get(pod.key, now))
+        if pod.key not in self._started:  # a pod bound again after eviction waited once
+            self._started.add(pod.key)
+            self.delays[str(pod.pod_class)].append(now - self.arrival_time.get(pod.key, now))
         self.messages.pop(pod.key, None)
         self.pending -= 1
         self.running += 1
@@ -83,6 +86,11 @@ class Recorder:
         if model >= 0 and milli:
             self._model_alloc[model] -= milli
         self.running -= 1
+
+    def evicted(self, key: str, allocation: Allocation, now: float) -> None:
+        """A running pod stopped and waits again."""
+        self.finished(key, allocation, now)
+        self.pending += 1
 
     def unschedulable(self, pod: Pod, message: str, now: float) -> None:
         self.messages[pod.key] = message

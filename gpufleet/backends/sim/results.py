@@ -84,3 +84,72 @@ class ReplayRun:
     classes: dict[str, ClassStats]
     simulated_seconds: float = 0.0
     bind_violations: int = 0
+
+
+@dataclass(slots=True)
+class QueueStats:
+    """One queue's results (GPU amounts in GPUs, times in seconds)."""
+
+    queue: str
+    nominal_gpus: float
+    workloads: int = 0
+    admitted: int = 0
+    completed: int = 0
+    queueing_delay: DelayStats = field(default_factory=DelayStats)
+    completion_time: DelayStats = field(default_factory=DelayStats)
+    gpu_hours_used: float = 0.0
+    gpu_hours_entitled: float = 0.0
+    preemptions: int = 0
+    gpu_hours_lost: float = 0.0
+    #: The longest spell below nominal quota with a waiting workload that would fit in it.
+    longest_short_of_nominal: float = 0.0
+    short_of_nominal_spells: int = 0
+
+
+@dataclass(slots=True)
+class QueueTimeline:
+    """Per queue, sampled over time: GPUs in use, GPUs entitled, weighted share."""
+
+    time: list[float] = field(default_factory=list)
+    used_gpus: dict[str, list[float]] = field(default_factory=dict)
+    entitled_gpus: dict[str, list[float]] = field(default_factory=dict)
+    share: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TenancyStats:
+    queues: dict[str, QueueStats]
+    queueing_delay_by_priority_class: dict[str, DelayStats]
+    timeline: QueueTimeline
+    #: Gangs seen holding some but not all of their pods (0 for all-or-nothing admission).
+    partial_gangs: int
+    partial_gang_seconds: float
+    preemptions: int
+    gpu_hours_lost: float
+
+
+@dataclass(slots=True)
+class PendingReport:
+    """A workload still waiting at a moment of the run: why, where in its queue, and when it
+    may start (None: no plan gives a time)."""
+
+    workload: str
+    queue: str
+    position: int
+    waiting_for: str
+    message: str
+    estimated_start: float | None
+
+
+@dataclass(slots=True)
+class TenancyRun:
+    """A multi-tenant replay: the pod-level replay, per-queue results, and the workloads still
+    waiting at the end (and at ``explained_at``, if asked)."""
+
+    replay: ReplayRun
+    tenancy: TenancyStats
+    #: Mean GPU allocation (%) from the first to the last arrival (the busy window).
+    allocation_busy_pct: float
+    waiting_at_end: list[PendingReport] = field(default_factory=list)
+    explained_at: float | None = None
+    waiting_at: list[PendingReport] = field(default_factory=list)

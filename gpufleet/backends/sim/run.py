@@ -1,17 +1,23 @@
-"""Run one simulation (cluster, workload, policy, seed) in fill or replay mode."""
+"""Run one simulation (cluster, workload, policy, seed): fill-up, replay of pods, or replay of
+workloads (gangs) through queues, quotas, priorities and preemption."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
 
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.backends.sim.fill import fill_order
-from gpufleet.backends.sim.results import FillRun, ReplayRun
+from gpufleet.backends.sim.results import FillRun, PendingReport, ReplayRun, TenancyRun
+from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.control.loop import run as run_loop
 from gpufleet.model import Node, Pod
-from gpufleet.model.workload import TimedPod
-from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.model.tenancy import Queue, ResourceQuota
+from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
+from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
 from gpufleet.scheduling.target import TargetWorkload, typical_shapes
@@ -91,13 +97,8 @@ def run_replay(
     pods = [t.pod for t in workload]
     target = target if target is not None else typical_shapes(pods)
     table = NodeTable(nodes)
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    rank = np.empty(table.size, np.int64)
-    rank[rng.permutation(table.size)] = np.arange(table.size)
     core = SchedulerCore(
-        table, make_policy(policy, table, PolicyContext(target, seed)), tie_rank=rank
+        table, make_policy(policy, table, PolicyContext(target, seed)), tie_rank=_rank(table, seed)
     )
     sim = SimulatedCluster(nodes, workload, Mode.REPLAY, target)
     run_loop(sim, core, _progress_hook(sim, len(workload), progress))
@@ -106,4 +107,86 @@ def run_replay(
     never_ran = {key: sim.recorder.messages.get(key, "") for key in sim.pending}
     return sim.recorder.replay_result(
         policy, seed, time.perf_counter() - started, len(workload), never_ran
+    )
+
+
+def _rank(table: NodeTable, seed: int) -> np.ndarray[tuple[int], np.dtype[np.int64]]:
+    """A random tie-break order of the nodes (so equal scores do not favour the first)."""
+    rng = np.random.default_rng(seed)
+    rank = np.empty(table.size, np.int64)
+    rank[rng.permutation(table.size)] = np.arange(table.size)
+    return rank
+
+
+def run_workloads(
+    nodes: Sequence[Node],
+    workloads: Sequence[TimedWorkload],
+    policy: str,
+    seed: int,
+    queues: Mapping[str, Queue] | None = None,
+    resource_quotas: Sequence[ResourceQuota] = (),
+    config: AdmissionConfig | None = None,
+    target: TargetWorkload | None = None,
+    progress: Progress | None = None,
+    explain_at: float | None = None,
+) -> TenancyRun:
+    """Replay workloads (pods and gangs) through queues, quotas, priorities, preemption and
+    backfill: arrivals at their creation time, each pod running for its workload's duration
+    (resumed from the last checkpoint after an eviction). ``explain_at``: also capture why
+    workloads wait at that moment (seconds from the first arrival)."""
+    started = time.perf_counter()
+    all_pods = [p for t in workloads for p in t.workload.pods]
+    target = target if target is not None else typical_shapes(all_pods)
+    table = NodeTable(nodes)
+    queues = dict(queues or {})
+    core = SchedulerCore(
+        table,
+        make_policy(policy, table, PolicyContext(target, seed)),
+        tie_rank=_rank(table, seed),
+        queues=queues,
+        resource_quotas=resource_quotas,
+        config=config,
+    )
+    span = max((t.created for t in workloads), default=0.0) - min(
+        (t.created for t in workloads), default=0.0
+    )
+    sim = SimulatedCluster(nodes, (), Mode.REPLAY, target, workloads=workloads)
+    tenants = sim.tenants = TenantRecorder(
+        sim.world,
+        core.quotas.queues,
+        cluster_capacity(nodes),
+        entitlement_every=max(span / 2000, 1.0),
+        busy_until=span,
+    )
+    snapshot: list[PendingExplanation] = []
+    tick = _progress_hook(sim, len(all_pods), progress)
+
+    def on_iteration() -> None:
+        if tick is not None:
+            tick()
+        if explain_at is not None and not snapshot and sim.clock.now() >= explain_at:
+            snapshot.extend(core.explain_pending())
+
+    run_loop(sim, core, on_iteration)
+    if progress is not None:
+        progress(len(all_pods), len(all_pods))
+    now = sim.clock.now()
+    never_ran = {key: sim.recorder.messages.get(key, "") for key in sim.pending}
+    replay = sim.recorder.replay_result(
+        policy, seed, time.perf_counter() - started, len(all_pods), never_ran
+    )
+    return TenancyRun(
+        replay=replay,
+        tenancy=tenants.result(now),
+        allocation_busy_pct=tenants.busy_allocation_pct(),
+        waiting_at_end=[_report(e) for e in core.explain_pending()],
+        explained_at=explain_at,
+        waiting_at=[_report(e) for e in snapshot],
+    )
+
+
+def _report(explanation: PendingExplanation) -> PendingReport:
+    e = explanation
+    return PendingReport(
+        e.workload, e.queue, e.position, e.waiting_for, e.message, e.estimated_start
     )

@@ -1,0 +1,289 @@
+"""Workloads waiting to be admitted, per queue, in groups of interchangeable workloads.
+
+Workloads of one queue with the same pods (by signature), gang size, topology request,
+preemptibility and priority form a group, first in, first out: if the group's head cannot be
+placed, neither can the others until something changes. A group that did not fit is *parked*
+and leaves its queue's heap: for capacity, until capacity frees on a node where one of its pods
+could go (the rows that freed are kept, since only they can help); for quota, until some quota
+is given back; for preemption, until a running workload becomes a candidate victim. Each queue
+keeps a heap of its ready groups' heads by (priority, arrival); the cycle takes the best head of
+each queue. Workloads in backoff (a gang that did not start in time) wait aside, in a heap by
+due time, until their time comes.
+
+What it does not do: decide anything about fit, quota or order across queues (the core does).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from gpufleet.model.tenancy import Workload
+
+GroupKey = tuple[object, ...]
+HeapEntry = tuple[int, int, int, GroupKey]
+
+
+def group_key(workload: Workload) -> GroupKey:
+    return (
+        workload.queue,
+        tuple(p.signature for p in workload.pods),
+        workload.gang_size,
+        workload.topology,
+        workload.preemptible,
+        workload.priority,
+        workload.preemption_policy,
+    )
+
+
+class Parked:
+    """Why a group is parked (None on a group means it is ready)."""
+
+    CAPACITY = "capacity"
+    QUOTA = "quota"
+
+
+@dataclass(slots=True)
+class PendingWorkload:
+    workload: Workload
+    seq: int
+    since: float
+    attempts: int = 0
+    not_before: float = 0.0
+    #: The last reason this workload was told it waits (told again only when it changes).
+    told: str = ""
+    #: Why it waits, for explain: "quota", "capacity", "preempting", "backoff" or "".
+    reason: str = ""
+
+
+@dataclass(slots=True)
+class Group:
+    key: GroupKey
+    queue: str
+    priority: int
+    items: deque[PendingWorkload] = field(default_factory=deque)
+    #: Why it is parked: a :class:`Parked` value, or None when it is ready.
+    parked: str | None = None
+    #: Parked after a preemption search failed: woken too when a new candidate victim appears.
+    may_preempt: bool = False
+    #: Rows where capacity freed since it was parked (only they can help it now); None when it
+    #: was not woken by freed capacity.
+    freed_rows: set[int] | None = None
+    #: Bumped on every push onto the heap: only the entry of the latest push is live.
+    version: int = 0
+
+    @property
+    def head(self) -> PendingWorkload:
+        return self.items[0]
+
+
+class PendingWorkloads:
+    """See the module docstring."""
+
+    def __init__(self, priority_of: Callable[[PendingWorkload], int] | None = None) -> None:
+        #: Effective priority of a waiting workload (its own, or raised by aging).
+        self.priority_of = priority_of or (lambda p: p.workload.priority)
+        self._groups: dict[GroupKey, Group] = {}
+        self._heaps: dict[str, list[HeapEntry]] = {}
+        self._where: dict[str, GroupKey] = {}
+        self._backoff: dict[str, PendingWorkload] = {}
+        self._due: list[tuple[float, int, str]] = []
+        self._parked: set[GroupKey] = set()
+        self._seq = 0
+
+    def __len__(self) -> int:
+        return len(self._where) + len(self._backoff)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._where or key in self._backoff
+
+    def add(self, workload: Workload, now: float, not_before: float = 0.0) -> PendingWorkload:
+        if workload.key in self:
+            raise ValueError(f"workload {workload.key} is already pending")
+        self._seq += 1
+        pending = PendingWorkload(workload, self._seq, now, not_before=not_before)
+        if not_before > now:
+            pending.reason = "backoff"
+            self._backoff[workload.key] = pending
+            heapq.heappush(self._due, (not_before, pending.seq, workload.key))
+        else:
+            self._enqueue(pending)
+        return pending
+
+    def _enqueue(self, pending: PendingWorkload) -> None:
+        workload = pending.workload
+        key = group_key(workload)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = Group(key, workload.queue, workload.priority)
+        group.items.append(pending)
+        self._where[workload.key] = key
+        if len(group.items) == 1:
+            self._push(group)
+
+    def _push(self, group: Group) -> None:
+        if group.parked is not None:
+            return
+        group.version += 1
+        heap = self._heaps.setdefault(group.queue, [])
+        entry = (-self.priority_of(group.head), group.head.seq, group.version, group.key)
+        heapq.heappush(heap, entry)
+
+    @property
+    def next_due(self) -> float | None:
+        """When the first workload in backoff may be tried again."""
+        due = self._due
+        while due and (due[0][2] not in self._backoff or self._backoff[due[0][2]].seq != due[0][1]):
+            heapq.heappop(due)
+        return due[0][0] if due else None
+
+    def release_backoff(self, now: float) -> None:
+        """Workloads whose backoff has passed join their groups again."""
+        due = self._due
+        while due and due[0][0] <= now:
+            _, seq, key = heapq.heappop(due)
+            pending = self._backoff.get(key)
+            if pending is not None and pending.seq == seq:
+                del self._backoff[key]
+                pending.reason = ""
+                self._enqueue(pending)
+
+    def remove(self, key: str) -> Workload | None:
+        pending = self._backoff.pop(key, None)
+        if pending is not None:
+            return pending.workload
+        gkey = self._where.pop(key, None)
+        if gkey is None:
+            return None
+        group = self._groups[gkey]
+        for i, item in enumerate(group.items):
+            if item.workload.key == key:
+                was_head = i == 0
+                del group.items[i]
+                break
+        else:  # pragma: no cover - the index and the groups disagree
+            raise AssertionError(f"workload {key} indexed but not in its group")
+        if not group.items:
+            del self._groups[gkey]
+            self._parked.discard(gkey)
+        elif was_head:
+            self._push(group)
+        return item.workload
+
+    def pop_head(self, group: Group) -> PendingWorkload:
+        pending = group.items.popleft()
+        del self._where[pending.workload.key]
+        if group.items:
+            self._push(group)
+        else:
+            del self._groups[group.key]
+            self._parked.discard(group.key)
+        return pending
+
+    def get(self, key: str) -> PendingWorkload | None:
+        if key in self._backoff:
+            return self._backoff[key]
+        gkey = self._where.get(key)
+        if gkey is None:
+            return None
+        return next(p for p in self._groups[gkey].items if p.workload.key == key)
+
+    def group_of(self, key: str) -> Group | None:
+        gkey = self._where.get(key)
+        return self._groups.get(gkey) if gkey is not None else None
+
+    # ----------------------------------------------------------------------------- heads
+    def queues(self) -> list[str]:
+        """Queues whose heap is not empty (it may hold only stale entries)."""
+        return [q for q, heap in self._heaps.items() if heap]
+
+    def ready_groups(self, queue: str) -> Iterator[Group]:
+        """The queue's ready groups, best head first, lazily from the heap. A yielded group
+        that is still ready with the same head when iteration stops goes back on the heap;
+        one parked meanwhile leaves it."""
+        heap = self._heaps.get(queue, [])
+        yielded: list[tuple[HeapEntry, Group]] = []
+        try:
+            while heap:
+                entry = heapq.heappop(heap)
+                group = self._groups.get(entry[3])
+                if group is None or group.version != entry[2] or group.parked is not None:
+                    continue  # stale: the group is gone, parked, or pushed again since
+                if group.head.seq != entry[1]:
+                    continue
+                yielded.append((entry, group))
+                yield group
+        finally:
+            for entry, group in yielded:
+                if (
+                    self._groups.get(group.key) is group
+                    and group.parked is None
+                    and group.version == entry[2]
+                    and group.head.seq == entry[1]
+                ):
+                    heapq.heappush(heap, entry)
+
+    def groups(self) -> list[Group]:
+        return list(self._groups.values())
+
+    def park(self, group: Group, why: str, may_preempt: bool = False) -> None:
+        group.parked = why
+        group.may_preempt = may_preempt
+        group.freed_rows = None
+        self._parked.add(group.key)
+
+    def unpark(self, group: Group) -> None:
+        if group.parked is not None:
+            group.parked = None
+            group.may_preempt = False
+            self._parked.discard(group.key)
+            self._push(group)
+
+    def parked_groups(self) -> list[Group]:
+        return [self._groups[k] for k in self._parked]
+
+    def wake(self, could_fit: Callable[[Group], bool], rows: list[int]) -> None:
+        """Unpark capacity-parked groups that ``could_fit`` on the freed ``rows``; a ready
+        group that was woken so adds them to its freed rows."""
+        for group in self.parked_groups():
+            if group.parked == Parked.CAPACITY and could_fit(group):
+                self.unpark(group)
+                group.freed_rows = set(rows)
+        for key in self._woken_by_rows():
+            group = self._groups[key]
+            if group.freed_rows is not None:
+                group.freed_rows.update(rows)
+
+    def _woken_by_rows(self) -> list[GroupKey]:
+        return [k for k, g in self._groups.items() if g.parked is None and g.freed_rows]
+
+    def wake_all(self, why: str | None = None) -> None:
+        """Unpark every group parked for ``why`` (every parked group if None)."""
+        for group in self.parked_groups():
+            if why is None or group.parked == why:
+                self.unpark(group)
+                group.freed_rows = None
+
+    def wake_preemptors(self, could_preempt: Callable[[Group], bool]) -> None:
+        """Unpark groups parked after a failed preemption search that ``could_preempt`` now."""
+        for group in self.parked_groups():
+            if group.may_preempt and could_preempt(group):
+                self.unpark(group)
+                group.freed_rows = None
+
+    @property
+    def any_parked(self) -> bool:
+        return bool(self._parked)
+
+    def reprioritize(self) -> None:
+        """Rebuild the heaps (after priorities changed by aging)."""
+        self._heaps = {}
+        for group in self._groups.values():
+            self._push(group)
+
+    def workloads(self) -> Iterator[PendingWorkload]:
+        for group in list(self._groups.values()):
+            yield from group.items
+        yield from list(self._backoff.values())
