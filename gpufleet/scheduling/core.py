@@ -30,7 +30,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,6 +68,10 @@ from gpufleet.scheduling.topology import place_workload
 ADMITTED = "admitted"
 PREEMPTED = "preempted"
 BLOCKED = "blocked"
+
+
+def _no_share(queue: str) -> tuple[float, ...]:
+    return ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +119,15 @@ class SchedulerCore:
         self._waiting_pod: dict[str, str] = {}
         #: Preemptor -> victims not yet gone; victims' rows are held for their preemptor.
         self.nominated: dict[str, set[str]] = {}
+        #: Preemptor -> (its request, charged to its queue, and the rows it was planned on)
+        #: while its victims leave, so that nothing else takes what the preemption freed
+        #: (kube-scheduler's nominated pods count on their nominated node the same way).
+        self._holds: dict[str, tuple[Workload, dict[str, int], IntArray]] = {}
         self.reservation: Reservation | None = None
         self._requeue_at: dict[str, float] = {}
+        #: Workload key -> times it failed to start (a bind failed, a gang not ready in time),
+        #: kept while it waits again, so that its backoff grows.
+        self._failures: dict[str, int] = {}
         self._ready_deadlines: list[tuple[float, str]] = []
         self._eligible: list[tuple[float, str]] = []
         self._failed_binds: list[tuple[str, str]] = []
@@ -181,6 +192,9 @@ class SchedulerCore:
 
     def _dequeue(self, key: str) -> None:
         workload = self.pending.remove(key)
+        self._failures.pop(key, None)
+        self.nominated.pop(key, None)
+        self._release_hold(key)
         if workload is not None:
             for pod in workload.pods:
                 self._waiting_pod.pop(pod.key, None)
@@ -210,6 +224,7 @@ class SchedulerCore:
             for victims in self.nominated.values():
                 victims.discard(owner_key)
         else:
+            self._failures.pop(owner_key, None)
             self._forget(running)
 
     def _release_pod(self, running: RunningWorkload, bound: Bound) -> None:
@@ -309,6 +324,7 @@ class SchedulerCore:
             self._aged_at = self.now
         for key in [k for k, victims in self.nominated.items() if not victims]:
             del self.nominated[key]
+            self._release_hold(key)
             group = self.pending.group_of(key)
             if group is not None and group.head.workload.key == key:
                 self.pending.unpark(group)
@@ -321,7 +337,11 @@ class SchedulerCore:
         weighted share (recomputed after each admission), ties to the queue that admitted
         least this cycle, then by name."""
         queues = self.pending.queues()
-        share = self.quotas.tree.share if self.quotas.tree.keys else (lambda q: ())
+        share: Callable[[str], tuple[float, ...]] = _no_share
+        if self.quotas.tree.keys:
+            share = self.quotas.tree.share
+        elif len(queues) > 1:  # no queue names a quota: weigh the GPUs each queue holds
+            share = self._gpu_share
         heap = [(share(q), 0, q) for q in queues]
         heapq.heapify(heap)
         searches = self.config.max_preemption_searches
@@ -338,6 +358,19 @@ class SchedulerCore:
                 budget -= 1
                 heapq.heappush(heap, (share(queue), turns + 1, queue))
                 break
+
+    def _gpu_share(self, queue: str) -> tuple[float, ...]:
+        """The weighted share when the quota tree accounts no resource: the GPUs held by each
+        queue on the path (its subtree), top first, divided by its weight."""
+        tree = self.quotas.tree
+        path = tree.paths[tree.index[queue]]
+        held = dict.fromkeys(path, 0)
+        for name, running in self._by_queue.items():
+            gpu = sum(r.usage.get(GPU, 0) for r in running.values())
+            for i in tree.paths[tree.index[name]]:
+                if i in held:
+                    held[i] += gpu
+        return tuple(held[i] / float(tree.weight[i]) for i in path)
 
     def run_until_idle(self, now: float | None = None, max_cycles: int = 1_000_000) -> list[Action]:
         """Cycles until one admits and evicts nothing; all their actions."""
@@ -433,6 +466,10 @@ class SchedulerCore:
                 self._park(group, actions, Parked.QUOTA, f"waiting for quota: {exact.message()}")
                 return BLOCKED
             result, usage = retry
+        if self._holds and not self._holds_survive(workload, usage):
+            table.rollback(mark)
+            self._park(group, actions, Parked.QUOTA, "waiting for quota: held for a preemptor")
+            return BLOCKED
         table.commit(mark)
         self.pending.pop_head(group)
         self._admit(workload, result, usage, actions)
@@ -609,7 +646,38 @@ class SchedulerCore:
                     allowed = np.ones(n, np.bool_)
                 for bound in victim.bound.values():
                     allowed[bound.allocation.row] = False
+            for owner, (_, _, rows) in self._holds.items():
+                if owner != workload.key:
+                    if allowed is None:
+                        allowed = np.ones(n, np.bool_)
+                    allowed[rows[rows < n]] = False
         return allowed
+
+    def _release_hold(self, key: str) -> None:
+        hold = self._holds.pop(key, None)
+        if hold is not None:
+            self.quotas.refund(hold[0], hold[1])
+            self.pending.wake_all(Parked.QUOTA)
+
+    def _holds_survive(self, workload: Workload, usage: Mapping[str, int]) -> bool:
+        """Would every preemptor whose victims are leaving still pass its quota check with
+        ``workload`` admitted too? (A preemptor within nominal must not lose the quota its
+        preemption freed to work that borrows it back.)"""
+        quotas = self.quotas
+        quotas.charge(workload, usage)
+        try:
+            for owner, (holder, request, _) in self._holds.items():
+                if owner == workload.key:
+                    continue
+                quotas.refund(holder, request)
+                try:
+                    if not quotas.check(holder, request).admits:
+                        return False
+                finally:
+                    quotas.charge(holder, request)
+            return True
+        finally:
+            quotas.refund(workload, usage)
 
     # ----------------------------------------------------------------------------- preemption
     def _preempt(self, workload: Workload, actions: list[Action]) -> bool:
@@ -623,6 +691,7 @@ class SchedulerCore:
         ordered = ordered[: self.config.max_victim_candidates]
         request = requested(workload.pods[: workload.gang_size])
         table = self.table
+        planned: list[IntArray] = []  # rows of the last placement that fitted
 
         def fits() -> bool:
             if not self.quotas.check(workload, request).admits:
@@ -630,7 +699,12 @@ class SchedulerCore:
             mark = table.begin_trial()
             try:
                 placed = place_workload(self.engine, workload, self._restrict_for(workload))
-                return not isinstance(placed, Unschedulable)
+                if isinstance(placed, Unschedulable):
+                    return False
+                if self._holds and not self._holds_survive(workload, request):
+                    return False
+                planned.append(np.array([b.allocation.row for b in placed], np.int64))
+                return True
             finally:
                 table.rollback(mark)
 
@@ -639,6 +713,8 @@ class SchedulerCore:
             self._note_young_victims(workload)
             return False
         self.nominated[workload.key] = {v.key for v in victims}
+        self.quotas.charge(workload, request)
+        self._holds[workload.key] = (workload, request, planned[-1])
         pending = self.pending.get(workload.key)
         if pending is not None:
             pending.reason = "preempting"
@@ -753,7 +829,7 @@ class SchedulerCore:
             actions.append(Evict(bound.pod, reason, preemptor))
 
     def _backoff(self, running: RunningWorkload) -> float:
-        running.attempts += 1
+        running.attempts = self._failures[running.key] = self._failures.get(running.key, 0) + 1
         return float(
             min(self.config.backoff_max, self.config.backoff_base * 2 ** (running.attempts - 1))
         )

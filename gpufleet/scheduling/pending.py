@@ -1,14 +1,14 @@
 """Workloads waiting to be admitted, per queue, in groups of interchangeable workloads.
 
-Workloads of one queue with the same pods (by signature), gang size, topology request,
-preemptibility and priority form a group, first in, first out: if the group's head cannot be
-placed, neither can the others until something changes. A group that did not fit is *parked*
-and leaves its queue's heap: for capacity, until capacity frees on a node where one of its pods
-could go (the rows that freed are kept, since only they can help); for quota, until some quota
-is given back; for preemption, until a running workload becomes a candidate victim. Each queue
-keeps a heap of its ready groups' heads by (priority, arrival); the cycle takes the best head of
-each queue. Workloads in backoff (a gang that did not start in time) wait aside, in a heap by
-due time, until their time comes.
+Workloads of one queue and namespace with the same pods (by signature), gang size, topology
+request, preemptibility, priority and expected run time form a group, first in, first out: if
+the group's head cannot be placed, neither can the others until something changes. A group that
+did not fit is *parked* and leaves its queue's heap: for capacity, until capacity frees on a
+node where one of its pods could go (the rows that freed are kept, since only they can help);
+for quota, until some quota is given back; for preemption, until a running workload becomes a
+candidate victim. Each queue keeps a heap of its ready groups' heads by (priority, arrival); the
+cycle takes the best head of each queue. Workloads in backoff (a gang that did not start in
+time) wait aside, in a heap by due time, until their time comes.
 
 What it does not do: decide anything about fit, quota or order across queues (the core does).
 """
@@ -29,12 +29,14 @@ HeapEntry = tuple[int, int, int, GroupKey]
 def group_key(workload: Workload) -> GroupKey:
     return (
         workload.queue,
+        workload.namespace,  # namespaces have ResourceQuota caps of their own
         tuple(p.signature for p in workload.pods),
         workload.gang_size,
         workload.topology,
         workload.preemptible,
         workload.priority,
         workload.preemption_policy,
+        workload.expected_runtime,  # a short one may backfill where a long one may not
     )
 
 
