@@ -1,17 +1,24 @@
-"""``gpufleet place``: place a workload's pods on a cluster once, and show where each went."""
+"""``gpufleet place``: place a workload's pods on a cluster once, and show where each went.
+
+With ``--scenario`` (queues, priority classes, quotas and gangs from YAML), every workload is
+admitted through its queue at once (submit times ignored) and the pending ones are explained:
+queue position, what they wait for, why, and an estimated start.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from gpufleet.cli.common import check_policies, console, friendly_errors
+from gpufleet.cli.common import check_policies, console, fail, format_duration, friendly_errors
 from gpufleet.io.readers import read_cluster, read_workload
-from gpufleet.model.actions import Bind, MarkUnschedulable
-from gpufleet.model.events import PodAdded
+from gpufleet.io.workloads import read_scenario
+from gpufleet.model.actions import Action, Bind, MarkUnschedulable
+from gpufleet.model.events import PodAdded, WorkloadAdded
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
@@ -20,12 +27,27 @@ from gpufleet.scheduling.target import typical_shapes
 
 def place(
     cluster: Annotated[Path, typer.Option(help="Cluster spec YAML, Node YAML or node CSV.")],
-    workload: Annotated[Path, typer.Option(help="Pod/Job YAML (file or directory) or pod CSV.")],
+    workload: Annotated[
+        Path | None, typer.Option(help="Pod/Job YAML (file or directory) or pod CSV.")
+    ] = None,
     policy: Annotated[str, typer.Option(help="Placement policy.")] = "default",
     seed: Annotated[int, typer.Option(help="Seed for policies that draw at random.")] = 0,
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Instead of --workload: YAML files or directories with queues, priority "
+            "classes, quotas and workloads (repeatable); pending workloads are explained."
+        ),
+    ] = None,
 ) -> None:
     """Place every pod of a workload in order and print its node and GPU devices, or why not."""
-    _place(cluster, workload, policy, seed)
+    if (workload is None) == (not scenario):
+        raise fail("give either --workload or --scenario")
+    if scenario:
+        _place_scenario(cluster, scenario, policy, seed)
+    else:
+        assert workload is not None
+        _place(cluster, workload, policy, seed)
 
 
 @friendly_errors
@@ -40,12 +62,57 @@ def _place(cluster: Path, workload: Path, policy: str, seed: int) -> None:
     for pod in pods:
         core.handle(PodAdded(pod))
     actions = core.run_until_idle()
-    placed = Table(title=f"Placements ({policy})")
-    for column in ("pod", "node", "GPUs", "share (milli)", "MIG slices"):
-        placed.add_column(column)
+    _print_placements(actions, policy)
     waiting = Table(title="Pending")
     waiting.add_column("pod")
     waiting.add_column("why")
+    for action in actions:
+        if isinstance(action, MarkUnschedulable):
+            waiting.add_row(action.pod.key, action.message)
+    if waiting.row_count:
+        console.print(waiting)
+    bound = sum(isinstance(a, Bind) for a in actions)
+    console.print(f"{bound} of {len(pods)} pods placed on {len(nodes)} nodes")
+
+
+@friendly_errors
+def _place_scenario(cluster: Path, paths: Sequence[str], policy: str, seed: int) -> None:
+    check_policies([policy])
+    nodes = read_cluster(cluster)
+    scenario = read_scenario(paths)
+    pods = [p for t in scenario.workloads for p in t.workload.pods]
+    table = NodeTable(nodes)
+    core = SchedulerCore(
+        table,
+        make_policy(policy, table, PolicyContext(typical_shapes(pods), seed)),
+        queues=scenario.queues,
+        resource_quotas=scenario.resource_quotas,
+    )
+    for timed in scenario.workloads:
+        core.handle(WorkloadAdded(timed.workload))
+    actions = core.run_until_idle(now=0.0)
+    _print_placements(actions, policy)
+    pending = core.explain_pending()
+    if pending:
+        waiting = Table(title="Pending workloads")
+        for column in ("workload", "queue", "pos", "waiting for", "why", "est. start"):
+            waiting.add_column(column, justify="right" if column == "pos" else "left")
+        for p in sorted(pending, key=lambda p: (p.queue, p.position)):
+            start = "-" if p.estimated_start is None else f"t={format_duration(p.estimated_start)}"
+            waiting.add_row(p.workload, p.queue, str(p.position), p.waiting_for, p.message, start)
+        console.print(waiting)
+    bound = sum(isinstance(a, Bind) for a in actions)
+    console.print(
+        f"{bound} of {len(pods)} pods placed on {len(nodes)} nodes; "
+        f"{len(scenario.workloads) - len(pending)} of {len(scenario.workloads)} workloads "
+        "admitted"
+    )
+
+
+def _print_placements(actions: Sequence[Action], policy: str) -> None:
+    placed = Table(title=f"Placements ({policy})")
+    for column in ("pod", "node", "GPUs", "share (milli)", "MIG slices"):
+        placed.add_column(column)
     for action in actions:
         if isinstance(action, Bind):
             p = action.placement
@@ -56,10 +123,4 @@ def _place(cluster: Path, workload: Path, policy: str, seed: int) -> None:
                 str(p.gpu_milli_per_device) if action.pod.gpu.is_shared else "-",
                 ", ".join(f"gpu {g} slot {s}" for g, s in p.mig_slices) or "-",
             )
-        elif isinstance(action, MarkUnschedulable):
-            waiting.add_row(action.pod.key, action.message)
     console.print(placed)
-    if waiting.row_count:
-        console.print(waiting)
-    bound = sum(isinstance(a, Bind) for a in actions)
-    console.print(f"{bound} of {len(pods)} pods placed on {len(nodes)} nodes")

@@ -30,6 +30,8 @@ from gpufleet.cli.common import (
     parse_duration,
     parse_seeds,
 )
+from gpufleet.cli.scenarios import BUNDLED_CLUSTER, DEFAULT_NODE_FRACTION, ScenarioOptions
+from gpufleet.cli.tenancy import Baseline, TenancyArgs, simulate_scenarios
 from gpufleet.io.alibaba import read_pods
 from gpufleet.io.cluster_spec import read_cluster_spec
 from gpufleet.io.readers import read_cluster, read_workload
@@ -46,7 +48,6 @@ from gpufleet.report.summary import (
     write_json,
 )
 
-BUNDLED_CLUSTER = "alibaba-like-cluster.yaml"
 DEFAULT_WORKERS = max(1, min(os.cpu_count() or 1, 4))
 
 
@@ -189,26 +190,35 @@ def simulate(
         ),
     ] = None,
     policy: Annotated[
-        list[str] | None, typer.Option("--policy", "-p", help="Policy (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            "-p",
+            help="Policy (repeatable). Default: fgd and default; with --scenario: default.",
+        ),
     ] = None,
     seeds: Annotated[str, typer.Option(help="Seeds, e.g. 42-51 or 42,43.")] = "42",
     mode: Annotated[
-        Mode, typer.Option(help="fill (FGD protocol) or replay (time-based).")
-    ] = Mode.FILL,
+        Mode | None,
+        typer.Option(help="fill (FGD protocol, the default) or replay (time-based)."),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Directory for report.html and results.json.")
     ] = None,
     workers: Annotated[int, typer.Option(help="Processes for runs in parallel.")] = DEFAULT_WORKERS,
-    inflation: Annotated[float, typer.Option(help="Fill: arrive until this x GPU capacity.")] = 1.3,
+    inflation: Annotated[
+        float | None, typer.Option(help="Fill: arrive until this x GPU capacity. Default: 1.3.")
+    ] = None,
     load: Annotated[
         float | None,
         typer.Option(
             help="Replay: re-time arrivals (Poisson, trace order) to this offered GPU "
-            "load, e.g. 0.95."
+            "load, e.g. 0.95. Built-in scenarios: their offered GPU load."
         ),
     ] = None,
     max_runtime: Annotated[
-        str | None, typer.Option(help="Replay: cap run times, e.g. 2h or 1d.")
+        str | None,
+        typer.Option(help="Replay and alibaba-multitenant: cap run times, e.g. 2h or 1d."),
     ] = None,
     synthetic: Annotated[
         int, typer.Option(help="Use N pods drawn from the bundled shape table as the workload.")
@@ -220,17 +230,128 @@ def simulate(
             "so that a re-timed replay runs long enough to reach a steady state."
         ),
     ] = None,
+    scenario: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Multi-tenant replay through queues, quotas, priorities, gangs and "
+            "preemption: YAML files or directories (Queue, PriorityClass, ResourceQuota, "
+            "PodGroup, Pod, Job, PyTorchJob...; repeatable), or a built-in scenario: "
+            "large-gangs (its own racks of 8-GPU nodes) or alibaba-multitenant (needs the "
+            "Alibaba 2023 trace).",
+            rich_help_panel="Multi-tenant scenarios",
+        ),
+    ] = None,
+    baseline: Annotated[
+        Baseline,
+        typer.Option(
+            help="Also run the scenario first come first served (one queue, no quota, no "
+            "priority, no preemption) to compare.",
+            rich_help_panel="Multi-tenant scenarios",
+        ),
+    ] = Baseline.NONE,
+    hours: Annotated[
+        float | None,
+        typer.Option(
+            help="Built-in scenarios: hours of arrivals.", rich_help_panel="Multi-tenant scenarios"
+        ),
+    ] = None,
+    racks: Annotated[
+        int | None,
+        typer.Option(help="large-gangs: racks.", rich_help_panel="Multi-tenant scenarios"),
+    ] = None,
+    nodes_per_rack: Annotated[
+        int | None,
+        typer.Option(
+            help="large-gangs: 8-GPU nodes per rack.", rich_help_panel="Multi-tenant scenarios"
+        ),
+    ] = None,
+    node_fraction: Annotated[
+        float | None,
+        typer.Option(
+            help="alibaba-multitenant: the share of the trace's GPU nodes to simulate "
+            f"(drawn per seed). Default: {DEFAULT_NODE_FRACTION}.",
+            rich_help_panel="Multi-tenant scenarios",
+        ),
+    ] = None,
+    explain_at: Annotated[
+        str | None,
+        typer.Option(
+            help="Print why workloads wait at this simulated time (e.g. 6h) and at the end "
+            "('end': only at the end).",
+            rich_help_panel="Multi-tenant scenarios",
+        ),
+    ] = None,
+    explain_limit: Annotated[
+        int,
+        typer.Option(
+            help="Rows per explanation table printed (results.json has all).",
+            rich_help_panel="Multi-tenant scenarios",
+        ),
+    ] = 20,
+    backfill: Annotated[
+        bool,
+        typer.Option(
+            help="Backfill around capacity reserved for the first blocked workload.",
+            rich_help_panel="Multi-tenant scenarios",
+        ),
+    ] = True,
 ) -> None:
-    """Simulate policies on the embedded cluster: fill-up (FGD protocol) or time-based replay."""
+    """Simulate policies on the embedded cluster: fill-up (FGD protocol) or time-based replay;
+    with --scenario, a multi-tenant replay through queues, quotas and preemption."""
+    if scenario:
+        if workload is not None or synthetic or pods is not None:
+            raise fail(
+                "--workload, --synthetic and --pods do not apply with --scenario (the scenario "
+                "gives the workloads)"
+            )
+        if mode is Mode.FILL:
+            raise fail("--scenario runs a time-based replay; --mode fill does not apply")
+        if inflation is not None:
+            raise fail("--inflation applies to fill-up runs, not to --scenario")
+        simulate_scenarios(
+            TenancyArgs(
+                scenario=scenario,
+                options=ScenarioOptions(
+                    cluster=cluster,
+                    hours=hours,
+                    load=load,
+                    racks=racks,
+                    nodes_per_rack=nodes_per_rack,
+                    node_fraction=node_fraction,
+                    max_runtime=parse_duration(max_runtime) if max_runtime is not None else None,
+                ),
+                policy=policy,
+                seeds=seeds,
+                out=out,
+                workers=workers,
+                baseline=baseline,
+                explain_at=explain_at,
+                explain_limit=explain_limit,
+                backfill=backfill,
+            )
+        )
+        return
+    only_with_scenario = {
+        "--baseline fifo": baseline is not Baseline.NONE,
+        "--hours": hours is not None,
+        "--racks": racks is not None,
+        "--nodes-per-rack": nodes_per_rack is not None,
+        "--node-fraction": node_fraction is not None,
+        "--explain-at": explain_at is not None,
+        "--no-backfill": not backfill,
+    }
+    given = [flag for flag, present in only_with_scenario.items() if present]
+    if given:
+        raise fail(f"{', '.join(given)}: only with --scenario")
     _simulate(
         cluster,
         workload,
         policy,
         seeds,
-        mode,
+        mode or Mode.FILL,
         out,
         workers,
-        inflation,
+        1.3 if inflation is None else inflation,
         load,
         max_runtime,
         synthetic,

@@ -4,19 +4,24 @@ One self-contained file (plotly.js is inlined once), readable offline. Fill-up r
 unallocated GPU % and fragmentation against arrived workload per policy (median over seeds with
 a min-max band), allocation per GPU model and failures per pod class; replay runs plot GPU
 allocation, fragmentation and pending pods over time, and the queueing-delay distribution.
+Multi-tenant runs add their own figures and tables (:mod:`gpufleet.report.tenancy_html`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Sequence
 from pathlib import Path
 from statistics import median
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
 from gpufleet.backends.sim.results import FillRun, ReplayRun
-from gpufleet.report.summary import FillSummary, ReplaySummary
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 #: Where a pod that did not wait is drawn on the log axis of the delay distribution.
 ZERO_DELAY = 0.01
@@ -158,38 +163,64 @@ def replay_figures(runs: Sequence[ReplayRun]) -> list[tuple[str, go.Figure]]:
     ]
 
 
-def _table(rows: Sequence[FillSummary] | Sequence[ReplaySummary]) -> str:
+#: Fields the report's tables leave out (the description says them, or they are layout).
+HIDDEN_FIELDS = frozenset({"seeds", "depth"})
+#: Cells longer than this wrap (explanations), the others stay on one line.
+WRAP_OVER = 60
+
+
+def html_table(rows: Sequence[DataclassInstance]) -> str:
+    """Rows of one dataclass as an HTML table, a column per field (dicts one line per key)."""
     if not rows:
         return ""
-    fields = [f for f in rows[0].__dataclass_fields__ if f != "seeds"]
+    fields = [f.name for f in dataclasses.fields(rows[0]) if f.name not in HIDDEN_FIELDS]
     head = "".join(f"<th>{html.escape(f.replace('_', ' '))}</th>" for f in fields)
     body = ""
     for row in rows:
         cells = []
         for f in fields:
             value = getattr(row, f)
+            wrap = ""
             if isinstance(value, dict):
                 text = "<br>".join(html.escape(f"{k}: {v}") for k, v in value.items())
+            elif value is None:
+                text = "-"
             else:
                 text = html.escape(str(value))
-            cells.append(f"<td>{text}</td>")
+                wrap = ' class="wrap"' if len(text) > WRAP_OVER else ""
+            cells.append(f"<td{wrap}>{text}</td>")
         body += "<tr>" + "".join(cells) + "</tr>"
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll">{table}</div>'
+
+
+#: A table of the report: heading, a note under it (may be empty), and its rows.
+NamedTable = tuple[str, str, Sequence["DataclassInstance"]]
+
+
+def _section(table: NamedTable) -> str:
+    heading, note, rows = table
+    paragraph = f"<p>{html.escape(note)}</p>" if note else ""
+    return f"<h2>{html.escape(heading)}</h2>{paragraph}{html_table(rows)}"
 
 
 def write_report(
     path: Path,
     title: str,
     description: str,
-    summaries: Sequence[FillSummary] | Sequence[ReplaySummary],
+    summaries: Sequence[DataclassInstance],
     figures: Sequence[tuple[str, go.Figure]],
+    tables: Sequence[NamedTable] = (),
+    appendix: Sequence[NamedTable] = (),
 ) -> None:
-    """Write the report page to ``path``."""
-    sections = []
+    """Write the report page to ``path``: the summary table, ``tables`` (heading, note, rows),
+    the figures, then the ``appendix`` tables."""
+    sections = [_section(t) for t in tables if t[2]]
     for i, (heading, fig) in enumerate(figures):
         fig.update_layout(template="plotly_white", height=440, margin={"t": 30})
         plot = fig.to_html(full_html=False, include_plotlyjs=(i == 0))
         sections.append(f"<h2>{html.escape(heading)}</h2>{plot}")
+    sections += [_section(t) for t in appendix if t[2]]
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>
@@ -197,11 +228,13 @@ body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px;
 table {{ border-collapse: collapse; font-size: 0.9em; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
 td {{ white-space: nowrap; }}
+div.scroll {{ overflow-x: auto; }}
+td.wrap {{ white-space: normal; text-align: left; min-width: 30em; }}
 th {{ background: #f3f3f3; }}
 td:first-child, th:first-child {{ text-align: left; }}
 </style></head>
 <body><h1>{html.escape(title)}</h1><p>{html.escape(description)}</p>
-{_table(summaries)}
+{html_table(summaries)}
 {"".join(sections)}
 </body></html>
 """

@@ -55,6 +55,8 @@ class AdmissionConfig:
     max_victim_candidates: int = 64
     #: Backfill: keep the capacity that frees first for the first blocked workload.
     backfill: bool = True
+    #: Re-plan the reservation of the same blocked workload at most this often.
+    replan_interval: float = 60.0
 
 
 def cluster_capacity(nodes: Iterable[Node]) -> dict[str, int]:
@@ -95,6 +97,10 @@ def used(bound: Sequence[Bound], models: Sequence[str | None]) -> dict[str, int]
     return usage
 
 
+#: What :meth:`Quotas.snapshot` takes: usage, non-preemptible usage, namespace usage.
+QuotaSnapshot = tuple[IntArray, IntArray, dict[str, dict[str, int]]]
+
+
 class Quotas:
     """Queue quotas and namespace caps, with their current usage."""
 
@@ -109,6 +115,10 @@ class Quotas:
             all_queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
         self.queues = all_queues
         self.tree = QuotaTree(all_queues, capacity)
+        #: Usage of non-preemptible work only, per queue (its subtree), like ``tree.usage``:
+        #: KAI's rule keeps it within nominal quota, so that reclaiming every preemptible
+        #: workload of a queue always brings the queue back within nominal.
+        self.pinned_usage = np.zeros_like(self.tree.usage)
         self.namespace_caps = {rq.namespace: dict(rq.hard) for rq in resource_quotas}
         self.namespace_usage: dict[str, dict[str, int]] = {}
         self.default_for = {ns: q.name for q in all_queues.values() for ns in q.namespaces}
@@ -124,12 +134,13 @@ class Quotas:
         return self.tree.vector(usage)
 
     def check(self, workload: Workload, usage: Mapping[str, int]) -> QuotaCheck:
-        """Quota of the workload's queue (within nominal for non-preemptible work), then the
-        hard caps of its namespace."""
+        """Quota of the workload's queue (and the queue's non-preemptible work within its
+        nominal quota, on every level, for non-preemptible work), then the hard caps of its
+        namespace."""
         vec = self.tree.vector(usage)
         check = self.tree.check(workload.queue, vec)
-        if check.admits and not workload.preemptible and check.verdict is Verdict.BORROWS:
-            excess = self.tree.nominal_excess(workload.queue, vec)
+        if check.admits and not workload.preemptible:
+            excess = self.tree.nominal_excess(workload.queue, vec, self.pinned_usage)
             if excess is not None:
                 return replace(excess, why="non-preemptible work stays within nominal quota")
         if not check.admits:
@@ -153,25 +164,38 @@ class Quotas:
         return check
 
     def charge(self, workload: Workload, usage: Mapping[str, int]) -> None:
-        self.tree.add(workload.queue, self.tree.vector(usage))
+        vec = self.tree.vector(usage)
+        self.tree.add(workload.queue, vec)
+        if not workload.preemptible:
+            for i in self.tree.paths[self.tree.index[workload.queue]]:
+                self.pinned_usage[i] += vec
         if workload.namespace in self.namespace_caps:
             current = self.namespace_usage.setdefault(workload.namespace, {})
             for key, amount in usage.items():
                 current[key] = current.get(key, 0) + amount
 
     def refund(self, workload: Workload, usage: Mapping[str, int]) -> None:
-        self.tree.remove(workload.queue, self.tree.vector(usage))
+        vec = self.tree.vector(usage)
+        self.tree.remove(workload.queue, vec)
+        if not workload.preemptible:
+            for i in self.tree.paths[self.tree.index[workload.queue]]:
+                self.pinned_usage[i] -= vec
         if workload.namespace in self.namespace_caps:
             current = self.namespace_usage[workload.namespace]
             for key, amount in usage.items():
                 current[key] -= amount
 
-    def snapshot(self) -> tuple[IntArray, dict[str, dict[str, int]]]:
-        return self.tree.usage.copy(), {ns: dict(u) for ns, u in self.namespace_usage.items()}
+    def snapshot(self) -> QuotaSnapshot:
+        return (
+            self.tree.usage.copy(),
+            self.pinned_usage.copy(),
+            {ns: dict(u) for ns, u in self.namespace_usage.items()},
+        )
 
-    def restore(self, snapshot: tuple[IntArray, dict[str, dict[str, int]]]) -> None:
+    def restore(self, snapshot: QuotaSnapshot) -> None:
         self.tree.usage[:] = snapshot[0]
-        self.namespace_usage = {ns: dict(u) for ns, u in snapshot[1].items()}
+        self.pinned_usage[:] = snapshot[1]
+        self.namespace_usage = {ns: dict(u) for ns, u in snapshot[2].items()}
 
     def borrowing_queues(self) -> set[str]:
         flags = self.tree.borrowing()

@@ -61,7 +61,7 @@ from gpufleet.scheduling.engine import Bound, PlacementEngine, Unschedulable
 from gpufleet.scheduling.framework import Policy
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
 from gpufleet.scheduling.pending import Group, Parked, PendingWorkload, PendingWorkloads
-from gpufleet.scheduling.preemption import find_victims, victim_order
+from gpufleet.scheduling.preemption import find_victims, node_first, victim_order
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.topology import place_workload
 
@@ -132,8 +132,17 @@ class SchedulerCore:
         self._eligible: list[tuple[float, str]] = []
         self._failed_binds: list[tuple[str, str]] = []
         self._victims_ripen: float | None = None
+        #: Work lost and GPUs of candidate victims, kept for one cycle (see victim_order).
+        self._victim_costs: dict[int, tuple[RunningWorkload, float, int]] = {}
+        #: Queue -> run time -> its preemptible workloads that ran at least that long, kept
+        #: for one cycle (dropped when the queue's running set changes): the reclaim scan.
+        self._reclaimable: dict[str, dict[float, list[RunningWorkload]]] = {}
         self._never_fits_cache: dict[object, bool] = {}
         self._aged_at = 0.0
+        self._planned_at = -math.inf
+        #: Preemption searches left this cycle, and workloads whose search was put off.
+        self._search_budget = 0
+        self._deferred: set[str] = set()
         #: (time, preemptor, victim) of every preemption, for reports and invariants.
         self.preemptions: list[tuple[float, str, str]] = []
 
@@ -288,6 +297,7 @@ class SchedulerCore:
         workload = running.workload
         self.running[workload.key] = running
         self._by_queue.setdefault(workload.queue, {})[workload.key] = running
+        self._reclaimable.pop(workload.queue, None)
         self._priorities.setdefault(workload.queue, Counter())[workload.priority] += 1
         for key in running.bound:
             self.owner[key] = workload.key
@@ -300,6 +310,7 @@ class SchedulerCore:
         workload = running.workload
         self.running.pop(workload.key, None)
         self._by_queue[workload.queue].pop(workload.key, None)
+        self._reclaimable.pop(workload.queue, None)
         counts = self._priorities[workload.queue]
         counts[workload.priority] -= 1
         if not counts[workload.priority]:
@@ -316,7 +327,15 @@ class SchedulerCore:
         if now is not None:
             self.now = max(self.now, now)
         actions: list[Action] = []
+        self._victim_costs.clear()
+        self._reclaimable.clear()
         self.pending.release_backoff(self.now)
+        for key in sorted(self._deferred):
+            group = self.pending.group_of(key)
+            if group is not None and group.parked is not None:
+                self.pending.unpark(group)
+                group.freed_rows = None
+        self._deferred.clear()
         self._evict_failed(actions)
         self._wake_preemptors()
         if self.config.aging_interval and self.now - self._aged_at >= self.config.aging_interval:
@@ -328,7 +347,7 @@ class SchedulerCore:
             group = self.pending.group_of(key)
             if group is not None and group.head.workload.key == key:
                 self.pending.unpark(group)
-                self._attempt(group, actions, allow_preemption=False)
+                self._attempt(group, actions, allow_preemption=False, nominated=True)
         self._admit_by_share(actions)
         return actions
 
@@ -344,17 +363,16 @@ class SchedulerCore:
             share = self._gpu_share
         heap = [(share(q), 0, q) for q in queues]
         heapq.heapify(heap)
-        searches = self.config.max_preemption_searches
+        self._search_budget = self.config.max_preemption_searches
         budget = len(queues)
         while heap and budget > 0:
             _, turns, queue = heapq.heappop(heap)
             for group in self.pending.ready_groups(queue):
                 if group.head.workload.key in self.nominated:
                     continue
-                outcome = self._attempt(group, actions, allow_preemption=searches > 0)
+                outcome = self._attempt(group, actions, allow_preemption=True)
                 if outcome == BLOCKED:
                     continue
-                searches -= outcome == PREEMPTED
                 budget -= 1
                 heapq.heappush(heap, (share(queue), turns + 1, queue))
                 break
@@ -428,7 +446,11 @@ class SchedulerCore:
         self.pending.wake_preemptors(could_preempt)
 
     # ----------------------------------------------------------------------------- attempt
-    def _attempt(self, group: Group, actions: list[Action], allow_preemption: bool) -> str:
+    def _attempt(
+        self, group: Group, actions: list[Action], allow_preemption: bool, nominated: bool = False
+    ) -> str:
+        """Try to admit the head of ``group``. ``nominated``: it preempted and its victims
+        are gone; a reservation made since (while it waited for them) does not bind it."""
         pending = group.head
         workload = pending.workload
         pending.attempts += 1
@@ -446,7 +468,7 @@ class SchedulerCore:
             return BLOCKED
         table = self.table
         mark = table.begin_trial()
-        restrict = self._restrict_for(workload)
+        restrict = self._restrict_for(workload, keep_reservation=not nominated)
         result = place_workload(self.engine, workload, restrict, explain=self.explain_failures)
         if isinstance(result, Unschedulable):
             table.rollback(mark)
@@ -589,11 +611,19 @@ class SchedulerCore:
         if workload.gang_size <= 1 and workload.topology is None:
             return  # a lone pod finds room soon enough; reservations are for gangs
         previous = self.reservation
-        self.reservation = self._estimate(workload)
         if (
-            previous is None
-            or self.reservation is None
-            or not np.array_equal(previous.rows, self.reservation.rows)
+            previous is not None
+            and previous.owner == workload.key
+            and self.now - self._planned_at < self.config.replan_interval
+        ):
+            return  # the plan is an estimate: re-planning at every freed pod costs too much
+        self._planned_at = self.now
+        self.reservation = self._estimate(workload)
+        current = self.reservation
+        if (previous is None) != (current is None) or (
+            previous is not None
+            and current is not None
+            and not np.array_equal(previous.rows, current.rows)
         ):
             self.pending.wake_all(Parked.CAPACITY)  # the rows others may use changed
 
@@ -626,13 +656,13 @@ class SchedulerCore:
         self.reservation = None
         self.pending.wake_all(Parked.CAPACITY)
 
-    def _restrict_for(self, workload: Workload) -> BoolArray | None:
+    def _restrict_for(self, workload: Workload, keep_reservation: bool = True) -> BoolArray | None:
         """Rows ``workload`` may use: all but those held for a preemptor whose victims are
         leaving, and those reserved for a blocked gang (unless it is expected to end first)."""
         n = self.table.size
         allowed: BoolArray | None = None
         reservation = self.reservation
-        if reservation is not None and reservation.owner != workload.key:
+        if keep_reservation and reservation is not None and reservation.owner != workload.key:
             runtime = workload.expected_runtime or self.config.default_expected_runtime
             if self.now + runtime > reservation.start:
                 allowed = np.ones(n, np.bool_)
@@ -669,12 +699,20 @@ class SchedulerCore:
             for owner, (holder, request, _) in self._holds.items():
                 if owner == workload.key:
                     continue
+                # As it will be when its victims are gone (they are charged until then).
+                leaving = [
+                    self.evicting[v] for v in self.nominated.get(owner, ()) if v in self.evicting
+                ]
                 quotas.refund(holder, request)
+                for victim in leaving:
+                    quotas.refund(victim.workload, victim.usage)
                 try:
                     if not quotas.check(holder, request).admits:
                         return False
                 finally:
                     quotas.charge(holder, request)
+                    for victim in leaving:
+                        quotas.charge(victim.workload, victim.usage)
             return True
         finally:
             quotas.refund(workload, usage)
@@ -687,28 +725,53 @@ class SchedulerCore:
         if not candidates:
             self._note_young_victims(workload)
             return False
-        ordered = victim_order(candidates, self.quotas.borrowing_queues(), self.now)
-        ordered = ordered[: self.config.max_victim_candidates]
+        if self._search_budget <= 0:  # searched enough this cycle: its turn comes next cycle
+            self._deferred.add(workload.key)
+            return False
+        self._search_budget -= 1
+        limit = self.config.max_victim_candidates
+        need = max(
+            p.gpu.count * MILLI_PER_GPU if p.gpu.milli >= MILLI_PER_GPU else 0
+            for p in workload.pods[: workload.gang_size]
+        )
+        if need >= MILLI_PER_GPU and len(candidates) > 1:  # whole GPUs: a node must free them
+            ordered = victim_order(
+                candidates, self.quotas.borrowing_queues(), self.now, None, self._victim_costs
+            )
+            ordered = node_first(ordered, self.table, need)[:limit]
+        else:
+            ordered = victim_order(
+                candidates, self.quotas.borrowing_queues(), self.now, limit, self._victim_costs
+            )[:limit]
         request = requested(workload.pods[: workload.gang_size])
         table = self.table
         planned: list[IntArray] = []  # rows of the last placement that fitted
 
-        def fits() -> bool:
+        def may_fit() -> bool:
+            """The quota checks of fits(): evicting more victims never makes them fail."""
             if not self.quotas.check(workload, request).admits:
+                return False
+            return not self._holds or self._holds_survive(workload, request)
+
+        def fits() -> bool:
+            # The quota checks first: they do not depend on the placement and cost far less.
+            if not may_fit():
                 return False
             mark = table.begin_trial()
             try:
                 placed = place_workload(self.engine, workload, self._restrict_for(workload))
                 if isinstance(placed, Unschedulable):
                     return False
-                if self._holds and not self._holds_survive(workload, request):
-                    return False
                 planned.append(np.array([b.allocation.row for b in placed], np.int64))
                 return True
             finally:
                 table.rollback(mark)
 
-        victims = find_victims(table, self.quotas, ordered, fits)
+        def still_candidate(victim: RunningWorkload) -> bool:
+            queue = victim.workload.queue
+            return queue == workload.queue or self.quotas.subtree_borrowing(queue)
+
+        victims = find_victims(table, self.quotas, ordered, fits, may_fit, still_candidate)
         if victims is None:
             self._note_young_victims(workload)
             return False
@@ -740,7 +803,9 @@ class SchedulerCore:
     ) -> bool:
         """May ``workload`` evict ``running``: lower priority in the same queue; or, when the
         preemptor reclaims (its queue is within nominal for it), a workload whose queue (or an
-        ancestor) borrows, of any priority if so configured, else lower."""
+        ancestor) borrows, of any priority if so configured, else lower. (For reclaim,
+        :meth:`_candidates` applies the same tests through :meth:`_reclaimable_in`: keep them
+        alike.)"""
         other = running.workload
         if not other.preemptible or running.key not in self.running:
             return False
@@ -768,24 +833,41 @@ class SchedulerCore:
             )
         tree = self.quotas.tree
         if tree.keys and tree.borrowing().any() and self._may_reclaim(workload):
-            for queue in self._under_borrowing() - {workload.queue}:
-                out.extend(
-                    r
-                    for r in self._by_queue[queue].values()
-                    if self._is_candidate(workload, r, True, min_runtime)
-                )
+            least = self.config.min_runtime if min_runtime is None else min_runtime
+            any_priority = self.config.reclaim_any_priority
+            for queue in sorted(self._under_borrowing() - {workload.queue}):
+                # _is_candidate with reclaim (the queue is under a borrowing one by definition)
+                # on a list kept for the cycle: this runs at every search.
+                eligible = self._reclaimable_in(queue, least)
+                if any_priority:
+                    out.extend(eligible)
+                else:
+                    out.extend(r for r in eligible if r.workload.priority < workload.priority)
         return out
+
+    def _reclaimable_in(self, queue: str, least: float) -> list[RunningWorkload]:
+        """The running workloads of ``queue`` that are preemptible and ran ``least`` seconds,
+        in ``_by_queue`` order (the tests of :meth:`_is_candidate` that do not depend on the
+        preemptor)."""
+        by_least = self._reclaimable.setdefault(queue, {})
+        found = by_least.get(least)
+        if found is None:
+            now, running = self.now, self.running
+            found = by_least[least] = [
+                r
+                for key, r in self._by_queue[queue].items()
+                if r.workload.preemptible and key in running and not now - r.started < least
+            ]
+        return found
 
     def _note_young_victims(self, workload: Workload) -> None:
         """After a failed search: when would a victim now too young to evict become one?
         (The loop wakes the core then; see :meth:`next_timer`.)"""
         young = self._candidates(workload, min_runtime=0.0)
-        times = [r.started + self.config.min_runtime for r in young]
-        times = [t for t in times if t > self.now]
-        if times:
-            first = min(times)
-            if self._victims_ripen is None or first < self._victims_ripen:
-                self._victims_ripen = first
+        least, now = self.config.min_runtime, self.now
+        first = min((t for r in young if (t := r.started + least) > now), default=None)
+        if first is not None and (self._victims_ripen is None or first < self._victims_ripen):
+            self._victims_ripen = first
 
     def next_timer(self, aging: bool = True) -> float:
         """The next time the core has something timed to do: a backoff ends, a gang's ready
@@ -804,6 +886,8 @@ class SchedulerCore:
             heapq.heappop(deadlines)  # ready, gone or evicted since
         if self._victims_ripen is not None:
             times.append(self._victims_ripen)
+        if self._deferred:
+            times.append(self.now + 1.0)
         if aging and self.config.aging_interval and len(self.pending):
             times.append(self._aged_at + self.config.aging_interval)
         return max(min(times), self.now)

@@ -267,12 +267,20 @@ class PendingWorkloads:
             if why is None or group.parked == why:
                 self.unpark(group)
                 group.freed_rows = None
+        if why is None or why == Parked.CAPACITY:
+            # Groups woken earlier by freed rows would try only those: anywhere may do now.
+            for key in self._woken_by_rows():
+                self._groups[key].freed_rows = None
 
     def wake_preemptors(self, could_preempt: Callable[[Group], bool]) -> None:
         """Unpark groups parked after a failed preemption search that ``could_preempt`` now."""
         for group in self.parked_groups():
             if group.may_preempt and could_preempt(group):
                 self.unpark(group)
+                group.freed_rows = None
+        for key in self._woken_by_rows():  # they would try only the freed rows, not preempt
+            group = self._groups[key]
+            if group.may_preempt and could_preempt(group):
                 group.freed_rows = None
 
     @property

@@ -113,6 +113,13 @@ class QuotaTree:
         self.usage = np.zeros((n, k), np.int64)
         self.guarded = np.maximum(self.nominal - self.lend, 0)
         self.paths = [self._path(i) for i in range(n)]
+        # Fixed by the tree, read by every check (the hot path of a cycle): each queue's
+        # ceiling (nominal + borrowing limit) and its siblings (at the top, the other tops).
+        self._ceiling = self.nominal + self.borrow
+        self._others: list[IntArray] = [
+            np.array([s for s in (self.children[p] if p >= 0 else self.top) if s != i], np.int64)
+            for i, p in enumerate(self.parent.tolist())
+        ]
 
     def _path(self, i: int) -> list[int]:
         """Queue i and its ancestors, from the top down."""
@@ -160,18 +167,22 @@ class QuotaTree:
 
     def check(self, queue: str, usage: IntArray) -> QuotaCheck:
         """May ``queue`` take ``usage`` more now? Within nominal, by borrowing, or not."""
-        avail = self.capacity.copy()
-        siblings = self.top
+        asks = usage > 0
+        if not asks.any():
+            return QuotaCheck(Verdict.FITS)  # nothing asked: no level can refuse or be exceeded
+        # The same sums as available(), with each sibling's max(usage, guarded) taken once.
+        kept = np.maximum(self.usage, self.guarded)
+        avail = self.capacity
         borrows = False
         refusal: QuotaCheck | None = None
         for i in self.paths[self.index[queue]]:
-            others = [s for s in siblings if s != i]
-            taken = (
-                np.maximum(self.usage[others], self.guarded[others]).sum(axis=0) if others else 0
-            )
-            avail = np.minimum(self.nominal[i] + self.borrow[i], avail - taken)
+            others = self._others[i]
+            if others.size:
+                avail = np.minimum(self._ceiling[i], avail - kept[others].sum(axis=0))
+            else:
+                avail = np.minimum(self._ceiling[i], avail)
             after = self.usage[i] + usage
-            over = np.flatnonzero((after > avail) & (usage > 0))
+            over = np.flatnonzero((after > avail) & asks)
             if over.size:  # keep the deepest level that refuses: it explains the most
                 j = int(over[0])
                 refusal = QuotaCheck(
@@ -182,9 +193,8 @@ class QuotaTree:
                     int(usage[j]),
                     int(max(avail[j], 0)),
                 )
-            if ((after > self.nominal[i]) & (usage > 0)).any():
+            if not borrows and ((after > self.nominal[i]) & asks).any():
                 borrows = True
-            siblings = self.children[i]
         if refusal is not None:
             return refusal
         return QuotaCheck(Verdict.BORROWS if borrows else Verdict.FITS)
@@ -193,19 +203,23 @@ class QuotaTree:
         """Would ``queue`` (and its ancestors) stay within nominal quota with ``usage`` more?"""
         return self.nominal_excess(queue, usage) is None
 
-    def nominal_excess(self, queue: str, usage: IntArray) -> QuotaCheck | None:
+    def nominal_excess(
+        self, queue: str, usage: IntArray, base: IntArray | None = None
+    ) -> QuotaCheck | None:
         """Where ``usage`` more would take ``queue`` or an ancestor beyond its nominal quota
-        (the deepest such level), or None."""
+        (the deepest such level), or None. ``base``: the usage to add to, per queue (default:
+        all that the queues use)."""
+        current = self.usage if base is None else base
         found = None
         for i in self.paths[self.index[queue]]:
-            over = np.flatnonzero((self.usage[i] + usage > self.nominal[i]) & (usage > 0))
+            over = np.flatnonzero((current[i] + usage > self.nominal[i]) & (usage > 0))
             if over.size:
                 j = int(over[0])
                 found = QuotaCheck(
                     Verdict.EXCEEDS,
                     self.names[i],
                     self.keys[j],
-                    int(self.usage[i, j]),
+                    int(current[i, j]),
                     int(usage[j]),
                     int(self.nominal[i, j]),
                 )

@@ -1,10 +1,10 @@
-"""A preemptor whose victims are leaving keeps what its preemption freed (quota and rows)
-until it is admitted: nothing else may take it in between, else the preemption was for nothing
-and the preemptor waits while its victims are gone (found by the invariant properties)."""
+"""Non-preemptible work within nominal quota, and the holds of preemptors: a preemptor whose
+victims are leaving keeps what its preemption freed (quota and rows) until it is admitted, so
+that nothing else takes it in between (found by the invariant properties)."""
 
 from __future__ import annotations
 
-from gpufleet.model.actions import Action, Bind, Evict
+from gpufleet.model.actions import Action, Evict, MarkUnschedulable
 from gpufleet.model.events import PodDeleted, WorkloadAdded
 from gpufleet.model.tenancy import GPU
 from gpufleet.scheduling.core import SchedulerCore
@@ -21,10 +21,11 @@ def gpu_usage(core: SchedulerCore, queue: str) -> int:
     return int(tree.usage[tree.index[queue], tree.key_index[GPU]])
 
 
-def test_borrowing_work_cannot_take_back_what_a_nominal_preemptor_freed() -> None:
-    # One queue of 1 GPU nominal on a cluster of 3 GPUs: its preemptible work borrows the
-    # rest. A non-preemptible gang (which must stay within nominal) evicts borrowed work of
-    # its own queue to get there; the borrowed work comes back only after it.
+def test_non_preemptible_work_counts_only_itself_against_nominal() -> None:
+    # KAI's rule: a queue's non-preemptible work stays within its nominal quota, whatever
+    # its preemptible work borrows; so it evicts nothing of its own queue to get in (an
+    # earlier rule counted all the queue's usage, and made it evict borrowed work that the
+    # queue then borrowed back).
     core = make_core(
         [make_node("n0", gpus=1), make_node("n1", gpus=2)],
         [make_queue("q", 1)],
@@ -39,11 +40,14 @@ def test_borrowing_work_cannot_take_back_what_a_nominal_preemptor_freed() -> Non
         "pinned", "q", pods=2, min_member=1, gpus=0, milli=500, priority=1, preemptible=False
     )
     actions = cluster.submit(pinned, now=130)
-    assert sorted(names(actions, Evict)) == ["small", "whole"]
-    assert {"pinned-0", "pinned-1"} <= set(names(actions, Bind))
+    assert names(actions, Evict) == []
     assert all(p.key in cluster.running for p in pinned.pods)
-    assert all(preemptor in core.running for _, preemptor, _ in core.preemptions)
-    assert {small.key, whole.key} <= set(core.running)  # they borrow again, after it
+    more = make_workload("more", "q", gpus=0, milli=500, priority=1, preemptible=False)
+    actions = cluster.submit(more, now=140)
+    assert more.key in core.pending
+    (why,) = {a.message for a in actions if isinstance(a, MarkUnschedulable)}
+    assert "non-preemptible work stays within nominal quota" in why
+    assert core.quotas.pinned_usage[core.quotas.tree.index["q"]].max() == 1000
 
 
 def test_a_hold_is_given_back_when_the_preemptor_is_deleted() -> None:

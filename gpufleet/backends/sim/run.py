@@ -158,14 +158,16 @@ def run_workloads(
         entitlement_every=max(span / 2000, 1.0),
         busy_until=span,
     )
-    snapshot: list[PendingExplanation] = []
+    snapshot: list[PendingExplanation] | None = None
     tick = _progress_hook(sim, len(all_pods), progress)
 
     def on_iteration() -> None:
+        nonlocal snapshot
         if tick is not None:
             tick()
-        if explain_at is not None and not snapshot and sim.clock.now() >= explain_at:
-            snapshot.extend(core.explain_pending())
+        # Taken once, even if nothing waits then (an empty snapshot is an answer too).
+        if explain_at is not None and snapshot is None and sim.clock.now() >= explain_at:
+            snapshot = core.explain_pending()
 
     run_loop(sim, core, on_iteration)
     if progress is not None:
@@ -181,7 +183,7 @@ def run_workloads(
         allocation_busy_pct=tenants.busy_allocation_pct(),
         waiting_at_end=[_report(e) for e in core.explain_pending()],
         explained_at=explain_at,
-        waiting_at=[_report(e) for e in snapshot],
+        waiting_at=[_report(e) for e in snapshot or ()],
     )
 
 

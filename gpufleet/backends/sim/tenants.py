@@ -5,7 +5,10 @@ whole gang runs), job completion time, GPU-hours used and entitled (the water-fi
 of the queue tree, given what each queue runs and waits for), preemptions and GPU-hours lost to
 them (work since the last checkpoint), and how long the queue was ever kept below its nominal
 quota: a queue is *short* of its nominal quota while one of its waiting workloads would fit in
-what remains of it; the longest such spell is the bound the benchmark states. Cluster-wide: how
+what remains of it and another queue (not its ancestor or descendant) uses more than its own
+nominal quota, i.e. while what the queue is guaranteed is lent out and not yet reclaimed (a
+queue below nominal that nobody borrows from waits for capacity, not for admission); the
+longest such spell is the bound the benchmark states. Cluster-wide: how
 many gangs ever held only part of their pods (must be none), and each queue's share and
 entitlement over time.
 
@@ -88,6 +91,12 @@ class TenantRecorder:
         self._entitled = dict.fromkeys(queues, 0.0)
         self._waiting: dict[str, Counter[int]] = {name: Counter() for name in queues}
         self._short_since: dict[str, float | None] = dict.fromkeys(queues, None)
+        family = {name: _lineage(name, queues) for name in queues}
+        #: Per queue, the queues that may borrow what it lends: all but its own line.
+        self._others = {
+            name: [q for q in queues if q not in family[name] and name not in family[q]]
+            for name in queues
+        }
         self._last = 0.0
         self._entitled_at = -np.inf
         self._samples: list[tuple[float, list[float], list[float], list[float]]] = []
@@ -219,9 +228,16 @@ class TenantRecorder:
         self.partial_gangs.update(self._partial_now)
         for name in self.names:
             nominal = self.stats[name].nominal_gpus * 1000
-            waiting = self._waiting[name]
+            # Only waiting GPUs count: work that asks none is not kept out of the GPU quota.
+            asks = [size for size in self._waiting[name] if size > 0]
             short = (
-                bool(nominal) and bool(waiting) and (min(waiting) <= nominal - self._gpu_used[name])
+                bool(nominal)
+                and bool(asks)
+                and min(asks) <= nominal - self._gpu_used[name]
+                and any(
+                    self._subtree_used[q] > self.stats[q].nominal_gpus * 1000
+                    for q in self._others[name]
+                )
             )
             since = self._short_since[name]
             if short and since is None:
@@ -307,3 +323,13 @@ class TenantRecorder:
             preemptions=self.preemptions,
             gpu_hours_lost=round(self.lost_gpu_seconds / HOUR, 3),
         )
+
+
+def _lineage(name: str, queues: Mapping[str, Queue]) -> set[str]:
+    """``name`` and its ancestors."""
+    line = {name}
+    parent = queues[name].parent
+    while parent is not None and parent in queues and parent not in line:
+        line.add(parent)
+        parent = queues[parent].parent
+    return line

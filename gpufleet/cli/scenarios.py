@@ -1,0 +1,210 @@
+"""What ``--scenario`` names: YAML files and directories, or a built-in multi-tenant scenario.
+
+Owns turning the option (and the options that shape a scenario: ``--cluster``, ``--hours``,
+``--load``, ``--racks``, ``--nodes-per-rack``, ``--node-fraction``, ``--max-runtime``) into one
+:class:`Prepared` cluster and scenario per seed, with a clear error for options that do not
+apply. YAML scenarios are read once (the seed only breaks placement ties); built-ins are drawn
+per seed. Running them is :mod:`gpufleet.cli.tenancy_pool`'s job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpufleet.backends.sim.scenarios import TenantScenario, from_trace, large_gangs, sample_nodes
+from gpufleet.cli.common import fail
+from gpufleet.io.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_spec import read_cluster_spec
+from gpufleet.io.readers import read_cluster
+from gpufleet.io.shapes import bundled_path
+from gpufleet.io.traces import NODES_FILE, PODS_FILE, TRACE_DIR_ENV, find_alibaba_trace
+from gpufleet.io.workloads import read_scenario
+from gpufleet.model import Node
+from gpufleet.model.tenancy import ResourceQuota
+
+LARGE_GANGS = "large-gangs"
+ALIBABA = "alibaba-multitenant"
+BUILTINS = (LARGE_GANGS, ALIBABA)
+BUNDLED_CLUSTER = "alibaba-like-cluster.yaml"
+DEFAULT_NODE_FRACTION = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """One seed's cluster and scenario (and the namespaces' ResourceQuotas, for YAML)."""
+
+    nodes: tuple[Node, ...]
+    scenario: TenantScenario
+    resource_quotas: tuple[ResourceQuota, ...] = ()
+
+    @property
+    def pods(self) -> int:
+        return sum(len(t.workload.pods) for t in self.scenario.workloads)
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioOptions:
+    """The options that shape a scenario; None: not given on the command line."""
+
+    cluster: Path | None = None
+    hours: float | None = None
+    load: float | None = None
+    racks: int | None = None
+    nodes_per_rack: int | None = None
+    node_fraction: float | None = None
+    max_runtime: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scenarios:
+    """A prepared scenario per seed, and what to say about them."""
+
+    name: str
+    by_seed: dict[int, Prepared]
+    cluster_label: str
+    description: str
+
+
+def load_scenarios(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scenarios:
+    """Resolve ``--scenario`` values (see the module docstring)."""
+    builtins = [n for n in names if n in BUILTINS]
+    if builtins and len(names) > 1:
+        raise fail(
+            f"--scenario {builtins[0]} is a built-in scenario; it cannot be combined with "
+            "other --scenario values"
+        )
+    _check_numbers(options)
+    if builtins == [LARGE_GANGS]:
+        return _large_gangs(seeds, options)
+    if builtins == [ALIBABA]:
+        return _alibaba(seeds, options)
+    return _files(names, seeds, options)
+
+
+def _check_numbers(options: ScenarioOptions) -> None:
+    for flag, value in (
+        ("--hours", options.hours),
+        ("--load", options.load),
+        ("--max-runtime", options.max_runtime),
+    ):
+        if value is not None and value <= 0:
+            raise fail(f"{flag} must be positive, got {value:g}")
+    for flag, count in (("--racks", options.racks), ("--nodes-per-rack", options.nodes_per_rack)):
+        if count is not None and count < 1:
+            raise fail(f"{flag} must be at least 1, got {count}")
+    fraction = options.node_fraction
+    if fraction is not None and not 0 < fraction <= 1:
+        raise fail(f"--node-fraction must be in (0, 1], got {fraction:g}")
+
+
+def _reject(options: ScenarioOptions, scenario: str, allowed: set[str]) -> None:
+    given = {
+        "--cluster": options.cluster is not None,
+        "--hours": options.hours is not None,
+        "--load": options.load is not None,
+        "--racks": options.racks is not None,
+        "--nodes-per-rack": options.nodes_per_rack is not None,
+        "--node-fraction": options.node_fraction is not None,
+        "--max-runtime": options.max_runtime is not None,
+    }
+    extra = [flag for flag, present in given.items() if present and flag not in allowed]
+    if extra:
+        accepted = ", ".join(sorted(allowed)) or "none of them"
+        raise fail(
+            f"{', '.join(extra)} {'does' if len(extra) == 1 else 'do'} not apply to "
+            f"--scenario {scenario} (it accepts {accepted})"
+        )
+
+
+def _given(**values: float | None) -> dict[str, Any]:
+    """The keyword arguments given on the command line (the others keep the built-in's
+    defaults, which the backends tune)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _large_gangs(seeds: list[int], options: ScenarioOptions) -> Scenarios:
+    _reject(options, LARGE_GANGS, {"--hours", "--load", "--racks", "--nodes-per-rack"})
+    knobs = _given(
+        hours=options.hours,
+        load=options.load,
+        racks=options.racks,
+        nodes_per_rack=options.nodes_per_rack,
+    )
+    by_seed = {}
+    for seed in seeds:
+        nodes, scenario = large_gangs(seed, **knobs)
+        by_seed[seed] = Prepared(tuple(nodes), scenario)
+    first = by_seed[seeds[0]]
+    return Scenarios(
+        LARGE_GANGS,
+        by_seed,
+        f"synthetic racks of 8-GPU H100 nodes ({len(first.nodes)} nodes)",
+        first.scenario.description,
+    )
+
+
+def _alibaba(seeds: list[int], options: ScenarioOptions) -> Scenarios:
+    _reject(options, ALIBABA, {"--hours", "--load", "--node-fraction", "--max-runtime"})
+    trace = find_alibaba_trace()
+    if trace is None:
+        raise fail(
+            f"--scenario {ALIBABA} needs the Alibaba 2023 trace, which was not found: set "
+            f"{TRACE_DIR_ENV} to its directory (the one holding csv/{PODS_FILE}), or fetch it "
+            "with `gpufleet traces fetch alibaba-2023`"
+        )
+    pods = read_pods(trace / "csv" / PODS_FILE)
+    all_nodes = read_nodes(trace / "csv" / NODES_FILE)
+    fraction = options.node_fraction or DEFAULT_NODE_FRACTION
+    knobs = _given(hours=options.hours, load=options.load, max_runtime=options.max_runtime)
+    by_seed = {}
+    for seed in seeds:
+        nodes = sample_nodes(all_nodes, fraction, seed)
+        try:
+            scenario = from_trace(pods, nodes, seed, **knobs)
+        except ValueError as error:
+            raise fail(f"--scenario {ALIBABA}: {error}") from None
+        by_seed[seed] = Prepared(tuple(nodes), scenario)
+    first = by_seed[seeds[0]]
+    return Scenarios(
+        ALIBABA,
+        by_seed,
+        f"{fraction:.0%} of the Alibaba 2023 trace's GPU nodes ({len(first.nodes)} nodes, "
+        f"drawn per seed) from {trace}",
+        first.scenario.description,
+    )
+
+
+def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scenarios:
+    _reject(options, "<files>", {"--cluster"})
+    for name in names:
+        if not Path(name).exists():
+            raise fail(
+                f"--scenario {name}: no such file or directory (built-in scenarios: "
+                f"{', '.join(BUILTINS)})"
+            )
+    scenario = read_scenario(names)
+    if not scenario.workloads:
+        raise fail(f"--scenario {' '.join(names)}: the files define no workloads")
+    if options.cluster is None:
+        nodes = read_cluster_spec(bundled_path(BUNDLED_CLUSTER))
+        cluster_label = f"bundled Alibaba-like cluster ({len(nodes)} nodes)"
+    else:
+        nodes = read_cluster(options.cluster)
+        cluster_label = f"{options.cluster} ({len(nodes)} nodes)"
+    if not nodes:
+        raise fail("the cluster has no nodes")
+    name = ", ".join(names)
+    pods = sum(len(t.workload.pods) for t in scenario.workloads)
+    queues = [q for q in scenario.queues if q != "default"] or ["default"]
+    tenant = TenantScenario(
+        name,
+        f"{len(scenario.workloads)} workloads ({pods} pods) in {len(queues)} queue(s) "
+        f"({', '.join(queues)}) from {name}",
+        dict(scenario.queues),
+        dict(scenario.priority_classes),
+        tuple(scenario.workloads),
+    )
+    prepared = Prepared(tuple(nodes), tenant, tuple(scenario.resource_quotas))
+    return Scenarios(name, dict.fromkeys(seeds, prepared), cluster_label, tenant.description)

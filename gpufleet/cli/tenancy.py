@@ -1,0 +1,388 @@
+"""``gpufleet simulate --scenario``: multi-tenant replays through queues, quotas, priorities,
+gangs and preemption, optionally against the FIFO baseline, with explanations of who waits.
+
+Owns the command's flow (scenario, runs with progress bars, terminal tables, report and JSON)
+and its terminal output. The scenario comes from :mod:`gpufleet.cli.scenarios`, the runs from
+:mod:`gpufleet.cli.tenancy_pool`, the numbers from :mod:`gpufleet.report.tenancy`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpufleet.backends.sim.scenarios import TenantScenario
+from gpufleet.cli.common import (
+    EXIT_FAILED,
+    check_policies,
+    console,
+    ensure_dir,
+    fail,
+    format_duration,
+    friendly_errors,
+    parse_duration,
+    parse_seeds,
+)
+from gpufleet.cli.scenarios import ScenarioOptions, Scenarios, load_scenarios
+from gpufleet.cli.tenancy_pool import Shared, TenancyTask, run_tenancy_tasks
+from gpufleet.report.html import NamedTable, write_report
+from gpufleet.report.summary import write_json
+from gpufleet.report.tenancy import (
+    NO_CLASS,
+    Comparison,
+    ExplainRow,
+    LabelledRun,
+    QueueSummary,
+    QueueTree,
+    RunSummary,
+    Unit,
+    Variant,
+    compare_with_fifo,
+    explain_rows,
+    summarize_queues,
+    summarize_runs,
+)
+from gpufleet.report.tenancy_html import tenancy_figures
+from gpufleet.scheduling.admission import AdmissionConfig
+
+DEFAULT_POLICIES = ["default"]
+#: Explanation rows per table in the HTML report (results.json has them all).
+HTML_EXPLAIN_ROWS = 500
+END = "end"
+
+
+class Baseline(StrEnum):
+    FIFO = "fifo"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class TenancyArgs:
+    """The command line of a ``--scenario`` run, parsed by typer, not yet checked."""
+
+    scenario: list[str]
+    options: ScenarioOptions
+    policy: list[str] | None
+    seeds: str
+    out: Path | None
+    workers: int
+    baseline: Baseline
+    explain_at: str | None
+    explain_limit: int
+    backfill: bool
+
+
+@friendly_errors
+def simulate_scenarios(args: TenancyArgs) -> None:
+    policies = check_policies(args.policy or DEFAULT_POLICIES)
+    seeds = parse_seeds(args.seeds)
+    if args.explain_limit < 0:
+        raise fail("--explain-limit must be 0 or more")
+    explain_at = _explain_time(args.explain_at)
+    scenarios = load_scenarios(args.scenario, seeds, args.options)
+    variants = [Variant.QUEUES] + ([Variant.FIFO] if args.baseline is Baseline.FIFO else [])
+    tasks = [TenancyTask(p, s, v) for p in policies for s in seeds for v in variants]
+    console.print(f"cluster:  {scenarios.cluster_label}")
+    console.print(f"scenario: {scenarios.description}")
+    console.print(
+        f"replay with queues; policies {', '.join(policies)}, seeds {args.seeds}"
+        + (", with the FIFO baseline" if args.baseline is Baseline.FIFO else "")
+        + f", {args.workers} worker(s)"
+    )
+    config = AdmissionConfig(backfill=args.backfill)
+    shared = Shared(scenarios.by_seed, config, explain_at)
+    runs = _run_with_progress(shared, tasks, args.workers)
+
+    summaries = summarize(runs, scenarios.by_seed[seeds[0]].scenario, policies)
+    print_queue_table(summaries.queues, len(seeds))
+    for row in summaries.runs:
+        print_run_line(row)
+    print_comparison(summaries.comparison)
+    if args.explain_at is not None:
+        for run in runs:
+            if run.variant is Variant.QUEUES:
+                if explain_at is not None:
+                    print_explain(run, at_end=False, limit=args.explain_limit)
+                print_explain(run, at_end=True, limit=args.explain_limit)
+
+    directory = ensure_dir(
+        args.out or Path("gpufleet-results") / dt.datetime.now().strftime("tenancy-%Y%m%d-%H%M%S")
+    )
+    _write_report(directory, scenarios, args.seeds, policies, explain_at, runs, summaries)
+    write_json(
+        directory / "results.json",
+        {
+            "mode": "tenancy",
+            "scenario": scenarios.name,
+            "description": scenarios.description,
+            "cluster": scenarios.cluster_label,
+            "policies": policies,
+            "seeds": seeds,
+            "baseline": str(args.baseline),
+            "admission": config,
+            "explain_at": explain_at,
+            "summary": summaries,
+            "runs": runs,
+        },
+    )
+    partial = sum(r.partial_gangs for r in summaries.runs)
+    violations = sum(r.bind_violations for r in summaries.runs)
+    if partial:
+        raise fail(f"{partial} gangs held only part of their pods (must be 0)", EXIT_FAILED)
+    if violations:
+        raise fail(f"{violations} binds were refused by the simulated cluster", EXIT_FAILED)
+    console.print(f"report:  {directory / 'report.html'}")
+    console.print(f"results: {directory / 'results.json'}")
+
+
+@dataclass(slots=True)
+class Summaries:
+    runs: list[RunSummary]
+    queues: list[QueueSummary]
+    comparison: list[Comparison]
+
+
+def summarize(
+    runs: Sequence[LabelledRun], scenario: TenantScenario, policies: Sequence[str]
+) -> Summaries:
+    tree = QueueTree({name: q.parent for name, q in scenario.queues.items()})
+    values = {name: c.value for name, c in scenario.priority_classes.items()}
+    used = sorted({t.workload.priority_class or NO_CLASS for t in scenario.workloads})
+    run_rows = summarize_runs(runs, values, used)
+    return Summaries(run_rows, summarize_queues(runs, tree), compare_with_fifo(run_rows, policies))
+
+
+def _explain_time(text: str | None) -> float | None:
+    if text is None or text.strip().lower() == END:
+        return None
+    return parse_duration(text)
+
+
+def _run_with_progress(shared: Shared, tasks: list[TenancyTask], workers: int) -> list[LabelledRun]:
+    columns = (
+        TextColumn("{task.description:<26}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("pods arrived"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        bars = [
+            progress.add_task(
+                f"{t.policy}/{t.variant} seed {t.seed}", total=shared.by_seed[t.seed].pods
+            )
+            for t in tasks
+        ]
+
+        def update(index: int, done: int, total: int) -> None:
+            progress.update(bars[index], completed=done, total=total)
+
+        results = run_tenancy_tasks(shared, tasks, workers, update)
+        for bar in bars:
+            progress.update(bar, completed=progress.tasks[bar].total)
+    return results
+
+
+# ------------------------------------------------------------------------------ terminal
+
+
+def _duration(seconds: float | None) -> str:
+    return "-" if seconds is None else format_duration(seconds)
+
+
+def _gpus(value: float) -> str:
+    return f"{value:g}" if value == int(value) else f"{value:.1f}"
+
+
+def print_queue_table(rows: Sequence[QueueSummary], seeds: int) -> None:
+    table = Table(
+        title="Per queue" + (f" (median over {seeds} seeds)" if seeds > 1 else ""),
+        caption="delay: arrival to the whole gang running; JCT: arrival to completion; "
+        "GPU-h used/entitled count a parent's whole subtree; short: the longest spell below "
+        "nominal quota while a waiting workload would fit in it.",
+    )
+    table.add_column("run", no_wrap=True)
+    table.add_column("queue", no_wrap=True)
+    for column in (
+        "nominal GPUs",
+        "work-loads",
+        "delay p50 / p95",
+        "JCT p50",
+        "GPU-h used / entitled",
+        "preempted (GPU-h lost)",
+        "short",
+    ):
+        table.add_column(column, justify="right")
+    last = None
+    for row in rows:
+        first = row.run != last
+        if first and last is not None:
+            table.add_section()
+        last = row.run
+        started = row.admitted > 0
+        table.add_row(
+            row.run if first else "",
+            "  " * row.depth + row.queue,
+            _gpus(row.nominal_gpus),
+            str(row.workloads),
+            f"{_duration(row.delay_p50)} / {_duration(row.delay_p95)}" if started else "-",
+            _duration(row.jct_p50) if row.completed else "-",
+            f"{row.gpu_hours_used:,.1f} / {row.gpu_hours_entitled:,.1f}",
+            f"{row.preemptions} ({row.gpu_hours_lost:,.1f})",
+            _duration(row.longest_short_of_nominal),
+        )
+    console.print(table)
+
+
+def print_run_line(row: RunSummary) -> None:
+    gangs = (
+        "[green]partial gangs 0[/]"
+        if not row.partial_gangs
+        else f"[bold red]partial gangs {row.partial_gangs}[/]"
+    )
+    parts = [
+        f"GPU allocation {row.allocation_busy_pct:.1f}% (first to last arrival)",
+        gangs,
+    ]
+    if row.high_priority_class is not None:
+        delay = (
+            "none started"
+            if row.high_priority_p95 is None
+            else f"p95 delay {_duration(row.high_priority_p95)}"
+        )
+        parts.append(f"{row.high_priority_class} (highest priority): {delay}")
+    parts.append(f"{row.preemptions} preemptions ({row.gpu_hours_lost:,.1f} GPU-h lost)")
+    parts.append(f"{row.completed}/{row.workloads} workloads completed")
+    parts.append(f"{row.waiting_at_end} waiting at the end")
+    console.print(f"[bold]{row.run}[/]: " + "; ".join(parts))
+
+
+def _value(unit: Unit, value: float | None) -> str:
+    if value is None:
+        return "none started" if unit is Unit.SECONDS else "-"
+    if unit is Unit.PERCENT:
+        return f"{value:.1f}%"
+    if unit is Unit.SECONDS:
+        return format_duration(value)
+    if unit is Unit.GPU_HOURS:
+        return f"{value:,.1f}"
+    return f"{value:,.0f}"
+
+
+def print_comparison(rows: Sequence[Comparison]) -> None:
+    for policy in dict.fromkeys(r.policy for r in rows):
+        console.print(f"[bold]{policy}: gpufleet queues vs FIFO baseline[/]")
+        for row in (r for r in rows if r.policy == policy):
+            ours, fifo = _value(row.unit, row.queues), _value(row.unit, row.fifo)
+            mark = ""
+            if row.queues is not None and row.fifo is not None and ours != fifo:
+                better = (row.queues < row.fifo) == row.lower_is_better
+                mark = " [green](better)[/]" if better else " [red](worse)[/]"
+            console.print(f"  {row.metric}: {ours} vs {fifo}{mark}")
+
+
+def print_explain(run: LabelledRun, at_end: bool, limit: int) -> None:
+    rows = sorted(explain_rows(run, at_end), key=lambda r: (r.position, r.queue))
+    when = "the end" if at_end else f"t={_duration(run.result.explained_at)}"
+    title = f"Waiting at {when} ({run.label}, seed {run.seed}): {len(rows)} workloads"
+    if not rows:
+        at = run.result.explained_at
+        ended = run.result.replay.simulated_seconds
+        if not at_end and at is not None and at > ended:
+            console.print(f"{title} (the run ended at t={_duration(ended)}, before t={when[2:]})")
+        else:
+            console.print(title)
+        return
+    shown = rows[:limit]
+    table = Table(
+        title=title,
+        caption=(
+            f"{len(rows) - len(shown)} more in results.json (--explain-limit)"
+            if len(shown) < len(rows)
+            else None
+        ),
+    )
+    table.add_column("workload", overflow="fold")
+    table.add_column("queue", no_wrap=True)
+    table.add_column("pos", justify="right")
+    table.add_column("waiting for", no_wrap=True)
+    table.add_column("why", overflow="fold", ratio=1)
+    table.add_column("est. start", justify="right")
+    for row in shown:
+        table.add_row(
+            row.workload,
+            row.queue,
+            str(row.position),
+            row.waiting_for,
+            row.message,
+            _start(row, at_end),
+        )
+    console.print(table)
+
+
+def _start(row: ExplainRow, at_end: bool) -> str:
+    if row.estimated_start is None:
+        return "-"
+    text = f"t={format_duration(row.estimated_start)}"
+    if not at_end and row.at is not None:
+        text += f" (in {format_duration(max(0.0, row.estimated_start - row.at))})"
+    return text
+
+
+# ------------------------------------------------------------------------------ files
+
+
+def _write_report(
+    directory: Path,
+    scenarios: Scenarios,
+    seeds: str,
+    policies: list[str],
+    explain_at: float | None,
+    runs: list[LabelledRun],
+    summaries: Summaries,
+) -> None:
+    firsts: dict[str, LabelledRun] = {}
+    for run in runs:
+        if run.variant is Variant.QUEUES:
+            firsts.setdefault(run.label, run)
+    appendix: list[NamedTable] = []
+    for run in firsts.values():
+        if explain_at is not None:
+            appendix.append(
+                (
+                    f"Waiting at t={format_duration(explain_at)} ({run.label}, seed {run.seed})",
+                    "Times in seconds of simulated time; results.json has every row.",
+                    explain_rows(run, at_end=False)[:HTML_EXPLAIN_ROWS],
+                )
+            )
+        appendix.append(
+            (
+                f"Waiting at the end ({run.label}, seed {run.seed})",
+                "Times in seconds of simulated time; results.json has every row.",
+                explain_rows(run, at_end=True)[:HTML_EXPLAIN_ROWS],
+            )
+        )
+    write_report(
+        directory / "report.html",
+        f"gpufleet multi-tenant simulation: {scenarios.name}",
+        f"{scenarios.description}. Cluster: {scenarios.cluster_label}. Policies "
+        f"{', '.join(policies)}; seeds {seeds}.",
+        summaries.runs,
+        tenancy_figures(runs, summaries.queues),
+        tables=[
+            (
+                "Per queue",
+                "Median over seeds. Times in seconds, GPU amounts in GPUs; GPU-hours used and "
+                "entitled count a parent queue's whole subtree.",
+                summaries.queues,
+            ),
+            ("gpufleet queues vs FIFO baseline", "", summaries.comparison),
+        ],
+        appendix=appendix,
+    )
