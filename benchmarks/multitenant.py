@@ -227,7 +227,7 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=6.0, help="Hours of arrivals.")
     parser.add_argument("--node-fraction", type=float, default=0.1, help="Trace nodes kept.")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--bound", default="1h", help="Bound on short-of-nominal spells.")
+    parser.add_argument("--bound", default="2h", help="Bound on short-of-nominal spells.")
     parser.add_argument("--racks", type=int, default=8, help="large-gangs: racks of 8 nodes.")
     parser.add_argument("--skip-trace", action="store_true", help="Only the synthetic one.")
     parser.add_argument("--out", type=Path, default=RESULTS)

@@ -511,7 +511,12 @@ class SchedulerCore:
         table = self.table
         n = table.size
         tree = self.quotas.tree
-        room = tree.available(workload.queue) - tree.usage[tree.index[workload.queue]]
+        index = tree.index[workload.queue]
+        if workload.preemptible:
+            room = tree.available(workload.queue) - tree.usage[index]
+        else:  # non-preemptible work must stay within nominal, on every level
+            pinned = self.quotas.pinned_usage
+            room = np.min([tree.nominal[i] - pinned[i] for i in tree.paths[index]], axis=0)
         ok_models = [
             model_id
             for model_id, model in enumerate(table.model_names)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from gpufleet.model.actions import Action, Evict, MarkUnschedulable
 from gpufleet.model.events import PodDeleted, WorkloadAdded
-from gpufleet.model.tenancy import GPU
+from gpufleet.model.tenancy import GPU, Queue, gpu_model_key
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.testing.builders import make_node, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core
@@ -67,3 +67,21 @@ def test_a_hold_is_given_back_when_the_preemptor_is_deleted() -> None:
     cluster.settle(now=11)
     assert low.key in core.running
     assert gpu_usage(core, "q") == 1000
+
+
+def test_non_preemptible_pod_goes_to_the_model_its_queue_has_nominal_quota_of() -> None:
+    # The pod allows A100 or H100; its queue's nominal quota covers H100 only (the A100 quota
+    # is another queue's). The engine may prefer an A100, but non-preemptible work must stay
+    # within nominal for the model too: it goes to the H100 rather than waiting forever.
+    a100 = make_node("a100", gpus=2, model="A100")
+    h100 = make_node("h100", gpus=2, model="H100")
+    chat = Queue("chat", nominal={GPU: 1000, gpu_model_key("H100"): 1000})
+    batch = Queue("batch", nominal={GPU: 1000, gpu_model_key("A100"): 1000})
+    core = make_core([a100, h100], [chat, batch])
+    cluster = EchoCluster(core)
+    serve = make_workload(
+        "serve", "chat", gpus=0, milli=500, preemptible=False, models=["A100", "H100"]
+    )
+    cluster.submit(serve, now=0)
+    assert serve.key in core.running
+    assert cluster.running[serve.pods[0].key].node == "h100"
