@@ -2,12 +2,14 @@
 
 ``from_trace`` turns a pod trace (the Alibaba 2023 one) into a shared cluster's workload:
 
-* pods are drawn with replacement until there are ``count`` workloads, run times capped, and
-  arrivals re-timed so that the offered GPU load is ``load`` times the cluster's GPUs (a
-  cluster in contention: a load above 1 means queues grow);
+* GPU pods are drawn with replacement until their GPU work (gangs counted whole) fills
+  ``hours`` at an offered GPU load of ``load`` (a load above 1 means queues grow), run times
+  capped, arrivals re-timed as a Poisson process; work already submitted before the day (part
+  done) fills the cluster at t=0, so that the replay starts busy;
 * each pod goes to a team drawn by its class (multi-GPU pods mostly to training, GPU shares to
   dev notebooks and inference...), and each team's queue has a nominal GPU quota in proportion
-  to its expected demand (quotas add up to the cluster; all may borrow what others leave idle);
+  to its expected demand (quotas add up to ``quota_fraction`` of the GPUs; all may borrow what
+  others leave idle);
 * distributed jobs are gangs: every multi-GPU pod becomes a gang of 2-4 identical workers, and
   a part of the training team's one-GPU pods gangs of 2-8; training gangs checkpoint;
 * halfway through, a burst of high-priority, non-preemptible inference pods arrives in a few
