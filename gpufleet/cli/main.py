@@ -9,6 +9,7 @@ from gpufleet.cli import bench, traces
 from gpufleet.cli.common import console
 from gpufleet.cli.demo import demo
 from gpufleet.cli.place import place
+from gpufleet.cli.scheduler import scheduler
 from gpufleet.cli.simulate import simulate
 from gpufleet.scheduling.policies import POLICY_DESCRIPTIONS
 
@@ -20,6 +21,7 @@ app = typer.Typer(
 app.command()(simulate)
 app.command()(place)
 app.command()(demo)
+app.command()(scheduler)
 app.add_typer(bench.app, name="bench")
 app.add_typer(traces.app, name="traces")
 

@@ -28,16 +28,25 @@ class Manifest(dict[str, Any]):
     """One object of a file: a plain dict that also remembers its document and line."""
 
     def __init__(
-        self, data: Mapping[str, Any], document: int, line: int, item: int | None = None
+        self,
+        data: Mapping[str, Any],
+        document: int,
+        line: int,
+        item: int | None = None,
+        where: str | None = None,
     ) -> None:
         super().__init__(data)
         self.document = document
         self.line = line
         self.item = item
+        self.where = where
 
     @property
     def location(self) -> str:
-        """``document 2 (line 14)``, or ``document 1, items[3] (line 40)`` inside a List."""
+        """``document 2 (line 14)``, or ``document 1, items[3] (line 40)`` inside a List (or
+        ``where``, for an object that came from elsewhere than a file)."""
+        if self.where is not None:
+            return self.where
         if self.item is None:
             return f"document {self.document} (line {self.line})"
         return f"document {self.document}, items[{self.item}] (line {self.line})"

@@ -6,12 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-import numpy as np
-
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.backends.sim.fill import fill_order
 from gpufleet.backends.sim.results import FillRun, PendingReport, ReplayRun, TenancyRun
 from gpufleet.backends.sim.tenants import TenantRecorder
+from gpufleet.control.factory import tie_rank
 from gpufleet.control.loop import run as run_loop
 from gpufleet.model import Node, Pod
 from gpufleet.model.tenancy import Queue, ResourceQuota
@@ -98,7 +97,9 @@ def run_replay(
     target = target if target is not None else typical_shapes(pods)
     table = NodeTable(nodes)
     core = SchedulerCore(
-        table, make_policy(policy, table, PolicyContext(target, seed)), tie_rank=_rank(table, seed)
+        table,
+        make_policy(policy, table, PolicyContext(target, seed)),
+        tie_rank=tie_rank(table, seed),
     )
     sim = SimulatedCluster(nodes, workload, Mode.REPLAY, target)
     run_loop(sim, core, _progress_hook(sim, len(workload), progress))
@@ -108,14 +109,6 @@ def run_replay(
     return sim.recorder.replay_result(
         policy, seed, time.perf_counter() - started, len(workload), never_ran
     )
-
-
-def _rank(table: NodeTable, seed: int) -> np.ndarray[tuple[int], np.dtype[np.int64]]:
-    """A random tie-break order of the nodes (so equal scores do not favour the first)."""
-    rng = np.random.default_rng(seed)
-    rank = np.empty(table.size, np.int64)
-    rank[rng.permutation(table.size)] = np.arange(table.size)
-    return rank
 
 
 def run_workloads(
@@ -142,7 +135,7 @@ def run_workloads(
     core = SchedulerCore(
         table,
         make_policy(policy, table, PolicyContext(target, seed)),
-        tie_rank=_rank(table, seed),
+        tie_rank=tie_rank(table, seed),
         queues=queues,
         resource_quotas=resource_quotas,
         config=config,

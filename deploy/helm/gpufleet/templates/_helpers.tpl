@@ -1,0 +1,29 @@
+{{/*
+The templates of this chart use a deliberate subset of Helm's template language, so that
+tests/deploy/helm_render.py (a small renderer of that subset) can render them where no helm
+binary can be installed, and compare the result with deploy/*.yaml:
+  {{ .Values.a.b }}  {{ .Release.Name }}  {{ .Release.Namespace }}  {{ .Release.Service }}
+  {{ .Chart.Name }}  {{ .Chart.Version }}  {{ .Chart.AppVersion }}  {{ .Files.Get "path" }}
+  {{- if X }} / {{- else }} / {{- end }}   {{- define "name" }} ... {{- end }}
+  pipelines of: include "name" .   toYaml X   nindent N   indent N   quote   default X
+Keep to it (no range, with, printf, tpl, lookup, ...) or teach the renderer first.
+*/}}
+
+{{/* Labels that select the scheduler's pods. */}}
+{{- define "gpufleet.selectorLabels" -}}
+app.kubernetes.io/name: gpufleet
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: scheduler
+{{- end }}
+
+{{/* Labels of every object of the release. */}}
+{{- define "gpufleet.labels" -}}
+{{ include "gpufleet.selectorLabels" . }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* The namespace of the leader-election Lease. */}}
+{{- define "gpufleet.leaseNamespace" -}}
+{{ .Values.leaderElection.leaseNamespace | default .Release.Namespace }}
+{{- end }}

@@ -1,0 +1,299 @@
+"""The Kubernetes API as the scheduler uses it: plain dicts over the official client.
+
+Owns the calls (list, watch, binding, eviction, status patches, events, leases, custom-object
+status) and the client-side rate limit every call passes through. Objects stay the JSON dicts
+the API server sends (``_preload_content=False``): the readers of ``gpufleet.io`` take dicts,
+and skipping the client's model classes is several times faster on 10,000-pod lists. It does not
+cache, retry or decide anything: informers, the backend and the reporters do.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.rest import ApiException
+
+Obj = dict[str, Any]
+
+#: How long one watch request stays open before it is renewed from its last resourceVersion.
+WATCH_TIMEOUT_S = 300
+
+
+class WatchExpiredError(Exception):
+    """The resourceVersion a watch resumed from is too old (410 Gone): list again."""
+
+
+class ApiError(Exception):
+    """A call the API server refused; ``status`` is its HTTP code (0: no answer)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        self.status = status
+        self.reason = reason
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A kind the scheduler lists and watches: core (group ""), built-in or custom."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+NODES = Resource("Node", "", "v1", "nodes", False)
+PODS = Resource("Pod", "", "v1", "pods", True)
+PRIORITY_CLASSES = Resource("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
+RESOURCE_QUOTAS = Resource("ResourceQuota", "", "v1", "resourcequotas", True)
+QUEUES = Resource("Queue", "gpufleet.dev", "v1alpha1", "queues", False)
+POD_GROUPS = Resource("PodGroup", "gpufleet.dev", "v1alpha1", "podgroups", True)
+COSCHEDULING_POD_GROUPS = Resource("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", True)
+
+
+class RateLimiter:
+    """A token bucket: ``qps`` calls a second on average, bursts of up to ``burst`` (the
+    client-go flowcontrol limiter; the Python client has none of its own)."""
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"rate limit needs qps > 0 and burst >= 1, got {qps} and {burst}")
+        self.qps, self.burst = qps, burst
+        self._clock, self._sleep = clock, sleep
+        self._tokens = float(burst)
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+
+
+def load_client(kubeconfig: str | None, pool_size: int = 32) -> k8s.ApiClient:
+    """An API client from a kubeconfig file, or the in-cluster service account when None."""
+    configuration = k8s.Configuration()
+    if kubeconfig is None:
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    else:
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    configuration.connection_pool_maxsize = pool_size
+    return k8s.ApiClient(configuration)
+
+
+def micro_time(at: float | None = None) -> str:
+    """A ``MicroTime`` (leases, events.k8s.io) for ``at`` seconds since the epoch (now)."""
+    moment = datetime.fromtimestamp(time.time() if at is None else at, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339(at: float | None = None) -> str:
+    moment = datetime.fromtimestamp(time.time() if at is None else at, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str | None) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time (``Time`` or ``MicroTime``)."""
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+class KubeApi:
+    """See the module docstring. Thread-safe: binders, informers and reporters share one."""
+
+    def __init__(self, api_client: k8s.ApiClient, limiter: RateLimiter | None = None) -> None:
+        self.client = api_client
+        self.core = k8s.CoreV1Api(api_client)
+        self.custom = k8s.CustomObjectsApi(api_client)
+        self.scheduling = k8s.SchedulingV1Api(api_client)
+        self.coordination = k8s.CoordinationV1Api(api_client)
+        self.limiter = limiter or RateLimiter(qps=500, burst=1000)
+
+    # ----------------------------------------------------------------------------- plumbing
+    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self.limiter.acquire()
+        try:
+            response = method(*args, _preload_content=False, **kwargs)
+        except ApiException as error:
+            raise _api_error(error) from None
+        except OSError as error:  # urllib3 wraps connection errors in OSError subclasses
+            raise ApiError(0, "Unreachable", str(error)) from None
+        data = response.data
+        return json.loads(data) if data else None
+
+    def _list_method(self, resource: Resource) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        if resource.group in ("gpufleet.dev", "scheduling.x-k8s.io"):
+            # Listed across all namespaces for namespaced kinds too.
+            args = (resource.group, resource.version, resource.plural)
+            return self.custom.list_cluster_custom_object, args
+        methods: dict[str, Callable[..., Any]] = {
+            "Node": self.core.list_node,
+            "Pod": self.core.list_pod_for_all_namespaces,
+            "ResourceQuota": self.core.list_resource_quota_for_all_namespaces,
+            "PriorityClass": self.scheduling.list_priority_class,
+        }
+        return methods[resource.kind], ()
+
+    # ----------------------------------------------------------------------------- reading
+    def list(self, resource: Resource) -> tuple[list[Obj], str]:
+        """Every object of a kind, each with kind and apiVersion set, and the list's
+        resourceVersion to watch from."""
+        method, args = self._list_method(resource)
+        listing = self._call(method, *args)
+        items: list[Obj] = listing.get("items") or []
+        for item in items:
+            item.setdefault("kind", resource.kind)
+            item.setdefault("apiVersion", resource.api_version)
+        return items, str(listing.get("metadata", {}).get("resourceVersion", ""))
+
+    def watch(
+        self, resource: Resource, resource_version: str, timeout_s: int = WATCH_TIMEOUT_S
+    ) -> Iterator[tuple[str, Obj]]:
+        """(type, object) changes after ``resource_version`` until the server ends the stream;
+        raises :class:`WatchExpiredError` on 410 Gone."""
+        method, args = self._list_method(resource)
+        self.limiter.acquire()
+        try:
+            response = method(
+                *args,
+                watch=True,
+                resource_version=resource_version,
+                timeout_seconds=timeout_s,
+                allow_watch_bookmarks=True,
+                _preload_content=False,
+            )
+        except ApiException as error:
+            if error.status == 410:
+                raise WatchExpiredError(str(error.reason)) from None
+            raise _api_error(error) from None
+        except OSError as error:
+            raise ApiError(0, "Unreachable", str(error)) from None
+        try:
+            for line in _lines(response):
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise WatchExpiredError(str(obj.get("message", "")))
+                    raise ApiError(int(obj.get("code") or 0), str(obj.get("reason", "")), str(obj))
+                obj.setdefault("kind", resource.kind)
+                obj.setdefault("apiVersion", resource.api_version)
+                yield str(kind), obj
+        finally:
+            response.release_conn()
+
+    # ----------------------------------------------------------------------------- pods
+    def bind(self, namespace: str, name: str, node: str, annotations: Mapping[str, str]) -> None:
+        """Bind through the Binding subresource; the API server copies the binding's
+        annotations onto the pod in the same write."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "annotations": dict(annotations)},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        self._call(self.core.create_namespaced_pod_binding, name, namespace, body)
+
+    def evict(self, namespace: str, name: str) -> None:
+        """Evict through the Eviction API (PodDisruptionBudgets apply: 429 when one forbids)."""
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        self._call(self.core.create_namespaced_pod_eviction, name, namespace, body)
+
+    def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> None:
+        self._call(self.core.patch_namespaced_pod_status, name, namespace, patch)
+
+    # ----------------------------------------------------------------------------- events
+    def create_event(self, namespace: str, body: Obj) -> Obj:
+        result: Obj = self._call(self.core.create_namespaced_event, namespace, body)
+        return result
+
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> None:
+        self._call(self.core.patch_namespaced_event, name, namespace, patch)
+
+    # ----------------------------------------------------------------------------- leases
+    def get_lease(self, namespace: str, name: str) -> Obj | None:
+        try:
+            lease: Obj = self._call(self.coordination.read_namespaced_lease, name, namespace)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return lease
+
+    def create_lease(self, namespace: str, body: Obj) -> Obj:
+        result: Obj = self._call(self.coordination.create_namespaced_lease, namespace, body)
+        return result
+
+    def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
+        result: Obj = self._call(self.coordination.replace_namespaced_lease, name, namespace, body)
+        return result
+
+    # ----------------------------------------------------------------------------- custom
+    def patch_custom_status(
+        self, resource: Resource, name: str, namespace: str | None, patch: Obj
+    ) -> None:
+        """Merge-patch the status subresource of one of our objects."""
+        if resource.namespaced:
+            assert namespace is not None
+            self._call(
+                self.custom.patch_namespaced_custom_object_status,
+                resource.group, resource.version, namespace, resource.plural, name, patch,
+            )  # fmt: skip
+        else:
+            self._call(
+                self.custom.patch_cluster_custom_object_status,
+                resource.group, resource.version, resource.plural, name, patch,
+            )  # fmt: skip
+
+
+def _api_error(error: ApiException) -> ApiError:
+    message = str(error.reason or "")
+    if error.body:
+        try:
+            message = str(json.loads(error.body).get("message", message))
+        except (ValueError, AttributeError):
+            message = str(error.body)[:500]
+    return ApiError(int(error.status or 0), str(error.reason or ""), message)
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    """Whole lines of a streamed response (a chunk may end mid-line)."""
+    rest = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        rest += chunk
+        *lines, rest = rest.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield line
+    if rest.strip():
+        yield rest

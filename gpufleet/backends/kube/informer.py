@@ -1,0 +1,145 @@
+"""List-watch of one kind: a cache of its objects and a stream of their changes.
+
+Owns client-go's informer contract, in a thread per kind: list, then watch from the list's
+resourceVersion; when a stream ends, watch again from the last resourceVersion seen; on 410 Gone
+list again and turn the difference between the cache and the new listing into the changes
+that were missed (so nothing deleted during the gap is forgotten); on any other failure wait
+with a growing backoff and list again. A kind whose CRD is not installed (404) counts as synced
+with no objects, and is listed again the same way until it appears. Every change goes to one
+``sink`` shared by all informers, in the order seen. It does not interpret objects: the
+backend does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpufleet.backends.kube.api import ApiError, KubeApi, Obj, Resource, WatchExpiredError
+
+log = logging.getLogger(__name__)
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One object of ``resource`` ADDED, MODIFIED or DELETED (its last state)."""
+
+    resource: Resource
+    type: str
+    obj: Obj
+
+
+def object_key(obj: Obj) -> str:
+    """``namespace/name`` for namespaced objects, ``name`` otherwise."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = str(metadata.get("name", ""))
+    return f"{namespace}/{name}" if namespace else name
+
+
+def _resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+class Informer:
+    """See the module docstring. ``synced`` is set once the first listing is in the sink."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        resource: Resource,
+        sink: Callable[[Change], None],
+        stop: threading.Event,
+        watch_timeout_s: int = 300,
+        backoff_s: tuple[float, float] = (0.5, 30.0),
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.sink = sink
+        self.stop = stop
+        self.watch_timeout_s = watch_timeout_s
+        self.backoff_s = backoff_s
+        self.cache: dict[str, Obj] = {}
+        self.synced = threading.Event()
+        self.resource_version = ""
+        self.relists = 0
+        self.last_error: str | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self.run, name=f"informer-{self.resource.plural}", daemon=True
+        )
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        delay = self.backoff_s[0]
+        while not self.stop.is_set():
+            try:
+                self._list()
+                delay = self.backoff_s[0]
+                self._watch_until_expired()
+            except ApiError as error:
+                self._note_failure(str(error))
+                if error.status == 404:  # the kind is not installed: nothing of it exists
+                    self.synced.set()
+            except Exception as error:  # a broken stream, a bad line: list again, never die
+                log.exception("informer %s failed", self.resource.plural)
+                self._note_failure(repr(error))
+            else:
+                continue
+            self.stop.wait(delay)
+            delay = min(delay * 2, self.backoff_s[1])
+
+    def _note_failure(self, message: str) -> None:
+        if message != self.last_error:
+            log.warning("listing or watching %s failed: %s", self.resource.plural, message)
+        self.last_error = message
+
+    def _list(self) -> None:
+        items, version = self.api.list(self.resource)
+        fresh = {object_key(item): item for item in items}
+        for key, old in list(self.cache.items()):
+            if key not in fresh:
+                del self.cache[key]
+                self.sink(Change(self.resource, DELETED, old))
+        for key, item in fresh.items():
+            seen = self.cache.get(key)
+            if seen is None or _resource_version(seen) != _resource_version(item):
+                self.cache[key] = item
+                self.sink(Change(self.resource, ADDED if seen is None else MODIFIED, item))
+        self.resource_version = version
+        self.relists += 1
+        self.last_error = None
+        self.synced.set()
+
+    def _watch_until_expired(self) -> None:
+        """Watch, renewing each ended stream from the last resourceVersion, until 410."""
+        while not self.stop.is_set():
+            try:
+                for kind, obj in self.api.watch(
+                    self.resource, self.resource_version, self.watch_timeout_s
+                ):
+                    version = _resource_version(obj)
+                    if version:
+                        self.resource_version = version
+                    if kind == "BOOKMARK":
+                        continue
+                    key = object_key(obj)
+                    if kind == DELETED:
+                        self.cache.pop(key, None)
+                    else:
+                        self.cache[key] = obj
+                    self.sink(Change(self.resource, kind, obj))
+                    if self.stop.is_set():
+                        return
+            except WatchExpiredError:
+                return

@@ -1,0 +1,114 @@
+"""Prometheus metrics of the scheduler, and the HTTP endpoint that serves them with health.
+
+Owns the metric definitions (prometheus-client) and a small HTTP server for ``/metrics``,
+``/healthz`` (the loop has turned recently) and ``/readyz`` (the caches are synced). The
+standard library's server is enough for three GET routes; FastAPI would add a dependency and
+an event loop to a process that has neither.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from gpufleet.model.actions import Action, Bind, Evict
+
+
+class _Backend(Protocol):
+    def waiting_pods(self) -> int: ...
+
+
+class SchedulerMetrics:
+    """The scheduler's metrics, in a registry of their own (several schedulers in one test
+    process must not collide)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.binds = Counter("gpufleet_binds", "Pods the scheduler asked to bind", registry=r)
+        self.evictions = Counter(
+            "gpufleet_evictions", "Pods the scheduler asked to evict", registry=r
+        )
+        self.ignored_events = Counter(
+            "gpufleet_ignored_events",
+            "Cluster changes the core could not take (a pod bound beyond a node's capacity)",
+            registry=r,
+        )
+        self.pending_pods = Gauge(
+            "gpufleet_pending_pods", "Pods waiting in the scheduling core", registry=r
+        )
+        self.running_workloads = Gauge(
+            "gpufleet_running_workloads", "Workloads admitted and placed", registry=r
+        )
+        self.leader = Gauge("gpufleet_leader", "1 while this replica leads", registry=r)
+        self.turn_seconds = Histogram(
+            "gpufleet_scheduling_turn_seconds",
+            "Time of one loop turn: events in, cycles, actions out",
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=r,
+        )
+
+    def observe_turn(
+        self, seconds: float, actions: Sequence[Action], backend: _Backend, core: object
+    ) -> None:
+        self.turn_seconds.observe(seconds)
+        self.binds.inc(sum(isinstance(a, Bind) for a in actions))
+        self.evictions.inc(sum(isinstance(a, Evict) for a in actions))
+        self.pending_pods.set(backend.waiting_pods())
+        running = getattr(core, "running", None)
+        if running is not None:
+            self.running_workloads.set(len(running))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class HealthServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on ``host:port`` (port 0 picks one)."""
+
+    def __init__(
+        self,
+        metrics: SchedulerMetrics,
+        healthy: Callable[[], bool],
+        ready: Callable[[], bool],
+        port: int,
+        host: str = "0.0.0.0",
+    ) -> None:
+        routes: dict[str, Callable[[], tuple[int, bytes, str]]] = {
+            "/metrics": lambda: (200, metrics.exposition(), CONTENT_TYPE_LATEST),
+            "/healthz": lambda: _check(healthy()),
+            "/readyz": lambda: _check(ready()),
+        }
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                route = routes.get(self.path.split("?", 1)[0])
+                status, body, kind = route() if route else (404, b"not found\n", "text/plain")
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return  # probes every few seconds would drown the log
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _check(ok: bool) -> tuple[int, bytes, str]:
+    return (200, b"ok\n", "text/plain") if ok else (503, b"not ok\n", "text/plain")

@@ -1,0 +1,72 @@
+"""What a Pod object means to the scheduler: waiting for it, bound somewhere, or nothing to it.
+
+Owns the reading of a pod's lifecycle fields (kube-scheduler's view): a pod with
+``spec.nodeName`` holds its node's resources until it is deleted or reaches a terminal phase
+(Succeeded, Failed), terminating pods included; a pod without one waits for the scheduler its
+``spec.schedulerName`` names; a pod is ready when its Ready condition is True. Also the gang a
+pod belongs to (pod-group labels) and the minMember of PodGroup objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from gpufleet.model.tenancy import COSCHEDULING_POD_GROUP_LABEL, POD_GROUP_LABEL
+
+DEFAULT_SCHEDULER = "default-scheduler"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class PodState(Enum):
+    GONE = "gone"  # deleted, finished, or not ours and not bound: holds nothing
+    BOUND = "bound"
+    WAITING = "waiting"  # ours to schedule
+
+
+def pod_state(obj: Mapping[str, Any] | None, scheduler_name: str) -> PodState:
+    if obj is None:
+        return PodState.GONE
+    status = obj.get("status") or {}
+    if status.get("phase") in TERMINAL_PHASES:
+        return PodState.GONE
+    spec = obj.get("spec") or {}
+    if spec.get("nodeName"):
+        return PodState.BOUND
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return PodState.GONE
+    if (spec.get("schedulerName") or DEFAULT_SCHEDULER) == scheduler_name:
+        return PodState.WAITING
+    return PodState.GONE
+
+
+def is_ready(obj: Mapping[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "Ready":
+            return bool(condition.get("status") == "True")
+    return status.get("phase") == "Running"
+
+
+def node_name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("spec") or {}).get("nodeName") or "")
+
+
+def pod_group(obj: Mapping[str, Any]) -> str | None:
+    """The gang a pod joins (ours or the scheduler-plugins coscheduling label), or None."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    group = labels.get(POD_GROUP_LABEL) or labels.get(COSCHEDULING_POD_GROUP_LABEL)
+    return str(group) if group else None
+
+
+def namespace_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("namespace") or "default")
+
+
+def min_member(obj: Mapping[str, Any]) -> int | None:
+    """A PodGroup's ``spec.minMember`` when it is a whole number >= 1, else None."""
+    value = (obj.get("spec") or {}).get("minMember")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return None
+    return value

@@ -1,0 +1,340 @@
+"""Telling users why, through the API: pod conditions, Events, and our objects' status.
+
+Owns :class:`ApiReporter` (the backend's :class:`~gpufleet.backends.kube.backend.Reporter`):
+
+* a pending pod gets ``PodScheduled=False`` with reason ``Unschedulable`` and kube-scheduler's
+  style of message, and a ``FailedScheduling`` Event;
+* ``Scheduled`` on a bind (with the devices), ``Preempted`` on a victim (naming its preemptor),
+  ``EvictionBlocked`` when a PodDisruptionBudget forbids an eviction, ``InvalidSpec`` on an
+  object the scheduler cannot read (and a ``Valid=False`` condition on a Queue's status).
+
+Rate limits, as client-go's event correlator does: the same (object, reason, message) is told
+at most once per ``repeat_s`` (later repeats patch the Event's count), a pod's condition is
+patched only when its message changes or ``repeat_s`` has passed, and everything goes through
+one worker thread with a bounded backlog (what overflows is dropped and counted, never
+blocking scheduling). :class:`StatusPublisher` keeps Queue and PodGroup status current.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+from gpufleet.backends.kube.api import POD_GROUPS, PODS, QUEUES, ApiError, KubeApi, Obj, rfc3339
+from gpufleet.backends.kube.backend import KubeBackend
+from gpufleet.backends.kube.informer import object_key
+from gpufleet.backends.kube.pods import is_ready, pod_group
+from gpufleet.model import MILLI_PER_GPU, Placement
+from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, MEMORY
+from gpufleet.scheduling.core import SchedulerCore
+
+log = logging.getLogger(__name__)
+
+
+class ApiReporter:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        component: str = "gpufleet",
+        instance: str = "",
+        repeat_s: float = 60.0,
+        backlog: int = 20_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.component = component
+        self.instance = instance or component
+        self.repeat_s = repeat_s
+        self.clock = clock
+        self.dropped = 0
+        self.sent = 0
+        self._jobs: queue.Queue[Callable[[], object] | None] = queue.Queue(maxsize=backlog)
+        self._told: dict[tuple[str, str, str], tuple[float, str, int]] = {}
+        self._conditions: dict[str, tuple[str, float]] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._work, name="reporter", daemon=True)
+        self._thread.start()
+
+    # ----------------------------------------------------------------------------- Reporter
+    def scheduled(self, pod: Obj, placement: Placement) -> None:
+        devices = placement.visible_devices
+        where = f" (GPUs {devices})" if devices else ""
+        self.event(
+            pod,
+            "Normal",
+            "Scheduled",
+            f"Successfully assigned {object_key(pod)} to {placement.node}{where}",
+        )
+
+    def unschedulable(self, pod: Obj, message: str) -> None:
+        key = object_key(pod)
+        now = self.clock()
+        with self._lock:
+            last = self._conditions.get(key)
+            if last is not None and last[0] == message and now - last[1] < self.repeat_s:
+                return
+            self._conditions[key] = (message, now)
+        metadata = pod.get("metadata") or {}
+        namespace, name = str(metadata.get("namespace", "default")), str(metadata.get("name"))
+        patch = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": rfc3339(),
+                    }
+                ]
+            }
+        }
+        self._submit(lambda: self.api.patch_pod_status(namespace, name, patch))
+        self.event(pod, "Warning", "FailedScheduling", message)
+
+    def preempted(self, pod: Obj, preemptor: str | None, reason: str) -> None:
+        by = f"Preempted by {preemptor}" if preemptor else "Evicted"
+        self.event(pod, "Normal", "Preempted", f"{by}: {reason}")
+
+    def eviction_blocked(self, pod: Obj, message: str) -> None:
+        self.event(pod, "Warning", "EvictionBlocked", f"eviction refused, will retry: {message}")
+
+    def invalid(self, kind: str, obj: Obj, message: str) -> None:
+        self.event({"kind": kind, **obj}, "Warning", "InvalidSpec", message)
+        if kind == "Queue":
+            name = str((obj.get("metadata") or {}).get("name"))
+            condition = _condition("Valid", "False", "InvalidSpec", message)
+            patch = {"status": {"conditions": [condition]}}
+            self._submit(lambda: self.api.patch_custom_status(QUEUES, name, None, patch))
+
+    def forget(self, pod_key: str) -> None:
+        with self._lock:
+            self._conditions.pop(pod_key, None)
+
+    # ----------------------------------------------------------------------------- events
+    def event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
+        """An Event about ``obj``; a repeat within ``repeat_s`` is dropped, a later one
+        counted on the first Event."""
+        metadata = obj.get("metadata") or {}
+        involved_key = f"{obj.get('kind', 'Pod')}/{object_key(obj)}"
+        key = (involved_key, reason, message)
+        now = self.clock()
+        with self._lock:
+            last = self._told.get(key)
+            if last is not None and now - last[0] < self.repeat_s:
+                return
+            count = 1 if last is None else last[2] + 1
+            name = last[1] if last is not None else _event_name(metadata, reason, message)
+            self._told[key] = (now, name, count)
+            if len(self._told) > 100_000:  # forget the oldest half, as a bounded cache
+                for stale in sorted(self._told, key=lambda k: self._told[k][0])[:50_000]:
+                    del self._told[stale]
+        namespace = str(metadata.get("namespace") or "default")
+        stamp = rfc3339()
+        if count > 1:
+            patch = {"count": count, "lastTimestamp": stamp, "message": message}
+            self._submit(lambda: self.api.patch_event(namespace, name, patch))
+            return
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion", "v1"),
+                "kind": obj.get("kind", "Pod"),
+                "name": metadata.get("name"),
+                "namespace": metadata.get("namespace"),
+                "uid": metadata.get("uid"),
+                "resourceVersion": metadata.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": kind,
+            "count": 1,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.instance,
+        }
+        self._submit(lambda: self.api.create_event(namespace, body))
+
+    # ----------------------------------------------------------------------------- worker
+    def _submit(self, job: Callable[[], object]) -> None:
+        try:
+            self._jobs.put_nowait(job)
+        except queue.Full:
+            self.dropped += 1
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                job()
+                self.sent += 1
+            except ApiError as error:
+                if error.status not in (404, 409):
+                    log.info("reporting failed: %s", error)
+            except Exception:
+                log.exception("reporting failed")
+            finally:
+                self._jobs.task_done()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until the backlog is sent (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        while self._jobs.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self._jobs.unfinished_tasks
+
+    def close(self) -> None:
+        self._jobs.put(None)
+
+
+def _event_name(metadata: Mapping[str, Any], reason: str, message: str) -> str:
+    digest = hashlib.sha1(f"{reason}/{message}/{time.time_ns()}".encode()).hexdigest()[:10]
+    return f"{metadata.get('name', 'object')}.{digest}"
+
+
+def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": rfc3339(),
+    }
+
+
+# --------------------------------------------------------------------------------- status
+def _format(resource: str, amount: int) -> int | str:
+    """A model quantity in Kubernetes form: GPUs as counts, CPU in milli, memory in Mi."""
+    if resource == GPU or resource.startswith(GPU_MODEL_PREFIX):
+        whole, rest = divmod(amount, MILLI_PER_GPU)
+        return whole if not rest else f"{amount / MILLI_PER_GPU:g}"
+    if resource == CPU:
+        return f"{amount}m" if amount % 1000 else amount // 1000
+    if resource == MEMORY:
+        return f"{amount}Mi"
+    return amount
+
+
+class StatusPublisher:
+    """Writes each Queue's usage, borrowed amount, pending and running counts and share, and
+    each PodGroup's phase and placed members, when they change."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self._last: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def publish(self, core: SchedulerCore, backend: KubeBackend) -> int:
+        """Patch what changed since the last call; returns the number of patches sent."""
+        sent = 0
+        for name, status in queue_status(core).items():
+            if name in backend.objects[QUEUES] and self._changed(("Queue", name), status):
+                valid = _condition("Valid", "True", "Accepted", "the scheduler uses this queue")
+                body = {"status": {**status, "conditions": [valid]}}
+                sent += self._patch(partial(self.api.patch_custom_status, QUEUES, name, None, body))
+        for key, status in pod_group_status(core, backend).items():
+            if self._changed(("PodGroup", key), status):
+                namespace, name = key.split("/", 1)
+                body = {"status": status}
+                sent += self._patch(
+                    partial(self.api.patch_custom_status, POD_GROUPS, name, namespace, body)
+                )
+        return sent
+
+    def _changed(self, key: tuple[str, str], status: dict[str, Any]) -> bool:
+        if self._last.get(key) == status:
+            return False
+        self._last[key] = status
+        return True
+
+    def _patch(self, call: Callable[[], object]) -> int:
+        try:
+            call()
+        except ApiError as error:
+            if error.status != 404:
+                log.info("status update failed: %s", error)
+            return 0
+        return 1
+
+
+def queue_status(core: SchedulerCore) -> dict[str, dict[str, Any]]:
+    """Each queue's usage (its subtree's), amount borrowed beyond its nominal quota, pending
+    and running workloads, and dominant-resource share."""
+    queues = core.quotas.queues
+    children: dict[str, list[str]] = {}
+    for queue_ in queues.values():
+        if queue_.parent is not None:
+            children.setdefault(queue_.parent, []).append(queue_.name)
+    own: dict[str, dict[str, int]] = {name: {} for name in queues}
+    running: dict[str, int] = dict.fromkeys(queues, 0)
+    for workload in core.running.values():
+        name = workload.workload.queue
+        running[name] = running.get(name, 0) + 1
+        bucket = own.setdefault(name, {})
+        for resource, amount in workload.usage.items():
+            bucket[resource] = bucket.get(resource, 0) + amount
+    pending: dict[str, int] = dict.fromkeys(queues, 0)
+    for group in core.pending.groups():
+        pending[group.queue] = pending.get(group.queue, 0) + len(group.items)
+
+    def subtree(name: str) -> dict[str, int]:
+        total = dict(own.get(name, {}))
+        for child in children.get(name, ()):
+            for resource, amount in subtree(child).items():
+                total[resource] = total.get(resource, 0) + amount
+        return total
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, queue_ in queues.items():
+        usage = {k: v for k, v in subtree(name).items() if v}
+        borrowed = {
+            k: usage[k] - queue_.nominal.get(k, 0)
+            for k in usage
+            if usage[k] > queue_.nominal.get(k, 0) and (queue_.nominal or queue_.parent)
+        }
+        share = core.quotas.tree.share(name)[-1] if core.quotas.tree.keys else 0.0
+        out[name] = {
+            "usage": {k: _format(k, v) for k, v in sorted(usage.items())},
+            "borrowed": {k: _format(k, v) for k, v in sorted(borrowed.items())},
+            "pending": pending.get(name, 0),
+            "running": running.get(name, 0),
+            "share": round(float(share), 4),
+        }
+    return out
+
+
+def pod_group_status(core: SchedulerCore, backend: KubeBackend) -> dict[str, dict[str, Any]]:
+    """Each PodGroup's phase (Pending, Scheduled, Running) and how many members are placed
+    and ready."""
+    placed: dict[str, int] = {}
+    ready: dict[str, int] = {}
+    for key, obj in backend.objects[PODS].items():
+        group = pod_group(obj)
+        if group is None:
+            continue
+        namespace = key.split("/", 1)[0]
+        group_key = f"{namespace}/{group}"
+        if core.placement_of(key) is not None:
+            placed[group_key] = placed.get(group_key, 0) + 1
+            ready[group_key] = ready.get(group_key, 0) + is_ready(obj)
+    out: dict[str, dict[str, Any]] = {}
+    for key, obj in backend.objects[POD_GROUPS].items():
+        need = int((obj.get("spec") or {}).get("minMember") or 1)
+        have, up = placed.get(key, 0), ready.get(key, 0)
+        phase = "Running" if up >= need else "Scheduled" if have >= need else "Pending"
+        out[key] = {"phase": phase, "placed": have, "ready": up}
+    return out

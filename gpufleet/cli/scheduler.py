@@ -1,0 +1,127 @@
+"""``gpufleet scheduler``: run as the GPU scheduler of a Kubernetes cluster."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from gpufleet.backends.kube.api import KubeApi, RateLimiter, load_client
+from gpufleet.backends.kube.metrics import HealthServer
+from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions, default_identity
+from gpufleet.cli.common import console
+from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.scheduling.policies import POLICY_NAMES
+
+_DEFAULTS = AdmissionConfig()
+#: The loop must have turned this recently for /healthz to answer ok.
+HEALTHY_WITHIN_S = 60.0
+
+
+def scheduler(
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="KUBECONFIG",
+            help="kubeconfig file; without one, the in-cluster service account is used",
+        ),
+    ] = None,
+    scheduler_name: Annotated[
+        str, typer.Option(help="schedule the pods whose spec.schedulerName is this")
+    ] = "gpufleet",
+    policy: Annotated[str, typer.Option(help="placement policy (gpufleet policies)")] = "default",
+    metrics_port: Annotated[
+        int, typer.Option(help="port of /metrics, /healthz and /readyz (0: none)")
+    ] = 9090,
+    leader_elect: Annotated[
+        bool, typer.Option(help="elect one leader among replicas through a Lease")
+    ] = True,
+    lease_namespace: Annotated[
+        str, typer.Option(envvar="POD_NAMESPACE", help="namespace of the leader Lease")
+    ] = "gpufleet-system",
+    lease_name: Annotated[str, typer.Option(help="name of the leader Lease")] = (
+        "gpufleet-scheduler"
+    ),
+    identity: Annotated[
+        str | None, typer.Option(help="this replica's name in the Lease (default: POD_NAME)")
+    ] = None,
+    kube_api_qps: Annotated[
+        float, typer.Option(help="client-side limit on API calls per second")
+    ] = 500.0,
+    kube_api_burst: Annotated[int, typer.Option(help="client-side burst of API calls")] = 1000,
+    binders: Annotated[int, typer.Option(help="bind and eviction calls in parallel")] = 16,
+    seed: Annotated[int, typer.Option(help="seed of the node tie-break order")] = 0,
+    min_runtime: Annotated[
+        float, typer.Option(help="seconds a workload runs before it may be preempted")
+    ] = _DEFAULTS.min_runtime,
+    gang_ready_timeout: Annotated[
+        float, typer.Option(help="seconds for all pods of a started gang to become ready")
+    ] = _DEFAULTS.gang_ready_timeout,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
+) -> None:
+    """Run as the GPU scheduler of a Kubernetes cluster, for pods naming --scheduler-name.
+
+    Example: gpufleet scheduler --kubeconfig ~/.kube/config --no-leader-elect
+    """
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if policy not in POLICY_NAMES:
+        raise typer.BadParameter(
+            f"unknown policy {policy!r} (expected one of {', '.join(POLICY_NAMES)})",
+            param_hint="--policy",
+        )
+    if kubeconfig is not None and not kubeconfig.is_file():
+        raise typer.BadParameter(f"no such file: {kubeconfig}", param_hint="--kubeconfig")
+    try:
+        client = load_client(None if kubeconfig is None else str(kubeconfig), binders * 2)
+    except Exception as error:  # the config loaders raise several unrelated types
+        console.print(f"[red]cannot load the Kubernetes configuration:[/] {error}")
+        raise typer.Exit(2) from None
+    api = KubeApi(client, RateLimiter(kube_api_qps, kube_api_burst))
+    options = SchedulerOptions(
+        scheduler_name=scheduler_name,
+        policy=policy,
+        seed=seed,
+        leader_elect=leader_elect,
+        lease_namespace=lease_namespace,
+        lease_name=lease_name,
+        identity=identity or default_identity(),
+        binders=binders,
+        admission=AdmissionConfig(min_runtime=min_runtime, gang_ready_timeout=gang_ready_timeout),
+    )
+    runner = KubeScheduler(api, options)
+    health: HealthServer | None = None
+    if metrics_port:
+        health = HealthServer(
+            runner.metrics,
+            healthy=lambda: time.monotonic() - runner.heartbeat < HEALTHY_WITHIN_S,
+            ready=lambda: runner.ready,
+            port=metrics_port,
+        )
+        health.start()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        runner.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    logging.getLogger(__name__).info(
+        "gpufleet scheduler %s (pid %d) for schedulerName %s",
+        options.identity,
+        os.getpid(),
+        scheduler_name,
+    )
+    try:
+        runner.run()
+    finally:
+        if health is not None:
+            health.stop()
+    sys.exit(0)

@@ -1,0 +1,61 @@
+"""One way to build a scheduling core, shared by every backend.
+
+Owns the construction of a :class:`~gpufleet.scheduling.core.SchedulerCore` from nodes, queues,
+quotas, a policy name and a seed: the node table, the policy with its target workload, and the
+seeded tie-break order of the nodes. The simulator and the Kubernetes backend both build their
+cores here, so the same state gives the same decisions in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from gpufleet.model import GpuRequest, Node, Pod
+from gpufleet.model.tenancy import Queue, ResourceQuota
+from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.policies import PolicyContext, make_policy
+from gpufleet.scheduling.target import TargetWorkload, typical_shapes
+
+IntArray = np.ndarray[tuple[int], np.dtype[np.int64]]
+
+
+def tie_rank(table: NodeTable, seed: int) -> IntArray:
+    """A random tie-break order of the nodes (so equal scores do not favour the first)."""
+    rng = np.random.default_rng(seed)
+    rank = np.empty(table.size, np.int64)
+    rank[rng.permutation(table.size)] = np.arange(table.size)
+    return rank
+
+
+def target_of(pods: Iterable[Pod]) -> TargetWorkload:
+    """The target workload of the pods known (one whole GPU when none are)."""
+    known = list(pods)
+    if not known:
+        known = [Pod("typical", cpu_milli=1000, gpu=GpuRequest.whole(1))]
+    return typical_shapes(known)
+
+
+def build_core(
+    nodes: Sequence[Node],
+    policy: str,
+    seed: int = 0,
+    queues: Mapping[str, Queue] | None = None,
+    resource_quotas: Iterable[ResourceQuota] = (),
+    config: AdmissionConfig | None = None,
+    target: TargetWorkload | None = None,
+    explain: bool = True,
+) -> SchedulerCore:
+    table = NodeTable(list(nodes))
+    return SchedulerCore(
+        table,
+        make_policy(policy, table, PolicyContext(target or target_of(()), seed)),
+        tie_rank=tie_rank(table, seed),
+        explain=explain,
+        queues=dict(queues or {}),
+        resource_quotas=resource_quotas,
+        config=config,
+    )

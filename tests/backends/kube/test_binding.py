@@ -1,0 +1,76 @@
+"""The Kubernetes backend against the fake API server: binding, devices, conditions, events."""
+
+from __future__ import annotations
+
+from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
+from gpufleet.testing import kube_objects as ko
+from tests.backends.kube.harness import harness
+
+
+def test_binds_a_gpu_pod_through_the_binding_subresource_with_its_devices() -> None:
+    with harness(ko.gpu_node("n1", gpus=8), ko.gpu_pod("train", gpus=2)) as h:
+        h.until(lambda: h.node_of("train") == "n1", what="train bound")
+        pod = h.pod("train")
+        annotations = pod["metadata"]["annotations"]
+        assert len(annotations[GPU_INDEX_ANNOTATION].split(",")) == 2
+        assert annotations[VISIBLE_DEVICES_ANNOTATION] == annotations[GPU_INDEX_ANNOTATION]
+        assert ("POST", "/api/v1/namespaces/default/pods/train/binding") in h.server.requests
+        h.settle()
+        assert [e["involvedObject"]["name"] for e in h.events("Scheduled")] == ["train"]
+
+
+def test_pods_of_other_schedulers_are_left_alone_but_count_against_capacity() -> None:
+    other = ko.gpu_pod("theirs", gpus=6, node="n1", scheduler="default-scheduler")
+    waiting_for_them = ko.gpu_pod("not-ours", gpus=1, scheduler="default-scheduler")
+    with harness(ko.gpu_node("n1", gpus=8), other, waiting_for_them) as h:
+        h.server.create(ko.gpu_pod("fits", gpus=2))
+        h.server.create(ko.gpu_pod("too-big", gpus=4))
+        h.until(lambda: h.node_of("fits") == "n1", what="fits bound")
+        h.settle()
+        assert h.node_of("too-big") is None
+        assert h.node_of("not-ours") is None
+        devices = {h.pod(n)["metadata"]["annotations"].get(GPU_INDEX_ANNOTATION) for n in ("fits",)}
+        assert devices == {"6,7"}  # the first six are taken by the other scheduler's pod
+
+
+def test_a_pod_that_never_fits_gets_a_condition_and_one_event_not_one_per_cycle() -> None:
+    with harness(ko.gpu_node("n1", gpus=8), ko.gpu_node("n2", gpus=0)) as h:
+        h.server.create(ko.gpu_pod("huge", gpus=16))
+        h.until(
+            lambda: any(
+                c.get("type") == "PodScheduled" and c.get("status") == "False"
+                for c in h.pod("huge").get("status", {}).get("conditions", [])
+            ),
+            what="PodScheduled=False",
+        )
+        for _ in range(20):
+            h.scheduler.turn()
+        h.settle()
+        condition = next(
+            c for c in h.pod("huge")["status"]["conditions"] if c["type"] == "PodScheduled"
+        )
+        assert condition["reason"] == "Unschedulable"
+        assert "0/2 nodes are available: 2 Insufficient nvidia.com/gpu." in condition["message"]
+        failed = h.events("FailedScheduling")
+        assert len(failed) == 1
+        assert failed[0]["message"] == condition["message"]
+
+
+def test_unparsable_annotation_is_reported_and_the_rest_keeps_being_scheduled() -> None:
+    bad = ko.gpu_pod("bad", gpus=0, annotations={"gpufleet.dev/gpu-milli": "lots"})
+    with harness(ko.gpu_node("n1"), bad, ko.gpu_pod("good")) as h:
+        h.until(lambda: h.node_of("good") == "n1", what="good bound")
+        h.settle()
+        invalid = h.events("InvalidSpec")
+        assert [e["involvedObject"]["name"] for e in invalid] == ["bad"]
+        assert "gpufleet.dev/gpu-milli" in invalid[0]["message"]
+        assert h.node_of("bad") is None
+
+
+def test_a_gpu_share_is_written_back_with_its_device() -> None:
+    share = ko.gpu_pod("infer", gpus=0, annotations={"gpufleet.dev/gpu-milli": "250"})
+    with harness(ko.gpu_node("n1", gpus=2), share) as h:
+        h.until(lambda: h.node_of("infer") == "n1", what="share bound")
+        annotations = h.pod("infer")["metadata"]["annotations"]
+        assert annotations["gpufleet.dev/gpu-milli-per-device"] == "250"
+        assert annotations[GPU_INDEX_ANNOTATION] in {"0", "1"}

@@ -1,0 +1,162 @@
+"""Unit tests of the Kubernetes backend's parts that need no API server: device annotations,
+the device ledger, the client-side rate limit, leader election's protocol, the live catalog."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpufleet.backends.kube.api import ApiError, RateLimiter
+from gpufleet.backends.kube.devices import (
+    DeviceLedger,
+    placement_annotations,
+    placement_from_annotations,
+)
+from gpufleet.backends.kube.leader import LeaderElector
+from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.model import Placement
+from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.builders import make_node, make_pod
+
+Obj = dict[str, Any]
+
+
+@pytest.mark.parametrize(
+    "placement",
+    [
+        Placement("n1"),
+        Placement("n1", (0, 3), 1000),
+        Placement("n1", (2,), 250),
+        Placement("n1", mig_slices=((0, 1), (1, 0))),
+    ],
+    ids=["cpu-only", "whole", "share", "mig"],
+)
+def test_device_annotations_round_trip(placement: Placement) -> None:
+    annotations = placement_annotations(placement)
+    restored = placement_from_annotations("n1", annotations)
+    if not annotations:
+        assert restored is None
+    else:
+        assert restored == placement
+
+
+def test_broken_device_annotations_read_as_none() -> None:
+    assert placement_from_annotations("n1", {"gpufleet.dev/gpu-index": "zero"}) is None
+
+
+@given(st.lists(st.integers(1, 4), max_size=12))
+def test_the_ledger_never_guesses_a_device_twice(counts: list[int]) -> None:
+    node = make_node("n1", gpus=8)
+    ledger = DeviceLedger()
+    taken: list[int] = []
+    for i, count in enumerate(counts):
+        placement = ledger.guess(make_pod(f"p{i}", gpus=count), node)
+        ledger.take(placement)
+        taken.extend(placement.gpu_indices)
+    assert len(taken) == len(set(taken))
+    assert len(taken) <= 8
+
+
+def test_the_ledger_packs_shares_on_the_fullest_device_that_fits() -> None:
+    node = make_node("n1", gpus=2)
+    ledger = DeviceLedger()
+    ledger.take(Placement("n1", (1,), 500))
+    guess = ledger.guess(make_pod("s", gpus=1, milli=250), node)
+    assert guess == Placement("n1", (1,), 250)
+
+
+def test_rate_limiter_allows_a_burst_then_paces() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    limiter = RateLimiter(qps=10, burst=3, clock=lambda: now[0], sleep=sleep)
+    for _ in range(5):
+        limiter.acquire()
+    assert slept == pytest.approx([0.1, 0.1])
+
+
+class FakeLeases:
+    """The three lease calls with the API server's optimistic concurrency."""
+
+    def __init__(self) -> None:
+        self.lease: Obj | None = None
+        self.version = 0
+
+    def get_lease(self, namespace: str, name: str) -> Obj | None:
+        return copy.deepcopy(self.lease)
+
+    def create_lease(self, namespace: str, body: Obj) -> Obj:
+        if self.lease is not None:
+            raise ApiError(409, "AlreadyExists", "exists")
+        return self._store(body)
+
+    def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
+        assert self.lease is not None
+        sent = body["metadata"].get("resourceVersion")
+        if sent != self.lease["metadata"]["resourceVersion"]:
+            raise ApiError(409, "Conflict", "the object has been modified")
+        return self._store(body)
+
+    def _store(self, body: Obj) -> Obj:
+        self.version += 1
+        self.lease = copy.deepcopy(body)
+        self.lease["metadata"]["resourceVersion"] = str(self.version)
+        return copy.deepcopy(self.lease)
+
+
+def test_leader_election_one_leader_and_takeover_after_the_lease_expires() -> None:
+    leases = FakeLeases()
+    now = [0.0]
+    a, b = (
+        LeaderElector(leases, "ns", "lease", name, 15, 10, 2, clock=lambda: now[0])  # type: ignore[arg-type]
+        for name in ("a", "b")
+    )
+    assert a.try_acquire_or_renew()
+    assert not b.try_acquire_or_renew()
+    assert a.is_leader()
+    assert not b.is_leader()
+    now[0] += 5
+    assert a.try_acquire_or_renew(), "the leader renews"
+    now[0] += 5
+    assert not b.try_acquire_or_renew(), "renewed 5 s ago: still held"
+    now[0] += 11  # a stops renewing
+    assert not a.is_leader(), "past its renew deadline a leader stops acting"
+    now[0] += 5
+    assert b.try_acquire_or_renew(), "15 s after the last renewal b takes over"
+    assert leases.lease is not None
+    assert leases.lease["spec"]["leaseTransitions"] == 1
+
+
+def test_a_stale_write_loses_the_race() -> None:
+    leases = FakeLeases()
+    a = LeaderElector(leases, "ns", "lease", "a", 15, 10, 2, clock=lambda: 0.0)  # type: ignore[arg-type]
+    assert a.try_acquire_or_renew()
+    stale = leases.get_lease("ns", "lease")
+    assert stale is not None
+    leases.replace_lease("ns", "lease", stale)  # someone else writes in between
+    with pytest.raises(ApiError):
+        leases.replace_lease("ns", "lease", stale)
+
+
+@pytest.mark.parametrize(
+    ("queues", "rejected"),
+    [
+        ([ko.queue("a", {"nvidia.com/gpu": "lots"})], ["a"]),
+        ([ko.queue("a", {"nvidia.com/gpu": 4}, parent="missing")], ["a"]),
+        ([ko.queue("a", {"nvidia.com/gpu": 4}), ko.queue("b", {"nvidia.com/gpu": 2})], []),
+    ],
+    ids=["bad-quantity", "missing-parent", "valid"],
+)
+def test_the_live_catalog_sets_bad_queues_aside(queues: list[Obj], rejected: list[str]) -> None:
+    catalog = LiveCatalog(queues)
+    assert [r.key for r in catalog.rejected] == rejected
+    valid = {q["metadata"]["name"] for q in queues} - set(rejected)
+    assert set(catalog.queues) == (valid or {"default"})

@@ -1,0 +1,137 @@
+"""deploy/rbac.yaml grants exactly what the scheduler needs: every (apiGroup, resource, verb)
+of the ClusterRole and the leader-election Role is in the table below, and the table is all
+granted; no wildcard, no non-resource URLs, no aggregation; the bindings name the service
+account the Deployment runs as."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.deploy.support import DEPLOY, SCHEDULER_NAMESPACE, load_objects
+
+NAME = "gpufleet-scheduler"
+LEASE_ROLE = f"{NAME}-leader-election"
+
+# (apiGroup, resource, verb, resourceName or "" for any)
+Grant = tuple[str, str, str, str]
+
+CLUSTER_GRANTS: set[Grant] = {
+    *{("", "nodes", verb, "") for verb in ("get", "list", "watch")},
+    *{("", "pods", verb, "") for verb in ("get", "list", "watch", "patch")},
+    ("", "pods/binding", "create", ""),
+    ("", "pods/eviction", "create", ""),
+    *{("", "pods/status", verb, "") for verb in ("patch", "update")},
+    *{
+        (group, "events", verb, "")
+        for group in ("", "events.k8s.io")
+        for verb in ("create", "patch", "update")
+    },
+    *{
+        ("gpufleet.dev", resource, verb, "")
+        for resource in ("queues", "podgroups")
+        for verb in ("get", "list", "watch")
+    },
+    *{
+        ("gpufleet.dev", resource, verb, "")
+        for resource in ("queues/status", "podgroups/status")
+        for verb in ("get", "patch", "update")
+    },
+    *{("scheduling.x-k8s.io", "podgroups", verb, "") for verb in ("get", "list", "watch")},
+    *{("scheduling.k8s.io", "priorityclasses", verb, "") for verb in ("get", "list", "watch")},
+    *{("", "resourcequotas", verb, "") for verb in ("get", "list", "watch")},
+}
+LEASE_GRANTS: set[Grant] = {
+    ("coordination.k8s.io", "leases", "create", ""),
+    ("coordination.k8s.io", "leases", "get", NAME),
+    ("coordination.k8s.io", "leases", "update", NAME),
+}
+
+OBJECTS = {(item.kind, item.name): item.obj for item in load_objects(DEPLOY / "rbac.yaml")}
+
+
+def grants(rules: list[dict[str, Any]]) -> set[Grant]:
+    """Every (apiGroup, resource, verb, resourceName) a list of PolicyRules grants."""
+    found: set[Grant] = set()
+    for rule in rules:
+        names = rule.get("resourceNames") or [""]
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    found.update((group, resource, verb, name) for name in names)
+    return found
+
+
+def test_rbac_objects() -> None:
+    assert sorted(OBJECTS) == sorted(
+        [
+            ("ServiceAccount", NAME),
+            ("ClusterRole", NAME),
+            ("ClusterRoleBinding", NAME),
+            ("Role", LEASE_ROLE),
+            ("RoleBinding", LEASE_ROLE),
+        ]
+    )
+
+
+ROLE_CASES = [("ClusterRole", NAME, CLUSTER_GRANTS), ("Role", LEASE_ROLE, LEASE_GRANTS)]
+
+
+@pytest.mark.parametrize(("kind", "name", "expected"), ROLE_CASES, ids=["cluster", "lease"])
+def test_role_grants_exactly(kind: str, name: str, expected: set[Grant]) -> None:
+    found = grants(OBJECTS[(kind, name)]["rules"])
+    assert found - expected == set(), "granted beyond the table"
+    assert expected - found == set(), "missing from the role"
+
+
+@pytest.mark.parametrize(
+    ("kind", "name"), [(k, n) for k, n, _ in ROLE_CASES], ids=["cluster", "lease"]
+)
+def test_nothing_broader(kind: str, name: str) -> None:
+    role = OBJECTS[(kind, name)]
+    assert "aggregationRule" not in role
+    for rule in role["rules"]:
+        assert set(rule) <= {"apiGroups", "resources", "verbs", "resourceNames"}, rule
+        assert "nonResourceURLs" not in rule
+        for key in ("apiGroups", "resources", "verbs", "resourceNames"):
+            for value in rule.get(key, []):
+                assert "*" not in value, f"wildcard in {key}: {rule}"
+        for verb in rule["verbs"]:
+            assert verb not in ("escalate", "bind", "impersonate", "deletecollection", "delete")
+
+
+def test_no_secrets_or_node_writes() -> None:
+    everything = grants(OBJECTS[("ClusterRole", NAME)]["rules"])
+    assert not {grant for grant in everything if grant[1] in ("secrets", "configmaps")}
+    assert {grant[2] for grant in everything if grant[1] == "nodes"} == {"get", "list", "watch"}
+
+
+def test_lease_role_lives_in_the_scheduler_namespace() -> None:
+    for kind in ("Role", "RoleBinding"):
+        assert OBJECTS[(kind, LEASE_ROLE)]["metadata"]["namespace"] == SCHEDULER_NAMESPACE
+
+
+BINDINGS = [("ClusterRoleBinding", NAME, "ClusterRole"), ("RoleBinding", LEASE_ROLE, "Role")]
+
+
+@pytest.mark.parametrize(("kind", "name", "role_kind"), BINDINGS, ids=["cluster", "lease"])
+def test_binding_names_the_role_and_service_account(kind: str, name: str, role_kind: str) -> None:
+    binding = OBJECTS[(kind, name)]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": role_kind,
+        "name": name,
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": NAME, "namespace": SCHEDULER_NAMESPACE}
+    ]
+
+
+def test_service_account_is_the_deployments() -> None:
+    account = OBJECTS[("ServiceAccount", NAME)]
+    assert account["metadata"]["namespace"] == SCHEDULER_NAMESPACE
+    (deployment,) = [
+        item.obj for item in load_objects(DEPLOY / "scheduler.yaml") if item.kind == "Deployment"
+    ]
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == NAME

@@ -1,0 +1,141 @@
+"""Helpers of the ``kube`` end-to-end suite: a real API server from GPUFLEET_E2E_KUBECONFIG,
+fake GPU nodes as plain Node objects, and ``gpufleet scheduler`` as a child process."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+from kubernetes.client.rest import ApiException
+
+from gpufleet.testing import kube_objects as ko
+
+Obj = dict[str, Any]
+KUBECONFIG_ENV = "GPUFLEET_E2E_KUBECONFIG"
+
+
+class Cluster:
+    """A real API server and the objects one test run made in it (deleted at the end)."""
+
+    def __init__(self, kubeconfig: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
+        self.core = kubernetes.client.CoreV1Api(self.client)
+        self.custom = kubernetes.client.CustomObjectsApi(self.client)
+        self.scheduling = kubernetes.client.SchedulingV1Api(self.client)
+        self.run_id = uuid.uuid4().hex[:6]
+        self.namespace = f"e2e-{self.run_id}"
+        self.scheduler_name = f"gpufleet-{self.run_id}"
+        self.nodes: list[str] = []
+        self.classes: list[str] = []
+
+    # ----------------------------------------------------------------------------- setup
+    def install_crds(self) -> None:
+        extensions = kubernetes.client.ApiextensionsV1Api(self.client)
+        for crd in ko.crds():
+            try:
+                extensions.create_custom_resource_definition(crd)
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                self.custom.list_cluster_custom_object("gpufleet.dev", "v1alpha1", "queues")
+                return
+            except ApiException:
+                time.sleep(0.5)
+        raise AssertionError("the CRDs did not become served")
+
+    def create_namespace(self) -> None:
+        self.core.create_namespace({"metadata": {"name": self.namespace}})
+
+    def add_gpu_node(self, name: str, gpus: int = 8) -> None:
+        """A Node object with GPUs in its status, as a kubelet with the device plugin shows it."""
+        node = ko.gpu_node(f"{name}-{self.run_id}", gpus=gpus)
+        status = node.pop("status")
+        self.core.create_node(node)
+        self.core.patch_node_status(node["metadata"]["name"], {"status": status})
+        self.nodes.append(node["metadata"]["name"])
+
+    def add_priority_class(self, name: str, value: int) -> str:
+        full = f"{name}-{self.run_id}"
+        self.scheduling.create_priority_class(ko.priority_class(full, value))
+        self.classes.append(full)
+        return full
+
+    def submit(self, pod: Obj) -> None:
+        pod["metadata"]["namespace"] = self.namespace
+        pod["spec"]["schedulerName"] = self.scheduler_name
+        self.core.create_namespaced_pod(self.namespace, pod)
+
+    def pod(self, name: str) -> Obj:
+        response = self.core.read_namespaced_pod(name, self.namespace, _preload_content=False)
+        found: Obj = json.loads(response.data)
+        return found
+
+    def pods(self) -> list[Obj]:
+        response = self.core.list_namespaced_pod(self.namespace, _preload_content=False)
+        items: list[Obj] = json.loads(response.data)["items"]
+        return items
+
+    def events(self, reason: str) -> list[Obj]:
+        response = self.core.list_namespaced_event(self.namespace, _preload_content=False)
+        return [e for e in json.loads(response.data)["items"] if e.get("reason") == reason]
+
+    def kubelet_runs(self, name: str) -> None:
+        status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        self.core.patch_namespaced_pod_status(name, self.namespace, {"status": status})
+
+    def kubelet_removes(self, name: str) -> None:
+        self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+
+    def cleanup(self) -> None:
+        deletions: list[tuple[Callable[..., object], str]] = [
+            (self.core.delete_namespace, self.namespace),
+            *[(self.core.delete_node, n) for n in self.nodes],
+            *[(self.scheduling.delete_priority_class, c) for c in self.classes],
+        ]
+        for delete, name in deletions:
+            with contextlib.suppress(ApiException):
+                delete(name)
+
+    # ----------------------------------------------------------------------------- scheduler
+    def start_scheduler(self, log: Path) -> subprocess.Popen[bytes]:
+        command = [
+            str(Path(sys.executable).parent / "gpufleet"), "scheduler",
+            "--kubeconfig", self.kubeconfig,
+            "--scheduler-name", self.scheduler_name,
+            "--policy", "bestfit",
+            "--min-runtime", "0",
+            "--metrics-port", "0",
+            "--lease-namespace", self.namespace,
+            "--identity", f"e2e-{os.getpid()}-{time.monotonic_ns()}",
+        ]  # fmt: skip
+        handle = log.open("ab")
+        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+
+
+def stop(process: subprocess.Popen[bytes], kill: bool = False) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def wait_for(check: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what or check}")
