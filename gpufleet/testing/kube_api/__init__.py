@@ -1,0 +1,43 @@
+"""An in-process fake Kubernetes API server for tests that drive the official python client.
+
+Why hand-written: no maintained Python library fakes the Kubernetes *HTTP* API (the python
+client's own tests mock at the function level, and mocks skip the real client code paths),
+and envtest needs real ``kube-apiserver`` and ``etcd`` binaries, which CI does not have. This
+package is standard library only on the server side: ``http.server.ThreadingHTTPServer`` on
+127.0.0.1 at a port the OS picks, HTTP/1.1, chunked watch streams, no TLS, no auth (the
+kubeconfig it writes carries a dummy bearer token the server ignores).
+
+It follows the real server where our scheduler backend can tell the difference: one global
+resourceVersion, optimistic concurrency, 201/404/409/410/429 with ``Status`` bodies, status
+subresources, merge / strategic merge / JSON patches, label and field selectors, watches from a
+resourceVersion (410 as an ERROR event once history is compacted), pod binding, eviction
+against PodDisruptionBudgets and graceful pod deletion, and CRDs that register their resources.
+It does not validate objects (custom objects are not checked against the CRD's OpenAPI schema,
+which is accepted and stored as given), runs no controllers or admission beyond a few defaults
+(pods get ``schedulerName``, ``spec.priority`` from their PriorityClass, phase Pending),
+treats namespaces as implicit, and ignores ``limit``/``continue`` (lists are whole).
+
+Modules:
+
+* :mod:`.api` — :class:`FakeApiServer`, the public face.
+* :mod:`.server` — HTTP handling, watch streaming, request log and fault injection.
+* :mod:`.endpoints` — verbs on routed requests (get, list, watch, create, update, patch, delete).
+* :mod:`.routes` — URL paths to resources.
+* :mod:`.resources` — built-in resource types and those a CRD registers.
+* :mod:`.store` — objects, resourceVersions, history and watchers.
+* :mod:`.pods` — binding, eviction and graceful deletion.
+* :mod:`.patch` — merge, strategic merge and JSON patch.
+* :mod:`.selectors` — label and field selectors.
+* :mod:`.errors` — ``Status`` bodies and :class:`ApiError`.
+
+Usage::
+
+    with FakeApiServer() as api:
+        core = kubernetes.client.CoreV1Api(api.api_client())
+        ...
+"""
+
+from gpufleet.testing.kube_api.api import FakeApiServer
+from gpufleet.testing.kube_api.errors import ApiError
+
+__all__ = ["ApiError", "FakeApiServer"]

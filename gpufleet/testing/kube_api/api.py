@@ -1,0 +1,162 @@
+""":class:`FakeApiServer`, the face tests use: lifecycle, client configuration, direct store
+access (playing kubelet and controllers), and fault injection."""
+
+from __future__ import annotations
+
+import builtins
+import json
+from pathlib import Path
+from types import TracebackType
+
+import kubernetes.client
+
+from gpufleet.testing.kube_api import errors
+from gpufleet.testing.kube_api.resources import ResourceType
+from gpufleet.testing.kube_api.server import HttpServer, ServerState
+from gpufleet.testing.kube_api.store import Obj, Store
+
+TOKEN = "gpufleet-fake-token"
+
+
+class FakeApiServer:
+    """An in-process Kubernetes API server for the official python client.
+
+    Direct store methods are thread-safe and produce the same watch events as API calls;
+    they raise :class:`~gpufleet.testing.kube_api.errors.ApiError` (``.code`` 404, 409, ...)
+    where the API would answer that error. Unlike the API, they write status as given.
+    """
+
+    def __init__(self) -> None:
+        self.store = Store()
+        self._state = ServerState(self.store)
+        self._http: HttpServer | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> FakeApiServer:
+        if self._http is None:
+            self._http = HttpServer(self._state)
+            self._http.start()
+        return self
+
+    def stop(self) -> None:
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``; the server must be started."""
+        if self._http is None:
+            raise RuntimeError("FakeApiServer is not started")
+        return self._http.url
+
+    @property
+    def requests(self) -> builtins.list[tuple[str, str]]:
+        """``(method, path)`` of every request handled, query strings left out."""
+        return self._state.requests
+
+    # ---- client configuration ------------------------------------------------------------
+
+    def write_kubeconfig(self, path: str | Path) -> Path:
+        """Write a kubeconfig (JSON, which is YAML) for this server; returns its path."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": TOKEN}}],
+            "contexts": [
+                {
+                    "name": "fake",
+                    "context": {"cluster": "fake", "user": "fake", "namespace": "default"},
+                }
+            ],
+            "current-context": "fake",
+        }
+        out = Path(path)
+        out.write_text(json.dumps(config, indent=2))
+        return out
+
+    def configuration(self) -> kubernetes.client.Configuration:
+        """A client ``Configuration`` for this server (not made the default)."""
+        config = kubernetes.client.Configuration()
+        config.host = self.url
+        config.api_key = {"authorization": TOKEN}
+        config.api_key_prefix = {"authorization": "Bearer"}
+        return config
+
+    def api_client(self) -> kubernetes.client.ApiClient:
+        """A ``kubernetes.client.ApiClient`` on :meth:`configuration`."""
+        return kubernetes.client.ApiClient(self.configuration())
+
+    # ---- direct store access -------------------------------------------------------------
+
+    def _type(self, api_version: str, kind: str) -> ResourceType:
+        with self.store.lock:
+            rt = self.store.registry.by_kind(api_version, kind)
+        if rt is None:
+            raise errors.ApiError(404, f"no resource for {api_version} {kind}", "NotFound")
+        return rt
+
+    def _of(self, obj: Obj) -> tuple[ResourceType, str | None, str]:
+        rt = self._type(obj.get("apiVersion", ""), obj.get("kind", ""))
+        meta = obj.get("metadata") or {}
+        return rt, meta.get("namespace"), meta.get("name", "")
+
+    def create(self, obj: Obj) -> Obj:
+        """Create ``obj`` (``apiVersion`` and ``kind`` set; namespace defaults to default)."""
+        rt, namespace, _ = self._of(obj)
+        return self.store.create(rt, obj, namespace, as_client=False)
+
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> Obj | None:
+        rt = self._type(api_version, kind)
+        try:
+            return self.store.get(rt, namespace or "default", name)
+        except errors.ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None) -> builtins.list[Obj]:
+        """All objects of a kind, of one namespace or (None) of all."""
+        items, _ = self.store.list(self._type(api_version, kind), namespace)
+        return items
+
+    def update(self, obj: Obj) -> Obj:
+        """Replace ``obj`` whole, status included; a ``metadata.resourceVersion`` that is not
+        current is a 409, none is unconditional. Removing the last finalizer of an object being
+        deleted removes it."""
+        rt, namespace, name = self._of(obj)
+        return self.store.update(rt, obj, namespace or "default", name, None, as_client=False)
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        """Remove at once (like grace period 0, ignoring finalizers); 404 if absent."""
+        self.store.remove(self._type(api_version, kind), namespace or "default", name)
+
+    # ---- fault injection -----------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Forget all history: watching from any resourceVersion handed out so far is 410."""
+        self.store.compact()
+
+    def close_watches(self) -> None:
+        """End every open watch stream cleanly, as a server-side timeout would."""
+        self.store.close_watches()
+
+    def fail_next(self, method: str, path_pattern: str, status: int, times: int = 1) -> None:
+        """Answer the next ``times`` requests of ``method`` (``"*"``: any) whose path matches
+        the regex ``path_pattern`` (``re.search``) with a ``Status`` of code ``status``."""
+        self._state.add_fault(method, path_pattern, status, times)
