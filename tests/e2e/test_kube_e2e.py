@@ -110,7 +110,10 @@ def test_scheduler_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
         wait_for(lambda: _node_of(cluster, "urgent") is not None, timeout=60, what="urgent bound")
         assert cluster.events("Preempted")
 
-        # Kill the scheduler in the middle of a burst; its successor binds nothing twice.
+        # The gang finishes; then kill the scheduler in the middle of a burst: its successor
+        # (after the lease of the dead one expires) binds nothing twice.
+        for i in range(4):
+            cluster.kubelet_removes(f"ddp-{i}")
         for i in range(12):
             cluster.submit(
                 ko.gpu_pod(f"burst-{i}", gpus=0, annotations={"gpufleet.dev/gpu-milli": "250"})
@@ -119,6 +122,7 @@ def test_scheduler_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
         scheduler = cluster.start_scheduler(log)
         wait_for(
             lambda: all(_node_of(cluster, f"burst-{i}") for i in range(12)),
+            timeout=90,
             what="the burst bound by the restarted scheduler",
         )
         taken = _devices_taken(cluster)
