@@ -149,7 +149,11 @@ def one_run(which: str, args: argparse.Namespace) -> dict[str, float]:
         time.sleep(0.2)
     watch.stop.set()
     process.terminate()
-    process.wait(30)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(30)
     bound = dict(watch.bound_at)
     latencies = sorted(bound[name] - created_at[name] for name in bound if name in created_at)
     first, last = min(bound.values()), max(bound.values())
