@@ -20,8 +20,9 @@ The set-up is synthetic and deterministic from ``--seed`` (no trace needed):
 * Then 2,000 pending workloads over the 50 queues: 1-GPU pods, GPU shares, 2 to 8-GPU pods,
   gangs of 2 to 8 pods (some inside one rack, NVLink domain or zone), some pinned to a GPU
   model, priorities 0 to 1000; most cannot start, so the cycle checks quotas, tries placements,
-  searches for victims (over at most ``max_victim_candidates`` each; ``max_preemption_searches``
-  bounds the preemptions a cycle starts, not the searches) and plans backfill reservations.
+  searches for victims (over at most ``max_victim_candidates`` each; at most
+  ``max_preemption_searches`` searches a cycle, those that find no victims included: the
+  workloads whose search is put off try again next cycle) and plans backfill reservations.
 
 Cases, each one ``core.cycle(now)`` on a fresh deep copy of the state, timed alone:
 
@@ -681,9 +682,10 @@ def main() -> int:
         "*Tried*: workloads tried (only the head of a group is: a group is the workloads of "
         "one queue with the same shape, priority and settings). *Searches*: victim searches "
         "run (`find_victims` calls). *Parked*: groups waiting for capacity / quota after the "
-        "cycle. A cycle admits at most one workload per queue with work and starts at most "
-        f"{core.config.max_preemption_searches} preemptions (`max_preemption_searches`); "
-        "searches that find no victims are not counted against that limit.",
+        "cycle. A cycle admits at most one workload per queue with work and runs at most "
+        f"{core.config.max_preemption_searches} victim searches (`max_preemption_searches`), "
+        "those that find no victims included; a workload whose search is put off tries again "
+        "next cycle.",
         "",
         f"Steady state: reaching it from the cold state took {steady.seconds:.0f} s of cycles "
         f"({steady.preemptions} preemptions); then {steady.running:,} workloads run, "

@@ -97,8 +97,12 @@ def used(bound: Sequence[Bound], models: Sequence[str | None]) -> dict[str, int]
     return usage
 
 
-#: What :meth:`Quotas.snapshot` takes: usage, non-preemptible usage, namespace usage.
-QuotaSnapshot = tuple[IntArray, IntArray, dict[str, dict[str, int]]]
+#: Memoised quota verdicts kept at most (over all usage versions seen lately).
+_MEMO_SIZE = 8192
+
+#: What :meth:`Quotas.snapshot` takes: usage, non-preemptible usage, namespace usage, and the
+#: usage's version (restoring the usage restores it, so what was memoised for it holds again).
+QuotaSnapshot = tuple[IntArray, IntArray, dict[str, dict[str, int]], int]
 
 
 class Quotas:
@@ -122,6 +126,16 @@ class Quotas:
         self.namespace_caps = {rq.namespace: dict(rq.hard) for rq in resource_quotas}
         self.namespace_usage: dict[str, dict[str, int]] = {}
         self.default_for = {ns: q.name for q in all_queues.values() for ns in q.namespaces}
+        #: Verdicts of :meth:`check` and :meth:`within_nominal` by usage version and question
+        #: (a cycle asks the same of many workloads of one queue while no usage changes; trials
+        #: go through other versions and come back to it).
+        self._checks: dict[tuple[object, ...], QuotaCheck] = {}
+        self._nominal: dict[tuple[object, ...], bool] = {}
+
+    def _bound_memo(self) -> None:
+        if len(self._checks) + len(self._nominal) > _MEMO_SIZE:
+            self._checks.clear()
+            self._nominal.clear()
 
     def queue_for(self, pod: Pod) -> str:
         """The queue of a lone pod: its queue label, its namespace's default, or ``default``."""
@@ -137,10 +151,26 @@ class Quotas:
         """Quota of the workload's queue (and the queue's non-preemptible work within its
         nominal quota, on every level, for non-preemptible work), then the hard caps of its
         namespace."""
-        vec = self.tree.vector(usage)
-        check = self.tree.check(workload.queue, vec)
+        self._bound_memo()
+        # Only the keys quotas limit count, and the namespace only where it has caps.
+        capped = workload.namespace in self.namespace_caps
+        memo_key = (
+            self.tree.version,
+            workload.queue,
+            workload.preemptible,
+            self.tree.limited(usage),
+            (workload.namespace, *sorted(usage.items())) if capped else None,
+        )
+        known = self._checks.get(memo_key)
+        if known is None:
+            known = self._checks[memo_key] = self._check(workload, usage)
+        return known
+
+    def _check(self, workload: Workload, usage: Mapping[str, int]) -> QuotaCheck:
+        amounts = self.tree.limited(usage)
+        check = self.tree.check_amounts(workload.queue, amounts)
         if check.admits and not workload.preemptible:
-            excess = self.tree.nominal_excess(workload.queue, vec, self.pinned_usage)
+            excess = self.tree.nominal_excess_amounts(workload.queue, amounts, self.pinned_usage)
             if excess is not None:
                 return replace(excess, why="non-preemptible work stays within nominal quota")
         if not check.admits:
@@ -190,10 +220,12 @@ class Quotas:
             self.tree.usage.copy(),
             self.pinned_usage.copy(),
             {ns: dict(u) for ns, u in self.namespace_usage.items()},
+            self.tree.version,
         )
 
     def restore(self, snapshot: QuotaSnapshot) -> None:
         self.tree.usage[:] = snapshot[0]
+        self.tree.version = snapshot[3]
         self.pinned_usage[:] = snapshot[1]
         self.namespace_usage = {ns: dict(u) for ns, u in snapshot[2].items()}
 
@@ -207,7 +239,13 @@ class Quotas:
         return any(bool(flags[i]) for i in self.tree.paths[self.tree.index[queue]])
 
     def within_nominal(self, queue: str, usage: Mapping[str, int]) -> bool:
-        return self.tree.within_nominal(queue, self.tree.vector(usage))
+        self._bound_memo()
+        memo_key = (self.tree.version, queue, self.tree.limited(usage))
+        known = self._nominal.get(memo_key)
+        if known is None:
+            excess = self.tree.nominal_excess_amounts(queue, self.tree.limited(usage))
+            known = self._nominal[memo_key] = excess is None
+        return known
 
     def zero(self) -> IntArray:
         return np.zeros(len(self.tree.keys), np.int64)

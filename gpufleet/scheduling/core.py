@@ -48,7 +48,16 @@ from gpufleet.model.events import (
     PodReady,
     WorkloadAdded,
 )
-from gpufleet.model.tenancy import GPU, PreemptionPolicy, Queue, ResourceQuota, Workload
+from gpufleet.model.tenancy import (
+    CPU,
+    GPU,
+    MEMORY,
+    PreemptionPolicy,
+    Queue,
+    ResourceQuota,
+    TopologyMode,
+    Workload,
+)
 from gpufleet.scheduling.admission import (
     AdmissionConfig,
     Quotas,
@@ -61,17 +70,77 @@ from gpufleet.scheduling.engine import Bound, PlacementEngine, Unschedulable
 from gpufleet.scheduling.framework import Policy
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
 from gpufleet.scheduling.pending import Group, Parked, PendingWorkload, PendingWorkloads
-from gpufleet.scheduling.preemption import find_victims, node_first, victim_order
+from gpufleet.scheduling.preemption import (
+    VictimColumns,
+    VictimFacts,
+    cheapest_victims,
+    find_victims,
+    victim_facts,
+)
+from gpufleet.scheduling.quota import UsageView
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.topology import place_workload
 
 ADMITTED = "admitted"
+HELD_FOR_PREEMPTOR = "waiting for quota: held for a preemptor"
 PREEMPTED = "preempted"
 BLOCKED = "blocked"
 
 
 def _no_share(queue: str) -> tuple[float, ...]:
     return ()
+
+
+class _QueueVictims:
+    """A queue's preemptible running workloads, in ``_by_queue`` order, with what ordering
+    them as victims reads, as numpy columns: kept as workloads start (appended) and stop
+    (marked gone), so that a search of a busy cluster does not list thousands of them anew."""
+
+    def __init__(self) -> None:
+        self.facts: list[VictimFacts] = []
+        self.where: dict[str, int] = {}
+        self.alive: list[bool] = []
+        self._columns: VictimColumns | None = None
+        self._alive: BoolArray | None = None
+
+    def add(self, fact: VictimFacts) -> None:
+        self.drop(fact.running.key)  # (not expected: a workload starts once until it stops)
+        self.where[fact.running.key] = len(self.facts)
+        self.facts.append(fact)
+        self.alive.append(True)
+        self._columns = self._alive = None
+
+    def drop(self, key: str) -> None:
+        i = self.where.pop(key, None)
+        if i is None:
+            return
+        self.alive[i] = False
+        self._alive = None
+        if len(self.facts) > 64 and 2 * len(self.where) < len(self.facts):
+            # Mostly gone: keep only the live ones, in their order.
+            self.facts = [f for f, live in zip(self.facts, self.alive, strict=True) if live]
+            self.alive = [True] * len(self.facts)
+            self.where = {f.running.key: i for i, f in enumerate(self.facts)}
+            self._columns = None
+
+    def refresh(self, fact: VictimFacts) -> None:
+        """The workload's pods changed (one ended): its place stays, its facts change."""
+        i = self.where.get(fact.running.key)
+        if i is not None:
+            self.facts[i] = fact
+            self._columns = None
+
+    def columns(self) -> VictimColumns:
+        if self._columns is None:
+            self._columns = VictimColumns.of(self.facts)
+        return self._columns
+
+    def eligible(self, now: float, least: float) -> BoolArray:
+        """Which are running and ran ``least`` seconds (as ``not now - started < least``)."""
+        if self._alive is None:
+            self._alive = np.array(self.alive, np.bool_)
+        ripe: BoolArray = ~(now - self.columns().started < least) & self._alive
+        return ripe
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +175,7 @@ class SchedulerCore:
         self.engine = PlacementEngine(table, policy, tie_rank=tie_rank)
         self.config = config or AdmissionConfig()
         self.quotas = Quotas(queues or {}, cluster_capacity(table.nodes), resource_quotas)
+        self._quota_keys_beyond_request = bool(set(self.quotas.tree.keys) - {CPU, MEMORY, GPU})
         self.explain_failures = explain
         self.now = 0.0
         self.pending = PendingWorkloads(self._effective_priority)
@@ -132,11 +202,35 @@ class SchedulerCore:
         self._eligible: list[tuple[float, str]] = []
         self._failed_binds: list[tuple[str, str]] = []
         self._victims_ripen: float | None = None
-        #: Work lost and GPUs of candidate victims, kept for one cycle (see victim_order).
-        self._victim_costs: dict[int, tuple[RunningWorkload, float, int]] = {}
-        #: Queue -> run time -> its preemptible workloads that ran at least that long, kept
-        #: for one cycle (dropped when the queue's running set changes): the reclaim scan.
-        self._reclaimable: dict[str, dict[float, list[RunningWorkload]]] = {}
+        #: Queue -> its preemptible running workloads (the candidates of the reclaim scan).
+        self._queue_victims: dict[str, _QueueVictims] = {}
+        #: (queue, run time) -> which of them ran that long, and their lowest priority
+        #: (inf if none), kept while the running set and the time are the same.
+        self._eligible_at: tuple[int, float] = (-1, -math.inf)
+        self._eligible_masks: dict[tuple[str, float], tuple[BoolArray, float]] = {}
+        #: Bumped when the running set changes; with the quota usage's version and the time it
+        #: keys what is derived from both (who may be a victim of whom).
+        self._running_version = 0
+        self._victims_memo_at: tuple[int, int, float] = (-1, -1, -math.inf)
+        self._under_borrowing_memo: set[str] = set()
+        #: (queue, priority, reclaims) -> has candidate victims / when a young one ripens.
+        self._has_victims_memo: dict[tuple[str, int, bool], bool] = {}
+        self._young_memo: dict[tuple[str, int, bool], float | None] = {}
+        #: Answers of _holds_survive, while the state it reads is the same.
+        self._holds_memo_at: tuple[int, int] = (-1, -1)
+        #: Bumped by _preemptions_changed.
+        self._preemption_epoch = 0
+        self._holds_memo: dict[tuple[object, ...], list[tuple[tuple[int, ...], bool]]] = {}
+        self._holder_views: (
+            list[tuple[str, Workload, tuple[int, ...], UsageView, UsageView | None]] | None
+        ) = None
+        #: _restrict_for's answers (cleared where what it reads changes), and
+        #: _surely_places's (by the table's change mark).
+        self._restrictions: dict[tuple[object, ...], BoolArray | None] = {}
+        self._sure: dict[tuple[object, ...], tuple[BoolArray | None, bool]] = {}
+        self._sure_at = (-1, -1)
+        #: Requests of the workloads tried this cycle (each gang's, before placement).
+        self._requests: dict[str, tuple[Workload, dict[str, int]]] = {}
         self._never_fits_cache: dict[object, bool] = {}
         self._aged_at = 0.0
         self._planned_at = -math.inf
@@ -200,6 +294,7 @@ class SchedulerCore:
         self.pending.add(workload, self.now, not_before)
 
     def _dequeue(self, key: str) -> None:
+        self._preemptions_changed()
         workload = self.pending.remove(key)
         self._failures.pop(key, None)
         self.nominated.pop(key, None)
@@ -223,6 +318,7 @@ class SchedulerCore:
         running = self.running.get(owner_key) or self.evicting.get(owner_key)
         if running is None:
             return
+        self._preemptions_changed()  # a victim's rows and usage may be freed, or it gone
         bound = running.bound.pop(key, None)
         if bound is not None:
             self._release_pod(running, bound)
@@ -242,6 +338,9 @@ class SchedulerCore:
         self.quotas.refund(running.workload, share)
         for k, v in share.items():
             running.usage[k] = running.usage.get(k, 0) - v
+        victims = self._queue_victims.get(running.workload.queue)
+        if victims is not None:
+            victims.refresh(victim_facts(running))
         self._wake_for_rows([bound.allocation.row])
         self.pending.wake_all(Parked.QUOTA)
 
@@ -250,6 +349,7 @@ class SchedulerCore:
         running = self.running.get(owner_key or "")
         if running is None:
             return
+        self._preemptions_changed()
         bound = running.bound.pop(key, None)
         del self.owner[key]
         if bound is not None:
@@ -297,7 +397,7 @@ class SchedulerCore:
         workload = running.workload
         self.running[workload.key] = running
         self._by_queue.setdefault(workload.queue, {})[workload.key] = running
-        self._reclaimable.pop(workload.queue, None)
+        self._running_version += 1
         self._priorities.setdefault(workload.queue, Counter())[workload.priority] += 1
         for key in running.bound:
             self.owner[key] = workload.key
@@ -305,12 +405,17 @@ class SchedulerCore:
             heapq.heappush(
                 self._eligible, (running.started + self.config.min_runtime, workload.key)
             )
+            victims = self._queue_victims.setdefault(workload.queue, _QueueVictims())
+            victims.add(victim_facts(running))
 
     def _untrack(self, running: RunningWorkload) -> None:
         workload = running.workload
         self.running.pop(workload.key, None)
         self._by_queue[workload.queue].pop(workload.key, None)
-        self._reclaimable.pop(workload.queue, None)
+        self._running_version += 1
+        victims = self._queue_victims.get(workload.queue)
+        if victims is not None:
+            victims.drop(workload.key)
         counts = self._priorities[workload.queue]
         counts[workload.priority] -= 1
         if not counts[workload.priority]:
@@ -327,8 +432,8 @@ class SchedulerCore:
         if now is not None:
             self.now = max(self.now, now)
         actions: list[Action] = []
-        self._victim_costs.clear()
-        self._reclaimable.clear()
+        self._preemptions_changed()
+        self._requests.clear()
         self.pending.release_backoff(self.now)
         for key in sorted(self._deferred):
             group = self.pending.group_of(key)
@@ -342,6 +447,7 @@ class SchedulerCore:
             self.pending.reprioritize()
             self._aged_at = self.now
         for key in [k for k, victims in self.nominated.items() if not victims]:
+            self._preemptions_changed()
             del self.nominated[key]
             self._release_hold(key)
             group = self.pending.group_of(key)
@@ -460,15 +566,26 @@ class SchedulerCore:
         if freed is not None and not self._fits_some_row(workload, freed):
             self.pending.park(group, Parked.CAPACITY, may_preempt)
             return BLOCKED
-        check = self.quotas.check(workload, requested(workload.pods[: workload.gang_size]))
+        request = self._request_of(workload)
+        check = self.quotas.check(workload, request)
         if not check.admits:
             if allow_preemption and self._preempt(workload, actions):
                 return PREEMPTED
             self._park(group, actions, Parked.QUOTA, f"waiting for quota: {check.message()}")
             return BLOCKED
         table = self.table
-        mark = table.begin_trial()
         restrict = self._restrict_for(workload, keep_reservation=not nominated)
+        if (
+            self._holds
+            and self._usage_is_request(workload)
+            and not self._holds_survive(workload, request)
+            and self._surely_places(workload, restrict)
+        ):
+            # What placing it would end in, without placing it: it fits, its exact usage is
+            # its request (so the exact check passes), and a preemptor's hold refuses it.
+            self._park(group, actions, Parked.QUOTA, HELD_FOR_PREEMPTOR)
+            return BLOCKED
+        mark = table.begin_trial()
         result = place_workload(self.engine, workload, restrict, explain=self.explain_failures)
         if isinstance(result, Unschedulable):
             table.rollback(mark)
@@ -490,12 +607,97 @@ class SchedulerCore:
             result, usage = retry
         if self._holds and not self._holds_survive(workload, usage):
             table.rollback(mark)
-            self._park(group, actions, Parked.QUOTA, "waiting for quota: held for a preemptor")
+            self._park(group, actions, Parked.QUOTA, HELD_FOR_PREEMPTOR)
             return BLOCKED
         table.commit(mark)
         self.pending.pop_head(group)
         self._admit(workload, result, usage, actions)
         return ADMITTED
+
+    def _usage_is_request(self, workload: Workload) -> bool:
+        """Is what the workload's gang will hold once placed, as quotas count it, what it asks
+        (:func:`used` equals :func:`requested` on every key a quota limits), wherever it goes?
+        Not with per-model quotas or namespace caps (keys the request lacks), nor for GPU
+        memory shares or MIG slices (their milli-GPU depends on the node)."""
+        if self._quota_keys_beyond_request or self.quotas.namespace_caps:
+            return False
+        return all(
+            not p.gpu.memory_mib and not p.gpu.mig_count
+            for p in workload.pods[: workload.gang_size]
+        )
+
+    def _surely_places(self, workload: Workload, restrict: BoolArray | None) -> bool:
+        """Would :func:`place_workload` place the gang on ``restrict`` now? True only when
+        cheap checks make it certain: one pod, or identical pods of whole GPUs (or none), and
+        the rows it may use have room for every pod between them (each pod placed takes one
+        pod's room from one row, whichever row the policy picks); with a required topology,
+        the rows of one domain that place_workload would try; with a preferred one, anywhere
+        (where it falls back to)."""
+        table = self.table
+        at = (table.change_mark, table.topology_version)
+        if at != self._sure_at:
+            self._sure_at = at
+            self._sure.clear()
+        # By id: the entry holds the mask, so no other object has its id meanwhile.
+        gang = workload.pods[: workload.gang_size]
+        memo_key = (id(restrict), workload.topology, *(p.signature for p in gang))
+        known = self._sure.get(memo_key)
+        if known is None or known[0] is not restrict:
+            known = self._sure[memo_key] = (restrict, self._surely_places_now(workload, restrict))
+        return known[1]
+
+    def _surely_places_now(self, workload: Workload, restrict: BoolArray | None) -> bool:
+        pods = workload.pods[: workload.gang_size]
+        first = pods[0]
+        if any(p.signature != first.signature for p in pods[1:]):
+            return False
+        engine, table = self.engine, self.table
+        demand = engine.demand(first)
+        mask = engine.feasible(demand)
+        if restrict is not None:
+            mask &= restrict[: mask.size]
+        if len(pods) == 1:
+            room: IntArray = mask.astype(np.int64)
+        elif demand.shared or demand.mig_count:
+            return False
+        else:
+            room = np.where(mask, len(pods), 0)
+            for free, need in (
+                (table.full_free, demand.gpu_count),
+                (table.cpu_free, demand.cpu_milli),
+                (table.mem_free, demand.memory_mib),
+            ):
+                if need > 0:
+                    np.minimum(room, free[: room.size] // need, out=room)
+        topology = workload.topology
+        if topology is None or topology.mode is TopologyMode.PREFERRED:
+            return int(room.sum()) >= len(pods)
+        # As place_workload picks domains: labelled, allowed rows; enough free GPUs in all.
+        column = table.label_ids.get(topology.level)
+        if column is None:
+            return False
+        n = room.size
+        if n != table.size:
+            return False
+        ids = column[:n]
+        allowed = table.schedulable[:n]
+        if restrict is not None:
+            allowed = allowed & restrict[:n]
+        labelled = (ids >= 0) & allowed
+        _, inverse = np.unique(ids[labelled], return_inverse=True)
+        free = table.gpu_free[:n].sum(axis=1)
+        capacity = np.bincount(inverse, weights=free[labelled])
+        room_in = np.bincount(inverse, weights=room[labelled])
+        need = sum(p.gpu.total_milli for p in pods)
+        return bool(((capacity >= need) & (room_in >= len(pods))).any())
+
+    def _request_of(self, workload: Workload) -> dict[str, int]:
+        """:func:`requested` of the gang (read-only; kept for the cycle)."""
+        known = self._requests.get(workload.key)
+        if known is None or known[0] is not workload:
+            request = requested(workload.pods[: workload.gang_size])
+            known = self._requests[workload.key] = (workload, request)
+        return known[1]
 
     def _fits_some_row(self, workload: Workload, rows: Iterable[int]) -> bool:
         engine = self.engine
@@ -624,6 +826,7 @@ class SchedulerCore:
             return  # the plan is an estimate: re-planning at every freed pod costs too much
         self._planned_at = self.now
         self.reservation = self._estimate(workload)
+        self._preemptions_changed()
         current = self.reservation
         if (previous is None) != (current is None) or (
             previous is not None
@@ -659,19 +862,50 @@ class SchedulerCore:
 
     def _drop_reservation(self) -> None:
         self.reservation = None
+        self._preemptions_changed()
         self.pending.wake_all(Parked.CAPACITY)
+
+    def _preemptions_changed(self) -> None:
+        """The reservation, the preemptors, their holds or their victims (or what those hold)
+        changed: what was derived from them is dropped."""
+        self._preemption_epoch += 1
+        self._restrictions.clear()
 
     def _restrict_for(self, workload: Workload, keep_reservation: bool = True) -> BoolArray | None:
         """Rows ``workload`` may use: all but those held for a preemptor whose victims are
-        leaving, and those reserved for a blocked gang (unless it is expected to end first)."""
+        leaving, and those reserved for a blocked gang (unless it is expected to end first).
+        The same for every workload alike in what it reads; read-only, kept until the
+        reservation, the preemptors, their holds or their victims change."""
+        reservation = self.reservation
+        keeps = (
+            keep_reservation
+            and reservation is not None
+            and reservation.owner != workload.key
+            and self.now + (workload.expected_runtime or self.config.default_expected_runtime)
+            > reservation.start
+        )
+        nominated = workload.key in self.nominated
+        memo_key = (
+            self.table.size,
+            self.now,
+            keeps,
+            nominated,
+            workload.key if not nominated and workload.key in self._holds else None,
+        )
+        if memo_key not in self._restrictions:
+            allowed = self._compute_restrict(workload, keeps)
+            if allowed is not None:
+                allowed.flags.writeable = False
+            self._restrictions[memo_key] = allowed
+        return self._restrictions[memo_key]
+
+    def _compute_restrict(self, workload: Workload, keeps: bool) -> BoolArray | None:
         n = self.table.size
         allowed: BoolArray | None = None
         reservation = self.reservation
-        if keep_reservation and reservation is not None and reservation.owner != workload.key:
-            runtime = workload.expected_runtime or self.config.default_expected_runtime
-            if self.now + runtime > reservation.start:
-                allowed = np.ones(n, np.bool_)
-                allowed[: min(n, reservation.rows.size)] &= ~reservation.rows[:n]
+        if keeps and reservation is not None:
+            allowed = np.ones(n, np.bool_)
+            allowed[: min(n, reservation.rows.size)] &= ~reservation.rows[:n]
         if self.nominated and workload.key not in self.nominated:
             for victim_key in set().union(*self.nominated.values()):
                 victim = self.evicting.get(victim_key)
@@ -689,6 +923,7 @@ class SchedulerCore:
         return allowed
 
     def _release_hold(self, key: str) -> None:
+        self._preemptions_changed()
         hold = self._holds.pop(key, None)
         if hold is not None:
             self.quotas.refund(hold[0], hold[1])
@@ -698,7 +933,102 @@ class SchedulerCore:
         """Would every preemptor whose victims are leaving still pass its quota check with
         ``workload`` admitted too? (A preemptor within nominal must not lose the quota its
         preemption freed to work that borrows it back.)"""
+        # The answer depends on the usage (named by its version), the holds and their victims
+        # still leaving, and the workload's queue, namespace, kind and usage.
+        state = (self.quotas.tree.version, self._preemption_epoch)
+        if state != self._holds_memo_at:
+            self._holds_memo_at = state
+            self._holds_memo.clear()
+            self._holder_views = None
         quotas = self.quotas
+        skipped = workload.key if workload.key in self._holds else None
+        if quotas.namespace_caps:
+            memo_key: tuple[object, ...] = (
+                skipped, workload.queue, workload.namespace, workload.preemptible,
+                *sorted(usage.items()),
+            )  # fmt: skip
+            amounts: tuple[int, ...] = ()
+        else:
+            # Only the keys quotas limit count. More usage charged to the queue only takes
+            # more room from the preemptors: a usage below one that passed passes, and one
+            # above one that failed fails.
+            memo_key = (skipped, workload.queue, workload.preemptible)
+            amounts = quotas.tree.limited(usage)
+        known = self._holds_memo.setdefault(memo_key, [])
+        for seen, survives in known:
+            if survives and all(a <= b for a, b in zip(amounts, seen, strict=True)):
+                return True
+            if not survives and all(a >= b for a, b in zip(amounts, seen, strict=True)):
+                return False
+        survives = self._holds_survive_now(workload, usage)
+        known.append((amounts, survives))
+        return survives
+
+    def _holds_survive_now(self, workload: Workload, usage: Mapping[str, int]) -> bool:
+        if self.quotas.namespace_caps:
+            return self._holds_survive_by_trial(workload, usage)
+        # Each preemptor as it will be when its victims are gone, seen once for this state
+        # (the memo was reset with it), asked with the workload's usage added.
+        if self._holder_views is None:
+            self._holder_views = self._make_holder_views()
+        tree = self.quotas.tree
+        amounts = tree.limited(usage)
+        pinned = amounts if not workload.preemptible else (0,) * len(amounts)
+        for owner, holder, request, view, pinned_view in self._holder_views:
+            if owner == workload.key:
+                continue
+            if not view.admits(holder.queue, request, workload.queue, amounts):
+                return False
+            if pinned_view is not None and not pinned_view.within_nominal(
+                holder.queue, request, workload.queue, pinned
+            ):
+                return False
+        return True
+
+    def _make_holder_views(
+        self,
+    ) -> list[tuple[str, Workload, tuple[int, ...], UsageView, UsageView | None]]:
+        """Per preemptor: the usage with its request and its leaving victims refunded (and
+        the non-preemptible usage, if it is non-preemptible: it must stay within nominal), as
+        Quotas.refund would leave them."""
+        tree = self.quotas.tree
+        usage: list[list[int]] = tree.usage.tolist()
+        pinned: list[list[int]] = self.quotas.pinned_usage.tolist()
+
+        def refund(rows: list[list[int]], queue: str, amounts: tuple[int, ...]) -> None:
+            for i in tree.paths[tree.index[queue]]:
+                row = rows[i]
+                for j, amount in enumerate(amounts):
+                    row[j] -= amount
+
+        views = []
+        for owner, (holder, request, _) in self._holds.items():
+            leaving = [
+                self.evicting[v] for v in self.nominated.get(owner, ()) if v in self.evicting
+            ]
+            gone = [
+                (w.workload, tree.limited(w.usage)) for w in leaving
+            ]  # fmt: skip
+            amounts = tree.limited(request)
+            rows = [row[:] for row in usage]
+            refund(rows, holder.queue, amounts)
+            for victim, taken in gone:
+                refund(rows, victim.queue, taken)
+            pinned_view = None
+            if not holder.preemptible:
+                pinned_rows = [row[:] for row in pinned]
+                refund(pinned_rows, holder.queue, amounts)
+                for victim, taken in gone:
+                    if not victim.preemptible:
+                        refund(pinned_rows, victim.queue, taken)
+                pinned_view = UsageView(tree, pinned_rows)
+            views.append((owner, holder, amounts, UsageView(tree, rows), pinned_view))
+        return views
+
+    def _holds_survive_by_trial(self, workload: Workload, usage: Mapping[str, int]) -> bool:
+        quotas = self.quotas
+        # Restored as a snapshot, so that the usage keeps its version (and what was memoised).
+        before = quotas.snapshot()
         quotas.charge(workload, usage)
         try:
             for owner, (holder, request, _) in self._holds.items():
@@ -720,18 +1050,23 @@ class SchedulerCore:
                         quotas.charge(victim.workload, victim.usage)
             return True
         finally:
-            quotas.refund(workload, usage)
+            quotas.restore(before)
 
     # ----------------------------------------------------------------------------- preemption
     def _preempt(self, workload: Workload, actions: list[Action]) -> bool:
         if workload.preemption_policy is PreemptionPolicy.NEVER:
             return False
-        candidates = self._candidates(workload)
-        if not candidates:
-            self._note_young_victims(workload)
+        if self._search_budget <= 0:
+            # Most attempts of a busy cycle end here: only whether victims exist matters.
+            if not self._has_candidates(workload):
+                self._note_young_victims(workload)
+            else:  # searched enough this cycle: its turn comes next cycle
+                self._deferred.add(workload.key)
             return False
-        if self._search_budget <= 0:  # searched enough this cycle: its turn comes next cycle
-            self._deferred.add(workload.key)
+        parts = self._candidate_parts(workload)
+        count = sum(int(chosen.sum()) for _, chosen in parts)
+        if not count:
+            self._note_young_victims(workload)
             return False
         self._search_budget -= 1
         limit = self.config.max_victim_candidates
@@ -739,18 +1074,19 @@ class SchedulerCore:
             p.gpu.count * MILLI_PER_GPU if p.gpu.milli >= MILLI_PER_GPU else 0
             for p in workload.pods[: workload.gang_size]
         )
-        if need >= MILLI_PER_GPU and len(candidates) > 1:  # whole GPUs: a node must free them
-            ordered = victim_order(
-                candidates, self.quotas.borrowing_queues(), self.now, None, self._victim_costs
-            )
-            ordered = node_first(ordered, self.table, need)[:limit]
+        borrowing = self.quotas.borrowing_queues()
+        columns = [
+            (victims.columns(), chosen, queue not in borrowing)
+            for (queue, victims), chosen in parts
+        ]
+        # victim_order, then node_first for whole GPUs (a node must free them), on columns.
+        if need >= MILLI_PER_GPU and count > 1:
+            ordered = cheapest_victims(columns, self.now, limit, self.table, need)
         else:
-            ordered = victim_order(
-                candidates, self.quotas.borrowing_queues(), self.now, limit, self._victim_costs
-            )[:limit]
-        request = requested(workload.pods[: workload.gang_size])
+            ordered = cheapest_victims(columns, self.now, limit)
+        request = self._request_of(workload)
         table = self.table
-        planned: list[IntArray] = []  # rows of the last placement that fitted
+        planned: list[IntArray | None] = []  # rows of each placement that fitted
 
         def may_fit() -> bool:
             """The quota checks of fits(): evicting more victims never makes them fail."""
@@ -758,19 +1094,31 @@ class SchedulerCore:
                 return False
             return not self._holds or self._holds_survive(workload, request)
 
+        restrict = self._restrict_for(workload)
+
+        def place() -> IntArray | None:
+            """The rows the gang would take now, on a trial; None if it does not fit."""
+            mark = table.begin_trial()
+            try:
+                placed = place_workload(self.engine, workload, restrict)
+                if isinstance(placed, Unschedulable):
+                    return None
+                return np.array([b.allocation.row for b in placed], np.int64)
+            finally:
+                table.rollback(mark)
+
         def fits() -> bool:
             # The quota checks first: they do not depend on the placement and cost far less.
             if not may_fit():
                 return False
-            mark = table.begin_trial()
-            try:
-                placed = place_workload(self.engine, workload, self._restrict_for(workload))
-                if isinstance(placed, Unschedulable):
-                    return False
-                planned.append(np.array([b.allocation.row for b in placed], np.int64))
+            if self._surely_places(workload, restrict):
+                planned.append(None)  # where: placed below if this stays the last fit
                 return True
-            finally:
-                table.rollback(mark)
+            rows = place()
+            if rows is None:
+                return False
+            planned.append(rows)
+            return True
 
         def still_candidate(victim: RunningWorkload) -> bool:
             queue = victim.workload.queue
@@ -780,9 +1128,23 @@ class SchedulerCore:
         if victims is None:
             self._note_young_victims(workload)
             return False
+        rows = planned[-1]
+        if rows is None:
+            # The last fit was certain without placing: place now, with the same victims gone
+            # (find_victims ends with exactly the victims of its last fit evicted).
+            mark = table.begin_trial()
+            try:
+                for victim in victims:
+                    for bound in victim.bound.values():
+                        table.release(bound.allocation)
+                rows = place()
+            finally:
+                table.rollback(mark)
+            assert rows is not None, f"{workload.key} no longer fits where it surely did"
+        self._preemptions_changed()
         self.nominated[workload.key] = {v.key for v in victims}
         self.quotas.charge(workload, request)
-        self._holds[workload.key] = (workload, request, planned[-1])
+        self._holds[workload.key] = (workload, request, rows)
         pending = self.pending.get(workload.key)
         if pending is not None:
             pending.reason = "preempting"
@@ -795,9 +1157,7 @@ class SchedulerCore:
         """Is the workload's queue within nominal quota for it (so it may reclaim)?"""
         if not self.quotas.tree.keys:
             return False
-        return self.quotas.within_nominal(
-            workload.queue, requested(workload.pods[: workload.gang_size])
-        )
+        return self.quotas.within_nominal(workload.queue, self._request_of(workload))
 
     def _is_candidate(
         self,
@@ -809,8 +1169,7 @@ class SchedulerCore:
         """May ``workload`` evict ``running``: lower priority in the same queue; or, when the
         preemptor reclaims (its queue is within nominal for it), a workload whose queue (or an
         ancestor) borrows, of any priority if so configured, else lower. (For reclaim,
-        :meth:`_candidates` applies the same tests through :meth:`_reclaimable_in`: keep them
-        alike.)"""
+        :meth:`_candidates` applies the same tests on columns: keep them alike.)"""
         other = running.workload
         if not other.preemptible or running.key not in self.running:
             return False
@@ -828,49 +1187,125 @@ class SchedulerCore:
     def _candidates(
         self, workload: Workload, min_runtime: float | None = None
     ) -> list[RunningWorkload]:
-        own = self._priorities.get(workload.queue)
+        """Every running workload ``workload`` may evict (:meth:`_is_candidate`), those of its
+        own queue first, each queue's in ``_by_queue`` order."""
+        least = self.config.min_runtime if min_runtime is None else min_runtime
         out: list[RunningWorkload] = []
-        if own and min(own) < workload.priority:
-            out.extend(
-                r
-                for r in self._by_queue[workload.queue].values()
-                if self._is_candidate(workload, r, False, min_runtime)
-            )
-        tree = self.quotas.tree
-        if tree.keys and tree.borrowing().any() and self._may_reclaim(workload):
-            least = self.config.min_runtime if min_runtime is None else min_runtime
-            any_priority = self.config.reclaim_any_priority
-            for queue in sorted(self._under_borrowing() - {workload.queue}):
-                # _is_candidate with reclaim (the queue is under a borrowing one by definition)
-                # on a list kept for the cycle: this runs at every search.
-                eligible = self._reclaimable_in(queue, least)
-                if any_priority:
-                    out.extend(eligible)
-                else:
-                    out.extend(r for r in eligible if r.workload.priority < workload.priority)
+        for (_, victims), chosen in self._candidate_parts(workload, least):
+            facts = victims.facts
+            out.extend(facts[i].running for i in np.flatnonzero(chosen).tolist())
         return out
 
-    def _reclaimable_in(self, queue: str, least: float) -> list[RunningWorkload]:
-        """The running workloads of ``queue`` that are preemptible and ran ``least`` seconds,
-        in ``_by_queue`` order (the tests of :meth:`_is_candidate` that do not depend on the
-        preemptor)."""
-        by_least = self._reclaimable.setdefault(queue, {})
-        found = by_least.get(least)
+    def _candidate_parts(
+        self, workload: Workload, least: float | None = None
+    ) -> list[tuple[tuple[str, _QueueVictims], BoolArray]]:
+        """:meth:`_candidates` by queue: each queue's victims and which of them are
+        candidates (queues without any are left out). :meth:`_is_candidate`'s tests, on
+        columns (keep them alike)."""
+        if least is None:
+            least = self.config.min_runtime
+        priority = workload.priority
+        parts: list[tuple[tuple[str, _QueueVictims], BoolArray]] = []
+
+        def take(queue: str, below: bool) -> None:
+            eligible, lowest = self._eligible_in(queue, least)
+            if lowest < (priority if below else math.inf):
+                victims = self._queue_victims[queue]
+                if below:
+                    eligible = eligible & (victims.columns().priority < priority)
+                parts.append(((queue, victims), eligible))
+
+        if self._may_evict_own(workload):
+            take(workload.queue, below=True)
+        if self._reclaims(workload):
+            any_priority = self.config.reclaim_any_priority
+            for queue in self._reclaim_queues(workload.queue):
+                take(queue, below=not any_priority)
+        return parts
+
+    def _eligible_in(self, queue: str, least: float) -> tuple[BoolArray, float]:
+        """Which of ``queue``'s preemptible workloads are running and ran ``least`` seconds
+        (the tests of :meth:`_is_candidate` that do not depend on the preemptor), and the
+        lowest priority among them (inf if none)."""
+        at = (self._running_version, self.now)
+        if at != self._eligible_at:
+            self._eligible_at = at
+            self._eligible_masks.clear()
+        found = self._eligible_masks.get((queue, least))
         if found is None:
-            now, running = self.now, self.running
-            found = by_least[least] = [
-                r
-                for key, r in self._by_queue[queue].items()
-                if r.workload.preemptible and key in running and not now - r.started < least
-            ]
+            victims = self._queue_victims.get(queue)
+            if victims is None or not victims.where:
+                found = (np.zeros(0 if victims is None else len(victims.facts), np.bool_), math.inf)
+            else:
+                eligible = victims.eligible(self.now, least)
+                priorities = victims.columns().priority[eligible]
+                found = (eligible, float(priorities.min()) if priorities.size else math.inf)
+            self._eligible_masks[(queue, least)] = found
         return found
+
+    def _may_evict_own(self, workload: Workload) -> bool:
+        """Does the workload's queue run anything of lower priority (a victim or not)?"""
+        own = self._priorities.get(workload.queue)
+        return own is not None and bool(own) and min(own) < workload.priority
+
+    def _reclaims(self, workload: Workload) -> bool:
+        """May ``workload`` take from queues that borrow (some do, and its queue is within
+        nominal quota for it)?"""
+        tree = self.quotas.tree
+        return bool(tree.keys) and tree.any_borrowing() and self._may_reclaim(workload)
+
+    def _reclaim_queues(self, own: str) -> list[str]:
+        """The queues a workload of queue ``own`` may reclaim from, in name order."""
+        return sorted(self._under_borrowing() - {own})
+
+    def _has_candidates(self, workload: Workload) -> bool:
+        """Whether :meth:`_candidates` is not empty, without listing them."""
+        self._fresh_victims_memo()
+        reclaims = self._reclaims(workload)
+        memo_key = (workload.queue, workload.priority, reclaims)
+        known = self._has_victims_memo.get(memo_key)
+        if known is None:
+            least, priority = self.config.min_runtime, workload.priority
+            known = self._may_evict_own(workload) and (
+                self._eligible_in(workload.queue, least)[1] < priority
+            )
+            if not known and reclaims:
+                bound = math.inf if self.config.reclaim_any_priority else priority
+                known = any(
+                    self._eligible_in(queue, least)[1] < bound
+                    for queue in self._reclaim_queues(workload.queue)
+                )
+            self._has_victims_memo[memo_key] = known
+        return known
+
+    def _fresh_victims_memo(self) -> None:
+        """Drop what was derived from the running set and the quota usage if either changed
+        (or the time did)."""
+        at = (self._running_version, self.quotas.tree.version, self.now)
+        if at != self._victims_memo_at:
+            self._victims_memo_at = at
+            self._has_victims_memo.clear()
+            self._young_memo.clear()
+            tree = self.quotas.tree
+            flags = tree.borrowing()
+            self._under_borrowing_memo = {
+                name
+                for name, i in tree.index.items()
+                if name in self._by_queue and any(bool(flags[a]) for a in tree.paths[i])
+            }
 
     def _note_young_victims(self, workload: Workload) -> None:
         """After a failed search: when would a victim now too young to evict become one?
         (The loop wakes the core then; see :meth:`next_timer`.)"""
-        young = self._candidates(workload, min_runtime=0.0)
-        least, now = self.config.min_runtime, self.now
-        first = min((t for r in young if (t := r.started + least) > now), default=None)
+        self._fresh_victims_memo()
+        memo_key = (workload.queue, workload.priority, self._reclaims(workload))
+        if memo_key in self._young_memo:
+            first = self._young_memo[memo_key]
+        else:
+            young = self._candidates(workload, min_runtime=0.0)
+            least, now = self.config.min_runtime, self.now
+            first = min((t for r in young if (t := r.started + least) > now), default=None)
+            self._young_memo[memo_key] = first
         if first is not None and (self._victims_ripen is None or first < self._victims_ripen):
             self._victims_ripen = first
 
@@ -900,19 +1335,15 @@ class SchedulerCore:
     def _under_borrowing(self) -> set[str]:
         """Queues with running work that borrow, or whose ancestor does (their work then
         counts as borrowed too)."""
-        tree = self.quotas.tree
-        flags = tree.borrowing()
-        return {
-            name
-            for name, i in tree.index.items()
-            if name in self._by_queue and any(bool(flags[a]) for a in tree.paths[i])
-        }
+        self._fresh_victims_memo()
+        return self._under_borrowing_memo
 
     def _evict(
         self, running: RunningWorkload, reason: str, actions: list[Action], preemptor: str | None
     ) -> None:
         running.evicted_for = reason
         self._untrack(running)
+        self._preemptions_changed()
         self.evicting[running.key] = running
         for bound in running.bound.values():
             actions.append(Evict(bound.pod, reason, preemptor))

@@ -9,16 +9,27 @@ of the quota usage until the preemptor both passes its quota check and places; t
 but the last is given back if the preemptor still fits without evicting it. Everything is undone
 before returning: the caller evicts for real only if a set was found, so a preemption is never
 issued unless the preemptor is then admitted.
+
+A search of a busy cluster has thousands of candidates: :func:`cheapest_victims` gives the first
+of :func:`victim_order` (then :func:`node_first`) from numpy columns kept per queue, the same
+victims in the same order.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from gpufleet.scheduling.admission import Quotas
-from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
 from gpufleet.scheduling.running import RunningWorkload
+
+FloatArray = npt.NDArray[np.float64]
 
 
 def victim_order(
@@ -92,6 +103,214 @@ def node_first(
                 out.append(victim)
     out.extend(r for r in ordered if id(r) not in seen)
     return out
+
+
+def _rows_held(victim: RunningWorkload) -> tuple[tuple[int, int], ...]:
+    """(row, milli-GPU its pods hold there) for each row ``victim`` is on, rows in the order
+    of a set of them."""
+    bound = victim.bound.values()
+    held = dict.fromkeys({b.allocation.row for b in bound}, 0)  # keeps the set's order
+    for b in bound:
+        held[b.allocation.row] += b.placement.gpu_milli_per_device * len(b.placement.gpu_indices)
+    return tuple(held.items())
+
+
+@dataclass(frozen=True, slots=True)
+class VictimFacts:
+    """What :func:`victim_order` and :func:`node_first` read of a running workload, which does
+    not change while none of its pods is bound or released (work lost is derived per call)."""
+
+    running: RunningWorkload
+    priority: int
+    gpu_milli: int
+    started: float
+    #: Checkpoint interval in seconds; 0.0 when it has none.
+    checkpoint: float
+    #: :func:`_rows_held`: each row it is on (in a set's order) and the milli-GPU held there.
+    rows: tuple[tuple[int, int], ...]
+
+
+def victim_facts(running: RunningWorkload) -> VictimFacts:
+    return VictimFacts(
+        running,
+        running.workload.priority,
+        running.gpu_milli,
+        running.started,
+        running.workload.checkpoint_interval or 0.0,
+        _rows_held(running),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class VictimColumns:
+    """The :class:`VictimFacts` of a list of candidates (one queue's) as numpy columns, with
+    one entry per (candidate, row it is on) in ``pair_*``."""
+
+    workloads: list[RunningWorkload]
+    priority: IntArray
+    gpu_milli: IntArray
+    started: FloatArray
+    checkpoint: FloatArray
+    pair_owner: IntArray
+    pair_row: IntArray
+    pair_milli: IntArray
+    #: Where the row comes in its candidate's rows (node_first's order among equal plans).
+    pair_rank: IntArray
+
+    @classmethod
+    def of(cls, facts: Sequence[VictimFacts]) -> VictimColumns:
+        count = len(facts)
+        ints = np.array([(f.priority, f.gpu_milli) for f in facts], np.int64).reshape(count, 2)
+        times = np.array([(f.started, f.checkpoint) for f in facts], np.float64)
+        times = times.reshape(count, 2)
+        held = np.array([len(f.rows) for f in facts], np.int64)
+        pairs = np.array([pair for f in facts for pair in f.rows], np.int64).reshape(-1, 2)
+        owner = np.repeat(np.arange(count), held)
+        first = np.cumsum(held) - held  # where each candidate's pairs start
+        return cls(
+            [f.running for f in facts],
+            ints[:, 0].copy(),
+            ints[:, 1].copy(),
+            times[:, 0].copy(),
+            times[:, 1].copy(),
+            owner,
+            pairs[:, 0].copy(),
+            pairs[:, 1].copy(),
+            np.arange(owner.size) - first[owner],
+        )
+
+
+#: Candidates for one search, part by part: the columns, which of them are candidates (None:
+#: all), and whether their queue is *not* borrowing (victim_order's first key).
+CandidatePart = tuple[VictimColumns, BoolArray | None, bool]
+
+
+def cheapest_victims(
+    parts: Sequence[CandidatePart],
+    now: float,
+    limit: int,
+    table: NodeTable | None = None,
+    need_milli: int = 0,
+) -> list[RunningWorkload]:
+    """The first ``limit`` candidates of ``parts`` (concatenated in order) by
+    :func:`victim_order` or, with ``table``, by ``node_first(victim_order(...), table,
+    need_milli)``: the same victims in the same order, from columns instead of a Python pass
+    over every candidate (a search may have thousands)."""
+    # Per part: the workloads and which of them are candidates, to name the chosen at the end.
+    chosen_of: list[tuple[list[RunningWorkload], IntArray]] = []
+    count = 0
+    columns: dict[str, list[npt.NDArray[Any]]] = {
+        name: []
+        for name in (
+            "borrowing", "priority", "gpu_milli", "started", "checkpoint",
+            "owner", "row", "milli", "rank",
+        )
+    }  # fmt: skip
+    for part, chosen, not_borrowing in parts:
+        if chosen is None:
+            picked = np.arange(len(part.workloads))
+            pair_kept = np.ones(part.pair_owner.size, np.bool_)
+        else:
+            picked = np.flatnonzero(chosen)
+            pair_kept = chosen[part.pair_owner]
+        chosen_of.append((part.workloads, picked))
+        # Local candidate index -> index in the concatenation.
+        where = np.full(len(part.workloads), -1, np.int64)
+        where[picked] = np.arange(picked.size) + count
+        count += picked.size
+        columns["borrowing"].append(np.full(picked.size, int(not_borrowing), np.int64))
+        columns["priority"].append(part.priority[picked])
+        columns["gpu_milli"].append(part.gpu_milli[picked])
+        columns["started"].append(part.started[picked])
+        columns["checkpoint"].append(part.checkpoint[picked])
+        columns["owner"].append(where[part.pair_owner[pair_kept]])
+        columns["row"].append(part.pair_row[pair_kept])
+        columns["milli"].append(part.pair_milli[pair_kept])
+        columns["rank"].append(part.pair_rank[pair_kept])
+    if not count:
+        return []
+    starts = np.cumsum([0] + [picked.size for _, picked in chosen_of])
+
+    def named(indices: Sequence[int]) -> list[RunningWorkload]:
+        """The candidates at these places of the concatenation."""
+        parts_of = np.searchsorted(starts, indices, side="right") - 1
+        out = []
+        for index, k in zip(indices, parts_of.tolist(), strict=True):
+            workloads, picked = chosen_of[k]
+            out.append(workloads[int(picked[index - starts[k]])])
+        return out
+
+    col = {name: np.concatenate(values) for name, values in columns.items()}
+    # RunningWorkload.work_lost, element by element (the same float operations).
+    ran = np.maximum(0.0, now - col["started"])
+    interval = col["checkpoint"]
+    periodic = interval > 0
+    safe = np.where(periodic, interval, 1.0)
+    since = np.where(periodic, ran - np.floor(ran / safe) * safe, ran)
+    lost = since * np.maximum(col["gpu_milli"], 1)
+    # victim_order's key, the first key last; lexsort is stable like sorted().
+    order = np.lexsort((-col["started"], col["gpu_milli"], lost, col["priority"], col["borrowing"]))
+    if table is None:
+        return named(order[:limit].tolist())
+    # A limit of 0 or less slices the whole order, as a list would.
+    first = _node_first_positions(order, col, table, need_milli, limit if limit > 0 else order.size)
+    return named(first[:limit])
+
+
+def _node_first_positions(
+    order: IntArray,
+    col: Mapping[str, npt.NDArray[Any]],
+    table: NodeTable,
+    need_milli: int,
+    limit: int,
+) -> list[int]:
+    """Candidate indices of ``node_first(ordered)[:limit]`` where ``ordered`` is the
+    candidates in ``order``: per row, the victims on it in order until the free GPUs and theirs
+    hold ``need_milli``; rows needing fewest victims first, then by their first victim's
+    place, then by where the row comes among that victim's rows (node_first's row order)."""
+    count = order.size
+    position = np.empty(count, np.int64)
+    position[order] = np.arange(count)
+    pair_position = position[col["owner"]]
+    rows = col["row"]
+    by_row = np.lexsort((pair_position, rows))
+    rows_sorted = rows[by_row]
+    plans_out: list[int] = []
+    if by_row.size:
+        starts = np.flatnonzero(np.r_[True, rows_sorted[1:] != rows_sorted[:-1]])
+        segment_rows = rows_sorted[starts]
+        devices = np.arange(table.gpu_free.shape[1]) < table.gpu_count[segment_rows][:, None]
+        free = np.where(devices, table.gpu_free[segment_rows], 0).sum(axis=1)
+        segment = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, by_row.size]))
+        freed = np.cumsum(col["milli"][by_row])
+        before = np.r_[0, freed][starts]
+        within = freed - before[segment]
+        enough = (free[segment] < need_milli) & (free[segment] + within >= need_milli)
+        hits = np.flatnonzero(enough)
+        planned, first_hit = np.unique(segment[hits], return_index=True)
+        ends = hits[first_hit]
+        plan_starts = starts[planned]
+        lengths = ends - plan_starts + 1
+        plan_order = np.lexsort(
+            (col["rank"][by_row[plan_starts]], pair_position[by_row[plan_starts]], lengths)
+        )
+        owners = col["owner"][by_row]
+        seen: set[int] = set()
+        for plan in plan_order.tolist():
+            for owner in owners[plan_starts[plan] : ends[plan] + 1].tolist():
+                if owner not in seen:
+                    seen.add(owner)
+                    plans_out.append(owner)
+            if len(plans_out) >= limit:
+                return plans_out[:limit]
+        for owner in order.tolist():
+            if len(plans_out) >= limit:
+                break
+            if owner not in seen:
+                plans_out.append(owner)
+        return plans_out
+    first: list[int] = order[:limit].tolist()
+    return first
 
 
 def find_victims(

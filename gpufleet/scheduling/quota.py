@@ -111,6 +111,21 @@ class QuotaTree:
         self.weight = np.array([q.weight for q in queues.values()], np.float64)
         self.capacity = np.array([capacity.get(key, UNLIMITED) for key in keys], np.int64)
         self.usage = np.zeros((n, k), np.int64)
+        #: Names the content of ``usage``: a new number whenever it changes, so that callers
+        #: may memoise what they derive from it. Whoever writes ``usage`` other than through
+        #: add/remove sets it too: to :meth:`new_version`, or back to the version of the same
+        #: content (a restored snapshot).
+        self.version = 0
+        self._versions = 0
+        self._limits_version = -1
+        self._borrowing_version = -1
+        self._borrowing = np.zeros(0, np.bool_)
+        self._any_borrowing = False
+        self._scalars: TreeScalars | None = None
+        self._no_amounts = (0,) * k
+        self._limits: dict[str, list[tuple[int, list[int], list[int], list[int]]]] = {}
+        self._others_kept: list[list[int]] = []
+        self._usage_rows: list[list[int]] = []
         self.guarded = np.maximum(self.nominal - self.lend, 0)
         self.paths = [self._path(i) for i in range(n)]
         # Fixed by the tree, read by every check (the hot path of a cycle): each queue's
@@ -131,20 +146,26 @@ class QuotaTree:
 
     def vector(self, usage: Resources) -> IntArray:
         """A usage mapping as a vector over the accounted keys (other keys are dropped)."""
-        vec = np.zeros(len(self.keys), np.int64)
-        for key, amount in usage.items():
-            j = self.key_index.get(key)
-            if j is not None:
-                vec[j] += amount
-        return vec
+        return np.array(self.limited(usage), np.int64)
+
+    def limited(self, usage: Resources) -> tuple[int, ...]:
+        """:meth:`vector` as a tuple (hashable, and cheaper to make)."""
+        return tuple(map(usage.get, self.keys, self._no_amounts))
 
     # ----------------------------------------------------------------------------- usage
+    def new_version(self) -> None:
+        """Give ``usage`` a version never used before (it changed)."""
+        self._versions += 1
+        self.version = self._versions
+
     def add(self, queue: str, usage: IntArray) -> None:
         """Charge ``usage`` to ``queue`` and all its ancestors."""
+        self.new_version()
         for i in self.paths[self.index[queue]]:
             self.usage[i] += usage
 
     def remove(self, queue: str, usage: IntArray) -> None:
+        self.new_version()
         for i in self.paths[self.index[queue]]:
             self.usage[i] -= usage
         if (self.usage < 0).any():
@@ -199,6 +220,93 @@ class QuotaTree:
             return refusal
         return QuotaCheck(Verdict.BORROWS if borrows else Verdict.FITS)
 
+    def check_amounts(self, queue: str, amounts: Sequence[int]) -> QuotaCheck:
+        """:meth:`check` of a usage given as :meth:`limited` amounts: the same verdict, read
+        from the limits along the queue's path kept for the usage's version (a cycle checks
+        many workloads of a queue while no usage changes)."""
+        if not any(want > 0 for want in amounts):
+            return QuotaCheck(Verdict.FITS)
+        borrows = False
+        refusal: QuotaCheck | None = None
+        for i, avail, used, nominal in self._path_limits(queue):
+            for j, want in enumerate(amounts):
+                if want > 0 and used[j] + want > avail[j]:
+                    # Keep the deepest level that refuses: it explains the most.
+                    refusal = QuotaCheck(
+                        Verdict.EXCEEDS,
+                        self.names[i],
+                        self.keys[j],
+                        used[j],
+                        want,
+                        max(avail[j], 0),
+                    )
+                    break
+            if not borrows and any(
+                want > 0 and used[j] + want > nominal[j] for j, want in enumerate(amounts)
+            ):
+                borrows = True
+        if refusal is not None:
+            return refusal
+        return QuotaCheck(Verdict.BORROWS if borrows else Verdict.FITS)
+
+    def nominal_excess_amounts(
+        self, queue: str, amounts: Sequence[int], base: IntArray | None = None
+    ) -> QuotaCheck | None:
+        """:meth:`nominal_excess` of a usage given as :meth:`limited` amounts."""
+        found = None
+        for i, _, used, nominal in self._path_limits(queue):
+            current = used if base is None else base[i].tolist()
+            for j, want in enumerate(amounts):
+                if want > 0 and current[j] + want > nominal[j]:
+                    found = QuotaCheck(
+                        Verdict.EXCEEDS,
+                        self.names[i],
+                        self.keys[j],
+                        current[j],
+                        want,
+                        nominal[j],
+                    )
+                    break
+        return found
+
+    def _path_limits(self, queue: str) -> list[tuple[int, list[int], list[int], list[int]]]:
+        """For each queue on ``queue``'s path, top first: its index, what its subtree may use
+        in all (as in :meth:`check`), its usage and its nominal quota; kept per usage version."""
+        if self._limits_version != self.version:
+            self._limits_version = self.version
+            self._limits.clear()
+            # What each queue's competitors keep, for all queues at once: the sum over its
+            # group of siblings (the tops, or its parent's children) less its own.
+            kept = np.maximum(self.usage, self.guarded)
+            group = np.zeros((len(self.names) + 1, len(self.keys)), np.int64)
+            np.add.at(group, self.parent, kept)  # the tops' group is the last row (-1)
+            self._others_kept = (group[self.parent] - kept).tolist()
+            self._usage_rows = self.usage.tolist()
+        found = self._limits.get(queue)
+        if found is None:
+            fixed = self.scalars()
+            avail = fixed.capacity
+            found = []
+            for i in self.paths[self.index[queue]]:
+                taken, ceiling = self._others_kept[i], fixed.ceiling[i]
+                avail = [min(c, a - t) for c, a, t in zip(ceiling, avail, taken, strict=True)]
+                found.append((i, avail, self._usage_rows[i], fixed.nominal[i]))
+            self._limits[queue] = found
+        return found
+
+    def scalars(self) -> TreeScalars:
+        """The fixed limits as Python integers (made once)."""
+        if self._scalars is None:
+            self._scalars = TreeScalars(
+                self.guarded.tolist(),
+                self._ceiling.tolist(),
+                self.nominal.tolist(),
+                self.capacity.tolist(),
+                [set(o.tolist()) for o in self._others],
+                [o.tolist() for o in self._others],
+            )
+        return self._scalars
+
     def within_nominal(self, queue: str, usage: IntArray) -> bool:
         """Would ``queue`` (and its ancestors) stay within nominal quota with ``usage`` more?"""
         return self.nominal_excess(queue, usage) is None
@@ -226,8 +334,19 @@ class QuotaTree:
         return found
 
     def borrowing(self) -> npt.NDArray[np.bool_]:
-        """Per queue: does it use more than its nominal quota of some key?"""
-        return np.asarray((self.usage > self.nominal).any(axis=1), dtype=np.bool_)
+        """Per queue: does it use more than its nominal quota of some key? (Read-only; kept
+        per usage version.)"""
+        if self._borrowing_version != self.version:
+            flags = np.asarray((self.usage > self.nominal).any(axis=1), dtype=np.bool_)
+            flags.flags.writeable = False
+            self._borrowing, self._borrowing_version = flags, self.version
+            self._any_borrowing = bool(flags.any())
+        return self._borrowing
+
+    def any_borrowing(self) -> bool:
+        """Does some queue use more than its nominal quota?"""
+        self.borrowing()
+        return self._any_borrowing
 
     # ----------------------------------------------------------------------------- sharing
     def share(self, queue: str, extra: IntArray | None = None) -> tuple[float, ...]:
@@ -301,3 +420,86 @@ def usage_of(requests: Iterable[tuple[str, int]]) -> dict[str, int]:
     for key, amount in requests:
         total[key] = total.get(key, 0) + amount
     return total
+
+
+class UsageView:
+    """A usage of a :class:`QuotaTree` held as Python integers, on which to ask what
+    :meth:`QuotaTree.check` and :meth:`QuotaTree.nominal_excess` would answer for one queue
+    were some usage added to another queue first, without charging it: a handful of scalar
+    reads along the two paths instead of array operations over the whole tree."""
+
+    def __init__(self, tree: QuotaTree, usage: list[list[int]]) -> None:
+        """``usage``: per queue, per key (as ``tree.usage.tolist()``); the view keeps it."""
+        self.tree = tree
+        self.usage = usage
+        self._others_kept: dict[int, list[int]] = {}
+
+    def others_kept(self, i: int) -> list[int]:
+        """What the queues queue ``i`` competes with (as in check) keep, in all."""
+        found = self._others_kept.get(i)
+        if found is None:
+            guarded = self.tree.scalars().guarded
+            found = [0] * len(self.tree.keys)
+            for other in self.tree.scalars().others_in_order[i]:
+                for j, (used, floor) in enumerate(
+                    zip(self.usage[other], guarded[other], strict=True)
+                ):
+                    found[j] += max(used, floor)
+            self._others_kept[i] = found
+        return found
+
+    def admits(
+        self, queue: str, amounts: Sequence[int], added_to: str, added: Sequence[int]
+    ) -> bool:
+        """Would ``QuotaTree.check(queue, amounts).admits`` hold with ``added`` charged to
+        ``added_to`` (and its ancestors)?"""
+        tree = self.tree
+        fixed = tree.scalars()
+        raised = tree.paths[tree.index[added_to]]
+        on_raised = set(raised)
+        usage, guarded = self.usage, fixed.guarded
+        avail = list(fixed.capacity)
+        for depth, i in enumerate(tree.paths[tree.index[queue]]):
+            taken = self.others_kept(i)
+            sibling = raised[depth] if depth < len(raised) else -1
+            competes = sibling in fixed.others[i]
+            ceiling = fixed.ceiling[i]
+            for j, want in enumerate(amounts):
+                kept = taken[j]
+                if competes:  # the added usage is the sibling's to keep
+                    base, floor = usage[sibling][j], guarded[sibling][j]
+                    kept += max(base + added[j], floor) - max(base, floor)
+                avail[j] = min(ceiling[j], avail[j] - kept)
+                used = usage[i][j] + (added[j] if i in on_raised else 0)
+                if want > 0 and used + want > avail[j]:
+                    return False
+        return True
+
+    def within_nominal(
+        self, queue: str, amounts: Sequence[int], added_to: str, added: Sequence[int]
+    ) -> bool:
+        """Would ``QuotaTree.nominal_excess(queue, amounts, base)`` be None, ``base`` this
+        usage with ``added`` charged to ``added_to``?"""
+        tree = self.tree
+        nominal = tree.scalars().nominal
+        on_raised = set(tree.paths[tree.index[added_to]])
+        for i in tree.paths[tree.index[queue]]:
+            row = self.usage[i]
+            for j, want in enumerate(amounts):
+                used = row[j] + (added[j] if i in on_raised else 0)
+                if want > 0 and used + want > nominal[i][j]:
+                    return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class TreeScalars:
+    """The fixed limits of a :class:`QuotaTree` as Python integers (for :class:`UsageView`)."""
+
+    guarded: list[list[int]]
+    ceiling: list[list[int]]
+    nominal: list[list[int]]
+    capacity: list[int]
+    #: Per queue: the queues it competes with in :meth:`QuotaTree.check`.
+    others: list[set[int]]
+    others_in_order: list[list[int]]

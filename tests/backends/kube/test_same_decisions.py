@@ -96,10 +96,13 @@ def _simulated(
 
 
 def _on_kubernetes(
-    nodes: list[Obj], objects: list[Obj], policy: str
+    nodes: list[Obj], objects: list[Obj], policy: str, expected: int
 ) -> dict[str, tuple[str, tuple[int, ...], int]]:
     with harness(*nodes, *objects) as h:
         h.scheduler.options.policy = policy
+        # Wait for the binds the simulator made (a loaded machine answers slowly), then for
+        # quiet, so that a bind the simulator did not make would show up too.
+        h.until(lambda: len(h.bound()) >= expected, timeout=30, what=f"{expected} pods bound")
         h.settle(quiet_s=0.5)
         out = {}
         for pod in h.server.list("v1", "Pod"):
@@ -120,6 +123,6 @@ def test_simulator_and_kubernetes_backend_place_the_same_snapshot_identically(
 ) -> None:
     nodes, objects = _snapshot()
     simulated = _simulated(nodes, objects, tmp_path, policy)
-    on_kubernetes = _on_kubernetes(nodes, objects, policy)
+    on_kubernetes = _on_kubernetes(nodes, objects, policy, len(simulated))
     assert len(simulated) >= 15, "the snapshot should place most of its pods"
     assert on_kubernetes == simulated
