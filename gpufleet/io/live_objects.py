@@ -13,7 +13,7 @@ anything or decide when a gang is complete: the Kubernetes backend does.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,11 +69,11 @@ class LiveCatalog:
         self.rejected: list[Rejected] = []
         self._builder = builder = _Builder()
         for obj in sorted(queues, key=_key):
-            self._take("Queue", obj, lambda m: builder.add(m, SOURCE))
+            self._take("Queue", obj)
         for obj in sorted(priority_classes, key=_key):
-            self._take("PriorityClass", obj, lambda m: builder.add(m, SOURCE))
+            self._take("PriorityClass", obj)
         for obj in sorted(resource_quotas, key=_key):
-            self._take("ResourceQuota", obj, lambda m: builder.add(m, SOURCE))
+            self._take("ResourceQuota", obj)
         self._drop_broken_tree()
         self._declared = {n: s.value for n, s in builder.queues.items()}
         self.queues: dict[str, Queue] = dict(self._declared)
@@ -84,10 +84,10 @@ class LiveCatalog:
         }
         self.resource_quotas: list[ResourceQuota] = [s.value for s in builder.quotas.values()]
 
-    def _take(self, kind: str, obj: Mapping[str, Any], add: Callable[[Manifest], None]) -> None:
+    def _take(self, kind: str, obj: Mapping[str, Any]) -> None:
         manifest = live_manifest({"kind": kind, **obj})
         try:
-            add(manifest)
+            self._builder.add(manifest, SOURCE)
         except InputError as error:
             self.rejected.append(Rejected(kind, _key(obj), str(error)))
 

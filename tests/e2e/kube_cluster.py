@@ -22,6 +22,7 @@ from gpufleet.testing import kube_objects as ko
 
 Obj = dict[str, Any]
 KUBECONFIG_ENV = "GPUFLEET_E2E_KUBECONFIG"
+RUN_LABEL = "gpufleet.dev/e2e-run"
 
 
 class Cluster:
@@ -62,7 +63,7 @@ class Cluster:
 
     def add_gpu_node(self, name: str, gpus: int = 8) -> None:
         """A Node object with GPUs in its status, as a kubelet with the device plugin shows it."""
-        node = ko.gpu_node(f"{name}-{self.run_id}", gpus=gpus)
+        node = ko.gpu_node(f"{name}-{self.run_id}", gpus=gpus, labels={RUN_LABEL: self.run_id})
         status = node.pop("status")
         self.core.create_node(node)
         self.core.patch_node_status(node["metadata"]["name"], {"status": status})
@@ -77,6 +78,8 @@ class Cluster:
     def submit(self, pod: Obj) -> None:
         pod["metadata"]["namespace"] = self.namespace
         pod["spec"]["schedulerName"] = self.scheduler_name
+        # Only this run's nodes: the cluster may have other nodes with free GPUs.
+        pod["spec"]["nodeSelector"] = {RUN_LABEL: self.run_id}
         self.core.create_namespaced_pod(self.namespace, pod)
 
     def pod(self, name: str) -> Obj:

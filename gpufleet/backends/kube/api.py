@@ -117,13 +117,6 @@ def rfc3339(at: float | None = None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_time(text: str | None) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time (``Time`` or ``MicroTime``)."""
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
 class KubeApi:
     """See the module docstring. Thread-safe: binders, informers and reporters share one."""
 

@@ -31,7 +31,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from gpufleet.backends.kube import pods as podinfo
@@ -102,6 +102,9 @@ class Reporter(Protocol):
     def preempted(self, pod: Obj, preemptor: str | None, reason: str) -> None: ...
     def eviction_blocked(self, pod: Obj, message: str) -> None: ...
     def invalid(self, kind: str, obj: Obj, message: str) -> None: ...
+    def forget(self, pod_key: str) -> None:
+        """``pod_key`` is gone: drop what was remembered to rate-limit its reports."""
+        ...
 
 
 class NullReporter:
@@ -110,6 +113,7 @@ class NullReporter:
     def preempted(self, pod: Obj, preemptor: str | None, reason: str) -> None: ...
     def eviction_blocked(self, pod: Obj, message: str) -> None: ...
     def invalid(self, kind: str, obj: Obj, message: str) -> None: ...
+    def forget(self, pod_key: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -129,7 +133,6 @@ class Counters:
     evictions: int = 0
     evictions_blocked: int = 0
     invalid_objects: int = 0
-    bind_latency_s: list[float] = field(default_factory=list)
 
 
 class KubeBackend:
@@ -171,7 +174,6 @@ class KubeBackend:
         #: Nodes changed while pods ran on them: taken in once they are empty.
         self._deferred_nodes: set[str] = set()
         self._group_members: dict[tuple[str, str], set[str]] = defaultdict(set)
-        self._bind_started: dict[str, float] = {}
         self._replay_binds: list[tuple[str, Placement]] = []
         self._evictions_due: list[tuple[float, str, str | None, str]] = []
         self._lock = threading.Lock()
@@ -210,7 +212,7 @@ class KubeBackend:
     def list_state(self) -> ClusterState:
         """The nodes and bound pods as the API shows them now (pending work comes as
         workloads from :meth:`poll_events` after :meth:`resync`)."""
-        self._drain()
+        self.drain()
         nodes = [n for n in (self._parse_node(o) for o in self.objects[NODES].values()) if n]
         running: list[tuple[Pod, Placement]] = []
         for key, told in self._told.items():
@@ -223,7 +225,7 @@ class KubeBackend:
     def resync(self) -> list[Node]:
         """Forget what the core was told: the next poll tells a new core everything but the
         nodes returned (by name), which the new core is to be built with."""
-        self._drain()
+        self.drain()
         with self._lock:
             in_flight = {k: t for k, t in self._told.items() if t.in_flight}
         self._nodes.clear()
@@ -241,7 +243,7 @@ class KubeBackend:
         return list(self._nodes.values())
 
     def poll_events(self) -> Sequence[ClusterEvent]:
-        self._drain()
+        self.drain()
         out: list[ClusterEvent] = []
         for key, placement in self._replay_binds:
             pod = self.parse_pod(self.objects[PODS].get(key))
@@ -286,7 +288,8 @@ class KubeBackend:
         self._wake.clear()
 
     # ----------------------------------------------------------------------------- changes in
-    def _drain(self) -> None:
+    def drain(self) -> None:
+        """Take the informers' changes into the objects (a standby replica keeps warm so)."""
         while True:
             try:
                 change = self._changes.get_nowait()
@@ -417,6 +420,7 @@ class KubeBackend:
         state = podinfo.pod_state(obj, self.scheduler_name)
         told = self._told.get(key)
         if state is PodState.GONE:
+            self.reporter.forget(key)
             if told is not None:
                 del self._told[key]
                 if told.placement is not None and told.state is PodState.BOUND:
@@ -543,7 +547,6 @@ class KubeBackend:
             return
         told.state, told.placement, told.in_flight = PodState.BOUND, placement, True
         self._ledger.take(placement)
-        self._bind_started[key] = time.monotonic()
         self._binders.submit(self._bind_call, pod, placement)
 
     def _bind_call(self, pod: Pod, placement: Placement) -> None:
@@ -563,12 +566,9 @@ class KubeBackend:
                 outcome, key, detail = self._results.get_nowait()
             except queue.Empty:
                 return
-            started = self._bind_started.pop(key, None)
             told = self._told.get(key)
             if outcome == "bound":
                 self.counters.binds += 1
-                if started is not None:
-                    self.counters.bind_latency_s.append(time.monotonic() - started)
                 obj = self.objects[PODS].get(key)
                 if obj is not None and told is not None and told.placement is not None:
                     self.reporter.scheduled(obj, told.placement)

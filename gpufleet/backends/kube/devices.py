@@ -108,7 +108,8 @@ class DeviceLedger:
         if request.count == 0:
             return Placement(node.name)
         if request.is_shared:
-            best: tuple[int, int] | None = None  # (used milli, index): the fullest that fits
+            # (used milli, index, share): the fullest device the share still fits on
+            best: tuple[int, int, int] | None = None
             for gpu in whole:
                 milli = request.milli or math.ceil(
                     request.memory_mib * MILLI_PER_GPU / max(gpu.memory_mib, 1)
@@ -116,11 +117,10 @@ class DeviceLedger:
                 if used[gpu.index] + milli <= MILLI_PER_GPU and (
                     best is None or used[gpu.index] > best[0]
                 ):
-                    best = (used[gpu.index], gpu.index)
-                    share = milli
+                    best = (used[gpu.index], gpu.index, milli)
             if best is None:
                 return Placement(node.name)
-            return Placement(node.name, (best[1],), min(share, MILLI_PER_GPU))
+            return Placement(node.name, (best[1],), best[2])
         free_devices = [g.index for g in whole if used[g.index] == 0][: request.count]
         if len(free_devices) < request.count:
             return Placement(node.name)

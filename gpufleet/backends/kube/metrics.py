@@ -9,18 +9,57 @@ an event loop to a process that has neither.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from gpufleet.backends.kube.backend import KubeBackend
+from gpufleet.backends.kube.reporting import ApiReporter
 from gpufleet.model.actions import Action, Bind, Evict
+from gpufleet.scheduling.core import SchedulerCore
 
 
-class _Backend(Protocol):
-    def waiting_pods(self) -> int: ...
+class _Outcomes(Collector):
+    """What the backend and reporter count as they go, read at each scrape."""
+
+    def __init__(self, backend: KubeBackend, reporter: ApiReporter) -> None:
+        self.backend, self.reporter = backend, reporter
+
+    def collect(self) -> Iterable[Metric]:
+        counters = self.backend.counters
+        for name, text, value in (
+            ("gpufleet_bind_calls_succeeded", "Bindings the API server took", counters.binds),
+            (
+                "gpufleet_bind_calls_failed",
+                "Bindings the API server refused",
+                counters.bind_failures,
+            ),
+            (
+                "gpufleet_eviction_calls_succeeded",
+                "Evictions the API server took",
+                counters.evictions,
+            ),
+            (
+                "gpufleet_eviction_calls_blocked",
+                "Evictions refused (a PodDisruptionBudget)",
+                counters.evictions_blocked,
+            ),
+            (
+                "gpufleet_invalid_objects",
+                "Objects reported as InvalidSpec",
+                counters.invalid_objects,
+            ),
+            (
+                "gpufleet_reports_dropped",
+                "Conditions and Events dropped on a full backlog",
+                self.reporter.dropped,
+            ),
+        ):
+            yield CounterMetricFamily(name, text, value=value)
 
 
 class SchedulerMetrics:
@@ -53,16 +92,22 @@ class SchedulerMetrics:
             registry=r,
         )
 
+    def watch(self, backend: KubeBackend, reporter: ApiReporter) -> None:
+        """Also expose what ``backend`` and ``reporter`` count (API calls taken or refused)."""
+        self.registry.register(_Outcomes(backend, reporter))
+
     def observe_turn(
-        self, seconds: float, actions: Sequence[Action], backend: _Backend, core: object
+        self,
+        seconds: float,
+        actions: Sequence[Action],
+        backend: KubeBackend,
+        core: SchedulerCore,
     ) -> None:
         self.turn_seconds.observe(seconds)
         self.binds.inc(sum(isinstance(a, Bind) for a in actions))
         self.evictions.inc(sum(isinstance(a, Evict) for a in actions))
         self.pending_pods.set(backend.waiting_pods())
-        running = getattr(core, "running", None)
-        if running is not None:
-            self.running_workloads.set(len(running))
+        self.running_workloads.set(len(core.running))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

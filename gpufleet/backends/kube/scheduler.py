@@ -74,6 +74,7 @@ class KubeScheduler:
         )
         self.publisher = StatusPublisher(api)
         self.metrics = metrics or SchedulerMetrics()
+        self.metrics.watch(self.backend, self.reporter)
         self.elector = (
             LeaderElector(
                 api,
@@ -125,7 +126,7 @@ class KubeScheduler:
                     if self.core is not None:
                         log.warning("%s lost leadership; standing by", self.options.identity)
                         self.core = None
-                    backend.list_state()  # keep the view current
+                    backend.drain()
                     self.stop_event.wait(0.5)
                     continue
                 self.turn()

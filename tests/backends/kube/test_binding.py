@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
+
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
+from gpufleet.backends.kube.metrics import HealthServer
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness
 
@@ -17,6 +21,9 @@ def test_binds_a_gpu_pod_through_the_binding_subresource_with_its_devices() -> N
         assert ("POST", "/api/v1/namespaces/default/pods/train/binding") in h.server.requests
         h.settle()
         assert [e["involvedObject"]["name"] for e in h.events("Scheduled")] == ["train"]
+        exposed = h.scheduler.metrics.exposition().decode()
+        assert "gpufleet_bind_calls_succeeded_total 1.0" in exposed
+        assert "gpufleet_bind_calls_failed_total 0.0" in exposed
 
 
 def test_pods_of_other_schedulers_are_left_alone_but_count_against_capacity() -> None:
@@ -74,3 +81,31 @@ def test_a_gpu_share_is_written_back_with_its_device() -> None:
         annotations = h.pod("infer")["metadata"]["annotations"]
         assert annotations["gpufleet.dev/gpu-milli-per-device"] == "250"
         assert annotations[GPU_INDEX_ANNOTATION] in {"0", "1"}
+
+
+def test_health_server_answers_probes_and_metrics() -> None:
+    with harness(ko.gpu_node("n1")) as h:
+        healthy = [True]
+        server = HealthServer(
+            h.scheduler.metrics, lambda: healthy[0], lambda: h.scheduler.ready, 0, "127.0.0.1"
+        )
+        server.start()
+        base = f"http://127.0.0.1:{server.port}"
+        try:
+            assert _get(f"{base}/healthz") == 200
+            assert _get(f"{base}/readyz") == 200
+            assert _get(f"{base}/nope") == 404
+            healthy[0] = False
+            assert _get(f"{base}/healthz") == 503
+            with urllib.request.urlopen(f"{base}/metrics") as response:
+                assert b"gpufleet_scheduling_turn_seconds" in response.read()
+        finally:
+            server.stop()
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)

@@ -10,6 +10,7 @@ from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.kube_api import FakeApiServer
 from tests.backends.kube.harness import harness, make_scheduler
+from tests.e2e.kube_cluster import wait_for
 
 
 def _devices(h_pods: list[dict[str, object]]) -> Counter[tuple[str, str]]:
@@ -120,15 +121,15 @@ def test_two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() -
         leader = leaders[0]
         standby = next(r for r in replicas if r is not leader)
         server.create(ko.gpu_pod("p1", gpus=1))
-        _wait(lambda: _node(server, "p1") == "n1")
+        wait_for(lambda: _node(server, "p1") == "n1")
         # The leader dies without giving the lease back.
         assert leader.elector is not None
         leader.elector.stop(release=False)
         leader.stop()
         threads[replicas.index(leader)].join(5)
-        _wait(standby.is_leader, timeout=10)
+        wait_for(standby.is_leader, timeout=10)
         server.create(ko.gpu_pod("p2", gpus=1))
-        _wait(lambda: _node(server, "p2") == "n1")
+        wait_for(lambda: _node(server, "p2") == "n1")
         standby.stop()
         threads[replicas.index(standby)].join(5)
         binds = [p for m, p in server.requests if m == "POST" and p.endswith("/binding")]
@@ -146,13 +147,3 @@ def test_two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() -
 def _node(server: FakeApiServer, name: str) -> str | None:
     pod = server.get("v1", "Pod", name, "default")
     return None if pod is None else pod["spec"].get("nodeName")
-
-
-def _wait(check: object, timeout: float = 10.0) -> None:
-    assert callable(check)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {check}")

@@ -17,6 +17,7 @@ from gpufleet.backends.kube.devices import (
     placement_from_annotations,
 )
 from gpufleet.backends.kube.leader import LeaderElector
+from gpufleet.backends.kube.reporting import ApiReporter
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.model import Placement
 from gpufleet.testing import kube_objects as ko
@@ -160,3 +161,42 @@ def test_the_live_catalog_sets_bad_queues_aside(queues: list[Obj], rejected: lis
     assert [r.key for r in catalog.rejected] == rejected
     valid = {q["metadata"]["name"] for q in queues} - set(rejected)
     assert set(catalog.queues) == (valid or {"default"})
+
+
+class RecordingApi:
+    """The reporter's API calls, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> None:
+        self.calls.append(f"condition {namespace}/{name}")
+
+    def create_event(self, namespace: str, body: Obj) -> Obj:
+        self.calls.append(f"event {body['reason']}")
+        return body
+
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> None:
+        self.calls.append(f"event count {patch['count']}")
+
+
+def test_reporter_tells_a_repeat_once_per_interval_and_again_after_forget() -> None:
+    api = RecordingApi()
+    now = [0.0]
+    reporter = ApiReporter(api, repeat_s=60, clock=lambda: now[0])  # type: ignore[arg-type]
+    pod = ko.gpu_pod("p")
+    try:
+        for _ in range(5):
+            reporter.unschedulable(pod, "0/1 nodes are available")
+        assert reporter.flush()
+        assert api.calls == ["condition default/p", "event FailedScheduling"]
+        now[0] = 61
+        reporter.unschedulable(pod, "0/1 nodes are available")
+        assert reporter.flush()
+        assert api.calls[2:] == ["condition default/p", "event count 2"]
+        reporter.forget("default/p")
+        reporter.unschedulable(pod, "0/1 nodes are available")
+        assert reporter.flush()
+        assert api.calls[4:] == ["condition default/p"], "events keep their own repeat window"
+    finally:
+        reporter.close()
