@@ -5,11 +5,12 @@ from __future__ import annotations
 import typer
 
 from gpufleet import __version__
-from gpufleet.cli import bench, traces
+from gpufleet.cli import bench, remote, traces
 from gpufleet.cli.common import console
 from gpufleet.cli.demo import demo
 from gpufleet.cli.place import place
 from gpufleet.cli.scheduler import scheduler
+from gpufleet.cli.serve import admin, serve
 from gpufleet.cli.simulate import simulate
 from gpufleet.scheduling.policies import POLICY_DESCRIPTIONS
 
@@ -22,6 +23,16 @@ app.command()(simulate)
 app.command()(place)
 app.command()(demo)
 app.command()(scheduler)
+app.command()(serve)
+app.add_typer(admin, name="admin")
+app.command()(remote.submit)
+app.command()(remote.get)
+app.command()(remote.describe)
+app.command()(remote.explain)
+app.command()(remote.delete)
+app.command()(remote.top)
+app.command()(remote.whoami)
+app.command()(remote.login)
 app.add_typer(bench.app, name="bench")
 app.add_typer(traces.app, name="traces")
 

@@ -27,7 +27,7 @@ from enum import StrEnum
 from gpufleet.backends.sim.recorder import Recorder
 from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.control.backend import ClusterState, ManualClock
-from gpufleet.model import MILLI_PER_GPU, Node, Pod
+from gpufleet.model import MILLI_PER_GPU, Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
@@ -201,17 +201,8 @@ class SimulatedCluster:
         if row is None:
             self._immediate.append(BindFailed(pod.key, f"no node {placement.node!r}"))
             return
-        positions = self._gpu_index[row]
         try:
-            allocation = self.world.allocate(
-                row,
-                pod.cpu_milli,
-                pod.memory_mib,
-                tuple(positions[i] for i in placement.gpu_indices),
-                placement.gpu_milli_per_device or (MILLI_PER_GPU if placement.gpu_indices else 0),
-                self.world.mig_profile_id.get(pod.gpu.mig_profile or "", -1),
-                tuple((positions[g], slot) for g, slot in placement.mig_slices),
-            )
+            allocation = self._allocate(pod, placement, row)
         except (ValueError, KeyError) as error:
             self.recorder.violation(pod, str(error), now)
             self._immediate.append(BindFailed(pod.key, str(error)))
@@ -230,6 +221,19 @@ class SimulatedCluster:
             self._push(now + work.remaining, _FINISH, (pod.key, work.run))
         elif self.mode is Mode.FILL:
             del self._work[pod.key]
+
+    def _allocate(self, pod: Pod, placement: Placement, row: int) -> Allocation:
+        """Take ``placement``'s devices on the ground-truth table (ValueError if not free)."""
+        positions = self._gpu_index[row]
+        return self.world.allocate(
+            row,
+            pod.cpu_milli,
+            pod.memory_mib,
+            tuple(positions[i] for i in placement.gpu_indices),
+            placement.gpu_milli_per_device or (MILLI_PER_GPU if placement.gpu_indices else 0),
+            self.world.mig_profile_id.get(pod.gpu.mig_profile or "", -1),
+            tuple((positions[g], slot) for g, slot in placement.mig_slices),
+        )
 
     def _evict(self, action: Evict, now: float) -> None:
         """The pod stops and waits again; it keeps the work done up to its last checkpoint."""

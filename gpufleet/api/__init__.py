@@ -1,0 +1,30 @@
+"""The control plane's HTTP API (FastAPI): routes, authentication, the dashboard's files.
+
+Routes (JSON shapes in :mod:`gpufleet.api.schemas`; errors are :class:`ErrorBody` with the
+right 4xx code). Everything under ``/api/v1`` needs ``Authorization: Bearer <token>`` (the
+event stream and the dashboard may pass ``?token=`` instead, as EventSource cannot set
+headers):
+
+==========  ===================================================  =========================
+GET         /healthz, /readyz, /metrics                           no token
+GET         /, /static/...                                        the dashboard, no token
+GET         /openapi.json, /docs                                  no token
+GET         /api/v1/whoami                                        WhoAmI
+GET         /api/v1/cluster                                       ClusterSummary
+GET         /api/v1/history                                       History
+POST        /api/v1/workloads  (YAML or JSON, one or more docs)  201 SubmitResult
+GET         /api/v1/workloads?state=&queue=&namespace=           list[WorkloadSummary]
+GET         /api/v1/workloads/{namespace}/{name}                  WorkloadDetail
+GET         /api/v1/workloads/{namespace}/{name}/explain          Explanation
+DELETE      /api/v1/workloads/{namespace}/{name}                  WorkloadSummary
+GET         /api/v1/queues, /api/v1/queues/{name}                 list[QueueView], QueueView
+PUT         /api/v1/queues  (admin; a Queue object)               QueueView
+DELETE      /api/v1/queues/{name}  (admin)                        204
+GET         /api/v1/priorityclasses                               list[PriorityClassView]
+PUT         /api/v1/priorityclasses  (admin; a PriorityClass)    PriorityClassView
+GET         /api/v1/nodes, /api/v1/nodes/{name}                   list[NodeView], NodeView
+GET         /api/v1/events?workload=                              list[EventView]
+GET         /api/v1/stream                                        text/event-stream of Change
+POST        /api/v1/tokens  (admin)                               TokenCreated
+==========  ===================================================  =========================
+"""

@@ -1,0 +1,354 @@
+"""The FastAPI application of ``gpufleet serve``: routes over a :class:`ControlPlane`.
+
+Routes are listed in :mod:`gpufleet.api`. Handlers are plain functions (FastAPI runs them in
+its thread pool), since every call takes the control plane's lock; only the event stream is
+async. Request bodies are read up to ``max_body`` bytes and refused beyond (413).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import plotly
+import yaml
+from fastapi import Depends, FastAPI, Query, Request, Response
+from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from gpufleet import __version__
+from gpufleet.api import errors
+from gpufleet.api.errors import ApiError
+from gpufleet.api.metrics import ApiMetrics
+from gpufleet.api.schemas import (
+    API_PREFIX,
+    Change,
+    ChangeKind,
+    ClusterSummary,
+    EventView,
+    Explanation,
+    History,
+    NodeView,
+    PriorityClassView,
+    QueueView,
+    Role,
+    SubmitResult,
+    TokenCreated,
+    WhoAmI,
+    WorkloadDetail,
+    WorkloadSummary,
+)
+from gpufleet.service import views
+from gpufleet.service.plane import PRIORITY_CLASS, QUEUE, ControlPlane
+from gpufleet.service.plane import Change as PlaneChange
+from gpufleet.service.tenants import Principal
+
+STATIC = Path(__file__).parent / "static"
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+MAX_BODY = 1 << 20
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "text/plain")
+#: Changes a slow stream reader may fall behind by before it is told to resync.
+STREAM_BACKLOG = 2000
+HEARTBEAT_S = 15.0
+#: How often a quiet stream looks whether its reader left or the server is stopping.
+POLL_S = 1.0
+
+
+def create_app(plane: ControlPlane, max_body: int = MAX_BODY) -> FastAPI:
+    """The API over ``plane`` (which the caller starts and stops)."""
+    app = FastAPI(
+        title="gpufleet",
+        version=__version__,
+        description="The gpufleet control plane: submit GPU workloads, watch queues and nodes.",
+    )
+    errors.install(app)
+    metrics = ApiMetrics(plane)
+    app.state.plane = plane
+
+    @app.middleware("http")
+    async def observe(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "other")
+        if path.startswith(API_PREFIX):
+            metrics.latency.labels(request.method, path, str(response.status_code)).observe(
+                time.perf_counter() - started
+            )
+        return response
+
+    # ----------------------------------------------------------------------------- probes
+    @app.get("/healthz", response_class=PlainTextResponse, include_in_schema=False)
+    def healthz() -> PlainTextResponse:
+        if not plane.healthy():
+            return PlainTextResponse("scheduling loop stalled\n", status_code=503)
+        return PlainTextResponse("ok\n")
+
+    @app.get("/readyz", response_class=PlainTextResponse, include_in_schema=False)
+    def readyz() -> PlainTextResponse:
+        if not plane.running:
+            return PlainTextResponse("not running\n", status_code=503)
+        return PlainTextResponse("ok\n")
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    # ----------------------------------------------------------------------------- dashboard
+    @app.get("/", include_in_schema=False)
+    def dashboard() -> FileResponse:
+        return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
+
+    @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> FileResponse:
+        return FileResponse(PLOTLY_JS, media_type="text/javascript")
+
+    if STATIC.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    # ----------------------------------------------------------------------------- reading
+    @app.get(f"{API_PREFIX}/whoami")
+    def whoami(caller: Caller) -> WhoAmI:
+        with plane._lock:
+            queues = caller.allowed_queues(plane.core.quotas.queues)
+        return WhoAmI(
+            tenant=caller.tenant,
+            role=Role(caller.role),
+            queues=queues,
+            namespaces=[] if caller.is_admin else list(caller.namespaces),
+        )
+
+    @app.get(f"{API_PREFIX}/cluster")
+    def cluster(_: Caller) -> ClusterSummary:
+        return views.cluster(plane)
+
+    @app.get(f"{API_PREFIX}/history")
+    def history(_: Caller, since: float | None = None) -> History:
+        return views.history(plane, since)
+
+    @app.get(f"{API_PREFIX}/workloads")
+    def list_workloads(
+        caller: Caller,
+        state: str | None = None,
+        queue: str | None = None,
+        namespace: str | None = None,
+    ) -> list[WorkloadSummary]:
+        return views.workloads(plane, caller, state, queue, namespace)
+
+    @app.get(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}")
+    def get_workload(caller: Caller, namespace: str, name: str) -> WorkloadDetail:
+        return views.workload_detail(plane, caller, f"{namespace}/{name}")
+
+    @app.get(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/explain")
+    def explain(caller: Caller, namespace: str, name: str) -> Explanation:
+        return views.explanation(plane, caller, f"{namespace}/{name}")
+
+    @app.get(f"{API_PREFIX}/queues")
+    def list_queues(_: Caller) -> list[QueueView]:
+        return views.queues(plane)
+
+    @app.get(f"{API_PREFIX}/queues/{{name}}")
+    def get_queue(_: Caller, name: str) -> QueueView:
+        return views.queue(plane, name)
+
+    @app.get(f"{API_PREFIX}/priorityclasses")
+    def list_priority_classes(_: Caller) -> list[PriorityClassView]:
+        return views.priority_classes(plane)
+
+    @app.get(f"{API_PREFIX}/nodes")
+    def list_nodes(caller: Caller) -> list[NodeView]:
+        return views.nodes(plane, caller)
+
+    @app.get(f"{API_PREFIX}/nodes/{{name}}")
+    def get_node(caller: Caller, name: str) -> NodeView:
+        return views.nodes(plane, caller, name)[0]
+
+    @app.get(f"{API_PREFIX}/events")
+    def list_events(caller: Caller, workload: str | None = None) -> list[EventView]:
+        return views.events(plane, caller, workload)
+
+    # ----------------------------------------------------------------------------- writing
+    @app.post(f"{API_PREFIX}/workloads", status_code=201)
+    async def submit(caller: Caller, request: Request, dry_run: bool = False) -> SubmitResult:
+        body = await _read_body(request, max_body)
+        content_type = _content_type(request)
+        records = await asyncio.to_thread(plane.submit, caller, body, content_type, dry_run)
+        explained: dict[str, Any] = {}
+        return SubmitResult(accepted=[views.workload_summary(r, explained) for r in records])
+
+    @app.delete(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}")
+    def cancel(caller: Caller, namespace: str, name: str) -> WorkloadSummary:
+        record = plane.cancel(caller, f"{namespace}/{name}")
+        return views.workload_summary(record, {})
+
+    @app.put(f"{API_PREFIX}/queues")
+    async def put_queue(caller: Caller, request: Request) -> QueueView:
+        document = await _one_document(request, max_body)
+        name = await asyncio.to_thread(plane.put_object, caller, QUEUE, document)
+        return views.queue(plane, name)
+
+    @app.delete(f"{API_PREFIX}/queues/{{name}}", status_code=204)
+    def delete_queue(caller: Caller, name: str) -> Response:
+        plane.delete_object(caller, QUEUE, name)
+        return Response(status_code=204)
+
+    @app.put(f"{API_PREFIX}/priorityclasses")
+    async def put_priority_class(caller: Caller, request: Request) -> PriorityClassView:
+        document = await _one_document(request, max_body)
+        name = await asyncio.to_thread(plane.put_object, caller, PRIORITY_CLASS, document)
+        return next(c for c in views.priority_classes(plane) if c.name == name)
+
+    @app.post(f"{API_PREFIX}/tokens", status_code=201)
+    def create_token(
+        caller: Caller,
+        tenant: str,
+        role: Role = Role.TENANT,
+        queue: Annotated[list[str] | None, Query()] = None,
+    ) -> TokenCreated:
+        token = plane.create_token(caller, tenant, role.value, queue or [])
+        return TokenCreated(token=token, tenant=tenant, role=role)
+
+    # ----------------------------------------------------------------------------- stream
+    @app.get(f"{API_PREFIX}/stream")
+    async def stream(caller: Caller, request: Request) -> StreamingResponse:
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[Sequence[PlaneChange] | None] = asyncio.Queue(STREAM_BACKLOG)
+
+        def deliver(changes: Sequence[PlaneChange]) -> None:
+            def put() -> None:
+                try:
+                    inbox.put_nowait(changes)
+                except asyncio.QueueFull:  # too far behind: drop, and tell it to resync
+                    while not inbox.empty():
+                        inbox.get_nowait()
+                    inbox.put_nowait(None)
+
+            loop.call_soon_threadsafe(put)
+
+        unsubscribe = plane.subscribe(deliver)
+        visible = _visibility(plane, caller)
+
+        async def messages() -> AsyncIterator[str]:
+            seq = 0
+            try:
+                yield _sse(_change(seq, ChangeKind.CLUSTER, None, plane, {"hello": True}))
+                quiet = 0.0
+                while not plane.stopping and not await request.is_disconnected():
+                    try:
+                        batch = await asyncio.wait_for(inbox.get(), POLL_S)
+                    except TimeoutError:
+                        quiet += POLL_S
+                        if quiet >= HEARTBEAT_S:
+                            quiet = 0.0
+                            yield ": keep-alive\n\n"
+                        continue
+                    quiet = 0.0
+                    if batch is None:
+                        seq += 1
+                        yield _sse(_change(seq, ChangeKind.CLUSTER, None, plane, {"resync": True}))
+                        continue
+                    for change in batch:
+                        private = change.kind in (ChangeKind.WORKLOAD, ChangeKind.EVENT)
+                        if private and change.key is not None and not visible(change.key):
+                            continue
+                        seq += 1
+                        yield _sse(
+                            Change(
+                                seq=seq,
+                                kind=change.kind,
+                                key=change.key,
+                                time=change.time,
+                                data=change.data,
+                            )
+                        )
+            finally:
+                unsubscribe()
+
+        return StreamingResponse(
+            messages(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    return app
+
+
+def _principal(request: Request, token: Annotated[str | None, Query()] = None) -> Principal:
+    """The caller, from ``Authorization: Bearer`` or ``?token=`` (401 without a valid one)."""
+    header = request.headers.get("authorization", "")
+    scheme, _, credentials = header.partition(" ")
+    found = credentials.strip() if scheme.lower() == "bearer" else None
+    found = found or token
+    if not found:
+        raise ApiError(401, "authentication required: send Authorization: Bearer <token>")
+    plane: ControlPlane = request.app.state.plane
+    who = plane.authenticate(found)
+    if who is None:
+        raise ApiError(401, "invalid token")
+    return who
+
+
+Caller = Annotated[Principal, Depends(_principal)]
+
+
+def _visibility(plane: ControlPlane, caller: Principal) -> Callable[[str], bool]:
+    def visible(key: str) -> bool:
+        record = plane.records.get(key)
+        return record is not None and caller.may_see(record.tenant)
+
+    return visible
+
+
+def _change(
+    seq: int, kind: ChangeKind, key: str | None, plane: ControlPlane, data: dict[str, object]
+) -> Change:
+    return Change(seq=seq, kind=kind, key=key, time=plane.world.clock.now(), data=data)
+
+
+def _sse(change: Change) -> str:
+    return f"id: {change.seq}\nevent: {change.kind.value}\ndata: {change.model_dump_json()}\n\n"
+
+
+def _content_type(request: Request) -> str:
+    content_type = request.headers.get("content-type", "application/yaml").split(";")[0].strip()
+    content_type = content_type.lower()
+    if "json" in content_type or content_type in YAML_TYPES:
+        return content_type
+    raise ApiError(
+        415,
+        f"unsupported Content-Type {content_type!r}: send application/json or application/yaml",
+    )
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"request body of {declared} bytes is over the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"request body is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _one_document(request: Request, limit: int) -> dict[str, Any]:
+    body = await _read_body(request, limit)
+    content_type = _content_type(request)
+    try:
+        text = body.decode("utf-8")
+        document = json.loads(text) if "json" in content_type else yaml.safe_load(text)
+    except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ApiError(400, f"cannot read the body: {error}") from None
+    if not isinstance(document, dict):
+        raise ApiError(422, "expected one object (a mapping) in the body")
+    return document

@@ -1,0 +1,206 @@
+"""The JSON shapes of the control plane's HTTP API (``/api/v1``), shared by server and client.
+
+Quantities are in the units people read: CPU in cores, memory in MiB, GPUs in GPUs (0.5 is
+half a GPU); quota maps use the Kubernetes resource names (``cpu``, ``memory``,
+``nvidia.com/gpu``, ``nvidia.com/gpu.<model>``). Times are seconds of the cluster's clock (the
+simulated clock in embedded mode, Unix time on Kubernetes); ``wall`` fields are Unix time.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+API_PREFIX = "/api/v1"
+
+
+class _Schema(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ErrorBody(_Schema):
+    """Every 4xx/5xx answer: what went wrong, and where when the input is at fault."""
+
+    error: str = Field(description="a short machine-readable kind: not_found, forbidden, ...")
+    message: str
+    field: str | None = None
+
+
+class Role(StrEnum):
+    ADMIN = "admin"
+    TENANT = "tenant"
+
+
+class WhoAmI(_Schema):
+    tenant: str
+    role: Role
+    queues: list[str] = Field(description="queues this tenant may submit to ([] = any, admin)")
+    namespaces: list[str]
+
+
+class WorkloadState(StrEnum):
+    PENDING = "Pending"
+    ADMITTED = "Admitted"  # placed, victims still leaving or pods not all running yet
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    CANCELLED = "Cancelled"
+    FAILED = "Failed"
+
+
+class PodView(_Schema):
+    name: str
+    state: str = Field(description="Pending, Running, Succeeded, Cancelled")
+    node: str | None = None
+    gpu_indices: list[int] = Field(default_factory=list)
+    gpu_share: float | None = Field(None, description="GPUs of each device, when shared")
+    mig_slices: list[str] = Field(default_factory=list, description="'<gpu>:<slot>'")
+    cpu: float
+    memory_mib: int
+    gpus: float = Field(description="GPUs asked for (0.25 = a quarter of one)")
+
+
+class WorkloadSummary(_Schema):
+    name: str
+    namespace: str
+    key: str = Field(description="namespace/name")
+    kind: str = Field(description="Pod, Job, PyTorchJob, Deployment or PodGroup")
+    tenant: str
+    queue: str
+    priority: int
+    priority_class: str | None = None
+    state: WorkloadState
+    pods: int
+    pods_running: int
+    gpus: float = Field(description="GPUs asked for by all its pods")
+    submitted: float
+    started: float | None = None
+    finished: float | None = None
+    expected_runtime: float | None = None
+    waiting_for: str | None = Field(None, description="quota, capacity, preempting, backoff")
+    message: str | None = Field(None, description="why it waits, when it does")
+
+
+class EventView(_Schema):
+    time: float
+    type: str = Field(description="Normal or Warning")
+    reason: str = Field(description="Submitted, Scheduled, FailedScheduling, Preempted, ...")
+    message: str
+    workload: str | None = None
+
+
+class WorkloadDetail(WorkloadSummary):
+    checkpoint_interval: float | None = None
+    preemptible: bool = True
+    min_member: int = 1
+    pod_views: list[PodView] = Field(default_factory=list)
+    events: list[EventView] = Field(default_factory=list)
+
+
+class Explanation(_Schema):
+    workload: str
+    state: WorkloadState
+    queue: str
+    position: int | None = Field(None, description="1 = the next its queue will try")
+    waiting_for: str | None = None
+    message: str
+    estimated_start: float | None = None
+
+
+class SubmitResult(_Schema):
+    accepted: list[WorkloadSummary]
+
+
+class QueueView(_Schema):
+    name: str
+    parent: str | None = None
+    weight: float = 1.0
+    nominal: dict[str, float] = Field(default_factory=dict)
+    borrowing_limit: dict[str, float] = Field(default_factory=dict)
+    lending_limit: dict[str, float] = Field(default_factory=dict)
+    usage: dict[str, float] = Field(default_factory=dict, description="its whole subtree's")
+    borrowed: dict[str, float] = Field(default_factory=dict)
+    share: float = Field(0.0, description="weighted dominant-resource share")
+    pending: int = 0
+    running: int = 0
+
+
+class PriorityClassView(_Schema):
+    name: str
+    value: int
+    preemption_policy: str
+    global_default: bool
+
+
+class DeviceView(_Schema):
+    index: int
+    model: str
+    memory_mib: int
+    allocated: float = Field(description="GPUs of this device in use (0..1)")
+    shared: bool = Field(description="held by more than one pod, or by a share of one")
+    mig: bool = False
+    pods: list[str] = Field(default_factory=list, description="namespace/name of its pods")
+
+
+class NodeView(_Schema):
+    name: str
+    gpu_model: str | None = None
+    cpu: float
+    cpu_allocated: float
+    memory_mib: int
+    memory_allocated_mib: int
+    gpus: int
+    gpus_allocated: float
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[str] = Field(default_factory=list)
+    devices: list[DeviceView] = Field(default_factory=list)
+
+
+class ClusterSummary(_Schema):
+    backend: str = Field(description="simulated or kubernetes")
+    time: float
+    speed: float | None = Field(None, description="simulated seconds per second")
+    nodes: int
+    gpus: int
+    gpus_allocated: float
+    gpu_allocation: float = Field(description="allocated / total, 0..1")
+    workloads_pending: int
+    workloads_running: int
+    policy: str
+
+
+class HistoryPoint(_Schema):
+    time: float
+    gpu_allocation: float
+    pending: int
+    running: int
+    queueing_delay_p50: float | None = None
+    queueing_delay_p95: float | None = None
+
+
+class History(_Schema):
+    points: list[HistoryPoint]
+
+
+class ChangeKind(StrEnum):
+    WORKLOAD = "workload"
+    QUEUE = "queue"
+    NODE = "node"
+    CLUSTER = "cluster"
+    EVENT = "event"
+
+
+class Change(_Schema):
+    """One message of the server-sent event stream (``GET /api/v1/stream``)."""
+
+    seq: int
+    kind: ChangeKind
+    key: str | None = None
+    time: float
+    data: dict[str, object] = Field(default_factory=dict)
+
+
+class TokenCreated(_Schema):
+    token: str = Field(description="shown once; only its hash is stored")
+    tenant: str
+    role: Role

@@ -1,0 +1,110 @@
+// The three charts over time, drawn with Plotly (a classic script: window.Plotly) from
+// GET /api/v1/history.
+
+import { h } from "./util.js";
+
+const COLORS = { allocation: "#2563eb", p50: "#0d9488", p95: "#f59e0b", pending: "#f59e0b", running: "#2563eb" };
+
+const CONFIG = { displayModeBar: false, responsive: true };
+
+function baseLayout(xTitle, yTitle) {
+  return {
+    margin: { l: 52, r: 12, t: 8, b: 40 },
+    height: 210,
+    font: { family: "system-ui, -apple-system, Segoe UI, Roboto, Arial, sans-serif", size: 11, color: "#374151" },
+    paper_bgcolor: "rgba(0,0,0,0)",
+    plot_bgcolor: "rgba(0,0,0,0)",
+    showlegend: true,
+    legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom", font: { size: 11 } },
+    hovermode: "x unified",
+    xaxis: { title: { text: xTitle, standoff: 6 }, gridcolor: "#eef0f4", zeroline: false },
+    yaxis: { title: { text: yTitle, standoff: 4 }, gridcolor: "#eef0f4", zeroline: false, rangemode: "tozero" },
+  };
+}
+
+// simulated clocks start near zero: plot in minutes, hours or days since then; Unix time
+// (Kubernetes) as dates
+function timeAxis(points, backend) {
+  const times = points.map((p) => p.time);
+  if (backend && backend !== "simulated") {
+    return { xs: times.map((t) => new Date(t * 1000)), title: "time" };
+  }
+  const span = times.length ? times[times.length - 1] - times[0] : 0;
+  const [unit, name] = span <= 2 * 3600 ? [60, "min"] : span <= 72 * 3600 ? [3600, "h"] : [86400, "d"];
+  return { xs: times.map((t) => t / unit), title: `cluster time (${name})` };
+}
+
+function delayUnit(points) {
+  const max = Math.max(0, ...points.map((p) => p.queueing_delay_p95 ?? p.queueing_delay_p50 ?? 0));
+  if (max < 120) return [1, "s"];
+  if (max < 2 * 3600) return [60, "min"];
+  return [3600, "h"];
+}
+
+function placeholder(id, text) {
+  const el = document.getElementById(id);
+  if (window.Plotly && el.classList.contains("js-plotly-plot")) window.Plotly.purge(el);
+  el.replaceChildren(h("div", { class: "chart-empty" }, text));
+}
+
+export function renderCharts(history, summary) {
+  const ids = ["chart-allocation", "chart-delay", "chart-workloads"];
+  if (!history) return;
+  if (!window.Plotly) {
+    for (const id of ids) placeholder(id, "Charts need /static/vendor/plotly.min.js, which did not load.");
+    return;
+  }
+  const points = history.points || [];
+  if (!points.length) {
+    for (const id of ids) placeholder(id, "No history yet.");
+    return;
+  }
+  for (const id of ids) {
+    const el = document.getElementById(id);
+    if (el.querySelector(".chart-empty")) el.replaceChildren();
+  }
+  const { xs, title } = timeAxis(points, summary && summary.backend);
+  const Plotly = window.Plotly;
+
+  const allocation = baseLayout(title, "allocated");
+  allocation.showlegend = false;
+  allocation.yaxis.range = [0, 100];
+  allocation.yaxis.ticksuffix = "%";
+  allocation.yaxis.rangemode = undefined;
+  Plotly.react(
+    "chart-allocation",
+    [{
+      x: xs, y: points.map((p) => p.gpu_allocation * 100), name: "GPU allocation", type: "scatter",
+      mode: "lines", fill: "tozeroy", line: { color: COLORS.allocation, width: 2 },
+      fillcolor: "rgba(37,99,235,0.12)", hovertemplate: "%{y:.1f}%<extra></extra>",
+    }],
+    allocation,
+    CONFIG,
+  );
+
+  const [unit, unitName] = delayUnit(points);
+  const delay = (key) => points.map((p) => (p[key] == null ? null : p[key] / unit));
+  Plotly.react(
+    "chart-delay",
+    [
+      { x: xs, y: delay("queueing_delay_p50"), name: "p50", type: "scatter", mode: "lines",
+        line: { color: COLORS.p50, width: 2 }, hovertemplate: `%{y:.1f} ${unitName}` },
+      { x: xs, y: delay("queueing_delay_p95"), name: "p95", type: "scatter", mode: "lines",
+        line: { color: COLORS.p95, width: 2 }, hovertemplate: `%{y:.1f} ${unitName}` },
+    ],
+    baseLayout(title, `delay (${unitName})`),
+    CONFIG,
+  );
+
+  Plotly.react(
+    "chart-workloads",
+    [
+      { x: xs, y: points.map((p) => p.running), name: "running", type: "scatter", mode: "lines",
+        line: { color: COLORS.running, width: 2, shape: "hv" } },
+      { x: xs, y: points.map((p) => p.pending), name: "pending", type: "scatter", mode: "lines",
+        line: { color: COLORS.pending, width: 2, shape: "hv" } },
+    ],
+    baseLayout(title, "workloads"),
+    CONFIG,
+  );
+}

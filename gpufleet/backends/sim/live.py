@@ -1,0 +1,248 @@
+"""The simulated cluster in real time: the world behind ``gpufleet serve``'s embedded mode.
+
+:class:`LiveSimCluster` is the replay world of :mod:`gpufleet.backends.sim.cluster` (ground-truth
+node table, every bind checked, evicted pods resume from their last checkpoint) with three
+differences: its clock follows the wall clock, scaled by ``speed`` (60: a simulated minute per
+second); work arrives while it runs (:meth:`submit`) and may be cancelled (:meth:`cancel`); and
+a restarted server puts back what was running exactly where it ran (:meth:`restore`). Its
+:meth:`wait` sleeps for real, until the next simulated event, the scheduler's next timer or a
+:meth:`wake` from another thread.
+
+What happened to each pod is also kept as :class:`Outcome` records for the control plane to
+persist. It does no persistence itself, and it is not thread-safe: the control plane calls it
+under its lock (except :meth:`wake`, which any thread may call).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gpufleet.backends.sim.cluster import _ARRIVE_WORKLOAD, _FINISH, Mode, SimulatedCluster, _Work
+from gpufleet.control.backend import ClusterState
+from gpufleet.model import Node, Placement, Pod
+from gpufleet.model.actions import Bind, Evict
+from gpufleet.model.events import ClusterEvent, PodDeleted
+from gpufleet.model.workload import TimedWorkload
+from gpufleet.scheduling.target import TargetWorkload
+
+#: The longest a wait sleeps without looking again (so a stop is noticed promptly).
+MAX_SLEEP_S = 0.5
+
+
+class ScaledClock:
+    """Simulated seconds that pass ``speed`` times as fast as the wall clock, from ``start``."""
+
+    def __init__(
+        self, speed: float, start: float = 0.0, wall: Callable[[], float] = time.monotonic
+    ) -> None:
+        if not speed > 0 or not math.isfinite(speed):
+            raise ValueError(f"speed must be a positive number, not {speed}")
+        self.speed = speed
+        self._wall = wall
+        self._origin_wall = wall()
+        self._origin = start
+
+    def now(self) -> float:
+        return self._origin + (self._wall() - self._origin_wall) * self.speed
+
+    def seconds_until(self, time_: float) -> float:
+        """Wall seconds until the simulated time ``time_`` (0 when it has passed)."""
+        return max(0.0, (time_ - self.now()) / self.speed)
+
+
+class OutcomeKind(StrEnum):
+    BOUND = "bound"
+    FINISHED = "finished"
+    EVICTED = "evicted"
+    BIND_FAILED = "bind-failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kind: OutcomeKind
+    pod_key: str
+    time: float
+    placement: Placement | None = None
+    #: Seconds of work left (bound or evicted), None when it runs until cancelled.
+    remaining: float | None = None
+    message: str = ""
+
+
+class LiveSimCluster(SimulatedCluster):
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        target: TargetWorkload,
+        speed: float = 1.0,
+        start: float = 0.0,
+        wall: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(nodes, [], Mode.REPLAY, target)
+        self._scaled = ScaledClock(speed, start, wall)
+        # The base class only calls now() and, in its own wait (overridden here), advance_to.
+        self.clock = self._scaled  # type: ignore[assignment]
+        self._placements: dict[str, Placement] = {}
+        self._wake = threading.Event()
+        self._stopped = False
+        self.outcomes: list[Outcome] = []
+
+    # ----------------------------------------------------------------------------- inputs
+    def submit(self, timed: TimedWorkload) -> None:
+        """A workload arrives now; it runs for ``timed.duration`` simulated seconds once bound."""
+        keys = [pod.key for pod in timed.workload.pods]
+        taken = [k for k in keys if k in self._work]
+        if taken:
+            raise ValueError(f"pod {taken[0]} is already in the cluster")
+        self._push(self.clock.now(), _ARRIVE_WORKLOAD, timed)
+        self.wake()
+
+    def cancel(self, pod_keys: Iterable[str]) -> list[str]:
+        """Stop and forget these pods, waiting or running; returns those that were here."""
+        gone: list[str] = []
+        now = self.clock.now()
+        keys = set(pod_keys)
+        self._heap = [
+            item
+            for item in self._heap
+            if not (
+                isinstance(item[3], TimedWorkload)
+                and keys.issuperset(p.key for p in item[3].workload.pods)
+            )
+        ]
+        heapq.heapify(self._heap)
+        for key in keys:
+            allocation = self._running.pop(key, None)
+            if allocation is not None:
+                self.world.release(allocation)
+                self.recorder.finished(key, allocation, now)
+                self._placements.pop(key, None)
+            elif self._pending.pop(key, None) is not None:
+                self.recorder.pending -= 1
+            else:
+                continue
+            self._work.pop(key, None)
+            self._immediate.append(PodDeleted(key))
+            gone.append(key)
+        self.wake()
+        return gone
+
+    def restore(
+        self,
+        pod: Pod,
+        placement: Placement,
+        remaining: float | None,
+        checkpoint: float | None,
+        in_gang: bool,
+        started: float,
+    ) -> None:
+        """Put back a pod that ran before a restart, on exactly its devices; it goes on from
+        ``started`` with ``remaining`` seconds of work. Raises ValueError if they are taken."""
+        if pod.key in self._work:
+            raise ValueError(f"pod {pod.key} is already in the cluster")
+        row = self.world.row_of.get(placement.node)
+        if row is None:
+            raise ValueError(f"pod {pod.key} ran on node {placement.node!r}, which is gone")
+        allocation = self._allocate(pod, placement, row)
+        self._running[pod.key] = allocation
+        self._placements[pod.key] = placement
+        work = _Work(pod, remaining, checkpoint, in_gang, started=started, run=1)
+        self._work[pod.key] = work
+        self.recorder.arrived(pod, started)
+        self.recorder.bound(pod, placement, allocation, started)
+        if remaining is not None:
+            self._push(started + remaining, _FINISH, (pod.key, work.run))
+
+    def wake(self) -> None:
+        """Cut a :meth:`wait` short (thread-safe)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.wake()
+
+    # ----------------------------------------------------------------------------- protocol
+    def list_state(self) -> ClusterState:
+        running = [(self._work[k].pod, p) for k, p in self._placements.items()]
+        return ClusterState(self.nodes, (), running)
+
+    def poll_events(self) -> Sequence[ClusterEvent]:
+        before = set(self._running)
+        events = super().poll_events()
+        now = self.clock.now()
+        for event in events:
+            finished = (
+                isinstance(event, PodDeleted)
+                and event.key in before
+                and event.key not in self._running
+                and event.key not in self._pending
+            )
+            if finished:
+                assert isinstance(event, PodDeleted)
+                self._placements.pop(event.key, None)
+                self.outcomes.append(Outcome(OutcomeKind.FINISHED, event.key, now))
+        return events
+
+    def _bind(self, action: Bind, now: float) -> None:
+        key = action.pod.key
+        super()._bind(action, now)
+        if key in self._running and key not in self._placements:
+            self._placements[key] = action.placement
+            self.outcomes.append(
+                Outcome(
+                    OutcomeKind.BOUND,
+                    key,
+                    now,
+                    action.placement,
+                    remaining=self._work[key].remaining,
+                )
+            )
+        elif key not in self._running:
+            self.outcomes.append(Outcome(OutcomeKind.BIND_FAILED, key, now, action.placement))
+
+    def _evict(self, action: Evict, now: float) -> None:
+        key = action.pod.key
+        was_running = key in self._running
+        super()._evict(action, now)
+        if was_running:
+            self._placements.pop(key, None)
+            work = self._work[key]
+            self.outcomes.append(
+                Outcome(
+                    OutcomeKind.EVICTED, key, now, remaining=work.remaining, message=action.reason
+                )
+            )
+
+    def wait(self, deadline: float = math.inf) -> None:
+        if self._immediate or self._stopped:
+            return
+        wake_at = min(deadline, self._heap[0][0] if self._heap else math.inf)
+        seconds = min(self._scaled.seconds_until(wake_at), MAX_SLEEP_S)
+        if seconds > 0 and self._wake.wait(seconds):
+            self._wake.clear()
+
+    @property
+    def done(self) -> bool:
+        return self._stopped
+
+    # ----------------------------------------------------------------------------- queries
+    def placement(self, pod_key: str) -> Placement | None:
+        return self._placements.get(pod_key)
+
+    def work_of(self, pod_key: str) -> tuple[float, float | None] | None:
+        """(started, remaining work at that start) of a running pod."""
+        work = self._work.get(pod_key)
+        if work is None or pod_key not in self._running:
+            return None
+        return work.started, work.remaining
+
+    def drain_outcomes(self) -> list[Outcome]:
+        out, self.outcomes = self.outcomes, []
+        return out

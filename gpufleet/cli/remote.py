@@ -1,0 +1,459 @@
+"""The commands that talk to a running control plane (``gpufleet serve``), with kubectl's habits.
+
+``submit -f``, ``get workloads|queues|nodes``, ``describe workload|node``, ``explain``,
+``delete workload``, ``top nodes``, ``whoami`` and ``login``. Each takes ``--server`` and
+``--token`` (else the environment or the config file: :mod:`gpufleet.cli.remote_config`).
+
+Workload names: ``NAMESPACE/NAME``, or ``NAME`` with ``-n NAMESPACE``. With neither, lists go to
+the server without a namespace (it shows what the token may see), and a single workload is
+looked up in the token's namespace when it has exactly one, else by name among the visible
+workloads (two namespaces with the name: an error asking for ``-n``).
+
+Exit codes: 0 ok; 1 the server failed or refused (unreachable, 401, 403, 404, 409, 5xx);
+2 bad input (flags, files, and the server's 400, 413 and 422). Errors are one line on stderr.
+Rendering lives in :mod:`gpufleet.cli.remote_render` (functions of schema instances, tested
+without a server); HTTP in :mod:`gpufleet.cli.client`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
+
+import httpx
+import typer
+from pydantic import BaseModel
+from rich.console import RenderableType
+from rich.markup import escape
+from rich.text import Text
+
+from gpufleet.api.schemas import (
+    WorkloadState,
+    WorkloadSummary,
+)
+from gpufleet.cli.client import (
+    JSON_TYPE,
+    YAML_TYPE,
+    ApiClient,
+    ApiError,
+    ServerUnreachableError,
+    UnexpectedResponseError,
+)
+from gpufleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, fail
+from gpufleet.cli.remote_config import (
+    ConfigError,
+    RemoteConfig,
+    config_path,
+    normalize_server,
+    resolve,
+    write_config,
+)
+from gpufleet.cli.remote_render import (
+    Clock,
+    Output,
+    describe_explanation,
+    describe_node,
+    describe_workload,
+    dump,
+    field_table,
+    format_gpus,
+    nodes_table,
+    queues_table,
+    show,
+    text_or_none,
+    top_nodes,
+    workloads_table,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Server answers that mean the input was at fault; the rest are the server's refusals.
+BAD_INPUT_STATUSES = frozenset({400, 413, 422})
+
+
+class Resource(StrEnum):
+    WORKLOADS = "workloads"
+    QUEUES = "queues"
+    NODES = "nodes"
+
+
+_RESOURCE_NAMES = {
+    **dict.fromkeys(("workloads", "workload", "wl"), Resource.WORKLOADS),
+    **dict.fromkeys(("queues", "queue", "q"), Resource.QUEUES),
+    **dict.fromkeys(("nodes", "node", "no"), Resource.NODES),
+}
+
+# -- connecting -----------------------------------------------------------------------------
+
+HttpFactory = Callable[[RemoteConfig], httpx.Client]
+_http_factory: HttpFactory | None = None
+
+
+@contextmanager
+def use_http(factory: HttpFactory) -> Iterator[None]:
+    """Run the commands over HTTP clients from ``factory`` (in-process apps, fake servers)."""
+    global _http_factory
+    previous, _http_factory = _http_factory, factory
+    try:
+        yield
+    finally:
+        _http_factory = previous
+
+
+def connect(server: str | None, token: str | None) -> ApiClient:
+    config = resolve(server, token)
+    http = _http_factory(config) if _http_factory else None
+    return ApiClient(config.server, config.token, http=http)
+
+
+def api_error_message(error: ApiError, token_from: str | None = None) -> str:
+    if error.status == 401:
+        what = f"the token from {token_from} was refused" if token_from else "no token given"
+        return f"{error} — {what}; give one with --token, GPUFLEET_TOKEN or `gpufleet login`"
+    return str(error)
+
+
+def remote_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn client and config failures into one line on stderr and the exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except ConfigError as error:
+            raise fail(escape(str(error)), EXIT_BAD_INPUT) from None
+        except ApiError as error:
+            token_from = None
+            if error.status == 401:
+                server, token = kwargs.get("server"), kwargs.get("token")
+                with suppress(ConfigError):
+                    token_from = resolve(text_or_none(server), text_or_none(token)).token_from
+            code = EXIT_BAD_INPUT if error.status in BAD_INPUT_STATUSES else EXIT_FAILED
+            raise fail(escape(api_error_message(error, token_from)), code) from None
+        except (ServerUnreachableError, UnexpectedResponseError) as error:
+            raise fail(escape(str(error)), EXIT_FAILED) from None
+
+    return wrapper
+
+
+def split_workload_name(text: str, namespace: str | None) -> tuple[str | None, str]:
+    """'ns/name' or 'name' (with -n) -> (namespace or None, name); bad input raises."""
+    parts = text.split("/")
+    if len(parts) > 2 or not all(parts):
+        raise fail(f"{text!r}: expected NAME or NAMESPACE/NAME")
+    if len(parts) == 1:
+        return namespace, parts[0]
+    if namespace is not None and namespace != parts[0]:
+        raise fail(f"{text!r} names namespace {parts[0]!r}, but -n says {namespace!r}")
+    return parts[0], parts[1]
+
+
+def resolve_workload(client: ApiClient, text: str, namespace: str | None) -> tuple[str, str]:
+    """(namespace, name) of a workload named on the command line (see the module docstring)."""
+    found, name = split_workload_name(text, namespace)
+    if found is not None:
+        return found, name
+    own = client.whoami().namespaces
+    if len(own) == 1:
+        return own[0], name
+    matches = sorted(w.namespace for w in client.list_workloads() if w.name == name)
+    if len(matches) > 1:
+        choices = ", ".join(f"{ns}/{name}" for ns in matches)
+        raise fail(f"workload {name!r} is in several namespaces ({choices}); give -n NAMESPACE")
+    if not matches:
+        raise fail(f"workload {name!r} not found in any namespace you can see", EXIT_FAILED)
+    return matches[0], name
+
+
+def parse_resource(text: str, allowed: Sequence[Resource] = tuple(Resource)) -> Resource:
+    resource = _RESOURCE_NAMES.get(text.lower())
+    if resource is None or resource not in allowed:
+        names = [r.value for r in allowed]
+        expected = ", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0]
+        raise fail(f"unknown resource type {text!r} (expected {expected})")
+    return resource
+
+
+# -- options --------------------------------------------------------------------------------
+
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="control plane address (else GPUFLEET_SERVER, the config file, http://127.0.0.1:8080)",
+        show_default=False,
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token", help="API token (else GPUFLEET_TOKEN, the config file)", show_default=False
+    ),
+]
+NamespaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace", "-n", help="namespace (default: what your token sees)", show_default=False
+    ),
+]
+OutputOption = Annotated[
+    Output | None,
+    typer.Option("--output", "-o", help="wide: more columns; json or yaml: the API's objects"),
+]
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def _read_manifest(path: str) -> tuple[str, bytes, str]:
+    """(what to call it, bytes, content type) of a -f argument."""
+    if path == "-":
+        data = typer.get_binary_stream("stdin").read()
+        name = "stdin"
+    else:
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise fail(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise fail(f"{path}: is a directory (give its files)") from None
+        except OSError as error:
+            raise fail(f"{path}: cannot read ({error.strerror})") from None
+        name = path
+    if not data.strip():
+        raise fail(f"{name}: empty, nothing to submit")
+    suffix = Path(path).suffix.lower()
+    if suffix == ".json" or (suffix not in (".yaml", ".yml") and data.lstrip()[:1] in b"{["):
+        return name, data, JSON_TYPE
+    return name, data, YAML_TYPE
+
+
+def _expand(paths: Sequence[str]) -> list[str]:
+    """Directories -> their *.yaml, *.yml and *.json files, sorted (as kubectl -f DIR)."""
+    files: list[str] = []
+    for path in paths:
+        if path != "-" and Path(path).is_dir():
+            found = sorted(
+                p for p in Path(path).iterdir() if p.suffix.lower() in (".yaml", ".yml", ".json")
+            )
+            if not found:
+                raise fail(f"{path}: no .yaml, .yml or .json files")
+            files += [str(p) for p in found]
+        else:
+            files.append(path)
+    return files
+
+
+@remote_errors
+def submit(
+    filename: Annotated[
+        list[str],
+        typer.Option(
+            "--filename",
+            "-f",
+            help="YAML or JSON manifests: a file, a directory, or - for stdin (repeatable)",
+        ),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option(help="have the server check them, keeping nothing")
+    ] = False,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Submit workloads (Pod, Job, PyTorchJob, Deployment, PodGroup) from YAML or JSON.
+
+    Each file goes in one request: its documents are all accepted or none. Example:
+    gpufleet submit -f examples/pods/one-gpu.yaml
+    """
+    manifests = [_read_manifest(path) for path in _expand(filename)]
+    with connect(server, token) as client:
+        for name, data, content_type in manifests:
+            result = client.submit(data, content_type, dry_run=dry_run)
+            verdict = "valid (dry run)" if dry_run else "accepted"
+            for w in result.accepted:
+                console.print(
+                    f"workload/{w.key} {verdict}: {w.kind}, {w.pods} pod(s), "
+                    f"{format_gpus(w.gpus)} GPU(s), queue {w.queue}, {w.state.value}",
+                    markup=False,
+                )
+            if not result.accepted:
+                console.print(f"{name}: no workloads in it", markup=False)
+
+
+@remote_errors
+def get(
+    resource: Annotated[str, typer.Argument(help="workloads, queues or nodes")],
+    name: Annotated[str | None, typer.Argument(help="one of them (NAME or NAMESPACE/NAME)")] = None,
+    output: OutputOption = None,
+    namespace: NamespaceOption = None,
+    all_namespaces: Annotated[
+        bool, typer.Option("--all-namespaces", "-A", help="every namespace your token sees")
+    ] = False,
+    state: Annotated[
+        WorkloadState | None,
+        typer.Option(help="workloads in this state only", case_sensitive=False),
+    ] = None,
+    queue: Annotated[str | None, typer.Option(help="workloads of this queue only")] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """List workloads, queues or nodes, or show one. Example: gpufleet get workloads -o wide"""
+    kind = parse_resource(resource)
+    if all_namespaces and (namespace or name):
+        raise fail("-A/--all-namespaces lists everything; it takes neither -n nor a NAME")
+    with connect(server, token) as client:
+        if kind is Resource.WORKLOADS:
+            _get_workloads(client, name, output, namespace, all_namespaces, state, queue)
+        elif kind is Resource.QUEUES:
+            queues = [client.get_queue(name)] if name else client.list_queues()
+            _show(queues, output, lambda: queues_table(queues, wide=output is Output.WIDE), name)
+        else:
+            nodes = [client.get_node(name)] if name else client.list_nodes()
+            _show(nodes, output, lambda: nodes_table(nodes, wide=output is Output.WIDE), name)
+
+
+def _get_workloads(
+    client: ApiClient,
+    name: str | None,
+    output: Output | None,
+    namespace: str | None,
+    all_namespaces: bool,
+    state: WorkloadState | None,
+    queue: str | None,
+) -> None:
+    workloads: Sequence[WorkloadSummary]
+    if name:
+        workloads = [client.get_workload(*resolve_workload(client, name, namespace))]
+    else:
+        workloads = client.list_workloads(state=state, queue=queue, namespace=namespace)
+    if output in (Output.JSON, Output.YAML):
+        _show(workloads, output, lambda: Text(""), name)
+        return
+    clock = Clock.of(client.cluster())
+    namespaces = all_namespaces or len({w.namespace for w in workloads}) > 1
+    if not workloads:
+        where = f" in namespace {namespace}" if namespace else ""
+        console.print(f"No workloads found{where}.", markup=False)
+        return
+    show(workloads_table(workloads, clock, wide=output is Output.WIDE, namespaces=namespaces))
+
+
+def _show(
+    models: Sequence[BaseModel],
+    output: Output | None,
+    table: Callable[[], RenderableType],
+    name: str | None,
+) -> None:
+    if output in (Output.JSON, Output.YAML):
+        assert output is not None
+        sys.stdout.write(dump(models[0] if name else models, output))
+    else:
+        show(table())
+
+
+@remote_errors
+def describe(
+    resource: Annotated[str, typer.Argument(help="workload or node")],
+    name: Annotated[str, typer.Argument(help="NAME, or NAMESPACE/NAME for a workload")],
+    namespace: NamespaceOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Show one workload in full: placement down to GPU indices per pod, timeline, events."""
+    kind = parse_resource(resource, (Resource.WORKLOADS, Resource.NODES))
+    with connect(server, token) as client:
+        if kind is Resource.NODES:
+            show(describe_node(client.get_node(name)))
+            return
+        key = resolve_workload(client, name, namespace)
+        detail = client.get_workload(*key)
+        explanation = client.explain(*key) if detail.state is WorkloadState.PENDING else None
+        show(describe_workload(detail, Clock.of(client.cluster()), explanation))
+
+
+@remote_errors
+def explain(
+    name: Annotated[str, typer.Argument(help="NAME or NAMESPACE/NAME of a workload")],
+    namespace: NamespaceOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Why a workload waits: its place in its queue, what it waits for, an estimated start."""
+    with connect(server, token) as client:
+        explanation = client.explain(*resolve_workload(client, name, namespace))
+        show(describe_explanation(explanation, Clock.of(client.cluster())))
+
+
+@remote_errors
+def delete(
+    resource: Annotated[str, typer.Argument(help="workload")],
+    names: Annotated[list[str], typer.Argument(help="NAME or NAMESPACE/NAME (one or more)")],
+    namespace: NamespaceOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Cancel workloads: their pods stop and free their GPUs. Example: gpufleet delete wl train-1"""
+    parse_resource(resource, (Resource.WORKLOADS,))
+    with connect(server, token) as client:
+        for name in names:
+            cancelled = client.delete_workload(*resolve_workload(client, name, namespace))
+            console.print(f"workload/{cancelled.key} {cancelled.state.value.lower()}", markup=False)
+
+
+@remote_errors
+def top(
+    resource: Annotated[str, typer.Argument(help="nodes")],
+    devices: Annotated[bool, typer.Option(help="a row per GPU device under each node")] = True,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """GPU allocation per node and per device, with bars. Example: gpufleet top nodes"""
+    parse_resource(resource, (Resource.NODES,))
+    with connect(server, token) as client:
+        show(top_nodes(client.list_nodes(), devices=devices))
+
+
+@remote_errors
+def whoami(server: ServerOption = None, token: TokenOption = None) -> None:
+    """The tenant, role, queues and namespaces of your token, and the server it was checked at."""
+    with connect(server, token) as client:
+        me = client.whoami()
+        show(
+            field_table(
+                [
+                    ("Server", client.server),
+                    ("Tenant", me.tenant),
+                    ("Role", me.role.value),
+                    ("Queues", ", ".join(me.queues) or "any"),
+                    ("Namespaces", ", ".join(me.namespaces) or "any"),
+                ]
+            )
+        )
+
+
+@remote_errors
+def login(
+    server: Annotated[str, typer.Option("--server", help="control plane address")],
+    token: Annotated[str, typer.Option("--token", help="API token (gpufleet admin create-token)")],
+    verify: Annotated[bool, typer.Option(help="check the token with the server first")] = True,
+) -> None:
+    """Save the server and token in the config file (mode 0600) for the other commands.
+
+    The file is $GPUFLEET_CONFIG, else ~/.config/gpufleet/config.yaml.
+    """
+    address = normalize_server(server, "--server")
+    path = config_path(os.environ)
+    who = ""
+    if verify:
+        with connect(address, token) as client:
+            me = client.whoami()
+        who = f" as {me.tenant} ({me.role.value})"
+    write_config(path, address, token)
+    console.print(f"logged in to {address}{who}; saved to {path}", markup=False)

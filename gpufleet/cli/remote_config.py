@@ -1,0 +1,160 @@
+"""Where the CLI finds the control plane: the server's address and the API token.
+
+Each of the two is taken from the first place that has it:
+
+1. the flag (``--server``, ``--token``);
+2. the environment (``GPUFLEET_SERVER``, ``GPUFLEET_TOKEN``; empty counts as unset);
+3. the config file: ``$GPUFLEET_CONFIG``, else ``$XDG_CONFIG_HOME/gpufleet/config.yaml``, else
+   ``~/.config/gpufleet/config.yaml``, a YAML mapping with the keys ``server`` and ``token``
+   (``gpufleet login`` writes it, readable by its owner only);
+4. for the server only, ``http://127.0.0.1:8080`` (what ``gpufleet serve`` listens on).
+
+The file is read only when a flag or variable leaves something unset, so a broken file never
+stands in the way of explicit flags. This module owns the precedence, reading and writing the
+file and checking the address; it does not talk to the server.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import yaml
+
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+SERVER_ENV = "GPUFLEET_SERVER"
+TOKEN_ENV = "GPUFLEET_TOKEN"
+CONFIG_ENV = "GPUFLEET_CONFIG"
+CONFIG_KEYS = ("server", "token")
+
+
+class ConfigError(Exception):
+    """A config file or an address that cannot be used; the message names where and what."""
+
+
+@dataclass(frozen=True)
+class FileConfig:
+    server: str | None = None
+    token: str | None = None
+
+
+@dataclass(frozen=True)
+class RemoteConfig:
+    """The server and token to use, and where each came from (for messages)."""
+
+    server: str
+    token: str | None
+    server_from: str
+    token_from: str | None
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    """The config file's path (it may not exist)."""
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    if env.get("XDG_CONFIG_HOME"):
+        return Path(env["XDG_CONFIG_HOME"]) / "gpufleet" / "config.yaml"
+    home = Path(env["HOME"]) if env.get("HOME") else Path.home()
+    return home / ".config" / "gpufleet" / "config.yaml"
+
+
+def read_config_file(path: Path) -> FileConfig:
+    """The file's settings; an absent file has none. Raises ConfigError on a malformed one."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return FileConfig()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read the config file ({error})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
+    if data is None:
+        return FileConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path}: expected a mapping with the keys server and token, "
+            f"got a {type(data).__name__}"
+        )
+    unknown = sorted(str(key) for key in data if key not in CONFIG_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key {unknown[0]!r} (expected {' and '.join(CONFIG_KEYS)})"
+        )
+    values: dict[str, str | None] = {}
+    for key in CONFIG_KEYS:
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{path}: {key} must be a string, got {type(value).__name__}")
+        values[key] = value or None
+    server = values["server"]
+    return FileConfig(
+        server=normalize_server(server, f"{path}: server") if server else None,
+        token=values["token"],
+    )
+
+
+def normalize_server(text: str, source: str) -> str:
+    """``host:port`` or ``http(s)://host[:port]`` -> ``http(s)://host[:port]`` (no '/' at the end).
+
+    ``source`` names where the text came from, for the error message.
+    """
+    raw = text.strip()
+    candidate = raw if "://" in raw else f"http://{raw}"
+    try:
+        url = httpx.URL(candidate)
+    except httpx.InvalidURL:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError(
+            f"{source}: {text!r} is not a server address (expected e.g. http://127.0.0.1:8080)"
+        )
+    return candidate.rstrip("/")
+
+
+def resolve(
+    server: str | None = None,
+    token: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> RemoteConfig:
+    """The server and token from the flags given, the environment and the config file."""
+    env = os.environ if env is None else env
+    server_from = token_from = None
+    if server:
+        server, server_from = normalize_server(server, "--server"), "--server"
+    elif env.get(SERVER_ENV):
+        server = normalize_server(env[SERVER_ENV], SERVER_ENV)
+        server_from = SERVER_ENV
+    if token:
+        token_from = "--token"
+    elif env.get(TOKEN_ENV):
+        token, token_from = env[TOKEN_ENV], TOKEN_ENV
+    if not server or not token:
+        path = config_path(env)
+        found = read_config_file(path)
+        if not server and found.server:
+            server, server_from = found.server, str(path)
+        if not token and found.token:
+            token, token_from = found.token, str(path)
+    if not server:
+        server, server_from = DEFAULT_SERVER, "default"
+    assert server_from is not None
+    return RemoteConfig(server, token or None, server_from, token_from)
+
+
+def write_config(path: Path, server: str, token: str) -> None:
+    """Write the config file, readable and writable by its owner only (it holds a token)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    text = yaml.safe_dump({"server": server, "token": token}, sort_keys=False)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # an existing file keeps its mode through O_CREAT; tighten it before writing the token
+    os.fchmod(descriptor, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)

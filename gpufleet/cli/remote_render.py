@@ -1,0 +1,431 @@
+"""How the remote commands show what the server answers: tables, descriptions, formats.
+
+Functions of schema instances only (no HTTP, no typer), so that rendering is tested without a
+server. Used by :mod:`gpufleet.cli.remote`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+import yaml
+from pydantic import BaseModel
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from gpufleet.api.schemas import (
+    ClusterSummary,
+    DeviceView,
+    Explanation,
+    NodeView,
+    QueueView,
+    WorkloadDetail,
+    WorkloadState,
+    WorkloadSummary,
+)
+from gpufleet.cli.common import console, format_duration
+
+GPU = "nvidia.com/gpu"
+#: Width of tables when the output is piped (so grep and awk see whole rows).
+PIPE_WIDTH = 250
+
+
+class Output(StrEnum):
+    WIDE = "wide"
+    JSON = "json"
+    YAML = "yaml"
+
+
+def text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+# -- formatting helpers ---------------------------------------------------------------------
+
+
+def format_gpus(value: float) -> str:
+    """GPUs for people: 2, 0.5, 0.25, 1.125."""
+    return f"{round(value, 3):g}"
+
+
+def format_cpu(value: float) -> str:
+    return f"{round(value, 2):g}"
+
+
+def format_mib(value: float) -> str:
+    """MiB as kubectl writes quantities: 512Mi, 8Gi, 1.5Gi, 2Ti."""
+    if value >= 1024 * 1024:
+        return f"{round(value / (1024 * 1024), 1):g}Ti"
+    if value >= 1024:
+        return f"{round(value / 1024, 1):g}Gi"
+    return f"{round(value):g}Mi"
+
+
+def format_resource(name: str, value: float) -> str:
+    if name == "memory":
+        return format_mib(value)
+    if name == "cpu":
+        return format_cpu(value)
+    return format_gpus(value)
+
+
+def format_resources(values: dict[str, float]) -> str:
+    """{'nvidia.com/gpu': 8, 'cpu': 64} -> 'gpu=8 cpu=64' (the GPU first)."""
+    if not values:
+        return "-"
+    order = sorted(values, key=lambda name: (not name.startswith(GPU), name))
+    short = {"memory": "mem", GPU: "gpu"}
+    return " ".join(
+        f"{short.get(name, name.removeprefix(GPU + '.'))}={format_resource(name, values[name])}"
+        for name in order
+    )
+
+
+def gpu_bar(fraction: float, width: int = 10) -> Text:
+    """A bar of ``width`` cells, coloured by how full it is."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    full = round(fraction * width)
+    colour = "green" if fraction < 0.5 else "yellow" if fraction < 0.9 else "red"
+    return Text("█" * full, style=colour) + Text("░" * (width - full), style="dim")
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Cluster times for people: simulated seconds as t=5m00s, Unix time as a local date."""
+
+    now: float
+    simulated: bool = True
+
+    @classmethod
+    def of(cls, cluster: ClusterSummary) -> Clock:
+        return cls(cluster.time, cluster.backend != "kubernetes")
+
+    def at(self, time: float | None) -> str:
+        if time is None:
+            return "-"
+        if self.simulated:
+            return f"t={format_duration(time)}"
+        return datetime.fromtimestamp(time).strftime("%Y-%m-%d %H:%M:%S")
+
+    def age(self, time: float | None) -> str:
+        return "-" if time is None else format_duration(max(self.now - time, 0.0))
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    table = Table(box=None, title=title, title_justify="left", pad_edge=False, show_edge=False)
+    for column in columns:
+        table.add_column(column, no_wrap=column not in ("MESSAGE", "PODS"))
+    return table
+
+
+def show(renderable: RenderableType) -> None:
+    if console.is_terminal:
+        console.print(renderable)
+    else:  # rich caps print(width=...) at the console's width, hence a console of its own
+        wide = Console(width=PIPE_WIDTH, highlight=False, soft_wrap=True)
+        with wide.capture() as captured:
+            wide.print(renderable)
+        # no padding at the ends of lines, for grep, awk and diff
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+
+
+def dump(models: BaseModel | Sequence[BaseModel], output: Output) -> str:
+    """The schema dumps, as JSON or YAML text."""
+    data: object = (
+        models.model_dump(mode="json")
+        if isinstance(models, BaseModel)
+        else [model.model_dump(mode="json") for model in models]
+    )
+    if output is Output.YAML:
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    return json.dumps(data, indent=2) + "\n"
+
+
+# -- tables ---------------------------------------------------------------------------------
+
+
+def workloads_table(
+    workloads: Sequence[WorkloadSummary], clock: Clock, *, wide: bool = False, namespaces: bool
+) -> Table:
+    columns = ["NAME", "KIND", "QUEUE", "STATE", "PODS", "GPUS", "AGE"]
+    if namespaces:
+        columns.insert(0, "NAMESPACE")
+    if wide:
+        columns += ["TENANT", "PRIORITY", "STARTED", "WAITING FOR", "MESSAGE"]
+    table = _table(*columns)
+    for w in workloads:
+        row: list[str | Text] = [w.name, w.kind, w.queue, _state(w.state)]
+        row += [f"{w.pods_running}/{w.pods}"]
+        row += [format_gpus(w.gpus), clock.age(w.submitted)]
+        if namespaces:
+            row.insert(0, w.namespace)
+        if wide:
+            priority = f"{w.priority}" + (f" ({w.priority_class})" if w.priority_class else "")
+            row += [w.tenant, priority, clock.at(w.started), w.waiting_for or "-"]
+            row += [w.message or ""]
+        table.add_row(*row)
+    return table
+
+
+def queues_table(queues: Sequence[QueueView], *, wide: bool = False) -> Table:
+    columns = ["NAME", "PARENT", "WEIGHT", "GPU QUOTA", "GPU USED", "GPU BORROWED", "SHARE"]
+    columns += ["PENDING", "RUNNING"]
+    if wide:
+        columns += ["NOMINAL", "USAGE", "BORROWING LIMIT", "LENDING LIMIT"]
+    table = _table(*columns)
+    for q in queues:
+        row = [q.name, q.parent or "-", f"{q.weight:g}", _gpu_of(q.nominal), _gpu_of(q.usage)]
+        row += [_gpu_of(q.borrowed), f"{q.share:.2f}", str(q.pending), str(q.running)]
+        if wide:
+            row += [format_resources(q.nominal), format_resources(q.usage)]
+            row += [format_resources(q.borrowing_limit), format_resources(q.lending_limit)]
+        table.add_row(*row)
+    return table
+
+
+def nodes_table(nodes: Sequence[NodeView], *, wide: bool = False) -> Table:
+    columns = ["NAME", "GPU MODEL", "GPUS", "GPU%", "CPU", "MEMORY"]
+    if wide:
+        columns += ["LABELS", "TAINTS"]
+    table = _table(*columns)
+    for n in nodes:
+        row = [n.name, n.gpu_model or "-", f"{format_gpus(n.gpus_allocated)}/{n.gpus}"]
+        row += [_percent(n.gpus_allocated, n.gpus)]
+        row += [f"{format_cpu(n.cpu_allocated)}/{format_cpu(n.cpu)}"]
+        row += [f"{format_mib(n.memory_allocated_mib)}/{format_mib(n.memory_mib)}"]
+        if wide:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(n.labels.items()))
+            row += [labels or "-", ",".join(n.taints) or "-"]
+        table.add_row(*row)
+    return table
+
+
+def top_nodes(nodes: Sequence[NodeView], *, devices: bool = True) -> Group:
+    """GPU allocation per node and, indented under it, per device, with bars."""
+    total = sum(n.gpus for n in nodes)
+    allocated = sum(n.gpus_allocated for n in nodes)
+    summary = Text(
+        f"{len(nodes)} nodes, {format_gpus(allocated)}/{total} GPUs allocated "
+        f"({_percent(allocated, total)})"
+    )
+    table = _table("NAME", "MODEL", "GPU ALLOCATION", "GPUS", "GPU%", "CPU%", "MEMORY%", "PODS")
+    for n in nodes:
+        fraction = n.gpus_allocated / n.gpus if n.gpus else 0.0
+        table.add_row(
+            Text(n.name, style="bold"),
+            n.gpu_model or "-",
+            gpu_bar(fraction),
+            f"{format_gpus(n.gpus_allocated)}/{n.gpus}",
+            _percent(n.gpus_allocated, n.gpus),
+            _percent(n.cpu_allocated, n.cpu),
+            _percent(n.memory_allocated_mib, n.memory_mib),
+            "",
+        )
+        if devices:
+            for device in n.devices:
+                table.add_row(*_device_row(device))
+    return Group(summary, Text(""), table)
+
+
+def _device_row(device: DeviceView) -> list[RenderableType]:
+    kind = "mig" if device.mig else "shared" if device.shared else ""
+    return [
+        f"  gpu{device.index}",
+        device.model,
+        gpu_bar(device.allocated),
+        format_gpus(device.allocated) + (f" {kind}" if kind else ""),
+        _percent(device.allocated, 1.0),
+        "",
+        "",
+        ", ".join(device.pods) or "-",
+    ]
+
+
+def _gpu_of(values: dict[str, float]) -> str:
+    return format_gpus(values[GPU]) if GPU in values else "-"
+
+
+def _percent(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
+_STATE_STYLES = {
+    WorkloadState.PENDING: "yellow",
+    WorkloadState.ADMITTED: "cyan",
+    WorkloadState.RUNNING: "green",
+    WorkloadState.FAILED: "red",
+    WorkloadState.CANCELLED: "dim",
+    WorkloadState.SUCCEEDED: "dim green",
+}
+
+
+def _state(state: WorkloadState) -> Text:
+    return Text(state.value, style=_STATE_STYLES.get(state, ""))
+
+
+# -- describe and explain -------------------------------------------------------------------
+
+
+def field_table(rows: Sequence[tuple[str, str | Text]]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for key, value in rows:
+        table.add_row(f"{key}:", value)
+    return table
+
+
+def describe_workload(
+    detail: WorkloadDetail, clock: Clock, explanation: Explanation | None = None
+) -> Group:
+    """kubectl describe: the fields, the timeline, each pod down to its GPUs, the events."""
+    priority = f"{detail.priority}" + (
+        f" ({detail.priority_class})" if detail.priority_class else ""
+    )
+    rows: list[tuple[str, str | Text]] = [
+        ("Name", detail.name),
+        ("Namespace", detail.namespace),
+        ("Kind", detail.kind),
+        ("Tenant", detail.tenant),
+        ("Queue", detail.queue),
+        ("Priority", priority),
+        ("State", _state(detail.state)),
+    ]
+    if detail.waiting_for or detail.message:
+        rows.append(("Waiting for", detail.waiting_for or "-"))
+        rows.append(("Message", detail.message or "-"))
+    if explanation is not None:
+        position = f"{explanation.position}" if explanation.position is not None else "-"
+        rows.append(("Queue position", position))
+        rows.append(("Estimated start", _estimate(explanation, clock)))
+    gang = f" (gang of {detail.min_member})" if detail.min_member > 1 else ""
+    rows += [
+        ("Pods", f"{detail.pods_running}/{detail.pods} running{gang}"),
+        ("GPUs", format_gpus(detail.gpus)),
+        ("Preemptible", "yes" if detail.preemptible else "no"),
+    ]
+    if detail.expected_runtime is not None:
+        rows.append(("Expected runtime", format_duration(detail.expected_runtime)))
+    if detail.checkpoint_interval is not None:
+        rows.append(("Checkpoint every", format_duration(detail.checkpoint_interval)))
+    parts: list[RenderableType] = [field_table(rows), Text("\nTimeline:", style="bold")]
+    parts.append(timeline_table(detail, clock))
+    parts.append(Text("\nPods:", style="bold"))
+    parts.append(pods_table(detail) if detail.pod_views else Text("  <none>"))
+    parts.append(Text("\nEvents:", style="bold"))
+    parts.append(events_table(detail, clock) if detail.events else Text("  <none>"))
+    return Group(*parts)
+
+
+def timeline_table(detail: WorkloadSummary, clock: Clock) -> Table:
+    table = _table("", "AT", "")
+    table.add_row("  submitted", clock.at(detail.submitted), f"{clock.age(detail.submitted)} ago")
+    if detail.started is not None:
+        waited = format_duration(detail.started - detail.submitted)
+        table.add_row("  started", clock.at(detail.started), f"after waiting {waited}")
+    elif detail.finished is None:
+        table.add_row("  started", "-", f"waiting for {clock.age(detail.submitted)}")
+    if detail.finished is not None:
+        ran = (
+            f"after running {format_duration(detail.finished - detail.started)}"
+            if detail.started is not None
+            else ""
+        )
+        table.add_row(f"  {detail.state.value.lower()}", clock.at(detail.finished), ran)
+    elif detail.started is not None:
+        table.add_row("  running", "-", f"for {clock.age(detail.started)}")
+    return table
+
+
+def pods_table(detail: WorkloadDetail) -> Table:
+    table = _table("  NAME", "STATE", "NODE", "GPU INDICES", "SHARE", "MIG", "GPUS", "CPU")
+    table.add_column("MEMORY", no_wrap=True)
+    for pod in detail.pod_views:
+        indices = ",".join(str(i) for i in pod.gpu_indices) or "-"
+        share = format_gpus(pod.gpu_share) if pod.gpu_share is not None else "-"
+        table.add_row(
+            f"  {pod.name}",
+            pod.state,
+            pod.node or "-",
+            indices,
+            share,
+            ",".join(pod.mig_slices) or "-",
+            format_gpus(pod.gpus),
+            format_cpu(pod.cpu),
+            format_mib(pod.memory_mib),
+        )
+    return table
+
+
+def events_table(detail: WorkloadDetail, clock: Clock) -> Table:
+    table = _table("  AT", "SINCE SUBMIT", "TYPE", "REASON", "MESSAGE")
+    for event in sorted(detail.events, key=lambda e: e.time):
+        style = "yellow" if event.type == "Warning" else ""
+        table.add_row(
+            f"  {clock.at(event.time)}",
+            "+" + format_duration(max(event.time - detail.submitted, 0.0)),
+            Text(event.type, style=style),
+            event.reason,
+            event.message,
+        )
+    return table
+
+
+def describe_node(node: NodeView) -> Group:
+    rows: list[tuple[str, str | Text]] = [
+        ("Name", node.name),
+        ("GPU model", node.gpu_model or "-"),
+        ("GPUs", f"{format_gpus(node.gpus_allocated)}/{node.gpus} allocated"),
+        ("CPU", f"{format_cpu(node.cpu_allocated)}/{format_cpu(node.cpu)} allocated"),
+        (
+            "Memory",
+            f"{format_mib(node.memory_allocated_mib)}/{format_mib(node.memory_mib)} allocated",
+        ),
+        ("Labels", "\n".join(f"{k}={v}" for k, v in sorted(node.labels.items())) or "-"),
+        ("Taints", "\n".join(node.taints) or "-"),
+    ]
+    devices = _table("  GPU", "MODEL", "MEMORY", "ALLOCATION", "GPUS", "PODS")
+    for device in node.devices:
+        kind = "mig" if device.mig else "shared" if device.shared else ""
+        devices.add_row(
+            f"  {device.index}",
+            device.model,
+            format_mib(device.memory_mib),
+            gpu_bar(device.allocated),
+            format_gpus(device.allocated) + (f" {kind}" if kind else ""),
+            ", ".join(device.pods) or "-",
+        )
+    return Group(field_table(rows), Text("\nDevices:", style="bold"), devices)
+
+
+def _estimate(explanation: Explanation, clock: Clock) -> str:
+    if explanation.estimated_start is None:
+        return "unknown"
+    wait = explanation.estimated_start - clock.now
+    when = f"in {format_duration(wait)}" if wait > 0 else "any moment"
+    return f"{clock.at(explanation.estimated_start)} ({when})"
+
+
+def describe_explanation(explanation: Explanation, clock: Clock) -> Group:
+    rows: list[tuple[str, str | Text]] = [
+        ("Workload", explanation.workload),
+        ("State", _state(explanation.state)),
+        ("Queue", explanation.queue),
+    ]
+    if explanation.state is WorkloadState.PENDING:
+        position = f"{explanation.position}" if explanation.position is not None else "-"
+        rows += [
+            ("Position", position + (" (next to be tried)" if explanation.position == 1 else "")),
+            ("Waiting for", explanation.waiting_for or "-"),
+            ("Estimated start", _estimate(explanation, clock)),
+        ]
+    return Group(field_table(rows), Text(""), Text(explanation.message))
+
+
+# -- names ----------------------------------------------------------------------------------

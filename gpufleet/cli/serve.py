@@ -1,0 +1,183 @@
+"""``gpufleet serve`` (the control plane: scheduler loop, HTTP API, dashboard) and
+``gpufleet admin`` (tokens, made on the server's host against its database)."""
+
+from __future__ import annotations
+
+import logging
+from importlib import resources
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+import yaml
+
+from gpufleet.api.app import create_app
+from gpufleet.cli.common import console, fail, friendly_errors
+from gpufleet.io.manifests import load_manifests
+from gpufleet.io.readers import read_cluster
+from gpufleet.model import Node
+from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.scheduling.policies import POLICY_NAMES
+from gpufleet.service.plane import PRIORITY_CLASS, QUEUE, ControlPlane, ServeOptions, create_token
+from gpufleet.service.store import Store, StoreError
+from gpufleet.service.tenants import ADMIN, ROLES, AdmissionRules, Principal, rules_from_object
+
+DEFAULT_DB = Path("gpufleet.db")
+
+admin = typer.Typer(help="Administer a control plane's database (on its host).")
+
+
+def bundled(name: str) -> Path:
+    """A file of the bundled example (cluster.yaml, queues.yaml)."""
+    return Path(str(resources.files("gpufleet") / "data" / "serve" / name))
+
+
+@friendly_errors
+def serve(
+    cluster: Annotated[
+        Path | None,
+        typer.Option(
+            help="cluster spec, Node YAML or trace node CSV (default: a bundled "
+            "example of 18 nodes: H100 with MIG, A100, T4, CPU-only)"
+        ),
+    ] = None,
+    scenario: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Queue, PriorityClass and workload files to load at start "
+            "(default on a new database: the bundled queues and priority classes)"
+        ),
+    ] = None,
+    db: Annotated[Path, typer.Option(help="SQLite database (created if missing)")] = DEFAULT_DB,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port to listen on")] = 8080,
+    speed: Annotated[
+        float, typer.Option(help="simulated seconds per wall second (60: a minute a second)")
+    ] = 60.0,
+    policy: Annotated[str, typer.Option(help=f"placement policy: {', '.join(POLICY_NAMES)}")] = (
+        "default"
+    ),
+    rules: Annotated[
+        Path | None, typer.Option(help="AdmissionPolicy YAML (limits, tolerations, tenants)")
+    ] = None,
+    default_runtime: Annotated[
+        float,
+        typer.Option(
+            help="simulated seconds a workload runs if it declares no "
+            "gpufleet.dev/expected-runtime (Deployments run until deleted)"
+        ),
+    ] = 3600.0,
+    min_runtime: Annotated[
+        float, typer.Option(help="seconds a workload runs before it may be preempted")
+    ] = AdmissionConfig().min_runtime,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="run against a Kubernetes cluster instead (see gpufleet scheduler)"),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
+) -> None:
+    """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
+    (/api/v1, /docs), Prometheus /metrics, /healthz, /readyz and the dashboard at /."""
+    if kubeconfig is not None:
+        raise fail(
+            "serve --kubeconfig is not available yet: run `gpufleet scheduler --kubeconfig` "
+            "for a Kubernetes cluster (see the README)"
+        )
+    if policy not in POLICY_NAMES:
+        raise fail(f"unknown policy {policy!r} (expected one of {', '.join(POLICY_NAMES)})")
+    if not speed > 0:
+        raise fail(f"--speed must be above 0, got {speed}")
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"))
+    admission_rules = AdmissionRules()
+    if rules is not None:
+        documents = load_manifests(rules)
+        if len(documents) != 1:
+            raise fail(f"{rules}: expected one AdmissionPolicy document, got {len(documents)}")
+        admission_rules = rules_from_object(documents[0], str(rules))
+    try:
+        store = Store(db)
+    except StoreError as error:
+        raise fail(str(error)) from None
+    fresh = store.meta("seeded") is None
+    options = ServeOptions(
+        policy=policy,
+        speed=speed,
+        default_runtime=default_runtime,
+        admission=AdmissionConfig(min_runtime=min_runtime),
+        rules=admission_rules,
+    )
+    files = list(scenario or ([bundled("queues.yaml")] if fresh else []))
+    workloads = _seed_objects(store, files)
+    store.set_meta("seeded", "1")
+    plane = ControlPlane(store, nodes, options)
+    if workloads and fresh:
+        operator = Principal("operator", ADMIN)
+        for body in workloads:
+            plane.submit(operator, body, "application/yaml")
+    plane.start()
+    app = create_app(plane)
+    restored = sum(r.active for r in plane.records.values())
+    console.print(
+        f"gpufleet control plane on http://{host}:{port}/ ({len(nodes)} nodes, policy {policy}, "
+        f"speed {speed:g}x, database {db}, {restored} workloads restored)"
+    )
+    if store.meta("tokens") is None:
+        console.print(
+            f"no tokens yet: make one with `gpufleet admin create-token --db {db} "
+            "--tenant admin --role admin`"
+        )
+    try:
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level.lower(),
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            timeout_keep_alive=30,
+        )
+    finally:
+        plane.stop()
+        store.close()
+
+
+def _seed_objects(store: Store, files: list[Path]) -> list[bytes]:
+    """Put the Queues and PriorityClasses of ``files`` into the store (replacing those of the
+    same name); returns the other documents, to submit as workloads."""
+    workloads: list[bytes] = []
+    with store.transaction():
+        for file in files:
+            for manifest in load_manifests(file):
+                kind = manifest.get("kind")
+                name = (manifest.get("metadata") or {}).get("name")
+                if kind in (QUEUE, PRIORITY_CLASS) and isinstance(name, str):
+                    store.put_object(str(kind), name, dict(manifest))
+                else:
+                    workloads.append(yaml.safe_dump(dict(manifest)).encode())
+    return workloads
+
+
+@admin.command("create-token")
+@friendly_errors
+def create_token_command(
+    tenant: Annotated[str, typer.Option(help="the team the token acts for")],
+    role: Annotated[str, typer.Option(help=f"one of {', '.join(ROLES)}")] = "tenant",
+    queue: Annotated[
+        list[str] | None,
+        typer.Option(help="a queue it may submit to, beyond its own (repeatable)"),
+    ] = None,
+    db: Annotated[Path, typer.Option(help="the control plane's database")] = DEFAULT_DB,
+) -> None:
+    """Make an API token and print it (only its hash is stored: keep it now)."""
+    try:
+        store = Store(db)
+    except StoreError as error:
+        raise fail(str(error)) from None
+    try:
+        token = create_token(store, tenant, role, queue or [])
+        store.set_meta("tokens", "1")
+    finally:
+        store.close()
+    print(token)

@@ -1,0 +1,100 @@
+"""The control plane's book of workloads: what each one is, where its pods run, what happened.
+
+A :class:`WorkloadRecord` is the service's view of one submitted workload (its tenant, the
+object kind it came from, its pods' states and places, its events), kept in memory for the API
+and mirrored to the store by the control plane. Pure data and small derivations: no locking,
+no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from gpufleet.api.schemas import EventView, WorkloadState
+from gpufleet.model import MILLI_PER_GPU, Placement, Pod
+from gpufleet.model.workload import TimedWorkload
+
+#: Events kept in memory per workload (the store keeps them all).
+EVENTS_KEPT = 50
+
+POD_PENDING = "Pending"
+POD_RUNNING = "Running"
+POD_SUCCEEDED = "Succeeded"
+POD_CANCELLED = "Cancelled"
+
+TERMINAL = (WorkloadState.SUCCEEDED, WorkloadState.CANCELLED, WorkloadState.FAILED)
+
+
+def pod_gpus(pod: Pod) -> float:
+    """GPUs a pod asks for: 0.25 for a quarter of one, MIG slices count as one each, a share
+    given only in GPU memory as 0 (its fraction depends on the device it lands on)."""
+    gpu = pod.gpu
+    if gpu.mig_profile is not None:
+        return float(gpu.mig_count)
+    return gpu.total_milli / MILLI_PER_GPU
+
+
+@dataclass(slots=True)
+class PodRecord:
+    pod: Pod
+    state: str = POD_PENDING
+    placement: Placement | None = None
+    started: float | None = None
+
+
+@dataclass(slots=True)
+class WorkloadRecord:
+    key: str
+    seq: int
+    tenant: str
+    kind: str
+    timed: TimedWorkload
+    submitted: float
+    state: WorkloadState = WorkloadState.PENDING
+    started: float | None = None
+    finished: float | None = None
+    pods: dict[str, PodRecord] = field(default_factory=dict)
+    events: deque[EventView] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
+    #: The last FailedScheduling message told (so the same one is not repeated).
+    told: str | None = None
+
+    @classmethod
+    def new(
+        cls, seq: int, tenant: str, kind: str, timed: TimedWorkload, submitted: float
+    ) -> WorkloadRecord:
+        record = cls(timed.workload.key, seq, tenant, kind, timed, submitted)
+        record.pods = {pod.key: PodRecord(pod) for pod in timed.workload.pods}
+        return record
+
+    @property
+    def gpus(self) -> float:
+        return sum(pod_gpus(p.pod) for p in self.pods.values())
+
+    @property
+    def running_pods(self) -> int:
+        return sum(p.state == POD_RUNNING for p in self.pods.values())
+
+    @property
+    def active(self) -> bool:
+        return self.state not in TERMINAL
+
+    def pending_pods(self) -> list[Pod]:
+        return [p.pod for p in self.pods.values() if p.state == POD_PENDING]
+
+    def settle(self, now: float) -> WorkloadState:
+        """Derive the workload's state from its pods' (after a change); returns it."""
+        if not self.active:
+            return self.state
+        states = [p.state for p in self.pods.values()]
+        if all(s == POD_SUCCEEDED for s in states):
+            self.state = WorkloadState.SUCCEEDED
+            self.finished = now
+        elif any(s == POD_RUNNING for s in states):
+            pending = any(s == POD_PENDING for s in states)
+            self.state = WorkloadState.ADMITTED if pending else WorkloadState.RUNNING
+            if self.started is None:
+                self.started = now
+        else:
+            self.state = WorkloadState.PENDING
+        return self.state

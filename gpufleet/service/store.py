@@ -1,0 +1,350 @@
+"""Durable state of the embedded control plane: one SQLite file in WAL mode.
+
+Holds what must survive a ``kill -9``: accepted workloads (their parsed model form, so a restart
+does not depend on the queues of the day), where each pod runs (node and devices, when it
+started, how much work it had left), queues and priority classes as submitted, API tokens
+(hashed), events and the cluster's history, and the simulated clock. Every write is a
+transaction that is committed before the caller answers anyone: a workload acknowledged to a
+client is on disk. WAL with ``synchronous=NORMAL`` survives a killed process (not a power cut
+between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that).
+
+The store is a plain repository: it does not decide anything, and it is not thread-safe on its
+own (the control plane serialises calls under its lock). sqlite3 from the standard library is
+used directly: the schema is six small tables and an ORM would add nothing but weight.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from gpufleet.model import Placement
+from gpufleet.model.workload import TimedWorkload
+
+SCHEMA_VERSION = 1
+
+_TIMED = TypeAdapter(TimedWorkload)
+_PLACEMENT = TypeAdapter(Placement)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS workloads (
+    key TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL UNIQUE,
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    model TEXT NOT NULL,
+    submitted REAL NOT NULL,
+    state TEXT NOT NULL,
+    started REAL,
+    finished REAL
+);
+CREATE TABLE IF NOT EXISTS pods (
+    key TEXT PRIMARY KEY,
+    workload TEXT NOT NULL REFERENCES workloads(key),
+    state TEXT NOT NULL,
+    placement TEXT,
+    started REAL,
+    remaining REAL
+);
+CREATE INDEX IF NOT EXISTS pods_workload ON pods(workload);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    workload TEXT,
+    type TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_workload ON events(workload);
+CREATE TABLE IF NOT EXISTS objects (
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    document TEXT NOT NULL,
+    PRIMARY KEY (kind, name)
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    hash TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    role TEXT NOT NULL,
+    queues TEXT NOT NULL,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS history (
+    time REAL PRIMARY KEY,
+    sample TEXT NOT NULL
+);
+"""
+
+
+class StoreError(Exception):
+    """The database file cannot be used (another program's file, a newer schema...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPod:
+    key: str
+    state: str
+    placement: Placement | None
+    started: float | None
+    remaining: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredWorkload:
+    key: str
+    seq: int
+    tenant: str
+    kind: str
+    timed: TimedWorkload
+    submitted: float
+    state: str
+    started: float | None
+    finished: float | None
+    pods: tuple[StoredPod, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredToken:
+    tenant: str
+    role: str
+    queues: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    time: float
+    workload: str | None
+    type: str
+    reason: str
+    message: str
+
+
+class Store:
+    """See the module docstring."""
+
+    def __init__(self, path: str | Path, durable: bool = False) -> None:
+        self.path = str(path)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as error:
+            raise StoreError(f"{self.path}: not a usable gpufleet database ({error})") from None
+        version = self.meta("schema_version")
+        if version is None:
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+        elif int(version) > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: written by a newer gpufleet (schema {version}, "
+                f"this one reads {SCHEMA_VERSION})"
+            )
+        self._in_tx = False
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All writes inside are committed together, or none is (nested: joins the outer)."""
+        if self._in_tx:
+            yield
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        self._in_tx = True
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+        finally:
+            self._in_tx = False
+
+    # ----------------------------------------------------------------------------- meta
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # ----------------------------------------------------------------------------- workloads
+    def next_seq(self) -> int:
+        row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM workloads").fetchone()
+        return int(row[0]) + 1
+
+    def has_workload(self, key: str) -> bool:
+        row = self._db.execute("SELECT 1 FROM workloads WHERE key = ?", (key,)).fetchone()
+        return row is not None
+
+    def add_workload(
+        self, seq: int, tenant: str, kind: str, timed: TimedWorkload, submitted: float
+    ) -> None:
+        workload = timed.workload
+        with self.transaction():
+            self._db.execute(
+                "INSERT INTO workloads (key, seq, tenant, kind, model, submitted, state) "
+                "VALUES (?, ?, ?, ?, ?, ?, 'Pending')",
+                (workload.key, seq, tenant, kind, _TIMED.dump_json(timed).decode(), submitted),
+            )
+            self._db.executemany(
+                "INSERT INTO pods (key, workload, state, remaining) VALUES (?, ?, 'Pending', ?)",
+                [(pod.key, workload.key, timed.duration) for pod in workload.pods],
+            )
+
+    def set_workload_state(
+        self,
+        key: str,
+        state: str,
+        started: float | None = None,
+        finished: float | None = None,
+    ) -> None:
+        self._db.execute(
+            "UPDATE workloads SET state = ?, started = COALESCE(?, started), "
+            "finished = COALESCE(?, finished) WHERE key = ?",
+            (state, started, finished, key),
+        )
+
+    def set_pod(
+        self,
+        key: str,
+        state: str,
+        placement: Placement | None = None,
+        started: float | None = None,
+        remaining: float | None = None,
+    ) -> None:
+        self._db.execute(
+            "UPDATE pods SET state = ?, placement = ?, started = ?, remaining = ? WHERE key = ?",
+            (
+                state,
+                None if placement is None else _PLACEMENT.dump_json(placement).decode(),
+                started,
+                remaining,
+                key,
+            ),
+        )
+
+    def set_pod_state(self, key: str, state: str) -> None:
+        self._db.execute("UPDATE pods SET state = ? WHERE key = ?", (state, key))
+
+    def workloads(self, active_only: bool = False) -> list[StoredWorkload]:
+        """Workloads in submission order (only those not finished, with ``active_only``)."""
+        where = "WHERE state IN ('Pending', 'Admitted', 'Running')" if active_only else ""
+        rows = self._db.execute(
+            "SELECT key, seq, tenant, kind, model, submitted, state, started, finished "
+            f"FROM workloads {where} ORDER BY seq"
+        ).fetchall()
+        pods: dict[str, list[StoredPod]] = {}
+        for key, workload, state, placement, started, remaining in self._db.execute(
+            "SELECT key, workload, state, placement, started, remaining FROM pods ORDER BY rowid"
+        ):
+            pods.setdefault(workload, []).append(
+                StoredPod(
+                    key,
+                    state,
+                    None if placement is None else _PLACEMENT.validate_json(placement),
+                    started,
+                    remaining,
+                )
+            )
+        return [
+            StoredWorkload(
+                key,
+                seq,
+                tenant,
+                kind,
+                _TIMED.validate_json(model),
+                submitted,
+                state,
+                started,
+                finished,
+                tuple(pods.get(key, ())),
+            )
+            for key, seq, tenant, kind, model, submitted, state, started, finished in rows
+        ]
+
+    # ----------------------------------------------------------------------------- events
+    def add_events(self, events: Sequence[StoredEvent]) -> None:
+        self._db.executemany(
+            "INSERT INTO events (time, workload, type, reason, message) VALUES (?, ?, ?, ?, ?)",
+            [(e.time, e.workload, e.type, e.reason, e.message) for e in events],
+        )
+
+    def events(self, workload: str | None = None, limit: int = 1000) -> list[StoredEvent]:
+        """The latest ``limit`` events (of one workload), oldest first."""
+        if workload is None:
+            cursor = self._db.execute(
+                "SELECT time, workload, type, reason, message FROM events ORDER BY id DESC LIMIT ?",
+                (limit,),
+            )
+        else:
+            cursor = self._db.execute(
+                "SELECT time, workload, type, reason, message FROM events WHERE workload = ? "
+                "ORDER BY id DESC LIMIT ?",
+                (workload, limit),
+            )
+        return [StoredEvent(*row) for row in reversed(cursor.fetchall())]
+
+    # ----------------------------------------------------------------------------- objects
+    def put_object(self, kind: str, name: str, document: dict[str, Any]) -> None:
+        self._db.execute(
+            "INSERT INTO objects (kind, name, document) VALUES (?, ?, ?) "
+            "ON CONFLICT(kind, name) DO UPDATE SET document = excluded.document",
+            (kind, name, json.dumps(document, sort_keys=True)),
+        )
+
+    def delete_object(self, kind: str, name: str) -> bool:
+        cursor = self._db.execute("DELETE FROM objects WHERE kind = ? AND name = ?", (kind, name))
+        return cursor.rowcount > 0
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT document FROM objects WHERE kind = ? ORDER BY name", (kind,)
+        ).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
+    # ----------------------------------------------------------------------------- tokens
+    def add_token(
+        self, token_hash: str, tenant: str, role: str, queues: Sequence[str], created: float
+    ) -> None:
+        with self.transaction():
+            self._db.execute(
+                "INSERT INTO tokens (hash, tenant, role, queues, created) VALUES (?, ?, ?, ?, ?)",
+                (token_hash, tenant, role, json.dumps(list(queues)), created),
+            )
+
+    def token(self, token_hash: str) -> StoredToken | None:
+        row = self._db.execute(
+            "SELECT tenant, role, queues FROM tokens WHERE hash = ?", (token_hash,)
+        ).fetchone()
+        if row is None:
+            return None
+        return StoredToken(row[0], row[1], tuple(json.loads(row[2])))
+
+    # ----------------------------------------------------------------------------- history
+    def add_history(self, time: float, sample: dict[str, Any]) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO history (time, sample) VALUES (?, ?)",
+            (time, json.dumps(sample)),
+        )
+
+    def history(self, limit: int) -> list[tuple[float, dict[str, Any]]]:
+        rows = self._db.execute(
+            "SELECT time, sample FROM history ORDER BY time DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [(float(t), json.loads(s)) for t, s in reversed(rows)]

@@ -1,0 +1,166 @@
+"""Turn a request body (YAML or JSON; one object, several, or a ``List``) into workloads.
+
+The objects are read exactly as ``gpufleet simulate`` reads scenario files (the same builder,
+so the same checks and the same workloads), against the queues and priority classes the
+control plane holds now. Objects without a namespace go into the caller's default namespace.
+What this module does not do: decide whether the caller may submit them (see
+:mod:`gpufleet.service.tenants`) or store them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpufleet.io.errors import InputError
+from gpufleet.io.manifests import Manifest, describe, parse_manifests
+from gpufleet.io.workloads import _Builder
+from gpufleet.model.tenancy import QUEUE_LABEL
+from gpufleet.model.workload import TimedWorkload
+
+SOURCE = "request"
+WORKLOAD_KINDS = ("Pod", "Job", "Deployment", "PyTorchJob", "PodGroup")
+
+
+@dataclass(frozen=True, slots=True)
+class Submitted:
+    """One workload of a request: its kind (the object it came from) and its model form."""
+
+    kind: str
+    timed: TimedWorkload
+
+
+def parse_body(body: bytes, content_type: str) -> list[Manifest]:
+    """The objects of a request body. JSON when the content type says so, else YAML (a JSON
+    document is YAML too). Raises InputError naming the document at fault."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(SOURCE, f"the body is not UTF-8 text ({error.reason})") from None
+    if not text.strip():
+        raise InputError(SOURCE, "the body is empty; expected a workload object")
+    if "json" in content_type:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise InputError(
+                SOURCE, f"invalid JSON: {error.msg}", f"line {error.lineno} column {error.colno}"
+            ) from None
+        items = data if isinstance(data, list) else [data]
+        manifests = []
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise InputError(SOURCE, f"expected an object, got {describe(item)}", f"item {i}")
+            manifests.append(Manifest(item, i, 0, where=f"item {i}"))
+    else:
+        manifests = parse_manifests(text, SOURCE)
+    out: list[Manifest] = []
+    for manifest in manifests:
+        if manifest.get("kind") == "List":
+            for i, item in enumerate(manifest.get("items") or []):
+                if not isinstance(item, dict):
+                    raise InputError(
+                        SOURCE, f"expected an object, got {describe(item)}", f"items[{i}]"
+                    )
+                out.append(Manifest(item, i, 0, where=f"{manifest.location}, items[{i}]"))
+        else:
+            out.append(manifest)
+    if not out:
+        raise InputError(SOURCE, "no objects in the body; expected a workload object")
+    return out
+
+
+def _defaulted(
+    manifest: Manifest, builder: _Builder, namespace: str, home_queue: str | None
+) -> Manifest:
+    """``manifest`` with the caller's namespace and queue filled in where it names none."""
+    metadata = manifest.get("metadata")
+    if not isinstance(metadata, dict):
+        return manifest  # the builder reports it
+    metadata = dict(metadata)
+    if not metadata.get("namespace"):
+        metadata["namespace"] = namespace
+    labels = metadata.get("labels")
+    if home_queue is not None and (labels is None or isinstance(labels, dict)):
+        template = (manifest.get("spec") or {}).get("template") if manifest.get("spec") else None
+        template_labels = ((template or {}).get("metadata") or {}).get("labels") or {}
+        named = QUEUE_LABEL in (labels or {}) or (
+            isinstance(template_labels, dict) and QUEUE_LABEL in template_labels
+        )
+        if not named and str(metadata["namespace"]) not in builder.namespace_queues:
+            metadata["labels"] = {**(labels or {}), QUEUE_LABEL: home_queue}
+    return Manifest({**manifest, "metadata": metadata}, 0, 0, where=manifest.location)
+
+
+def catalog_builder(
+    queues: Sequence[Mapping[str, Any]], priority_classes: Sequence[Mapping[str, Any]]
+) -> _Builder:
+    """A builder that knows the control plane's queues and priority classes: read once per
+    change of them, and forked for each request (:func:`read_workloads`)."""
+    builder = _Builder()
+    for obj in queues:
+        builder.add(Manifest({"kind": "Queue", **obj}, 0, 0, where="stored"), "queues")
+    for obj in priority_classes:
+        builder.add(Manifest({"kind": "PriorityClass", **obj}, 0, 0, where="stored"), "classes")
+    return builder
+
+
+def _fork(base: _Builder) -> _Builder:
+    builder = _Builder()
+    builder.queues = dict(base.queues)
+    builder.namespace_queues = dict(base.namespace_queues)
+    builder.classes = dict(base.classes)
+    builder.global_default = base.global_default
+    builder.pod_groups = dict(base.pod_groups)
+    builder.quotas = dict(base.quotas)
+    return builder
+
+
+def read_workloads(
+    manifests: Sequence[Manifest],
+    catalog: _Builder,
+    default_namespace: str,
+    default_runtime: float,
+    home_queue: str | None = None,
+) -> list[Submitted]:
+    """The workloads of ``manifests``, read against the control plane's queues and priority
+    classes (``catalog``, from :func:`catalog_builder`; it is not changed). A workload runs
+    for its declared expected run time; one that declares none runs for ``default_runtime``
+    simulated seconds, except Deployment replicas (services), which run until deleted. An
+    object that names no queue, in a namespace no queue is the default for, goes to
+    ``home_queue`` (the caller's own) when given."""
+    builder = _fork(catalog)
+    known_queues = set(builder.queues)
+    for manifest in manifests:
+        kind = manifest.get("kind")
+        if kind not in WORKLOAD_KINDS:
+            raise InputError(
+                SOURCE,
+                f"kind: expected one of {', '.join(WORKLOAD_KINDS)}, got {describe(kind)}"
+                + (
+                    " (manage queues and priority classes with PUT /api/v1/queues or "
+                    "/api/v1/priorityclasses)"
+                    if kind in ("Queue", "PriorityClass")
+                    else ""
+                ),
+                manifest.location,
+            )
+        builder.add(_defaulted(manifest, builder, default_namespace, home_queue), SOURCE)
+    scenario = builder.scenario()
+    kinds = {}
+    for part in builder.parts:
+        kind, namespace, name = part.gang
+        kinds[f"{namespace}/{name}"] = kind
+    out: list[Submitted] = []
+    for timed in scenario.workloads:
+        workload = timed.workload
+        kind = kinds.get(workload.key, "Pod")
+        if workload.queue not in known_queues and known_queues:
+            raise InputError(SOURCE, f"queue {workload.queue!r} is not defined")
+        duration = workload.expected_runtime
+        if duration is None and kind != "Deployment":
+            duration = default_runtime
+        out.append(Submitted(kind, TimedWorkload(workload, 0.0, duration)))
+    return out

@@ -1,0 +1,330 @@
+"""Read-only views of the control plane in the API's shapes (:mod:`gpufleet.api.schemas`).
+
+Each function reads the plane under its lock and converts model units to the units people
+read (cores, MiB, GPUs). A tenant sees only its own workloads; on the node map, the pods of
+other tenants are shown as ``(other tenant)``. Explanations of waiting workloads are computed
+once per scheduling turn and shared by all readers of that turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpufleet.api.schemas import (
+    ClusterSummary,
+    DeviceView,
+    EventView,
+    Explanation,
+    History,
+    HistoryPoint,
+    NodeView,
+    PodView,
+    PriorityClassView,
+    QueueView,
+    WorkloadDetail,
+    WorkloadState,
+    WorkloadSummary,
+)
+from gpufleet.control.status import queue_numbers
+from gpufleet.model import MILLI_PER_GPU
+from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX
+from gpufleet.scheduling.core import PendingExplanation
+from gpufleet.service.plane import ControlPlane, NotFoundError
+from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord, pod_gpus
+from gpufleet.service.tenants import Principal
+
+OTHER_TENANT = "(other tenant)"
+
+_explained: dict[int, tuple[tuple[int, int], dict[str, PendingExplanation]]] = {}
+
+
+def readable(resources: Mapping[str, int]) -> dict[str, float]:
+    """Model units to people's: milli-CPU to cores, milli-GPU to GPUs, MiB stays MiB."""
+    out: dict[str, float] = {}
+    for key, amount in resources.items():
+        if key in (CPU, GPU) or key.startswith(GPU_MODEL_PREFIX):
+            out[key] = round(amount / 1000, 3)
+        else:
+            out[key] = float(amount)
+    return out
+
+
+def explanations(plane: ControlPlane) -> dict[str, PendingExplanation]:
+    """Why each waiting workload waits (computed at most once per turn and core)."""
+    with plane._lock:
+        stamp = (plane.turns, id(plane.core))
+        cached = _explained.get(id(plane))
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        found = {e.workload: e for e in plane.core.explain_pending(estimate=True)}
+        _explained[id(plane)] = (stamp, found)
+        return found
+
+
+def workload_summary(
+    record: WorkloadRecord, explained: Mapping[str, PendingExplanation]
+) -> WorkloadSummary:
+    workload = record.timed.workload
+    why = explained.get(record.key) if record.state is WorkloadState.PENDING else None
+    return WorkloadSummary(
+        name=workload.name,
+        namespace=workload.namespace,
+        key=record.key,
+        kind=record.kind,
+        tenant=record.tenant,
+        queue=workload.queue,
+        priority=workload.priority,
+        priority_class=workload.priority_class,
+        state=record.state,
+        pods=len(record.pods),
+        pods_running=record.running_pods,
+        gpus=round(record.gpus, 3),
+        submitted=record.submitted,
+        started=record.started,
+        finished=record.finished,
+        expected_runtime=record.timed.duration,
+        waiting_for=why.waiting_for if why else None,
+        message=why.message if why else None,
+    )
+
+
+def workloads(
+    plane: ControlPlane,
+    principal: Principal,
+    state: str | None = None,
+    queue: str | None = None,
+    namespace: str | None = None,
+) -> list[WorkloadSummary]:
+    explained = explanations(plane)
+    with plane._lock:
+        return [
+            workload_summary(record, explained)
+            for record in sorted(plane.records.values(), key=lambda r: r.seq)
+            if principal.may_see(record.tenant)
+            and (state is None or record.state.value.lower() == state.lower())
+            and (queue is None or record.timed.workload.queue == queue)
+            and (namespace is None or record.timed.workload.namespace == namespace)
+        ]
+
+
+def workload_detail(plane: ControlPlane, principal: Principal, key: str) -> WorkloadDetail:
+    explained = explanations(plane)
+    with plane._lock:
+        record = plane.visible(principal, key)
+        summary = workload_summary(record, explained)
+        workload = record.timed.workload
+        pods = []
+        for pod_record in record.pods.values():
+            pod, placement = pod_record.pod, pod_record.placement
+            share = None
+            if placement is not None and 0 < placement.gpu_milli_per_device < MILLI_PER_GPU:
+                share = placement.gpu_milli_per_device / MILLI_PER_GPU
+            pods.append(
+                PodView(
+                    name=pod.name,
+                    state=pod_record.state,
+                    node=placement.node if placement else None,
+                    gpu_indices=list(placement.gpu_indices) if placement else [],
+                    gpu_share=share,
+                    mig_slices=[f"{g}:{s}" for g, s in placement.mig_slices] if placement else [],
+                    cpu=pod.cpu_milli / 1000,
+                    memory_mib=pod.memory_mib,
+                    gpus=pod_gpus(pod),
+                )
+            )
+        return WorkloadDetail(
+            **summary.model_dump(),
+            checkpoint_interval=workload.checkpoint_interval,
+            preemptible=workload.preemptible,
+            min_member=workload.gang_size,
+            pod_views=pods,
+            events=list(record.events),
+        )
+
+
+def explanation(plane: ControlPlane, principal: Principal, key: str) -> Explanation:
+    explained = explanations(plane)
+    with plane._lock:
+        record = plane.visible(principal, key)
+        queue = record.timed.workload.queue
+        why = explained.get(key)
+        if record.state is WorkloadState.PENDING and why is not None:
+            return Explanation(
+                workload=key,
+                state=record.state,
+                queue=queue,
+                position=why.position,
+                waiting_for=why.waiting_for,
+                message=why.message,
+                estimated_start=why.estimated_start,
+            )
+        message = {
+            WorkloadState.PENDING: "submitted; the scheduler has not looked at it yet",
+            WorkloadState.ADMITTED: "admitted; its pods are being placed",
+            WorkloadState.RUNNING: f"running since t={record.started or 0:.0f}s",
+            WorkloadState.SUCCEEDED: f"finished at t={record.finished or 0:.0f}s",
+            WorkloadState.CANCELLED: f"cancelled at t={record.finished or 0:.0f}s",
+            WorkloadState.FAILED: "failed",
+        }[record.state]
+        return Explanation(workload=key, state=record.state, queue=queue, message=message)
+
+
+def queues(plane: ControlPlane) -> list[QueueView]:
+    with plane._lock:
+        numbers = queue_numbers(plane.core)
+        out = []
+        for name, queue in sorted(plane.core.quotas.queues.items()):
+            found = numbers.get(name)
+            out.append(
+                QueueView(
+                    name=name,
+                    parent=queue.parent,
+                    weight=queue.weight,
+                    nominal=readable(queue.nominal),
+                    borrowing_limit=readable(queue.borrowing_limit),
+                    lending_limit=readable(queue.lending_limit),
+                    usage=readable(found.usage) if found else {},
+                    borrowed=readable(found.borrowed) if found else {},
+                    share=found.share if found else 0.0,
+                    pending=found.pending if found else 0,
+                    running=found.running if found else 0,
+                )
+            )
+        return out
+
+
+def queue(plane: ControlPlane, name: str) -> QueueView:
+    for view in queues(plane):
+        if view.name == name:
+            return view
+    raise NotFoundError(f"queue {name} not found")
+
+
+def priority_classes(plane: ControlPlane) -> list[PriorityClassView]:
+    with plane._lock:
+        return [
+            PriorityClassView(
+                name=c.name,
+                value=c.value,
+                preemption_policy=c.preemption_policy.value,
+                global_default=c.global_default,
+            )
+            for c in sorted(plane.catalog.priority_classes.values(), key=lambda c: -c.value)
+        ]
+
+
+def nodes(plane: ControlPlane, principal: Principal, name: str | None = None) -> list[NodeView]:
+    with plane._lock:
+        world = plane.world
+        by_node: dict[str, list[tuple[str, PodRecord]]] = {}
+        for record in plane.records.values():
+            if not record.active:
+                continue
+            shown = record.key if principal.may_see(record.tenant) else OTHER_TENANT
+            for pod_record in record.pods.values():
+                placement = pod_record.placement
+                if pod_record.state == POD_RUNNING and placement is not None:
+                    by_node.setdefault(placement.node, []).append((shown, pod_record))
+        out = []
+        for node in world.nodes:
+            if name is not None and node.name != name:
+                continue
+            cpu = memory = 0
+            milli: dict[int, int] = {}
+            holders: dict[int, list[str]] = {}
+            shared: set[int] = set()
+            for shown, pod_record in by_node.get(node.name, []):
+                pod, placement = pod_record.pod, pod_record.placement
+                assert placement is not None
+                cpu += pod.cpu_milli
+                memory += pod.memory_mib
+                each = placement.gpu_milli_per_device or MILLI_PER_GPU
+                for index in placement.gpu_indices:
+                    milli[index] = milli.get(index, 0) + each
+                    holders.setdefault(index, []).append(shown)
+                    if each < MILLI_PER_GPU:
+                        shared.add(index)
+                for index, _slot in placement.mig_slices:
+                    holders.setdefault(index, []).append(shown)
+            devices = []
+            for gpu in node.gpus:
+                pods_here = holders.get(gpu.index, [])
+                if gpu.partitioned:
+                    slots = len(gpu.mig_slices) or 1
+                    allocated = min(1.0, len(pods_here) / slots)
+                else:
+                    allocated = min(1.0, milli.get(gpu.index, 0) / MILLI_PER_GPU)
+                devices.append(
+                    DeviceView(
+                        index=gpu.index,
+                        model=gpu.model,
+                        memory_mib=gpu.memory_mib,
+                        allocated=round(allocated, 3),
+                        shared=gpu.index in shared or len(pods_here) > 1,
+                        mig=gpu.partitioned,
+                        pods=sorted(pods_here),
+                    )
+                )
+            out.append(
+                NodeView(
+                    name=node.name,
+                    gpu_model=node.gpu_model,
+                    cpu=node.cpu_milli / 1000,
+                    cpu_allocated=cpu / 1000,
+                    memory_mib=node.memory_mib,
+                    memory_allocated_mib=memory,
+                    gpus=node.gpu_count,
+                    gpus_allocated=round(sum(d.allocated for d in devices), 3),
+                    labels=dict(node.labels),
+                    taints=[f"{t.key}={t.value}:{t.effect.value}" for t in node.taints],
+                    devices=devices,
+                )
+            )
+        if name is not None and not out:
+            raise NotFoundError(f"node {name} not found")
+        return out
+
+
+def cluster(plane: ControlPlane) -> ClusterSummary:
+    with plane._lock:
+        total, allocated = plane.gpu_totals()
+        states = [r.state for r in plane.records.values()]
+        return ClusterSummary(
+            backend="simulated",
+            time=round(plane.world.clock.now(), 3),
+            speed=plane.options.speed,
+            nodes=len(plane.world.nodes),
+            gpus=total,
+            gpus_allocated=round(allocated, 3),
+            gpu_allocation=round(min(allocated / total, 1.0), 4) if total else 0.0,
+            workloads_pending=sum(s is WorkloadState.PENDING for s in states),
+            workloads_running=sum(
+                s in (WorkloadState.RUNNING, WorkloadState.ADMITTED) for s in states
+            ),
+            policy=plane.options.policy,
+        )
+
+
+def history(plane: ControlPlane, since: float | None = None) -> History:
+    with plane._lock:
+        points = [
+            HistoryPoint(**point)
+            for point in plane.history
+            if since is None or float(point["time"]) > since
+        ]
+    return History(points=points)
+
+
+def events(plane: ControlPlane, principal: Principal, workload: str | None) -> list[EventView]:
+    with plane._lock:
+        if workload is not None:
+            return list(plane.visible(principal, workload).events)
+        found = plane.store.events(limit=500)
+        return [
+            EventView(
+                time=e.time, type=e.type, reason=e.reason, message=e.message, workload=e.workload
+            )
+            for e in found
+            if e.workload is None
+            or (e.workload in plane.records and principal.may_see(plane.records[e.workload].tenant))
+        ]
