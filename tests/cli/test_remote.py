@@ -29,6 +29,13 @@ from gpufleet.api.schemas import (
 from gpufleet.cli.client import ApiClient
 from gpufleet.cli.main import app
 from gpufleet.cli.remote import split_workload_name, use_http
+from gpufleet.cli.remote_config import (
+    DEFAULT_SERVER,
+    ConfigError,
+    read_config_file,
+    resolve,
+    write_config,
+)
 from gpufleet.cli.remote_render import (
     Clock,
     Output,
@@ -42,13 +49,6 @@ from gpufleet.cli.remote_render import (
     queues_table,
     top_nodes,
     workloads_table,
-)
-from gpufleet.cli.remote_config import (
-    DEFAULT_SERVER,
-    ConfigError,
-    read_config_file,
-    resolve,
-    write_config,
 )
 from gpufleet.testing.service import ServiceHarness, as_yaml, job_doc, make_harness, pod_doc
 from tests.cli.test_client import (
