@@ -1,4 +1,5 @@
-"""The FastAPI application of ``gpufleet serve``: routes over a :class:`ControlPlane`.
+"""The FastAPI application of ``gpufleet serve``: routes over a control plane
+(:class:`~gpufleet.service.protocol.Plane`).
 
 Routes are listed in :mod:`gpufleet.api`. Handlers are plain functions (FastAPI runs them in
 its thread pool), since every call takes the control plane's lock; only the event stream is
@@ -44,8 +45,9 @@ from gpufleet.api.schemas import (
     WorkloadSummary,
 )
 from gpufleet.service import views
-from gpufleet.service.plane import PRIORITY_CLASS, QUEUE, ControlPlane
+from gpufleet.service.plane import PRIORITY_CLASS, QUEUE
 from gpufleet.service.plane import Change as PlaneChange
+from gpufleet.service.protocol import Plane
 from gpufleet.service.tenants import Principal
 
 STATIC = Path(__file__).parent / "static"
@@ -59,7 +61,7 @@ HEARTBEAT_S = 15.0
 POLL_S = 1.0
 
 
-def create_app(plane: ControlPlane, max_body: int = MAX_BODY) -> FastAPI:
+def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
     """The API over ``plane`` (which the caller starts and stops)."""
     app = FastAPI(
         title="gpufleet",
@@ -116,7 +118,7 @@ def create_app(plane: ControlPlane, max_body: int = MAX_BODY) -> FastAPI:
     # ----------------------------------------------------------------------------- reading
     @app.get(f"{API_PREFIX}/whoami")
     def whoami(caller: Caller) -> WhoAmI:
-        with plane._lock:
+        with plane.lock:
             queues = caller.allowed_queues(plane.core.quotas.queues)
         return WhoAmI(
             tenant=caller.tenant,
@@ -288,7 +290,7 @@ def _principal(request: Request, token: Annotated[str | None, Query()] = None) -
     found = found or token
     if not found:
         raise ApiError(401, "authentication required: send Authorization: Bearer <token>")
-    plane: ControlPlane = request.app.state.plane
+    plane: Plane = request.app.state.plane
     who = plane.authenticate(found)
     if who is None:
         raise ApiError(401, "invalid token")
@@ -298,7 +300,7 @@ def _principal(request: Request, token: Annotated[str | None, Query()] = None) -
 Caller = Annotated[Principal, Depends(_principal)]
 
 
-def _visibility(plane: ControlPlane, caller: Principal) -> Callable[[str], bool]:
+def _visibility(plane: Plane, caller: Principal) -> Callable[[str], bool]:
     def visible(key: str) -> bool:
         record = plane.records.get(key)
         return record is not None and caller.may_see(record.tenant)
@@ -307,9 +309,9 @@ def _visibility(plane: ControlPlane, caller: Principal) -> Callable[[str], bool]
 
 
 def _change(
-    seq: int, kind: ChangeKind, key: str | None, plane: ControlPlane, data: dict[str, object]
+    seq: int, kind: ChangeKind, key: str | None, plane: Plane, data: dict[str, object]
 ) -> Change:
-    return Change(seq=seq, kind=kind, key=key, time=plane.world.clock.now(), data=data)
+    return Change(seq=seq, kind=kind, key=key, time=plane.now(), data=data)
 
 
 def _sse(change: Change) -> str:

@@ -15,11 +15,11 @@ from prometheus_client.registry import Collector
 
 from gpufleet.api.schemas import WorkloadState
 from gpufleet.service import views
-from gpufleet.service.plane import ControlPlane
+from gpufleet.service.protocol import Plane
 
 
 class _PlaneCollector(Collector):
-    def __init__(self, plane: ControlPlane) -> None:
+    def __init__(self, plane: Plane) -> None:
         self.plane = plane
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -33,7 +33,7 @@ class _PlaneCollector(Collector):
             "gpufleet_cluster_time_seconds", "the cluster's clock", value=summary.time
         )
         states = GaugeMetricFamily("gpufleet_workloads", "workloads by state", labels=["state"])
-        with plane._lock:
+        with plane.lock:
             counts = dict.fromkeys(WorkloadState, 0)
             for record in plane.records.values():
                 counts[record.state] += 1
@@ -70,7 +70,7 @@ class _PlaneCollector(Collector):
 class ApiMetrics:
     """The app's registry: the plane's numbers and the latency of API requests."""
 
-    def __init__(self, plane: ControlPlane) -> None:
+    def __init__(self, plane: Plane) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(_PlaneCollector(plane))
         self.latency = Histogram(

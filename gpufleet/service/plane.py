@@ -21,7 +21,7 @@ import statistics
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,9 +34,11 @@ from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.actions import Action, Evict, MarkUnschedulable
 from gpufleet.model.events import WorkloadAdded
+from gpufleet.model.tenancy import PriorityClass
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.service.protocol import ExplainCache
 from gpufleet.service.records import (
     POD_CANCELLED,
     POD_PENDING,
@@ -114,11 +116,12 @@ class ControlPlane:
         self.nodes = list(nodes)
         self.options = options or ServeOptions()
         self._wall = wall
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
         self._subscribers: list[Subscriber] = []
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self.turns = 0
+        self.explained: ExplainCache | None = None
         self.last_turn_wall = wall()
         self.records: dict[str, WorkloadRecord] = {}
         self._owner: dict[str, str] = {}  # pod key -> workload key
@@ -149,8 +152,31 @@ class ControlPlane:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
-        with self._lock:
+        with self.lock:
             self.store.set_meta("clock", repr(self.world.clock.now()))
+
+    # ----------------------------------------------------------------------------- reading
+    backend_name = "simulated"
+
+    @property
+    def policy(self) -> str:
+        return self.options.policy
+
+    @property
+    def speed(self) -> float | None:
+        return self.options.speed
+
+    def now(self) -> float:
+        return self.world.clock.now()
+
+    def cluster_nodes(self) -> Sequence[Node]:
+        return self.nodes
+
+    def priority_classes(self) -> Mapping[str, PriorityClass]:
+        return self.catalog.priority_classes
+
+    def recent_events(self, limit: int) -> list[StoredEvent]:
+        return self.store.events(limit=limit)
 
     @property
     def stopping(self) -> bool:
@@ -175,7 +201,7 @@ class ControlPlane:
     def turn(self) -> float:
         """One turn of the loop: events in, cycles, actions out, all recorded; returns the
         core's next timer."""
-        with self._lock:
+        with self.lock:
             now = self.world.clock.now()
             self.core.handle_all(self.world.poll_events())
             actions = self.core.run_until_idle(now)
@@ -283,7 +309,7 @@ class ControlPlane:
         """Read, check and accept the workloads of a request body: all or none. Raises
         InputError (422), ForbiddenError (403) or ConflictError (409)."""
         manifests = parse_body(body, content_type)
-        with self._lock:
+        with self.lock:
             submitted = read_workloads(
                 manifests,
                 self._catalog_builder,
@@ -346,7 +372,7 @@ class ControlPlane:
         return allowed[0] if allowed else None
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord:
-        with self._lock:
+        with self.lock:
             record = self.visible(principal, key)
             if not record.active:
                 raise ConflictError(f"workload {key} is {record.state.value} already")
@@ -380,7 +406,7 @@ class ControlPlane:
         is refused and nothing changes."""
         _require_admin(principal)
         name = _object_name(document, kind)
-        with self._lock:
+        with self.lock:
             queues = {q["metadata"]["name"]: q for q in self.store.objects(QUEUE)}
             classes = {c["metadata"]["name"]: c for c in self.store.objects(PRIORITY_CLASS)}
             (queues if kind == QUEUE else classes)[name] = document
@@ -404,7 +430,7 @@ class ControlPlane:
 
     def delete_object(self, principal: Principal, kind: str, name: str) -> None:
         _require_admin(principal)
-        with self._lock:
+        with self.lock:
             documents = {o["metadata"]["name"]: o for o in self.store.objects(kind)}
             if name not in documents:
                 raise NotFoundError(f"{kind} {name} not found")
@@ -449,7 +475,7 @@ class ControlPlane:
         return create_token(self.store, tenant, role, queues)
 
     def authenticate(self, token: str) -> Principal | None:
-        with self._lock:
+        with self.lock:
             found = self.store.token(hash_token(token))
         if found is None:
             return None
@@ -582,11 +608,11 @@ class ControlPlane:
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call ``subscriber`` (from the loop's thread) with each batch of changes; returns a
         function that unsubscribes."""
-        with self._lock:
+        with self.lock:
             self._subscribers.append(subscriber)
 
         def unsubscribe() -> None:
-            with self._lock:
+            with self.lock:
                 if subscriber in self._subscribers:
                     self._subscribers.remove(subscriber)
 
@@ -600,7 +626,7 @@ class ControlPlane:
         ]  # fmt: skip
         if not changes:
             return
-        with self._lock:
+        with self.lock:
             subscribers = list(self._subscribers)
         for subscriber in subscribers:
             try:

@@ -29,13 +29,12 @@ from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX
 from gpufleet.scheduling.core import PendingExplanation
-from gpufleet.service.plane import ControlPlane, NotFoundError
+from gpufleet.service.plane import NotFoundError
+from gpufleet.service.protocol import Plane
 from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord, pod_gpus
 from gpufleet.service.tenants import Principal
 
 OTHER_TENANT = "(other tenant)"
-
-_explained: dict[int, tuple[tuple[int, int], dict[str, PendingExplanation]]] = {}
 
 
 def readable(resources: Mapping[str, int]) -> dict[str, float]:
@@ -49,15 +48,15 @@ def readable(resources: Mapping[str, int]) -> dict[str, float]:
     return out
 
 
-def explanations(plane: ControlPlane) -> dict[str, PendingExplanation]:
+def explanations(plane: Plane) -> dict[str, PendingExplanation]:
     """Why each waiting workload waits (computed at most once per turn and core)."""
-    with plane._lock:
+    with plane.lock:
         stamp = (plane.turns, id(plane.core))
-        cached = _explained.get(id(plane))
+        cached = plane.explained
         if cached is not None and cached[0] == stamp:
             return cached[1]
         found = {e.workload: e for e in plane.core.explain_pending(estimate=True)}
-        _explained[id(plane)] = (stamp, found)
+        plane.explained = (stamp, found)
         return found
 
 
@@ -89,14 +88,14 @@ def workload_summary(
 
 
 def workloads(
-    plane: ControlPlane,
+    plane: Plane,
     principal: Principal,
     state: str | None = None,
     queue: str | None = None,
     namespace: str | None = None,
 ) -> list[WorkloadSummary]:
     explained = explanations(plane)
-    with plane._lock:
+    with plane.lock:
         return [
             workload_summary(record, explained)
             for record in sorted(plane.records.values(), key=lambda r: r.seq)
@@ -107,9 +106,9 @@ def workloads(
         ]
 
 
-def workload_detail(plane: ControlPlane, principal: Principal, key: str) -> WorkloadDetail:
+def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDetail:
     explained = explanations(plane)
-    with plane._lock:
+    with plane.lock:
         record = plane.visible(principal, key)
         summary = workload_summary(record, explained)
         workload = record.timed.workload
@@ -142,9 +141,9 @@ def workload_detail(plane: ControlPlane, principal: Principal, key: str) -> Work
         )
 
 
-def explanation(plane: ControlPlane, principal: Principal, key: str) -> Explanation:
+def explanation(plane: Plane, principal: Principal, key: str) -> Explanation:
     explained = explanations(plane)
-    with plane._lock:
+    with plane.lock:
         record = plane.visible(principal, key)
         queue = record.timed.workload.queue
         why = explained.get(key)
@@ -169,8 +168,8 @@ def explanation(plane: ControlPlane, principal: Principal, key: str) -> Explanat
         return Explanation(workload=key, state=record.state, queue=queue, message=message)
 
 
-def queues(plane: ControlPlane) -> list[QueueView]:
-    with plane._lock:
+def queues(plane: Plane) -> list[QueueView]:
+    with plane.lock:
         numbers = queue_numbers(plane.core)
         out = []
         for name, queue in sorted(plane.core.quotas.queues.items()):
@@ -193,15 +192,15 @@ def queues(plane: ControlPlane) -> list[QueueView]:
         return out
 
 
-def queue(plane: ControlPlane, name: str) -> QueueView:
+def queue(plane: Plane, name: str) -> QueueView:
     for view in queues(plane):
         if view.name == name:
             return view
     raise NotFoundError(f"queue {name} not found")
 
 
-def priority_classes(plane: ControlPlane) -> list[PriorityClassView]:
-    with plane._lock:
+def priority_classes(plane: Plane) -> list[PriorityClassView]:
+    with plane.lock:
         return [
             PriorityClassView(
                 name=c.name,
@@ -209,13 +208,12 @@ def priority_classes(plane: ControlPlane) -> list[PriorityClassView]:
                 preemption_policy=c.preemption_policy.value,
                 global_default=c.global_default,
             )
-            for c in sorted(plane.catalog.priority_classes.values(), key=lambda c: -c.value)
+            for c in sorted(plane.priority_classes().values(), key=lambda c: -c.value)
         ]
 
 
-def nodes(plane: ControlPlane, principal: Principal, name: str | None = None) -> list[NodeView]:
-    with plane._lock:
-        world = plane.world
+def nodes(plane: Plane, principal: Principal, name: str | None = None) -> list[NodeView]:
+    with plane.lock:
         by_node: dict[str, list[tuple[str, PodRecord]]] = {}
         for record in plane.records.values():
             if not record.active:
@@ -226,7 +224,7 @@ def nodes(plane: ControlPlane, principal: Principal, name: str | None = None) ->
                 if pod_record.state == POD_RUNNING and placement is not None:
                     by_node.setdefault(placement.node, []).append((shown, pod_record))
         out = []
-        for node in world.nodes:
+        for node in plane.cluster_nodes():
             if name is not None and node.name != name:
                 continue
             cpu = memory = 0
@@ -285,15 +283,15 @@ def nodes(plane: ControlPlane, principal: Principal, name: str | None = None) ->
         return out
 
 
-def cluster(plane: ControlPlane) -> ClusterSummary:
-    with plane._lock:
+def cluster(plane: Plane) -> ClusterSummary:
+    with plane.lock:
         total, allocated = plane.gpu_totals()
         states = [r.state for r in plane.records.values()]
         return ClusterSummary(
-            backend="simulated",
-            time=round(plane.world.clock.now(), 3),
-            speed=plane.options.speed,
-            nodes=len(plane.world.nodes),
+            backend=plane.backend_name,
+            time=round(plane.now(), 3),
+            speed=plane.speed,
+            nodes=len(plane.cluster_nodes()),
             gpus=total,
             gpus_allocated=round(allocated, 3),
             gpu_allocation=round(min(allocated / total, 1.0), 4) if total else 0.0,
@@ -301,12 +299,12 @@ def cluster(plane: ControlPlane) -> ClusterSummary:
             workloads_running=sum(
                 s in (WorkloadState.RUNNING, WorkloadState.ADMITTED) for s in states
             ),
-            policy=plane.options.policy,
+            policy=plane.policy,
         )
 
 
-def history(plane: ControlPlane, since: float | None = None) -> History:
-    with plane._lock:
+def history(plane: Plane, since: float | None = None) -> History:
+    with plane.lock:
         points = [
             HistoryPoint(**point)
             for point in plane.history
@@ -315,11 +313,11 @@ def history(plane: ControlPlane, since: float | None = None) -> History:
     return History(points=points)
 
 
-def events(plane: ControlPlane, principal: Principal, workload: str | None) -> list[EventView]:
-    with plane._lock:
+def events(plane: Plane, principal: Principal, workload: str | None) -> list[EventView]:
+    with plane.lock:
         if workload is not None:
             return list(plane.visible(principal, workload).events)
-        found = plane.store.events(limit=500)
+        found = plane.recent_events(500)
         return [
             EventView(
                 time=e.time, type=e.type, reason=e.reason, message=e.message, workload=e.workload

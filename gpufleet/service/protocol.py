@@ -1,0 +1,80 @@
+"""What the API needs of a control plane, whatever world it runs on.
+
+:class:`Plane` is met by :class:`~gpufleet.service.plane.ControlPlane` (the embedded simulated
+cluster) and :class:`~gpufleet.service.kube_plane.KubeControlPlane` (a Kubernetes cluster).
+The views and routes are written against it only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from gpufleet.model import Node
+from gpufleet.model.tenancy import PriorityClass
+from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
+from gpufleet.service.records import WorkloadRecord
+from gpufleet.service.store import StoredEvent
+from gpufleet.service.tenants import Principal
+
+#: (scheduling turn, core identity) -> explanations computed then.
+ExplainCache = tuple[tuple[int, int], dict[str, PendingExplanation]]
+
+
+class Plane(Protocol):
+    lock: threading.RLock
+    turns: int
+    records: dict[str, WorkloadRecord]
+    history: deque[dict[str, Any]]
+    counters: dict[str, int]
+    explained: ExplainCache | None
+    backend_name: str
+
+    @property
+    def core(self) -> SchedulerCore: ...
+
+    @property
+    def policy(self) -> str: ...
+
+    @property
+    def speed(self) -> float | None: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def healthy(self, within: float = 30.0) -> bool: ...
+
+    def now(self) -> float: ...
+
+    def cluster_nodes(self) -> Sequence[Node]: ...
+
+    def priority_classes(self) -> Mapping[str, PriorityClass]: ...
+
+    def recent_events(self, limit: int) -> list[StoredEvent]: ...
+
+    def gpu_totals(self) -> tuple[int, float]: ...
+
+    def visible(self, principal: Principal, key: str) -> WorkloadRecord: ...
+
+    def authenticate(self, token: str) -> Principal | None: ...
+
+    def create_token(
+        self, principal: Principal | None, tenant: str, role: str, queues: Sequence[str] = ()
+    ) -> str: ...
+
+    def submit(
+        self, principal: Principal, body: bytes, content_type: str, dry_run: bool = False
+    ) -> list[WorkloadRecord]: ...
+
+    def cancel(self, principal: Principal, key: str) -> WorkloadRecord: ...
+
+    def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str: ...
+
+    def delete_object(self, principal: Principal, kind: str, name: str) -> None: ...
+
+    def subscribe(self, subscriber: Callable[[Sequence[Any]], None]) -> Callable[[], None]: ...
