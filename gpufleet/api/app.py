@@ -45,8 +45,8 @@ from gpufleet.api.schemas import (
     WorkloadSummary,
 )
 from gpufleet.service import views
-from gpufleet.service.plane import PRIORITY_CLASS, QUEUE
-from gpufleet.service.plane import Change as PlaneChange
+from gpufleet.service.base import PRIORITY_CLASS, QUEUE
+from gpufleet.service.base import Change as PlaneChange
 from gpufleet.service.protocol import Plane
 from gpufleet.service.tenants import Principal
 

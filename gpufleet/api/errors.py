@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpufleet.api.schemas import ErrorBody
 from gpufleet.io.errors import InputError
-from gpufleet.service.plane import ConflictError, NotFoundError
+from gpufleet.service.base import ConflictError, NotFoundError
 from gpufleet.service.store import StoreError
 from gpufleet.service.tenants import ForbiddenError
 

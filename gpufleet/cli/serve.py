@@ -19,7 +19,8 @@ from gpufleet.io.readers import read_cluster
 from gpufleet.model import Node
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
-from gpufleet.service.plane import PRIORITY_CLASS, QUEUE, ControlPlane, ServeOptions, create_token
+from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
+from gpufleet.service.plane import ControlPlane
 from gpufleet.service.store import Store, StoreError
 from gpufleet.service.tenants import ADMIN, ROLES, AdmissionRules, Principal, rules_from_object
 

@@ -16,29 +16,36 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
-import statistics
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpufleet.api.schemas import ChangeKind, EventView, WorkloadState
+from gpufleet.api.schemas import ChangeKind, WorkloadState
 from gpufleet.backends.sim.live import LiveSimCluster, Outcome, OutcomeKind
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import sync
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog
-from gpufleet.model import MILLI_PER_GPU, Node
+from gpufleet.model import Node
 from gpufleet.model.actions import Action, Evict, MarkUnschedulable
 from gpufleet.model.events import WorkloadAdded
 from gpufleet.model.tenancy import PriorityClass
 from gpufleet.model.workload import TimedWorkload
-from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.service.protocol import ExplainCache
+from gpufleet.service.base import (
+    HISTORY_EVERY_S,
+    PRIORITY_CLASS,
+    QUEUE,
+    Change,
+    ConflictError,
+    NotFoundError,
+    PlaneBase,
+    ServeOptions,
+    event_view,
+    object_name,
+    require_admin,
+)
 from gpufleet.service.records import (
     POD_CANCELLED,
     POD_PENDING,
@@ -49,60 +56,14 @@ from gpufleet.service.records import (
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import catalog_builder, parse_body, read_workloads
 from gpufleet.service.tenants import (
-    ADMIN,
-    ROLES,
-    AdmissionRules,
-    ForbiddenError,
     Principal,
     check_workload,
-    hash_token,
-    new_token,
 )
 
 log = logging.getLogger(__name__)
 
-QUEUE = "Queue"
-PRIORITY_CLASS = "PriorityClass"
-#: A history point every this many wall seconds; this many kept in memory.
-HISTORY_EVERY_S = 1.0
-HISTORY_POINTS = 3600
-#: Queueing delays of the most recent starts, for the p50/p95 of the history.
-RECENT_DELAYS = 200
 
-
-class NotFoundError(Exception):
-    """No such object (or not one the caller may see): a 404."""
-
-
-class ConflictError(Exception):
-    """The object exists already, or is in use: a 409."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServeOptions:
-    policy: str = "default"
-    seed: int = 0
-    speed: float = 60.0
-    #: Simulated run time of a workload that declares none (Deployments run until deleted).
-    default_runtime: float = 3600.0
-    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
-    rules: AdmissionRules = field(default_factory=AdmissionRules)
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """What changed, for the event stream (the API turns it into its schema)."""
-
-    kind: ChangeKind
-    key: str | None
-    time: float
-    data: dict[str, object]
-
-
-Subscriber = Callable[[Sequence[Change]], None]
-
-
-class ControlPlane:
+class ControlPlane(PlaneBase):
     """See the module docstring."""
 
     def __init__(
@@ -112,24 +73,11 @@ class ControlPlane:
         options: ServeOptions | None = None,
         wall: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.store = store
+        super().__init__(store, options or ServeOptions(), wall)
         self.nodes = list(nodes)
-        self.options = options or ServeOptions()
-        self._wall = wall
-        self.lock = threading.RLock()
-        self._subscribers: list[Subscriber] = []
         self._thread: threading.Thread | None = None
-        self._stopping = threading.Event()
-        self.turns = 0
-        self.explained: ExplainCache | None = None
         self.last_turn_wall = wall()
-        self.records: dict[str, WorkloadRecord] = {}
         self._owner: dict[str, str] = {}  # pod key -> workload key
-        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_POINTS)
-        self._recent_delays: deque[float] = deque(maxlen=RECENT_DELAYS)
-        self.history.extend(point for _, point in store.history(HISTORY_POINTS))
-        self._last_sample = -math.inf
-        self.counters = {"submitted": 0, "bound": 0, "preempted": 0, "finished": 0}
         start = float(store.meta("clock") or 0.0)
         self.world = LiveSimCluster(self.nodes, target_of(()), self.options.speed, start, wall=wall)
         self.catalog = self._catalog(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
@@ -159,10 +107,6 @@ class ControlPlane:
     backend_name = "simulated"
 
     @property
-    def policy(self) -> str:
-        return self.options.policy
-
-    @property
     def speed(self) -> float | None:
         return self.options.speed
 
@@ -174,13 +118,6 @@ class ControlPlane:
 
     def priority_classes(self) -> Mapping[str, PriorityClass]:
         return self.catalog.priority_classes
-
-    def recent_events(self, limit: int) -> list[StoredEvent]:
-        return self.store.events(limit=limit)
-
-    @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set()
 
     @property
     def running(self) -> bool:
@@ -213,13 +150,13 @@ class ControlPlane:
             with self.store.transaction():
                 self._record(actions, outcomes, now, changes, events)
                 if self._wall() - self._last_sample >= HISTORY_EVERY_S:
-                    self._sample(now)
+                    self.sample(now)
                     self.store.set_meta("clock", repr(now))
                 self.store.add_events(events)
             self.turns += 1
             self.last_turn_wall = self._wall()
             timer = self.core.next_timer()
-        self._publish(changes, events)
+        self.publish(changes, events)
         return timer
 
     # ----------------------------------------------------------------------------- restore
@@ -232,7 +169,7 @@ class ControlPlane:
             record.state = WorkloadState(stored.state)
             record.started, record.finished = stored.started, stored.finished
             for event in self.store.events(stored.key, limit=50):
-                record.events.append(_event_view(event))
+                record.events.append(event_view(event))
             self._index(record)
             if not record.active:
                 for pod_record in record.pods.values():
@@ -315,7 +252,7 @@ class ControlPlane:
                 self._catalog_builder,
                 principal.default_namespace(),
                 self.options.default_runtime,
-                self._home_queue(principal),
+                self.home_queue(principal, self.core.quotas.queues),
             )
             queues = self.core.quotas.queues
             checked = []
@@ -351,25 +288,15 @@ class ControlPlane:
                 self.store.add_events(events)
             self._next_seq += len(records)
             for record, event in zip(records, events, strict=True):
-                record.events.append(_event_view(event))
+                record.events.append(event_view(event))
                 self._index(record)
                 self.world.submit(record.timed)
             self.counters["submitted"] += len(records)
-        self._publish(
+        self.publish(
             [Change(ChangeKind.WORKLOAD, r.key, now, {"state": r.state.value}) for r in records],
             events,
         )
         return records
-
-    def _home_queue(self, principal: Principal) -> str | None:
-        """Where the caller's workloads go when they name no queue: the queue named like its
-        tenant, else the first it may use (admins: none, they name one)."""
-        if principal.is_admin:
-            return None
-        allowed = principal.allowed_queues(self.core.quotas.queues)
-        if principal.tenant in allowed:
-            return principal.tenant
-        return allowed[0] if allowed else None
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord:
         with self.lock:
@@ -387,16 +314,9 @@ class ControlPlane:
                 record.finished = now
                 self.store.set_workload_state(key, record.state.value, finished=now)
                 self.store.add_events([event])
-            record.events.append(_event_view(event))
+            record.events.append(event_view(event))
             self.world.cancel(record.pods)
-        self._publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
-        return record
-
-    def visible(self, principal: Principal, key: str) -> WorkloadRecord:
-        """The workload ``key`` if the caller may see it (else NotFoundError)."""
-        record = self.records.get(key)
-        if record is None or not principal.may_see(record.tenant):
-            raise NotFoundError(f"workload {key} not found")
+        self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
         return record
 
     # ----------------------------------------------------------------------------- admin
@@ -404,8 +324,8 @@ class ControlPlane:
         """Create or replace a Queue or PriorityClass (admin only); the core is rebuilt with
         it. A document that does not fit the rest (a cycle, children above their parent...)
         is refused and nothing changes."""
-        _require_admin(principal)
-        name = _object_name(document, kind)
+        require_admin(principal)
+        name = object_name(document, kind)
         with self.lock:
             queues = {q["metadata"]["name"]: q for q in self.store.objects(QUEUE)}
             classes = {c["metadata"]["name"]: c for c in self.store.objects(PRIORITY_CLASS)}
@@ -415,7 +335,7 @@ class ControlPlane:
                 first = catalog.rejected[0]
                 raise InputError(f"{first.kind} {first.key}", first.message.split(": ", 1)[-1])
             if kind == QUEUE:
-                self._check_queues_in_use(set(catalog.queues))
+                self.check_queues_in_use(set(catalog.queues))
             with self.store.transaction():
                 self.store.put_object(kind, name, document)
             self.catalog = catalog
@@ -424,12 +344,12 @@ class ControlPlane:
             )
             self._rebuild_core()
             now = self.world.clock.now()
-        self._publish([Change(ChangeKind.QUEUE, name, now, {"kind": kind})], [])
+        self.publish([Change(ChangeKind.QUEUE, name, now, {"kind": kind})], [])
         self.world.wake()
         return name
 
     def delete_object(self, principal: Principal, kind: str, name: str) -> None:
-        _require_admin(principal)
+        require_admin(principal)
         with self.lock:
             documents = {o["metadata"]["name"]: o for o in self.store.objects(kind)}
             if name not in documents:
@@ -445,7 +365,7 @@ class ControlPlane:
                 first = catalog.rejected[0]
                 raise ConflictError(f"{kind} {name} is needed: {first.message}")
             if kind == QUEUE:
-                self._check_queues_in_use(set(catalog.queues) if queues else set())
+                self.check_queues_in_use(set(catalog.queues) if queues else set())
             with self.store.transaction():
                 self.store.delete_object(kind, name)
             self.catalog = catalog
@@ -454,34 +374,7 @@ class ControlPlane:
             )
             self._rebuild_core()
             now = self.world.clock.now()
-        self._publish([Change(ChangeKind.QUEUE, name, now, {"deleted": True})], [])
-
-    def _check_queues_in_use(self, remaining: set[str]) -> None:
-        if not remaining:
-            remaining = {"default"}
-        for record in self.records.values():
-            if record.active and record.timed.workload.queue not in remaining:
-                raise ConflictError(
-                    f"queue {record.timed.workload.queue} is used by workload {record.key} "
-                    f"({record.state.value})"
-                )
-
-    def create_token(
-        self, principal: Principal | None, tenant: str, role: str, queues: Sequence[str] = ()
-    ) -> str:
-        """A new API token (only its hash is kept); ``principal`` None: from the host itself."""
-        if principal is not None:
-            _require_admin(principal)
-        return create_token(self.store, tenant, role, queues)
-
-    def authenticate(self, token: str) -> Principal | None:
-        with self.lock:
-            found = self.store.token(hash_token(token))
-        if found is None:
-            return None
-        return Principal(
-            found.tenant, found.role, found.queues, self.options.rules.for_tenant(found.tenant)
-        )
+        self.publish([Change(ChangeKind.QUEUE, name, now, {"deleted": True})], [])
 
     # ----------------------------------------------------------------------------- recording
     def _record(
@@ -558,109 +451,9 @@ class ControlPlane:
         for event in events:
             record = self.records.get(event.workload or "")
             if record is not None:
-                record.events.append(_event_view(event))
+                record.events.append(event_view(event))
         if outcomes:
             changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
-
-    def gpu_totals(self) -> tuple[int, float]:
-        """(GPUs in the cluster, GPUs allocated), counting a MIG slice as its share of its
-        device, the same way the node map counts them."""
-        total = sum(node.gpu_count for node in self.nodes)
-        slots = {
-            (node.name, gpu.index): len(gpu.mig_slices)
-            for node in self.nodes
-            for gpu in node.gpus
-            if gpu.partitioned
-        }
-        allocated = 0.0
-        for record in self.records.values():
-            for pod in record.pods.values():
-                placement = pod.placement
-                if pod.state != POD_RUNNING or placement is None:
-                    continue
-                each = placement.gpu_milli_per_device or MILLI_PER_GPU
-                allocated += len(placement.gpu_indices) * each / MILLI_PER_GPU
-                for index, _slot in placement.mig_slices:
-                    allocated += 1 / max(slots.get((placement.node, index), 1), 1)
-        return total, allocated
-
-    def _sample(self, now: float) -> None:
-        self._last_sample = self._wall()
-        total, allocated = self.gpu_totals()
-        delays = sorted(self._recent_delays)
-        point = {
-            "time": round(now, 3),
-            "gpu_allocation": round(min(allocated / total, 1.0), 4) if total else 0.0,
-            "pending": sum(r.state is WorkloadState.PENDING for r in self.records.values()),
-            "running": sum(
-                r.state in (WorkloadState.RUNNING, WorkloadState.ADMITTED)
-                for r in self.records.values()
-            ),
-            "queueing_delay_p50": round(statistics.median(delays), 3) if delays else None,
-            "queueing_delay_p95": round(delays[int(0.95 * (len(delays) - 1))], 3)
-            if delays
-            else None,
-        }
-        self.history.append(point)
-        self.store.add_history(now, point)
-
-    # ----------------------------------------------------------------------------- stream
-    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
-        """Call ``subscriber`` (from the loop's thread) with each batch of changes; returns a
-        function that unsubscribes."""
-        with self.lock:
-            self._subscribers.append(subscriber)
-
-        def unsubscribe() -> None:
-            with self.lock:
-                if subscriber in self._subscribers:
-                    self._subscribers.remove(subscriber)
-
-        return unsubscribe
-
-    def _publish(self, changes: list[Change], events: Iterable[StoredEvent]) -> None:
-        changes = changes + [
-            Change(ChangeKind.EVENT, e.workload, e.time,
-                   {"reason": e.reason, "type": e.type, "message": e.message})
-            for e in events
-        ]  # fmt: skip
-        if not changes:
-            return
-        with self.lock:
-            subscribers = list(self._subscribers)
-        for subscriber in subscribers:
-            try:
-                subscriber(changes)
-            except Exception:  # one broken subscriber must not stop the others
-                log.exception("event stream subscriber failed")
-
-
-def create_token(store: Store, tenant: str, role: str, queues: Sequence[str] = ()) -> str:
-    """Make a token for ``tenant`` with ``role``; only its hash is stored. Returns it."""
-    if role not in ROLES:
-        raise InputError("token", f"role: expected one of {', '.join(ROLES)}, got {role!r}")
-    if not tenant or not tenant.replace("-", "").replace("_", "").isalnum():
-        raise InputError(
-            "token", f"tenant: expected a name of letters, digits, - and _, got {tenant!r}"
-        )
-    token = new_token()
-    store.add_token(hash_token(token), tenant, role, list(queues), time.time())
-    return token
-
-
-def _require_admin(principal: Principal) -> None:
-    if principal.role != ADMIN:
-        raise ForbiddenError(f"tenant {principal.tenant!r} is not an admin")
-
-
-def _object_name(document: dict[str, Any], kind: str) -> str:
-    if document.get("kind") != kind:
-        raise InputError("request", f"kind: expected {kind}, got {document.get('kind')!r}")
-    metadata = document.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    if not isinstance(name, str) or not name:
-        raise InputError("request", "metadata.name: required, but missing")
-    return name
 
 
 def _where(outcome: Outcome) -> str:
@@ -674,16 +467,6 @@ def _where(outcome: Outcome) -> str:
     if placement.mig_slices:
         parts.append("MIG " + ",".join(f"{g}:{s}" for g, s in placement.mig_slices))
     return " ".join(parts)
-
-
-def _event_view(event: StoredEvent) -> EventView:
-    return EventView(
-        time=event.time,
-        type=event.type,
-        reason=event.reason,
-        message=event.message,
-        workload=event.workload,
-    )
 
 
 def _remaining_part(

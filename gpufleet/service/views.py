@@ -29,7 +29,7 @@ from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX
 from gpufleet.scheduling.core import PendingExplanation
-from gpufleet.service.plane import NotFoundError
+from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
 from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord, pod_gpus
 from gpufleet.service.tenants import Principal

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from gpufleet.service.plane import ServeOptions
+from gpufleet.service.base import ServeOptions
 from gpufleet.service.tenants import AdmissionRules, TenantRules
 from gpufleet.testing.service import (
     ServiceHarness,

@@ -1,0 +1,272 @@
+"""What every control plane shares, whatever world it runs on: tokens and tenants, the book of
+workloads with its history, and the stream of changes.
+
+:class:`PlaneBase` holds the state the API reads (records, history, counters) under one lock,
+authenticates callers, samples the cluster's history and publishes changes to subscribers.
+The embedded plane (:mod:`gpufleet.service.plane`) and the Kubernetes plane
+(:mod:`gpufleet.service.kube_plane`) add how workloads are accepted, run and recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet.api.schemas import ChangeKind, EventView, WorkloadState
+from gpufleet.io.errors import InputError
+from gpufleet.model import MILLI_PER_GPU, Node
+from gpufleet.model.tenancy import Queue
+from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.service.protocol import ExplainCache
+from gpufleet.service.records import POD_RUNNING, WorkloadRecord
+from gpufleet.service.store import Store, StoredEvent
+from gpufleet.service.tenants import (
+    ADMIN,
+    ROLES,
+    AdmissionRules,
+    ForbiddenError,
+    Principal,
+    hash_token,
+    new_token,
+)
+
+log = logging.getLogger(__name__)
+
+QUEUE = "Queue"
+PRIORITY_CLASS = "PriorityClass"
+#: A history point every this many wall seconds; this many kept in memory.
+HISTORY_EVERY_S = 1.0
+HISTORY_POINTS = 3600
+#: Queueing delays of the most recent starts, for the p50/p95 of the history.
+RECENT_DELAYS = 200
+
+
+class NotFoundError(Exception):
+    """No such object (or not one the caller may see): a 404."""
+
+
+class ConflictError(Exception):
+    """The object exists already, or is in use: a 409."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    policy: str = "default"
+    seed: int = 0
+    speed: float = 60.0
+    #: Simulated run time of a workload that declares none (Deployments run until deleted).
+    default_runtime: float = 3600.0
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    rules: AdmissionRules = field(default_factory=AdmissionRules)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What changed, for the event stream (the API turns it into its schema)."""
+
+    kind: ChangeKind
+    key: str | None
+    time: float
+    data: dict[str, object]
+
+
+Subscriber = Callable[[Sequence[Change]], None]
+
+
+class PlaneBase:
+    """See the module docstring."""
+
+    backend_name = "unknown"
+
+    def __init__(
+        self, store: Store, options: ServeOptions, wall: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.store = store
+        self.options = options
+        self._wall = wall
+        self.lock = threading.RLock()
+        self._subscribers: list[Subscriber] = []
+        self._stopping = threading.Event()
+        self.turns = 0
+        self.explained: ExplainCache | None = None
+        self.records: dict[str, WorkloadRecord] = {}
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_POINTS)
+        self.history.extend(point for _, point in store.history(HISTORY_POINTS))
+        self._recent_delays: deque[float] = deque(maxlen=RECENT_DELAYS)
+        self._last_sample = -math.inf
+        self.counters = {"submitted": 0, "bound": 0, "preempted": 0, "finished": 0}
+
+    @property
+    def policy(self) -> str:
+        return self.options.policy
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def cluster_nodes(self) -> Sequence[Node]:
+        raise NotImplementedError
+
+    def recent_events(self, limit: int) -> list[StoredEvent]:
+        return self.store.events(limit=limit)
+
+    def visible(self, principal: Principal, key: str) -> WorkloadRecord:
+        """The workload ``key`` if the caller may see it (else NotFoundError)."""
+        record = self.records.get(key)
+        if record is None or not principal.may_see(record.tenant):
+            raise NotFoundError(f"workload {key} not found")
+        return record
+
+    def check_queues_in_use(self, remaining: set[str]) -> None:
+        if not remaining:
+            remaining = {"default"}
+        for record in self.records.values():
+            if record.active and record.timed.workload.queue not in remaining:
+                raise ConflictError(
+                    f"queue {record.timed.workload.queue} is used by workload {record.key} "
+                    f"({record.state.value})"
+                )
+
+    def create_token(
+        self, principal: Principal | None, tenant: str, role: str, queues: Sequence[str] = ()
+    ) -> str:
+        """A new API token (only its hash is kept); ``principal`` None: from the host itself."""
+        if principal is not None:
+            require_admin(principal)
+        return create_token(self.store, tenant, role, queues)
+
+    def authenticate(self, token: str) -> Principal | None:
+        with self.lock:
+            found = self.store.token(hash_token(token))
+        if found is None:
+            return None
+        return Principal(
+            found.tenant, found.role, found.queues, self.options.rules.for_tenant(found.tenant)
+        )
+
+    def home_queue(self, principal: Principal, queues: Mapping[str, Queue]) -> str | None:
+        """Where the caller's workloads go when they name no queue: the queue named like its
+        tenant, else the first it may use (admins: none, they name one)."""
+        if principal.is_admin:
+            return None
+        allowed = principal.allowed_queues(queues)
+        if principal.tenant in allowed:
+            return principal.tenant
+        return allowed[0] if allowed else None
+
+    def gpu_totals(self) -> tuple[int, float]:
+        """(GPUs in the cluster, GPUs allocated), counting a MIG slice as its share of its
+        device, the same way the node map counts them."""
+        total = sum(node.gpu_count for node in self.cluster_nodes())
+        slots = {
+            (node.name, gpu.index): len(gpu.mig_slices)
+            for node in self.cluster_nodes()
+            for gpu in node.gpus
+            if gpu.partitioned
+        }
+        allocated = 0.0
+        for record in self.records.values():
+            for pod in record.pods.values():
+                placement = pod.placement
+                if pod.state != POD_RUNNING or placement is None:
+                    continue
+                each = placement.gpu_milli_per_device or MILLI_PER_GPU
+                allocated += len(placement.gpu_indices) * each / MILLI_PER_GPU
+                for index, _slot in placement.mig_slices:
+                    allocated += 1 / max(slots.get((placement.node, index), 1), 1)
+        return total, allocated
+
+    def sample(self, now: float) -> None:
+        self._last_sample = self._wall()
+        total, allocated = self.gpu_totals()
+        delays = sorted(self._recent_delays)
+        point = {
+            "time": round(now, 3),
+            "gpu_allocation": round(min(allocated / total, 1.0), 4) if total else 0.0,
+            "pending": sum(r.state is WorkloadState.PENDING for r in self.records.values()),
+            "running": sum(
+                r.state in (WorkloadState.RUNNING, WorkloadState.ADMITTED)
+                for r in self.records.values()
+            ),
+            "queueing_delay_p50": round(statistics.median(delays), 3) if delays else None,
+            "queueing_delay_p95": round(delays[int(0.95 * (len(delays) - 1))], 3)
+            if delays
+            else None,
+        }
+        self.history.append(point)
+        self.store.add_history(now, point)
+
+    # ----------------------------------------------------------------------------- stream
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Call ``subscriber`` (from the loop's thread) with each batch of changes; returns a
+        function that unsubscribes."""
+        with self.lock:
+            self._subscribers.append(subscriber)
+
+        def unsubscribe() -> None:
+            with self.lock:
+                if subscriber in self._subscribers:
+                    self._subscribers.remove(subscriber)
+
+        return unsubscribe
+
+    def publish(self, changes: list[Change], events: Iterable[StoredEvent]) -> None:
+        changes = changes + [
+            Change(ChangeKind.EVENT, e.workload, e.time,
+                   {"reason": e.reason, "type": e.type, "message": e.message})
+            for e in events
+        ]  # fmt: skip
+        if not changes:
+            return
+        with self.lock:
+            subscribers = list(self._subscribers)
+        for subscriber in subscribers:
+            try:
+                subscriber(changes)
+            except Exception:  # one broken subscriber must not stop the others
+                log.exception("event stream subscriber failed")
+
+
+def create_token(store: Store, tenant: str, role: str, queues: Sequence[str] = ()) -> str:
+    """Make a token for ``tenant`` with ``role``; only its hash is stored. Returns it."""
+    if role not in ROLES:
+        raise InputError("token", f"role: expected one of {', '.join(ROLES)}, got {role!r}")
+    if not tenant or not tenant.replace("-", "").replace("_", "").isalnum():
+        raise InputError(
+            "token", f"tenant: expected a name of letters, digits, - and _, got {tenant!r}"
+        )
+    token = new_token()
+    store.add_token(hash_token(token), tenant, role, list(queues), time.time())
+    return token
+
+
+def require_admin(principal: Principal) -> None:
+    if principal.role != ADMIN:
+        raise ForbiddenError(f"tenant {principal.tenant!r} is not an admin")
+
+
+def object_name(document: dict[str, Any], kind: str) -> str:
+    if document.get("kind") != kind:
+        raise InputError("request", f"kind: expected {kind}, got {document.get('kind')!r}")
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(name, str) or not name:
+        raise InputError("request", "metadata.name: required, but missing")
+    return name
+
+
+def event_view(event: StoredEvent) -> EventView:
+    return EventView(
+        time=event.time,
+        type=event.type,
+        reason=event.reason,
+        message=event.message,
+        workload=event.workload,
+    )
