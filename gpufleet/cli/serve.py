@@ -21,6 +21,7 @@ from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
 from gpufleet.service.plane import ControlPlane
+from gpufleet.service.protocol import Plane
 from gpufleet.service.store import Store, StoreError
 from gpufleet.service.tenants import ADMIN, ROLES, AdmissionRules, Principal, rules_from_object
 
@@ -74,23 +75,20 @@ def serve(
     ] = AdmissionConfig().min_runtime,
     kubeconfig: Annotated[
         Path | None,
-        typer.Option(help="run against a Kubernetes cluster instead (see gpufleet scheduler)"),
+        typer.Option(
+            help="run on a Kubernetes cluster instead: this process is its gpufleet scheduler "
+            "(do not also run `gpufleet scheduler` with the same --scheduler-name)"
+        ),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
     (/api/v1, /docs), Prometheus /metrics, /healthz, /readyz and the dashboard at /."""
-    if kubeconfig is not None:
-        raise fail(
-            "serve --kubeconfig is not available yet: run `gpufleet scheduler --kubeconfig` "
-            "for a Kubernetes cluster (see the README)"
-        )
     if policy not in POLICY_NAMES:
         raise fail(f"unknown policy {policy!r} (expected one of {', '.join(POLICY_NAMES)})")
     if not speed > 0:
         raise fail(f"--speed must be above 0, got {speed}")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
-    nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"))
     admission_rules = AdmissionRules()
     if rules is not None:
         documents = load_manifests(rules)
@@ -102,6 +100,7 @@ def serve(
     except StoreError as error:
         raise fail(str(error)) from None
     fresh = store.meta("seeded") is None
+    plane: Plane
     options = ServeOptions(
         policy=policy,
         speed=speed,
@@ -109,20 +108,28 @@ def serve(
         admission=AdmissionConfig(min_runtime=min_runtime),
         rules=admission_rules,
     )
-    files = list(scenario or ([bundled("queues.yaml")] if fresh else []))
-    workloads = _seed_objects(store, files)
-    store.set_meta("seeded", "1")
-    plane = ControlPlane(store, nodes, options)
-    if workloads and fresh:
-        operator = Principal("operator", ADMIN)
-        for body in workloads:
-            plane.submit(operator, body, "application/yaml")
+    if kubeconfig is not None:
+        if cluster is not None or scenario:
+            raise fail("--cluster and --scenario are for the simulated cluster, not --kubeconfig")
+        plane = _kube_plane(kubeconfig, store, options)
+        where = f"Kubernetes ({kubeconfig})"
+    else:
+        nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"))
+        files = list(scenario or ([bundled("queues.yaml")] if fresh else []))
+        workloads = _seed_objects(store, files)
+        store.set_meta("seeded", "1")
+        embedded = ControlPlane(store, nodes, options)
+        if workloads and fresh:
+            operator = Principal("operator", ADMIN)
+            for body in workloads:
+                embedded.submit(operator, body, "application/yaml")
+        plane = embedded
+        restored = sum(r.active for r in embedded.records.values())
+        where = f"{len(nodes)} simulated nodes at {speed:g}x, {restored} workloads restored"
     plane.start()
     app = create_app(plane)
-    restored = sum(r.active for r in plane.records.values())
     console.print(
-        f"gpufleet control plane on http://{host}:{port}/ ({len(nodes)} nodes, policy {policy}, "
-        f"speed {speed:g}x, database {db}, {restored} workloads restored)"
+        f"gpufleet control plane on http://{host}:{port}/ ({where}, policy {policy}, database {db})"
     )
     if store.meta("tokens") is None:
         console.print(
@@ -142,6 +149,15 @@ def serve(
     finally:
         plane.stop()
         store.close()
+
+
+def _kube_plane(kubeconfig: Path, store: Store, options: ServeOptions) -> Plane:
+    """The plane over a Kubernetes cluster (imported here: the client is slow to import)."""
+    from gpufleet.backends.kube.api import KubeApi, load_client
+    from gpufleet.service.kube_plane import KubeControlPlane
+
+    api = KubeApi(load_client(str(kubeconfig)))
+    return KubeControlPlane(api, store, options)
 
 
 def _seed_objects(store: Store, files: list[Path]) -> list[bytes]:

@@ -32,6 +32,10 @@ class Plane(Protocol):
     explained: ExplainCache | None
     backend_name: str
 
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float = 10.0) -> None: ...
+
     @property
     def core(self) -> SchedulerCore: ...
 

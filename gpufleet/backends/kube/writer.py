@@ -1,0 +1,118 @@
+"""Create, replace and delete the objects users submit through the control plane.
+
+The scheduler only reads and binds; the control plane on Kubernetes also writes what tenants
+submit (Pods, Jobs, Deployments, PyTorchJobs, PodGroups) and what admins set (Queues,
+PriorityClasses). :class:`ObjectWriter` does that through the official client's generic
+``call_api`` (one path per kind, below), under the same client-side rate limit as the
+scheduler's calls. It decides nothing about what is written.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes.client.exceptions import ApiException
+
+from gpufleet.backends.kube.api import ApiError, KubeApi
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    prefix: str  # "/api/v1" or "/apis/<group>/<version>"
+    plural: str
+    namespaced: bool
+
+
+KINDS: dict[str, Kind] = {
+    "Pod": Kind("/api/v1", "pods", True),
+    "Job": Kind("/apis/batch/v1", "jobs", True),
+    "Deployment": Kind("/apis/apps/v1", "deployments", True),
+    "PyTorchJob": Kind("/apis/kubeflow.org/v1", "pytorchjobs", True),
+    "PodGroup": Kind("/apis/gpufleet.dev/v1alpha1", "podgroups", True),
+    "Queue": Kind("/apis/gpufleet.dev/v1alpha1", "queues", False),
+    "PriorityClass": Kind("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
+}
+
+
+def path_of(kind: str, namespace: str | None, name: str | None = None) -> str:
+    found = KINDS.get(kind)
+    if found is None:
+        raise ValueError(f"cannot write a {kind}: expected one of {', '.join(KINDS)}")
+    path = found.prefix
+    if found.namespaced:
+        path += f"/namespaces/{quote(namespace or 'default', safe='')}"
+    path += f"/{found.plural}"
+    return path + (f"/{quote(name, safe='')}" if name else "")
+
+
+class ObjectWriter:
+    """See the module docstring."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+
+    def _request(self, method: str, path: str, body: Obj | None = None) -> Obj | None:
+        self.api.limiter.acquire()
+        try:
+            response = self.api.client.call_api(
+                path,
+                method,
+                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _preload_content=False,
+            )
+        except ApiException as error:
+            raise _error(error) from None
+        except OSError as error:
+            raise ApiError(0, "Unreachable", str(error)) from None
+        data = response.data
+        return json.loads(data) if data else None
+
+    def create(self, obj: Obj) -> Obj:
+        metadata = obj.get("metadata") or {}
+        found = self._request("POST", path_of(str(obj["kind"]), metadata.get("namespace")), obj)
+        return found or {}
+
+    def apply(self, obj: Obj) -> Obj:
+        """Create ``obj``, or replace the object of its name (for Queues, PriorityClasses)."""
+        metadata = obj.get("metadata") or {}
+        kind, name = str(obj["kind"]), str(metadata.get("name"))
+        path = path_of(kind, metadata.get("namespace"), name)
+        try:
+            current = self._request("GET", path)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            return self.create(obj)
+        version = ((current or {}).get("metadata") or {}).get("resourceVersion")
+        body = {**obj, "metadata": {**metadata, "resourceVersion": version}}
+        return self._request("PUT", path, body) or {}
+
+    def delete(self, kind: str, namespace: str | None, name: str) -> bool:
+        """Delete (its dependents in the background); False when it was not there."""
+        options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        try:
+            self._request("DELETE", path_of(kind, namespace, name), options)
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+
+def _error(error: ApiException) -> ApiError:
+    message = error.reason or ""
+    body = error.body
+    if body:
+        try:
+            message = json.loads(body).get("message") or message
+        except (ValueError, AttributeError):
+            message = str(body)[:500]
+    return ApiError(int(error.status or 0), str(error.reason or ""), str(message))

@@ -1,0 +1,557 @@
+"""The control plane on a Kubernetes cluster: ``gpufleet serve --kubeconfig``.
+
+The scheduler is :class:`~gpufleet.backends.kube.scheduler.KubeScheduler` (the same as
+``gpufleet scheduler``), run in a thread under this plane's lock; the API server is the store
+of workloads. A submission is checked exactly as in embedded mode (same reader, same tenant
+and admission rules) and then written to the cluster:
+
+* every pod template gets ``schedulerName`` (this scheduler), the tenant label
+  (``gpufleet.dev/tenant``) and the workload's name and kind as annotations;
+* a gang (a Job with parallelism above one, a PyTorchJob) also gets a gpufleet PodGroup of its
+  name with its minMember, and its pods the pod-group label, so that it is admitted all or
+  nothing as the simulator admits it;
+* nothing is half-applied: if one object is refused, those already written are deleted.
+
+The book of workloads is rebuilt from the pods the informers hold (:meth:`refresh`, every
+second and after each change), grouped by pod group, by our workload annotation, or one pod
+each; their state comes from the pods' phase and node, their devices from the scheduler's
+annotations. Cancelling deletes the submitted object (its pods go with it). Tokens, events of
+our own (Submitted, Scheduled, Cancelled) and the history stay in the local SQLite file.
+"""
+
+from __future__ import annotations
+
+import calendar
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from gpufleet.api.schemas import ChangeKind, WorkloadState
+from gpufleet.backends.kube.api import NODES, PODS, PRIORITY_CLASSES, QUEUES, ApiError, KubeApi
+from gpufleet.backends.kube.devices import placement_from_annotations
+from gpufleet.backends.kube.pods import pod_group
+from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
+from gpufleet.backends.kube.writer import ObjectWriter
+from gpufleet.control.factory import build_core
+from gpufleet.io.errors import InputError
+from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.model import Node, Placement
+from gpufleet.model.tenancy import POD_GROUP_LABEL, QUEUE_LABEL, PriorityClass, Workload
+from gpufleet.model.workload import TimedWorkload
+from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.service.base import (
+    HISTORY_EVERY_S,
+    QUEUE,
+    Change,
+    ConflictError,
+    NotFoundError,
+    PlaneBase,
+    ServeOptions,
+    event_view,
+    object_name,
+    require_admin,
+)
+from gpufleet.service.records import (
+    POD_CANCELLED,
+    POD_PENDING,
+    POD_RUNNING,
+    POD_SUCCEEDED,
+    PodRecord,
+    WorkloadRecord,
+)
+from gpufleet.service.store import Store, StoredEvent
+from gpufleet.service.submissions import catalog_builder, parse_body, read_workloads
+from gpufleet.service.tenants import Principal, check_workload
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+TENANT_LABEL = "gpufleet.dev/tenant"
+WORKLOAD_ANNOTATION = "gpufleet.dev/workload"
+KIND_ANNOTATION = "gpufleet.dev/kind"
+#: Tenant of pods that were not submitted through the control plane (seen by admins only).
+CLUSTER_TENANT = "cluster"
+REFRESH_EVERY_S = 1.0
+#: A submitted object whose pods have not appeared yet is listed this long as Pending.
+SUBMITTED_GRACE_S = 120.0
+POD_FAILED = "Failed"
+
+
+class _LockedScheduler(KubeScheduler):
+    """The Kubernetes scheduler, each turn under the control plane's lock."""
+
+    lock: threading.RLock
+
+    def turn(self) -> None:
+        with self.lock:
+            super().turn()
+
+
+class KubeControlPlane(PlaneBase):
+    """See the module docstring."""
+
+    backend_name = "kubernetes"
+
+    def __init__(
+        self,
+        api: KubeApi,
+        store: Store,
+        options: ServeOptions | None = None,
+        scheduler: SchedulerOptions | None = None,
+        wall: Callable[[], float] = time.monotonic,
+    ) -> None:
+        options = options or ServeOptions()
+        super().__init__(store, options, wall)
+        self.scheduler_options = scheduler or SchedulerOptions(
+            policy=options.policy, leader_elect=False, admission=options.admission
+        )
+        self.scheduler = _LockedScheduler(api, self.scheduler_options)
+        self.scheduler.lock = self.lock
+        self.writer = ObjectWriter(api)
+        #: Workloads submitted whose pods are not in the cache yet, with when.
+        self._submitted: dict[str, tuple[WorkloadRecord, float]] = {}
+        self._threads: list[threading.Thread] = []
+        self._placeholder: tuple[int, SchedulerCore] | None = None
+        self._nodes: tuple[tuple[str, ...], list[Node]] | None = None
+
+    # ----------------------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        for target, name in ((self.scheduler.run, "gpufleet-scheduler"),
+                             (self._refresh_loop, "gpufleet-refresh")):  # fmt: skip
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stopping.set()
+        self.scheduler.stop()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads = []
+
+    @property
+    def running(self) -> bool:
+        return bool(self._threads) and self.scheduler.ready and not self.stopping
+
+    def healthy(self, within: float = 30.0) -> bool:
+        return self.running and time.monotonic() - self.scheduler.heartbeat < within
+
+    def _refresh_loop(self) -> None:
+        while not self._stopping.wait(REFRESH_EVERY_S):
+            try:
+                self.refresh()
+            except Exception:  # the API keeps answering from the last good book
+                log.exception("refreshing the workloads from the cluster failed")
+
+    # ----------------------------------------------------------------------------- reading
+    @property
+    def speed(self) -> float | None:
+        return None
+
+    @property
+    def core(self) -> SchedulerCore:
+        """The scheduler's core; before it has one (not synced yet), an empty one."""
+        core = self.scheduler.core
+        if core is not None:
+            return core
+        version = self.scheduler.backend.config_version
+        if self._placeholder is None or self._placeholder[0] != version:
+            catalog = self.scheduler.backend.catalog
+            empty = build_core([], self.options.policy, queues=catalog.queues)
+            self._placeholder = (version, empty)
+        return self._placeholder[1]
+
+    def now(self) -> float:
+        return time.time()
+
+    def cluster_nodes(self) -> Sequence[Node]:
+        """The GPU nodes as the scheduler reads them (parsed again only when one changed)."""
+        backend = self.scheduler.backend
+        objects = list(backend.objects[NODES].values())
+        versions = tuple(str((o.get("metadata") or {}).get("resourceVersion")) for o in objects)
+        if self._nodes is None or self._nodes[0] != versions:
+            parsed = (backend._parse_node(obj) for obj in objects)
+            self._nodes = (versions, [node for node in parsed if node is not None])
+        return self._nodes[1]
+
+    def priority_classes(self) -> Mapping[str, PriorityClass]:
+        return self.scheduler.backend.catalog.priority_classes
+
+    # ----------------------------------------------------------------------------- the book
+    def refresh(self) -> None:
+        """Rebuild the workloads from the pods in the cache; record and publish what changed."""
+        events: list[StoredEvent] = []
+        changes: list[Change] = []
+        with self.lock:
+            self.scheduler.backend.drain()
+            now = self.now()
+            groups: dict[str, list[Obj]] = {}
+            for obj in list(self.scheduler.backend.objects[PODS].values()):
+                key = self._workload_key(obj)
+                if key is not None:
+                    groups.setdefault(key, []).append(obj)
+            records: dict[str, WorkloadRecord] = {}
+            for key, pods in groups.items():
+                record = self._record(key, pods, self.records.get(key), now, events)
+                if record is not None:
+                    records[key] = record
+            for key, (record, at) in list(self._submitted.items()):
+                if key in records or now - at > SUBMITTED_GRACE_S:
+                    del self._submitted[key]
+                else:
+                    records[key] = record
+            for key, record in records.items():
+                old = self.records.get(key)
+                if old is None or old.state is not record.state:
+                    changes.append(
+                        Change(ChangeKind.WORKLOAD, key, now, {"state": record.state.value})
+                    )
+            for key in self.records.keys() - records.keys():
+                changes.append(Change(ChangeKind.WORKLOAD, key, now, {"state": "Deleted"}))
+            self.records = records
+            self.turns += 1
+            with self.store.transaction():
+                self.store.add_events(events)
+                if self._wall() - self._last_sample >= HISTORY_EVERY_S:
+                    self.sample(now)
+            if changes:
+                changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
+        self.publish(changes, events)
+
+    def _workload_key(self, obj: Obj) -> str | None:
+        metadata = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        ours = (spec.get("schedulerName") or "") == self.scheduler_options.scheduler_name
+        labels = metadata.get("labels") or {}
+        if not ours and TENANT_LABEL not in labels:
+            return None
+        namespace = metadata.get("namespace") or "default"
+        group = pod_group(obj)
+        if group:
+            return f"{namespace}/{group}"
+        named = (metadata.get("annotations") or {}).get(WORKLOAD_ANNOTATION)
+        return str(named) if named else f"{namespace}/{metadata.get('name')}"
+
+    def _record(
+        self,
+        key: str,
+        pods: list[Obj],
+        old: WorkloadRecord | None,
+        now: float,
+        events: list[StoredEvent],
+    ) -> WorkloadRecord | None:
+        pods.sort(key=lambda o: str((o.get("metadata") or {}).get("name")))
+        head = pods[0].get("metadata") or {}
+        group = pod_group(pods[0])
+        try:
+            workload = self.scheduler.backend.catalog.workload(pods, group)
+        except (InputError, ValueError) as error:
+            log.warning("workload %s cannot be read: %s", key, error)
+            return None
+        namespace, name = key.split("/", 1)
+        if workload.key != key:
+            workload = dataclasses.replace(workload, name=name, namespace=namespace)
+        kind = str((head.get("annotations") or {}).get(KIND_ANNOTATION) or "Pod")
+        tenant = str((head.get("labels") or {}).get(TENANT_LABEL) or CLUSTER_TENANT)
+        submitted = min(_created(o) for o in pods)
+        record = WorkloadRecord.new(
+            old.seq if old else 0, tenant, kind,
+            TimedWorkload(workload, submitted, workload.expected_runtime), submitted,
+        )  # fmt: skip
+        if old is not None:
+            record.events = old.events
+            record.started = old.started
+            record.told = old.told
+        for obj, pod in zip(pods, workload.pods, strict=True):
+            pod_record = record.pods[pod.key]
+            pod_record.state, pod_record.placement = _pod_state(obj)
+            before = old.pods.get(pod.key) if old else None
+            if pod_record.state == POD_RUNNING and (before is None or before.state != POD_RUNNING):
+                where = _where(pod_record)
+                events.append(
+                    StoredEvent(now, key, "Normal", "Scheduled", f"pod {pod.name} on {where}")
+                )
+                self.counters["bound"] += 1
+        record.settle(now)
+        if any(p.state == POD_FAILED for p in record.pods.values()) and not any(
+            p.state in (POD_RUNNING, POD_PENDING) for p in record.pods.values()
+        ):
+            record.state = WorkloadState.FAILED
+        if record.state is WorkloadState.PENDING:
+            message = _unschedulable_message(pods)
+            if message and message != record.told:
+                record.told = message
+                events.append(StoredEvent(now, key, "Warning", "FailedScheduling", message))
+        if record.state is WorkloadState.RUNNING and (old is None or old.state is not record.state):
+            self._recent_delays.append(max(0.0, now - submitted))
+        for event in events:
+            if event.workload == key:
+                record.events.append(event_view(event))
+        return record
+
+    # ----------------------------------------------------------------------------- submit
+    def submit(
+        self, principal: Principal, body: bytes, content_type: str, dry_run: bool = False
+    ) -> list[WorkloadRecord]:
+        manifests = parse_body(body, content_type)
+        with self.lock:
+            backend = self.scheduler.backend
+            builder = catalog_builder(
+                list(backend.objects[QUEUES].values()),
+                list(backend.objects[PRIORITY_CLASSES].values()),
+            )
+            queues = self.core.quotas.queues
+            submitted = read_workloads(
+                manifests,
+                builder,
+                principal.default_namespace(),
+                self.options.default_runtime,
+                self.home_queue(principal, queues),
+            )
+            checked = []
+            for item in submitted:
+                workload = check_workload(
+                    principal, self.options.rules, item.timed.workload, queues
+                )
+                if workload.key in self.records:
+                    raise ConflictError(f"workload {workload.key} exists already")
+                checked.append((item.kind, workload))
+            now = self.now()
+            records = [
+                WorkloadRecord.new(0, principal.tenant, kind, TimedWorkload(w, now), now)
+                for kind, w in checked
+            ]
+            if dry_run:
+                return records
+        objects = _objects_to_write(
+            manifests, principal, self.scheduler_options.scheduler_name,
+            {w.key: (kind, w) for kind, w in checked},
+        )  # fmt: skip
+        written: list[Obj] = []
+        try:
+            for obj in objects:
+                written.append(self.writer.create(obj))
+        except ApiError as error:
+            for obj in reversed(written):
+                metadata = obj.get("metadata") or {}
+                self.writer.delete(str(obj.get("kind")), metadata.get("namespace"),
+                                   str(metadata.get("name")))  # fmt: skip
+            if error.status == 409:
+                raise ConflictError(f"the cluster refused it: {error.message}") from None
+            raise InputError("cluster", f"the API server refused it: {error.message}") from None
+        events = [
+            StoredEvent(now, r.key, "Normal", "Submitted",
+                        f"{r.kind} by tenant {principal.tenant} to queue {r.timed.workload.queue}")
+            for r in records
+        ]  # fmt: skip
+        with self.lock:
+            self.store.add_events(events)
+            for record, event in zip(records, events, strict=True):
+                record.events.append(event_view(event))
+                self._submitted[record.key] = (record, now)
+                self.records.setdefault(record.key, record)
+            self.counters["submitted"] += len(records)
+        self.publish(
+            [Change(ChangeKind.WORKLOAD, r.key, now, {"state": r.state.value}) for r in records],
+            events,
+        )
+        return records
+
+    def cancel(self, principal: Principal, key: str) -> WorkloadRecord:
+        with self.lock:
+            record = self.visible(principal, key)
+            if not record.active:
+                raise ConflictError(f"workload {key} is {record.state.value} already")
+            pods = [p.pod for p in record.pods.values()]
+        namespace, name = key.split("/", 1)
+        if record.kind in ("Job", "PyTorchJob"):
+            self.writer.delete(record.kind, namespace, name)
+        elif record.kind == "Deployment":
+            owner = pods[0].annotations.get("gpufleet.dev/owner", "") if pods else ""
+            self.writer.delete("Deployment", namespace, owner.removeprefix("Deployment/") or name)
+        else:
+            for pod in pods:
+                self.writer.delete("Pod", pod.namespace, pod.name)
+        if pods and pod_group_of(pods[0].labels):
+            self.writer.delete("PodGroup", namespace, name)
+        now = self.now()
+        event = StoredEvent(now, key, "Normal", "Cancelled", f"by {principal.tenant}")
+        with self.lock:
+            self.store.add_events([event])
+            record.events.append(event_view(event))
+            record.state = WorkloadState.CANCELLED
+            record.finished = now
+            for pod_record in record.pods.values():
+                pod_record.state = POD_CANCELLED
+            self._submitted.pop(key, None)
+        self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
+        return record
+
+    # ----------------------------------------------------------------------------- admin
+    def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str:
+        require_admin(principal)
+        name = object_name(document, kind)
+        with self.lock:
+            queues, classes = self._documents()
+            (queues if kind == QUEUE else classes)[name] = document
+            catalog = LiveCatalog(list(queues.values()), list(classes.values()))
+            if catalog.rejected:
+                first = catalog.rejected[0]
+                raise InputError(f"{first.kind} {first.key}", first.message.split(": ", 1)[-1])
+            if kind == QUEUE:
+                self.check_queues_in_use(set(catalog.queues))
+        body = dict(document)
+        body.setdefault("apiVersion", "gpufleet.dev/v1alpha1" if kind == QUEUE
+                        else "scheduling.k8s.io/v1")  # fmt: skip
+        try:
+            self.writer.apply(body)
+        except ApiError as error:
+            raise InputError(
+                f"{kind} {name}", f"the API server refused it: {error.message}"
+            ) from None
+        self.publish([Change(ChangeKind.QUEUE, name, self.now(), {"kind": kind})], [])
+        return name
+
+    def delete_object(self, principal: Principal, kind: str, name: str) -> None:
+        require_admin(principal)
+        with self.lock:
+            queues, classes = self._documents()
+            documents = queues if kind == QUEUE else classes
+            if name not in documents:
+                raise NotFoundError(f"{kind} {name} not found")
+            del documents[name]
+            catalog = LiveCatalog(list(queues.values()), list(classes.values()))
+            if catalog.rejected:
+                raise ConflictError(f"{kind} {name} is needed: {catalog.rejected[0].message}")
+            if kind == QUEUE:
+                self.check_queues_in_use(set(catalog.queues) if queues else set())
+        self.writer.delete(kind, None, name)
+        self.publish([Change(ChangeKind.QUEUE, name, self.now(), {"deleted": True})], [])
+
+    def _documents(self) -> tuple[dict[str, Obj], dict[str, Obj]]:
+        backend = self.scheduler.backend
+        return (
+            {str(o["metadata"]["name"]): o for o in backend.objects[QUEUES].values()},
+            {str(o["metadata"]["name"]): o for o in backend.objects[PRIORITY_CLASSES].values()},
+        )
+
+
+# ---------------------------------------------------------------------------------- writing
+def pod_group_of(labels: Mapping[str, str]) -> str | None:
+    return labels.get(POD_GROUP_LABEL)
+
+
+def _objects_to_write(
+    manifests: Sequence[Mapping[str, Any]],
+    principal: Principal,
+    scheduler_name: str,
+    workloads: Mapping[str, tuple[str, Workload]],
+) -> list[Obj]:
+    """The objects to create for accepted ``manifests``: PodGroups for gangs first, then the
+    objects themselves with our scheduler, tenant, queue and workload marks."""
+    groups: list[Obj] = []
+    objects: list[Obj] = []
+    for manifest in manifests:
+        obj: Obj = _deep_copy(manifest)
+        kind = str(obj["kind"])
+        metadata = obj.setdefault("metadata", {})
+        namespace = metadata.get("namespace") or principal.default_namespace()
+        metadata["namespace"] = namespace
+        name = str(metadata["name"])
+        key = f"{namespace}/{name}"
+        found = workloads.get(key)
+        if kind == "PodGroup":
+            obj.setdefault("apiVersion", "gpufleet.dev/v1alpha1")
+            groups.append(obj)
+            continue
+        templates = _pod_templates(obj)
+        gang = found is not None and len(found[1].pods) > 1 and kind in ("Job", "PyTorchJob")
+        for template in templates:
+            meta = template.setdefault("metadata", {})
+            labels = meta.setdefault("labels", {})
+            labels[TENANT_LABEL] = principal.tenant
+            if found is not None:
+                labels.setdefault(QUEUE_LABEL, found[1].queue)
+            if gang and not labels.get(POD_GROUP_LABEL):
+                labels[POD_GROUP_LABEL] = name
+            annotations = meta.setdefault("annotations", {})
+            annotations[KIND_ANNOTATION] = kind
+            if kind in ("Job", "PyTorchJob"):
+                annotations[WORKLOAD_ANNOTATION] = key
+            if kind == "Deployment":
+                annotations["gpufleet.dev/owner"] = f"Deployment/{name}"
+            template.setdefault("spec", {})["schedulerName"] = scheduler_name
+        if gang and found is not None:
+            groups.append({
+                "apiVersion": "gpufleet.dev/v1alpha1", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": namespace,
+                             "labels": {TENANT_LABEL: principal.tenant}},
+                "spec": {"minMember": found[1].gang_size},
+            })  # fmt: skip
+        objects.append(obj)
+    return groups + objects
+
+
+def _pod_templates(obj: Obj) -> list[Obj]:
+    """The pod (for a Pod: the object itself) or pod templates of a workload object."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return [obj]
+    spec = obj.setdefault("spec", {})
+    if kind == "PyTorchJob":
+        replicas = spec.get("pytorchReplicaSpecs") or {}
+        return [r.setdefault("template", {}) for r in replicas.values() if isinstance(r, dict)]
+    return [spec.setdefault("template", {})]
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------------------------- reading
+def _pod_state(obj: Obj) -> tuple[str, Placement | None]:
+    status = obj.get("status") or {}
+    phase = status.get("phase")
+    node = (obj.get("spec") or {}).get("nodeName")
+    if phase == "Succeeded":
+        return POD_SUCCEEDED, None
+    if phase == "Failed":
+        return POD_FAILED, None
+    if not node:
+        return POD_PENDING, None
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    return POD_RUNNING, placement_from_annotations(str(node), annotations) or Placement(str(node))
+
+
+def _where(pod: PodRecord) -> str:
+    placement = pod.placement
+    if placement is None:
+        return "?"
+    gpus = ",".join(str(i) for i in placement.gpu_indices)
+    return placement.node + (f" GPU {gpus}" if gpus else "")
+
+
+def _unschedulable_message(pods: Sequence[Obj]) -> str | None:
+    for obj in pods:
+        for condition in (obj.get("status") or {}).get("conditions") or ():
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                return str(condition.get("message") or condition.get("reason") or "")
+    return None
+
+
+def _created(obj: Obj) -> float:
+    text = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not text:
+        return time.time()
+    try:
+        return float(calendar.timegm(time.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return time.time()

@@ -1,0 +1,191 @@
+"""``gpufleet serve --kubeconfig``: the control plane's API over a Kubernetes cluster (the fake
+API server speaking HTTP, so the real client and the real scheduler run)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gpufleet.api.app import create_app
+from gpufleet.backends.kube.api import KubeApi, RateLimiter
+from gpufleet.backends.kube.scheduler import SchedulerOptions
+from gpufleet.service.base import ServeOptions, create_token
+from gpufleet.service.kube_plane import KubeControlPlane
+from gpufleet.service.store import Store
+from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.kube_api import FakeApiServer
+from gpufleet.testing.service import as_yaml, pod_doc
+
+YAML = {"Content-Type": "application/yaml"}
+
+
+class Cluster:
+    def __init__(self, server: FakeApiServer, plane: KubeControlPlane, tokens: dict[str, str]):
+        self.server = server
+        self.plane = plane
+        self.tokens = tokens
+        self.app = create_app(plane)
+
+    def client(self, who: str) -> TestClient:
+        client = TestClient(self.app)
+        client.headers["Authorization"] = f"Bearer {self.tokens[who]}"
+        return client
+
+    def until(self, check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.plane.refresh()
+            if check():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def workload(self, who: str, key: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.client(who).get(f"/api/v1/workloads/{key}").json()
+        return found
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    with FakeApiServer() as server:
+        for crd in ko.crds():
+            server.create(crd)
+        for i in range(2):
+            server.create(ko.gpu_node(f"gpu-{i}", gpus=4))
+        server.create(ko.queue("team-a", {"nvidia.com/gpu": 6}, namespaces=["team-a"]))
+        server.create(ko.queue("team-b", {"nvidia.com/gpu": 2}, namespaces=["team-b"]))
+        store = Store(tmp_path / "gpufleet.db")
+        tokens = {
+            "admin": create_token(store, "admin", "admin"),
+            "team-a": create_token(store, "team-a", "tenant"),
+            "team-b": create_token(store, "team-b", "tenant"),
+        }
+        api = KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
+        options = SchedulerOptions(policy="bestfit", leader_elect=False, status_every_s=0.0)
+        plane = KubeControlPlane(api, store, ServeOptions(policy="bestfit"), options)
+        plane.scheduler.backend.start()
+        assert plane.scheduler.backend.wait_synced(10)
+        plane.start()
+        try:
+            yield Cluster(server, plane, tokens)
+        finally:
+            plane.stop()
+            store.close()
+
+
+def test_submitted_pod_is_written_scheduled_and_described(cluster: Cluster) -> None:
+    client = cluster.client("team-a")
+    response = client.post("/api/v1/workloads", content=as_yaml(pod_doc("p", 2)), headers=YAML)
+    assert response.status_code == 201, response.text
+    assert response.json()["accepted"][0]["key"] == "team-a/p"
+    written = cluster.server.get("v1", "Pod", "p", "team-a")
+    assert written is not None
+    assert written["spec"]["schedulerName"] == "gpufleet"
+    assert written["metadata"]["labels"]["gpufleet.dev/tenant"] == "team-a"
+    assert written["metadata"]["labels"]["gpufleet.dev/queue"] == "team-a"
+    cluster.until(lambda: cluster.workload("team-a", "team-a/p")["state"] == "Running", "a bind")
+    detail = cluster.workload("team-a", "team-a/p")
+    [pod] = detail["pod_views"]
+    assert pod["node"] in ("gpu-0", "gpu-1")
+    assert len(pod["gpu_indices"]) == 2
+    assert [e["reason"] for e in detail["events"]][:2] == ["Submitted", "Scheduled"]
+    summary = client.get("/api/v1/cluster").json()
+    assert summary["backend"] == "kubernetes"
+    assert summary["gpus"] == 8
+    assert summary["gpus_allocated"] == 2.0
+    queues = {q["name"]: q for q in client.get("/api/v1/queues").json()}
+    assert queues["team-a"]["usage"]["nvidia.com/gpu"] == 2.0
+
+
+def test_gang_of_pods_with_a_pod_group_runs_whole(cluster: Cluster) -> None:
+    members = []
+    for i in range(2):
+        doc = pod_doc(f"w{i}", 2)
+        doc["metadata"]["labels"]["gpufleet.dev/pod-group"] = "train"
+        members.append(doc)
+    group = {
+        "apiVersion": "gpufleet.dev/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "train"},
+        "spec": {"minMember": 2},
+    }
+    response = cluster.client("team-a").post(
+        "/api/v1/workloads", content=as_yaml(group, *members), headers=YAML
+    )
+    assert response.status_code == 201, response.text
+    assert [w["key"] for w in response.json()["accepted"]] == ["team-a/train"]
+    cluster.until(
+        lambda: cluster.workload("team-a", "team-a/train").get("pods_running") == 2, "the gang"
+    )
+    assert cluster.server.get("gpufleet.dev/v1alpha1", "PodGroup", "train", "team-a")
+
+
+def test_refused_write_leaves_nothing_behind(cluster: Cluster) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {
+            "parallelism": 2,
+            "completions": 2,
+            "template": {"spec": pod_doc("x", 1)["spec"]},
+        },
+    }
+    # This API server serves no batch/v1 Jobs: the PodGroup made for the gang goes again.
+    response = cluster.client("team-a").post(
+        "/api/v1/workloads", content=as_yaml(job), headers=YAML
+    )
+    assert response.status_code == 422
+    assert "the API server refused it" in response.json()["message"]
+    assert cluster.server.get("gpufleet.dev/v1alpha1", "PodGroup", "j", "team-a") is None
+
+
+def test_tenants_are_kept_apart(cluster: Cluster) -> None:
+    refused = cluster.client("team-a").post(
+        "/api/v1/workloads", content=as_yaml(pod_doc("x", queue="team-b")), headers=YAML
+    )
+    assert refused.status_code == 403
+    assert cluster.server.get("v1", "Pod", "x", "team-a") is None
+    cluster.client("team-b").post("/api/v1/workloads", content=as_yaml(pod_doc("b")), headers=YAML)
+    cluster.until(lambda: "team-b/b" in cluster.plane.records, "the pod in the book")
+    assert cluster.client("team-a").get("/api/v1/workloads/team-b/b").status_code == 404
+    assert [w["key"] for w in cluster.client("admin").get("/api/v1/workloads").json()] == [
+        "team-b/b"
+    ]
+
+
+def test_pending_pod_is_explained_and_cancel_deletes_it(cluster: Cluster) -> None:
+    client = cluster.client("team-a")
+    client.post("/api/v1/workloads", content=as_yaml(pod_doc("huge", 6)), headers=YAML)
+    cluster.until(
+        lambda: cluster.workload("team-a", "team-a/huge").get("message") is not None,
+        "an explanation",
+    )
+    why = client.get("/api/v1/workloads/team-a/huge/explain").json()
+    assert why["state"] == "Pending"
+    assert why["waiting_for"] == "capacity"
+    assert "nodes are available" in why["message"]
+    assert client.delete("/api/v1/workloads/team-a/huge").json()["state"] == "Cancelled"
+    assert cluster.server.get("v1", "Pod", "huge", "team-a") is None
+
+
+def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
+    admin = cluster.client("admin")
+    queue = ko.queue("team-c", {"nvidia.com/gpu": 1})
+    assert admin.put("/api/v1/queues", content=as_yaml(queue), headers=YAML).status_code == 200
+    stored = cluster.server.get("gpufleet.dev/v1alpha1", "Queue", "team-c")
+    assert stored is not None
+    assert stored["spec"]["quota"] == {"nvidia.com/gpu": 1}
+    cycle = ko.queue("team-c", {"nvidia.com/gpu": 1}, parent="team-c")
+    assert admin.put("/api/v1/queues", content=as_yaml(cycle), headers=YAML).status_code == 422
+    assert (
+        cluster.client("team-a")
+        .put("/api/v1/queues", content=as_yaml(queue), headers=YAML)
+        .status_code
+        == 403
+    )
