@@ -143,7 +143,7 @@ class KubeBackend:
         api: KubeApi,
         scheduler_name: str = "gpufleet",
         reporter: Reporter | None = None,
-        binders: int = 16,
+        binders: int = 64,
         watch_timeout_s: int = 300,
     ) -> None:
         self.api = api

@@ -8,7 +8,9 @@ an event loop to a process that has neither.
 
 from __future__ import annotations
 
+import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,6 +23,9 @@ from gpufleet.backends.kube.backend import KubeBackend
 from gpufleet.backends.kube.reporting import ApiReporter
 from gpufleet.model.actions import Action, Bind, Evict
 from gpufleet.scheduling.core import SchedulerCore
+
+#: Seconds between two counts of the pods waiting in the core.
+COUNT_EVERY_S = 1.0
 
 
 class _Outcomes(Collector):
@@ -91,6 +96,7 @@ class SchedulerMetrics:
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
             registry=r,
         )
+        self._counted_at = -math.inf
 
     def watch(self, backend: KubeBackend, reporter: ApiReporter) -> None:
         """Also expose what ``backend`` and ``reporter`` count (API calls taken or refused)."""
@@ -104,9 +110,15 @@ class SchedulerMetrics:
         core: SchedulerCore,
     ) -> None:
         self.turn_seconds.observe(seconds)
-        self.binds.inc(sum(isinstance(a, Bind) for a in actions))
-        self.evictions.inc(sum(isinstance(a, Evict) for a in actions))
-        self.pending_pods.set(backend.waiting_pods())
+        if actions:
+            self.binds.inc(sum(isinstance(a, Bind) for a in actions))
+            self.evictions.inc(sum(isinstance(a, Evict) for a in actions))
+        now = time.monotonic()
+        # Counting the waiting pods walks every pod the core knows: once a second, not once
+        # per turn (a turn per answered bind while a backlog drains).
+        if now - self._counted_at >= COUNT_EVERY_S:
+            self._counted_at = now
+            self.pending_pods.set(backend.waiting_pods())
         self.running_workloads.set(len(core.running))
 
     def exposition(self) -> bytes:

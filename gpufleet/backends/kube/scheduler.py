@@ -2,12 +2,15 @@
 
 Owns the loop that joins them: informers fill the backend's view; while this replica leads
 (or when leader election is off), each turn polls the backend's changes into the core, runs
-cycles until the core is idle, carries out its actions, publishes Queue and PodGroup status
-every few seconds, and sleeps until the next change or timer. A core is built when this replica
-starts leading and again whenever Queues, PriorityClasses or ResourceQuotas change; each new
-core is told the whole cluster again (``KubeBackend.resync``), which is also how a restarted
-scheduler picks up where the last one stopped. A replica that is not leading keeps its caches
-warm and acts on nothing.
+cycles until the core is idle, carrying out each cycle's actions as soon as it ends (the
+cycles are the simulator's ``run_until_idle``, so the decisions are too; only the first binds
+of a backlog leave sooner), publishes Queue and PodGroup status every few seconds, and sleeps
+until the next change or timer. Conditions, Events and status go through a rate limit of their
+own, as kube-scheduler's Events do, so that telling users never holds a bind back. A core is
+built when this replica starts leading and again whenever Queues, PriorityClasses or
+ResourceQuotas change; each new core is told the whole cluster again (``KubeBackend.resync``),
+which is also how a restarted scheduler picks up where the last one stopped. A replica that is
+not leading keeps its caches warm and acts on nothing.
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ from gpufleet.backends.kube.leader import LeaderElector
 from gpufleet.backends.kube.metrics import SchedulerMetrics
 from gpufleet.backends.kube.reporting import ApiReporter, StatusPublisher
 from gpufleet.control.factory import build_core, target_of
+from gpufleet.model.actions import Action, Bind, Evict
 from gpufleet.model.events import ClusterEvent
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 
 log = logging.getLogger(__name__)
+
+#: As ``SchedulerCore.run_until_idle``'s bound.
+MAX_CYCLES_PER_TURN = 1_000_000
 
 
 def default_identity() -> str:
@@ -51,7 +58,7 @@ class SchedulerOptions:
     renew_deadline_s: float = 10.0
     retry_period_s: float = 2.0
     status_every_s: float = 5.0
-    binders: int = 16
+    binders: int = 64
     sync_timeout_s: float = 60.0
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
 
@@ -65,14 +72,17 @@ class KubeScheduler:
         options: SchedulerOptions | None = None,
         metrics: SchedulerMetrics | None = None,
         watch_timeout_s: int = 300,
+        reporting_api: KubeApi | None = None,
     ) -> None:
         self.api = api
         self.options = options = options or SchedulerOptions()
-        self.reporter = ApiReporter(api, options.scheduler_name, options.identity)
+        #: Conditions, Events and status writes: ``api``'s client under a limit of their own.
+        self.reporting_api = reporting_api or api.with_own_limit()
+        self.reporter = ApiReporter(self.reporting_api, options.scheduler_name, options.identity)
         self.backend = KubeBackend(
             api, options.scheduler_name, self.reporter, options.binders, watch_timeout_s
         )
-        self.publisher = StatusPublisher(api)
+        self.publisher = StatusPublisher(self.reporting_api)
         self.metrics = metrics or SchedulerMetrics()
         self.metrics.watch(self.backend, self.reporter)
         self.elector = (
@@ -145,14 +155,27 @@ class KubeScheduler:
         assert core is not None
         started = time.perf_counter()
         self._handle(core, backend.poll_events())
-        actions = core.run_until_idle(backend.clock.now())
-        if actions:
-            backend.apply(actions)
+        actions = self._cycle_until_idle(core, backend.clock.now())
         self.metrics.observe_turn(time.perf_counter() - started, actions, backend, core)
         now = time.monotonic()
         if now - self._published_at >= self.options.status_every_s:
             self._published_at = now
             self.publisher.publish(core, backend)
+
+    def _cycle_until_idle(self, core: SchedulerCore, now: float) -> list[Action]:
+        """``core.run_until_idle(now)``, each cycle's actions carried out as it ends: with
+        thousands of pods pending, binding starts after the first cycle, not the last. Nothing
+        the API answers meanwhile reaches the core before the next poll, so the cycles decide
+        exactly what ``run_until_idle`` would."""
+        actions: list[Action] = []
+        for _ in range(MAX_CYCLES_PER_TURN):
+            step = core.cycle(now)
+            if step:
+                self.backend.apply(step)
+                actions.extend(step)
+            if not any(isinstance(a, Bind | Evict) for a in step):
+                break
+        return actions
 
     def _build_core(self) -> None:
         backend = self.backend

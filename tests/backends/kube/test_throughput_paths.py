@@ -1,0 +1,151 @@
+"""What keeps binding fast: POSTs past the client on kept-alive connections, a rate limit of
+their own for reports, each cycle's binds sent as it ends, and metrics that do not walk every
+pod on every turn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpufleet.backends.kube.api import ApiError, JsonPoster, KubeApi, RateLimiter
+from gpufleet.backends.kube.metrics import SchedulerMetrics
+from gpufleet.model import Placement
+from gpufleet.model.actions import Action, Bind
+from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.builders import make_pod
+from gpufleet.testing.kube_api import FakeApiServer
+from tests.backends.kube.harness import make_scheduler
+
+Obj = dict[str, Any]
+
+
+def _api(server: FakeApiServer) -> KubeApi:
+    return KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
+
+
+def test_binds_and_events_go_past_the_client_on_one_kept_connection() -> None:
+    with FakeApiServer() as server:
+        server.create(ko.gpu_node("n1"))
+        for name in ("a", "b"):
+            server.create(ko.gpu_pod(name))
+        api = _api(server)
+        assert api.poster is not None
+        api.bind("default", "a", "n1", {"gpufleet.dev/gpu-index": "0"})
+        connection = api.poster._local.connection
+        api.bind("default", "b", "n1", {"gpufleet.dev/gpu-index": "1"})
+        assert api.poster._local.connection is connection, "the connection is kept alive"
+        bound = server.get("v1", "Pod", "b", "default")
+        assert bound is not None
+        assert bound["spec"]["nodeName"] == "n1"
+        assert bound["metadata"]["annotations"]["gpufleet.dev/gpu-index"] == "1"
+        body = {"metadata": {"name": "a.1"}, "involvedObject": {"kind": "Pod", "name": "a"}}
+        created = api.create_event("default", {**body, "reason": "Scheduled", "message": "m"})
+        assert created["metadata"]["name"] == "a.1"
+        assert ("POST", "/api/v1/namespaces/default/events") in server.requests
+
+
+def test_a_refused_post_raises_the_servers_status_and_message() -> None:
+    with FakeApiServer() as server:
+        api = _api(server)
+        with pytest.raises(ApiError) as refused:
+            api.bind("default", "ghost", "n1", {})
+        assert refused.value.status == 404
+        assert "ghost" in refused.value.message
+
+
+def test_a_post_on_a_connection_closed_under_it_is_sent_again_on_a_new_one() -> None:
+    with FakeApiServer() as server:
+        server.create(ko.gpu_node("n1"))
+        for name in ("a", "b"):
+            server.create(ko.gpu_pod(name))
+        api = _api(server)
+        assert api.poster is not None
+        api.bind("default", "a", "n1", {})
+        stale = api.poster._local.connection
+        stale.sock.close()  # as a server that dropped an idle keep-alive connection
+        api.bind("default", "b", "n1", {})
+        assert api.poster._local.connection is not stale
+        assert (server.get("v1", "Pod", "b", "default") or {})["spec"]["nodeName"] == "n1"
+
+
+def test_through_a_proxy_posts_go_through_the_client() -> None:
+    with FakeApiServer() as server:
+        client = server.api_client()
+        client.configuration.proxy = "http://proxy.invalid:3128"
+        assert JsonPoster.for_configuration(client) is None
+
+
+def test_reports_have_a_rate_limit_of_their_own_of_the_same_size() -> None:
+    with FakeApiServer() as server:
+        scheduler = make_scheduler(server)
+        try:
+            ours, theirs = scheduler.api.limiter, scheduler.reporter.api.limiter
+            assert theirs is not ours
+            assert (theirs.qps, theirs.burst) == (ours.qps, ours.burst)
+            assert scheduler.reporter.api.client is scheduler.api.client
+        finally:
+            scheduler._shutdown()
+
+
+class _Cycles:
+    """A core whose cycles bind one pod each until they run out."""
+
+    def __init__(self, pods: int) -> None:
+        self.left = pods
+        self.cycles = 0
+
+    def cycle(self, now: float | None = None) -> list[Action]:
+        self.cycles += 1
+        if not self.left:
+            return []
+        self.left -= 1
+        return [Bind(make_pod(f"p{self.left}"), Placement("n1"))]
+
+
+def test_each_cycles_binds_go_out_before_the_next_cycle_runs() -> None:
+    with FakeApiServer() as server:
+        scheduler = make_scheduler(server)
+        core = _Cycles(3)
+        applied: list[tuple[int, int]] = []
+
+        def apply(actions: list[Action]) -> None:
+            applied.append((core.cycles, len(actions)))
+
+        scheduler.backend.apply = apply  # type: ignore[method-assign,assignment]
+        try:
+            actions = scheduler._cycle_until_idle(core, 0.0)  # type: ignore[arg-type]
+        finally:
+            scheduler._shutdown()
+        assert len(actions) == 3
+        assert applied == [(1, 1), (2, 1), (3, 1)], "cycle, its binds out, next cycle"
+        assert core.cycles == 4, "as run_until_idle: until a cycle admits nothing"
+
+
+class _Counted:
+    def __init__(self) -> None:
+        self.counts = 0
+
+    def waiting_pods(self) -> int:
+        self.counts += 1
+        return 7
+
+
+class _NoCore:
+    def __init__(self) -> None:
+        self.running: dict[str, object] = {}
+
+
+def test_the_waiting_pods_are_counted_once_a_second_not_once_a_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr("gpufleet.backends.kube.metrics.time.monotonic", lambda: now[0])
+    metrics, backend = SchedulerMetrics(), _Counted()
+    for _ in range(50):
+        metrics.observe_turn(0.001, [], backend, _NoCore())  # type: ignore[arg-type]
+    assert backend.counts == 1
+    assert metrics.registry.get_sample_value("gpufleet_pending_pods") == 7
+    now[0] += 1.0
+    metrics.observe_turn(0.001, [], backend, _NoCore())  # type: ignore[arg-type]
+    assert backend.counts == 2
