@@ -30,6 +30,7 @@ from gpufleet.backends.kube.api import POD_GROUPS, PODS, QUEUES, ApiError, KubeA
 from gpufleet.backends.kube.backend import KubeBackend
 from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.pods import is_ready, pod_group
+from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU, Placement
 from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, MEMORY
 from gpufleet.scheduling.core import SchedulerCore
@@ -273,48 +274,17 @@ class StatusPublisher:
 
 def queue_status(core: SchedulerCore) -> dict[str, dict[str, Any]]:
     """Each queue's usage (its subtree's), amount borrowed beyond its nominal quota, pending
-    and running workloads, and dominant-resource share."""
-    queues = core.quotas.queues
-    children: dict[str, list[str]] = {}
-    for queue_ in queues.values():
-        if queue_.parent is not None:
-            children.setdefault(queue_.parent, []).append(queue_.name)
-    own: dict[str, dict[str, int]] = {name: {} for name in queues}
-    running: dict[str, int] = dict.fromkeys(queues, 0)
-    for workload in core.running.values():
-        name = workload.workload.queue
-        running[name] = running.get(name, 0) + 1
-        bucket = own.setdefault(name, {})
-        for resource, amount in workload.usage.items():
-            bucket[resource] = bucket.get(resource, 0) + amount
-    pending: dict[str, int] = dict.fromkeys(queues, 0)
-    for group in core.pending.groups():
-        pending[group.queue] = pending.get(group.queue, 0) + len(group.items)
-
-    def subtree(name: str) -> dict[str, int]:
-        total = dict(own.get(name, {}))
-        for child in children.get(name, ()):
-            for resource, amount in subtree(child).items():
-                total[resource] = total.get(resource, 0) + amount
-        return total
-
-    out: dict[str, dict[str, Any]] = {}
-    for name, queue_ in queues.items():
-        usage = {k: v for k, v in subtree(name).items() if v}
-        borrowed = {
-            k: usage[k] - queue_.nominal.get(k, 0)
-            for k in usage
-            if usage[k] > queue_.nominal.get(k, 0) and (queue_.nominal or queue_.parent)
+    and running workloads, and dominant-resource share, as Queue status shows them."""
+    return {
+        name: {
+            "usage": {k: _format(k, v) for k, v in numbers.usage.items()},
+            "borrowed": {k: _format(k, v) for k, v in sorted(numbers.borrowed.items())},
+            "pending": numbers.pending,
+            "running": numbers.running,
+            "share": numbers.share,
         }
-        share = core.quotas.tree.share(name)[-1] if core.quotas.tree.keys else 0.0
-        out[name] = {
-            "usage": {k: _format(k, v) for k, v in sorted(usage.items())},
-            "borrowed": {k: _format(k, v) for k, v in sorted(borrowed.items())},
-            "pending": pending.get(name, 0),
-            "running": running.get(name, 0),
-            "share": round(float(share), 4),
-        }
-    return out
+        for name, numbers in queue_numbers(core).items()
+    }
 
 
 def pod_group_status(core: SchedulerCore, backend: KubeBackend) -> dict[str, dict[str, Any]]:
