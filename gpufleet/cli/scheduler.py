@@ -13,9 +13,6 @@ from typing import Annotated
 
 import typer
 
-from gpufleet.backends.kube.api import KubeApi, RateLimiter, load_client
-from gpufleet.backends.kube.metrics import HealthServer
-from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions, default_identity
 from gpufleet.cli.common import console
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
@@ -82,6 +79,12 @@ def scheduler(
         )
     if kubeconfig is not None and not kubeconfig.is_file():
         raise typer.BadParameter(f"no such file: {kubeconfig}", param_hint="--kubeconfig")
+    # Imported here: the Kubernetes client takes a third of a second to import, which every
+    # other command would pay.
+    from gpufleet.backends.kube.api import KubeApi, RateLimiter, load_client
+    from gpufleet.backends.kube.metrics import HealthServer
+    from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions, default_identity
+
     try:
         client = load_client(None if kubeconfig is None else str(kubeconfig), binders * 2)
     except Exception as error:  # the config loaders raise several unrelated types
