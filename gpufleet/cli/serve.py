@@ -80,6 +80,9 @@ def serve(
             "(do not also run `gpufleet scheduler` with the same --scheduler-name)"
         ),
     ] = None,
+    scheduler_name: Annotated[
+        str, typer.Option(help="with --kubeconfig: schedule the pods whose schedulerName is this")
+    ] = "gpufleet",
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
@@ -111,7 +114,7 @@ def serve(
     if kubeconfig is not None:
         if cluster is not None or scenario:
             raise fail("--cluster and --scenario are for the simulated cluster, not --kubeconfig")
-        plane = _kube_plane(kubeconfig, store, options)
+        plane = _kube_plane(kubeconfig, store, options, scheduler_name)
         where = f"Kubernetes ({kubeconfig})"
     else:
         nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"))
@@ -151,13 +154,24 @@ def serve(
         store.close()
 
 
-def _kube_plane(kubeconfig: Path, store: Store, options: ServeOptions) -> Plane:
+def _kube_plane(
+    kubeconfig: Path, store: Store, options: ServeOptions, scheduler_name: str
+) -> Plane:
     """The plane over a Kubernetes cluster (imported here: the client is slow to import)."""
     from gpufleet.backends.kube.api import KubeApi, load_client
+    from gpufleet.backends.kube.scheduler import SchedulerOptions
     from gpufleet.service.kube_plane import KubeControlPlane
 
+    if not kubeconfig.is_file():
+        raise fail(f"{kubeconfig}: no such file")
     api = KubeApi(load_client(str(kubeconfig)))
-    return KubeControlPlane(api, store, options)
+    scheduler = SchedulerOptions(
+        scheduler_name=scheduler_name,
+        policy=options.policy,
+        leader_elect=False,
+        admission=options.admission,
+    )
+    return KubeControlPlane(api, store, options, scheduler)
 
 
 def _seed_objects(store: Store, files: list[Path]) -> list[bytes]:
