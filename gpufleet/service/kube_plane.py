@@ -79,6 +79,8 @@ REFRESH_EVERY_S = 1.0
 #: A submitted object whose pods have not appeared yet is listed this long as Pending.
 SUBMITTED_GRACE_S = 120.0
 POD_FAILED = "Failed"
+#: How long an admin's write may take to come back through the informers.
+WRITE_VISIBLE_S = 10.0
 
 
 class _LockedScheduler(KubeScheduler):
@@ -408,11 +410,12 @@ class KubeControlPlane(PlaneBase):
         body.setdefault("apiVersion", "gpufleet.dev/v1alpha1" if kind == QUEUE
                         else "scheduling.k8s.io/v1")  # fmt: skip
         try:
-            self.writer.apply(body)
+            written = self.writer.apply(body)
         except ApiError as error:
-            raise InputError(
-                f"{kind} {name}", f"the API server refused it: {error.message}"
-            ) from None
+            refused = f"the API server refused it: {error.message}"
+            raise InputError(f"{kind} {name}", refused) from None
+        version = str((written.get("metadata") or {}).get("resourceVersion") or "")
+        self._until_seen(kind, name, version)
         self.publish([Change(ChangeKind.QUEUE, name, self.now(), {"kind": kind})], [])
         return name
 
@@ -430,7 +433,26 @@ class KubeControlPlane(PlaneBase):
             if kind == QUEUE:
                 self.check_queues_in_use(set(catalog.queues) if queues else set())
         self.writer.delete(kind, None, name)
+        self._until_seen(kind, name, None)
         self.publish([Change(ChangeKind.QUEUE, name, self.now(), {"deleted": True})], [])
+
+    def _until_seen(self, kind: str, name: str, version: str | None) -> None:
+        """Wait (a few seconds at most) until the informers show the write (``version``; None:
+        the object gone) and the scheduler has a core built with it, so that the caller reads
+        what it wrote."""
+        resource = QUEUES if kind == QUEUE else PRIORITY_CLASSES
+        deadline = time.monotonic() + WRITE_VISIBLE_S
+        while time.monotonic() < deadline:
+            with self.lock:
+                backend = self.scheduler.backend
+                backend.drain()
+                found = backend.objects[resource].get(name)
+                seen_version = str(((found or {}).get("metadata") or {}).get("resourceVersion"))
+                if (found is None) if version is None else _not_older(seen_version, version):
+                    self.scheduler.turn()  # builds the new core now, not on the next change
+                    return
+            time.sleep(0.05)
+        log.warning("%s %s written but not yet seen by the informers", kind, name)
 
     def _documents(self) -> tuple[dict[str, Obj], dict[str, Obj]]:
         backend = self.scheduler.backend
@@ -529,6 +551,14 @@ def _pod_state(obj: Obj) -> tuple[str, Placement | None]:
         return POD_PENDING, None
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return POD_RUNNING, placement_from_annotations(str(node), annotations) or Placement(str(node))
+
+
+def _not_older(seen: str, written: str) -> bool:
+    """Whether the informers show the write or something later (a status update since): the
+    API's resourceVersions are opaque, but etcd's (and every server's we know) are counters."""
+    if seen == written:
+        return True
+    return seen.isdigit() and written.isdigit() and int(seen) > int(written)
 
 
 def _where(pod: PodRecord) -> str:

@@ -177,7 +177,8 @@ def test_pending_pod_is_explained_and_cancel_deletes_it(cluster: Cluster) -> Non
 def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
     admin = cluster.client("admin")
     queue = ko.queue("team-c", {"nvidia.com/gpu": 1})
-    assert admin.put("/api/v1/queues", content=as_yaml(queue), headers=YAML).status_code == 200
+    put = admin.put("/api/v1/queues", content=as_yaml(queue), headers=YAML)
+    assert put.status_code == 200, put.text
     stored = cluster.server.get("gpufleet.dev/v1alpha1", "Queue", "team-c")
     assert stored is not None
     assert stored["spec"]["quota"] == {"nvidia.com/gpu": 1}
