@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from gpufleet.model.gpu import MILLI_PER_GPU
 from gpufleet.model.pod import Pod
 
 CPU = "cpu"
@@ -31,6 +32,19 @@ COSCHEDULING_POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 def gpu_model_key(model: str) -> str:
     """The quota key of GPUs of one model (``nvidia.com/gpu.H100``)."""
     return f"{GPU_MODEL_PREFIX}{model}"
+
+
+def quantity(resource: str, amount: int) -> int | str:
+    """A model amount as Kubernetes writes it: GPUs as counts (``0.5`` for half of one), CPU as
+    cores or ``2500m``, memory in ``Mi``."""
+    if resource == GPU or resource.startswith(GPU_MODEL_PREFIX):
+        whole, rest = divmod(amount, MILLI_PER_GPU)
+        return whole if not rest else f"{amount / MILLI_PER_GPU:g}"
+    if resource == CPU:
+        return f"{amount}m" if amount % 1000 else amount // 1000
+    if resource == MEMORY:
+        return f"{amount}Mi"
+    return amount
 
 
 #: Resource key -> amount (model units). Keys a quota does not name are not limited by it.
@@ -129,8 +143,11 @@ class Workload:
     checkpoint_interval: float | None = None
     topology: TopologyRequest | None = None
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: ``namespace/name``, computed once: the scheduling cycle reads it often.
+    key: str = field(init=False, repr=False, hash=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
         if not self.pods:
             raise ValueError(f"workload {self.namespace}/{self.name} has no pods")
         if self.min_member < 0 or self.min_member > len(self.pods):
@@ -138,10 +155,6 @@ class Workload:
                 f"workload {self.namespace}/{self.name}: minMember {self.min_member} but "
                 f"{len(self.pods)} pods"
             )
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
 
     @property
     def gang_size(self) -> int:

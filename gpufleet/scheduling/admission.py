@@ -75,11 +75,12 @@ def cluster_capacity(nodes: Iterable[Node]) -> dict[str, int]:
 
 def requested(pods: Sequence[Pod]) -> dict[str, int]:
     """What pods ask before they are placed (GPU model unknown; memory shares count 0)."""
-    return {
-        CPU: sum(p.cpu_milli for p in pods),
-        MEMORY: sum(p.memory_mib for p in pods),
-        GPU: sum(p.gpu.total_milli for p in pods),
-    }
+    cpu = memory = gpu = 0
+    for pod in pods:  # one pass: every tried workload's request is summed so
+        cpu += pod.cpu_milli
+        memory += pod.memory_mib
+        gpu += pod.gpu.count * pod.gpu.milli  # GpuRequest.total_milli
+    return {CPU: cpu, MEMORY: memory, GPU: gpu}
 
 
 def used(bound: Sequence[Bound], models: Sequence[str | None]) -> dict[str, int]:
@@ -147,27 +148,35 @@ class Quotas:
     def vector(self, usage: Mapping[str, int]) -> IntArray:
         return self.tree.vector(usage)
 
-    def check(self, workload: Workload, usage: Mapping[str, int]) -> QuotaCheck:
+    def check(
+        self,
+        workload: Workload,
+        usage: Mapping[str, int],
+        amounts: tuple[int, ...] | None = None,
+    ) -> QuotaCheck:
         """Quota of the workload's queue (and the queue's non-preemptible work within its
         nominal quota, on every level, for non-preemptible work), then the hard caps of its
-        namespace."""
+        namespace. ``amounts``: ``tree.limited(usage)`` if the caller has it."""
         self._bound_memo()
+        if amounts is None:
+            amounts = self.tree.limited(usage)
         # Only the keys quotas limit count, and the namespace only where it has caps.
         capped = workload.namespace in self.namespace_caps
         memo_key = (
             self.tree.version,
             workload.queue,
             workload.preemptible,
-            self.tree.limited(usage),
+            amounts,
             (workload.namespace, *sorted(usage.items())) if capped else None,
         )
         known = self._checks.get(memo_key)
         if known is None:
-            known = self._checks[memo_key] = self._check(workload, usage)
+            known = self._checks[memo_key] = self._check(workload, usage, amounts)
         return known
 
-    def _check(self, workload: Workload, usage: Mapping[str, int]) -> QuotaCheck:
-        amounts = self.tree.limited(usage)
+    def _check(
+        self, workload: Workload, usage: Mapping[str, int], amounts: tuple[int, ...]
+    ) -> QuotaCheck:
         check = self.tree.check_amounts(workload.queue, amounts)
         if check.admits and not workload.preemptible:
             excess = self.tree.nominal_excess_amounts(workload.queue, amounts, self.pinned_usage)
@@ -215,6 +224,29 @@ class Quotas:
             for key, amount in usage.items():
                 current[key] -= amount
 
+    def refund_all(self, items: Iterable[tuple[Workload, Mapping[str, int]]]) -> None:
+        """:meth:`refund` of each (workload, usage), summed per queue first (a victim search
+        refunds every candidate at once)."""
+        tree = self.tree
+        no_amounts = (0,) * len(tree.keys)
+        by_queue: dict[str, list[int]] = {}
+        pinned: dict[str, list[int]] = {}
+        for workload, usage in items:
+            amounts = tree.limited(usage)
+            for into in (by_queue, pinned) if not workload.preemptible else (by_queue,):
+                total = into.setdefault(workload.queue, list(no_amounts))
+                for j, amount in enumerate(amounts):
+                    total[j] += amount
+            if workload.namespace in self.namespace_caps:
+                current = self.namespace_usage[workload.namespace]
+                for key, amount in usage.items():
+                    current[key] -= amount
+        for queue, total in by_queue.items():
+            tree.remove(queue, np.array(total, np.int64))
+        for queue, total in pinned.items():
+            for i in tree.paths[tree.index[queue]]:
+                self.pinned_usage[i] -= np.array(total, np.int64)
+
     def snapshot(self) -> QuotaSnapshot:
         return (
             self.tree.usage.copy(),
@@ -238,12 +270,18 @@ class Quotas:
         flags = self.tree.borrowing()
         return any(bool(flags[i]) for i in self.tree.paths[self.tree.index[queue]])
 
-    def within_nominal(self, queue: str, usage: Mapping[str, int]) -> bool:
+    def within_nominal(
+        self, queue: str, usage: Mapping[str, int], amounts: tuple[int, ...] | None = None
+    ) -> bool:
+        """Would ``queue`` stay within nominal quota on every level with ``usage`` more?
+        ``amounts``: ``tree.limited(usage)`` if the caller has it."""
         self._bound_memo()
-        memo_key = (self.tree.version, queue, self.tree.limited(usage))
+        if amounts is None:
+            amounts = self.tree.limited(usage)
+        memo_key = (self.tree.version, queue, amounts)
         known = self._nominal.get(memo_key)
         if known is None:
-            excess = self.tree.nominal_excess_amounts(queue, self.tree.limited(usage))
+            excess = self.tree.nominal_excess_amounts(queue, amounts)
             known = self._nominal[memo_key] = excess is None
         return known
 

@@ -66,6 +66,7 @@ from gpufleet.scheduling.admission import (
     used,
 )
 from gpufleet.scheduling.backfill import Reservation, plan_reservation
+from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.engine import Bound, PlacementEngine, Unschedulable
 from gpufleet.scheduling.framework import Policy
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
@@ -85,6 +86,10 @@ ADMITTED = "admitted"
 HELD_FOR_PREEMPTOR = "waiting for quota: held for a preemptor"
 PREEMPTED = "preempted"
 BLOCKED = "blocked"
+#: _surely_places's answers kept at most per cycle (over the table states seen lately), and
+#: the columns derived for them (each as long as the table).
+_SURE_MEMO_SIZE = 4096
+_COLUMN_MEMO_SIZE = 256
 
 
 def _no_share(queue: str) -> tuple[float, ...]:
@@ -100,11 +105,14 @@ class _QueueVictims:
         self.facts: list[VictimFacts] = []
         self.where: dict[str, int] = {}
         self.alive: list[bool] = []
+        #: Bumped on every change (a workload added, dropped or refreshed).
+        self.version = 0
         self._columns: VictimColumns | None = None
         self._alive: BoolArray | None = None
 
     def add(self, fact: VictimFacts) -> None:
         self.drop(fact.running.key)  # (not expected: a workload starts once until it stops)
+        self.version += 1
         self.where[fact.running.key] = len(self.facts)
         self.facts.append(fact)
         self.alive.append(True)
@@ -114,19 +122,22 @@ class _QueueVictims:
         i = self.where.pop(key, None)
         if i is None:
             return
+        self.version += 1
         self.alive[i] = False
-        self._alive = None
+        if self._alive is not None:
+            self._alive[i] = False
         if len(self.facts) > 64 and 2 * len(self.where) < len(self.facts):
             # Mostly gone: keep only the live ones, in their order.
             self.facts = [f for f, live in zip(self.facts, self.alive, strict=True) if live]
             self.alive = [True] * len(self.facts)
             self.where = {f.running.key: i for i, f in enumerate(self.facts)}
-            self._columns = None
+            self._columns = self._alive = None
 
     def refresh(self, fact: VictimFacts) -> None:
         """The workload's pods changed (one ended): its place stays, its facts change."""
         i = self.where.get(fact.running.key)
         if i is not None:
+            self.version += 1
             self.facts[i] = fact
             self._columns = None
 
@@ -205,9 +216,11 @@ class SchedulerCore:
         #: Queue -> its preemptible running workloads (the candidates of the reclaim scan).
         self._queue_victims: dict[str, _QueueVictims] = {}
         #: (queue, run time) -> which of them ran that long, and their lowest priority
-        #: (inf if none), kept while the running set and the time are the same.
-        self._eligible_at: tuple[int, float] = (-1, -math.inf)
-        self._eligible_masks: dict[tuple[str, float], tuple[BoolArray, float]] = {}
+        #: (inf if none), kept while the queue's victims (by version) and the time are the
+        #: same.
+        self._eligible_masks: dict[
+            tuple[str, float], tuple[tuple[int, float], tuple[BoolArray, float]]
+        ] = {}
         #: Bumped when the running set changes; with the quota usage's version and the time it
         #: keys what is derived from both (who may be a victim of whom).
         self._running_version = 0
@@ -221,16 +234,26 @@ class SchedulerCore:
         #: Bumped by _preemptions_changed.
         self._preemption_epoch = 0
         self._holds_memo: dict[tuple[object, ...], list[tuple[tuple[int, ...], bool]]] = {}
-        self._holder_views: (
-            list[tuple[str, Workload, tuple[int, ...], UsageView, UsageView | None]] | None
-        ) = None
+        #: The same answers by the exact question (most questions repeat one asked before).
+        self._holds_exact: dict[tuple[tuple[object, ...], tuple[int, ...]], bool] = {}
+        #: Per preemptor, made when first asked in the state above: its request as amounts,
+        #: and the usage (and non-preemptible usage) as it will be when its victims are gone.
+        self._holder_views: dict[str, tuple[tuple[int, ...], UsageView, UsageView | None]] = {}
+        #: The usage and non-preemptible usage the views start from (None: not read yet).
+        self._holder_usage: tuple[list[list[int]], list[list[int]]] | None = None
         #: _restrict_for's answers (cleared where what it reads changes), and
-        #: _surely_places's (by the table's change mark).
+        #: _surely_places's (by the table's state).
         self._restrictions: dict[tuple[object, ...], BoolArray | None] = {}
         self._sure: dict[tuple[object, ...], tuple[BoolArray | None, bool]] = {}
-        self._sure_at = (-1, -1)
-        #: Requests of the workloads tried this cycle (each gang's, before placement).
-        self._requests: dict[str, tuple[Workload, dict[str, int]]] = {}
+        self._feasible_memo: dict[tuple[object, ...], BoolArray] = {}
+        self._fit_memo: dict[tuple[object, ...], IntArray | None] = {}
+        self._free_milli: tuple[tuple[int, int, int], IntArray] = (
+            (-1, -1, -1),
+            np.zeros(0, np.int64),
+        )
+        #: Requests of the workloads tried (each gang's, before placement), and as the quota
+        #: tree's amounts; kept while they wait (pruned when most have left).
+        self._requests: dict[str, tuple[Workload, dict[str, int], tuple[int, ...]]] = {}
         self._never_fits_cache: dict[object, bool] = {}
         self._aged_at = 0.0
         self._planned_at = -math.inf
@@ -433,7 +456,12 @@ class SchedulerCore:
             self.now = max(self.now, now)
         actions: list[Action] = []
         self._preemptions_changed()
-        self._requests.clear()
+        if len(self._requests) > 2 * len(self.pending) + 1024:
+            self._requests.clear()
+        # Keyed by table states of the last cycle, which its binds and evictions left behind.
+        self._sure.clear()
+        self._feasible_memo.clear()
+        self._fit_memo.clear()
         self.pending.release_backoff(self.now)
         for key in sorted(self._deferred):
             group = self.pending.group_of(key)
@@ -496,11 +524,19 @@ class SchedulerCore:
                     held[i] += gpu
         return tuple(held[i] / float(tree.weight[i]) for i in path)
 
-    def run_until_idle(self, now: float | None = None, max_cycles: int = 1_000_000) -> list[Action]:
-        """Cycles until one admits and evicts nothing; all their actions."""
+    def run_until_idle(
+        self,
+        now: float | None = None,
+        max_cycles: int = 1_000_000,
+        on_cycle: Callable[[list[Action]], None] | None = None,
+    ) -> list[Action]:
+        """Cycles until one admits and evicts nothing; all their actions. ``on_cycle`` gets
+        each cycle's actions as it ends (a backend that binds while the next cycle runs)."""
         actions: list[Action] = []
         for _ in range(max_cycles):
             step = self.cycle(now)
+            if on_cycle is not None and step:
+                on_cycle(step)
             actions.extend(step)
             if not any(isinstance(a, Bind | Evict) for a in step):
                 break
@@ -566,8 +602,8 @@ class SchedulerCore:
         if freed is not None and not self._fits_some_row(workload, freed):
             self.pending.park(group, Parked.CAPACITY, may_preempt)
             return BLOCKED
-        request = self._request_of(workload)
-        check = self.quotas.check(workload, request)
+        _, request, amounts = self._request_entry(workload)
+        check = self.quotas.check(workload, request, amounts)
         if not check.admits:
             if allow_preemption and self._preempt(workload, actions):
                 return PREEMPTED
@@ -578,7 +614,7 @@ class SchedulerCore:
         if (
             self._holds
             and self._usage_is_request(workload)
-            and not self._holds_survive(workload, request)
+            and not self._holds_survive(workload, request, amounts)
             and self._surely_places(workload, restrict)
         ):
             # What placing it would end in, without placing it: it fits, its exact usage is
@@ -634,13 +670,19 @@ class SchedulerCore:
         the rows of one domain that place_workload would try; with a preferred one, anywhere
         (where it falls back to)."""
         table = self.table
-        at = (table.change_mark, table.topology_version)
-        if at != self._sure_at:
-            self._sure_at = at
+        if len(self._sure) > _SURE_MEMO_SIZE:
             self._sure.clear()
-        # By id: the entry holds the mask, so no other object has its id meanwhile.
+        # By the table's state, which a rolled-back trial (a victim search) restores, so that
+        # answers hold across searches. By id: the entry holds the mask, so no other object
+        # has its id meanwhile.
         gang = workload.pods[: workload.gang_size]
-        memo_key = (id(restrict), workload.topology, *(p.signature for p in gang))
+        memo_key = (
+            table.state,
+            table.topology_version,
+            id(restrict),
+            workload.topology,
+            *(p.signature for p in gang),
+        )
         known = self._sure.get(memo_key)
         if known is None or known[0] is not restrict:
             known = self._sure[memo_key] = (restrict, self._surely_places_now(workload, restrict))
@@ -653,23 +695,23 @@ class SchedulerCore:
             return False
         engine, table = self.engine, self.table
         demand = engine.demand(first)
-        mask = engine.feasible(demand)
-        if restrict is not None:
-            mask &= restrict[: mask.size]
+        feasible = self._feasible(first.signature, demand)
+        mask = feasible if restrict is None else feasible & restrict[: feasible.size]
+        topology = workload.topology
+        spread = topology is None or topology.mode is TopologyMode.PREFERRED
         if len(pods) == 1:
+            if spread:
+                return bool(mask.any())  # (room.sum() >= 1 with room the mask as 0/1)
             room: IntArray = mask.astype(np.int64)
         elif demand.shared or demand.mig_count:
             return False
         else:
-            room = np.where(mask, len(pods), 0)
-            for free, need in (
-                (table.full_free, demand.gpu_count),
-                (table.cpu_free, demand.cpu_milli),
-                (table.mem_free, demand.memory_mib),
-            ):
-                if need > 0:
-                    np.minimum(room, free[: room.size] // need, out=room)
-        topology = workload.topology
+            # Room for len(pods) where the mask allows (free amounts are never negative).
+            fit = self._pods_per_row(first.signature, demand)
+            if fit is None:
+                room = np.where(mask, len(pods), 0)
+            else:
+                room = np.where(mask, np.minimum(fit[: mask.size], len(pods)), 0)
         if topology is None or topology.mode is TopologyMode.PREFERRED:
             return int(room.sum()) >= len(pods)
         # As place_workload picks domains: labelled, allowed rows; enough free GPUs in all.
@@ -684,20 +726,80 @@ class SchedulerCore:
         if restrict is not None:
             allowed = allowed & restrict[:n]
         labelled = (ids >= 0) & allowed
-        _, inverse = np.unique(ids[labelled], return_inverse=True)
-        free = table.gpu_free[:n].sum(axis=1)
-        capacity = np.bincount(inverse, weights=free[labelled])
-        room_in = np.bincount(inverse, weights=room[labelled])
+        # Per label value id (no domain of place_workload's is left out; a value without
+        # labelled rows adds room 0, which never suffices).
+        domains = ids[labelled]
+        capacity = np.bincount(domains, weights=self._free_gpu_milli()[labelled])
+        room_in = np.bincount(domains, weights=room[labelled])
         need = sum(p.gpu.total_milli for p in pods)
         return bool(((capacity >= need) & (room_in >= len(pods))).any())
 
+    def _feasible(self, signature: tuple[object, ...], demand: Demand) -> BoolArray:
+        """``engine.feasible(demand)`` (read-only; kept while the table's state is the same:
+        many workloads of a cycle share a pod shape, and victim searches roll back)."""
+        table = self.table
+        if len(self._feasible_memo) > _COLUMN_MEMO_SIZE:
+            self._feasible_memo.clear()
+        memo_key = (table.state, table.topology_version, table.size, signature)
+        mask = self._feasible_memo.get(memo_key)
+        if mask is None:
+            mask = self.engine.feasible(demand)
+            mask.flags.writeable = False
+            self._feasible_memo[memo_key] = mask
+        return mask
+
+    def _pods_per_row(self, signature: tuple[object, ...], demand: Demand) -> IntArray | None:
+        """How many pods of a whole-GPU ``demand`` each row has room for by its free whole
+        GPUs, CPU and memory (None: it asks none of them); read-only, kept while the table's
+        state is the same."""
+        table = self.table
+        if len(self._fit_memo) > _COLUMN_MEMO_SIZE:
+            self._fit_memo.clear()
+        memo_key = (table.state, table.topology_version, table.size, signature)
+        if memo_key in self._fit_memo:
+            return self._fit_memo[memo_key]
+        fit: IntArray | None = None
+        n = table.size
+        for free, need in (
+            (table.full_free, demand.gpu_count),
+            (table.cpu_free, demand.cpu_milli),
+            (table.mem_free, demand.memory_mib),
+        ):
+            if need > 0:
+                room = free[:n] // need
+                fit = room if fit is None else np.minimum(fit, room)
+        if fit is not None:
+            fit.flags.writeable = False
+        self._fit_memo[memo_key] = fit
+        return fit
+
+    def _free_gpu_milli(self) -> IntArray:
+        """Free milli-GPU per row (read-only; kept while the table's state is the same)."""
+        table = self.table
+        at = (table.state, table.topology_version, table.size)
+        if self._free_milli[0] != at:
+            free = table.gpu_free[: table.size].sum(axis=1)
+            free.flags.writeable = False
+            self._free_milli = (at, free)
+        return self._free_milli[1]
+
     def _request_of(self, workload: Workload) -> dict[str, int]:
-        """:func:`requested` of the gang (read-only; kept for the cycle)."""
+        """:func:`requested` of the gang (read-only; kept while it waits)."""
+        return self._request_entry(workload)[1]
+
+    def _amounts_of(self, workload: Workload) -> tuple[int, ...]:
+        """:meth:`_request_of` as the quota tree's amounts (``tree.limited``)."""
+        return self._request_entry(workload)[2]
+
+    def _request_entry(
+        self, workload: Workload
+    ) -> tuple[Workload, dict[str, int], tuple[int, ...]]:
         known = self._requests.get(workload.key)
         if known is None or known[0] is not workload:
             request = requested(workload.pods[: workload.gang_size])
-            known = self._requests[workload.key] = (workload, request)
-        return known[1]
+            amounts = self.quotas.tree.limited(request)
+            known = self._requests[workload.key] = (workload, request, amounts)
+        return known
 
     def _fits_some_row(self, workload: Workload, rows: Iterable[int]) -> bool:
         engine = self.engine
@@ -929,17 +1031,18 @@ class SchedulerCore:
             self.quotas.refund(hold[0], hold[1])
             self.pending.wake_all(Parked.QUOTA)
 
-    def _holds_survive(self, workload: Workload, usage: Mapping[str, int]) -> bool:
+    def _holds_survive(
+        self,
+        workload: Workload,
+        usage: Mapping[str, int],
+        limited: tuple[int, ...] | None = None,
+    ) -> bool:
         """Would every preemptor whose victims are leaving still pass its quota check with
         ``workload`` admitted too? (A preemptor within nominal must not lose the quota its
         preemption freed to work that borrows it back.)"""
         # The answer depends on the usage (named by its version), the holds and their victims
         # still leaving, and the workload's queue, namespace, kind and usage.
-        state = (self.quotas.tree.version, self._preemption_epoch)
-        if state != self._holds_memo_at:
-            self._holds_memo_at = state
-            self._holds_memo.clear()
-            self._holder_views = None
+        self._fresh_holds_memo()
         quotas = self.quotas
         skipped = workload.key if workload.key in self._holds else None
         if quotas.namespace_caps:
@@ -953,30 +1056,55 @@ class SchedulerCore:
             # more room from the preemptors: a usage below one that passed passes, and one
             # above one that failed fails.
             memo_key = (skipped, workload.queue, workload.preemptible)
-            amounts = quotas.tree.limited(usage)
+            amounts = quotas.tree.limited(usage) if limited is None else limited
+        exact = self._holds_exact.get((memo_key, amounts))
+        if exact is not None:
+            return exact
         known = self._holds_memo.setdefault(memo_key, [])
         for seen, survives in known:
             if survives and all(a <= b for a, b in zip(amounts, seen, strict=True)):
-                return True
+                break
             if not survives and all(a >= b for a, b in zip(amounts, seen, strict=True)):
-                return False
-        survives = self._holds_survive_now(workload, usage)
-        known.append((amounts, survives))
+                break
+        else:
+            survives = self._holds_survive_now(workload, usage, limited)
+            known.append((amounts, survives))
+        self._holds_exact[(memo_key, amounts)] = survives
         return survives
 
-    def _holds_survive_now(self, workload: Workload, usage: Mapping[str, int]) -> bool:
+    def _fresh_holds_memo(self) -> None:
+        """Drop what was derived for the holds if the usage or the holds changed."""
+        state = (self.quotas.tree.version, self._preemption_epoch)
+        if state != self._holds_memo_at:
+            self._holds_memo_at = state
+            self._holds_memo.clear()
+            self._holds_exact.clear()
+            self._holder_views.clear()
+            self._holder_usage = None
+
+    def _holds_survive_now(
+        self,
+        workload: Workload,
+        usage: Mapping[str, int],
+        limited: tuple[int, ...] | None = None,
+    ) -> bool:
         if self.quotas.namespace_caps:
             return self._holds_survive_by_trial(workload, usage)
+        self._fresh_holds_memo()
         # Each preemptor as it will be when its victims are gone, seen once for this state
-        # (the memo was reset with it), asked with the workload's usage added.
-        if self._holder_views is None:
-            self._holder_views = self._make_holder_views()
+        # (the memo was reset with it), asked with the workload's usage added; made only
+        # when reached (the first that refuses ends the question).
         tree = self.quotas.tree
-        amounts = tree.limited(usage)
+        amounts = tree.limited(usage) if limited is None else limited
         pinned = amounts if not workload.preemptible else (0,) * len(amounts)
-        for owner, holder, request, view, pinned_view in self._holder_views:
+        views = self._holder_views
+        for owner, (holder, held, _) in self._holds.items():
             if owner == workload.key:
                 continue
+            known = views.get(owner)
+            if known is None:
+                known = views[owner] = self._holder_view(owner, holder, held)
+            request, view, pinned_view = known
             if not view.admits(holder.queue, request, workload.queue, amounts):
                 return False
             if pinned_view is not None and not pinned_view.within_nominal(
@@ -985,15 +1113,16 @@ class SchedulerCore:
                 return False
         return True
 
-    def _make_holder_views(
-        self,
-    ) -> list[tuple[str, Workload, tuple[int, ...], UsageView, UsageView | None]]:
-        """Per preemptor: the usage with its request and its leaving victims refunded (and
-        the non-preemptible usage, if it is non-preemptible: it must stay within nominal), as
-        Quotas.refund would leave them."""
+    def _holder_view(
+        self, owner: str, holder: Workload, request: Mapping[str, int]
+    ) -> tuple[tuple[int, ...], UsageView, UsageView | None]:
+        """For one preemptor: its request as amounts, and the usage with its request and its
+        leaving victims refunded (and the non-preemptible usage, if it is non-preemptible: it
+        must stay within nominal), as Quotas.refund would leave them."""
         tree = self.quotas.tree
-        usage: list[list[int]] = tree.usage.tolist()
-        pinned: list[list[int]] = self.quotas.pinned_usage.tolist()
+        if self._holder_usage is None:
+            self._holder_usage = (tree.usage.tolist(), self.quotas.pinned_usage.tolist())
+        usage, pinned = self._holder_usage
 
         def refund(rows: list[list[int]], queue: str, amounts: tuple[int, ...]) -> None:
             for i in tree.paths[tree.index[queue]]:
@@ -1001,29 +1130,22 @@ class SchedulerCore:
                 for j, amount in enumerate(amounts):
                     row[j] -= amount
 
-        views = []
-        for owner, (holder, request, _) in self._holds.items():
-            leaving = [
-                self.evicting[v] for v in self.nominated.get(owner, ()) if v in self.evicting
-            ]
-            gone = [
-                (w.workload, tree.limited(w.usage)) for w in leaving
-            ]  # fmt: skip
-            amounts = tree.limited(request)
-            rows = [row[:] for row in usage]
-            refund(rows, holder.queue, amounts)
+        leaving = [self.evicting[v] for v in self.nominated.get(owner, ()) if v in self.evicting]
+        gone = [(w.workload, tree.limited(w.usage)) for w in leaving]
+        amounts = tree.limited(request)
+        rows = [row[:] for row in usage]
+        refund(rows, holder.queue, amounts)
+        for victim, taken in gone:
+            refund(rows, victim.queue, taken)
+        pinned_view = None
+        if not holder.preemptible:
+            pinned_rows = [row[:] for row in pinned]
+            refund(pinned_rows, holder.queue, amounts)
             for victim, taken in gone:
-                refund(rows, victim.queue, taken)
-            pinned_view = None
-            if not holder.preemptible:
-                pinned_rows = [row[:] for row in pinned]
-                refund(pinned_rows, holder.queue, amounts)
-                for victim, taken in gone:
-                    if not victim.preemptible:
-                        refund(pinned_rows, victim.queue, taken)
-                pinned_view = UsageView(tree, pinned_rows)
-            views.append((owner, holder, amounts, UsageView(tree, rows), pinned_view))
-        return views
+                if not victim.preemptible:
+                    refund(pinned_rows, victim.queue, taken)
+            pinned_view = UsageView(tree, pinned_rows)
+        return amounts, UsageView(tree, rows), pinned_view
 
     def _holds_survive_by_trial(self, workload: Workload, usage: Mapping[str, int]) -> bool:
         quotas = self.quotas
@@ -1084,15 +1206,15 @@ class SchedulerCore:
             ordered = cheapest_victims(columns, self.now, limit, self.table, need)
         else:
             ordered = cheapest_victims(columns, self.now, limit)
-        request = self._request_of(workload)
+        _, request, amounts = self._request_entry(workload)
         table = self.table
         planned: list[IntArray | None] = []  # rows of each placement that fitted
 
         def may_fit() -> bool:
             """The quota checks of fits(): evicting more victims never makes them fail."""
-            if not self.quotas.check(workload, request).admits:
+            if not self.quotas.check(workload, request, amounts).admits:
                 return False
-            return not self._holds or self._holds_survive(workload, request)
+            return not self._holds or self._holds_survive(workload, request, amounts)
 
         restrict = self._restrict_for(workload)
 
@@ -1109,8 +1231,10 @@ class SchedulerCore:
 
         def fits() -> bool:
             # The quota checks first: they do not depend on the placement and cost far less.
-            if not may_fit():
-                return False
+            return may_fit() and places()
+
+        def places() -> bool:
+            """The placement part of fits()."""
             if self._surely_places(workload, restrict):
                 planned.append(None)  # where: placed below if this stays the last fit
                 return True
@@ -1124,7 +1248,7 @@ class SchedulerCore:
             queue = victim.workload.queue
             return queue == workload.queue or self.quotas.subtree_borrowing(queue)
 
-        victims = find_victims(table, self.quotas, ordered, fits, may_fit, still_candidate)
+        victims = find_victims(table, self.quotas, ordered, fits, may_fit, still_candidate, places)
         if victims is None:
             self._note_young_victims(workload)
             return False
@@ -1157,7 +1281,8 @@ class SchedulerCore:
         """Is the workload's queue within nominal quota for it (so it may reclaim)?"""
         if not self.quotas.tree.keys:
             return False
-        return self.quotas.within_nominal(workload.queue, self._request_of(workload))
+        _, request, amounts = self._request_entry(workload)
+        return self.quotas.within_nominal(workload.queue, request, amounts)
 
     def _is_candidate(
         self,
@@ -1227,20 +1352,19 @@ class SchedulerCore:
         """Which of ``queue``'s preemptible workloads are running and ran ``least`` seconds
         (the tests of :meth:`_is_candidate` that do not depend on the preemptor), and the
         lowest priority among them (inf if none)."""
-        at = (self._running_version, self.now)
-        if at != self._eligible_at:
-            self._eligible_at = at
-            self._eligible_masks.clear()
-        found = self._eligible_masks.get((queue, least))
-        if found is None:
-            victims = self._queue_victims.get(queue)
-            if victims is None or not victims.where:
-                found = (np.zeros(0 if victims is None else len(victims.facts), np.bool_), math.inf)
-            else:
-                eligible = victims.eligible(self.now, least)
-                priorities = victims.columns().priority[eligible]
-                found = (eligible, float(priorities.min()) if priorities.size else math.inf)
-            self._eligible_masks[(queue, least)] = found
+        victims = self._queue_victims.get(queue)
+        # Only this queue's victims and the time count: a preemption elsewhere leaves it be.
+        at = (-1 if victims is None else victims.version, self.now)
+        known = self._eligible_masks.get((queue, least))
+        if known is not None and known[0] == at:
+            return known[1]
+        if victims is None or not victims.where:
+            found = (np.zeros(0 if victims is None else len(victims.facts), np.bool_), math.inf)
+        else:
+            eligible = victims.eligible(self.now, least)
+            priorities = victims.columns().priority[eligible]
+            found = (eligible, float(priorities.min()) if priorities.size else math.inf)
+        self._eligible_masks[(queue, least)] = (at, found)
         return found
 
     def _may_evict_own(self, workload: Workload) -> bool:

@@ -13,7 +13,7 @@ What it does not do: decide anything. Filters, scores and device choice live in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,12 +84,21 @@ class NodeTable:
         self.clock = 0
         #: Bumped when nodes are added or removed (static masks must be rebuilt).
         self.topology_version = 0
+        #: Names what is free on the rows: a new number on every change, and back to the
+        #: number it had when a trial began once the trial is rolled back (row versions move
+        #: on either way), so that callers may memoise what they derive from it across trials
+        #: that leave it as it was. (Nodes joining or leaving: see ``topology_version``.)
+        self.state = 0
+        self._states = 0
+        self._trial_states: list[int] = []
         #: The most recent changed rows, in order (the last one changed at ``clock``), so that
         #: caches find what changed since they last looked in O(changes).
         self._change_log: list[int] = []
         self._undo: list[_RowImage] | None = None
         self._trial_marks: list[int] = []
         self._free_slices: list[list[list[tuple[int, int]]]] = []
+        #: Per row: GPU index (as the device plugin numbers it) -> column position.
+        self._positions: list[dict[int, int]] = []
         self._allocate_columns(max(len(nodes), 16))
         for node in nodes:
             self.add_node(node)
@@ -187,6 +196,7 @@ class NodeTable:
             self.model_id[row] = self.model_id_of[model]
         free_slices: list[list[tuple[int, int]]] = [[] for _ in self.mig_profiles]
         self._free_slices.append(free_slices)
+        self._positions.append({gpu.index: p for p, gpu in enumerate(node.gpus)})
         for position, gpu in enumerate(node.gpus):
             for mig in gpu.mig_slices:
                 pid = self.mig_profile_id.get(mig.profile)
@@ -212,6 +222,7 @@ class NodeTable:
         self.schedulable[row] = not node.unschedulable
         self._refresh_gpu_summary(row)
         self._touch(row)
+        self._forget_trial_states()
         self.topology_version += 1
         return row
 
@@ -221,8 +232,13 @@ class NodeTable:
         self.alive[row] = False
         self.schedulable[row] = False
         self._touch(row)
+        self._forget_trial_states()
         self.topology_version += 1
         return row
+
+    def position_of(self, row: int) -> Mapping[int, int]:
+        """GPU index -> column position on ``row`` (read-only)."""
+        return self._positions[row]
 
     def device_index(self, row: int, position: int) -> int:
         """The GPU index (as the device plugin numbers it) of a column position."""
@@ -234,11 +250,21 @@ class NodeTable:
     # ----------------------------------------------------------------------------- changes
     def _touch(self, row: int) -> None:
         self.clock += 1
+        self.state = self._new_state()
         self.version[row] = self.clock
         log = self._change_log
         log.append(row)
         if len(log) > 2 * self.capacity + 4096:
             del log[: len(log) // 2]
+
+    def _new_state(self) -> int:
+        self._states += 1
+        return self._states
+
+    def _forget_trial_states(self) -> None:
+        """A node joined or left: a rollback does not undo that, so it must not name the
+        content as it was before the trial."""
+        self._trial_states = [self._new_state() for _ in self._trial_states]
 
     @property
     def change_mark(self) -> int:
@@ -332,7 +358,7 @@ class NodeTable:
         """Give back exactly what :meth:`allocate` took."""
         row = allocation.row
         node = self.nodes[row]
-        position_of = {gpu.index: p for p, gpu in enumerate(node.gpus)}
+        position_of = self._positions[row]
         self._save(row)
         self.cpu_free[row] += allocation.cpu_milli
         self.mem_free[row] += allocation.memory_mib
@@ -363,6 +389,7 @@ class NodeTable:
             self._undo = []
         mark = len(self._undo)
         self._trial_marks.append(mark)
+        self._trial_states.append(self.state)
         return mark
 
     def rollback(self, mark: int) -> None:
@@ -381,6 +408,7 @@ class NodeTable:
             self._free_slices[row] = image.free_slices
             self._refresh_gpu_summary(row)
             self._touch(row)
+        self.state = self._trial_states[-1]
         self._end_trial()
 
     def commit(self, mark: int) -> None:
@@ -391,6 +419,7 @@ class NodeTable:
 
     def _end_trial(self) -> None:
         self._trial_marks.pop()
+        self._trial_states.pop()
         if not self._trial_marks:
             self._undo = None
 

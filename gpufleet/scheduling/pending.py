@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from gpufleet.model.tenancy import Workload
 
 GroupKey = tuple[object, ...]
-HeapEntry = tuple[int, int, int, GroupKey]
+#: (-priority, head's seq, group version, group number, group): never all the same up to the
+#: group, which is not comparable.
+HeapEntry = tuple[int, int, int, int, "Group"]
 
 
 def group_key(workload: Workload) -> GroupKey:
@@ -75,6 +77,11 @@ class Group:
     freed_rows: set[int] | None = None
     #: Bumped on every push onto the heap: only the entry of the latest push is live.
     version: int = 0
+    #: Numbers the group among those its PendingWorkloads ever made (the parked set's key:
+    #: group keys are slow to hash).
+    number: int = 0
+    #: False once it has left its PendingWorkloads (emptied): heap entries may outlive it.
+    live: bool = True
 
     @property
     def head(self) -> PendingWorkload:
@@ -92,8 +99,9 @@ class PendingWorkloads:
         self._where: dict[str, GroupKey] = {}
         self._backoff: dict[str, PendingWorkload] = {}
         self._due: list[tuple[float, int, str]] = []
-        self._parked: set[GroupKey] = set()
+        self._parked: dict[int, Group] = {}
         self._seq = 0
+        self._numbered = 0
 
     def __len__(self) -> int:
         return len(self._where) + len(self._backoff)
@@ -119,7 +127,9 @@ class PendingWorkloads:
         key = group_key(workload)
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = Group(key, workload.queue, workload.priority)
+            self._numbered += 1
+            group = Group(key, workload.queue, workload.priority, number=self._numbered)
+            self._groups[key] = group
         group.items.append(pending)
         self._where[workload.key] = key
         if len(group.items) == 1:
@@ -130,7 +140,8 @@ class PendingWorkloads:
             return
         group.version += 1
         heap = self._heaps.setdefault(group.queue, [])
-        entry = (-self.priority_of(group.head), group.head.seq, group.version, group.key)
+        head = group.head
+        entry = (-self.priority_of(head), head.seq, group.version, group.number, group)
         heapq.heappush(heap, entry)
 
     @property
@@ -168,8 +179,7 @@ class PendingWorkloads:
         else:  # pragma: no cover - the index and the groups disagree
             raise AssertionError(f"workload {key} indexed but not in its group")
         if not group.items:
-            del self._groups[gkey]
-            self._parked.discard(gkey)
+            self._drop(group)
         elif was_head:
             self._push(group)
         return item.workload
@@ -180,9 +190,13 @@ class PendingWorkloads:
         if group.items:
             self._push(group)
         else:
-            del self._groups[group.key]
-            self._parked.discard(group.key)
+            self._drop(group)
         return pending
+
+    def _drop(self, group: Group) -> None:
+        del self._groups[group.key]
+        self._parked.pop(group.number, None)
+        group.live = False
 
     def get(self, key: str) -> PendingWorkload | None:
         if key in self._backoff:
@@ -210,8 +224,8 @@ class PendingWorkloads:
         try:
             while heap:
                 entry = heapq.heappop(heap)
-                group = self._groups.get(entry[3])
-                if group is None or group.version != entry[2] or group.parked is not None:
+                group = entry[4]
+                if not group.live or group.version != entry[2] or group.parked is not None:
                     continue  # stale: the group is gone, parked, or pushed again since
                 if group.head.seq != entry[1]:
                     continue
@@ -220,7 +234,7 @@ class PendingWorkloads:
         finally:
             for entry, group in yielded:
                 if (
-                    self._groups.get(group.key) is group
+                    group.live
                     and group.parked is None
                     and group.version == entry[2]
                     and group.head.seq == entry[1]
@@ -234,17 +248,17 @@ class PendingWorkloads:
         group.parked = why
         group.may_preempt = may_preempt
         group.freed_rows = None
-        self._parked.add(group.key)
+        self._parked[group.number] = group
 
     def unpark(self, group: Group) -> None:
         if group.parked is not None:
             group.parked = None
             group.may_preempt = False
-            self._parked.discard(group.key)
+            self._parked.pop(group.number, None)
             self._push(group)
 
     def parked_groups(self) -> list[Group]:
-        return [self._groups[k] for k in self._parked]
+        return list(self._parked.values())
 
     def wake(self, could_fit: Callable[[Group], bool], rows: list[int]) -> None:
         """Unpark capacity-parked groups that ``could_fit`` on the freed ``rows``; a ready

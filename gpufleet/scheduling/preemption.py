@@ -160,22 +160,22 @@ class VictimColumns:
     @classmethod
     def of(cls, facts: Sequence[VictimFacts]) -> VictimColumns:
         count = len(facts)
-        ints = np.array([(f.priority, f.gpu_milli) for f in facts], np.int64).reshape(count, 2)
-        times = np.array([(f.started, f.checkpoint) for f in facts], np.float64)
-        times = times.reshape(count, 2)
-        held = np.array([len(f.rows) for f in facts], np.int64)
-        pairs = np.array([pair for f in facts for pair in f.rows], np.int64).reshape(-1, 2)
+        # Column by column from iterators: a busy queue has thousands of workloads.
+        held = np.fromiter((len(f.rows) for f in facts), np.int64, count)
+        pairs = int(held.sum())
+        rows = np.fromiter((row for f in facts for row, _ in f.rows), np.int64, pairs)
+        milli = np.fromiter((m for f in facts for _, m in f.rows), np.int64, pairs)
         owner = np.repeat(np.arange(count), held)
         first = np.cumsum(held) - held  # where each candidate's pairs start
         return cls(
             [f.running for f in facts],
-            ints[:, 0].copy(),
-            ints[:, 1].copy(),
-            times[:, 0].copy(),
-            times[:, 1].copy(),
+            np.fromiter((f.priority for f in facts), np.int64, count),
+            np.fromiter((f.gpu_milli for f in facts), np.int64, count),
+            np.fromiter((f.started for f in facts), np.float64, count),
+            np.fromiter((f.checkpoint for f in facts), np.float64, count),
             owner,
-            pairs[:, 0].copy(),
-            pairs[:, 1].copy(),
+            rows,
+            milli,
             np.arange(owner.size) - first[owner],
         )
 
@@ -320,6 +320,7 @@ def find_victims(
     fits: Callable[[], bool],
     may_fit: Callable[[], bool] | None = None,
     still_candidate: Callable[[RunningWorkload], bool] | None = None,
+    places: Callable[[], bool] | None = None,
 ) -> list[RunningWorkload] | None:
     """The smallest prefix-and-pruned set of ``candidates`` (already in order) whose eviction
     lets ``fits()`` succeed, or None. ``fits`` checks quota and placement on the current trial
@@ -329,7 +330,9 @@ def find_victims(
     ``still_candidate``, if given, is asked (on the trial state, the victims before it gone)
     before each candidate is taken: Kueue's rule that reclaim takes from a queue only while
     it still borrows, so that a queue is not pushed below its nominal quota (and does not
-    then reclaim back)."""
+    then reclaim back). ``places``, if given with ``may_fit``, is the rest of ``fits``
+    (``fits()`` is ``may_fit() and places()``): once ``may_fit`` passed while victims are
+    added, only ``places`` is asked."""
     table_mark = table.begin_trial()
     quota_mark = quotas.snapshot()
     chosen: list[RunningWorkload] = []
@@ -337,29 +340,35 @@ def find_victims(
         if may_fit is not None and candidates:
             # Most searches fail; this fails them at the cost of one check instead of one
             # per candidate (fits() would fail for every prefix, as the full set fails).
-            for candidate in candidates:
-                quotas.refund(candidate.workload, candidate.usage)
+            quotas.refund_all((c.workload, c.usage) for c in candidates)
             possible = may_fit()
             quotas.restore(quota_mark)
             if not possible:
                 return None
+        quota_passed = False  # may_fit() passed with the victims chosen so far
         for candidate in candidates:
             if still_candidate is not None and not still_candidate(candidate):
                 continue
             _evict(table, quotas, candidate)
             chosen.append(candidate)
-            if fits():
-                break
+            if may_fit is None or places is None:
+                if fits():
+                    break
+            elif quota_passed or may_fit():
+                # More victims never fail may_fit: it holds for every longer prefix.
+                quota_passed = True
+                if places():
+                    break
         else:
             return None
         # Give back every victim but the last if the preemptor still fits without evicting it.
+        kept = chosen[-1:]  # newest first
         for victim in reversed(chosen[:-1]):
             _restore(table, quotas, victim)
-            if fits():
-                chosen.remove(victim)
-            else:
+            if not fits():
                 _evict(table, quotas, victim)
-        return chosen
+                kept.append(victim)
+        return kept[::-1]
     finally:
         table.rollback(table_mark)
         quotas.restore(quota_mark)
@@ -374,8 +383,7 @@ def _evict(table: NodeTable, quotas: Quotas, victim: RunningWorkload) -> None:
 def _restore(table: NodeTable, quotas: Quotas, victim: RunningWorkload) -> None:
     for bound in victim.bound.values():
         a = bound.allocation
-        node = table.nodes[a.row]
-        position = {g.index: p for p, g in enumerate(node.gpus)}
+        position = table.position_of(a.row)
         table.allocate(
             a.row,
             a.cpu_milli,

@@ -27,13 +27,13 @@ What this module does not do: decide where pods go (the engine) or which workloa
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.model.tenancy import Queue, Resources, validate_queue_tree
+from gpufleet.model.tenancy import Queue, Resources, quantity, validate_queue_tree
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -60,19 +60,35 @@ class QuotaCheck:
     why: str = ""
     #: "queue", or "namespace" for a Kubernetes ResourceQuota cap.
     scope: str = "queue"
+    #: :meth:`message`, once made (a memoised check is told to many waiting workloads).
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def admits(self) -> bool:
         return self.verdict is not Verdict.EXCEEDS
 
     def message(self) -> str:
+        text = self._text
+        if text is None:
+            text = self._message()
+            object.__setattr__(self, "_text", text)
+        return text
+
+    def _message(self) -> str:
         if self.admits:
             return f"fits{' by borrowing' if self.verdict is Verdict.BORROWS else ''}"
+        key = self.key
         text = (
-            f"{self.scope} {self.queue}: {self.key} would be {self.used + self.wanted} of at most "
-            f"{self.limit} (uses {self.used}, asks {self.wanted})"
+            f"{self.scope} {self.queue}: {key} would be {quantity(key, self.used + self.wanted)} "
+            f"of at most {quantity(key, self.limit)} (uses {quantity(key, self.used)}, "
+            f"asks {quantity(key, self.wanted)})"
         )
         return f"{self.why}: {text}" if self.why else text
+
+
+#: The checks that pass carry nothing but their verdict: one of each is shared.
+_FITS = QuotaCheck(Verdict.FITS)
+_BORROWS = QuotaCheck(Verdict.BORROWS)
 
 
 class QuotaTree:
@@ -190,7 +206,7 @@ class QuotaTree:
         """May ``queue`` take ``usage`` more now? Within nominal, by borrowing, or not."""
         asks = usage > 0
         if not asks.any():
-            return QuotaCheck(Verdict.FITS)  # nothing asked: no level can refuse or be exceeded
+            return _FITS  # nothing asked: no level can refuse or be exceeded
         # The same sums as available(), with each sibling's max(usage, guarded) taken once.
         kept = np.maximum(self.usage, self.guarded)
         avail = self.capacity
@@ -218,14 +234,14 @@ class QuotaTree:
                 borrows = True
         if refusal is not None:
             return refusal
-        return QuotaCheck(Verdict.BORROWS if borrows else Verdict.FITS)
+        return _BORROWS if borrows else _FITS
 
     def check_amounts(self, queue: str, amounts: Sequence[int]) -> QuotaCheck:
         """:meth:`check` of a usage given as :meth:`limited` amounts: the same verdict, read
         from the limits along the queue's path kept for the usage's version (a cycle checks
         many workloads of a queue while no usage changes)."""
         if not any(want > 0 for want in amounts):
-            return QuotaCheck(Verdict.FITS)
+            return _FITS
         borrows = False
         refusal: QuotaCheck | None = None
         for i, avail, used, nominal in self._path_limits(queue):
@@ -247,7 +263,7 @@ class QuotaTree:
                 borrows = True
         if refusal is not None:
             return refusal
-        return QuotaCheck(Verdict.BORROWS if borrows else Verdict.FITS)
+        return _BORROWS if borrows else _FITS
 
     def nominal_excess_amounts(
         self, queue: str, amounts: Sequence[int], base: IntArray | None = None

@@ -162,7 +162,7 @@ CAPACITY_CASE = (
             ONE_NODE,
             "team-a/second",
             "quota",
-            "queue team-a: nvidia.com/gpu would be 2000 of at most 1000",
+            "queue team-a: nvidia.com/gpu would be 2 of at most 1",
             [],
             id="quota",
         ),

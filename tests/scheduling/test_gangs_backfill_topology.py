@@ -207,7 +207,7 @@ def test_explain_quota_names_the_queue_and_the_resource() -> None:
     waiting = explanation(core, jobs[2])
     assert waiting.waiting_for == "quota"
     assert waiting.queue == "team"
-    assert "queue team: nvidia.com/gpu would be 3000 of at most 2000" in waiting.message
+    assert "queue team: nvidia.com/gpu would be 3 of at most 2" in waiting.message
     assert cluster.told["default/j2"] == waiting.message
 
 

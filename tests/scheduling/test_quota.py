@@ -150,7 +150,7 @@ def test_hierarchy_borrows_across_levels_and_respects_each_level() -> None:
     check = t.check("p3", gpus(10, t))
     assert check.verdict is Verdict.EXCEEDS  # team1 borrowed 5 of team2's 10
     assert (check.queue, check.key, check.used, check.limit) == ("p3", GPU, 0, 5000)
-    assert "queue p3: nvidia.com/gpu would be 10000 of at most 5000" in check.message()
+    assert "queue p3: nvidia.com/gpu would be 10 of at most 5" in check.message()
 
 
 def test_per_model_quota_is_separate_from_the_total() -> None:

@@ -31,8 +31,8 @@ from gpufleet.backends.kube.backend import KubeBackend
 from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.pods import is_ready, pod_group
 from gpufleet.control.status import queue_numbers
-from gpufleet.model import MILLI_PER_GPU, Placement
-from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, MEMORY
+from gpufleet.model import Placement
+from gpufleet.model.tenancy import quantity
 from gpufleet.scheduling.core import SchedulerCore
 
 log = logging.getLogger(__name__)
@@ -219,18 +219,6 @@ def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, A
 
 
 # --------------------------------------------------------------------------------- status
-def _format(resource: str, amount: int) -> int | str:
-    """A model quantity in Kubernetes form: GPUs as counts, CPU in milli, memory in Mi."""
-    if resource == GPU or resource.startswith(GPU_MODEL_PREFIX):
-        whole, rest = divmod(amount, MILLI_PER_GPU)
-        return whole if not rest else f"{amount / MILLI_PER_GPU:g}"
-    if resource == CPU:
-        return f"{amount}m" if amount % 1000 else amount // 1000
-    if resource == MEMORY:
-        return f"{amount}Mi"
-    return amount
-
-
 class StatusPublisher:
     """Writes each Queue's usage, borrowed amount, pending and running counts and share, and
     each PodGroup's phase and placed members, when they change."""
@@ -277,8 +265,8 @@ def queue_status(core: SchedulerCore) -> dict[str, dict[str, Any]]:
     and running workloads, and dominant-resource share, as Queue status shows them."""
     return {
         name: {
-            "usage": {k: _format(k, v) for k, v in numbers.usage.items()},
-            "borrowed": {k: _format(k, v) for k, v in sorted(numbers.borrowed.items())},
+            "usage": {k: quantity(k, v) for k, v in numbers.usage.items()},
+            "borrowed": {k: quantity(k, v) for k, v in sorted(numbers.borrowed.items())},
             "pending": numbers.pending,
             "running": numbers.running,
             "share": numbers.share,

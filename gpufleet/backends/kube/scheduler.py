@@ -29,15 +29,11 @@ from gpufleet.backends.kube.leader import LeaderElector
 from gpufleet.backends.kube.metrics import SchedulerMetrics
 from gpufleet.backends.kube.reporting import ApiReporter, StatusPublisher
 from gpufleet.control.factory import build_core, target_of
-from gpufleet.model.actions import Action, Bind, Evict
 from gpufleet.model.events import ClusterEvent
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 
 log = logging.getLogger(__name__)
-
-#: As ``SchedulerCore.run_until_idle``'s bound.
-MAX_CYCLES_PER_TURN = 1_000_000
 
 
 def default_identity() -> str:
@@ -155,27 +151,15 @@ class KubeScheduler:
         assert core is not None
         started = time.perf_counter()
         self._handle(core, backend.poll_events())
-        actions = self._cycle_until_idle(core, backend.clock.now())
+        # Each cycle's binds leave as it ends: with thousands pending, binding starts after
+        # the first cycle, not the last. Nothing the API answers meanwhile reaches the core
+        # before the next poll, so the decisions are run_until_idle's.
+        actions = core.run_until_idle(backend.clock.now(), on_cycle=backend.apply)
         self.metrics.observe_turn(time.perf_counter() - started, actions, backend, core)
         now = time.monotonic()
         if now - self._published_at >= self.options.status_every_s:
             self._published_at = now
             self.publisher.publish(core, backend)
-
-    def _cycle_until_idle(self, core: SchedulerCore, now: float) -> list[Action]:
-        """``core.run_until_idle(now)``, each cycle's actions carried out as it ends: with
-        thousands of pods pending, binding starts after the first cycle, not the last. Nothing
-        the API answers meanwhile reaches the core before the next poll, so the cycles decide
-        exactly what ``run_until_idle`` would."""
-        actions: list[Action] = []
-        for _ in range(MAX_CYCLES_PER_TURN):
-            step = core.cycle(now)
-            if step:
-                self.backend.apply(step)
-                actions.extend(step)
-            if not any(isinstance(a, Bind | Evict) for a in step):
-                break
-        return actions
 
     def _build_core(self) -> None:
         backend = self.backend

@@ -12,6 +12,7 @@ from gpufleet.backends.kube.api import ApiError, JsonPoster, KubeApi, RateLimite
 from gpufleet.backends.kube.metrics import SchedulerMetrics
 from gpufleet.model import Placement
 from gpufleet.model.actions import Action, Bind
+from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.builders import make_pod
 from gpufleet.testing.kube_api import FakeApiServer
@@ -104,22 +105,16 @@ class _Cycles:
 
 
 def test_each_cycles_binds_go_out_before_the_next_cycle_runs() -> None:
-    with FakeApiServer() as server:
-        scheduler = make_scheduler(server)
-        core = _Cycles(3)
-        applied: list[tuple[int, int]] = []
+    core = _Cycles(3)
+    applied: list[tuple[int, int]] = []
 
-        def apply(actions: list[Action]) -> None:
-            applied.append((core.cycles, len(actions)))
+    def apply(actions: list[Action]) -> None:
+        applied.append((core.cycles, len(actions)))
 
-        scheduler.backend.apply = apply  # type: ignore[method-assign,assignment]
-        try:
-            actions = scheduler._cycle_until_idle(core, 0.0)  # type: ignore[arg-type]
-        finally:
-            scheduler._shutdown()
-        assert len(actions) == 3
-        assert applied == [(1, 1), (2, 1), (3, 1)], "cycle, its binds out, next cycle"
-        assert core.cycles == 4, "as run_until_idle: until a cycle admits nothing"
+    actions = SchedulerCore.run_until_idle(core, 0.0, on_cycle=apply)  # type: ignore[arg-type]
+    assert len(actions) == 3
+    assert applied == [(1, 1), (2, 1), (3, 1)], "cycle, its binds out, next cycle"
+    assert core.cycles == 4, "until a cycle admits nothing"
 
 
 class _Counted:
