@@ -5,7 +5,8 @@ cluster with the example queues) gets a busy mix of workloads through the API: s
 share GPUs or use MIG slices, some wait. Every workload runs for hours of simulated time, so
 once admission settles nothing changes while the page is compared with the API. Playwright
 drives the system chromium (never a downloaded browser); the module skips when either is
-missing. The screenshot goes to docs/dashboard.png (or $GPUFLEET_DASHBOARD_PNG).
+missing. The screenshot goes to the test's temporary directory, or to $GPUFLEET_DASHBOARD_PNG
+(`GPUFLEET_DASHBOARD_PNG=docs/dashboard.png` refreshes the README's picture).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = REPO_ROOT / "examples" / "clusters" / "small.yaml"
 QUEUES = REPO_ROOT / "examples" / "tenancy" / "queues.yaml"
-SCREENSHOT = Path(os.environ.get("GPUFLEET_DASHBOARD_PNG", REPO_ROOT / "docs" / "dashboard.png"))
+#: Where the screenshot goes when asked (else the test's temporary directory).
+SCREENSHOT_ENV = "GPUFLEET_DASHBOARD_PNG"
 
 SPEED = 60  # a simulated minute per second: the charts move, the 10-hour workloads do not end
 RUNTIME = "10h"
@@ -484,7 +486,7 @@ def filter_workloads(page: Page, state: str) -> None:
 
 
 def test_dashboard_in_a_browser(
-    server: Server, busy: list[dict[str, Any]], browser: Browser
+    server: Server, busy: list[dict[str, Any]], browser: Browser, tmp_path: Path
 ) -> None:
     """One test, not several: under pytest-xdist each would start its own server and browser."""
     watched = new_page(browser)
@@ -527,9 +529,10 @@ def test_dashboard_in_a_browser(
     filter_workloads(page, "active")
     page.evaluate("() => window.scrollTo(0, 0)")  # the sticky header at the top
     page.wait_for_timeout(1500)  # let the plots finish their transitions
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOT), full_page=True)
-    assert SCREENSHOT.stat().st_size > 10_000
+    screenshot = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "dashboard.png")
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(screenshot), full_page=True)
+    assert screenshot.stat().st_size > 10_000
     assert watched.errors == []
 
     # without a token: the sign-in form; a wrong token is refused, the right one works
