@@ -1,6 +1,6 @@
 """Sustained workload submissions against a real ``gpufleet serve`` on loopback.
 
-    python benchmarks/api_load.py [--rate 200] [--duration 60] [--concurrency 64] \
+    python benchmarks/api_load.py [--rate 200] [--duration 60] [--concurrency 64] [--clients 4] \
         [--speed 60] [--runtime 10s] [--gpus 1] [--format json]
 
 Starts ``gpufleet serve`` as a subprocess on a free port with a fresh database in a temporary
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import platform
 import shlex
@@ -36,6 +37,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -155,29 +157,26 @@ def bodies(args: argparse.Namespace, count: int) -> tuple[list[bytes], str]:
     return [json.dumps(d).encode() for d in docs], "application/json"
 
 
-async def submit_all(
-    args: argparse.Namespace, server: str, token: str, payloads: list[bytes], content_type: str
-) -> tuple[Tally, float, float]:
-    """Send the payloads on schedule; (tally, start, end of the last answer) in monotonic time."""
+async def submit_share(
+    args: argparse.Namespace,
+    server: str,
+    token: str,
+    items: list[tuple[int, bytes]],
+    content_type: str,
+    start: float,
+    done: Any,
+) -> Tally:
+    """One client's share: request ``i`` sent at ``start + i / rate`` (open loop, at most this
+    client's share of ``--concurrency`` in flight); ``done`` counts answers for the progress."""
     tally = Tally()
-    slots = asyncio.Semaphore(args.concurrency)
+    concurrency = max(1, args.concurrency // args.clients)
+    slots = asyncio.Semaphore(concurrency)
     headers = {"Authorization": f"Bearer {token}", "Content-Type": content_type}
-    limits = httpx.Limits(
-        max_connections=args.concurrency, max_keepalive_connections=args.concurrency
-    )
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     url = f"{server}/api/v1/workloads"
-    progress = Progress(
-        TextColumn("[bold]submitting[/]"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(),
-    )
     async with httpx.AsyncClient(
         limits=limits, timeout=httpx.Timeout(args.timeout), headers=headers
     ) as client:
-        task = progress.add_task("load", total=len(payloads), status="")
-        in_flight: set[asyncio.Task[None]] = set()
 
         async def one(due: float, body: bytes) -> None:
             async with slots:
@@ -196,24 +195,72 @@ async def submit_all(
                     else:
                         tally.error(f"HTTP {response.status_code}", response.text)
                 tally.last_answer = max(tally.last_answer, time.monotonic())
-            progress.update(
-                task,
-                advance=1,
-                status=f"in flight {len(in_flight) - 1:>3}  errors {sum(tally.errors.values())}",
-            )
+            with done.get_lock():
+                done.value += 1
 
-        with progress:
-            start = time.monotonic() + 0.2
-            for i, body in enumerate(payloads):
-                due = start + i / args.rate
-                delay = due - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                job = asyncio.create_task(one(due, body))
-                in_flight.add(job)
-                job.add_done_callback(in_flight.discard)
-            while in_flight:
-                await asyncio.gather(*list(in_flight))
+        in_flight: set[asyncio.Task[None]] = set()
+        for index, body in items:
+            due = start + index / args.rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            job = asyncio.create_task(one(due, body))
+            in_flight.add(job)
+            job.add_done_callback(in_flight.discard)
+        while in_flight:
+            await asyncio.gather(*list(in_flight))
+    return tally
+
+
+def _client(job: tuple[argparse.Namespace, str, str, list[tuple[int, bytes]], str, float]) -> Tally:
+    args, server, token, items, content_type, start = job
+    return asyncio.run(submit_share(args, server, token, items, content_type, start, _DONE))
+
+
+_DONE: Any = None
+
+
+def _init_client(done: Any) -> None:
+    global _DONE
+    _DONE = done
+
+
+def submit_all(
+    args: argparse.Namespace, server: str, token: str, payloads: list[bytes], content_type: str
+) -> tuple[Tally, float, float]:
+    """Send the payloads on schedule from ``--clients`` processes (one Python process cannot
+    generate 200 requests/s with httpx and measure them too); (tally, start, end of the last
+    answer) in monotonic time, which Linux shares between processes."""
+    done = multiprocessing.Value("i", 0)
+    progress = Progress(
+        TextColumn("[bold]submitting[/]"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    )  # fmt: skip
+    indexed = list(enumerate(payloads))
+    start = time.monotonic() + 1.0  # the clients' start-up is not the server's fault
+    jobs = [
+        (args, server, token, indexed[k :: args.clients], content_type, start)
+        for k in range(args.clients)
+    ]
+    tally = Tally()
+    with (
+        progress,
+        ProcessPoolExecutor(args.clients, initializer=_init_client, initargs=(done,)) as pool,
+    ):
+        task = progress.add_task("load", total=len(payloads))
+        futures = [pool.submit(_client, job) for job in jobs]
+        while not all(f.done() for f in futures):
+            progress.update(task, completed=done.value)
+            time.sleep(0.2)
+        progress.update(task, completed=done.value)
+        for future in futures:
+            part = future.result()
+            tally.latencies += part.latencies
+            tally.service += part.service
+            tally.errors.update(part.errors)
+            tally.first_error = tally.first_error or part.first_error
+            tally.late_sends += part.late_sends
+            tally.last_answer = max(tally.last_answer, part.last_answer)
     return tally, start, tally.last_answer
 
 
@@ -279,8 +326,9 @@ def write_results(result: dict[str, Any]) -> None:
         "",
         f"A real `gpufleet serve` (subprocess, fresh SQLite database, bundled cluster of "
         f"{result['setup']['nodes']} nodes, speed {result['setup']['speed']:g}x) and the load "
-        f"generator (httpx AsyncClient, open-loop pacing, at most "
-        f"{result['setup']['concurrency']} requests in flight) on the same machine: "
+        f"generator ({result['setup']['clients']} processes of httpx AsyncClient, open-loop "
+        f"pacing, at most {result['setup']['concurrency']} requests in flight) on the same "
+        "machine: "
         f"{m['cpus']} CPUs, load average (1/5/15 min) "
         f"{' / '.join(str(x) for x in m['load_average_before_1_5_15'])} before and "
         f"{' / '.join(str(x) for x in m['load_average_1_5_15'])} after, "
@@ -311,6 +359,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="submissions per second")
     parser.add_argument("--duration", type=float, default=60.0, help="seconds of load")
     parser.add_argument("--concurrency", type=int, default=64, help="most requests in flight")
+    parser.add_argument(
+        "--clients", type=int, default=4, help="load generator processes (sharing the rate)"
+    )
     parser.add_argument("--speed", type=float, default=60.0, help="serve --speed")
     parser.add_argument("--runtime", default="10s", help="simulated run time of each pod")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs of each pod")
@@ -318,8 +369,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     parser.add_argument("--no-write", action="store_true", help="print only, keep no results")
     args = parser.parse_args()
-    if args.rate <= 0 or args.duration <= 0 or args.concurrency < 1:
-        parser.error("--rate and --duration must be above 0, --concurrency at least 1")
+    if args.rate <= 0 or args.duration <= 0 or args.concurrency < 1 or args.clients < 1:
+        parser.error("--rate and --duration must be above 0, --concurrency and --clients 1+")
     count = round(args.rate * args.duration)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="gpufleet-api-load-") as scratch:
@@ -334,7 +385,7 @@ def main() -> None:
                 f"{server}/api/v1/nodes", headers={"Authorization": f"Bearer {token}"}
             ).json())  # fmt: skip
             payloads, content_type = bodies(args, count)
-            tally, start, end = asyncio.run(submit_all(args, server, token, payloads, content_type))
+            tally, start, end = submit_all(args, server, token, payloads, content_type)
             after = listed(server, token)
         finally:
             stop_server(process)
@@ -352,6 +403,7 @@ def main() -> None:
             "nodes": nodes,
             "speed": args.speed,
             "concurrency": args.concurrency,
+            "clients": args.clients,
             "gpus": args.gpus,
             "runtime": args.runtime,
             "format": args.format,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +21,7 @@ from fastapi import Depends, FastAPI, Query, Request, Response
 from fastapi.responses import FileResponse, PlainTextResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufleet import __version__
 from gpufleet.api import errors
@@ -72,19 +73,7 @@ def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
     metrics = ApiMetrics(plane)
     app.state.plane = plane
 
-    @app.middleware("http")
-    async def observe(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", "other")
-        if path.startswith(API_PREFIX):
-            metrics.latency.labels(request.method, path, str(response.status_code)).observe(
-                time.perf_counter() - started
-            )
-        return response
+    app.add_middleware(_Timing, metrics=metrics)
 
     # ----------------------------------------------------------------------------- probes
     @app.get("/healthz", response_class=PlainTextResponse, include_in_schema=False)
@@ -282,7 +271,36 @@ def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
     return app
 
 
-def _principal(request: Request, token: Annotated[str | None, Query()] = None) -> Principal:
+class _Timing:
+    """Request latency per route into the metrics: plain ASGI, as this wraps every request
+    (Starlette's BaseHTTPMiddleware costs a task and a stream per request)."""
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = [500]
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = getattr(scope.get("route"), "path", "other")
+            self.metrics.latency.labels(scope["method"], route, str(status[0])).observe(
+                time.perf_counter() - started
+            )
+
+
+async def _principal(request: Request, token: Annotated[str | None, Query()] = None) -> Principal:
     """The caller, from ``Authorization: Bearer`` or ``?token=`` (401 without a valid one)."""
     header = request.headers.get("authorization", "")
     scheme, _, credentials = header.partition(" ")

@@ -102,6 +102,7 @@ class PlaneBase:
         self._recent_delays: deque[float] = deque(maxlen=RECENT_DELAYS)
         self._last_sample = -math.inf
         self.counters = {"submitted": 0, "bound": 0, "preempted": 0, "finished": 0}
+        self._principals: dict[str, Principal] = {}
 
     @property
     def policy(self) -> str:
@@ -143,13 +144,21 @@ class PlaneBase:
         return create_token(self.store, tenant, role, queues)
 
     def authenticate(self, token: str) -> Principal | None:
+        """The caller a token stands for, or None. Tokens found are remembered (they are never
+        changed once made), so a request costs a hash and a dict lookup, not a query."""
+        token_hash = hash_token(token)
+        known = self._principals.get(token_hash)
+        if known is not None:
+            return known
         with self.lock:
-            found = self.store.token(hash_token(token))
+            found = self.store.token(token_hash)
         if found is None:
             return None
-        return Principal(
+        principal = Principal(
             found.tenant, found.role, found.queues, self.options.rules.for_tenant(found.tenant)
         )
+        self._principals[token_hash] = principal
+        return principal
 
     def home_queue(self, principal: Principal, queues: Mapping[str, Queue]) -> str | None:
         """Where the caller's workloads go when they name no queue: the queue named like its
