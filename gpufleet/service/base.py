@@ -15,24 +15,28 @@ import statistics
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.api.schemas import ChangeKind, EventView, WorkloadState
 from gpufleet.io.errors import InputError
+from gpufleet.io.manifests import Manifest
+from gpufleet.io.workloads import _Builder
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.tenancy import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.service.protocol import ExplainCache
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.store import Store, StoredEvent
+from gpufleet.service.submissions import Submitted, read_workloads
 from gpufleet.service.tenants import (
     ADMIN,
     ROLES,
     AdmissionRules,
     ForbiddenError,
     Principal,
+    check_workload,
     hash_token,
     new_token,
 )
@@ -159,6 +163,31 @@ class PlaneBase:
         )
         self._principals[token_hash] = principal
         return principal
+
+    def accept(
+        self, principal: Principal, manifests: Sequence[Manifest], catalog: _Builder,
+        queues: Mapping[str, Queue], taken_pods: Container[str] = (),
+    ) -> list[Submitted]:  # fmt: skip
+        """The workloads of a request read against ``catalog`` (queues, priority classes) and
+        checked for ``principal`` (tenancy and admission rules; a pod's GPU models may be
+        narrowed): all or an InputError, ForbiddenError or ConflictError (under the lock)."""
+        submitted = read_workloads(
+            manifests,
+            catalog,
+            principal.default_namespace(),
+            self.options.default_runtime,
+            self.home_queue(principal, queues),
+        )
+        checked = []
+        for item in submitted:
+            workload = check_workload(principal, self.options.rules, item.timed.workload, queues)
+            if workload.key in self.records:
+                raise ConflictError(f"workload {workload.key} exists already")
+            taken = [p.key for p in workload.pods if p.key in taken_pods]
+            if taken:
+                raise ConflictError(f"pod {taken[0]} belongs to another workload")
+            checked.append(Submitted(item.kind, replace(item.timed, workload=workload)))
+        return checked
 
     def home_queue(self, principal: Principal, queues: Mapping[str, Queue]) -> str | None:
         """Where the caller's workloads go when they name no queue: the queue named like its

@@ -63,8 +63,8 @@ from gpufleet.service.records import (
     WorkloadRecord,
 )
 from gpufleet.service.store import Store, StoredEvent
-from gpufleet.service.submissions import catalog_builder, parse_body, read_workloads
-from gpufleet.service.tenants import Principal, check_workload
+from gpufleet.service.submissions import catalog_builder, parse_body
+from gpufleet.service.tenants import Principal
 
 log = logging.getLogger(__name__)
 
@@ -306,22 +306,8 @@ class KubeControlPlane(PlaneBase):
                 list(backend.objects[QUEUES].values()),
                 list(backend.objects[PRIORITY_CLASSES].values()),
             )
-            queues = self.core.quotas.queues
-            submitted = read_workloads(
-                manifests,
-                builder,
-                principal.default_namespace(),
-                self.options.default_runtime,
-                self.home_queue(principal, queues),
-            )
-            checked = []
-            for item in submitted:
-                workload = check_workload(
-                    principal, self.options.rules, item.timed.workload, queues
-                )
-                if workload.key in self.records:
-                    raise ConflictError(f"workload {workload.key} exists already")
-                checked.append((item.kind, workload))
+            accepted = self.accept(principal, manifests, builder, self.core.quotas.queues)
+            checked = [(item.kind, item.timed.workload) for item in accepted]
             now = self.now()
             records = [
                 WorkloadRecord.new(0, principal.tenant, kind, TimedWorkload(w, now), now)

@@ -54,10 +54,9 @@ from gpufleet.service.records import (
     WorkloadRecord,
 )
 from gpufleet.service.store import Store, StoredEvent
-from gpufleet.service.submissions import catalog_builder, parse_body, read_workloads
+from gpufleet.service.submissions import catalog_builder, parse_body
 from gpufleet.service.tenants import (
     Principal,
-    check_workload,
 )
 
 log = logging.getLogger(__name__)
@@ -247,25 +246,10 @@ class ControlPlane(PlaneBase):
         InputError (422), ForbiddenError (403) or ConflictError (409)."""
         manifests = parse_body(body, content_type)
         with self.lock:
-            submitted = read_workloads(
-                manifests,
-                self._catalog_builder,
-                principal.default_namespace(),
-                self.options.default_runtime,
-                self.home_queue(principal, self.core.quotas.queues),
+            accepted = self.accept(
+                principal, manifests, self._catalog_builder, self.core.quotas.queues, self._owner
             )
-            queues = self.core.quotas.queues
-            checked = []
-            for item in submitted:
-                workload = check_workload(
-                    principal, self.options.rules, item.timed.workload, queues
-                )
-                if workload.key in self.records:
-                    raise ConflictError(f"workload {workload.key} exists already")
-                taken = [p.key for p in workload.pods if p.key in self._owner]
-                if taken:
-                    raise ConflictError(f"pod {taken[0]} belongs to another workload")
-                checked.append((item.kind, dataclasses.replace(item.timed, workload=workload)))
+            checked = [(item.kind, item.timed) for item in accepted]
             if dry_run:
                 now = self.world.clock.now()
                 return [WorkloadRecord.new(0, principal.tenant, k, t, now) for k, t in checked]
