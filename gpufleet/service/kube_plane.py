@@ -352,8 +352,7 @@ class KubeControlPlane(PlaneBase):
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord:
         with self.lock:
             record = self.visible(principal, key)
-            if not record.active:
-                raise ConflictError(f"workload {key} is {record.state.value} already")
+            finished = not record.active  # deleting it frees its name; it leaves the list
             pods = [p.pod for p in record.pods.values()]
         namespace, name = key.split("/", 1)
         if record.kind in ("Job", "PyTorchJob"):
@@ -367,6 +366,9 @@ class KubeControlPlane(PlaneBase):
         if pods and pod_group_of(pods[0].labels):
             self.writer.delete("PodGroup", namespace, name)
         now = self.now()
+        if finished:
+            self.refresh()
+            return record
         event = StoredEvent(now, key, "Normal", "Cancelled", f"by {principal.tenant}")
         with self.lock:
             self.store.add_events([event])

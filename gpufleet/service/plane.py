@@ -283,10 +283,24 @@ class ControlPlane(PlaneBase):
         return records
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord:
+        """Stop a waiting or running workload (it stays listed, Cancelled); a finished one is
+        deleted, which frees its name, as deleting a completed Job does."""
         with self.lock:
             record = self.visible(principal, key)
             if not record.active:
-                raise ConflictError(f"workload {key} is {record.state.value} already")
+                now = self.world.clock.now()
+                with self.store.transaction():
+                    self.store.delete_workload(key)
+                del self.records[key]
+                for pod_key in record.pods:
+                    self._owner.pop(pod_key, None)
+                deleted = Change(ChangeKind.WORKLOAD, key, now, {"state": "Deleted"})
+            else:
+                deleted = None
+        if deleted is not None:
+            self.publish([deleted], [])
+            return record
+        with self.lock:
             now = self.world.clock.now()
             event = StoredEvent(now, key, "Normal", "Cancelled", f"by {principal.tenant}")
             with self.store.transaction():

@@ -242,6 +242,11 @@ class Store:
     def set_pod_state(self, key: str, state: str) -> None:
         self._db.execute("UPDATE pods SET state = ? WHERE key = ?", (state, key))
 
+    def delete_workload(self, key: str) -> None:
+        """Forget a workload and its pods (its events stay, as history)."""
+        self._db.execute("DELETE FROM pods WHERE workload = ?", (key,))
+        self._db.execute("DELETE FROM workloads WHERE key = ?", (key,))
+
     def workloads(self, active_only: bool = False) -> list[StoredWorkload]:
         """Workloads in submission order (only those not finished, with ``active_only``)."""
         where = "WHERE state IN ('Pending', 'Admitted', 'Running')" if active_only else ""

@@ -305,7 +305,10 @@ def test_workload_lifecycle_describe_explain_cancel(harness: ServiceHarness) -> 
     assert listed["team-a/wait"]["message"] == why["message"]
     cancelled = client.delete("/api/v1/workloads/team-a/train")
     assert cancelled.json()["state"] == "Cancelled"
-    assert client.delete("/api/v1/workloads/team-a/train").status_code == 409
+    harness.advance(1)
+    deleted = client.delete("/api/v1/workloads/team-a/train")  # a finished one: deleted
+    assert deleted.json()["state"] == "Cancelled"
+    assert client.get("/api/v1/workloads/team-a/train").status_code == 404
     harness.advance(1)
     nodes = client.get("/api/v1/nodes").json()
     assert all("team-a/train" not in d["pods"] for n in nodes for d in n["devices"])
@@ -320,6 +323,15 @@ def test_workloads_finish_after_their_run_time(harness: ServiceHarness) -> None:
     detail = client.get("/api/v1/workloads/team-a/short").json()
     assert detail["state"] == "Succeeded"
     assert detail["events"][-1]["reason"] == "Completed"
+    again = client.post("/api/v1/workloads", content=as_yaml(pod_doc("short")), headers=YAML)
+    assert again.status_code == 409  # the name is taken until the finished one is deleted
+    assert client.delete("/api/v1/workloads/team-a/short").json()["state"] == "Succeeded"
+    assert client.get("/api/v1/workloads/team-a/short").status_code == 404
+    submit(client, pod_doc("short"))
+    harness.restart()
+    assert harness.client("team-a").get("/api/v1/workloads/team-a/short").json()["state"] == (
+        "Pending"
+    )
 
 
 def test_nodes_show_devices_and_shares(harness: ServiceHarness) -> None:
