@@ -190,3 +190,21 @@ def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
         .status_code
         == 403
     )
+
+
+def test_finished_pod_is_listed_succeeded_and_deleted_on_request(cluster: Cluster) -> None:
+    client = cluster.client("team-a")
+    client.post("/api/v1/workloads", content=as_yaml(pod_doc("done", 1)), headers=YAML)
+    cluster.until(lambda: cluster.workload("team-a", "team-a/done")["state"] == "Running", "a bind")
+    pod = cluster.server.get("v1", "Pod", "done", "team-a")
+    assert pod is not None
+    pod["status"] = {**pod.get("status", {}), "phase": "Succeeded"}  # the kubelet's part
+    cluster.server.update(pod)
+    cluster.until(
+        lambda: cluster.workload("team-a", "team-a/done")["state"] == "Succeeded", "the finish"
+    )
+    assert client.delete("/api/v1/workloads/team-a/done").json()["state"] == "Succeeded"
+    assert cluster.server.get("v1", "Pod", "done", "team-a") is None
+    cluster.until(
+        lambda: client.get("/api/v1/workloads/team-a/done").status_code == 404, "it to go"
+    )
