@@ -1,4 +1,7 @@
-// Small helpers shared by the dashboard's modules.
+// Small helpers shared by the dashboard's modules: building elements, showing messages,
+// formatting numbers, durations and the cluster's clock.
+
+export const $ = (selector) => document.querySelector(selector);
 
 // h("td", {class: "num"}, "3", child...) -> an element; children may be strings, nodes,
 // arrays of them, or null (skipped). Text goes in as text, never as HTML.
@@ -15,6 +18,22 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// a message element (banner, form error): shown with the text, hidden without one
+export function showMessage(el, message) {
+  el.textContent = message || "";
+  el.hidden = !message;
+}
+
+// the one row of an empty table, across all of its columns
+export function emptyRow(columns, text) {
+  return h("tr", { class: "empty" }, h("td", { colspan: String(columns) }, text));
+}
+
+// a bar's CSS width for a fraction, at most full
+export function barWidth(fraction) {
+  return `${Math.min(100, fraction * 100)}%`;
+}
+
 export function pct(fraction) {
   if (fraction == null || Number.isNaN(fraction)) return "–";
   return `${(fraction * 100).toFixed(1)}%`;
@@ -24,6 +43,11 @@ export function pct(fraction) {
 export function formatGpus(value) {
   if (value == null) return "–";
   return Number.isInteger(value) ? String(value) : String(Math.round(value * 100) / 100);
+}
+
+// MiB as whole GiB: 40960 -> "40 GiB"
+export function formatGiB(mib) {
+  return `${Math.round(mib / 1024)} GiB`;
 }
 
 const pad = (n) => String(Math.floor(n)).padStart(2, "0");

@@ -1,0 +1,30 @@
+// The page's shared state: what the API last said, what the user chose to see (the state
+// filter, the open detail rows, the node filter), and the cluster's clock derived from it.
+
+export const store = {
+  token: null,
+  summary: null,
+  summaryAt: 0, // performance.now() when summary was read; the clock ticks on from there
+  nodes: [],
+  queues: [],
+  workloads: [],
+  history: null,
+  filter: "active",
+  expanded: new Set(), // workload keys whose detail row is open
+  details: new Map(), // key -> {detail, explanation}
+  nodeFilter: "",
+};
+
+// the cluster's time now: the summary's, ticking on since it was read (a simulated cluster
+// at its speed)
+export function clusterNow() {
+  const s = store.summary;
+  if (!s) return 0;
+  if (s.backend !== "simulated") return s.time + (performance.now() - store.summaryAt) / 1000;
+  return s.time + ((performance.now() - store.summaryAt) / 1000) * (s.speed || 0);
+}
+
+// "simulated" or "kubernetes", once the summary has been read
+export function clusterBackend() {
+  return store.summary && store.summary.backend;
+}
