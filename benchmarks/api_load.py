@@ -46,6 +46,8 @@ import httpx
 import yaml
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from gpufleet.testing.server_process import wait_until_ready
+
 RESULTS = Path(__file__).resolve().parent / "results"
 TENANT = "inference"
 GPUFLEET = str(Path(sys.executable).parent / "gpufleet")
@@ -96,20 +98,6 @@ def start_server(
     command += ["--log-level", "warning"]
     handle = log.open("wb")
     return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
-
-
-def wait_ready(server: str, process: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"gpufleet serve exited early ({process.returncode}); see {log}")
-        try:
-            if httpx.get(f"{server}/readyz", timeout=1.0).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit(f"gpufleet serve not ready within {timeout:.0f}s; see {log}")
 
 
 def stop_server(process: subprocess.Popen[bytes]) -> None:
@@ -380,7 +368,7 @@ def main() -> None:
         server = f"http://127.0.0.1:{port}"
         process = start_server(args, db, port, log)
         try:
-            wait_ready(server, process, log, timeout=120.0)
+            wait_until_ready(server, process, log, timeout=120.0)
             nodes = len(httpx.get(
                 f"{server}/api/v1/nodes", headers={"Authorization": f"Bearer {token}"}
             ).json())  # fmt: skip

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpufleet.api.schemas import ChangeKind, EventView, WorkloadState
 from gpufleet.io.errors import InputError
+from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.io.manifests import Manifest
 from gpufleet.io.workloads import _Builder
 from gpufleet.model import MILLI_PER_GPU, Node
@@ -138,6 +139,35 @@ class PlaneBase:
                     f"queue {record.timed.workload.queue} is used by workload {record.key} "
                     f"({record.state.value})"
                 )
+
+    def changed_catalog(
+        self,
+        queues: Mapping[str, dict[str, Any]],
+        classes: Mapping[str, dict[str, Any]],
+        kind: str,
+        name: str,
+        document: dict[str, Any] | None,
+    ) -> LiveCatalog:
+        """The Queues and PriorityClasses with ``document`` put as ``kind`` ``name`` (None: that
+        one deleted), checked: InputError for a put that breaks the queue tree, ConflictError
+        for a delete that others need or a queue still in use, NotFoundError for a delete of
+        nothing. Nothing is changed here."""
+        mine = dict(queues if kind == QUEUE else classes)
+        if document is not None:
+            mine[name] = document
+        elif mine.pop(name, None) is None:
+            raise NotFoundError(f"{kind} {name} not found")
+        new_queues = mine if kind == QUEUE else dict(queues)
+        new_classes = dict(classes) if kind == QUEUE else mine
+        catalog = LiveCatalog(list(new_queues.values()), list(new_classes.values()))
+        if catalog.rejected:
+            first = catalog.rejected[0]
+            if document is None:
+                raise ConflictError(f"{kind} {name} is needed: {first.message}")
+            raise InputError(f"{first.kind} {first.key}", first.message.split(": ", 1)[-1])
+        if kind == QUEUE:
+            self.check_queues_in_use(set(catalog.queues) if new_queues else set())
+        return catalog
 
     def create_token(
         self, principal: Principal | None, tenant: str, role: str, queues: Sequence[str] = ()

@@ -37,7 +37,6 @@ from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.control.factory import build_core
 from gpufleet.io.errors import InputError
-from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.model import Node, Placement
 from gpufleet.model.tenancy import POD_GROUP_LABEL, QUEUE_LABEL, PriorityClass, Workload
 from gpufleet.model.workload import TimedWorkload
@@ -47,7 +46,6 @@ from gpufleet.service.base import (
     QUEUE,
     Change,
     ConflictError,
-    NotFoundError,
     PlaneBase,
     ServeOptions,
     event_view,
@@ -386,14 +384,7 @@ class KubeControlPlane(PlaneBase):
         require_admin(principal)
         name = object_name(document, kind)
         with self.lock:
-            queues, classes = self._documents()
-            (queues if kind == QUEUE else classes)[name] = document
-            catalog = LiveCatalog(list(queues.values()), list(classes.values()))
-            if catalog.rejected:
-                first = catalog.rejected[0]
-                raise InputError(f"{first.kind} {first.key}", first.message.split(": ", 1)[-1])
-            if kind == QUEUE:
-                self.check_queues_in_use(set(catalog.queues))
+            self.changed_catalog(*self._documents(), kind, name, document)
         body = dict(document)
         body.setdefault("apiVersion", "gpufleet.dev/v1alpha1" if kind == QUEUE
                         else "scheduling.k8s.io/v1")  # fmt: skip
@@ -410,16 +401,7 @@ class KubeControlPlane(PlaneBase):
     def delete_object(self, principal: Principal, kind: str, name: str) -> None:
         require_admin(principal)
         with self.lock:
-            queues, classes = self._documents()
-            documents = queues if kind == QUEUE else classes
-            if name not in documents:
-                raise NotFoundError(f"{kind} {name} not found")
-            del documents[name]
-            catalog = LiveCatalog(list(queues.values()), list(classes.values()))
-            if catalog.rejected:
-                raise ConflictError(f"{kind} {name} is needed: {catalog.rejected[0].message}")
-            if kind == QUEUE:
-                self.check_queues_in_use(set(catalog.queues) if queues else set())
+            self.changed_catalog(*self._documents(), kind, name, None)
         self.writer.delete(kind, None, name)
         self._until_seen(kind, name, None)
         self.publish([Change(ChangeKind.QUEUE, name, self.now(), {"deleted": True})], [])

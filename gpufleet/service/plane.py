@@ -25,7 +25,6 @@ from gpufleet.api.schemas import ChangeKind, WorkloadState
 from gpufleet.backends.sim.live import LiveSimCluster, Outcome, OutcomeKind
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import sync
-from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.model import Node
 from gpufleet.model.actions import Action, Evict, MarkUnschedulable
@@ -38,8 +37,6 @@ from gpufleet.service.base import (
     PRIORITY_CLASS,
     QUEUE,
     Change,
-    ConflictError,
-    NotFoundError,
     PlaneBase,
     ServeOptions,
     event_view,
@@ -79,7 +76,7 @@ class ControlPlane(PlaneBase):
         self._owner: dict[str, str] = {}  # pod key -> workload key
         start = float(store.meta("clock") or 0.0)
         self.world = LiveSimCluster(self.nodes, target_of(()), self.options.speed, start, wall=wall)
-        self.catalog = self._catalog(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
+        self.catalog = LiveCatalog(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
         self._catalog_builder = catalog_builder(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
         self.core = self._new_core()
         self._restore()
@@ -211,11 +208,6 @@ class ControlPlane(PlaneBase):
             self._owner[key] = record.key
 
     # ----------------------------------------------------------------------------- core
-    def _catalog(
-        self, queues: Sequence[dict[str, Any]], classes: Sequence[dict[str, Any]]
-    ) -> LiveCatalog:
-        return LiveCatalog(queues, classes)
-
     def _new_core(self) -> SchedulerCore:
         return build_core(
             self.nodes,
@@ -325,22 +317,10 @@ class ControlPlane(PlaneBase):
         require_admin(principal)
         name = object_name(document, kind)
         with self.lock:
-            queues = {q["metadata"]["name"]: q for q in self.store.objects(QUEUE)}
-            classes = {c["metadata"]["name"]: c for c in self.store.objects(PRIORITY_CLASS)}
-            (queues if kind == QUEUE else classes)[name] = document
-            catalog = self._catalog(list(queues.values()), list(classes.values()))
-            if catalog.rejected:
-                first = catalog.rejected[0]
-                raise InputError(f"{first.kind} {first.key}", first.message.split(": ", 1)[-1])
-            if kind == QUEUE:
-                self.check_queues_in_use(set(catalog.queues))
+            catalog = self.changed_catalog(*self._documents(), kind, name, document)
             with self.store.transaction():
                 self.store.put_object(kind, name, document)
-            self.catalog = catalog
-            self._catalog_builder = catalog_builder(
-                self.store.objects(QUEUE), self.store.objects(PRIORITY_CLASS)
-            )
-            self._rebuild_core()
+            self._use_catalog(catalog)
             now = self.world.clock.now()
         self.publish([Change(ChangeKind.QUEUE, name, now, {"kind": kind})], [])
         self.world.wake()
@@ -349,30 +329,26 @@ class ControlPlane(PlaneBase):
     def delete_object(self, principal: Principal, kind: str, name: str) -> None:
         require_admin(principal)
         with self.lock:
-            documents = {o["metadata"]["name"]: o for o in self.store.objects(kind)}
-            if name not in documents:
-                raise NotFoundError(f"{kind} {name} not found")
-            del documents[name]
-            queues = self.store.objects(QUEUE) if kind != QUEUE else list(documents.values())
-            classes = (
-                self.store.objects(PRIORITY_CLASS) if kind != PRIORITY_CLASS
-                else list(documents.values())
-            )  # fmt: skip
-            catalog = self._catalog(queues, classes)
-            if catalog.rejected:
-                first = catalog.rejected[0]
-                raise ConflictError(f"{kind} {name} is needed: {first.message}")
-            if kind == QUEUE:
-                self.check_queues_in_use(set(catalog.queues) if queues else set())
+            catalog = self.changed_catalog(*self._documents(), kind, name, None)
             with self.store.transaction():
                 self.store.delete_object(kind, name)
-            self.catalog = catalog
-            self._catalog_builder = catalog_builder(
-                self.store.objects(QUEUE), self.store.objects(PRIORITY_CLASS)
-            )
-            self._rebuild_core()
+            self._use_catalog(catalog)
             now = self.world.clock.now()
         self.publish([Change(ChangeKind.QUEUE, name, now, {"deleted": True})], [])
+
+    def _documents(self) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+        return (
+            {q["metadata"]["name"]: q for q in self.store.objects(QUEUE)},
+            {c["metadata"]["name"]: c for c in self.store.objects(PRIORITY_CLASS)},
+        )
+
+    def _use_catalog(self, catalog: LiveCatalog) -> None:
+        """Schedule under ``catalog`` from now on (the store holds its objects already)."""
+        self.catalog = catalog
+        self._catalog_builder = catalog_builder(
+            self.store.objects(QUEUE), self.store.objects(PRIORITY_CLASS)
+        )
+        self._rebuild_core()
 
     # ----------------------------------------------------------------------------- recording
     def _record(

@@ -28,6 +28,8 @@ import httpx
 import pytest
 import yaml
 
+from gpufleet.testing.server_process import wait_until_ready
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
@@ -114,20 +116,6 @@ class Server:
         assert response.status_code == 201, response.text
 
 
-def _wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"gpufleet serve exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.3)
-    pytest.fail(f"gpufleet serve not ready within 60 s:\n{log.read_text()}")
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
     workdir = tmp_path
@@ -165,7 +153,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
             cwd=workdir,
         )
     try:
-        _wait_ready(url, process, log)
+        wait_until_ready(url, process, log)
         with httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30
         ) as client:

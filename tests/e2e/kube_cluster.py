@@ -58,8 +58,14 @@ class Cluster:
                 time.sleep(0.5)
         raise AssertionError("the CRDs did not become served")
 
-    def create_namespace(self) -> None:
+    def create_namespace(self, gpus: int | None = None) -> None:
+        """The run's namespace, and a Queue of its name that is the namespace's default (so
+        that Queues already in the cluster, which make a queue mandatory, do not matter);
+        ``gpus``: its nominal GPU quota (None: no quota)."""
         self.core.create_namespace({"metadata": {"name": self.namespace}})
+        quota = {"nvidia.com/gpu": gpus} if gpus is not None else {}
+        queue = ko.queue(self.namespace, quota, namespaces=[self.namespace])
+        self.custom.create_cluster_custom_object("gpufleet.dev", "v1alpha1", "queues", queue)
 
     def add_gpu_node(self, name: str, gpus: int = 8) -> None:
         """A Node object with GPUs in its status, as a kubelet with the device plugin shows it."""
@@ -104,7 +110,13 @@ class Cluster:
         self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
 
     def cleanup(self) -> None:
+        def delete_queue(name: str) -> object:
+            return self.custom.delete_cluster_custom_object(
+                "gpufleet.dev", "v1alpha1", "queues", name
+            )
+
         deletions: list[tuple[Callable[..., object], str]] = [
+            (delete_queue, self.namespace),
             (self.core.delete_namespace, self.namespace),
             *[(self.core.delete_node, n) for n in self.nodes],
             *[(self.scheduling.delete_priority_class, c) for c in self.classes],

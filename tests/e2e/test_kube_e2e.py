@@ -62,7 +62,7 @@ def test_scheduler_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
         # A single pod, a GPU share, and a pod that can never fit.
         cluster.submit(ko.gpu_pod("single", gpus=1))
         cluster.submit(ko.gpu_pod("share", gpus=0, annotations={"gpufleet.dev/gpu-milli": "500"}))
-        cluster.submit(ko.gpu_pod("never", gpus=64))
+        cluster.submit(ko.gpu_pod("never", gpus=9))  # more than any node has, not the cluster
         wait_for(lambda: _node_of(cluster, "single") is not None, what="single bound")
         wait_for(lambda: _node_of(cluster, "share") is not None, what="share bound")
         share = cluster.pod("share")["metadata"]["annotations"]

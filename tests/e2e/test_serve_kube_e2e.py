@@ -4,7 +4,6 @@ its devices, described, and cancelled; another tenant's queue is refused."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import subprocess
@@ -15,11 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from gpufleet.service.base import create_token
 from gpufleet.service.store import Store
-from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.server_process import wait_until_ready
 from gpufleet.testing.service import as_yaml, pod_doc
 from tests.e2e.kube_cluster import KUBECONFIG_ENV, RUN_LABEL, Cluster, stop, wait_for
 
@@ -41,16 +39,10 @@ def free_port() -> int:
 def cluster() -> Iterator[Cluster]:
     found = Cluster(os.environ[KUBECONFIG_ENV])
     found.install_crds()
-    found.create_namespace()
-    queue = ko.queue(found.namespace, {"nvidia.com/gpu": 8}, namespaces=[found.namespace])
-    found.custom.create_cluster_custom_object("gpufleet.dev", "v1alpha1", "queues", queue)
+    found.create_namespace(gpus=8)
     try:
         yield found
     finally:
-        with contextlib.suppress(ApiException):
-            found.custom.delete_cluster_custom_object(
-                "gpufleet.dev", "v1alpha1", "queues", found.namespace
-            )
         found.cleanup()
 
 
@@ -72,13 +64,7 @@ def test_serve_on_kubernetes(cluster: Cluster, tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{port}"
     client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
     try:
-
-        def ready() -> bool:
-            with contextlib.suppress(httpx.HTTPError):
-                return client.get("/readyz").status_code == 200
-            return False
-
-        wait_for(ready, 60, "the server to be ready")
+        wait_until_ready(base, server, tmp_path / "serve.log")
         doc = pod_doc("served", 2)
         doc["spec"]["nodeSelector"] = {RUN_LABEL: cluster.run_id}
         response = client.post(

@@ -23,6 +23,7 @@ import pytest
 
 from gpufleet.service.base import QUEUE, create_token
 from gpufleet.service.store import Store
+from gpufleet.testing.server_process import wait_until_ready
 from gpufleet.testing.service import as_yaml, pod_doc, queue_doc
 
 CLUSTER = """\
@@ -69,17 +70,7 @@ class Server:
         ]  # fmt: skip
         log = (self.tmp / "server.log").open("ab")
         self.process = subprocess.Popen(command, stdout=log, stderr=log)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"server did not start: {(self.tmp / 'server.log').read_text()}")
+        wait_until_ready(self.url, self.process, self.tmp / "server.log")
 
     def kill(self) -> None:
         assert self.process is not None
