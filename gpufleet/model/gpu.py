@@ -18,6 +18,36 @@ MIG_COMPUTE_SLICES = 7
 _MIG_PROFILE = re.compile(r"^(?P<g>[1-7])g\.(?P<mem>\d+)gb(?:\+me)?$")
 
 
+#: Prefixes of GPU product names that name no model (GPU Feature Discovery writes
+#: ``NVIDIA-H100-80GB-HBM3`` and ``Tesla-T4``; nvidia-smi ``NVIDIA A100-SXM4-40GB``).
+_VENDOR_PREFIXES = ("nvidia-", "tesla-", "geforce-", "quadro-")
+
+
+def canonical_model(name: str) -> str:
+    """A GPU model or product name as :func:`model_matches` compares it: lower case, ``-`` for
+    spaces and underscores, vendor prefixes dropped (``NVIDIA-H100-80GB-HBM3`` ->
+    ``h100-80gb-hbm3``)."""
+    text = re.sub(r"[\s_]+", "-", name.strip().lower())
+    changed = True
+    while changed:
+        changed = False
+        for prefix in _VENDOR_PREFIXES:
+            if text.startswith(prefix) and len(text) > len(prefix):
+                text = text[len(prefix) :]
+                changed = True
+    return text
+
+
+def model_matches(name: str, product: str) -> bool:
+    """Does the short model ``name`` a user writes (``H100``, ``A100-80GB``, ``T4``) cover the
+    GPU ``product`` a node reports (``NVIDIA-H100-80GB-HBM3``, ``NVIDIA-A100-SXM4-80GB``,
+    ``Tesla-T4``)? Case-insensitively, once vendor prefixes are dropped: the product is the name
+    or starts with it followed by ``-`` (so ``A10`` does not cover ``A100-SXM4-40GB``, and
+    ``A100-80GB`` does not cover ``A100-SXM4-80GB``: name the variant as the product does)."""
+    short, full = canonical_model(name), canonical_model(product)
+    return full == short or full.startswith(short + "-")
+
+
 @dataclass(frozen=True, slots=True)
 class MigProfile:
     """A MIG profile name such as ``3g.40gb``: compute slices and memory."""

@@ -51,6 +51,71 @@ def quantity(resource: str, amount: int) -> int | str:
 Resources = Mapping[str, int]
 
 
+class WithinQueuePolicy(StrEnum):
+    """Kueue's ``preemption.withinClusterQueue``: whom a workload whose request fits its queue's
+    nominal quota may evict in its own queue."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimPolicy(StrEnum):
+    """Kueue's ``preemption.reclaimWithinCohort``: whom a workload may evict in other queues of
+    the tree that use more than their nominal quota."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohortPolicy(StrEnum):
+    """Kueue's ``preemption.borrowWithinCohort.policy``: may a workload evict in other queues
+    while it borrows (only workloads of lower priority)."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePreemption:
+    """A queue's preemption policies, as Kueue's ClusterQueue ``spec.preemption`` has them.
+
+    The defaults are gpufleet's, not Kueue's API defaults (``Never`` for both): a queue tree is
+    a cohort by construction, and a queue's nominal quota is only a guarantee if it can be
+    reclaimed."""
+
+    within_queue: WithinQueuePolicy = WithinQueuePolicy.LOWER_PRIORITY
+    reclaim_within_cohort: ReclaimPolicy = ReclaimPolicy.ANY
+    borrow_within_cohort: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
+    #: With ``borrow_within_cohort`` LowerPriority: only victims of at most this priority.
+    max_priority_threshold: int | None = None
+
+
+class QueueingStrategy(StrEnum):
+    """Kueue's ``queueingStrategy``: does a queue's first workload block the ones behind it?"""
+
+    #: By priority, then arrival; a workload that cannot start lets the next ones try.
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+    #: By priority, then arrival; nothing behind the first workload starts before it.
+    STRICT_FIFO = "StrictFIFO"
+
+
+class FungibilityPolicy(StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    """Kueue's ``flavorFungibility`` over a queue's ordered GPU models: whether a workload that
+    could start on a model only by borrowing (or by preempting) tries the next model first.
+    Kueue's defaults: borrowing stops the search, preempting tries the next model."""
+
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+
+
 @dataclass(frozen=True, slots=True)
 class Queue:
     """A node of the queue tree (org > team > project).
@@ -60,6 +125,8 @@ class Queue:
     ``borrowing_limit`` beyond their nominal) and lend at most ``lending_limit`` of their own
     unused nominal. A missing limit means "no limit". ``weight`` divides the surplus (weighted
     dominant-resource share). ``namespaces`` names the namespaces this queue is the default for.
+    ``gpu_models``, when given, is the order in which its workloads try GPU models (Kueue's
+    flavor order), with ``fungibility`` saying when to try the next one.
     """
 
     name: str
@@ -69,6 +136,10 @@ class Queue:
     lending_limit: Resources = field(default_factory=dict, hash=False, compare=False)
     weight: float = 1.0
     namespaces: tuple[str, ...] = ()
+    preemption: QueuePreemption = QueuePreemption()
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    gpu_models: tuple[str, ...] = ()
+    fungibility: FlavorFungibility = FlavorFungibility()
 
 
 class PreemptionPolicy(StrEnum):
@@ -142,6 +213,9 @@ class Workload:
     expected_runtime: float | None = None
     checkpoint_interval: float | None = None
     topology: TopologyRequest | None = None
+    #: May the gang's pods run on GPUs of different models? (Kueue gives a pod set one flavor:
+    #: by default a gang runs on one model, so that no pod slows the others down.)
+    mixed_gpu_models: bool = False
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     #: ``namespace/name``, computed once: the scheduling cycle reads it often.
     key: str = field(init=False, repr=False, hash=False, compare=False)

@@ -10,7 +10,7 @@ What it does not do: place pods (the engine) or choose victims (:mod:`.preemptio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -48,8 +48,6 @@ class AdmissionConfig:
     #: Priority aging: +``aging_step`` per ``aging_interval`` waited (off when None).
     aging_interval: float | None = None
     aging_step: int = 1
-    #: Reclaim borrowed quota from workloads of any priority (else only lower ones).
-    reclaim_any_priority: bool = True
     #: Preemption searches per cycle, and candidates each search considers.
     max_preemption_searches: int = 8
     max_victim_candidates: int = 64
@@ -83,8 +81,13 @@ def requested(pods: Sequence[Pod]) -> dict[str, int]:
     return {CPU: cpu, MEMORY: memory, GPU: gpu}
 
 
-def used(bound: Sequence[Bound], models: Sequence[str | None]) -> dict[str, int]:
-    """What placed pods hold: GPUs counted in total and per model of their node."""
+def used(
+    bound: Sequence[Bound],
+    models: Sequence[str | None],
+    key_of: Callable[[str | None], str | None],
+) -> dict[str, int]:
+    """What placed pods hold: GPUs counted in total and under the per-model quota key of their
+    node's GPU model (``key_of``: a :class:`~gpufleet.scheduling.quota.ModelKeys`)."""
     usage: dict[str, int] = {CPU: 0, MEMORY: 0, GPU: 0}
     for placed, model in zip(bound, models, strict=True):
         allocation = placed.allocation
@@ -92,8 +95,8 @@ def used(bound: Sequence[Bound], models: Sequence[str | None]) -> dict[str, int]
         usage[MEMORY] += allocation.memory_mib
         milli = allocation.gpu_milli_per_device * len(allocation.gpu_indices)
         usage[GPU] += milli
-        if milli and model is not None:
-            key = gpu_model_key(model)
+        key = key_of(model) if milli else None
+        if key is not None:
             usage[key] = usage.get(key, 0) + milli
     return usage
 

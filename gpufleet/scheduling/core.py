@@ -48,14 +48,21 @@ from gpufleet.model.events import (
     PodReady,
     WorkloadAdded,
 )
+from gpufleet.model.gpu import model_matches
 from gpufleet.model.tenancy import (
     CPU,
     GPU,
     MEMORY,
+    BorrowWithinCohortPolicy,
+    FungibilityPolicy,
     PreemptionPolicy,
     Queue,
+    QueueingStrategy,
+    QueuePreemption,
+    ReclaimPolicy,
     ResourceQuota,
     TopologyMode,
+    WithinQueuePolicy,
     Workload,
 )
 from gpufleet.scheduling.admission import (
@@ -78,9 +85,18 @@ from gpufleet.scheduling.preemption import (
     find_victims,
     victim_facts,
 )
-from gpufleet.scheduling.quota import UsageView
+from gpufleet.scheduling.quota import UsageView, Verdict
+from gpufleet.scheduling.reclaim import (
+    CandidateQueue,
+    ReclaimPlan,
+    Variant,
+    plan,
+    policy_of,
+    still_borrowing,
+    victim_priority_allowed,
+)
 from gpufleet.scheduling.running import RunningWorkload
-from gpufleet.scheduling.topology import place_workload
+from gpufleet.scheduling.topology import one_model, place_workload
 
 ADMITTED = "admitted"
 HELD_FOR_PREEMPTOR = "waiting for quota: held for a preemptor"
@@ -94,6 +110,10 @@ _COLUMN_MEMO_SIZE = 256
 
 def _no_share(queue: str) -> tuple[float, ...]:
     return ()
+
+
+def _no_level(queue: str) -> int:
+    return 0
 
 
 class _QueueVictims:
@@ -155,6 +175,46 @@ class _QueueVictims:
 
 
 @dataclass(frozen=True, slots=True)
+class _ModelChoice:
+    """One GPU model a queue lists: its name, the rows it may use (nodes of a matching GPU
+    model, and CPU-only nodes for the gang's CPU pods), and its per-model quota key."""
+
+    name: str
+    rows: BoolArray
+    key: str | None
+
+
+@dataclass(slots=True)
+class _CandidatePart:
+    """One queue's candidate victims for one preemptor: which of the queue's running
+    workloads (``chosen``, over ``victims``'s columns), in which group (``variant``), and the
+    other queue's terms (``candidate``; None for the preemptor's own queue)."""
+
+    queue: str
+    victims: _QueueVictims
+    chosen: BoolArray
+    variant: Variant
+    candidate: CandidateQueue | None
+    policy: QueuePreemption
+    preemptor_priority: int
+
+    def chosen_when(self, borrowing: bool) -> BoolArray:
+        """The candidates of an attempt that may leave the preemptor borrowing: a priority
+        candidate then only under borrowWithinCohort (:func:`reclaim.taken_while_borrowing`,
+        on columns)."""
+        if not borrowing or self.variant is not Variant.PRIORITY:
+            return self.chosen
+        policy = self.policy
+        if policy.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER:
+            return np.zeros_like(self.chosen)
+        priority = self.victims.columns().priority
+        allowed = self.chosen & (priority < self.preemptor_priority)
+        if policy.max_priority_threshold is not None:
+            allowed &= priority <= policy.max_priority_threshold
+        return allowed
+
+
+@dataclass(frozen=True, slots=True)
 class PendingExplanation:
     """Why a workload waits, where it stands in its queue, and when it may start."""
 
@@ -187,6 +247,8 @@ class SchedulerCore:
         self.config = config or AdmissionConfig()
         self.quotas = Quotas(queues or {}, cluster_capacity(table.nodes), resource_quotas)
         self._quota_keys_beyond_request = bool(set(self.quotas.tree.keys) - {CPU, MEMORY, GPU})
+        #: The per-model quota key a GPU model counts under (None: no quota names it).
+        self._model_key = self.quotas.tree.model_keys
         self.explain_failures = explain
         self.now = 0.0
         self.pending = PendingWorkloads(self._effective_priority)
@@ -225,10 +287,15 @@ class SchedulerCore:
         #: keys what is derived from both (who may be a victim of whom).
         self._running_version = 0
         self._victims_memo_at: tuple[int, int, float] = (-1, -1, -math.inf)
-        self._under_borrowing_memo: set[str] = set()
-        #: (queue, priority, reclaims) -> has candidate victims / when a young one ripens.
-        self._has_victims_memo: dict[tuple[str, int, bool], bool] = {}
-        self._young_memo: dict[tuple[str, int, bool], float | None] = {}
+        #: Per (queue, request): whom it may preempt (:func:`reclaim.plan`); per (queue,
+        #: priority, request, ...): whether it has candidate victims / when a young one ripens.
+        self._plans: dict[tuple[str, tuple[int, ...]], ReclaimPlan] = {}
+        self._has_victims_memo: dict[tuple[object, ...], bool] = {}
+        self._young_memo: dict[tuple[object, ...], float | None] = {}
+        #: Each waiting or admitted workload's arrival: its number in the FIFO order and when
+        #: (Kueue's queue order timestamp: creation, kept when it is preempted).
+        self._arrival: dict[str, tuple[int, float]] = {}
+        self._arrivals = 0
         #: Answers of _holds_survive, while the state it reads is the same.
         self._holds_memo_at: tuple[int, int] = (-1, -1)
         #: Bumped by _preemptions_changed.
@@ -255,6 +322,8 @@ class SchedulerCore:
         #: tree's amounts; kept while they wait (pruned when most have left).
         self._requests: dict[str, tuple[Workload, dict[str, int], tuple[int, ...]]] = {}
         self._never_fits_cache: dict[object, bool] = {}
+        #: Per (queue, table size, topology version): the GPU models it lists, as rows.
+        self._model_choices: dict[tuple[str, int, int], list[_ModelChoice]] = {}
         self._aged_at = 0.0
         self._planned_at = -math.inf
         #: Preemption searches left this cycle, and workloads whose search was put off.
@@ -311,14 +380,22 @@ class SchedulerCore:
             self.engine.observe(pod)
         self._enqueue(workload)
 
-    def _enqueue(self, workload: Workload, not_before: float = 0.0) -> None:
+    def _enqueue(self, workload: Workload, not_before: float = 0.0, again: bool = False) -> None:
+        """Queue ``workload``: at its first arrival's place (a preempted workload goes back
+        where it was, as Kueue orders by creation time), or, ``again``, as a new arrival (one
+        that failed to start: Kueue's eviction timestamp)."""
         for pod in workload.pods:
             self._waiting_pod[pod.key] = workload.key
-        self.pending.add(workload, self.now, not_before)
+        arrival = None if again else self._arrival.get(workload.key)
+        if arrival is None:
+            self._arrivals += 1
+            arrival = self._arrival[workload.key] = (self._arrivals, self.now)
+        self.pending.add(workload, self.now, not_before, order=arrival[0])
 
     def _dequeue(self, key: str) -> None:
         self._preemptions_changed()
         workload = self.pending.remove(key)
+        self._arrival.pop(key, None)
         self._failures.pop(key, None)
         self.nominated.pop(key, None)
         self._release_hold(key)
@@ -348,7 +425,8 @@ class SchedulerCore:
         if running.bound:
             return
         if self.evicting.pop(owner_key, None) is not None:
-            self._enqueue(running.workload, self._requeue_at.pop(owner_key, 0.0))
+            retry_at = self._requeue_at.pop(owner_key, None)
+            self._enqueue(running.workload, retry_at or 0.0, again=retry_at is not None)
             for victims in self.nominated.values():
                 victims.discard(owner_key)
         else:
@@ -357,7 +435,7 @@ class SchedulerCore:
 
     def _release_pod(self, running: RunningWorkload, bound: Bound) -> None:
         self.engine.release(bound.allocation)
-        share = used([bound], [self.table.nodes[bound.allocation.row].gpu_model])
+        share = used([bound], [self.table.nodes[bound.allocation.row].gpu_model], self._model_key)
         self.quotas.refund(running.workload, share)
         for k, v in share.items():
             running.usage[k] = running.usage.get(k, 0) - v
@@ -383,7 +461,7 @@ class SchedulerCore:
             self._failed_binds.append((running.key, f"bind of {key} failed: {reason}"))
         else:
             self._forget(running)
-            self._enqueue(running.workload, self._requeue_at.pop(running.key))
+            self._enqueue(running.workload, self._requeue_at.pop(running.key), again=True)
 
     def _on_pod_bound(self, pod: Pod, placement: Placement) -> None:
         """Take exactly the devices a pod already holds (bound by someone else, or a resync)."""
@@ -410,10 +488,10 @@ class SchedulerCore:
             demand.tag,
         )
         bound = Bound(pod, placement, allocation)
-        usage = used([bound], [node.gpu_model])
+        usage = used([bound], [node.gpu_model], self._model_key)
         workload = self._lone(pod)
         self.quotas.charge(workload, usage)
-        self._track(RunningWorkload(workload, {pod.key: bound}, usage, self.now))
+        self._track(RunningWorkload(workload, {pod.key: bound}, usage, self.now, self.now))
 
     # ----------------------------------------------------------------------------- book-keeping
     def _track(self, running: RunningWorkload) -> None:
@@ -446,6 +524,7 @@ class SchedulerCore:
 
     def _forget(self, running: RunningWorkload) -> None:
         """A workload whose pods are all gone (finished)."""
+        self._arrival.pop(running.key, None)
         if running.key in self.running:
             self._untrack(running)
 
@@ -486,30 +565,53 @@ class SchedulerCore:
         return actions
 
     def _admit_by_share(self, actions: list[Action]) -> None:
-        """Up to one admission per queue with work: always from the queue with the lowest
-        weighted share (recomputed after each admission), ties to the queue that admitted
-        least this cycle, then by name."""
+        """Up to one admission per queue with work: always from the queue whose head would
+        borrow least (Kueue: requests within nominal quota first; then from the closest
+        ancestor, :meth:`QuotaTree.borrow_level`), then with the lowest weighted share (both
+        recomputed after each admission), ties to the queue that admitted least this cycle,
+        then by name. A StrictFIFO queue tries only its first workload."""
         queues = self.pending.queues()
         share: Callable[[str], tuple[float, ...]] = _no_share
+        level: Callable[[str], int] = _no_level
         if self.quotas.tree.keys:
             share = self.quotas.tree.share
+            level = self._head_level
         elif len(queues) > 1:  # no queue names a quota: weigh the GPUs each queue holds
             share = self._gpu_share
-        heap = [(share(q), 0, q) for q in queues]
+        heap = [(level(q), share(q), 0, q) for q in queues]
         heapq.heapify(heap)
         self._search_budget = self.config.max_preemption_searches
         budget = len(queues)
         while heap and budget > 0:
-            _, turns, queue = heapq.heappop(heap)
+            _, _, turns, queue = heapq.heappop(heap)
+            strict = self._strict_fifo(queue)
+            first = self.pending.first_group(queue) if strict else None
             for group in self.pending.ready_groups(queue):
+                if strict and group is not first:
+                    break  # its first workload waits (parked): nothing passes it
                 if group.head.workload.key in self.nominated:
+                    if strict:
+                        break
                     continue
                 outcome = self._attempt(group, actions, allow_preemption=True)
                 if outcome == BLOCKED:
+                    if strict:
+                        break
                     continue
                 budget -= 1
-                heapq.heappush(heap, (share(queue), turns + 1, queue))
+                heapq.heappush(heap, (level(queue), share(queue), turns + 1, queue))
                 break
+
+    def _head_level(self, queue: str) -> int:
+        """How far the queue's next workload would borrow (0 if it has none ready)."""
+        group = self.pending.peek(queue)
+        if group is None:
+            return 0
+        return self.quotas.tree.borrow_level(queue, self._amounts_of(group.head.workload))
+
+    def _strict_fifo(self, queue: str) -> bool:
+        found = self.quotas.queues.get(queue)
+        return found is not None and found.queueing_strategy is QueueingStrategy.STRICT_FIFO
 
     def _gpu_share(self, queue: str) -> tuple[float, ...]:
         """The weighted share when the quota tree accounts no resource: the GPUs held by each
@@ -530,15 +632,18 @@ class SchedulerCore:
         max_cycles: int = 1_000_000,
         on_cycle: Callable[[list[Action]], None] | None = None,
     ) -> list[Action]:
-        """Cycles until one admits and evicts nothing; all their actions. ``on_cycle`` gets
-        each cycle's actions as it ends (a backend that binds while the next cycle runs)."""
+        """Cycles until one admits and evicts nothing and put off no preemption search; all
+        their actions. ``on_cycle`` gets each cycle's actions as it ends (a backend that binds
+        while the next cycle runs). (It ends: a cycle that changes nothing parks every
+        workload it searched for victims, and nothing wakes them until time or the cluster
+        changes.)"""
         actions: list[Action] = []
         for _ in range(max_cycles):
             step = self.cycle(now)
             if on_cycle is not None and step:
                 on_cycle(step)
             actions.extend(step)
-            if not any(isinstance(a, Bind | Evict) for a in step):
+            if not self._deferred and not any(isinstance(a, Bind | Evict) for a in step):
                 break
         return actions
 
@@ -582,8 +687,7 @@ class SchedulerCore:
 
         def could_preempt(group: Group) -> bool:
             workload = group.head.workload
-            reclaim = self._may_reclaim(workload)
-            return any(self._is_candidate(workload, r, reclaim) for r in due)
+            return any(self._is_candidate(workload, r) for r in due)
 
         self.pending.wake_preemptors(could_preempt)
 
@@ -602,6 +706,9 @@ class SchedulerCore:
         if freed is not None and not self._fits_some_row(workload, freed):
             self.pending.park(group, Parked.CAPACITY, may_preempt)
             return BLOCKED
+        models = self._model_order(workload)
+        if models:
+            return self._attempt_by_model(group, actions, allow_preemption, nominated, models)
         _, request, amounts = self._request_entry(workload)
         check = self.quotas.check(workload, request, amounts)
         if not check.admits:
@@ -630,7 +737,7 @@ class SchedulerCore:
             self._plan_backfill(workload)
             self._park(group, actions, Parked.CAPACITY, self._unfit_message(workload, result))
             return BLOCKED
-        usage = used(result, [table.nodes[b.allocation.row].gpu_model for b in result])
+        usage = self._usage_of(result)
         exact = self.quotas.check(workload, usage)
         if not exact.admits:  # GPUs of a model its quota lacks: try the models it has room on
             table.rollback(mark)
@@ -649,6 +756,123 @@ class SchedulerCore:
         self.pending.pop_head(group)
         self._admit(workload, result, usage, actions)
         return ADMITTED
+
+    def _model_order(self, workload: Workload) -> list[_ModelChoice]:
+        """The GPU models its queue lists, in order, that some node has (and that the gang's
+        pods allow); empty when the queue lists none or the gang asks for no GPU."""
+        queue = self.quotas.queues.get(workload.queue)
+        if queue is None or not queue.gpu_models:
+            return []
+        gang = workload.pods[: workload.gang_size]
+        if not any(p.gpu.count or p.gpu.mig_count for p in gang):
+            return []
+        table = self.table
+        memo_key = (queue.name, table.size, table.topology_version)
+        choices = self._model_choices.get(memo_key)
+        if choices is None:
+            n = table.size
+            no_gpu = table.gpu_count[:n] == 0
+            choices = []
+            for name in queue.gpu_models:
+                ids = [i for i, m in enumerate(table.model_names) if model_matches(name, m)]
+                if ids:
+                    rows = np.isin(table.model_id[:n], ids) | no_gpu
+                    rows.flags.writeable = False
+                    choices.append(_ModelChoice(name, rows, self._model_key(name)))
+            self._model_choices[memo_key] = choices
+        allowed = [p.gpu_models for p in gang if p.gpu_models is not None]
+        if not allowed:
+            return choices
+        return [
+            c for c in choices
+            if all(any(model_matches(a, c.name) or model_matches(c.name, a) for a in pod)
+                   for pod in allowed)
+        ]  # fmt: skip
+
+    def _attempt_by_model(
+        self,
+        group: Group,
+        actions: list[Action],
+        allow_preemption: bool,
+        nominated: bool,
+        models: Sequence[_ModelChoice],
+    ) -> str:
+        """:meth:`_attempt` for a queue that orders GPU models (Kueue's flavors with
+        flavorFungibility): the models in order; one where it fits within nominal quota wins
+        at once; one where it fits by borrowing wins unless ``whenCanBorrow`` is
+        TryNextFlavor; one where it needs preemption is tried at once under
+        ``whenCanPreempt: MayStopSearch``, else after every model was looked at, and only if
+        none lets it start by borrowing (Kueue: BorrowingOverPreemption)."""
+        workload = group.head.workload
+        fungibility = self.quotas.queues[workload.queue].fungibility
+        stop_to_borrow = fungibility.when_can_borrow is FungibilityPolicy.MAY_STOP_SEARCH
+        stop_to_preempt = fungibility.when_can_preempt is FungibilityPolicy.MAY_STOP_SEARCH
+        _, request, _ = self._request_entry(workload)
+        table = self.table
+        base = self._restrict_for(workload, keep_reservation=not nominated)
+        borrow_on: BoolArray | None = None
+        to_preempt: list[_ModelChoice] = []
+        told: list[str] = []
+        quota_short = False
+        for choice in models:
+            restrict = choice.rows if base is None else base[: choice.rows.size] & choice.rows
+            usage = dict(request)
+            if choice.key is not None:
+                usage[choice.key] = request[GPU]
+            check = self.quotas.check(workload, usage)
+            if check.admits:
+                mark = table.begin_trial()
+                placed = place_workload(self.engine, workload, restrict, self.explain_failures)
+                if isinstance(placed, Unschedulable):
+                    table.rollback(mark)
+                    told.append(f"{choice.name}: {self._unfit_message(workload, placed)}")
+                else:
+                    usage = self._usage_of(placed)
+                    exact = self.quotas.check(workload, usage)
+                    if exact.admits and (not self._holds or self._holds_survive(workload, usage)):
+                        if exact.verdict is not Verdict.BORROWS or stop_to_borrow:
+                            table.commit(mark)
+                            self.pending.pop_head(group)
+                            self._admit(workload, placed, usage, actions)
+                            return ADMITTED
+                        table.rollback(mark)
+                        if borrow_on is None:
+                            borrow_on = restrict
+                        continue
+                    table.rollback(mark)
+                    quota_short = True
+                    why = exact.message() if not exact.admits else HELD_FOR_PREEMPTOR
+                    told.append(f"{choice.name}: waiting for quota: {why}")
+            else:
+                quota_short = True
+                told.append(f"{choice.name}: waiting for quota: {check.message()}")
+            if allow_preemption and stop_to_preempt:
+                if self._preempt(workload, actions, choice):
+                    return PREEMPTED
+            else:
+                to_preempt.append(choice)
+        if borrow_on is not None:
+            placed = place_workload(self.engine, workload, borrow_on)
+            assert not isinstance(placed, Unschedulable), f"{workload.key} no longer places"
+            self.pending.pop_head(group)
+            self._admit(workload, placed, self._usage_of(placed), actions)
+            return ADMITTED
+        if allow_preemption:
+            for choice in to_preempt:
+                if self._preempt(workload, actions, choice):
+                    return PREEMPTED
+        if not told:
+            told.append("no node has a GPU model its queue lists")
+        why = Parked.QUOTA if quota_short else Parked.CAPACITY
+        if not quota_short:
+            self._plan_backfill(workload)
+        self._park(group, actions, why, "; ".join(told))
+        return BLOCKED
+
+    def _usage_of(self, bound: Sequence[Bound]) -> dict[str, int]:
+        """:func:`used` of placed pods, GPUs per model under the quota keys of their models."""
+        nodes = self.table.nodes
+        return used(bound, [nodes[b.allocation.row].gpu_model for b in bound], self._model_key)
 
     def _usage_is_request(self, workload: Workload) -> bool:
         """Is what the workload's gang will hold once placed, as quotas count it, what it asks
@@ -712,8 +936,16 @@ class SchedulerCore:
                 room = np.where(mask, len(pods), 0)
             else:
                 room = np.where(mask, np.minimum(fit[: mask.size], len(pods)), 0)
+        by_model = one_model(workload) and len(table.model_names) > 1
         if topology is None or topology.mode is TopologyMode.PREFERRED:
+            if by_model:  # room for the whole gang on one GPU model
+                ids = table.model_id[: room.size]
+                gpu_rows = ids >= 0
+                per_model = np.bincount(ids[gpu_rows], weights=room[gpu_rows])
+                return bool((per_model >= len(pods)).any())
             return int(room.sum()) >= len(pods)
+        if by_model:
+            return False  # one domain and one model: not certain without placing
         # As place_workload picks domains: labelled, allowed rows; enough free GPUs in all.
         column = table.label_ids.get(topology.level)
         if column is None:
@@ -824,7 +1056,7 @@ class SchedulerCore:
         ok_models = [
             model_id
             for model_id, model in enumerate(table.model_names)
-            if (j := tree.key_index.get(f"{GPU}.{model}")) is None or room[j] > 0
+            if (key := self._model_key(model)) is None or room[tree.key_index[key]] > 0
         ]
         restrict = np.isin(table.model_id[:n], np.asarray(ok_models, np.int64)) | (
             table.gpu_count[:n] == 0
@@ -834,7 +1066,7 @@ class SchedulerCore:
         result = place_workload(self.engine, workload, restrict)
         if isinstance(result, Unschedulable):
             return None
-        usage = used(result, [table.nodes[b.allocation.row].gpu_model for b in result])
+        usage = self._usage_of(result)
         if not self.quotas.check(workload, usage).admits:
             return None
         return result, usage
@@ -855,6 +1087,7 @@ class SchedulerCore:
             {b.pod.key: b for b in bound},
             dict(usage),
             self.now,
+            self._queued_at(workload.key),
             unready={b.pod.key for b in bound} if len(bound) > 1 else set(),
         )
         if len(bound) > 1:
@@ -1175,7 +1408,12 @@ class SchedulerCore:
             quotas.restore(before)
 
     # ----------------------------------------------------------------------------- preemption
-    def _preempt(self, workload: Workload, actions: list[Action]) -> bool:
+    def _preempt(
+        self, workload: Workload, actions: list[Action], model: _ModelChoice | None = None
+    ) -> bool:
+        """Evict the cheapest victims whose eviction admits ``workload`` (Kueue's rules of
+        :mod:`.reclaim`; the search of :func:`find_victims`); on one GPU model (its rows, its
+        GPUs charged to its quota key) if ``model`` is given."""
         if workload.preemption_policy is PreemptionPolicy.NEVER:
             return False
         if self._search_budget <= 0:
@@ -1185,8 +1423,12 @@ class SchedulerCore:
             else:  # searched enough this cycle: its turn comes next cycle
                 self._deferred.add(workload.key)
             return False
-        parts = self._candidate_parts(workload)
-        count = sum(int(chosen.sum()) for _, chosen in parts)
+        _, request, amounts = self._request_entry(workload)
+        if model is not None and model.key is not None:
+            request = {**request, model.key: request[GPU]}
+            amounts = self.quotas.tree.limited(request)
+        parts = self._candidate_parts(workload, amounts=amounts)
+        count = sum(int(part.chosen.sum()) for part in parts)
         if not count:
             self._note_young_victims(workload)
             return False
@@ -1196,27 +1438,15 @@ class SchedulerCore:
             p.gpu.count * MILLI_PER_GPU if p.gpu.milli >= MILLI_PER_GPU else 0
             for p in workload.pods[: workload.gang_size]
         )
-        borrowing = self.quotas.borrowing_queues()
-        columns = [
-            (victims.columns(), chosen, queue not in borrowing)
-            for (queue, victims), chosen in parts
-        ]
-        # victim_order, then node_first for whole GPUs (a node must free them), on columns.
-        if need >= MILLI_PER_GPU and count > 1:
-            ordered = cheapest_victims(columns, self.now, limit, self.table, need)
-        else:
-            ordered = cheapest_victims(columns, self.now, limit)
-        _, request, amounts = self._request_entry(workload)
         table = self.table
+        tree = self.quotas.tree
+        queue_index = tree.index[workload.queue]
         planned: list[IntArray | None] = []  # rows of each placement that fitted
-
-        def may_fit() -> bool:
-            """The quota checks of fits(): evicting more victims never makes them fail."""
-            if not self.quotas.check(workload, request, amounts).admits:
-                return False
-            return not self._holds or self._holds_survive(workload, request, amounts)
-
         restrict = self._restrict_for(workload)
+        if model is not None:
+            on_model = model.rows
+            restrict = on_model if restrict is None else restrict & on_model[: restrict.size]
+        by_queue = {part.queue: part.candidate for part in parts if part.candidate is not None}
 
         def place() -> IntArray | None:
             """The rows the gang would take now, on a trial; None if it does not fit."""
@@ -1228,10 +1458,6 @@ class SchedulerCore:
                 return np.array([b.allocation.row for b in placed], np.int64)
             finally:
                 table.rollback(mark)
-
-        def fits() -> bool:
-            # The quota checks first: they do not depend on the placement and cost far less.
-            return may_fit() and places()
 
         def places() -> bool:
             """The placement part of fits()."""
@@ -1245,10 +1471,41 @@ class SchedulerCore:
             return True
 
         def still_candidate(victim: RunningWorkload) -> bool:
-            queue = victim.workload.queue
-            return queue == workload.queue or self.quotas.subtree_borrowing(queue)
+            candidate = by_queue.get(victim.workload.queue)
+            return candidate is None or still_borrowing(tree, candidate, amounts)
 
-        victims = find_victims(table, self.quotas, ordered, fits, may_fit, still_candidate, places)
+        # Regroup victims node by node only when nodes, not quota, are short: where the gang
+        # already places, the cheapest victims overall are the ones to take.
+        by_node = need >= MILLI_PER_GPU and count > 1 and not places()
+        planned.clear()
+        victims: list[RunningWorkload] | None = None
+        for borrowing in self._plan_for(workload, amounts).attempts:
+
+            def may_fit(borrowing: bool = borrowing) -> bool:
+                """The quota checks of fits(): evicting more victims never makes them fail."""
+                if not self.quotas.check(workload, request, amounts).admits:
+                    return False
+                if not borrowing and not tree.fits_nominal(queue_index, amounts):
+                    return False
+                return not self._holds or self._holds_survive(workload, request, amounts)
+
+            def fits(may_fit: Callable[[], bool] = may_fit) -> bool:
+                # The quota checks first: they do not depend on the placement and cost far less.
+                return may_fit() and places()
+
+            columns = [
+                (part.victims.columns(), part.chosen_when(borrowing), int(part.variant))
+                for part in parts
+            ]
+            if by_node:
+                ordered = cheapest_victims(columns, self.now, limit, table, need)
+            else:
+                ordered = cheapest_victims(columns, self.now, limit)
+            victims = find_victims(
+                table, self.quotas, ordered, fits, may_fit, still_candidate, places
+            )
+            if victims is not None:
+                break
         if victims is None:
             self._note_young_victims(workload)
             return False
@@ -1277,75 +1534,131 @@ class SchedulerCore:
             self._evict(victim, f"preempted by {workload.key}", actions, workload.key)
         return True
 
-    def _may_reclaim(self, workload: Workload) -> bool:
-        """Is the workload's queue within nominal quota for it (so it may reclaim)?"""
-        if not self.quotas.tree.keys:
-            return False
-        _, request, amounts = self._request_entry(workload)
-        return self.quotas.within_nominal(workload.queue, request, amounts)
+    def _plan_for(self, workload: Workload, amounts: tuple[int, ...] | None = None) -> ReclaimPlan:
+        """:func:`reclaim.plan` for the workload's queue and request (``amounts``; by
+        default its request's), kept per usage state."""
+        self._fresh_victims_memo()
+        memo_key = (workload.queue, self._amounts_of(workload) if amounts is None else amounts)
+        found = self._plans.get(memo_key)
+        if found is None:
+            tree = self.quotas.tree
+            found = self._plans[memo_key] = plan(
+                tree, self.quotas.queues, workload.queue, memo_key[1]
+            )
+        return found
+
+    def _queued_at(self, key: str) -> float:
+        """When a workload arrived (see :meth:`_enqueue`)."""
+        arrival = self._arrival.get(key)
+        return self.now if arrival is None else arrival[1]
 
     def _is_candidate(
         self,
         workload: Workload,
         running: RunningWorkload,
-        reclaim: bool,
         min_runtime: float | None = None,
     ) -> bool:
-        """May ``workload`` evict ``running``: lower priority in the same queue; or, when the
-        preemptor reclaims (its queue is within nominal for it), a workload whose queue (or an
-        ancestor) borrows, of any priority if so configured, else lower. (For reclaim,
-        :meth:`_candidates` applies the same tests on columns: keep them alike.)"""
+        """May ``workload`` evict ``running`` now, by :mod:`.reclaim`'s rules (its queue's
+        policies, the other queue still borrowing) and gpufleet's (preemptible, past its
+        minimum run time)? (:meth:`_candidate_parts` applies the same tests on columns: keep
+        them alike.)"""
         other = running.workload
         if not other.preemptible or running.key not in self.running:
             return False
         least = self.config.min_runtime if min_runtime is None else min_runtime
         if self.now - running.started < least:
             return False
+        plan_ = self._plan_for(workload)
+        if not plan_.may_preempt:
+            return False
+        policy = policy_of(self.quotas.queues, workload.queue)
         if other.queue == workload.queue:
-            return other.priority < workload.priority
-        return (
-            reclaim
-            and (self.config.reclaim_any_priority or other.priority < workload.priority)
-            and self.quotas.subtree_borrowing(other.queue)
+            variant = Variant.WITHIN_QUEUE
+            if not plan_.own_queue:
+                return False
+        else:
+            found = next((c for c in plan_.others if c.name == other.queue), None)
+            if found is None:
+                return False
+            variant = found.variant
+        return victim_priority_allowed(
+            policy,
+            variant,
+            workload.priority,
+            self._queued_at(workload.key),
+            other.priority,
+            running.queued,
         )
 
     def _candidates(
         self, workload: Workload, min_runtime: float | None = None
     ) -> list[RunningWorkload]:
-        """Every running workload ``workload`` may evict (:meth:`_is_candidate`), those of its
-        own queue first, each queue's in ``_by_queue`` order."""
+        """Every running workload ``workload`` may evict (:meth:`_is_candidate`), queue by
+        queue as :meth:`_candidate_parts` lists them, each queue's in ``_by_queue`` order."""
         least = self.config.min_runtime if min_runtime is None else min_runtime
         out: list[RunningWorkload] = []
-        for (_, victims), chosen in self._candidate_parts(workload, least):
-            facts = victims.facts
-            out.extend(facts[i].running for i in np.flatnonzero(chosen).tolist())
+        for part in self._candidate_parts(workload, least):
+            facts = part.victims.facts
+            out.extend(facts[i].running for i in np.flatnonzero(part.chosen).tolist())
         return out
 
     def _candidate_parts(
-        self, workload: Workload, least: float | None = None
-    ) -> list[tuple[tuple[str, _QueueVictims], BoolArray]]:
+        self,
+        workload: Workload,
+        least: float | None = None,
+        amounts: tuple[int, ...] | None = None,
+    ) -> list[_CandidatePart]:
         """:meth:`_candidates` by queue: each queue's victims and which of them are
-        candidates (queues without any are left out). :meth:`_is_candidate`'s tests, on
-        columns (keep them alike)."""
+        candidates (queues without any are left out): the other queues of the plan in its
+        order, then its own. :meth:`_is_candidate`'s tests, on columns (keep them alike)."""
         if least is None:
             least = self.config.min_runtime
+        plan_ = self._plan_for(workload, amounts)
+        if not plan_.may_preempt:
+            return []
         priority = workload.priority
-        parts: list[tuple[tuple[str, _QueueVictims], BoolArray]] = []
-
-        def take(queue: str, below: bool) -> None:
-            eligible, lowest = self._eligible_in(queue, least)
-            if lowest < (priority if below else math.inf):
-                victims = self._queue_victims[queue]
-                if below:
-                    eligible = eligible & (victims.columns().priority < priority)
-                parts.append(((queue, victims), eligible))
-
-        if self._may_evict_own(workload):
-            take(workload.queue, below=True)
-        if self._reclaims(workload):
-            any_priority = self.config.reclaim_any_priority
-            for queue in self._reclaim_queues(workload.queue):
-                take(queue, below=not any_priority)
+        policy = policy_of(self.quotas.queues, workload.queue)
+        parts: list[_CandidatePart] = []
+        lower_only = policy.reclaim_within_cohort is ReclaimPolicy.LOWER_PRIORITY
+        for candidate in plan_.others:
+            eligible, lowest = self._eligible_in(candidate.name, least)
+            if lowest >= (priority if lower_only else math.inf):
+                continue
+            victims = self._queue_victims[candidate.name]
+            if lower_only:
+                eligible = eligible & (victims.columns().priority < priority)
+            parts.append(
+                _CandidatePart(
+                    candidate.name,
+                    victims,
+                    eligible,
+                    candidate.variant,
+                    candidate,
+                    policy,
+                    priority,
+                )
+            )
+        if plan_.own_queue and self._may_evict_own(workload, policy):
+            eligible, lowest = self._eligible_in(workload.queue, least)
+            newer_equal = policy.within_queue is WithinQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+            if lowest < priority or (newer_equal and lowest <= priority):
+                victims = self._queue_victims[workload.queue]
+                columns = victims.columns()
+                chosen = eligible & (columns.priority < priority)
+                if newer_equal:
+                    queued = self._queued_at(workload.key)
+                    chosen |= eligible & (columns.priority == priority) & (columns.queued > queued)
+                parts.append(
+                    _CandidatePart(
+                        workload.queue,
+                        victims,
+                        chosen,
+                        Variant.WITHIN_QUEUE,
+                        None,
+                        policy,
+                        priority,
+                    )
+                )
         return parts
 
     def _eligible_in(self, queue: str, least: float) -> tuple[BoolArray, float]:
@@ -1367,38 +1680,31 @@ class SchedulerCore:
         self._eligible_masks[(queue, least)] = (at, found)
         return found
 
-    def _may_evict_own(self, workload: Workload) -> bool:
-        """Does the workload's queue run anything of lower priority (a victim or not)?"""
+    def _may_evict_own(self, workload: Workload, policy: QueuePreemption) -> bool:
+        """Does the workload's queue run anything its policy could let it evict (lower
+        priority, or equal where newer equal priority is allowed)?"""
         own = self._priorities.get(workload.queue)
-        return own is not None and bool(own) and min(own) < workload.priority
-
-    def _reclaims(self, workload: Workload) -> bool:
-        """May ``workload`` take from queues that borrow (some do, and its queue is within
-        nominal quota for it)?"""
-        tree = self.quotas.tree
-        return bool(tree.keys) and tree.any_borrowing() and self._may_reclaim(workload)
-
-    def _reclaim_queues(self, own: str) -> list[str]:
-        """The queues a workload of queue ``own`` may reclaim from, in name order."""
-        return sorted(self._under_borrowing() - {own})
+        if own is None or not own:
+            return False
+        lowest = min(own)
+        if policy.within_queue is WithinQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY:
+            return lowest <= workload.priority
+        return lowest < workload.priority
 
     def _has_candidates(self, workload: Workload) -> bool:
         """Whether :meth:`_candidates` is not empty, without listing them."""
         self._fresh_victims_memo()
-        reclaims = self._reclaims(workload)
-        memo_key = (workload.queue, workload.priority, reclaims)
+        policy = policy_of(self.quotas.queues, workload.queue)
+        newer_equal = policy.within_queue is WithinQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY
+        memo_key = (
+            workload.queue,
+            workload.priority,
+            self._amounts_of(workload),
+            self._queued_at(workload.key) if newer_equal else None,
+        )
         known = self._has_victims_memo.get(memo_key)
         if known is None:
-            least, priority = self.config.min_runtime, workload.priority
-            known = self._may_evict_own(workload) and (
-                self._eligible_in(workload.queue, least)[1] < priority
-            )
-            if not known and reclaims:
-                bound = math.inf if self.config.reclaim_any_priority else priority
-                known = any(
-                    self._eligible_in(queue, least)[1] < bound
-                    for queue in self._reclaim_queues(workload.queue)
-                )
+            known = any(part.chosen.any() for part in self._candidate_parts(workload))
             self._has_victims_memo[memo_key] = known
         return known
 
@@ -1410,19 +1716,13 @@ class SchedulerCore:
             self._victims_memo_at = at
             self._has_victims_memo.clear()
             self._young_memo.clear()
-            tree = self.quotas.tree
-            flags = tree.borrowing()
-            self._under_borrowing_memo = {
-                name
-                for name, i in tree.index.items()
-                if name in self._by_queue and any(bool(flags[a]) for a in tree.paths[i])
-            }
+            self._plans.clear()
 
     def _note_young_victims(self, workload: Workload) -> None:
         """After a failed search: when would a victim now too young to evict become one?
         (The loop wakes the core then; see :meth:`next_timer`.)"""
         self._fresh_victims_memo()
-        memo_key = (workload.queue, workload.priority, self._reclaims(workload))
+        memo_key = (workload.queue, workload.priority, self._amounts_of(workload))
         if memo_key in self._young_memo:
             first = self._young_memo[memo_key]
         else:
@@ -1456,12 +1756,6 @@ class SchedulerCore:
             times.append(self._aged_at + self.config.aging_interval)
         return max(min(times), self.now)
 
-    def _under_borrowing(self) -> set[str]:
-        """Queues with running work that borrow, or whose ancestor does (their work then
-        counts as borrowed too)."""
-        self._fresh_victims_memo()
-        return self._under_borrowing_memo
-
     def _evict(
         self, running: RunningWorkload, reason: str, actions: list[Action], preemptor: str | None
     ) -> None:
@@ -1484,6 +1778,24 @@ class SchedulerCore:
             self.pending.wake(lambda group: self._fits_some_row(group.head.workload, rows), rows)
 
     # ----------------------------------------------------------------------------- queries
+    def quota_warnings(self) -> list[str]:
+        """Quotas that can never be used: a per-model key that no node's GPU model counts
+        under (a misspelt model, or one the cluster does not have)."""
+        models = sorted(self.table.model_names)
+        out = []
+        for key in self.quotas.tree.model_keys.unmatched(models):
+            holders = sorted(
+                name
+                for name, q in self.quotas.queues.items()
+                if key in q.nominal or key in q.borrowing_limit or key in q.lending_limit
+            )
+            out.append(
+                f"quota {key} (queue {', '.join(holders)}) matches no node's GPU model "
+                f"(models: {', '.join(models) or 'none'}); model names match GPU Feature "
+                "Discovery products by prefix, e.g. H100 covers NVIDIA-H100-80GB-HBM3"
+            )
+        return out
+
     def why(self, pod: Pod) -> Unschedulable:
         """Why ``pod`` cannot be placed now (nodes per reason)."""
         return self.engine.explain(pod)
@@ -1505,7 +1817,7 @@ class SchedulerCore:
         heads = {id(g.head) for g in self.pending.groups()}
         out: list[PendingExplanation] = []
         for queue, items in sorted(by_queue.items()):
-            items.sort(key=lambda p: (-self._effective_priority(p), p.not_before, p.seq))
+            items.sort(key=lambda p: (-self._effective_priority(p), p.not_before, p.order))
             for position, pending in enumerate(items, start=1):
                 key = pending.workload.key
                 waiting_for = pending.reason or "not tried yet"

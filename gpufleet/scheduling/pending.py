@@ -7,8 +7,10 @@ did not fit is *parked* and leaves its queue's heap: for capacity, until capacit
 node where one of its pods could go (the rows that freed are kept, since only they can help);
 for quota, until some quota is given back; for preemption, until a running workload becomes a
 candidate victim. Each queue keeps a heap of its ready groups' heads by (priority, arrival); the
-cycle takes the best head of each queue. Workloads in backoff (a gang that did not start in
-time) wait aside, in a heap by due time, until their time comes.
+cycle takes the best head of each queue. Arrival is a workload's ``order``: the core keeps a
+preempted workload's first one (Kueue orders by creation time), so that it returns to its place.
+Workloads in backoff (a gang that did not start in time) wait aside, in a heap by due time,
+until their time comes.
 
 What it does not do: decide anything about fit, quota or order across queues (the core does).
 """
@@ -23,9 +25,9 @@ from dataclasses import dataclass, field
 from gpufleet.model.tenancy import Workload
 
 GroupKey = tuple[object, ...]
-#: (-priority, head's seq, group version, group number, group): never all the same up to the
-#: group, which is not comparable.
-HeapEntry = tuple[int, int, int, int, "Group"]
+#: (-priority, head's order, head's seq, group version, group number, group): never all the
+#: same up to the group, which is not comparable.
+HeapEntry = tuple[int, int, int, int, int, "Group"]
 
 
 def group_key(workload: Workload) -> GroupKey:
@@ -54,6 +56,8 @@ class PendingWorkload:
     workload: Workload
     seq: int
     since: float
+    #: Its place among equal priorities (the first arrival's number; ``seq`` if not given).
+    order: int = 0
     attempts: int = 0
     not_before: float = 0.0
     #: The last reason this workload was told it waits (told again only when it changes).
@@ -100,6 +104,8 @@ class PendingWorkloads:
         self._backoff: dict[str, PendingWorkload] = {}
         self._due: list[tuple[float, int, str]] = []
         self._parked: dict[int, Group] = {}
+        #: Each queue's live groups (for :meth:`first_group`).
+        self._by_queue: dict[str, dict[int, Group]] = {}
         self._seq = 0
         self._numbered = 0
 
@@ -109,11 +115,15 @@ class PendingWorkloads:
     def __contains__(self, key: str) -> bool:
         return key in self._where or key in self._backoff
 
-    def add(self, workload: Workload, now: float, not_before: float = 0.0) -> PendingWorkload:
+    def add(
+        self, workload: Workload, now: float, not_before: float = 0.0, order: int | None = None
+    ) -> PendingWorkload:
         if workload.key in self:
             raise ValueError(f"workload {workload.key} is already pending")
         self._seq += 1
-        pending = PendingWorkload(workload, self._seq, now, not_before=not_before)
+        pending = PendingWorkload(
+            workload, self._seq, now, self._seq if order is None else order, not_before=not_before
+        )
         if not_before > now:
             pending.reason = "backoff"
             self._backoff[workload.key] = pending
@@ -130,6 +140,16 @@ class PendingWorkloads:
             self._numbered += 1
             group = Group(key, workload.queue, workload.priority, number=self._numbered)
             self._groups[key] = group
+            self._by_queue.setdefault(workload.queue, {})[group.number] = group
+        if group.items and group.items[-1].order > pending.order:
+            # Back in its place (preempted, then queued again): ahead of later arrivals.
+            items = sorted([*group.items, pending], key=lambda p: p.order)
+            was_head = items[0] is pending
+            group.items = deque(items)
+            self._where[workload.key] = key
+            if was_head:
+                self._push(group)
+            return
         group.items.append(pending)
         self._where[workload.key] = key
         if len(group.items) == 1:
@@ -141,7 +161,7 @@ class PendingWorkloads:
         group.version += 1
         heap = self._heaps.setdefault(group.queue, [])
         head = group.head
-        entry = (-self.priority_of(head), head.seq, group.version, group.number, group)
+        entry = (-self.priority_of(head), head.order, head.seq, group.version, group.number, group)
         heapq.heappush(heap, entry)
 
     @property
@@ -195,6 +215,7 @@ class PendingWorkloads:
 
     def _drop(self, group: Group) -> None:
         del self._groups[group.key]
+        del self._by_queue[group.queue][group.number]
         self._parked.pop(group.number, None)
         group.live = False
 
@@ -224,22 +245,46 @@ class PendingWorkloads:
         try:
             while heap:
                 entry = heapq.heappop(heap)
-                group = entry[4]
-                if not group.live or group.version != entry[2] or group.parked is not None:
+                group = entry[5]
+                if not self._live(entry):
                     continue  # stale: the group is gone, parked, or pushed again since
-                if group.head.seq != entry[1]:
-                    continue
                 yielded.append((entry, group))
                 yield group
         finally:
-            for entry, group in yielded:
-                if (
-                    group.live
-                    and group.parked is None
-                    and group.version == entry[2]
-                    and group.head.seq == entry[1]
-                ):
+            for entry, _ in yielded:
+                if self._live(entry):
                     heapq.heappush(heap, entry)
+
+    @staticmethod
+    def _live(entry: HeapEntry) -> bool:
+        """Is a heap entry its group's latest push, with the group ready and the same head?"""
+        group = entry[5]
+        return (
+            group.live
+            and group.parked is None
+            and group.version == entry[3]
+            and bool(group.items)
+            and group.head.seq == entry[2]
+        )
+
+    def peek(self, queue: str) -> Group | None:
+        """The queue's best ready group (as ``ready_groups`` would yield first), or None."""
+        heap = self._heaps.get(queue, [])
+        while heap and not self._live(heap[0]):
+            heapq.heappop(heap)
+        return heap[0][5] if heap else None
+
+    def first_group(self, queue: str) -> Group | None:
+        """The group whose head comes first in the queue's order, parked or not (a StrictFIFO
+        queue admits nothing else before it)."""
+        best: Group | None = None
+        best_key: tuple[int, int] | None = None
+        for group in self._by_queue.get(queue, {}).values():
+            head = group.head
+            key = (-self.priority_of(head), head.order)
+            if best_key is None or key < best_key:
+                best, best_key = group, key
+        return best
 
     def groups(self) -> list[Group]:
         return list(self._groups.values())

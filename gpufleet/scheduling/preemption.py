@@ -1,9 +1,10 @@
 """Choose whom to evict so that a workload can start: on a trial, with as little loss as possible.
 
-Candidates come from the core's rules (lower priority in the same queue; workloads of queues
-that borrow when the preemptor's queue is below its nominal quota), all preemptible and past
-their minimum run time. They are tried cheapest first: workloads of borrowing queues, then lower
-priority, then least work lost since their last checkpoint, then fewest GPUs, then the newest.
+Candidates come from the core's rules (:mod:`.reclaim`: Kueue's), all preemptible and past
+their minimum run time, each in a group (its *rank*: hierarchical reclaim, then reclaim by
+priority, then the preemptor's own queue, as Kueue takes them). They are tried cheapest first:
+by group, then lower priority, then least work lost since their last checkpoint (KAI), then
+fewest GPUs, then the newest.
 A whole workload (a gang) is one victim. Victims are evicted on a trial of the node table and
 of the quota usage until the preemptor both passes its quota check and places; then each victim
 but the last is given back if the preemptor still fits without evicting it. Everything is undone
@@ -34,24 +35,24 @@ FloatArray = npt.NDArray[np.float64]
 
 def victim_order(
     candidates: Sequence[RunningWorkload],
-    borrowing: set[str],
+    rank: Mapping[str, int],
     now: float,
     limit: int | None = None,
     memo: dict[int, tuple[RunningWorkload, float, int]] | None = None,
 ) -> list[RunningWorkload]:
-    """``candidates`` cheapest first (see the module docstring); when ``limit`` is given, only
-    the first ``limit`` of that order. ``memo`` keeps each workload's work lost and GPUs (by
-    ``id``; it holds the workload) between calls at the same ``now`` while no pod of theirs is
-    bound or released: the caller clears it."""
+    """``candidates`` cheapest first (see the module docstring; ``rank``: each queue's
+    group); when ``limit`` is given, only the first ``limit`` of that order. ``memo`` keeps
+    each workload's work lost and GPUs (by ``id``; it holds the workload) between calls at the
+    same ``now`` while no pod of theirs is bound or released: the caller clears it."""
 
-    def cost(r: RunningWorkload) -> tuple[bool, int, float, int, float]:
+    def cost(r: RunningWorkload) -> tuple[int, int, float, int, float]:
         known = memo.get(id(r)) if memo is not None else None
         if known is None:
             known = (r, r.work_lost(now), r.gpu_milli)
             if memo is not None:
                 memo[id(r)] = known
         return (
-            r.workload.queue not in borrowing,
+            rank[r.workload.queue],
             r.workload.priority,
             known[1],
             known[2],
@@ -68,17 +69,18 @@ def node_first(
     ordered: Sequence[RunningWorkload], table: NodeTable, need_milli: int
 ) -> list[RunningWorkload]:
     """``ordered`` regrouped node by node, the way kube-scheduler picks a node and then the
-    victims on it: a pod of ``need_milli`` GPU (whole GPUs) fits only where one node frees
-    enough, and the cheapest victims overall are often spread over many nodes. Nodes where
-    the free GPUs and those of the candidates on it would hold the pod come first, those that
-    need the fewest victims before the others; on each, its victims in ``ordered``'s order;
-    the candidates left over follow in their order."""
+    victims on it, for when nodes (not quota) are short: a pod of ``need_milli`` GPU (whole
+    GPUs) fits only where one node frees enough, and the cheapest victims overall are often
+    spread over many nodes. Nodes where the free GPUs and those of the candidates on it would
+    hold the pod come first, as kube-scheduler ranks them: the node whose dearest victim is
+    cheapest, then the one that needs the fewest victims; on each, its victims in
+    ``ordered``'s order; the candidates left over follow in their order."""
     position = {id(r): i for i, r in enumerate(ordered)}
     on_row: dict[int, list[RunningWorkload]] = {}
     for victim in ordered:
         for row in {b.allocation.row for b in victim.bound.values()}:
             on_row.setdefault(row, []).append(victim)
-    plans: list[tuple[int, int, list[RunningWorkload]]] = []
+    plans: list[tuple[int, int, int, list[RunningWorkload]]] = []
     for row, victims in on_row.items():
         free = int(table.gpu_free[row, : table.gpu_count[row]].sum())
         prefix: list[RunningWorkload] = []
@@ -92,11 +94,11 @@ def node_first(
                 if b.allocation.row == row
             )
         if free >= need_milli and prefix:
-            plans.append((len(prefix), position[id(prefix[0])], prefix))
-    plans.sort(key=lambda plan: (plan[0], plan[1]))
+            plans.append((position[id(prefix[-1])], len(prefix), position[id(prefix[0])], prefix))
+    plans.sort(key=lambda plan: (plan[0], plan[1], plan[2]))
     seen: set[int] = set()
     out: list[RunningWorkload] = []
-    for _, _, prefix in plans:
+    for _, _, _, prefix in plans:
         for victim in prefix:
             if id(victim) not in seen:
                 seen.add(id(victim))
@@ -124,6 +126,7 @@ class VictimFacts:
     priority: int
     gpu_milli: int
     started: float
+    queued: float
     #: Checkpoint interval in seconds; 0.0 when it has none.
     checkpoint: float
     #: :func:`_rows_held`: each row it is on (in a set's order) and the milli-GPU held there.
@@ -136,6 +139,7 @@ def victim_facts(running: RunningWorkload) -> VictimFacts:
         running.workload.priority,
         running.gpu_milli,
         running.started,
+        running.queued,
         running.workload.checkpoint_interval or 0.0,
         _rows_held(running),
     )
@@ -150,6 +154,7 @@ class VictimColumns:
     priority: IntArray
     gpu_milli: IntArray
     started: FloatArray
+    queued: FloatArray
     checkpoint: FloatArray
     pair_owner: IntArray
     pair_row: IntArray
@@ -172,6 +177,7 @@ class VictimColumns:
             np.fromiter((f.priority for f in facts), np.int64, count),
             np.fromiter((f.gpu_milli for f in facts), np.int64, count),
             np.fromiter((f.started for f in facts), np.float64, count),
+            np.fromiter((f.queued for f in facts), np.float64, count),
             np.fromiter((f.checkpoint for f in facts), np.float64, count),
             owner,
             rows,
@@ -181,8 +187,8 @@ class VictimColumns:
 
 
 #: Candidates for one search, part by part: the columns, which of them are candidates (None:
-#: all), and whether their queue is *not* borrowing (victim_order's first key).
-CandidatePart = tuple[VictimColumns, BoolArray | None, bool]
+#: all), and their group's rank (victim_order's first key).
+CandidatePart = tuple[VictimColumns, BoolArray | None, int]
 
 
 def cheapest_victims(
@@ -202,11 +208,11 @@ def cheapest_victims(
     columns: dict[str, list[npt.NDArray[Any]]] = {
         name: []
         for name in (
-            "borrowing", "priority", "gpu_milli", "started", "checkpoint",
-            "owner", "row", "milli", "rank",
+            "rank", "priority", "gpu_milli", "started", "checkpoint",
+            "owner", "row", "milli", "row_rank",
         )
     }  # fmt: skip
-    for part, chosen, not_borrowing in parts:
+    for part, chosen, rank in parts:
         if chosen is None:
             picked = np.arange(len(part.workloads))
             pair_kept = np.ones(part.pair_owner.size, np.bool_)
@@ -218,7 +224,7 @@ def cheapest_victims(
         where = np.full(len(part.workloads), -1, np.int64)
         where[picked] = np.arange(picked.size) + count
         count += picked.size
-        columns["borrowing"].append(np.full(picked.size, int(not_borrowing), np.int64))
+        columns["rank"].append(np.full(picked.size, rank, np.int64))
         columns["priority"].append(part.priority[picked])
         columns["gpu_milli"].append(part.gpu_milli[picked])
         columns["started"].append(part.started[picked])
@@ -226,7 +232,7 @@ def cheapest_victims(
         columns["owner"].append(where[part.pair_owner[pair_kept]])
         columns["row"].append(part.pair_row[pair_kept])
         columns["milli"].append(part.pair_milli[pair_kept])
-        columns["rank"].append(part.pair_rank[pair_kept])
+        columns["row_rank"].append(part.pair_rank[pair_kept])
     if not count:
         return []
     starts = np.cumsum([0] + [picked.size for _, picked in chosen_of])
@@ -249,7 +255,7 @@ def cheapest_victims(
     since = np.where(periodic, ran - np.floor(ran / safe) * safe, ran)
     lost = since * np.maximum(col["gpu_milli"], 1)
     # victim_order's key, the first key last; lexsort is stable like sorted().
-    order = np.lexsort((-col["started"], col["gpu_milli"], lost, col["priority"], col["borrowing"]))
+    order = np.lexsort((-col["started"], col["gpu_milli"], lost, col["priority"], col["rank"]))
     if table is None:
         return named(order[:limit].tolist())
     # A limit of 0 or less slices the whole order, as a list would.
@@ -266,8 +272,9 @@ def _node_first_positions(
 ) -> list[int]:
     """Candidate indices of ``node_first(ordered)[:limit]`` where ``ordered`` is the
     candidates in ``order``: per row, the victims on it in order until the free GPUs and theirs
-    hold ``need_milli``; rows needing fewest victims first, then by their first victim's
-    place, then by where the row comes among that victim's rows (node_first's row order)."""
+    hold ``need_milli``; rows whose last victim comes first, then those needing fewest
+    victims, then by their first victim's place, then by where the row comes among that
+    victim's rows (node_first's row order)."""
     count = order.size
     position = np.empty(count, np.int64)
     position[order] = np.arange(count)
@@ -292,7 +299,12 @@ def _node_first_positions(
         plan_starts = starts[planned]
         lengths = ends - plan_starts + 1
         plan_order = np.lexsort(
-            (col["rank"][by_row[plan_starts]], pair_position[by_row[plan_starts]], lengths)
+            (
+                col["row_rank"][by_row[plan_starts]],
+                pair_position[by_row[plan_starts]],
+                lengths,
+                pair_position[by_row[ends]],
+            )
         )
         owners = col["owner"][by_row]
         seen: set[int] = set()

@@ -12,7 +12,8 @@ tree: with p the parent of q,
     avail(q) = min(N_q + B_q, avail(p) - sum over siblings s of max(U_s, N_s - L_s))
 
 where ``N_s - L_s`` is the part of a sibling's quota it never lends, and avail(root) is the
-cluster's capacity of the key. A workload of usage u fits in leaf q when U_x + u <= avail(x) for
+cluster's capacity of the key. A parent that names no quota of a key has its children's
+nominal quotas added up as its own (Kueue: a cohort's subtree quota). A workload of usage u fits in leaf q when U_x + u <= avail(x) for
 every queue x on the path from q to the top; it fits *within nominal* when also U_x + u <= N_x
 (it then borrows nothing).
 
@@ -21,6 +22,16 @@ over keys, of q's borrowed amount (max(0, U_q - N_q)) divided by what it borrows
 nominal quota, or the cluster's capacity at the top or where p has none), divided by q's
 weight; compared level by level from the top. ``entitlement`` divides each
 parent's amount among its children by weighted water-filling over their demand, nominal first.
+Per-model keys name models as users write them (``nvidia.com/gpu.H100``); a node's GPU counts
+under the most specific key whose name covers its product (:func:`~gpufleet.model.gpu.
+model_matches`: ``H100`` covers ``NVIDIA-H100-80GB-HBM3``), see :class:`ModelKeys`.
+
+*Borrowing levels* (Kueue's hierarchical cohorts): a request that fits its queue's nominal
+quota borrows nothing (level 0); else it borrows from the closest ancestor whose subtree's
+nominal quota still holds it, and its level is that ancestor's height in the tree (so that
+requests of queues at different depths that borrow from the same ancestor compare equal); the
+cluster above the top-level queues has the greatest height.
+
 What this module does not do: decide where pods go (the engine) or which workloads to evict.
 """
 
@@ -33,7 +44,14 @@ from enum import Enum
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.model.tenancy import Queue, Resources, quantity, validate_queue_tree
+from gpufleet.model.gpu import canonical_model, model_matches
+from gpufleet.model.tenancy import (
+    GPU_MODEL_PREFIX,
+    Queue,
+    Resources,
+    quantity,
+    validate_queue_tree,
+)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -91,10 +109,55 @@ _FITS = QuotaCheck(Verdict.FITS)
 _BORROWS = QuotaCheck(Verdict.BORROWS)
 
 
+class ModelKeys:
+    """Which per-model quota key (``nvidia.com/gpu.<name>``) a node's GPU model counts under:
+    the most specific key whose name covers the model (:func:`model_matches`), or None."""
+
+    def __init__(self, keys: Iterable[str]) -> None:
+        named = [k for k in keys if k.startswith(GPU_MODEL_PREFIX)]
+        #: Most specific first: the longest canonical name, then the key (for a stable choice).
+        self._keys = sorted(
+            named, key=lambda k: (-len(canonical_model(k[len(GPU_MODEL_PREFIX) :])), k)
+        )
+        self._memo: dict[str, str | None] = {}
+
+    def __call__(self, model: str | None) -> str | None:
+        if model is None or not self._keys:
+            return None
+        if model not in self._memo:
+            self._memo[model] = next(
+                (k for k in self._keys if model_matches(k[len(GPU_MODEL_PREFIX) :], model)),
+                None,
+            )
+        return self._memo[model]
+
+    def unmatched(self, models: Iterable[str]) -> list[str]:
+        """The per-model keys none of ``models`` counts under (a quota no GPU can use)."""
+        taken = {self(m) for m in models}
+        return sorted(k for k in self._keys if k not in taken)
+
+
+def fold_models(amounts: Resources, model_keys: ModelKeys) -> dict[str, int]:
+    """``amounts`` with every per-model key moved to the quota key its model counts under
+    (dropped where none does); other keys as they are."""
+    folded: dict[str, int] = {}
+    for key, amount in amounts.items():
+        if key.startswith(GPU_MODEL_PREFIX):
+            target = model_keys(key[len(GPU_MODEL_PREFIX) :])
+            if target is None:
+                continue
+            key = target
+        folded[key] = folded.get(key, 0) + amount
+    return folded
+
+
 class QuotaTree:
     """Usage and limits of a queue tree (see the module docstring)."""
 
     def __init__(self, queues: Mapping[str, Queue], capacity: Resources) -> None:
+        """``capacity``: what the cluster has per key, GPUs per model under keys named by the
+        nodes' models (``nvidia.com/gpu.NVIDIA-H100-80GB-HBM3``): folded into the quota keys
+        their models count under."""
         validate_queue_tree(queues)
         names = list(queues)
         self.names = names
@@ -103,6 +166,8 @@ class QuotaTree:
             {k for q in queues.values() for k in (*q.nominal, *q.borrowing_limit, *q.lending_limit)}
         )
         self.keys = keys
+        self.model_keys = ModelKeys(keys)
+        capacity = fold_models(capacity, self.model_keys)
         self.key_index = {key: i for i, key in enumerate(keys)}
         n, k = len(names), len(keys)
         self.parent = np.array(
@@ -124,6 +189,19 @@ class QuotaTree:
                     self.borrow[i, j] = queue.borrowing_limit[key]
                 if key in queue.lending_limit:
                     self.lend[i, j] = queue.lending_limit[key]
+        # A parent that names no quota of a key holds its children's (Kueue: a cohort's
+        # subtree quota is its own plus its children's), so that it is not seen to borrow
+        # what its children are guaranteed. Children come after parents in no given order:
+        # add up from the deepest queues.
+        named = np.array(
+            [[key in q.nominal for key in keys] for q in queues.values()], np.bool_
+        ).reshape(n, k)
+        for i in sorted(range(n), key=lambda i: -self._depth(i)):
+            p = int(self.parent[i])
+            if p >= 0:
+                self.nominal[p] = np.where(
+                    named[p], self.nominal[p], self.nominal[p] + self.nominal[i]
+                )
         self.weight = np.array([q.weight for q in queues.values()], np.float64)
         self.capacity = np.array([capacity.get(key, UNLIMITED) for key in keys], np.int64)
         self.usage = np.zeros((n, k), np.int64)
@@ -144,6 +222,15 @@ class QuotaTree:
         self._usage_rows: list[list[int]] = []
         self.guarded = np.maximum(self.nominal - self.lend, 0)
         self.paths = [self._path(i) for i in range(n)]
+        #: Each queue's height (0 for a leaf) and, above the top-level queues, the cluster's:
+        #: the borrowing level of a request that no queue's nominal quota holds.
+        self.height = [0] * n
+        for path in self.paths:
+            for k, ancestor in enumerate(path):
+                self.height[ancestor] = max(self.height[ancestor], len(path) - 1 - k)
+        self.root_height = 1 + max((self.height[i] for i in self.top), default=0)
+        self._rows_version = -1
+        self._rows: list[list[int]] = []
         # Fixed by the tree, read by every check (the hot path of a cycle): each queue's
         # ceiling (nominal + borrowing limit) and its siblings (at the top, the other tops).
         self._ceiling = self.nominal + self.borrow
@@ -151,6 +238,13 @@ class QuotaTree:
             np.array([s for s in (self.children[p] if p >= 0 else self.top) if s != i], np.int64)
             for i, p in enumerate(self.parent.tolist())
         ]
+
+    def _depth(self, i: int) -> int:
+        depth = 0
+        while self.parent[i] >= 0:
+            i = int(self.parent[i])
+            depth += 1
+        return depth
 
     def _path(self, i: int) -> list[int]:
         """Queue i and its ancestors, from the top down."""
@@ -348,6 +442,42 @@ class QuotaTree:
                     int(self.nominal[i, j]),
                 )
         return found
+
+    def usage_rows(self) -> list[list[int]]:
+        """``usage`` as Python integers (read-only; kept per usage version)."""
+        if self._rows_version != self.version:
+            self._rows, self._rows_version = self.usage.tolist(), self.version
+        return self._rows
+
+    def fits_nominal(self, i: int, amounts: Sequence[int]) -> bool:
+        """Would queue ``i``'s subtree stay within its nominal quota with ``amounts`` more
+        (on the keys asked for)?"""
+        used, nominal = self.usage_rows()[i], self.scalars().nominal[i]
+        return all(a <= 0 or used[j] + a <= nominal[j] for j, a in enumerate(amounts))
+
+    def over_nominal(self, i: int, asked: Sequence[int]) -> bool:
+        """Does queue ``i``'s subtree use more than its nominal quota of a key asked for
+        (``asked[j] > 0``)? Kueue: the queue borrows those resources."""
+        used, nominal = self.usage_rows()[i], self.scalars().nominal[i]
+        return any(a > 0 and used[j] > nominal[j] for j, a in enumerate(asked))
+
+    def under_nominal(self, i: int, asked: Sequence[int]) -> bool:
+        """Does queue ``i``'s subtree use strictly less than its nominal quota of every key
+        asked for? (Kueue's test before reclaiming without borrowing.)"""
+        used, nominal = self.usage_rows()[i], self.scalars().nominal[i]
+        return all(a <= 0 or used[j] < nominal[j] for j, a in enumerate(asked))
+
+    def borrow_level(self, queue: str, amounts: Sequence[int]) -> int:
+        """How far ``amounts`` more would have ``queue`` borrow (see the module docstring): 0
+        within its own nominal quota, else the height of the closest ancestor whose subtree's
+        nominal quota holds it, else :attr:`root_height`."""
+        path = self.paths[self.index[queue]]
+        if self.fits_nominal(path[-1], amounts):
+            return 0
+        for i in reversed(path[:-1]):
+            if self.fits_nominal(i, amounts):
+                return self.height[i]
+        return self.root_height
 
     def borrowing(self) -> npt.NDArray[np.bool_]:
         """Per queue: does it use more than its nominal quota of some key? (Read-only; kept

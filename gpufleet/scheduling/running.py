@@ -16,6 +16,8 @@ class RunningWorkload:
     bound: dict[str, Bound]
     usage: dict[str, int]
     started: float
+    #: When it arrived in its queue (Kueue's queue order timestamp; see the core's _enqueue).
+    queued: float = 0.0
     #: Pods still to report ready, and when the gang must be ready by (None: it is).
     unready: set[str] = field(default_factory=set)
     ready_by: float | None = None

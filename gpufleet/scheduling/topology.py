@@ -5,6 +5,11 @@ domain, rack, zone), ``required`` (else it waits) or ``preferred`` (else anywher
 tried from the tightest that could hold the gang (the least free GPU capacity that still covers
 its request) upwards, so that big domains stay whole for big gangs; the first that fits wins.
 
+A gang's GPU pods also land on one GPU model, as Kueue gives a pod set one flavor (a
+data-parallel job runs at the pace of its slowest GPU), unless the workload allows mixed models:
+where the policy's placement mixes models, the gang is placed again on each model in turn (the
+models it first chose, most pods first, then the others), the first that holds it winning.
+
 What it does not do: quotas, order or preemption (the core does).
 """
 
@@ -31,7 +36,7 @@ def place_workload(
         if len(pods) == 1:
             single = engine.place(pods[0], explain=explain, restrict=restrict)
             return single if isinstance(single, Unschedulable) else [single]
-        return engine.place_gang(pods, explain=explain, restrict=restrict)
+        return place_gang(engine, workload, restrict, explain)
     table = engine.table
     n = table.size
     column = table.label_ids.get(request.level)
@@ -50,13 +55,11 @@ def place_workload(
             if capacity[d] < need:
                 continue
             tried += 1
-            result = engine.place_gang(
-                pods, explain=explain, restrict=allowed & (ids == domains[d])
-            )
+            result = place_gang(engine, workload, allowed & (ids == domains[d]), explain)
             if not isinstance(result, Unschedulable):
                 return result
     if request.mode is TopologyMode.PREFERRED:
-        return engine.place_gang(pods, explain=explain, restrict=restrict)
+        return place_gang(engine, workload, restrict, explain)
     return Unschedulable(
         pods[0],
         int(table.alive[:n].sum()),
@@ -64,3 +67,58 @@ def place_workload(
         f"{workload.key} needs all {len(pods)} pods in one {request.level} domain "
         f"({tried} domain(s) with enough free GPUs tried).",
     )
+
+
+def one_model(workload: Workload) -> bool:
+    """Must the gang's GPU pods share one GPU model (two or more of them, mixing not allowed)?"""
+    if workload.mixed_gpu_models:
+        return False
+    gang = workload.pods[: workload.gang_size]
+    return sum(1 for p in gang if p.gpu.count or p.gpu.mig_count) > 1
+
+
+def place_gang(
+    engine: PlacementEngine,
+    workload: Workload,
+    restrict: BoolArray | None = None,
+    explain: bool = False,
+) -> list[Bound] | Unschedulable:
+    """``engine.place_gang`` of the workload's gang, its GPU pods on one GPU model (see the
+    module docstring)."""
+    pods = workload.pods[: workload.gang_size]
+    if not one_model(workload):
+        return engine.place_gang(pods, explain=explain, restrict=restrict)
+    table = engine.table
+    mark = table.begin_trial()
+    result = engine.place_gang(pods, explain=explain, restrict=restrict)
+    if isinstance(result, Unschedulable):
+        table.rollback(mark)
+        return result
+    chosen = [int(table.model_id[b.allocation.row]) for b in result if _uses_gpu(b)]
+    if len(set(chosen)) <= 1:
+        table.commit(mark)
+        return result
+    table.rollback(mark)
+    n = table.size
+    model_id = table.model_id[:n]
+    no_gpu = table.gpu_count[:n] == 0
+    first = sorted(set(chosen), key=lambda m: (-chosen.count(m), chosen.index(m)))
+    others = [m for m in range(len(table.model_names)) if m not in first]
+    for model in (*first, *others):
+        rows = (model_id == model) | no_gpu
+        allowed = rows if restrict is None else rows & restrict[:n]
+        placed = engine.place_gang(pods, explain=False, restrict=allowed)
+        if not isinstance(placed, Unschedulable):
+            return placed
+    return Unschedulable(
+        pods[0],
+        int(table.alive[:n].sum()),
+        {"no single GPU model has room for the whole gang": n},
+        f"{workload.key} needs its {len(pods)} pods on one GPU model (annotate it "
+        f'gpufleet.dev/mixed-gpu-models: "true" to allow mixing).',
+    )
+
+
+def _uses_gpu(bound: Bound) -> bool:
+    allocation = bound.allocation
+    return bool(allocation.gpu_indices or allocation.mig_slices)

@@ -21,8 +21,11 @@ from gpufleet.model import (
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.tenancy import (
     GPU,
+    FlavorFungibility,
     PreemptionPolicy,
     Queue,
+    QueueingStrategy,
+    QueuePreemption,
     TopologyRequest,
     Workload,
     gpu_model_key,
@@ -118,9 +121,14 @@ def make_queue(
     weight: float = 1.0,
     model: str | None = None,
     namespaces: Iterable[str] = (),
+    preemption: QueuePreemption | None = None,
+    strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO,
+    gpu_models: Iterable[str] = (),
+    fungibility: FlavorFungibility | None = None,
 ) -> Queue:
     """A queue with a nominal quota of ``gpus`` GPUs (of ``model`` only, if given) and optional
-    borrowing and lending limits, in GPUs."""
+    borrowing and lending limits, in GPUs; Kueue-style preemption policies, queueing strategy,
+    GPU model order and fungibility when given."""
     key = gpu_model_key(model) if model is not None else GPU
 
     def amounts(value: float | None) -> dict[str, int]:
@@ -134,6 +142,10 @@ def make_queue(
         amounts(lend),
         weight,
         tuple(namespaces),
+        preemption or QueuePreemption(),
+        strategy,
+        tuple(gpu_models),
+        fungibility or FlavorFungibility(),
     )
 
 
@@ -150,6 +162,7 @@ def make_workload(
     checkpoint: float | None = None,
     topology: TopologyRequest | None = None,
     namespace: str = "default",
+    mixed_models: bool = False,
     **pod_options: object,
 ) -> Workload:
     """A workload of ``pods`` identical pods of ``gpus`` GPUs each (a gang if more than one)."""
@@ -178,4 +191,5 @@ def make_workload(
         expected_runtime=runtime,
         checkpoint_interval=checkpoint,
         topology=topology,
+        mixed_gpu_models=mixed_models,
     )

@@ -35,8 +35,17 @@ from hypothesis import strategies as st
 
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.actions import Action, Bind, Evict
-from gpufleet.model.tenancy import GPU, PreemptionPolicy, Queue, Workload
-from gpufleet.scheduling.admission import DEFAULT_QUEUE, requested, used
+from gpufleet.model.tenancy import (
+    GPU,
+    BorrowWithinCohortPolicy,
+    PreemptionPolicy,
+    Queue,
+    QueuePreemption,
+    ReclaimPolicy,
+    WithinQueuePolicy,
+    Workload,
+)
+from gpufleet.scheduling.admission import DEFAULT_QUEUE, requested
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.engine import Unschedulable
 from gpufleet.scheduling.quota import UNLIMITED
@@ -62,7 +71,6 @@ class Scenario:
     queues: tuple[Queue, ...]
     workloads: tuple[Workload, ...]
     ops: tuple[Op, ...]
-    reclaim_any_priority: bool
 
 
 @st.composite
@@ -86,9 +94,23 @@ def queue_trees(draw: st.DrawFn) -> tuple[Queue, ...]:
             borrow=draw(limit),
             lend=draw(limit),
             weight=draw(st.sampled_from([0.5, 1.0, 2.0])),
+            preemption=draw(preemption_policies),
         )
         for i, parent in enumerate(parents)
     )
+
+
+#: Kueue's preemption policies, the default (gpufleet's) most often.
+preemption_policies = st.one_of(
+    st.just(QueuePreemption()),
+    st.builds(
+        QueuePreemption,
+        st.sampled_from(WithinQueuePolicy),
+        st.sampled_from(ReclaimPolicy),
+        st.sampled_from(BorrowWithinCohortPolicy),
+        st.none() | st.integers(0, 3),
+    ),
+)
 
 
 def leaves(queues: Sequence[Queue]) -> list[str]:
@@ -134,7 +156,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     count = draw(st.integers(1, 10))
     loads = tuple(draw(workloads(f"w{i}", targets)) for i in range(count))
     steps = draw(st.lists(ops, min_size=count, max_size=count + 12))
-    return Scenario(nodes, queues, loads, tuple(steps), draw(st.booleans()))
+    return Scenario(nodes, queues, loads, tuple(steps))
 
 
 # ----------------------------------------------------------------------------- the model
@@ -157,6 +179,10 @@ class World:
 
     def queue_of(self, pod_key: str) -> str:
         return self.units[self.unit_of[pod_key]].queue
+
+    def policy(self, queue: str) -> QueuePreemption:
+        found = [q for q in self.scenario.queues if q.name == queue]
+        return found[0].preemption if found else QueuePreemption()
 
     def record(self, actions: Sequence[Action]) -> None:
         """Bind times of units, and the rules every eviction for a preemptor obeys."""
@@ -203,12 +229,7 @@ class World:
 
 
 def play(scenario: Scenario, ready: bool = True) -> World:
-    core = make_core(
-        scenario.nodes,
-        scenario.queues,
-        min_runtime=MIN_RUNTIME,
-        reclaim_any_priority=scenario.reclaim_any_priority,
-    )
+    core = make_core(scenario.nodes, scenario.queues, min_runtime=MIN_RUNTIME)
     world = World(scenario, core, EchoCluster(core, ready=ready))
     for workload in scenario.workloads:
         world.units[workload.key] = workload
@@ -318,8 +339,17 @@ def check_preemptions(world: World) -> None:
         preemptor, victim = world.units[preemptor_key], world.units[victim_key]
         assert preemptor.preemption_policy is not PreemptionPolicy.NEVER
         assert victim.preemptible
-        if victim.queue == preemptor.queue or not world.scenario.reclaim_any_priority:
-            assert victim.priority < preemptor.priority, f"{preemptor_key} -> {victim_key}"
+        policy = world.policy(preemptor.queue)
+        if victim.queue == preemptor.queue:
+            assert policy.within_queue is not WithinQueuePolicy.NEVER
+            if policy.within_queue is WithinQueuePolicy.LOWER_PRIORITY:
+                assert victim.priority < preemptor.priority, f"{preemptor_key} -> {victim_key}"
+            else:
+                assert victim.priority <= preemptor.priority, f"{preemptor_key} -> {victim_key}"
+        else:
+            assert policy.reclaim_within_cohort is not ReclaimPolicy.NEVER
+            if policy.reclaim_within_cohort is ReclaimPolicy.LOWER_PRIORITY:
+                assert victim.priority < preemptor.priority, f"{preemptor_key} -> {victim_key}"
         # Its victims are gone (the fake evicts at once): the preemptor runs, whole.
         gang = preemptor.pods[: preemptor.gang_size]
         assert all(p.key in world.cluster.running for p in gang), (
@@ -355,7 +385,7 @@ def check_work_conserving(world: World) -> None:
                 not isinstance(placed, Unschedulable)
                 and core.quotas.check(
                     workload,
-                    used(placed, [table.nodes[b.allocation.row].gpu_model for b in placed]),
+                    core._usage_of(placed),
                 ).admits
             )
         finally:
@@ -382,7 +412,7 @@ def test_invariants_hold_when_gangs_never_get_ready(scenario: Scenario) -> None:
 def test_model_helpers_see_gangs_and_extras() -> None:
     """The scenario model maps extra pods to units of their own (a sanity check of the test)."""
     job = make_workload("job", pods=3, min_member=2)
-    scenario = Scenario((make_node("n", gpus=4),), (), (job,), (Op("submit"),), True)
+    scenario = Scenario((make_node("n", gpus=4),), (), (job,), (Op("submit"),))
     world = play(scenario)
     assert world.unit_of == {
         "default/job-0": "default/job",

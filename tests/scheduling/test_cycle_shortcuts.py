@@ -178,7 +178,7 @@ def test_cheapest_victims_are_victim_order_then_node_first(
     for running in core.running.values():
         by_queue.setdefault(running.workload.queue, []).append(running)
     now = 1_000.0 + data.draw(st.integers(0, 900))
-    borrowing = set(data.draw(st.lists(st.sampled_from(["a", "b", "c"]))))
+    rank = {queue: data.draw(st.integers(0, 2)) for queue in ("a", "b", "c")}
     parts = []
     candidates = []
     for queue, members in sorted(by_queue.items()):
@@ -186,11 +186,11 @@ def test_cheapest_victims_are_victim_order_then_node_first(
         chosen = None
         if data.draw(st.booleans()):
             chosen = np.array([data.draw(st.booleans()) for _ in members], np.bool_)
-        parts.append((columns, chosen, queue not in borrowing))
+        parts.append((columns, chosen, rank[queue]))
         candidates += [r for k, r in enumerate(members) if chosen is None or chosen[k]]
     limit = data.draw(st.integers(-2, 12))
     need = data.draw(st.sampled_from([1, 2, 4, 8])) * G
-    ordered = victim_order(candidates, borrowing, now)
+    ordered = victim_order(candidates, rank, now)
     assert cheapest_victims(parts, now, limit) == ordered[:limit]
     expected = node_first(ordered, core.table, need)[:limit]
     assert cheapest_victims(parts, now, limit, core.table, need) == expected

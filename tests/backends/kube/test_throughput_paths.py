@@ -95,6 +95,7 @@ class _Cycles:
     def __init__(self, pods: int) -> None:
         self.left = pods
         self.cycles = 0
+        self._deferred: set[str] = set()  # no preemption search put off
 
     def cycle(self, now: float | None = None) -> list[Action]:
         self.cycles += 1
