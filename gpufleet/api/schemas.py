@@ -77,7 +77,9 @@ class WorkloadSummary(_Schema):
     started: float | None = None
     finished: float | None = None
     expected_runtime: float | None = None
-    waiting_for: str | None = Field(None, description="quota, capacity, preempting, backoff")
+    waiting_for: str | None = Field(
+        None, description="quota, capacity, preempting, backoff, queue order"
+    )
     message: str | None = Field(None, description="why it waits, when it does")
 
 

@@ -222,7 +222,8 @@ class PendingExplanation:
     queue: str
     #: 1 for the next workload its queue will try.
     position: int
-    #: "quota", "capacity", "preempting" (victims are leaving), "backoff" or "not tried yet".
+    #: "quota", "capacity", "preempting" (victims are leaving), "backoff", "queue order" (behind
+    #: the first workload of a StrictFIFO queue) or "not tried yet".
     waiting_for: str
     message: str
     #: Seconds of simulated or wall time; None when no plan gives one.
@@ -1818,9 +1819,14 @@ class SchedulerCore:
         out: list[PendingExplanation] = []
         for queue, items in sorted(by_queue.items()):
             items.sort(key=lambda p: (-self._effective_priority(p), p.not_before, p.order))
+            strict = self._strict_fifo(queue)
             for position, pending in enumerate(items, start=1):
                 key = pending.workload.key
                 waiting_for = pending.reason or "not tried yet"
+                told = pending.told
+                if strict and position > 1 and not told:
+                    waiting_for = "queue order"
+                    told = f"waiting behind {items[0].workload.key}: queue {queue} is StrictFIFO"
                 start: float | None = None
                 if key in self.nominated:
                     waiting_for = "preempting"
@@ -1829,7 +1835,7 @@ class SchedulerCore:
                     start = pending.not_before
                 elif estimate and id(pending) in heads:
                     start = self._estimated_start(pending.workload, waiting_for)
-                message = pending.told or (
+                message = told or (
                     f"in backoff until t={pending.not_before:.0f}s"
                     if waiting_for == "backoff"
                     else "not tried yet"

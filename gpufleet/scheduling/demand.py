@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.model import MILLI_PER_GPU, Pod, Taint, Toleration
+from gpufleet.model.gpu import model_matches
 from gpufleet.model.pod import NodeSelectorRequirement, NodeSelectorTerm
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
 
@@ -132,9 +133,15 @@ def compile_demand(table: NodeTable, pod: Pod) -> Demand:
 
 
 def _model_mask(table: NodeTable, pod: Pod) -> BoolArray | None:
+    """Rows of the GPU models the pod allows, named as users write them (``H100`` covers
+    ``NVIDIA-H100-80GB-HBM3``: :func:`~gpufleet.model.gpu.model_matches`)."""
     if pod.gpu_models is None:
         return None
-    ids = [table.model_id_of[m] for m in pod.gpu_models if m in table.model_id_of]
+    ids = [
+        i
+        for i, name in enumerate(table.model_names)
+        if any(model_matches(wanted, name) for wanted in pod.gpu_models)
+    ]
     return np.isin(table.model_id[: table.size], np.asarray(ids, np.int64))
 
 

@@ -303,7 +303,11 @@ def check_limits(
     capacity = gpus * MILLI_PER_GPU
 
     def nominal(q: Queue) -> int:
-        return q.nominal.get(GPU, 0)
+        """Its own nominal quota, or, where it names none, its children's (Kueue: a cohort's
+        subtree quota)."""
+        if GPU in q.nominal:
+            return q.nominal[GPU]
+        return sum(nominal(c) for c in queues.values() if c.parent == q.name)
 
     for q in queues.values():
         borrow = q.borrowing_limit.get(GPU)

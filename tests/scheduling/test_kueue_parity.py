@@ -578,3 +578,23 @@ def test_a_requeued_preempted_workload_keeps_its_place() -> None:
     assert len(cluster.evicted) == 1
     order = [e.workload for e in core.explain_pending(estimate=False)]
     assert order == [f"default/{cluster.evicted[0].split('/')[1]}", "default/later"]
+
+
+def test_workloads_behind_a_strict_fifo_head_are_told_why() -> None:
+    core = make_core(EIGHT, (make_queue("a", 8, strategy=QueueingStrategy.STRICT_FIFO),))
+    cluster = EchoCluster(core)
+    cluster.submit(make_workload("busy", "a", gpus=3), make_workload("busy2", "a", gpus=3), now=0)
+    cluster.submit(make_workload("big", "a", gpus=4), make_workload("small", "a"), now=1)
+    explained = {e.workload: e for e in core.explain_pending(estimate=False)}
+    assert explained["default/big"].waiting_for == "quota"
+    assert explained["default/small"].waiting_for == "queue order"
+    assert explained["default/small"].message == (
+        "waiting behind default/big: queue a is StrictFIFO"
+    )
+
+
+def test_a_pod_asking_for_a_short_model_name_runs_on_the_gfd_product() -> None:
+    core = make_core(model_nodes(), (make_queue("q"),))
+    cluster = EchoCluster(core)
+    cluster.submit(make_workload("p", "q", models=["H100"]), now=0)
+    assert cluster.running["default/p"].node == "h"

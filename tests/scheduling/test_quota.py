@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.model.tenancy import GPU, Queue, QueueTreeError, gpu_model_key
-from gpufleet.scheduling.quota import IntArray, QuotaTree, Verdict
+from gpufleet.model.gpu import model_matches
+from gpufleet.scheduling.quota import IntArray, ModelKeys, QuotaTree, Verdict
 
 G = 1000  # one GPU in milli-GPU
 
@@ -271,3 +272,73 @@ def test_admitting_only_what_checks_never_breaks_a_limit(
             unlent = max(0, nominal[j] - lent) * G if lent is not None else 0
             kept += max(int(t.usage[t.index[other], 0]), unlent)
         assert used + kept <= sum(nominal) * G or used <= nominal[i] * G
+
+
+# ----------------------------------------------------------------------------- GPU models
+@pytest.mark.parametrize(
+    ("name", "product", "matches"),
+    [
+        pytest.param("H100", "NVIDIA-H100-80GB-HBM3", True, id="short-name-covers-gfd-product"),
+        pytest.param("h100", "NVIDIA-H100-80GB-HBM3", True, id="case-insensitive"),
+        pytest.param("A100-SXM4", "NVIDIA-A100-SXM4-80GB", True, id="longer-prefix"),
+        pytest.param("A100-80GB", "NVIDIA-A100-SXM4-80GB", False, id="prefix-not-subsequence"),
+        pytest.param("A10", "NVIDIA-A100-SXM4-40GB", False, id="token-boundary"),
+        pytest.param("T4", "Tesla-T4", True, id="tesla-prefix"),
+        pytest.param("A100", "NVIDIA A100-SXM4-40GB", True, id="nvidia-smi-spelling"),
+        pytest.param("V100", "V100M32", False, id="alibaba-names-are-exact"),
+        pytest.param("V100M32", "V100M32", True, id="equal"),
+    ],
+)
+def test_model_names_cover_products(name: str, product: str, matches: bool) -> None:
+    assert model_matches(name, product) is matches
+
+
+def test_a_gpu_counts_under_the_most_specific_quota_key() -> None:
+    keys = ModelKeys([GPU, gpu_model_key("A100"), gpu_model_key("A100-SXM4"), "cpu"])
+    assert keys("NVIDIA-A100-SXM4-80GB") == gpu_model_key("A100-SXM4")
+    assert keys("NVIDIA-A100-PCIE-40GB") == gpu_model_key("A100")
+    assert keys("NVIDIA-H100-80GB-HBM3") is None
+    assert keys(None) is None
+    assert keys.unmatched(["NVIDIA-A100-PCIE-40GB"]) == [gpu_model_key("A100-SXM4")]
+
+
+def test_capacity_of_products_counts_under_the_quota_key_of_their_model() -> None:
+    t = QuotaTree(
+        {"a": Queue("a", nominal={gpu_model_key("H100"): 2 * G})},
+        {GPU: 16 * G, gpu_model_key("NVIDIA-H100-80GB-HBM3"): 8 * G, gpu_model_key("T4"): 8 * G},
+    )
+    assert t.keys == [gpu_model_key("H100")]
+    assert t.capacity.tolist() == [8 * G]
+
+
+# ----------------------------------------------------------------------------- hierarchy
+def test_a_parent_without_quota_of_its_own_holds_its_childrens() -> None:
+    t = tree(q("research"), q("llm", 4, "research"), q("vision", 2, "research"), q("other", 1))
+    assert t.nominal[t.index["research"]].tolist() == [6 * G]
+    t.add("llm", gpus(5, t))
+    assert t.borrowing().tolist() == [False, True, False, False]
+
+
+@pytest.mark.parametrize(
+    ("queue", "asks", "level"),
+    [
+        pytest.param("llm", 1, 0, id="within-its-own-nominal"),
+        pytest.param("llm", 2, 1, id="from-its-parent"),
+        pytest.param("ci", 1, 2, id="from-the-top-queue"),
+        pytest.param("ci", 4, 3, id="from-the-cluster"),
+    ],
+)
+def test_borrowing_levels_are_the_height_of_the_closest_ancestor_that_holds_it(
+    queue: str, asks: int, level: int
+) -> None:
+    t = tree(
+        q("org", 8),
+        q("infra", 4, "org"),
+        q("ci", 4, "infra"),
+        q("research", 4, "org"),
+        q("llm", 2, "research"),
+        q("vision", 2, "research"),
+    )
+    t.add("ci", gpus(4, t))
+    t.add("llm", gpus(1, t))
+    assert t.borrow_level(queue, t.limited({GPU: asks * G})) == level
