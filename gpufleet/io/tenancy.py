@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
@@ -51,13 +52,20 @@ from gpufleet.model.tenancy import (
     MEMORY,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
+    BorrowWithinCohortPolicy,
+    FlavorFungibility,
+    FungibilityPolicy,
     PodGroup,
     PreemptionPolicy,
     PriorityClass,
     Queue,
+    QueueingStrategy,
+    QueuePreemption,
+    ReclaimPolicy,
     ResourceQuota,
     TopologyMode,
     TopologyRequest,
+    WithinQueuePolicy,
 )
 from gpufleet.model.workload import TimedPod
 
@@ -80,6 +88,7 @@ KUBEFLOW_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
 KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 PREEMPTIBLE_ANNOTATION = "gpufleet.dev/preemptible"
+MIXED_MODELS_ANNOTATION = "gpufleet.dev/mixed-gpu-models"
 CHECKPOINT_INTERVAL_ANNOTATION = "gpufleet.dev/checkpoint-interval"
 TOPOLOGY_ANNOTATION = "gpufleet.dev/topology"
 TOPOLOGY_LEVEL_ANNOTATION = "gpufleet.dev/topology-level"
@@ -143,6 +152,102 @@ def queue_from_object(obj: Mapping[str, Any], source: str, location: str | None 
         lending_limit=quota_map(context, spec.get("lendingLimit"), "spec.lendingLimit"),
         weight=float(weight),
         namespaces=tuple(namespaces),
+        preemption=_queue_preemption(context, spec.get("preemption")),
+        queueing_strategy=_choice(
+            context,
+            spec.get("queueingStrategy", QueueingStrategy.BEST_EFFORT_FIFO.value),
+            QueueingStrategy,
+            "spec.queueingStrategy",
+        ),
+        gpu_models=_gpu_models(context, spec.get("gpuModels")),
+        fungibility=_fungibility(context, spec.get("flavorFungibility")),
+    )
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def _choice(context: Context, value: object, kind: type[E], field: str) -> E:
+    """One of an enum's values, as Kueue spells them."""
+    allowed = [member.value for member in kind]
+    if not isinstance(value, str) or value not in allowed:
+        raise context.error(field, f"expected {' or '.join(allowed)}, got {describe(value)}")
+    return kind(value)
+
+
+def _queue_preemption(context: Context, value: object) -> QueuePreemption:
+    """``spec.preemption``: Kueue's ClusterQueue preemption policies (``withinQueue``, or
+    Kueue's spelling ``withinClusterQueue``; ``reclaimWithinCohort``; ``borrowWithinCohort``
+    with ``policy`` and ``maxPriorityThreshold``); gpufleet's defaults where absent."""
+    path = "spec.preemption"
+    spec = context.mapping(value, path)
+    default = QueuePreemption()
+    if "withinQueue" in spec and "withinClusterQueue" in spec:
+        raise context.error(
+            f"{path}.withinClusterQueue", "give withinQueue or withinClusterQueue, not both"
+        )
+    within_key = "withinClusterQueue" if "withinClusterQueue" in spec else "withinQueue"
+    within = _choice(
+        context,
+        spec.get(within_key, default.within_queue.value),
+        WithinQueuePolicy,
+        f"{path}.{within_key}",
+    )
+    reclaim = _choice(
+        context,
+        spec.get("reclaimWithinCohort", default.reclaim_within_cohort.value),
+        ReclaimPolicy,
+        f"{path}.reclaimWithinCohort",
+    )
+    borrow_spec = context.mapping(spec.get("borrowWithinCohort"), f"{path}.borrowWithinCohort")
+    borrow = _choice(
+        context,
+        borrow_spec.get("policy", default.borrow_within_cohort.value),
+        BorrowWithinCohortPolicy,
+        f"{path}.borrowWithinCohort.policy",
+    )
+    threshold = borrow_spec.get("maxPriorityThreshold")
+    if threshold is not None:
+        threshold = context.integer(threshold, f"{path}.borrowWithinCohort.maxPriorityThreshold")
+    if reclaim is ReclaimPolicy.NEVER and borrow is not BorrowWithinCohortPolicy.NEVER:
+        raise context.error(
+            f"{path}.borrowWithinCohort.policy",
+            "borrowWithinCohort needs reclaimWithinCohort other than Never (as in Kueue)",
+        )
+    return QueuePreemption(within, reclaim, borrow, threshold)
+
+
+def _gpu_models(context: Context, value: object) -> tuple[str, ...]:
+    """``spec.gpuModels``: the GPU models its workloads try, in order."""
+    names: list[str] = []
+    for i, item in enumerate(context.sequence(value, "spec.gpuModels")):
+        name = context.text(item, f"spec.gpuModels[{i}]").strip()
+        if not name:
+            raise context.error(f"spec.gpuModels[{i}]", "expected a GPU model name such as H100")
+        if name in names:
+            raise context.error(f"spec.gpuModels[{i}]", f"{name} is listed twice")
+        names.append(name)
+    return tuple(names)
+
+
+def _fungibility(context: Context, value: object) -> FlavorFungibility:
+    """``spec.flavorFungibility``: Kueue's whenCanBorrow / whenCanPreempt."""
+    path = "spec.flavorFungibility"
+    spec = context.mapping(value, path)
+    default = FlavorFungibility()
+    return FlavorFungibility(
+        _choice(
+            context,
+            spec.get("whenCanBorrow", default.when_can_borrow.value),
+            FungibilityPolicy,
+            f"{path}.whenCanBorrow",
+        ),
+        _choice(
+            context,
+            spec.get("whenCanPreempt", default.when_can_preempt.value),
+            FungibilityPolicy,
+            f"{path}.whenCanPreempt",
+        ),
     )
 
 
@@ -353,6 +458,7 @@ class WorkloadSettings:
     expected_runtime: Setting[float] | None = None
     checkpoint_interval: Setting[float] | None = None
     topology: Setting[TopologyRequest] | None = None
+    mixed_models: Setting[bool] | None = None
 
 
 def workload_settings(
@@ -402,6 +508,7 @@ def workload_settings(
         topology=_topology(
             annotations.get(TOPOLOGY_ANNOTATION), annotations.get(TOPOLOGY_LEVEL_ANNOTATION)
         ),
+        mixed_models=_parsed(annotations.get(MIXED_MODELS_ANNOTATION), _boolean),
     )
 
 

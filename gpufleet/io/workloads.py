@@ -43,6 +43,7 @@ from gpufleet.io.manifests import Context, Manifest, describe, load_manifests
 from gpufleet.io.readers import CLUSTER_KINDS, input_files
 from gpufleet.io.tenancy import (
     CHECKPOINT_INTERVAL_ANNOTATION,
+    MIXED_MODELS_ANNOTATION,
     PREEMPTIBLE_ANNOTATION,
     TOPOLOGY_ANNOTATION,
     Setting,
@@ -346,6 +347,9 @@ class _Builder:
             f"agree on {CHECKPOINT_INTERVAL_ANNOTATION}",
         )
         topology = _agreed([s.topology for s in settings], label, f"agree on {TOPOLOGY_ANNOTATION}")
+        mixed = _agreed(
+            [s.mixed_models for s in settings], label, f"agree on {MIXED_MODELS_ANNOTATION}"
+        )
         workload = Workload(
             name,
             namespace,
@@ -359,6 +363,7 @@ class _Builder:
             expected_runtime=None if runtime is None else runtime.value,
             checkpoint_interval=None if interval is None else interval.value,
             topology=None if topology is None else topology.value,
+            mixed_gpu_models=mixed is not None and mixed.value,
             labels=settings[0].labels,
         )
         created = min((t.created for t in timed if t.created is not None), default=0.0)

@@ -13,9 +13,9 @@ tree: with p the parent of q,
 
 where ``N_s - L_s`` is the part of a sibling's quota it never lends, and avail(root) is the
 cluster's capacity of the key. A parent that names no quota of a key has its children's
-nominal quotas added up as its own (Kueue: a cohort's subtree quota). A workload of usage u fits in leaf q when U_x + u <= avail(x) for
-every queue x on the path from q to the top; it fits *within nominal* when also U_x + u <= N_x
-(it then borrows nothing).
+nominal quotas added up as its own (Kueue: a cohort's subtree quota). A workload of usage u
+fits in leaf q when U_x + u <= avail(x) for every queue x on the path from q to the top; it fits
+*within nominal* when also U_x + u <= N_x (it then borrows nothing).
 
 Ordering across queues uses the weighted dominant-resource share: for q under p, the largest,
 over keys, of q's borrowed amount (max(0, U_q - N_q)) divided by what it borrows from (p's

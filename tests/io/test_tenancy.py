@@ -25,11 +25,18 @@ from gpufleet.model.tenancy import (
     CPU,
     GPU,
     MEMORY,
+    BorrowWithinCohortPolicy,
+    FlavorFungibility,
+    FungibilityPolicy,
     PodGroup,
     PreemptionPolicy,
     PriorityClass,
     Queue,
+    QueueingStrategy,
+    QueuePreemption,
+    ReclaimPolicy,
     ResourceQuota,
+    WithinQueuePolicy,
     gpu_model_key,
 )
 from tests.io.conftest import WriteFile
@@ -82,6 +89,43 @@ def queue_yaml(spec: str) -> dict[str, Any]:
             "spec: {namespaces: [ml, research]}",
             Queue("q", namespaces=("ml", "research")),
             id="namespaces",
+        ),
+        pytest.param(
+            "spec: {preemption: {withinQueue: LowerOrNewerEqualPriority, reclaimWithinCohort: "
+            "LowerPriority, borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: "
+            "100}}}",
+            Queue(
+                "q",
+                preemption=QueuePreemption(
+                    WithinQueuePolicy.LOWER_OR_NEWER_EQUAL_PRIORITY,
+                    ReclaimPolicy.LOWER_PRIORITY,
+                    BorrowWithinCohortPolicy.LOWER_PRIORITY,
+                    100,
+                ),
+            ),
+            id="kueue-preemption",
+        ),
+        pytest.param(
+            "spec: {preemption: {withinClusterQueue: Never}}",
+            Queue("q", preemption=QueuePreemption(within_queue=WithinQueuePolicy.NEVER)),
+            id="kueue-spelling-within-cluster-queue",
+        ),
+        pytest.param(
+            "spec: {queueingStrategy: StrictFIFO}",
+            Queue("q", queueing_strategy=QueueingStrategy.STRICT_FIFO),
+            id="strict-fifo",
+        ),
+        pytest.param(
+            "spec: {gpuModels: [H100, A100], flavorFungibility: {whenCanBorrow: TryNextFlavor,"
+            " whenCanPreempt: MayStopSearch}}",
+            Queue(
+                "q",
+                gpu_models=("H100", "A100"),
+                fungibility=FlavorFungibility(
+                    FungibilityPolicy.TRY_NEXT_FLAVOR, FungibilityPolicy.MAY_STOP_SEARCH
+                ),
+            ),
+            id="gpu-models-and-fungibility",
         ),
     ],
 )
@@ -279,6 +323,44 @@ BAD = {
         f"{WHERE}, Queue q",
         "apiVersion",
         "expected gpufleet.dev/v1alpha1 for a Queue, got 'kueue.x-k8s.io/v1beta1'",
+    ),
+    "queue-bad-preemption-policy": Bad(
+        queue_from_object,
+        queue_yaml("spec: {preemption: {reclaimWithinCohort: Sometimes}}"),
+        f"{WHERE}, Queue q",
+        "spec.preemption.reclaimWithinCohort",
+        "expected Never or LowerPriority or Any, got 'Sometimes'",
+    ),
+    "queue-borrow-without-reclaim": Bad(
+        queue_from_object,
+        queue_yaml(
+            "spec: {preemption: {reclaimWithinCohort: Never, borrowWithinCohort: "
+            "{policy: LowerPriority}}}"
+        ),
+        f"{WHERE}, Queue q",
+        "spec.preemption.borrowWithinCohort.policy",
+        "borrowWithinCohort needs reclaimWithinCohort other than Never (as in Kueue)",
+    ),
+    "queue-bad-queueing-strategy": Bad(
+        queue_from_object,
+        queue_yaml("spec: {queueingStrategy: FIFO}"),
+        f"{WHERE}, Queue q",
+        "spec.queueingStrategy",
+        "expected BestEffortFIFO or StrictFIFO, got 'FIFO'",
+    ),
+    "queue-model-twice": Bad(
+        queue_from_object,
+        queue_yaml("spec: {gpuModels: [H100, A100, H100]}"),
+        f"{WHERE}, Queue q",
+        "spec.gpuModels[2]",
+        "H100 is listed twice",
+    ),
+    "queue-bad-fungibility": Bad(
+        queue_from_object,
+        queue_yaml("spec: {flavorFungibility: {whenCanBorrow: Borrow}}"),
+        f"{WHERE}, Queue q",
+        "spec.flavorFungibility.whenCanBorrow",
+        "expected MayStopSearch or TryNextFlavor, got 'Borrow'",
     ),
     "priority-missing-value": Bad(
         priority_class_from_object,

@@ -359,6 +359,13 @@ NVLINK = "gpufleet.dev/nvlink-domain"
             TopologyRequest(TopologyMode.REQUIRED, "example.com/pod"),
             id="topology-label-key",
         ),
+        pytest.param(job("j", 2), "mixed_gpu_models", False, id="one-gpu-model-by-default"),
+        pytest.param(
+            job("j", 2, annotations={"gpufleet.dev/mixed-gpu-models": "true"}),
+            "mixed_gpu_models",
+            True,
+            id="mixed-gpu-models",
+        ),
         pytest.param(
             job(
                 "j",
