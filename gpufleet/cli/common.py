@@ -30,6 +30,11 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     return typer.Exit(code)
 
 
+def warn(message: str) -> None:
+    """One line on stderr that does not stop the command."""
+    errors.print(f"[bold yellow]warning:[/] {message}")
+
+
 def friendly_errors(command: Callable[P, R]) -> Callable[P, R]:
     """Turn bad input into one clear line on stderr and a non-zero exit code."""
 

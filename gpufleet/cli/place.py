@@ -14,7 +14,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from gpufleet.cli.common import check_policies, console, fail, format_duration, friendly_errors
+from gpufleet.cli.common import (
+    check_policies,
+    console,
+    fail,
+    format_duration,
+    friendly_errors,
+    warn,
+)
 from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
@@ -88,6 +95,8 @@ def _place_scenario(cluster: Path, paths: Sequence[str], policy: str, seed: int)
         queues=scenario.queues,
         resource_quotas=scenario.resource_quotas,
     )
+    for message in core.quota_warnings():
+        warn(message)
     for timed in scenario.workloads:
         core.handle(WorkloadAdded(timed.workload))
     actions = core.run_until_idle(now=0.0)

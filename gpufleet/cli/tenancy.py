@@ -28,6 +28,7 @@ from gpufleet.cli.common import (
     friendly_errors,
     parse_duration,
     parse_seeds,
+    warn,
 )
 from gpufleet.cli.scenarios import ScenarioOptions, Scenarios, load_scenarios
 from gpufleet.cli.tenancy_pool import Shared, TenancyTask, run_tenancy_tasks
@@ -49,7 +50,7 @@ from gpufleet.report.tenancy import (
     summarize_runs,
 )
 from gpufleet.report.tenancy_html import tenancy_figures
-from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.scheduling.admission import AdmissionConfig, model_quota_warnings
 
 DEFAULT_POLICIES = ["default"]
 #: Explanation rows per table in the HTML report (results.json has them all).
@@ -95,6 +96,10 @@ def simulate_scenarios(args: TenancyArgs) -> None:
         + (", with the FIFO baseline" if args.baseline is Baseline.FIFO else "")
         + f", {args.workers} worker(s)"
     )
+    first = scenarios.by_seed[seeds[0]]
+    models = [n.gpu_model for n in first.nodes if n.gpu_model is not None]
+    for message in model_quota_warnings(first.scenario.queues, models):
+        warn(message)
     config = AdmissionConfig(backfill=args.backfill)
     shared = Shared(scenarios.by_seed, config, explain_at)
     runs = _run_with_progress(shared, tasks, args.workers)

@@ -27,7 +27,7 @@ from gpufleet.model.tenancy import (
     gpu_model_key,
 )
 from gpufleet.scheduling.engine import Bound
-from gpufleet.scheduling.quota import IntArray, QuotaCheck, QuotaTree, Verdict
+from gpufleet.scheduling.quota import IntArray, ModelKeys, QuotaCheck, QuotaTree, Verdict
 
 #: The queue every workload without a queue of its own goes to (no quota unless defined).
 DEFAULT_QUEUE = "default"
@@ -69,6 +69,26 @@ def cluster_capacity(nodes: Iterable[Node]) -> dict[str, int]:
             key = gpu_model_key(gpu.model)
             capacity[key] = capacity.get(key, 0) + MILLI_PER_GPU
     return capacity
+
+
+def model_quota_warnings(queues: Mapping[str, Queue], models: Iterable[str]) -> list[str]:
+    """Per-model quotas that no GPU of ``models`` counts under (a misspelt model, or one the
+    cluster does not have), one sentence each, naming the queues that name them."""
+    named = {k for q in queues.values() for k in (*q.nominal, *q.borrowing_limit, *q.lending_limit)}
+    present = sorted(set(models))
+    out = []
+    for key in ModelKeys(named).unmatched(present):
+        holders = sorted(
+            name
+            for name, q in queues.items()
+            if key in q.nominal or key in q.borrowing_limit or key in q.lending_limit
+        )
+        out.append(
+            f"quota {key} (queue {', '.join(holders)}) matches no node's GPU model "
+            f"(models: {', '.join(present) or 'none'}); model names match GPU Feature "
+            "Discovery products by prefix, e.g. H100 covers NVIDIA-H100-80GB-HBM3"
+        )
+    return out
 
 
 def requested(pods: Sequence[Pod]) -> dict[str, int]:

@@ -69,6 +69,7 @@ from gpufleet.scheduling.admission import (
     AdmissionConfig,
     Quotas,
     cluster_capacity,
+    model_quota_warnings,
     requested,
     used,
 )
@@ -1780,22 +1781,8 @@ class SchedulerCore:
 
     # ----------------------------------------------------------------------------- queries
     def quota_warnings(self) -> list[str]:
-        """Quotas that can never be used: a per-model key that no node's GPU model counts
-        under (a misspelt model, or one the cluster does not have)."""
-        models = sorted(self.table.model_names)
-        out = []
-        for key in self.quotas.tree.model_keys.unmatched(models):
-            holders = sorted(
-                name
-                for name, q in self.quotas.queues.items()
-                if key in q.nominal or key in q.borrowing_limit or key in q.lending_limit
-            )
-            out.append(
-                f"quota {key} (queue {', '.join(holders)}) matches no node's GPU model "
-                f"(models: {', '.join(models) or 'none'}); model names match GPU Feature "
-                "Discovery products by prefix, e.g. H100 covers NVIDIA-H100-80GB-HBM3"
-            )
-        return out
+        """Quotas that can never be used (:func:`model_quota_warnings` of the nodes known)."""
+        return model_quota_warnings(self.quotas.queues, self.table.model_names)
 
     def why(self, pod: Pod) -> Unschedulable:
         """Why ``pod`` cannot be placed now (nodes per reason)."""

@@ -209,13 +209,16 @@ class ControlPlane(PlaneBase):
 
     # ----------------------------------------------------------------------------- core
     def _new_core(self) -> SchedulerCore:
-        return build_core(
+        core = build_core(
             self.nodes,
             self.options.policy,
             self.options.seed,
             queues=self.catalog.queues,
             config=self.options.admission,
         )
+        for message in core.quota_warnings():
+            log.warning("%s", message)
+        return core
 
     def _rebuild_core(self) -> None:
         """A new core for new queues or classes, told everything again (under the lock)."""

@@ -379,3 +379,26 @@ def test_alibaba_multitenant_on_a_small_sample_of_the_trace(
     assert list(queues) == ["training", "research", "dev", "inference"]
     (run,) = data["runs"]
     assert sum(queues.values()) <= run["result"]["replay"]["capacity_gpu_milli"] / 1000
+
+
+@pytest.mark.parametrize("command", ["place", "simulate"])
+def test_a_quota_on_a_model_no_node_has_is_warned_about(tmp_path: Path, command: str) -> None:
+    scenario = write_scenario(
+        tmp_path,
+        queue_doc("team-a", 2).replace(
+            "quota: {nvidia.com/gpu: 2}", "quota: {nvidia.com/gpu: 2, nvidia.com/gpu.H100: 1}"
+        ),
+        job_doc("first", "team-a", 1, "1m"),
+    )
+    cluster = tmp_path / "nodes.csv"
+    cluster.write_text(ONE_NODE)
+    args = ["--cluster", str(cluster), "--scenario", str(scenario)]
+    if command == "simulate":
+        args += ["--out", str(tmp_path / "out"), "--workers", "1"]
+    result = runner.invoke(app, [command, *args])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert (
+        "warning: quota nvidia.com/gpu.H100 (queue team-a) matches no node's GPU model "
+        "(models: T4)" in text
+    )

@@ -231,7 +231,10 @@ CASES = [
     pytest.param(
         Case(
             EIGHT,
-            (make_queue("a", 4, preemption=policy(reclaim=ReclaimPolicy.NEVER)), make_queue("b", 4)),
+            (
+                make_queue("a", 4, preemption=policy(reclaim=ReclaimPolicy.NEVER)),
+                make_queue("b", 4),
+            ),
             (
                 Step(0, jobs("b", 8, "b")),
                 Step(LATER, jobs("a", 2, "a"), evicted_count=0, gpus_by_queue={"b": 8}),
@@ -297,9 +300,7 @@ CASES = [
             (make_queue("a", 2), make_queue("b", 2), make_queue("c", 4)),
             (
                 Step(0, (*jobs("b", 6, "b", priority=1), *jobs("c", 2, "c", priority=1))),
-                Step(
-                    LATER, (make_workload("big", "a", gpus=4, priority=5),), evicted_count=0
-                ),
+                Step(LATER, (make_workload("big", "a", gpus=4, priority=5),), evicted_count=0),
             ),
         ),
         id="kueue-borrow-within-cohort-never-by-default",
@@ -312,18 +313,14 @@ CASES = [
                 make_queue(
                     "a",
                     2,
-                    preemption=policy(
-                        borrow=BorrowWithinCohortPolicy.LOWER_PRIORITY, threshold=0
-                    ),
+                    preemption=policy(borrow=BorrowWithinCohortPolicy.LOWER_PRIORITY, threshold=0),
                 ),
                 make_queue("b", 2),
                 make_queue("c", 4),
             ),
             (
                 Step(0, (*jobs("b", 6, "b", priority=1), *jobs("c", 2, "c", priority=1))),
-                Step(
-                    LATER, (make_workload("big", "a", gpus=4, priority=5),), evicted_count=0
-                ),
+                Step(LATER, (make_workload("big", "a", gpus=4, priority=5),), evicted_count=0),
             ),
         ),
         id="kueue-borrow-within-cohort-max-priority-threshold",
@@ -495,7 +492,9 @@ MODEL_CASES = [
                     "q",
                     {"H100": 2, "A100": 4},
                     gpu_models=["H100", "A100"],
-                    fungibility=FlavorFungibility(when_can_borrow=FungibilityPolicy.TRY_NEXT_FLAVOR),
+                    fungibility=FlavorFungibility(
+                        when_can_borrow=FungibilityPolicy.TRY_NEXT_FLAVOR
+                    ),
                 ),
                 model_queue("other", {"H100": 2}),
             ),

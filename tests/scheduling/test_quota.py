@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.model.tenancy import GPU, Queue, QueueTreeError, gpu_model_key
 from gpufleet.model.gpu import model_matches
+from gpufleet.model.tenancy import GPU, Queue, QueueTreeError, gpu_model_key
 from gpufleet.scheduling.quota import IntArray, ModelKeys, QuotaTree, Verdict
 
 G = 1000  # one GPU in milli-GPU

@@ -177,6 +177,8 @@ class KubeScheduler:
             target_of(pods),
         )
         self.cores_built += 1
+        for message in self.core.quota_warnings():
+            log.warning("%s", message)
         log.info(
             "scheduling core built: %d nodes, %d queues, policy %s",
             len(nodes),
