@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
@@ -571,3 +572,18 @@ SCENARIO_BAD = {
 @pytest.mark.parametrize("case", SCENARIO_BAD.values(), ids=SCENARIO_BAD.keys())
 def test_bad_admission_objects_in_a_scenario(write_file: WriteFile, case: Case) -> None:
     check_bad_scenario(write_file, case)
+
+
+def test_the_readmes_queue_with_every_field_reads_as_written() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    start = readme.index(
+        "```yaml\napiVersion: gpufleet.dev/v1alpha1\nkind: Queue\nmetadata: {name: llm}"
+    )
+    text = readme[start + len("```yaml\n") : readme.index("```", start + 3)]
+    queue = queue_from_object(parse(text), "README.md")
+    assert queue.parent == "research"
+    assert queue.gpu_models == ("H100", "A100")
+    assert queue.queueing_strategy is QueueingStrategy.BEST_EFFORT_FIFO
+    assert queue.preemption == QueuePreemption()
+    assert queue.fungibility == FlavorFungibility()
+    assert dict(queue.nominal)[gpu_model_key("H100")] == 8000
