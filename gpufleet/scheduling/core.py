@@ -946,8 +946,6 @@ class SchedulerCore:
                 per_model = np.bincount(ids[gpu_rows], weights=room[gpu_rows])
                 return bool((per_model >= len(pods)).any())
             return int(room.sum()) >= len(pods)
-        if by_model:
-            return False  # one domain and one model: not certain without placing
         # As place_workload picks domains: labelled, allowed rows; enough free GPUs in all.
         column = table.label_ids.get(topology.level)
         if column is None:
@@ -964,8 +962,14 @@ class SchedulerCore:
         # labelled rows adds room 0, which never suffices).
         domains = ids[labelled]
         capacity = np.bincount(domains, weights=self._free_gpu_milli()[labelled])
-        room_in = np.bincount(domains, weights=room[labelled])
         need = sum(p.gpu.total_milli for p in pods)
+        if by_model:  # room for the whole gang on one GPU model of a domain
+            width = len(table.model_names) + 1
+            pairs = domains * width + table.model_id[:n][labelled] + 1
+            room_in = np.bincount(pairs, weights=room[labelled])
+            in_domain = np.arange(room_in.size) // width
+            return bool(((room_in >= len(pods)) & (capacity[in_domain] >= need)).any())
+        room_in = np.bincount(domains, weights=room[labelled])
         return bool(((capacity >= need) & (room_in >= len(pods))).any())
 
     def _feasible(self, signature: tuple[object, ...], demand: Demand) -> BoolArray:
@@ -1476,10 +1480,7 @@ class SchedulerCore:
             candidate = by_queue.get(victim.workload.queue)
             return candidate is None or still_borrowing(tree, candidate, amounts)
 
-        # Regroup victims node by node only when nodes, not quota, are short: where the gang
-        # already places, the cheapest victims overall are the ones to take.
-        by_node = need >= MILLI_PER_GPU and count > 1 and not places()
-        planned.clear()
+        nodes_short: bool | None = None  # found out once, when first needed
         victims: list[RunningWorkload] | None = None
         for borrowing in self._plan_for(workload, amounts).attempts:
 
@@ -1499,10 +1500,17 @@ class SchedulerCore:
                 (part.victims.columns(), part.chosen_when(borrowing), int(part.variant))
                 for part in parts
             ]
-            if by_node:
-                ordered = cheapest_victims(columns, self.now, limit, table, need)
-            else:
-                ordered = cheapest_victims(columns, self.now, limit)
+            ordered = cheapest_victims(columns, self.now, limit)
+            if need >= MILLI_PER_GPU and len(ordered) > 1:
+                if not self._quota_could_fit(ordered, may_fit):
+                    continue  # (find_victims would find the same at once)
+                # Regroup victims node by node only when nodes, not quota, are short: where
+                # the gang already places, the cheapest victims overall are the ones to take.
+                if nodes_short is None:
+                    nodes_short = not places()
+                    planned.clear()
+                if nodes_short:
+                    ordered = cheapest_victims(columns, self.now, limit, table, need)
             victims = find_victims(
                 table, self.quotas, ordered, fits, may_fit, still_candidate, places
             )
@@ -1535,6 +1543,18 @@ class SchedulerCore:
             self.preemptions.append((self.now, workload.key, victim.key))
             self._evict(victim, f"preempted by {workload.key}", actions, workload.key)
         return True
+
+    def _quota_could_fit(
+        self, candidates: Sequence[RunningWorkload], may_fit: Callable[[], bool]
+    ) -> bool:
+        """Would the quota checks pass with every candidate gone? (If not, no set of them
+        admits the preemptor: :func:`find_victims` starts with the same test.)"""
+        mark = self.quotas.snapshot()
+        self.quotas.refund_all((c.workload, c.usage) for c in candidates)
+        try:
+            return may_fit()
+        finally:
+            self.quotas.restore(mark)
 
     def _plan_for(self, workload: Workload, amounts: tuple[int, ...] | None = None) -> ReclaimPlan:
         """:func:`reclaim.plan` for the workload's queue and request (``amounts``; by
@@ -1661,6 +1681,13 @@ class SchedulerCore:
                         priority,
                     )
                 )
+        if policy.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER and all(
+            part.variant is Variant.PRIORITY for part in parts
+        ):
+            # Priority candidates of other queues only, taken only if the preemptor then fits
+            # its queue's nominal quota: it does not now (they would be hierarchical), and
+            # evicting them does not lower its queue's usage. None of them can help.
+            return []
         return parts
 
     def _eligible_in(self, queue: str, least: float) -> tuple[BoolArray, float]:

@@ -104,7 +104,17 @@ def place_gang(
     no_gpu = table.gpu_count[:n] == 0
     first = sorted(set(chosen), key=lambda m: (-chosen.count(m), chosen.index(m)))
     others = [m for m in range(len(table.model_names)) if m not in first]
+    # Only models with free GPUs enough for the whole gang between their nodes are tried.
+    need = sum(p.gpu.total_milli for p in pods)
+    usable = table.alive[:n] if restrict is None else table.alive[:n] & restrict[:n]
+    free = np.bincount(
+        model_id[usable & (model_id >= 0)],
+        weights=table.gpu_free[:n][usable & (model_id >= 0)].sum(axis=1),
+        minlength=len(table.model_names),
+    )
     for model in (*first, *others):
+        if free[model] < need:
+            continue
         rows = (model_id == model) | no_gpu
         allowed = rows if restrict is None else rows & restrict[:n]
         placed = engine.place_gang(pods, explain=False, restrict=allowed)

@@ -150,7 +150,10 @@ ops = st.one_of(
 @st.composite
 def scenarios(draw: st.DrawFn) -> Scenario:
     sizes = draw(st.lists(st.integers(1, 8), min_size=1, max_size=6))
-    nodes = tuple(make_node(f"n{i}", gpus=g) for i, g in enumerate(sizes))
+    models = [draw(st.sampled_from(["A100", "A100", "H100"])) for _ in sizes]
+    nodes = tuple(
+        make_node(f"n{i}", gpus=g, model=m) for i, (g, m) in enumerate(zip(sizes, models))
+    )
     queues = draw(queue_trees())
     targets = leaves(queues)
     count = draw(st.integers(1, 10))
@@ -274,11 +277,18 @@ def check(world: World) -> None:
             devices[spot] = devices.get(spot, 0) + placement.gpu_milli_per_device
     assert all(v <= MILLI_PER_GPU for v in devices.values()), f"GPU over-allocated: {devices}"
 
-    # Gangs whole or not at all.
+    # Gangs whole or not at all, their GPU pods on one GPU model (Kueue: one flavor).
+    model_of = {n.name: n.gpu_model for n in world.scenario.nodes}
     for unit_key, unit in world.units.items():
         gang = [p.key for p in unit.pods[: unit.gang_size] if world.unit_of[p.key] == unit_key]
         on = [k in cluster.running for k in gang]
         assert all(on) or not any(on), f"{unit_key} runs in part: {gang} {on}"
+        models = {
+            model_of[cluster.running[k].node]
+            for k in gang
+            if k in cluster.running and cluster.running[k].gpu_indices
+        }
+        assert len(models) <= 1, f"{unit_key} runs on GPUs of models {models}"
 
     tree = core.quotas.tree
     if GPU in tree.key_index:

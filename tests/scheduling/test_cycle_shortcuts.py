@@ -197,11 +197,12 @@ def test_cheapest_victims_are_victim_order_then_node_first(
 
 
 # ----------------------------------------------------------------------------- placement
-def rack_nodes(sizes: list[int]) -> list[Node]:
+def rack_nodes(sizes: list[int], models: list[str] | None = None) -> list[Node]:
     return [
         make_node(
             f"n{i}",
             gpus=g,
+            model=models[i] if models else "A100",
             labels={GFD_LABELS.RACK: f"rack-{i // 3}", GFD_LABELS.ZONE: f"zone-{i // 6}"},
         )
         for i, g in enumerate(sizes)
@@ -212,7 +213,9 @@ def rack_nodes(sizes: list[int]) -> list[Node]:
 @given(data=st.data())
 def test_a_placement_called_sure_succeeds(data: st.DataObject) -> None:
     sizes = data.draw(st.lists(st.sampled_from([1, 2, 4, 8]), min_size=2, max_size=9))
-    core = make_core(rack_nodes(sizes), [make_queue("a")])
+    # Racks of mixed GPU models too: a gang must fit on one model of a domain.
+    models = [data.draw(st.sampled_from(["A100", "H100"])) for _ in sizes]
+    core = make_core(rack_nodes(sizes, models), [make_queue("a")])
     cluster = EchoCluster(core)
     for i in range(data.draw(st.integers(0, 8))):
         cluster.submit(make_workload(f"r{i}", "a", gpus=data.draw(st.integers(1, 4))), now=0.0)
