@@ -1501,16 +1501,21 @@ class SchedulerCore:
                 for part in parts
             ]
             ordered = cheapest_victims(columns, self.now, limit)
-            if need >= MILLI_PER_GPU and len(ordered) > 1:
+            if len(ordered) > 1:
                 if not self._quota_could_fit(ordered, may_fit):
                     continue  # (find_victims would find the same at once)
                 # Regroup victims node by node only when nodes, not quota, are short: where
                 # the gang already places, the cheapest victims overall are the ones to take.
-                if nodes_short is None:
-                    nodes_short = not places()
+                if need >= MILLI_PER_GPU:
+                    if nodes_short is None:
+                        nodes_short = not places()
+                        planned.clear()
+                    if nodes_short:
+                        ordered = cheapest_victims(columns, self.now, limit, table, need)
+                if nodes_short is not False and not self._places_without(ordered, places):
                     planned.clear()
-                if nodes_short:
-                    ordered = cheapest_victims(columns, self.now, limit, table, need)
+                    continue  # not even with every candidate gone: no search can succeed
+                planned.clear()
             victims = find_victims(
                 table, self.quotas, ordered, fits, may_fit, still_candidate, places
             )
@@ -1543,6 +1548,22 @@ class SchedulerCore:
             self.preemptions.append((self.now, workload.key, victim.key))
             self._evict(victim, f"preempted by {workload.key}", actions, workload.key)
         return True
+
+    def _places_without(
+        self, candidates: Sequence[RunningWorkload], places: Callable[[], bool]
+    ) -> bool:
+        """Would the preemptor place with every candidate gone (a trial, rolled back)? Most
+        searches on a busy cluster fail so, at the cost of one placement instead of one per
+        candidate."""
+        table = self.table
+        mark = table.begin_trial()
+        try:
+            for candidate in candidates:
+                for bound in candidate.bound.values():
+                    table.release(bound.allocation)
+            return places()
+        finally:
+            table.rollback(mark)
 
     def _quota_could_fit(
         self, candidates: Sequence[RunningWorkload], may_fit: Callable[[], bool]

@@ -152,7 +152,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     sizes = draw(st.lists(st.integers(1, 8), min_size=1, max_size=6))
     models = [draw(st.sampled_from(["A100", "A100", "H100"])) for _ in sizes]
     nodes = tuple(
-        make_node(f"n{i}", gpus=g, model=m) for i, (g, m) in enumerate(zip(sizes, models))
+        make_node(f"n{i}", gpus=g, model=m)
+        for i, (g, m) in enumerate(zip(sizes, models, strict=True))
     )
     queues = draw(queue_trees())
     targets = leaves(queues)
