@@ -125,7 +125,7 @@ def compile_demand(table: NodeTable, pod: Pod) -> Demand:
     interpod = spread = None
     node_preference = None
     if pod.rules is not None:
-        interpod = compile_interpod(table, pod, table.pod_index.identity(pod))
+        interpod = compile_interpod(table, pod)
         node_affinity = affinity_mask
         if model_mask is not None:  # gpufleet.dev/gpu-models is node affinity on the model
             node_affinity = model_mask if node_affinity is None else node_affinity & model_mask

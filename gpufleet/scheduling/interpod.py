@@ -45,8 +45,6 @@ EXISTING_ANTI_AFFINITY_REASON = "node(s) didn't satisfy existing pods anti-affin
 class InterPodTerms:
     """A pod's own pod (anti-)affinity terms, compiled against a node table's pod index."""
 
-    #: The pod's identity in the pod index.
-    identity: int
     #: (selector column, topology key) of each required anti-affinity term.
     anti_affinity: tuple[tuple[int, str], ...]
     #: The column of pods matching all required affinity terms (-1: none), their keys, and
@@ -62,7 +60,7 @@ class InterPodTerms:
         return bool(self.anti_affinity) or self.affinity_selector >= 0
 
 
-def compile_interpod(table: NodeTable, pod: Pod, identity: int) -> InterPodTerms | None:
+def compile_interpod(table: NodeTable, pod: Pod) -> InterPodTerms | None:
     """The pod's terms as columns of ``table.pod_index`` (None when it has none)."""
     rules = pod.rules
     if rules is None or not (
@@ -86,7 +84,6 @@ def compile_interpod(table: NodeTable, pod: Pod, identity: int) -> InterPodTerms
         for w in weighted
     )
     return InterPodTerms(
-        identity,
         anti,
         affinity_selector,
         tuple(t.topology_key for t in rules.pod_affinity),

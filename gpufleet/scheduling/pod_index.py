@@ -16,6 +16,10 @@ so that a rollback undoes them exactly (adding the opposite counts in reverse or
 added during a trial is counted from the pods there at that moment and stays exact through the
 undo. Pods placed earlier in a trial (a gang's first pods) count for the later ones.
 
+Identities of pods that are no longer on any row are forgotten now and then, outside trials
+(their ids are never reused), so that a long-running scheduler that sees many distinct label
+sets does not keep them all.
+
 What it does not do: decide anything (``interpod`` and ``spread`` do), or know nodes' labels.
 """
 
@@ -85,10 +89,13 @@ def _widened(array: IntArray, rows: int, columns: int) -> IntArray:
 class PodIndex:
     """See the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, sweep_at: int = 4096) -> None:
         self.capacity = 0
         self._identity_of: dict[IdentityKey, int] = {}
-        self._identities: list[_Identity] = []
+        #: By id; None for an identity forgotten (no pod of it was on any row).
+        self._identities: list[_Identity | None] = []
+        #: Forget identities without pods once this many are known (then twice as many).
+        self._sweep_at = self._sweep_floor = sweep_at
         self.selectors: list[Selector] = []
         self._selector_of: dict[Selector, int] = {}
         self._matching = np.zeros((0, 0), np.int64)
@@ -128,7 +135,23 @@ class PodIndex:
         found = self._identity_of.get(key)
         if found is not None:
             return found
+        if len(self._identity_of) >= self._sweep_at and self._log is None:
+            self._sweep()
         return self._new_identity(key, pod.labels, carried)
+
+    def _sweep(self) -> None:
+        """Forget the identities no pod of which is on a row (outside trials only: a trial may
+        release a pod and take its row again, under the same id)."""
+        for key, number in list(self._identity_of.items()):
+            known = self._identities[number]
+            if known is not None and not known.rows:
+                del self._identity_of[key]
+                self._identities[number] = None
+        self._sweep_at = max(self._sweep_floor, 2 * len(self._identity_of))
+
+    def known(self) -> int:
+        """Identities remembered now (for tests)."""
+        return len(self._identity_of)
 
     def _new_identity(
         self, key: IdentityKey, labels: Mapping[str, str], carried: CarriedTerms | None
@@ -184,20 +207,17 @@ class PodIndex:
         self._matching = _widened(self._matching, self.capacity, number + 1)
         column = self._matching[:, number]
         for identity in self._identities:
+            if identity is None:
+                continue
             if all(s.matches(identity.namespace, identity.labels) for s in selector):
                 identity.selected_by.append(number)
                 for row, count in identity.rows.items():
                     column[row] += count
         return number
 
-    def matches(self, selector: Selector, identity: int) -> bool:
-        """Does ``selector`` match pods of ``identity``?"""
-        known = self._identities[identity]
-        return all(s.matches(known.namespace, known.labels) for s in selector)
-
     def carried_matching(self, identity: int) -> tuple[int, ...]:
         """Ids of the carried terms whose selector matches pods of ``identity``."""
-        known = self._identities[identity]
+        known = self._live(identity)
         if known.checked < len(self.carried):
             found = [
                 j
@@ -215,8 +235,13 @@ class PodIndex:
         if self._log is not None:
             self._log.append((row, identity, delta))
 
-    def _apply(self, row: int, identity: int, delta: int) -> None:
+    def _live(self, identity: int) -> _Identity:
         known = self._identities[identity]
+        assert known is not None, f"identity {identity} was forgotten while in use"
+        return known
+
+    def _apply(self, row: int, identity: int, delta: int) -> None:
+        known = self._live(identity)
         rows = known.rows
         count = rows.get(row, 0) + delta
         if count:
@@ -260,6 +285,8 @@ class PodIndex:
         matching = np.zeros((size, len(self.selectors)), np.int64)
         carrying = np.zeros((size, len(self.carried)), np.int64)
         for identity in self._identities:
+            if identity is None:
+                continue
             for row, count in identity.rows.items():
                 for j, selector in enumerate(self.selectors):
                     if all(s.matches(identity.namespace, identity.labels) for s in selector):

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from gpufleet.model.affinity import PlacementRules
 from gpufleet.model.selectors import LabelSelector, PodSelector
 from gpufleet.scheduling.node_table import Allocation, NodeTable
+from gpufleet.scheduling.pod_index import PodIndex
 from gpufleet.testing.builders import label_selector, make_cluster, make_pod, pod_term, weighted
 
 PODS = [
@@ -41,6 +42,9 @@ operation = st.one_of(
     st.tuples(st.just("rollback"), st.just(0), st.just(0)),
     st.tuples(st.just("commit"), st.just(0), st.just(0)),
     st.tuples(st.just("select"), st.integers(0, len(SELECTORS) - 1), st.just(0)),
+    # A preemption search: a victim released on a trial, and put back later in it.
+    st.tuples(st.just("evict"), st.integers(0, 1_000), st.just(0)),
+    st.tuples(st.just("restore"), st.just(0), st.just(0)),
 )
 
 
@@ -48,34 +52,46 @@ operation = st.one_of(
 @given(st.lists(operation, max_size=40))
 def test_counts_equal_a_recount_after_any_sequence(ops: list[tuple[str, int, int]]) -> None:
     table = NodeTable(make_cluster(3, gpus=0, extended={"rdma/hca": 4}))
-    index = table.pod_index
-    held: list[Allocation] = []
-    saved: list[tuple[int, list[Allocation]]] = []
+    index = table.pod_index = PodIndex(sweep_at=2)  # forgets pod-less identities often
+    index.grow(table.capacity)
+    held: list[tuple[int, Allocation]] = []  # (pod kind, what it holds)
+    evicted: list[tuple[int, Allocation]] = []  # released on the current trial
+    saved: list[tuple[int, list[tuple[int, Allocation]], list[tuple[int, Allocation]]]] = []
     for op, a, b in ops:
         if op == "place":
             pod = PODS[a]
             rdma = ((RDMA, 1),) if table.ext_free[b, RDMA] else ()
-            held.append(table.allocate(b, 0, 0, extended=rdma, identity=index.identity(pod)))
+            taken = table.allocate(b, 0, 0, extended=rdma, identity=index.identity(pod))
+            held.append((a, taken))
         elif op == "release" and held:
-            table.release(held.pop(a % len(held)))
+            table.release(held.pop(a % len(held))[1])
+        elif op == "evict" and held and saved:
+            gone = held.pop(a % len(held))
+            table.release(gone[1])
+            evicted.append(gone)
+        elif op == "restore" and evicted:
+            kind, back = evicted.pop()
+            held.append((kind, table.reallocate(back)))
         elif op == "begin":
-            saved.append((table.begin_trial(), list(held)))
+            saved.append((table.begin_trial(), list(held), list(evicted)))
         elif op in ("rollback", "commit") and saved:
-            mark, before = saved.pop()
+            mark, before, out = saved.pop()
             if op == "rollback":
                 table.rollback(mark)
-                held = before
+                held, evicted = before, out
             else:
                 table.commit(mark)
+            if not saved:
+                evicted = []  # victims not put back by the end of the search are gone
         elif op == "select":
             index.selector(SELECTORS[a])
         assert [k.tolist() for k in index.kept(3)] == [k.tolist() for k in index.recount(3)]
-        taken = np.zeros(3, np.int64)
-        for allocation in held:
+        taken_rdma = np.zeros(3, np.int64)
+        for _, allocation in held:
             for _, units in allocation.extended:
-                taken[allocation.row] += units
-        assert (table.ext_free[:3, RDMA] == 4 - taken).all()
-        assert index.repelling == sum(1 for h in held if h.identity == index.identity(PODS[3]))
+                taken_rdma[allocation.row] += units
+        assert (table.ext_free[:3, RDMA] == 4 - taken_rdma).all()
+        assert index.repelling == sum(1 for kind, _ in held if kind == 3)
 
 
 def test_a_released_victim_put_back_is_counted_again() -> None:
@@ -91,3 +107,31 @@ def test_a_released_victim_put_back_is_counted_again() -> None:
     assert table.ext_free[:2, RDMA].tolist() == [1, 0]
     table.rollback(mark)
     assert table.pod_index.matching(column)[:2].tolist() == [0, 1]
+
+
+def test_identities_without_pods_are_forgotten_and_counts_stay_exact() -> None:
+    table = NodeTable(make_cluster(2, gpus=0))
+    index = table.pod_index = PodIndex(sweep_at=8)
+    index.grow(table.capacity)
+    column = index.selector((PodSelector(LabelSelector(), None),))
+    kept = table.allocate(0, 0, 0, identity=index.identity(make_pod("keep", labels={"k": "v"})))
+    for i in range(100):
+        pod = make_pod(f"p{i}", labels={"run": str(i)})
+        table.release(table.allocate(1, 0, 0, identity=index.identity(pod)))
+    assert index.known() <= 16
+    assert index.matching(column)[:2].tolist() == [1, 0]
+    table.release(kept)
+    assert index.matching(column)[:2].tolist() == [0, 0]
+
+
+def test_a_victim_released_on_a_trial_keeps_its_identity_until_it_is_put_back() -> None:
+    table = NodeTable(make_cluster(2, gpus=0))
+    index = table.pod_index = PodIndex(sweep_at=1)
+    index.grow(table.capacity)
+    victim = table.allocate(0, 0, 0, identity=index.identity(PODS[0]))
+    mark = table.begin_trial()
+    table.release(victim)
+    table.allocate(1, 0, 0, identity=index.identity(PODS[1]))  # a new identity: may sweep
+    table.reallocate(victim)
+    table.rollback(mark)
+    assert [k.tolist() for k in index.kept(2)] == [k.tolist() for k in index.recount(2)]
