@@ -121,3 +121,13 @@ def test_preemption_for_a_pod_that_a_running_pod_repels() -> None:
     cluster.submit(make_workload("web", gpus=1, priority=10, labels=WEB), now=1000)
     assert cluster.evicted == ["default/l0"]
     assert cluster.running["default/web"].node == "node-0"
+
+
+def test_pods_bound_by_others_beyond_what_a_node_advertises_are_taken_as_facts() -> None:
+    core = make_core([make_node("ib", extended={"rdma/hca": 1}), make_node("plain")])
+    for name in ("a", "b"):  # the device plugin had more than the Node says now
+        pod = make_pod(name, gpus=0, extended={"rdma/hca": 1})
+        core.handle(PodBound(pod, Placement("ib", ())))
+    cluster = EchoCluster(core)
+    cluster.submit(make_workload("c", gpus=0, extended={"rdma/hca": 1}), now=0)
+    assert cluster.told["default/c"] == "0/2 nodes are available: 2 Insufficient rdma/hca."
