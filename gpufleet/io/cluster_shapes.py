@@ -1,12 +1,13 @@
 """Nodes grouped by shape into the pools of a ClusterSpec (the writer side of ``cluster_spec``).
 
 Owns :func:`nodes_to_cluster_spec`: nodes of identical shape (CPU, memory, GPU model, count,
-memory and MIG layout, taints, their own labels, zone) become one pool of ``count`` nodes, in the
-order shapes first appear, so that a spec shaped like a real cluster (the Alibaba trace's) can be
-shipped as count x shape. Labels the spec regenerates (hostname, GPU Feature Discovery, rack,
-NVLink domain) are left out, so node names, racks and NVLink domains are not kept. Nodes the
-format cannot describe (mixed GPU models, gaps in device indices, differing MIG layouts) raise
-:class:`ValueError`. It does not validate or read specs (``cluster_spec`` does).
+memory and MIG layout, extended resources, taints, their own labels, zone) become one pool of
+``count`` nodes, in the order shapes first appear, so that a spec shaped like a real cluster
+(the Alibaba trace's) can be shipped as count x shape. Labels the spec regenerates (hostname,
+GPU Feature Discovery, rack, NVLink domain) are left out, so node names, racks and NVLink domains
+are not kept. Nodes the format cannot describe (mixed GPU models, gaps in device indices,
+differing MIG layouts) raise :class:`ValueError`. It does not validate or read specs
+(``cluster_spec`` does).
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ def _pool_of(node: Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
         pool["topology"] = {"zone": zone}
     if node.unschedulable:
         pool["unschedulable"] = True
+    if node.extended:
+        pool["extendedResources"] = dict(node.extended)
     pool["name"] = _pool_name(node, pool)
     shape = (
         node.cpu_milli,
@@ -116,6 +119,7 @@ def _pool_of(node: Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
         node.taints,
         zone,
         node.unschedulable,
+        node.extended,
     )
     return shape, pool
 

@@ -1,7 +1,8 @@
 """Our own small cluster-spec format (``kind: ClusterSpec``): pools of identical nodes.
 
 Owns the format (pydantic models, ``extra="forbid"``), its validation (counts, quantities, MIG
-layouts within seven compute slices, unique pool and node names), the expansion of pools into
+layouts within seven compute slices, unique pool and node names, extended resource names such as
+``rdma/hca`` with whole counts), the expansion of pools into
 model nodes with GPU Feature Discovery, hostname and topology labels (zone, rack, NVLink domain),
 and the reverse: grouping nodes of identical shape into pools (:func:`nodes_to_cluster_spec`).
 Validation errors become :class:`~gpufleet.io.errors.InputError` with the field path
@@ -26,9 +27,10 @@ from pydantic import (
 
 from gpufleet.io.cluster_shapes import API_VERSION, KIND, nodes_to_cluster_spec
 from gpufleet.io.errors import InputError
+from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import load_manifests, scalar_text
 from gpufleet.io.mig_layout import check_device_fits
-from gpufleet.io.quantities import parse_cpu_milli, parse_memory_mib
+from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mib
 from gpufleet.io.validation import validation_error
 from gpufleet.model import GFD_LABELS, GpuDevice, MigSlice, Node, Taint, TaintEffect, gfd_labels
 
@@ -54,6 +56,7 @@ def _label_text(value: object) -> object:
 
 CpuMilli = Annotated[int, BeforeValidator(parse_cpu_milli), Field(ge=1)]
 MemoryMiB = Annotated[int, BeforeValidator(parse_memory_mib)]
+Count = Annotated[int, BeforeValidator(parse_count)]
 LabelText = Annotated[str, BeforeValidator(_label_text)]
 
 
@@ -109,6 +112,18 @@ class PoolSpec(_Strict):
     taints: list[TaintSpec] = Field(default_factory=list)
     topology: TopologySpec | None = None
     unschedulable: bool = False
+    extended_resources: dict[str, Count] = Field(default_factory=dict, alias="extendedResources")
+
+    @field_validator("extended_resources")
+    @classmethod
+    def _extended_names(cls, resources: dict[str, int]) -> dict[str, int]:
+        for name in resources:
+            if not is_extended_resource(name):
+                raise ValueError(
+                    f"{name!r} is not an extended resource (expected a vendor/name such as "
+                    "rdma/hca or amd.com/gpu; GPUs go in gpu and mig)"
+                )
+        return resources
 
     @model_validator(mode="after")
     def _mig_on_gpus(self) -> PoolSpec:
@@ -213,7 +228,10 @@ def _pool_nodes(pool: PoolSpec) -> list[Node]:
     for i in range(pool.count):
         name = pool.node_name(i)
         labels = {GFD_LABELS.HOSTNAME: name, **hardware, **_topology_labels(pool, i), **pool.labels}
-        nodes.append(Node(name, pool.cpu, pool.memory, gpus, labels, taints, pool.unschedulable))
+        extended = tuple(sorted((k, v) for k, v in pool.extended_resources.items() if v))
+        nodes.append(
+            Node(name, pool.cpu, pool.memory, gpus, labels, taints, pool.unschedulable, extended)
+        )
     return nodes
 
 

@@ -4,7 +4,9 @@ Owns the reading of a Node as ``kubectl get node -o yaml`` (or the Alibaba trace
 writes it: allocatable CPU and memory, whole GPUs (``nvidia.com/gpu``, or
 ``alibabacloud.com/gpu-count``), MIG slices of the mixed strategy (``nvidia.com/mig-<profile>``)
 laid out on devices, time-slicing replicas folded back into physical devices, the GPU model and
-memory from GPU Feature Discovery labels, labels and taints. It does not read files or check
+memory from GPU Feature Discovery labels, other extended resources of ``status.allocatable``
+(``rdma/hca``, ``amd.com/gpu``: ``kube_resources.is_extended_resource``), labels and taints.
+It does not read files or check
 that node names are unique across a file (``kubernetes.read_nodes`` does), and it does not
 model what is in use on the node.
 """
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufleet.io.alibaba import GPU_MEMORY_MIB as ALIBABA_GPU_MEMORY_MIB
+from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import Context, describe, object_name
 from gpufleet.io.mig_layout import (
     MIG_RESOURCE_PREFIX,
@@ -31,6 +34,8 @@ MIG_LAYOUT_ANNOTATION = "gpufleet.dev/mig-layout"
 GPU_RESOURCE = "nvidia.com/gpu"
 ALIBABA_GPU_COUNT = "alibabacloud.com/gpu-count"
 ALIBABA_MODEL_LABEL = "alibabacloud.com/gpu-card-model"
+#: The Alibaba trace's GPU resources (counted as GPUs, never as extended resources).
+ALIBABA_GPU_PREFIX = "alibabacloud.com/gpu"
 #: Set by GPU Feature Discovery when the device plugin time-slices each GPU into N replicas.
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 #: GFD appends this to the product name of time-sliced GPUs (renameByDefault: false).
@@ -68,6 +73,13 @@ def node_from_object(obj: Mapping[str, Any], source: str, location: str | None =
         parse_memory_mib, _required(context, resources, field, "memory"), f"{field}[memory]"
     )
     gpus = _gpus(context, labels, annotations, resources, field)
+    extended = tuple(
+        sorted(
+            (key, context.parse(parse_count, value, f"{field}[{key}]"))
+            for key, value in resources.items()
+            if is_extended_resource(key) and not key.startswith(ALIBABA_GPU_PREFIX)
+        )
+    )
 
     spec = context.mapping(obj.get("spec"), "spec")
     unschedulable = spec.get("unschedulable", False)
@@ -84,6 +96,7 @@ def node_from_object(obj: Mapping[str, Any], source: str, location: str | None =
         {**defaults, **labels},
         _taints(context, spec.get("taints")),
         unschedulable,
+        tuple((key, count) for key, count in extended if count),
     )
 
 

@@ -2,11 +2,11 @@
 
 Owns the reading of one object into :class:`~gpufleet.model.workload.TimedPod` values: names
 (``<job>-<i>`` for the pods of a Job or Deployment), namespace, labels and annotations, the
-scheduling constraints (nodeSelector, required node affinity, tolerations, allowed GPU models,
-priority) and the simulation times from ``gpufleet.dev/`` annotations. Requests come from
-``kube_resources``. It does not read files or check that pod names are unique across a file
-(``kubernetes.read_pods`` does), resolve PriorityClass names, or model pod affinity, preferred
-node affinity or topology spread (those are ignored).
+scheduling constraints (nodeSelector, tolerations, allowed GPU models, priority) and the
+simulation times from ``gpufleet.dev/`` annotations. Requests (extended resources included)
+come from ``kube_resources``; node affinity, pod affinity and anti-affinity and topology
+spread constraints from ``kube_affinity``. It does not read files or check that pod names are
+unique across a file (``kubernetes.read_pods`` does) or resolve PriorityClass names.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpufleet.io.kube_affinity import placement_rules, required_node_affinity
 from gpufleet.io.kube_resources import Annotations, pod_requests
-from gpufleet.io.manifests import Context, describe, object_name, scalar_text
+from gpufleet.io.manifests import Context, describe, object_name
 from gpufleet.io.quantities import parse_duration_seconds
-from gpufleet.model import NodeSelectorRequirement, NodeSelectorTerm, Pod, TaintEffect, Toleration
+from gpufleet.model import Pod, TaintEffect, Toleration
 from gpufleet.model.workload import TimedPod
 
 SUBMIT_AT_ANNOTATION = "gpufleet.dev/submit-at"
@@ -31,7 +32,6 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 WORKLOAD_API_VERSIONS = {"Pod": "v1", "Job": "batch/v1", "Deployment": "apps/v1"}
 SUPPORTED = "Pod (v1), Job (batch/v1) or Deployment (apps/v1)"
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 _EFFECT_VALUES = frozenset(e.value for e in TaintEffect)
 
 
@@ -138,6 +138,8 @@ def _pod(
 ) -> TimedPod:
     requests = pod_requests(context, spec, spec_path, annotations)
     priority = spec.get("priority")
+    affinity_path = f"{spec_path}.affinity"
+    affinity = context.mapping(spec.get("affinity"), affinity_path)
     pod = Pod(
         name,
         namespace,
@@ -150,11 +152,13 @@ def _pod(
                 context.string_map(spec.get("nodeSelector"), f"{spec_path}.nodeSelector").items()
             )
         ),
-        required_affinity=_affinity(context, spec.get("affinity"), f"{spec_path}.affinity"),
+        required_affinity=required_node_affinity(context, affinity, affinity_path),
         tolerations=_tolerations(context, spec.get("tolerations"), f"{spec_path}.tolerations"),
         priority=0 if priority is None else context.integer(priority, f"{spec_path}.priority"),
         labels=labels,
         annotations=dict(annotations.values),
+        extended=requests.extended,
+        rules=placement_rules(context, spec, spec_path, namespace, labels),
     )
     created = 0.0
     if SUBMIT_AT_ANNOTATION in annotations.values:
@@ -185,72 +189,6 @@ def _gpu_models(context: Context, annotations: Annotations) -> frozenset[str] | 
             f"expected GPU models separated by '|' (e.g. 'A100|H100'), got {text!r}",
         )
     return models
-
-
-def _affinity(context: Context, value: object, path: str) -> tuple[NodeSelectorTerm, ...]:
-    affinity = context.mapping(value, path)
-    node_affinity = context.mapping(affinity.get("nodeAffinity"), f"{path}.nodeAffinity")
-    key = "requiredDuringSchedulingIgnoredDuringExecution"
-    path = f"{path}.nodeAffinity.{key}"
-    required = context.mapping(node_affinity.get(key), path)
-    if not required:
-        return ()
-    terms: list[NodeSelectorTerm] = []
-    items = context.sequence(required.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms")
-    if not items:
-        raise context.error(
-            f"{path}.nodeSelectorTerms", "required: expected at least one term, got none"
-        )
-    for t, item in enumerate(items):
-        term_path = f"{path}.nodeSelectorTerms[{t}]"
-        term = context.mapping(item, term_path)
-        if term.get("matchFields"):
-            raise context.error(
-                f"{term_path}.matchFields",
-                "not supported: matchFields (use matchExpressions on node labels, e.g. "
-                "kubernetes.io/hostname)",
-            )
-        expressions = context.sequence(
-            term.get("matchExpressions"), f"{term_path}.matchExpressions"
-        )
-        terms.append(
-            NodeSelectorTerm(
-                tuple(
-                    _requirement(context, e, f"{term_path}.matchExpressions[{i}]")
-                    for i, e in enumerate(expressions)
-                )
-            )
-        )
-    return tuple(terms)
-
-
-def _requirement(context: Context, item: object, path: str) -> NodeSelectorRequirement:
-    expression = context.mapping(item, path)
-    key = context.text(expression.get("key"), f"{path}.key")
-    operator = context.text(expression.get("operator"), f"{path}.operator")
-    if operator not in OPERATORS:
-        raise context.error(
-            f"{path}.operator", f"expected one of {', '.join(OPERATORS)}, got {operator!r}"
-        )
-    values: list[str] = []
-    for i, value in enumerate(context.sequence(expression.get("values"), f"{path}.values")):
-        text = scalar_text(value)
-        if text is None:
-            raise context.error(f"{path}.values[{i}]", f"expected text, got {describe(value)}")
-        values.append(text)
-    if operator in ("In", "NotIn") and not values:
-        raise context.error(
-            f"{path}.values", f"operator {operator} needs at least one value, got none"
-        )
-    if operator in ("Exists", "DoesNotExist") and values:
-        raise context.error(
-            f"{path}.values", f"operator {operator} takes no values, got {len(values)}"
-        )
-    if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
-        raise context.error(
-            f"{path}.values", f"operator {operator} needs exactly one whole number, got {values}"
-        )
-    return NodeSelectorRequirement(key, operator, tuple(values))
 
 
 def _tolerations(context: Context, value: object, path: str) -> tuple[Toleration, ...]:

@@ -6,8 +6,11 @@ them, plus ``spec.overhead``), requests defaulting to limits, the extended-resou
 limits; requests, if given, equal limits; whole numbers), and the GPU request forms:
 ``nvidia.com/gpu``, the ``gpufleet.dev/gpu-milli`` / ``gpufleet.dev/gpu-memory`` share
 annotations, HAMi-style ``nvidia.com/gpumem`` / ``nvidia.com/gpucores``, and MIG resources.
+Other extended resources (any ``domain/name`` outside ``kubernetes.io`` and ``nvidia.com``:
+``rdma/hca``, ``amd.com/gpu``, ``example.com/foo``) are kept by name, in whole units, with the
+same rules (:func:`is_extended_resource`; nodes advertise them in ``status.allocatable``).
 It does not read names, labels, selectors or times (``kube_pods`` does), and it ignores
-resources the model has no place for (ephemeral storage, hugepages, other vendors' devices).
+resources the model has no place for (ephemeral storage, hugepages).
 """
 
 from __future__ import annotations
@@ -38,6 +41,18 @@ _NVIDIA = "nvidia.com/"
 _SUPPORTED_NVIDIA = f"{GPU}, {MIG_RESOURCE_PREFIX}<profile>, {HAMI_MEMORY}, {HAMI_CORES}"
 
 
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' extended resources (``domain/name`` outside the ``kubernetes.io`` domains),
+    less NVIDIA's, which gpufleet models as GPUs (or refuses, naming what it supports)."""
+    domain, slash, _ = name.partition("/")
+    return (
+        bool(slash)
+        and not name.startswith(("requests.", _NVIDIA))
+        and domain != "kubernetes.io"
+        and not domain.endswith(".kubernetes.io")
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class PodRequests:
     """A pod's effective requests in model units."""
@@ -45,6 +60,8 @@ class PodRequests:
     cpu_milli: int
     memory_mib: int
     gpu: GpuRequest
+    #: Other extended resources: (name, whole units), sorted by name.
+    extended: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +117,7 @@ def pod_requests(
         cpu_milli_from_fraction(total.get("cpu", Fraction(0))),
         memory_mib_from_fraction(total.get("memory", Fraction(0))),
         _gpu_request(context, total, origins, annotations),
+        tuple(sorted((n, int(a)) for n, a in total.items() if is_extended_resource(n) and a)),
     )
 
 
@@ -144,6 +162,8 @@ def _container(context: Context, item: object, path: str, origins: dict[str, str
             raise context.error(
                 field, f"unsupported resource {name!r} (supported: {_SUPPORTED_NVIDIA})"
             )
+        elif is_extended_resource(name):
+            amount = Fraction(_extended(context, name, requests, limits, request_path, limit_path))
         else:
             continue
         if amount:

@@ -4,13 +4,15 @@ Kubeflow PyTorchJobs, read one object at a time.
 Owns the reading of one object (already loaded by ``manifests``) into a model value:
 
 * ``gpufleet.dev/v1alpha1`` ``Queue``: parent, quota / borrowingLimit / lendingLimit maps of
-  ``cpu``, ``memory``, ``nvidia.com/gpu`` and ``nvidia.com/gpu.<model>`` (GPU counts may be
-  fractional: ``0.5`` is 500 milli-GPU), weight and default namespaces;
+  ``cpu``, ``memory``, ``nvidia.com/gpu``, ``nvidia.com/gpu.<model>`` (GPU counts may be
+  fractional: ``0.5`` is 500 milli-GPU) and extended resources such as ``rdma/hca`` (whole
+  units), weight and default namespaces;
 * ``scheduling.k8s.io/v1`` ``PriorityClass`` (value, preemptionPolicy, globalDefault: top-level
   fields, as in Kubernetes);
 * ``PodGroup`` of ``gpufleet.dev/v1alpha1`` or of scheduler-plugins
   (``scheduling.x-k8s.io/v1alpha1``): ``spec.minMember``;
-* ``v1`` ``ResourceQuota``: the CPU, memory and GPU caps of ``spec.hard`` (other keys ignored);
+* ``v1`` ``ResourceQuota``: the CPU, memory, GPU and extended resource (``requests.rdma/hca``)
+  caps of ``spec.hard`` (other keys ignored);
 * ``kubeflow.org/v1`` ``PyTorchJob``: the pods of its Master and Worker replica sets, through the
   pod-template code of ``kube_pods``;
 * what a workload object (or its pod template; the object wins) says about admission: the
@@ -35,8 +37,10 @@ from typing import Any, Generic, TypeVar
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION, pods_from_template
+from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import Context, describe, object_name
 from gpufleet.io.quantities import (
+    parse_count,
     parse_cpu_milli,
     parse_duration_seconds,
     parse_memory_mib,
@@ -82,7 +86,9 @@ API_VERSIONS: dict[str, tuple[str, ...]] = {
     "ResourceQuota": ("v1",),
     "PyTorchJob": (KUBEFLOW_API,),
 }
-QUOTA_RESOURCES = f"{CPU}, {MEMORY}, {GPU} or {GPU_MODEL_PREFIX}<model>"
+QUOTA_RESOURCES = (
+    f"{CPU}, {MEMORY}, {GPU}, {GPU_MODEL_PREFIX}<model> or an extended resource such as rdma/hca"
+)
 PYTORCH_REPLICA_TYPES = ("Master", "Worker")
 KUBEFLOW_JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
@@ -264,6 +270,8 @@ def quota_map(context: Context, value: object, path: str) -> dict[str, int]:
             resource.startswith(GPU_MODEL_PREFIX) and len(resource) > len(GPU_MODEL_PREFIX)
         ):
             amounts[resource] = gpu_milli(context, quantity, field)
+        elif is_extended_resource(resource):
+            amounts[resource] = context.parse(parse_count, quantity, field)
         else:
             raise context.error(
                 field, f"unknown resource {resource!r} (expected {QUOTA_RESOURCES})"
@@ -327,10 +335,16 @@ def resource_quota_from_object(
     hard: dict[str, int] = {}
     for key, quantity in context.mapping(spec.get("hard"), "spec.hard").items():
         resource = HARD_KEYS.get(key)
+        named = key.removeprefix("requests.")
+        extended = resource is None and key != named and is_extended_resource(named)
+        if extended:
+            resource = named  # Kubernetes quotas extended resources by requests only
         if resource is None:
             continue
         field = f"spec.hard[{key}]"
-        if resource == CPU:
+        if extended:
+            amount = context.parse(parse_count, quantity, field)
+        elif resource == CPU:
             amount = context.parse(parse_cpu_milli, quantity, field)
         elif resource == MEMORY:
             amount = context.parse(parse_memory_mib, quantity, field)

@@ -65,6 +65,9 @@ class Node:
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
+    #: Allocatable extended resources other than NVIDIA GPUs (``rdma/hca``, ``amd.com/gpu``),
+    #: (name, whole units) sorted by name.
+    extended: tuple[tuple[str, int], ...] = ()
 
     @property
     def gpu_count(self) -> int:

@@ -7,6 +7,11 @@ GPU requests come in four kinds, as Kubernetes users express them:
   ``memory_mib>0``), the way time-slicing and HAMi-style sharing are used;
 * MIG slices: ``nvidia.com/mig-1g.10gb: N`` (``mig_profile`` and ``mig_count``);
 * none (CPU-only).
+
+Besides GPUs a pod may ask for other extended resources (``rdma/hca``, ``amd.com/gpu``, any
+``vendor/resource``), whole units counted against what nodes advertise (``extended``).
+Its placement rules that relate it to other pods (pod affinity, anti-affinity, topology
+spread) and its preferred node affinity are in ``rules`` (:mod:`gpufleet.model.affinity`).
 """
 
 from __future__ import annotations
@@ -15,8 +20,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gpufleet.model.affinity import PlacementRules
 from gpufleet.model.gpu import MILLI_PER_GPU
 from gpufleet.model.node import TaintEffect
+from gpufleet.model.selectors import NodeSelectorRequirement, NodeSelectorTerm
+
+__all__ = [
+    "GpuRequest",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "Pod",
+    "PodClass",
+    "Toleration",
+]
 
 
 class PodClass(StrEnum):
@@ -79,22 +95,6 @@ class GpuRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeSelectorRequirement:
-    """One ``matchExpressions`` entry of a node selector term."""
-
-    key: str
-    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
-    values: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSelectorTerm:
-    """Requirements that must all hold (terms of a node affinity are ORed)."""
-
-    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class Toleration:
     key: str | None = None
     operator: str = "Equal"  # Equal or Exists
@@ -104,7 +104,12 @@ class Toleration:
 
 @dataclass(frozen=True, slots=True)
 class Pod:
-    """A pod as the scheduler sees it. Equal pods with different names share a signature."""
+    """A pod as the scheduler sees it. Equal pods with different names share a signature.
+
+    The signature leaves out the namespace and labels of a pod without ``rules``: other pods'
+    anti-affinity may still tell two such pods apart, which the placement engine checks per
+    pod (see ``scheduling/interpod``), not per signature.
+    """
 
     name: str
     namespace: str = "default"
@@ -118,6 +123,10 @@ class Pod:
     priority: int = 0
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     annotations: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
+    #: Extended resources other than NVIDIA GPUs, (name, whole units) sorted by name.
+    extended: tuple[tuple[str, int], ...] = ()
+    #: Pod affinity / anti-affinity, topology spread, preferred node affinity (None: none).
+    rules: PlacementRules | None = None
 
     #: ``namespace/name`` and the scheduling signature, computed once: both are hot.
     key: str = field(init=False, repr=False, hash=False, compare=False)
@@ -126,7 +135,7 @@ class Pod:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
-        signature = (
+        signature: tuple[object, ...] = (
             self.cpu_milli,
             self.memory_mib,
             self.gpu,
@@ -135,6 +144,12 @@ class Pod:
             self.required_affinity,
             self.tolerations,
         )
+        if self.extended:
+            signature = (*signature, self.extended)
+        if self.rules is not None:
+            # Its own namespace and labels decide whether it counts for its own spread and
+            # affinity terms, so pods with rules share answers only with identical pods.
+            signature = (*signature, self.rules, self.namespace, frozenset(self.labels.items()))
         object.__setattr__(self, "signature", signature)
 
     @property

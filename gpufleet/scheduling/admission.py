@@ -58,11 +58,14 @@ class AdmissionConfig:
 
 
 def cluster_capacity(nodes: Iterable[Node]) -> dict[str, int]:
-    """Total CPU, memory, milli-GPU and milli-GPU per model of ``nodes`` (the root of quotas)."""
+    """Total CPU, memory, milli-GPU, milli-GPU per model and extended resources (``rdma/hca``)
+    of ``nodes`` (the root of quotas)."""
     capacity: dict[str, int] = {CPU: 0, MEMORY: 0, GPU: 0}
     for node in nodes:
         capacity[CPU] += node.cpu_milli
         capacity[MEMORY] += node.memory_mib
+        for name, units in node.extended:
+            capacity[name] = capacity.get(name, 0) + units
         usable = [g for g in node.gpus if not g.partitioned]
         capacity[GPU] += len(usable) * MILLI_PER_GPU
         for gpu in usable:
@@ -94,11 +97,14 @@ def model_quota_warnings(queues: Mapping[str, Queue], models: Iterable[str]) -> 
 def requested(pods: Sequence[Pod]) -> dict[str, int]:
     """What pods ask before they are placed (GPU model unknown; memory shares count 0)."""
     cpu = memory = gpu = 0
+    extended: dict[str, int] = {}
     for pod in pods:  # one pass: every tried workload's request is summed so
         cpu += pod.cpu_milli
         memory += pod.memory_mib
         gpu += pod.gpu.count * pod.gpu.milli  # GpuRequest.total_milli
-    return {CPU: cpu, MEMORY: memory, GPU: gpu}
+        for name, units in pod.extended:
+            extended[name] = extended.get(name, 0) + units
+    return {CPU: cpu, MEMORY: memory, GPU: gpu, **extended}
 
 
 def used(
@@ -118,6 +124,8 @@ def used(
         key = key_of(model) if milli else None
         if key is not None:
             usage[key] = usage.get(key, 0) + milli
+        for name, units in placed.pod.extended:
+            usage[name] = usage.get(name, 0) + units
     return usage
 
 

@@ -4,7 +4,9 @@ It keeps the node table, the queue quotas, the admitted workloads and the waitin
 of :meth:`SchedulerCore.cycle` is one scheduling cycle (a workload is one pod or a gang):
 
 1. release workloads whose backoff has passed; evict gangs that did not become ready in time;
-   wake workloads that may now preempt someone who has run its minimum time;
+   wake workloads with inter-pod rules (affinity, anti-affinity, spread) when pods those rules
+   count came or went; wake workloads that may now preempt someone who has run its minimum
+   time;
 2. admit first the preemptors whose victims are gone;
 3. admit as many workloads as there are queues with work, each time from the queue with the
    lowest weighted dominant-resource share (so the surplus goes by weight), in each queue by
@@ -333,6 +335,8 @@ class SchedulerCore:
         self._deferred: set[str] = set()
         #: (time, preemptor, victim) of every preemption, for reports and invariants.
         self.preemptions: list[tuple[float, str, str]] = []
+        #: The pod index's (changes, repelling pods) when parked workloads were last woken.
+        self._pod_rules_seen = (0, 0)
 
     # ----------------------------------------------------------------------------- events
     def handle(self, event: ClusterEvent) -> None:
@@ -488,6 +492,13 @@ class SchedulerCore:
             demand.mig_profile if slots else -1,
             slots,
             demand.tag,
+            # What it holds, as far as the node has it: a bound pod is a fact, not a request.
+            tuple(
+                (rid, min(amount, int(table.ext_free[row, rid])))
+                for rid, amount in demand.extended
+                if rid >= 0
+            ),
+            table.pod_index.identity(pod),
         )
         bound = Bound(pod, placement, allocation)
         usage = used([bound], [node.gpu_model], self._model_key)
@@ -551,6 +562,7 @@ class SchedulerCore:
                 group.freed_rows = None
         self._deferred.clear()
         self._evict_failed(actions)
+        self._wake_for_pod_rules()
         self._wake_preemptors()
         if self.config.aging_interval and self.now - self._aged_at >= self.config.aging_interval:
             self.pending.reprioritize()
@@ -919,6 +931,8 @@ class SchedulerCore:
         first = pods[0]
         if any(p.signature != first.signature for p in pods[1:]):
             return False
+        if self.table.pod_index.repelling or (len(pods) > 1 and first.rules is not None):
+            return False  # running pods' anti-affinity reads labels; a gang's pods may repel
         engine, table = self.engine, self.table
         demand = engine.demand(first)
         feasible = self._feasible(first.signature, demand)
@@ -1823,6 +1837,24 @@ class SchedulerCore:
         )
 
     # ----------------------------------------------------------------------------- waking
+    def _wake_for_pod_rules(self) -> None:
+        """Pods that some inter-pod rule counts came or went since the last cycle: a workload
+        parked for capacity whose pods have such rules may fit anywhere now (a domain's count
+        changed, not a row's capacity); if a pod with required anti-affinity went, any may."""
+        index = self.table.pod_index
+        seen = (index.changes, index.repelling)
+        if seen == self._pod_rules_seen:
+            return
+        repelled_less = index.repelling < self._pod_rules_seen[1]
+        self._pod_rules_seen = seen
+        for group in self.pending.parked_groups():
+            pods = group.head.workload.pods
+            if group.parked == Parked.CAPACITY and (
+                repelled_less or any(p.rules is not None for p in pods)
+            ):
+                self.pending.unpark(group)
+                group.freed_rows = None
+
     def _wake_for_rows(self, rows: list[int]) -> None:
         if len(self.pending):
             self.pending.wake(lambda group: self._fits_some_row(group.head.workload, rows), rows)

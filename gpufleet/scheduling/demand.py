@@ -3,9 +3,12 @@
 Pods with the same :attr:`~gpufleet.model.Pod.signature` compile to the same :class:`Demand`,
 so the engine compiles each shape once (per change of the node set), not once per pod.
 
-The static part of filtering (GPU model, node selector and affinity, taints, cordons) is
-evaluated here over all nodes at once from the table's id columns; the usage-dependent part
-(free CPU, memory, GPU) is evaluated per placement by the filters.
+The static part of filtering (GPU model, node selector and affinity, taints, cordons, extended
+resources no node has) is evaluated here over all nodes at once from the table's id columns;
+the usage-dependent part (free CPU, memory, GPU, extended resources, and the inter-pod rules of
+:mod:`.interpod` and :mod:`.spread`, compiled here into columns of the table's pod index) is
+evaluated per placement by the filters. Preferred node affinity is static: its raw weights per
+row are computed here once.
 """
 
 from __future__ import annotations
@@ -15,9 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.model import MILLI_PER_GPU, Pod, Taint, Toleration
+from gpufleet.model.affinity import PreferredNodeTerm
 from gpufleet.model.gpu import model_matches
 from gpufleet.model.pod import NodeSelectorRequirement, NodeSelectorTerm
+from gpufleet.scheduling.domains import FloatArray
+from gpufleet.scheduling.interpod import InterPodTerms, compile_interpod
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
+from gpufleet.scheduling.spread import SpreadRules, compile_spread
 
 #: Milli-GPU that no device can offer: marks rows where a memory share cannot be converted.
 IMPOSSIBLE_MILLI = MILLI_PER_GPU + 1
@@ -50,6 +57,24 @@ class Demand:
     #: Key of a score cache: the score key and the static constraints, so that every pod
     #: using a cache has the same static mask. Pods that differ only in memory share it.
     cache_key: tuple[object, ...] = ()
+    #: Extended resources: (resource id in the table, -1 if no node has it; units), and the
+    #: same by name.
+    extended: tuple[tuple[int, int], ...] = ()
+    extended_request: tuple[tuple[str, int], ...] = ()
+    #: Pod (anti-)affinity and topology spread, compiled (None: the pod has none).
+    interpod: InterPodTerms | None = None
+    spread: SpreadRules | None = None
+    #: Preferred node affinity: the sum of the weights of the terms each row matches.
+    node_preference: FloatArray | None = None
+    #: Has the pod preferences of its own (preferred node or pod affinity, soft spread)?
+    prefers: bool = False
+
+    @property
+    def pod_rules_filter(self) -> bool:
+        """Does the pod's own inter-pod rules filter nodes (by what runs where)?"""
+        return (self.interpod is not None and self.interpod.filters) or (
+            self.spread is not None and bool(self.spread.filters)
+        )
 
     @property
     def wants_gpu(self) -> bool:
@@ -95,6 +120,18 @@ def compile_demand(table: NodeTable, pod: Pod) -> Demand:
             static_mask &= mask
     if mig_profile == -2:
         static_mask[:] = False
+    extended = tuple((table.ext_id.get(name, -1), amount) for name, amount in pod.extended)
+    if any(rid < 0 for rid, _ in extended):
+        static_mask[:] = False  # no node has it at all
+    interpod = spread = None
+    node_preference = None
+    if pod.rules is not None:
+        interpod = compile_interpod(table, pod)
+        node_affinity = affinity_mask
+        if model_mask is not None:  # gpufleet.dev/gpu-models is node affinity on the model
+            node_affinity = model_mask if node_affinity is None else node_affinity & model_mask
+        spread = compile_spread(table, pod, node_affinity, taint_mask)
+        node_preference = _preference(table, pod.rules.preferred_node_affinity)
     if gpu.mig_profile is not None:
         tag = -1
     elif gpu.is_shared:
@@ -128,8 +165,28 @@ def compile_demand(table: NodeTable, pod: Pod) -> Demand:
             pod.node_selector,
             pod.required_affinity,
             pod.tolerations,
+            *((pod.extended,) if pod.extended else ()),
         ),
+        extended=extended,
+        extended_request=pod.extended,
+        interpod=interpod,
+        spread=spread,
+        node_preference=node_preference,
+        prefers=node_preference is not None
+        or (interpod is not None and bool(interpod.preferred))
+        or (spread is not None and bool(spread.scores)),
     )
+
+
+def _preference(table: NodeTable, terms: tuple[PreferredNodeTerm, ...]) -> FloatArray | None:
+    """The sum of the weights of the preferred terms each row matches (None: no terms).
+    Empty terms match no node, as kube-scheduler skips them."""
+    if not terms:
+        return None
+    weights = np.zeros(table.size, np.float64)
+    for preferred in terms:
+        weights += preferred.weight * _term_mask(table, preferred.term)
+    return weights
 
 
 def _model_mask(table: NodeTable, pod: Pod) -> BoolArray | None:

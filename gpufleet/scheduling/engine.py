@@ -3,11 +3,16 @@
 One placement is a handful of numpy operations over node columns, no Python loop over nodes:
 
 1. compile the pod to a :class:`~gpufleet.scheduling.demand.Demand` (cached per pod shape);
-2. mask = static mask of the shape & usage filters (free CPU, memory, GPU);
-3. raw scores of feasible rows, from a per-(scorer, shape) cache in which only rows whose
+2. mask = static mask of the shape & usage filters (free CPU, memory, GPU, extended resources)
+   & the pod's inter-pod rules (affinity, anti-affinity, spread; kept per shape while the
+   table's state is the same) & running pods' anti-affinity against this pod's labels;
+3. if the pod has preferences (preferred node or pod affinity, soft spread, or running pods'
+   terms that match it), only the feasible rows it prefers most stay (:mod:`.preferences`);
+4. raw scores of those rows, from a per-(scorer, shape) cache in which only rows whose
    version changed since they were scored are recomputed;
-4. the highest combined score wins; ties go to the lowest tie-break rank (a fixed node order);
-5. the policy's device chooser picks GPU positions or MIG slices, the table takes them.
+5. the highest combined score wins; ties go to the lowest tie-break rank (a fixed node order);
+6. the policy's device chooser picks GPU positions or MIG slices, the table takes them (and
+   counts the pod in its pod index under the pod's namespace, labels and terms).
 
 :meth:`PlacementEngine.place_gang` places several pods on a trial of the table and keeps all of
 them or none. What this module does not do: queues, quotas, preemption (they sit above it).
@@ -23,11 +28,25 @@ import numpy as np
 
 from gpufleet.model import MILLI_PER_GPU, Placement, Pod
 from gpufleet.scheduling.demand import Demand, compile_demand
-from gpufleet.scheduling.filters import GpuFit, NodeResourcesFit, default_filters
+from gpufleet.scheduling.filters import (
+    GpuFit,
+    NodeResourcesFit,
+    default_filters,
+    missing_gpu_models,
+    pod_rules_mask,
+)
 from gpufleet.scheduling.framework import FilterPlugin, FloatArray, Policy, ScorePlugin
+from gpufleet.scheduling.interpod import (
+    EXISTING_ANTI_AFFINITY_REASON,
+    existing_anti_affinity_failures,
+)
 from gpufleet.scheduling.node_table import Allocation, BoolArray, IntArray, NodeTable
 from gpufleet.scheduling.policies.devices import share_milli
+from gpufleet.scheduling.preferences import may_prefer, preferred_rows
 from gpufleet.scheduling.row_cache import RowTracker
+
+#: Masks of the inter-pod rules kept at most (per pod shape and per pod identity).
+_RULE_MEMO_SIZE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +112,10 @@ class PlacementEngine:
         self._demands_version = -1
         self._scores: OrderedDict[tuple[int, tuple[object, ...]], _ScoreCache] = OrderedDict()
         self._score_cache_size = score_cache_size
+        #: Inter-pod masks by pod shape (and by identity for running pods' anti-affinity),
+        #: with the table state they were computed in.
+        self._rule_masks: dict[tuple[object, ...], tuple[tuple[int, int], BoolArray]] = {}
+        self._repelled: dict[int, tuple[tuple[int, int], BoolArray | None]] = {}
 
     # ------------------------------------------------------------------------- compile
     def demand(self, pod: Pod) -> Demand:
@@ -120,13 +143,54 @@ class PlacementEngine:
 
     # ------------------------------------------------------------------------- filter
     def feasible(self, demand: Demand, rows: IntArray | None = None) -> BoolArray:
-        """Whether the pod fits now on each of ``rows`` (default: every row)."""
+        """Whether the pod fits now on each of ``rows`` (default: every row).
+
+        This is per pod shape: running pods' anti-affinity, which depends on a pod's labels,
+        is applied per pod by :meth:`place` (:meth:`repelled`)."""
         mask = demand.static_mask.copy() if rows is None else demand.static_mask[rows]
         if self._resources.applies(demand):
             mask &= self._resources.mask(self.table, demand, rows)
         if self._gpus.applies(demand):
             mask &= self._gpus.mask(self.table, demand, rows)
+        if demand.pod_rules_filter:
+            rules = self._rules_mask(demand)
+            mask &= rules if rows is None else rules[rows]
         return mask
+
+    def _rules_mask(self, demand: Demand) -> BoolArray:
+        """:func:`pod_rules_mask` of the demand, kept while the table's state is the same."""
+        table = self.table
+        at = (table.state, table.topology_version)
+        known = self._rule_masks.get(demand.signature)
+        if known is not None and known[0] == at:
+            return known[1]
+        if len(self._rule_masks) > _RULE_MEMO_SIZE:
+            self._rule_masks.clear()
+        mask = pod_rules_mask(table, demand)
+        mask.flags.writeable = False
+        self._rule_masks[demand.signature] = (at, mask)
+        return mask
+
+    def repelled(self, pod: Pod, identity: int | None = None) -> BoolArray | None:
+        """Rows refused to ``pod`` by running pods' required anti-affinity (None: none are);
+        kept per pod identity while the table's state is the same."""
+        table = self.table
+        index = table.pod_index
+        if not index.repelling:
+            return None
+        if identity is None:
+            identity = index.identity(pod)
+        at = (table.state, table.topology_version)
+        known = self._repelled.get(identity)
+        if known is not None and known[0] == at:
+            return known[1]
+        if len(self._repelled) > _RULE_MEMO_SIZE:
+            self._repelled.clear()
+        failing = existing_anti_affinity_failures(table, identity)
+        if failing is not None:
+            failing.flags.writeable = False
+        self._repelled[identity] = (at, failing)
+        return failing
 
     def fits_row(self, demand: Demand, row: int) -> bool:
         """Whether the pod fits on one row now: :meth:`feasible` for a single row, in scalar
@@ -136,6 +200,11 @@ class PlacementEngine:
         if row >= demand.static_mask.size or not demand.static_mask[row]:
             return False
         if table.cpu_free[row] < demand.cpu_milli or table.mem_free[row] < demand.memory_mib:
+            return False
+        for rid, amount in demand.extended:
+            if table.ext_free[row, rid] < amount:  # (rid -1: the static mask refused the row)
+                return False
+        if demand.pod_rules_filter and not self._rules_mask(demand)[row]:
             return False
         if demand.mig_count:
             return bool(
@@ -165,8 +234,19 @@ class PlacementEngine:
                 if count:
                     counts[reason] += count
             remaining &= ~failing
+        repelled = self.repelled(pod)
+        if repelled is not None:
+            count = int(np.count_nonzero(remaining & repelled))
+            if count:
+                counts[EXISTING_ANTI_AFFINITY_REASON] += count
         detail = ""
-        if not self.fits_when_empty(pod):
+        missing = missing_gpu_models(table, pod) if (pod.gpu.count or pod.gpu.mig_count) else []
+        if missing:
+            detail = (
+                f"{pod.key} can never fit on this cluster: no node has GPU model "
+                f"{' or '.join(missing)}."
+            )
+        elif not self.fits_when_empty(pod):
             detail = f"{pod.key} can never fit on this cluster ({describe_request(pod)})."
         return Unschedulable(pod, total, dict(counts), detail)
 
@@ -181,6 +261,10 @@ class PlacementEngine:
             if static is not None:
                 mask &= static
         mask &= table.mem_cap[:n] >= pod.memory_mib
+        for rid, amount in demand.extended:
+            if rid < 0:
+                return False
+            mask &= table.ext_cap[:n, rid] >= amount
         if demand.mig_count:
             if demand.mig_profile < 0:
                 return False
@@ -223,12 +307,18 @@ class PlacementEngine:
         assert total is not None, "a policy needs at least one scorer"
         return total
 
-    def choose_row(self, demand: Demand, mask: BoolArray) -> int | None:
+    def choose_row(self, demand: Demand, mask: BoolArray, identity: int = -1) -> int | None:
+        """The best row of ``mask`` for a pod of ``demand`` (and of ``identity`` in the pod
+        index, for running pods' terms that match it; -1: none apply)."""
         rows = np.flatnonzero(mask)
         if rows.size == 0:
             return None
         if rows.size == 1:
             return int(rows[0])
+        if may_prefer(self.table, demand):
+            rows = preferred_rows(self.table, demand, identity, rows)
+            if rows.size == 1:
+                return int(rows[0])
         scores = self.scores(demand, rows)
         best = rows[scores == scores.max()]
         if best.size == 1:
@@ -251,16 +341,22 @@ class PlacementEngine:
         mask = self.feasible(demand)
         if restrict is not None:
             mask &= restrict[: mask.size]
-        row = self.choose_row(demand, mask)
+        identity = self.table.pod_index.identity(pod)
+        repelled = self.repelled(pod, identity)
+        if repelled is not None:
+            mask &= ~repelled
+        row = self.choose_row(demand, mask, identity)
         if row is None:
             if explain:
                 return self.explain(pod)
             return Unschedulable(pod, int(self.table.alive[: self.table.size].sum()))
-        return self.bind_to(pod, demand, row)
+        return self.bind_to(pod, demand, row, identity)
 
-    def bind_to(self, pod: Pod, demand: Demand, row: int) -> Bound:
+    def bind_to(self, pod: Pod, demand: Demand, row: int, identity: int | None = None) -> Bound:
         """Reserve devices for ``pod`` on ``row`` (which must fit) and take them."""
         table = self.table
+        if identity is None:
+            identity = table.pod_index.identity(pod)
         choice = self.policy.devices.choose(table, row, demand)
         milli = 0
         if demand.shared:
@@ -276,6 +372,8 @@ class PlacementEngine:
             demand.mig_profile if demand.mig_count else -1,
             choice.mig_slices,
             demand.tag,
+            demand.extended,
+            identity,
         )
         node = table.nodes[row]
         placement = Placement(
@@ -324,4 +422,5 @@ def describe_request(pod: Pod) -> str:
         parts.append(f"{gpu.count} x nvidia.com/gpu")
     if pod.gpu_models is not None:
         parts.append("GPU model in {" + ", ".join(sorted(pod.gpu_models)) + "}")
+    parts.extend(f"{amount} x {name}" for name, amount in pod.extended)
     return ", ".join(parts)

@@ -2,6 +2,11 @@
 
 Reason strings follow kube-scheduler's wording where one exists, so that messages read like
 "0/1213 nodes are available: 800 Insufficient nvidia.com/gpu, 413 GPU model not allowed".
+A GPU pod is told "Insufficient nvidia.com/gpu" for a node without GPUs (as kube-scheduler
+would: the node has none), "GPU model not allowed" for a node with GPUs of another model; when
+no node has a model the pod may use, :func:`missing_gpu_models` names it for the message.
+The chain runs in kube-scheduler's order (the inter-pod rules last), and a node counts under
+the first filter it fails.
 """
 
 from __future__ import annotations
@@ -10,7 +15,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from gpufleet.model import MILLI_PER_GPU
+from gpufleet.model import GFD_LABELS, MILLI_PER_GPU, Pod
+from gpufleet.scheduling import interpod, spread
 from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.framework import FilterPlugin
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
@@ -49,7 +55,39 @@ class GpuModel:
         return demand.model_mask if rows is None else demand.model_mask[rows]
 
     def reasons(self, table: NodeTable, demand: Demand) -> Mapping[str, BoolArray]:
-        return {"GPU model not allowed": ~self.mask(table, demand)}
+        failing = ~self.mask(table, demand)
+        no_gpus = failing & (table.model_id[: table.size] < 0)
+        return {"GPU model not allowed": failing & ~no_gpus, "Insufficient nvidia.com/gpu": no_gpus}
+
+
+def missing_gpu_models(table: NodeTable, pod: Pod) -> list[str]:
+    """The GPU models the pod may use when no node in the cluster has any of them (by
+    ``gpufleet.dev/gpu-models``, or a nodeSelector or required node affinity on
+    ``nvidia.com/gpu.product``); empty when some node has one."""
+    n = table.size
+    alive = table.alive[:n]
+    if pod.gpu_models is not None:
+        present = {table.model_names[i] for i in np.unique(table.model_id[:n][alive]) if i >= 0}
+        if not pod.gpu_models & present:
+            return sorted(pod.gpu_models)
+    column = table.label_ids.get(GFD_LABELS.PRODUCT)
+    ids = set(np.unique(column[:n][alive]).tolist()) if column is not None else set()
+    values = table.label_values.get(GFD_LABELS.PRODUCT, {})
+    products = {name for name, vid in values.items() if vid in ids}
+    wanted = [v for k, v in pod.node_selector if k == GFD_LABELS.PRODUCT and v not in products]
+    if wanted:
+        return wanted
+    missing: set[str] = set()
+    for term in pod.required_affinity:
+        on_product = [
+            r for r in term.match_expressions if r.key == GFD_LABELS.PRODUCT and r.operator == "In"
+        ]
+        if not any(not set(r.values) & products for r in on_product):
+            return []  # some term may match an existing product
+        for r in on_product:
+            if not set(r.values) & products:
+                missing.update(r.values)
+    return sorted(missing)
 
 
 class NodeAffinity:
@@ -83,27 +121,37 @@ class TaintToleration:
 
 
 class NodeResourcesFit:
-    """Free CPU and memory (the part of kube-scheduler's NodeResourcesFit we model)."""
+    """Free CPU, memory and extended resources (the part of kube-scheduler's NodeResourcesFit
+    we model; GPUs are :class:`GpuFit`'s)."""
 
     name = "NodeResourcesFit"
     static = False
 
     def applies(self, demand: Demand) -> bool:
-        return demand.cpu_milli > 0 or demand.memory_mib > 0
+        return demand.cpu_milli > 0 or demand.memory_mib > 0 or bool(demand.extended)
 
     def mask(self, table: NodeTable, demand: Demand, rows: Rows = None) -> BoolArray:
         sel = _sel(table, rows)
         fits: BoolArray = table.cpu_free[sel] >= demand.cpu_milli
         if demand.memory_mib:
             fits &= table.mem_free[sel] >= demand.memory_mib
+        for rid, amount in demand.extended:
+            if rid < 0:
+                fits[:] = False
+            else:
+                fits &= table.ext_free[sel, rid] >= amount
         return fits
 
     def reasons(self, table: NodeTable, demand: Demand) -> Mapping[str, BoolArray]:
         n = table.size
-        return {
+        reasons = {
             "Insufficient cpu": table.cpu_free[:n] < demand.cpu_milli,
             "Insufficient memory": table.mem_free[:n] < demand.memory_mib,
         }
+        for (rid, amount), (name, _) in zip(demand.extended, demand.extended_request, strict=True):
+            short = np.ones(n, np.bool_) if rid < 0 else table.ext_free[:n, rid] < amount
+            reasons[f"Insufficient {name}"] = short
+        return reasons
 
 
 class GpuFit:
@@ -153,6 +201,64 @@ class GpuFit:
         }
 
 
+class PodTopologySpread:
+    """``topologySpreadConstraints`` with ``whenUnsatisfiable: DoNotSchedule`` (:mod:`.spread`)."""
+
+    name = "PodTopologySpread"
+    static = False
+
+    def applies(self, demand: Demand) -> bool:
+        return demand.spread is not None and bool(demand.spread.filters)
+
+    def mask(self, table: NodeTable, demand: Demand, rows: Rows = None) -> BoolArray:
+        assert demand.spread is not None
+        missing, skewed = spread.failures(table, demand.spread)
+        passes: BoolArray = ~(missing | skewed)
+        return passes if rows is None else passes[rows]
+
+    def reasons(self, table: NodeTable, demand: Demand) -> Mapping[str, BoolArray]:
+        assert demand.spread is not None
+        missing, skewed = spread.failures(table, demand.spread)
+        return {spread.MISSING_LABEL_REASON: missing, spread.SKEW_REASON: skewed}
+
+
+class InterPodAffinity:
+    """The pod's own required pod affinity and anti-affinity (:mod:`.interpod`). The symmetric
+    rule (running pods' anti-affinity) reads the pod's labels, not only its signature, so the
+    engine applies it per pod (:func:`.interpod.existing_anti_affinity_failures`)."""
+
+    name = "InterPodAffinity"
+    static = False
+
+    def applies(self, demand: Demand) -> bool:
+        return demand.interpod is not None and demand.interpod.filters
+
+    def mask(self, table: NodeTable, demand: Demand, rows: Rows = None) -> BoolArray:
+        assert demand.interpod is not None
+        affinity, anti = interpod.failures(table, demand.interpod)
+        passes: BoolArray = ~(affinity | anti)
+        return passes if rows is None else passes[rows]
+
+    def reasons(self, table: NodeTable, demand: Demand) -> Mapping[str, BoolArray]:
+        assert demand.interpod is not None
+        affinity, anti = interpod.failures(table, demand.interpod)
+        return {interpod.AFFINITY_REASON: affinity, interpod.ANTI_AFFINITY_REASON: anti}
+
+
+def pod_rules_mask(table: NodeTable, demand: Demand) -> BoolArray:
+    """Rows where the pod's own inter-pod filters pass, over all rows (the engine keeps it
+    while the table's state is the same)."""
+    mask = np.ones(table.size, np.bool_)
+    for plugin in (_SPREAD, _INTERPOD):
+        if plugin.applies(demand):
+            mask &= plugin.mask(table, demand)
+    return mask
+
+
+_SPREAD = PodTopologySpread()
+_INTERPOD = InterPodAffinity()
+
+
 def default_filters() -> Sequence[FilterPlugin]:
     """The filter chain every policy shares, in the order reasons are attributed."""
     return (
@@ -162,4 +268,6 @@ def default_filters() -> Sequence[FilterPlugin]:
         GpuModel(),
         NodeResourcesFit(),
         GpuFit(),
+        PodTopologySpread(),
+        InterPodAffinity(),
     )

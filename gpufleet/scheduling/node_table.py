@@ -1,8 +1,11 @@
 """The cluster as columns: one row per node, numpy arrays for everything the hot path reads.
 
-The table owns free capacity (CPU, memory, milli-GPU per device, MIG slices per profile), the
-static facts filters need (GPU model ids, label value ids, hard taints), and a version stamp per
-row so that callers can cache per-row quantities and recompute only rows that changed.
+The table owns free capacity (CPU, memory, milli-GPU per device, MIG slices per profile, and
+one column per extended resource name seen, such as ``rdma/hca``), the static facts filters
+need (GPU model ids, label value ids, hard taints), which pods hold each row as the inter-pod
+rules count them (:class:`~gpufleet.scheduling.pod_index.PodIndex`, ``pod_index``), and a
+version stamp per row so that callers can cache per-row quantities and recompute only rows that
+changed.
 
 Changes happen one row at a time through :meth:`NodeTable.allocate` and
 :meth:`NodeTable.release`. Inside a trial (:meth:`begin_trial`) every change is logged so that
@@ -21,6 +24,7 @@ import numpy.typing as npt
 
 from gpufleet.model import MILLI_PER_GPU, Node, TaintEffect
 from gpufleet.model.node import Taint
+from gpufleet.scheduling.pod_index import PodIndex
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -30,7 +34,7 @@ _HARD_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
 _COLUMNS = (
     "cpu_cap", "mem_cap", "cpu_free", "mem_free", "gpu_free", "gpu_count",
     "full_free", "max_free", "gpu_mem", "model_id", "mig_cap", "mig_free", "tag_count", "alive",
-    "schedulable", "version", "hard_taints",
+    "schedulable", "version", "hard_taints", "ext_cap", "ext_free",
 )  # fmt: skip
 
 
@@ -46,6 +50,10 @@ class Allocation:
     mig_profile: int = -1
     mig_slices: tuple[tuple[int, int], ...] = ()
     tag: int = -1
+    #: Extended resources held: (resource id, units).
+    extended: tuple[tuple[int, int], ...] = ()
+    #: The holder's identity in the table's pod index (-1: not counted there).
+    identity: int = -1
 
 
 @dataclass(slots=True)
@@ -59,6 +67,7 @@ class _RowImage:
     mig_free: IntArray
     tag_count: IntArray
     free_slices: list[list[tuple[int, int]]]
+    ext_free: IntArray | None
 
 
 class NodeTable:
@@ -80,6 +89,9 @@ class NodeTable:
         self.taints: list[Taint] = []
         self.taint_id: dict[Taint, int] = {}
         self.label_values: dict[str, dict[str, int]] = {}
+        self.ext_names: list[str] = []
+        self.ext_id: dict[str, int] = {}
+        self.pod_index = PodIndex()
         #: Bumped on every change of any row; row versions take its value.
         self.clock = 0
         #: Bumped when nodes are added or removed (static masks must be rebuilt).
@@ -124,7 +136,10 @@ class NodeTable:
         self.schedulable = np.zeros(capacity, np.bool_)
         self.version = np.zeros(capacity, np.int64)
         self.hard_taints = np.zeros((capacity, 0), np.bool_)
+        self.ext_cap = np.zeros((capacity, 0), np.int64)
+        self.ext_free = np.zeros((capacity, 0), np.int64)
         self.label_ids: dict[str, IntArray] = {}
+        self.pod_index.grow(capacity)
 
     def _grow(self, rows: int, gpus: int) -> None:
         """Make room for ``rows`` rows and ``gpus`` devices per node, keeping the contents."""
@@ -162,6 +177,14 @@ class NodeTable:
         for slices in self._free_slices:
             slices.append([])
         return pid
+
+    def _add_extended(self, name: str) -> int:
+        rid = len(self.ext_names)
+        self.ext_names.append(name)
+        self.ext_id[name] = rid
+        self.ext_cap = np.hstack([self.ext_cap, np.zeros((self.capacity, 1), np.int64)])
+        self.ext_free = np.hstack([self.ext_free, np.zeros((self.capacity, 1), np.int64)])
+        return rid
 
     def _add_taint(self, taint: Taint) -> int:
         tid = len(self.taints)
@@ -205,6 +228,11 @@ class NodeTable:
                 free_slices[pid].append((position, mig.slot))
                 self.mig_cap[row, pid] += 1
         self.mig_free[row] = self.mig_cap[row]
+        for name, amount in node.extended:
+            rid = self.ext_id.get(name)
+            if rid is None:
+                rid = self._add_extended(name)
+            self.ext_cap[row, rid] = self.ext_free[row, rid] = amount
         for taint in node.taints:
             if taint.effect in _HARD_EFFECTS:
                 tid = self.taint_id.get(taint)
@@ -299,6 +327,7 @@ class NodeTable:
                     self.mig_free[row].copy(),
                     self.tag_count[row].copy(),
                     [list(s) for s in self._free_slices[row]],
+                    self.ext_free[row].copy() if self.ext_names else None,
                 )
             )
 
@@ -312,12 +341,23 @@ class NodeTable:
         mig_profile: int = -1,
         mig_slices: Sequence[tuple[int, int]] = (),
         tag: int = -1,
+        extended: Sequence[tuple[int, int]] = (),
+        identity: int = -1,
     ) -> Allocation:
-        """Take resources on one row. Raises if they are not free (callers filter first)."""
+        """Take resources on one row. Raises if they are not free (callers filter first).
+
+        ``extended``: (resource id, units) of extended resources; ``identity``: the holder's
+        identity in :attr:`pod_index` (``pod_index.identity(pod)``), so that the inter-pod
+        rules count it (-1: it does not count).
+        """
         if not self.alive[row]:
             raise ValueError(f"node {self.nodes[row].name!r} has left the cluster")
         if cpu_milli > self.cpu_free[row] or memory_mib > self.mem_free[row]:
             raise ValueError(f"not enough CPU or memory on {self.nodes[row].name!r}")
+        for rid, amount in extended:
+            if rid < 0 or amount > self.ext_free[row, rid]:
+                name = self.ext_names[rid] if rid >= 0 else "an unknown resource"
+                raise ValueError(f"not enough {name} on {self.nodes[row].name!r}")
         for position in positions:
             if self.gpu_free[row, position] < milli_per_device:
                 raise ValueError(
@@ -340,6 +380,10 @@ class NodeTable:
             self.mig_free[row, mig_profile] -= len(mig_slices)
         if tag >= 0:
             self.tag_count[row, tag] += 1
+        for rid, amount in extended:
+            self.ext_free[row, rid] -= amount
+        if identity >= 0:
+            self.pod_index.add(row, identity, 1)
         self._refresh_gpu_summary(row)
         self._touch(row)
         devices = tuple(self.device_index(row, p) for p in positions)
@@ -352,6 +396,26 @@ class NodeTable:
             mig_profile,
             tuple(mig_slices),
             tag,
+            tuple(extended),
+            identity,
+        )
+
+    def reallocate(self, allocation: Allocation) -> Allocation:
+        """Take again exactly what ``allocation`` took (after its release, e.g. a victim put
+        back by a preemption search)."""
+        a = allocation
+        position = self._positions[a.row]
+        return self.allocate(
+            a.row,
+            a.cpu_milli,
+            a.memory_mib,
+            tuple(position[i] for i in a.gpu_indices),
+            a.gpu_milli_per_device,
+            a.mig_profile,
+            a.mig_slices,
+            a.tag,
+            a.extended,
+            a.identity,
         )
 
     def release(self, allocation: Allocation) -> None:
@@ -369,10 +433,15 @@ class NodeTable:
             self.mig_free[row, allocation.mig_profile] += len(allocation.mig_slices)
         if allocation.tag >= 0:
             self.tag_count[row, allocation.tag] -= 1
+        for rid, amount in allocation.extended:
+            self.ext_free[row, rid] += amount
+        if allocation.identity >= 0:
+            self.pod_index.add(row, allocation.identity, -1)
         if (
             self.cpu_free[row] > self.cpu_cap[row]
             or self.mem_free[row] > self.mem_cap[row]
             or bool((self.gpu_free[row] > MILLI_PER_GPU).any())
+            or (allocation.extended and bool((self.ext_free[row] > self.ext_cap[row]).any()))
         ):
             raise AssertionError(f"release of {allocation} overflows node {node.name!r}")
         self._refresh_gpu_summary(row)
@@ -390,6 +459,7 @@ class NodeTable:
         mark = len(self._undo)
         self._trial_marks.append(mark)
         self._trial_states.append(self.state)
+        self.pod_index.begin_trial()
         return mark
 
     def rollback(self, mark: int) -> None:
@@ -406,8 +476,11 @@ class NodeTable:
             self.mig_free[row] = image.mig_free
             self.tag_count[row] = image.tag_count
             self._free_slices[row] = image.free_slices
+            if image.ext_free is not None:
+                self.ext_free[row, : image.ext_free.size] = image.ext_free
             self._refresh_gpu_summary(row)
             self._touch(row)
+        self.pod_index.rollback()
         self.state = self._trial_states[-1]
         self._end_trial()
 
@@ -415,6 +488,7 @@ class NodeTable:
         """Keep the changes since ``mark`` (an outer trial can still roll them back)."""
         assert self._trial_marks
         assert self._trial_marks[-1] == mark
+        self.pod_index.commit()
         self._end_trial()
 
     def _end_trial(self) -> None:

@@ -394,16 +394,5 @@ def _evict(table: NodeTable, quotas: Quotas, victim: RunningWorkload) -> None:
 
 def _restore(table: NodeTable, quotas: Quotas, victim: RunningWorkload) -> None:
     for bound in victim.bound.values():
-        a = bound.allocation
-        position = table.position_of(a.row)
-        table.allocate(
-            a.row,
-            a.cpu_milli,
-            a.memory_mib,
-            tuple(position[i] for i in a.gpu_indices),
-            a.gpu_milli_per_device,
-            a.mig_profile,
-            a.mig_slices,
-            a.tag,
-        )
+        table.reallocate(bound.allocation)
     quotas.charge(victim.workload, victim.usage)

@@ -18,7 +18,14 @@ from gpufleet.model import (
     Toleration,
     gfd_labels,
 )
+from gpufleet.model.affinity import (
+    PlacementRules,
+    PodAffinityTerm,
+    SpreadConstraint,
+    WeightedPodAffinityTerm,
+)
 from gpufleet.model.node import GFD_LABELS
+from gpufleet.model.selectors import LabelRequirement, LabelSelector, PodSelector
 from gpufleet.model.tenancy import (
     GPU,
     FlavorFungibility,
@@ -48,8 +55,10 @@ def make_node(
     taints: Iterable[Taint] = (),
     mig: Mapping[int, Iterable[str]] | None = None,
     unschedulable: bool = False,
+    extended: Mapping[str, int] | None = None,
 ) -> Node:
-    """A node; ``mig`` maps device index -> MIG profiles it is partitioned into."""
+    """A node; ``mig`` maps device index -> MIG profiles it is partitioned into; ``extended``
+    its allocatable extended resources (``{"rdma/hca": 1}``)."""
     name = name or f"node-{next(_names)}"
     devices = []
     for index in range(gpus):
@@ -57,7 +66,16 @@ def make_node(
         slices = tuple(MigSlice(p, slot) for slot, p in enumerate(profiles))
         devices.append(GpuDevice(index, model, gpu_memory, slices))
     all_labels = {GFD_LABELS.HOSTNAME: name, **gfd_labels(tuple(devices)), **(labels or {})}
-    return Node(name, cpu, memory, tuple(devices), all_labels, tuple(taints), unschedulable)
+    return Node(
+        name,
+        cpu,
+        memory,
+        tuple(devices),
+        all_labels,
+        tuple(taints),
+        unschedulable,
+        tuple(sorted((extended or {}).items())),
+    )
 
 
 def make_pod(
@@ -76,8 +94,11 @@ def make_pod(
     priority: int = 0,
     namespace: str = "default",
     labels: Mapping[str, str] | None = None,
+    extended: Mapping[str, int] | None = None,
+    rules: PlacementRules | None = None,
 ) -> Pod:
-    """A pod: ``gpus`` whole GPUs, or ``milli``/``gpu_memory`` of one, or a MIG slice."""
+    """A pod: ``gpus`` whole GPUs, or ``milli``/``gpu_memory`` of one, or a MIG slice; plus
+    ``extended`` resources and inter-pod ``rules`` (see :func:`pod_term`, :func:`spread`)."""
     if mig is not None:
         gpu = GpuRequest.mig(mig, mig_count)
     elif milli is not None or gpu_memory:
@@ -99,7 +120,49 @@ def make_pod(
         tuple(tolerations),
         priority,
         labels=dict(labels or {}),
+        extended=tuple(sorted((extended or {}).items())),
+        rules=rules,
     )
+
+
+def label_selector(
+    labels: Mapping[str, str] | None = None,
+    expressions: Iterable[tuple[str, str, Iterable[str]]] = (),
+) -> LabelSelector:
+    """``matchLabels`` plus ``matchExpressions`` given as (key, operator, values)."""
+    requirements = [LabelRequirement(k, "In", (v,)) for k, v in sorted((labels or {}).items())]
+    requirements += [LabelRequirement(k, op, tuple(values)) for k, op, values in expressions]
+    return LabelSelector(tuple(requirements))
+
+
+def pod_term(
+    labels: Mapping[str, str] | None = None,
+    key: str = GFD_LABELS.HOSTNAME,
+    namespaces: Iterable[str] | None = ("default",),
+    weight: int | None = None,
+    expressions: Iterable[tuple[str, str, Iterable[str]]] = (),
+) -> PodAffinityTerm:
+    """A pod (anti-)affinity term: pods with ``labels`` in ``namespaces`` (None: all) in the
+    same ``key`` domain. Wrap it with :func:`weighted` for a preferred term."""
+    namespace_set = frozenset(namespaces) if namespaces is not None else None
+    return PodAffinityTerm(PodSelector(label_selector(labels, expressions), namespace_set), key)
+
+
+def weighted(weight: int, term: PodAffinityTerm) -> WeightedPodAffinityTerm:
+    return WeightedPodAffinityTerm(weight, term)
+
+
+def spread(
+    labels: Mapping[str, str] | None,
+    key: str = GFD_LABELS.HOSTNAME,
+    max_skew: int = 1,
+    anyway: bool = False,
+    min_domains: int = 1,
+    honor_taints: bool = False,
+) -> SpreadConstraint:
+    """A topology spread constraint over pods with ``labels`` (None: no selector)."""
+    selector = label_selector(labels) if labels is not None else None
+    return SpreadConstraint(max_skew, key, anyway, selector, min_domains, honor_taints=honor_taints)
 
 
 def make_cluster(count: int, **node_options: object) -> list[Node]:

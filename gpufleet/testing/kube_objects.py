@@ -73,8 +73,10 @@ def gpu_pod(
     priority_class: str | None = None,
     node: str | None = None,
     extra_limits: Mapping[str, str] | None = None,
+    spec_fields: Mapping[str, Any] | None = None,
 ) -> Obj:
-    """A pending pod (bound when ``node`` is given) asking for ``gpus`` whole GPUs."""
+    """A pending pod (bound when ``node`` is given) asking for ``gpus`` whole GPUs;
+    ``spec_fields`` adds to its spec (``affinity``, ``topologySpreadConstraints``)."""
     limits = {"nvidia.com/gpu": str(gpus)} if gpus else {}
     limits.update(extra_limits or {})
     spec: Obj = {
@@ -92,6 +94,7 @@ def gpu_pod(
         spec["priorityClassName"] = priority_class
     if node is not None:
         spec["nodeName"] = node
+    spec.update(spec_fields or {})
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.backends.sim.run import run_replay
+from gpufleet.model.affinity import PlacementRules
 from gpufleet.model.workload import TimedPod
-from gpufleet.testing.builders import make_node, make_pod
+from gpufleet.testing.builders import make_node, make_pod, pod_term
 
 
 def timed(name: str, created: float, runtime: float | None, **pod: object) -> TimedPod:
@@ -66,3 +67,21 @@ def test_resample_keeps_shapes_and_run_times_with_unique_names() -> None:
     assert len({t.pod.name for t in drawn}) == 50
     assert {(t.pod.gpu, t.runtime) for t in drawn} == {(w.pod.gpu, w.runtime) for w in workload}
     assert drawn == resample(workload, 50, seed=4)
+
+
+def test_replicas_with_required_anti_affinity_take_turns_on_two_nodes() -> None:
+    rules = PlacementRules(pod_anti_affinity=(pod_term({"app": "web"}),))
+    workload = [
+        timed(f"web-{i}", 0, 10, gpus=1, labels={"app": "web"}, rules=rules) for i in range(3)
+    ]
+    run = run_replay([make_node(f"n{i}", gpus=8) for i in range(2)], workload, "bestfit", seed=0)
+    assert sorted(run.delays) == [0, 0, 10]
+    assert run.bind_violations == 0
+
+
+def test_extended_resources_are_counted_against_what_nodes_advertise() -> None:
+    workload = [timed(f"ib-{i}", 0, 10, extended={"rdma/hca": 1}) for i in range(3)]
+    nodes = [make_node("ib", gpus=1, extended={"rdma/hca": 2}), make_node("plain", gpus=1)]
+    run = run_replay(nodes, workload, "bestfit", seed=0)
+    assert sorted(run.delays) == [0, 0, 10]
+    assert run.bind_violations == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,119 @@ def test_policies_lists_every_policy() -> None:
     assert result.exit_code == 0
     for name in ("random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd", "default"):
         assert name in result.output
+
+
+TWO_NODES = """\
+apiVersion: gpufleet.dev/v1alpha1
+kind: ClusterSpec
+metadata: {name: two}
+spec:
+  pools:
+    - name: gpu
+      count: 2
+      cpu: "32"
+      memory: 256Gi
+      gpu: {model: A100, count: 8, memory: 40Gi}
+"""
+#: The seed article's replicas that must not share a node, three of them.
+TRAINER = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: trainer}
+spec:
+  replicas: 3
+  template:
+    metadata: {labels: {app: training-job}}
+    spec:
+      containers:
+      - name: main
+        resources: {limits: {nvidia.com/gpu: 1}}
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector:
+              matchExpressions:
+              - {key: app, operator: In, values: [training-job]}
+            topologyKey: kubernetes.io/hostname
+"""
+
+
+def place(tmp_path: Path, cluster: str, workload: str, policy: str) -> str:
+    """``gpufleet place`` on the two documents; its output without table lines."""
+    (tmp_path / "cluster.yaml").write_text(cluster)
+    (tmp_path / "work.yaml").write_text(workload)
+    result = runner.invoke(
+        app,
+        [
+            "place",
+            *("--cluster", str(tmp_path / "cluster.yaml")),
+            *("--workload", str(tmp_path / "work.yaml")),
+            *("--policy", policy),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return " ".join(re.sub("[\u2500-\u257f]", " ", result.output).split())
+
+
+@pytest.mark.parametrize("policy", ["default", "bestfit", "fgd"])
+def test_place_keeps_replicas_with_required_anti_affinity_apart(
+    tmp_path: Path, policy: str
+) -> None:
+    text = place(tmp_path, TWO_NODES, TRAINER, policy)
+    assert "default/trainer-0 gpu-0000" in text
+    assert "default/trainer-1 gpu-0001" in text
+    assert (
+        "default/trainer-2 0/2 nodes are available: 2 node(s) didn't match pod anti-affinity "
+        "rules." in text
+    )
+
+
+RDMA_NODES = """\
+apiVersion: v1
+kind: Node
+metadata: {name: ib, labels: {nvidia.com/gpu.product: A100}}
+status: {allocatable: {cpu: "32", memory: 256Gi, nvidia.com/gpu: 8, rdma/hca: 1}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: plain, labels: {nvidia.com/gpu.product: A100}}
+status: {allocatable: {cpu: "32", memory: 256Gi, nvidia.com/gpu: 8}}
+"""
+RDMA_PODS = """\
+apiVersion: batch/v1
+kind: Job
+metadata: {name: ib}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      containers:
+      - name: main
+        resources: {limits: {nvidia.com/gpu: 1, rdma/hca: 1}}
+"""
+
+
+def test_place_counts_extended_resources_against_node_allocatable(tmp_path: Path) -> None:
+    text = place(tmp_path, RDMA_NODES, RDMA_PODS, "bestfit")
+    assert "default/ib-0 ib" in text
+    assert "default/ib-1 0/2 nodes are available: 2 Insufficient rdma/hca." in text
+
+
+def test_the_readme_example_of_replicas_kept_apart() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    result = runner.invoke(
+        app,
+        [
+            "place",
+            *("--cluster", str(repo / "examples" / "clusters" / "small.yaml")),
+            *("--workload", str(repo / "examples" / "pods" / "spread-replicas.yaml")),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(re.sub("[\u2500-\u257f]", " ", result.output).split())
+    assert [f"default/llm-serve-{i} a100-000" in text for i in range(4)] == [True] * 4
+    assert (
+        "default/llm-serve-4 0/18 nodes are available: 14 node(s) didn't match Pod's node "
+        "affinity/selector, 4 node(s) didn't match pod anti-affinity rules." in text
+    )
+    assert "4 of 6 pods placed" in text

@@ -144,6 +144,118 @@ POD_CASES = {
         "spec.containers[0].resources.limits[nvidia.com/gpu.shared]",
         "unsupported resource 'nvidia.com/gpu.shared'",
     ),
+    "extended-resource-in-requests-only": Case(
+        pod("  containers:\n  - name: c\n    resources: {requests: {rdma/hca: 1}}\n"),
+        "document 2 (line 6), Pod default/x",
+        "spec.containers[0].resources.requests[rdma/hca]",
+        "rdma/hca must be set in limits",
+    ),
+    "extended-resource-fraction": Case(
+        limits("      limits: {example.com/foo: 0.5}\n"),
+        "document 2 (line 6), Pod default/x",
+        "spec.containers[0].resources.limits[example.com/foo]",
+        "expected a whole number, got 0.5",
+    ),
+    "extended-resource-requests-not-limits": Case(
+        limits("      limits: {amd.com/gpu: 2}\n      requests: {amd.com/gpu: 1}\n"),
+        "document 2 (line 6), Pod default/x",
+        "spec.containers[0].resources.requests[amd.com/gpu]",
+        "expected the same as limits[amd.com/gpu] (2), got 1",
+    ),
+    "anti-affinity-without-topology-key": Case(
+        pod(
+            "  containers: [{name: c}]\n  affinity:\n    podAntiAffinity:\n"
+            "      requiredDuringSchedulingIgnoredDuringExecution:\n"
+            "      - labelSelector: {matchLabels: {app: web}}\n"
+        ),
+        "document 2 (line 6), Pod default/x",
+        "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".topologyKey",
+        "required, but missing",
+    ),
+    "label-selector-operator": Case(
+        pod(
+            "  containers: [{name: c}]\n  affinity:\n    podAffinity:\n"
+            "      requiredDuringSchedulingIgnoredDuringExecution:\n"
+            "      - topologyKey: kubernetes.io/hostname\n"
+            "        labelSelector: {matchExpressions: [{key: app, operator: Has}]}\n"
+        ),
+        "document 2 (line 6), Pod default/x",
+        "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".labelSelector.matchExpressions[0].operator",
+        "expected one of In, NotIn, Exists, DoesNotExist, got 'Has'",
+    ),
+    "preferred-weight": Case(
+        pod(
+            "  containers: [{name: c}]\n  affinity:\n    podAntiAffinity:\n"
+            "      preferredDuringSchedulingIgnoredDuringExecution:\n"
+            "      - weight: 0\n"
+            "        podAffinityTerm: {topologyKey: zone, labelSelector: {}}\n"
+        ),
+        "document 2 (line 6), Pod default/x",
+        "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+        "expected a weight from 1 to 100, got 0",
+    ),
+    "namespace-selector-on-other-labels": Case(
+        pod(
+            "  containers: [{name: c}]\n  affinity:\n    podAffinity:\n"
+            "      requiredDuringSchedulingIgnoredDuringExecution:\n"
+            "      - topologyKey: zone\n        labelSelector: {}\n"
+            "        namespaceSelector: {matchLabels: {team: ml}}\n"
+        ),
+        "document 2 (line 6), Pod default/x",
+        "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+        ".namespaceSelector",
+        "not supported: team In (gpufleet does not read Namespace objects",
+    ),
+    "match-label-keys-without-selector": Case(
+        pod(
+            "  containers: [{name: c}]\n  topologySpreadConstraints:\n"
+            "  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule,"
+            " matchLabelKeys: [pod-template-hash]}\n"
+        ),
+        "document 2 (line 6), Pod default/x",
+        "spec.topologySpreadConstraints[0].matchLabelKeys",
+        "needs a labelSelector beside it, got none",
+    ),
+    "spread-when-unsatisfiable": Case(
+        pod(
+            "  containers: [{name: c}]\n  topologySpreadConstraints:\n"
+            "  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: Always}\n"
+        ),
+        "document 2 (line 6), Pod default/x",
+        "spec.topologySpreadConstraints[0].whenUnsatisfiable",
+        "expected DoNotSchedule or ScheduleAnyway, got 'Always'",
+    ),
+    "spread-max-skew": Case(
+        pod(
+            "  containers: [{name: c}]\n  topologySpreadConstraints:\n"
+            "  - {maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}\n"
+        ),
+        "document 2 (line 6), Pod default/x",
+        "spec.topologySpreadConstraints[0].maxSkew",
+        "expected a whole number >= 1, got 0",
+    ),
+    "spread-min-domains-when-scheduling-anyway": Case(
+        pod(
+            "  containers: [{name: c}]\n  topologySpreadConstraints:\n"
+            "  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: ScheduleAnyway,"
+            " minDomains: 2}\n"
+        ),
+        "document 2 (line 6), Pod default/x",
+        "spec.topologySpreadConstraints[0].minDomains",
+        "only allowed with whenUnsatisfiable: DoNotSchedule",
+    ),
+    "spread-twice-on-one-key": Case(
+        pod(
+            "  containers: [{name: c}]\n  topologySpreadConstraints:\n"
+            "  - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}\n"
+            "  - {maxSkew: 2, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}\n"
+        ),
+        "document 2 (line 6), Pod default/x",
+        "spec.topologySpreadConstraints[1]",
+        "duplicate of topologySpreadConstraints[0]",
+    ),
     "toleration-operator": Case(
         pod("  containers: [{name: c}]\n  tolerations: [{key: a, operator: Is}]\n"),
         "document 2 (line 6), Pod default/x",
@@ -253,6 +365,12 @@ NODE_CASES = {
         node("{allocatable: {cpu: 1, memory: 1Gi, nvidia.com/gpu: 1.5}}"),
         "document 2 (line 6), Node n",
         "status.allocatable[nvidia.com/gpu]",
+        "expected a whole number, got 1.5",
+    ),
+    "fractional-extended-resource": Case(
+        node("{allocatable: {cpu: 1, memory: 1Gi, rdma/hca: 1.5}}"),
+        "document 2 (line 6), Node n",
+        "status.allocatable[rdma/hca]",
         "expected a whole number, got 1.5",
     ),
     "bad-taint-effect": Case(

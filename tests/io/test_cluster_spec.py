@@ -186,6 +186,20 @@ def with_duplicate_pool() -> dict[str, Any]:
             id="taint-effect",
         ),
         pytest.param(
+            edit(("spec", "pools", 2, "extendedResources"), {"cpu": 1}),
+            "ClusterSpec example, pool cpu",
+            "spec.pools[2].extendedResources",
+            "'cpu' is not an extended resource (expected a vendor/name such as rdma/hca",
+            id="extended-resource-name",
+        ),
+        pytest.param(
+            edit(("spec", "pools", 2, "extendedResources"), {"rdma/hca": "0.5"}),
+            "ClusterSpec example, pool cpu",
+            "spec.pools[2].extendedResources[rdma/hca]",
+            "expected a whole number, got '0.5'",
+            id="extended-resource-fraction",
+        ),
+        pytest.param(
             edit(("apiVersion",), "v1"),
             "ClusterSpec example",
             "apiVersion",
@@ -235,6 +249,17 @@ def test_nodes_to_cluster_spec_round_trip() -> None:
     assert shape_counts(again) == shape_counts(nodes)
     assert again[0].labels["team"] == "research"
     assert again[0].labels[GFD_LABELS.ZONE] == "zone-a"
+
+
+def test_extended_resources_of_a_pool_and_back() -> None:
+    data = edit(("spec", "pools", 2, "extendedResources"), {"rdma/hca": 2, "example.com/f": "1k"})
+    nodes = cluster_spec_from_dict(data, "cluster.yaml")
+    assert nodes[-1].extended == (("example.com/f", 1000), ("rdma/hca", 2))
+    assert all(n.extended == () for n in nodes[:-1])
+    spec = nodes_to_cluster_spec(nodes, "again")
+    assert spec["spec"]["pools"][-1]["extendedResources"] == {"example.com/f": 1000, "rdma/hca": 2}
+    again = cluster_spec_from_dict(yaml.safe_load(yaml.safe_dump(spec)), "again.yaml")
+    assert [n.extended for n in again] == [n.extended for n in nodes]
 
 
 def test_nodes_to_cluster_spec_refuses_mixed_gpus() -> None:

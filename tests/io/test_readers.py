@@ -155,7 +155,7 @@ def test_gang_job_example_tolerates_the_gpu_taint() -> None:
 
 
 def test_all_example_workloads_load_as_a_directory() -> None:
-    assert len(read_workload(EXAMPLES / "pods")) == 10
+    assert len(read_workload(EXAMPLES / "pods")) == 16
 
 
 def test_example_cluster_loads() -> None:

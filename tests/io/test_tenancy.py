@@ -189,6 +189,13 @@ def test_pod_group(text: str, expected: PodGroup) -> None:
 RQ = "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: rq, namespace: ml}\n"
 
 
+def test_queue_quota_may_name_extended_resources() -> None:
+    spec = "spec: {quota: {rdma/hca: 4, nvidia.com/gpu: 1}, borrowingLimit: {example.com/f: 0}}"
+    found = queue_from_object(queue_yaml(spec), SOURCE, WHERE)
+    assert found.nominal == {"rdma/hca": 4, GPU: 1000}
+    assert found.borrowing_limit == {"example.com/f": 0}
+
+
 @pytest.mark.parametrize(
     ("hard", "expected"),
     [
@@ -208,6 +215,11 @@ RQ = "apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: rq, namespace: ml}\n
             id="other-keys-ignored",
         ),
         pytest.param("{cpu: 4, requests.cpu: 2}", {CPU: 2000}, id="two-keys-smaller-wins"),
+        pytest.param(
+            "{requests.rdma/hca: 2, rdma/hca: 9, limits.rdma/hca: 9}",
+            {"rdma/hca": 2},
+            id="extended-resources-by-requests",
+        ),
     ],
 )
 def test_resource_quota(hard: str, expected: dict[str, int]) -> None:
@@ -294,8 +306,8 @@ BAD = {
         queue_yaml("spec: {quota: {nvidia.com/gpus: 1}}"),
         f"{WHERE}, Queue q",
         "spec.quota[nvidia.com/gpus]",
-        "unknown resource 'nvidia.com/gpus' (expected cpu, memory, nvidia.com/gpu or "
-        "nvidia.com/gpu.<model>)",
+        "unknown resource 'nvidia.com/gpus' (expected cpu, memory, nvidia.com/gpu, "
+        "nvidia.com/gpu.<model> or an extended resource such as rdma/hca)",
     ),
     "queue-negative-quota": Bad(
         queue_from_object,
@@ -524,8 +536,8 @@ SCENARIO_BAD = {
         [queue("org", quota={"nvidia.com/gpus": 1})],
         at(1, "Queue org"),
         "spec.quota[nvidia.com/gpus]",
-        "unknown resource 'nvidia.com/gpus' (expected cpu, memory, nvidia.com/gpu or "
-        "nvidia.com/gpu.<model>)",
+        "unknown resource 'nvidia.com/gpus' (expected cpu, memory, nvidia.com/gpu, "
+        "nvidia.com/gpu.<model> or an extended resource such as rdma/hca)",
     ),
     "negative-quota": Case(
         [queue("org"), queue("a", "org", borrowingLimit={"memory": "-1Gi"})],

@@ -133,6 +133,48 @@ def test_explain_counts_nodes_per_reason_like_kube_scheduler() -> None:
     )
 
 
+PRODUCT = "nvidia.com/gpu.product"
+
+
+@pytest.mark.parametrize(
+    ("pod", "message"),
+    [
+        pytest.param(
+            make_pod("x", gpus=1, models=["B200"]),
+            "default/x can never fit on this cluster: no node has GPU model B200. "
+            "0/3 nodes are available: 2 GPU model not allowed, 1 Insufficient nvidia.com/gpu.",
+            id="gpu-models-annotation",
+        ),
+        pytest.param(
+            make_pod("x", gpus=1, selector={PRODUCT: "NVIDIA-B200"}),
+            "default/x can never fit on this cluster: no node has GPU model NVIDIA-B200. "
+            "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+            id="node-selector-on-the-product-label",
+        ),
+        pytest.param(
+            make_pod(
+                "x", gpus=1, affinity=[NodeSelectorRequirement(PRODUCT, "In", ("B200", "GB2"))]
+            ),
+            "default/x can never fit on this cluster: no node has GPU model B200 or GB2. "
+            "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.",
+            id="required-affinity-on-the-product-label",
+        ),
+        pytest.param(
+            make_pod("x", gpus=2, models=["B200", "A100"]),
+            "default/x can never fit on this cluster (cpu 1000m, memory 1024Mi, 2 x "
+            "nvidia.com/gpu, GPU model in {A100, B200}). "
+            "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+            id="a-model-some-node-has-is-not-named",
+        ),
+    ],
+)
+def test_a_gpu_model_no_node_has_is_named(pod: Pod, message: str) -> None:
+    engine = engine_for([make_node("a", gpus=1), make_node("b", gpus=1), make_node("c", gpus=0)])
+    result = engine.place(pod)
+    assert isinstance(result, Unschedulable)
+    assert result.message() == message
+
+
 def test_explain_tells_fragmented_shares_apart_from_full_nodes() -> None:
     engine = engine_for([make_node("n", gpus=2)])
     engine.place(make_pod(milli=600))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from gpufleet.backends.sim.live import LiveSimCluster, OutcomeKind, ScaledClock
 from gpufleet.control.factory import target_of
 from gpufleet.io.errors import InputError
-from gpufleet.model import Placement
+from gpufleet.model import GFD_LABELS, Placement
 from gpufleet.model.actions import Bind, Evict
 from gpufleet.model.events import PodDeleted, WorkloadAdded
 from gpufleet.model.tenancy import Queue, Workload
@@ -38,6 +38,7 @@ from gpufleet.testing.service import (
 )
 
 YAML = {"Content-Type": "application/yaml"}
+HOSTNAME = GFD_LABELS.HOSTNAME
 
 
 def timed(name: str, gpus: int = 1, duration: float | None = 100.0, pods: int = 1) -> TimedWorkload:
@@ -286,3 +287,58 @@ def test_event_stream_delivers_changes_of_visible_workloads(tmp_path: Path) -> N
     assert "team-a/seen" in keys
     assert "team-b/hidden" not in keys
     assert [c["seq"] for c in received] == sorted(c["seq"] for c in received)  # type: ignore[type-var]
+
+
+# ---------------------------------------------------------------------------------- placement rules
+def anti_affine(kind: str, name: str, replicas: int = 1) -> dict[str, object]:
+    """A Pod or Deployment (``app: web``) whose pods must not share a node with another."""
+    spec = dict(pod_doc(name)["spec"])
+    spec["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": HOSTNAME}
+            ]
+        }
+    }
+    if kind == "Pod":
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": spec,
+        }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec},
+        },
+    }
+
+
+def test_anti_affine_replicas_land_apart_and_still_count_after_a_restart(tmp_path: Path) -> None:
+    harness = make_harness(tmp_path, nodes=gpu_nodes(3, 4))
+    client = harness.client("team-a")
+    client.post(
+        "/api/v1/workloads", content=as_yaml(anti_affine("Deployment", "web", 2)), headers=YAML
+    )
+    harness.advance(1)
+    nodes = {
+        name: client.get(f"/api/v1/workloads/team-a/{name}").json()["pod_views"][0]["node"]
+        for name in ("web-0", "web-1")
+    }
+    assert len(set(nodes.values())) == 2
+    harness.restart()  # the restored pods must count for the rules of new ones
+    client = harness.client("team-a")
+    for name in ("extra", "one-too-many"):
+        client.post("/api/v1/workloads", content=as_yaml(anti_affine("Pod", name)), headers=YAML)
+    harness.advance(1)
+    extra = client.get("/api/v1/workloads/team-a/extra").json()
+    assert extra["pod_views"][0]["node"] not in nodes.values()
+    waiting = client.get("/api/v1/workloads/team-a/one-too-many").json()
+    assert waiting["state"] == "Pending"
+    assert waiting["message"] == (
+        "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
+    )

@@ -394,14 +394,23 @@ class KubeBackend:
 
     # ----------------------------------------------------------------------------- pods
     def parse_pod(self, obj: Obj | None) -> Pod | None:
+        """A bound pod as the core counts it (or a pod whose shape the target learns from).
+        One whose affinity or spread constraints cannot be read (a namespaceSelector on labels
+        gpufleet does not know) is reported and counted without them: what it holds on its
+        node still counts, as kube-scheduler would count it."""
         if obj is None:
             return None
         try:
-            return pods_from_object(
-                live_manifest({"kind": "Pod", "apiVersion": "v1", **obj}), SOURCE, None
-            )[0].pod
+            return _pod_of(obj)
         except InputError as error:
             self._report_invalid("Pod", obj, str(error))
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or not {"affinity", "topologySpreadConstraints"} & set(spec):
+            return None
+        bare = {k: v for k, v in spec.items() if k not in ("affinity", "topologySpreadConstraints")}
+        try:
+            return _pod_of({**obj, "spec": bare})
+        except InputError:
             return None
 
     def _orphaned(self, key: str) -> bool:
@@ -630,6 +639,12 @@ def _config_part(obj: Obj | None) -> object:
 
 def _resource_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _pod_of(obj: Obj) -> Pod:
+    return pods_from_object(
+        live_manifest({"kind": "Pod", "apiVersion": "v1", **obj}), SOURCE, None
+    )[0].pod
 
 
 def _same_node(a: Node, b: Node) -> bool:
