@@ -125,6 +125,17 @@ class QueueView(_Schema):
     share: float = Field(0.0, description="weighted dominant-resource share")
     pending: int = 0
     running: int = 0
+    queueing_strategy: str = Field("BestEffortFIFO", description="BestEffortFIFO or StrictFIFO")
+    gpu_models: list[str] = Field(
+        default_factory=list, description="GPU models its workloads try, in order"
+    )
+    preemption: dict[str, str | int] = Field(
+        default_factory=dict,
+        description="withinQueue, reclaimWithinCohort, borrowWithinCohort (Kueue's policies)",
+    )
+    flavor_fungibility: dict[str, str] = Field(
+        default_factory=dict, description="whenCanBorrow, whenCanPreempt"
+    )
 
 
 class PriorityClassView(_Schema):

@@ -178,6 +178,7 @@ def queues_table(queues: Sequence[QueueView], *, wide: bool = False) -> Table:
     columns += ["PENDING", "RUNNING"]
     if wide:
         columns += ["NOMINAL", "USAGE", "BORROWING LIMIT", "LENDING LIMIT"]
+        columns += ["STRATEGY", "GPU MODELS", "PREEMPTION"]
     table = _table(*columns)
     for q in queues:
         row = [q.name, q.parent or "-", f"{q.weight:g}", _gpu_of(q.nominal), _gpu_of(q.usage)]
@@ -185,6 +186,8 @@ def queues_table(queues: Sequence[QueueView], *, wide: bool = False) -> Table:
         if wide:
             row += [format_resources(q.nominal), format_resources(q.usage)]
             row += [format_resources(q.borrowing_limit), format_resources(q.lending_limit)]
+            row += [q.queueing_strategy, ",".join(q.gpu_models) or "-"]
+            row += [",".join(f"{k}={v}" for k, v in q.preemption.items()) or "-"]
         table.add_row(*row)
     return table
 

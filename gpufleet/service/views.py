@@ -27,7 +27,7 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
-from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX
+from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, QueuePreemption
 from gpufleet.scheduling.core import PendingExplanation
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
@@ -187,9 +187,28 @@ def queues(plane: Plane) -> list[QueueView]:
                     share=found.share if found else 0.0,
                     pending=found.pending if found else 0,
                     running=found.running if found else 0,
+                    queueing_strategy=queue.queueing_strategy.value,
+                    gpu_models=list(queue.gpu_models),
+                    preemption=_preemption(queue.preemption),
+                    flavor_fungibility={
+                        "whenCanBorrow": queue.fungibility.when_can_borrow.value,
+                        "whenCanPreempt": queue.fungibility.when_can_preempt.value,
+                    },
                 )
             )
         return out
+
+
+def _preemption(policy: QueuePreemption) -> dict[str, str | int]:
+    """A queue's preemption policies, as its spec writes them."""
+    out: dict[str, str | int] = {
+        "withinQueue": policy.within_queue.value,
+        "reclaimWithinCohort": policy.reclaim_within_cohort.value,
+        "borrowWithinCohort": policy.borrow_within_cohort.value,
+    }
+    if policy.max_priority_threshold is not None:
+        out["maxPriorityThreshold"] = policy.max_priority_threshold
+    return out
 
 
 def queue(plane: Plane, name: str) -> QueueView:

@@ -410,6 +410,35 @@ def test_admin_manages_queues_and_priority_classes(harness: ServiceHarness) -> N
     assert admin.delete("/api/v1/queues/team-c").status_code == 404
 
 
+def test_a_queues_kueue_settings_go_in_and_come_back(harness: ServiceHarness) -> None:
+    admin = harness.client("admin")
+    doc = queue_doc("team-c", 4)
+    doc["spec"] |= {
+        "queueingStrategy": "StrictFIFO",
+        "gpuModels": ["H100", "A100"],
+        "preemption": {"reclaimWithinCohort": "LowerPriority", "withinQueue": "Never"},
+        "flavorFungibility": {"whenCanBorrow": "TryNextFlavor"},
+    }
+    response = admin.put("/api/v1/queues", content=as_yaml(doc), headers=YAML)
+    assert response.status_code == 200, response.text
+    view = admin.get("/api/v1/queues/team-c").json()
+    assert view["queueing_strategy"] == "StrictFIFO"
+    assert view["gpu_models"] == ["H100", "A100"]
+    assert view["preemption"] == {
+        "withinQueue": "Never",
+        "reclaimWithinCohort": "LowerPriority",
+        "borrowWithinCohort": "Never",
+    }
+    assert view["flavor_fungibility"] == {
+        "whenCanBorrow": "TryNextFlavor",
+        "whenCanPreempt": "TryNextFlavor",
+    }
+    doc["spec"]["preemption"] = {"reclaimWithinCohort": "Sometimes"}
+    refused = admin.put("/api/v1/queues", content=as_yaml(doc), headers=YAML)
+    assert refused.status_code == 422
+    assert "spec.preemption.reclaimWithinCohort" in refused.text
+
+
 def test_queue_in_use_cannot_be_deleted(harness: ServiceHarness) -> None:
     submit(harness.client("team-a"), pod_doc("p"))
     response = harness.client("admin").delete("/api/v1/queues/team-a")
