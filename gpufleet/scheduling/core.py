@@ -855,8 +855,12 @@ class SchedulerCore:
                         continue
                     table.rollback(mark)
                     quota_short = True
-                    why = exact.message() if not exact.admits else HELD_FOR_PREEMPTOR
-                    told.append(f"{choice.name}: waiting for quota: {why}")
+                    why = (
+                        f"waiting for quota: {exact.message()}"
+                        if not exact.admits
+                        else HELD_FOR_PREEMPTOR
+                    )
+                    told.append(f"{choice.name}: {why}")
             else:
                 quota_short = True
                 told.append(f"{choice.name}: waiting for quota: {check.message()}")
