@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpufleet.io.job_rules import restart_policy, sim_failures
 from gpufleet.io.kube_resources import Annotations, pod_requests
 from gpufleet.io.manifests import Context, describe, object_name, scalar_text
 from gpufleet.io.quantities import parse_duration_seconds
@@ -171,7 +172,8 @@ def _pod(
             )
             deleted = created + duration
             break
-    return TimedPod(pod, created, deleted, None)
+    policy = restart_policy(context, spec.get("restartPolicy"), f"{spec_path}.restartPolicy")
+    return TimedPod(pod, created, deleted, None, policy, sim_failures(context, annotations))
 
 
 def _gpu_models(context: Context, annotations: Annotations) -> frozenset[str] | None:

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gpufleet.backends.sim.cluster import _ARRIVE_WORKLOAD, _FINISH, Mode, SimulatedCluster, _Work
+from gpufleet.backends.sim.jobs import JobRun, Next, Verdict
 from gpufleet.control.backend import ClusterState
 from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Bind, Evict
-from gpufleet.model.events import ClusterEvent, PodDeleted
+from gpufleet.model.events import PodDeleted
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.target import TargetWorkload
 
@@ -61,6 +62,16 @@ class OutcomeKind(StrEnum):
     FINISHED = "finished"
     EVICTED = "evicted"
     BIND_FAILED = "bind-failed"
+    #: Its container failed and restarted in place.
+    RESTARTED = "restarted"
+    #: It failed and left its node; a new pod follows (it waits again).
+    FAILED = "failed"
+    #: It failed for good, or its job ended without it.
+    REMOVED = "removed"
+    #: It runs its Job's next completion, in place.
+    NEXT = "next"
+    #: Its job ended (``message`` says how; ``job_outcome`` is Succeeded or Failed).
+    JOB_ENDED = "job-ended"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +83,8 @@ class Outcome:
     #: Seconds of work left (bound or evicted), None when it runs until cancelled.
     remaining: float | None = None
     message: str = ""
+    job_outcome: str = ""
+    reason: str = ""
 
 
 class LiveSimCluster(SimulatedCluster):
@@ -120,11 +133,12 @@ class LiveSimCluster(SimulatedCluster):
         heapq.heapify(self._heap)
         for key in keys:
             allocation = self._running.pop(key, None)
+            work = self._work.get(key)
             if allocation is not None:
                 self.world.release(allocation)
                 self.recorder.finished(key, allocation, now)
                 self._placements.pop(key, None)
-            elif self._pending.pop(key, None) is not None:
+            elif self._pending.pop(key, None) is not None or (work is not None and work.away):
                 self.recorder.pending -= 1
             else:
                 continue
@@ -173,22 +187,45 @@ class LiveSimCluster(SimulatedCluster):
         running = [(self._work[k].pod, p) for k, p in self._placements.items()]
         return ClusterState(self.nodes, (), running)
 
-    def poll_events(self) -> Sequence[ClusterEvent]:
-        before = set(self._running)
-        events = super().poll_events()
-        now = self.clock.now()
-        for event in events:
-            finished = (
-                isinstance(event, PodDeleted)
-                and event.key in before
-                and event.key not in self._running
-                and event.key not in self._pending
+    def _pod_left(self, key: str, now: float, succeeded: bool) -> None:
+        self._placements.pop(key, None)
+        kind = OutcomeKind.FINISHED if succeeded else OutcomeKind.REMOVED
+        self.outcomes.append(Outcome(kind, key, now))
+
+    def _job_verdict(
+        self, work: _Work | None, verdict: Verdict, now: float, job: JobRun | None = None
+    ) -> None:
+        if work is None:
+            return
+        key = work.pod.key
+        step = verdict.next
+        if step is Next.RESTART:
+            message = f"restarts in place after a back-off of {verdict.delay:.0f}s"
+            self.outcomes.append(Outcome(OutcomeKind.RESTARTED, key, now, message=message))
+        elif step is Next.NEXT and work.job is not None:
+            message = f"runs completion {work.job.task(work.pod.name)} in place"
+            self.outcomes.append(
+                Outcome(OutcomeKind.NEXT, key, now, remaining=work.full, message=message)
             )
-            if finished:
-                assert isinstance(event, PodDeleted)
-                self._placements.pop(event.key, None)
-                self.outcomes.append(Outcome(OutcomeKind.FINISHED, event.key, now))
-        return events
+
+    def _pod_away(self, work: _Work, now: float, why: str) -> None:
+        key = work.pod.key
+        self._placements.pop(key, None)
+        self.outcomes.append(
+            Outcome(OutcomeKind.FAILED, key, now, remaining=work.remaining, message=why)
+        )
+
+    def _job_ended(self, job: JobRun, now: float) -> None:
+        self.outcomes.append(
+            Outcome(
+                OutcomeKind.JOB_ENDED,
+                job.pod_keys[0],
+                now,
+                message=job.message,
+                job_outcome=str(job.outcome or ""),
+                reason=job.reason,
+            )
+        )
 
     def _bind(self, action: Bind, now: float) -> None:
         key = action.pod.key
