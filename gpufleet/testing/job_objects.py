@@ -47,7 +47,8 @@ def pod_template(
     if gpus:
         limits["nvidia.com/gpu"] = gpus
     spec: Obj = {
-        "containers": [{"name": "main", "image": "train:1", "resources": {"limits": limits}}]
+        "containers": [{"name": "main", "image": "train:1", "resources": {"limits": limits}}],
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     }
     if restart_policy is not None:
         spec["restartPolicy"] = restart_policy
@@ -63,12 +64,14 @@ def _object(
     api: str,
     kind: str,
     name: str,
-    namespace: str,
+    namespace: str | None,
     annotations: Mapping[str, str] | None,
     labels: Mapping[str, str] | None,
     spec: Obj,
 ) -> Obj:
-    metadata: Obj = {"name": name, "namespace": namespace}
+    metadata: Obj = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
     if annotations:
         metadata["annotations"] = dict(annotations)
     if labels:
@@ -80,7 +83,7 @@ def batch_job(
     name: str,
     parallelism: int = 1,
     completions: int | None = None,
-    namespace: str = "default",
+    namespace: str | None = None,
     restart_policy: str | None = "Never",
     indexed: bool = False,
     annotations: Mapping[str, str] | None = None,
@@ -105,7 +108,7 @@ def pytorch_job(
     name: str,
     workers: int,
     master: bool = True,
-    namespace: str = "default",
+    namespace: str | None = None,
     restart_policy: str | None = None,
     backoff_limit: int | None = None,
     annotations: Mapping[str, str] | None = None,
@@ -130,7 +133,7 @@ def pytorch_job(
 def mpi_job(
     name: str,
     workers: int,
-    namespace: str = "default",
+    namespace: str | None = None,
     launcher_gpus: int = 0,
     gpus: int = 1,
     launcher_restart_policy: str | None = None,
@@ -176,7 +179,7 @@ def ray_cluster_spec(
 def ray_cluster(
     name: str,
     groups: Mapping[str, int | Obj],
-    namespace: str = "default",
+    namespace: str | None = None,
     annotations: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     **options: Any,
@@ -188,7 +191,7 @@ def ray_cluster(
 def ray_job(
     name: str,
     groups: Mapping[str, int | Obj],
-    namespace: str = "default",
+    namespace: str | None = None,
     submission_mode: str | None = None,
     shutdown: bool = True,
     backoff_limit: int | None = None,

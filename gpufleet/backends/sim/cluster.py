@@ -26,9 +26,10 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from gpufleet.backends.sim.jobs import Attempt, JobRun, Next, Outcome, Verdict
 from gpufleet.backends.sim.recorder import Recorder
@@ -109,8 +110,10 @@ class SimulatedCluster:
         self.recorder = Recorder(self.world, target)
         self.tenants = tenants
         self.arrivals_seen = 0
-        #: Every job's controller, with the workload it came in.
+        #: Every job's controller, with the workload it came in; those taken back after a
+        #: restart (by workload key, then pod name) until the workload's waiting part arrives.
         self.job_runs: list[tuple[Workload, JobRun]] = []
+        self._adopted: dict[str, dict[str, JobRun]] = {}
         self._job_generation: dict[int, int] = {}
         self._heap: list[tuple[float, int, int, Payload]] = []
         self._seq = 0
@@ -153,7 +156,9 @@ class SimulatedCluster:
         now = self.clock.now()
         heap = self._heap
         while heap and heap[0][0] <= now:
-            _, _, kind, payload = heapq.heappop(heap)
+            # Each event happens at its own time (the live world may poll after it): a restart
+            # or a next completion runs from then.
+            at, _, kind, payload = heapq.heappop(heap)
             if kind == _ARRIVE:
                 assert isinstance(payload, TimedPod)
                 self._arrive(payload.pod, payload.runtime, None, False, now)
@@ -165,18 +170,18 @@ class SimulatedCluster:
             elif kind == _FINISH:
                 assert isinstance(payload, tuple)
                 assert isinstance(payload[0], str)
-                self._finish(payload[0], payload[1], now, events)
+                self._finish(payload[0], payload[1], at, events)
             elif kind == _RESTART:
                 assert isinstance(payload, tuple)
                 assert isinstance(payload[0], str)
-                self._restart(payload[0], payload[1], now)
+                self._restart(payload[0], payload[1], at)
             elif kind == _RESUBMIT:
                 assert isinstance(payload, tuple)
                 self._resubmit(payload[0], payload[1], events)
             else:
                 assert isinstance(payload, tuple)
                 assert isinstance(payload[0], JobRun)
-                self._deadline(payload[0], payload[1], now, events)
+                self._deadline(payload[0], payload[1], at, events)
         return events
 
     def _arrive(
@@ -197,11 +202,7 @@ class SimulatedCluster:
     def _arrive_workload(self, timed: TimedWorkload, now: float) -> None:
         workload = timed.workload
         gang = len(workload.pods) > 1
-        runs: dict[str, JobRun] = {}
-        for spec in timed.jobs:
-            run = JobRun(spec, workload.namespace)
-            self.job_runs.append((workload, run))
-            runs.update(dict.fromkeys(spec.pod_names, run))
+        runs = self._adopted.pop(workload.key, None) or self._new_runs(timed)
         for pod in workload.pods:
             self._arrive(pod, timed.duration, workload.checkpoint_interval, gang, now)
             owner = runs.get(pod.name)
@@ -213,6 +214,19 @@ class SimulatedCluster:
                     work.remaining = None
         if self.tenants is not None:
             self.tenants.arrived(timed, now)
+
+    def _new_runs(
+        self, timed: TimedWorkload, states: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> dict[str, JobRun]:
+        """The controllers of a workload's jobs (from their saved states, if given), by pod."""
+        runs: dict[str, JobRun] = {}
+        workload = timed.workload
+        for spec in timed.jobs:
+            state = (states or {}).get(spec.name, {})
+            run = JobRun.restored(spec, workload.namespace, state)
+            self.job_runs.append((workload, run))
+            runs.update(dict.fromkeys(spec.pod_names, run))
+        return runs
 
     def _finish(self, key: str, run: int, now: float, events: list[ClusterEvent]) -> None:
         work = self._work.get(key)

@@ -35,8 +35,10 @@ This module decides; the cluster carries the verdicts out. It reads no clock.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from gpufleet.model.jobs import (
     RETRYABLE_EXIT_CODE,
@@ -149,6 +151,53 @@ class JobRun:
     @property
     def done(self) -> bool:
         return self.outcome is not None
+
+    def state(self) -> dict[str, Any]:
+        """Its progress as plain data (JSON), for :meth:`restored`."""
+        return {
+            "outcome": None if self.outcome is None else self.outcome.value,
+            "reason": self.reason,
+            "message": self.message,
+            "succeeded": sorted(self.succeeded),
+            "failed_indexes": sorted(self.failed_indexes),
+            "counts": [self.attempt_failures, self.failed_pods, self.restarts, self.retries],
+            "task": dict(self._task),
+            "live": dict(self._live),
+            "attempts": {str(k): v for k, v in self._attempts.items()},
+            "index_failures": {str(k): v for k, v in self._index_failures.items()},
+            "owned": sorted(self._owned),
+            "next_task": self._next_task,
+        }
+
+    @classmethod
+    def restored(cls, spec: JobSpec, namespace: str, state: Mapping[str, Any]) -> JobRun:
+        """The run whose :meth:`state` was ``state`` (a new one when it is empty)."""
+        run = cls(spec, namespace)
+        if not state:
+            return run
+        run.outcome = None if state["outcome"] is None else Outcome(state["outcome"])
+        run.reason, run.message = state["reason"], state["message"]
+        run.succeeded = set(state["succeeded"])
+        run.failed_indexes = set(state["failed_indexes"])
+        run.attempt_failures, run.failed_pods, run.restarts, run.retries = state["counts"]
+        run._task = {str(k): int(v) for k, v in state["task"].items()}
+        run._live = {str(k): int(v) for k, v in state["live"].items()}
+        run._attempts = {int(k): int(v) for k, v in state["attempts"].items()}
+        run._index_failures = {int(k): int(v) for k, v in state["index_failures"].items()}
+        run._owned = set(state["owned"])
+        run._next_task = int(state["next_task"])
+        return run
+
+    def current_attempt(self, pod_name: str) -> Attempt:
+        """The attempt the pod's task runs now (the last one started)."""
+        task = self._task[pod_name]
+        number = max(0, self._attempts.get(task, 1) - 1)
+        failures = self._replica[pod_name].failures
+        return Attempt(task, number, failures.fails(number), failures.after, failures.exit_code)
+
+    def restarts_of(self, pod_name: str) -> int:
+        """Restarts in place of the pod's current container."""
+        return self._live.get(pod_name, 0)
 
     # ----------------------------------------------------------------------------- events
     def start(self, pod_name: str) -> Attempt:

@@ -19,9 +19,10 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from gpufleet.backends.sim.cluster import _ARRIVE_WORKLOAD, _FINISH, Mode, SimulatedCluster, _Work
 from gpufleet.backends.sim.jobs import JobRun, Next, Verdict
@@ -148,6 +149,19 @@ class LiveSimCluster(SimulatedCluster):
         self.wake()
         return gone
 
+    def adopt_jobs(self, timed: TimedWorkload, states: Mapping[str, Mapping[str, Any]]) -> None:
+        """Take back the controllers of a workload that was here before a restart, from their
+        saved states (by job name): call before :meth:`restore` and :meth:`submit` of its pods."""
+        if timed.jobs:
+            self._adopted[timed.workload.key] = self._new_runs(timed, states)
+
+    def job_states(self, workload_key: str) -> dict[str, dict[str, Any]]:
+        """The saved states of a workload's jobs, by job name (see :meth:`adopt_jobs`)."""
+        return {run.spec.name: run.state() for run in self.jobs_of(workload_key)}
+
+    def jobs_of(self, workload_key: str) -> list[JobRun]:
+        return [run for workload, run in self.job_runs if workload.key == workload_key]
+
     def restore(
         self,
         pod: Pod,
@@ -156,9 +170,11 @@ class LiveSimCluster(SimulatedCluster):
         checkpoint: float | None,
         in_gang: bool,
         started: float,
+        timed: TimedWorkload | None = None,
     ) -> None:
         """Put back a pod that ran before a restart, on exactly its devices; it goes on from
-        ``started`` with ``remaining`` seconds of work. Raises ValueError if they are taken."""
+        ``started`` with ``remaining`` seconds of work (under its job's controller, adopted
+        first, when ``timed`` has one). Raises ValueError if they are taken."""
         if pod.key in self._work:
             raise ValueError(f"pod {pod.key} is already in the cluster")
         row = self.world.row_of.get(placement.node)
@@ -171,7 +187,13 @@ class LiveSimCluster(SimulatedCluster):
         self._work[pod.key] = work
         self.recorder.arrived(pod, started)
         self.recorder.bound(pod, placement, allocation, started)
-        if remaining is not None:
+        job = self._adopted.get(timed.workload.key, {}).get(pod.name) if timed else None
+        if job is not None and timed is not None and not job.done:
+            work.job, work.workload, work.full = job, timed.workload, timed.duration
+            work.lifetime = job.replica(pod.name).lifetime
+            work.attempt = job.current_attempt(pod.name)
+            self._begin(work, started, bound=True)
+        elif remaining is not None:
             self._push(started + remaining, _FINISH, (pod.key, work.run))
 
     def wake(self) -> None:
