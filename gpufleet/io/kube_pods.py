@@ -1,9 +1,11 @@
 """Kubernetes workload objects (Pod, batch/v1 Job, apps/v1 Deployment) as timed model pods.
 
 Owns the reading of one object into :class:`~gpufleet.model.workload.TimedPod` values: names
-(``<job>-<i>`` for the pods of a Job or Deployment), namespace, labels and annotations, the
-scheduling constraints (nodeSelector, required node affinity, tolerations, allowed GPU models,
-priority) and the simulation times from ``gpufleet.dev/`` annotations. Requests come from
+(``<job>-<i>`` for the pods of a Job, ``min(parallelism, completions)`` of them, or of a
+Deployment), namespace, labels and annotations, the scheduling constraints (nodeSelector,
+required node affinity, tolerations, allowed GPU models, priority), the simulation times from
+``gpufleet.dev/`` annotations, and each pod's restartPolicy and simulated failures (what a
+controller does with them is ``job_rules``'). Requests come from
 ``kube_resources``. It does not read files or check that pod names are unique across a file
 (``kubernetes.read_pods`` does), resolve PriorityClass names, or model pod affinity, preferred
 node affinity or topology spread (those are ignored).

@@ -1,20 +1,24 @@
 """A whole scenario from files: queues, priority classes, quotas, and workloads (gangs) of pods.
 
 Owns :func:`read_scenario`: every object of the files given (any mix of Queue, PriorityClass,
-PodGroup, ResourceQuota, Pod, Job, Deployment and PyTorchJob, or an Alibaba pod CSV), names
-checked unique, the queue tree validated, and the pods assembled into
-:class:`~gpufleet.model.tenancy.Workload` gangs:
+PodGroup, ResourceQuota, Pod, Job, Deployment, PyTorchJob, MPIJob, RayCluster and RayJob, or an
+Alibaba pod CSV), names checked unique, the queue tree validated, and the pods assembled into
+:class:`~gpufleet.model.workload.TimedWorkload` gangs with their controllers' rules
+(:class:`~gpufleet.model.jobs.JobSpec`, read by ``job_rules``, ``tenancy`` and
+``operator_jobs``):
 
 * a pod labelled ``gpufleet.dev/pod-group`` (or ``scheduling.x-k8s.io/pod-group``) joins that
   gang of its namespace, whose minMember a PodGroup object gives (else: all its pods);
-* a Job is one gang of its pods, a PyTorchJob one gang of its master and workers, each replica
-  of a Deployment its own workload, and any other pod a workload of one;
+* a Job is one gang of its pods (``min(parallelism, completions)``), a PyTorchJob, MPIJob,
+  RayCluster or RayJob one gang of its replica sets' pods, each replica of a Deployment its own
+  workload, and any other pod a workload of one;
 * the queue comes from the ``gpufleet.dev/queue`` label, else the Queue that lists the namespace,
   else (no Queue objects at all) an implicit ``default`` queue; the priority from the pod's
   priorityClassName, an explicit ``spec.priority``, or the globalDefault class;
 * preemptible, expected runtime, checkpoint interval and topology from ``gpufleet.dev/``
   annotations (the object's win over its pod template's); a setting that pods of one gang give
-  differently is an error.
+  differently is an error;
+* each pod's work: its ``gpufleet.dev/sim-duration``, else the workload's expected run time.
 
 Everything is read before anything is returned: the first problem raises
 :class:`~gpufleet.io.errors.InputError` naming the file, the place, the object and the field.

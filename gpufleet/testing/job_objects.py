@@ -209,3 +209,53 @@ def ray_job(
     if backoff_limit is not None:
         body["backoffLimit"] = backoff_limit
     return _object("ray.io/v1", "RayJob", name, namespace, annotations, labels, body)
+
+
+def crd(group: str, kind: str, plural: str, versions: tuple[str, ...]) -> Obj:
+    """A minimal CustomResourceDefinition (no schema): enough for the fake API server to serve
+    an operator's kind."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": i == 0,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                    "subresources": {"status": {}},
+                }
+                for i, version in enumerate(versions)
+            ],
+        },
+    }
+
+
+def operator_crds() -> list[Obj]:
+    """The kinds of the Kubeflow training and MPI operators, KubeRay and Volcano's PodGroup."""
+    return [
+        crd("kubeflow.org", "PyTorchJob", "pytorchjobs", ("v1",)),
+        crd("kubeflow.org", "MPIJob", "mpijobs", ("v2beta1", "v1")),
+        crd("ray.io", "RayCluster", "rayclusters", ("v1",)),
+        crd("ray.io", "RayJob", "rayjobs", ("v1",)),
+        crd("scheduling.volcano.sh", "PodGroup", "podgroups", ("v1beta1",)),
+    ]
+
+
+def volcano_pod_group(name: str, min_member: int, namespace: str = "default") -> Obj:
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member},
+    }
