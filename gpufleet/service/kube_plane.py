@@ -3,7 +3,8 @@
 The scheduler is :class:`~gpufleet.backends.kube.scheduler.KubeScheduler` (the same as
 ``gpufleet scheduler``), run in a thread under this plane's lock; the API server is the store
 of workloads. A submission is checked exactly as in embedded mode (same reader, same tenant
-and admission rules) and then written to the cluster:
+and admission rules) and then written to the cluster (the objects as
+:mod:`gpufleet.service.kube_writes` makes them):
 
 * every pod template gets ``schedulerName`` (this scheduler), the tenant label
   (``gpufleet.dev/tenant``) and the workload's name and kind as annotations;
@@ -47,8 +48,7 @@ from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.control.factory import build_core
 from gpufleet.io.errors import InputError
 from gpufleet.model import Node, Placement
-from gpufleet.model.jobs import JobSpec
-from gpufleet.model.tenancy import POD_GROUP_LABEL, QUEUE_LABEL, PriorityClass, Workload
+from gpufleet.model.tenancy import PriorityClass
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import (
@@ -61,6 +61,15 @@ from gpufleet.service.base import (
     event_view,
     object_name,
     require_admin,
+)
+from gpufleet.service.kube_writes import (
+    COMPLETIONS_ANNOTATION,
+    CONTROLLED_KINDS,
+    KIND_ANNOTATION,
+    TENANT_LABEL,
+    WORKLOAD_ANNOTATION,
+    objects_to_write,
+    pod_group_of,
 )
 from gpufleet.service.records import (
     POD_CANCELLED,
@@ -80,13 +89,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-TENANT_LABEL = "gpufleet.dev/tenant"
-WORKLOAD_ANNOTATION = "gpufleet.dev/workload"
-KIND_ANNOTATION = "gpufleet.dev/kind"
-COMPLETIONS_ANNOTATION = "gpufleet.dev/completions"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-#: Kinds whose controller (the Job controller, an operator) makes the pods, as a gang.
-CONTROLLED_KINDS = ("Job", "PyTorchJob", "MPIJob", "RayCluster", "RayJob")
 #: Tenant of pods that were not submitted through the control plane (seen by admins only).
 CLUSTER_TENANT = "cluster"
 REFRESH_EVERY_S = 1.0
@@ -339,7 +342,7 @@ class KubeControlPlane(PlaneBase):
             ]
             if dry_run:
                 return records
-        objects = _objects_to_write(
+        objects = objects_to_write(
             manifests, principal, self.scheduler_options.scheduler_name,
             {w.key: (kind, w, jobs[w.key]) for kind, w in checked},
         )  # fmt: skip
@@ -457,94 +460,6 @@ class KubeControlPlane(PlaneBase):
             {str(o["metadata"]["name"]): o for o in backend.objects[QUEUES].values()},
             {str(o["metadata"]["name"]): o for o in backend.objects[PRIORITY_CLASSES].values()},
         )
-
-
-# ---------------------------------------------------------------------------------- writing
-def pod_group_of(labels: Mapping[str, str]) -> str | None:
-    return labels.get(POD_GROUP_LABEL)
-
-
-def _objects_to_write(
-    manifests: Sequence[Mapping[str, Any]],
-    principal: Principal,
-    scheduler_name: str,
-    workloads: Mapping[str, tuple[str, Workload, tuple[JobSpec, ...]]],
-) -> list[Obj]:
-    """The objects to create for accepted ``manifests``: PodGroups for gangs first, then the
-    objects themselves with our scheduler, tenant, queue and workload marks."""
-    groups: list[Obj] = []
-    objects: list[Obj] = []
-    for manifest in manifests:
-        obj: Obj = _deep_copy(manifest)
-        kind = str(obj["kind"])
-        metadata = obj.setdefault("metadata", {})
-        namespace = metadata.get("namespace") or principal.default_namespace()
-        metadata["namespace"] = namespace
-        name = str(metadata["name"])
-        key = f"{namespace}/{name}"
-        found = workloads.get(key)
-        if kind == "PodGroup":
-            obj.setdefault("apiVersion", "gpufleet.dev/v1alpha1")
-            groups.append(obj)
-            continue
-        templates = _pod_templates(obj)
-        gang = found is not None and len(found[1].pods) > 1 and kind in CONTROLLED_KINDS
-        for template in templates:
-            meta = template.setdefault("metadata", {})
-            labels = meta.setdefault("labels", {})
-            labels[TENANT_LABEL] = principal.tenant
-            if found is not None:
-                labels.setdefault(QUEUE_LABEL, found[1].queue)
-            if gang and not labels.get(POD_GROUP_LABEL):
-                labels[POD_GROUP_LABEL] = name
-            annotations = meta.setdefault("annotations", {})
-            annotations[KIND_ANNOTATION] = kind
-            if kind in CONTROLLED_KINDS:
-                annotations[WORKLOAD_ANNOTATION] = key
-            if kind == "Job" and found is not None and found[2]:
-                annotations[COMPLETIONS_ANNOTATION] = str(found[2][0].tasks)
-            if kind == "Deployment":
-                annotations["gpufleet.dev/owner"] = f"Deployment/{name}"
-            template.setdefault("spec", {})["schedulerName"] = scheduler_name
-        if gang and found is not None:
-            groups.append({
-                "apiVersion": "gpufleet.dev/v1alpha1", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": namespace,
-                             "labels": {TENANT_LABEL: principal.tenant}},
-                "spec": {"minMember": found[1].gang_size},
-            })  # fmt: skip
-        objects.append(obj)
-    return groups + objects
-
-
-def _pod_templates(obj: Obj) -> list[Obj]:
-    """The pod (for a Pod: the object itself) or pod templates of a workload object."""
-    kind = obj.get("kind")
-    if kind == "Pod":
-        return [obj]
-    spec = obj.setdefault("spec", {})
-    if kind in ("PyTorchJob", "MPIJob"):
-        replicas = spec.get("pytorchReplicaSpecs" if kind == "PyTorchJob" else "mpiReplicaSpecs")
-        return [
-            r.setdefault("template", {}) for r in (replicas or {}).values() if isinstance(r, dict)
-        ]
-    if kind in ("RayCluster", "RayJob"):
-        cluster = spec.get("rayClusterSpec") if kind == "RayJob" else spec
-        groups = [(cluster or {}).get("headGroupSpec")]
-        groups += list((cluster or {}).get("workerGroupSpecs") or [])
-        templates = [g.setdefault("template", {}) for g in groups if isinstance(g, dict)]
-        if kind == "RayJob" and isinstance(spec.get("submitterPodTemplate"), dict):
-            templates.append(spec["submitterPodTemplate"])
-        return templates
-    return [spec.setdefault("template", {})]
-
-
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
 
 
 # ---------------------------------------------------------------------------------- reading
