@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster, _Work
 from gpufleet.backends.sim.jobs import JobRun, Next, Verdict
@@ -19,9 +21,11 @@ from gpufleet.control.loop import run as run_loop
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import Node
 from gpufleet.model.actions import Bind
+from gpufleet.model.jobs import JobKind, JobSpec, ReplicaSet, RestartPolicy, SimFailures
 from gpufleet.model.tenancy import Queue
+from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.target import TargetWorkload
-from gpufleet.testing.builders import make_cluster
+from gpufleet.testing.builders import make_cluster, make_workload
 from gpufleet.testing.fakes import make_core
 from gpufleet.testing.job_objects import (
     batch_job,
@@ -467,3 +471,51 @@ def test_failures_per_queue_in_the_report(tmp_path: Path) -> None:
     stats = run.tenancy.queues["a"]
     assert (stats.completed, stats.failed, stats.pod_failures, stats.restarts) == (1, 1, 3, 2)
     assert {r.name: r.state for r in run.jobs} == {"j": "Succeeded", "k": "Failed"}
+
+
+# ------------------------------------------------------------------------------- invariants
+@settings(max_examples=40, deadline=None)
+@given(
+    parallelism=st.integers(1, 4),
+    extra=st.integers(0, 6),
+    failures=st.integers(0, 3),
+    fail_after=st.sampled_from([None, 60.0]),
+    policy=st.sampled_from([RestartPolicy.NEVER, RestartPolicy.ON_FAILURE]),
+    limit=st.sampled_from([None, 0, 2, 6]),
+)
+def test_a_job_always_ends_and_counts_every_failure(
+    parallelism: int,
+    extra: int,
+    failures: int,
+    fail_after: float | None,
+    policy: RestartPolicy,
+    limit: int | None,
+) -> None:
+    completions = parallelism + extra
+    workload = make_workload("j", pods=parallelism, gpus=1)
+    names = tuple(p.name for p in workload.pods)
+    spec = JobSpec(
+        JobKind.JOB,
+        "j",
+        (ReplicaSet("Job", names, policy, SimFailures(failures, fail_after)),),
+        completions=completions,
+        backoff_limit=limit,
+    )
+    run = run_workloads(
+        make_cluster(2, gpus=2),
+        [TimedWorkload(workload, 0.0, 600.0, (spec,))],
+        "bestfit",
+        0,
+        {"default": Queue("default")},
+    )
+    (report,) = run.jobs
+    assert run.replay.bind_violations == 0
+    assert report.state in ("Succeeded", "Failed")
+    assert report.attempt_failures == report.failed_pods + report.restarts
+    if report.state == "Succeeded":
+        assert report.completed == completions
+    else:
+        assert report.reason == "BackoffLimitExceeded"
+    if not failures:
+        waves = -(-completions // parallelism)
+        assert (report.state, run.replay.simulated_seconds) == ("Succeeded", waves * 600.0)
