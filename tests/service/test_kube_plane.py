@@ -54,7 +54,7 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     with FakeApiServer() as server:
-        for crd in ko.crds():
+        for crd in [*ko.crds(), *jo.operator_crds()]:
             server.create(crd)
         for i in range(2):
             server.create(ko.gpu_node(f"gpu-{i}", gpus=4))
@@ -236,8 +236,6 @@ def _templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
 def test_operator_jobs_are_written_as_gangs(
     cluster: Cluster, obj: dict[str, Any], api: str, min_member: int
 ) -> None:
-    for crd in jo.operator_crds():
-        cluster.server.create(crd)
     name = obj["metadata"]["name"]
     response = cluster.client("team-a").post(
         "/api/v1/workloads", content=as_yaml(obj), headers=YAML
@@ -257,8 +255,6 @@ def test_operator_jobs_are_written_as_gangs(
 
 
 def test_pods_an_operator_makes_run_as_one_gang_with_their_progress(cluster: Cluster) -> None:
-    for crd in jo.operator_crds():
-        cluster.server.create(crd)
     job = jo.mpi_job("mpi", 2, gpus=2)
     client = cluster.client("team-a")
     assert client.post("/api/v1/workloads", content=as_yaml(job), headers=YAML).status_code == 201
