@@ -307,6 +307,7 @@ class ControlPlane(PlaneBase):
                 with self.store.transaction():
                     self.store.delete_workload(key)
                 del self.records[key]
+                self.world.forget_jobs(key)
                 for pod_key in record.pods:
                     self._owner.pop(pod_key, None)
                 deleted = Change(ChangeKind.WORKLOAD, key, now, {"state": "Deleted"})
@@ -401,9 +402,11 @@ class ControlPlane(PlaneBase):
                             f"pod {name}: its container failed and {outcome.message}")
             )  # fmt: skip
             self.counters["restarted"] += 1
-        elif outcome.kind is OutcomeKind.NEXT:
-            pod_record.started = now
-            self.store.set_pod(key, POD_RUNNING, pod_record.placement, now, outcome.remaining)
+        elif outcome.kind is OutcomeKind.NEXT:  # from when the last completion ended
+            pod_record.started = outcome.time
+            self.store.set_pod(
+                key, POD_RUNNING, pod_record.placement, outcome.time, outcome.remaining
+            )
             events.append(
                 StoredEvent(now, record.key, "Normal", "Completed",
                             f"pod {name} completed; it {outcome.message}")

@@ -94,6 +94,9 @@ class _Work:
 class SimulatedCluster:
     """See the module docstring."""
 
+    #: Keep every job's controller for the run's report (a long-lived world does not).
+    keep_job_runs = True
+
     def __init__(
         self,
         nodes: Sequence[Node],
@@ -114,6 +117,8 @@ class SimulatedCluster:
         #: restart (by workload key, then pod name) until the workload's waiting part arrives.
         self.job_runs: list[tuple[Workload, JobRun]] = []
         self._adopted: dict[str, dict[str, JobRun]] = {}
+        #: The controllers of the latest workload of each key.
+        self._runs_of: dict[str, list[JobRun]] = {}
         self._job_generation: dict[int, int] = {}
         self._heap: list[tuple[float, int, int, Payload]] = []
         self._seq = 0
@@ -221,10 +226,13 @@ class SimulatedCluster:
         """The controllers of a workload's jobs (from their saved states, if given), by pod."""
         runs: dict[str, JobRun] = {}
         workload = timed.workload
+        mine = self._runs_of[workload.key] = []
         for spec in timed.jobs:
             state = (states or {}).get(spec.name, {})
             run = JobRun.restored(spec, workload.namespace, state)
-            self.job_runs.append((workload, run))
+            mine.append(run)
+            if self.keep_job_runs:
+                self.job_runs.append((workload, run))
             runs.update(dict.fromkeys(spec.pod_names, run))
         return runs
 

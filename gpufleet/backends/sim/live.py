@@ -91,6 +91,8 @@ class Outcome:
 class LiveSimCluster(SimulatedCluster):
     """See the module docstring."""
 
+    keep_job_runs = False
+
     def __init__(
         self,
         nodes: Sequence[Node],
@@ -160,7 +162,13 @@ class LiveSimCluster(SimulatedCluster):
         return {run.spec.name: run.state() for run in self.jobs_of(workload_key)}
 
     def jobs_of(self, workload_key: str) -> list[JobRun]:
-        return [run for workload, run in self.job_runs if workload.key == workload_key]
+        """The controllers of the workload of this key (the latest submitted)."""
+        return list(self._runs_of.get(workload_key, ()))
+
+    def forget_jobs(self, workload_key: str) -> None:
+        """The workload is deleted: its controllers go too."""
+        self._runs_of.pop(workload_key, None)
+        self._adopted.pop(workload_key, None)
 
     def restore(
         self,
