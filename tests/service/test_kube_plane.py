@@ -72,6 +72,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         plane.scheduler.backend.start()
         assert plane.scheduler.backend.wait_synced(10)
         plane.start()
+        # Submissions are checked against the queues of the scheduler's core, which its first
+        # turn builds from the synced caches: a test must not submit before that.
+        deadline = time.monotonic() + 15
+        while plane.scheduler.core is None:
+            assert time.monotonic() < deadline, "the scheduler built no core"
+            time.sleep(0.02)
         try:
             yield Cluster(server, plane, tokens)
         finally:
