@@ -50,7 +50,7 @@ class WorkloadState(StrEnum):
 
 class PodView(_Schema):
     name: str
-    state: str = Field(description="Pending, Running, Succeeded, Cancelled")
+    state: str = Field(description="Pending, Running, Succeeded, Failed, Cancelled")
     node: str | None = None
     gpu_indices: list[int] = Field(default_factory=list)
     gpu_share: float | None = Field(None, description="GPUs of each device, when shared")
@@ -58,13 +58,31 @@ class PodView(_Schema):
     cpu: float
     memory_mib: int
     gpus: float = Field(description="GPUs asked for (0.25 = a quarter of one)")
+    restarts: int = Field(0, description="its container's restarts in place")
+    completion_index: int | None = Field(None, description="an Indexed Job's index it runs")
+
+
+class JobStatusView(_Schema):
+    """A job's progress: a Job, a PyTorchJob, an MPIJob, a RayCluster or RayJob, or a pod that
+    may fail (``gpufleet.dev/sim-failures``)."""
+
+    kind: str
+    completed: int = Field(description="completions done (a Job's; else its Master's, ...)")
+    completions: int
+    failed_pods: int = Field(description="pods that failed and were not restarted in place")
+    restarts: int = Field(description="containers restarted in place")
+    state: str = Field(description="Running, Succeeded or Failed")
+    reason: str | None = Field(None, description="BackoffLimitExceeded, DeadlineExceeded, ...")
+    message: str | None = None
 
 
 class WorkloadSummary(_Schema):
     name: str
     namespace: str
     key: str = Field(description="namespace/name")
-    kind: str = Field(description="Pod, Job, PyTorchJob, Deployment or PodGroup")
+    kind: str = Field(
+        description="Pod, Job, PyTorchJob, MPIJob, RayCluster, RayJob, Deployment or PodGroup"
+    )
     tenant: str
     queue: str
     priority: int
@@ -95,6 +113,7 @@ class WorkloadDetail(WorkloadSummary):
     checkpoint_interval: float | None = None
     preemptible: bool = True
     min_member: int = 1
+    jobs: list[JobStatusView] = Field(default_factory=list)
     pod_views: list[PodView] = Field(default_factory=list)
     events: list[EventView] = Field(default_factory=list)
 

@@ -267,7 +267,8 @@ def submit(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Submit workloads (Pod, Job, PyTorchJob, Deployment, PodGroup) from YAML or JSON.
+    """Submit workloads (Pod, Job, PyTorchJob, MPIJob, RayCluster, RayJob, Deployment, PodGroup)
+    from YAML or JSON.
 
     Each file goes in one request: its documents are all accepted or none. Example:
     gpufleet submit -f examples/pods/one-gpu.yaml

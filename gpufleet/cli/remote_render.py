@@ -313,6 +313,16 @@ def describe_workload(
         ("GPUs", format_gpus(detail.gpus)),
         ("Preemptible", "yes" if detail.preemptible else "no"),
     ]
+    for job in detail.jobs:
+        state = job.state + (f" ({job.reason})" if job.reason and job.state != "Running" else "")
+        rows += [
+            (f"{job.kind}", state),
+            ("  Completions", f"{job.completed}/{job.completions}"),
+            ("  Failed pods", str(job.failed_pods)),
+            ("  Restarts", str(job.restarts)),
+        ]
+        if job.message and job.state == "Failed":
+            rows.append(("  Message", job.message))
     if detail.expected_runtime is not None:
         rows.append(("Expected runtime", format_duration(detail.expected_runtime)))
     if detail.checkpoint_interval is not None:
@@ -349,10 +359,16 @@ def timeline_table(detail: WorkloadSummary, clock: Clock) -> Table:
 def pods_table(detail: WorkloadDetail) -> Table:
     table = _table("  NAME", "STATE", "NODE", "GPU INDICES", "SHARE", "MIG", "GPUS", "CPU")
     table.add_column("MEMORY", no_wrap=True)
+    jobs = bool(detail.jobs)
+    if jobs:
+        table.add_column("RESTARTS", no_wrap=True)
+    indexed = any(pod.completion_index is not None for pod in detail.pod_views)
+    if indexed:
+        table.add_column("INDEX", no_wrap=True)
     for pod in detail.pod_views:
         indices = ",".join(str(i) for i in pod.gpu_indices) or "-"
         share = format_gpus(pod.gpu_share) if pod.gpu_share is not None else "-"
-        table.add_row(
+        cells = [
             f"  {pod.name}",
             pod.state,
             pod.node or "-",
@@ -362,7 +378,13 @@ def pods_table(detail: WorkloadDetail) -> Table:
             format_gpus(pod.gpus),
             format_cpu(pod.cpu),
             format_mib(pod.memory_mib),
-        )
+        ]
+        if jobs:
+            cells.append(str(pod.restarts))
+        if indexed:
+            index = pod.completion_index
+            cells.append("-" if index is None else str(index))
+        table.add_row(*cells)
     return table
 
 

@@ -235,7 +235,8 @@ def simulate(
         typer.Option(
             help="Multi-tenant replay through queues, quotas, priorities, gangs and "
             "preemption: YAML files or directories (Queue, PriorityClass, ResourceQuota, "
-            "PodGroup, Pod, Job, PyTorchJob...; repeatable), or a built-in scenario: "
+            "PodGroup, Pod, Job, PyTorchJob, MPIJob, RayJob...; repeatable), or a built-in "
+            "scenario: "
             "large-gangs (its own racks of 8-GPU nodes) or alibaba-multitenant (needs the "
             "Alibaba 2023 trace).",
             rich_help_panel="Multi-tenant scenarios",

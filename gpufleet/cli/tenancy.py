@@ -46,6 +46,7 @@ from gpufleet.report.tenancy import (
     Variant,
     compare_with_fifo,
     explain_rows,
+    job_rows,
     summarize_queues,
     summarize_runs,
 )
@@ -109,6 +110,9 @@ def simulate_scenarios(args: TenancyArgs) -> None:
     for row in summaries.runs:
         print_run_line(row)
     print_comparison(summaries.comparison)
+    for run in runs:
+        if run.variant is Variant.QUEUES and run.seed == seeds[0] and run.result.jobs:
+            print_jobs(run, args.explain_limit)
     if args.explain_at is not None:
         for run in runs:
             if run.variant is Variant.QUEUES:
@@ -235,7 +239,7 @@ def print_queue_table(rows: Sequence[QueueSummary], seeds: int) -> None:
             row.run if first else "",
             "  " * row.depth + row.queue,
             _gpus(row.nominal_gpus),
-            str(row.workloads),
+            str(row.workloads) + (f" ({row.failed} failed)" if row.failed else ""),
             f"{_duration(row.delay_p50)} / {_duration(row.delay_p95)}" if started else "-",
             _duration(row.jct_p50) if row.completed else "-",
             f"{row.gpu_hours_used:,.1f} / {row.gpu_hours_entitled:,.1f}",
@@ -264,6 +268,11 @@ def print_run_line(row: RunSummary) -> None:
         parts.append(f"{row.high_priority_class} (highest priority): {delay}")
     parts.append(f"{row.preemptions} preemptions ({row.gpu_hours_lost:,.1f} GPU-h lost)")
     parts.append(f"{row.completed}/{row.workloads} workloads completed")
+    if row.failed or row.pod_failures or row.restarts:
+        parts.append(
+            f"{row.failed} failed ({row.pod_failures} failed attempts, "
+            f"{row.restarts} restarts in place)"
+        )
     parts.append(f"{row.waiting_at_end} waiting at the end")
     console.print(f"[bold]{row.run}[/]: " + "; ".join(parts))
 
@@ -331,6 +340,34 @@ def print_explain(run: LabelledRun, at_end: bool, limit: int) -> None:
     console.print(table)
 
 
+def print_jobs(run: LabelledRun, limit: int) -> None:
+    """The jobs of a run (Jobs, training jobs, Ray clusters and jobs, pods that may fail)."""
+    rows = job_rows(run)
+    shown = rows[:limit]
+    table = Table(
+        title=f"Jobs ({run.label}, seed {run.seed})",
+        caption=(
+            f"{len(rows) - len(shown)} more in results.json (--explain-limit)"
+            if len(shown) < len(rows)
+            else "completions: a Job's, else its Master's, Launcher's or Ray job's; failed: "
+            "pods that failed (not restarted in place)"
+        ),
+    )
+    for column in ("workload", "kind", "queue", "state", "reason"):
+        table.add_column(column, overflow="fold")
+    for column in ("completions", "failed", "restarts"):
+        table.add_column(column, justify="right")
+    for row in shown:
+        state = {"Failed": "[red]Failed[/]", "Succeeded": "[green]Succeeded[/]"}.get(
+            row.state, row.state
+        )
+        table.add_row(
+            row.workload, row.kind, row.queue, state, row.reason, row.completions,
+            str(row.failed_pods), str(row.restarts),
+        )  # fmt: skip
+    console.print(table)
+
+
 def _start(row: ExplainRow, at_end: bool) -> str:
     if row.estimated_start is None:
         return "-"
@@ -373,6 +410,16 @@ def _write_report(
                 explain_rows(run, at_end=True)[:HTML_EXPLAIN_ROWS],
             )
         )
+        if run.result.jobs:
+            appendix.append(
+                (
+                    f"Jobs ({run.label}, seed {run.seed})",
+                    "Completions: a Job's, else its Master's, Launcher's or Ray job's. Failed: "
+                    "pods that failed and were not restarted in place. results.json has every "
+                    "row.",
+                    job_rows(run)[:HTML_EXPLAIN_ROWS],
+                )
+            )
     write_report(
         directory / "report.html",
         f"gpufleet multi-tenant simulation: {scenarios.name}",

@@ -1,12 +1,14 @@
 """Kubernetes workload objects (Pod, batch/v1 Job, apps/v1 Deployment) as timed model pods.
 
 Owns the reading of one object into :class:`~gpufleet.model.workload.TimedPod` values: names
-(``<job>-<i>`` for the pods of a Job or Deployment), namespace, labels and annotations, the
-scheduling constraints (nodeSelector, tolerations, allowed GPU models, priority) and the
-simulation times from ``gpufleet.dev/`` annotations. Requests (extended resources included)
-come from ``kube_resources``; node affinity, pod affinity and anti-affinity and topology
-spread constraints from ``kube_affinity``. It does not read files or check that pod names are
-unique across a file (``kubernetes.read_pods`` does) or resolve PriorityClass names.
+(``<job>-<i>`` for the pods of a Job, ``min(parallelism, completions)`` of them, or of a
+Deployment), namespace, labels and annotations, the scheduling constraints (nodeSelector,
+tolerations, allowed GPU models, priority), the simulation times from ``gpufleet.dev/``
+annotations, and each pod's restartPolicy and simulated failures (what a controller does with
+them is ``job_rules``'). Requests (extended resources included) come from ``kube_resources``;
+node affinity, pod affinity and anti-affinity and topology spread constraints from
+``kube_affinity``. It does not read files or check that pod names are unique across a file
+(``kubernetes.read_pods`` does) or resolve PriorityClass names.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpufleet.io.job_rules import restart_policy, sim_failures
 from gpufleet.io.kube_affinity import placement_rules, required_node_affinity
 from gpufleet.io.kube_resources import Annotations, pod_requests
 from gpufleet.io.manifests import Context, describe, object_name
@@ -175,7 +178,8 @@ def _pod(
             )
             deleted = created + duration
             break
-    return TimedPod(pod, created, deleted, None)
+    policy = restart_policy(context, spec.get("restartPolicy"), f"{spec_path}.restartPolicy")
+    return TimedPod(pod, created, deleted, None, policy, sim_failures(context, annotations))
 
 
 def _gpu_models(context: Context, annotations: Annotations) -> frozenset[str] | None:

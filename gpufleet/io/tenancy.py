@@ -14,7 +14,8 @@ Owns the reading of one object (already loaded by ``manifests``) into a model va
 * ``v1`` ``ResourceQuota``: the CPU, memory, GPU and extended resource (``requests.rdma/hca``)
   caps of ``spec.hard`` (other keys ignored);
 * ``kubeflow.org/v1`` ``PyTorchJob``: the pods of its Master and Worker replica sets, through the
-  pod-template code of ``kube_pods``;
+  pod-template code of ``kube_pods``, and its controller's rules (per replica type
+  ``restartPolicy``, ``runPolicy.backoffLimit`` and ``activeDeadlineSeconds``);
 * what a workload object (or its pod template; the object wins) says about admission: the
   ``gpufleet.dev/queue`` and pod-group labels, ``priorityClassName`` / ``priority``, and the
   ``gpufleet.dev/`` annotations preemptible, expected-runtime, checkpoint-interval, topology and
@@ -36,6 +37,7 @@ from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
 from gpufleet.io.errors import InputError
+from gpufleet.io.job_rules import optional_whole, restart_policy
 from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION, pods_from_template
 from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import Context, describe, object_name
@@ -47,6 +49,7 @@ from gpufleet.io.quantities import (
     parse_quantity,
 )
 from gpufleet.model import MILLI_PER_GPU
+from gpufleet.model.jobs import JobKind, JobSpec, Lifetime, ReplicaSet, RestartPolicy, SimFailures
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.tenancy import (
     COSCHEDULING_POD_GROUP_LABEL,
@@ -357,32 +360,74 @@ def resource_quota_from_object(
 # -------------------------------------------------------------------------------- PyTorchJob
 @dataclass(frozen=True, slots=True)
 class ReplicaPods:
-    """The pods of one replica set of a PyTorchJob, and where its template sits."""
+    """The pods of one replica set of an operator's job (a PyTorchJob's Workers, a Ray worker
+    group), where its template sits, and the rules its controller applies to them."""
 
-    replica_type: str  # Master or Worker
+    replica_type: str  # Master, Worker, Launcher, head, a Ray worker group, submitter
     template: Mapping[str, Any]
     template_path: str  # spec.pytorchReplicaSpecs.Worker.template
     pods: tuple[TimedPod, ...]
+    restart_policy: RestartPolicy = RestartPolicy.ON_FAILURE
+    lifetime: Lifetime = Lifetime.WORK
+    driver: bool = True
+    #: Annotations that give the failure model instead of the pods' own (a RayJob's, for the
+    #: pod that runs its Ray job).
+    failures: SimFailures | None = None
+
+    def replica_set(self) -> ReplicaSet:
+        failures = self.failures
+        if failures is None:
+            failures = self.pods[0].failures if self.pods else SimFailures()
+        names = tuple(t.pod.name for t in self.pods)
+        return ReplicaSet(
+            self.replica_type, names, self.restart_policy, failures, self.lifetime, self.driver
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class PyTorchJob:
-    """A Kubeflow PyTorchJob: one gang of its master and worker pods."""
+    """An operator's job (a Kubeflow PyTorchJob or MPIJob, a KubeRay RayCluster or RayJob): one
+    gang of its replica sets' pods, and its controller's rules."""
 
     name: str
     namespace: str
     replicas: tuple[ReplicaPods, ...]
     min_available: int | None = None  # spec.runPolicy.schedulingPolicy.minAvailable
+    kind: JobKind = JobKind.PYTORCH_JOB
+    backoff_limit: int | None = None
+    active_deadline: float | None = None
+    #: Where min_available came from, for errors.
+    min_available_field: str = "spec.runPolicy.schedulingPolicy.minAvailable"
 
     @property
     def pods(self) -> list[TimedPod]:
         return [pod for replica in self.replicas for pod in replica.pods]
 
+    def job_spec(self) -> JobSpec:
+        return JobSpec(
+            self.kind,
+            self.name,
+            tuple(r.replica_set() for r in self.replicas if r.pods),
+            backoff_limit=self.backoff_limit,
+            active_deadline=self.active_deadline,
+        )
+
+
+OperatorJob = PyTorchJob
+TRAINING_RESTART_POLICIES = (
+    RestartPolicy.ALWAYS,
+    RestartPolicy.ON_FAILURE,
+    RestartPolicy.NEVER,
+    RestartPolicy.EXIT_CODE,
+)
+
 
 def read_pytorch_job(
     obj: Mapping[str, Any], source: str, location: str | None = None
 ) -> PyTorchJob:
-    """A ``kubeflow.org/v1`` PyTorchJob; pods are ``<job>-master-<i>`` and ``<job>-worker-<i>``."""
+    """A ``kubeflow.org/v1`` PyTorchJob; pods are ``<job>-master-<i>`` and ``<job>-worker-<i>``.
+    Each replica type restarts as its ``restartPolicy`` says (default OnFailure); the job
+    succeeds when its Master does (without one: when all Workers do)."""
     context, name, namespace = _named(obj, source, location, "PyTorchJob", namespaced=True)
     metadata = context.mapping(obj.get("metadata"), "metadata")
     spec = context.mapping(obj.get("spec"), "spec", required=True)
@@ -396,6 +441,7 @@ def read_pytorch_job(
             )
     if not replica_specs:
         raise context.error(specs_path, "required: expected Master and/or Worker, got none")
+    has_master = "Master" in replica_specs
     replicas: list[ReplicaPods] = []
     for replica_type in PYTORCH_REPLICA_TYPES:
         if replica_type not in replica_specs:
@@ -419,16 +465,49 @@ def read_pytorch_job(
             )
             for i, timed in enumerate(pods)
         )
-        replicas.append(ReplicaPods(replica_type, template, f"{path}.template", indexed))
-    min_available = None
+        policy = restart_policy(
+            context,
+            replica_spec.get("restartPolicy"),
+            f"{path}.restartPolicy",
+            TRAINING_RESTART_POLICIES,
+        )
+        replicas.append(
+            ReplicaPods(
+                replica_type,
+                template,
+                f"{path}.template",
+                indexed,
+                policy or RestartPolicy.ON_FAILURE,
+                driver=replica_type == "Master" or not has_master,
+            )
+        )
     run_policy = context.mapping(spec.get("runPolicy"), "spec.runPolicy")
-    policy_path = "spec.runPolicy.schedulingPolicy"
+    min_available, backoff, deadline = run_policy_settings(context, run_policy, "spec.runPolicy")
+    return PyTorchJob(
+        name,
+        namespace,
+        tuple(replicas),
+        min_available,
+        backoff_limit=backoff,
+        active_deadline=deadline,
+    )
+
+
+def run_policy_settings(
+    context: Context, run_policy: Mapping[str, Any], path: str
+) -> tuple[int | None, int | None, float | None]:
+    """A Kubeflow runPolicy's schedulingPolicy.minAvailable, backoffLimit (None: no limit)
+    and activeDeadlineSeconds."""
+    policy_path = f"{path}.schedulingPolicy"
     scheduling = context.mapping(run_policy.get("schedulingPolicy"), policy_path)
+    min_available = None
     if scheduling.get("minAvailable") is not None:
         min_available = context.integer(
             scheduling["minAvailable"], f"{policy_path}.minAvailable", 1
         )
-    return PyTorchJob(name, namespace, tuple(replicas), min_available)
+    backoff = optional_whole(context, run_policy, "backoffLimit", path)
+    deadline = optional_whole(context, run_policy, "activeDeadlineSeconds", path, 1)
+    return min_available, backoff, None if deadline is None else float(deadline)
 
 
 def pytorch_job_pods(

@@ -1,20 +1,24 @@
 """A whole scenario from files: queues, priority classes, quotas, and workloads (gangs) of pods.
 
 Owns :func:`read_scenario`: every object of the files given (any mix of Queue, PriorityClass,
-PodGroup, ResourceQuota, Pod, Job, Deployment and PyTorchJob, or an Alibaba pod CSV), names
-checked unique, the queue tree validated, and the pods assembled into
-:class:`~gpufleet.model.tenancy.Workload` gangs:
+PodGroup, ResourceQuota, Pod, Job, Deployment, PyTorchJob, MPIJob, RayCluster and RayJob, or an
+Alibaba pod CSV), names checked unique, the queue tree validated, and the pods assembled into
+:class:`~gpufleet.model.workload.TimedWorkload` gangs with their controllers' rules
+(:class:`~gpufleet.model.jobs.JobSpec`, read by ``job_rules``, ``tenancy`` and
+``operator_jobs``):
 
 * a pod labelled ``gpufleet.dev/pod-group`` (or ``scheduling.x-k8s.io/pod-group``) joins that
   gang of its namespace, whose minMember a PodGroup object gives (else: all its pods);
-* a Job is one gang of its pods, a PyTorchJob one gang of its master and workers, each replica
-  of a Deployment its own workload, and any other pod a workload of one;
+* a Job is one gang of its pods (``min(parallelism, completions)``), a PyTorchJob, MPIJob,
+  RayCluster or RayJob one gang of its replica sets' pods, each replica of a Deployment its own
+  workload, and any other pod a workload of one;
 * the queue comes from the ``gpufleet.dev/queue`` label, else the Queue that lists the namespace,
   else (no Queue objects at all) an implicit ``default`` queue; the priority from the pod's
   priorityClassName, an explicit ``spec.priority``, or the globalDefault class;
 * preemptible, expected runtime, checkpoint interval and topology from ``gpufleet.dev/``
   annotations (the object's win over its pod template's); a setting that pods of one gang give
-  differently is an error.
+  differently is an error;
+* each pod's work: its ``gpufleet.dev/sim-duration``, else the workload's expected run time.
 
 Everything is read before anything is returned: the first problem raises
 :class:`~gpufleet.io.errors.InputError` naming the file, the place, the object and the field.
@@ -31,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gpufleet.io import alibaba, tenancy
+from gpufleet.io import alibaba, job_rules, operator_jobs, tenancy
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -46,10 +50,12 @@ from gpufleet.io.tenancy import (
     MIXED_MODELS_ANNOTATION,
     PREEMPTIBLE_ANNOTATION,
     TOPOLOGY_ANNOTATION,
+    OperatorJob,
     Setting,
     WorkloadSettings,
     workload_settings,
 )
+from gpufleet.model.jobs import JobKind, JobSpec
 from gpufleet.model.tenancy import (
     QUEUE_LABEL,
     PodGroup,
@@ -68,9 +74,16 @@ T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
 SUPPORTED = (
-    "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment or PyTorchJob objects "
-    "(or an Alibaba pod-list .csv)"
+    "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, PyTorchJob, MPIJob, "
+    "RayCluster or RayJob objects (or an Alibaba pod-list .csv)"
 )
+#: Operators' job kinds and their readers.
+OPERATOR_JOBS = {
+    "PyTorchJob": tenancy.read_pytorch_job,
+    "MPIJob": operator_jobs.read_mpi_job,
+    "RayCluster": operator_jobs.read_ray_cluster,
+    "RayJob": operator_jobs.read_ray_job,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +107,10 @@ class _Part:
     pods: tuple[TimedPod, ...]
     settings: WorkloadSettings
     min_member: Setting[int] | None = None
+    #: The longest gpufleet.dev/sim-duration of its pods (or their trace run time).
     duration: float | None = None
+    #: The rules of the object the pods came from (none for pods that end with their work).
+    job: JobSpec | None = None
 
     @property
     def gang(self) -> tuple[str, str, str]:
@@ -169,8 +185,9 @@ class _Builder:
             key = f"{quota.namespace}/{quota.name}"
             context = _context(source, where, f"ResourceQuota {key}")
             _unique(self.quotas, key, Setting(quota, context, None), "ResourceQuota")
-        elif kind == "PyTorchJob":
-            self._add_pytorch_job(manifest, source)
+        elif isinstance(kind, str) and kind in OPERATOR_JOBS:
+            job = OPERATOR_JOBS[kind](manifest, source, manifest.location)
+            self._add_operator_job(job, manifest, source)
         elif kind in WORKLOAD_API_VERSIONS:
             self._add_workload_object(manifest, source)
         else:
@@ -226,7 +243,10 @@ class _Builder:
         spec: dict[str, Any] = manifest["spec"]
         if kind == "Pod":
             settings = workload_settings(context, metadata, spec, "spec")
-            self._add_part(_part(context, kind, name, namespace, pods, settings))
+            part = _part(context, kind, name, namespace, pods, settings)
+            self._add_part(
+                dataclasses.replace(part, job=job_rules.pod_rules(JobKind.POD, name, pods))
+            )
             return
         template: dict[str, Any] = spec["template"]
         settings = workload_settings(
@@ -238,30 +258,33 @@ class _Builder:
         )
         part = _part(context, kind, name, namespace, pods, settings)
         if kind == "Job":
-            self._add_part(part)
+            job = job_rules.batch_job(context, name, spec, pods)
+            self._add_part(dataclasses.replace(part, job=job))
             return
         for timed in pods:  # a Deployment: each replica is a workload of its own
-            self._add_part(dataclasses.replace(part, name=timed.pod.name, pods=(timed,)))
+            rules = job_rules.pod_rules(JobKind.POD, timed.pod.name, (timed,))
+            self._add_part(dataclasses.replace(part, name=timed.pod.name, pods=(timed,), job=rules))
 
-    def _add_pytorch_job(self, manifest: Manifest, source: str) -> None:
-        job = tenancy.read_pytorch_job(manifest, source, manifest.location)
-        context = _context(source, manifest.location, f"PyTorchJob {job.namespace}/{job.name}")
+    def _add_operator_job(self, job: OperatorJob, manifest: Manifest, source: str) -> None:
+        """A PyTorchJob, MPIJob, RayCluster or RayJob: one gang of its replica sets' pods."""
+        kind = str(job.kind)
+        context = _context(source, manifest.location, f"{kind} {job.namespace}/{job.name}")
         min_member = None
         if job.min_available is not None:
-            field = "spec.runPolicy.schedulingPolicy.minAvailable"
-            min_member = Setting(job.min_available, context, field)
+            min_member = Setting(job.min_available, context, job.min_available_field)
+        rules = job.job_spec()
         for replica in job.replicas:
             path = replica.template_path
             settings = workload_settings(
                 context,
                 manifest["metadata"],
-                replica.template["spec"],
+                replica.template.get("spec") or {},
                 f"{path}.spec",
                 replica.template.get("metadata") or {},
                 f"{path}.metadata",
             )
-            part = _part(context, "PyTorchJob", job.name, job.namespace, replica.pods, settings)
-            self._add_part(dataclasses.replace(part, min_member=min_member))
+            part = _part(context, kind, job.name, job.namespace, replica.pods, settings)
+            self._add_part(dataclasses.replace(part, min_member=min_member, job=rules))
 
     def _add_part(self, part: _Part) -> None:
         place = f"{part.context.source}:{part.context.location}"
@@ -367,8 +390,16 @@ class _Builder:
             labels=settings[0].labels,
         )
         created = min((t.created for t in timed if t.created is not None), default=0.0)
+        # Each pod runs for its gpufleet.dev/sim-duration, else its expected run time.
         durations = [part.duration for part in parts if part.duration is not None]
-        return TimedWorkload(workload, created, max(durations, default=None))
+        duration = max(durations, default=None)
+        if duration is None and runtime is not None:
+            duration = runtime.value
+        jobs: dict[int, JobSpec] = {}
+        for part in parts:
+            if part.job is not None:
+                jobs.setdefault(id(part.job), part.job)
+        return TimedWorkload(workload, created, duration, tuple(jobs.values()))
 
     def _queue(self, parts: list[_Part], queues: Mapping[str, Queue], label: str) -> str:
         named = _agreed([p.settings.queue for p in parts], label, "name the same queue")
@@ -424,7 +455,8 @@ def _part(
     pods: tuple[TimedPod, ...],
     settings: WorkloadSettings,
 ) -> _Part:
-    """The pods of one object; the work they carry is their longest gpufleet.dev/sim-duration."""
+    """The pods of one object; the work they carry is their longest gpufleet.dev/sim-duration
+    (their expected run time counts when no pod of the workload has one: see ``_workload``)."""
     durations = [
         t.deleted - t.created
         for t in pods

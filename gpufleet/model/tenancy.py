@@ -243,6 +243,11 @@ class Workload:
         """The same workload with only ``pods`` (all of which must then start together)."""
         return replace(self, pods=pods, min_member=0)
 
+    def without(self, pod_key: str) -> Workload:
+        """The same workload without one of its pods (one that ended while the others run)."""
+        pods = tuple(p for p in self.pods if p.key != pod_key)
+        return replace(self, pods=pods, min_member=min(self.min_member, len(pods)))
+
     def extra(self, pod: Pod) -> Workload:
         """A pod beyond minMember as a workload of its own, with this workload's settings."""
         return replace(self, name=pod.name, pods=(pod,), min_member=0, topology=None)

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from gpufleet.model.jobs import JobSpec, RestartPolicy, SimFailures
 from gpufleet.model.pod import GpuRequest, Pod
 from gpufleet.model.tenancy import Workload
 
 
 @dataclass(frozen=True, slots=True)
 class TimedPod:
-    """A pod of a trace or workload file, with its times in seconds (None when unknown)."""
+    """A pod of a trace or workload file, with its times in seconds (None when unknown), its
+    template's restart policy (None: not given) and its simulated failures."""
 
     pod: Pod
     created: float | None = None
     deleted: float | None = None
     scheduled: float | None = None
+    restart_policy: RestartPolicy | None = None
+    failures: SimFailures = field(default_factory=SimFailures)
 
     @property
     def runtime(self) -> float | None:
@@ -57,9 +61,12 @@ class ShapeTable:
 
 @dataclass(frozen=True, slots=True)
 class TimedWorkload:
-    """A workload of a simulation: when it is submitted and how much work it has (seconds of
-    running; None: it runs until the simulation ends)."""
+    """A workload of a simulation: when it is submitted, how much work each of its pods has
+    (seconds of running; None: it runs until the simulation ends), and what the controllers of
+    the objects its pods came from do when a pod ends (a pod no :class:`JobSpec` names is done
+    when its work is)."""
 
     workload: Workload
     created: float = 0.0
     duration: float | None = None
+    jobs: tuple[JobSpec, ...] = ()

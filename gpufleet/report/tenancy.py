@@ -68,6 +68,10 @@ class QueueSummary:
     preemptions: int
     gpu_hours_lost: float
     longest_short_of_nominal: float
+    #: Workloads whose job failed, failed attempts of pods, containers restarted in place.
+    failed: int = 0
+    pod_failures: int = 0
+    restarts: int = 0
 
 
 @dataclass(slots=True)
@@ -93,6 +97,10 @@ class RunSummary:
     gpu_hours_lost: float
     median_seconds: float
     bind_violations: int = 0
+    #: Workloads whose job failed, failed attempts of pods, containers restarted in place.
+    failed: int = 0
+    pod_failures: int = 0
+    restarts: int = 0
 
 
 class Unit(StrEnum):
@@ -177,6 +185,9 @@ def summarize_queues(runs: Sequence[LabelledRun], tree: QueueTree) -> list[Queue
                     preemptions=_int_median(s.preemptions for s in stats),
                     gpu_hours_lost=_median(s.gpu_hours_lost for s in stats),
                     longest_short_of_nominal=_median(s.longest_short_of_nominal for s in stats),
+                    failed=_int_median(s.failed for s in stats),
+                    pod_failures=_int_median(s.pod_failures for s in stats),
+                    restarts=_int_median(s.restarts for s in stats),
                 )
             )
     return rows
@@ -234,6 +245,9 @@ def summarize_runs(
                 gpu_hours_lost=_median(t.tenancy.gpu_hours_lost for t in results),
                 median_seconds=_median(t.replay.seconds for t in results),
                 bind_violations=sum(t.replay.bind_violations for t in results),
+                failed=_int_median(_total(t, "failed") for t in results),
+                pod_failures=_int_median(_total(t, "pod_failures") for t in results),
+                restarts=_int_median(_total(t, "restarts") for t in results),
             )
         )
     return rows
@@ -301,6 +315,35 @@ class ExplainRow:
     waiting_for: str
     message: str
     estimated_start: float | None
+
+
+@dataclass(slots=True)
+class JobRow:
+    """How one job of a run fared: its state (Succeeded, Failed, Running), why, completions
+    done of those to do, failed pods (not restarted in place), containers restarted in place,
+    and new clusters made for a RayJob."""
+
+    run: str
+    seed: int
+    workload: str
+    kind: str
+    queue: str
+    state: str
+    reason: str
+    completions: str
+    failed_pods: int
+    restarts: int
+    retries: int
+
+
+def job_rows(run: LabelledRun) -> list[JobRow]:
+    return [
+        JobRow(
+            run.label, run.seed, j.workload, j.kind, j.queue, j.state, j.reason,
+            f"{j.completed}/{j.completions}", j.failed_pods, j.restarts, j.retries,
+        )
+        for j in run.result.jobs
+    ]  # fmt: skip
 
 
 def explain_rows(run: LabelledRun, at_end: bool) -> list[ExplainRow]:

@@ -429,6 +429,10 @@ class SchedulerCore:
         if bound is not None:
             self._release_pod(running, bound)
         if running.bound:
+            if owner_key in self.running:
+                # It ended while the rest runs on (a Job's pod): if the rest is evicted, the
+                # workload comes back without it.
+                running.workload = running.workload.without(key)
             return
         if self.evicting.pop(owner_key, None) is not None:
             retry_at = self._requeue_at.pop(owner_key, None)

@@ -106,7 +106,9 @@ class PlaneBase:
         self.history.extend(point for _, point in store.history(HISTORY_POINTS))
         self._recent_delays: deque[float] = deque(maxlen=RECENT_DELAYS)
         self._last_sample = -math.inf
-        self.counters = {"submitted": 0, "bound": 0, "preempted": 0, "finished": 0}
+        self.counters = dict.fromkeys(
+            ("submitted", "bound", "preempted", "finished", "restarted", "failed"), 0
+        )
         self._principals: dict[str, Principal] = {}
 
     @property

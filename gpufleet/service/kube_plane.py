@@ -3,20 +3,30 @@
 The scheduler is :class:`~gpufleet.backends.kube.scheduler.KubeScheduler` (the same as
 ``gpufleet scheduler``), run in a thread under this plane's lock; the API server is the store
 of workloads. A submission is checked exactly as in embedded mode (same reader, same tenant
-and admission rules) and then written to the cluster:
+and admission rules) and then written to the cluster (the objects as
+:mod:`gpufleet.service.kube_writes` makes them):
 
 * every pod template gets ``schedulerName`` (this scheduler), the tenant label
   (``gpufleet.dev/tenant``) and the workload's name and kind as annotations;
-* a gang (a Job with parallelism above one, a PyTorchJob) also gets a gpufleet PodGroup of its
-  name with its minMember, and its pods the pod-group label, so that it is admitted all or
-  nothing as the simulator admits it;
+* a gang (a Job with parallelism above one, a PyTorchJob, an MPIJob, a RayCluster or RayJob)
+  also gets a gpufleet PodGroup of its name with its minMember, and its pod templates the
+  pod-group label, so that it is admitted all or nothing as the simulator admits it (the Job
+  controller and the operators copy the label onto the pods they make; a pod made after the
+  gang runs, such as a Job's next completion or a replacement for a failed pod, is admitted
+  on its own; a RayJob's submitter, made once the cluster is up, is not in minMember, as with
+  Volcano, and without a ``submitterPodTemplate`` it is KubeRay's own, placed by the default
+  scheduler);
+* a Job's templates also carry its completions (``gpufleet.dev/completions``), so that the
+  book shows completions done of those to do;
 * nothing is half-applied: if one object is refused, those already written are deleted.
 
 The book of workloads is rebuilt from the pods the informers hold (:meth:`refresh`, every
 second and after each change), grouped by pod group, by our workload annotation, or one pod
 each; their state comes from the pods' phase and node, their devices from the scheduler's
-annotations. Cancelling deletes the submitted object (its pods go with it). Tokens, events of
-our own (Submitted, Scheduled, Cancelled) and the history stay in the local SQLite file.
+annotations, a job's progress from its pods (succeeded and failed pods, container restarts;
+the Job and operator objects themselves are not read). Cancelling deletes the submitted object
+(its pods go with it). Tokens, events of our own (Submitted, Scheduled, Cancelled) and the
+history stay in the local SQLite file.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.control.factory import build_core
 from gpufleet.io.errors import InputError
 from gpufleet.model import Node, Placement
-from gpufleet.model.tenancy import POD_GROUP_LABEL, QUEUE_LABEL, PriorityClass, Workload
+from gpufleet.model.tenancy import PriorityClass
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import (
@@ -52,11 +62,22 @@ from gpufleet.service.base import (
     object_name,
     require_admin,
 )
+from gpufleet.service.kube_writes import (
+    COMPLETIONS_ANNOTATION,
+    CONTROLLED_KINDS,
+    KIND_ANNOTATION,
+    TENANT_LABEL,
+    WORKLOAD_ANNOTATION,
+    objects_to_write,
+    pod_group_of,
+)
 from gpufleet.service.records import (
     POD_CANCELLED,
+    POD_FAILED,
     POD_PENDING,
     POD_RUNNING,
     POD_SUCCEEDED,
+    JobProgress,
     PodRecord,
     WorkloadRecord,
 )
@@ -68,15 +89,12 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
-TENANT_LABEL = "gpufleet.dev/tenant"
-WORKLOAD_ANNOTATION = "gpufleet.dev/workload"
-KIND_ANNOTATION = "gpufleet.dev/kind"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 #: Tenant of pods that were not submitted through the control plane (seen by admins only).
 CLUSTER_TENANT = "cluster"
 REFRESH_EVERY_S = 1.0
 #: A submitted object whose pods have not appeared yet is listed this long as Pending.
 SUBMITTED_GRACE_S = 120.0
-POD_FAILED = "Failed"
 #: How long an admin's write may take to come back through the informers.
 WRITE_VISIBLE_S = 10.0
 
@@ -269,6 +287,9 @@ class KubeControlPlane(PlaneBase):
         for obj, pod in zip(pods, workload.pods, strict=True):
             pod_record = record.pods[pod.key]
             pod_record.state, pod_record.placement = _pod_state(obj)
+            pod_record.restarts = _restarts(obj)
+            index = ((obj.get("metadata") or {}).get("annotations") or {}).get(INDEX_ANNOTATION)
+            pod_record.index = int(str(index)) if str(index).isdigit() else None
             before = old.pods.get(pod.key) if old else None
             if pod_record.state == POD_RUNNING and (before is None or before.state != POD_RUNNING):
                 where = _where(pod_record)
@@ -276,11 +297,18 @@ class KubeControlPlane(PlaneBase):
                     StoredEvent(now, key, "Normal", "Scheduled", f"pod {pod.name} on {where}")
                 )
                 self.counters["bound"] += 1
+        if kind in CONTROLLED_KINDS:
+            record.jobs[name] = _progress(kind, pods, record)
         record.settle(now)
+        progress = record.jobs.get(name)
+        done = progress is not None and 0 < progress.completions <= progress.completed
         if any(p.state == POD_FAILED for p in record.pods.values()) and not any(
             p.state in (POD_RUNNING, POD_PENDING) for p in record.pods.values()
         ):
-            record.state = WorkloadState.FAILED
+            # A Job whose completions all succeeded succeeded, whatever pods failed on the way.
+            record.state = WorkloadState.SUCCEEDED if done else WorkloadState.FAILED
+        if progress is not None and not record.active:
+            progress.outcome = record.state.value
         if record.state is WorkloadState.PENDING:
             message = _unschedulable_message(pods)
             if message and message != record.told:
@@ -306,6 +334,7 @@ class KubeControlPlane(PlaneBase):
             )
             accepted = self.accept(principal, manifests, builder, self.core.quotas.queues)
             checked = [(item.kind, item.timed.workload) for item in accepted]
+            jobs = {item.timed.workload.key: item.timed.jobs for item in accepted}
             now = self.now()
             records = [
                 WorkloadRecord.new(0, principal.tenant, kind, TimedWorkload(w, now), now)
@@ -313,9 +342,9 @@ class KubeControlPlane(PlaneBase):
             ]
             if dry_run:
                 return records
-        objects = _objects_to_write(
+        objects = objects_to_write(
             manifests, principal, self.scheduler_options.scheduler_name,
-            {w.key: (kind, w) for kind, w in checked},
+            {w.key: (kind, w, jobs[w.key]) for kind, w in checked},
         )  # fmt: skip
         written: list[Obj] = []
         try:
@@ -353,8 +382,9 @@ class KubeControlPlane(PlaneBase):
             finished = not record.active  # deleting it frees its name; it leaves the list
             pods = [p.pod for p in record.pods.values()]
         namespace, name = key.split("/", 1)
-        if record.kind in ("Job", "PyTorchJob"):
-            self.writer.delete(record.kind, namespace, name)
+        if record.kind in CONTROLLED_KINDS:
+            if not self.writer.delete(record.kind, namespace, name) and record.kind == "MPIJob":
+                self.writer.delete(record.kind, namespace, name, "kubeflow.org/v1")
         elif record.kind == "Deployment":
             owner = pods[0].annotations.get("gpufleet.dev/owner", "") if pods else ""
             self.writer.delete("Deployment", namespace, owner.removeprefix("Deployment/") or name)
@@ -432,82 +462,6 @@ class KubeControlPlane(PlaneBase):
         )
 
 
-# ---------------------------------------------------------------------------------- writing
-def pod_group_of(labels: Mapping[str, str]) -> str | None:
-    return labels.get(POD_GROUP_LABEL)
-
-
-def _objects_to_write(
-    manifests: Sequence[Mapping[str, Any]],
-    principal: Principal,
-    scheduler_name: str,
-    workloads: Mapping[str, tuple[str, Workload]],
-) -> list[Obj]:
-    """The objects to create for accepted ``manifests``: PodGroups for gangs first, then the
-    objects themselves with our scheduler, tenant, queue and workload marks."""
-    groups: list[Obj] = []
-    objects: list[Obj] = []
-    for manifest in manifests:
-        obj: Obj = _deep_copy(manifest)
-        kind = str(obj["kind"])
-        metadata = obj.setdefault("metadata", {})
-        namespace = metadata.get("namespace") or principal.default_namespace()
-        metadata["namespace"] = namespace
-        name = str(metadata["name"])
-        key = f"{namespace}/{name}"
-        found = workloads.get(key)
-        if kind == "PodGroup":
-            obj.setdefault("apiVersion", "gpufleet.dev/v1alpha1")
-            groups.append(obj)
-            continue
-        templates = _pod_templates(obj)
-        gang = found is not None and len(found[1].pods) > 1 and kind in ("Job", "PyTorchJob")
-        for template in templates:
-            meta = template.setdefault("metadata", {})
-            labels = meta.setdefault("labels", {})
-            labels[TENANT_LABEL] = principal.tenant
-            if found is not None:
-                labels.setdefault(QUEUE_LABEL, found[1].queue)
-            if gang and not labels.get(POD_GROUP_LABEL):
-                labels[POD_GROUP_LABEL] = name
-            annotations = meta.setdefault("annotations", {})
-            annotations[KIND_ANNOTATION] = kind
-            if kind in ("Job", "PyTorchJob"):
-                annotations[WORKLOAD_ANNOTATION] = key
-            if kind == "Deployment":
-                annotations["gpufleet.dev/owner"] = f"Deployment/{name}"
-            template.setdefault("spec", {})["schedulerName"] = scheduler_name
-        if gang and found is not None:
-            groups.append({
-                "apiVersion": "gpufleet.dev/v1alpha1", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": namespace,
-                             "labels": {TENANT_LABEL: principal.tenant}},
-                "spec": {"minMember": found[1].gang_size},
-            })  # fmt: skip
-        objects.append(obj)
-    return groups + objects
-
-
-def _pod_templates(obj: Obj) -> list[Obj]:
-    """The pod (for a Pod: the object itself) or pod templates of a workload object."""
-    kind = obj.get("kind")
-    if kind == "Pod":
-        return [obj]
-    spec = obj.setdefault("spec", {})
-    if kind == "PyTorchJob":
-        replicas = spec.get("pytorchReplicaSpecs") or {}
-        return [r.setdefault("template", {}) for r in replicas.values() if isinstance(r, dict)]
-    return [spec.setdefault("template", {})]
-
-
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value
-
-
 # ---------------------------------------------------------------------------------- reading
 def _pod_state(obj: Obj) -> tuple[str, Placement | None]:
     status = obj.get("status") or {}
@@ -521,6 +475,32 @@ def _pod_state(obj: Obj) -> tuple[str, Placement | None]:
         return POD_PENDING, None
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return POD_RUNNING, placement_from_annotations(str(node), annotations) or Placement(str(node))
+
+
+def _restarts(obj: Obj) -> int:
+    """Restarts of a pod's containers (its kubelet's restartCount)."""
+    status = obj.get("status") or {}
+    counts = [
+        c.get("restartCount") or 0
+        for key in ("initContainerStatuses", "containerStatuses")
+        for c in status.get(key) or ()
+    ]
+    return sum(int(n) for n in counts if isinstance(n, int))
+
+
+def _progress(kind: str, pods: Sequence[Obj], record: WorkloadRecord) -> JobProgress:
+    """A job's progress as its pods show it: for a Job, succeeded pods of its completions (our
+    annotation); failed pods; container restarts."""
+    annotations = (pods[0].get("metadata") or {}).get("annotations") or {}
+    completions = str(annotations.get(COMPLETIONS_ANNOTATION) or "")
+    states = [p.state for p in record.pods.values()]
+    return JobProgress(
+        kind,
+        completed=states.count(POD_SUCCEEDED) if kind == "Job" else 0,
+        completions=int(completions) if completions.isdigit() else 0,
+        failed_pods=states.count(POD_FAILED),
+        restarts=sum(p.restarts for p in record.pods.values()),
+    )
 
 
 def _not_older(seen: str, written: str) -> bool:

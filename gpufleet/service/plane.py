@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpufleet.api.schemas import ChangeKind, WorkloadState
+from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.live import LiveSimCluster, Outcome, OutcomeKind
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import sync
@@ -45,9 +46,13 @@ from gpufleet.service.base import (
 )
 from gpufleet.service.records import (
     POD_CANCELLED,
+    POD_FAILED,
     POD_PENDING,
     POD_RUNNING,
     POD_SUCCEEDED,
+    POD_TERMINAL,
+    JobProgress,
+    PodRecord,
     WorkloadRecord,
 )
 from gpufleet.service.store import Store, StoredEvent
@@ -57,6 +62,17 @@ from gpufleet.service.tenants import (
 )
 
 log = logging.getLogger(__name__)
+
+#: What a job's controller does with a pod (see :meth:`ControlPlane._record_job_outcome`).
+JOB_OUTCOMES = frozenset(
+    {
+        OutcomeKind.RESTARTED,
+        OutcomeKind.NEXT,
+        OutcomeKind.FAILED,
+        OutcomeKind.REMOVED,
+        OutcomeKind.JOB_ENDED,
+    }
+)
 
 
 class ControlPlane(PlaneBase):
@@ -157,7 +173,9 @@ class ControlPlane(PlaneBase):
 
     # ----------------------------------------------------------------------------- restore
     def _restore(self) -> None:
-        """Take back what the store holds: every workload, running pods on their devices."""
+        """Take back what the store holds: every workload, running pods on their devices, and
+        how far their jobs were."""
+        job_states = self.store.job_states()
         for stored in self.store.workloads():
             record = WorkloadRecord.new(
                 stored.seq, stored.tenant, stored.kind, stored.timed, stored.submitted
@@ -175,6 +193,7 @@ class ControlPlane(PlaneBase):
                     )
                 continue
             pending = []
+            self.world.adopt_jobs(stored.timed, job_states.get(stored.key, {}))
             for stored_pod in stored.pods:
                 pod_record = record.pods[stored_pod.key]
                 if stored_pod.state == POD_RUNNING and stored_pod.placement is not None:
@@ -186,6 +205,7 @@ class ControlPlane(PlaneBase):
                             stored.timed.workload.checkpoint_interval,
                             len(record.pods) > 1,
                             stored_pod.started or 0.0,
+                            stored.timed,
                         )
                     except ValueError as error:
                         log.error("cannot put back %s (%s): it waits again", stored_pod.key, error)
@@ -194,12 +214,13 @@ class ControlPlane(PlaneBase):
                     pod_record.state = POD_RUNNING
                     pod_record.placement = stored_pod.placement
                     pod_record.started = stored_pod.started
-                elif stored_pod.state in (POD_SUCCEEDED, POD_CANCELLED):
+                elif stored_pod.state in POD_TERMINAL:
                     pod_record.state = stored_pod.state
                 else:
                     pending.append((pod_record.pod, stored_pod.remaining))
             if pending:
                 self.world.submit(_remaining_part(record.timed, pending))
+            self._progress(record)
         sync(self.core, self.world.list_state())
 
     def _index(self, record: WorkloadRecord) -> None:
@@ -225,8 +246,10 @@ class ControlPlane(PlaneBase):
         core = self._new_core()
         core.now = self.world.clock.now()
         sync(core, self.world.list_state())
+        waiting = self.world.pending
         for record in sorted(self.records.values(), key=lambda r: r.seq):
-            pods = record.pending_pods()
+            # (a failed pod waiting out its back-off is not waiting yet: it comes as a new pod)
+            pods = [p for p in record.pending_pods() if p.key in waiting]
             if record.active and pods and record.key not in core.running:
                 core.handle(
                     WorkloadAdded(_remaining_part(record.timed, [(p, None) for p in pods]).workload)
@@ -287,6 +310,7 @@ class ControlPlane(PlaneBase):
                 with self.store.transaction():
                     self.store.delete_workload(key)
                 del self.records[key]
+                self.world.forget_jobs(key)
                 for pod_key in record.pods:
                     self._owner.pop(pod_key, None)
                 deleted = Change(ChangeKind.WORKLOAD, key, now, {"state": "Deleted"})
@@ -354,6 +378,60 @@ class ControlPlane(PlaneBase):
         self._rebuild_core()
 
     # ----------------------------------------------------------------------------- recording
+    def _progress(self, record: WorkloadRecord) -> None:
+        """The record's jobs and pods as their controllers in the world see them."""
+        for run in self.world.jobs_of(record.key):
+            record.jobs[run.spec.name] = _progress_of(run)
+            for name in run.spec.pod_names:
+                pod_record = record.pods.get(f"{run.namespace}/{name}")
+                if pod_record is not None:
+                    pod_record.restarts = run.restarts_of(name)
+                    pod_record.index = run.task(name) if run.spec.indexed else None
+
+    def _record_job_outcome(
+        self,
+        record: WorkloadRecord,
+        pod_record: PodRecord,
+        outcome: Outcome,
+        now: float,
+        events: list[StoredEvent],
+    ) -> None:
+        """What a job's controller did with a pod: restarted it, replaced it, ran its next
+        completion, removed it, or ended the job."""
+        key, name = outcome.pod_key, pod_record.pod.name
+        if outcome.kind is OutcomeKind.RESTARTED:
+            events.append(
+                StoredEvent(now, record.key, "Warning", "BackOff",
+                            f"pod {name}: its container failed and {outcome.message}")
+            )  # fmt: skip
+            self.counters["restarted"] += 1
+        elif outcome.kind is OutcomeKind.NEXT:  # from when the last completion ended
+            pod_record.started = outcome.time
+            self.store.set_pod(
+                key, POD_RUNNING, pod_record.placement, outcome.time, outcome.remaining
+            )
+            events.append(
+                StoredEvent(now, record.key, "Normal", "Completed",
+                            f"pod {name} completed; it {outcome.message}")
+            )  # fmt: skip
+        elif outcome.kind is OutcomeKind.FAILED:
+            pod_record.state, pod_record.placement = POD_PENDING, None
+            self.store.set_pod(key, POD_PENDING, remaining=outcome.remaining)
+            events.append(
+                StoredEvent(now, record.key, "Warning", "Failed",
+                            f"pod {name} failed; {outcome.message}")
+            )  # fmt: skip
+            self.counters["failed"] += 1
+        elif outcome.kind is OutcomeKind.REMOVED:
+            pod_record.state, pod_record.placement = POD_FAILED, None
+            self.store.set_pod_state(key, POD_FAILED)
+        else:  # JOB_ENDED
+            failed = outcome.job_outcome == "Failed"
+            events.append(
+                StoredEvent(now, record.key, "Warning" if failed else "Normal",
+                            outcome.reason or outcome.job_outcome, outcome.message)
+            )  # fmt: skip
+
     def _record(
         self,
         actions: Sequence[Action],
@@ -384,6 +462,8 @@ class ControlPlane(PlaneBase):
                 pod_record.state = POD_SUCCEEDED
                 self.store.set_pod_state(outcome.pod_key, POD_SUCCEEDED)
                 self.counters["finished"] += 1
+            elif outcome.kind in JOB_OUTCOMES:
+                self._record_job_outcome(record, pod_record, outcome, now, events)
             elif outcome.kind is OutcomeKind.EVICTED:
                 pod_record.state, pod_record.placement = POD_PENDING, None
                 self.store.set_pod(outcome.pod_key, POD_PENDING, remaining=outcome.remaining)
@@ -410,6 +490,9 @@ class ControlPlane(PlaneBase):
             events.append(StoredEvent(now, record.key, "Warning", "FailedScheduling", told.message))
             touched[record.key] = record
         for record in touched.values():
+            if record.timed.jobs:
+                self._progress(record)
+                self.store.set_job_states(record.key, self.world.job_states(record.key))
             before = record.state
             state = record.settle(now)
             if state is not before:
@@ -417,7 +500,7 @@ class ControlPlane(PlaneBase):
                     record.told = None
                 if state is WorkloadState.RUNNING and before is WorkloadState.PENDING:
                     self._recent_delays.append(now - record.submitted)
-                if state is WorkloadState.SUCCEEDED:
+                if state is WorkloadState.SUCCEEDED and not record.timed.jobs:
                     events.append(
                         StoredEvent(now, record.key, "Normal", "Completed", "all pods finished")
                     )
@@ -431,6 +514,14 @@ class ControlPlane(PlaneBase):
                 record.events.append(event_view(event))
         if outcomes:
             changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
+
+
+def _progress_of(run: JobRun) -> JobProgress:
+    done, total = run.completions
+    return JobProgress(
+        str(run.spec.kind), done, total, run.failed_pods, run.restarts,
+        None if run.outcome is None else str(run.outcome), run.reason, run.message,
+    )  # fmt: skip
 
 
 def _where(outcome: Outcome) -> str:

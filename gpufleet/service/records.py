@@ -22,6 +22,8 @@ POD_PENDING = "Pending"
 POD_RUNNING = "Running"
 POD_SUCCEEDED = "Succeeded"
 POD_CANCELLED = "Cancelled"
+POD_FAILED = "Failed"
+POD_TERMINAL = (POD_SUCCEEDED, POD_CANCELLED, POD_FAILED)
 
 TERMINAL = (WorkloadState.SUCCEEDED, WorkloadState.CANCELLED, WorkloadState.FAILED)
 
@@ -41,6 +43,25 @@ class PodRecord:
     state: str = POD_PENDING
     placement: Placement | None = None
     started: float | None = None
+    #: Its container's restarts in place, and its Job completion index (Indexed Jobs).
+    restarts: int = 0
+    index: int | None = None
+
+
+@dataclass(slots=True)
+class JobProgress:
+    """How a job of the workload (a Job, a training job, a Ray cluster or job) is doing:
+    completions done of those to do (a Job's, else its Master's, Launcher's or Ray job's),
+    pods that failed (not restarted in place), restarts in place, and how it ended."""
+
+    kind: str
+    completed: int = 0
+    completions: int = 0
+    failed_pods: int = 0
+    restarts: int = 0
+    outcome: str | None = None  # Succeeded or Failed once it ended
+    reason: str = ""
+    message: str = ""
 
 
 @dataclass(slots=True)
@@ -58,6 +79,8 @@ class WorkloadRecord:
     events: deque[EventView] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
     #: The last FailedScheduling message told (so the same one is not repeated).
     told: str | None = None
+    #: Its jobs' progress, by job name (none for pods that simply end).
+    jobs: dict[str, JobProgress] = field(default_factory=dict)
 
     @classmethod
     def new(
@@ -87,7 +110,11 @@ class WorkloadRecord:
         if not self.active:
             return self.state
         states = [p.state for p in self.pods.values()]
-        if all(s == POD_SUCCEEDED for s in states):
+        failed = any(j.outcome == "Failed" for j in self.jobs.values())
+        if all(s in POD_TERMINAL for s in states) and (failed or POD_FAILED in states):
+            self.state = WorkloadState.FAILED
+            self.finished = now
+        elif all(s == POD_SUCCEEDED for s in states):
             self.state = WorkloadState.SUCCEEDED
             self.finished = now
         elif any(s == POD_RUNNING for s in states):

@@ -2,15 +2,16 @@
 
 Holds what must survive a ``kill -9``: accepted workloads (their parsed model form, so a restart
 does not depend on the queues of the day), where each pod runs (node and devices, when it
-started, how much work it had left), queues and priority classes as submitted, API tokens
-(hashed), events and the cluster's history, and the simulated clock. Every write is a
+started, how much work it had left), how far their jobs are (completions, failures, restarts),
+queues and priority classes as submitted, API tokens (hashed), events and the cluster's
+history, and the simulated clock. Every write is a
 transaction that is committed before the caller answers anyone: a workload acknowledged to a
 client is on disk. WAL with ``synchronous=NORMAL`` survives a killed process (not a power cut
 between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that).
 
 The store is a plain repository: it does not decide anything, and it is not thread-safe on its
 own (the control plane serialises calls under its lock). sqlite3 from the standard library is
-used directly: the schema is six small tables and an ORM would add nothing but weight.
+used directly: the schema is seven small tables and an ORM would add nothing but weight.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ CREATE TABLE IF NOT EXISTS tokens (
 CREATE TABLE IF NOT EXISTS history (
     time REAL PRIMARY KEY,
     sample TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    workload TEXT PRIMARY KEY REFERENCES workloads(key),
+    state TEXT NOT NULL
 );
 """
 
@@ -242,8 +247,22 @@ class Store:
     def set_pod_state(self, key: str, state: str) -> None:
         self._db.execute("UPDATE pods SET state = ? WHERE key = ?", (state, key))
 
+    def set_job_states(self, key: str, states: dict[str, Any]) -> None:
+        """The progress of a workload's jobs (its controllers' state, by job name)."""
+        self._db.execute(
+            "INSERT INTO jobs (workload, state) VALUES (?, ?) "
+            "ON CONFLICT(workload) DO UPDATE SET state = excluded.state",
+            (key, json.dumps(states, sort_keys=True)),
+        )
+
+    def job_states(self) -> dict[str, dict[str, Any]]:
+        """Every workload's saved job progress, by workload key."""
+        rows = self._db.execute("SELECT workload, state FROM jobs").fetchall()
+        return {str(key): json.loads(state) for key, state in rows}
+
     def delete_workload(self, key: str) -> None:
         """Forget a workload and its pods (its events stay, as history)."""
+        self._db.execute("DELETE FROM jobs WHERE workload = ?", (key,))
         self._db.execute("DELETE FROM pods WHERE workload = ?", (key,))
         self._db.execute("DELETE FROM workloads WHERE key = ?", (key,))
 

@@ -9,6 +9,7 @@ What this module does not do: decide whether the caller may submit them (see
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,7 +22,11 @@ from gpufleet.model.tenancy import QUEUE_LABEL
 from gpufleet.model.workload import TimedWorkload
 
 SOURCE = "request"
-WORKLOAD_KINDS = ("Pod", "Job", "Deployment", "PyTorchJob", "PodGroup")
+WORKLOAD_KINDS = (
+    "Pod", "Job", "Deployment", "PyTorchJob", "MPIJob", "RayCluster", "RayJob", "PodGroup",
+)  # fmt: skip
+#: Kinds that serve, not run to an end: without a run time of their own they run until deleted.
+RUN_UNTIL_DELETED = ("Deployment", "RayCluster")
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,9 +131,10 @@ def read_workloads(
     home_queue: str | None = None,
 ) -> list[Submitted]:
     """The workloads of ``manifests``, read against the control plane's queues and priority
-    classes (``catalog``, from :func:`catalog_builder`; it is not changed). A workload runs
-    for its declared expected run time; one that declares none runs for ``default_runtime``
-    simulated seconds, except Deployment replicas (services), which run until deleted. An
+    classes (``catalog``, from :func:`catalog_builder`; it is not changed). A workload's pods
+    run for its ``gpufleet.dev/sim-duration``, else its expected run time; one that declares
+    neither runs for ``default_runtime`` simulated seconds, except Deployment replicas and
+    RayClusters (services), which run until deleted. An
     object that names no queue, in a namespace no queue is the default for, goes to
     ``home_queue`` (the caller's own) when given."""
     builder = _fork(catalog)
@@ -159,8 +165,8 @@ def read_workloads(
         kind = kinds.get(workload.key, "Pod")
         if workload.queue not in known_queues and known_queues:
             raise InputError(SOURCE, f"queue {workload.queue!r} is not defined")
-        duration = workload.expected_runtime
-        if duration is None and kind != "Deployment":
+        duration = timed.duration  # sim-duration, else expected-runtime
+        if duration is None and kind not in RUN_UNTIL_DELETED:
             duration = default_runtime
-        out.append(Submitted(kind, TimedWorkload(workload, 0.0, duration)))
+        out.append(Submitted(kind, dataclasses.replace(timed, created=0.0, duration=duration)))
     return out

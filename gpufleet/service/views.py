@@ -17,6 +17,7 @@ from gpufleet.api.schemas import (
     Explanation,
     History,
     HistoryPoint,
+    JobStatusView,
     NodeView,
     PodView,
     PriorityClassView,
@@ -129,6 +130,8 @@ def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDet
                     cpu=pod.cpu_milli / 1000,
                     memory_mib=pod.memory_mib,
                     gpus=pod_gpus(pod),
+                    restarts=pod_record.restarts,
+                    completion_index=pod_record.index,
                 )
             )
         return WorkloadDetail(
@@ -136,6 +139,19 @@ def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDet
             checkpoint_interval=workload.checkpoint_interval,
             preemptible=workload.preemptible,
             min_member=workload.gang_size,
+            jobs=[
+                JobStatusView(
+                    kind=job.kind,
+                    completed=job.completed,
+                    completions=job.completions,
+                    failed_pods=job.failed_pods,
+                    restarts=job.restarts,
+                    state=job.outcome or "Running",
+                    reason=job.reason or None,
+                    message=job.message or None,
+                )
+                for job in record.jobs.values()
+            ],
             pod_views=pods,
             events=list(record.events),
         )

@@ -38,7 +38,11 @@ CLUSTER_GRANTS: set[Grant] = {
         for resource in ("queues/status", "podgroups/status")
         for verb in ("get", "patch", "update")
     },
-    *{("scheduling.x-k8s.io", "podgroups", verb, "") for verb in ("get", "list", "watch")},
+    *{
+        (group, "podgroups", verb, "")
+        for group in ("scheduling.x-k8s.io", "scheduling.volcano.sh")
+        for verb in ("get", "list", "watch")
+    },
     *{("scheduling.k8s.io", "priorityclasses", verb, "") for verb in ("get", "list", "watch")},
     *{("", "resourcequotas", verb, "") for verb in ("get", "list", "watch")},
 }

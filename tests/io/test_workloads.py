@@ -411,8 +411,37 @@ def test_annotations(write_file: WriteFile, obj: Obj, attribute: str, expected: 
         pytest.param(
             [pod("p", annotations={"gpufleet.dev/expected-runtime": "1h"})],
             0.0,
-            None,
-            id="expected-runtime-is-no-duration",
+            3600.0,
+            id="expected-runtime-ends-it-without-sim-duration",
+        ),
+        pytest.param(
+            [
+                pod(
+                    "p",
+                    annotations={
+                        "gpufleet.dev/expected-runtime": "1h",
+                        "gpufleet.dev/sim-duration": "10m",
+                    },
+                )
+            ],
+            0.0,
+            600.0,
+            id="sim-duration-wins-over-expected-runtime",
+        ),
+        pytest.param(
+            [
+                pod("a", labels={GROUP: "g"}, annotations={"gpufleet.dev/sim-duration": "10m"}),
+                pod("b", labels={GROUP: "g"}, annotations={"gpufleet.dev/expected-runtime": "2h"}),
+            ],
+            0.0,
+            600.0,
+            id="a-gang-with-a-sim-duration-ignores-expected-runtime",
+        ),
+        pytest.param(
+            [job("j", 2, annotations={"gpufleet.dev/expected-runtime": "30m"})],
+            0.0,
+            1800.0,
+            id="job-expected-runtime",
         ),
         pytest.param(
             [
@@ -629,8 +658,8 @@ BAD = {
         ],
         "document 1 (line 1)",
         "kind",
-        "expected Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment or "
-        "PyTorchJob objects",
+        "expected Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, "
+        "PyTorchJob, MPIJob, RayCluster or RayJob objects",
     ),
     "cluster-kind": Case(
         [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}],

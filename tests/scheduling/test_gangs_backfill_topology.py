@@ -43,6 +43,21 @@ def test_gang_is_bound_all_or_nothing() -> None:
     assert sorted(bound(actions)) == ["gang-0", "gang-1", "gang-2"]
 
 
+def test_a_gang_preempted_after_one_pod_ended_comes_back_without_it() -> None:
+    # A Job's pod that finished (or failed and was replaced) is no longer part of its gang:
+    # when the rest is preempted and admitted again, the ended pod must not be bound again.
+    core = make_core(make_cluster(1, gpus=2), [make_queue("q", 2)], min_runtime=0.0)
+    cluster = EchoCluster(core)
+    gang = make_workload("gang", "q", pods=2, gpus=1)
+    cluster.submit(gang, now=0)
+    cluster.finish("default/gang-0", now=10)
+    urgent = make_workload("urgent", "q", gpus=2, priority=10)
+    cluster.submit(urgent, now=20)
+    assert cluster.evicted == ["default/gang-1"]
+    actions = cluster.finish_workload(urgent, now=30)
+    assert bound(actions) == ["gang-1"]
+
+
 def test_gang_not_ready_in_time_is_evicted_and_retried_with_growing_backoff() -> None:
     core = make_core(make_cluster(1, gpus=4), gang_ready_timeout=600.0, backoff_base=30.0)
     cluster = EchoCluster(core, ready=False)  # pods are bound but never report ready

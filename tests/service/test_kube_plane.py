@@ -17,6 +17,7 @@ from gpufleet.backends.kube.scheduler import SchedulerOptions
 from gpufleet.service.base import ServeOptions, create_token
 from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.store import Store
+from gpufleet.testing import job_objects as jo
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.kube_api import FakeApiServer
 from gpufleet.testing.service import as_yaml, pod_doc
@@ -53,7 +54,7 @@ class Cluster:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
     with FakeApiServer() as server:
-        for crd in ko.crds():
+        for crd in [*ko.crds(), *jo.operator_crds()]:
             server.create(crd)
         for i in range(2):
             server.create(ko.gpu_node(f"gpu-{i}", gpus=4))
@@ -71,6 +72,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         plane.scheduler.backend.start()
         assert plane.scheduler.backend.wait_synced(10)
         plane.start()
+        # Submissions are checked against the queues of the scheduler's core, which its first
+        # turn builds from the synced caches: a test must not submit before that.
+        deadline = time.monotonic() + 15
+        while plane.scheduler.core is None:
+            assert time.monotonic() < deadline, "the scheduler built no core"
+            time.sleep(0.02)
         try:
             yield Cluster(server, plane, tokens)
         finally:
@@ -208,3 +215,95 @@ def test_finished_pod_is_listed_succeeded_and_deleted_on_request(cluster: Cluste
     cluster.until(
         lambda: client.get("/api/v1/workloads/team-a/done").status_code == 404, "it to go"
     )
+
+
+# ----------------------------------------------------------------------------- operators' jobs
+def _templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = obj["spec"]
+    if obj["kind"] == "MPIJob":
+        return [r["template"] for r in spec["mpiReplicaSpecs"].values()]
+    if obj["kind"] == "PyTorchJob":
+        return [r["template"] for r in spec["pytorchReplicaSpecs"].values()]
+    cluster = spec["rayClusterSpec"] if obj["kind"] == "RayJob" else spec
+    return [cluster["headGroupSpec"]["template"]] + [
+        g["template"] for g in cluster["workerGroupSpecs"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("obj", "api", "min_member"),
+    [
+        pytest.param(jo.mpi_job("mpi", 2), "kubeflow.org/v2beta1", 3, id="mpijob-launcher-counts"),
+        pytest.param(jo.pytorch_job("pt", 2), "kubeflow.org/v1", 3, id="pytorchjob"),
+        pytest.param(jo.ray_cluster("rc", {"g": 2}), "ray.io/v1", 3, id="raycluster"),
+        pytest.param(jo.ray_job("rj", {"g": 2}), "ray.io/v1", 3, id="rayjob-submitter-later"),
+    ],
+)
+def test_operator_jobs_are_written_as_gangs(
+    cluster: Cluster, obj: dict[str, Any], api: str, min_member: int
+) -> None:
+    name = obj["metadata"]["name"]
+    response = cluster.client("team-a").post(
+        "/api/v1/workloads", content=as_yaml(obj), headers=YAML
+    )
+    assert response.status_code == 201, response.text
+    written = cluster.server.get(api, obj["kind"], name, "team-a")
+    assert written is not None
+    for template in _templates(written):
+        assert template["spec"]["schedulerName"] == "gpufleet"
+        assert template["metadata"]["labels"]["gpufleet.dev/pod-group"] == name
+        assert template["metadata"]["labels"]["gpufleet.dev/tenant"] == "team-a"
+    group = cluster.server.get("gpufleet.dev/v1alpha1", "PodGroup", name, "team-a")
+    assert group is not None
+    assert group["spec"]["minMember"] == min_member
+    assert cluster.client("team-a").delete(f"/api/v1/workloads/team-a/{name}").status_code == 200
+    assert cluster.server.get(api, obj["kind"], name, "team-a") is None
+
+
+def test_pods_an_operator_makes_run_as_one_gang_with_their_progress(cluster: Cluster) -> None:
+    job = jo.mpi_job("mpi", 2, gpus=2)
+    client = cluster.client("team-a")
+    assert client.post("/api/v1/workloads", content=as_yaml(job), headers=YAML).status_code == 201
+    written = cluster.server.get("kubeflow.org/v2beta1", "MPIJob", "mpi", "team-a")
+    assert written is not None
+    launcher, worker = _templates(written)
+    # Play the MPI operator: the workers first, then the launcher (the gang needs all three).
+    for i in range(2):
+        cluster.server.create(_pod_from(worker, f"mpi-worker-{i}"))
+    cluster.until(lambda: "team-a/mpi" in cluster.plane.records, "the workers in the book")
+    time.sleep(0.3)
+    assert cluster.workload("team-a", "team-a/mpi")["pods_running"] == 0
+    cluster.server.create(_pod_from(launcher, "mpi-launcher"))
+    cluster.until(
+        lambda: cluster.workload("team-a", "team-a/mpi")["pods_running"] == 3, "the whole gang"
+    )
+    pod = cluster.server.get("v1", "Pod", "mpi-launcher", "team-a")
+    assert pod is not None
+    pod["status"] = {
+        **pod.get("status", {}),
+        "phase": "Running",
+        "containerStatuses": [{"name": "main", "restartCount": 2}],
+    }
+    cluster.server.update(pod)
+    cluster.until(
+        lambda: cluster.workload("team-a", "team-a/mpi")["jobs"][0]["restarts"] == 2,
+        "the launcher's restarts",
+    )
+    detail = cluster.workload("team-a", "team-a/mpi")
+    assert detail["kind"] == "MPIJob"
+    assert sorted(p["restarts"] for p in detail["pod_views"]) == [0, 0, 2]
+
+
+def _pod_from(template: dict[str, Any], name: str) -> dict[str, Any]:
+    metadata = template.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "labels": dict(metadata.get("labels") or {}),
+            "annotations": dict(metadata.get("annotations") or {}),
+        },
+        "spec": template["spec"],
+    }

@@ -72,6 +72,8 @@ RESOURCE_QUOTAS = Resource("ResourceQuota", "", "v1", "resourcequotas", True)
 QUEUES = Resource("Queue", "gpufleet.dev", "v1alpha1", "queues", False)
 POD_GROUPS = Resource("PodGroup", "gpufleet.dev", "v1alpha1", "podgroups", True)
 COSCHEDULING_POD_GROUPS = Resource("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", True)
+#: Volcano's, which KubeRay and the Kubeflow operators make with their Volcano integration.
+VOLCANO_POD_GROUPS = Resource("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True)
 
 
 class RateLimiter:
@@ -273,7 +275,7 @@ class KubeApi:
         return self.poster.post(path, body)
 
     def _list_method(self, resource: Resource) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        if resource.group in ("gpufleet.dev", "scheduling.x-k8s.io"):
+        if resource.group in ("gpufleet.dev", "scheduling.x-k8s.io", "scheduling.volcano.sh"):
             # Listed across all namespaces for namespaced kinds too.
             args = (resource.group, resource.version, resource.plural)
             return self.custom.list_cluster_custom_object, args

@@ -14,8 +14,10 @@ binder threads; the devices chosen go onto the pod as annotations in the same wr
 through the Eviction API (a PodDisruptionBudget that forbids it is retried later), and why a
 pod waits through the :class:`Reporter`.
 
-Gangs: pods labelled with a pod group wait until their PodGroup object exists and minMember of
-them exist, then go to the core as one workload; pods of a group that arrive once the gang runs
+Gangs: pods labelled with a pod group (ours, scheduler-plugins') or annotated with a Volcano
+group name (as KubeRay and the Kubeflow operators do with their gang-scheduling integration)
+wait until their PodGroup object exists and minMember of them exist, then go to the core as
+one workload; pods of a group that arrive once the gang runs
 are workloads of their own. An evicted pod does not come back in Kubernetes (its controller
 makes a new one), so a deleted pod is reported twice: the first report ends its run, the second
 drops the copy the core requeues after an eviction.
@@ -43,6 +45,7 @@ from gpufleet.backends.kube.api import (
     PRIORITY_CLASSES,
     QUEUES,
     RESOURCE_QUOTAS,
+    VOLCANO_POD_GROUPS,
     ApiError,
     KubeApi,
     Obj,
@@ -81,9 +84,12 @@ WATCHED: tuple[Resource, ...] = (
     QUEUES,
     POD_GROUPS,
     COSCHEDULING_POD_GROUPS,
+    VOLCANO_POD_GROUPS,
     PRIORITY_CLASSES,
     RESOURCE_QUOTAS,
 )
+#: Where a gang's minMember may come from: our PodGroups, scheduler-plugins', Volcano's.
+GROUP_KINDS = (POD_GROUPS, COSCHEDULING_POD_GROUPS, VOLCANO_POD_GROUPS)
 #: Kinds whose change means a new core (queues, priorities and quotas are fixed in one).
 CONFIG_KINDS = frozenset({QUEUES, PRIORITY_CLASSES, RESOURCE_QUOTAS})
 EVICTION_RETRY_S = 5.0
@@ -513,14 +519,20 @@ class KubeBackend:
             for obj in waiting:
                 self._offer([obj], None, 0, out)
             return
-        spec = self.objects[POD_GROUPS].get(f"{namespace}/{group}") or self.objects[
-            COSCHEDULING_POD_GROUPS
-        ].get(f"{namespace}/{group}")
+        spec = next(
+            (
+                found
+                for kind in GROUP_KINDS
+                if (found := self.objects[kind].get(f"{namespace}/{group}"))
+            ),
+            None,
+        )
         needed = None if spec is None else podinfo.min_member(spec)
         if needed is None:
             message = (
-                f"waiting for PodGroup {namespace}/{group} (gpufleet.dev/v1alpha1 or "
-                "scheduling.x-k8s.io/v1alpha1) with spec.minMember >= 1"
+                f"waiting for PodGroup {namespace}/{group} (gpufleet.dev/v1alpha1, "
+                "scheduling.x-k8s.io/v1alpha1 or scheduling.volcano.sh/v1beta1) with "
+                "spec.minMember >= 1"
             )
             for obj in waiting:
                 self.reporter.unschedulable(obj, message)

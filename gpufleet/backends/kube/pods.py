@@ -53,10 +53,22 @@ def node_name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("spec") or {}).get("nodeName") or "")
 
 
+#: The annotations by which Volcano's PodGroups claim their pods (KubeRay, the training and
+#: MPI operators write the first with their Volcano integration).
+VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+
+
 def pod_group(obj: Mapping[str, Any]) -> str | None:
-    """The gang a pod joins (ours or the scheduler-plugins coscheduling label), or None."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
+    """The gang a pod joins: ours or the scheduler-plugins coscheduling label, else Volcano's
+    group-name annotation; None for a pod of no gang."""
+    metadata = obj.get("metadata") or {}
+    labels = metadata.get("labels") or {}
     group = labels.get(POD_GROUP_LABEL) or labels.get(COSCHEDULING_POD_GROUP_LABEL)
+    if not group:
+        annotations = metadata.get("annotations") or {}
+        group = next(
+            (annotations[k] for k in VOLCANO_GROUP_ANNOTATIONS if annotations.get(k)), None
+        )
     return str(group) if group else None
 
 

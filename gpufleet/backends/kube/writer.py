@@ -1,10 +1,10 @@
 """Create, replace and delete the objects users submit through the control plane.
 
 The scheduler only reads and binds; the control plane on Kubernetes also writes what tenants
-submit (Pods, Jobs, Deployments, PyTorchJobs, PodGroups) and what admins set (Queues,
-PriorityClasses). :class:`ObjectWriter` does that through the official client's generic
-``call_api`` (one path per kind, below), under the same client-side rate limit as the
-scheduler's calls. It decides nothing about what is written.
+submit (Pods, Jobs, Deployments, PyTorchJobs, MPIJobs, RayClusters, RayJobs, PodGroups) and
+what admins set (Queues, PriorityClasses). :class:`ObjectWriter` does that through the
+official client's generic ``call_api`` (one path per kind, below), under the same client-side
+rate limit as the scheduler's calls. It decides nothing about what is written.
 """
 
 from __future__ import annotations
@@ -33,17 +33,25 @@ KINDS: dict[str, Kind] = {
     "Job": Kind("/apis/batch/v1", "jobs", True),
     "Deployment": Kind("/apis/apps/v1", "deployments", True),
     "PyTorchJob": Kind("/apis/kubeflow.org/v1", "pytorchjobs", True),
+    "MPIJob": Kind("/apis/kubeflow.org/v2beta1", "mpijobs", True),
+    "RayCluster": Kind("/apis/ray.io/v1", "rayclusters", True),
+    "RayJob": Kind("/apis/ray.io/v1", "rayjobs", True),
     "PodGroup": Kind("/apis/gpufleet.dev/v1alpha1", "podgroups", True),
     "Queue": Kind("/apis/gpufleet.dev/v1alpha1", "queues", False),
     "PriorityClass": Kind("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
 }
 
 
-def path_of(kind: str, namespace: str | None, name: str | None = None) -> str:
+def path_of(
+    kind: str, namespace: str | None, name: str | None = None, api_version: str | None = None
+) -> str:
+    """The API path of a kind (at ``api_version``, when given: an MPIJob may be v1 too)."""
     found = KINDS.get(kind)
     if found is None:
         raise ValueError(f"cannot write a {kind}: expected one of {', '.join(KINDS)}")
     path = found.prefix
+    if api_version:
+        path = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     if found.namespaced:
         path += f"/namespaces/{quote(namespace or 'default', safe='')}"
     path += f"/{found.plural}"
@@ -77,7 +85,8 @@ class ObjectWriter:
 
     def create(self, obj: Obj) -> Obj:
         metadata = obj.get("metadata") or {}
-        found = self._request("POST", path_of(str(obj["kind"]), metadata.get("namespace")), obj)
+        path = path_of(str(obj["kind"]), metadata.get("namespace"), None, obj.get("apiVersion"))
+        found = self._request("POST", path, obj)
         return found or {}
 
     def apply(self, obj: Obj) -> Obj:
@@ -95,11 +104,13 @@ class ObjectWriter:
         body = {**obj, "metadata": {**metadata, "resourceVersion": version}}
         return self._request("PUT", path, body) or {}
 
-    def delete(self, kind: str, namespace: str | None, name: str) -> bool:
+    def delete(
+        self, kind: str, namespace: str | None, name: str, api_version: str | None = None
+    ) -> bool:
         """Delete (its dependents in the background); False when it was not there."""
         options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
         try:
-            self._request("DELETE", path_of(kind, namespace, name), options)
+            self._request("DELETE", path_of(kind, namespace, name, api_version), options)
         except ApiError as error:
             if error.status == 404:
                 return False

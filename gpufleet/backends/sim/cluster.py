@@ -13,17 +13,25 @@ Two modes:
   run time once bound, and wait (pending) while nothing fits; pods still waiting at the end never
   ran. An evicted pod (preempted, or its gang did not start in time) goes back to waiting and,
   when bound again, resumes from its workload's last checkpoint: the work since then is lost.
-  Pods of gangs report ready as soon as they are bound.
+  Pods of gangs report ready as soon as they are bound. The pods of a workload's jobs (a Job,
+  a training job, a Ray cluster or job: ``TimedWorkload.jobs``) fail as their failure model
+  says and are restarted in place, replaced by new pods (which reach the scheduler as new
+  workloads of one), run their Job's next completion, or stopped when their job ends, as
+  :mod:`gpufleet.backends.sim.jobs` decides; a failed attempt, too, keeps the work up to its
+  last checkpoint.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
+from gpufleet.backends.sim.jobs import Attempt, JobRun, Next, Outcome, Verdict
 from gpufleet.backends.sim.recorder import Recorder
 from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.control.backend import ClusterState, ManualClock
@@ -37,6 +45,8 @@ from gpufleet.model.events import (
     PodReady,
     WorkloadAdded,
 )
+from gpufleet.model.jobs import Lifetime
+from gpufleet.model.tenancy import Workload
 from gpufleet.model.workload import TimedPod, TimedWorkload
 from gpufleet.scheduling.node_table import Allocation, NodeTable
 from gpufleet.scheduling.target import TargetWorkload
@@ -50,8 +60,11 @@ class Mode(StrEnum):
 _ARRIVE = 0
 _FINISH = 1
 _ARRIVE_WORKLOAD = 2
+_RESTART = 3  # a container restarts in place
+_RESUBMIT = 4  # a new pod for a failed one (or a job's new gang) arrives
+_DEADLINE = 5  # a job's activeDeadlineSeconds may have passed
 
-Payload = TimedPod | TimedWorkload | tuple[str, int]
+Payload = TimedPod | TimedWorkload | tuple[str, int] | tuple[JobRun, int]
 
 
 @dataclass(slots=True)
@@ -63,12 +76,26 @@ class _Work:
     checkpoint: float | None = None
     in_gang: bool = False
     started: float = 0.0
-    #: Bumped on every bind, so that the finish of an earlier (evicted) run is ignored.
+    #: Bumped on every bind (and restart), so that the end of an earlier run is ignored.
     run: int = 0
+    #: Its job's controller, the gang it arrived in, its work for a task it has not run yet,
+    #: how long it runs, its current attempt and how long that has run, whether the attempt's
+    #: scheduled end is a failure, and whether it failed and waits to come back as a new pod.
+    job: JobRun | None = None
+    workload: Workload | None = None
+    full: float | None = None
+    lifetime: Lifetime = Lifetime.WORK
+    attempt: Attempt | None = None
+    ran: float = 0.0
+    failing: bool = False
+    away: bool = False
 
 
 class SimulatedCluster:
     """See the module docstring."""
+
+    #: Keep every job's controller for the run's report (a long-lived world does not).
+    keep_job_runs = True
 
     def __init__(
         self,
@@ -86,6 +113,13 @@ class SimulatedCluster:
         self.recorder = Recorder(self.world, target)
         self.tenants = tenants
         self.arrivals_seen = 0
+        #: Every job's controller, with the workload it came in; those taken back after a
+        #: restart (by workload key, then pod name) until the workload's waiting part arrives.
+        self.job_runs: list[tuple[Workload, JobRun]] = []
+        self._adopted: dict[str, dict[str, JobRun]] = {}
+        #: The controllers of the latest workload of each key.
+        self._runs_of: dict[str, list[JobRun]] = {}
+        self._job_generation: dict[int, int] = {}
         self._heap: list[tuple[float, int, int, Payload]] = []
         self._seq = 0
         self._immediate: list[ClusterEvent] = []
@@ -127,33 +161,32 @@ class SimulatedCluster:
         now = self.clock.now()
         heap = self._heap
         while heap and heap[0][0] <= now:
-            _, _, kind, payload = heapq.heappop(heap)
+            # Each event happens at its own time (the live world may poll after it): a restart
+            # or a next completion runs from then.
+            at, _, kind, payload = heapq.heappop(heap)
             if kind == _ARRIVE:
                 assert isinstance(payload, TimedPod)
                 self._arrive(payload.pod, payload.runtime, None, False, now)
                 events.append(PodAdded(payload.pod))
             elif kind == _ARRIVE_WORKLOAD:
                 assert isinstance(payload, TimedWorkload)
-                workload = payload.workload
-                gang = len(workload.pods) > 1
-                for pod in workload.pods:
-                    self._arrive(pod, payload.duration, workload.checkpoint_interval, gang, now)
-                if self.tenants is not None:
-                    self.tenants.arrived(payload, now)
-                events.append(WorkloadAdded(workload))
+                self._arrive_workload(payload, now)
+                events.append(WorkloadAdded(payload.workload))
+            elif kind == _FINISH:
+                assert isinstance(payload, tuple)
+                assert isinstance(payload[0], str)
+                self._finish(payload[0], payload[1], at, events)
+            elif kind == _RESTART:
+                assert isinstance(payload, tuple)
+                assert isinstance(payload[0], str)
+                self._restart(payload[0], payload[1], at)
+            elif kind == _RESUBMIT:
+                assert isinstance(payload, tuple)
+                self._resubmit(payload[0], payload[1], events)
             else:
                 assert isinstance(payload, tuple)
-                key, run = payload
-                work = self._work.get(key)
-                if work is None or work.run != run or key not in self._running:
-                    continue  # evicted since: this run never finished
-                allocation = self._running.pop(key)
-                self.world.release(allocation)
-                del self._work[key]
-                self.recorder.finished(key, allocation, now)
-                if self.tenants is not None:
-                    self.tenants.stopped(work.pod, allocation, now, lost=None)
-                events.append(PodDeleted(key))
+                assert isinstance(payload[0], JobRun)
+                self._deadline(payload[0], payload[1], at, events)
         return events
 
     def _arrive(
@@ -170,6 +203,237 @@ class SimulatedCluster:
         self._work[pod.key] = _Work(pod, runtime, checkpoint, in_gang)
         self.recorder.arrived(pod, now)
         self.arrivals_seen += 1
+
+    def _arrive_workload(self, timed: TimedWorkload, now: float) -> None:
+        workload = timed.workload
+        gang = len(workload.pods) > 1
+        runs = self._adopted.pop(workload.key, None) or self._new_runs(timed)
+        for pod in workload.pods:
+            self._arrive(pod, timed.duration, workload.checkpoint_interval, gang, now)
+            owner = runs.get(pod.name)
+            if owner is not None:
+                work = self._work[pod.key]
+                work.job, work.workload, work.full = owner, workload, timed.duration
+                work.lifetime = owner.replica(pod.name).lifetime
+                if work.lifetime is not Lifetime.WORK:
+                    work.remaining = None
+        if self.tenants is not None:
+            self.tenants.arrived(timed, now)
+
+    def _new_runs(
+        self, timed: TimedWorkload, states: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> dict[str, JobRun]:
+        """The controllers of a workload's jobs (from their saved states, if given), by pod."""
+        runs: dict[str, JobRun] = {}
+        workload = timed.workload
+        mine = self._runs_of[workload.key] = []
+        for spec in timed.jobs:
+            state = (states or {}).get(spec.name, {})
+            run = JobRun.restored(spec, workload.namespace, state)
+            mine.append(run)
+            if self.keep_job_runs:
+                self.job_runs.append((workload, run))
+            runs.update(dict.fromkeys(spec.pod_names, run))
+        return runs
+
+    def _finish(self, key: str, run: int, now: float, events: list[ClusterEvent]) -> None:
+        work = self._work.get(key)
+        if work is None or work.run != run or key not in self._running:
+            return  # evicted (or restarted) since: this run never finished
+        if work.job is None:
+            allocation = self._running.pop(key)
+            self.world.release(allocation)
+            del self._work[key]
+            self.recorder.finished(key, allocation, now)
+            if self.tenants is not None:
+                self.tenants.stopped(work.pod, allocation, now, lost=None)
+            events.append(PodDeleted(key))
+            self._pod_left(key, now, succeeded=True)
+            return
+        ran = now - work.started
+        work.ran += ran
+        failed = work.failing
+        if work.remaining is not None:
+            kept = work.remaining
+            if failed:  # a failed attempt keeps the work up to its last checkpoint
+                kept = math.floor(ran / work.checkpoint) * work.checkpoint if work.checkpoint else 0
+            work.remaining = max(0.0, work.remaining - kept)
+        attempt = work.attempt
+        work.attempt = None
+        exit_code = attempt.exit_code if attempt is not None and failed else 0
+        verdict = work.job.ended(work.pod.name, failed, exit_code)
+        self._carry_out(work, verdict, now, events)
+
+    # ----------------------------------------------------------------------------- jobs
+    def _begin(self, work: _Work, now: float, bound: bool = False) -> None:
+        """The pod runs from ``now``: its current attempt goes on, or a new one starts."""
+        job = work.job
+        if job is None:
+            if self.mode is Mode.REPLAY and work.remaining is not None:
+                self._push(now + work.remaining, _FINISH, (work.pod.key, work.run))
+            return
+        if work.attempt is None:
+            work.attempt = job.start(work.pod.name)
+            work.ran = 0.0
+        end, work.failing = _attempt_end(work, work.attempt)
+        if end is not None:
+            self._push(now + end, _FINISH, (work.pod.key, work.run))
+        deadline = job.spec.active_deadline
+        if bound and deadline is not None and self._running_pods(job) == 1:
+            # The first pod of the job to run (at the start, or after an eviction of all).
+            self._job_generation[id(job)] = generation = self._job_generation.get(id(job), 0) + 1
+            self._push(now + deadline, _DEADLINE, (job, generation))
+
+    def _running_pods(self, job: JobRun) -> int:
+        return sum(key in self._running for key in job.pod_keys)
+
+    def _carry_out(
+        self, work: _Work, verdict: Verdict, now: float, events: list[ClusterEvent]
+    ) -> None:
+        job = work.job
+        assert job is not None
+        key = work.pod.key
+        self._job_verdict(work, verdict, now)
+        if verdict.ended is Outcome.FAILED and self.tenants is not None:
+            self.tenants.job_failed(job.pod_keys)  # before this pod's end counts
+        step = verdict.next
+        if step is Next.DONE or step is Next.FAILED:
+            self._stop(work, now, events, succeeded=step is Next.DONE)
+        elif step is Next.NEXT:  # the Job's next completion, where this one ran
+            work.remaining = work.full
+            work.started = now
+            work.run += 1
+            self._begin(work, now)
+        elif step is Next.RESTART:
+            work.run += 1
+            work.started = now
+            self._push(now + verdict.delay, _RESTART, (key, work.run))
+        elif step is Next.REPLACE:
+            if verdict.fresh:
+                work.remaining = work.full
+            self._take_away(work, now, events, f"a new pod follows in {verdict.delay:.0f}s")
+            self._push(now + verdict.delay, _RESUBMIT, (key, work.run))
+        else:  # RECREATE: a new cluster for the job's next try
+            for pod_key in job.pod_keys:
+                other = self._work.get(pod_key)
+                if other is not None:
+                    other.attempt, other.remaining = None, other.full
+                    if other.lifetime is not Lifetime.WORK:
+                        other.remaining = None
+                    self._take_away(other, now, events, "its job runs again on a new cluster")
+            job.recreated()
+            self._push(now + verdict.delay, _RESUBMIT, (job, 0))
+        if verdict.ended is not None:
+            self._end_job(job, verdict.ended, now, events)
+
+    def _take_away(self, work: _Work, now: float, events: list[ClusterEvent], why: str) -> None:
+        """The pod failed (or its gang is made again): it leaves the scheduler, to come back."""
+        self._pod_away(work, now, why)
+        key = work.pod.key
+        allocation = self._running.pop(key, None)
+        if allocation is not None:
+            self.world.release(allocation)
+            self.recorder.evicted(key, allocation, now)
+            if self.tenants is not None:
+                self.tenants.failed(work.pod, allocation, now)
+            events.append(PodDeleted(key))
+        elif self._pending.pop(key, None) is not None:
+            events.append(PodDeleted(key))
+        work.away = True
+        work.run += 1
+
+    def _resubmit(self, target: str | JobRun, run: int, events: list[ClusterEvent]) -> None:
+        if isinstance(target, str):  # a new pod for a failed one: a workload of its own
+            work = self._work.get(target)
+            if work is None or not work.away or work.run != run or work.job is None:
+                return
+            work.away = False
+            self._pending[target] = work.pod
+            work.job.replaced(work.pod.name)
+            assert work.workload is not None
+            events.append(WorkloadAdded(work.workload.extra(work.pod)))
+            return
+        works = [w for k in target.pod_keys if (w := self._work.get(k)) is not None and w.away]
+        if not works or target.done:
+            return
+        for work in works:
+            work.away = False
+            self._pending[work.pod.key] = work.pod
+        workload = works[0].workload
+        assert workload is not None
+        pods = tuple(w.pod for w in works)
+        events.append(
+            WorkloadAdded(
+                dataclasses.replace(
+                    workload, pods=pods, min_member=min(workload.min_member, len(pods))
+                )
+            )
+        )
+
+    def _restart(self, key: str, run: int, now: float) -> None:
+        work = self._work.get(key)
+        if work is None or work.run != run or key not in self._running:
+            return  # evicted since: it starts again when bound
+        work.started = now
+        self._begin(work, now)
+
+    def _deadline(
+        self, job: JobRun, generation: int, now: float, events: list[ClusterEvent]
+    ) -> None:
+        if job.done or self._job_generation.get(id(job)) != generation:
+            return
+        verdict = job.deadline_passed()
+        self._job_verdict(None, verdict, now, job)
+        self._end_job(job, Outcome.FAILED, now, events)
+
+    def _stop(self, work: _Work, now: float, events: list[ClusterEvent], succeeded: bool) -> None:
+        """The pod leaves for good: its work is done, it failed, or its job ended."""
+        key = work.pod.key
+        allocation = self._running.pop(key, None)
+        if allocation is not None:
+            self.world.release(allocation)
+            self.recorder.finished(key, allocation, now)
+            events.append(PodDeleted(key))
+        elif self._pending.pop(key, None) is not None:
+            self.recorder.pending -= 1
+            events.append(PodDeleted(key))
+        elif work.away:
+            self.recorder.pending -= 1
+        if self.tenants is not None:
+            if succeeded and allocation is not None:
+                self.tenants.stopped(work.pod, allocation, now, lost=None)
+            else:
+                self.tenants.removed(work.pod, allocation, now)
+        self._work.pop(key, None)
+        self._pod_left(key, now, succeeded)
+
+    def _end_job(
+        self, job: JobRun, outcome: Outcome, now: float, events: list[ClusterEvent]
+    ) -> None:
+        """The job ended: its pods stop, but those that run until deleted."""
+        if self.tenants is not None and outcome is Outcome.FAILED:
+            self.tenants.job_failed(job.pod_keys)
+        for key in job.pod_keys:
+            work = self._work.get(key)
+            if work is not None and job.stops(work.lifetime):
+                self._stop(work, now, events, succeeded=outcome is Outcome.SUCCEEDED)
+        self._job_ended(job, now)
+
+    # ----------------------------------------------------------------------------- hooks
+    def _pod_left(self, key: str, now: float, succeeded: bool) -> None:
+        """A pod has left for good (its work done, or it failed or was stopped)."""
+
+    def _pod_away(self, work: _Work, now: float, why: str) -> None:
+        """A pod failed (or its job's gang is made again) and comes back as a new pod."""
+
+    def _job_verdict(
+        self, work: _Work | None, verdict: Verdict, now: float, job: JobRun | None = None
+    ) -> None:
+        """A job's controller decided what follows the end of a pod's attempt (``work`` None:
+        its deadline passed)."""
+
+    def _job_ended(self, job: JobRun, now: float) -> None:
+        """A job ended (``job.outcome``)."""
 
     def apply(self, actions: Sequence[Action]) -> None:
         now = self.clock.now()
@@ -217,10 +481,10 @@ class SimulatedCluster:
             self.tenants.bound(pod, allocation, now)
         if work.in_gang:
             self._immediate.append(PodReady(pod.key))
-        if self.mode is Mode.REPLAY and work.remaining is not None:
-            self._push(now + work.remaining, _FINISH, (pod.key, work.run))
-        elif self.mode is Mode.FILL:
+        if self.mode is Mode.FILL:
             del self._work[pod.key]
+        else:
+            self._begin(work, now, bound=True)
 
     def _allocate(self, pod: Pod, placement: Placement, row: int) -> Allocation:
         """Take ``placement``'s devices on the ground-truth table (ValueError if not free)."""
@@ -245,6 +509,8 @@ class SimulatedCluster:
         self.world.release(allocation)
         work = self._work[key]
         ran = now - work.started
+        if work.attempt is not None:
+            work.ran += ran  # the attempt goes on when the pod is bound again
         kept = 0.0
         if work.checkpoint:
             kept = math.floor(ran / work.checkpoint) * work.checkpoint
@@ -280,3 +546,17 @@ class SimulatedCluster:
     @property
     def running(self) -> dict[str, Allocation]:
         return dict(self._running)
+
+
+def _attempt_end(work: _Work, attempt: Attempt) -> tuple[float | None, bool]:
+    """(seconds until the running attempt ends, whether that end is a failure). A failing
+    attempt fails ``after`` seconds into its run, or at the end of its run time if sooner; a
+    pod without a run time of its own (until its job ends, or until deleted) fails only after
+    a ``sim-fail-after``."""
+    remaining = work.remaining if work.lifetime is Lifetime.WORK else None
+    if not attempt.fails:
+        return remaining, False
+    if attempt.after is None:
+        return remaining, remaining is not None
+    left = max(0.0, attempt.after - work.ran)
+    return (left if remaining is None else min(left, remaining)), True

@@ -19,15 +19,17 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from gpufleet.backends.sim.cluster import _ARRIVE_WORKLOAD, _FINISH, Mode, SimulatedCluster, _Work
+from gpufleet.backends.sim.jobs import JobRun, Next, Verdict
 from gpufleet.control.backend import ClusterState
 from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Bind, Evict
-from gpufleet.model.events import ClusterEvent, PodDeleted
+from gpufleet.model.events import PodDeleted
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.target import TargetWorkload
 
@@ -61,6 +63,16 @@ class OutcomeKind(StrEnum):
     FINISHED = "finished"
     EVICTED = "evicted"
     BIND_FAILED = "bind-failed"
+    #: Its container failed and restarted in place.
+    RESTARTED = "restarted"
+    #: It failed and left its node; a new pod follows (it waits again).
+    FAILED = "failed"
+    #: It failed for good, or its job ended without it.
+    REMOVED = "removed"
+    #: It runs its Job's next completion, in place.
+    NEXT = "next"
+    #: Its job ended (``message`` says how; ``job_outcome`` is Succeeded or Failed).
+    JOB_ENDED = "job-ended"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,10 +84,14 @@ class Outcome:
     #: Seconds of work left (bound or evicted), None when it runs until cancelled.
     remaining: float | None = None
     message: str = ""
+    job_outcome: str = ""
+    reason: str = ""
 
 
 class LiveSimCluster(SimulatedCluster):
     """See the module docstring."""
+
+    keep_job_runs = False
 
     def __init__(
         self,
@@ -120,11 +136,12 @@ class LiveSimCluster(SimulatedCluster):
         heapq.heapify(self._heap)
         for key in keys:
             allocation = self._running.pop(key, None)
+            work = self._work.get(key)
             if allocation is not None:
                 self.world.release(allocation)
                 self.recorder.finished(key, allocation, now)
                 self._placements.pop(key, None)
-            elif self._pending.pop(key, None) is not None:
+            elif self._pending.pop(key, None) is not None or (work is not None and work.away):
                 self.recorder.pending -= 1
             else:
                 continue
@@ -134,6 +151,25 @@ class LiveSimCluster(SimulatedCluster):
         self.wake()
         return gone
 
+    def adopt_jobs(self, timed: TimedWorkload, states: Mapping[str, Mapping[str, Any]]) -> None:
+        """Take back the controllers of a workload that was here before a restart, from their
+        saved states (by job name): call before :meth:`restore` and :meth:`submit` of its pods."""
+        if timed.jobs:
+            self._adopted[timed.workload.key] = self._new_runs(timed, states)
+
+    def job_states(self, workload_key: str) -> dict[str, dict[str, Any]]:
+        """The saved states of a workload's jobs, by job name (see :meth:`adopt_jobs`)."""
+        return {run.spec.name: run.state() for run in self.jobs_of(workload_key)}
+
+    def jobs_of(self, workload_key: str) -> list[JobRun]:
+        """The controllers of the workload of this key (the latest submitted)."""
+        return list(self._runs_of.get(workload_key, ()))
+
+    def forget_jobs(self, workload_key: str) -> None:
+        """The workload is deleted: its controllers go too."""
+        self._runs_of.pop(workload_key, None)
+        self._adopted.pop(workload_key, None)
+
     def restore(
         self,
         pod: Pod,
@@ -142,9 +178,11 @@ class LiveSimCluster(SimulatedCluster):
         checkpoint: float | None,
         in_gang: bool,
         started: float,
+        timed: TimedWorkload | None = None,
     ) -> None:
         """Put back a pod that ran before a restart, on exactly its devices; it goes on from
-        ``started`` with ``remaining`` seconds of work. Raises ValueError if they are taken."""
+        ``started`` with ``remaining`` seconds of work (under its job's controller, adopted
+        first, when ``timed`` has one). Raises ValueError if they are taken."""
         if pod.key in self._work:
             raise ValueError(f"pod {pod.key} is already in the cluster")
         row = self.world.row_of.get(placement.node)
@@ -157,7 +195,13 @@ class LiveSimCluster(SimulatedCluster):
         self._work[pod.key] = work
         self.recorder.arrived(pod, started)
         self.recorder.bound(pod, placement, allocation, started)
-        if remaining is not None:
+        job = self._adopted.get(timed.workload.key, {}).get(pod.name) if timed else None
+        if job is not None and timed is not None and not job.done:
+            work.job, work.workload, work.full = job, timed.workload, timed.duration
+            work.lifetime = job.replica(pod.name).lifetime
+            work.attempt = job.current_attempt(pod.name)
+            self._begin(work, started, bound=True)
+        elif remaining is not None:
             self._push(started + remaining, _FINISH, (pod.key, work.run))
 
     def wake(self) -> None:
@@ -173,22 +217,45 @@ class LiveSimCluster(SimulatedCluster):
         running = [(self._work[k].pod, p) for k, p in self._placements.items()]
         return ClusterState(self.nodes, (), running)
 
-    def poll_events(self) -> Sequence[ClusterEvent]:
-        before = set(self._running)
-        events = super().poll_events()
-        now = self.clock.now()
-        for event in events:
-            finished = (
-                isinstance(event, PodDeleted)
-                and event.key in before
-                and event.key not in self._running
-                and event.key not in self._pending
+    def _pod_left(self, key: str, now: float, succeeded: bool) -> None:
+        self._placements.pop(key, None)
+        kind = OutcomeKind.FINISHED if succeeded else OutcomeKind.REMOVED
+        self.outcomes.append(Outcome(kind, key, now))
+
+    def _job_verdict(
+        self, work: _Work | None, verdict: Verdict, now: float, job: JobRun | None = None
+    ) -> None:
+        if work is None:
+            return
+        key = work.pod.key
+        step = verdict.next
+        if step is Next.RESTART:
+            message = f"restarts in place after a back-off of {verdict.delay:.0f}s"
+            self.outcomes.append(Outcome(OutcomeKind.RESTARTED, key, now, message=message))
+        elif step is Next.NEXT and work.job is not None:
+            message = f"runs completion {work.job.task(work.pod.name)} in place"
+            self.outcomes.append(
+                Outcome(OutcomeKind.NEXT, key, now, remaining=work.full, message=message)
             )
-            if finished:
-                assert isinstance(event, PodDeleted)
-                self._placements.pop(event.key, None)
-                self.outcomes.append(Outcome(OutcomeKind.FINISHED, event.key, now))
-        return events
+
+    def _pod_away(self, work: _Work, now: float, why: str) -> None:
+        key = work.pod.key
+        self._placements.pop(key, None)
+        self.outcomes.append(
+            Outcome(OutcomeKind.FAILED, key, now, remaining=work.remaining, message=why)
+        )
+
+    def _job_ended(self, job: JobRun, now: float) -> None:
+        self.outcomes.append(
+            Outcome(
+                OutcomeKind.JOB_ENDED,
+                job.pod_keys[0],
+                now,
+                message=job.message,
+                job_outcome=str(job.outcome or ""),
+                reason=job.reason,
+            )
+        )
 
     def _bind(self, action: Bind, now: float) -> None:
         key = action.pod.key

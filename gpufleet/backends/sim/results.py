@@ -95,6 +95,11 @@ class QueueStats:
     workloads: int = 0
     admitted: int = 0
     completed: int = 0
+    #: Workloads whose job failed (a backoff limit or deadline passed), failed attempts of
+    #: their pods, and containers restarted in place.
+    failed: int = 0
+    pod_failures: int = 0
+    restarts: int = 0
     queueing_delay: DelayStats = field(default_factory=DelayStats)
     completion_time: DelayStats = field(default_factory=DelayStats)
     gpu_hours_used: float = 0.0
@@ -142,6 +147,28 @@ class PendingReport:
 
 
 @dataclass(slots=True)
+class JobReport:
+    """How a job (a Job, a training job, a Ray cluster or job, a pod that may fail) of a
+    workload fared: its state at the end of the run (Succeeded, Failed, or Running when it had
+    not ended), why, completions done of those to do, failed attempts, pods that failed (not
+    restarted in place), containers restarted in place, and new clusters made (RayJob)."""
+
+    workload: str
+    kind: str
+    name: str
+    queue: str
+    state: str
+    reason: str = ""
+    message: str = ""
+    completed: int = 0
+    completions: int = 0
+    attempt_failures: int = 0
+    failed_pods: int = 0
+    restarts: int = 0
+    retries: int = 0
+
+
+@dataclass(slots=True)
 class TenancyRun:
     """A multi-tenant replay: the pod-level replay, per-queue results, and the workloads still
     waiting at the end (and at ``explained_at``, if asked)."""
@@ -153,3 +180,4 @@ class TenancyRun:
     waiting_at_end: list[PendingReport] = field(default_factory=list)
     explained_at: float | None = None
     waiting_at: list[PendingReport] = field(default_factory=list)
+    jobs: list[JobReport] = field(default_factory=list)

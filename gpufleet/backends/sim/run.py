@@ -8,12 +8,19 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.backends.sim.fill import fill_order
-from gpufleet.backends.sim.results import FillRun, PendingReport, ReplayRun, TenancyRun
+from gpufleet.backends.sim.jobs import JobRun
+from gpufleet.backends.sim.results import (
+    FillRun,
+    JobReport,
+    PendingReport,
+    ReplayRun,
+    TenancyRun,
+)
 from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.control.factory import tie_rank
 from gpufleet.control.loop import run as run_loop
 from gpufleet.model import Node, Pod
-from gpufleet.model.tenancy import Queue, ResourceQuota
+from gpufleet.model.tenancy import Queue, ResourceQuota, Workload
 from gpufleet.model.workload import TimedPod, TimedWorkload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
@@ -170,14 +177,47 @@ def run_workloads(
     replay = sim.recorder.replay_result(
         policy, seed, time.perf_counter() - started, len(all_pods), never_ran
     )
+    tenancy = tenants.result(now)
+    jobs = job_reports(sim.job_runs)
+    for report in jobs:
+        stats = tenancy.queues.get(report.queue)
+        if stats is not None:
+            stats.pod_failures += report.attempt_failures
+            stats.restarts += report.restarts
     return TenancyRun(
         replay=replay,
-        tenancy=tenants.result(now),
+        tenancy=tenancy,
         allocation_busy_pct=tenants.busy_allocation_pct(),
         waiting_at_end=[_report(e) for e in core.explain_pending()],
         explained_at=explain_at,
         waiting_at=[_report(e) for e in snapshot or ()],
+        jobs=jobs,
     )
+
+
+def job_reports(runs: Sequence[tuple[Workload, JobRun]]) -> list[JobReport]:
+    """How each job of a run fared (see :class:`JobReport`)."""
+    reports = []
+    for workload, run in runs:
+        done, total = run.completions
+        reports.append(
+            JobReport(
+                workload=workload.key,
+                kind=str(run.spec.kind),
+                name=run.spec.name,
+                queue=workload.queue,
+                state=str(run.outcome) if run.outcome is not None else "Running",
+                reason=run.reason,
+                message=run.message,
+                completed=done,
+                completions=total,
+                attempt_failures=run.attempt_failures,
+                failed_pods=run.failed_pods,
+                restarts=run.restarts,
+                retries=run.retries,
+            )
+        )
+    return reports
 
 
 def _report(explanation: PendingExplanation) -> PendingReport:

@@ -48,6 +48,11 @@ class _Job:
     running_since: float | None = None
     admitted_at: float | None = None
     finished: int = 0
+    #: Pods that left without finishing (their job failed), and whether a job of it failed.
+    removed: int = 0
+    failed: bool = False
+    #: Whether it counts as waiting (for the time below nominal quota).
+    waiting: bool = False
     evicted_at: float | None = None
     partial_since: float | None = None
 
@@ -122,6 +127,9 @@ class TenantRecorder:
         self._wait(job, True)
 
     def _wait(self, job: _Job, waiting: bool) -> None:
+        if job.waiting == waiting:
+            return
+        job.waiting = waiting
         counts = self._waiting[job.queue]
         if waiting:
             counts[job.request_gpu] += 1
@@ -180,10 +188,50 @@ class TenantRecorder:
             self._wait(job, True)
         self._check_partial(job)
 
+    def failed(self, pod: Pod, allocation: Allocation, now: float) -> None:
+        """A pod's attempt failed and it left its node; it comes back as a new pod (or, for a
+        RayJob, with a new cluster)."""
+        job = self.job_of.get(pod.key)
+        if job is None:
+            return
+        self._advance(now)
+        self._charge(job.queue, allocation, -1)
+        if pod.key in job.gang:
+            if len(job.bound) == len(job.gang):
+                self._wait(job, True)
+            job.bound.discard(pod.key)
+            self._check_partial(job)
+
+    def removed(self, pod: Pod, allocation: Allocation | None, now: float) -> None:
+        """A pod left for good without finishing its work: it failed, or its job did."""
+        job = self.job_of.get(pod.key)
+        if job is None:
+            return
+        self._advance(now)
+        if allocation is not None:
+            self._charge(job.queue, allocation, -1)
+        job.removed += 1
+        if pod.key in job.gang:
+            self._wait(job, False)  # whatever is left of it waits for nothing
+            job.bound.discard(pod.key)
+        self._maybe_complete(job, now)
+        self._check_partial(job)
+
+    def job_failed(self, pod_keys: list[str]) -> None:
+        """A job of these pods failed: their workload counts as failed once all have left."""
+        for key in pod_keys:
+            job = self.job_of.get(key)
+            if job is not None:
+                job.failed = True
+
     def _maybe_complete(self, job: _Job, now: float) -> None:
-        if job.finished == len(job.timed.workload.pods):
-            self.stats[job.queue].completed += 1
-            self._jct[job.queue].append(now - job.arrived)
+        if job.finished + job.removed != len(job.timed.workload.pods):
+            return
+        if job.failed:
+            self.stats[job.queue].failed += 1
+            return
+        self.stats[job.queue].completed += 1
+        self._jct[job.queue].append(now - job.arrived)
 
     def unschedulable(self, pod: Pod, message: str) -> None:
         self.messages[pod.key] = message

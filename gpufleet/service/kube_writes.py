@@ -1,0 +1,116 @@
+"""The objects a submission to ``gpufleet serve --kubeconfig`` writes to the cluster.
+
+Owns turning accepted manifests into the objects to create: every pod template (a Pod itself;
+a Job's or Deployment's template; each replica set's of a PyTorchJob or MPIJob; the head's,
+each worker group's and a given submitter template's of a RayCluster or RayJob) gets this
+scheduler's name, the tenant label, the queue label and our kind and workload annotations; a
+gang (a Job with parallelism above one, an operator's job) also gets the pod-group label and a
+gpufleet PodGroup with its minMember, written first; a Job's templates carry its completions.
+It writes nothing itself (the plane does, through :class:`~gpufleet.backends.kube.writer.
+ObjectWriter`) and decides nothing about admission (the plane checks first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpufleet.model.jobs import JobSpec
+from gpufleet.model.tenancy import POD_GROUP_LABEL, QUEUE_LABEL, Workload
+from gpufleet.service.tenants import Principal
+
+Obj = dict[str, Any]
+
+TENANT_LABEL = "gpufleet.dev/tenant"
+WORKLOAD_ANNOTATION = "gpufleet.dev/workload"
+KIND_ANNOTATION = "gpufleet.dev/kind"
+COMPLETIONS_ANNOTATION = "gpufleet.dev/completions"
+#: Kinds whose controller (the Job controller, an operator) makes the pods, as a gang.
+CONTROLLED_KINDS = ("Job", "PyTorchJob", "MPIJob", "RayCluster", "RayJob")
+
+
+def pod_group_of(labels: Mapping[str, str]) -> str | None:
+    return labels.get(POD_GROUP_LABEL)
+
+
+def objects_to_write(
+    manifests: Sequence[Mapping[str, Any]],
+    principal: Principal,
+    scheduler_name: str,
+    workloads: Mapping[str, tuple[str, Workload, tuple[JobSpec, ...]]],
+) -> list[Obj]:
+    """The objects to create for accepted ``manifests``: PodGroups for gangs first, then the
+    objects themselves with our scheduler, tenant, queue and workload marks."""
+    groups: list[Obj] = []
+    objects: list[Obj] = []
+    for manifest in manifests:
+        obj: Obj = _deep_copy(manifest)
+        kind = str(obj["kind"])
+        metadata = obj.setdefault("metadata", {})
+        namespace = metadata.get("namespace") or principal.default_namespace()
+        metadata["namespace"] = namespace
+        name = str(metadata["name"])
+        key = f"{namespace}/{name}"
+        found = workloads.get(key)
+        if kind == "PodGroup":
+            obj.setdefault("apiVersion", "gpufleet.dev/v1alpha1")
+            groups.append(obj)
+            continue
+        templates = _pod_templates(obj)
+        gang = found is not None and len(found[1].pods) > 1 and kind in CONTROLLED_KINDS
+        for template in templates:
+            meta = template.setdefault("metadata", {})
+            labels = meta.setdefault("labels", {})
+            labels[TENANT_LABEL] = principal.tenant
+            if found is not None:
+                labels.setdefault(QUEUE_LABEL, found[1].queue)
+            if gang and not labels.get(POD_GROUP_LABEL):
+                labels[POD_GROUP_LABEL] = name
+            annotations = meta.setdefault("annotations", {})
+            annotations[KIND_ANNOTATION] = kind
+            if kind in CONTROLLED_KINDS:
+                annotations[WORKLOAD_ANNOTATION] = key
+            if kind == "Job" and found is not None and found[2]:
+                annotations[COMPLETIONS_ANNOTATION] = str(found[2][0].tasks)
+            if kind == "Deployment":
+                annotations["gpufleet.dev/owner"] = f"Deployment/{name}"
+            template.setdefault("spec", {})["schedulerName"] = scheduler_name
+        if gang and found is not None:
+            groups.append({
+                "apiVersion": "gpufleet.dev/v1alpha1", "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": namespace,
+                             "labels": {TENANT_LABEL: principal.tenant}},
+                "spec": {"minMember": found[1].gang_size},
+            })  # fmt: skip
+        objects.append(obj)
+    return groups + objects
+
+
+def _pod_templates(obj: Obj) -> list[Obj]:
+    """The pod (for a Pod: the object itself) or pod templates of a workload object."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return [obj]
+    spec = obj.setdefault("spec", {})
+    if kind in ("PyTorchJob", "MPIJob"):
+        replicas = spec.get("pytorchReplicaSpecs" if kind == "PyTorchJob" else "mpiReplicaSpecs")
+        return [
+            r.setdefault("template", {}) for r in (replicas or {}).values() if isinstance(r, dict)
+        ]
+    if kind in ("RayCluster", "RayJob"):
+        cluster = spec.get("rayClusterSpec") if kind == "RayJob" else spec
+        groups = [(cluster or {}).get("headGroupSpec")]
+        groups += list((cluster or {}).get("workerGroupSpecs") or [])
+        templates = [g.setdefault("template", {}) for g in groups if isinstance(g, dict)]
+        if kind == "RayJob" and isinstance(spec.get("submitterPodTemplate"), dict):
+            templates.append(spec["submitterPodTemplate"])
+        return templates
+    return [spec.setdefault("template", {})]
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
