@@ -73,13 +73,16 @@ def cluster_capacity(nodes: Iterable[Node]) -> dict[str, int]:
     return capacity
 
 
-def requested(pods: Sequence[Pod]) -> dict[str, int]:
-    """What pods ask before they are placed (GPU model unknown; memory shares count 0)."""
+def requested(pods: Sequence[Pod], whole_milli: int = MILLI_PER_GPU) -> dict[str, int]:
+    """What pods ask before they are placed, as the least they can hold once placed (GPU
+    model unknown; memory shares count 0; a whole GPU ``whole_milli``: less than a device
+    where some node time-slices its GPUs, see :mod:`gpufleet.model.sharing`)."""
     cpu = memory = gpu = 0
     for pod in pods:  # one pass: every tried workload's request is summed so
         cpu += pod.cpu_milli
         memory += pod.memory_mib
-        gpu += pod.gpu.count * pod.gpu.milli  # GpuRequest.total_milli
+        request = pod.gpu
+        gpu += request.count * (request.milli if request.is_shared else whole_milli)
     return {CPU: cpu, MEMORY: memory, GPU: gpu}
 
 
@@ -90,7 +93,7 @@ def used(bound: Sequence[Bound], models: Sequence[str | None]) -> dict[str, int]
         allocation = placed.allocation
         usage[CPU] += allocation.cpu_milli
         usage[MEMORY] += allocation.memory_mib
-        milli = allocation.gpu_milli_per_device * len(allocation.gpu_indices)
+        milli = allocation.gpu_milli
         usage[GPU] += milli
         if milli and model is not None:
             key = gpu_model_key(model)

@@ -136,7 +136,7 @@ EXAMPLES = REPO_ROOT / "examples"
     ("name", "pods", "gpu"),
     [
         pytest.param("one-gpu.yaml", 1, GpuRequest.whole(1), id="one-gpu"),
-        pytest.param("gpu-share.yaml", 3, GpuRequest.share(250, 10240), id="gpu-share"),
+        pytest.param("gpu-share.yaml", 3, GpuRequest.share(250, 10240, units=1), id="gpu-share"),
         pytest.param("pytorch-gang-job.yaml", 4, GpuRequest.whole(1), id="gang-job"),
         pytest.param("mig.yaml", 2, GpuRequest.mig("1g.10gb"), id="mig"),
     ],

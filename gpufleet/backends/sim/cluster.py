@@ -233,6 +233,7 @@ class SimulatedCluster:
             placement.gpu_milli_per_device or (MILLI_PER_GPU if placement.gpu_indices else 0),
             self.world.mig_profile_id.get(pod.gpu.mig_profile or "", -1),
             tuple((positions[g], slot) for g, slot in placement.mig_slices),
+            units=pod.gpu.units if placement.gpu_indices else 0,
         )
 
     def _evict(self, action: Evict, now: float) -> None:
