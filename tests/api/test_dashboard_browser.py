@@ -231,7 +231,8 @@ def job(name: str, namespace: str, queue: str, parallelism: int, gpus: int) -> d
 
 
 def deployment(name: str, namespace: str, queue: str, replicas: int, milli: int) -> dict[str, Any]:
-    template = _pod_spec({"nvidia.com/gpu": 1}, models="T4", milli=milli)
+    # A time-sliced replica of a T4 (the example cluster's T4s advertise nvidia.com/gpu.shared)
+    template = _pod_spec({"nvidia.com/gpu.shared": 1}, models="T4", milli=milli)
     template["metadata"]["labels"] = {"app": name}
     return {
         "apiVersion": "apps/v1",
