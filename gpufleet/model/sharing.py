@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from gpufleet.model.gpu import MILLI_PER_GPU, SHARED_GPU_RESOURCE, GpuSharing
+from gpufleet.model.gpu import MILLI_PER_GPU, GpuSharing
 from gpufleet.model.pod import GpuRequest
 
 #: Milli-GPU that no device can offer: a memory share on a device of unknown memory.
@@ -88,21 +88,20 @@ def format_mib(mib: int) -> str:
 def describe_request(request: GpuRequest) -> str:
     """What a pod asks for, as people write it, before it holds anything: ``2``, ``0.25``,
     ``10Gi`` (a share given in GPU memory), ``0.25+10Gi``, ``mig-1g.10gb``, ``2 mig-1g.10gb``,
-    ``0`` (and ``.shared`` after a count of ``nvidia.com/gpu.shared``)."""
+    ``0`` (the amount, whichever GPU resource it asks units of)."""
     if request.mig_profile is not None:
         count = f"{request.mig_count} " if request.mig_count > 1 else ""
         return f"{count}mig-{request.mig_profile}"
     if not request.count:
         return "0"
-    renamed = ".shared" if request.units and request.resource == SHARED_GPU_RESOURCE else ""
     if not request.is_shared:
-        return f"{request.count}{renamed}"
+        return str(request.count)
     parts = []
     if request.milli:
         parts.append(format_gpus(request.milli))
     if request.memory_mib:
         parts.append(format_mib(request.memory_mib))
-    return "+".join(parts) + renamed
+    return "+".join(parts)
 
 
 def describe_requests(requests: Iterable[GpuRequest]) -> str:

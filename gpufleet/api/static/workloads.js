@@ -81,7 +81,7 @@ function workloadRow(w, now) {
       "td",
       { class: "num", "data-field": "gpus", "data-value": String(w.gpus), title: "GPUs held (charged to the queue)" },
       formatGpus(w.gpus),
-      h("span", { class: "sub", "data-field": "gpu-request", title: "what its pods ask for" }, `asks ${w.gpu_request}`),
+      h("span", { class: "sub request", "data-field": "gpu-request", title: "what its pods ask for" }, `asks ${w.gpu_request}`),
     ),
     h("td", { class: "num", "data-field": "pods" }, `${w.pods_running}/${w.pods}`),
     h(
