@@ -53,11 +53,21 @@ class PodView(_Schema):
     state: str = Field(description="Pending, Running, Succeeded, Failed, Cancelled")
     node: str | None = None
     gpu_indices: list[int] = Field(default_factory=list)
-    gpu_share: float | None = Field(None, description="GPUs of each device, when shared")
+    gpu_share: float | None = Field(
+        None, description="GPUs it holds of each device, when less than the device"
+    )
     mig_slices: list[str] = Field(default_factory=list, description="'<gpu>:<slot>'")
     cpu: float
     memory_mib: int
-    gpus: float = Field(description="GPUs asked for (0.25 = a quarter of one)")
+    gpus: float = Field(
+        description="GPUs it holds now, what its queue is charged (0 while it waits; MIG slices "
+        "count none)"
+    )
+    gpu_request: str = Field(
+        "0",
+        description="what it asks for: '2', '0.25', '10Gi' (of GPU memory), '0.25+10Gi', "
+        "'mig-1g.10gb'",
+    )
     restarts: int = Field(0, description="its container's restarts in place")
     completion_index: int | None = Field(None, description="an Indexed Job's index it runs")
 
@@ -90,7 +100,12 @@ class WorkloadSummary(_Schema):
     state: WorkloadState
     pods: int
     pods_running: int
-    gpus: float = Field(description="GPUs asked for by all its pods")
+    gpus: float = Field(
+        description="GPUs its pods hold now, what its queue is charged (0 while it waits)"
+    )
+    gpu_request: str = Field(
+        "0", description="what its pods ask for, per kind of pod: '4x1', '3x0.25+10Gi'"
+    )
     submitted: float
     started: float | None = None
     finished: float | None = None

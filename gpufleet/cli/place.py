@@ -24,6 +24,7 @@ from gpufleet.cli.common import (
 )
 from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.io.workloads import read_scenario
+from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
 from gpufleet.model.events import PodAdded, WorkloadAdded
 from gpufleet.scheduling.core import SchedulerCore
@@ -129,7 +130,9 @@ def _print_placements(actions: Sequence[Action], policy: str) -> None:
                 action.pod.key,
                 p.node,
                 ",".join(map(str, p.gpu_indices)) or "-",
-                str(p.gpu_milli_per_device) if action.pod.gpu.is_shared else "-",
+                str(p.gpu_milli_per_device)
+                if action.pod.gpu.is_shared or 0 < p.gpu_milli_per_device < MILLI_PER_GPU
+                else "-",
                 ", ".join(f"gpu {g} slot {s}" for g, s in p.mig_slices) or "-",
             )
     console.print(placed)

@@ -62,7 +62,6 @@ from gpufleet.cli.remote_render import (
     describe_workload,
     dump,
     field_table,
-    format_gpus,
     nodes_table,
     queues_table,
     show,
@@ -281,7 +280,7 @@ def submit(
             for w in result.accepted:
                 console.print(
                     f"workload/{w.key} {verdict}: {w.kind}, {w.pods} pod(s), "
-                    f"{format_gpus(w.gpus)} GPU(s), queue {w.queue}, {w.state.value}",
+                    f"GPU request {w.gpu_request}, queue {w.queue}, {w.state.value}",
                     markup=False,
                 )
             if not result.accepted:

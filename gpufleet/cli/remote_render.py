@@ -153,7 +153,7 @@ def dump(models: BaseModel | Sequence[BaseModel], output: Output) -> str:
 def workloads_table(
     workloads: Sequence[WorkloadSummary], clock: Clock, *, wide: bool = False, namespaces: bool
 ) -> Table:
-    columns = ["NAME", "KIND", "QUEUE", "STATE", "PODS", "GPUS", "AGE"]
+    columns = ["NAME", "KIND", "QUEUE", "STATE", "PODS", "GPUS", "REQUEST", "AGE"]
     if namespaces:
         columns.insert(0, "NAMESPACE")
     if wide:
@@ -162,7 +162,7 @@ def workloads_table(
     for w in workloads:
         row: list[str | Text] = [w.name, w.kind, w.queue, _state(w.state)]
         row += [f"{w.pods_running}/{w.pods}"]
-        row += [format_gpus(w.gpus), clock.age(w.submitted)]
+        row += [format_gpus(w.gpus), w.gpu_request, clock.age(w.submitted)]
         if namespaces:
             row.insert(0, w.namespace)
         if wide:
@@ -310,7 +310,7 @@ def describe_workload(
     gang = f" (gang of {detail.min_member})" if detail.min_member > 1 else ""
     rows += [
         ("Pods", f"{detail.pods_running}/{detail.pods} running{gang}"),
-        ("GPUs", format_gpus(detail.gpus)),
+        ("GPUs", f"{format_gpus(detail.gpus)} held (asks {detail.gpu_request})"),
         ("Preemptible", "yes" if detail.preemptible else "no"),
     ]
     for job in detail.jobs:
@@ -357,7 +357,9 @@ def timeline_table(detail: WorkloadSummary, clock: Clock) -> Table:
 
 
 def pods_table(detail: WorkloadDetail) -> Table:
-    table = _table("  NAME", "STATE", "NODE", "GPU INDICES", "SHARE", "MIG", "GPUS", "CPU")
+    table = _table(
+        "  NAME", "STATE", "NODE", "GPU INDICES", "SHARE", "MIG", "GPUS", "REQUEST", "CPU"
+    )
     table.add_column("MEMORY", no_wrap=True)
     jobs = bool(detail.jobs)
     if jobs:
@@ -376,6 +378,7 @@ def pods_table(detail: WorkloadDetail) -> Table:
             share,
             ",".join(pod.mig_slices) or "-",
             format_gpus(pod.gpus),
+            pod.gpu_request,
             format_cpu(pod.cpu),
             format_mib(pod.memory_mib),
         ]

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from gpufleet.io.quantities import format_cpu, format_memory
-from gpufleet.model import GFD_LABELS, Node
+from gpufleet.model import GFD_LABELS, SHARED_GPU_RESOURCE, GpuSharing, Node, SharingStrategy
 
 API_VERSION = "gpufleet.dev/v1alpha1"
 KIND = "ClusterSpec"
@@ -30,6 +30,8 @@ GENERATED_LABELS = frozenset(
         GFD_LABELS.COUNT,
         GFD_LABELS.MIG_CAPABLE,
         GFD_LABELS.MIG_STRATEGY,
+        GFD_LABELS.REPLICAS,
+        GFD_LABELS.SHARING_STRATEGY,
         GFD_LABELS.RACK,
         GFD_LABELS.NVLINK_DOMAIN,
         GFD_LABELS.ZONE,
@@ -95,7 +97,9 @@ def _pool_of(node: Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
             )
         if partitioned:
             pool["mig"] = {"devices": [g.index for g in partitioned], "layout": [*layouts.pop()]}
-        gpu_shape = (model, memory, len(node.gpus), repr(pool.get("mig")))
+        sharing = _sharing_of(node.gpu_sharing)
+        pool.update(sharing)
+        gpu_shape = (model, memory, len(node.gpus), repr(pool.get("mig")), node.gpu_sharing)
     labels = {k: v for k, v in sorted(node.labels.items()) if k not in GENERATED_LABELS}
     if labels:
         pool["labels"] = labels
@@ -122,6 +126,23 @@ def _pool_of(node: Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
         node.extended,
     )
     return shape, pool
+
+
+def _sharing_of(sharing: GpuSharing) -> dict[str, Any]:
+    """The pool fields that declare ``sharing`` (none without sharing)."""
+    if sharing.strategy is SharingStrategy.NONE:
+        return {}
+    if sharing.strategy is SharingStrategy.SPLIT:
+        return {"hami": {"deviceSplitCount": sharing.replicas}}
+    replicated: dict[str, Any] = {
+        "resources": [{"name": "nvidia.com/gpu", "replicas": sharing.replicas}]
+    }
+    if sharing.resource == SHARED_GPU_RESOURCE:
+        replicated["renameByDefault"] = True
+    if sharing.one_unit_per_pod:
+        replicated["failRequestsGreaterThanOne"] = True
+    key = "timeSlicing" if sharing.strategy is SharingStrategy.TIME_SLICING else "mps"
+    return {"devicePlugin": {"version": "v1", "sharing": {key: replicated}}}
 
 
 def _pool_name(node: Node, pool: dict[str, Any]) -> str:

@@ -5,6 +5,10 @@ layouts within seven compute slices, unique pool and node names, extended resour
 ``rdma/hca`` with whole counts), the expansion of pools into
 model nodes with GPU Feature Discovery, hostname and topology labels (zone, rack, NVLink domain),
 and the reverse: grouping nodes of identical shape into pools (:func:`nodes_to_cluster_spec`).
+A pool declares how its GPUs are shared as the NVIDIA device plugin's own config does
+(``devicePlugin``: ``version: v1``, ``sharing.timeSlicing`` or ``sharing.mps`` with
+``resources[].name`` / ``replicas``, ``renameByDefault``, ``failRequestsGreaterThanOne``: the
+``data`` of its time-slicing ConfigMap), or as HAMi does (``hami.deviceSplitCount``).
 Validation errors become :class:`~gpufleet.io.errors.InputError` with the field path
 (``spec.pools[0].mig.layout``). It does not read Kubernetes Node objects (``kube_nodes`` does).
 """
@@ -32,7 +36,21 @@ from gpufleet.io.manifests import load_manifests, scalar_text
 from gpufleet.io.mig_layout import check_device_fits
 from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mib
 from gpufleet.io.validation import validation_error
-from gpufleet.model import GFD_LABELS, GpuDevice, MigSlice, Node, Taint, TaintEffect, gfd_labels
+from gpufleet.model import (
+    GFD_LABELS,
+    GPU_RESOURCE,
+    MILLI_PER_GPU,
+    NO_SHARING,
+    SHARED_GPU_RESOURCE,
+    GpuDevice,
+    GpuSharing,
+    MigSlice,
+    Node,
+    SharingStrategy,
+    Taint,
+    TaintEffect,
+    gfd_labels,
+)
 
 __all__ = [
     "API_VERSION",
@@ -88,6 +106,64 @@ class MigSpec(_Strict):
         return list(check_device_fits(layout))
 
 
+class ReplicatedResource(_Strict):
+    """One entry of the device plugin's ``sharing.timeSlicing.resources`` (or ``mps``)."""
+
+    name: Literal["nvidia.com/gpu"] = Field(
+        description="MIG resources are not time-sliced in gpufleet's model"
+    )
+    replicas: int = Field(ge=1, le=MILLI_PER_GPU)
+
+
+class ReplicaSharing(_Strict):
+    """``sharing.timeSlicing`` or ``sharing.mps`` of the device plugin's config."""
+
+    rename_by_default: bool = Field(default=False, alias="renameByDefault")
+    fail_requests_greater_than_one: bool = Field(default=False, alias="failRequestsGreaterThanOne")
+    resources: list[ReplicatedResource] = Field(min_length=1, max_length=1)
+
+
+class SharingConfig(_Strict):
+    time_slicing: ReplicaSharing | None = Field(default=None, alias="timeSlicing")
+    mps: ReplicaSharing | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> SharingConfig:
+        if (self.time_slicing is None) == (self.mps is None):
+            raise ValueError("expected one of timeSlicing or mps")
+        return self
+
+
+class DevicePluginConfig(_Strict):
+    """The NVIDIA device plugin's config file, as the ``data`` of its ConfigMap holds it."""
+
+    version: Literal["v1"]
+    #: The plugin's flags (migStrategy, ...): accepted as written, not used.
+    flags: dict[str, Any] = Field(default_factory=dict)
+    sharing: SharingConfig | None = None
+
+    def gpu_sharing(self) -> GpuSharing:
+        if self.sharing is None:
+            return NO_SHARING
+        strategy = SharingStrategy.TIME_SLICING
+        replicated = self.sharing.time_slicing
+        if replicated is None:
+            strategy, replicated = SharingStrategy.MPS, self.sharing.mps
+        assert replicated is not None
+        return GpuSharing(
+            strategy,
+            replicated.resources[0].replicas,
+            SHARED_GPU_RESOURCE if replicated.rename_by_default else GPU_RESOURCE,
+            replicated.fail_requests_greater_than_one,
+        )
+
+
+class HamiSpec(_Strict):
+    """HAMi's device plugin: ``deviceSplitCount`` units of nvidia.com/gpu per GPU."""
+
+    device_split_count: int = Field(alias="deviceSplitCount", ge=1, le=MILLI_PER_GPU)
+
+
 class TopologySpec(_Strict):
     zone: str | None = None
     nodes_per_rack: int | None = Field(default=None, ge=1, alias="nodesPerRack")
@@ -124,6 +200,24 @@ class PoolSpec(_Strict):
                     "rdma/hca or amd.com/gpu; GPUs go in gpu and mig)"
                 )
         return resources
+
+    device_plugin: DevicePluginConfig | None = Field(default=None, alias="devicePlugin")
+    hami: HamiSpec | None = None
+
+    @model_validator(mode="after")
+    def _sharing_on_gpus(self) -> PoolSpec:
+        if self.device_plugin is not None and self.hami is not None:
+            raise ValueError("devicePlugin and hami both advertise the GPUs: give one")
+        if (self.device_plugin is not None or self.hami is not None) and self.gpu is None:
+            raise ValueError("devicePlugin and hami need gpu: the pool has no GPUs to advertise")
+        return self
+
+    def gpu_sharing(self) -> GpuSharing:
+        if self.hami is not None and self.hami.device_split_count > 1:
+            return GpuSharing(SharingStrategy.SPLIT, self.hami.device_split_count)
+        if self.device_plugin is not None:
+            return self.device_plugin.gpu_sharing()
+        return NO_SHARING
 
     @model_validator(mode="after")
     def _mig_on_gpus(self) -> PoolSpec:
@@ -223,14 +317,25 @@ def _pool_nodes(pool: PoolSpec) -> list[Node]:
             for i in range(pool.gpu.count)
         )
     taints = tuple(Taint(t.key, t.value, t.effect) for t in pool.taints)
-    hardware = gfd_labels(gpus)
+    sharing = pool.gpu_sharing()
+    hardware = gfd_labels(gpus, sharing)
     nodes: list[Node] = []
     for i in range(pool.count):
         name = pool.node_name(i)
         labels = {GFD_LABELS.HOSTNAME: name, **hardware, **_topology_labels(pool, i), **pool.labels}
         extended = tuple(sorted((k, v) for k, v in pool.extended_resources.items() if v))
         nodes.append(
-            Node(name, pool.cpu, pool.memory, gpus, labels, taints, pool.unschedulable, extended)
+            Node(
+                name,
+                pool.cpu,
+                pool.memory,
+                gpus,
+                labels,
+                taints,
+                pool.unschedulable,
+                extended=extended,
+                gpu_sharing=sharing,
+            )
         )
     return nodes
 

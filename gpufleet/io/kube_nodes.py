@@ -1,14 +1,26 @@
 """One Kubernetes Node object as a model :class:`~gpufleet.model.Node`.
 
 Owns the reading of a Node as ``kubectl get node -o yaml`` (or the Alibaba trace's node YAML)
-writes it: allocatable CPU and memory, whole GPUs (``nvidia.com/gpu``, or
-``alibabacloud.com/gpu-count``), MIG slices of the mixed strategy (``nvidia.com/mig-<profile>``)
-laid out on devices, time-slicing replicas folded back into physical devices, the GPU model and
-memory from GPU Feature Discovery labels, other extended resources of ``status.allocatable``
-(``rdma/hca``, ``amd.com/gpu``: ``kube_resources.is_extended_resource``), labels and taints.
-It does not read files or check
-that node names are unique across a file (``kubernetes.read_nodes`` does), and it does not
-model what is in use on the node.
+writes it: allocatable CPU and memory, GPUs, the GPU model and memory from GPU Feature
+Discovery labels, other extended resources of ``status.allocatable`` (``rdma/hca``,
+``amd.com/gpu``: ``kube_resources.is_extended_resource``), labels and taints. What the device
+plugin advertises decides the GPUs (:class:`~gpufleet.model.GpuSharing`; what a pod holds of
+them: :mod:`gpufleet.model.sharing`):
+
+* ``nvidia.com/gpu: N`` (or ``alibabacloud.com/gpu-count``): N devices, one unit each;
+* time-slicing or MPS, told by GFD's ``nvidia.com/gpu.replicas: R`` (and
+  ``nvidia.com/gpu.sharing-strategy``; the product's ``-SHARED`` suffix is dropped): N / R
+  devices of R replicas, advertised as ``nvidia.com/gpu`` or, with ``renameByDefault``, as
+  ``nvidia.com/gpu.shared``;
+* HAMi (its ``hami.io/node-nvidia-register`` annotation), or more units than GFD's
+  ``nvidia.com/gpu.count`` without a replicas label: N / count devices of that many units
+  each, a unit being a whole device unless the pod asks for a share;
+* MIG, mixed strategy: slices of ``nvidia.com/mig-<profile>`` laid out on devices (or as the
+  ``gpufleet.dev/mig-layout`` annotation says); single strategy (a product ending in
+  ``-MIG-<profile>``): every unit of ``nvidia.com/gpu`` is a MIG device, held whole.
+
+It does not read files or check that node names are unique across a file
+(``kubernetes.read_nodes`` does), and it does not model what is in use on the node.
 """
 
 from __future__ import annotations
@@ -27,19 +39,38 @@ from gpufleet.io.mig_layout import (
     summarize,
 )
 from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mib
-from gpufleet.model import GFD_LABELS, GpuDevice, MigSlice, Node, Taint, TaintEffect, gfd_labels
+from gpufleet.model import (
+    GFD_LABELS,
+    GPU_RESOURCE,
+    NO_SHARING,
+    SHARED_GPU_RESOURCE,
+    GpuDevice,
+    GpuSharing,
+    MigSlice,
+    Node,
+    SharingStrategy,
+    Taint,
+    TaintEffect,
+    gfd_labels,
+)
 from gpufleet.model.gpu import parse_mig_profile
+from gpufleet.model.node import SHARED_PRODUCT_SUFFIX
 
 MIG_LAYOUT_ANNOTATION = "gpufleet.dev/mig-layout"
-GPU_RESOURCE = "nvidia.com/gpu"
 ALIBABA_GPU_COUNT = "alibabacloud.com/gpu-count"
 ALIBABA_MODEL_LABEL = "alibabacloud.com/gpu-card-model"
 #: The Alibaba trace's GPU resources (counted as GPUs, never as extended resources).
 ALIBABA_GPU_PREFIX = "alibabacloud.com/gpu"
 #: Set by GPU Feature Discovery when the device plugin time-slices each GPU into N replicas.
-REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+REPLICAS_LABEL = GFD_LABELS.REPLICAS
 #: GFD appends this to the product name of time-sliced GPUs (renameByDefault: false).
-SHARED_SUFFIX = "-SHARED"
+SHARED_SUFFIX = SHARED_PRODUCT_SUFFIX
+#: HAMi's device plugin registers its devices here: ``uuid,count,memory,cores,type,numa,
+#: health`` per device, devices separated by ``:``.
+HAMI_REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+#: GFD's product suffix for the MIG devices of the single strategy.
+MIG_SINGLE_MARK = "-MIG-"
+_SHARING_STRATEGIES = {SharingStrategy.TIME_SLICING.value, SharingStrategy.MPS.value}
 _EFFECT_VALUES = frozenset(e.value for e in TaintEffect)
 _EFFECTS = ", ".join(e.value for e in TaintEffect)
 
@@ -72,7 +103,7 @@ def node_from_object(obj: Mapping[str, Any], source: str, location: str | None =
     memory = context.parse(
         parse_memory_mib, _required(context, resources, field, "memory"), f"{field}[memory]"
     )
-    gpus = _gpus(context, labels, annotations, resources, field)
+    gpus, sharing = _gpus(context, labels, annotations, resources, field)
     extended = tuple(
         sorted(
             (key, context.parse(parse_count, value, f"{field}[{key}]"))
@@ -87,7 +118,7 @@ def node_from_object(obj: Mapping[str, Any], source: str, location: str | None =
         raise context.error(
             "spec.unschedulable", f"expected true or false, got {describe(unschedulable)}"
         )
-    defaults = {GFD_LABELS.HOSTNAME: name, **gfd_labels(gpus)}
+    defaults = {GFD_LABELS.HOSTNAME: name, **gfd_labels(gpus, sharing)}
     return Node(
         name,
         cpu,
@@ -96,7 +127,8 @@ def node_from_object(obj: Mapping[str, Any], source: str, location: str | None =
         {**defaults, **labels},
         _taints(context, spec.get("taints")),
         unschedulable,
-        tuple((key, count) for key, count in extended if count),
+        extended=tuple((key, count) for key, count in extended if count),
+        gpu_sharing=sharing,
     )
 
 
@@ -121,21 +153,109 @@ def _gpus(
     annotations: Mapping[str, str],
     resources: Mapping[str, Any],
     field: str,
-) -> tuple[GpuDevice, ...]:
-    whole = 0
-    for key in (GPU_RESOURCE, ALIBABA_GPU_COUNT):
-        if key in resources:
-            whole = context.parse(parse_count, resources[key], f"{field}[{key}]")
-            break
-    replicas = _label_int(context, labels, REPLICAS_LABEL)
-    if replicas is not None and replicas > 1:
-        if whole % replicas:
+) -> tuple[tuple[GpuDevice, ...], GpuSharing]:
+    units = {
+        key: context.parse(parse_count, resources[key], f"{field}[{key}]")
+        for key in (GPU_RESOURCE, SHARED_GPU_RESOURCE, ALIBABA_GPU_COUNT)
+        if key in resources
+    }
+    if units.get(GPU_RESOURCE) and units.get(SHARED_GPU_RESOURCE):
+        raise context.error(
+            f"{field}[{SHARED_GPU_RESOURCE}]",
+            f"expected {GPU_RESOURCE} or {SHARED_GPU_RESOURCE} (time-slicing with "
+            f"renameByDefault), not both: gpufleet reads one GPU resource per node",
+        )
+    resource = SHARED_GPU_RESOURCE if units.get(SHARED_GPU_RESOURCE) else GPU_RESOURCE
+    advertised = next((units[k] for k in (resource, ALIBABA_GPU_COUNT) if units.get(k)), 0)
+    hami_text = annotations.get(HAMI_REGISTER_ANNOTATION)
+    hami = _hami_devices(context, hami_text) if hami_text is not None else None
+    whole, sharing = _sharing(context, labels, hami, resource, advertised, field)
+    devices = _devices(context, labels, annotations, resources, field, whole, hami)
+    return devices, sharing if devices else NO_SHARING
+
+
+def _sharing(
+    context: Context,
+    labels: Mapping[str, str],
+    hami: list[tuple[str, int]] | None,
+    resource: str,
+    advertised: int,
+    field: str,
+) -> tuple[int, GpuSharing]:
+    """(devices advertised as units, how they are shared) from the advertised count and the
+    labels (and HAMi's registered devices, if any)."""
+    where = f"{field}[{resource}]"
+    replicas = _label_int(context, labels, REPLICAS_LABEL) or 1
+    strategy = labels.get(GFD_LABELS.SHARING_STRATEGY, SharingStrategy.TIME_SLICING.value)
+    if replicas > 1 and strategy in _SHARING_STRATEGIES:
+        if advertised % replicas:
             raise context.error(
-                f"{field}[{GPU_RESOURCE}]",
+                where,
                 f"time-slicing advertises {replicas} replicas per GPU "
-                f"({REPLICAS_LABEL}), so expected a multiple of {replicas}, got {whole}",
+                f"({REPLICAS_LABEL}), so expected a multiple of {replicas}, got {advertised}",
             )
-        whole //= replicas
+        sharing = context.parse(
+            lambda r: GpuSharing(SharingStrategy(strategy), r, resource), replicas, where
+        )
+        return advertised // replicas, sharing
+    if resource == SHARED_GPU_RESOURCE:
+        raise context.error(
+            f"metadata.labels[{REPLICAS_LABEL}]",
+            f"{SHARED_GPU_RESOURCE} is advertised by time-slicing or MPS: expected GFD's "
+            f"{REPLICAS_LABEL} above 1 and {GFD_LABELS.SHARING_STRATEGY} time-slicing or mps",
+        )
+    if not advertised:
+        return 0, NO_SHARING
+    if hami is not None:
+        devices = len(hami)
+    else:
+        count = _label_int(context, labels, GFD_LABELS.COUNT)
+        if _mig_single(labels) or count is None or advertised <= count:
+            return advertised, NO_SHARING
+        devices = count
+    if not devices or advertised % devices:
+        raise context.error(
+            where,
+            f"expected a multiple of the node's {devices} GPUs (units per GPU, as HAMi's "
+            f"deviceSplitCount advertises them), got {advertised}",
+        )
+    split = advertised // devices
+    if split == 1:
+        return devices, NO_SHARING
+    sharing = context.parse(lambda r: GpuSharing(SharingStrategy.SPLIT, r), split, where)
+    return devices, sharing
+
+
+def _hami_devices(context: Context, text: str) -> list[tuple[str, int]]:
+    """(type, memory MiB) of each device HAMi registered."""
+    where = f"metadata.annotations[{HAMI_REGISTER_ANNOTATION}]"
+    devices: list[tuple[str, int]] = []
+    for entry in (e for e in text.split(":") if e.strip()):
+        fields = [f.strip() for f in entry.split(",")]
+        if len(fields) < 5 or not fields[2].isdigit():
+            raise context.error(
+                where,
+                "expected 'uuid,count,memory,cores,type,...' per device, separated by ':', "
+                f"got {text[:200]!r}",
+            )
+        devices.append((fields[4].replace(" ", "-"), int(fields[2])))
+    return devices
+
+
+def _mig_single(labels: Mapping[str, str]) -> bool:
+    """The MIG single strategy: every unit of nvidia.com/gpu is one MIG device."""
+    return MIG_SINGLE_MARK in labels.get(GFD_LABELS.PRODUCT, "")
+
+
+def _devices(
+    context: Context,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    resources: Mapping[str, Any],
+    field: str,
+    whole: int,
+    hami: list[tuple[str, int]] | None,
+) -> tuple[GpuDevice, ...]:
     mig_counts: dict[str, int] = {}
     for key, value in resources.items():
         if key.startswith(MIG_RESOURCE_PREFIX):
@@ -149,6 +269,8 @@ def _gpus(
 
     model_key = GFD_LABELS.PRODUCT if GFD_LABELS.PRODUCT in labels else ALIBABA_MODEL_LABEL
     model = labels.get(model_key, "").removesuffix(SHARED_SUFFIX)
+    if not model and hami:
+        model = hami[0][0]
     if not model:
         raise context.error(
             f"metadata.labels[{GFD_LABELS.PRODUCT}]",
@@ -156,9 +278,12 @@ def _gpus(
             "sets this label), got nothing",
         )
     memory = _label_int(context, labels, GFD_LABELS.MEMORY)
+    if memory is None and hami:
+        memory = min(m for _, m in hami)
     if memory is None:
         memory = ALIBABA_GPU_MEMORY_MIB.get(model, 0) if model_key == ALIBABA_MODEL_LABEL else 0
-    count_label = _label_int(context, labels, GFD_LABELS.COUNT)
+    # With the single strategy GFD counts physical GPUs, not the MIG devices advertised.
+    count_label = None if _mig_single(labels) else _label_int(context, labels, GFD_LABELS.COUNT)
     if count_label is not None and count_label < whole:
         raise context.error(
             f"metadata.labels[{GFD_LABELS.COUNT}]",

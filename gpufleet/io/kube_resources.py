@@ -4,8 +4,11 @@ Owns Kubernetes' rule for a pod's effective request (the larger of the sum over 
 the largest init container, restartable "sidecar" init containers counted as Kubernetes counts
 them, plus ``spec.overhead``), requests defaulting to limits, the extended-resource rules (set in
 limits; requests, if given, equal limits; whole numbers), and the GPU request forms:
-``nvidia.com/gpu``, the ``gpufleet.dev/gpu-milli`` / ``gpufleet.dev/gpu-memory`` share
-annotations, HAMi-style ``nvidia.com/gpumem`` / ``nvidia.com/gpucores``, and MIG resources.
+``nvidia.com/gpu`` (or ``nvidia.com/gpu.shared``, time-slicing's renamed resource), the
+``gpufleet.dev/gpu-milli`` / ``gpufleet.dev/gpu-memory`` share annotations, HAMi-style
+``nvidia.com/gpumem`` / ``nvidia.com/gpucores``, and MIG resources. The GPU resource's count is
+what the kubelet counts (:attr:`~gpufleet.model.GpuRequest.units`): a share that asks
+``nvidia.com/gpu: 1`` takes one unit, one given only by annotations none.
 Other extended resources (any ``domain/name`` outside ``kubernetes.io`` and ``nvidia.com``:
 ``rdma/hca``, ``amd.com/gpu``, ``example.com/foo``) are kept by name, in whole units, with the
 same rules (:func:`is_extended_resource`; nodes advertise them in ``status.allocatable``).
@@ -29,16 +32,19 @@ from gpufleet.io.quantities import (
     parse_memory_mib,
     parse_quantity,
 )
-from gpufleet.model import MILLI_PER_GPU, GpuRequest
+from gpufleet.model import GPU_RESOURCE, MILLI_PER_GPU, SHARED_GPU_RESOURCE, GpuRequest
 from gpufleet.model.gpu import parse_mig_profile
 
-GPU = "nvidia.com/gpu"
+GPU = GPU_RESOURCE
+SHARED_GPU = SHARED_GPU_RESOURCE
 HAMI_MEMORY = "nvidia.com/gpumem"
 HAMI_CORES = "nvidia.com/gpucores"
 GPU_MILLI_ANNOTATION = "gpufleet.dev/gpu-milli"
 GPU_MEMORY_ANNOTATION = "gpufleet.dev/gpu-memory"
 _NVIDIA = "nvidia.com/"
-_SUPPORTED_NVIDIA = f"{GPU}, {MIG_RESOURCE_PREFIX}<profile>, {HAMI_MEMORY}, {HAMI_CORES}"
+_SUPPORTED_NVIDIA = (
+    f"{GPU}, {SHARED_GPU}, {MIG_RESOURCE_PREFIX}<profile>, {HAMI_MEMORY}, {HAMI_CORES}"
+)
 
 
 def is_extended_resource(name: str) -> bool:
@@ -152,7 +158,7 @@ def _container(context: Context, item: object, path: str, origins: dict[str, str
                 )
             amount = request if request is not None else limit
         elif (
-            name == GPU
+            name in (GPU, SHARED_GPU)
             or name in (HAMI_MEMORY, HAMI_CORES)
             or (name.startswith(MIG_RESOURCE_PREFIX))
         ):
@@ -218,7 +224,12 @@ def _annotation_int(
 def _gpu_request(
     context: Context, total: Amounts, origins: Mapping[str, str], annotations: Annotations
 ) -> GpuRequest:
-    count = int(total.get(GPU, 0))
+    if GPU in total and SHARED_GPU in total:
+        raise context.error(
+            origins[SHARED_GPU], f"a pod asks for {GPU} or for {SHARED_GPU}, not both"
+        )
+    resource = SHARED_GPU if SHARED_GPU in total else GPU
+    count = int(total.get(resource, 0))
     migs = sorted(name for name in total if name.startswith(MIG_RESOURCE_PREFIX))
     if len(migs) > 1:
         raise context.error(
@@ -241,7 +252,7 @@ def _gpu_request(
         if count != 1:
             raise context.error(
                 origins[hami],
-                f"{hami} is a share of one GPU: expected {GPU}: 1 beside it, got {count}",
+                f"{hami} is a share of one GPU: expected {resource}: 1 beside it, got {count}",
             )
         if annotation in annotations.values:
             raise context.error(
@@ -265,15 +276,18 @@ def _gpu_request(
         )
         if count > 1:
             raise context.error(
-                where, f"a GPU share is part of one GPU: expected {GPU} absent or 1, got {count}"
+                where,
+                f"a GPU share is part of one GPU: expected {resource} absent or 1, got {count}",
             )
         if migs:
             raise context.error(where, f"a GPU share cannot be combined with {migs[0]}")
         if milli == MILLI_PER_GPU and not memory:
-            return GpuRequest.whole(1)
-        return GpuRequest.share(milli or 0, memory or 0)
+            return GpuRequest.whole(1, resource)
+        return GpuRequest.share(milli or 0, memory or 0, units=count, resource=resource)
     if migs and count:
-        raise context.error(origins[migs[0]], f"a pod asks for MIG slices or for {GPU}, not both")
+        raise context.error(
+            origins[migs[0]], f"a pod asks for MIG slices or for {resource}, not both"
+        )
     if migs:
         return GpuRequest.mig(parse_mig_profile(migs[0]).name, int(total[migs[0]]))
-    return GpuRequest.whole(count)
+    return GpuRequest.whole(count, resource)

@@ -5,7 +5,18 @@ files into these types lives in ``gpufleet.io``; computing with them lives in
 ``gpufleet.scheduling``.
 """
 
-from gpufleet.model.gpu import MILLI_PER_GPU, GpuDevice, MigProfile, MigSlice, parse_mig_profile
+from gpufleet.model.gpu import (
+    GPU_RESOURCE,
+    MILLI_PER_GPU,
+    NO_SHARING,
+    SHARED_GPU_RESOURCE,
+    GpuDevice,
+    GpuSharing,
+    MigProfile,
+    MigSlice,
+    SharingStrategy,
+    parse_mig_profile,
+)
 from gpufleet.model.node import GFD_LABELS, Node, Taint, TaintEffect, gfd_labels
 from gpufleet.model.placement import Placement
 from gpufleet.model.pod import (
@@ -19,9 +30,13 @@ from gpufleet.model.pod import (
 
 __all__ = [
     "GFD_LABELS",
+    "GPU_RESOURCE",
     "MILLI_PER_GPU",
+    "NO_SHARING",
+    "SHARED_GPU_RESOURCE",
     "GpuDevice",
     "GpuRequest",
+    "GpuSharing",
     "MigProfile",
     "MigSlice",
     "Node",
@@ -30,6 +45,7 @@ __all__ = [
     "Placement",
     "Pod",
     "PodClass",
+    "SharingStrategy",
     "Taint",
     "TaintEffect",
     "Toleration",

@@ -1,17 +1,27 @@
-"""GPU devices and MIG slices.
+"""GPU devices, MIG slices, and how a node's device plugin advertises its GPUs.
 
 A GPU is counted in milli-GPU (1000 = one whole device). A device may be partitioned into MIG
 slices, as the NVIDIA device plugin's *mixed* strategy advertises them
 (``nvidia.com/mig-1g.10gb``, ``nvidia.com/mig-3g.40gb``, ...); a partitioned device is then only
 usable through its slices, never whole or shared.
+
+:class:`GpuSharing` says what the device plugin advertises for the other devices: units of one
+extended resource (``nvidia.com/gpu``, or ``nvidia.com/gpu.shared`` when time-slicing renames
+it), ``replicas`` of them per device. What a pod holds of them is :mod:`gpufleet.model.sharing`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 MILLI_PER_GPU = 1000
+#: The extended resource the NVIDIA device plugin advertises GPUs as.
+GPU_RESOURCE = "nvidia.com/gpu"
+#: What time-slicing or MPS advertises instead with ``renameByDefault: true``.
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+GPU_RESOURCES = (GPU_RESOURCE, SHARED_GPU_RESOURCE)
 #: Compute slices of one MIG-capable GPU (A100, H100, H200, B200 all have seven).
 MIG_COMPUTE_SLICES = 7
 
@@ -86,3 +96,60 @@ class GpuDevice:
     @property
     def partitioned(self) -> bool:
         return bool(self.mig_slices)
+
+
+class SharingStrategy(StrEnum):
+    """How a node's device plugin shares its GPUs (GFD's ``nvidia.com/gpu.sharing-strategy``,
+    plus HAMi's ``split``)."""
+
+    NONE = "none"
+    TIME_SLICING = "time-slicing"
+    MPS = "mps"
+    #: HAMi: ``deviceSplitCount`` units per device; a unit is a whole device unless the pod
+    #: asks for a share (``nvidia.com/gpumem``, ``nvidia.com/gpucores``).
+    SPLIT = "split"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSharing:
+    """What a node advertises per (not MIG-partitioned) device: ``replicas`` units of
+    ``resource``. Without sharing, one ``nvidia.com/gpu`` per device."""
+
+    strategy: SharingStrategy = SharingStrategy.NONE
+    replicas: int = 1
+    resource: str = GPU_RESOURCE
+    #: The device plugin's ``failRequestsGreaterThanOne``: a pod may ask for one unit only.
+    one_unit_per_pod: bool = False
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.replicas <= MILLI_PER_GPU:
+            raise ValueError(
+                f"replicas per GPU must be from 1 to {MILLI_PER_GPU}, got {self.replicas}"
+            )
+        if self.strategy is SharingStrategy.NONE and (
+            self.replicas != 1 or self.resource != GPU_RESOURCE or self.one_unit_per_pod
+        ):
+            raise ValueError("a node without GPU sharing advertises one nvidia.com/gpu per GPU")
+        if self.resource not in GPU_RESOURCES:
+            raise ValueError(
+                f"GPU resource must be one of {', '.join(GPU_RESOURCES)}, got {self.resource!r}"
+            )
+
+    @property
+    def time_sliced(self) -> bool:
+        """Every unit is a replica: a pod asking ``nvidia.com/gpu: 1`` gets a slice of a device."""
+        return self.strategy in (SharingStrategy.TIME_SLICING, SharingStrategy.MPS)
+
+    @property
+    def replica_milli(self) -> int:
+        """The least a pod holding one unit holds of its device: the whole device without
+        sharing, 1/replicas of it (rounded down) with sharing."""
+        return MILLI_PER_GPU // self.replicas
+
+    @property
+    def whole_milli(self) -> int:
+        """What each unit of a plain ``nvidia.com/gpu: N`` request holds of its device."""
+        return self.replica_milli if self.time_sliced else MILLI_PER_GPU
+
+
+NO_SHARING = GpuSharing()

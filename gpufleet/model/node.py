@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from gpufleet.model.gpu import GpuDevice
+from gpufleet.model.gpu import GPU_RESOURCE, NO_SHARING, GpuDevice, GpuSharing
 
 
 class TaintEffect(StrEnum):
@@ -31,6 +31,9 @@ class GFD_LABELS:  # noqa: N801 - a namespace of constants, named like the label
     COUNT = "nvidia.com/gpu.count"
     MIG_CAPABLE = "nvidia.com/mig.capable"
     MIG_STRATEGY = "nvidia.com/mig.strategy"
+    #: Units the device plugin advertises per GPU (time-slicing or MPS), and how it shares.
+    REPLICAS = "nvidia.com/gpu.replicas"
+    SHARING_STRATEGY = "nvidia.com/gpu.sharing-strategy"
     ZONE = "topology.kubernetes.io/zone"
     RACK = "gpufleet.dev/rack"
     NVLINK_DOMAIN = "gpufleet.dev/nvlink-domain"
@@ -68,10 +71,21 @@ class Node:
     #: Allocatable extended resources other than NVIDIA GPUs (``rdma/hca``, ``amd.com/gpu``),
     #: (name, whole units) sorted by name.
     extended: tuple[tuple[str, int], ...] = ()
+    #: What the device plugin advertises for the devices that are not MIG-partitioned.
+    gpu_sharing: GpuSharing = NO_SHARING
 
     @property
     def gpu_count(self) -> int:
         return len(self.gpus)
+
+    @property
+    def gpu_units(self) -> int:
+        """Units of :attr:`gpu_resource` the node advertises (what the kubelet counts)."""
+        return self.gpu_sharing.replicas * sum(not g.partitioned for g in self.gpus)
+
+    @property
+    def gpu_resource(self) -> str:
+        return self.gpu_sharing.resource if self.gpus else GPU_RESOURCE
 
     @property
     def gpu_model(self) -> str | None:
@@ -85,17 +99,27 @@ class Node:
         return min((g.memory_mib for g in self.gpus), default=0)
 
 
-def gfd_labels(gpus: tuple[GpuDevice, ...]) -> dict[str, str]:
+#: GFD appends this to the product of time-sliced or MPS GPUs (unless ``renameByDefault``).
+SHARED_PRODUCT_SUFFIX = "-SHARED"
+
+
+def gfd_labels(gpus: tuple[GpuDevice, ...], sharing: GpuSharing = NO_SHARING) -> dict[str, str]:
     """The labels GPU Feature Discovery would put on a node with these GPUs."""
     if not gpus:
         return {}
     model = Counter(g.model for g in gpus).most_common(1)[0][0]
+    product = model
+    if sharing.time_sliced and sharing.resource == GPU_RESOURCE:
+        product += SHARED_PRODUCT_SUFFIX
     labels = {
-        GFD_LABELS.PRODUCT: model,
+        GFD_LABELS.PRODUCT: product,
         GFD_LABELS.MEMORY: str(min(g.memory_mib for g in gpus)),
         GFD_LABELS.COUNT: str(len(gpus)),
         GFD_LABELS.MIG_CAPABLE: str(model.upper().startswith(MIG_CAPABLE_PREFIXES)).lower(),
     }
     if any(g.partitioned for g in gpus):
         labels[GFD_LABELS.MIG_STRATEGY] = "mixed"
+    if sharing.time_sliced:
+        labels[GFD_LABELS.REPLICAS] = str(sharing.replicas)
+        labels[GFD_LABELS.SHARING_STRATEGY] = sharing.strategy.value
     return labels

@@ -12,6 +12,11 @@ Besides GPUs a pod may ask for other extended resources (``rdma/hca``, ``amd.com
 ``vendor/resource``), whole units counted against what nodes advertise (``extended``).
 Its placement rules that relate it to other pods (pod affinity, anti-affinity, topology
 spread) and its preferred node affinity are in ``rules`` (:mod:`gpufleet.model.affinity`).
+A GPU request also names the units of the node's GPU resource the kubelet counts for
+it (``units`` of ``resource``: its ``nvidia.com/gpu`` or ``nvidia.com/gpu.shared`` limit): as many
+as its whole GPUs, one for a share that also asks ``nvidia.com/gpu: 1``, none for a share given
+only by gpufleet's annotations (the kubelet counts nothing for it). What a request holds on a
+given node is :func:`gpufleet.model.sharing.milli_per_device`.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gpufleet.model.affinity import PlacementRules
-from gpufleet.model.gpu import MILLI_PER_GPU
+from gpufleet.model.gpu import GPU_RESOURCE, GPU_RESOURCES, MILLI_PER_GPU
 from gpufleet.model.node import TaintEffect
 from gpufleet.model.selectors import NodeSelectorRequirement, NodeSelectorTerm
 
@@ -54,6 +59,10 @@ class GpuRequest:
     memory_mib: int = 0
     mig_profile: str | None = None
     mig_count: int = 0
+    #: Units of ``resource`` the kubelet counts (-1, the default: as many as whole GPUs, none
+    #: for a share).
+    units: int = -1
+    resource: str = GPU_RESOURCE
 
     def __post_init__(self) -> None:
         if self.count < 0 or self.milli < 0 or self.memory_mib < 0 or self.mig_count < 0:
@@ -71,14 +80,26 @@ class GpuRequest:
             raise ValueError("a MIG request needs both a profile and a count")
         if self.mig_profile is not None and self.count:
             raise ValueError("a pod asks for MIG slices or for GPUs, not both")
+        if self.resource not in GPU_RESOURCES:
+            raise ValueError(f"GPU resource must be one of {', '.join(GPU_RESOURCES)}")
+        if self.units == -1:
+            object.__setattr__(self, "units", 0 if self.is_shared else self.count)
+        elif self.is_shared:
+            if self.units not in (0, 1):
+                raise ValueError(f"a share of one GPU counts 0 or 1 unit, got {self.units}")
+        elif self.units != self.count:
+            raise ValueError(f"{self.count} whole GPUs count {self.count} units, got {self.units}")
 
     @classmethod
-    def whole(cls, count: int) -> GpuRequest:
-        return cls(count=count, milli=MILLI_PER_GPU if count else 0)
+    def whole(cls, count: int, resource: str = GPU_RESOURCE) -> GpuRequest:
+        return cls(count=count, milli=MILLI_PER_GPU if count else 0, resource=resource)
 
     @classmethod
-    def share(cls, milli: int = 0, memory_mib: int = 0) -> GpuRequest:
-        return cls(count=1, milli=milli, memory_mib=memory_mib)
+    def share(
+        cls, milli: int = 0, memory_mib: int = 0, units: int = 0, resource: str = GPU_RESOURCE
+    ) -> GpuRequest:
+        """A share of one GPU; ``units=1`` when it also asks ``nvidia.com/gpu: 1``."""
+        return cls(count=1, milli=milli, memory_mib=memory_mib, units=units, resource=resource)
 
     @classmethod
     def mig(cls, profile: str, count: int = 1) -> GpuRequest:
@@ -90,7 +111,9 @@ class GpuRequest:
 
     @property
     def total_milli(self) -> int:
-        """Milli-GPU requested in all (memory-only shares count as 0 until placed)."""
+        """Milli-GPU asked for in all, before placement: what a pod holds once placed depends
+        on its node (:func:`gpufleet.model.sharing.milli_per_device`), and memory-only shares
+        count 0 here."""
         return self.count * self.milli
 
 

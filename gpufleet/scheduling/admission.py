@@ -94,14 +94,17 @@ def model_quota_warnings(queues: Mapping[str, Queue], models: Iterable[str]) -> 
     return out
 
 
-def requested(pods: Sequence[Pod]) -> dict[str, int]:
-    """What pods ask before they are placed (GPU model unknown; memory shares count 0)."""
+def requested(pods: Sequence[Pod], whole_milli: int = MILLI_PER_GPU) -> dict[str, int]:
+    """What pods ask before they are placed, as the least they can hold once placed (GPU
+    model unknown; memory shares count 0; a whole GPU ``whole_milli``: less than a device
+    where some node time-slices its GPUs, see :mod:`gpufleet.model.sharing`)."""
     cpu = memory = gpu = 0
     extended: dict[str, int] = {}
     for pod in pods:  # one pass: every tried workload's request is summed so
         cpu += pod.cpu_milli
         memory += pod.memory_mib
-        gpu += pod.gpu.count * pod.gpu.milli  # GpuRequest.total_milli
+        request = pod.gpu
+        gpu += request.count * (request.milli if request.is_shared else whole_milli)
         for name, units in pod.extended:
             extended[name] = extended.get(name, 0) + units
     return {CPU: cpu, MEMORY: memory, GPU: gpu, **extended}
@@ -119,7 +122,7 @@ def used(
         allocation = placed.allocation
         usage[CPU] += allocation.cpu_milli
         usage[MEMORY] += allocation.memory_mib
-        milli = allocation.gpu_milli_per_device * len(allocation.gpu_indices)
+        milli = allocation.gpu_milli
         usage[GPU] += milli
         key = key_of(model) if milli else None
         if key is not None:

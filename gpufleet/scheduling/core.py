@@ -99,7 +99,7 @@ from gpufleet.scheduling.reclaim import (
     victim_priority_allowed,
 )
 from gpufleet.scheduling.running import RunningWorkload
-from gpufleet.scheduling.topology import one_model, place_workload
+from gpufleet.scheduling.topology import least_gpu_milli, one_model, place_workload
 
 ADMITTED = "admitted"
 HELD_FOR_PREEMPTOR = "waiting for quota: held for a preemptor"
@@ -325,6 +325,7 @@ class SchedulerCore:
         #: Requests of the workloads tried (each gang's, before placement), and as the quota
         #: tree's amounts; kept while they wait (pruned when most have left).
         self._requests: dict[str, tuple[Workload, dict[str, int], tuple[int, ...]]] = {}
+        self._requests_least = MILLI_PER_GPU
         self._never_fits_cache: dict[object, bool] = {}
         #: Per (queue, table size, topology version): the GPU models it lists, as rows.
         self._model_choices: dict[tuple[str, int, int], list[_ModelChoice]] = {}
@@ -503,6 +504,7 @@ class SchedulerCore:
                 if rid >= 0
             ),
             table.pod_index.identity(pod),
+            demand.units if placement.gpu_indices else 0,
         )
         bound = Bound(pod, placement, allocation)
         usage = used([bound], [node.gpu_model], self._model_key)
@@ -903,10 +905,21 @@ class SchedulerCore:
         memory shares or MIG slices (their milli-GPU depends on the node)."""
         if self._quota_keys_beyond_request or self.quotas.namespace_caps:
             return False
+        if self.table.time_sliced:  # whole GPUs hold a replica or a device
+            return False
         return all(
-            not p.gpu.memory_mib and not p.gpu.mig_count
+            not p.gpu.memory_mib and not p.gpu.mig_count and not (p.gpu.is_shared and p.gpu.units)
             for p in workload.pods[: workload.gang_size]
         )
+
+    def _least_whole_milli(self) -> int:
+        """The least a whole-GPU unit holds on any node (a replica where nodes time-slice)."""
+        table = self.table
+        if not table.time_sliced:
+            return MILLI_PER_GPU
+        n = table.size
+        usable = table.whole_milli[:n][table.alive[:n] & (table.gpu_count[:n] > 0)]
+        return int(usable.min()) if usable.size else MILLI_PER_GPU
 
     def _surely_places(self, workload: Workload, restrict: BoolArray | None) -> bool:
         """Would :func:`place_workload` place the gang on ``restrict`` now? True only when
@@ -951,7 +964,7 @@ class SchedulerCore:
             if spread:
                 return bool(mask.any())  # (room.sum() >= 1 with room the mask as 0/1)
             room: IntArray = mask.astype(np.int64)
-        elif demand.shared or demand.mig_count:
+        elif demand.shared or demand.mig_count or demand.milli_by_row is not None:
             return False
         else:
             # Room for len(pods) where the mask allows (free amounts are never negative).
@@ -984,7 +997,7 @@ class SchedulerCore:
         # labelled rows adds room 0, which never suffices).
         domains = ids[labelled]
         capacity = np.bincount(domains, weights=self._free_gpu_milli()[labelled])
-        need = sum(p.gpu.total_milli for p in pods)
+        need = least_gpu_milli(engine, pods)
         if by_model:  # room for the whole gang on one GPU model of a domain
             width = len(table.model_names) + 1
             pairs = domains * width + table.model_id[:n][labelled] + 1
@@ -1054,9 +1067,13 @@ class SchedulerCore:
     def _request_entry(
         self, workload: Workload
     ) -> tuple[Workload, dict[str, int], tuple[int, ...]]:
+        least = self._least_whole_milli()
+        if least != self._requests_least:
+            self._requests.clear()
+            self._requests_least = least
         known = self._requests.get(workload.key)
         if known is None or known[0] is not workload:
-            request = requested(workload.pods[: workload.gang_size])
+            request = requested(workload.pods[: workload.gang_size], least)
             amounts = self.quotas.tree.limited(request)
             known = self._requests[workload.key] = (workload, request, amounts)
         return known
@@ -1931,7 +1948,7 @@ class SchedulerCore:
 
     def _quota_start(self, workload: Workload) -> float | None:
         """When enough running work ends (as expected) for ``workload`` to pass its quota."""
-        request = requested(workload.pods[: workload.gang_size])
+        request = requested(workload.pods[: workload.gang_size], self._least_whole_milli())
         default = self.config.default_expected_runtime
         snapshot = self.quotas.snapshot()
         try:

@@ -3,12 +3,14 @@
 Pods with the same :attr:`~gpufleet.model.Pod.signature` compile to the same :class:`Demand`,
 so the engine compiles each shape once (per change of the node set), not once per pod.
 
-The static part of filtering (GPU model, node selector and affinity, taints, cordons, extended
-resources no node has) is evaluated here over all nodes at once from the table's id columns;
-the usage-dependent part (free CPU, memory, GPU, extended resources, and the inter-pod rules of
-:mod:`.interpod` and :mod:`.spread`, compiled here into columns of the table's pod index) is
-evaluated per placement by the filters. Preferred node affinity is static: its raw weights per
-row are computed here once.
+The static part of filtering (GPU model, node selector and affinity, taints, cordons, the GPU
+resource a node advertises, extended resources no node has) is evaluated here over all nodes at
+once from the table's id columns; the usage-dependent part (free CPU, memory, GPU, units,
+extended resources, and the inter-pod rules of :mod:`.interpod` and :mod:`.spread`, compiled
+here into columns of the table's pod index) is evaluated per placement by the filters.
+Preferred node affinity is static: its raw weights per row are computed here once. What the pod
+holds per device on each row follows :func:`gpufleet.model.sharing.milli_per_device`,
+column-wise (a property test keeps the two in agreement).
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ import numpy as np
 from gpufleet.model import MILLI_PER_GPU, Pod, Taint, Toleration
 from gpufleet.model.affinity import PreferredNodeTerm
 from gpufleet.model.gpu import model_matches
-from gpufleet.model.pod import NodeSelectorRequirement, NodeSelectorTerm
+from gpufleet.model.pod import GpuRequest, NodeSelectorRequirement, NodeSelectorTerm
+from gpufleet.model.sharing import IMPOSSIBLE_MILLI
 from gpufleet.scheduling.domains import FloatArray
 from gpufleet.scheduling.interpod import InterPodTerms, compile_interpod
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
 from gpufleet.scheduling.spread import SpreadRules, compile_spread
 
-#: Milli-GPU that no device can offer: marks rows where a memory share cannot be converted.
-IMPOSSIBLE_MILLI = MILLI_PER_GPU + 1
+__all__ = ["IMPOSSIBLE_MILLI", "Demand", "compile_demand", "tolerates"]
 
 
 @dataclass(slots=True)
@@ -40,10 +42,17 @@ class Demand:
     gpu_count: int
     gpu_milli: int
     shared: bool
-    #: Milli-GPU per row for shares asked in GPU memory (None when ``gpu_milli`` holds).
+    #: Milli-GPU per device on each row, where it differs by row (None when ``gpu_milli``
+    #: holds everywhere): a share asked in GPU memory, a share that takes a unit (a whole
+    #: device without sharing, at least a replica with it), whole GPUs on time-sliced rows.
     milli_by_row: IntArray | None
     mig_profile: int
     mig_count: int
+    #: Units of the node's GPU resource it takes (the kubelet's count), and that resource.
+    units: int
+    resource: str
+    #: Rows advertising the GPU resource it asks for (and allowing its count), or None.
+    resource_mask: BoolArray | None
     #: GPU "tag" for clustering heuristics: 0 = shared, k = k whole GPUs, -1 = none.
     tag: int
     model_mask: BoolArray | None
@@ -95,18 +104,7 @@ def compile_demand(table: NodeTable, pod: Pod) -> Demand:
     """Compile ``pod`` against ``table`` (see the module docstring)."""
     n = table.size
     gpu = pod.gpu
-    milli_by_row: IntArray | None = None
-    gpu_milli = gpu.milli
-    if gpu.count and gpu.memory_mib:
-        memory = table.gpu_mem[:n]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            by_memory = np.where(
-                memory > 0,
-                -(-gpu.memory_mib * MILLI_PER_GPU // np.maximum(memory, 1)),
-                IMPOSSIBLE_MILLI,
-            )
-        milli_by_row = np.maximum(by_memory, gpu.milli).astype(np.int64)
-        gpu_milli = gpu.milli
+    milli_by_row = _milli_by_row(table, gpu)
     mig_profile = -1
     if gpu.mig_profile is not None:
         mig_profile = table.mig_profile_id.get(gpu.mig_profile, -2)
@@ -114,8 +112,9 @@ def compile_demand(table: NodeTable, pod: Pod) -> Demand:
     model_mask = _model_mask(table, pod) if (gpu.count or gpu.mig_count) else None
     affinity_mask = _affinity_mask(table, pod)
     taint_mask = _taint_mask(table, pod.tolerations)
+    resource_mask = _resource_mask(table, gpu)
     static_mask = table.schedulable[:n].copy()
-    for mask in (model_mask, affinity_mask, taint_mask):
+    for mask in (model_mask, affinity_mask, taint_mask, resource_mask):
         if mask is not None:
             static_mask &= mask
     if mig_profile == -2:
@@ -145,11 +144,14 @@ def compile_demand(table: NodeTable, pod: Pod) -> Demand:
         cpu_milli=pod.cpu_milli,
         memory_mib=pod.memory_mib,
         gpu_count=gpu.count,
-        gpu_milli=gpu_milli,
+        gpu_milli=gpu.milli,
         shared=gpu.is_shared,
         milli_by_row=milli_by_row,
         mig_profile=mig_profile,
         mig_count=gpu.mig_count,
+        units=gpu.units,
+        resource=gpu.resource,
+        resource_mask=resource_mask,
         tag=tag,
         model_mask=model_mask,
         affinity_mask=affinity_mask,
@@ -187,6 +189,42 @@ def _preference(table: NodeTable, terms: tuple[PreferredNodeTerm, ...]) -> Float
     for preferred in terms:
         weights += preferred.weight * _term_mask(table, preferred.term)
     return weights
+
+
+def _milli_by_row(table: NodeTable, gpu: GpuRequest) -> IntArray | None:
+    """Milli-GPU per device on each row (see :attr:`Demand.milli_by_row`)."""
+    n = table.size
+    if not gpu.count:
+        return None
+    if not gpu.is_shared:
+        return table.whole_milli[:n].copy() if table.time_sliced else None
+    if not gpu.memory_mib and not gpu.units:
+        return None
+    milli = np.full(n, gpu.milli, np.int64)
+    if gpu.memory_mib:
+        memory = table.gpu_mem[:n]
+        by_memory = np.where(
+            memory > 0,
+            -(-gpu.memory_mib * MILLI_PER_GPU // np.maximum(memory, 1)),
+            IMPOSSIBLE_MILLI,
+        )
+        milli = np.maximum(milli, by_memory)
+    if gpu.units:
+        milli = np.maximum(milli, table.replica_milli[:n])
+    return milli.astype(np.int64)
+
+
+def _resource_mask(table: NodeTable, gpu: GpuRequest) -> BoolArray | None:
+    """Rows that advertise the GPU resource ``gpu`` takes units of (and allow that many)."""
+    if not gpu.units:
+        return None
+    n = table.size
+    if gpu.resource not in table.gpu_resources:
+        return np.zeros(n, np.bool_)
+    mask: BoolArray = table.resource_id[:n] == table.gpu_resources.index(gpu.resource)
+    if gpu.units > 1:
+        mask &= ~table.one_unit[:n]
+    return mask
 
 
 def _model_mask(table: NodeTable, pod: Pod) -> BoolArray | None:

@@ -35,13 +35,19 @@ from gpufleet.scheduling.filters import (
     missing_gpu_models,
     pod_rules_mask,
 )
-from gpufleet.scheduling.framework import FilterPlugin, FloatArray, Policy, ScorePlugin
+from gpufleet.scheduling.framework import (
+    DeviceChoice,
+    FilterPlugin,
+    FloatArray,
+    Policy,
+    ScorePlugin,
+)
 from gpufleet.scheduling.interpod import (
     EXISTING_ANTI_AFFINITY_REASON,
     existing_anti_affinity_failures,
 )
 from gpufleet.scheduling.node_table import Allocation, BoolArray, IntArray, NodeTable
-from gpufleet.scheduling.policies.devices import share_milli
+from gpufleet.scheduling.policies.devices import replica_devices, share_milli
 from gpufleet.scheduling.preferences import may_prefer, preferred_rows
 from gpufleet.scheduling.row_cache import RowTracker
 
@@ -211,10 +217,16 @@ class PlacementEngine:
                 demand.mig_profile >= 0
                 and table.mig_free[row, demand.mig_profile] >= demand.mig_count
             )
-        if demand.shared:
-            need = demand.milli_by_row[row] if demand.milli_by_row is not None else demand.gpu_milli
+        if demand.units and table.replicated and table.units_free[row] < demand.units:
+            return False
+        if demand.milli_by_row is None:
+            if demand.shared:
+                return bool(table.max_free[row] >= demand.gpu_milli)
+            return bool(table.full_free[row] >= demand.gpu_count)
+        need = demand.milli_by_row[row]
+        if demand.shared or demand.gpu_count == 1:
             return bool(table.max_free[row] >= need)
-        return bool(table.full_free[row] >= demand.gpu_count)
+        return int(np.count_nonzero(table.gpu_free[row] >= need)) >= demand.gpu_count
 
     def explain(self, pod: Pod) -> Unschedulable:
         """Why ``pod`` fits nowhere: nodes per reason, the first failing filter of each node."""
@@ -257,7 +269,12 @@ class PlacementEngine:
         demand = self.demand(pod)
         # Cordons are temporary, so a cordoned node still counts here.
         mask = table.alive[:n] & (table.cpu_cap[:n] >= pod.cpu_milli)
-        for static in (demand.model_mask, demand.affinity_mask, demand.taint_mask):
+        for static in (
+            demand.model_mask,
+            demand.affinity_mask,
+            demand.taint_mask,
+            demand.resource_mask,
+        ):
             if static is not None:
                 mask &= static
         mask &= table.mem_cap[:n] >= pod.memory_mib
@@ -269,11 +286,11 @@ class PlacementEngine:
             if demand.mig_profile < 0:
                 return False
             mask &= table.mig_cap[:n, demand.mig_profile] >= demand.mig_count
-        elif demand.shared:
-            milli = demand.milli_by_row if demand.milli_by_row is not None else demand.gpu_milli
-            mask &= (table.gpu_count[:n] >= 1) & (milli <= MILLI_PER_GPU)
         elif demand.gpu_count:
-            mask &= table.gpu_count[:n] >= demand.gpu_count
+            milli = demand.milli_by_row if demand.milli_by_row is not None else demand.gpu_milli
+            mask &= (table.gpu_count[:n] >= demand.gpu_count) & (milli <= MILLI_PER_GPU)
+            if demand.units:
+                mask &= table.units_cap[:n] >= demand.units
         return bool(mask.any())
 
     # ------------------------------------------------------------------------- score
@@ -357,12 +374,12 @@ class PlacementEngine:
         table = self.table
         if identity is None:
             identity = table.pod_index.identity(pod)
-        choice = self.policy.devices.choose(table, row, demand)
-        milli = 0
-        if demand.shared:
-            milli = share_milli(table, row, demand)
-        elif demand.gpu_count:
-            milli = MILLI_PER_GPU
+        milli = share_milli(table, row, demand) if demand.gpu_count else 0
+        if demand.gpu_count and not demand.shared and milli < MILLI_PER_GPU:
+            # Replicas of a time-sliced node: the same rule for every policy.
+            choice = DeviceChoice(replica_devices(table, row, milli, demand.gpu_count))
+        else:
+            choice = self.policy.devices.choose(table, row, demand)
         allocation = table.allocate(
             row,
             demand.cpu_milli,
@@ -374,6 +391,7 @@ class PlacementEngine:
             demand.tag,
             demand.extended,
             identity,
+            demand.units,
         )
         node = table.nodes[row]
         placement = Placement(
@@ -417,9 +435,10 @@ def describe_request(pod: Pod) -> str:
         parts.append(f"{gpu.mig_count} x nvidia.com/mig-{gpu.mig_profile}")
     elif gpu.is_shared:
         share = f"{gpu.milli} milli-GPU" if gpu.milli else f"{gpu.memory_mib}Mi GPU memory"
-        parts.append(f"a share of one GPU ({share})")
+        unit = f", 1 x {gpu.resource}" if gpu.units else ""
+        parts.append(f"a share of one GPU ({share}{unit})")
     elif gpu.count:
-        parts.append(f"{gpu.count} x nvidia.com/gpu")
+        parts.append(f"{gpu.count} x {gpu.resource}")
     if pod.gpu_models is not None:
         parts.append("GPU model in {" + ", ".join(sorted(pod.gpu_models)) + "}")
     parts.extend(f"{amount} x {name}" for name, amount in pod.extended)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from gpufleet.model import GFD_LABELS, MILLI_PER_GPU, Pod
+from gpufleet.model import GFD_LABELS, Pod
 from gpufleet.scheduling import interpod, spread
 from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.framework import FilterPlugin
@@ -154,8 +154,34 @@ class NodeResourcesFit:
         return reasons
 
 
+class GpuResource:
+    """The GPU resource a pod takes units of: a node must advertise it (``nvidia.com/gpu`` or,
+    renamed by time-slicing, ``nvidia.com/gpu.shared``) and, where the device plugin refuses
+    more than one replica per pod (``failRequestsGreaterThanOne``), allow the count."""
+
+    name = "GpuResource"
+    static = True
+
+    def applies(self, demand: Demand) -> bool:
+        return demand.resource_mask is not None
+
+    def mask(self, table: NodeTable, demand: Demand, rows: Rows = None) -> BoolArray:
+        assert demand.resource_mask is not None
+        return demand.resource_mask if rows is None else demand.resource_mask[rows]
+
+    def reasons(self, table: NodeTable, demand: Demand) -> Mapping[str, BoolArray]:
+        n = table.size
+        failing = ~self.mask(table, demand)
+        one_unit = failing & table.one_unit[:n] & (table.gpu_count[:n] > 0)
+        return {
+            f"Insufficient {demand.resource}": failing & ~one_unit,
+            "node(s) give one GPU replica per pod": one_unit,
+        }
+
+
 class GpuFit:
-    """Free GPUs: whole devices, one device with enough share left, or MIG slices."""
+    """Free GPUs: whole devices, devices with enough left (a share, or replicas on a
+    time-sliced node), or MIG slices; and free units of the node's GPU resource."""
 
     name = "GpuFit"
     static = False
@@ -170,10 +196,26 @@ class GpuFit:
                 return np.zeros(table.cpu_free[sel].shape, np.bool_)
             fits: BoolArray = table.mig_free[sel, demand.mig_profile] >= demand.mig_count
             return fits
-        if demand.shared:
-            need = demand.milli_by_row[sel] if demand.milli_by_row is not None else demand.gpu_milli
-            return table.max_free[sel] >= need
-        return table.full_free[sel] >= demand.gpu_count
+        fits = self._devices_fit(table, demand, sel)
+        if demand.units and table.replicated:
+            fits &= table.units_free[sel] >= demand.units
+        return fits
+
+    @staticmethod
+    def _devices_fit(table: NodeTable, demand: Demand, sel: slice | IntArray) -> BoolArray:
+        need = demand.milli_by_row
+        fits: BoolArray
+        if need is None and demand.shared:
+            fits = table.max_free[sel] >= demand.gpu_milli
+        elif need is None:
+            fits = table.full_free[sel] >= demand.gpu_count
+        elif demand.shared or demand.gpu_count == 1:
+            fits = table.max_free[sel] >= need[sel]
+        else:
+            # Several whole GPUs where some rows hand out replicas: that many devices with room.
+            room = table.gpu_free[sel] >= need[sel][:, None]
+            fits = np.count_nonzero(room, axis=1) >= demand.gpu_count
+        return fits
 
     def reasons(self, table: NodeTable, demand: Demand) -> Mapping[str, BoolArray]:
         n = table.size
@@ -183,20 +225,23 @@ class GpuFit:
                 table.mig_profiles[demand.mig_profile] if demand.mig_profile >= 0 else "unknown"
             )
             return {f"Insufficient nvidia.com/mig-{profile}": failing}
+        units = np.zeros(n, np.bool_)
+        if demand.units and table.replicated:
+            units = failing & (table.units_free[:n] < demand.units)
+            failing = failing & ~units
+        per_device = demand.milli_by_row if demand.milli_by_row is not None else demand.gpu_milli
+        total = table.gpu_free[:n].sum(axis=1)
         if demand.shared:
             # A node with enough milli-GPU in total but no single device with enough left is
             # fragmented, which is worth telling apart from a node that is simply full.
-            need = demand.milli_by_row if demand.milli_by_row is not None else demand.gpu_milli
-            total = table.gpu_free[:n].sum(axis=1)
-            fragmented = failing & (total >= need) & (table.gpu_count[:n] > 0)
+            fragmented = failing & (total >= per_device) & (table.gpu_count[:n] > 0)
             return {
-                "Insufficient nvidia.com/gpu": failing & ~fragmented,
+                f"Insufficient {demand.resource}": (failing & ~fragmented) | units,
                 "GPU share fragmented (no single device has enough left)": fragmented,
             }
-        total = table.gpu_free[:n].sum(axis=1)
-        fragmented = failing & (total >= demand.gpu_count * MILLI_PER_GPU)
+        fragmented = failing & (total >= demand.gpu_count * per_device)
         return {
-            "Insufficient nvidia.com/gpu": failing & ~fragmented,
+            f"Insufficient {demand.resource}": (failing & ~fragmented) | units,
             "GPUs fragmented (enough milli-GPU left, too few whole devices)": fragmented,
         }
 
@@ -267,6 +312,7 @@ def default_filters() -> Sequence[FilterPlugin]:
         TaintToleration(),
         GpuModel(),
         NodeResourcesFit(),
+        GpuResource(),
         GpuFit(),
         PodTopologySpread(),
         InterPodAffinity(),

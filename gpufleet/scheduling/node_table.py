@@ -1,11 +1,12 @@
 """The cluster as columns: one row per node, numpy arrays for everything the hot path reads.
 
-The table owns free capacity (CPU, memory, milli-GPU per device, MIG slices per profile, and
-one column per extended resource name seen, such as ``rdma/hca``), the static facts filters
-need (GPU model ids, label value ids, hard taints), which pods hold each row as the inter-pod
-rules count them (:class:`~gpufleet.scheduling.pod_index.PodIndex`, ``pod_index``), and a
-version stamp per row so that callers can cache per-row quantities and recompute only rows that
-changed.
+The table owns free capacity (CPU, memory, milli-GPU per device, MIG slices per profile, units
+of the GPU resource the kubelet counts, and one column per extended resource name seen, such as
+``rdma/hca``), the static facts filters need (GPU model ids, label value ids, hard taints, which
+GPU resource a node advertises and what one unit of it holds), which pods hold each row as the
+inter-pod rules count them (:class:`~gpufleet.scheduling.pod_index.PodIndex`, ``pod_index``),
+and a version stamp per row so that callers can cache per-row quantities and recompute only rows
+that changed. (What a unit holds: :mod:`gpufleet.model.sharing`.)
 
 Changes happen one row at a time through :meth:`NodeTable.allocate` and
 :meth:`NodeTable.release`. Inside a trial (:meth:`begin_trial`) every change is logged so that
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.model import MILLI_PER_GPU, Node, TaintEffect
+from gpufleet.model import GPU_RESOURCE, MILLI_PER_GPU, Node, TaintEffect
 from gpufleet.model.node import Taint
+from gpufleet.model.sharing import held_gpu_milli
 from gpufleet.scheduling.pod_index import PodIndex
 
 IntArray = npt.NDArray[np.int64]
@@ -34,7 +36,8 @@ _HARD_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
 _COLUMNS = (
     "cpu_cap", "mem_cap", "cpu_free", "mem_free", "gpu_free", "gpu_count",
     "full_free", "max_free", "gpu_mem", "model_id", "mig_cap", "mig_free", "tag_count", "alive",
-    "schedulable", "version", "hard_taints", "ext_cap", "ext_free",
+    "schedulable", "version", "hard_taints", "ext_cap", "ext_free", "units_cap", "units_free",
+    "replica_milli", "whole_milli", "resource_id", "one_unit",
 )  # fmt: skip
 
 
@@ -54,6 +57,13 @@ class Allocation:
     extended: tuple[tuple[int, int], ...] = ()
     #: The holder's identity in the table's pod index (-1: not counted there).
     identity: int = -1
+    #: Units of the node's GPU resource taken (what the kubelet counts).
+    units: int = 0
+
+    @property
+    def gpu_milli(self) -> int:
+        """The GPU amount held (:func:`~gpufleet.model.sharing.held_gpu_milli`)."""
+        return held_gpu_milli(self.gpu_milli_per_device, len(self.gpu_indices))
 
 
 @dataclass(slots=True)
@@ -68,6 +78,7 @@ class _RowImage:
     tag_count: IntArray
     free_slices: list[list[tuple[int, int]]]
     ext_free: IntArray | None
+    units_free: int
 
 
 class NodeTable:
@@ -92,6 +103,14 @@ class NodeTable:
         self.ext_names: list[str] = []
         self.ext_id: dict[str, int] = {}
         self.pod_index = PodIndex()
+        #: GPU resource names the nodes advertise (``resource_id`` indexes it).
+        self.gpu_resources: list[str] = [GPU_RESOURCE]
+        #: Whether some node advertises more than one unit per device (then units can run out
+        #: before devices do; with one unit per device they never do: each holder of a unit
+        #: holds its whole device).
+        self.replicated = False
+        #: Whether some node time-slices (a whole-GPU request holds less than a device there).
+        self.time_sliced = False
         #: Bumped on every change of any row; row versions take its value.
         self.clock = 0
         #: Bumped when nodes are added or removed (static masks must be rebuilt).
@@ -138,6 +157,16 @@ class NodeTable:
         self.hard_taints = np.zeros((capacity, 0), np.bool_)
         self.ext_cap = np.zeros((capacity, 0), np.int64)
         self.ext_free = np.zeros((capacity, 0), np.int64)
+        self.units_cap = np.zeros(capacity, np.int64)
+        self.units_free = np.zeros(capacity, np.int64)
+        #: Per row: the least milli-GPU a pod holding one unit holds (1000 without sharing).
+        self.replica_milli = np.full(capacity, MILLI_PER_GPU, np.int64)
+        #: Per row: what each unit of a whole-GPU request holds of its device.
+        self.whole_milli = np.full(capacity, MILLI_PER_GPU, np.int64)
+        #: Per row: the GPU resource advertised (index into ``gpu_resources``; -1: no GPUs).
+        self.resource_id = np.full(capacity, -1, np.int64)
+        #: Per row: the device plugin refuses a pod asking for more than one unit.
+        self.one_unit = np.zeros(capacity, np.bool_)
         self.label_ids: dict[str, IntArray] = {}
         self.pod_index.grow(capacity)
 
@@ -211,6 +240,17 @@ class NodeTable:
                 self.gpu_free[row, position] = MILLI_PER_GPU
         self.gpu_count[row] = len(usable)
         self.gpu_mem[row] = node.gpu_memory_mib
+        sharing = node.gpu_sharing
+        self.units_cap[row] = self.units_free[row] = node.gpu_units
+        self.replica_milli[row] = sharing.replica_milli
+        self.whole_milli[row] = sharing.whole_milli
+        self.one_unit[row] = sharing.one_unit_per_pod
+        if node.gpus:
+            if sharing.resource not in self.gpu_resources:
+                self.gpu_resources.append(sharing.resource)
+            self.resource_id[row] = self.gpu_resources.index(sharing.resource)
+        self.replicated |= sharing.replicas > 1
+        self.time_sliced |= sharing.whole_milli < MILLI_PER_GPU
         model = node.gpu_model
         if model is not None:
             if model not in self.model_id_of:
@@ -328,6 +368,7 @@ class NodeTable:
                     self.tag_count[row].copy(),
                     [list(s) for s in self._free_slices[row]],
                     self.ext_free[row].copy() if self.ext_names else None,
+                    int(self.units_free[row]),
                 )
             )
 
@@ -343,6 +384,7 @@ class NodeTable:
         tag: int = -1,
         extended: Sequence[tuple[int, int]] = (),
         identity: int = -1,
+        units: int = 0,
     ) -> Allocation:
         """Take resources on one row. Raises if they are not free (callers filter first).
 
@@ -358,6 +400,11 @@ class NodeTable:
             if rid < 0 or amount > self.ext_free[row, rid]:
                 name = self.ext_names[rid] if rid >= 0 else "an unknown resource"
                 raise ValueError(f"not enough {name} on {self.nodes[row].name!r}")
+        if units > self.units_free[row]:
+            node = self.nodes[row]
+            raise ValueError(
+                f"{node.name!r} has {self.units_free[row]} {node.gpu_resource} free, {units} asked"
+            )
         for position in positions:
             if self.gpu_free[row, position] < milli_per_device:
                 raise ValueError(
@@ -372,6 +419,7 @@ class NodeTable:
         self._save(row)
         self.cpu_free[row] -= cpu_milli
         self.mem_free[row] -= memory_mib
+        self.units_free[row] -= units
         for position in positions:
             self.gpu_free[row, position] -= milli_per_device
         if mig_slices:
@@ -398,6 +446,7 @@ class NodeTable:
             tag,
             tuple(extended),
             identity,
+            units,
         )
 
     def reallocate(self, allocation: Allocation) -> Allocation:
@@ -416,6 +465,7 @@ class NodeTable:
             a.tag,
             a.extended,
             a.identity,
+            a.units,
         )
 
     def release(self, allocation: Allocation) -> None:
@@ -426,6 +476,7 @@ class NodeTable:
         self._save(row)
         self.cpu_free[row] += allocation.cpu_milli
         self.mem_free[row] += allocation.memory_mib
+        self.units_free[row] += allocation.units
         for index in allocation.gpu_indices:
             self.gpu_free[row, position_of[index]] += allocation.gpu_milli_per_device
         if allocation.mig_slices:
@@ -440,6 +491,7 @@ class NodeTable:
         if (
             self.cpu_free[row] > self.cpu_cap[row]
             or self.mem_free[row] > self.mem_cap[row]
+            or self.units_free[row] > self.units_cap[row]
             or bool((self.gpu_free[row] > MILLI_PER_GPU).any())
             or (allocation.extended and bool((self.ext_free[row] > self.ext_cap[row]).any()))
         ):
@@ -478,6 +530,7 @@ class NodeTable:
             self._free_slices[row] = image.free_slices
             if image.ext_free is not None:
                 self.ext_free[row, : image.ext_free.size] = image.ext_free
+            self.units_free[row] = image.units_free
             self._refresh_gpu_summary(row)
             self._touch(row)
         self.pod_index.rollback()

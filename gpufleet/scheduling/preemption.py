@@ -89,9 +89,7 @@ def node_first(
                 break
             prefix.append(victim)
             free += sum(
-                b.placement.gpu_milli_per_device * len(b.placement.gpu_indices)
-                for b in victim.bound.values()
-                if b.allocation.row == row
+                b.placement.gpu_milli for b in victim.bound.values() if b.allocation.row == row
             )
         if free >= need_milli and prefix:
             plans.append((position[id(prefix[-1])], len(prefix), position[id(prefix[0])], prefix))
@@ -113,7 +111,7 @@ def _rows_held(victim: RunningWorkload) -> tuple[tuple[int, int], ...]:
     bound = victim.bound.values()
     held = dict.fromkeys({b.allocation.row for b in bound}, 0)  # keeps the set's order
     for b in bound:
-        held[b.allocation.row] += b.placement.gpu_milli_per_device * len(b.placement.gpu_indices)
+        held[b.allocation.row] += b.placement.gpu_milli
     return tuple(held.items())
 
 

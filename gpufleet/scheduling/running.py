@@ -31,10 +31,7 @@ class RunningWorkload:
 
     @property
     def gpu_milli(self) -> int:
-        return sum(
-            b.allocation.gpu_milli_per_device * len(b.allocation.gpu_indices)
-            for b in self.bound.values()
-        )
+        return sum(b.allocation.gpu_milli for b in self.bound.values())
 
     def expected_end(self, default_runtime: float) -> float:
         runtime = self.workload.expected_runtime

@@ -15,11 +15,28 @@ What it does not do: quotas, order or preemption (the core does).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from gpufleet.model import Pod
 from gpufleet.model.tenancy import TopologyMode, Workload
 from gpufleet.scheduling.engine import Bound, PlacementEngine, Unschedulable
 from gpufleet.scheduling.node_table import BoolArray
+
+
+def least_gpu_milli(engine: PlacementEngine, pods: Sequence[Pod]) -> int:
+    """The least milli-GPU ``pods`` hold wherever they go (a domain with less free cannot
+    hold them): per pod, its devices times the least it takes per device on a row it may use."""
+    need = 0
+    for pod in pods:
+        demand = engine.demand(pod)
+        per_device = demand.gpu_milli
+        if demand.milli_by_row is not None:
+            usable = demand.milli_by_row[demand.static_mask]
+            per_device = int(usable.min()) if usable.size else demand.gpu_milli
+        need += demand.gpu_count * per_device
+    return need
 
 
 def place_workload(
@@ -46,7 +63,7 @@ def place_workload(
         allowed = (
             table.schedulable[:n] if restrict is None else table.schedulable[:n] & restrict[:n]
         )
-        need = sum(p.gpu.total_milli for p in pods)
+        need = least_gpu_milli(engine, pods)
         free = table.gpu_free[:n].sum(axis=1)
         labelled = (ids >= 0) & allowed
         domains, inverse = np.unique(ids[labelled], return_inverse=True)

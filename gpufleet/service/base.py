@@ -247,8 +247,7 @@ class PlaneBase:
                 placement = pod.placement
                 if pod.state != POD_RUNNING or placement is None:
                     continue
-                each = placement.gpu_milli_per_device or MILLI_PER_GPU
-                allocated += len(placement.gpu_indices) * each / MILLI_PER_GPU
+                allocated += placement.gpu_milli / MILLI_PER_GPU
                 for index, _slot in placement.mig_slices:
                     allocated += 1 / max(slots.get((placement.node, index), 1), 1)
         return total, allocated

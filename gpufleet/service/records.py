@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.api.schemas import EventView, WorkloadState
 from gpufleet.model import MILLI_PER_GPU, Placement, Pod
+from gpufleet.model.sharing import describe_requests
 from gpufleet.model.workload import TimedWorkload
 
 #: Events kept in memory per workload (the store keeps them all).
@@ -28,9 +29,10 @@ POD_TERMINAL = (POD_SUCCEEDED, POD_CANCELLED, POD_FAILED)
 TERMINAL = (WorkloadState.SUCCEEDED, WorkloadState.CANCELLED, WorkloadState.FAILED)
 
 
-def pod_gpus(pod: Pod) -> float:
-    """GPUs a pod asks for: 0.25 for a quarter of one, MIG slices count as one each, a share
-    given only in GPU memory as 0 (its fraction depends on the device it lands on)."""
+def requested_gpus(pod: Pod) -> float:
+    """GPUs a pod asks for before placement, for admission rules (a cap per workload): 0.25 for
+    a quarter of one, MIG slices one each, a share given only in GPU memory 0 (its fraction
+    depends on the device it lands on). Not what it is charged: see :attr:`PodRecord.gpus`."""
     gpu = pod.gpu
     if gpu.mig_profile is not None:
         return float(gpu.mig_count)
@@ -46,6 +48,15 @@ class PodRecord:
     #: Its container's restarts in place, and its Job completion index (Indexed Jobs).
     restarts: int = 0
     index: int | None = None
+
+    @property
+    def gpus(self) -> float:
+        """GPUs the pod holds now (what its queue is charged, the same in every view): what
+        its placement holds on its devices while it runs, else 0. MIG slices are resources
+        of their own and count none."""
+        if self.state != POD_RUNNING or self.placement is None:
+            return 0.0
+        return self.placement.gpu_milli / MILLI_PER_GPU
 
 
 @dataclass(slots=True)
@@ -92,7 +103,14 @@ class WorkloadRecord:
 
     @property
     def gpus(self) -> float:
-        return sum(pod_gpus(p.pod) for p in self.pods.values())
+        """GPUs its pods hold now (:attr:`PodRecord.gpus`)."""
+        return sum(p.gpus for p in self.pods.values())
+
+    @property
+    def gpu_request(self) -> str:
+        """What its pods ask for, as written (:func:`~gpufleet.model.sharing.describe_requests`):
+        ``3x0.25+10Gi`` is a request, never a charge."""
+        return describe_requests(p.pod.gpu for p in self.pods.values())
 
     @property
     def running_pods(self) -> int:

@@ -34,7 +34,7 @@ from gpufleet.io.manifests import Context
 from gpufleet.model import Pod
 from gpufleet.model.node import GFD_LABELS, TaintEffect
 from gpufleet.model.tenancy import Queue, Workload
-from gpufleet.service.records import pod_gpus
+from gpufleet.service.records import requested_gpus
 
 TOKEN_PREFIX = "gf_"
 GPU_TAINT_KEY = "nvidia.com/gpu"
@@ -139,7 +139,7 @@ def check_workload(
                 f"{label}: tenant {principal.tenant!r} may not submit to queue "
                 f"{workload.queue!r} (allowed: {', '.join(allowed) or 'none'})"
             )
-    gpus = sum(pod_gpus(pod) for pod in workload.pods)
+    gpus = sum(requested_gpus(pod) for pod in workload.pods)
     limit = rules.max_gpus_per_workload.get(workload.queue, rules.max_gpus_per_workload.get("*"))
     if limit is not None and gpus > limit:
         raise InputError(

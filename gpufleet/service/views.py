@@ -28,11 +28,12 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
+from gpufleet.model.sharing import describe_request
 from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, QueuePreemption
 from gpufleet.scheduling.core import PendingExplanation
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
-from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord, pod_gpus
+from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord
 from gpufleet.service.tenants import Principal
 
 OTHER_TENANT = "(other tenant)"
@@ -79,6 +80,7 @@ def workload_summary(
         pods=len(record.pods),
         pods_running=record.running_pods,
         gpus=round(record.gpus, 3),
+        gpu_request=record.gpu_request,
         submitted=record.submitted,
         started=record.started,
         finished=record.finished,
@@ -117,8 +119,8 @@ def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDet
         for pod_record in record.pods.values():
             pod, placement = pod_record.pod, pod_record.placement
             share = None
-            if placement is not None and 0 < placement.gpu_milli_per_device < MILLI_PER_GPU:
-                share = placement.gpu_milli_per_device / MILLI_PER_GPU
+            if placement is not None and 0 < placement.milli_per_device < MILLI_PER_GPU:
+                share = placement.milli_per_device / MILLI_PER_GPU
             pods.append(
                 PodView(
                     name=pod.name,
@@ -129,7 +131,8 @@ def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDet
                     mig_slices=[f"{g}:{s}" for g, s in placement.mig_slices] if placement else [],
                     cpu=pod.cpu_milli / 1000,
                     memory_mib=pod.memory_mib,
-                    gpus=pod_gpus(pod),
+                    gpus=round(pod_record.gpus, 3),
+                    gpu_request=describe_request(pod.gpu),
                     restarts=pod_record.restarts,
                     completion_index=pod_record.index,
                 )
@@ -271,7 +274,7 @@ def nodes(plane: Plane, principal: Principal, name: str | None = None) -> list[N
                 assert placement is not None
                 cpu += pod.cpu_milli
                 memory += pod.memory_mib
-                each = placement.gpu_milli_per_device or MILLI_PER_GPU
+                each = placement.milli_per_device
                 for index in placement.gpu_indices:
                     milli[index] = milli.get(index, 0) + each
                     holders.setdefault(index, []).append(shown)

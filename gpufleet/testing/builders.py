@@ -6,8 +6,11 @@ import itertools
 from collections.abc import Iterable, Mapping
 
 from gpufleet.model import (
+    GPU_RESOURCE,
+    NO_SHARING,
     GpuDevice,
     GpuRequest,
+    GpuSharing,
     MigSlice,
     Node,
     NodeSelectorRequirement,
@@ -56,16 +59,19 @@ def make_node(
     mig: Mapping[int, Iterable[str]] | None = None,
     unschedulable: bool = False,
     extended: Mapping[str, int] | None = None,
+    sharing: GpuSharing = NO_SHARING,
 ) -> Node:
     """A node; ``mig`` maps device index -> MIG profiles it is partitioned into; ``extended``
-    its allocatable extended resources (``{"rdma/hca": 1}``)."""
+    its allocatable extended resources (``{"rdma/hca": 1}``); ``sharing`` says what its device
+    plugin advertises (one nvidia.com/gpu per device by default)."""
     name = name or f"node-{next(_names)}"
     devices = []
     for index in range(gpus):
         profiles = tuple((mig or {}).get(index, ()))
         slices = tuple(MigSlice(p, slot) for slot, p in enumerate(profiles))
         devices.append(GpuDevice(index, model, gpu_memory, slices))
-    all_labels = {GFD_LABELS.HOSTNAME: name, **gfd_labels(tuple(devices)), **(labels or {})}
+    hardware = gfd_labels(tuple(devices), sharing)
+    all_labels = {GFD_LABELS.HOSTNAME: name, **hardware, **(labels or {})}
     return Node(
         name,
         cpu,
@@ -75,6 +81,7 @@ def make_node(
         tuple(taints),
         unschedulable,
         tuple(sorted((extended or {}).items())),
+        sharing,
     )
 
 
@@ -96,17 +103,23 @@ def make_pod(
     labels: Mapping[str, str] | None = None,
     extended: Mapping[str, int] | None = None,
     rules: PlacementRules | None = None,
+    units: int = 0,
+    resource: str = GPU_RESOURCE,
 ) -> Pod:
     """A pod: ``gpus`` whole GPUs, or ``milli``/``gpu_memory`` of one, or a MIG slice; plus
-    ``extended`` resources and inter-pod ``rules`` (see :func:`pod_term`, :func:`spread`)."""
+    ``extended`` resources and inter-pod ``rules`` (see :func:`pod_term`, :func:`spread`).
+
+    A share takes ``units`` of the node's GPU resource: 0 (the default) for gpufleet's own
+    share, 1 for one that also asks ``nvidia.com/gpu: 1``; ``resource`` is what whole GPUs and
+    shares ask units of."""
     if mig is not None:
         gpu = GpuRequest.mig(mig, mig_count)
     elif milli is not None or gpu_memory:
-        gpu = GpuRequest.share(milli or 0, gpu_memory)
+        gpu = GpuRequest.share(milli or 0, gpu_memory, units, resource)
         if gpu.milli == 1000 and not gpu_memory:
-            gpu = GpuRequest.whole(1)
+            gpu = GpuRequest.whole(1, resource)
     else:
-        gpu = GpuRequest.whole(gpus)
+        gpu = GpuRequest.whole(gpus, resource)
     terms = (NodeSelectorTerm(tuple(affinity)),) if affinity is not None else ()
     return Pod(
         name or f"pod-{next(_names)}",

@@ -33,20 +33,30 @@ def gpu_node(
     labels: Mapping[str, str] | None = None,
     taints: list[Obj] | None = None,
     extra_resources: Mapping[str, str] | None = None,
+    replicas: int = 1,
+    rename: bool = False,
 ) -> Obj:
-    """A Ready node with ``gpus`` GPUs of ``model`` (name, MiB), labelled as GFD does."""
+    """A Ready node with ``gpus`` GPUs of ``model`` (name, MiB), labelled as GFD does; with
+    ``replicas`` > 1, time-sliced as the device plugin advertises it (``nvidia.com/gpu``, or
+    ``nvidia.com/gpu.shared`` with ``rename``, ``gpus x replicas`` of them)."""
     product, memory_mib = model
     resources = {"cpu": cpu, "memory": memory, "pods": "110"}
     if gpus:
-        resources["nvidia.com/gpu"] = str(gpus)
+        resource = "nvidia.com/gpu.shared" if rename else "nvidia.com/gpu"
+        resources[resource] = str(gpus * replicas)
     resources.update(extra_resources or {})
     node_labels = {"kubernetes.io/hostname": name}
     if gpus:
         node_labels |= {
-            "nvidia.com/gpu.product": product,
+            "nvidia.com/gpu.product": product + ("-SHARED" if replicas > 1 and not rename else ""),
             "nvidia.com/gpu.memory": str(memory_mib),
             "nvidia.com/gpu.count": str(gpus),
         }
+        if replicas > 1:
+            node_labels |= {
+                "nvidia.com/gpu.replicas": str(replicas),
+                "nvidia.com/gpu.sharing-strategy": "time-slicing",
+            }
     node_labels.update(labels or {})
     return {
         "apiVersion": "v1",

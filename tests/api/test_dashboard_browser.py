@@ -231,7 +231,8 @@ def job(name: str, namespace: str, queue: str, parallelism: int, gpus: int) -> d
 
 
 def deployment(name: str, namespace: str, queue: str, replicas: int, milli: int) -> dict[str, Any]:
-    template = _pod_spec({"nvidia.com/gpu": 1}, models="T4", milli=milli)
+    # A time-sliced replica of a T4 (the example cluster's T4s advertise nvidia.com/gpu.shared)
+    template = _pod_spec({"nvidia.com/gpu.shared": 1}, models="T4", milli=milli)
     template["metadata"]["labels"] = {"app": name}
     return {
         "apiVersion": "apps/v1",
@@ -508,7 +509,8 @@ def test_dashboard_in_a_browser(
     # a new workload appears without a reload, through the event stream
     filter_workloads(page, "all")
     page.evaluate("() => { window.__sameDocument = true; }")
-    server.submit(pod("live-probe", "research", "research", models="T4", milli=250))
+    replica = {"nvidia.com/gpu.shared": 1}  # a time-sliced T4 replica
+    server.submit(pod("live-probe", "research", "research", limits=replica, models="T4", milli=250))
     page.wait_for_selector("tr[data-workload='research/live-probe']", timeout=15_000)
     assert page.evaluate("() => window.__sameDocument === true"), "the page reloaded"
     assert page.get_attribute("#live-indicator", "data-state") == "live"

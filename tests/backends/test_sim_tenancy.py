@@ -14,7 +14,7 @@ from gpufleet.backends.sim.results import TenancyStats
 from gpufleet.backends.sim.run import run_workloads
 from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.control.loop import run as run_loop
-from gpufleet.model import Node, Placement
+from gpufleet.model import GpuSharing, Node, Placement, SharingStrategy
 from gpufleet.model.actions import Bind
 from gpufleet.model.events import PodReady, WorkloadAdded
 from gpufleet.model.tenancy import Queue, Workload
@@ -407,3 +407,13 @@ def test_short_of_nominal_counts_only_waiting_gpus_that_fit_the_nominal_left(
     a = done.stats.queues["a"]
     assert (a.longest_short_of_nominal, a.short_of_nominal_spells) == (longest, spells)
     assert a.completed == sum(queue == "a" for queue, *_ in jobs)
+
+
+def test_reports_charge_a_share_what_it_holds_on_its_device() -> None:
+    """Issue 11 item 9 in the simulator's reports: a share of 250 milli-GPU and 10 GiB of a
+    15 GiB T4 holds 0.667 of it, and the queue's GPU-hours count that."""
+    sharing = GpuSharing(SharingStrategy.TIME_SLICING, 4)
+    t4 = make_node("t4", gpus=1, model="T4", gpu_memory=15 * 1024, sharing=sharing)
+    infer = make_workload("infer", queue="team", milli=250, gpu_memory=10 * 1024, units=1)
+    done = simulate([t4], [timed(infer, 0, HOUR)], [make_queue("team", gpus=1)])
+    assert done.stats.queues["team"].gpu_hours_used == pytest.approx(0.667, abs=1e-3)

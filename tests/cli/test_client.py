@@ -68,6 +68,7 @@ def workload(
         "pods": pods,
         "pods_running": pods if state is WorkloadState.RUNNING else 0,
         "gpus": gpus,
+        "gpu_request": f"{pods}x1",
         "submitted": submitted,
         "started": started,
     }
@@ -83,6 +84,7 @@ def pod(name: str = "train-1-0", **overrides: Any) -> PodView:
         "cpu": 4.0,
         "memory_mib": 16384,
         "gpus": 1.0,
+        "gpu_request": "1",
     }
     return PodView(**(values | overrides))
 

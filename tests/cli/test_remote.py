@@ -91,9 +91,9 @@ def test_workloads_table_has_kubectl_columns_and_ages() -> None:
         workload("serve", gpus=0.5, pods=1, state=WorkloadState.PENDING, started=None),
     ]
     text = render(workloads_table(rows, CLOCK, namespaces=False))
-    assert lines_with(text, "NAME") == ["NAME KIND QUEUE STATE PODS GPUS AGE"]
-    assert lines_with(text, "train-1") == ["train-1 Job team-a Running 2/2 2 9m00s"]
-    assert lines_with(text, "serve") == ["serve Job team-a Pending 0/1 0.5 9m00s"]
+    assert lines_with(text, "NAME") == ["NAME KIND QUEUE STATE PODS GPUS REQUEST AGE"]
+    assert lines_with(text, "train-1") == ["train-1 Job team-a Running 2/2 2 2x1 9m00s"]
+    assert lines_with(text, "serve") == ["serve Job team-a Pending 0/1 0.5 1x1 9m00s"]
 
 
 def test_workloads_table_wide_adds_why_it_waits_and_namespaces() -> None:
@@ -110,7 +110,7 @@ def test_workloads_table_wide_adds_why_it_waits_and_namespaces() -> None:
     text = render(workloads_table([waiting], CLOCK, wide=True, namespaces=True))
     assert lines_with(text, "NAMESPACE")[0].startswith("NAMESPACE NAME KIND")
     assert lines_with(text, "serve") == [
-        "team-b serve Job team-b Pending 0/2 2 9m00s team-b 100 (high) - quota "
+        "team-b serve Job team-b Pending 0/2 2 2x1 9m00s team-b 100 (high) - quota "
         "queue team-b is at its quota"
     ]
 
@@ -158,8 +158,8 @@ def test_describe_workload_shows_gpu_indices_timeline_and_events() -> None:
     assert lines_with(text, "Expected runtime") == ["Expected runtime: 2h00m"]
     assert lines_with(text, "submitted") == ["submitted t=1m00s 9m00s ago"]
     assert lines_with(text, "started") == ["started t=1m30s after waiting 30s"]
-    assert lines_with(text, "train-1-0") == ["train-1-0 Running node-a 0,1 - - 2 4 16Gi"]
-    assert lines_with(text, "train-1-1") == ["train-1-1 Running node-b 3 0.5 - 0.5 4 16Gi"]
+    assert lines_with(text, "train-1-0") == ["train-1-0 Running node-a 0,1 - - 2 1 4 16Gi"]
+    assert lines_with(text, "train-1-1") == ["train-1-1 Running node-b 3 0.5 - 0.5 1 4 16Gi"]
     events = lines_with(text, "+")
     assert events == [
         "t=1m00s +0s Normal Submitted to queue team-a",
@@ -338,16 +338,6 @@ def test_written_config_is_private_and_read_back(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A clean environment: no server or token variables, a config file under tmp_path."""
-    for name in ("GPUFLEET_SERVER", "GPUFLEET_TOKEN", "XDG_CONFIG_HOME"):
-        monkeypatch.delenv(name, raising=False)
-    path = tmp_path / "config.yaml"
-    monkeypatch.setenv("GPUFLEET_CONFIG", str(path))
-    return path
-
-
-@pytest.fixture
 def fake(env: Path) -> Iterator[FakeServer]:
     server = FakeServer(
         {
@@ -379,7 +369,11 @@ def cli(*args: str, input: str | None = None) -> tuple[int, str, str]:
 
 COMMAND_CASES = [
     # id, arguments, what stdout must hold
-    ("get-workloads", ["get", "workloads"], ["train-1 Job team-a Running 2/2 2 9m00s", "serve"]),
+    (
+        "get-workloads",
+        ["get", "workloads"],
+        ["train-1 Job team-a Running 2/2 2 2x1 9m00s", "serve"],
+    ),
     ("get-wl-alias-wide", ["get", "wl", "-o", "wide"], ["TENANT PRIORITY STARTED"]),
     ("get-one-workload", ["get", "workload", "team-a/train-1"], ["train-1 Job team-a Running"]),
     ("get-queues", ["get", "queues"], ["team-a org 1 8 10 2 0.25 3 5"]),
@@ -445,7 +439,7 @@ def test_submit_reads_files_and_stdin_with_their_content_type(
     manifest.write_text('{"kind": "Pod"}')
     code, out, err = cli("submit", "-f", str(manifest), "-f", "-", input="kind: Job\n")
     assert (code, err) == (0, "")
-    assert out.count("workload/team-a/train-1 accepted: Job, 2 pod(s), 2 GPU(s), queue") == 2
+    assert out.count("workload/team-a/train-1 accepted: Job, 2 pod(s), GPU request 2x1, queue") == 2
     sent = [(r.headers["content-type"], r.content) for r in fake.requests if r.method == "POST"]
     assert sent == [
         ("application/json", b'{"kind": "Pod"}'),
@@ -650,8 +644,8 @@ def test_app_submit_prints_what_was_accepted(served: ServiceHarness, tmp_path: P
     result = as_(served, "team-a", "submit", "-f", str(manifest))
     assert (result.code, result.err) == (0, "")
     assert result.out.splitlines() == [
-        "workload/team-a/train accepted: Job, 2 pod(s), 4 GPU(s), queue team-a, Pending",
-        "workload/team-a/one accepted: Pod, 1 pod(s), 1 GPU(s), queue team-a, Pending",
+        "workload/team-a/train accepted: Job, 2 pod(s), GPU request 2x2, queue team-a, Pending",
+        "workload/team-a/one accepted: Pod, 1 pod(s), GPU request 1, queue team-a, Pending",
     ]
     as_json = tmp_path / "pod.json"
     as_json.write_text(json.dumps(pod_doc("from-json", 1)))
@@ -665,10 +659,12 @@ def test_app_submit_prints_what_was_accepted(served: ServiceHarness, tmp_path: P
 def test_app_get_workloads_queues_and_nodes(served: ServiceHarness) -> None:
     _busy(served)
     mine = as_(served, "team-a", "get", "workloads")
-    assert mine.rows("train") == ["train Job team-a Running 2/2 4 2m00s"]
+    assert mine.rows("train") == ["train Job team-a Running 2/2 4 2x2 2m00s"]
     assert "late" not in mine.out  # team-b's
     everyone = as_(served, "admin", "get", "workloads", "-A", "-o", "wide")
-    assert everyone.rows("late")[0].startswith("team-b late Job team-b Pending 0/2 4 1m00s team-b")
+    assert everyone.rows("late")[0].startswith(
+        "team-b late Job team-b Pending 0/2 0 2x2 1m00s team-b"
+    )
     pending = as_(served, "admin", "get", "workloads", "--state", "pending", "-o", "yaml")
     assert [w["key"] for w in yaml.safe_load(pending.out)] == ["team-b/late"]
     queues = as_(served, "team-a", "get", "queues")

@@ -357,3 +357,84 @@ def test_the_readme_example_of_replicas_kept_apart() -> None:
         "affinity/selector, 4 node(s) didn't match pod anti-affinity rules." in text
     )
     assert "4 of 6 pods placed" in text
+
+
+NODE_YAML = """
+apiVersion: v1
+kind: Node
+metadata:
+  name: {name}
+  labels:
+    nvidia.com/gpu.product: {product}
+    nvidia.com/gpu.memory: "15360"
+    nvidia.com/gpu.count: "{count}"
+{extra}
+status:
+  allocatable: {{cpu: "32", memory: 128Gi, nvidia.com/gpu: "{units}"}}
+"""
+PODS_YAML = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata:
+      labels: {{app: web}}
+      annotations: {annotations}
+    spec:
+      containers:
+        - name: c
+          resources: {{limits: {{nvidia.com/gpu: 1}}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("node", "pods", "summary", "share"),
+    [
+        pytest.param(
+            NODE_YAML.format(name="one", product="Tesla-T4", count=1, units=1, extra=""),
+            PODS_YAML.format(replicas=4, annotations='{gpufleet.dev/gpu-milli: "250"}'),
+            "1 of 4 pods placed on 1 nodes",
+            "1000",
+            id="shares-asking-a-unit-on-one-gpu",
+        ),
+        pytest.param(
+            NODE_YAML.format(
+                name="ts",
+                product="Tesla-T4-SHARED",
+                count=2,
+                units=8,
+                extra='    nvidia.com/gpu.replicas: "4"\n'
+                "    nvidia.com/gpu.sharing-strategy: time-slicing",
+            ),
+            PODS_YAML.format(replicas=9, annotations="{}"),
+            "8 of 9 pods placed on 1 nodes",
+            "250",
+            id="a-pod-per-time-sliced-replica",
+        ),
+    ],
+)
+def test_place_binds_what_the_kubelet_admits(
+    tmp_path: Path, node: str, pods: str, summary: str, share: str
+) -> None:
+    """Issue 11 item 8 through `gpufleet place` on Node YAML."""
+    (tmp_path / "node.yaml").write_text(node)
+    (tmp_path / "pods.yaml").write_text(pods)
+    result = runner.invoke(
+        app,
+        [
+            "place",
+            "--cluster",
+            str(tmp_path / "node.yaml"),
+            "--workload",
+            str(tmp_path / "pods.yaml"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert summary in text
+    assert f"default/web-0 │ {'one' if share == '1000' else 'ts'} │ 0 │ {share}" in text
+    if share == "1000":
+        assert "Insufficient nvidia.com/gpu" in text

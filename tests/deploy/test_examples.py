@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpufleet.io.cluster_spec import cluster_spec_from_dict
 from gpufleet.io.kube_pods import pods_from_object
 from gpufleet.io.workloads import Scenario, read_scenario
 from tests.deploy.support import DEPLOY_EXAMPLES, Loaded, load_objects
@@ -189,3 +190,26 @@ def test_time_slicing_config_is_the_device_plugin_format() -> None:
     assert config["sharing"]["timeSlicing"]["resources"] == [
         {"name": "nvidia.com/gpu", "replicas": 4}
     ]
+
+
+def test_the_time_slicing_config_declares_a_simulated_pool() -> None:
+    """The ConfigMap's config, as is, under a ClusterSpec pool's devicePlugin: 8 GPUs of 4
+    replicas advertise 32 nvidia.com/gpu, as the device plugin advertises them."""
+    (item,) = load_objects(DEPLOY_EXAMPLES / "time-slicing-configmap.yaml")
+    pool = {
+        "name": "t4",
+        "count": 1,
+        "cpu": "32",
+        "memory": "128Gi",
+        "gpu": {"model": "T4", "count": 8, "memory": "15Gi"},
+        "devicePlugin": yaml.safe_load(item.obj["data"]["any"]),
+    }
+    spec = {
+        "apiVersion": "gpufleet.dev/v1alpha1",
+        "kind": "ClusterSpec",
+        "metadata": {"name": "ts"},
+        "spec": {"pools": [pool]},
+    }
+    (node,) = cluster_spec_from_dict(spec, "cluster.yaml")
+    assert (node.gpu_units, node.gpu_resource) == (32, "nvidia.com/gpu")
+    assert node.labels["nvidia.com/gpu.replicas"] == "4"

@@ -139,10 +139,16 @@ POD_CASES = {
         "nvidia.com/gpumem is a share of one GPU: expected nvidia.com/gpu: 1 beside it, got 2",
     ),
     "unsupported-nvidia-resource": Case(
-        limits("      limits: {nvidia.com/gpu.shared: 1}\n"),
+        limits("      limits: {nvidia.com/gpu.sharedd: 1}\n"),
+        "document 2 (line 6), Pod default/x",
+        "spec.containers[0].resources.limits[nvidia.com/gpu.sharedd]",
+        "unsupported resource 'nvidia.com/gpu.sharedd'",
+    ),
+    "gpu-and-renamed-gpu": Case(
+        limits("      limits: {nvidia.com/gpu: 1, nvidia.com/gpu.shared: 1}\n"),
         "document 2 (line 6), Pod default/x",
         "spec.containers[0].resources.limits[nvidia.com/gpu.shared]",
-        "unsupported resource 'nvidia.com/gpu.shared'",
+        "a pod asks for nvidia.com/gpu or for nvidia.com/gpu.shared, not both",
     ),
     "extended-resource-in-requests-only": Case(
         pod("  containers:\n  - name: c\n    resources: {requests: {rdma/hca: 1}}\n"),

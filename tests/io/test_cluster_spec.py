@@ -17,7 +17,17 @@ from gpufleet.io.cluster_spec import (
     read_cluster_spec,
 )
 from gpufleet.io.errors import InputError
-from gpufleet.model import GFD_LABELS, GpuDevice, MigSlice, Node, Taint, TaintEffect
+from gpufleet.model import (
+    GFD_LABELS,
+    SHARED_GPU_RESOURCE,
+    GpuDevice,
+    GpuSharing,
+    MigSlice,
+    Node,
+    SharingStrategy,
+    Taint,
+    TaintEffect,
+)
 from tests.io.conftest import WriteFile
 
 SPEC = """
@@ -275,3 +285,111 @@ def test_alibaba_cluster_as_spec(alibaba_trace: Path) -> None:
     assert sum(p["count"] for p in spec["spec"]["pools"]) == len(nodes) == 1523
     again = cluster_spec_from_dict(spec, "alibaba.yaml")
     assert shape_counts(again) == shape_counts(nodes)
+
+
+DEVICE_PLUGIN = """
+version: v1
+flags:
+  migStrategy: none
+sharing:
+  timeSlicing:
+    renameByDefault: false
+    failRequestsGreaterThanOne: true
+    resources:
+      - name: nvidia.com/gpu
+        replicas: 4
+"""
+
+
+@pytest.mark.parametrize(
+    ("fields", "sharing", "product"),
+    [
+        pytest.param(
+            {"devicePlugin": yaml.safe_load(DEVICE_PLUGIN)},
+            GpuSharing(SharingStrategy.TIME_SLICING, 4, one_unit_per_pod=True),
+            "T4-SHARED",
+            id="the-configmap-data",
+        ),
+        pytest.param(
+            {
+                "devicePlugin": {
+                    "version": "v1",
+                    "sharing": {
+                        "mps": {
+                            "renameByDefault": True,
+                            "resources": [{"name": "nvidia.com/gpu", "replicas": 2}],
+                        }
+                    },
+                }
+            },
+            GpuSharing(SharingStrategy.MPS, 2, SHARED_GPU_RESOURCE),
+            "T4",
+            id="mps-renamed",
+        ),
+        pytest.param(
+            {"hami": {"deviceSplitCount": 10}},
+            GpuSharing(SharingStrategy.SPLIT, 10),
+            "T4",
+            id="hami",
+        ),
+    ],
+)
+def test_pools_declare_gpu_sharing(
+    fields: dict[str, Any], sharing: GpuSharing, product: str
+) -> None:
+    data = spec_dict()
+    data["spec"]["pools"][1].update(fields)
+    nodes = cluster_spec_from_dict(data, "cluster.yaml")
+    t4 = nodes[3]
+    assert t4.gpu_sharing == sharing
+    assert t4.gpu_units == 4 * sharing.replicas
+    assert t4.labels[GFD_LABELS.PRODUCT] == product
+    again = cluster_spec_from_dict(nodes_to_cluster_spec(nodes, "again"), "again.yaml")
+    assert again[3].gpu_sharing == sharing
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        pytest.param(
+            {"devicePlugin": {"version": "v1", "sharing": {}}},
+            "spec.pools[1].devicePlugin.sharing",
+            "expected one of timeSlicing or mps",
+            id="no-strategy",
+        ),
+        pytest.param(
+            {
+                "devicePlugin": {
+                    "version": "v1",
+                    "sharing": {
+                        "timeSlicing": {
+                            "resources": [{"name": "nvidia.com/mig-1g.10gb", "replicas": 2}]
+                        }
+                    },
+                }
+            },
+            "spec.pools[1].devicePlugin.sharing.timeSlicing.resources[0].name",
+            "Input should be 'nvidia.com/gpu'",
+            id="mig-replicas",
+        ),
+        pytest.param(
+            {"devicePlugin": {"version": "v2"}},
+            "spec.pools[1].devicePlugin.version",
+            "Input should be 'v1'",
+            id="version",
+        ),
+        pytest.param(
+            {"hami": {"deviceSplitCount": 10}, "devicePlugin": {"version": "v1"}},
+            "spec.pools[1]",
+            "devicePlugin and hami both advertise the GPUs",
+            id="both",
+        ),
+    ],
+)
+def test_bad_gpu_sharing(fields: dict[str, Any], field: str, message: str) -> None:
+    data = spec_dict()
+    data["spec"]["pools"][1].update(fields)
+    with pytest.raises(InputError) as raised:
+        cluster_spec_from_dict(data, "cluster.yaml")
+    assert f": {field}: " in str(raised.value)
+    assert message in str(raised.value)

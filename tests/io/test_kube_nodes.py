@@ -11,7 +11,16 @@ import pytest
 from gpufleet.io import alibaba
 from gpufleet.io.errors import InputError
 from gpufleet.io.kubernetes import load_manifests, node_from_object, read_nodes
-from gpufleet.model import GFD_LABELS, GpuDevice, MigSlice, Taint, TaintEffect
+from gpufleet.model import (
+    GFD_LABELS,
+    SHARED_GPU_RESOURCE,
+    GpuDevice,
+    GpuSharing,
+    MigSlice,
+    SharingStrategy,
+    Taint,
+    TaintEffect,
+)
 from tests.io.conftest import WriteFile
 
 
@@ -86,16 +95,179 @@ def test_capacity_when_no_allocatable() -> None:
     assert (node.cpu_milli, node.memory_mib) == (8000, 32768)
 
 
-def test_time_slicing_replicas_fold_back_into_devices() -> None:
-    labels = {
-        GFD_LABELS.PRODUCT: "Tesla-T4-SHARED",
-        "nvidia.com/gpu.replicas": "4",
-        GFD_LABELS.COUNT: "2",
-    }
+T4 = {GFD_LABELS.PRODUCT: "Tesla-T4", GFD_LABELS.MEMORY: "15360", GFD_LABELS.COUNT: "8"}
+TIME_SLICED = {
+    **T4,
+    GFD_LABELS.PRODUCT: "Tesla-T4-SHARED",
+    GFD_LABELS.REPLICAS: "4",
+    GFD_LABELS.SHARING_STRATEGY: "time-slicing",
+}
+HAMI_REGISTER = ":".join(f"GPU-{i},10,15360,100,NVIDIA-Tesla T4,0,true" for i in range(2)) + ":"
+
+
+@pytest.mark.parametrize(
+    ("allocatable", "labels", "annotations", "devices", "sharing"),
+    [
+        pytest.param(
+            {"nvidia.com/gpu": "32"},
+            TIME_SLICED,
+            {},
+            8,
+            GpuSharing(SharingStrategy.TIME_SLICING, 4),
+            id="time-slicing",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu.shared": "32", "nvidia.com/gpu": "0"},
+            {**TIME_SLICED, GFD_LABELS.PRODUCT: "Tesla-T4"},
+            {},
+            8,
+            GpuSharing(SharingStrategy.TIME_SLICING, 4, SHARED_GPU_RESOURCE),
+            id="time-slicing-renamed",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "32"},
+            {**TIME_SLICED, GFD_LABELS.SHARING_STRATEGY: "mps"},
+            {},
+            8,
+            GpuSharing(SharingStrategy.MPS, 4),
+            id="mps",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "8"},
+            {**T4, GFD_LABELS.REPLICAS: "1", GFD_LABELS.SHARING_STRATEGY: "none"},
+            {},
+            8,
+            GpuSharing(),
+            id="gfd-says-none",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "20"},
+            {},
+            {"hami.io/node-nvidia-register": HAMI_REGISTER},
+            2,
+            GpuSharing(SharingStrategy.SPLIT, 10),
+            id="hami",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "80"},
+            T4,
+            {},
+            8,
+            GpuSharing(SharingStrategy.SPLIT, 10),
+            id="more-units-than-gpus",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "14"},
+            {
+                GFD_LABELS.PRODUCT: "NVIDIA-A100-80GB-PCIe-MIG-1g.10gb",
+                GFD_LABELS.MEMORY: "9728",
+                GFD_LABELS.COUNT: "2",
+                GFD_LABELS.MIG_STRATEGY: "single",
+            },
+            {},
+            14,
+            GpuSharing(),
+            id="mig-single-strategy",
+        ),
+    ],
+)
+def test_what_the_device_plugin_advertises(
+    allocatable: dict[str, str],
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    devices: int,
+    sharing: GpuSharing,
+) -> None:
+    """Issue 11 item 8: time-sliced replicas stay units the kubelet counts (they were folded
+    back into devices, so a node of 32 replicas took 8 pods)."""
     node = node_from_object(
-        node_object(allocatable={"nvidia.com/gpu": "8"}, labels=labels), "nodes.yaml"
+        node_object(allocatable=allocatable, labels=labels, annotations=annotations),
+        "nodes.yaml",
     )
-    assert node.gpus == (GpuDevice(0, "Tesla-T4", 0), GpuDevice(1, "Tesla-T4", 0))
+    assert len(node.gpus) == devices
+    assert node.gpu_sharing == sharing
+    units = int(next(v for k, v in allocatable.items() if v != "0"))
+    assert node.gpu_units == units
+
+
+def test_time_sliced_devices_keep_their_model_and_memory() -> None:
+    node = node_from_object(
+        node_object(allocatable={"nvidia.com/gpu": "32"}, labels=TIME_SLICED), "nodes.yaml"
+    )
+    assert node.gpus[0] == GpuDevice(0, "Tesla-T4", 15360)
+    assert node.labels[GFD_LABELS.PRODUCT] == "Tesla-T4-SHARED"  # as GFD wrote it
+
+
+def test_hami_devices_give_model_and_memory_without_gfd() -> None:
+    node = node_from_object(
+        node_object(
+            allocatable={"nvidia.com/gpu": "20"},
+            annotations={"hami.io/node-nvidia-register": HAMI_REGISTER},
+        ),
+        "nodes.yaml",
+    )
+    assert node.gpus[1] == GpuDevice(1, "NVIDIA-Tesla-T4", 15360)
+
+
+@pytest.mark.parametrize(
+    ("allocatable", "labels", "annotations", "field", "message"),
+    [
+        pytest.param(
+            {"nvidia.com/gpu": "30"},
+            TIME_SLICED,
+            {},
+            "status.allocatable[nvidia.com/gpu]",
+            "so expected a multiple of 4, got 30",
+            id="not-a-multiple-of-replicas",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "4", "nvidia.com/gpu.shared": "16"},
+            TIME_SLICED,
+            {},
+            "status.allocatable[nvidia.com/gpu.shared]",
+            "not both",
+            id="both-resources",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu.shared": "16"},
+            T4,
+            {},
+            "metadata.labels[nvidia.com/gpu.replicas]",
+            "expected GFD's nvidia.com/gpu.replicas above 1",
+            id="shared-without-replicas",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "21"},
+            {},
+            {"hami.io/node-nvidia-register": HAMI_REGISTER},
+            "status.allocatable[nvidia.com/gpu]",
+            "expected a multiple of the node's 2 GPUs",
+            id="hami-not-a-multiple",
+        ),
+        pytest.param(
+            {"nvidia.com/gpu": "20"},
+            {},
+            {"hami.io/node-nvidia-register": "GPU-0,10"},
+            "metadata.annotations[hami.io/node-nvidia-register]",
+            "expected 'uuid,count,memory,cores,type,...' per device",
+            id="hami-garbled",
+        ),
+    ],
+)
+def test_bad_sharing(
+    allocatable: dict[str, str],
+    labels: dict[str, str],
+    annotations: dict[str, str],
+    field: str,
+    message: str,
+) -> None:
+    with pytest.raises(InputError) as raised:
+        node_from_object(
+            node_object(allocatable=allocatable, labels=labels, annotations=annotations),
+            "nodes.yaml",
+        )
+    assert f"Node gpu-1: {field}: " in str(raised.value)
+    assert message in str(raised.value)
 
 
 def slices(*profiles: str) -> tuple[MigSlice, ...]:

@@ -76,7 +76,7 @@ def one(obj: dict[str, Any]) -> TimedPod:
             pod_object(
                 container({"nvidia.com/gpu": 1}), annotations={"gpufleet.dev/gpu-memory": "10Gi"}
             ),
-            GpuRequest.share(0, 10240),
+            GpuRequest.share(0, 10240, units=1),
             id="share-memory",
         ),
         pytest.param(
@@ -97,7 +97,7 @@ def one(obj: dict[str, Any]) -> TimedPod:
                     {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 4096, "nvidia.com/gpucores": 50}
                 )
             ),
-            GpuRequest.share(500, 4096),
+            GpuRequest.share(500, 4096, units=1),
             id="hami-memory-and-cores",
         ),
         pytest.param(
@@ -116,6 +116,19 @@ def one(obj: dict[str, Any]) -> TimedPod:
             ),
             GpuRequest.mig("1g.10gb", 3),
             id="mig-summed",
+        ),
+        pytest.param(
+            pod_object(container({"nvidia.com/gpu.shared": 2})),
+            GpuRequest.whole(2, "nvidia.com/gpu.shared"),
+            id="renamed-time-slicing-replicas",
+        ),
+        pytest.param(
+            pod_object(
+                container({"nvidia.com/gpu.shared": 1}),
+                annotations={"gpufleet.dev/gpu-milli": "300"},
+            ),
+            GpuRequest.share(300, units=1, resource="nvidia.com/gpu.shared"),
+            id="share-of-a-renamed-replica",
         ),
     ],
 )

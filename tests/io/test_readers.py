@@ -8,7 +8,7 @@ import pytest
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.readers import read_cluster, read_workload
-from gpufleet.model import GpuRequest
+from gpufleet.model import SHARED_GPU_RESOURCE, GpuRequest
 from tests.conftest import REPO_ROOT
 from tests.io.conftest import WriteFile
 
@@ -136,7 +136,12 @@ EXAMPLES = REPO_ROOT / "examples"
     ("name", "pods", "gpu"),
     [
         pytest.param("one-gpu.yaml", 1, GpuRequest.whole(1), id="one-gpu"),
-        pytest.param("gpu-share.yaml", 3, GpuRequest.share(250, 10240), id="gpu-share"),
+        pytest.param(
+            "gpu-share.yaml",
+            3,
+            GpuRequest.share(250, 10240, 1, SHARED_GPU_RESOURCE),
+            id="gpu-share",
+        ),
         pytest.param("pytorch-gang-job.yaml", 4, GpuRequest.whole(1), id="gang-job"),
         pytest.param("mig.yaml", 2, GpuRequest.mig("1g.10gb"), id="mig"),
     ],

@@ -737,7 +737,7 @@ def test_examples_load_together() -> None:
     assert (sweep.min_member, sweep.preemption_policy) == (3, PreemptionPolicy.NEVER)
     chat = found["chat/chat-api-0"]
     assert (chat.priority, chat.preemptible, chat.queue) == (100000, False, "chat")
-    assert chat.pods[0].gpu == GpuRequest.share(500)
+    assert chat.pods[0].gpu == GpuRequest.share(500, units=1)
     assert found["research/notebook"].priority_class == "training-batch"  # the global default
 
 

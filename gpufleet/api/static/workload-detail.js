@@ -28,7 +28,7 @@ function podsTable(detail) {
   return h(
     "table",
     { class: "pods" },
-    h("thead", {}, h("tr", {}, ["Pod", "State", "Placement", "GPUs", "CPU", "Memory"].map((t) => h("th", { scope: "col" }, t)))),
+    h("thead", {}, h("tr", {}, ["Pod", "State", "Placement", "GPUs held", "Asks", "CPU", "Memory"].map((t) => h("th", { scope: "col" }, t)))),
     h(
       "tbody",
       {},
@@ -40,6 +40,7 @@ function podsTable(detail) {
           h("td", {}, pod.state),
           h("td", {}, podPlacement(pod)),
           h("td", { class: "num" }, formatGpus(pod.gpus)),
+          h("td", { class: "num" }, pod.gpu_request),
           h("td", { class: "num" }, formatGpus(pod.cpu)),
           h("td", { class: "num" }, formatGiB(pod.memory_mib)),
         ),

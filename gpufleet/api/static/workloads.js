@@ -77,7 +77,12 @@ function workloadRow(w, now) {
     h("td", { class: "nowrap", "data-field": "tenant" }, w.tenant),
     h("td", { class: "nowrap", "data-field": "queue" }, w.queue),
     h("td", { "data-field": "state" }, h("span", { class: "badge", "data-state": w.state }, w.state)),
-    h("td", { class: "num", "data-field": "gpus", "data-value": String(w.gpus) }, formatGpus(w.gpus)),
+    h(
+      "td",
+      { class: "num", "data-field": "gpus", "data-value": String(w.gpus), title: "GPUs held (charged to the queue)" },
+      formatGpus(w.gpus),
+      h("span", { class: "sub request", "data-field": "gpu-request", title: "what its pods ask for" }, `asks ${w.gpu_request}`),
+    ),
     h("td", { class: "num", "data-field": "pods" }, `${w.pods_running}/${w.pods}`),
     h(
       "td",

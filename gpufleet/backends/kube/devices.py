@@ -2,22 +2,25 @@
 
 Owns the annotations the scheduler writes through the Binding (the API server copies a
 binding's annotations onto the pod in the same write, so a pod is never bound without them):
-the device indices, the milli-GPU taken on each for a share, the MIG slices, and an
-``NVIDIA_VISIBLE_DEVICES``-style hint for a node-side component to enforce. A restarted
-scheduler reads them back, so it hands out no device twice.
+the device indices, the milli-GPU taken on each when less than a device (a share, or a replica
+of a time-sliced GPU), the MIG slices, and an ``NVIDIA_VISIBLE_DEVICES``-style hint for a
+node-side component to enforce. A restarted scheduler reads them back, so it hands out no device
+twice. (On a time-sliced node the device plugin, not gpufleet, picks which replica a pod gets:
+the index is where gpufleet counts it.)
 
 Pods bound by other schedulers carry none of this; :class:`DeviceLedger` then picks the devices
-they most likely hold (free whole devices lowest index first, the fullest device a share still
-fits on, the first free MIG slice of their profile) so that they count against the node.
+they most likely hold, holding what :func:`~gpufleet.model.sharing.milli_per_device` says (free
+whole devices lowest index first, the fullest devices a share or replica still fits on, the
+first free MIG slice of their profile) so that they count against the node.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Mapping
 
 from gpufleet.model import MILLI_PER_GPU, Node, Placement, Pod
+from gpufleet.model.sharing import milli_per_device
 
 GPU_INDEX_ANNOTATION = "gpufleet.dev/gpu-index"
 GPU_SHARE_ANNOTATION = "gpufleet.dev/gpu-milli-per-device"
@@ -107,21 +110,13 @@ class DeviceLedger:
             return Placement(node.name, mig_slices=tuple(free[: request.mig_count]))
         if request.count == 0:
             return Placement(node.name)
-        if request.is_shared:
-            # (used milli, index, share): the fullest device the share still fits on
-            best: tuple[int, int, int] | None = None
-            for gpu in whole:
-                milli = request.milli or math.ceil(
-                    request.memory_mib * MILLI_PER_GPU / max(gpu.memory_mib, 1)
-                )
-                if used[gpu.index] + milli <= MILLI_PER_GPU and (
-                    best is None or used[gpu.index] > best[0]
-                ):
-                    best = (used[gpu.index], gpu.index, milli)
-            if best is None:
-                return Placement(node.name)
-            return Placement(node.name, (best[1],), best[2])
-        free_devices = [g.index for g in whole if used[g.index] == 0][: request.count]
-        if len(free_devices) < request.count:
+        # (used milli, index, milli): the fullest devices that still have room, lowest first
+        fitting: list[tuple[int, int, int]] = []
+        for gpu in whole:
+            milli = milli_per_device(request, node.gpu_sharing, gpu.memory_mib)
+            if used[gpu.index] + milli <= MILLI_PER_GPU:
+                fitting.append((-used[gpu.index], gpu.index, milli))
+        if len(fitting) < request.count:
             return Placement(node.name)
-        return Placement(node.name, tuple(free_devices), MILLI_PER_GPU)
+        chosen = sorted(fitting)[: request.count]
+        return Placement(node.name, tuple(sorted(i for _, i, _ in chosen)), chosen[0][2])

@@ -498,6 +498,7 @@ class SimulatedCluster:
             self.world.mig_profile_id.get(pod.gpu.mig_profile or "", -1),
             tuple((positions[g], slot) for g, slot in placement.mig_slices),
             extended=tuple((self.world.ext_id.get(n, -1), a) for n, a in pod.extended),
+            units=pod.gpu.units if placement.gpu_indices else 0,
         )
 
     def _evict(self, action: Evict, now: float) -> None:

@@ -67,7 +67,7 @@ class Recorder:
         self.pending += 1
 
     def bound(self, pod: Pod, placement: Placement, allocation: Allocation, now: float) -> None:
-        milli = allocation.gpu_milli_per_device * len(allocation.gpu_indices)
+        milli = allocation.gpu_milli
         self.allocated_milli += milli
         model = int(self.world.model_id[allocation.row])
         if model >= 0 and milli:
@@ -80,7 +80,7 @@ class Recorder:
         self.running += 1
 
     def finished(self, key: str, allocation: Allocation, now: float) -> None:
-        milli = allocation.gpu_milli_per_device * len(allocation.gpu_indices)
+        milli = allocation.gpu_milli
         self.allocated_milli -= milli
         model = int(self.world.model_id[allocation.row])
         if model >= 0 and milli:

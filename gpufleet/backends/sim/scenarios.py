@@ -231,7 +231,7 @@ def _gang_size(pod: Pod, team: str, rng: np.random.Generator) -> int:
 
 
 def _scaled(gpu: GpuRequest, size: int) -> GpuRequest:
-    return gpu if size == 1 else replace(gpu, count=gpu.count * size)
+    return gpu if size == 1 else replace(gpu, count=gpu.count * size, units=gpu.units * size)
 
 
 def _workload(

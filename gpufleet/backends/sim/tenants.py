@@ -167,7 +167,7 @@ class TenantRecorder:
         self._advance(now)
         self._charge(job.queue, allocation, -1)
         if lost is not None:
-            gpus = allocation.gpu_milli_per_device * len(allocation.gpu_indices) / 1000
+            gpus = allocation.gpu_milli / 1000
             self.lost_gpu_seconds += lost * gpus
             self.stats[job.queue].gpu_hours_lost += lost * gpus / HOUR
             if job.evicted_at != now:
@@ -237,7 +237,7 @@ class TenantRecorder:
         self.messages[pod.key] = message
 
     def _charge(self, queue: str, allocation: Allocation, sign: int) -> None:
-        milli = allocation.gpu_milli_per_device * len(allocation.gpu_indices)
+        milli = allocation.gpu_milli
         self._gpu_used[queue] += sign * milli
         for i in self.tree.paths[self.tree.index[queue]]:
             self._subtree_used[self.names[i]] += sign * milli

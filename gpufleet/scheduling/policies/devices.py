@@ -1,7 +1,9 @@
 """Device choice on the chosen node (the Reserve step): which GPUs, which MIG slices.
 
 Whole-GPU pods take the first fully free devices (as the FGD artifact does); shared pods take
-the best-fitting device (least left that still fits) unless a policy chooses otherwise.
+the best-fitting device (least left that still fits) unless a policy chooses otherwise; the
+replicas a whole-GPU pod gets on a time-sliced node come from the best-fitting devices, one
+replica per device (as the device plugin tries to hand them out).
 """
 
 from __future__ import annotations
@@ -23,9 +25,24 @@ def first_free_devices(table: NodeTable, row: int, count: int) -> tuple[int, ...
 
 
 def share_milli(table: NodeTable, row: int, demand: Demand) -> int:
+    """Milli-GPU the pod takes on each of its devices on ``row``."""
     if demand.milli_by_row is not None:
         return int(demand.milli_by_row[row])
     return demand.gpu_milli
+
+
+def replica_devices(table: NodeTable, row: int, milli: int, count: int) -> tuple[int, ...]:
+    """Positions of ``count`` distinct devices with ``milli`` left, the fullest first (ties:
+    the lowest position)."""
+    free = table.gpu_free[row]
+    fitting = np.flatnonzero(free >= milli)
+    if fitting.size < count:
+        raise ValueError(
+            f"{table.nodes[row].name!r} has {fitting.size} devices with {milli} milli-GPU left, "
+            f"{count} asked"
+        )
+    order = fitting[np.argsort(free[fitting], kind="stable")]
+    return tuple(int(p) for p in order[:count])
 
 
 def best_fit_share(table: NodeTable, row: int, demand: Demand) -> int:
