@@ -10,6 +10,7 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.traces import FetchError
@@ -42,8 +43,8 @@ def friendly_errors(command: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
-        except InputError as error:
-            raise fail(str(error)) from None
+        except InputError as error:  # escaped: fields such as spec.quota[nvidia.com/gpu]
+            raise fail(escape(str(error))) from None
         except UnknownPolicyError as error:
             raise fail(str(error)) from None
         except FetchError as error:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.io.errors import InputError
+from gpufleet.io.fields import check_fields
 from gpufleet.io.manifests import Context
 from gpufleet.model import Pod
 from gpufleet.model.node import GFD_LABELS, TaintEffect
@@ -191,12 +192,7 @@ def rules_from_object(obj: Mapping[str, Any], source: str) -> AdmissionRules:
     if obj.get("kind") != "AdmissionPolicy":
         raise context.error("kind", f"expected AdmissionPolicy, got {obj.get('kind')!r}")
     spec = context.mapping(obj.get("spec"), "spec", required=True)
-    known = {"requireGpuToleration", "maxGpusPerWorkload", "tenants"}
-    for key in spec:
-        if key not in known:
-            raise context.error(
-                f"spec.{key}", f"unknown field (expected {', '.join(sorted(known))})"
-            )
+    check_fields(context, spec, "spec", ("maxGpusPerWorkload", "requireGpuToleration", "tenants"))
     require = spec.get("requireGpuToleration", False)
     if not isinstance(require, bool):
         raise context.error("spec.requireGpuToleration", f"expected true or false, got {require!r}")
@@ -213,11 +209,7 @@ def rules_from_object(obj: Mapping[str, Any], source: str) -> AdmissionRules:
     for name, body in context.mapping(spec.get("tenants"), "spec.tenants").items():
         path = f"spec.tenants.{name}"
         fields = context.mapping(body, path)
-        for key in fields:
-            if key not in ("queues", "namespaces", "gpuModels"):
-                raise context.error(
-                    f"{path}.{key}", "unknown field (expected queues, namespaces, gpuModels)"
-                )
+        check_fields(context, fields, path, ("queues", "namespaces", "gpuModels"))
         tenants[str(name)] = TenantRules(
             _names(context, fields.get("queues"), f"{path}.queues"),
             _names(context, fields.get("namespaces"), f"{path}.namespaces"),
