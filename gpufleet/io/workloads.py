@@ -29,13 +29,13 @@ check quotas against requests, or enforce ResourceQuotas (it only reads them).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gpufleet.io import alibaba, job_rules, operator_jobs, tenancy
+from gpufleet.io.catalog import CATALOG_KINDS, Catalog
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -62,11 +62,9 @@ from gpufleet.model.tenancy import (
     PreemptionPolicy,
     PriorityClass,
     Queue,
-    QueueTreeError,
     ResourceQuota,
     TopologyRequest,
     Workload,
-    validate_queue_tree,
 )
 from gpufleet.model.workload import TimedPod, TimedWorkload
 
@@ -153,14 +151,12 @@ def workloads_from_pods(pods: Iterable[TimedPod]) -> list[TimedWorkload]:
     ]
 
 
-class _Builder:
-    """Collects the objects of a scenario, then checks and assembles them."""
+class _Builder(Catalog):
+    """Collects the objects of a scenario, then checks and assembles them (the queues and
+    priority classes as a :class:`~gpufleet.io.catalog.Catalog`, strict unless told)."""
 
-    def __init__(self) -> None:
-        self.queues: dict[str, Setting[Queue]] = {}
-        self.namespace_queues: dict[str, Setting[str]] = {}
-        self.classes: dict[str, Setting[PriorityClass]] = {}
-        self.global_default: Setting[PriorityClass] | None = None
+    def __init__(self, strict: bool = True) -> None:
+        super().__init__(strict)
         self.pod_groups: dict[str, Setting[PodGroup]] = {}
         self.quotas: dict[str, Setting[ResourceQuota]] = {}
         self.parts: list[_Part] = []
@@ -169,13 +165,8 @@ class _Builder:
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
         kind, where = manifest.get("kind"), manifest.location
-        if kind == "Queue":
-            queue = tenancy.queue_from_object(manifest, source, where)
-            self._add_queue(Setting(queue, _context(source, where, f"Queue {queue.name}"), None))
-        elif kind == "PriorityClass":
-            found = tenancy.priority_class_from_object(manifest, source, where)
-            context = _context(source, where, f"PriorityClass {found.name}")
-            self._add_class(Setting(found, context, None))
+        if kind in CATALOG_KINDS:
+            self.add_catalog_object(manifest, source)
         elif kind == "PodGroup":
             group = tenancy.pod_group_from_object(manifest, source, where)
             context = _context(source, where, f"PodGroup {group.key}")
@@ -207,31 +198,6 @@ class _Builder:
                     context, "Pod", pod.name, pod.namespace, (timed,), settings, None, timed.runtime
                 )
             )
-
-    def _add_queue(self, setting: Setting[Queue]) -> None:
-        queue = setting.value
-        _unique(self.queues, queue.name, setting, "Queue")
-        for i, namespace in enumerate(queue.namespaces):
-            here = Setting(queue.name, setting.context, f"spec.namespaces[{i}]")
-            first = self.namespace_queues.setdefault(namespace, here)
-            if first is not here:
-                raise here.error(
-                    f"namespace {namespace!r} already has a default queue: {first.value!r} "
-                    f"(in {first.where})"
-                )
-
-    def _add_class(self, setting: Setting[PriorityClass]) -> None:
-        found = setting.value
-        _unique(self.classes, found.name, setting, "PriorityClass")
-        if not found.global_default:
-            return
-        if self.global_default is not None:
-            raise setting.context.error(
-                "globalDefault",
-                f"two global default priority classes: {found.name!r} and "
-                f"{self.global_default.value.name!r} (in {self.global_default.where})",
-            )
-        self.global_default = setting
 
     def _add_workload_object(self, manifest: Manifest, source: str) -> None:
         pods = tuple(pods_from_object(manifest, source, manifest.location))
@@ -300,14 +266,8 @@ class _Builder:
 
     # --------------------------------------------------------------------------- assembly
     def scenario(self) -> Scenario:
-        queues = {name: setting.value for name, setting in self.queues.items()}
-        try:
-            validate_queue_tree(queues)
-        except QueueTreeError as error:
-            message = str(error).removeprefix(f"queue {error.queue!r}: ")
-            raise self.queues[error.queue].context.error(
-                _tree_error_field(message), message
-            ) from None
+        self.check_tree()
+        queues = self.queue_models()
         gangs: dict[tuple[str, str, str], list[_Part]] = {}
         for part in self.parts:
             gangs.setdefault(part.gang, []).append(part)
@@ -501,20 +461,3 @@ def _show(value: object) -> str:
     if isinstance(value, TopologyRequest):
         return f"{value.mode.value} {value.level}"
     return repr(value)
-
-
-_TREE_FIELDS = (
-    (re.compile(r"^children's (\S+) quotas"), "spec.quota[{0}]"),
-    (re.compile(r"^(quota|borrowingLimit|lendingLimit) of (\S+) is negative"), "spec.{0}[{1}]"),
-    (re.compile(r"^weight "), "spec.weight"),
-    (re.compile(r"^parents? "), "spec.parent"),
-)
-
-
-def _tree_error_field(message: str) -> str:
-    """The Queue field a :class:`QueueTreeError` is about (the model names only the queue)."""
-    for pattern, field in _TREE_FIELDS:
-        match = pattern.match(message)
-        if match is not None:
-            return field.format(*match.groups())
-    return "spec"

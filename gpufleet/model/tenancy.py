@@ -264,8 +264,10 @@ class QueueTreeError(ValueError):
 def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
     """Raise :class:`QueueTreeError` for a missing parent, a cycle of parents, a negative
     amount, a weight that is not positive, or children whose nominal quotas add up to more
-    than their parent's (for a resource the parent names)."""
-    for queue in queues.values():
+    than their parent's (for a resource the parent names). Queues are looked at in name order,
+    so the queue blamed does not depend on the order they were given in."""
+    ordered = [queues[name] for name in sorted(queues)]
+    for queue in ordered:
         if queue.parent is not None and queue.parent not in queues:
             raise QueueTreeError(queue.name, f"parent {queue.parent!r} is not defined")
         if queue.weight <= 0:
@@ -277,8 +279,10 @@ def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
         ):
             for key, amount in amounts.items():
                 if amount < 0:
-                    raise QueueTreeError(queue.name, f"{what} of {key} is negative ({amount})")
-    for queue in queues.values():
+                    raise QueueTreeError(
+                        queue.name, f"{what} of {key} is negative ({quantity(key, amount)})"
+                    )
+    for queue in ordered:
         seen = [queue.name]
         parent = queue.parent
         while parent is not None:
@@ -288,7 +292,7 @@ def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
             seen.append(parent)
             parent = queues[parent].parent
     children: dict[str, list[Queue]] = {}
-    for queue in queues.values():
+    for queue in ordered:
         if queue.parent is not None:
             children.setdefault(queue.parent, []).append(queue)
     for parent_name, kids in sorted(children.items()):
@@ -297,6 +301,6 @@ def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
             if total > cap:
                 raise QueueTreeError(
                     parent_name,
-                    f"children's {key} quotas add up to {total}, more than its own {cap} "
-                    f"({', '.join(sorted(k.name for k in kids))})",
+                    f"children's {key} quotas add up to {quantity(key, total)}, more than its "
+                    f"own {quantity(key, cap)} ({', '.join(k.name for k in kids)})",
                 )

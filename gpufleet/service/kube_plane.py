@@ -82,7 +82,7 @@ from gpufleet.service.records import (
     WorkloadRecord,
 )
 from gpufleet.service.store import Store, StoredEvent
-from gpufleet.service.submissions import catalog_builder, parse_body
+from gpufleet.service.submissions import parse_body
 from gpufleet.service.tenants import Principal
 
 log = logging.getLogger(__name__)
@@ -328,10 +328,7 @@ class KubeControlPlane(PlaneBase):
         manifests = parse_body(body, content_type)
         with self.lock:
             backend = self.scheduler.backend
-            builder = catalog_builder(
-                list(backend.objects[QUEUES].values()),
-                list(backend.objects[PRIORITY_CLASSES].values()),
-            )
+            builder = backend.catalog.request_builder()
             accepted = self.accept(principal, manifests, builder, self.core.quotas.queues)
             checked = [(item.kind, item.timed.workload) for item in accepted]
             jobs = {item.timed.workload.key: item.timed.jobs for item in accepted}

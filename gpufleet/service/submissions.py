@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.manifests import Manifest, describe, parse_manifests
@@ -99,19 +98,6 @@ def _defaulted(
     return Manifest({**manifest, "metadata": metadata}, 0, 0, where=manifest.location)
 
 
-def catalog_builder(
-    queues: Sequence[Mapping[str, Any]], priority_classes: Sequence[Mapping[str, Any]]
-) -> _Builder:
-    """A builder that knows the control plane's queues and priority classes: read once per
-    change of them, and forked for each request (:func:`read_workloads`)."""
-    builder = _Builder()
-    for obj in queues:
-        builder.add(Manifest({"kind": "Queue", **obj}, 0, 0, where="stored"), "queues")
-    for obj in priority_classes:
-        builder.add(Manifest({"kind": "PriorityClass", **obj}, 0, 0, where="stored"), "classes")
-    return builder
-
-
 def _fork(base: _Builder) -> _Builder:
     builder = _Builder()
     builder.queues = dict(base.queues)
@@ -131,7 +117,8 @@ def read_workloads(
     home_queue: str | None = None,
 ) -> list[Submitted]:
     """The workloads of ``manifests``, read against the control plane's queues and priority
-    classes (``catalog``, from :func:`catalog_builder`; it is not changed). A workload's pods
+    classes (``catalog``, from :meth:`~gpufleet.io.live_objects.LiveCatalog.request_builder`;
+    it is not changed). A workload's pods
     run for its ``gpufleet.dev/sim-duration``, else its expected run time; one that declares
     neither runs for ``default_runtime`` simulated seconds, except Deployment replicas and
     RayClusters (services), which run until deleted. An

@@ -616,7 +616,7 @@ SCENARIO_BAD = {
         ],
         at(1, "Queue org"),
         "spec.quota[nvidia.com/gpu]",
-        "children's nvidia.com/gpu quotas add up to 5000, more than its own 4000 (a, b)",
+        "children's nvidia.com/gpu quotas add up to 5, more than its own 4 (a, b)",
     ),
     "cycle-of-parents": Case(
         [queue("org"), queue("a", "b"), queue("b", "a")],
