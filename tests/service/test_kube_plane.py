@@ -199,6 +199,29 @@ def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
     )
 
 
+def test_queues_are_checked_as_files_are_and_a_bad_one_in_the_cluster_stops_nothing(
+    cluster: Cluster,
+) -> None:
+    """PUT answers what ``place`` would say of the same tree; a bad Queue that reached the API
+    server (an old CRD kept its unknown field) is set aside, and submissions go on."""
+    admin = cluster.client("admin")
+    orphan = ko.queue("team-c", {"nvidia.com/gpu": 1}, parent="nowhere")
+    put = admin.put("/api/v1/queues", content=as_yaml(orphan), headers=YAML)
+    assert put.status_code == 422
+    assert "Queue team-c: spec.parent: parent 'nowhere' is not defined" in put.json()["message"]
+    cluster.server.create(ko.queue("typo", {"nvidia.com/gpu": 1}, wieght=2))
+    cluster.until(
+        lambda: any(r.key == "typo" for r in cluster.plane.scheduler.backend.catalog.rejected),
+        what="the bad queue set aside",
+    )
+    submitted = cluster.client("team-a").post(
+        "/api/v1/workloads", content=as_yaml(pod_doc("p", 1)), headers=YAML
+    )
+    assert submitted.status_code == 201, submitted.text
+    other = admin.put("/api/v1/queues", content=as_yaml(ko.queue("team-d", {})), headers=YAML)
+    assert other.status_code == 200, other.text
+
+
 def test_finished_pod_is_listed_succeeded_and_deleted_on_request(cluster: Cluster) -> None:
     client = cluster.client("team-a")
     client.post("/api/v1/workloads", content=as_yaml(pod_doc("done", 1)), headers=YAML)
