@@ -12,6 +12,8 @@ Alibaba pod CSV), names checked unique, the queue tree validated, and the pods a
 * a Job is one gang of its pods (``min(parallelism, completions)``), a PyTorchJob, MPIJob,
   RayCluster or RayJob one gang of its replica sets' pods, each replica of a Deployment its own
   workload, and any other pod a workload of one;
+* names are unique per kind and namespace: a name two kinds share makes two workloads, each
+  keyed ``namespace/Kind/name``;
 * the queue comes from the ``gpufleet.dev/queue`` label, else the Queue that lists the namespace,
   else (no Queue objects at all) an implicit ``default`` queue; the priority from the pod's
   priorityClassName, an explicit ``spec.priority``, or the globalDefault class;
@@ -29,6 +31,7 @@ check quotas against requests, or enforce ResourceQuotas (it only reads them).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +95,8 @@ class Scenario:
     priority_classes: dict[str, PriorityClass]
     resource_quotas: list[ResourceQuota]
     workloads: list[TimedWorkload]
+    #: The kind of object each workload came from (Pod, Job, PodGroup...), by workload key.
+    kinds: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,17 +276,18 @@ class _Builder(Catalog):
         gangs: dict[tuple[str, str, str], list[_Part]] = {}
         for part in self.parts:
             gangs.setdefault(part.gang, []).append(part)
+        built = [(gang[0], self._workload(gang, parts, queues)) for gang, parts in gangs.items()]
+        # Names are unique per kind and namespace, as in Kubernetes: a name that objects of two
+        # kinds share (a Job and a PyTorchJob "sweep") makes two workloads, each keyed with
+        # its kind (default/Job/sweep); a name only one kind uses keeps its short key.
+        shared = Counter(timed.workload.key for _, timed in built)
         workloads: list[TimedWorkload] = []
-        first_seen: dict[str, Setting[str]] = {}
-        for gang, parts in gangs.items():
-            timed = self._workload(gang, parts, queues)
-            key = timed.workload.key
-            here = parts[0].settings.group or Setting(key, parts[0].context, "metadata.name")
-            if key in first_seen:
-                raise here.error(
-                    f"workload {key} appears twice (first from {first_seen[key].where})"
-                )
-            first_seen[key] = here
+        kinds: dict[str, str] = {}
+        for kind, timed in built:
+            if shared[timed.workload.key] > 1:
+                workload = dataclasses.replace(timed.workload, kind=kind)
+                timed = dataclasses.replace(timed, workload=workload)
+            kinds[timed.workload.key] = kind
             workloads.append(timed)
         if any(w.workload.queue == DEFAULT_QUEUE for w in workloads) and not queues:
             queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
@@ -290,6 +296,7 @@ class _Builder(Catalog):
             {name: setting.value for name, setting in self.classes.items()},
             [setting.value for setting in self.quotas.values()],
             workloads,
+            kinds,
         )
 
     def _workload(

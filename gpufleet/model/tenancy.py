@@ -199,6 +199,11 @@ class Workload:
     ``expected_runtime`` (seconds) feeds backfill; ``checkpoint_interval`` (seconds) says how
     much work a preemption loses; ``preemptible`` False keeps it within its queue's nominal quota
     and safe from eviction.
+
+    ``kind`` is the kind of the object it came from (Job, PyTorchJob...), where that is part of
+    its identity: names are unique per kind and namespace, as in Kubernetes, so a workload with
+    a kind has the key ``namespace/Kind/name`` (a Job and a PyTorchJob named alike are two
+    workloads); without one (a pod the scheduler met on its own, a trace's), ``namespace/name``.
     """
 
     name: str
@@ -217,11 +222,14 @@ class Workload:
     #: by default a gang runs on one model, so that no pod slows the others down.)
     mixed_gpu_models: bool = False
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
-    #: ``namespace/name``, computed once: the scheduling cycle reads it often.
+    kind: str = ""
+    #: ``namespace/name`` or ``namespace/Kind/name``, computed once: the scheduling cycle
+    #: reads it often.
     key: str = field(init=False, repr=False, hash=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        key = workload_key(self.namespace, self.name, self.kind)
+        object.__setattr__(self, "key", key)
         if not self.pods:
             raise ValueError(f"workload {self.namespace}/{self.name} has no pods")
         if self.min_member < 0 or self.min_member > len(self.pods):
@@ -251,6 +259,19 @@ class Workload:
     def extra(self, pod: Pod) -> Workload:
         """A pod beyond minMember as a workload of its own, with this workload's settings."""
         return replace(self, name=pod.name, pods=(pod,), min_member=0, topology=None)
+
+
+def workload_key(namespace: str, name: str, kind: str = "") -> str:
+    """A workload's key: ``namespace/name``, or ``namespace/Kind/name`` when its kind is part
+    of its identity (see :class:`Workload`)."""
+    return f"{namespace}/{kind}/{name}" if kind else f"{namespace}/{name}"
+
+
+def split_workload_key(key: str) -> tuple[str, str, str]:
+    """(namespace, kind or "", name) of a key :func:`workload_key` made."""
+    namespace, _, rest = key.partition("/")
+    kind, _, name = rest.rpartition("/")
+    return namespace, kind, name
 
 
 class QueueTreeError(ValueError):

@@ -133,6 +133,32 @@ class PlaneBase:
             raise NotFoundError(f"workload {key} not found")
         return record
 
+    def find(
+        self, principal: Principal, namespace: str, name: str, kind: str | None = None
+    ) -> WorkloadRecord:
+        """The workload ``name`` of ``namespace`` the caller may see, of ``kind`` when given
+        (any case: ``job`` is ``Job``). Names are unique per kind and namespace: a name that
+        several kinds use needs a kind (ConflictError listing them); none, NotFoundError."""
+        found = [
+            record
+            for record in self.records.values()
+            if record.timed.workload.namespace == namespace
+            and record.timed.workload.name == name
+            and (kind is None or record.kind.lower() == kind.lower())
+            and principal.may_see(record.tenant)
+        ]
+        what = f"{kind} {namespace}/{name}" if kind else f"workload {namespace}/{name}"
+        if not found:
+            raise NotFoundError(f"{what} not found")
+        if len(found) > 1:
+            kinds = sorted(record.kind for record in found)
+            raise ConflictError(
+                f"{what} is ambiguous: it names a {' and a '.join(kinds)}; give the kind "
+                f"(?kind={kinds[0]}, or on the command line {kinds[0].lower()}/{name} or "
+                f"--kind {kinds[0]})"
+            )
+        return found[0]
+
     def check_queues_in_use(self, gone: set[str]) -> None:
         """ConflictError if a workload not finished is in one of the queues ``gone``."""
         for record in self.records.values():

@@ -123,7 +123,8 @@ def read_workloads(
     neither runs for ``default_runtime`` simulated seconds, except Deployment replicas and
     RayClusters (services), which run until deleted. An
     object that names no queue, in a namespace no queue is the default for, goes to
-    ``home_queue`` (the caller's own) when given."""
+    ``home_queue`` (the caller's own) when given. Each workload is keyed with its kind
+    (``namespace/Kind/name``: names are unique per kind and namespace, as in Kubernetes)."""
     builder = _fork(catalog)
     known_queues = set(builder.queues)
     for manifest in manifests:
@@ -142,18 +143,17 @@ def read_workloads(
             )
         builder.add(_defaulted(manifest, builder, default_namespace, home_queue), SOURCE)
     scenario = builder.scenario()
-    kinds = {}
-    for part in builder.parts:
-        kind, namespace, name = part.gang
-        kinds[f"{namespace}/{name}"] = kind
     out: list[Submitted] = []
     for timed in scenario.workloads:
-        workload = timed.workload
-        kind = kinds.get(workload.key, "Pod")
+        kind = scenario.kinds.get(timed.workload.key, "Pod")
+        # The control plane keys every workload with its kind (names are unique per kind and
+        # namespace): a Job and a PyTorchJob of one name are two workloads.
+        workload = dataclasses.replace(timed.workload, kind=kind)
         if workload.queue not in known_queues and known_queues:
             raise InputError(SOURCE, f"queue {workload.queue!r} is not defined")
         duration = timed.duration  # sim-duration, else expected-runtime
         if duration is None and kind not in RUN_UNTIL_DELETED:
             duration = default_runtime
-        out.append(Submitted(kind, dataclasses.replace(timed, created=0.0, duration=duration)))
+        timed = dataclasses.replace(timed, workload=workload, created=0.0, duration=duration)
+        out.append(Submitted(kind, timed))
     return out

@@ -496,7 +496,7 @@ def test_dashboard_in_a_browser(
 
     # a workload's detail row: its pods and where they run
     filter_workloads(page, "Running")
-    running = "llm/finetune"
+    running = "llm/Job/finetune"
     assert {w["key"]: w["state"] for w in busy}[running] == "Running"
     page.click(f"tr[data-workload='{running}'] button[data-toggle]")
     detail = page.wait_for_selector(f"tr[data-detail-for='{running}'] tr[data-pod]")

@@ -300,7 +300,7 @@ def test_a_good_scenario_is_stored_in_one_go_with_its_workloads(
     store = Store(db)
     stored = {w.key: (w.tenant, w.timed.workload.queue) for w in store.workloads()}
     # b names no queue in a namespace no queue is the default for: the implicit default queue
-    assert stored == {"ml/a": ("operator", "team"), "default/b": ("operator", "default")}
+    assert stored == {"ml/Pod/a": ("operator", "team"), "default/Pod/b": ("operator", "default")}
     store.close()
 
 
@@ -330,17 +330,17 @@ def test_a_database_with_a_bad_queue_starts_says_which_and_how_to_fix_it(
         "with PUT /api/v1/queues" in text
     )
     assert "or delete it with DELETE /api/v1/queues/team" in text
-    assert "workload ml/job waits until queue team is fixed" in text
+    assert "workload ml/Pod/job waits until queue team is fixed" in text
 
     harness.open()
     plane = harness.plane
-    assert plane.held == {"ml/job": "team"}
-    assert plane.records["ml/job"].events[-1].reason == "QueueInvalid"
+    assert plane.held == {"ml/Pod/job": "team"}
+    assert plane.records["ml/Pod/job"].events[-1].reason == "QueueInvalid"
     fixed = harness.client("admin").put("/api/v1/queues", json=queue("team", 4, parent="org"))
     assert fixed.status_code == 200, fixed.text
     harness.advance(1)
     assert plane.held == {}
-    assert plane.records["ml/job"].state.value == "Running"
+    assert plane.records["ml/Pod/job"].state.value == "Running"
     harness.close()
 
 
