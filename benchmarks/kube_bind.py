@@ -41,6 +41,7 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.fake_nodes import register_fake_node
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -54,9 +55,7 @@ def _client(kubeconfig: str) -> Any:
 def _make_nodes(core: Any, run_id: str, count: int, gpus: int) -> None:
     def one(i: int) -> None:
         node = ko.gpu_node(f"bench-{run_id}-{i:05d}", gpus=gpus, labels={"bench": run_id})
-        status = node.pop("status")
-        core.create_node(node)
-        core.patch_node_status(node["metadata"]["name"], {"status": status})
+        register_fake_node(core, node)
 
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(one, range(count)))
