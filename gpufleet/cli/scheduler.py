@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -79,11 +80,13 @@ def scheduler(
         )
     if kubeconfig is not None and not kubeconfig.is_file():
         raise typer.BadParameter(f"no such file: {kubeconfig}", param_hint="--kubeconfig")
+    # Until the first core is built, the start makes mostly long-lived objects: the cycle
+    # collector would only scan them (the scheduler turns it on again, see control/allocation).
+    gc.disable()
     # Imported here: the Kubernetes client takes a third of a second to import, which every
     # other command would pay.
-    from gpufleet.backends.kube.api import KubeApi, RateLimiter, load_client
-    from gpufleet.backends.kube.metrics import HealthServer
-    from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions, default_identity
+    from gpufleet.backends.kube.api import WATCHED, KubeApi, RateLimiter, load_client
+    from gpufleet.backends.kube.informer import Informers
 
     try:
         client = load_client(None if kubeconfig is None else str(kubeconfig), binders * 2)
@@ -91,6 +94,12 @@ def scheduler(
         console.print(f"[red]cannot load the Kubernetes configuration:[/] {error}")
         raise typer.Exit(2) from None
     api = KubeApi(client, RateLimiter(kube_api_qps, kube_api_burst))
+    # The API server lists the cluster while the scheduling core is imported.
+    informers = Informers(api, WATCHED)
+    informers.start()
+    from gpufleet.backends.kube.metrics import HealthServer
+    from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions, default_identity
+
     options = SchedulerOptions(
         scheduler_name=scheduler_name,
         policy=policy,
@@ -102,7 +111,7 @@ def scheduler(
         binders=binders,
         admission=AdmissionConfig(min_runtime=min_runtime, gang_ready_timeout=gang_ready_timeout),
     )
-    runner = KubeScheduler(api, options)
+    runner = KubeScheduler(api, options, informers=informers)
     health: HealthServer | None = None
     if metrics_port:
         health = HealthServer(
