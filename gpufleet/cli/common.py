@@ -99,22 +99,6 @@ def parse_duration(text: str) -> float:
     return sum(float(n) * scale[u] for n, u in parts)
 
 
-def format_duration(seconds: float) -> str:
-    """Seconds for people: '0s', '8.1s', '12m05s', '3h07m', '2d04h'."""
-    if seconds < 0:
-        return "-" + format_duration(-seconds)
-    if seconds < 10:
-        return f"{seconds:.1f}s".replace(".0s", "s")
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    if whole < 86400:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
-
-
 def ensure_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path

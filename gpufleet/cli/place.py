@@ -18,7 +18,6 @@ from gpufleet.cli.common import (
     check_policies,
     console,
     fail,
-    format_duration,
     friendly_errors,
     warn,
 )
@@ -27,6 +26,7 @@ from gpufleet.io.workloads import read_scenario
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
 from gpufleet.model.events import PodAdded, WorkloadAdded
+from gpufleet.model.times import simulated_time
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
@@ -108,7 +108,7 @@ def _place_scenario(cluster: Path, paths: Sequence[str], policy: str, seed: int)
         for column in ("workload", "queue", "pos", "waiting for", "why", "est. start"):
             waiting.add_column(column, justify="right" if column == "pos" else "left")
         for p in sorted(pending, key=lambda p: (p.queue, p.position)):
-            start = "-" if p.estimated_start is None else f"t={format_duration(p.estimated_start)}"
+            start = "-" if p.estimated_start is None else simulated_time(p.estimated_start)
             waiting.add_row(p.workload, p.queue, str(p.position), p.waiting_for, p.message, start)
         console.print(waiting)
     bound = sum(isinstance(a, Bind) for a in actions)

@@ -10,7 +10,6 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 
 import yaml
@@ -29,7 +28,8 @@ from gpufleet.api.schemas import (
     WorkloadState,
     WorkloadSummary,
 )
-from gpufleet.cli.common import console, format_duration
+from gpufleet.cli.common import console
+from gpufleet.model.times import format_duration, time_format
 
 GPU = "nvidia.com/gpu"
 #: Width of tables when the output is piped (so grep and awk see whole rows).
@@ -97,7 +97,8 @@ def gpu_bar(fraction: float, width: int = 10) -> Text:
 
 @dataclass(frozen=True)
 class Clock:
-    """Cluster times for people: simulated seconds as t=5m00s, Unix time as a local date."""
+    """Cluster times for people (:mod:`gpufleet.model.times`): simulated seconds as t=5m00s,
+    Unix time as a UTC date."""
 
     now: float
     simulated: bool = True
@@ -107,11 +108,7 @@ class Clock:
         return cls(cluster.time, cluster.backend != "kubernetes")
 
     def at(self, time: float | None) -> str:
-        if time is None:
-            return "-"
-        if self.simulated:
-            return f"t={format_duration(time)}"
-        return datetime.fromtimestamp(time).strftime("%Y-%m-%d %H:%M:%S")
+        return "-" if time is None else time_format(self.simulated)(time)
 
     def age(self, time: float | None) -> str:
         return "-" if time is None else format_duration(max(self.now - time, 0.0))

@@ -38,6 +38,7 @@ from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.io.shapes import bundled_path, bundled_shape_table
 from gpufleet.io.traces import PODS_FILE, find_alibaba_trace
 from gpufleet.model import Node
+from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedPod
 from gpufleet.report.html import fill_figures, replay_figures, write_report
 from gpufleet.report.summary import (
@@ -158,15 +159,15 @@ def print_fill_summary(rows: list[FillSummary], impossible: int) -> None:
 
 
 def print_replay_summary(rows: list[ReplaySummary]) -> None:
-    table = Table(title="Replay: queueing delay (s) and GPU allocation")
+    table = Table(title="Replay: queueing delay and GPU allocation")
     for column in ("policy", "p50", "p95", "max", "mean alloc %", "never ran", "s/run"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for row in rows:
         table.add_row(
             row.policy,
-            f"{row.p50_delay:.1f}",
-            f"{row.p95_delay:.1f}",
-            f"{row.max_delay:.1f}",
+            format_duration(row.p50_delay),
+            format_duration(row.p95_delay),
+            format_duration(row.max_delay),
             f"{row.mean_allocated_pct:.1f}",
             str(row.never_ran),
             f"{row.median_seconds:.2f}",

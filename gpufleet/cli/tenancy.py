@@ -24,7 +24,6 @@ from gpufleet.cli.common import (
     console,
     ensure_dir,
     fail,
-    format_duration,
     friendly_errors,
     parse_duration,
     parse_seeds,
@@ -32,6 +31,7 @@ from gpufleet.cli.common import (
 )
 from gpufleet.cli.scenarios import ScenarioOptions, Scenarios, load_scenarios
 from gpufleet.cli.tenancy_pool import Shared, TenancyTask, run_tenancy_tasks
+from gpufleet.model.times import format_duration, simulated_time
 from gpufleet.report.html import NamedTable, write_report
 from gpufleet.report.summary import write_json
 from gpufleet.report.tenancy import (
@@ -280,13 +280,7 @@ def print_run_line(row: RunSummary) -> None:
 def _value(unit: Unit, value: float | None) -> str:
     if value is None:
         return "none started" if unit is Unit.SECONDS else "-"
-    if unit is Unit.PERCENT:
-        return f"{value:.1f}%"
-    if unit is Unit.SECONDS:
-        return format_duration(value)
-    if unit is Unit.GPU_HOURS:
-        return f"{value:,.1f}"
-    return f"{value:,.0f}"
+    return unit.text(value)
 
 
 def print_comparison(rows: Sequence[Comparison]) -> None:
@@ -303,13 +297,14 @@ def print_comparison(rows: Sequence[Comparison]) -> None:
 
 def print_explain(run: LabelledRun, at_end: bool, limit: int) -> None:
     rows = sorted(explain_rows(run, at_end), key=lambda r: (r.position, r.queue))
-    when = "the end" if at_end else f"t={_duration(run.result.explained_at)}"
+    explained_at = run.result.explained_at
+    when = "the end" if at_end or explained_at is None else simulated_time(explained_at)
     title = f"Waiting at {when} ({run.label}, seed {run.seed}): {len(rows)} workloads"
     if not rows:
         at = run.result.explained_at
         ended = run.result.replay.simulated_seconds
         if not at_end and at is not None and at > ended:
-            console.print(f"{title} (the run ended at t={_duration(ended)}, before t={when[2:]})")
+            console.print(f"{title} (the run ended at {simulated_time(ended)}, before {when})")
         else:
             console.print(title)
         return
@@ -371,7 +366,7 @@ def print_jobs(run: LabelledRun, limit: int) -> None:
 def _start(row: ExplainRow, at_end: bool) -> str:
     if row.estimated_start is None:
         return "-"
-    text = f"t={format_duration(row.estimated_start)}"
+    text = simulated_time(row.estimated_start)
     if not at_end and row.at is not None:
         text += f" (in {format_duration(max(0.0, row.estimated_start - row.at))})"
     return text
@@ -398,15 +393,15 @@ def _write_report(
         if explain_at is not None:
             appendix.append(
                 (
-                    f"Waiting at t={format_duration(explain_at)} ({run.label}, seed {run.seed})",
-                    "Times in seconds of simulated time; results.json has every row.",
+                    f"Waiting at {simulated_time(explain_at)} ({run.label}, seed {run.seed})",
+                    "Times are simulated (t=: since the start); results.json has every row.",
                     explain_rows(run, at_end=False)[:HTML_EXPLAIN_ROWS],
                 )
             )
         appendix.append(
             (
                 f"Waiting at the end ({run.label}, seed {run.seed})",
-                "Times in seconds of simulated time; results.json has every row.",
+                "Times are simulated (t=: since the start); results.json has every row.",
                 explain_rows(run, at_end=True)[:HTML_EXPLAIN_ROWS],
             )
         )
@@ -430,7 +425,7 @@ def _write_report(
         tables=[
             (
                 "Per queue",
-                "Median over seeds. Times in seconds, GPU amounts in GPUs; GPU-hours used and "
+                "Median over seeds. GPU amounts in GPUs; GPU-hours used and "
                 "entitled count a parent queue's whole subtree.",
                 summaries.queues,
             ),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from gpufleet.model.times import simulated_time
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.tenants import AdmissionRules, TenantRules
 from gpufleet.testing.service import (
@@ -292,7 +293,10 @@ def test_workload_lifecycle_describe_explain_cancel(harness: ServiceHarness) -> 
     assert detail["pods_running"] == 2
     assert all(len(p["gpu_indices"]) == 2 and p["node"] for p in detail["pod_views"])
     assert [e["reason"] for e in detail["events"]] == ["Submitted", "Scheduled", "Scheduled"]
-    assert client.get("/api/v1/workloads/team-a/train/explain").json()["state"] == "Running"
+    running = client.get("/api/v1/workloads/team-a/train/explain").json()
+    assert running["state"] == "Running"
+    assert running["message"] == f"running since {simulated_time(detail['started'])}"
+    assert running["message"].startswith("running since t=")
     submit(client, job_doc("wait", 4, 4))  # 16 GPUs: the quota (8 + borrowing) cannot hold it
     harness.advance(1)
     why = client.get("/api/v1/workloads/team-a/wait/explain").json()
