@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import re
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -97,6 +99,28 @@ def parse_duration(text: str) -> float:
         raise fail(f"expected a duration such as 90s, 5m, 1h30m or 2d, got {text!r}")
     scale = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
     return sum(float(n) * scale[u] for n, u in parts)
+
+
+def listen_socket(host: str, port: int, flag: str = "--port") -> socket.socket:
+    """A TCP socket bound to ``host:port`` (before anything says it serves there), or one line
+    naming the flag to change and exit code 2: 'port 8080 on 127.0.0.1 is in use (pass
+    --port)'."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except (socket.gaierror, UnicodeError) as error:
+        raise fail(f"cannot listen on {host!r}: {error} (pass --host)") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not past a live listener
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise fail(f"port {port} on {host} is in use (pass {flag})") from None
+        raise fail(
+            f"cannot listen on port {port} on {host}: {error.strerror} (pass {flag})"
+        ) from None
+    return sock
 
 
 def ensure_dir(path: Path) -> Path:
