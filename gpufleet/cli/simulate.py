@@ -31,6 +31,7 @@ from gpufleet.cli.common import (
     parse_seeds,
 )
 from gpufleet.cli.scenarios import BUNDLED_CLUSTER, DEFAULT_NODE_FRACTION, ScenarioOptions
+from gpufleet.cli.tables import show
 from gpufleet.cli.tenancy import Baseline, TenancyArgs, simulate_scenarios
 from gpufleet.io.alibaba import read_pods
 from gpufleet.io.cluster_spec import read_cluster_spec
@@ -150,7 +151,7 @@ def print_fill_summary(rows: list[FillSummary], impossible: int) -> None:
             *(f"{row.failure_rate_by_class.get(c, 0.0):.1f}" for c, _ in present),
             f"{row.median_seconds:.2f}",
         )
-    console.print(table)
+    show(table)
     if impossible:
         console.print(
             f"[yellow]note:[/] {impossible} pods can never fit on this cluster "
@@ -161,7 +162,7 @@ def print_fill_summary(rows: list[FillSummary], impossible: int) -> None:
 def print_replay_summary(rows: list[ReplaySummary]) -> None:
     table = Table(title="Replay: queueing delay and GPU allocation")
     for column in ("policy", "p50", "p95", "max", "mean alloc %", "never ran", "s/run"):
-        table.add_column(column, justify="left" if column == "policy" else "right")
+        table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for row in rows:
         table.add_row(
             row.policy,
@@ -172,7 +173,7 @@ def print_replay_summary(rows: list[ReplaySummary]) -> None:
             str(row.never_ran),
             f"{row.median_seconds:.2f}",
         )
-    console.print(table)
+    show(table)
 
 
 def simulate(

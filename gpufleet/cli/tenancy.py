@@ -30,6 +30,7 @@ from gpufleet.cli.common import (
     warn,
 )
 from gpufleet.cli.scenarios import ScenarioOptions, Scenarios, load_scenarios
+from gpufleet.cli.tables import show
 from gpufleet.cli.tenancy_pool import Shared, TenancyTask, run_tenancy_tasks
 from gpufleet.model.times import format_duration, simulated_time
 from gpufleet.report.html import NamedTable, write_report
@@ -227,7 +228,7 @@ def print_queue_table(rows: Sequence[QueueSummary], seeds: int) -> None:
         "preempted (GPU-h lost)",
         "short",
     ):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     last = None
     for row in rows:
         first = row.run != last
@@ -246,7 +247,7 @@ def print_queue_table(rows: Sequence[QueueSummary], seeds: int) -> None:
             f"{row.preemptions} ({row.gpu_hours_lost:,.1f})",
             _duration(row.longest_short_of_nominal),
         )
-    console.print(table)
+    show(table)
 
 
 def print_run_line(row: RunSummary) -> None:
@@ -317,12 +318,12 @@ def print_explain(run: LabelledRun, at_end: bool, limit: int) -> None:
             else None
         ),
     )
-    table.add_column("workload", overflow="fold")
+    table.add_column("workload", no_wrap=True)
     table.add_column("queue", no_wrap=True)
-    table.add_column("pos", justify="right")
+    table.add_column("pos", justify="right", no_wrap=True)
     table.add_column("waiting for", no_wrap=True)
-    table.add_column("why", overflow="fold", ratio=1)
-    table.add_column("est. start", justify="right")
+    table.add_column("why", overflow="fold")
+    table.add_column("est. start", justify="right", no_wrap=True)
     for row in shown:
         table.add_row(
             row.workload,
@@ -332,7 +333,7 @@ def print_explain(run: LabelledRun, at_end: bool, limit: int) -> None:
             row.message,
             _start(row, at_end),
         )
-    console.print(table)
+    show(table)
 
 
 def print_jobs(run: LabelledRun, limit: int) -> None:
@@ -349,9 +350,9 @@ def print_jobs(run: LabelledRun, limit: int) -> None:
         ),
     )
     for column in ("workload", "kind", "queue", "state", "reason"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, no_wrap=column != "reason", overflow="fold")
     for column in ("completions", "failed", "restarts"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     for row in shown:
         state = {"Failed": "[red]Failed[/]", "Succeeded": "[green]Succeeded[/]"}.get(
             row.state, row.state
@@ -360,7 +361,7 @@ def print_jobs(run: LabelledRun, limit: int) -> None:
             row.workload, row.kind, row.queue, state, row.reason, row.completions,
             str(row.failed_pods), str(row.restarts),
         )  # fmt: skip
-    console.print(table)
+    show(table)
 
 
 def _start(row: ExplainRow, at_end: bool) -> str:
