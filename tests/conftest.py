@@ -22,8 +22,8 @@ def alibaba_trace() -> Path:
     found = find_alibaba_trace(REPO_ROOT)
     if found is None:
         pytest.skip(
-            "Alibaba 2023 trace not found (set GPUFLEET_ALIBABA_TRACE_DIR or fetch it with "
-            "`gpufleet traces fetch alibaba-2023`)"
+            "Alibaba 2023 trace not found (`gpufleet traces fetch alibaba-2023` puts it where "
+            "it is looked for; `gpufleet traces locate` lists the places)"
         )
     return found
 
