@@ -3,7 +3,10 @@
 Owns reading a (multi-document) YAML or JSON file into mappings, flattening ``kind: List``,
 remembering each object's document number and line, and the small helpers that read one field
 of an untyped mapping as a typed value or raise :class:`InputError` naming the file, the place,
-the object and the field. It does not know what a Node, a Pod or a ClusterSpec means: the
+the object and the field (names, label keys and values checked by :mod:`gpufleet.io.names`).
+A file or stream above the manifest size limit (:func:`manifest_limit`, 64 MiB) is refused
+before it is read; text must be UTF-8; what YAML cannot read, or Python refuses (a date
+2024-13-01), is an InputError. It does not know what a Node, a Pod or a ClusterSpec means: the
 readers built on it (``kube_nodes``, ``kube_pods``, ``cluster_spec``) do.
 """
 
