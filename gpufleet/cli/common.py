@@ -12,8 +12,10 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gpufleet.io.errors import InputError
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.traces import FetchError
 from gpufleet.scheduling.policies import POLICY_NAMES, UnknownPolicyError
 
@@ -35,6 +37,13 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
 def warn(message: str) -> None:
     """One line on stderr that does not stop the command."""
     errors.print(f"[bold yellow]warning:[/] {message}")
+
+
+def warn_skipped(skipped: Skipped) -> None:
+    """Say once what a read set aside (ConfigMaps, Services...), if anything."""
+    note = skipped.note()
+    if note is not None:
+        warn(escape(note))
 
 
 def friendly_errors(command: Callable[P, R]) -> Callable[P, R]:

@@ -20,8 +20,10 @@ from gpufleet.cli.common import (
     fail,
     friendly_errors,
     warn,
+    warn_skipped,
 )
 from gpufleet.cli.tables import show
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import MILLI_PER_GPU
@@ -37,7 +39,11 @@ from gpufleet.scheduling.target import typical_shapes
 def place(
     cluster: Annotated[Path, typer.Option(help="Cluster spec YAML, Node YAML or node CSV.")],
     workload: Annotated[
-        Path | None, typer.Option(help="Pod/Job YAML (file or directory) or pod CSV.")
+        Path | None,
+        typer.Option(
+            help="Pod, Job, Deployment, StatefulSet or ReplicaSet YAML (file or directory) "
+            "or pod CSV."
+        ),
     ] = None,
     policy: Annotated[str, typer.Option(help="Placement policy.")] = "default",
     seed: Annotated[int, typer.Option(help="Seed for policies that draw at random.")] = 0,
@@ -62,8 +68,10 @@ def place(
 @friendly_errors
 def _place(cluster: Path, workload: Path, policy: str, seed: int) -> None:
     check_policies([policy])
-    nodes = read_cluster(cluster)
-    pods = [t.pod for t in read_workload(workload)]
+    skipped = Skipped()
+    nodes = read_cluster(cluster, skipped)
+    pods = [t.pod for t in read_workload(workload, skipped)]
+    warn_skipped(skipped)
     table = NodeTable(nodes)
     core = SchedulerCore(
         table, make_policy(policy, table, PolicyContext(typical_shapes(pods), seed))
@@ -87,8 +95,10 @@ def _place(cluster: Path, workload: Path, policy: str, seed: int) -> None:
 @friendly_errors
 def _place_scenario(cluster: Path, paths: Sequence[str], policy: str, seed: int) -> None:
     check_policies([policy])
-    nodes = read_cluster(cluster)
-    scenario = read_scenario(paths)
+    skipped = Skipped()
+    nodes = read_cluster(cluster, skipped)
+    scenario = read_scenario(paths, skipped)
+    warn_skipped(skipped)
     pods = [p for t in scenario.workloads for p in t.workload.pods]
     table = NodeTable(nodes)
     core = SchedulerCore(

@@ -14,7 +14,8 @@ import uvicorn
 import yaml
 
 from gpufleet.api.app import create_app
-from gpufleet.cli.common import console, fail, friendly_errors, listen_socket
+from gpufleet.cli.common import console, fail, friendly_errors, listen_socket, warn_skipped
+from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.manifests import load_manifests
 from gpufleet.io.readers import read_cluster
 from gpufleet.model import Node
@@ -24,6 +25,7 @@ from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_to
 from gpufleet.service.plane import ControlPlane
 from gpufleet.service.protocol import Plane
 from gpufleet.service.store import Store, StoreError
+from gpufleet.service.submissions import WORKLOAD_KINDS
 from gpufleet.service.tenants import ADMIN, ROLES, AdmissionRules, Principal, rules_from_object
 
 DEFAULT_DB = Path("gpufleet.db")
@@ -142,9 +144,11 @@ def _serve_on(
         plane = _kube_plane(kubeconfig, store, options, scheduler_name)
         where = f"Kubernetes ({kubeconfig})"
     else:
-        nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"))
+        skipped = Skipped()
+        nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
         files = list(scenario or ([bundled("queues.yaml")] if fresh else []))
-        workloads = _seed_objects(store, files)
+        workloads = _seed_objects(store, files, skipped)
+        warn_skipped(skipped)
         store.set_meta("seeded", "1")
         embedded = ControlPlane(store, nodes, options)
         if workloads and fresh:
@@ -201,13 +205,18 @@ def _kube_plane(
     return KubeControlPlane(api, store, options, scheduler)
 
 
-def _seed_objects(store: Store, files: list[Path]) -> list[bytes]:
+def _seed_objects(store: Store, files: list[Path], skipped: Skipped) -> list[bytes]:
     """Put the Queues and PriorityClasses of ``files`` into the store (replacing those of the
-    same name); returns the other documents, to submit as workloads."""
+    same name); returns the workload documents, to submit as workloads (objects of kinds with no
+    scheduling meaning are set aside, counted in ``skipped``)."""
     workloads: list[bytes] = []
+    reads = (QUEUE, PRIORITY_CLASS, *WORKLOAD_KINDS)
+    expected = f"one of {', '.join(reads)}"
     with store.transaction():
         for file in files:
             for manifest in load_manifests(file):
+                if not triage(manifest, str(file), manifest.location, reads, expected, skipped):
+                    continue
                 kind = manifest.get("kind")
                 name = (manifest.get("metadata") or {}).get("name")
                 if kind in (QUEUE, PRIORITY_CLASS) and isinstance(name, str):

@@ -29,12 +29,14 @@ from gpufleet.cli.common import (
     friendly_errors,
     parse_duration,
     parse_seeds,
+    warn_skipped,
 )
 from gpufleet.cli.scenarios import BUNDLED_CLUSTER, DEFAULT_NODE_FRACTION, ScenarioOptions
 from gpufleet.cli.tables import show
 from gpufleet.cli.tenancy import Baseline, TenancyArgs, simulate_scenarios
 from gpufleet.io.alibaba import read_pods
 from gpufleet.io.cluster_spec import read_cluster_spec
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.io.shapes import bundled_path, bundled_shape_table
 from gpufleet.io.traces import PODS_FILE, find_alibaba_trace
@@ -65,14 +67,15 @@ def load_inputs(
     cluster: Path | None, workload: Path | None, synthetic: int, seed: int, timed: bool
 ) -> Loaded:
     """The cluster and workload to simulate, with the defaults described in ``--help``."""
+    skipped = Skipped()
     if cluster is None:
         nodes = read_cluster_spec(bundled_path(BUNDLED_CLUSTER))
         cluster_label = f"bundled Alibaba-like cluster ({len(nodes)} nodes)"
     else:
-        nodes = read_cluster(cluster)
+        nodes = read_cluster(cluster, skipped)
         cluster_label = f"{cluster} ({len(nodes)} nodes)"
     if workload is not None:
-        pods = read_workload(workload)
+        pods = read_workload(workload, skipped)
         workload_label = f"{workload} ({len(pods)} pods)"
     else:
         trace = find_alibaba_trace()
@@ -88,6 +91,7 @@ def load_inputs(
                 f"synthetic workload of {count} pods drawn from the bundled Alibaba 2023 "
                 "shape table"
             )
+    warn_skipped(skipped)
     if not nodes:
         raise fail("the cluster has no nodes")
     if not pods:
@@ -187,7 +191,8 @@ def simulate(
     workload: Annotated[
         Path | None,
         typer.Option(
-            help="Workload: Pod/Job YAML (file or directory) or an Alibaba pod CSV. "
+            help="Workload: Pod, Job, Deployment, StatefulSet or ReplicaSet YAML (file or "
+            "directory) or an Alibaba pod CSV. "
             "Default: the Alibaba trace if found, else a synthetic workload."
         ),
     ] = None,

@@ -310,3 +310,34 @@ def _pod_from(template: dict[str, Any], name: str) -> dict[str, Any]:
         },
         "spec": template["spec"],
     }
+
+
+def test_a_statefulset_is_written_and_its_config_map_is_not(cluster: Cluster) -> None:
+    template = {"spec": pod_doc("x")["spec"]}
+    stateful = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db"},
+        "spec": {"replicas": 1, "template": template},
+    }
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {}}
+    client = cluster.client("team-a")
+    response = client.post("/api/v1/workloads", content=as_yaml(config, stateful), headers=YAML)
+    assert response.status_code == 201, response.text
+    assert response.json()["skipped"] == {"ConfigMap": 1}
+    assert cluster.server.get("v1", "ConfigMap", "cfg", "team-a") is None  # never written
+    written = cluster.server.get("apps/v1", "StatefulSet", "db", "team-a")
+    assert written is not None
+    pod_template = written["spec"]["template"]
+    assert pod_template["metadata"]["annotations"]["gpufleet.dev/owner"] == "StatefulSet/db"
+    cluster.server.create(_pod_from(pod_template, "db-0"))  # play the StatefulSet controller
+
+    def seen() -> bool:  # the live pod, not only the record of the submission
+        record = cluster.plane.records.get("team-a/db-0")
+        return record is not None and any(
+            "gpufleet.dev/owner" in p.pod.annotations for p in record.pods.values()
+        )
+
+    cluster.until(seen, "the replica in the book")
+    assert client.delete("/api/v1/workloads/team-a/db-0").status_code == 200
+    assert cluster.server.get("apps/v1", "StatefulSet", "db", "team-a") is None
