@@ -64,11 +64,11 @@ from gpufleet.cli.remote_render import (
     field_table,
     nodes_table,
     queues_table,
-    show,
     text_or_none,
     top_nodes,
     workloads_table,
 )
+from gpufleet.cli.tables import show
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import read_limited

@@ -151,9 +151,10 @@ def _alibaba(seeds: list[int], options: ScenarioOptions) -> Scenarios:
     trace = find_alibaba_trace()
     if trace is None:
         raise fail(
-            f"--scenario {ALIBABA} needs the Alibaba 2023 trace, which was not found: set "
-            f"{TRACE_DIR_ENV} to its directory (the one holding csv/{PODS_FILE}), or fetch it "
-            "with `gpufleet traces fetch alibaba-2023`"
+            f"--scenario {ALIBABA} needs the Alibaba 2023 trace, which was not found: fetch it "
+            "with `gpufleet traces fetch alibaba-2023`, or set "
+            f"{TRACE_DIR_ENV} to its directory (the one holding csv/{PODS_FILE}); "
+            "`gpufleet traces locate` lists where it is looked for"
         )
     pods = read_pods(trace / "csv" / PODS_FILE)
     all_nodes = read_nodes(trace / "csv" / NODES_FILE)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +14,7 @@ import uvicorn
 import yaml
 
 from gpufleet.api.app import create_app
-from gpufleet.cli.common import console, fail, friendly_errors, warn_skipped
+from gpufleet.cli.common import console, fail, friendly_errors, listen_socket, warn_skipped
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.manifests import load_manifests
 from gpufleet.io.readers import read_cluster
@@ -93,6 +94,30 @@ def serve(
         raise fail(f"unknown policy {policy!r} (expected one of {', '.join(POLICY_NAMES)})")
     if not speed > 0:
         raise fail(f"--speed must be above 0, got {speed}")
+    # The port first: a busy one is told before anything is loaded, stored or said to serve.
+    sock = listen_socket(host, port)
+    try:
+        _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, default_runtime,
+                  min_runtime, kubeconfig, scheduler_name, log_level)  # fmt: skip
+    finally:
+        sock.close()
+
+
+def _serve_on(
+    sock: socket.socket,
+    host: str,
+    cluster: Path | None,
+    scenario: list[Path] | None,
+    db: Path,
+    speed: float,
+    policy: str,
+    rules: Path | None,
+    default_runtime: float,
+    min_runtime: float,
+    kubeconfig: Path | None,
+    scheduler_name: str,
+    log_level: str,
+) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     admission_rules = AdmissionRules()
     if rules is not None:
@@ -135,6 +160,7 @@ def serve(
         where = f"{len(nodes)} simulated nodes at {speed:g}x, {restored} workloads restored"
     plane.start()
     app = create_app(plane)
+    port = sock.getsockname()[1]
     console.print(
         f"gpufleet control plane on http://{host}:{port}/ ({where}, policy {policy}, database {db})"
     )
@@ -144,7 +170,7 @@ def serve(
             "--tenant admin --role admin`"
         )
     try:
-        uvicorn.run(
+        config = uvicorn.Config(
             app,
             host=host,
             port=port,
@@ -153,6 +179,7 @@ def serve(
             timeout_graceful_shutdown=5,
             timeout_keep_alive=30,
         )
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         plane.stop()
         store.close()

@@ -32,6 +32,7 @@ from gpufleet.cli.common import (
     warn_skipped,
 )
 from gpufleet.cli.scenarios import BUNDLED_CLUSTER, DEFAULT_NODE_FRACTION, ScenarioOptions
+from gpufleet.cli.tables import show
 from gpufleet.cli.tenancy import Baseline, TenancyArgs, simulate_scenarios
 from gpufleet.io.alibaba import read_pods
 from gpufleet.io.cluster_spec import read_cluster_spec
@@ -40,6 +41,7 @@ from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.io.shapes import bundled_path, bundled_shape_table
 from gpufleet.io.traces import PODS_FILE, find_alibaba_trace
 from gpufleet.model import Node
+from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedPod
 from gpufleet.report.html import fill_figures, replay_figures, write_report
 from gpufleet.report.summary import (
@@ -153,7 +155,7 @@ def print_fill_summary(rows: list[FillSummary], impossible: int) -> None:
             *(f"{row.failure_rate_by_class.get(c, 0.0):.1f}" for c, _ in present),
             f"{row.median_seconds:.2f}",
         )
-    console.print(table)
+    show(table)
     if impossible:
         console.print(
             f"[yellow]note:[/] {impossible} pods can never fit on this cluster "
@@ -162,20 +164,20 @@ def print_fill_summary(rows: list[FillSummary], impossible: int) -> None:
 
 
 def print_replay_summary(rows: list[ReplaySummary]) -> None:
-    table = Table(title="Replay: queueing delay (s) and GPU allocation")
+    table = Table(title="Replay: queueing delay and GPU allocation")
     for column in ("policy", "p50", "p95", "max", "mean alloc %", "never ran", "s/run"):
-        table.add_column(column, justify="left" if column == "policy" else "right")
+        table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for row in rows:
         table.add_row(
             row.policy,
-            f"{row.p50_delay:.1f}",
-            f"{row.p95_delay:.1f}",
-            f"{row.max_delay:.1f}",
+            format_duration(row.p50_delay),
+            format_duration(row.p95_delay),
+            format_duration(row.max_delay),
             f"{row.mean_allocated_pct:.1f}",
             str(row.never_ran),
             f"{row.median_seconds:.2f}",
         )
-    console.print(table)
+    show(table)
 
 
 def simulate(

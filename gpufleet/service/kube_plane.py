@@ -50,6 +50,7 @@ from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node, Placement
 from gpufleet.model.tenancy import PriorityClass
+from gpufleet.model.times import wall_clock_time
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import (
@@ -182,7 +183,9 @@ class KubeControlPlane(PlaneBase):
         version = self.scheduler.backend.config_version
         if self._placeholder is None or self._placeholder[0] != version:
             catalog = self.scheduler.backend.catalog
-            empty = build_core([], self.options.policy, queues=catalog.queues)
+            empty = build_core(
+                [], self.options.policy, queues=catalog.queues, time_format=wall_clock_time
+            )
             self._placeholder = (version, empty)
         return self._placeholder[1]
 

@@ -3,6 +3,7 @@ API server speaking HTTP, so the real client and the real scheduler run)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -101,6 +102,8 @@ def test_submitted_pod_is_written_scheduled_and_described(cluster: Cluster) -> N
     assert pod["node"] in ("gpu-0", "gpu-1")
     assert len(pod["gpu_indices"]) == 2
     assert [e["reason"] for e in detail["events"]][:2] == ["Submitted", "Scheduled"]
+    why = client.get("/api/v1/workloads/team-a/p/explain").json()["message"]
+    assert re.fullmatch(r"running since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", why), why
     summary = client.get("/api/v1/cluster").json()
     assert summary["backend"] == "kubernetes"
     assert summary["gpus"] == 8
