@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import re
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from gpufleet.io.errors import InputError
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.traces import FetchError
 from gpufleet.scheduling.policies import POLICY_NAMES, UnknownPolicyError
 
@@ -33,6 +37,13 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
 def warn(message: str) -> None:
     """One line on stderr that does not stop the command."""
     errors.print(f"[bold yellow]warning:[/] {message}")
+
+
+def warn_skipped(skipped: Skipped) -> None:
+    """Say once what a read set aside (ConfigMaps, Services...), if anything."""
+    note = skipped.note()
+    if note is not None:
+        warn(escape(note))
 
 
 def friendly_errors(command: Callable[P, R]) -> Callable[P, R]:
@@ -99,20 +110,26 @@ def parse_duration(text: str) -> float:
     return sum(float(n) * scale[u] for n, u in parts)
 
 
-def format_duration(seconds: float) -> str:
-    """Seconds for people: '0s', '8.1s', '12m05s', '3h07m', '2d04h'."""
-    if seconds < 0:
-        return "-" + format_duration(-seconds)
-    if seconds < 10:
-        return f"{seconds:.1f}s".replace(".0s", "s")
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    if whole < 86400:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
+def listen_socket(host: str, port: int, flag: str = "--port") -> socket.socket:
+    """A TCP socket bound to ``host:port`` (before anything says it serves there), or one line
+    naming the flag to change and exit code 2: 'port 8080 on 127.0.0.1 is in use (pass
+    --port)'."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except (socket.gaierror, UnicodeError) as error:
+        raise fail(f"cannot listen on {host!r}: {error} (pass --host)") from None
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not past a live listener
+    try:
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise fail(f"port {port} on {host} is in use (pass {flag})") from None
+        raise fail(
+            f"cannot listen on port {port} on {host}: {error.strerror} (pass {flag})"
+        ) from None
+    return sock
 
 
 def ensure_dir(path: Path) -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from gpufleet import __version__
@@ -12,13 +14,35 @@ from gpufleet.cli.place import place
 from gpufleet.cli.scheduler import scheduler
 from gpufleet.cli.serve import admin, serve
 from gpufleet.cli.simulate import simulate
+from gpufleet.cli.usage_errors import OneLineErrors
 from gpufleet.scheduling.policies import POLICY_DESCRIPTIONS
 
 app = typer.Typer(
+    cls=OneLineErrors,
     help="gpufleet: a GPU-aware scheduler for AI workloads.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        console.print(__version__)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """gpufleet: a GPU-aware scheduler for AI workloads."""
+
+
 app.command()(simulate)
 app.command()(place)
 app.command()(demo)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -13,7 +14,8 @@ import uvicorn
 import yaml
 
 from gpufleet.api.app import create_app
-from gpufleet.cli.common import console, fail, friendly_errors
+from gpufleet.cli.common import console, fail, friendly_errors, listen_socket, warn_skipped
+from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.manifests import load_manifests
 from gpufleet.io.readers import read_cluster
 from gpufleet.model import Node
@@ -23,6 +25,7 @@ from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_to
 from gpufleet.service.plane import ControlPlane
 from gpufleet.service.protocol import Plane
 from gpufleet.service.store import Store, StoreError
+from gpufleet.service.submissions import WORKLOAD_KINDS
 from gpufleet.service.tenants import ADMIN, ROLES, AdmissionRules, Principal, rules_from_object
 
 DEFAULT_DB = Path("gpufleet.db")
@@ -91,6 +94,30 @@ def serve(
         raise fail(f"unknown policy {policy!r} (expected one of {', '.join(POLICY_NAMES)})")
     if not speed > 0:
         raise fail(f"--speed must be above 0, got {speed}")
+    # The port first: a busy one is told before anything is loaded, stored or said to serve.
+    sock = listen_socket(host, port)
+    try:
+        _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, default_runtime,
+                  min_runtime, kubeconfig, scheduler_name, log_level)  # fmt: skip
+    finally:
+        sock.close()
+
+
+def _serve_on(
+    sock: socket.socket,
+    host: str,
+    cluster: Path | None,
+    scenario: list[Path] | None,
+    db: Path,
+    speed: float,
+    policy: str,
+    rules: Path | None,
+    default_runtime: float,
+    min_runtime: float,
+    kubeconfig: Path | None,
+    scheduler_name: str,
+    log_level: str,
+) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     admission_rules = AdmissionRules()
     if rules is not None:
@@ -117,9 +144,11 @@ def serve(
         plane = _kube_plane(kubeconfig, store, options, scheduler_name)
         where = f"Kubernetes ({kubeconfig})"
     else:
-        nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"))
+        skipped = Skipped()
+        nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
         files = list(scenario or ([bundled("queues.yaml")] if fresh else []))
-        workloads = _seed_objects(store, files)
+        workloads = _seed_objects(store, files, skipped)
+        warn_skipped(skipped)
         store.set_meta("seeded", "1")
         embedded = ControlPlane(store, nodes, options)
         if workloads and fresh:
@@ -131,6 +160,7 @@ def serve(
         where = f"{len(nodes)} simulated nodes at {speed:g}x, {restored} workloads restored"
     plane.start()
     app = create_app(plane)
+    port = sock.getsockname()[1]
     console.print(
         f"gpufleet control plane on http://{host}:{port}/ ({where}, policy {policy}, database {db})"
     )
@@ -140,7 +170,7 @@ def serve(
             "--tenant admin --role admin`"
         )
     try:
-        uvicorn.run(
+        config = uvicorn.Config(
             app,
             host=host,
             port=port,
@@ -149,6 +179,7 @@ def serve(
             timeout_graceful_shutdown=5,
             timeout_keep_alive=30,
         )
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         plane.stop()
         store.close()
@@ -174,13 +205,18 @@ def _kube_plane(
     return KubeControlPlane(api, store, options, scheduler)
 
 
-def _seed_objects(store: Store, files: list[Path]) -> list[bytes]:
+def _seed_objects(store: Store, files: list[Path], skipped: Skipped) -> list[bytes]:
     """Put the Queues and PriorityClasses of ``files`` into the store (replacing those of the
-    same name); returns the other documents, to submit as workloads."""
+    same name); returns the workload documents, to submit as workloads (objects of kinds with no
+    scheduling meaning are set aside, counted in ``skipped``)."""
     workloads: list[bytes] = []
+    reads = (QUEUE, PRIORITY_CLASS, *WORKLOAD_KINDS)
+    expected = f"one of {', '.join(reads)}"
     with store.transaction():
         for file in files:
             for manifest in load_manifests(file):
+                if not triage(manifest, str(file), manifest.location, reads, expected, skipped):
+                    continue
                 kind = manifest.get("kind")
                 name = (manifest.get("metadata") or {}).get("name")
                 if kind in (QUEUE, PRIORITY_CLASS) and isinstance(name, str):

@@ -14,6 +14,7 @@ import numpy as np
 
 from gpufleet.model import GpuRequest, Node, Pod
 from gpufleet.model.tenancy import Queue, ResourceQuota
+from gpufleet.model.times import TimeFormat, simulated_time
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
@@ -48,7 +49,10 @@ def build_core(
     config: AdmissionConfig | None = None,
     target: TargetWorkload | None = None,
     explain: bool = True,
+    time_format: TimeFormat = simulated_time,
 ) -> SchedulerCore:
+    """A core over ``nodes``; ``time_format`` says how the instants in its messages read (the
+    simulated clock by default; the wall clock on Kubernetes)."""
     table = NodeTable(list(nodes))
     return SchedulerCore(
         table,
@@ -58,4 +62,5 @@ def build_core(
         queues=dict(queues or {}),
         resource_quotas=resource_quotas,
         config=config,
+        time_format=time_format,
     )

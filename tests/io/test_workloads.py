@@ -656,16 +656,15 @@ BAD = {
                 "metadata": {"name": "cq"},
             }
         ],
-        "document 1 (line 1)",
+        "document 1 (line 1), ClusterQueue cq",
         "kind",
-        "expected Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, "
-        "PyTorchJob, MPIJob, RayCluster or RayJob objects",
+        "gpufleet does not read kind ClusterQueue: Kueue's quota; give it as a gpufleet Queue",
     ),
     "cluster-kind": Case(
         [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}],
-        "document 1 (line 1)",
+        "document 1 (line 1), Node n",
         "kind",
-        "got kind 'Node' (a cluster, not a scenario)",
+        "got kind Node (a cluster, not a scenario)",
     ),
     "pod-error-inside-scenario": Case(
         [queue("org"), {**pod("p", "ml"), "spec": {"containers": []}}],

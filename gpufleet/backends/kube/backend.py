@@ -198,9 +198,17 @@ class KubeBackend:
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers.values())
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the informers (ending their open watches) and wait for them and the binders,
+        so that nothing talks to the API server after this returns (``timeout`` for all the
+        informers together)."""
         self._stop.set()
         self._wake.set()
+        for informer in self.informers.values():
+            informer.close()
+        deadline = time.monotonic() + timeout
+        for informer in self.informers.values():
+            informer.join(max(deadline - time.monotonic(), 0.0))
         self._binders.shutdown(wait=True, cancel_futures=False)
 
     # ----------------------------------------------------------------------------- protocol

@@ -33,6 +33,7 @@ from gpufleet.backends.kube.reporting import ApiReporter, StatusPublisher
 from gpufleet.control.allocation import long_lived_burst, thaw
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.model.events import ClusterEvent
+from gpufleet.model.times import wall_clock_time
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 
@@ -203,6 +204,7 @@ class KubeScheduler:
             catalog.resource_quotas,
             self.options.admission,
             target_of(pods),
+            time_format=wall_clock_time,  # the clock here is the wall clock (Unix seconds)
         )
         self.cores_built += 1
         for message in self.core.quota_warnings():
