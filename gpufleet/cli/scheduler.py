@@ -14,9 +14,11 @@ from typing import Annotated
 
 import typer
 
-from gpufleet.cli.common import fail, listen_socket
-from gpufleet.scheduling.admission import AdmissionConfig
-from gpufleet.scheduling.policies import POLICY_NAMES
+# Light imports only: this command lists the cluster before it imports the scheduling core
+# (see the body), so that the API server works while Python imports.
+from gpufleet.cli.output import fail, listen_socket
+from gpufleet.scheduling.config import AdmissionConfig
+from gpufleet.scheduling.policy_names import POLICY_NAMES
 
 _DEFAULTS = AdmissionConfig()
 #: The loop must have turned this recently for /healthz to answer ok.

@@ -264,10 +264,11 @@ class KubeBackend:
             self._reconcile_node(name, out)
         self._dirty_nodes.clear()
         waiting: set[str] = set()
+        orphans: set[str] = set()
         for key in sorted(self._dirty_pods):
-            if self._reconcile_pod(key, out):
+            if self._reconcile_pod(key, out, orphans):
                 waiting.add(key)
-        self._dirty_pods = {k for k in self._dirty_pods if self._orphaned(k)}
+        self._dirty_pods = orphans
         self._assemble(waiting, out)
         for name in [n for n in self._deferred_nodes if not self._node_busy(n)]:
             self._deferred_nodes.discard(name)
@@ -438,6 +439,17 @@ class KubeBackend:
         except InputError:
             return None
 
+    def known_pods(self) -> tuple[list[Pod], list[float]]:
+        """Every pod of the cluster as the core counts it, as (pods, how many of each): one
+        pod per shape of many replicas (what a target workload is made of)."""
+        pods, counts, broken = self.readings.shapes(self.objects[PODS].values())
+        for obj in broken:
+            pod = self.parse_pod(obj)  # read without the rules it could not read, or not
+            if pod is not None:
+                pods.append(pod)
+                counts.append(1.0)
+        return pods, counts
+
     def timed_pod(self, obj: Obj) -> TimedPod:
         """``obj`` read as a pod, once per resourceVersion: the core's build, bound pods and
         the workloads of waiting ones all use one reading. Raises :class:`InputError`."""
@@ -453,7 +465,7 @@ class KubeBackend:
             obj = self.objects[PODS].get(key)
             if obj is not None:
                 with contextlib.suppress(InputError):
-                    self.timed_pod(obj)
+                    self.readings.read(obj)
                     read += 1
         for name in self._unread_nodes:
             obj = self.objects[NODES].get(name)
@@ -464,18 +476,10 @@ class KubeBackend:
         self._unread_nodes.clear()
         return read
 
-    def _orphaned(self, key: str) -> bool:
-        """A bound pod whose node the core does not know yet: retried when the node comes."""
-        obj = self.objects[PODS].get(key)
-        return (
-            obj is not None
-            and key not in self._told
-            and podinfo.pod_state(obj, self.scheduler_name) is PodState.BOUND
-            and podinfo.node_name(obj) not in self._nodes
-        )
-
-    def _reconcile_pod(self, key: str, out: list[ClusterEvent]) -> bool:
-        """Report what changed for one pod; True when it waits for assembly."""
+    def _reconcile_pod(self, key: str, out: list[ClusterEvent], orphans: set[str]) -> bool:
+        """Report what changed for one pod; True when it waits for assembly. A bound pod new
+        to the core whose node the core does not know yet goes to ``orphans``: it is tried
+        again when the node comes."""
         obj = self.objects[PODS].get(key)
         state = podinfo.pod_state(obj, self.scheduler_name)
         told = self._told.get(key)
@@ -498,14 +502,16 @@ class KubeBackend:
                 self._ledger.give_back(told.placement)
                 del self._told[key]
                 out.append(PodDeleted(key))
-                return self._reconcile_pod(key, out)
+                return self._reconcile_pod(key, out, orphans)
             told.in_flight = False
             if not told.ready and podinfo.is_ready(obj):
                 told.ready = True
                 out.append(PodReady(key))
             return False
         if node not in self._nodes:
-            return False  # an orphan until its node is known
+            if told is None:
+                orphans.add(key)
+            return False
         pod = self.parse_pod(obj)
         if pod is None:
             return False

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import dataclasses
 import marshal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from gpufleet.backends.kube.informer import object_key
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog, timed_pod
+from gpufleet.model import Pod
 from gpufleet.model.tenancy import Workload
 from gpufleet.model.workload import TimedPod
 
@@ -89,28 +90,55 @@ class PodReadings:
 
     def timed_pod(self, obj: Mapping[str, Any]) -> TimedPod:
         """``obj`` read as a pod. Raises :class:`~gpufleet.io.errors.InputError`."""
-        return self._object(obj)[2]
+        reading = self._object(obj)[2]
+        return dataclasses.replace(reading, pod=reading.pod.renamed(_name_of(obj)))
 
     def workload(self, catalog: LiveCatalog, obj: Mapping[str, Any]) -> Workload:
         """The workload of one lone pod, as ``catalog.workload([obj])`` makes it."""
         if catalog is not self._catalog:
             self._catalog = catalog
             self._workloads.clear()
-        _, key, timed = self._object(obj)
+        _, key, reading = self._object(obj)
         known = self._workloads.get(key)
         if known is None:
-            known = _read(obj, shape_of(obj), lambda o: catalog.workload([o], None, _Reader(timed)))
+            known = _read(
+                obj, shape_of(obj), lambda o: catalog.workload([o], None, _Reader(reading))
+            )
             self._keep(self._workloads, key, known)
-        name = timed.pod.name
+        name = _name_of(obj)
         return known.renamed(name, tuple(pod.renamed(name) for pod in known.pods))
+
+    def shapes(self, objs: Iterable[Mapping[str, Any]]) -> tuple[list[Pod], list[float], list[Any]]:
+        """The pods ``objs`` read as: one pod per shape and how many objects have it (what a
+        target workload is made of, without a pod object per replica), and the objects that
+        do not read."""
+        counts: dict[bytes, list[Any]] = {}
+        broken: list[Any] = []
+        for obj in objs:
+            try:
+                _, key, reading = self._object(obj)
+            except InputError:
+                broken.append(obj)
+                continue
+            seen = counts.get(key)
+            if seen is None:
+                counts[key] = [reading.pod, 1.0]
+            else:
+                seen[1] += 1.0
+        return [c[0] for c in counts.values()], [c[1] for c in counts.values()], broken
+
+    def read(self, obj: Mapping[str, Any]) -> None:
+        """Read ``obj`` now (what :meth:`timed_pod`, :meth:`workload` and :meth:`shapes` then
+        take from memory). Raises :class:`~gpufleet.io.errors.InputError`."""
+        self._object(obj)
 
     def forget(self, key: str) -> None:
         """The object ``key`` is gone."""
         self._objects.pop(key, None)
 
     def _object(self, obj: Mapping[str, Any]) -> tuple[str, bytes, TimedPod]:
+        """(resourceVersion, shape key, the shape's reading) of ``obj``."""
         metadata = obj.get("metadata") or {}
-        name = str(metadata.get("name", ""))
         key_of_object = object_key(obj)
         version = str(metadata.get("resourceVersion") or "")
         seen = self._objects.get(key_of_object)
@@ -127,7 +155,7 @@ class PodReadings:
             self._keep(self._pods, key, reading)
         else:
             self.hits += 1
-        entry = (version, key, dataclasses.replace(reading, pod=reading.pod.renamed(name)))
+        entry = (version, key, reading)
         self._objects[key_of_object] = entry
         return entry
 

@@ -34,7 +34,7 @@ from gpufleet.control.allocation import long_lived_burst, thaw
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.model.events import ClusterEvent
 from gpufleet.model.times import wall_clock_time
-from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 
 log = logging.getLogger(__name__)
@@ -194,7 +194,7 @@ class KubeScheduler:
         backend = self.backend
         self._core_config = backend.config_version
         nodes = backend.resync()
-        pods = [p for p in (backend.parse_pod(o) for o in backend.objects[PODS].values()) if p]
+        pods, counts = backend.known_pods()
         catalog = backend.catalog
         self.core = build_core(
             nodes,
@@ -203,7 +203,7 @@ class KubeScheduler:
             catalog.queues,
             catalog.resource_quotas,
             self.options.admission,
-            target_of(pods),
+            target_of(pods, counts),
             time_format=wall_clock_time,  # the clock here is the wall clock (Unix seconds)
         )
         self.cores_built += 1

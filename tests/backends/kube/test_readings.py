@@ -158,3 +158,17 @@ def test_readings_kept_are_bounded() -> None:
     for gpus in range(8):
         readings.timed_pod(api_pod(f"p{gpus}", gpus=gpus))
     assert len(readings._pods) <= 3
+
+
+def test_the_shapes_of_replicas_make_the_target_their_pods_make() -> None:
+    """A core's target workload from one pod per shape and its count is the target of every
+    pod read one by one."""
+    from gpufleet.control.factory import target_of
+
+    objs = [api_pod(f"a{i}", gpus=1) for i in range(7)]
+    objs += [api_pod(f"b{i}", gpus=4, cpu="8") for i in range(3)]
+    objs += [api_pod("c", gpus=0, cpu="500m")]
+    readings = PodReadings()
+    pods, counts, broken = readings.shapes(objs)
+    assert (len(pods), sorted(counts), broken) == (3, [1.0, 3.0, 7.0], [])
+    assert target_of(pods, counts) == target_of([timed_pod(o).pod for o in objs])
