@@ -1,42 +1,48 @@
-"""Shared CLI plumbing: the console, clear errors and exit codes, argument parsers."""
+"""Shared CLI plumbing: clear errors for bad input, argument parsers (the console, exit codes
+and ``fail`` come from ``cli/output`` and are re-exported here)."""
 
 from __future__ import annotations
 
-import errno
 import functools
 import re
-import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-import typer
-from rich.console import Console
 from rich.markup import escape
 
+from gpufleet.cli.output import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    console,
+    errors,
+    fail,
+    listen_socket,
+    warn,
+)
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.traces import FetchError
 from gpufleet.scheduling.policies import POLICY_NAMES, UnknownPolicyError
 
-console = Console(highlight=False, soft_wrap=True)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILED",
+    "check_policies",
+    "console",
+    "ensure_dir",
+    "errors",
+    "fail",
+    "friendly_errors",
+    "listen_socket",
+    "parse_duration",
+    "parse_seeds",
+    "warn",
+    "warn_skipped",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-EXIT_BAD_INPUT = 2
-EXIT_FAILED = 1
-
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    errors.print(f"[bold red]error:[/] {message}")
-    return typer.Exit(code)
-
-
-def warn(message: str) -> None:
-    """One line on stderr that does not stop the command."""
-    errors.print(f"[bold yellow]warning:[/] {message}")
 
 
 def warn_skipped(skipped: Skipped) -> None:
@@ -108,28 +114,6 @@ def parse_duration(text: str) -> float:
         raise fail(f"expected a duration such as 90s, 5m, 1h30m or 2d, got {text!r}")
     scale = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
     return sum(float(n) * scale[u] for n, u in parts)
-
-
-def listen_socket(host: str, port: int, flag: str = "--port") -> socket.socket:
-    """A TCP socket bound to ``host:port`` (before anything says it serves there), or one line
-    naming the flag to change and exit code 2: 'port 8080 on 127.0.0.1 is in use (pass
-    --port)'."""
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    except (socket.gaierror, UnicodeError) as error:
-        raise fail(f"cannot listen on {host!r}: {error} (pass --host)") from None
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not past a live listener
-    try:
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        if error.errno == errno.EADDRINUSE:
-            raise fail(f"port {port} on {host} is in use (pass {flag})") from None
-        raise fail(
-            f"cannot listen on port {port} on {host}: {error.strerror} (pass {flag})"
-        ) from None
-    return sock
 
 
 def ensure_dir(path: Path) -> Path:

@@ -15,7 +15,7 @@ import numpy as np
 from gpufleet.model import GpuRequest, Node, Pod
 from gpufleet.model.tenancy import Queue, ResourceQuota
 from gpufleet.model.times import TimeFormat, simulated_time
-from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
@@ -32,12 +32,13 @@ def tie_rank(table: NodeTable, seed: int) -> IntArray:
     return rank
 
 
-def target_of(pods: Iterable[Pod]) -> TargetWorkload:
-    """The target workload of the pods known (one whole GPU when none are)."""
+def target_of(pods: Iterable[Pod], counts: Sequence[float] | None = None) -> TargetWorkload:
+    """The target workload of the pods known (one whole GPU when none are); ``counts``: how
+    many pods each of ``pods`` stands for (default: one)."""
     known = list(pods)
     if not known:
-        known = [Pod("typical", cpu_milli=1000, gpu=GpuRequest.whole(1))]
-    return typical_shapes(known)
+        known, counts = [Pod("typical", cpu_milli=1000, gpu=GpuRequest.whole(1))], None
+    return typical_shapes(known, weights=counts)
 
 
 def build_core(

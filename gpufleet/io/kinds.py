@@ -29,6 +29,8 @@ from typing import Any
 from gpufleet.io.errors import InputError, quoted, shorten
 from gpufleet.io.manifests import cluster_scoped, describe
 
+#: Kinds that describe a cluster (``ClusterSpec`` is ``gpufleet.io.cluster_spec.KIND``).
+CLUSTER_KINDS = ("ClusterSpec", "Node")
 #: Kinds gpufleet reads somewhere, and where (for errors from the readers that do not).
 READ_ELSEWHERE = {
     "ClusterSpec": "a cluster: give it with --cluster",

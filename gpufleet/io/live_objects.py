@@ -13,7 +13,7 @@ anything or decide when a gang is complete: the Kubernetes backend does.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from gpufleet.model.tenancy import (
     Workload,
     validate_queue_tree,
 )
+from gpufleet.model.workload import TimedPod
 
 SOURCE = "kubernetes"
 
@@ -106,14 +107,20 @@ class LiveCatalog:
                 continue
             return
 
-    def workload(self, pods: Sequence[Mapping[str, Any]], group: str | None = None) -> Workload:
+    def workload(
+        self,
+        pods: Sequence[Mapping[str, Any]],
+        group: str | None = None,
+        parsed: Callable[[Any], TimedPod] | None = None,
+    ) -> Workload:
         """The workload of ``pods`` (all in one namespace): the gang ``group`` when given (its
         minMember is the caller's to set), else one lone pod. Raises :class:`InputError`
-        naming the pod and field at fault."""
+        naming the pod and field at fault. ``parsed``: the caller's :func:`timed_pod` for an
+        object, when it keeps them (each pod is then read once, not once per use)."""
         parts = []
         for obj in pods:
             manifest = live_manifest({"kind": "Pod", "apiVersion": "v1", **obj})
-            timed = tuple(pods_from_object(manifest, SOURCE, manifest.location))
+            timed = (timed_pod(obj) if parsed is None else parsed(obj),)
             metadata: dict[str, Any] = manifest["metadata"]
             name, namespace = str(metadata["name"]), str(metadata.get("namespace") or "default")
             context = _context(SOURCE, manifest.location, f"Pod {namespace}/{name}")
@@ -124,6 +131,12 @@ class LiveCatalog:
         head = parts[0]
         gang = ("PodGroup", head.namespace, group) if group else ("Pod", head.namespace, head.name)
         return self._builder._workload(gang, parts, self._declared).workload
+
+
+def timed_pod(obj: Mapping[str, Any]) -> TimedPod:
+    """One Pod object of the API as the readers read it. Raises :class:`InputError`."""
+    manifest = live_manifest({"kind": "Pod", "apiVersion": "v1", **obj})
+    return pods_from_object(manifest, SOURCE, manifest.location)[0]
 
 
 def with_min_member(workload: Workload, min_member: int) -> Workload:

@@ -406,3 +406,21 @@ def object_name(context: Context, obj: Mapping[str, Any], kind: str) -> tuple[st
     if namespace_text is not None:
         named.name(namespace_text, "metadata.namespace", NameRule.LABEL)
     return text, namespace_text
+
+
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def input_files(path: str | Path) -> list[Path]:
+    """``path`` itself, or the ``*.yaml`` / ``*.yml`` files of a directory in name order."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in YAML_SUFFIXES)
+        if not files:
+            raise InputError(
+                str(path), "expected *.yaml or *.yml files in the directory, found none"
+            )
+        return files
+    if not path.exists():
+        raise InputError(str(path), "no such file or directory")
+    return [path]

@@ -19,36 +19,19 @@ from gpufleet.io import alibaba
 from gpufleet.io.cluster_spec import KIND as CLUSTER_SPEC_KIND
 from gpufleet.io.cluster_spec import cluster_spec_from_dict
 from gpufleet.io.errors import InputError, quoted
-from gpufleet.io.kinds import Skipped, triage
+from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS, pods_from_object
-from gpufleet.io.manifests import load_manifests
+from gpufleet.io.manifests import input_files, load_manifests
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedPod
 
-YAML_SUFFIXES = (".yaml", ".yml")
-CLUSTER_KINDS = (CLUSTER_SPEC_KIND, "Node")
 _CLUSTER_EXPECTED = "a ClusterSpec or Kubernetes Node objects (or an Alibaba node-list .csv)"
 _WORKLOAD_EXPECTED = (
     "Pod, Job, Deployment, StatefulSet or ReplicaSet objects (or an Alibaba pod-list .csv)"
 )
 _NOT_A_CLUSTER = dict.fromkeys(WORKLOAD_API_VERSIONS, "a workload, not a cluster")
 _NOT_A_WORKLOAD = dict.fromkeys(CLUSTER_KINDS, "a cluster, not a workload")
-
-
-def input_files(path: str | Path) -> list[Path]:
-    """``path`` itself, or the ``*.yaml`` / ``*.yml`` files of a directory in name order."""
-    path = Path(path)
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in YAML_SUFFIXES)
-        if not files:
-            raise InputError(
-                str(path), "expected *.yaml or *.yml files in the directory, found none"
-            )
-        return files
-    if not path.exists():
-        raise InputError(str(path), "no such file or directory")
-    return [path]
 
 
 def read_cluster(path: str | Path, skipped: Skipped | None = None) -> list[Node]:

@@ -38,15 +38,14 @@ from typing import Any, TypeVar
 
 from gpufleet.io import alibaba, job_rules, operator_jobs, tenancy
 from gpufleet.io.errors import InputError
-from gpufleet.io.kinds import Skipped, triage
+from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import (
     EXPECTED_RUNTIME_ANNOTATION,
     SIM_DURATION_ANNOTATION,
     WORKLOAD_API_VERSIONS,
     pods_from_object,
 )
-from gpufleet.io.manifests import Context, Manifest, describe, load_manifests
-from gpufleet.io.readers import CLUSTER_KINDS, input_files
+from gpufleet.io.manifests import Context, Manifest, describe, input_files, load_manifests
 from gpufleet.io.tenancy import (
     CHECKPOINT_INTERVAL_ANNOTATION,
     MIXED_MODELS_ANNOTATION,

@@ -232,3 +232,10 @@ def test_the_note_is_one_line_and_bounded() -> None:
     assert len(note) < 200
     assert note.startswith("skipped 4 objects of kinds with no scheduling meaning: KKKK")
     assert note.endswith("... (500 characters) (3), ConfigMap (1)")
+
+
+def test_the_cluster_kinds_name_the_cluster_spec_kind() -> None:
+    from gpufleet.io.cluster_spec import KIND
+    from gpufleet.io.kinds import CLUSTER_KINDS
+
+    assert KIND in CLUSTER_KINDS

@@ -79,6 +79,17 @@ POD_GROUPS = Resource("PodGroup", "gpufleet.dev", "v1alpha1", "podgroups", True)
 COSCHEDULING_POD_GROUPS = Resource("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", True)
 #: Volcano's, which KubeRay and the Kubeflow operators make with their Volcano integration.
 VOLCANO_POD_GROUPS = Resource("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True)
+#: What the scheduler watches.
+WATCHED: tuple[Resource, ...] = (
+    NODES,
+    PODS,
+    QUEUES,
+    POD_GROUPS,
+    COSCHEDULING_POD_GROUPS,
+    VOLCANO_POD_GROUPS,
+    PRIORITY_CLASSES,
+    RESOURCE_QUOTAS,
+)
 
 
 class RateLimiter:
@@ -293,11 +304,14 @@ class KubeApi:
         return methods[resource.kind], ()
 
     # ----------------------------------------------------------------------------- reading
-    def list(self, resource: Resource) -> tuple[list[Obj], str]:
+    def list(self, resource: Resource, resource_version: str = "") -> tuple[list[Obj], str]:
         """Every object of a kind, each with kind and apiVersion set, and the list's
-        resourceVersion to watch from."""
+        resourceVersion to watch from. ``resource_version`` "0" takes what the API server's
+        watch cache holds (fast, possibly a moment old; the watch that follows catches up),
+        "" a consistent read from etcd."""
         method, args = self._list_method(resource)
-        listing = self._call(method, *args)
+        extra = {"resource_version": resource_version} if resource_version else {}
+        listing = self._call(method, *args, **extra)
         items: list[Obj] = listing.get("items") or []
         for item in items:
             item.setdefault("kind", resource.kind)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ class Change:
     obj: Obj
 
 
-def object_key(obj: Obj) -> str:
+def object_key(obj: Mapping[str, Any]) -> str:
     """``namespace/name`` for namespaced objects, ``name`` otherwise."""
     metadata = obj.get("metadata") or {}
     namespace = metadata.get("namespace")
@@ -134,7 +135,10 @@ class Informer:
         self.last_error = message
 
     def _list(self) -> None:
-        items, version = self.api.list(self.resource)
+        # The first listing comes from the API server's watch cache, as client-go's
+        # reflectors take it (with 10,000 pods, a quarter of a second sooner than a read
+        # from etcd); after a 410 the cache is as old as what was missed: read etcd.
+        items, version = self.api.list(self.resource, "" if self.relists else "0")
         fresh = {object_key(item): item for item in items}
         for key, old in list(self.cache.items()):
             if key not in fresh:
@@ -179,3 +183,34 @@ class Informer:
         self._watching = response
         if self.stop.is_set():  # closed while the request was on its way
             self.close()
+
+
+class Informers:
+    """An informer per kind, all feeding one queue of changes: what the scheduler watches.
+    Started on its own (``gpufleet scheduler`` starts it before importing the scheduling core,
+    so that the API server lists while Python imports) or by the backend that owns it."""
+
+    def __init__(
+        self, api: KubeApi, resources: Iterable[Resource], watch_timeout_s: int = 300
+    ) -> None:
+        self.stop = threading.Event()
+        #: Set whenever a change arrives (and to stop waiting).
+        self.wake = threading.Event()
+        self.changes: queue.SimpleQueue[Change] = queue.SimpleQueue()
+        self.by_resource = {
+            resource: Informer(api, resource, self._sink, self.stop, watch_timeout_s)
+            for resource in resources
+        }
+        self.started = False
+
+    def start(self) -> None:
+        """Start listing and watching (once; later calls do nothing)."""
+        if self.started:
+            return
+        self.started = True
+        for informer in self.by_resource.values():
+            informer.start()
+
+    def _sink(self, change: Change) -> None:
+        self.changes.put(change)
+        self.wake.set()
