@@ -23,10 +23,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The dashboard's browser test needs Chromium (Debian's package): installed here when it is
-# missing and this is root with apt-get (as in CI); otherwise that one test skips, saying why.
+# The dashboard's browser test needs Chromium (Debian's package): installed here, system-wide,
+# when it is missing and this is root with apt-get (as in CI), saying so; otherwise that one
+# test skips, saying why. The README's Quick start says the same.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& echo "installing Debian's chromium package (apt-get, system-wide) for the dashboard's browser test" \
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium not installed: the dashboard's browser test will skip"
 

@@ -44,10 +44,11 @@ from gpufleet.backends.sim.scenarios import (
     large_gangs,
     sample_nodes,
 )
-from gpufleet.cli.common import format_duration, parse_duration
+from gpufleet.cli.common import parse_duration
 from gpufleet.io.alibaba import read_nodes, read_pods
 from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
 from gpufleet.model import Node
+from gpufleet.model.times import format_duration
 from gpufleet.report.summary import write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import http.server
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,10 +22,22 @@ def alibaba_trace() -> Path:
     found = find_alibaba_trace(REPO_ROOT)
     if found is None:
         pytest.skip(
-            "Alibaba 2023 trace not found (set GPUFLEET_ALIBABA_TRACE_DIR or fetch it with "
-            "`gpufleet traces fetch alibaba-2023`)"
+            "Alibaba 2023 trace not found (`gpufleet traces fetch alibaba-2023` puts it where "
+            "it is looked for; `gpufleet traces locate` lists the places)"
         )
     return found
+
+
+@pytest.fixture(autouse=True)
+def _no_informer_outlives_its_test() -> Iterator[None]:
+    """A Kubernetes informer left running retries against its stopped fake API server for the
+    rest of the session, logging every failure: stop schedulers before their server."""
+    yield
+    deadline = time.monotonic() + 5.0
+    while alive := [t.name for t in threading.enumerate() if t.name.startswith("informer-")]:
+        if time.monotonic() > deadline:
+            pytest.fail(f"informers outlived the test: {', '.join(sorted(set(alive)))}")
+        time.sleep(0.02)
 
 
 NODES_CSV = """sn,cpu_milli,memory_mib,gpu,model

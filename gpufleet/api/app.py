@@ -45,6 +45,8 @@ from gpufleet.api.schemas import (
     WorkloadDetail,
     WorkloadSummary,
 )
+from gpufleet.io.kinds import Skipped
+from gpufleet.io.manifests import describe
 from gpufleet.service import views
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE
 from gpufleet.service.base import Change as PlaneChange
@@ -176,9 +178,15 @@ def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
     async def submit(caller: Caller, request: Request, dry_run: bool = False) -> SubmitResult:
         body = await _read_body(request, max_body)
         content_type = _content_type(request)
-        records = await asyncio.to_thread(plane.submit, caller, body, content_type, dry_run)
+        skipped = Skipped()
+        records = await asyncio.to_thread(
+            plane.submit, caller, body, content_type, dry_run, skipped
+        )
         explained: dict[str, Any] = {}
-        return SubmitResult(accepted=[views.workload_summary(r, explained) for r in records])
+        return SubmitResult(
+            accepted=[views.workload_summary(r, explained) for r in records],
+            skipped=dict(skipped.counts),
+        )
 
     @app.delete(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}")
     def cancel(
@@ -383,8 +391,11 @@ async def _one_document(request: Request, limit: int) -> dict[str, Any]:
     try:
         text = body.decode("utf-8")
         document = json.loads(text) if "json" in content_type else yaml.safe_load(text)
-    except (UnicodeDecodeError, json.JSONDecodeError, yaml.YAMLError) as error:
+    except (UnicodeDecodeError, ValueError, RecursionError, yaml.YAMLError) as error:
+        # ValueError: JSON errors, and what YAML scalars Python refuses (a date 2024-13-01)
         raise ApiError(400, f"cannot read the body: {error}") from None
     if not isinstance(document, dict):
-        raise ApiError(422, "expected one object (a mapping) in the body")
+        raise ApiError(
+            422, f"expected one object (a mapping) in the body, got {describe(document)}"
+        )
     return document

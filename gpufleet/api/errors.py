@@ -2,7 +2,7 @@
 
 Maps the service's exceptions (bad input, forbidden, not found, conflict) and FastAPI's own
 (validation, unknown route, wrong method) to JSON bodies that name what is wrong and, for bad
-input, where.
+input, where; a message quotes at most a bounded part of what it was given.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpufleet.api.schemas import ErrorBody
-from gpufleet.io.errors import InputError
+from gpufleet.io.errors import MAX_MESSAGE, MAX_PLACE, InputError, shorten
 from gpufleet.service.base import ConflictError, NotFoundError
 from gpufleet.service.store import StoreError
 from gpufleet.service.tenants import ForbiddenError
@@ -43,7 +43,13 @@ class ApiError(Exception):
 
 
 def error_response(status: int, message: str, field: str | None = None) -> JSONResponse:
-    body = ErrorBody(error=_KINDS.get(status, "error"), message=message, field=field)
+    """The JSON answer; what it quotes is bounded (a message of at most
+    :data:`~gpufleet.io.errors.MAX_MESSAGE` characters), whatever raised it."""
+    body = ErrorBody(
+        error=_KINDS.get(status, "error"),
+        message=shorten(message, MAX_MESSAGE),
+        field=None if field is None else shorten(field, MAX_PLACE),
+    )
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 

@@ -94,7 +94,8 @@ class WorkloadSummary(_Schema):
         "for a workload stored by an older gpufleet)"
     )
     kind: str = Field(
-        description="Pod, Job, PyTorchJob, MPIJob, RayCluster, RayJob, Deployment or PodGroup"
+        description="Pod, Job, PyTorchJob, MPIJob, RayCluster, RayJob, Deployment, StatefulSet, "
+        "ReplicaSet or PodGroup"
     )
     tenant: str
     queue: str
@@ -148,6 +149,11 @@ class Explanation(_Schema):
 
 class SubmitResult(_Schema):
     accepted: list[WorkloadSummary]
+    skipped: dict[str, int] = Field(
+        default_factory=dict,
+        description="objects set aside, by kind: kinds with no scheduling meaning (ConfigMap, "
+        "Service...), neither read nor written",
+    )
 
 
 class QueueView(_Schema):

@@ -1,4 +1,5 @@
-"""Shared CLI plumbing: the console, clear errors and exit codes, argument parsers."""
+"""Shared CLI plumbing: clear errors for bad input, argument parsers (the console, exit codes
+and ``fail`` come from ``cli/output`` and are re-exported here)."""
 
 from __future__ import annotations
 
@@ -8,32 +9,47 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-import typer
-from rich.console import Console
 from rich.markup import escape
 
+from gpufleet.cli.output import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    console,
+    errors,
+    fail,
+    listen_socket,
+    warn,
+)
 from gpufleet.io.errors import InputError
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.traces import FetchError
 from gpufleet.scheduling.policies import POLICY_NAMES, UnknownPolicyError
 
-console = Console(highlight=False, soft_wrap=True)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILED",
+    "check_policies",
+    "console",
+    "ensure_dir",
+    "errors",
+    "fail",
+    "friendly_errors",
+    "listen_socket",
+    "parse_duration",
+    "parse_seeds",
+    "warn",
+    "warn_skipped",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-EXIT_BAD_INPUT = 2
-EXIT_FAILED = 1
 
-
-def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    errors.print(f"[bold red]error:[/] {message}")
-    return typer.Exit(code)
-
-
-def warn(message: str) -> None:
-    """One line on stderr that does not stop the command."""
-    errors.print(f"[bold yellow]warning:[/] {message}")
+def warn_skipped(skipped: Skipped) -> None:
+    """Say once what a read set aside (ConfigMaps, Services...), if anything."""
+    note = skipped.note()
+    if note is not None:
+        warn(escape(note))
 
 
 def friendly_errors(command: Callable[P, R]) -> Callable[P, R]:
@@ -98,22 +114,6 @@ def parse_duration(text: str) -> float:
         raise fail(f"expected a duration such as 90s, 5m, 1h30m or 2d, got {text!r}")
     scale = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
     return sum(float(n) * scale[u] for n, u in parts)
-
-
-def format_duration(seconds: float) -> str:
-    """Seconds for people: '0s', '8.1s', '12m05s', '3h07m', '2d04h'."""
-    if seconds < 0:
-        return "-" + format_duration(-seconds)
-    if seconds < 10:
-        return f"{seconds:.1f}s".replace(".0s", "s")
-    whole = round(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    if whole < 3600:
-        return f"{whole // 60}m{whole % 60:02d}s"
-    if whole < 86400:
-        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
-    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"
 
 
 def ensure_dir(path: Path) -> Path:

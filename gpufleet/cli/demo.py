@@ -10,7 +10,7 @@ import typer
 from gpufleet.backends.sim.cluster import Mode
 from gpufleet.cli.common import console
 from gpufleet.cli.simulate import DEFAULT_WORKERS, _simulate
-from gpufleet.io.traces import TRACE_DIR_ENV, find_alibaba_trace
+from gpufleet.io.traces import DEFAULT_FETCH_DIR, find_alibaba_trace
 
 
 def demo(
@@ -24,7 +24,8 @@ def demo(
         console.print(
             "The Alibaba 2023 trace is not on this machine, so the demo uses a synthetic "
             "workload drawn from the bundled shape table (derived from that trace). "
-            f"Fetch the real one with `gpufleet traces fetch alibaba-2023` and set {TRACE_DIR_ENV}."
+            f"Fetch the real one with `gpufleet traces fetch alibaba-2023` (into "
+            f"{DEFAULT_FETCH_DIR}, where the demo looks; `gpufleet traces locate` lists where)."
         )
     _simulate(
         cluster=None,

@@ -18,15 +18,18 @@ from gpufleet.cli.common import (
     check_policies,
     console,
     fail,
-    format_duration,
     friendly_errors,
     warn,
+    warn_skipped,
 )
+from gpufleet.cli.tables import show
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
 from gpufleet.model.events import PodAdded, WorkloadAdded
+from gpufleet.model.times import simulated_time
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
@@ -36,7 +39,11 @@ from gpufleet.scheduling.target import typical_shapes
 def place(
     cluster: Annotated[Path, typer.Option(help="Cluster spec YAML, Node YAML or node CSV.")],
     workload: Annotated[
-        Path | None, typer.Option(help="Pod/Job YAML (file or directory) or pod CSV.")
+        Path | None,
+        typer.Option(
+            help="Pod, Job, Deployment, StatefulSet or ReplicaSet YAML (file or directory) "
+            "or pod CSV."
+        ),
     ] = None,
     policy: Annotated[str, typer.Option(help="Placement policy.")] = "default",
     seed: Annotated[int, typer.Option(help="Seed for policies that draw at random.")] = 0,
@@ -61,8 +68,10 @@ def place(
 @friendly_errors
 def _place(cluster: Path, workload: Path, policy: str, seed: int) -> None:
     check_policies([policy])
-    nodes = read_cluster(cluster)
-    pods = [t.pod for t in read_workload(workload)]
+    skipped = Skipped()
+    nodes = read_cluster(cluster, skipped)
+    pods = [t.pod for t in read_workload(workload, skipped)]
+    warn_skipped(skipped)
     table = NodeTable(nodes)
     core = SchedulerCore(
         table, make_policy(policy, table, PolicyContext(typical_shapes(pods), seed))
@@ -72,13 +81,13 @@ def _place(cluster: Path, workload: Path, policy: str, seed: int) -> None:
     actions = core.run_until_idle()
     _print_placements(actions, policy)
     waiting = Table(title="Pending")
-    waiting.add_column("pod")
-    waiting.add_column("why")
+    waiting.add_column("pod", no_wrap=True)
+    waiting.add_column("why", overflow="fold")
     for action in actions:
         if isinstance(action, MarkUnschedulable):
             waiting.add_row(action.pod.key, action.message)
     if waiting.row_count:
-        console.print(waiting)
+        show(waiting)
     bound = sum(isinstance(a, Bind) for a in actions)
     console.print(f"{bound} of {len(pods)} pods placed on {len(nodes)} nodes")
 
@@ -86,8 +95,10 @@ def _place(cluster: Path, workload: Path, policy: str, seed: int) -> None:
 @friendly_errors
 def _place_scenario(cluster: Path, paths: Sequence[str], policy: str, seed: int) -> None:
     check_policies([policy])
-    nodes = read_cluster(cluster)
-    scenario = read_scenario(paths)
+    skipped = Skipped()
+    nodes = read_cluster(cluster, skipped)
+    scenario = read_scenario(paths, skipped)
+    warn_skipped(skipped)
     pods = [p for t in scenario.workloads for p in t.workload.pods]
     table = NodeTable(nodes)
     core = SchedulerCore(
@@ -106,11 +117,16 @@ def _place_scenario(cluster: Path, paths: Sequence[str], policy: str, seed: int)
     if pending:
         waiting = Table(title="Pending workloads")
         for column in ("workload", "queue", "pos", "waiting for", "why", "est. start"):
-            waiting.add_column(column, justify="right" if column == "pos" else "left")
+            waiting.add_column(
+                column,
+                justify="right" if column == "pos" else "left",
+                no_wrap=column != "why",  # the rest are names and short values, shown whole
+                overflow="fold",
+            )
         for p in sorted(pending, key=lambda p: (p.queue, p.position)):
-            start = "-" if p.estimated_start is None else f"t={format_duration(p.estimated_start)}"
+            start = "-" if p.estimated_start is None else simulated_time(p.estimated_start)
             waiting.add_row(p.workload, p.queue, str(p.position), p.waiting_for, p.message, start)
-        console.print(waiting)
+        show(waiting)
     bound = sum(isinstance(a, Bind) for a in actions)
     console.print(
         f"{bound} of {len(pods)} pods placed on {len(nodes)} nodes; "
@@ -122,7 +138,7 @@ def _place_scenario(cluster: Path, paths: Sequence[str], policy: str, seed: int)
 def _print_placements(actions: Sequence[Action], policy: str) -> None:
     placed = Table(title=f"Placements ({policy})")
     for column in ("pod", "node", "GPUs", "share (milli)", "MIG slices"):
-        placed.add_column(column)
+        placed.add_column(column, no_wrap=column != "MIG slices", overflow="fold")
     for action in actions:
         if isinstance(action, Bind):
             p = action.placement
@@ -135,4 +151,4 @@ def _print_placements(actions: Sequence[Action], policy: str) -> None:
                 else "-",
                 ", ".join(f"gpu {g} slot {s}" for g, s in p.mig_slices) or "-",
             )
-    console.print(placed)
+    show(placed)

@@ -48,7 +48,7 @@ from gpufleet.cli.client import (
     ServerUnreachableError,
     UnexpectedResponseError,
 )
-from gpufleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, fail
+from gpufleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, fail, warn_skipped
 from gpufleet.cli.remote_config import (
     ConfigError,
     RemoteConfig,
@@ -67,12 +67,16 @@ from gpufleet.cli.remote_render import (
     field_table,
     nodes_table,
     queues_table,
-    show,
     text_or_none,
     top_nodes,
     workloads_table,
 )
-from gpufleet.service.submissions import WORKLOAD_KINDS
+from gpufleet.cli.tables import show
+from gpufleet.io.errors import InputError, quoted
+from gpufleet.io.kinds import Skipped
+from gpufleet.io.manifests import read_limited
+from gpufleet.io.names import NameRule, name_problem, rule_of
+from gpufleet.service.submissions import WORKLOAD_KINDS, nothing_to_submit
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -150,10 +154,24 @@ def remote_errors(command: Callable[P, R]) -> Callable[P, R]:
 WORKLOAD_KIND_NAMES = {kind.lower(): kind for kind in WORKLOAD_KINDS}
 
 
+def checked_name(
+    text: str | None, what: str, rule: NameRule = NameRule.SUBDOMAIN, kind: str | None = None
+) -> str | None:
+    """A name given on the command line, checked as Kubernetes checks it (a bad one is bad
+    input, not a 404 from the server)."""
+    if text is None:
+        return None
+    problem = name_problem(text, rule, kind)
+    if problem is not None:
+        raise fail(escape(f"{what} {quoted(text)}: {problem}"))
+    return text
+
+
 def _workload_kind(text: str) -> str:
     kind = WORKLOAD_KIND_NAMES.get(text.lower())
     if kind is None:
-        raise fail(f"unknown workload kind {text!r} (expected one of {', '.join(WORKLOAD_KINDS)})")
+        expected = ", ".join(WORKLOAD_KINDS)
+        raise fail(escape(f"unknown workload kind {quoted(text)} (expected one of {expected})"))
     return kind
 
 
@@ -165,7 +183,11 @@ def split_workload_name(
     a workload kind (job, pytorchjob...) is the kind: give a namespace so named with -n."""
     parts = text.split("/")
     if len(parts) > 3 or not all(parts):
-        raise fail(f"{text!r}: expected NAME, NAMESPACE/NAME, KIND/NAME or NAMESPACE/KIND/NAME")
+        raise fail(
+            escape(
+                f"{quoted(text)}: expected NAME, NAMESPACE/NAME, KIND/NAME or NAMESPACE/KIND/NAME"
+            )
+        )
     found_namespace, found_kind, name = None, None, parts[-1]
     if len(parts) == 3:
         found_namespace, found_kind = parts[0], _workload_kind(parts[1])
@@ -173,6 +195,9 @@ def split_workload_name(
         found_kind = WORKLOAD_KIND_NAMES[parts[0].lower()]
     elif len(parts) == 2:
         found_namespace = parts[0]
+    checked_name(namespace, "namespace", NameRule.LABEL)
+    checked_name(found_namespace, "namespace", NameRule.LABEL)
+    checked_name(name, "workload name")
     if namespace is not None and found_namespace not in (None, namespace):
         raise fail(f"{text!r} names namespace {found_namespace!r}, but -n says {namespace!r}")
     given_kind = None if kind is None else _workload_kind(kind)
@@ -256,20 +281,24 @@ OutputOption = Annotated[
 
 
 def _read_manifest(path: str) -> tuple[str, bytes, str]:
-    """(what to call it, bytes, content type) of a -f argument."""
-    if path == "-":
-        data = typer.get_binary_stream("stdin").read()
-        name = "stdin"
-    else:
-        try:
-            data = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise fail(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise fail(f"{path}: is a directory (give its files)") from None
-        except OSError as error:
-            raise fail(f"{path}: cannot read ({error.strerror})") from None
-        name = path
+    """(what to call it, bytes, content type) of a -f argument; a file over the manifest size
+    limit is refused before it is read, stdin after the limit and one byte."""
+    try:
+        if path == "-":
+            name = "stdin"
+            data = read_limited(typer.get_binary_stream("stdin"), name)
+        else:
+            name = path
+            with Path(path).open("rb") as handle:
+                data = read_limited(handle, name, os.fstat(handle.fileno()).st_size)
+    except InputError as error:
+        raise fail(escape(str(error))) from None
+    except FileNotFoundError:
+        raise fail(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise fail(f"{path}: is a directory (give its files)") from None
+    except OSError as error:
+        raise fail(f"{path}: cannot read ({error.strerror})") from None
     if not data.strip():
         raise fail(f"{name}: empty, nothing to submit")
     suffix = Path(path).suffix.lower()
@@ -310,15 +339,23 @@ def submit(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Submit workloads (Pod, Job, PyTorchJob, MPIJob, RayCluster, RayJob, Deployment, PodGroup)
-    from YAML or JSON.
+    """Submit workloads (Pod, Job, Deployment, StatefulSet, ReplicaSet, PyTorchJob, MPIJob,
+    RayCluster, RayJob, PodGroup) from YAML or JSON.
 
-    Each file goes in one request: its documents are all accepted or none. Example:
+    Each file goes in one request: its documents are all accepted or none; objects of kinds
+    with no scheduling meaning (ConfigMap, Service...) are skipped, and said so once. Example:
     gpufleet submit -f examples/pods/one-gpu.yaml
     """
     manifests = [_read_manifest(path) for path in _expand(filename)]
+    skipped = Skipped()
+    sent = 0
     with connect(server, token) as client:
         for name, data, content_type in manifests:
+            set_aside = nothing_to_submit(data, content_type) if len(manifests) > 1 else None
+            if set_aside is not None:  # a file of ConfigMaps beside the workloads: not sent
+                skipped.counts.update(set_aside.counts)
+                continue
+            sent += 1
             result = client.submit(data, content_type, dry_run=dry_run)
             verdict = "valid (dry run)" if dry_run else "accepted"
             for w in result.accepted:
@@ -327,8 +364,12 @@ def submit(
                     f"GPU request {w.gpu_request}, queue {w.queue}, {w.state.value}",
                     markup=False,
                 )
+            skipped.counts.update(result.skipped)
             if not result.accepted:
                 console.print(f"{name}: no workloads in it", markup=False)
+    if not sent:
+        raise fail(escape(f"no workloads in {', '.join(filename)}: {skipped.note()}"))
+    warn_skipped(skipped)
 
 
 @remote_errors
@@ -353,6 +394,12 @@ def get(
     kind = parse_resource(resource)
     if all_namespaces and (namespace or name):
         raise fail("-A/--all-namespaces lists everything; it takes neither -n nor a NAME")
+    checked_name(namespace, "namespace", NameRule.LABEL)
+    checked_name(queue, "queue", rule_of("Queue"), "Queue")
+    if kind is Resource.QUEUES:
+        checked_name(name, "queue", rule_of("Queue"), "Queue")
+    elif kind is Resource.NODES:
+        checked_name(name, "node")
     with connect(server, token) as client:
         if kind is Resource.WORKLOADS:
             _get_workloads(
@@ -419,7 +466,7 @@ def describe(
     kind = parse_resource(resource, (Resource.WORKLOADS, Resource.NODES))
     with connect(server, token) as client:
         if kind is Resource.NODES:
-            show(describe_node(client.get_node(name)))
+            show(describe_node(client.get_node(str(checked_name(name, "node")))))
             return
         key = resolve_workload(client, name, namespace, workload_kind)
         detail = client.get_workload(*key)

@@ -24,6 +24,8 @@ from pathlib import Path
 import httpx
 import yaml
 
+from gpufleet.io.errors import quoted
+
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 SERVER_ENV = "GPUFLEET_SERVER"
 TOKEN_ENV = "GPUFLEET_TOKEN"
@@ -71,7 +73,7 @@ def read_config_file(path: Path) -> FileConfig:
         raise ConfigError(f"{path}: cannot read the config file ({error})") from None
     try:
         data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
+    except (yaml.YAMLError, ValueError) as error:  # ValueError: a date such as 2024-13-01
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or "invalid YAML"
@@ -86,7 +88,7 @@ def read_config_file(path: Path) -> FileConfig:
     unknown = sorted(str(key) for key in data if key not in CONFIG_KEYS)
     if unknown:
         raise ConfigError(
-            f"{path}: unknown key {unknown[0]!r} (expected {' and '.join(CONFIG_KEYS)})"
+            f"{path}: unknown key {quoted(unknown[0])} (expected {' and '.join(CONFIG_KEYS)})"
         )
     values: dict[str, str | None] = {}
     for key in CONFIG_KEYS:

@@ -7,15 +7,13 @@ server. Used by :mod:`gpufleet.cli.remote`.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 
 import yaml
 from pydantic import BaseModel
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -29,11 +27,9 @@ from gpufleet.api.schemas import (
     WorkloadState,
     WorkloadSummary,
 )
-from gpufleet.cli.common import console, format_duration
+from gpufleet.model.times import format_duration, time_format
 
 GPU = "nvidia.com/gpu"
-#: Width of tables when the output is piped (so grep and awk see whole rows).
-PIPE_WIDTH = 250
 
 
 class Output(StrEnum):
@@ -97,7 +93,8 @@ def gpu_bar(fraction: float, width: int = 10) -> Text:
 
 @dataclass(frozen=True)
 class Clock:
-    """Cluster times for people: simulated seconds as t=5m00s, Unix time as a local date."""
+    """Cluster times for people (:mod:`gpufleet.model.times`): simulated seconds as t=5m00s,
+    Unix time as a UTC date."""
 
     now: float
     simulated: bool = True
@@ -107,32 +104,26 @@ class Clock:
         return cls(cluster.time, cluster.backend != "kubernetes")
 
     def at(self, time: float | None) -> str:
-        if time is None:
-            return "-"
-        if self.simulated:
-            return f"t={format_duration(time)}"
-        return datetime.fromtimestamp(time).strftime("%Y-%m-%d %H:%M:%S")
+        return "-" if time is None else time_format(self.simulated)(time)
 
     def age(self, time: float | None) -> str:
         return "-" if time is None else format_duration(max(self.now - time, 0.0))
 
 
+#: Columns of free text, folded within the width the others leave (:mod:`gpufleet.cli.tables`);
+#: every other column (names first) is shown whole.
+FREE_TEXT_COLUMNS = frozenset(
+    {"MESSAGE", "WAITING FOR", "PODS", "LABELS", "TAINTS", "NOMINAL", "USAGE"}
+    | {"BORROWING LIMIT", "LENDING LIMIT", "GPU MODELS", "PREEMPTION"}
+)
+
+
 def _table(*columns: str, title: str | None = None) -> Table:
     table = Table(box=None, title=title, title_justify="left", pad_edge=False, show_edge=False)
     for column in columns:
-        table.add_column(column, no_wrap=column not in ("MESSAGE", "PODS"))
+        free = column.strip() in FREE_TEXT_COLUMNS
+        table.add_column(column, no_wrap=not free, overflow="fold")
     return table
-
-
-def show(renderable: RenderableType) -> None:
-    if console.is_terminal:
-        console.print(renderable)
-    else:  # rich caps print(width=...) at the console's width, hence a console of its own
-        wide = Console(width=PIPE_WIDTH, highlight=False, soft_wrap=True)
-        with wide.capture() as captured:
-            wide.print(renderable)
-        # no padding at the ends of lines, for grep, awk and diff
-        sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
 def dump(models: BaseModel | Sequence[BaseModel], output: Output) -> str:

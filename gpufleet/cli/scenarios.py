@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.backends.sim.scenarios import TenantScenario, from_trace, large_gangs, sample_nodes
-from gpufleet.cli.common import fail
+from gpufleet.cli.common import fail, warn_skipped
 from gpufleet.io.alibaba import read_nodes, read_pods
 from gpufleet.io.cluster_spec import read_cluster_spec
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.readers import read_cluster
 from gpufleet.io.shapes import bundled_path
 from gpufleet.io.traces import NODES_FILE, PODS_FILE, TRACE_DIR_ENV, find_alibaba_trace
@@ -150,9 +151,10 @@ def _alibaba(seeds: list[int], options: ScenarioOptions) -> Scenarios:
     trace = find_alibaba_trace()
     if trace is None:
         raise fail(
-            f"--scenario {ALIBABA} needs the Alibaba 2023 trace, which was not found: set "
-            f"{TRACE_DIR_ENV} to its directory (the one holding csv/{PODS_FILE}), or fetch it "
-            "with `gpufleet traces fetch alibaba-2023`"
+            f"--scenario {ALIBABA} needs the Alibaba 2023 trace, which was not found: fetch it "
+            "with `gpufleet traces fetch alibaba-2023`, or set "
+            f"{TRACE_DIR_ENV} to its directory (the one holding csv/{PODS_FILE}); "
+            "`gpufleet traces locate` lists where it is looked for"
         )
     pods = read_pods(trace / "csv" / PODS_FILE)
     all_nodes = read_nodes(trace / "csv" / NODES_FILE)
@@ -184,15 +186,17 @@ def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scen
                 f"--scenario {name}: no such file or directory (built-in scenarios: "
                 f"{', '.join(BUILTINS)})"
             )
-    scenario = read_scenario(names)
+    skipped = Skipped()
+    scenario = read_scenario(names, skipped)
     if not scenario.workloads:
         raise fail(f"--scenario {' '.join(names)}: the files define no workloads")
     if options.cluster is None:
         nodes = read_cluster_spec(bundled_path(BUNDLED_CLUSTER))
         cluster_label = f"bundled Alibaba-like cluster ({len(nodes)} nodes)"
     else:
-        nodes = read_cluster(options.cluster)
+        nodes = read_cluster(options.cluster, skipped)
         cluster_label = f"{options.cluster} ({len(nodes)} nodes)"
+    warn_skipped(skipped)
     if not nodes:
         raise fail("the cluster has no nodes")
     name = ", ".join(names)

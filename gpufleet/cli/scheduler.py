@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -13,13 +14,17 @@ from typing import Annotated
 
 import typer
 
-from gpufleet.cli.common import console
-from gpufleet.scheduling.admission import AdmissionConfig
-from gpufleet.scheduling.policies import POLICY_NAMES
+# Light imports only: this command lists the cluster before it imports the scheduling core
+# (see the body), so that the API server works while Python imports.
+from gpufleet.cli.output import fail, listen_socket
+from gpufleet.scheduling.config import AdmissionConfig
+from gpufleet.scheduling.policy_names import POLICY_NAMES
 
 _DEFAULTS = AdmissionConfig()
 #: The loop must have turned this recently for /healthz to answer ok.
 HEALTHY_WITHIN_S = 60.0
+#: /metrics, /healthz and /readyz listen on every address (probes come from the kubelet).
+METRICS_HOST = "0.0.0.0"
 
 
 def scheduler(
@@ -79,18 +84,29 @@ def scheduler(
         )
     if kubeconfig is not None and not kubeconfig.is_file():
         raise typer.BadParameter(f"no such file: {kubeconfig}", param_hint="--kubeconfig")
+    # The port first: a busy one is told before anything starts (exit 2, one line).
+    metrics_socket = (
+        listen_socket(METRICS_HOST, metrics_port, "--metrics-port") if metrics_port else None
+    )
+    # Until the first core is built, the start makes mostly long-lived objects: the cycle
+    # collector would only scan them (the scheduler turns it on again, see control/allocation).
+    gc.disable()
     # Imported here: the Kubernetes client takes a third of a second to import, which every
     # other command would pay.
-    from gpufleet.backends.kube.api import KubeApi, RateLimiter, load_client
-    from gpufleet.backends.kube.metrics import HealthServer
-    from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions, default_identity
+    from gpufleet.backends.kube.api import WATCHED, KubeApi, RateLimiter, load_client
+    from gpufleet.backends.kube.informer import Informers
 
     try:
         client = load_client(None if kubeconfig is None else str(kubeconfig), binders * 2)
     except Exception as error:  # the config loaders raise several unrelated types
-        console.print(f"[red]cannot load the Kubernetes configuration:[/] {error}")
-        raise typer.Exit(2) from None
+        raise fail(f"cannot load the Kubernetes configuration: {error}") from None
     api = KubeApi(client, RateLimiter(kube_api_qps, kube_api_burst))
+    # The API server lists the cluster while the scheduling core is imported.
+    informers = Informers(api, WATCHED)
+    informers.start()
+    from gpufleet.backends.kube.metrics import HealthServer
+    from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions, default_identity
+
     options = SchedulerOptions(
         scheduler_name=scheduler_name,
         policy=policy,
@@ -102,7 +118,7 @@ def scheduler(
         binders=binders,
         admission=AdmissionConfig(min_runtime=min_runtime, gang_ready_timeout=gang_ready_timeout),
     )
-    runner = KubeScheduler(api, options)
+    runner = KubeScheduler(api, options, informers=informers)
     health: HealthServer | None = None
     if metrics_port:
         health = HealthServer(
@@ -110,6 +126,8 @@ def scheduler(
             healthy=lambda: time.monotonic() - runner.heartbeat < HEALTHY_WITHIN_S,
             ready=lambda: runner.ready,
             port=metrics_port,
+            host=METRICS_HOST,
+            sock=metrics_socket,
         )
         health.start()
 

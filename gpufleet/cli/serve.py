@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from importlib import resources
 from pathlib import Path
 from typing import Annotated
@@ -13,9 +14,17 @@ import uvicorn
 from rich.markup import escape
 
 from gpufleet.api.app import create_app
-from gpufleet.cli.common import console, fail, friendly_errors, warn
+from gpufleet.cli.common import (
+    console,
+    fail,
+    friendly_errors,
+    listen_socket,
+    warn,
+    warn_skipped,
+)
 from gpufleet.io.catalog import Rejected
 from gpufleet.io.errors import InputError
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import load_manifests
 from gpufleet.io.readers import read_cluster
 from gpufleet.model import Node
@@ -94,6 +103,30 @@ def serve(
         raise fail(f"unknown policy {policy!r} (expected one of {', '.join(POLICY_NAMES)})")
     if not speed > 0:
         raise fail(f"--speed must be above 0, got {speed}")
+    # The port first: a busy one is told before anything is loaded, stored or said to serve.
+    sock = listen_socket(host, port)
+    try:
+        _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, default_runtime,
+                  min_runtime, kubeconfig, scheduler_name, log_level)  # fmt: skip
+    finally:
+        sock.close()
+
+
+def _serve_on(
+    sock: socket.socket,
+    host: str,
+    cluster: Path | None,
+    scenario: list[Path] | None,
+    db: Path,
+    speed: float,
+    policy: str,
+    rules: Path | None,
+    default_runtime: float,
+    min_runtime: float,
+    kubeconfig: Path | None,
+    scheduler_name: str,
+    log_level: str,
+) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     admission_rules = AdmissionRules()
     if rules is not None:
@@ -120,15 +153,17 @@ def serve(
         plane = _kube_plane(kubeconfig, store, options, scheduler_name)
         where = f"Kubernetes ({kubeconfig})"
     else:
-        nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"))
+        skipped = Skipped()
+        nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
         files = list(scenario or ([bundled("queues.yaml")] if fresh else []))
         try:
             # Everything checked first, then written in one transaction: a bad scenario
             # leaves the database as it was.
-            write_seed(store, plan_seed(store, files, options, fresh))
+            write_seed(store, plan_seed(store, files, options, fresh, skipped))
         except InputError:
             store.close()
             raise
+        warn_skipped(skipped)
         embedded = ControlPlane(store, nodes, options)
         for rejected in embedded.catalog.rejected:
             warn(escape(_set_aside(rejected, db)))
@@ -139,6 +174,7 @@ def serve(
         where = f"{len(nodes)} simulated nodes at {speed:g}x, {restored} workloads restored"
     plane.start()
     app = create_app(plane)
+    port = sock.getsockname()[1]
     console.print(
         f"gpufleet control plane on http://{host}:{port}/ ({where}, policy {policy}, database {db})"
     )
@@ -148,7 +184,7 @@ def serve(
             "--tenant admin --role admin`"
         )
     try:
-        uvicorn.run(
+        config = uvicorn.Config(
             app,
             host=host,
             port=port,
@@ -157,6 +193,7 @@ def serve(
             timeout_graceful_shutdown=5,
             timeout_keep_alive=30,
         )
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         plane.stop()
         store.close()

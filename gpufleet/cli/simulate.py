@@ -29,15 +29,19 @@ from gpufleet.cli.common import (
     friendly_errors,
     parse_duration,
     parse_seeds,
+    warn_skipped,
 )
 from gpufleet.cli.scenarios import BUNDLED_CLUSTER, DEFAULT_NODE_FRACTION, ScenarioOptions
+from gpufleet.cli.tables import show
 from gpufleet.cli.tenancy import Baseline, TenancyArgs, simulate_scenarios
 from gpufleet.io.alibaba import read_pods
 from gpufleet.io.cluster_spec import read_cluster_spec
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.io.shapes import bundled_path, bundled_shape_table
 from gpufleet.io.traces import PODS_FILE, find_alibaba_trace
 from gpufleet.model import Node
+from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedPod
 from gpufleet.report.html import fill_figures, replay_figures, write_report
 from gpufleet.report.summary import (
@@ -63,14 +67,15 @@ def load_inputs(
     cluster: Path | None, workload: Path | None, synthetic: int, seed: int, timed: bool
 ) -> Loaded:
     """The cluster and workload to simulate, with the defaults described in ``--help``."""
+    skipped = Skipped()
     if cluster is None:
         nodes = read_cluster_spec(bundled_path(BUNDLED_CLUSTER))
         cluster_label = f"bundled Alibaba-like cluster ({len(nodes)} nodes)"
     else:
-        nodes = read_cluster(cluster)
+        nodes = read_cluster(cluster, skipped)
         cluster_label = f"{cluster} ({len(nodes)} nodes)"
     if workload is not None:
-        pods = read_workload(workload)
+        pods = read_workload(workload, skipped)
         workload_label = f"{workload} ({len(pods)} pods)"
     else:
         trace = find_alibaba_trace()
@@ -86,6 +91,7 @@ def load_inputs(
                 f"synthetic workload of {count} pods drawn from the bundled Alibaba 2023 "
                 "shape table"
             )
+    warn_skipped(skipped)
     if not nodes:
         raise fail("the cluster has no nodes")
     if not pods:
@@ -149,7 +155,7 @@ def print_fill_summary(rows: list[FillSummary], impossible: int) -> None:
             *(f"{row.failure_rate_by_class.get(c, 0.0):.1f}" for c, _ in present),
             f"{row.median_seconds:.2f}",
         )
-    console.print(table)
+    show(table)
     if impossible:
         console.print(
             f"[yellow]note:[/] {impossible} pods can never fit on this cluster "
@@ -158,20 +164,20 @@ def print_fill_summary(rows: list[FillSummary], impossible: int) -> None:
 
 
 def print_replay_summary(rows: list[ReplaySummary]) -> None:
-    table = Table(title="Replay: queueing delay (s) and GPU allocation")
+    table = Table(title="Replay: queueing delay and GPU allocation")
     for column in ("policy", "p50", "p95", "max", "mean alloc %", "never ran", "s/run"):
-        table.add_column(column, justify="left" if column == "policy" else "right")
+        table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for row in rows:
         table.add_row(
             row.policy,
-            f"{row.p50_delay:.1f}",
-            f"{row.p95_delay:.1f}",
-            f"{row.max_delay:.1f}",
+            format_duration(row.p50_delay),
+            format_duration(row.p95_delay),
+            format_duration(row.max_delay),
             f"{row.mean_allocated_pct:.1f}",
             str(row.never_ran),
             f"{row.median_seconds:.2f}",
         )
-    console.print(table)
+    show(table)
 
 
 def simulate(
@@ -185,7 +191,8 @@ def simulate(
     workload: Annotated[
         Path | None,
         typer.Option(
-            help="Workload: Pod/Job YAML (file or directory) or an Alibaba pod CSV. "
+            help="Workload: Pod, Job, Deployment, StatefulSet or ReplicaSet YAML (file or "
+            "directory) or an Alibaba pod CSV. "
             "Default: the Alibaba trace if found, else a synthetic workload."
         ),
     ] = None,

@@ -24,14 +24,15 @@ from gpufleet.cli.common import (
     console,
     ensure_dir,
     fail,
-    format_duration,
     friendly_errors,
     parse_duration,
     parse_seeds,
     warn,
 )
 from gpufleet.cli.scenarios import ScenarioOptions, Scenarios, load_scenarios
+from gpufleet.cli.tables import show
 from gpufleet.cli.tenancy_pool import Shared, TenancyTask, run_tenancy_tasks
+from gpufleet.model.times import format_duration, simulated_time
 from gpufleet.report.html import NamedTable, write_report
 from gpufleet.report.summary import write_json
 from gpufleet.report.tenancy import (
@@ -227,7 +228,7 @@ def print_queue_table(rows: Sequence[QueueSummary], seeds: int) -> None:
         "preempted (GPU-h lost)",
         "short",
     ):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     last = None
     for row in rows:
         first = row.run != last
@@ -246,7 +247,7 @@ def print_queue_table(rows: Sequence[QueueSummary], seeds: int) -> None:
             f"{row.preemptions} ({row.gpu_hours_lost:,.1f})",
             _duration(row.longest_short_of_nominal),
         )
-    console.print(table)
+    show(table)
 
 
 def print_run_line(row: RunSummary) -> None:
@@ -280,13 +281,7 @@ def print_run_line(row: RunSummary) -> None:
 def _value(unit: Unit, value: float | None) -> str:
     if value is None:
         return "none started" if unit is Unit.SECONDS else "-"
-    if unit is Unit.PERCENT:
-        return f"{value:.1f}%"
-    if unit is Unit.SECONDS:
-        return format_duration(value)
-    if unit is Unit.GPU_HOURS:
-        return f"{value:,.1f}"
-    return f"{value:,.0f}"
+    return unit.text(value)
 
 
 def print_comparison(rows: Sequence[Comparison]) -> None:
@@ -303,13 +298,14 @@ def print_comparison(rows: Sequence[Comparison]) -> None:
 
 def print_explain(run: LabelledRun, at_end: bool, limit: int) -> None:
     rows = sorted(explain_rows(run, at_end), key=lambda r: (r.position, r.queue))
-    when = "the end" if at_end else f"t={_duration(run.result.explained_at)}"
+    explained_at = run.result.explained_at
+    when = "the end" if at_end or explained_at is None else simulated_time(explained_at)
     title = f"Waiting at {when} ({run.label}, seed {run.seed}): {len(rows)} workloads"
     if not rows:
         at = run.result.explained_at
         ended = run.result.replay.simulated_seconds
         if not at_end and at is not None and at > ended:
-            console.print(f"{title} (the run ended at t={_duration(ended)}, before t={when[2:]})")
+            console.print(f"{title} (the run ended at {simulated_time(ended)}, before {when})")
         else:
             console.print(title)
         return
@@ -322,12 +318,12 @@ def print_explain(run: LabelledRun, at_end: bool, limit: int) -> None:
             else None
         ),
     )
-    table.add_column("workload", overflow="fold")
+    table.add_column("workload", no_wrap=True)
     table.add_column("queue", no_wrap=True)
-    table.add_column("pos", justify="right")
+    table.add_column("pos", justify="right", no_wrap=True)
     table.add_column("waiting for", no_wrap=True)
-    table.add_column("why", overflow="fold", ratio=1)
-    table.add_column("est. start", justify="right")
+    table.add_column("why", overflow="fold")
+    table.add_column("est. start", justify="right", no_wrap=True)
     for row in shown:
         table.add_row(
             row.workload,
@@ -337,7 +333,7 @@ def print_explain(run: LabelledRun, at_end: bool, limit: int) -> None:
             row.message,
             _start(row, at_end),
         )
-    console.print(table)
+    show(table)
 
 
 def print_jobs(run: LabelledRun, limit: int) -> None:
@@ -354,9 +350,9 @@ def print_jobs(run: LabelledRun, limit: int) -> None:
         ),
     )
     for column in ("workload", "kind", "queue", "state", "reason"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, no_wrap=column != "reason", overflow="fold")
     for column in ("completions", "failed", "restarts"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=True)
     for row in shown:
         state = {"Failed": "[red]Failed[/]", "Succeeded": "[green]Succeeded[/]"}.get(
             row.state, row.state
@@ -365,13 +361,13 @@ def print_jobs(run: LabelledRun, limit: int) -> None:
             row.workload, row.kind, row.queue, state, row.reason, row.completions,
             str(row.failed_pods), str(row.restarts),
         )  # fmt: skip
-    console.print(table)
+    show(table)
 
 
 def _start(row: ExplainRow, at_end: bool) -> str:
     if row.estimated_start is None:
         return "-"
-    text = f"t={format_duration(row.estimated_start)}"
+    text = simulated_time(row.estimated_start)
     if not at_end and row.at is not None:
         text += f" (in {format_duration(max(0.0, row.estimated_start - row.at))})"
     return text
@@ -398,15 +394,15 @@ def _write_report(
         if explain_at is not None:
             appendix.append(
                 (
-                    f"Waiting at t={format_duration(explain_at)} ({run.label}, seed {run.seed})",
-                    "Times in seconds of simulated time; results.json has every row.",
+                    f"Waiting at {simulated_time(explain_at)} ({run.label}, seed {run.seed})",
+                    "Times are simulated (t=: since the start); results.json has every row.",
                     explain_rows(run, at_end=False)[:HTML_EXPLAIN_ROWS],
                 )
             )
         appendix.append(
             (
                 f"Waiting at the end ({run.label}, seed {run.seed})",
-                "Times in seconds of simulated time; results.json has every row.",
+                "Times are simulated (t=: since the start); results.json has every row.",
                 explain_rows(run, at_end=True)[:HTML_EXPLAIN_ROWS],
             )
         )
@@ -430,7 +426,7 @@ def _write_report(
         tables=[
             (
                 "Per queue",
-                "Median over seeds. Times in seconds, GPU amounts in GPUs; GPU-hours used and "
+                "Median over seeds. GPU amounts in GPUs; GPU-hours used and "
                 "entitled count a parent queue's whole subtree.",
                 summaries.queues,
             ),

@@ -18,10 +18,18 @@ from rich.progress import (
 
 from gpufleet.backends.sim.variants import VariantKind, make_variant
 from gpufleet.backends.sim.workloads import QUANTILES, shape_table
-from gpufleet.cli.common import console, ensure_dir, fail, friendly_errors
+from gpufleet.cli.common import EXIT_FAILED, console, ensure_dir, fail, friendly_errors
 from gpufleet.io.alibaba import read_nodes, read_pods, write_pods
 from gpufleet.io.shapes import BUNDLED_RUNTIMES, BUNDLED_SHAPES, write_shape_table
-from gpufleet.io.traces import DATASETS, TRACE_DIR_ENV, fetch_dataset, find_alibaba_trace
+from gpufleet.io.traces import (
+    ALIBABA_2023,
+    DATASETS,
+    DEFAULT_FETCH_DIR,
+    TRACE_DIR_ENV,
+    fetch_dataset,
+    find_alibaba_trace,
+    trace_search_path,
+)
 
 app = typer.Typer(help="Public GPU-cluster traces.", no_args_is_help=True)
 
@@ -29,9 +37,12 @@ app = typer.Typer(help="Public GPU-cluster traces.", no_args_is_help=True)
 @app.command("fetch")
 def fetch(
     dataset: Annotated[str, typer.Argument(help="Dataset name: " + ", ".join(DATASETS))],
-    directory: Annotated[Path, typer.Option("--dir", help="Where to put the files.")] = Path(
-        "traces/alibaba-gpu-2023"
-    ),
+    directory: Annotated[
+        Path,
+        typer.Option(
+            "--dir", help="Where to put the files (the default is where the trace is looked for)."
+        ),
+    ] = DEFAULT_FETCH_DIR,
     variants: Annotated[
         bool, typer.Option(help="Also fetch the trace's variant pod lists.")
     ] = False,
@@ -62,20 +73,30 @@ def _fetch(dataset: str, directory: Path, variants: bool, base_url: str | None) 
                 bars[name] = progress.add_task(name, total=total)
             progress.update(bars[name], completed=done, total=total)
 
-        files = fetch_dataset(spec, ensure_dir(directory), base_url, variants, update)
+        files = fetch_dataset(spec, directory, base_url, variants, update)
     console.print(f"{len(files)} files in {directory}")
-    console.print(f"use them with: export {TRACE_DIR_ENV}={directory.resolve()}")
+    if spec.name == ALIBABA_2023.name and find_alibaba_trace() != directory.resolve():
+        console.print(
+            f"gpufleet looks elsewhere first (`gpufleet traces locate`); to use these: "
+            f"export {TRACE_DIR_ENV}={directory.resolve()}"
+        )
 
 
 @app.command("locate")
 def locate() -> None:
-    """Print where the Alibaba 2023 trace was found (or how to get it)."""
+    """Print where the Alibaba 2023 trace was found; else where it was looked for, in order.
+
+    The order: $GPUFLEET_ALIBABA_TRACE_DIR (only there when set); ./traces/alibaba-gpu-2023
+    (where `traces fetch` writes); shared/traces/alibaba-gpu-2023 here or in a parent; the
+    user's data directory. `make demo`, `simulate`, the benchmarks and the tests look there too.
+    """
     found = find_alibaba_trace()
     if found is None:
+        places = "; ".join(str(p) for p in trace_search_path())
         raise fail(
-            f"no local copy of the Alibaba 2023 trace; run `gpufleet traces fetch alibaba-2023` "
-            f"and set {TRACE_DIR_ENV}",
-            1,
+            f"no local copy of the Alibaba 2023 trace (looked in: {places}); get it with "
+            f"`gpufleet traces fetch alibaba-2023`",
+            EXIT_FAILED,
         )
     console.print(str(found))
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from gpufleet.model import GpuRequest, Node, Pod
 from gpufleet.model.tenancy import Queue, ResourceQuota
-from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.model.times import TimeFormat, simulated_time
+from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
@@ -31,12 +32,13 @@ def tie_rank(table: NodeTable, seed: int) -> IntArray:
     return rank
 
 
-def target_of(pods: Iterable[Pod]) -> TargetWorkload:
-    """The target workload of the pods known (one whole GPU when none are)."""
+def target_of(pods: Iterable[Pod], counts: Sequence[float] | None = None) -> TargetWorkload:
+    """The target workload of the pods known (one whole GPU when none are); ``counts``: how
+    many pods each of ``pods`` stands for (default: one)."""
     known = list(pods)
     if not known:
-        known = [Pod("typical", cpu_milli=1000, gpu=GpuRequest.whole(1))]
-    return typical_shapes(known)
+        known, counts = [Pod("typical", cpu_milli=1000, gpu=GpuRequest.whole(1))], None
+    return typical_shapes(known, weights=counts)
 
 
 def build_core(
@@ -48,7 +50,10 @@ def build_core(
     config: AdmissionConfig | None = None,
     target: TargetWorkload | None = None,
     explain: bool = True,
+    time_format: TimeFormat = simulated_time,
 ) -> SchedulerCore:
+    """A core over ``nodes``; ``time_format`` says how the instants in its messages read (the
+    simulated clock by default; the wall clock on Kubernetes)."""
     table = NodeTable(list(nodes))
     return SchedulerCore(
         table,
@@ -58,4 +63,5 @@ def build_core(
         queues=dict(queues or {}),
         resource_quotas=resource_quotas,
         config=config,
+        time_format=time_format,
     )

@@ -11,7 +11,8 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpufleet.io.errors import InputError
+from gpufleet.io.errors import InputError, quoted, shorten
+from gpufleet.io.names import label_value_problem, name_problem
 from gpufleet.model import MILLI_PER_GPU, GpuDevice, GpuRequest, Node, Pod, gfd_labels
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.workload import TimedPod
@@ -39,6 +40,8 @@ _MISSING = ("", "nan", "NaN", "None", "null")
 
 
 def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    """The rows of a CSV file, streamed (a trace may be large); a line that cannot be read (not
+    UTF-8, a NUL byte, a field of more than csv's limit) is an InputError naming it."""
     source = str(path)
     try:
         handle = path.open(newline="", encoding="utf-8")
@@ -46,31 +49,51 @@ def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str
         raise InputError(source, f"cannot open: {error.strerror}") from error
     with handle:
         reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        missing = [c for c in required if c not in header]
-        if missing:
+        try:
+            header = reader.fieldnames or []
+            missing = [c for c in required if c not in header]
+            if missing:
+                found = ", ".join(shorten(c, 40) for c in header[:20]) or "none"
+                raise InputError(
+                    source, f"missing column(s) {', '.join(missing)}; found {found}", "1"
+                )
+            for row in reader:
+                if None in row:
+                    raise InputError(
+                        source, "more fields than the header has", str(reader.line_num)
+                    )
+                yield reader.line_num, {k: (v or "").strip() for k, v in row.items()}
+        except UnicodeDecodeError as error:
             raise InputError(
                 source,
-                f"missing column(s) {', '.join(missing)}; found {', '.join(header) or 'none'}",
-                "1",
-            )
-        for row in reader:
-            if None in row:
-                raise InputError(source, "more fields than the header has", str(reader.line_num))
-            yield reader.line_num, {k: (v or "").strip() for k, v in row.items()}
+                f"not UTF-8 text ({error.reason}): is it a binary file?",
+                f"after line {reader.line_num}",
+            ) from None
+        except csv.Error as error:
+            raise InputError(
+                source, f"not a CSV line: {shorten(str(error))}", str(reader.line_num + 1)
+            ) from None
 
 
 def _named_rows(
     path: Path, required: tuple[str, ...], name_column: str, kind: str
 ) -> Iterator[tuple[int, str, dict[str, str]]]:
-    """Rows with a non-empty name that appears only once."""
+    """Rows with a name that appears only once and is a valid Kubernetes name (a DNS-1123
+    subdomain; a node's also a label value, since it is its hostname label)."""
     seen: set[str] = set()
     for line, row in _rows(path, required):
         name = row[name_column]
         if not name:
             raise InputError(str(path), f"empty {kind} name", str(line), name_column)
+        problem = name_problem(name) or (label_value_problem(name) if kind == "node" else None)
+        if problem is not None:
+            raise InputError(
+                str(path), f"{kind} name {problem}; got {quoted(name)}", str(line), name_column
+            )
         if name in seen:
-            raise InputError(str(path), f"{kind} {name!r} appears twice", str(line), name_column)
+            raise InputError(
+                str(path), f"{kind} {quoted(name)} appears twice", str(line), name_column
+            )
         seen.add(name)
         yield line, name, row
 
@@ -83,11 +106,11 @@ def _int(source: str, line: int, row: dict[str, str], column: str, minimum: int 
             raise ValueError(text)
     except ValueError:
         raise InputError(
-            source, f"expected a whole number >= {minimum}, got {text!r}", str(line), column
+            source, f"expected a whole number >= {minimum}, got {quoted(text)}", str(line), column
         ) from None
     if value < minimum:
         raise InputError(
-            source, f"expected a whole number >= {minimum}, got {text!r}", str(line), column
+            source, f"expected a whole number >= {minimum}, got {quoted(text)}", str(line), column
         )
     return int(value)
 
@@ -99,7 +122,9 @@ def _time(source: str, line: int, row: dict[str, str], column: str) -> float | N
     try:
         return float(text)
     except ValueError:
-        raise InputError(source, f"expected seconds, got {text!r}", str(line), column) from None
+        raise InputError(
+            source, f"expected seconds, got {quoted(text)}", str(line), column
+        ) from None
 
 
 def read_nodes(path: str | Path, include_cpu_only: bool = True) -> list[Node]:

@@ -15,11 +15,12 @@ Validation errors become :class:`~gpufleet.io.errors.InputError` with the field 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -30,10 +31,11 @@ from pydantic import (
 )
 
 from gpufleet.io.cluster_shapes import API_VERSION, KIND, nodes_to_cluster_spec
-from gpufleet.io.errors import InputError
+from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import load_manifests, scalar_text
 from gpufleet.io.mig_layout import check_device_fits
+from gpufleet.io.names import label_key_problem, label_value_problem, name_problem
 from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mib
 from gpufleet.io.validation import validation_error
 from gpufleet.model import (
@@ -72,10 +74,25 @@ def _label_text(value: object) -> object:
     return value if text is None else text
 
 
+def _checked(problem: Callable[[str], str | None], what: str) -> Callable[[str], str]:
+    """A validator that refuses text ``problem`` finds fault with (:mod:`gpufleet.io.names`)."""
+
+    def check(text: str) -> str:
+        found = problem(text)
+        if found is not None:
+            raise ValueError(f"{what} {found}; got {quoted(text)}")
+        return text
+
+    return check
+
+
 CpuMilli = Annotated[int, BeforeValidator(parse_cpu_milli), Field(ge=1)]
 MemoryMiB = Annotated[int, BeforeValidator(parse_memory_mib)]
 Count = Annotated[int, BeforeValidator(parse_count)]
 LabelText = Annotated[str, BeforeValidator(_label_text)]
+LabelValue = Annotated[LabelText, AfterValidator(_checked(label_value_problem, "label value"))]
+LabelKey = Annotated[str, AfterValidator(_checked(label_key_problem, "label key"))]
+ObjectName = Annotated[str, AfterValidator(_checked(name_problem, "name"))]
 
 
 class _Strict(BaseModel):
@@ -83,7 +100,8 @@ class _Strict(BaseModel):
 
 
 class GpuSpec(_Strict):
-    model: str = Field(min_length=1)
+    #: The model names the product label (``nvidia.com/gpu.product``): a label value.
+    model: LabelValue = Field(min_length=1)
     count: int = Field(ge=1, le=64)
     memory: MemoryMiB = 0
 
@@ -165,14 +183,14 @@ class HamiSpec(_Strict):
 
 
 class TopologySpec(_Strict):
-    zone: str | None = None
+    zone: LabelValue | None = None
     nodes_per_rack: int | None = Field(default=None, ge=1, alias="nodesPerRack")
     nodes_per_nvlink_domain: int = Field(default=1, ge=1, alias="nodesPerNvlinkDomain")
 
 
 class TaintSpec(_Strict):
-    key: str = Field(min_length=1)
-    value: LabelText = ""
+    key: LabelKey = Field(min_length=1)
+    value: LabelValue = ""
     effect: TaintEffect = TaintEffect.NO_SCHEDULE
 
 
@@ -184,7 +202,7 @@ class PoolSpec(_Strict):
     memory: MemoryMiB = Field(ge=1)
     gpu: GpuSpec | None = None
     mig: MigSpec | None = None
-    labels: dict[str, LabelText] = Field(default_factory=dict)
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     taints: list[TaintSpec] = Field(default_factory=list)
     topology: TopologySpec | None = None
     unschedulable: bool = False
@@ -196,7 +214,7 @@ class PoolSpec(_Strict):
         for name in resources:
             if not is_extended_resource(name):
                 raise ValueError(
-                    f"{name!r} is not an extended resource (expected a vendor/name such as "
+                    f"{quoted(name)} is not an extended resource (expected a vendor/name such as "
                     "rdma/hca or amd.com/gpu; GPUs go in gpu and mig)"
                 )
         return resources
@@ -233,6 +251,20 @@ class PoolSpec(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _node_names(self) -> PoolSpec:
+        """Every node name (the last is the longest) is a DNS-1123 subdomain, and fits the
+        kubernetes.io/hostname label it is given (a label value)."""
+        last = self.node_name(self.count - 1)
+        problem = name_problem(last) or label_value_problem(last)
+        if problem is not None:
+            field = "namePrefix" if self.name_prefix is not None else "name"
+            raise ValueError(
+                f"{field}: the nodes would be named up to {quoted(last)}, which {problem} "
+                f"(it is their name and their {GFD_LABELS.HOSTNAME} label)"
+            )
+        return self
+
     def node_name(self, index: int) -> str:
         prefix = self.name_prefix if self.name_prefix is not None else f"{self.name}-"
         return f"{prefix}{index:04d}"
@@ -252,7 +284,7 @@ class ClusterBody(_Strict):
 
 
 class Metadata(_Strict):
-    name: str = Field(min_length=1)
+    name: ObjectName = Field(min_length=1)
 
 
 class ClusterSpec(_Strict):
@@ -295,7 +327,7 @@ def _check_unique(nodes: list[Node], source: str, location: str | None = None) -
         if node.name in seen:
             raise InputError(
                 source,
-                f"node name {node.name!r} is produced twice; give the pools distinct "
+                f"node name {quoted(node.name)} is produced twice; give the pools distinct "
                 "namePrefix values",
                 location,
                 "spec.pools",

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpufleet.io.errors import quoted
 from gpufleet.io.kube_resources import Annotations
 from gpufleet.io.manifests import Context, describe
 from gpufleet.io.quantities import parse_duration_seconds
@@ -67,7 +68,7 @@ def _whole(context: Context, text: str, annotations: Annotations, key: str, mini
     stripped = text.strip()
     if not stripped.isdigit() or int(stripped) < minimum:
         raise context.error(
-            annotations.path(key), f"expected a whole number >= {minimum}, got {text[:200]!r}"
+            annotations.path(key), f"expected a whole number >= {minimum}, got {quoted(text[:200])}"
         )
     return int(stripped)
 
@@ -151,7 +152,7 @@ def batch_job(
     if per_index is not None and policy is not RestartPolicy.NEVER:
         raise context.error(
             template_path,
-            f"backoffLimitPerIndex requires restartPolicy Never, got {policy.value!r}",
+            f"backoffLimitPerIndex requires restartPolicy Never, got {quoted(policy.value)}",
         )
     failures = pods[0].failures if pods else SimFailures()
     names = tuple(t.pod.name for t in pods)

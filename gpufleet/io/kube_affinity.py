@@ -23,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gpufleet.io.errors import quoted
 from gpufleet.io.manifests import Context, describe, scalar_text
+from gpufleet.io.names import NameRule
 from gpufleet.model import NodeSelectorRequirement, NodeSelectorTerm
 from gpufleet.model.affinity import (
     PlacementRules,
@@ -95,11 +97,11 @@ def _expression(
 ) -> tuple[str, str, tuple[str, ...]]:
     """key, operator and values of a node or label selector requirement, checked."""
     expression = context.mapping(item, path)
-    key = context.text(expression.get("key"), f"{path}.key")
+    key = context.label_key(context.text(expression.get("key"), f"{path}.key"), f"{path}.key")
     operator = context.text(expression.get("operator"), f"{path}.operator")
     if operator not in operators:
         raise context.error(
-            f"{path}.operator", f"expected one of {', '.join(operators)}, got {operator!r}"
+            f"{path}.operator", f"expected one of {', '.join(operators)}, got {quoted(operator)}"
         )
     values: list[str] = []
     for i, value in enumerate(context.sequence(expression.get("values"), f"{path}.values")):
@@ -196,6 +198,7 @@ class _PodTerms:
         key = context.text(term.get("topologyKey"), f"{path}.topologyKey")
         if not key:
             raise context.error(f"{path}.topologyKey", "required: expected a node label key")
+        context.label_key(key, f"{path}.topologyKey")
         selector = label_selector(context, term.get("labelSelector"), f"{path}.labelSelector")
         match_keys = _keys(context, term.get("matchLabelKeys"), f"{path}.matchLabelKeys")
         mismatch_keys = _keys(context, term.get("mismatchLabelKeys"), f"{path}.mismatchLabelKeys")
@@ -203,7 +206,7 @@ class _PodTerms:
         if both:
             raise context.error(
                 f"{path}.mismatchLabelKeys",
-                f"{sorted(both)[0]!r} is also in matchLabelKeys: a key may be in only one",
+                f"{quoted(sorted(both)[0])} is also in matchLabelKeys: a key may be in only one",
             )
         for keys, field, operator in (
             (match_keys, "matchLabelKeys", "In"),
@@ -218,7 +221,7 @@ class _PodTerms:
     def namespaces(self, term: Mapping[str, Any], path: str) -> frozenset[str] | None:
         context = self.context
         names = {
-            context.text(item, f"{path}.namespaces[{i}]")
+            context.name(item, f"{path}.namespaces[{i}]", NameRule.LABEL)
             for i, item in enumerate(context.sequence(term.get("namespaces"), f"{path}.namespaces"))
         }
         if term.get("namespaceSelector") is None:
@@ -258,22 +261,24 @@ def label_selector(context: Context, value: object, path: str) -> LabelSelector 
     requirements = [
         LabelRequirement(key, "In", (text,))
         for key, text in sorted(
-            context.string_map(selector.get("matchLabels"), f"{path}.matchLabels").items()
+            context.labels(selector.get("matchLabels"), f"{path}.matchLabels").items()
         )
     ]
     for i, item in enumerate(
         context.sequence(selector.get("matchExpressions"), f"{path}.matchExpressions")
     ):
-        key, operator, values = _expression(
-            context, item, f"{path}.matchExpressions[{i}]", LABEL_OPERATORS
-        )
+        where = f"{path}.matchExpressions[{i}]"
+        key, operator, values = _expression(context, item, where, LABEL_OPERATORS)
+        for j, text in enumerate(values):
+            context.label_value(text, f"{where}.values[{j}]")
         requirements.append(LabelRequirement(key, operator, tuple(sorted(values))))
     return LabelSelector(tuple(requirements))
 
 
 def _keys(context: Context, value: object, path: str) -> list[str]:
     return [
-        context.text(item, f"{path}[{i}]") for i, item in enumerate(context.sequence(value, path))
+        context.label_key(context.text(item, f"{path}[{i}]"), f"{path}[{i}]")
+        for i, item in enumerate(context.sequence(value, path))
     ]
 
 
@@ -291,7 +296,9 @@ def _with_pod_values(
     named = {r.key for r in selector.requirements}
     for key in keys:
         if key in named:
-            raise context.error(path, f"{key!r} is also in labelSelector: use one or the other")
+            raise context.error(
+                path, f"{quoted(key)} is also in labelSelector: use one or the other"
+            )
     extra = tuple(LabelRequirement(k, operator, (labels[k],)) for k in keys if k in labels)
     return LabelSelector(selector.requirements + extra)
 
@@ -312,18 +319,19 @@ def _spread_constraints(
         key = context.text(entry.get("topologyKey"), f"{where}.topologyKey")
         if not key:
             raise context.error(f"{where}.topologyKey", "required: expected a node label key")
+        context.label_key(key, f"{where}.topologyKey")
         when = context.text(entry.get("whenUnsatisfiable"), f"{where}.whenUnsatisfiable")
         if when not in WHEN_UNSATISFIABLE:
             raise context.error(
                 f"{where}.whenUnsatisfiable",
-                f"expected {' or '.join(WHEN_UNSATISFIABLE)}, got {when!r}",
+                f"expected {' or '.join(WHEN_UNSATISFIABLE)}, got {quoted(when)}",
             )
         anyway = when == "ScheduleAnyway"
         if (key, anyway) in seen:
             raise context.error(
                 where,
                 f"duplicate of topologySpreadConstraints[{seen[(key, anyway)]}]: "
-                f"topologyKey {key!r} with whenUnsatisfiable {when} is given twice",
+                f"topologyKey {quoted(key)} with whenUnsatisfiable {when} is given twice",
             )
         seen[(key, anyway)] = i
         min_domains = 1
@@ -340,7 +348,9 @@ def _spread_constraints(
         ]
         for field, policy in zip(("nodeAffinityPolicy", "nodeTaintsPolicy"), policies, strict=True):
             if policy not in INCLUSION_POLICIES:
-                raise context.error(f"{where}.{field}", f"expected Honor or Ignore, got {policy!r}")
+                raise context.error(
+                    f"{where}.{field}", f"expected Honor or Ignore, got {quoted(policy)}"
+                )
         selector = label_selector(context, entry.get("labelSelector"), f"{where}.labelSelector")
         match_keys = _keys(context, entry.get("matchLabelKeys"), f"{where}.matchLabelKeys")
         if match_keys:

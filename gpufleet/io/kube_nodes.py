@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufleet.io.alibaba import GPU_MEMORY_MIB as ALIBABA_GPU_MEMORY_MIB
+from gpufleet.io.errors import quoted
 from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import Context, describe, object_name
 from gpufleet.io.mig_layout import (
@@ -84,7 +85,7 @@ def node_from_object(obj: Mapping[str, Any], source: str, location: str | None =
     name, _ = object_name(context, obj, "Node")
     context = context.naming(f"Node {name}")
     metadata = context.mapping(obj.get("metadata"), "metadata")
-    labels = context.string_map(metadata.get("labels"), "metadata.labels")
+    labels = context.labels(metadata.get("labels"), "metadata.labels")
     annotations = context.string_map(metadata.get("annotations"), "metadata.annotations")
 
     status = context.mapping(obj.get("status"), "status")
@@ -143,7 +144,9 @@ def _label_int(context: Context, labels: Mapping[str, str], key: str) -> int | N
     if text is None:
         return None
     if not text.strip().isdigit():
-        raise context.error(f"metadata.labels[{key}]", f"expected a whole number, got {text!r}")
+        raise context.error(
+            f"metadata.labels[{key}]", f"expected a whole number, got {quoted(text)}"
+        )
     return int(text)
 
 
@@ -236,7 +239,7 @@ def _hami_devices(context: Context, text: str) -> list[tuple[str, int]]:
             raise context.error(
                 where,
                 "expected 'uuid,count,memory,cores,type,...' per device, separated by ':', "
-                f"got {text[:200]!r}",
+                f"got {quoted(text[:200])}",
             )
         devices.append((fields[4].replace(" ", "-"), int(fields[2])))
     return devices
@@ -341,10 +344,12 @@ def _taints(context: Context, value: object) -> tuple[Taint, ...]:
     for i, item in enumerate(context.sequence(value, "spec.taints")):
         where = f"spec.taints[{i}]"
         entry = context.mapping(item, where)
-        key = context.text(entry.get("key"), f"{where}.key")
+        key = context.label_key(context.text(entry.get("key"), f"{where}.key"), f"{where}.key")
         effect = context.text(entry.get("effect"), f"{where}.effect")
         if effect not in _EFFECT_VALUES:
-            raise context.error(f"{where}.effect", f"expected one of {_EFFECTS}, got {effect!r}")
+            raise context.error(
+                f"{where}.effect", f"expected one of {_EFFECTS}, got {quoted(effect)}"
+            )
         taints.append(
             Taint(key, context.text(entry.get("value"), f"{where}.value", ""), TaintEffect(effect))
         )

@@ -1,14 +1,16 @@
-"""Kubernetes workload objects (Pod, batch/v1 Job, apps/v1 Deployment) as timed model pods.
+"""Kubernetes workload objects (Pod, batch/v1 Job, apps/v1 Deployment, StatefulSet and
+ReplicaSet) as timed model pods.
 
 Owns the reading of one object into :class:`~gpufleet.model.workload.TimedPod` values: names
 (``<job>-<i>`` for the pods of a Job, ``min(parallelism, completions)`` of them, or of a
-Deployment), namespace, labels and annotations, the scheduling constraints (nodeSelector,
-tolerations, allowed GPU models, priority), the simulation times from ``gpufleet.dev/``
-annotations, and each pod's restartPolicy and simulated failures (what a controller does with
-them is ``job_rules``'). Requests (extended resources included) come from ``kube_resources``;
-node affinity, pod affinity and anti-affinity and topology spread constraints from
-``kube_affinity``. It does not read files or check that pod names are unique across a file
-(``kubernetes.read_pods`` does) or resolve PriorityClass names.
+Deployment's, StatefulSet's or ReplicaSet's ``replicas``; all checked as Kubernetes checks
+names: :mod:`gpufleet.io.names`), namespace, labels and annotations, the scheduling
+constraints (nodeSelector, tolerations, allowed GPU models, priority), the simulation times
+from ``gpufleet.dev/`` annotations, and each pod's restartPolicy and simulated failures (what a
+controller does with them is ``job_rules``'). Requests (extended resources included) come from
+``kube_resources``; node affinity, pod affinity and anti-affinity and topology spread
+constraints from ``kube_affinity``. It does not read files or check that pod names are unique
+across a file (``kubernetes.read_pods`` does) or resolve PriorityClass names.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpufleet.io.errors import quoted
 from gpufleet.io.job_rules import restart_policy, sim_failures
 from gpufleet.io.kube_affinity import placement_rules, required_node_affinity
 from gpufleet.io.kube_resources import Annotations, pod_requests
 from gpufleet.io.manifests import Context, describe, object_name
+from gpufleet.io.names import NameRule, name_problem
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.model import Pod, TaintEffect, Toleration
 from gpufleet.model.workload import TimedPod
@@ -33,15 +37,24 @@ OWN_ANNOTATION_PREFIX = "gpufleet.dev/"
 JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
-WORKLOAD_API_VERSIONS = {"Pod": "v1", "Job": "batch/v1", "Deployment": "apps/v1"}
-SUPPORTED = "Pod (v1), Job (batch/v1) or Deployment (apps/v1)"
+WORKLOAD_API_VERSIONS = {
+    "Pod": "v1",
+    "Job": "batch/v1",
+    "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "ReplicaSet": "apps/v1",
+}
+SUPPORTED = "Pod (v1), Job (batch/v1), Deployment, StatefulSet or ReplicaSet (apps/v1)"
+#: Kinds whose pods are ``replicas`` copies of one template, each a workload of its own.
+REPLICATED_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
 _EFFECT_VALUES = frozenset(e.value for e in TaintEffect)
 
 
 def pods_from_object(
     obj: Mapping[str, Any], source: str, location: str | None = None
 ) -> list[TimedPod]:
-    """The pods of one Pod, Job or Deployment; errors name ``source``, ``location``, the object."""
+    """The pods of one Pod, Job, Deployment, StatefulSet or ReplicaSet; errors name ``source``,
+    ``location``, the object."""
     context = Context(source, location)
     kind = obj.get("kind")
     if not isinstance(kind, str) or not kind:
@@ -64,30 +77,35 @@ def pods_from_object(
     metadata = context.mapping(obj.get("metadata"), "metadata")
     if kind == "Pod":
         annotations = _annotations(context, metadata, "metadata", None)
-        labels = context.string_map(metadata.get("labels"), "metadata.labels")
+        labels = context.labels(metadata.get("labels"), "metadata.labels")
         spec = context.mapping(obj.get("spec"), "spec", required=True)
         return [_pod(context, name, namespace, labels, annotations, spec, "spec")]
 
     spec = context.mapping(obj.get("spec"), "spec", required=True)
+    indexed = kind == "Job" and spec.get("completionMode") == "Indexed"
     if kind == "Job":
         parallelism = context.integer(spec.get("parallelism", 1), "spec.parallelism", 0)
         completions = spec.get("completions")
+        indexes = parallelism
         if completions is not None:
-            parallelism = min(parallelism, context.integer(completions, "spec.completions", 0))
+            indexes = context.integer(completions, "spec.completions", 0)
+            parallelism = min(parallelism, indexes)
         replicas = parallelism
+        _check_pod_names(context, name, indexes if indexed else replicas, kind, indexed)
     else:
         replicas = context.integer(spec.get("replicas", 1), "spec.replicas", 0)
+        _check_pod_names(context, name, replicas, kind, indexed)
+    context.labels(metadata.get("labels"), "metadata.labels")
     template = context.mapping(spec.get("template"), "spec.template", required=True)
     template_metadata = context.mapping(template.get("metadata"), "spec.template.metadata")
     annotations = _annotations(context, template_metadata, "spec.template.metadata", metadata)
-    labels = context.string_map(template_metadata.get("labels"), "spec.template.metadata.labels")
+    labels = context.labels(template_metadata.get("labels"), "spec.template.metadata.labels")
     if kind == "Job":
         labels.update(dict.fromkeys(JOB_NAME_LABELS, name))
     pod_spec = context.mapping(template.get("spec"), "spec.template.spec", required=True)
     first = _pod(
         context, f"{name}-0", namespace, labels, annotations, pod_spec, "spec.template.spec"
     )
-    indexed = kind == "Job" and spec.get("completionMode") == "Indexed"
     pods: list[TimedPod] = []
     for i in range(replicas):
         pod = first.pod
@@ -100,6 +118,22 @@ def pods_from_object(
         )
         pods.append(dataclasses.replace(first, pod=pod))
     return pods
+
+
+def _check_pod_names(context: Context, name: str, count: int, kind: str, indexed: bool) -> None:
+    """The names of an object's pods (``<name>-<i>``) must be valid too: DNS-1123 labels where
+    they are the pods' hostnames (a StatefulSet's; an Indexed Job's, as Kubernetes checks),
+    else subdomains."""
+    if count == 0:
+        return
+    last = f"{name}-{count - 1}"
+    hostname = kind == "StatefulSet" or indexed
+    problem = name_problem(last, NameRule.LABEL if hostname else NameRule.SUBDOMAIN)
+    if problem is not None:
+        why = " (its pods' names are their hostnames)" if hostname else ""
+        raise context.error(
+            "metadata.name", f"its pods would be named up to {quoted(last)}, which {problem}{why}"
+        )
 
 
 def _loose_name(obj: Mapping[str, Any], kind: str) -> str:
@@ -151,9 +185,7 @@ def _pod(
         requests.gpu,
         gpu_models=_gpu_models(context, annotations),
         node_selector=tuple(
-            sorted(
-                context.string_map(spec.get("nodeSelector"), f"{spec_path}.nodeSelector").items()
-            )
+            sorted(context.labels(spec.get("nodeSelector"), f"{spec_path}.nodeSelector").items())
         ),
         required_affinity=required_node_affinity(context, affinity, affinity_path),
         tolerations=_tolerations(context, spec.get("tolerations"), f"{spec_path}.tolerations"),
@@ -190,7 +222,7 @@ def _gpu_models(context: Context, annotations: Annotations) -> frozenset[str] | 
     if not models:
         raise context.error(
             annotations.path(GPU_MODELS_ANNOTATION),
-            f"expected GPU models separated by '|' (e.g. 'A100|H100'), got {text!r}",
+            f"expected GPU models separated by '|' (e.g. 'A100|H100'), got {quoted(text)}",
         )
     return models
 
@@ -201,14 +233,20 @@ def _tolerations(context: Context, value: object, path: str) -> tuple[Toleration
         where = f"{path}[{i}]"
         entry = context.mapping(item, where)
         key = context.text(entry.get("key"), f"{where}.key", "")
+        if key:
+            context.label_key(key, f"{where}.key")
         operator = context.text(entry.get("operator"), f"{where}.operator", "Equal")
         if operator not in ("Equal", "Exists"):
-            raise context.error(f"{where}.operator", f"expected Equal or Exists, got {operator!r}")
+            raise context.error(
+                f"{where}.operator", f"expected Equal or Exists, got {quoted(operator)}"
+            )
         value_text = context.text(entry.get("value"), f"{where}.value", "")
         if operator == "Exists" and value_text:
             raise context.error(
-                f"{where}.value", f"expected no value with operator Exists, got {value_text!r}"
+                f"{where}.value",
+                f"expected no value with operator Exists, got {quoted(value_text)}",
             )
+        context.label_value(value_text, f"{where}.value")
         if not key and operator != "Exists":
             raise context.error(
                 f"{where}.operator", "a toleration without a key must use operator Exists"
@@ -217,7 +255,8 @@ def _tolerations(context: Context, value: object, path: str) -> tuple[Toleration
         if effect and effect not in _EFFECT_VALUES:
             raise context.error(
                 f"{where}.effect",
-                f"expected one of {', '.join(sorted(_EFFECT_VALUES))} or nothing, got {effect!r}",
+                f"expected one of {', '.join(sorted(_EFFECT_VALUES))} or nothing, "
+                f"got {quoted(effect)}",
             )
         tolerations.append(
             Toleration(key or None, operator, value_text, TaintEffect(effect) if effect else None)
@@ -244,7 +283,15 @@ def pods_from_template(
     metadata_path = f"{template_path}.metadata"
     template_metadata = context.mapping(template.get("metadata"), metadata_path)
     annotations = _annotations(context, template_metadata, metadata_path, owner_metadata)
-    labels = context.string_map(template_metadata.get("labels"), f"{metadata_path}.labels")
+    context.labels(owner_metadata.get("labels"), "metadata.labels")
+    labels = context.labels(template_metadata.get("labels"), f"{metadata_path}.labels")
+    for pod_name in names[-1:]:
+        problem = name_problem(pod_name)
+        if problem is not None:
+            raise context.error(
+                "metadata.name",
+                f"its pods would be named up to {quoted(pod_name)}, which {problem}",
+            )
     labels.update(extra_labels or {})
     spec_path = f"{template_path}.spec"
     pod_spec = context.mapping(template.get("spec"), spec_path, required=True)

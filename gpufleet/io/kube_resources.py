@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from gpufleet.io.errors import quoted
 from gpufleet.io.manifests import Context
 from gpufleet.io.mig_layout import MIG_RESOURCE_PREFIX
 from gpufleet.io.quantities import (
@@ -135,7 +136,7 @@ def _add(into: Amounts, amounts: Mapping[str, Fraction]) -> None:
 def _amount(context: Context, value: object, field: str) -> Fraction:
     amount = context.parse(parse_quantity, value, field)
     if amount < 0:
-        raise context.error(field, f"must not be negative, got {value!r}")
+        raise context.error(field, f"must not be negative, got {quoted(value)}")
     return amount
 
 
@@ -166,7 +167,7 @@ def _container(context: Context, item: object, path: str, origins: dict[str, str
         elif name.startswith(_NVIDIA):
             field = limit_path if name in limits else request_path
             raise context.error(
-                field, f"unsupported resource {name!r} (supported: {_SUPPORTED_NVIDIA})"
+                field, f"unsupported resource {quoted(name)} (supported: {_SUPPORTED_NVIDIA})"
             )
         elif is_extended_resource(name):
             amount = Fraction(_extended(context, name, requests, limits, request_path, limit_path))
@@ -216,7 +217,7 @@ def _annotation_int(
     if not value.isdigit() or not low <= int(value) <= high:
         raise context.error(
             annotations.path(key),
-            f"expected a whole number of milli-GPU from {low} to {high}, got {text!r}",
+            f"expected a whole number of milli-GPU from {low} to {high}, got {quoted(text)}",
         )
     return int(value)
 

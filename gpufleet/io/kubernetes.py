@@ -1,7 +1,8 @@
 """Kubernetes YAML files as model nodes and timed pods: the public face of the manifest readers.
 
 Owns whole-file reading: every document of a (multi-document) YAML or JSON file, ``kind: List``
-flattened, each object read by :func:`node_from_object` or :func:`pods_from_object`, names
+flattened, each object read by :func:`node_from_object` or :func:`pods_from_object` (or set
+aside when its kind has no scheduling meaning: :mod:`gpufleet.io.kinds`), names
 checked unique, and all of it returned or nothing (the first problem raises
 :class:`~gpufleet.io.errors.InputError` naming the file, ``document N (line L)``, the object and
 the field). What a Node or a Pod means lives in ``kube_nodes``, ``kube_pods`` and
@@ -13,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from gpufleet.io.errors import InputError
+from gpufleet.io.errors import InputError, quoted
+from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.kube_nodes import MIG_LAYOUT_ANNOTATION, node_from_object
-from gpufleet.io.kube_pods import pods_from_object
+from gpufleet.io.kube_pods import SUPPORTED, WORKLOAD_API_VERSIONS, pods_from_object
 from gpufleet.io.manifests import Manifest, load_manifests
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedPod
@@ -33,12 +35,22 @@ __all__ = [
 ]
 
 
-def read_nodes(path: str | Path) -> list[Node]:
-    """Every Node of a YAML file (``kubectl get nodes -o yaml``, or one Node per document)."""
+def read_nodes(path: str | Path, skipped: Skipped | None = None) -> list[Node]:
+    """Every Node of a YAML file (``kubectl get nodes -o yaml``, or one Node per document);
+    objects of kinds with no scheduling meaning are set aside, counted in ``skipped``."""
     source = str(path)
-    nodes = nodes_from_manifests(load_manifests(path), source)
+    mine = Skipped()
+    manifests = [
+        m
+        for m in load_manifests(path)
+        if triage(m, source, m.location, ("Node",), "Node objects", mine)
+    ]
+    nodes = nodes_from_manifests(manifests, source)
     if not nodes:
-        raise InputError(source, "expected Node objects, found no objects in the file")
+        found = f"none: {mine.note()}" if mine else "no objects in the file"
+        raise InputError(source, f"expected Node objects, found {found}")
+    if skipped is not None:
+        skipped.counts.update(mine.counts)
     return nodes
 
 
@@ -51,7 +63,7 @@ def nodes_from_manifests(manifests: Iterable[Manifest], source: str) -> list[Nod
         if node.name in first_seen:
             raise InputError(
                 source,
-                f"node {node.name!r} appears twice (first in {first_seen[node.name]})",
+                f"node {quoted(node.name)} appears twice (first in {first_seen[node.name]})",
                 f"{manifest.location}, Node {node.name}",
                 "metadata.name",
             )
@@ -60,14 +72,23 @@ def nodes_from_manifests(manifests: Iterable[Manifest], source: str) -> list[Nod
     return nodes
 
 
-def read_pods(path: str | Path) -> list[TimedPod]:
-    """Every pod of a YAML file of Pods, Jobs and Deployments, in file order."""
+def read_pods(path: str | Path, skipped: Skipped | None = None) -> list[TimedPod]:
+    """Every pod of a YAML file of Pods, Jobs, Deployments, StatefulSets and ReplicaSets, in
+    file order; objects of kinds with no scheduling meaning are set aside, counted in
+    ``skipped``."""
     source = str(path)
-    manifests = load_manifests(path)
+    mine = Skipped()
+    expected = f"{SUPPORTED} objects"
+    manifests = [
+        m
+        for m in load_manifests(path)
+        if triage(m, source, m.location, WORKLOAD_API_VERSIONS, expected, mine)
+    ]
     if not manifests:
-        raise InputError(
-            source, "expected Pod, Job or Deployment objects, found no objects in the file"
-        )
+        found = f"none: {mine.note()}" if mine else "no objects in the file"
+        raise InputError(source, f"expected {expected}, found {found}")
+    if skipped is not None:
+        skipped.counts.update(mine.counts)
     return pods_from_manifests(manifests, source)
 
 

@@ -14,7 +14,7 @@ anything or decide when a gang is complete: the Kubernetes backend does.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpufleet.io.catalog import Rejected, object_key
@@ -24,6 +24,7 @@ from gpufleet.io.manifests import Context, Manifest
 from gpufleet.io.tenancy import Setting, workload_settings
 from gpufleet.io.workloads import DEFAULT_QUEUE, _Builder, _context, _part
 from gpufleet.model.tenancy import PriorityClass, Queue, ResourceQuota, Workload
+from gpufleet.model.workload import TimedPod
 
 SOURCE = "kubernetes"
 
@@ -86,14 +87,20 @@ class LiveCatalog:
             builder.queues[DEFAULT_QUEUE] = Setting(Queue(DEFAULT_QUEUE), context, None)
         return builder
 
-    def workload(self, pods: Sequence[Mapping[str, Any]], group: str | None = None) -> Workload:
+    def workload(
+        self,
+        pods: Sequence[Mapping[str, Any]],
+        group: str | None = None,
+        parsed: Callable[[Any], TimedPod] | None = None,
+    ) -> Workload:
         """The workload of ``pods`` (all in one namespace): the gang ``group`` when given (its
         minMember is the caller's to set), else one lone pod. Raises :class:`InputError`
-        naming the pod and field at fault."""
+        naming the pod and field at fault. ``parsed``: the caller's :func:`timed_pod` for an
+        object, when it keeps them (each pod is then read once, not once per use)."""
         parts = []
         for obj in pods:
             manifest = live_manifest({"kind": "Pod", "apiVersion": "v1", **obj})
-            timed = tuple(pods_from_object(manifest, SOURCE, manifest.location))
+            timed = (timed_pod(obj) if parsed is None else parsed(obj),)
             metadata: dict[str, Any] = manifest["metadata"]
             name, namespace = str(metadata["name"]), str(metadata.get("namespace") or "default")
             context = _context(SOURCE, manifest.location, f"Pod {namespace}/{name}")
@@ -104,6 +111,12 @@ class LiveCatalog:
         head = parts[0]
         gang = ("PodGroup", head.namespace, group) if group else ("Pod", head.namespace, head.name)
         return self._builder._workload(gang, parts, self._declared).workload
+
+
+def timed_pod(obj: Mapping[str, Any]) -> TimedPod:
+    """One Pod object of the API as the readers read it. Raises :class:`InputError`."""
+    manifest = live_manifest({"kind": "Pod", "apiVersion": "v1", **obj})
+    return pods_from_object(manifest, SOURCE, manifest.location)[0]
 
 
 def with_min_member(workload: Workload, min_member: int) -> Workload:

@@ -3,25 +3,57 @@
 Owns reading a (multi-document) YAML or JSON file into mappings, flattening ``kind: List``,
 remembering each object's document number and line, and the small helpers that read one field
 of an untyped mapping as a typed value or raise :class:`InputError` naming the file, the place,
-the object and the field. It does not know what a Node, a Pod or a ClusterSpec means: the
+the object and the field (names, label keys and values checked by :mod:`gpufleet.io.names`).
+A file or stream above the manifest size limit (:func:`manifest_limit`, 64 MiB) is refused
+before it is read; text must be UTF-8; what YAML cannot read, or Python refuses (a date
+2024-13-01), is an InputError. It does not know what a Node, a Pod or a ClusterSpec means: the
 readers built on it (``kube_nodes``, ``kube_pods``, ``cluster_spec``) do.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from stat import S_ISREG
+from typing import Any, BinaryIO, TypeVar
 
 import yaml
 
-from gpufleet.io.errors import InputError
+from gpufleet.io.errors import InputError, quoted, shorten
+from gpufleet.io.names import (
+    NameRule,
+    label_key_problem,
+    label_value_problem,
+    name_problem,
+    rule_of,
+)
+from gpufleet.io.quantities import parse_quantity
 
 T = TypeVar("T")
 V = TypeVar("V")
 
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: The most bytes a manifest file may have (far above any real one: the API server takes 3 MiB
+#: per object); bigger files are refused before they are read.
+MAX_MANIFEST_BYTES = 64 << 20
+LIMIT_VARIABLE = "GPUFLEET_MAX_MANIFEST_SIZE"
+#: Kinds without a namespace, named ``Kind name`` in errors (others ``Kind namespace/name``),
+#: besides those whose name says so (``ClusterRole``, Kueue's ``ClusterQueue``).
+CLUSTER_SCOPED = frozenset(
+    {
+        "Node", "Namespace", "Queue", "PriorityClass", "PersistentVolume", "StorageClass",
+        "CustomResourceDefinition", "IngressClass", "RuntimeClass", "ResourceFlavor", "Cohort",
+        "WorkloadPriorityClass",
+    }
+)  # fmt: skip
+
+
+def cluster_scoped(kind: str) -> bool:
+    """Whether objects of ``kind`` live outside namespaces (as far as gpufleet knows)."""
+    return kind in CLUSTER_SCOPED or kind.startswith("Cluster")
 
 
 class Manifest(dict[str, Any]):
@@ -52,13 +84,76 @@ class Manifest(dict[str, Any]):
         return f"document {self.document}, items[{self.item}] (line {self.line})"
 
 
-def read_text(path: Path) -> str:
+def manifest_limit() -> int:
+    """The most bytes a manifest file (or stdin) may have: :data:`MAX_MANIFEST_BYTES`, or what
+    the environment variable ``GPUFLEET_MAX_MANIFEST_SIZE`` says (a quantity: ``256Mi``)."""
+    text = os.environ.get(LIMIT_VARIABLE, "").strip()
+    if not text:
+        return MAX_MANIFEST_BYTES
     try:
-        return path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise InputError(str(path), f"cannot open: {error.strerror or error}") from error
+        limit = parse_quantity(text)
+    except ValueError as error:
+        raise InputError(LIMIT_VARIABLE, f"expected a size such as 256Mi: {error}") from None
+    if limit < 1:
+        raise InputError(LIMIT_VARIABLE, f"expected a size of at least 1 byte, got {quoted(text)}")
+    return math.ceil(limit)
+
+
+def read_limited(handle: BinaryIO, source: str, size: int | None = None) -> bytes:
+    """The bytes of an open file or stream, refused when over :func:`manifest_limit`: before
+    reading, when ``size`` (a regular file's) says so; else after at most the limit and one
+    byte more (a pipe, stdin), so memory never holds more than that."""
+    limit = manifest_limit()
+    if size is not None and size > limit:
+        raise _too_big(source, f"is {_size_text(size)}", limit)
+    data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise _too_big(source, f"has more than {_size_text(limit)}", limit)
+    return data
+
+
+def _too_big(source: str, what: str, limit: int) -> InputError:
+    return InputError(
+        source,
+        f"the input {what}; manifests above {_size_text(limit)} are refused before they are "
+        f"read (set {LIMIT_VARIABLE}, e.g. to 256Mi, to allow more)",
+    )
+
+
+def _size_text(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            amount = size / scale
+            return f"{amount:.0f} {unit}" if amount.is_integer() else f"{amount:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def decode_text(data: bytes, source: str) -> str:
+    """UTF-8 text of ``data`` (a byte-order mark dropped), or an InputError saying where the
+    first byte that is not UTF-8 is (a binary file, another encoding)."""
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise InputError(str(path), f"not UTF-8 text ({error.reason})") from error
+        line = data.count(b"\n", 0, error.start) + 1
+        raise InputError(
+            source,
+            f"not UTF-8 text: byte 0x{data[error.start]:02x} at offset {error.start} cannot be "
+            "decoded (is it a binary file, or another encoding?)",
+            f"line {line}",
+        ) from None
+
+
+def read_text(path: Path) -> str:
+    """The text of a manifest file: size-checked before it is read, and UTF-8."""
+    source = str(path)
+    try:
+        with path.open("rb") as handle:
+            stat = os.fstat(handle.fileno())
+            size = stat.st_size if S_ISREG(stat.st_mode) else None
+            data = read_limited(handle, source, size)
+    except OSError as error:
+        raise InputError(source, f"cannot open: {error.strerror or error}") from error
+    return decode_text(data, source)
 
 
 def load_manifests(path: str | Path) -> list[Manifest]:
@@ -131,6 +226,14 @@ def _documents(text: str, source: str) -> Iterator[tuple[int, yaml.Node, object]
                 raise InputError(
                     source, f"not valid YAML: {error}", f"document {document + 1}"
                 ) from error
+            except (ValueError, OverflowError) as error:
+                # A scalar YAML reads as a value Python refuses: a date such as 2024-13-01, an
+                # integer of thousands of digits.
+                raise InputError(
+                    source,
+                    f"not valid YAML: a value cannot be read ({error})",
+                    f"document {document + 1}",
+                ) from None
             document += 1
             if node is not None:
                 yield document, node, data
@@ -157,7 +260,7 @@ def describe(value: object) -> str:
     if isinstance(value, int | float):
         return f"the number {value}"
     if isinstance(value, str):
-        return repr(value)
+        return quoted(value)
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):
@@ -235,6 +338,44 @@ class Context:
             result[key] = text
         return result
 
+    def labels(self, value: object, field: str) -> dict[str, str]:
+        """Labels (or a nodeSelector, matchLabels): label keys to label values, checked."""
+        labels = self.string_map(value, field)
+        for key, text in labels.items():
+            where = f"{field}[{shorten(key, 60)}]"
+            self.label_key(key, where)
+            self.label_value(text, where)
+        return labels
+
+    def label_key(self, key: str, field: str) -> str:
+        """``key`` when it is a valid label key (a qualified name)."""
+        problem = label_key_problem(key)
+        if problem is not None:
+            raise self.error(field, f"label key {problem}; got {quoted(key)}")
+        return key
+
+    def label_value(self, text: str, field: str) -> str:
+        """``text`` when it is a valid label value."""
+        problem = label_value_problem(text)
+        if problem is not None:
+            raise self.error(field, f"label value {problem}; got {quoted(text)}")
+        return text
+
+    def name(
+        self,
+        value: object,
+        field: str,
+        rule: NameRule = NameRule.SUBDOMAIN,
+        kind: str | None = None,
+    ) -> str:
+        """Text that names an object (or a namespace: ``NameRule.LABEL``), checked as
+        Kubernetes checks it (``kind`` says why a label-value name is short)."""
+        text = self.text(value, field)
+        problem = name_problem(text, rule, kind)
+        if problem is not None:
+            raise self.error(field, f"{problem}; got {quoted(text)}")
+        return text
+
     def parse(self, parser: Callable[[V], T], value: V, field: str) -> T:
         """Run a value parser (quantities, durations), turning its ValueError into InputError."""
         try:
@@ -244,7 +385,9 @@ class Context:
 
 
 def object_name(context: Context, obj: Mapping[str, Any], kind: str) -> tuple[str, str | None]:
-    """``metadata.name`` (required) and ``metadata.namespace`` (None when absent)."""
+    """``metadata.name`` (required) and ``metadata.namespace`` (None when absent), checked as
+    Kubernetes checks them (:mod:`gpufleet.io.names`: the name by its kind's rule, the
+    namespace a DNS-1123 label)."""
     metadata = context.mapping(obj.get("metadata"), "metadata")
     name = metadata.get("name")
     if name is None or name == "":
@@ -252,8 +395,32 @@ def object_name(context: Context, obj: Mapping[str, Any], kind: str) -> tuple[st
         raise context.naming(f"{kind} (unnamed)").error(
             "metadata.name", f"required: expected the object's name, got nothing{hint}"
         )
+    text = context.text(name, "metadata.name")
     namespace = metadata.get("namespace")
-    return (
-        context.text(name, "metadata.name"),
-        None if namespace is None else context.text(namespace, "metadata.namespace"),
-    )
+    namespace_text = None if namespace is None else context.text(namespace, "metadata.namespace")
+    shown = shorten(text, 100)
+    if not cluster_scoped(kind):
+        shown = f"{shorten(namespace_text or 'default', 100)}/{shown}"
+    named = context.naming(f"{kind} {shown}")
+    named.name(text, "metadata.name", rule_of(kind), kind)
+    if namespace_text is not None:
+        named.name(namespace_text, "metadata.namespace", NameRule.LABEL)
+    return text, namespace_text
+
+
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def input_files(path: str | Path) -> list[Path]:
+    """``path`` itself, or the ``*.yaml`` / ``*.yml`` files of a directory in name order."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in YAML_SUFFIXES)
+        if not files:
+            raise InputError(
+                str(path), "expected *.yaml or *.yml files in the directory, found none"
+            )
+        return files
+    if not path.exists():
+        raise InputError(str(path), "no such file or directory")
+    return [path]

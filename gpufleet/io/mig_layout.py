@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from gpufleet.io.errors import quoted
 from gpufleet.model.gpu import MIG_COMPUTE_SLICES, parse_mig_profile
 
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -40,20 +41,22 @@ def parse_mig_layout(text: str) -> dict[int, tuple[str, ...]]:
         if not colon or not index_text.isdigit():
             raise ValueError(
                 f"expected '<device index>:<profile>,<profile>...' per device, separated by ';' "
-                f"(e.g. {LAYOUT_EXAMPLE!r}), got {part!r}"
+                f"(e.g. {quoted(LAYOUT_EXAMPLE)}), got {quoted(part)}"
             )
         index = int(index_text)
         if index in layout:
             raise ValueError(f"device {index} appears twice")
         profiles = [p.strip() for p in profiles_text.split(",")]
         if not all(profiles):
-            raise ValueError(f"device {index}: empty profile in {profiles_text.strip()!r}")
+            raise ValueError(f"device {index}: empty profile in {quoted(profiles_text.strip())}")
         try:
             layout[index] = check_device_fits(profiles)
         except ValueError as error:
             raise ValueError(f"device {index}: {error}") from None
     if not layout:
-        raise ValueError(f"expected at least one device, e.g. {LAYOUT_EXAMPLE!r}, got {text!r}")
+        raise ValueError(
+            f"expected at least one device, e.g. {quoted(LAYOUT_EXAMPLE)}, got {quoted(text)}"
+        )
     return layout
 
 

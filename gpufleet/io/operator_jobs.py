@@ -34,6 +34,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpufleet.io.errors import quoted
 from gpufleet.io.job_rules import (
     SIM_EXIT_CODE_ANNOTATION,
     SIM_FAIL_AFTER_ANNOTATION,
@@ -114,7 +115,7 @@ def read_mpi_job(obj: Mapping[str, Any], source: str, location: str | None = Non
         if replica_type not in MPI_REPLICA_TYPES:
             raise context.error(
                 f"{specs_path}.{replica_type}",
-                f"expected replica type Launcher or Worker, got {replica_type!r}",
+                f"expected replica type Launcher or Worker, got {quoted(replica_type)}",
             )
     if "Launcher" not in replica_specs:
         raise context.error(f"{specs_path}.Launcher", "required: an MPIJob needs a Launcher")
@@ -338,7 +339,7 @@ def _ray_cluster(
         if group_name in seen or group_name in ("head", "submitter"):
             raise context.error(
                 f"{where}.groupName",
-                f"group name {group_name!r} is taken (each group needs its own name; 'head' "
+                f"group name {quoted(group_name)} is taken (each group needs its own name; 'head' "
                 "and 'submitter' are reserved)",
             )
         seen.add(group_name)

@@ -59,6 +59,7 @@ from gpufleet.io.job_rules import optional_whole, restart_policy
 from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION, pods_from_template
 from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import Context, describe, object_name
+from gpufleet.io.names import NameRule, rule_of
 from gpufleet.io.quantities import (
     parse_count,
     parse_cpu_milli,
@@ -96,6 +97,7 @@ from gpufleet.model.workload import TimedPod
 
 T = TypeVar("T")
 
+QUEUE_NAME = rule_of("Queue")
 GPUFLEET_API = "gpufleet.dev/v1alpha1"
 COSCHEDULING_API = "scheduling.x-k8s.io/v1alpha1"
 PRIORITY_CLASS_API = "scheduling.k8s.io/v1"
@@ -173,10 +175,10 @@ def queue_from_object(obj: Mapping[str, Any], source: str, location: str | None 
         raise context.error("spec.weight", f"expected a positive number, got {weight}")
     namespaces: list[str] = []
     for i, item in enumerate(context.sequence(spec.get("namespaces"), "spec.namespaces")):
-        namespaces.append(context.text(item, f"spec.namespaces[{i}]"))
+        namespaces.append(context.name(item, f"spec.namespaces[{i}]", NameRule.LABEL))
     return Queue(
         name,
-        parent=None if parent is None else context.text(parent, "spec.parent"),
+        parent=None if parent is None else context.name(parent, "spec.parent", QUEUE_NAME, "Queue"),
         nominal=quota_map(context, spec.get("quota"), "spec.quota"),
         borrowing_limit=quota_map(context, spec.get("borrowingLimit"), "spec.borrowingLimit"),
         lending_limit=quota_map(context, spec.get("lendingLimit"), "spec.lendingLimit"),
@@ -625,7 +627,7 @@ def workload_settings(
         queue=labels.get(QUEUE_LABEL),
         priority_class=None
         if class_name is None
-        else Setting(context.text(class_name, class_path), context, class_path),
+        else Setting(context.name(class_name, class_path), context, class_path),
         priority=None
         if priority is None
         else Setting(context.integer(priority, priority_path), context, priority_path),

@@ -1,19 +1,28 @@
 """Public GPU-cluster traces: where they live on this machine, and fetching them.
 
 The trace files cannot be shipped with gpufleet. :func:`fetch_dataset` downloads them on a
-machine with internet (atomically: a file appears only once complete and, where we know its
-checksum, verified). :func:`find_alibaba_trace` locates a local copy: the directory named by
-``GPUFLEET_ALIBABA_TRACE_DIR``, else ``shared/traces/alibaba-gpu-2023`` next to the working
-directory or one of its parents (where the project's CI keeps it).
+machine with internet, atomically: into a temporary folder next to the target, moved into place
+only once every file is complete and, where we know its checksum, verified; a failed fetch
+removes what it made. Everything that reads the Alibaba trace (``traces locate``, ``make demo``,
+``simulate``, the benchmarks, the tests' fixture) finds it with :func:`find_alibaba_trace`,
+which looks in one order (:func:`trace_search_path`): the directory named by
+``GPUFLEET_ALIBABA_TRACE_DIR`` (only there, when it is set); else ``traces/alibaba-gpu-2023``
+under the working directory (where ``traces fetch`` writes by default);
+``shared/traces/alibaba-gpu-2023`` next to the working directory or one of its parents (where
+the project's CI keeps it); the user's data directory (``$XDG_DATA_HOME/gpufleet/traces/...``,
+by default ``~/.local/share/gpufleet/traces/alibaba-gpu-2023``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import shutil
+import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +30,10 @@ TRACE_DIR_ENV = "GPUFLEET_ALIBABA_TRACE_DIR"
 BASE_URL_ENV = "GPUFLEET_TRACE_BASE_URL"
 NODES_FILE = "openb_node_list_gpu_node.csv"
 PODS_FILE = "openb_pod_list_default.csv"
+#: The trace's directory name, under each place it is looked for.
+ALIBABA_DIR_NAME = "alibaba-gpu-2023"
+#: Where ``gpufleet traces fetch`` writes by default (relative to the working directory).
+DEFAULT_FETCH_DIR = Path("traces") / ALIBABA_DIR_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,18 +97,36 @@ class FetchError(RuntimeError):
     pass
 
 
-def find_alibaba_trace(start: Path | None = None) -> Path | None:
-    """The local ``alibaba-gpu-2023`` directory (holding ``csv/``), or None."""
-    override = os.environ.get(TRACE_DIR_ENV)
+def user_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """gpufleet's folder in the user's data directory (XDG): ``~/.local/share/gpufleet``."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "gpufleet"
+
+
+def trace_search_path(
+    start: Path | None = None, environ: Mapping[str, str] | None = None
+) -> list[Path]:
+    """Where the Alibaba 2023 trace is looked for, in order (see the module docstring);
+    ``start`` stands for the working directory."""
+    env = os.environ if environ is None else environ
+    override = env.get(TRACE_DIR_ENV)
     if override:
-        path = Path(override)
-        return path if (path / "csv" / PODS_FILE).is_file() else None
+        return [Path(override)]
     here = (start or Path.cwd()).resolve()
-    for base in (here, *here.parents):
-        candidate = base / "shared" / "traces" / "alibaba-gpu-2023"
-        if (candidate / "csv" / PODS_FILE).is_file():
-            return candidate
-    return None
+    shared = [base / "shared" / "traces" / ALIBABA_DIR_NAME for base in (here, *here.parents)]
+    return [here / DEFAULT_FETCH_DIR, *shared, user_data_dir(env) / "traces" / ALIBABA_DIR_NAME]
+
+
+def holds_alibaba_trace(directory: Path) -> bool:
+    return (directory / "csv" / PODS_FILE).is_file()
+
+
+def find_alibaba_trace(
+    start: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """The first directory of :func:`trace_search_path` holding the trace (``csv/``), or None."""
+    return next((p for p in trace_search_path(start, environ) if holds_alibaba_trace(p)), None)
 
 
 #: Called with (file name, bytes so far, total bytes or None).
@@ -110,20 +141,62 @@ def fetch_dataset(
     progress: FetchProgress | None = None,
     timeout: float = 60.0,
 ) -> list[Path]:
-    """Download the dataset's files into ``directory`` (keeping their ``csv/`` layout)."""
+    """Download the dataset's files into ``directory`` (keeping their ``csv/`` layout); files
+    already there and verified are kept. Atomic: the files are downloaded into a temporary
+    folder next to ``directory`` and moved into place only when all are complete; on failure
+    everything this call made is removed and :class:`FetchError` says so."""
     base = (base_url or os.environ.get(BASE_URL_ENV) or dataset.base_url).rstrip("/")
     names = dataset.files + (dataset.variants if include_variants else ())
-    written = []
-    for name in names:
-        target = directory / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        expected = dataset.sha256.get(name)
-        if target.is_file() and expected is not None and _sha256(target) == expected:
-            written.append(target)
-            continue
-        _download(f"{base}/{name}", target, name, expected, progress, timeout)
-        written.append(target)
-    return written
+    wanted = [n for n in names if not _verified(directory / n, dataset.sha256.get(n))]
+    made = _missing_folders(directory.parent)
+    staging: Path | None = None
+    try:
+        try:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+        except OSError as error:
+            raise FetchError(f"cannot write to {directory.parent}: {error.strerror}") from None
+        for name in wanted:
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _download(f"{base}/{name}", target, name, dataset.sha256.get(name), progress, timeout)
+        if not directory.exists():
+            staging.replace(directory)  # one rename: the directory appears whole
+        else:
+            for name in wanted:
+                (directory / name).parent.mkdir(parents=True, exist_ok=True)
+                (staging / name).replace(directory / name)
+    except FetchError as error:
+        _remove(staging, made)
+        raise FetchError(
+            f"{error}; the partial download was removed ({directory} is as it was)"
+        ) from None
+    except BaseException:
+        _remove(staging, made)
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    return [directory / name for name in names]
+
+
+def _verified(path: Path, expected: str | None) -> bool:
+    return path.is_file() and expected is not None and _sha256(path) == expected
+
+
+def _missing_folders(path: Path) -> list[Path]:
+    """``path`` and those of its parents that do not exist yet, deepest first."""
+    missing: list[Path] = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _remove(staging: Path | None, made: list[Path]) -> None:
+    if staging is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+    for folder in made:  # deepest first; only if nothing else was put there meanwhile
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _download(
@@ -134,14 +207,13 @@ def _download(
     progress: FetchProgress | None,
     timeout: float,
 ) -> None:
-    partial = target.with_suffix(target.suffix + ".part")
     digest = hashlib.sha256()
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             done = 0
-            with partial.open("wb") as handle:
+            with target.open("wb") as handle:
                 while chunk := response.read(1 << 16):
                     handle.write(chunk)
                     digest.update(chunk)
@@ -149,14 +221,11 @@ def _download(
                     if progress is not None:
                         progress(name, done, total)
     except (urllib.error.URLError, OSError, ValueError) as error:
-        partial.unlink(missing_ok=True)
         raise FetchError(f"cannot download {url}: {error}") from error
     if expected is not None and digest.hexdigest() != expected:
-        partial.unlink(missing_ok=True)
         raise FetchError(
             f"{url}: checksum mismatch (got sha256 {digest.hexdigest()}, expected {expected})"
         )
-    partial.replace(target)
 
 
 def _sha256(path: Path) -> str:

@@ -39,13 +39,22 @@ def validation_error(
     )
 
 
+#: Fields that are maps: their keys are written ``labels[team]``.
+_MAP_FIELDS = frozenset({"labels", "extendedResources"})
+
+
 def _path(loc: Sequence[int | str]) -> str:
     path = ""
+    previous: int | str | None = None
     for part in loc:
-        if isinstance(part, int) or "/" in part or "." in part or not part:
+        if part == "[key]":  # pydantic's mark of an error in a map's key, not its value
+            continue
+        keyed = previous in _MAP_FIELDS
+        if keyed or isinstance(part, int) or "/" in part or "." in part or not part:
             path += f"[{part}]"
         else:
             path += f".{part}" if path else part
+        previous = part
     return path
 
 

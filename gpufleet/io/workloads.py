@@ -1,8 +1,9 @@
 """A whole scenario from files: queues, priority classes, quotas, and workloads (gangs) of pods.
 
 Owns :func:`read_scenario`: every object of the files given (any mix of Queue, PriorityClass,
-PodGroup, ResourceQuota, Pod, Job, Deployment, PyTorchJob, MPIJob, RayCluster and RayJob, or an
-Alibaba pod CSV), names checked unique, the queue tree validated, and the pods assembled into
+PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, ReplicaSet, PyTorchJob, MPIJob,
+RayCluster and RayJob, or an Alibaba pod CSV; kinds with no scheduling meaning set aside:
+``kinds``), names checked unique, the queue tree validated, and the pods assembled into
 :class:`~gpufleet.model.workload.TimedWorkload` gangs with their controllers' rules
 (:class:`~gpufleet.model.jobs.JobSpec`, read by ``job_rules``, ``tenancy`` and
 ``operator_jobs``):
@@ -10,8 +11,8 @@ Alibaba pod CSV), names checked unique, the queue tree validated, and the pods a
 * a pod labelled ``gpufleet.dev/pod-group`` (or ``scheduling.x-k8s.io/pod-group``) joins that
   gang of its namespace, whose minMember a PodGroup object gives (else: all its pods);
 * a Job is one gang of its pods (``min(parallelism, completions)``), a PyTorchJob, MPIJob,
-  RayCluster or RayJob one gang of its replica sets' pods, each replica of a Deployment its own
-  workload, and any other pod a workload of one;
+  RayCluster or RayJob one gang of its replica sets' pods, each replica of a Deployment,
+  StatefulSet or ReplicaSet its own workload, and any other pod a workload of one;
 * names are unique per kind and namespace: a name two kinds share makes two workloads, each
   keyed ``namespace/Kind/name``;
 * the queue comes from the ``gpufleet.dev/queue`` label, else the Queue that lists the namespace,
@@ -40,14 +41,14 @@ from typing import Any, TypeVar
 from gpufleet.io import alibaba, job_rules, operator_jobs, tenancy
 from gpufleet.io.catalog import CATALOG_KINDS, Catalog
 from gpufleet.io.errors import InputError
+from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import (
     EXPECTED_RUNTIME_ANNOTATION,
     SIM_DURATION_ANNOTATION,
     WORKLOAD_API_VERSIONS,
     pods_from_object,
 )
-from gpufleet.io.manifests import Context, Manifest, describe, load_manifests
-from gpufleet.io.readers import CLUSTER_KINDS, input_files
+from gpufleet.io.manifests import Context, Manifest, describe, input_files, load_manifests
 from gpufleet.io.tenancy import (
     CHECKPOINT_INTERVAL_ANNOTATION,
     MIXED_MODELS_ANNOTATION,
@@ -75,8 +76,8 @@ T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
 SUPPORTED = (
-    "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, PyTorchJob, MPIJob, "
-    "RayCluster or RayJob objects (or an Alibaba pod-list .csv)"
+    "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, "
+    "ReplicaSet, PyTorchJob, MPIJob, RayCluster or RayJob objects (or an Alibaba pod-list .csv)"
 )
 #: Operators' job kinds and their readers.
 OPERATOR_JOBS = {
@@ -85,6 +86,11 @@ OPERATOR_JOBS = {
     "RayCluster": operator_jobs.read_ray_cluster,
     "RayJob": operator_jobs.read_ray_job,
 }
+#: The kinds a scenario reads (others are set aside or refused: ``kinds``).
+SCENARIO_KINDS = frozenset(
+    {"Queue", "PriorityClass", "PodGroup", "ResourceQuota", *WORKLOAD_API_VERSIONS, *OPERATOR_JOBS}
+)
+_NOT_A_SCENARIO = dict.fromkeys(CLUSTER_KINDS, "a cluster, not a scenario")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +129,12 @@ class _Part:
         return (self.kind, self.namespace, self.name)
 
 
-def read_scenario(paths: str | Path | Iterable[str | Path]) -> Scenario:
-    """Queues, priority classes, quotas and workloads of files and directories (all or nothing)."""
+def read_scenario(
+    paths: str | Path | Iterable[str | Path], skipped: Skipped | None = None
+) -> Scenario:
+    """Queues, priority classes, quotas and workloads of files and directories (all or nothing).
+    Objects of kinds with no scheduling meaning (a ConfigMap) are set aside, counted in
+    ``skipped``."""
     if isinstance(paths, str | Path):
         paths = [paths]
     files: dict[Path, Path] = {}  # a file named twice (itself and in its directory) is read once
@@ -132,15 +142,27 @@ def read_scenario(paths: str | Path | Iterable[str | Path]) -> Scenario:
         for file in input_files(path):
             files.setdefault(file.resolve(), file)
     builder = _Builder()
+    mine = Skipped()
+    read = 0
     for file in files.values():
         if file.suffix.lower() == ".csv":
             builder.add_csv(file)
+            read += 1
             continue
         manifests = load_manifests(file)
         if not manifests:
             raise InputError(str(file), f"expected {SUPPORTED}, found no objects")
         for manifest in manifests:
-            builder.add(manifest, str(file))
+            where = manifest.location
+            if triage(manifest, str(file), where, SCENARIO_KINDS, SUPPORTED, mine, _NOT_A_SCENARIO):
+                builder.add(manifest, str(file))
+                read += 1
+    if not read and mine:
+        raise InputError(
+            ", ".join(map(str, files.values())), f"found nothing to read: {mine.note()}"
+        )
+    if skipped is not None:
+        skipped.counts.update(mine.counts)
     return builder.scenario()
 
 
@@ -232,7 +254,7 @@ class _Builder(Catalog):
             job = job_rules.batch_job(context, name, spec, pods)
             self._add_part(dataclasses.replace(part, job=job))
             return
-        for timed in pods:  # a Deployment: each replica is a workload of its own
+        for timed in pods:  # a Deployment, StatefulSet or ReplicaSet: a workload per replica
             rules = job_rules.pod_rules(JobKind.POD, timed.pod.name, (timed,))
             self._add_part(dataclasses.replace(part, name=timed.pod.name, pods=(timed,), job=rules))
 

@@ -175,6 +175,17 @@ class Pod:
             signature = (*signature, self.rules, self.namespace, frozenset(self.labels.items()))
         object.__setattr__(self, "signature", signature)
 
+    def renamed(self, name: str) -> Pod:
+        """This pod under another name: a replica read from its template's reading. The same
+        as ``dataclasses.replace(self, name=name)``, at a third of the cost (a scheduler's
+        start renames thousands)."""
+        clone = object.__new__(Pod)
+        for slot in _POD_SLOTS:
+            object.__setattr__(clone, slot, getattr(self, slot))
+        object.__setattr__(clone, "name", name)
+        object.__setattr__(clone, "key", f"{self.namespace}/{name}")
+        return clone
+
     @property
     def pod_class(self) -> PodClass:
         if self.gpu.mig_profile is not None:
@@ -184,3 +195,7 @@ class Pod:
         if self.gpu.is_shared:
             return PodClass.SHARED
         return PodClass.ONE_GPU if self.gpu.count == 1 else PodClass.MULTI_GPU
+
+
+#: Every field of a Pod, those computed from others included (its signature has no name).
+_POD_SLOTS: tuple[str, ...] = Pod.__slots__

@@ -238,6 +238,20 @@ class Workload:
                 f"{len(self.pods)} pods"
             )
 
+    def renamed(self, name: str, pods: tuple[Pod, ...]) -> Workload:
+        """This workload under another name, with ``pods`` (as many, renamed likewise): a
+        lone replica's workload made from its template's. ``dataclasses.replace`` without
+        its cost."""
+        if len(pods) != len(self.pods):
+            raise ValueError(f"workload {self.key} has {len(self.pods)} pods, not {len(pods)}")
+        clone = object.__new__(Workload)
+        for slot in _WORKLOAD_SLOTS:
+            object.__setattr__(clone, slot, getattr(self, slot))
+        object.__setattr__(clone, "name", name)
+        object.__setattr__(clone, "pods", pods)
+        object.__setattr__(clone, "key", workload_key(self.namespace, name, self.kind))
+        return clone
+
     @property
     def gang_size(self) -> int:
         """Pods that must start together."""
@@ -259,6 +273,10 @@ class Workload:
     def extra(self, pod: Pod) -> Workload:
         """A pod beyond minMember as a workload of its own, with this workload's settings."""
         return replace(self, name=pod.name, pods=(pod,), min_member=0, topology=None)
+
+
+#: Every field of a Workload, its key included.
+_WORKLOAD_SLOTS: tuple[str, ...] = Workload.__slots__
 
 
 def workload_key(namespace: str, name: str, kind: str = "") -> str:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 from gpufleet.backends.sim.results import FillRun, ReplayRun
+from gpufleet.report.cells import CellFormat, cell_format
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -170,28 +171,36 @@ WRAP_OVER = 60
 
 
 def html_table(rows: Sequence[DataclassInstance]) -> str:
-    """Rows of one dataclass as an HTML table, a column per field (dicts one line per key)."""
+    """Rows of one dataclass as an HTML table, a column per field (dicts one line per key),
+    each cell as its field's metadata says (:mod:`gpufleet.report.cells`)."""
     if not rows:
         return ""
-    fields = [f.name for f in dataclasses.fields(rows[0]) if f.name not in HIDDEN_FIELDS]
-    head = "".join(f"<th>{html.escape(f.replace('_', ' '))}</th>" for f in fields)
+    fields = [f for f in dataclasses.fields(rows[0]) if f.name not in HIDDEN_FIELDS]
+    head = "".join(f"<th>{html.escape(f.name.replace('_', ' '))}</th>" for f in fields)
     body = ""
     for row in rows:
         cells = []
         for f in fields:
-            value = getattr(row, f)
+            value = getattr(row, f.name)
+            shown = cell_format(f)
             wrap = ""
             if isinstance(value, dict):
-                text = "<br>".join(html.escape(f"{k}: {v}") for k, v in value.items())
+                text = "<br>".join(
+                    html.escape(f"{k}: {_text(v, shown, row)}") for k, v in value.items()
+                )
             elif value is None:
                 text = "-"
             else:
-                text = html.escape(str(value))
+                text = html.escape(_text(value, shown, row))
                 wrap = ' class="wrap"' if len(text) > WRAP_OVER else ""
             cells.append(f"<td{wrap}>{text}</td>")
         body += "<tr>" + "".join(cells) + "</tr>"
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
     return f'<div class="scroll">{table}</div>'
+
+
+def _text(value: object, shown: CellFormat | None, row: object) -> str:
+    return str(value) if shown is None or value is None else shown(value, row)
 
 
 #: A table of the report: heading, a note under it (may be empty), and its rows.

@@ -10,6 +10,7 @@ from statistics import median
 from typing import Any
 
 from gpufleet.backends.sim.results import FillRun, ReplayRun
+from gpufleet.report.cells import DURATION
 
 
 @dataclass(slots=True)
@@ -20,7 +21,7 @@ class FillSummary:
     min_unallocated_at_100: float
     max_unallocated_at_100: float
     median_fragmentation_at_100: float
-    median_seconds: float
+    median_seconds: float = field(metadata=DURATION)
     failure_rate_by_class: dict[str, float] = field(default_factory=dict)
     impossible_pods: int = 0
     bind_violations: int = 0
@@ -30,12 +31,12 @@ class FillSummary:
 class ReplaySummary:
     policy: str
     seeds: list[int]
-    p50_delay: float
-    p95_delay: float
-    max_delay: float
+    p50_delay: float = field(metadata=DURATION)
+    p95_delay: float = field(metadata=DURATION)
+    max_delay: float = field(metadata=DURATION)
     mean_allocated_pct: float
     never_ran: int
-    median_seconds: float
+    median_seconds: float = field(metadata=DURATION)
     bind_violations: int = 0
 
 

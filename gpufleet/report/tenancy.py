@@ -16,6 +16,8 @@ from enum import StrEnum
 from statistics import median
 
 from gpufleet.backends.sim.results import PendingReport, QueueStats, TenancyRun
+from gpufleet.model.times import format_duration
+from gpufleet.report.cells import CELL, DURATION, INSTANT, CellFormat
 
 #: What the recorder calls workloads without a priority class.
 NO_CLASS = "(none)"
@@ -59,15 +61,15 @@ class QueueSummary:
     workloads: int
     admitted: int
     completed: int
-    delay_p50: float
-    delay_p95: float
-    delay_max: float
-    jct_p50: float
+    delay_p50: float = field(metadata=DURATION)
+    delay_p95: float = field(metadata=DURATION)
+    delay_max: float = field(metadata=DURATION)
+    jct_p50: float = field(metadata=DURATION)
     gpu_hours_used: float
     gpu_hours_entitled: float
     preemptions: int
     gpu_hours_lost: float
-    longest_short_of_nominal: float
+    longest_short_of_nominal: float = field(metadata=DURATION)
     #: Workloads whose job failed, failed attempts of pods, containers restarted in place.
     failed: int = 0
     pod_failures: int = 0
@@ -81,21 +83,21 @@ class RunSummary:
     run: str
     seeds: list[int]
     allocation_busy_pct: float
-    pod_delay_p50: float
-    pod_delay_p95: float
+    pod_delay_p50: float = field(metadata=DURATION)
+    pod_delay_p95: float = field(metadata=DURATION)
     #: p95 workload queueing delay per priority class ("(none)": workloads without one).
-    delay_p95_by_priority_class: dict[str, float]
+    delay_p95_by_priority_class: dict[str, float] = field(metadata=DURATION)
     #: The highest priority class that had workloads, and its p95 delay (None: none of its
     #: workloads started).
     high_priority_class: str | None
-    high_priority_p95: float | None
+    high_priority_p95: float | None = field(metadata=DURATION)
     workloads: int
     completed: int
     waiting_at_end: int
     partial_gangs: int
     preemptions: int
     gpu_hours_lost: float
-    median_seconds: float
+    median_seconds: float = field(metadata=DURATION)
     bind_violations: int = 0
     #: Workloads whose job failed, failed attempts of pods, containers restarted in place.
     failed: int = 0
@@ -109,6 +111,20 @@ class Unit(StrEnum):
     COUNT = "count"
     GPU_HOURS = "gpu-hours"
 
+    def text(self, value: float) -> str:
+        """A value in this unit for people: '81.3%', '39m09s', '1,204.5', '12'."""
+        if self is Unit.PERCENT:
+            return f"{value:.1f}%"
+        if self is Unit.SECONDS:
+            return format_duration(value)
+        if self is Unit.GPU_HOURS:
+            return f"{value:,.1f}"
+        return f"{value:,.0f}"
+
+
+#: A Comparison's values read in the row's unit.
+BY_UNIT: Mapping[str, CellFormat] = {CELL: lambda value, row: row.unit.text(value)}
+
 
 @dataclass(slots=True)
 class Comparison:
@@ -118,8 +134,8 @@ class Comparison:
     policy: str
     metric: str
     unit: Unit
-    queues: float | None
-    fifo: float | None
+    queues: float | None = field(metadata=BY_UNIT)
+    fifo: float | None = field(metadata=BY_UNIT)
     #: True when a lower value is better (delays), False when higher is (allocation).
     lower_is_better: bool = True
 
@@ -308,13 +324,13 @@ class ExplainRow:
 
     run: str
     seed: int
-    at: float | None
+    at: float | None = field(metadata=INSTANT)
     workload: str
     queue: str
     position: int
     waiting_for: str
     message: str
-    estimated_start: float | None
+    estimated_start: float | None = field(metadata=INSTANT)
 
 
 @dataclass(slots=True)

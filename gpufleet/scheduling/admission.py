@@ -11,7 +11,7 @@ What it does not do: place pods (the engine) or choose victims (:mod:`.preemptio
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -26,35 +26,12 @@ from gpufleet.model.tenancy import (
     Workload,
     gpu_model_key,
 )
+from gpufleet.scheduling.config import AdmissionConfig as AdmissionConfig  # where it was
 from gpufleet.scheduling.engine import Bound
 from gpufleet.scheduling.quota import IntArray, ModelKeys, QuotaCheck, QuotaTree, Verdict
 
 #: The queue every workload without a queue of its own goes to (no quota unless defined).
 DEFAULT_QUEUE = "default"
-
-
-@dataclass(frozen=True, slots=True)
-class AdmissionConfig:
-    """Knobs of admission and preemption (seconds where they are times)."""
-
-    #: A workload runs at least this long before it may be preempted.
-    min_runtime: float = 120.0
-    #: Pods of an admitted gang must all be ready within this, else it is released.
-    gang_ready_timeout: float = 600.0
-    backoff_base: float = 30.0
-    backoff_max: float = 3600.0
-    #: Run time assumed for backfill when a workload declares none (a safe, long guess).
-    default_expected_runtime: float = 24 * 3600.0
-    #: Priority aging: +``aging_step`` per ``aging_interval`` waited (off when None).
-    aging_interval: float | None = None
-    aging_step: int = 1
-    #: Preemption searches per cycle, and candidates each search considers.
-    max_preemption_searches: int = 8
-    max_victim_candidates: int = 64
-    #: Backfill: keep the capacity that frees first for the first blocked workload.
-    backfill: bool = True
-    #: Re-plan the reservation of the same blocked workload at most this often.
-    replan_interval: float = 60.0
 
 
 def cluster_capacity(nodes: Iterable[Node]) -> dict[str, int]:

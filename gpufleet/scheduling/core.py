@@ -67,6 +67,7 @@ from gpufleet.model.tenancy import (
     WithinQueuePolicy,
     Workload,
 )
+from gpufleet.model.times import TimeFormat, format_duration, simulated_time
 from gpufleet.scheduling.admission import (
     AdmissionConfig,
     Quotas,
@@ -245,8 +246,12 @@ class SchedulerCore:
         queues: Mapping[str, Queue] | None = None,
         resource_quotas: Iterable[ResourceQuota] = (),
         config: AdmissionConfig | None = None,
+        time_format: TimeFormat = simulated_time,
     ) -> None:
         self.table = table
+        #: How the instants in messages read (``now`` is the world's clock: simulated seconds,
+        #: or Unix seconds on Kubernetes, whose backend gives a wall-clock format).
+        self.time_format = time_format
         self.engine = PlacementEngine(table, policy, tie_rank=tie_rank)
         self.config = config or AdmissionConfig()
         self.quotas = Quotas(queues or {}, cluster_capacity(table.nodes), resource_quotas)
@@ -688,8 +693,8 @@ class SchedulerCore:
             if running is None or running.ready_by != deadline or not running.unready:
                 continue  # ready, gone, or admitted again since
             self._requeue_at[key] = self.now + self._backoff(running)
-            timeout = self.config.gang_ready_timeout
-            self._evict(running, f"gang not ready within {timeout:.0f}s", actions, None)
+            timeout = format_duration(self.config.gang_ready_timeout)
+            self._evict(running, f"gang not ready within {timeout}", actions, None)
 
     def _wake_preemptors(self) -> None:
         """Workloads past their minimum run time become candidate victims: wake the parked
@@ -1153,7 +1158,8 @@ class SchedulerCore:
         may_preempt = workload.preemption_policy is not PreemptionPolicy.NEVER
         self.pending.park(group, why, may_preempt)
         if self.reservation is not None and self.reservation.owner == workload.key:
-            message += f" Capacity reserved for it from t={self.reservation.start:.0f}s."
+            start = self.time_format(self.reservation.start)
+            message += f" Capacity reserved for it from {start}."
         for pending in group.items:
             pending.reason = why
             if pending.told != message:
@@ -1928,7 +1934,7 @@ class SchedulerCore:
                 elif estimate and id(pending) in heads:
                     start = self._estimated_start(pending.workload, waiting_for)
                 message = told or (
-                    f"in backoff until t={pending.not_before:.0f}s"
+                    f"in backoff until {self.time_format(pending.not_before)}"
                     if waiting_for == "backoff"
                     else "not tried yet"
                 )

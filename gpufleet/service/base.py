@@ -21,13 +21,15 @@ from typing import Any
 
 from gpufleet.api.schemas import ChangeKind, EventView, WorkloadState
 from gpufleet.io.catalog import check_change, object_key
-from gpufleet.io.errors import InputError
+from gpufleet.io.errors import InputError, quoted, shorten
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
-from gpufleet.io.manifests import Manifest
+from gpufleet.io.manifests import Manifest, describe
+from gpufleet.io.names import label_value_problem, name_problem, rule_of
 from gpufleet.io.workloads import DEFAULT_QUEUE, _Builder
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.tenancy import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.protocol import ExplainCache
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.store import Store, StoredEvent
@@ -367,13 +369,21 @@ class PlaneBase:
 
 
 def create_token(store: Store, tenant: str, role: str, queues: Sequence[str] = ()) -> str:
-    """Make a token for ``tenant`` with ``role``; only its hash is stored. Returns it."""
+    """Make a token for ``tenant`` with ``role``; only its hash is stored. Returns it. The
+    tenant's name is a label value (``gpufleet.dev/tenant`` on its pods), each queue's a Queue
+    name."""
     if role not in ROLES:
-        raise InputError("token", f"role: expected one of {', '.join(ROLES)}, got {role!r}")
-    if not tenant or not tenant.replace("-", "").replace("_", "").isalnum():
+        raise InputError("token", f"role: expected one of {', '.join(ROLES)}, got {quoted(role)}")
+    problem = label_value_problem(tenant) if tenant else "must not be empty"
+    if problem is not None:
         raise InputError(
-            "token", f"tenant: expected a name of letters, digits, - and _, got {tenant!r}"
-        )
+            "token", f"{problem} (it becomes the label {TENANT_LABEL}); got {quoted(tenant)}",
+            field="tenant",
+        )  # fmt: skip
+    for queue in queues:
+        problem = name_problem(queue, rule_of("Queue"), "Queue")
+        if problem is not None:
+            raise InputError("token", f"{problem}; got {quoted(queue)}", field="queue")
     token = new_token()
     store.add_token(hash_token(token), tenant, role, list(queues), time.time())
     return token
@@ -385,12 +395,24 @@ def require_admin(principal: Principal) -> None:
 
 
 def object_name(document: dict[str, Any], kind: str) -> str:
+    """The name of a Queue or PriorityClass put through the API, checked as Kubernetes (and
+    for a Queue, its label) checks it."""
     if document.get("kind") != kind:
-        raise InputError("request", f"kind: expected {kind}, got {document.get('kind')!r}")
+        raise InputError(
+            "request", f"expected {kind}, got {describe(document.get('kind'))}", field="kind"
+        )
     metadata = document.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
     if not isinstance(name, str) or not name:
-        raise InputError("request", "metadata.name: required, but missing")
+        raise InputError("request", "required, but missing", field="metadata.name")
+    problem = name_problem(name, rule_of(kind), kind)
+    if problem is not None:
+        raise InputError(
+            "request",
+            f"{problem}; got {quoted(name)}",
+            f"{kind} {shorten(name, 100)}",
+            "metadata.name",
+        )
     return name
 
 

@@ -47,8 +47,10 @@ from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.control.factory import build_core
 from gpufleet.io.errors import InputError
+from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node, Placement
 from gpufleet.model.tenancy import PriorityClass, split_workload_key, workload_key
+from gpufleet.model.times import wall_clock_time
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import (
@@ -66,6 +68,8 @@ from gpufleet.service.kube_writes import (
     COMPLETIONS_ANNOTATION,
     CONTROLLED_KINDS,
     KIND_ANNOTATION,
+    OWNER_ANNOTATION,
+    REPLICATED_KINDS,
     TENANT_LABEL,
     WORKLOAD_ANNOTATION,
     objects_to_write,
@@ -179,7 +183,9 @@ class KubeControlPlane(PlaneBase):
         version = self.scheduler.backend.config_version
         if self._placeholder is None or self._placeholder[0] != version:
             catalog = self.scheduler.backend.catalog
-            empty = build_core([], self.options.policy, queues=catalog.queues)
+            empty = build_core(
+                [], self.options.policy, queues=catalog.queues, time_format=wall_clock_time
+            )
             self._placeholder = (version, empty)
         return self._placeholder[1]
 
@@ -328,9 +334,14 @@ class KubeControlPlane(PlaneBase):
 
     # ----------------------------------------------------------------------------- submit
     def submit(
-        self, principal: Principal, body: bytes, content_type: str, dry_run: bool = False
+        self,
+        principal: Principal,
+        body: bytes,
+        content_type: str,
+        dry_run: bool = False,
+        skipped: Skipped | None = None,
     ) -> list[WorkloadRecord]:
-        manifests = parse_body(body, content_type)
+        manifests = parse_body(body, content_type, skipped)
         with self.lock:
             backend = self.scheduler.backend
             builder = backend.catalog.request_builder()
@@ -387,9 +398,10 @@ class KubeControlPlane(PlaneBase):
         if record.kind in CONTROLLED_KINDS:
             if not self.writer.delete(record.kind, namespace, name) and record.kind == "MPIJob":
                 self.writer.delete(record.kind, namespace, name, "kubeflow.org/v1")
-        elif record.kind == "Deployment":
-            owner = pods[0].annotations.get("gpufleet.dev/owner", "") if pods else ""
-            self.writer.delete("Deployment", namespace, owner.removeprefix("Deployment/") or name)
+        elif record.kind in REPLICATED_KINDS:
+            owner = pods[0].annotations.get(OWNER_ANNOTATION, "") if pods else ""
+            owner_name = owner.removeprefix(f"{record.kind}/") or name
+            self.writer.delete(record.kind, namespace, owner_name)
         else:
             for pod in pods:
                 self.writer.delete("Pod", pod.namespace, pod.name)

@@ -1,15 +1,15 @@
 """The objects a submission to ``gpufleet serve --kubeconfig`` writes to the cluster.
 
-Owns turning accepted manifests into the objects to create: every pod template (a Pod itself;
-a Job's or Deployment's template; each replica set's of a PyTorchJob or MPIJob; the head's,
-each worker group's and a given submitter template's of a RayCluster or RayJob) gets this
-scheduler's name, the tenant label, the queue label and our kind and workload annotations; a
-gang (a Job with parallelism above one, an operator's job) also gets the pod-group label and a
-gpufleet PodGroup with its minMember, written first, named ``<kind>-<name>`` (:func:`gang_name`);
-a Job's templates carry its completions; the workload annotation is its key
-(``namespace/Kind/name``).
-It writes nothing itself (the plane does, through :class:`~gpufleet.backends.kube.writer.
-ObjectWriter`) and decides nothing about admission (the plane checks first).
+Owns turning accepted manifests into the objects to create: every pod template (a Pod itself; a
+Job's, Deployment's, StatefulSet's or ReplicaSet's template; each replica set's of a PyTorchJob
+or MPIJob; the head's, each worker group's and a given submitter template's of a RayCluster or
+RayJob) gets this scheduler's name, the tenant label, the queue label and our kind and workload
+annotations (the workload annotation is its key, ``namespace/Kind/name``); a gang (a Job with
+parallelism above one, an operator's job) also gets the pod-group label and a gpufleet PodGroup
+with its minMember, written first, named ``<kind>-<name>`` (:func:`gang_name`); a Job's
+templates carry its completions. It writes nothing itself (the plane does, through
+:class:`~gpufleet.backends.kube.writer.ObjectWriter`) and decides nothing about admission (the
+plane checks first).
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ KIND_ANNOTATION = "gpufleet.dev/kind"
 COMPLETIONS_ANNOTATION = "gpufleet.dev/completions"
 #: Kinds whose controller (the Job controller, an operator) makes the pods, as a gang.
 CONTROLLED_KINDS = ("Job", "PyTorchJob", "MPIJob", "RayCluster", "RayJob")
+#: Kinds whose controller makes replicas, each a workload of its own; each pod names its owner.
+REPLICATED_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+OWNER_ANNOTATION = "gpufleet.dev/owner"
 
 
 def pod_group_of(labels: Mapping[str, str]) -> str | None:
@@ -88,8 +91,8 @@ def objects_to_write(
                 annotations[WORKLOAD_ANNOTATION] = key
             if kind == "Job" and found is not None and found[2]:
                 annotations[COMPLETIONS_ANNOTATION] = str(found[2][0].tasks)
-            if kind == "Deployment":
-                annotations["gpufleet.dev/owner"] = f"Deployment/{name}"
+            if kind in REPLICATED_KINDS:
+                annotations[OWNER_ANNOTATION] = f"{kind}/{name}"
             template.setdefault("spec", {})["schedulerName"] = scheduler_name
         if gang and found is not None:
             groups.append({

@@ -26,6 +26,7 @@ from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.live import LiveSimCluster, Outcome, OutcomeKind
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import sync
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.model import Node
 from gpufleet.model.actions import Action, Evict, MarkUnschedulable
@@ -303,11 +304,16 @@ class ControlPlane(PlaneBase):
 
     # ----------------------------------------------------------------------------- submit
     def submit(
-        self, principal: Principal, body: bytes, content_type: str, dry_run: bool = False
+        self,
+        principal: Principal,
+        body: bytes,
+        content_type: str,
+        dry_run: bool = False,
+        skipped: Skipped | None = None,
     ) -> list[WorkloadRecord]:
         """Read, check and accept the workloads of a request body: all or none. Raises
         InputError (422), ForbiddenError (403) or ConflictError (409)."""
-        manifests = parse_body(body, content_type)
+        manifests = parse_body(body, content_type, skipped)
         with self.lock:
             accepted = self.accept(
                 principal, manifests, self._catalog_builder, self.core.quotas.queues, self._owner

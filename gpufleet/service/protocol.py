@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node
 from gpufleet.model.tenancy import PriorityClass
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
@@ -76,7 +77,12 @@ class Plane(Protocol):
     ) -> str: ...
 
     def submit(
-        self, principal: Principal, body: bytes, content_type: str, dry_run: bool = False
+        self,
+        principal: Principal,
+        body: bytes,
+        content_type: str,
+        dry_run: bool = False,
+        skipped: Skipped | None = None,
     ) -> list[WorkloadRecord]: ...
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord: ...

@@ -19,12 +19,13 @@ from typing import Any
 
 from gpufleet.io.catalog import CATALOG_KINDS, PRIORITY_CLASS, QUEUE, check_change, object_key
 from gpufleet.io.errors import InputError
+from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, load_manifests
 from gpufleet.io.workloads import DEFAULT_QUEUE
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.store import Store, StoredEvent
-from gpufleet.service.submissions import Submitted, read_workloads
+from gpufleet.service.submissions import WORKLOAD_KINDS, Submitted, read_workloads
 from gpufleet.service.tenants import ADMIN, Principal, check_workload
 
 #: Who submits a scenario's workloads.
@@ -40,13 +41,24 @@ class Seed:
     workloads: list[Submitted]
 
 
-def plan_seed(store: Store, files: Sequence[Path], options: ServeOptions, fresh: bool) -> Seed:
+def plan_seed(
+    store: Store,
+    files: Sequence[Path],
+    options: ServeOptions,
+    fresh: bool,
+    skipped: Skipped | None = None,
+) -> Seed:
     """The seed of ``files`` for ``store``, checked as a whole (InputError: nothing is to be
-    written). Workloads are read only on a ``fresh`` database (a later start has them)."""
+    written). Workloads are read only on a ``fresh`` database (a later start has them).
+    Objects of kinds with no scheduling meaning are set aside, counted in ``skipped``."""
     objects: dict[tuple[str, str], tuple[Manifest, str]] = {}  # with the file it came from
     bodies: list[Manifest] = []
+    reads = (*CATALOG_KINDS, *WORKLOAD_KINDS)
+    expected = f"one of {', '.join(reads)}"
     for file in files:
         for manifest in load_manifests(file):
+            if not triage(manifest, str(file), manifest.location, reads, expected, skipped):
+                continue
             kind = manifest.get("kind")
             if kind not in CATALOG_KINDS:
                 bodies.append(manifest)

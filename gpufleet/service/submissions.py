@@ -2,7 +2,9 @@
 
 The objects are read exactly as ``gpufleet simulate`` reads scenario files (the same builder,
 so the same checks and the same workloads), against the queues and priority classes the
-control plane holds now. Objects without a namespace go into the caller's default namespace.
+control plane holds now; objects of kinds with no scheduling meaning (a ConfigMap beside a
+Deployment) are set aside and counted, as every reader does (:mod:`gpufleet.io.kinds`).
+Objects without a namespace go into the caller's default namespace.
 What this module does not do: decide whether the caller may submit them (see
 :mod:`gpufleet.service.tenants`) or store them.
 """
@@ -14,18 +16,31 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpufleet.io.errors import InputError
-from gpufleet.io.manifests import Manifest, describe, parse_manifests
+from gpufleet.io.errors import InputError, shorten
+from gpufleet.io.kinds import Skipped, triage
+from gpufleet.io.manifests import Manifest, decode_text, describe, parse_manifests
 from gpufleet.io.workloads import _Builder
 from gpufleet.model.tenancy import QUEUE_LABEL
 from gpufleet.model.workload import TimedWorkload
 
 SOURCE = "request"
 WORKLOAD_KINDS = (
-    "Pod", "Job", "Deployment", "PyTorchJob", "MPIJob", "RayCluster", "RayJob", "PodGroup",
+    "Pod", "Job", "Deployment", "StatefulSet", "ReplicaSet", "PyTorchJob", "MPIJob",
+    "RayCluster", "RayJob", "PodGroup",
 )  # fmt: skip
 #: Kinds that serve, not run to an end: without a run time of their own they run until deleted.
-RUN_UNTIL_DELETED = ("Deployment", "RayCluster")
+RUN_UNTIL_DELETED = ("Deployment", "StatefulSet", "ReplicaSet", "RayCluster")
+_EXPECTED = f"one of {', '.join(WORKLOAD_KINDS)}"
+#: Why kinds gpufleet reads elsewhere are not taken here.
+_NOT_SUBMITTED = {
+    **dict.fromkeys(
+        ("Queue", "PriorityClass"),
+        "manage queues and priority classes with PUT /api/v1/queues or /api/v1/priorityclasses",
+    ),
+    **dict.fromkeys(("Node", "ClusterSpec"), "a cluster: the control plane's nodes are its own"),
+    "ResourceQuota": "quotas are the queues' (PUT /api/v1/queues)",
+    "AdmissionPolicy": "admission rules are the server's (serve --rules)",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +51,42 @@ class Submitted:
     timed: TimedWorkload
 
 
-def parse_body(body: bytes, content_type: str) -> list[Manifest]:
-    """The objects of a request body. JSON when the content type says so, else YAML (a JSON
-    document is YAML too). Raises InputError naming the document at fault."""
+def parse_body(body: bytes, content_type: str, skipped: Skipped | None = None) -> list[Manifest]:
+    """The workload objects of a request body. JSON when the content type says so, else YAML (a
+    JSON document is YAML too). Objects of kinds with no scheduling meaning (a ConfigMap) are
+    set aside and counted in ``skipped`` (never written anywhere); a body of nothing else, or
+    with an object that makes pods but is not read (a DaemonSet), raises InputError, as does
+    anything else wrong, naming the document at fault."""
+    mine = Skipped()
+    workloads = [
+        m
+        for m in _objects(body, content_type)
+        if triage(m, SOURCE, m.location, WORKLOAD_KINDS, _EXPECTED, mine, _NOT_SUBMITTED)
+    ]
+    if not workloads:
+        raise InputError(SOURCE, f"no workloads in the request ({_EXPECTED}): {mine.note()}")
+    if skipped is not None:
+        skipped.counts.update(mine.counts)
+    return workloads
+
+
+def nothing_to_submit(body: bytes, content_type: str) -> Skipped | None:
+    """What a body holds when it is nothing but objects of kinds with no scheduling meaning (a
+    client need not send it: ``submit -f DIR`` with a file of ConfigMaps); None when it holds
+    anything else, or cannot be read (the server then says what is wrong)."""
+    mine = Skipped()
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(SOURCE, f"the body is not UTF-8 text ({error.reason})") from None
+        for manifest in _objects(body, content_type):
+            if triage(manifest, SOURCE, None, WORKLOAD_KINDS, _EXPECTED, mine, _NOT_SUBMITTED):
+                return None
+    except InputError:
+        return None
+    return mine
+
+
+def _objects(body: bytes, content_type: str) -> list[Manifest]:
+    """Every object of a body, ``List`` items flattened."""
+    text = decode_text(body, SOURCE)
     if not text.strip():
         raise InputError(SOURCE, "the body is empty; expected a workload object")
     if "json" in content_type:
@@ -52,6 +96,8 @@ def parse_body(body: bytes, content_type: str) -> list[Manifest]:
             raise InputError(
                 SOURCE, f"invalid JSON: {error.msg}", f"line {error.lineno} column {error.colno}"
             ) from None
+        except (ValueError, RecursionError) as error:  # 5,000-digit numbers, deep nesting
+            raise InputError(SOURCE, f"invalid JSON: {shorten(str(error))}") from None
         items = data if isinstance(data, list) else [data]
         manifests = []
         for i, item in enumerate(items):
@@ -128,19 +174,7 @@ def read_workloads(
     builder = _fork(catalog)
     known_queues = set(builder.queues)
     for manifest in manifests:
-        kind = manifest.get("kind")
-        if kind not in WORKLOAD_KINDS:
-            raise InputError(
-                SOURCE,
-                f"kind: expected one of {', '.join(WORKLOAD_KINDS)}, got {describe(kind)}"
-                + (
-                    " (manage queues and priority classes with PUT /api/v1/queues or "
-                    "/api/v1/priorityclasses)"
-                    if kind in ("Queue", "PriorityClass")
-                    else ""
-                ),
-                manifest.location,
-            )
+        triage(manifest, SOURCE, manifest.location, WORKLOAD_KINDS, _EXPECTED, None, _NOT_SUBMITTED)
         builder.add(_defaulted(manifest, builder, default_namespace, home_queue), SOURCE)
     scenario = builder.scenario()
     out: list[Submitted] = []

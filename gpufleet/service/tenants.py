@@ -31,7 +31,8 @@ from typing import Any
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.fields import check_fields
-from gpufleet.io.manifests import Context
+from gpufleet.io.manifests import Context, describe
+from gpufleet.io.names import NameRule, rule_of
 from gpufleet.model import Pod
 from gpufleet.model.node import GFD_LABELS, TaintEffect
 from gpufleet.model.tenancy import Queue, Workload
@@ -200,6 +201,8 @@ def rules_from_object(obj: Mapping[str, Any], source: str) -> AdmissionRules:
     for queue, value in context.mapping(
         spec.get("maxGpusPerWorkload"), "spec.maxGpusPerWorkload"
     ).items():
+        if queue != "*":
+            context.name(queue, f"spec.maxGpusPerWorkload.{queue}", rule_of("Queue"), "Queue")
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise context.error(
                 f"spec.maxGpusPerWorkload.{queue}", f"expected a number of GPUs >= 0, got {value!r}"
@@ -208,11 +211,12 @@ def rules_from_object(obj: Mapping[str, Any], source: str) -> AdmissionRules:
     tenants: dict[str, TenantRules] = {}
     for name, body in context.mapping(spec.get("tenants"), "spec.tenants").items():
         path = f"spec.tenants.{name}"
+        context.label_value(name, path)  # a tenant's name is its pods' gpufleet.dev/tenant label
         fields = context.mapping(body, path)
         check_fields(context, fields, path, ("queues", "namespaces", "gpuModels"))
         tenants[str(name)] = TenantRules(
-            _names(context, fields.get("queues"), f"{path}.queues"),
-            _names(context, fields.get("namespaces"), f"{path}.namespaces"),
+            _names(context, fields.get("queues"), f"{path}.queues", rule_of("Queue")),
+            _names(context, fields.get("namespaces"), f"{path}.namespaces", NameRule.LABEL),
             None
             if fields.get("gpuModels") is None
             else frozenset(_names(context, fields.get("gpuModels"), f"{path}.gpuModels") or ()),
@@ -220,13 +224,18 @@ def rules_from_object(obj: Mapping[str, Any], source: str) -> AdmissionRules:
     return AdmissionRules(require, limits, tenants)
 
 
-def _names(context: Context, value: object, field: str) -> tuple[str, ...] | None:
+def _names(
+    context: Context, value: object, field: str, rule: NameRule | None = None
+) -> tuple[str, ...] | None:
+    """A list of names (checked by ``rule`` when given: queues, namespaces)."""
     if value is None:
         return None
     items: Sequence[Any] = context.sequence(value, field)
     out = []
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item:
-            raise context.error(f"{field}[{i}]", f"expected a name, got {item!r}")
+            raise context.error(f"{field}[{i}]", f"expected a name, got {describe(item)}")
+        if rule is not None:
+            context.name(item, f"{field}[{i}]", rule, "Queue")
         out.append(item)
     return tuple(out)

@@ -178,12 +178,13 @@ def explanation(plane: Plane, principal: Principal, key: str) -> Explanation:
                 message=why.message,
                 estimated_start=why.estimated_start,
             )
+        at = plane.core.time_format  # the world's clock: simulated, or the wall clock
         message = {
             WorkloadState.PENDING: "submitted; the scheduler has not looked at it yet",
             WorkloadState.ADMITTED: "admitted; its pods are being placed",
-            WorkloadState.RUNNING: f"running since t={record.started or 0:.0f}s",
-            WorkloadState.SUCCEEDED: f"finished at t={record.finished or 0:.0f}s",
-            WorkloadState.CANCELLED: f"cancelled at t={record.finished or 0:.0f}s",
+            WorkloadState.RUNNING: f"running since {at(record.started or 0)}",
+            WorkloadState.SUCCEEDED: f"finished at {at(record.finished or 0)}",
+            WorkloadState.CANCELLED: f"cancelled at {at(record.finished or 0)}",
             WorkloadState.FAILED: "failed",
         }[record.state]
         return Explanation(workload=key, state=record.state, queue=queue, message=message)

@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+from gpufleet.model.times import simulated_time
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.tenants import AdmissionRules, TenantRules
 from gpufleet.testing import job_objects as jo
+from gpufleet.testing.builders import make_node
 from gpufleet.testing.service import (
     ServiceHarness,
     as_yaml,
+    gpu_nodes,
     job_doc,
     make_harness,
     pod_doc,
@@ -295,7 +298,10 @@ def test_workload_lifecycle_describe_explain_cancel(harness: ServiceHarness) -> 
     assert [e["reason"] for e in detail["events"]] == ["Submitted", "Scheduled", "Scheduled"]
     held = {p for n in client.get("/api/v1/nodes").json() for d in n["devices"] for p in d["pods"]}
     assert held == {"team-a/Job/train"}
-    assert client.get("/api/v1/workloads/team-a/train/explain").json()["state"] == "Running"
+    running = client.get("/api/v1/workloads/team-a/train/explain").json()
+    assert running["state"] == "Running"
+    assert running["message"] == f"running since {simulated_time(detail['started'])}"
+    assert running["message"].startswith("running since t=")
     submit(client, job_doc("wait", 4, 4))  # 16 GPUs: the quota (8 + borrowing) cannot hold it
     harness.advance(1)
     why = client.get("/api/v1/workloads/team-a/wait/explain").json()
@@ -510,3 +516,20 @@ def test_an_admin_workload_naming_no_queue_goes_to_the_namespace_default(
     assert [w["queue"] for w in (in_team_a, elsewhere, unnamed)] == ["team-a", "default", "default"]
     harness.advance(1)
     assert admin.get("/api/v1/workloads/dev/anywhere").json()["state"] == "Running"
+
+
+def test_a_gpu_model_no_node_has_is_named_in_the_explanation(tmp_path: Path) -> None:
+    """Issue 11 item 20: not '5 GPU model not allowed' counting CPU-only nodes."""
+    nodes = [*gpu_nodes(2), make_node("cpu-0", gpus=0)]
+    served = make_harness(tmp_path, nodes=nodes, queues=[queue_doc("team-a", 8)])
+    client = served.client("team-a")
+    doc = pod_doc("b200", 1, namespace="team-a")
+    doc["metadata"]["annotations"]["gpufleet.dev/gpu-models"] = "B200"
+    submit(client, doc)
+    served.advance(1)
+    why = client.get("/api/v1/workloads/team-a/b200/explain").json()
+    assert why["state"] == "Pending"
+    assert why["message"] == (
+        "team-a/b200 can never fit on this cluster: no node has GPU model B200. 0/3 nodes are "
+        "available: 2 GPU model not allowed, 1 Insufficient nvidia.com/gpu."
+    )

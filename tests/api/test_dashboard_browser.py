@@ -28,6 +28,7 @@ import httpx
 import pytest
 import yaml
 
+from gpufleet.model.times import format_duration, simulated_time, wall_clock_time
 from gpufleet.testing.server_process import wait_until_ready
 
 if TYPE_CHECKING:
@@ -493,6 +494,23 @@ def test_dashboard_in_a_browser(
     # the charts drew from /api/v1/history
     for chart in ("#chart-allocation", "#chart-delay", "#chart-workloads"):
         page.wait_for_selector(f"{chart} .main-svg", timeout=15_000)
+
+    # times read as the CLI and the API's messages write them (gpufleet/model/times.py)
+    seconds = [0, 8.1, 59, 60, 2349, 3599, 3600, 7500, 90061, -75]
+    shown = page.evaluate(
+        """async (values) => {
+            const util = await import("/static/util.js");
+            return values.map((v) => [
+                util.formatDuration(v),
+                util.formatClock(v, "simulated"),
+                util.formatClock(1.7e9 + v, "kubernetes"),
+            ]);
+        }""",
+        seconds,
+    )
+    assert shown == [
+        [format_duration(v), simulated_time(v), wall_clock_time(1.7e9 + v)] for v in seconds
+    ]
 
     # a workload's detail row: its pods and where they run
     filter_workloads(page, "Running")

@@ -153,6 +153,26 @@ CAPACITY_CASE = (
     job_doc("big", "team", 3, "1h", submit_at="1m"),
 )
 
+#: A pod asking for a GPU model no node has (issue 11 item 20): CPU-only nodes are not counted
+#: as having the wrong model.
+UNKNOWN_MODEL_CASE = (
+    queue_doc("team", 4),
+    """apiVersion: v1
+kind: Pod
+metadata:
+  name: b200
+  namespace: team
+  annotations: {gpufleet.dev/sim-duration: 1h, gpufleet.dev/gpu-models: B200}
+spec:
+  containers:
+    - name: main
+      image: example
+      resources:
+        limits: {cpu: "1", memory: 1Gi, nvidia.com/gpu: 1}
+""",
+)
+TWO_NODES_AND_CPU = TWO_NODES + "c1,32000,65536,0,\n"
+
 
 @pytest.mark.parametrize(
     ("docs", "nodes", "workload", "waiting_for", "why", "at_end"),
@@ -207,6 +227,25 @@ def test_explain_at_says_who_waits_and_why(
     assert why in report["message"]
     assert run["result"]["explained_at"] == 1800
     assert [r["workload"] for r in run["result"]["waiting_at_end"]] == at_end
+
+
+def test_a_gpu_model_no_node_has_is_named_not_counted_on_cpu_nodes(tmp_path: Path) -> None:
+    scenario = write_scenario(tmp_path, *UNKNOWN_MODEL_CASE)
+    cluster = tmp_path / "nodes.csv"
+    cluster.write_text(TWO_NODES_AND_CPU)
+    out = tmp_path / "out"
+    code, text = invoke(
+        "--scenario", str(scenario), "--cluster", str(cluster), "--out", str(out),
+        "--workers", "1", "--explain-at", "30m",
+    )  # fmt: skip
+    assert code == 0, text
+    why = (
+        "team/b200 can never fit on this cluster: no node has GPU model B200. 0/3 nodes are "
+        "available: 2 GPU model not allowed, 1 Insufficient nvidia.com/gpu."
+    )
+    assert why in text
+    (run,) = read_results(out)["runs"]
+    assert [r["message"] for r in run["result"]["waiting_at_end"]] == [why]
 
 
 def test_explain_limit_keeps_the_rest_for_the_json(tmp_path: Path) -> None:
@@ -336,8 +375,9 @@ def test_alibaba_multitenant_without_the_trace_says_where_to_put_it(
     monkeypatch.setenv(TRACE_DIR_ENV, str(tmp_path))
     code, text = invoke("--scenario", "alibaba-multitenant", "--out", str(tmp_path / "o"))
     assert code == 2, text
-    assert f"needs the Alibaba 2023 trace, which was not found: set {TRACE_DIR_ENV}" in text
+    assert "needs the Alibaba 2023 trace, which was not found" in text
     assert "gpufleet traces fetch alibaba-2023" in text
+    assert f"set {TRACE_DIR_ENV} to its directory" in text
 
 
 def test_place_with_a_scenario_explains_pending_workloads(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from gpufleet.backends.sim.results import (
     TenancyStats,
     Timeline,
 )
-from gpufleet.cli.common import format_duration
+from gpufleet.model.times import format_duration
 from gpufleet.report.tenancy import (
     LabelledRun,
     QueueTree,

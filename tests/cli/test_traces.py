@@ -12,7 +12,17 @@ from typer.testing import CliRunner
 from gpufleet.cli.main import app
 from gpufleet.io.alibaba import read_pods
 from gpufleet.io.shapes import read_shape_table
-from gpufleet.io.traces import Dataset, FetchError, fetch_dataset
+from gpufleet.io.traces import (
+    ALIBABA_2023,
+    DATASETS,
+    PODS_FILE,
+    TRACE_DIR_ENV,
+    Dataset,
+    FetchError,
+    fetch_dataset,
+    find_alibaba_trace,
+    trace_search_path,
+)
 
 runner = CliRunner()
 
@@ -81,6 +91,153 @@ def test_cli_fetch_alibaba_from_a_mirror(
     assert result.exit_code == 0, result.output
     assert "3 files in" in result.output
     assert len(read_pods(tmp_path / "t" / "csv" / "openb_pod_list_default.csv")) == 8152
+
+
+@pytest.mark.parametrize(
+    ("served", "error"),
+    [
+        pytest.param({"csv/a.csv": b"a\n"}, "cannot download", id="a-file-missing"),
+        pytest.param(
+            {"csv/a.csv": b"a\n", "csv/b.csv": b"tampered\n"}, "checksum mismatch", id="tampered"
+        ),
+    ],
+)
+def test_a_failed_fetch_removes_every_folder_it_made(
+    http_server: tuple[str, Path, list[str]], tmp_path: Path, served: dict[str, bytes], error: str
+) -> None:
+    url, root, _ = http_server
+    serve(root, served)
+    spec = dataset({"csv/a.csv": b"a\n", "csv/b.csv": b"b\n"}, url)
+    target = tmp_path / "work" / "traces" / "alibaba-gpu-2023"
+    with pytest.raises(FetchError, match=error) as failed:
+        fetch_dataset(spec, target)
+    assert f"the partial download was removed ({target} is as it was)" in str(failed.value)
+    assert not (tmp_path / "work").exists(), "a failed fetch left folders behind"
+
+
+def test_a_failed_fetch_keeps_what_was_there_and_adds_nothing(
+    http_server: tuple[str, Path, list[str]], tmp_path: Path
+) -> None:
+    url, root, _ = http_server
+    files = {"csv/a.csv": b"a\n", "csv/b.csv": b"b\n"}
+    serve(root, {"csv/a.csv": files["csv/a.csv"]})
+    target = tmp_path / "trace"
+    (target / "csv").mkdir(parents=True)
+    (target / "csv" / "a.csv").write_bytes(files["csv/a.csv"])
+    with pytest.raises(FetchError):
+        fetch_dataset(dataset(files, url), target)
+    assert sorted(p.name for p in target.rglob("*")) == ["a.csv", "csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["served", "trace"]  # no staging
+
+
+def test_a_fetch_appears_whole_in_one_move(
+    http_server: tuple[str, Path, list[str]], tmp_path: Path
+) -> None:
+    url, root, _ = http_server
+    files = {"csv/a.csv": b"a\n", "csv/b.csv": b"b\n" * 10}
+    serve(root, files)
+    target = tmp_path / "traces" / "t"
+    seen: list[bool] = []
+    fetch_dataset(dataset(files, url), target, progress=lambda *_: seen.append(target.exists()))
+    assert seen
+    assert not any(seen), "the target existed before every file was complete"
+    assert [(target / n).read_bytes() for n in files] == list(files.values())
+    assert [p.name for p in (tmp_path / "traces").iterdir()] == ["t"]
+
+
+def make_trace(directory: Path) -> Path:
+    (directory / "csv").mkdir(parents=True)
+    (directory / "csv" / PODS_FILE).write_text("name\n")
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("present", "env", "found"),
+    [
+        pytest.param(["fetched", "shared", "user"], {}, "fetched", id="fetched-first"),
+        pytest.param(["shared", "user"], {}, "shared", id="then-shared-in-a-parent"),
+        pytest.param(["user"], {}, "user", id="then-the-user-data-dir"),
+        pytest.param([], {}, None, id="nowhere"),
+        pytest.param(["fetched", "env"], {"env": True}, "env", id="the-variable-wins"),
+        pytest.param(["fetched"], {"env": True}, None, id="the-variable-is-the-only-place"),
+    ],
+)
+def test_one_search_order_for_every_reader(
+    tmp_path: Path, present: list[str], env: dict[str, bool], found: str | None
+) -> None:
+    work = tmp_path / "repo" / "work"
+    work.mkdir(parents=True)
+    places = {
+        "fetched": work / "traces" / "alibaba-gpu-2023",
+        "shared": tmp_path / "shared" / "traces" / "alibaba-gpu-2023",
+        "user": tmp_path / "data" / "gpufleet" / "traces" / "alibaba-gpu-2023",
+        "env": tmp_path / "elsewhere",
+    }
+    environ = {"XDG_DATA_HOME": str(tmp_path / "data")}
+    if env:
+        environ[TRACE_DIR_ENV] = str(places["env"])
+    for name in present:
+        make_trace(places[name])
+    order = trace_search_path(work, environ)
+    if not env:
+        assert order[0] == places["fetched"]
+        assert order[-1] == places["user"]
+        assert places["shared"] in order
+    assert find_alibaba_trace(work, environ) == (places[found] if found else None)
+
+
+@pytest.fixture
+def fake_alibaba(
+    http_server: tuple[str, Path, list[str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> str:
+    """A small stand-in for the Alibaba trace on a loopback server; the working directory and
+    the user's data directory are fresh folders. Returns the server's URL."""
+    url, root, _ = http_server
+    files = {name: f"{name}\n".encode() for name in ALIBABA_2023.files}
+    serve(root, files)
+    fake = dataset(files, url)
+    monkeypatch.setitem(DATASETS, ALIBABA_2023.name, Dataset(
+        ALIBABA_2023.name, url, fake.files, (), fake.sha256, "a stand-in"
+    ))  # fmt: skip
+    monkeypatch.delenv(TRACE_DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return url
+
+
+def test_cli_fetch_writes_where_locate_and_the_demo_look(fake_alibaba: str) -> None:
+    fetched = runner.invoke(app, ["traces", "fetch", "alibaba-2023"])
+    assert fetched.exit_code == 0, fetched.output
+    assert "3 files in traces/alibaba-gpu-2023" in fetched.stdout
+    assert "GPUFLEET_ALIBABA_TRACE_DIR" not in fetched.stdout  # nothing to set
+    located = runner.invoke(app, ["traces", "locate"])
+    assert located.exit_code == 0, located.output
+    assert located.stdout.strip() == str(Path.cwd().resolve() / "traces" / "alibaba-gpu-2023")
+    assert find_alibaba_trace() == Path.cwd().resolve() / "traces" / "alibaba-gpu-2023"
+
+
+def test_cli_fetch_that_fails_says_so_and_leaves_no_folders(
+    fake_alibaba: str, http_server: tuple[str, Path, list[str]]
+) -> None:
+    _, root, _ = http_server
+    (root / "csv" / PODS_FILE).unlink()
+    result = runner.invoke(app, ["traces", "fetch", "alibaba-2023"])
+    assert result.exit_code == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: cannot download {fake_alibaba}/csv/{PODS_FILE}")
+    assert line.endswith("the partial download was removed (traces/alibaba-gpu-2023 is as it was)")
+    assert list(Path.cwd().iterdir()) == []
+
+
+def test_cli_locate_without_the_trace_lists_where_it_looked(fake_alibaba: str) -> None:
+    result = runner.invoke(app, ["traces", "locate"])
+    assert result.exit_code == 1
+    assert str(Path.cwd().resolve() / "traces" / "alibaba-gpu-2023") in result.stderr
+    assert "gpufleet traces fetch alibaba-2023" in result.stderr
 
 
 def test_cli_fetch_unknown_dataset_fails_clearly() -> None:

@@ -76,18 +76,18 @@ def test_scenario_priority_classes(scenario: Scenario) -> None:
         for name, pc in scenario.priority_classes.items()
     }
     assert classes == {
-        "inference-critical": (100000, "PreemptLowerPriority", False),
-        "training-batch": (1000, "PreemptLowerPriority", False),
+        "inference-critical": (1000000, "PreemptLowerPriority", False),
+        "training-batch": (100000, "PreemptLowerPriority", False),
     }
 
 
 # name, queue, min_member, pods, priority, preemptible, milli-GPU per pod
 EXPECTED_WORKLOADS: list[tuple[str, str, int, int, int, bool, int]] = [
     ("cuda-smoke-test", "ml-research", 1, 1, 0, True, 1000),
-    ("embeddings-0", "ml-serving", 1, 1, 100000, False, 250),
-    ("embeddings-1", "ml-serving", 1, 1, 100000, False, 250),
-    ("embeddings-2", "ml-serving", 1, 1, 100000, False, 250),
-    ("pytorch-ddp", "ml-research", 4, 4, 1000, True, 1000),
+    ("embeddings-0", "ml-serving", 1, 1, 1000000, False, 250),
+    ("embeddings-1", "ml-serving", 1, 1, 1000000, False, 250),
+    ("embeddings-2", "ml-serving", 1, 1, 1000000, False, 250),
+    ("pytorch-ddp", "ml-research", 4, 4, 100000, True, 1000),
 ]
 
 

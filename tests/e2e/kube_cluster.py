@@ -19,6 +19,7 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.fake_nodes import register_fake_node
 
 Obj = dict[str, Any]
 KUBECONFIG_ENV = "GPUFLEET_E2E_KUBECONFIG"
@@ -68,12 +69,12 @@ class Cluster:
         self.custom.create_cluster_custom_object("gpufleet.dev", "v1alpha1", "queues", queue)
 
     def add_gpu_node(self, name: str, gpus: int = 8) -> None:
-        """A Node object with GPUs in its status, as a kubelet with the device plugin shows it."""
+        """A Ready Node object with GPUs in its status, as a kubelet with the device plugin
+        shows it, and without the not-ready taint the API server gave it."""
         node = ko.gpu_node(f"{name}-{self.run_id}", gpus=gpus, labels={RUN_LABEL: self.run_id})
-        status = node.pop("status")
-        self.core.create_node(node)
-        self.core.patch_node_status(node["metadata"]["name"], {"status": status})
-        self.nodes.append(node["metadata"]["name"])
+        # A stock API server taints a new Node not-ready (TaintNodesByCondition); with no
+        # node lifecycle controller to lift it, the fake node would never take a pod.
+        self.nodes.append(register_fake_node(self.core, node))
 
     def add_priority_class(self, name: str, value: int) -> str:
         full = f"{name}-{self.run_id}"

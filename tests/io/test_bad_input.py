@@ -38,18 +38,20 @@ def limits(resources: str) -> str:
 
 
 POD_CASES = {
-    "unknown-kind": Case(
-        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\n"
+    "unread-pod-maker": Case(
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\n"
         "spec: {template: {spec: {containers: []}}}\n",
-        "document 2 (line 6), StatefulSet default/db",
+        "document 2 (line 6), DaemonSet default/agent",
         "kind",
-        "kind StatefulSet is not supported (expected Pod (v1), Job (batch/v1) or Deployment",
+        "gpufleet does not read kind DaemonSet: it makes a pod on each node",
     ),
-    "not-a-workload": Case(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {}\n",
-        "document 2 (line 6), ConfigMap default/cfg",
+    "custom-resource-with-pod-template": Case(
+        "apiVersion: example.com/v1\nkind: Trainer\nmetadata: {name: t, namespace: ml}\n"
+        "spec: {workers: {template: {spec: {containers: [{name: c}]}}}}\n",
+        "document 2 (line 6), Trainer ml/t",
         "kind",
-        "expected Pod (v1), Job (batch/v1) or Deployment (apps/v1), got kind ConfigMap",
+        "kind Trainer ('example.com/v1') has a pod template at spec.workers.template, so it may "
+        "make pods, but gpufleet does not read it",
     ),
     "fractional-gpu": Case(
         limits("      limits: {nvidia.com/gpu: 0.5}\n"),
@@ -397,9 +399,9 @@ NODE_CASES = {
     ),
     "wrong-kind": Case(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
-        "document 2 (line 6)",
+        "document 2 (line 6), Pod default/p",
         "kind",
-        "expected a Node, got kind 'Pod'",
+        "expected Node objects, got kind Pod (a workload",
     ),
 }
 

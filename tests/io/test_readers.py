@@ -90,14 +90,14 @@ def test_duplicates_across_files(write_file: WriteFile, tmp_path: Path) -> None:
             read_cluster,
             POD.replace("NAME", "p"),
             "expected a ClusterSpec or Kubernetes Node objects (or an Alibaba node-list .csv), "
-            "got kind 'Pod' (a workload, not a cluster)",
+            "got kind Pod (a workload, not a cluster)",
             id="pod-as-cluster",
         ),
         pytest.param(
             read_workload,
             SPEC,
-            "expected Pod, Job or Deployment objects (or an Alibaba pod-list .csv), got kind "
-            "ClusterSpec (a cluster, not a workload)",
+            "expected Pod, Job, Deployment, StatefulSet or ReplicaSet objects (or an Alibaba "
+            "pod-list .csv), got kind ClusterSpec (a cluster, not a workload)",
             id="cluster-as-workload",
         ),
         pytest.param(

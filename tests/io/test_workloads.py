@@ -664,16 +664,15 @@ BAD = {
                 "metadata": {"name": "cq"},
             }
         ],
-        "document 1 (line 1)",
+        "document 1 (line 1), ClusterQueue cq",
         "kind",
-        "expected Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, "
-        "PyTorchJob, MPIJob, RayCluster or RayJob objects",
+        "gpufleet does not read kind ClusterQueue: Kueue's quota; give it as a gpufleet Queue",
     ),
     "cluster-kind": Case(
         [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}}],
-        "document 1 (line 1)",
+        "document 1 (line 1), Node n",
         "kind",
-        "got kind 'Node' (a cluster, not a scenario)",
+        "got kind Node (a cluster, not a scenario)",
     ),
     "pod-error-inside-scenario": Case(
         [queue("org"), {**pod("p", "ml"), "spec": {"containers": []}}],
@@ -718,8 +717,8 @@ def test_examples_load_together() -> None:
         n: (c.value, c.preemption_policy, c.global_default)
         for n, c in scenario.priority_classes.items()
     } == {
-        "inference-critical": (100000, PREEMPT, False),
-        "training-batch": (1000, PREEMPT, True),
+        "inference-critical": (1000000, PREEMPT, False),
+        "training-batch": (100000, PREEMPT, True),
         "best-effort": (0, PreemptionPolicy.NEVER, False),
     }
     found = {t.workload.key: t.workload for t in scenario.workloads}
@@ -744,7 +743,7 @@ def test_examples_load_together() -> None:
     sweep = found["research/sweep"]
     assert (sweep.min_member, sweep.preemption_policy) == (3, PreemptionPolicy.NEVER)
     chat = found["chat/chat-api-0"]
-    assert (chat.priority, chat.preemptible, chat.queue) == (100000, False, "chat")
+    assert (chat.priority, chat.preemptible, chat.queue) == (1000000, False, "chat")
     assert chat.pods[0].gpu == GpuRequest.share(500, units=1)
     assert found["research/notebook"].priority_class == "training-batch"  # the global default
 

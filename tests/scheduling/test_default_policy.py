@@ -47,6 +47,23 @@ def test_gap_values_know_which_leftovers_get_used() -> None:
     assert np.array_equal(waste, gap_waste(SHARES_600_400, 64))  # deterministic
 
 
+@pytest.mark.parametrize(
+    "target",
+    [
+        TargetWorkload((PodShape(1000, 1000, 1),), (1.0,)),
+        TargetWorkload((PodShape(4000, 1000, 8), PodShape(1000, 1000, 1)), (0.3, 0.7)),
+        TargetWorkload((PodShape(1000, 1000, 2), PodShape(500, 0, 0)), (0.5, 0.5)),
+    ],
+    ids=["one-gpu", "gangs-and-singles", "with-cpu-only"],
+)
+def test_whole_gpus_only_value_leftovers_as_the_simulation_does(target: TargetWorkload) -> None:
+    """Whole-GPU pods never leave a device part-used: the simulation (skipped then) would
+    count every leftover as wasted in full, as it does for leftovers it never produces."""
+    expected = np.arange(1001, dtype=np.float64)
+    expected[0] = expected[1000] = 0.0
+    assert np.array_equal(gap_waste(target, 16_000), expected)
+
+
 def test_a_share_avoids_leaving_a_useless_sliver() -> None:
     # Shares of 320 and 470 are expected; devices have 530 and 680 left (after a 470 and a
     # 320). Best fit puts the next 320 on the 530 device, leaving 210 that nothing fits; the

@@ -158,7 +158,7 @@ def test_estimated_start_of_the_reservation_owner() -> None:
     waiting = explanation(core, big)
     assert waiting.waiting_for == "capacity"
     assert waiting.estimated_start == 2_000.0
-    assert "Capacity reserved for it from t=2000s" in waiting.message
+    assert "Capacity reserved for it from t=33m20s." in waiting.message
 
 
 # ----------------------------------------------------------------------------- topology

@@ -188,3 +188,10 @@ def test_unknown_policy_is_reported_with_the_choices() -> None:
     table = NodeTable(make_cluster(1))
     with pytest.raises(UnknownPolicyError, match="choose one of: random, dotprod"):
         make_policy("best-fit", table, PolicyContext(TargetWorkload((), ())))
+
+
+def test_every_named_policy_is_built_and_every_built_policy_is_named() -> None:
+    """The names a command checks before it imports the policies are the policies there are."""
+    from gpufleet.scheduling import policies
+
+    assert tuple(policies._FACTORIES) == POLICY_NAMES

@@ -3,6 +3,7 @@ API server speaking HTTP, so the real client and the real scheduler run)."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -101,6 +102,8 @@ def test_submitted_pod_is_written_scheduled_and_described(cluster: Cluster) -> N
     assert pod["node"] in ("gpu-0", "gpu-1")
     assert len(pod["gpu_indices"]) == 2
     assert [e["reason"] for e in detail["events"]][:2] == ["Submitted", "Scheduled"]
+    why = client.get("/api/v1/workloads/team-a/p/explain").json()["message"]
+    assert re.fullmatch(r"running since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", why), why
     summary = client.get("/api/v1/cluster").json()
     assert summary["backend"] == "kubernetes"
     assert summary["gpus"] == 8
@@ -345,3 +348,34 @@ def _pod_from(template: dict[str, Any], name: str) -> dict[str, Any]:
         },
         "spec": template["spec"],
     }
+
+
+def test_a_statefulset_is_written_and_its_config_map_is_not(cluster: Cluster) -> None:
+    template = {"spec": pod_doc("x")["spec"]}
+    stateful = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "db"},
+        "spec": {"replicas": 1, "template": template},
+    }
+    config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {}}
+    client = cluster.client("team-a")
+    response = client.post("/api/v1/workloads", content=as_yaml(config, stateful), headers=YAML)
+    assert response.status_code == 201, response.text
+    assert response.json()["skipped"] == {"ConfigMap": 1}
+    assert cluster.server.get("v1", "ConfigMap", "cfg", "team-a") is None  # never written
+    written = cluster.server.get("apps/v1", "StatefulSet", "db", "team-a")
+    assert written is not None
+    pod_template = written["spec"]["template"]
+    assert pod_template["metadata"]["annotations"]["gpufleet.dev/owner"] == "StatefulSet/db"
+    cluster.server.create(_pod_from(pod_template, "db-0"))  # play the StatefulSet controller
+
+    def seen() -> bool:  # the live pod, not only the record of the submission
+        record = cluster.plane.records.get("team-a/db-0")
+        return record is not None and any(
+            "gpufleet.dev/owner" in p.pod.annotations for p in record.pods.values()
+        )
+
+    cluster.until(seen, "the replica in the book")
+    assert client.delete("/api/v1/workloads/team-a/db-0").status_code == 200
+    assert cluster.server.get("apps/v1", "StatefulSet", "db", "team-a") is None

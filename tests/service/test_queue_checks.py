@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import uvicorn
-from fastapi import FastAPI
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -136,14 +135,14 @@ INVALID = {
 
 
 @pytest.fixture
-def fake_uvicorn(monkeypatch: pytest.MonkeyPatch) -> list[FastAPI]:
+def fake_uvicorn(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """``serve`` builds everything, then returns where it would serve (the apps it made)."""
-    served: list[FastAPI] = []
+    served: list[object] = []
 
-    def run(app: FastAPI, **_: object) -> None:
-        served.append(app)
+    def run(server: uvicorn.Server, **_: object) -> None:
+        served.append(server.config.app)
 
-    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setattr(uvicorn.Server, "run", run)
     return served
 
 
@@ -251,7 +250,7 @@ BAD_QUEUE = queue("team", -2)
 
 
 def test_a_bad_scenario_stores_nothing_and_the_next_start_works(
-    tmp_path: Path, fake_uvicorn: list[FastAPI]
+    tmp_path: Path, fake_uvicorn: list[object]
 ) -> None:
     """The repro: a Queue of negative quota with a workload; serve exits 2 having stored
     nothing; the next start (no --scenario) starts as on a new database."""
@@ -273,7 +272,7 @@ def test_a_bad_scenario_stores_nothing_and_the_next_start_works(
 
 
 def test_a_scenario_with_a_bad_workload_stores_none_of_its_queues(
-    tmp_path: Path, fake_uvicorn: list[FastAPI]
+    tmp_path: Path, fake_uvicorn: list[object]
 ) -> None:
     """Queues fine, a workload naming a queue that does not exist: nothing at all is stored."""
     db = tmp_path / "z.db"
@@ -288,7 +287,7 @@ def test_a_scenario_with_a_bad_workload_stores_none_of_its_queues(
 
 
 def test_a_good_scenario_is_stored_in_one_go_with_its_workloads(
-    tmp_path: Path, fake_uvicorn: list[FastAPI]
+    tmp_path: Path, fake_uvicorn: list[object]
 ) -> None:
     db = tmp_path / "z.db"
     file = scenario_file(
@@ -306,7 +305,7 @@ def test_a_good_scenario_is_stored_in_one_go_with_its_workloads(
 
 # ------------------------------------------------------------- a database that is bad already
 def test_a_database_with_a_bad_queue_starts_says_which_and_how_to_fix_it(
-    tmp_path: Path, fake_uvicorn: list[FastAPI]
+    tmp_path: Path, fake_uvicorn: list[object]
 ) -> None:
     """A database whose Queue names a parent that does not exist (an older gpufleet accepted
     it), with a workload in it: the server starts, names the object and the fix; the workload

@@ -15,6 +15,8 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
+from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.fake_nodes import register_fake_node
 from gpufleet.testing.kube_api import ApiError, FakeApiServer
 from gpufleet.testing.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 
@@ -874,3 +876,36 @@ def test_direct_update_conflict_and_missing(api: FakeApiServer) -> None:
     with pytest.raises(ApiError):
         api.delete("v1", "Pod", "absent", NS)
     assert [p["metadata"]["name"] for p in api.list("v1", "Pod")] == ["p"]
+
+
+@pytest.mark.parametrize(
+    ("taints", "left"),
+    [
+        ([], []),
+        ([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}], []),
+        (
+            [
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+                {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+            ],
+            [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        ),
+    ],
+    ids=["untainted", "admission-not-ready", "keeps-other-taints"],
+)
+def test_a_fake_node_is_left_ready_and_without_the_condition_taints(
+    taints: list[dict[str, str]], left: list[dict[str, str]]
+) -> None:
+    """A stock API server's TaintNodesByCondition plugin taints every new Node not-ready;
+    a fake node is created as if it had (the taints given) and must end schedulable."""
+    with FakeApiServer() as server:
+        core = kubernetes.client.CoreV1Api(server.api_client())
+        name = register_fake_node(core, ko.gpu_node("gpu-1", taints=taints))
+        node = server.get("v1", "Node", name)
+        assert node is not None
+        assert node["spec"]["taints"] == left
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+        assert {"type": "Ready", "status": "True"} in [
+            {k: c[k] for k in ("type", "status")} for c in node["status"]["conditions"]
+        ]

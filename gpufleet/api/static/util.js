@@ -52,25 +52,25 @@ export function formatGiB(mib) {
 
 const pad = (n) => String(Math.floor(n)).padStart(2, "0");
 
-// 75 -> "1m 15s", 5400 -> "1h 30m", 190000 -> "2d 4h"
+// The one format of durations (gpufleet/model/times.py): 8.1 -> "8.1s", 75 -> "1m15s",
+// 5400 -> "1h30m", 190000 -> "2d04h"
 export function formatDuration(seconds) {
   if (seconds == null || Number.isNaN(seconds)) return "–";
-  const s = Math.max(0, Math.round(seconds));
+  if (seconds < 0) return `-${formatDuration(-seconds)}`;
+  if (seconds < 9.95) return `${seconds.toFixed(1)}s`.replace(".0s", "s");
+  const s = Math.round(seconds);
   if (s < 60) return `${s}s`;
-  if (s < 3600) return `${Math.floor(s / 60)}m ${s % 60}s`;
-  if (s < 86400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
-  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${pad(s % 60)}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${pad((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86400)}d${pad((s % 86400) / 3600)}h`;
 }
 
-// The cluster's clock: simulated seconds since the start as "[Nd ]hh:mm:ss", Unix time as
-// local date and time.
+// The cluster's clock, as the CLI and the API's messages write it: simulated seconds since the
+// start as "t=39m09s", Unix time (Kubernetes) as "2026-11-24 15:38:02 UTC".
 export function formatClock(seconds, backend) {
   if (seconds == null) return "–";
   if (backend !== "simulated") {
-    return new Date(seconds * 1000).toLocaleString(undefined, { hour12: false });
+    return `${new Date(seconds * 1000).toISOString().slice(0, 19).replace("T", " ")} UTC`;
   }
-  const s = Math.max(0, Math.floor(seconds));
-  const days = Math.floor(s / 86400);
-  const clock = `${pad((s % 86400) / 3600)}:${pad((s % 3600) / 60)}:${pad(s % 60)}`;
-  return days ? `${days}d ${clock}` : clock;
+  return `t=${formatDuration(seconds)}`;
 }

@@ -26,11 +26,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import urllib3.exceptions
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 Obj = dict[str, Any]
+
+#: What urllib3 raises when the server cannot be reached or a stream breaks (most are not
+#: OSErrors: MaxRetryError, ProtocolError).
+UNREACHABLE = (OSError, urllib3.exceptions.HTTPError)
 
 #: How long one watch request stays open before it is renewed from its last resourceVersion.
 WATCH_TIMEOUT_S = 300
@@ -74,6 +79,17 @@ POD_GROUPS = Resource("PodGroup", "gpufleet.dev", "v1alpha1", "podgroups", True)
 COSCHEDULING_POD_GROUPS = Resource("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", True)
 #: Volcano's, which KubeRay and the Kubeflow operators make with their Volcano integration.
 VOLCANO_POD_GROUPS = Resource("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True)
+#: What the scheduler watches.
+WATCHED: tuple[Resource, ...] = (
+    NODES,
+    PODS,
+    QUEUES,
+    POD_GROUPS,
+    COSCHEDULING_POD_GROUPS,
+    VOLCANO_POD_GROUPS,
+    PRIORITY_CLASSES,
+    RESOURCE_QUOTAS,
+)
 
 
 class RateLimiter:
@@ -261,7 +277,7 @@ class KubeApi:
             response = method(*args, _preload_content=False, **kwargs)
         except ApiException as error:
             raise _api_error(error) from None
-        except OSError as error:  # urllib3 wraps connection errors in OSError subclasses
+        except UNREACHABLE as error:
             raise ApiError(0, "Unreachable", str(error)) from None
         data = response.data
         return json.loads(data) if data else None
@@ -288,11 +304,14 @@ class KubeApi:
         return methods[resource.kind], ()
 
     # ----------------------------------------------------------------------------- reading
-    def list(self, resource: Resource) -> tuple[list[Obj], str]:
+    def list(self, resource: Resource, resource_version: str = "") -> tuple[list[Obj], str]:
         """Every object of a kind, each with kind and apiVersion set, and the list's
-        resourceVersion to watch from."""
+        resourceVersion to watch from. ``resource_version`` "0" takes what the API server's
+        watch cache holds (fast, possibly a moment old; the watch that follows catches up),
+        "" a consistent read from etcd."""
         method, args = self._list_method(resource)
-        listing = self._call(method, *args)
+        extra = {"resource_version": resource_version} if resource_version else {}
+        listing = self._call(method, *args, **extra)
         items: list[Obj] = listing.get("items") or []
         for item in items:
             item.setdefault("kind", resource.kind)
@@ -300,10 +319,16 @@ class KubeApi:
         return items, str(listing.get("metadata", {}).get("resourceVersion", ""))
 
     def watch(
-        self, resource: Resource, resource_version: str, timeout_s: int = WATCH_TIMEOUT_S
+        self,
+        resource: Resource,
+        resource_version: str,
+        timeout_s: int = WATCH_TIMEOUT_S,
+        on_open: Callable[[Any], None] | None = None,
     ) -> Iterator[tuple[str, Obj]]:
         """(type, object) changes after ``resource_version`` until the server ends the stream;
-        raises :class:`WatchExpiredError` on 410 Gone."""
+        raises :class:`WatchExpiredError` on 410 Gone, :class:`ApiError` (status 0) when the
+        server cannot be reached or the stream breaks. ``on_open`` is given the streamed
+        response (whose ``shutdown`` ends the watch from another thread)."""
         method, args = self._list_method(resource)
         self.limiter.acquire()
         try:
@@ -319,8 +344,10 @@ class KubeApi:
             if error.status == 410:
                 raise WatchExpiredError(str(error.reason)) from None
             raise _api_error(error) from None
-        except OSError as error:
+        except UNREACHABLE as error:
             raise ApiError(0, "Unreachable", str(error)) from None
+        if on_open is not None:
+            on_open(response)
         try:
             for line in _lines(response):
                 event = json.loads(line)
@@ -332,6 +359,8 @@ class KubeApi:
                 obj.setdefault("kind", resource.kind)
                 obj.setdefault("apiVersion", resource.api_version)
                 yield str(kind), obj
+        except UNREACHABLE as error:
+            raise ApiError(0, "Unreachable", f"watch of {resource.plural} broke: {error}") from None
         finally:
             response.release_conn()
 

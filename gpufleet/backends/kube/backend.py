@@ -25,6 +25,7 @@ drops the copy the core requeues after an eviction.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import queue
@@ -46,6 +47,7 @@ from gpufleet.backends.kube.api import (
     QUEUES,
     RESOURCE_QUOTAS,
     VOLCANO_POD_GROUPS,
+    WATCHED,
     ApiError,
     KubeApi,
     Obj,
@@ -56,13 +58,13 @@ from gpufleet.backends.kube.devices import (
     placement_annotations,
     placement_from_annotations,
 )
-from gpufleet.backends.kube.informer import DELETED, Change, Informer, object_key
+from gpufleet.backends.kube.informer import DELETED, Change, Informers, object_key
 from gpufleet.backends.kube.pods import PodState
+from gpufleet.backends.kube.readings import PodReadings
 from gpufleet.control.backend import ClusterState
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_nodes import node_from_object
-from gpufleet.io.kube_pods import pods_from_object
-from gpufleet.io.live_objects import SOURCE, LiveCatalog, live_manifest, with_min_member
+from gpufleet.io.live_objects import SOURCE, LiveCatalog, live_manifest, timed_pod, with_min_member
 from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import (
@@ -75,19 +77,10 @@ from gpufleet.model.events import (
     PodReady,
     WorkloadAdded,
 )
+from gpufleet.model.workload import TimedPod
 
 log = logging.getLogger(__name__)
 
-WATCHED: tuple[Resource, ...] = (
-    NODES,
-    PODS,
-    QUEUES,
-    POD_GROUPS,
-    COSCHEDULING_POD_GROUPS,
-    VOLCANO_POD_GROUPS,
-    PRIORITY_CLASSES,
-    RESOURCE_QUOTAS,
-)
 #: Where a gang's minMember may come from: our PodGroups, scheduler-plugins', Volcano's.
 GROUP_KINDS = (POD_GROUPS, COSCHEDULING_POD_GROUPS, VOLCANO_POD_GROUPS)
 #: Kinds whose change means a new core (queues, priorities and quotas are fixed in one).
@@ -151,20 +144,19 @@ class KubeBackend:
         reporter: Reporter | None = None,
         binders: int = 64,
         watch_timeout_s: int = 300,
+        informers: Informers | None = None,
     ) -> None:
         self.api = api
         self.scheduler_name = scheduler_name
         self.reporter: Reporter = reporter or NullReporter()
         self.clock = WallClock()
         self.counters = Counters()
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._changes: queue.SimpleQueue[Change] = queue.SimpleQueue()
+        self.watching = informers or Informers(api, WATCHED, watch_timeout_s)
+        self._stop = self.watching.stop
+        self._wake = self.watching.wake
+        self._changes = self.watching.changes
         self._results: queue.SimpleQueue[tuple[str, str, str]] = queue.SimpleQueue()
-        self.informers = {
-            resource: Informer(api, resource, self._sink, self._stop, watch_timeout_s)
-            for resource in WATCHED
-        }
+        self.informers = self.watching.by_resource
         self._binders = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="binder")
         #: Objects as the API last showed them.
         self.objects: dict[Resource, dict[str, Obj]] = {r: {} for r in WATCHED}
@@ -183,11 +175,16 @@ class KubeBackend:
         self._replay_binds: list[tuple[str, Placement]] = []
         self._evictions_due: list[tuple[float, str, str | None, str]] = []
         self._lock = threading.Lock()
+        #: Pods read once per shape; nodes once per resourceVersion (None: does not read);
+        #: objects changed but not read yet.
+        self.readings = PodReadings()
+        self._node_readings: dict[str, tuple[str, Node | None]] = {}
+        self._unread: set[str] = set()
+        self._unread_nodes: set[str] = set()
 
     # ----------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        for informer in self.informers.values():
-            informer.start()
+        self.watching.start()
 
     def wait_synced(self, timeout: float) -> bool:
         """Whether every informer has its first listing within ``timeout`` seconds."""
@@ -201,14 +198,18 @@ class KubeBackend:
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers.values())
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the informers (ending their open watches) and wait for them and the binders,
+        so that nothing talks to the API server after this returns (``timeout`` for all the
+        informers together)."""
         self._stop.set()
         self._wake.set()
+        for informer in self.informers.values():
+            informer.close()
+        deadline = time.monotonic() + timeout
+        for informer in self.informers.values():
+            informer.join(max(deadline - time.monotonic(), 0.0))
         self._binders.shutdown(wait=True, cancel_futures=False)
-
-    def _sink(self, change: Change) -> None:
-        self._changes.put(change)
-        self._wake.set()
 
     # ----------------------------------------------------------------------------- protocol
     @property
@@ -263,10 +264,11 @@ class KubeBackend:
             self._reconcile_node(name, out)
         self._dirty_nodes.clear()
         waiting: set[str] = set()
+        orphans: set[str] = set()
         for key in sorted(self._dirty_pods):
-            if self._reconcile_pod(key, out):
+            if self._reconcile_pod(key, out, orphans):
                 waiting.add(key)
-        self._dirty_pods = {k for k in self._dirty_pods if self._orphaned(k)}
+        self._dirty_pods = orphans
         self._assemble(waiting, out)
         for name in [n for n in self._deferred_nodes if not self._node_busy(n)]:
             self._deferred_nodes.discard(name)
@@ -313,10 +315,20 @@ class KubeBackend:
         else:
             store[key] = obj
         if resource is PODS:
+            if change.type == DELETED:
+                self.readings.forget(key)
+                self._unread.discard(key)
+            else:
+                self._unread.add(key)
             self._index_group(key, old, None if change.type == DELETED else obj)
             self._dirty_pods.add(key)
         elif resource is NODES:
             self._dirty_nodes.add(key)
+            if change.type == DELETED:
+                self._node_readings.pop(key, None)
+                self._unread_nodes.discard(key)
+            else:
+                self._unread_nodes.add(key)
         elif resource in CONFIG_KINDS:
             # Status writes (ours on Queues, the quota controller's on ResourceQuotas) change
             # nothing the core is built from.
@@ -366,11 +378,19 @@ class KubeBackend:
 
     # ----------------------------------------------------------------------------- nodes
     def _parse_node(self, obj: Obj) -> Node | None:
+        """``obj`` read as a node, once per resourceVersion (a resync, the poll after it and
+        the read-ahead while listing all need it); None when it does not read (reported)."""
+        name, version = object_key(obj), _resource_version(obj)
+        seen = self._node_readings.get(name)
+        if seen is not None and version and seen[0] == version:
+            return seen[1]
         try:
-            return node_from_object(obj, SOURCE, live_manifest(obj).location)
+            node: Node | None = node_from_object(obj, SOURCE, live_manifest(obj).location)
         except InputError as error:
             self._report_invalid("Node", obj, str(error))
-            return None
+            node = None
+        self._node_readings[name] = (version, node)
+        return node
 
     def _reconcile_node(self, name: str, out: list[ClusterEvent]) -> None:
         obj = self.objects[NODES].get(name)
@@ -407,7 +427,7 @@ class KubeBackend:
         if obj is None:
             return None
         try:
-            return _pod_of(obj)
+            return self.timed_pod(obj).pod
         except InputError as error:
             self._report_invalid("Pod", obj, str(error))
         spec = obj.get("spec")
@@ -415,22 +435,51 @@ class KubeBackend:
             return None
         bare = {k: v for k, v in spec.items() if k not in ("affinity", "topologySpreadConstraints")}
         try:
-            return _pod_of({**obj, "spec": bare})
+            return timed_pod({**obj, "spec": bare}).pod
         except InputError:
             return None
 
-    def _orphaned(self, key: str) -> bool:
-        """A bound pod whose node the core does not know yet: retried when the node comes."""
-        obj = self.objects[PODS].get(key)
-        return (
-            obj is not None
-            and key not in self._told
-            and podinfo.pod_state(obj, self.scheduler_name) is PodState.BOUND
-            and podinfo.node_name(obj) not in self._nodes
-        )
+    def known_pods(self) -> tuple[list[Pod], list[float]]:
+        """Every pod of the cluster as the core counts it, as (pods, how many of each): one
+        pod per shape of many replicas (what a target workload is made of)."""
+        pods, counts, broken = self.readings.shapes(self.objects[PODS].values())
+        for obj in broken:
+            pod = self.parse_pod(obj)  # read without the rules it could not read, or not
+            if pod is not None:
+                pods.append(pod)
+                counts.append(1.0)
+        return pods, counts
 
-    def _reconcile_pod(self, key: str, out: list[ClusterEvent]) -> bool:
-        """Report what changed for one pod; True when it waits for assembly."""
+    def timed_pod(self, obj: Obj) -> TimedPod:
+        """``obj`` read as a pod, once per resourceVersion: the core's build, bound pods and
+        the workloads of waiting ones all use one reading. Raises :class:`InputError`."""
+        return self.readings.timed_pod(obj)
+
+    def read_ahead(self) -> int:
+        """Take in the informers' changes and read the pods and nodes among them now, while
+        the informers still list (a start with thousands of pods then decides sooner);
+        returns how many objects were read."""
+        self.drain()
+        read = 0
+        for key in list(self._unread):
+            obj = self.objects[PODS].get(key)
+            if obj is not None:
+                with contextlib.suppress(InputError):
+                    self.readings.read(obj)
+                    read += 1
+        for name in self._unread_nodes:
+            obj = self.objects[NODES].get(name)
+            if obj is not None:
+                self._parse_node(obj)
+                read += 1
+        self._unread.clear()
+        self._unread_nodes.clear()
+        return read
+
+    def _reconcile_pod(self, key: str, out: list[ClusterEvent], orphans: set[str]) -> bool:
+        """Report what changed for one pod; True when it waits for assembly. A bound pod new
+        to the core whose node the core does not know yet goes to ``orphans``: it is tried
+        again when the node comes."""
         obj = self.objects[PODS].get(key)
         state = podinfo.pod_state(obj, self.scheduler_name)
         told = self._told.get(key)
@@ -453,14 +502,16 @@ class KubeBackend:
                 self._ledger.give_back(told.placement)
                 del self._told[key]
                 out.append(PodDeleted(key))
-                return self._reconcile_pod(key, out)
+                return self._reconcile_pod(key, out, orphans)
             told.in_flight = False
             if not told.ready and podinfo.is_ready(obj):
                 told.ready = True
                 out.append(PodReady(key))
             return False
         if node not in self._nodes:
-            return False  # an orphan until its node is known
+            if told is None:
+                orphans.add(key)
+            return False
         pod = self.parse_pod(obj)
         if pod is None:
             return False
@@ -548,7 +599,10 @@ class KubeBackend:
         self, objs: list[Obj], group: str | None, needed: int, out: list[ClusterEvent]
     ) -> None:
         try:
-            workload = self.catalog.workload(objs, group)
+            if group is None and len(objs) == 1:
+                workload = self.readings.workload(self.catalog, objs[0])
+            else:
+                workload = self.catalog.workload(objs, group, self.timed_pod)
         except InputError as error:
             for obj in objs:
                 self._report_invalid("Pod", obj, str(error))
@@ -651,12 +705,6 @@ def _config_part(obj: Obj | None) -> object:
 
 def _resource_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
-
-
-def _pod_of(obj: Obj) -> Pod:
-    return pods_from_object(
-        live_manifest({"kind": "Pod", "apiVersion": "v1", **obj}), SOURCE, None
-    )[0].pod
 
 
 def _same_node(a: Node, b: Node) -> bool:

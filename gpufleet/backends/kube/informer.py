@@ -4,18 +4,23 @@ Owns client-go's informer contract, in a thread per kind: list, then watch from 
 resourceVersion; when a stream ends, watch again from the last resourceVersion seen; on 410 Gone
 list again and turn the difference between the cache and the new listing into the changes
 that were missed (so nothing deleted during the gap is forgotten); on any other failure wait
-with a growing backoff and list again. A kind whose CRD is not installed (404) counts as synced
-with no objects, and is listed again the same way until it appears. Every change goes to one
-``sink`` shared by all informers, in the order seen. It does not interpret objects: the
-backend does.
+with a growing backoff and list again, saying so in one log line (the first of a run of equal
+failures; no traceback: an unreachable server is an expected state, not a bug). A kind whose
+CRD is not installed (404) counts as synced with no objects, and is listed again the same way
+until it appears. :meth:`Informer.close` ends the open watch at once, so that an informer
+stops before the server it talks to. Every change goes to one ``sink`` shared by all
+informers, in the order seen. It does not interpret objects: the backend does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpufleet.backends.kube.api import ApiError, KubeApi, Obj, Resource, WatchExpiredError
 
@@ -33,7 +38,7 @@ class Change:
     obj: Obj
 
 
-def object_key(obj: Obj) -> str:
+def object_key(obj: Mapping[str, Any]) -> str:
     """``namespace/name`` for namespaced objects, ``name`` otherwise."""
     metadata = obj.get("metadata") or {}
     namespace = metadata.get("namespace")
@@ -69,6 +74,8 @@ class Informer:
         self.relists = 0
         self.last_error: str | None = None
         self._thread: threading.Thread | None = None
+        #: The response of the watch now open (closed by :meth:`close` to end it at once).
+        self._watching: Any = None
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -80,6 +87,20 @@ class Informer:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def close(self) -> None:
+        """Stop (the ``stop`` event, shared with the other informers, is set) and end the
+        watch now open, rather than when its server next sends something."""
+        self.stop.set()
+        response = self._watching
+        shutdown = getattr(response, "shutdown", None)  # urllib3 2.3+: wakes a blocked read
+        if shutdown is not None:
+            with contextlib.suppress(Exception):
+                shutdown()
+
     def run(self) -> None:
         delay = self.backoff_s[0]
         while not self.stop.is_set():
@@ -88,24 +109,36 @@ class Informer:
                 delay = self.backoff_s[0]
                 self._watch_until_expired()
             except ApiError as error:
-                self._note_failure(str(error))
+                if self.stop.is_set():
+                    return  # closed under a call: not a failure
+                self._note_failure(str(error), delay)
                 if error.status == 404:  # the kind is not installed: nothing of it exists
                     self.synced.set()
             except Exception as error:  # a broken stream, a bad line: list again, never die
-                log.exception("informer %s failed", self.resource.plural)
-                self._note_failure(repr(error))
+                if self.stop.is_set():
+                    return
+                log.debug("informer %s failed", self.resource.plural, exc_info=True)
+                self._note_failure(f"{type(error).__name__}: {error}", delay)
             else:
                 continue
             self.stop.wait(delay)
             delay = min(delay * 2, self.backoff_s[1])
 
-    def _note_failure(self, message: str) -> None:
+    def _note_failure(self, message: str, retry_in: float) -> None:
         if message != self.last_error:
-            log.warning("listing or watching %s failed: %s", self.resource.plural, message)
+            log.warning(
+                "listing or watching %s failed: %s (retrying in %gs, with backoff)",
+                self.resource.plural,
+                message.splitlines()[0] if message else message,
+                retry_in,
+            )
         self.last_error = message
 
     def _list(self) -> None:
-        items, version = self.api.list(self.resource)
+        # The first listing comes from the API server's watch cache, as client-go's
+        # reflectors take it (with 10,000 pods, a quarter of a second sooner than a read
+        # from etcd); after a 410 the cache is as old as what was missed: read etcd.
+        items, version = self.api.list(self.resource, "" if self.relists else "0")
         fresh = {object_key(item): item for item in items}
         for key, old in list(self.cache.items()):
             if key not in fresh:
@@ -126,7 +159,7 @@ class Informer:
         while not self.stop.is_set():
             try:
                 for kind, obj in self.api.watch(
-                    self.resource, self.resource_version, self.watch_timeout_s
+                    self.resource, self.resource_version, self.watch_timeout_s, self._opened
                 ):
                     version = _resource_version(obj)
                     if version:
@@ -143,3 +176,41 @@ class Informer:
                         return
             except WatchExpiredError:
                 return
+            finally:
+                self._watching = None
+
+    def _opened(self, response: Any) -> None:
+        self._watching = response
+        if self.stop.is_set():  # closed while the request was on its way
+            self.close()
+
+
+class Informers:
+    """An informer per kind, all feeding one queue of changes: what the scheduler watches.
+    Started on its own (``gpufleet scheduler`` starts it before importing the scheduling core,
+    so that the API server lists while Python imports) or by the backend that owns it."""
+
+    def __init__(
+        self, api: KubeApi, resources: Iterable[Resource], watch_timeout_s: int = 300
+    ) -> None:
+        self.stop = threading.Event()
+        #: Set whenever a change arrives (and to stop waiting).
+        self.wake = threading.Event()
+        self.changes: queue.SimpleQueue[Change] = queue.SimpleQueue()
+        self.by_resource = {
+            resource: Informer(api, resource, self._sink, self.stop, watch_timeout_s)
+            for resource in resources
+        }
+        self.started = False
+
+    def start(self) -> None:
+        """Start listing and watching (once; later calls do nothing)."""
+        if self.started:
+            return
+        self.started = True
+        for informer in self.by_resource.values():
+            informer.start()
+
+    def _sink(self, change: Change) -> None:
+        self.changes.put(change)
+        self.wake.set()

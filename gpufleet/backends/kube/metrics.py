@@ -9,6 +9,7 @@ an event loop to a process that has neither.
 from __future__ import annotations
 
 import math
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -135,7 +136,10 @@ class HealthServer:
         ready: Callable[[], bool],
         port: int,
         host: str = "0.0.0.0",
+        sock: socket.socket | None = None,
     ) -> None:
+        """``sock``: a socket already bound (the command line binds it first, to tell a busy
+        port before it starts anything); else ``host:port`` is bound here."""
         routes: dict[str, Callable[[], tuple[int, bytes, str]]] = {
             "/metrics": lambda: (200, metrics.exposition(), CONTENT_TYPE_LATEST),
             "/healthz": lambda: _check(healthy()),
@@ -155,7 +159,12 @@ class HealthServer:
             def log_message(self, format: str, *args: object) -> None:
                 return  # probes every few seconds would drown the log
 
-        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server = ThreadingHTTPServer((host, port), Handler, bind_and_activate=sock is None)
+        if sock is not None:
+            self.server.socket.close()
+            self.server.socket = sock
+            self.server.server_address = sock.getsockname()
+            self.server.server_activate()
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

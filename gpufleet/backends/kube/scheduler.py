@@ -15,6 +15,7 @@ not leading keeps its caches warm and acts on nothing.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -23,14 +24,17 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpufleet.backends.kube.api import PODS, KubeApi
+from gpufleet.backends.kube.api import NODES, PODS, KubeApi
 from gpufleet.backends.kube.backend import KubeBackend
+from gpufleet.backends.kube.informer import Informers
 from gpufleet.backends.kube.leader import LeaderElector
 from gpufleet.backends.kube.metrics import SchedulerMetrics
 from gpufleet.backends.kube.reporting import ApiReporter, StatusPublisher
+from gpufleet.control.allocation import long_lived_burst, thaw
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.model.events import ClusterEvent
-from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.model.times import wall_clock_time
+from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 
 log = logging.getLogger(__name__)
@@ -69,6 +73,7 @@ class KubeScheduler:
         metrics: SchedulerMetrics | None = None,
         watch_timeout_s: int = 300,
         reporting_api: KubeApi | None = None,
+        informers: Informers | None = None,
     ) -> None:
         self.api = api
         self.options = options = options or SchedulerOptions()
@@ -76,7 +81,7 @@ class KubeScheduler:
         self.reporting_api = reporting_api or api.with_own_limit()
         self.reporter = ApiReporter(self.reporting_api, options.scheduler_name, options.identity)
         self.backend = KubeBackend(
-            api, options.scheduler_name, self.reporter, options.binders, watch_timeout_s
+            api, options.scheduler_name, self.reporter, options.binders, watch_timeout_s, informers
         )
         self.publisher = StatusPublisher(self.reporting_api)
         self.metrics = metrics or SchedulerMetrics()
@@ -116,12 +121,21 @@ class KubeScheduler:
     def run(self) -> None:
         """Until :meth:`stop`; the caches are synced before anything is decided."""
         backend = self.backend
-        backend.start()
-        while not backend.wait_synced(1.0):
-            if self.stop_event.is_set():
-                self._shutdown()
-                return
-            self.heartbeat = time.monotonic()
+        started = time.monotonic()
+        with long_lived_burst():
+            backend.start()
+            # Pods are read as their listing arrives, not after every informer has synced.
+            while not backend.wait_synced(0.0 if backend.read_ahead() else 0.02):
+                if self.stop_event.is_set():
+                    self._shutdown()
+                    return
+                self.heartbeat = time.monotonic()
+        log.info(
+            "caches synced in %.2f s: %d nodes, %d pods",
+            time.monotonic() - started,
+            len(backend.objects[NODES]),
+            len(backend.objects[PODS]),
+        )
         if self.elector is not None:
             self.elector.start()
         try:
@@ -131,8 +145,8 @@ class KubeScheduler:
                 if not self.is_leader():
                     if self.core is not None:
                         log.warning("%s lost leadership; standing by", self.options.identity)
-                        self.core = None
-                    backend.drain()
+                        self._drop_core()
+                    backend.read_ahead()
                     self.stop_event.wait(0.5)
                     continue
                 self.turn()
@@ -146,7 +160,12 @@ class KubeScheduler:
         """One turn of the loop while leading (tests drive it directly)."""
         backend = self.backend
         if self.core is None or backend.config_version != self._core_config:
-            self._build_core()
+            # A new core is told the whole cluster: a burst of long-lived objects.
+            self._drop_core()
+            with long_lived_burst():
+                self._build_core()
+                assert self.core is not None
+                self._handle(self.core, backend.poll_events())
         core = self.core
         assert core is not None
         started = time.perf_counter()
@@ -161,11 +180,21 @@ class KubeScheduler:
             self._published_at = now
             self.publisher.publish(core, backend)
 
+    def _drop_core(self) -> None:
+        """Let go of the last core, and collect it now: it was frozen with the burst that
+        built it, and reference cycles among its objects would outlive it otherwise."""
+        if self.core is None:
+            return
+        self.core = None
+        thaw()
+        gc.collect()
+
     def _build_core(self) -> None:
+        started = time.monotonic()
         backend = self.backend
         self._core_config = backend.config_version
         nodes = backend.resync()
-        pods = [p for p in (backend.parse_pod(o) for o in backend.objects[PODS].values()) if p]
+        pods, counts = backend.known_pods()
         catalog = backend.catalog
         self.core = build_core(
             nodes,
@@ -174,13 +203,15 @@ class KubeScheduler:
             catalog.queues,
             catalog.resource_quotas,
             self.options.admission,
-            target_of(pods),
+            target_of(pods, counts),
+            time_format=wall_clock_time,  # the clock here is the wall clock (Unix seconds)
         )
         self.cores_built += 1
         for message in self.core.quota_warnings():
             log.warning("%s", message)
         log.info(
-            "scheduling core built: %d nodes, %d queues, policy %s",
+            "scheduling core built in %.2f s: %d nodes, %d queues, policy %s",
+            time.monotonic() - started,
             len(nodes),
             len(catalog.queues),
             self.options.policy,

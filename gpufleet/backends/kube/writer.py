@@ -1,10 +1,10 @@
 """Create, replace and delete the objects users submit through the control plane.
 
 The scheduler only reads and binds; the control plane on Kubernetes also writes what tenants
-submit (Pods, Jobs, Deployments, PyTorchJobs, MPIJobs, RayClusters, RayJobs, PodGroups) and
-what admins set (Queues, PriorityClasses). :class:`ObjectWriter` does that through the
-official client's generic ``call_api`` (one path per kind, below), under the same client-side
-rate limit as the scheduler's calls. It decides nothing about what is written.
+submit (Pods, Jobs, Deployments, StatefulSets, ReplicaSets, PyTorchJobs, MPIJobs, RayClusters,
+RayJobs, PodGroups) and what admins set (Queues, PriorityClasses). :class:`ObjectWriter` does
+that through the official client's generic ``call_api`` (one path per kind, below), under the
+same client-side rate limit as the scheduler's calls. It decides nothing about what is written.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ KINDS: dict[str, Kind] = {
     "Pod": Kind("/api/v1", "pods", True),
     "Job": Kind("/apis/batch/v1", "jobs", True),
     "Deployment": Kind("/apis/apps/v1", "deployments", True),
+    "StatefulSet": Kind("/apis/apps/v1", "statefulsets", True),
+    "ReplicaSet": Kind("/apis/apps/v1", "replicasets", True),
     "PyTorchJob": Kind("/apis/kubeflow.org/v1", "pytorchjobs", True),
     "MPIJob": Kind("/apis/kubeflow.org/v2beta1", "mpijobs", True),
     "RayCluster": Kind("/apis/ray.io/v1", "rayclusters", True),

@@ -47,6 +47,7 @@ from gpufleet.model.events import (
 )
 from gpufleet.model.jobs import Lifetime
 from gpufleet.model.tenancy import Workload
+from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedPod, TimedWorkload
 from gpufleet.scheduling.node_table import Allocation, NodeTable
 from gpufleet.scheduling.target import TargetWorkload
@@ -311,7 +312,9 @@ class SimulatedCluster:
         elif step is Next.REPLACE:
             if verdict.fresh:
                 work.remaining = work.full
-            self._take_away(work, now, events, f"a new pod follows in {verdict.delay:.0f}s")
+            self._take_away(
+                work, now, events, f"a new pod follows in {format_duration(verdict.delay)}"
+            )
             self._push(now + verdict.delay, _RESUBMIT, (key, work.run))
         else:  # RECREATE: a new cluster for the job's next try
             for pod_key in job.pod_keys:

@@ -30,6 +30,7 @@ from gpufleet.control.backend import ClusterState
 from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Bind, Evict
 from gpufleet.model.events import PodDeleted
+from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.target import TargetWorkload
 
@@ -230,7 +231,7 @@ class LiveSimCluster(SimulatedCluster):
         key = work.pod.key
         step = verdict.next
         if step is Next.RESTART:
-            message = f"restarts in place after a back-off of {verdict.delay:.0f}s"
+            message = f"restarts in place after a back-off of {format_duration(verdict.delay)}"
             self.outcomes.append(Outcome(OutcomeKind.RESTARTED, key, now, message=message))
         elif step is Next.NEXT and work.job is not None:
             message = f"runs completion {work.job.task(work.pod.name)} in place"

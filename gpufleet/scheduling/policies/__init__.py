@@ -22,6 +22,7 @@ from gpufleet.scheduling.policies.dotprod import dotprod_policy
 from gpufleet.scheduling.policies.fgd import fgd_policy
 from gpufleet.scheduling.policies.packing import packing_policy
 from gpufleet.scheduling.policies.random_fit import random_policy
+from gpufleet.scheduling.policy_names import POLICY_DESCRIPTIONS, POLICY_NAMES
 from gpufleet.scheduling.target import TargetWorkload
 
 
@@ -43,16 +44,6 @@ _FACTORIES: dict[str, Callable[[NodeTable, PolicyContext], Policy]] = {
     "default": lambda table, ctx: default_policy(table, ctx.target),
 }
 
-POLICY_NAMES: tuple[str, ...] = tuple(_FACTORIES)
-POLICY_DESCRIPTIONS: dict[str, str] = {
-    "random": "a feasible node uniformly at random (FGD paper baseline)",
-    "dotprod": "Tetris dot product of free and requested resources (FGD paper baseline)",
-    "gpu-clustering": "keep pods of the same GPU kind together (FGD paper baseline)",
-    "gpu-packing": "fill partly used GPUs, then used nodes, then new ones (FGD paper baseline)",
-    "bestfit": "least free CPU and GPU left after placement (FGD paper baseline)",
-    "fgd": "fragmentation gradient descent (Weng et al., USENIX ATC 2023)",
-    "default": "gpufleet's own policy (see gpufleet/scheduling/policies/default.py)",
-}
 PAPER_POLICIES: tuple[str, ...] = POLICY_NAMES[:6]
 
 

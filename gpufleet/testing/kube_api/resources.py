@@ -53,6 +53,9 @@ BUILTIN: tuple[ResourceType, ...] = (
         "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, status_subresource=True
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
+    ResourceType("apps", "v1", "deployments", "Deployment", True, status_subresource=True),
+    ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, status_subresource=True),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, status_subresource=True),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",

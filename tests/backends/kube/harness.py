@@ -114,11 +114,15 @@ def harness(*objects: Obj, crds: bool = True, **admission: Any) -> Iterator[Harn
         scheduler = make_scheduler(server, **admission)
         scheduler.backend.start()
         assert scheduler.backend.wait_synced(10), "informers did not sync"
+        h = Harness(server, scheduler)
         try:
-            yield Harness(server, scheduler)
+            yield h
         finally:
-            scheduler.stop()
-            scheduler._shutdown()
+            # The scheduler running now (a test may have replaced it), stopped with its
+            # informers before the server stops: an informer that outlives its server retries
+            # against a closed port for the rest of the session.
+            h.scheduler.stop()
+            h.scheduler._shutdown()
 
 
 __all__ = ["PODS", "Harness", "harness", "make_scheduler"]

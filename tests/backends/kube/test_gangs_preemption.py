@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness
 
@@ -87,3 +89,23 @@ def test_an_eviction_a_disruption_budget_forbids_is_retried_not_forced() -> None
             timeout=20,
             what="the retried eviction",
         )
+
+
+def test_a_blocked_gang_is_told_its_reservation_in_wall_clock_time() -> None:
+    """On Kubernetes the core's clock is Unix time: messages give a UTC date, not t=<seconds>."""
+    with harness(ko.gpu_node("n1", gpus=4), ko.pod_group("big", min_member=2)) as h:
+        h.server.create(ko.gpu_pod("a", gpus=2))
+        h.until(lambda: h.node_of("a") == "n1", what="a bound")
+        h.kubelet_runs("a")
+        for pod in _gang("big", 2, gpus=2):
+            h.server.create(pod)
+
+        def told() -> str:
+            conditions = h.pod("big-0")["status"].get("conditions") or [{}]
+            return str(conditions[0].get("message", ""))
+
+        h.until(lambda: "Capacity reserved" in told(), what="the gang told of its reservation")
+        message = told()
+        when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
+        assert re.search(rf"Capacity reserved for it from {when}\.", message), message
+        assert "t=" not in message

@@ -94,3 +94,24 @@ def test_a_bound_pod_whose_rules_gpufleet_cannot_read_still_holds_its_gpus() -> 
         invalid = h.events("InvalidSpec")
         assert [e["involvedObject"]["name"] for e in invalid] == ["theirs"]
         assert "namespaceSelector" in invalid[0]["message"]
+
+
+def test_a_gpu_model_no_node_has_is_named_and_cpu_nodes_are_not_counted_as_wrong_models() -> None:
+    """Issue 11 item 20, on Kubernetes: the pod's condition names the model, by annotation or
+    by a node selector on GFD's product label."""
+    nodes = (ko.gpu_node("gpu-0", gpus=2), ko.gpu_node("gpu-1", gpus=2), ko.gpu_node("cpu-0", 0))
+    with harness(*nodes) as h:
+        h.server.create(
+            ko.gpu_pod("by-annotation", annotations={"gpufleet.dev/gpu-models": "B200"})
+        )
+        selector = {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-B200"}}
+        h.server.create(ko.gpu_pod("by-selector", spec_fields=selector))
+        assert unschedulable(h, "by-annotation") == (
+            "default/by-annotation can never fit on this cluster: no node has GPU model B200. "
+            "0/3 nodes are available: 2 GPU model not allowed, 1 Insufficient nvidia.com/gpu."
+        )
+        assert unschedulable(h, "by-selector") == (
+            "default/by-selector can never fit on this cluster: no node has GPU model "
+            "NVIDIA-B200. 0/3 nodes are available: 3 node(s) didn't match Pod's node "
+            "affinity/selector."
+        )

@@ -1,0 +1,70 @@
+"""Informers stop before their API server, and say in one line when it cannot be reached."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from gpufleet.backends.kube.api import KubeApi, RateLimiter
+from gpufleet.backends.kube.backend import KubeBackend
+from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.kube_api import FakeApiServer
+
+INFORMER_LOG = "gpufleet.backends.kube.informer"
+
+
+def _backend(server: FakeApiServer, watch_timeout_s: int = 300) -> KubeBackend:
+    backend = KubeBackend(
+        KubeApi(server.api_client(), RateLimiter(10_000, 10_000)),
+        binders=1,
+        watch_timeout_s=watch_timeout_s,
+    )
+    backend.start()
+    assert backend.wait_synced(10), "informers did not sync"
+    return backend
+
+
+def test_closing_the_backend_ends_open_watches_and_joins_its_informers() -> None:
+    with FakeApiServer() as server:
+        for crd in ko.crds():
+            server.create(crd)
+        server.create(ko.gpu_node("n1"))
+        # Watches open for five minutes: only an interrupted watch ends within close().
+        backend = _backend(server, watch_timeout_s=300)
+        started = time.monotonic()
+        backend.close()
+        alive = [t.name for t in threading.enumerate() if t.name.startswith("informer-")]
+        assert alive == [], f"informers still running after close: {alive}"
+        assert time.monotonic() - started < 5.0
+
+
+def test_an_unreachable_server_is_one_line_per_failure_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=INFORMER_LOG)
+    server = FakeApiServer().start()
+    for crd in ko.crds():
+        server.create(crd)
+    backend = _backend(server, watch_timeout_s=300)
+    try:
+        server.stop()  # the server goes while the informers watch
+        deadline = time.monotonic() + 10
+        while not any(
+            i.last_error and not i.last_error.startswith("404") for i in backend.informers.values()
+        ):
+            assert time.monotonic() < deadline, "no informer noticed the server was gone"
+            time.sleep(0.02)
+    finally:
+        backend.close()
+    warnings = [
+        r for r in caplog.records if r.name == INFORMER_LOG and r.levelno >= logging.WARNING
+    ]
+    assert warnings
+    tracebacks = [r.getMessage() for r in warnings if r.exc_info is not None]
+    assert tracebacks == [], "tracebacks were logged"
+    for record in warnings:
+        assert "\n" not in record.getMessage()
+        assert "retrying in" in record.getMessage()

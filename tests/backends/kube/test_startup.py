@@ -1,0 +1,87 @@
+"""A scheduler's start: the first listing from the watch cache, informers started before the
+scheduler exists (as ``gpufleet scheduler`` starts them), objects read once per version."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from gpufleet.backends.kube.api import PODS, WATCHED, KubeApi, RateLimiter, Resource
+from gpufleet.backends.kube.informer import Informers
+from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
+from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.kube_api import FakeApiServer
+from tests.backends.kube.harness import harness
+
+
+class ListingApi(KubeApi):
+    """The real client, remembering the resourceVersion each listing asked for."""
+
+    asked: list[tuple[str, str]]
+
+    def list(self, resource: Resource, resource_version: str = "") -> tuple[list[dict], str]:  # type: ignore[type-arg]
+        self.asked.append((resource.plural, resource_version))
+        return super().list(resource, resource_version)
+
+
+def test_the_first_listing_is_the_watch_cache_and_a_relist_after_410_reads_etcd() -> None:
+    with FakeApiServer() as server:
+        server.create(ko.gpu_node("n1"))
+        api = ListingApi(server.api_client(), RateLimiter(10_000, 10_000))
+        api.asked = []
+        informers = Informers(api, [PODS], watch_timeout_s=5)
+        informers.start()
+        pods = informers.by_resource[PODS]
+        assert pods.synced.wait(10)
+        server.create(ko.gpu_pod("p"))
+        server.compact()
+        server.close_watches()
+        deadline = time.monotonic() + 10
+        while pods.relists < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        informers.stop.set()
+        server.close_watches()
+        assert api.asked[:2] == [("pods", "0"), ("pods", "")]
+
+
+def test_a_scheduler_takes_informers_started_before_it() -> None:
+    with FakeApiServer() as server:
+        for crd in ko.crds():
+            server.create(crd)
+        server.create(ko.gpu_node("n1", gpus=4))
+        for i in range(3):
+            server.create(ko.gpu_pod(f"p{i}"))
+        api = KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
+        informers = Informers(api, WATCHED, watch_timeout_s=5)
+        informers.start()
+        options = SchedulerOptions(policy="bestfit", leader_elect=False, status_every_s=0.0)
+        scheduler = KubeScheduler(api, options, watch_timeout_s=5, informers=informers)
+        assert scheduler.backend.informers is informers.by_resource
+        runner = threading.Thread(target=scheduler.run, daemon=True)
+        runner.start()
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                pods = server.list("v1", "Pod")
+                if all(p["spec"].get("nodeName") == "n1" for p in pods):
+                    break
+                time.sleep(0.05)
+            assert all(p["spec"].get("nodeName") == "n1" for p in server.list("v1", "Pod"))
+        finally:
+            scheduler.stop()
+            runner.join(20)
+        assert not runner.is_alive()
+
+
+def test_a_node_is_read_once_per_version() -> None:
+    with harness(ko.gpu_node("n1", gpus=4)) as h:
+        h.until(lambda: h.scheduler.core is not None, what="a core")
+        first = h.backend.resync()
+        again = h.backend.resync()
+        assert first[0] is again[0]
+        node = h.server.get("v1", "Node", "n1")
+        assert node is not None
+        node["metadata"]["labels"]["zone"] = "b"
+        h.server.update(node)
+        h.until(lambda: h.backend.resync()[0] is not first[0], what="the changed node read")
+        assert dict(h.backend.resync()[0].labels)["zone"] == "b"
