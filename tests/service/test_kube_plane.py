@@ -371,7 +371,7 @@ def test_a_statefulset_is_written_and_its_config_map_is_not(cluster: Cluster) ->
     cluster.server.create(_pod_from(pod_template, "db-0"))  # play the StatefulSet controller
 
     def seen() -> bool:  # the live pod, not only the record of the submission
-        record = cluster.plane.records.get("team-a/db-0")
+        record = cluster.plane.records.get("team-a/StatefulSet/db-0")
         return record is not None and any(
             "gpufleet.dev/owner" in p.pod.annotations for p in record.pods.values()
         )
