@@ -79,6 +79,8 @@ class Catalog:
     def add_catalog_object(self, manifest: Manifest, source: str) -> None:
         """A Queue or PriorityClass (``manifest``'s kind); strict: a problem raises."""
         kind = str(manifest.get("kind"))
+        if kind not in CATALOG_KINDS:
+            raise ValueError(f"a catalog holds {' and '.join(CATALOG_KINDS)}, not {kind}")
         try:
             if kind == QUEUE:
                 queue = tenancy.queue_from_object(manifest, source, manifest.location)
