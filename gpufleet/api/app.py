@@ -136,12 +136,18 @@ def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
         return views.workloads(plane, caller, state, queue, namespace)
 
     @app.get(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}")
-    def get_workload(caller: Caller, namespace: str, name: str) -> WorkloadDetail:
-        return views.workload_detail(plane, caller, f"{namespace}/{name}")
+    def get_workload(
+        caller: Caller, namespace: str, name: str, kind: KindQuery = None
+    ) -> WorkloadDetail:
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        return views.workload_detail(plane, caller, key)
 
     @app.get(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/explain")
-    def explain(caller: Caller, namespace: str, name: str) -> Explanation:
-        return views.explanation(plane, caller, f"{namespace}/{name}")
+    def explain(caller: Caller, namespace: str, name: str, kind: KindQuery = None) -> Explanation:
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        return views.explanation(plane, caller, key)
 
     @app.get(f"{API_PREFIX}/queues")
     def list_queues(_: Caller) -> list[QueueView]:
@@ -183,8 +189,12 @@ def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
         )
 
     @app.delete(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}")
-    def cancel(caller: Caller, namespace: str, name: str) -> WorkloadSummary:
-        record = plane.cancel(caller, f"{namespace}/{name}")
+    def cancel(
+        caller: Caller, namespace: str, name: str, kind: KindQuery = None
+    ) -> WorkloadSummary:
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        record = plane.cancel(caller, key)
         return views.workload_summary(record, {})
 
     @app.put(f"{API_PREFIX}/queues")
@@ -324,6 +334,12 @@ async def _principal(request: Request, token: Annotated[str | None, Query()] = N
 
 
 Caller = Annotated[Principal, Depends(_principal)]
+#: Which kind's workload a name means, where kinds share it (names are unique per kind and
+#: namespace, as in Kubernetes): Job, PyTorchJob... (any case).
+KindQuery = Annotated[
+    str | None,
+    Query(description="the workload's kind, where several kinds use its name (any case)"),
+]
 
 
 def _visibility(plane: Plane, caller: Principal) -> Callable[[str], bool]:

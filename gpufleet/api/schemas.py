@@ -89,7 +89,10 @@ class JobStatusView(_Schema):
 class WorkloadSummary(_Schema):
     name: str
     namespace: str
-    key: str = Field(description="namespace/name")
+    key: str = Field(
+        description="namespace/Kind/name: names are unique per kind and namespace (namespace/name "
+        "for a workload stored by an older gpufleet)"
+    )
     kind: str = Field(
         description="Pod, Job, PyTorchJob, MPIJob, RayCluster, RayJob, Deployment, StatefulSet, "
         "ReplicaSet or PodGroup"

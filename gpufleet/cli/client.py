@@ -228,14 +228,21 @@ class ApiClient:
         params = _params(state=state, queue=queue, namespace=namespace)
         return self._get_list(f"{API_PREFIX}/workloads", WorkloadSummary, params)
 
-    def get_workload(self, namespace: str, name: str) -> WorkloadDetail:
-        return self._get(_workload_path(namespace, name), WorkloadDetail)
+    # A workload is named by namespace and name, and by kind where kinds share the name
+    # (names are unique per kind and namespace, as in Kubernetes).
+    def get_workload(self, namespace: str, name: str, kind: str | None = None) -> WorkloadDetail:
+        return self._get(_workload_path(namespace, name), WorkloadDetail, _params(kind=kind))
 
-    def explain(self, namespace: str, name: str) -> Explanation:
-        return self._get(_workload_path(namespace, name) + "/explain", Explanation)
+    def explain(self, namespace: str, name: str, kind: str | None = None) -> Explanation:
+        path = _workload_path(namespace, name) + "/explain"
+        return self._get(path, Explanation, _params(kind=kind))
 
-    def delete_workload(self, namespace: str, name: str) -> WorkloadSummary:
-        return _parse(self.request("DELETE", _workload_path(namespace, name)), WorkloadSummary)
+    def delete_workload(
+        self, namespace: str, name: str, kind: str | None = None
+    ) -> WorkloadSummary:
+        path = _workload_path(namespace, name)
+        response = self.request("DELETE", path, params=_params(kind=kind))
+        return _parse(response, WorkloadSummary)
 
     def list_queues(self) -> list[QueueView]:
         return self._get_list(f"{API_PREFIX}/queues", QueueView)

@@ -59,8 +59,8 @@ def friendly_errors(command: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return command(*args, **kwargs)
-        except InputError as error:
-            raise fail(str(error)) from None
+        except InputError as error:  # escaped: fields such as spec.quota[nvidia.com/gpu]
+            raise fail(escape(str(error))) from None
         except UnknownPolicyError as error:
             raise fail(str(error)) from None
         except FetchError as error:

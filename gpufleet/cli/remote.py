@@ -4,10 +4,13 @@
 ``delete workload``, ``top nodes``, ``whoami`` and ``login``. Each takes ``--server`` and
 ``--token`` (else the environment or the config file: :mod:`gpufleet.cli.remote_config`).
 
-Workload names: ``NAMESPACE/NAME``, or ``NAME`` with ``-n NAMESPACE``. With neither, lists go to
-the server without a namespace (it shows what the token may see), and a single workload is
-looked up in the token's namespace when it has exactly one, else by name among the visible
-workloads (two namespaces with the name: an error asking for ``-n``).
+Workload names: ``NAMESPACE/NAME``, or ``NAME`` with ``-n NAMESPACE``; a kind may come first,
+kubectl-style (``job/sweep``, ``research/job/sweep``) or as ``--kind Job``: names are unique
+per kind and namespace, so a name that a Job and a PyTorchJob share needs one (the server says
+which kinds use it). With no namespace, lists go to the server without one (it shows what the
+token may see), and a single workload is looked up in the token's namespace when it has
+exactly one, else by name among the visible workloads (two namespaces with the name: an error
+asking for ``-n``).
 
 Exit codes: 0 ok; 1 the server failed or refused (unreachable, 401, 403, 404, 409, 5xx);
 2 bad input (flags, files, and the server's 400, 413 and 422). Errors are one line on stderr.
@@ -73,7 +76,7 @@ from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import read_limited
 from gpufleet.io.names import NameRule, name_problem, rule_of
-from gpufleet.service.submissions import nothing_to_submit
+from gpufleet.service.submissions import WORKLOAD_KINDS, nothing_to_submit
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -147,6 +150,10 @@ def remote_errors(command: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+#: The kinds of workloads, by the names the command line takes for them (any case).
+WORKLOAD_KIND_NAMES = {kind.lower(): kind for kind in WORKLOAD_KINDS}
+
+
 def checked_name(
     text: str | None, what: str, rule: NameRule = NameRule.SUBDOMAIN, kind: str | None = None
 ) -> str | None:
@@ -160,37 +167,69 @@ def checked_name(
     return text
 
 
-def split_workload_name(text: str, namespace: str | None) -> tuple[str | None, str]:
-    """'ns/name' or 'name' (with -n) -> (namespace or None, name); bad input raises."""
+def _workload_kind(text: str) -> str:
+    kind = WORKLOAD_KIND_NAMES.get(text.lower())
+    if kind is None:
+        expected = ", ".join(WORKLOAD_KINDS)
+        raise fail(escape(f"unknown workload kind {quoted(text)} (expected one of {expected})"))
+    return kind
+
+
+def split_workload_name(
+    text: str, namespace: str | None, kind: str | None = None
+) -> tuple[str | None, str, str | None]:
+    """``NAME``, ``NAMESPACE/NAME``, ``KIND/NAME`` or ``NAMESPACE/KIND/NAME`` (with -n and
+    --kind) -> (namespace or None, name, kind or None); bad input raises. A first part that is
+    a workload kind (job, pytorchjob...) is the kind: give a namespace so named with -n."""
     parts = text.split("/")
-    if len(parts) > 2 or not all(parts):
-        raise fail(escape(f"{quoted(text)}: expected NAME or NAMESPACE/NAME"))
+    if len(parts) > 3 or not all(parts):
+        raise fail(
+            escape(
+                f"{quoted(text)}: expected NAME, NAMESPACE/NAME, KIND/NAME or NAMESPACE/KIND/NAME"
+            )
+        )
+    found_namespace, found_kind, name = None, None, parts[-1]
+    if len(parts) == 3:
+        found_namespace, found_kind = parts[0], _workload_kind(parts[1])
+    elif len(parts) == 2 and parts[0].lower() in WORKLOAD_KIND_NAMES:
+        found_kind = WORKLOAD_KIND_NAMES[parts[0].lower()]
+    elif len(parts) == 2:
+        found_namespace = parts[0]
     checked_name(namespace, "namespace", NameRule.LABEL)
-    if len(parts) == 2:
-        checked_name(parts[0], "namespace", NameRule.LABEL)
-    checked_name(parts[-1], "workload name")
-    if len(parts) == 1:
-        return namespace, parts[0]
-    if namespace is not None and namespace != parts[0]:
-        raise fail(f"{text!r} names namespace {parts[0]!r}, but -n says {namespace!r}")
-    return parts[0], parts[1]
+    checked_name(found_namespace, "namespace", NameRule.LABEL)
+    checked_name(name, "workload name")
+    if namespace is not None and found_namespace not in (None, namespace):
+        raise fail(f"{text!r} names namespace {found_namespace!r}, but -n says {namespace!r}")
+    given_kind = None if kind is None else _workload_kind(kind)
+    if given_kind is not None and found_kind not in (None, given_kind):
+        raise fail(f"{text!r} names kind {found_kind}, but --kind says {given_kind}")
+    return found_namespace or namespace, name, found_kind or given_kind
 
 
-def resolve_workload(client: ApiClient, text: str, namespace: str | None) -> tuple[str, str]:
-    """(namespace, name) of a workload named on the command line (see the module docstring)."""
-    found, name = split_workload_name(text, namespace)
+def resolve_workload(
+    client: ApiClient, text: str, namespace: str | None, kind: str | None = None
+) -> tuple[str, str, str | None]:
+    """(namespace, name, kind or None) of a workload named on the command line (see the
+    module docstring; the server refuses a name that several kinds use without a kind)."""
+    found, name, kind = split_workload_name(text, namespace, kind)
     if found is not None:
-        return found, name
+        return found, name, kind
     own = client.whoami().namespaces
     if len(own) == 1:
-        return own[0], name
-    matches = sorted(w.namespace for w in client.list_workloads() if w.name == name)
+        return own[0], name, kind
+    matches = sorted(
+        {
+            w.namespace
+            for w in client.list_workloads()
+            if w.name == name and (kind is None or w.kind == kind)
+        }
+    )
     if len(matches) > 1:
         choices = ", ".join(f"{ns}/{name}" for ns in matches)
         raise fail(f"workload {name!r} is in several namespaces ({choices}); give -n NAMESPACE")
     if not matches:
         raise fail(f"workload {name!r} not found in any namespace you can see", EXIT_FAILED)
-    return matches[0], name
+    return matches[0], name, kind
 
 
 def parse_resource(text: str, allowed: Sequence[Resource] = tuple(Resource)) -> Resource:
@@ -222,6 +261,14 @@ NamespaceOption = Annotated[
     str | None,
     typer.Option(
         "--namespace", "-n", help="namespace (default: what your token sees)", show_default=False
+    ),
+]
+KindOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kind",
+        help="the workload's kind (Job, PyTorchJob...), where several kinds use its name",
+        show_default=False,
     ),
 ]
 OutputOption = Annotated[
@@ -313,7 +360,7 @@ def submit(
             verdict = "valid (dry run)" if dry_run else "accepted"
             for w in result.accepted:
                 console.print(
-                    f"workload/{w.key} {verdict}: {w.kind}, {w.pods} pod(s), "
+                    f"workload/{w.namespace}/{w.name} {verdict}: {w.kind}, {w.pods} pod(s), "
                     f"GPU request {w.gpu_request}, queue {w.queue}, {w.state.value}",
                     markup=False,
                 )
@@ -339,6 +386,7 @@ def get(
         typer.Option(help="workloads in this state only", case_sensitive=False),
     ] = None,
     queue: Annotated[str | None, typer.Option(help="workloads of this queue only")] = None,
+    workload_kind: KindOption = None,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -354,7 +402,9 @@ def get(
         checked_name(name, "node")
     with connect(server, token) as client:
         if kind is Resource.WORKLOADS:
-            _get_workloads(client, name, output, namespace, all_namespaces, state, queue)
+            _get_workloads(
+                client, name, output, namespace, all_namespaces, state, queue, workload_kind
+            )
         elif kind is Resource.QUEUES:
             queues = [client.get_queue(name)] if name else client.list_queues()
             _show(queues, output, lambda: queues_table(queues, wide=output is Output.WIDE), name)
@@ -371,10 +421,11 @@ def _get_workloads(
     all_namespaces: bool,
     state: WorkloadState | None,
     queue: str | None,
+    kind: str | None = None,
 ) -> None:
     workloads: Sequence[WorkloadSummary]
     if name:
-        workloads = [client.get_workload(*resolve_workload(client, name, namespace))]
+        workloads = [client.get_workload(*resolve_workload(client, name, namespace, kind))]
     else:
         workloads = client.list_workloads(state=state, queue=queue, namespace=namespace)
     if output in (Output.JSON, Output.YAML):
@@ -405,8 +456,9 @@ def _show(
 @remote_errors
 def describe(
     resource: Annotated[str, typer.Argument(help="workload or node")],
-    name: Annotated[str, typer.Argument(help="NAME, or NAMESPACE/NAME for a workload")],
+    name: Annotated[str, typer.Argument(help="NAME, or [NAMESPACE/][KIND/]NAME for a workload")],
     namespace: NamespaceOption = None,
+    workload_kind: KindOption = None,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -416,7 +468,7 @@ def describe(
         if kind is Resource.NODES:
             show(describe_node(client.get_node(str(checked_name(name, "node")))))
             return
-        key = resolve_workload(client, name, namespace)
+        key = resolve_workload(client, name, namespace, workload_kind)
         detail = client.get_workload(*key)
         explanation = client.explain(*key) if detail.state is WorkloadState.PENDING else None
         show(describe_workload(detail, Clock.of(client.cluster()), explanation))
@@ -424,22 +476,24 @@ def describe(
 
 @remote_errors
 def explain(
-    name: Annotated[str, typer.Argument(help="NAME or NAMESPACE/NAME of a workload")],
+    name: Annotated[str, typer.Argument(help="[NAMESPACE/][KIND/]NAME of a workload")],
     namespace: NamespaceOption = None,
+    workload_kind: KindOption = None,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
     """Why a workload waits: its place in its queue, what it waits for, an estimated start."""
     with connect(server, token) as client:
-        explanation = client.explain(*resolve_workload(client, name, namespace))
+        explanation = client.explain(*resolve_workload(client, name, namespace, workload_kind))
         show(describe_explanation(explanation, Clock.of(client.cluster())))
 
 
 @remote_errors
 def delete(
     resource: Annotated[str, typer.Argument(help="workload")],
-    names: Annotated[list[str], typer.Argument(help="NAME or NAMESPACE/NAME (one or more)")],
+    names: Annotated[list[str], typer.Argument(help="[NAMESPACE/][KIND/]NAME (one or more)")],
     namespace: NamespaceOption = None,
+    workload_kind: KindOption = None,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -447,8 +501,13 @@ def delete(
     parse_resource(resource, (Resource.WORKLOADS,))
     with connect(server, token) as client:
         for name in names:
-            cancelled = client.delete_workload(*resolve_workload(client, name, namespace))
-            console.print(f"workload/{cancelled.key} {cancelled.state.value.lower()}", markup=False)
+            found = resolve_workload(client, name, namespace, workload_kind)
+            cancelled = client.delete_workload(*found)
+            console.print(
+                f"workload/{cancelled.namespace}/{cancelled.name} ({cancelled.kind}) "
+                f"{cancelled.state.value.lower()}",
+                markup=False,
+            )
 
 
 @remote_errors

@@ -11,22 +11,31 @@ from typing import Annotated
 
 import typer
 import uvicorn
-import yaml
+from rich.markup import escape
 
 from gpufleet.api.app import create_app
-from gpufleet.cli.common import console, fail, friendly_errors, listen_socket, warn_skipped
-from gpufleet.io.kinds import Skipped, triage
+from gpufleet.cli.common import (
+    console,
+    fail,
+    friendly_errors,
+    listen_socket,
+    warn,
+    warn_skipped,
+)
+from gpufleet.io.catalog import Rejected
+from gpufleet.io.errors import InputError
+from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import load_manifests
 from gpufleet.io.readers import read_cluster
 from gpufleet.model import Node
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
-from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
+from gpufleet.service.base import QUEUE, ServeOptions, create_token
 from gpufleet.service.plane import ControlPlane
 from gpufleet.service.protocol import Plane
+from gpufleet.service.seeding import plan_seed, write_seed
 from gpufleet.service.store import Store, StoreError
-from gpufleet.service.submissions import WORKLOAD_KINDS
-from gpufleet.service.tenants import ADMIN, ROLES, AdmissionRules, Principal, rules_from_object
+from gpufleet.service.tenants import ROLES, AdmissionRules, rules_from_object
 
 DEFAULT_DB = Path("gpufleet.db")
 
@@ -147,14 +156,19 @@ def _serve_on(
         skipped = Skipped()
         nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
         files = list(scenario or ([bundled("queues.yaml")] if fresh else []))
-        workloads = _seed_objects(store, files, skipped)
+        try:
+            # Everything checked first, then written in one transaction: a bad scenario
+            # leaves the database as it was.
+            write_seed(store, plan_seed(store, files, options, fresh, skipped))
+        except InputError:
+            store.close()
+            raise
         warn_skipped(skipped)
-        store.set_meta("seeded", "1")
         embedded = ControlPlane(store, nodes, options)
-        if workloads and fresh:
-            operator = Principal("operator", ADMIN)
-            for body in workloads:
-                embedded.submit(operator, body, "application/yaml")
+        for rejected in embedded.catalog.rejected:
+            warn(escape(_set_aside(rejected, db)))
+        for key, queue in embedded.held.items():
+            warn(escape(f"workload {key} waits until queue {queue} is fixed"))
         plane = embedded
         restored = sum(r.active for r in embedded.records.values())
         where = f"{len(nodes)} simulated nodes at {speed:g}x, {restored} workloads restored"
@@ -205,25 +219,16 @@ def _kube_plane(
     return KubeControlPlane(api, store, options, scheduler)
 
 
-def _seed_objects(store: Store, files: list[Path], skipped: Skipped) -> list[bytes]:
-    """Put the Queues and PriorityClasses of ``files`` into the store (replacing those of the
-    same name); returns the workload documents, to submit as workloads (objects of kinds with no
-    scheduling meaning are set aside, counted in ``skipped``)."""
-    workloads: list[bytes] = []
-    reads = (QUEUE, PRIORITY_CLASS, *WORKLOAD_KINDS)
-    expected = f"one of {', '.join(reads)}"
-    with store.transaction():
-        for file in files:
-            for manifest in load_manifests(file):
-                if not triage(manifest, str(file), manifest.location, reads, expected, skipped):
-                    continue
-                kind = manifest.get("kind")
-                name = (manifest.get("metadata") or {}).get("name")
-                if kind in (QUEUE, PRIORITY_CLASS) and isinstance(name, str):
-                    store.put_object(str(kind), name, dict(manifest))
-                else:
-                    workloads.append(yaml.safe_dump(dict(manifest)).encode())
-    return workloads
+def _set_aside(rejected: Rejected, db: Path) -> str:
+    """What a server starting on a bad stored object says: which, why, and how to fix it."""
+    kind, name, error = rejected.kind, rejected.key, rejected.error
+    route = "queues" if kind == QUEUE else "priorityclasses"
+    why = error.reason if error.field is None else f"{error.field}: {error.reason}"
+    return (
+        f"stored {kind} {name} is set aside ({why}). Fix it with PUT /api/v1/{route} "
+        f"(or `gpufleet serve --db {db} --scenario FIXED.yaml`)"
+        + (f", or delete it with DELETE /api/v1/queues/{name}" if kind == QUEUE else "")
+    )
 
 
 @admin.command("create-token")

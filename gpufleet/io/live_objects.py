@@ -1,9 +1,10 @@
 """The admission objects of a live cluster, and workloads assembled from its pods one at a time.
 
 Owns :class:`LiveCatalog`: the Queues, PriorityClasses and ResourceQuotas that an API server
-holds, read with the same readers and checks as scenario files (``workloads``), except that a
-bad object is set aside with its error (the API server already stores it; the scheduler reports
-it and goes on with the rest) instead of failing the whole read; and
+(or a control plane's database) holds, read with the same readers and checks as scenario files
+(``catalog``, ``workloads``), except that a bad object is set aside with its error (it is
+stored already; the scheduler reports it and goes on with the rest) instead of failing the
+whole read; and
 :meth:`LiveCatalog.workload`, which turns the Pod objects of one gang (or one lone pod) into a
 :class:`~gpufleet.model.tenancy.Workload` exactly the way ``read_scenario`` assembles a file's,
 so the simulator and the Kubernetes backend decide from the same workloads. It does not watch
@@ -14,47 +15,26 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.io.catalog import Rejected, object_key
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import pods_from_object
-from gpufleet.io.manifests import Manifest
-from gpufleet.io.tenancy import workload_settings
+from gpufleet.io.manifests import Context, Manifest
+from gpufleet.io.tenancy import Setting, workload_settings
 from gpufleet.io.workloads import DEFAULT_QUEUE, _Builder, _context, _part
-from gpufleet.model.tenancy import (
-    PriorityClass,
-    Queue,
-    QueueTreeError,
-    ResourceQuota,
-    Workload,
-    validate_queue_tree,
-)
+from gpufleet.model.tenancy import PriorityClass, Queue, ResourceQuota, Workload
 from gpufleet.model.workload import TimedPod
 
 SOURCE = "kubernetes"
 
 
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    """An object set aside: its kind, key (``name`` or ``namespace/name``) and why."""
-
-    kind: str
-    key: str
-    message: str
-
-
-def live_manifest(obj: Mapping[str, Any]) -> Manifest:
-    """An API object as a manifest whose location is its resourceVersion."""
+def live_manifest(obj: Mapping[str, Any], where: str | None = None) -> Manifest:
+    """An API object as a manifest whose location is its resourceVersion (or ``where``)."""
     version = (obj.get("metadata") or {}).get("resourceVersion")
-    return Manifest(obj, 0, 0, where=f"resourceVersion {version}" if version else "live")
-
-
-def _key(obj: Mapping[str, Any]) -> str:
-    metadata = obj.get("metadata") or {}
-    name = str(metadata.get("name", "?"))
-    namespace = metadata.get("namespace")
-    return f"{namespace}/{name}" if namespace else name
+    if where is None:
+        where = f"resourceVersion {version}" if version else "live"
+    return Manifest(obj, 0, 0, where=where)
 
 
 class LiveCatalog:
@@ -66,46 +46,46 @@ class LiveCatalog:
         queues: Iterable[Mapping[str, Any]] = (),
         priority_classes: Iterable[Mapping[str, Any]] = (),
         resource_quotas: Iterable[Mapping[str, Any]] = (),
+        source: str = SOURCE,
+        where: str | None = None,
     ) -> None:
-        self.rejected: list[Rejected] = []
-        self._builder = builder = _Builder()
-        for obj in sorted(queues, key=_key):
-            self._take("Queue", obj)
-        for obj in sorted(priority_classes, key=_key):
-            self._take("PriorityClass", obj)
-        for obj in sorted(resource_quotas, key=_key):
-            self._take("ResourceQuota", obj)
-        self._drop_broken_tree()
-        self._declared = {n: s.value for n, s in builder.queues.items()}
+        """``source`` and ``where`` name the objects in errors (default: ``kubernetes`` and
+        each object's resourceVersion)."""
+        self._builder = builder = _Builder(strict=False)
+        self._source, self._where = source, where
+        self._resource_rejected: list[Rejected] = []
+        for kind, objects in (("Queue", queues), ("PriorityClass", priority_classes)):
+            for obj in sorted(objects, key=object_key):
+                builder.add_catalog_object(live_manifest({"kind": kind, **obj}, where), source)
+        for obj in sorted(resource_quotas, key=object_key):
+            manifest = live_manifest({"kind": "ResourceQuota", **obj}, where)
+            try:
+                builder.add(manifest, source)
+            except InputError as error:
+                self._resource_rejected.append(Rejected("ResourceQuota", object_key(obj), error))
+        builder.check_tree()
+        self.rejected: list[Rejected] = [*builder.rejected, *self._resource_rejected]
+        self._declared = builder.queue_models()
         self.queues: dict[str, Queue] = dict(self._declared)
         if not self.queues:
             self.queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
-        self.priority_classes: dict[str, PriorityClass] = {
-            name: setting.value for name, setting in builder.classes.items()
-        }
+        self.priority_classes: dict[str, PriorityClass] = builder.class_models()
         self.resource_quotas: list[ResourceQuota] = [s.value for s in builder.quotas.values()]
 
-    def _take(self, kind: str, obj: Mapping[str, Any]) -> None:
-        manifest = live_manifest({"kind": kind, **obj})
-        try:
-            self._builder.add(manifest, SOURCE)
-        except InputError as error:
-            self.rejected.append(Rejected(kind, _key(obj), str(error)))
-
-    def _drop_broken_tree(self) -> None:
-        """Set aside queues until the rest form a valid tree (a cycle, a missing parent...)."""
-        settings = self._builder.queues
-        while settings:
-            try:
-                validate_queue_tree({name: s.value for name, s in settings.items()})
-            except QueueTreeError as error:
-                setting = settings.pop(error.queue)
-                self.rejected.append(Rejected("Queue", error.queue, f"{setting.where}: {error}"))
-                for namespace, owner in list(self._builder.namespace_queues.items()):
-                    if owner.value == error.queue:
-                        del self._builder.namespace_queues[namespace]
-                continue
-            return
+    def request_builder(self) -> _Builder:
+        """A builder that knows the good queues and priority classes, for reading the workloads
+        of requests against them (forked per request). It knows the implicit ``default`` queue
+        too, as the scheduler does: where a workload goes that names no queue and whose
+        namespace no queue is the default for."""
+        builder = _Builder()
+        builder.queues = dict(self._builder.queues)
+        builder.namespace_queues = dict(self._builder.namespace_queues)
+        builder.classes = dict(self._builder.classes)
+        builder.global_default = self._builder.global_default
+        if DEFAULT_QUEUE not in builder.queues:
+            context = Context(self._source, "implicit").naming(f"Queue {DEFAULT_QUEUE}")
+            builder.queues[DEFAULT_QUEUE] = Setting(Queue(DEFAULT_QUEUE), context, None)
+        return builder
 
     def workload(
         self,

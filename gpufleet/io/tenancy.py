@@ -21,6 +21,10 @@ Owns the reading of one object (already loaded by ``manifests``) into a model va
   ``gpufleet.dev/`` annotations preemptible, expected-runtime, checkpoint-interval, topology and
   topology-level, each kept with the field it came from (:func:`workload_settings`).
 
+An unknown field of gpufleet's own objects (a Queue, the gpufleet PodGroup) and of a
+PriorityClass's top level is an error with a did-you-mean, or for Kueue's names a hint at where
+gpufleet keeps that setting (``fields``).
+
 It does not check names across objects, resolve queues or priority classes, assemble gangs or
 validate the queue tree: ``workloads`` does all of that for a whole scenario.
 """
@@ -37,6 +41,20 @@ from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
 from gpufleet.io.errors import InputError
+from gpufleet.io.fields import (
+    BORROW_WITHIN_COHORT_FIELDS,
+    FLAVOR_FUNGIBILITY_FIELDS,
+    KUEUE_PREEMPTION_HINTS,
+    KUEUE_RESOURCE_LIMITS,
+    KUEUE_SPEC_HINTS,
+    POD_GROUP_SPEC_FIELDS,
+    PRIORITY_CLASS_FIELDS,
+    QUEUE_PREEMPTION_FIELDS,
+    QUEUE_SPEC_FIELDS,
+    check_fields,
+    check_object_fields,
+    quota_value_hint,
+)
 from gpufleet.io.job_rules import optional_whole, restart_policy
 from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION, pods_from_template
 from gpufleet.io.kube_resources import is_extended_resource
@@ -143,9 +161,12 @@ def _named(
 
 # ------------------------------------------------------------------------------------- Queue
 def queue_from_object(obj: Mapping[str, Any], source: str, location: str | None = None) -> Queue:
-    """A ``gpufleet.dev/v1alpha1`` Queue (cluster-scoped: its namespace is ignored)."""
+    """A ``gpufleet.dev/v1alpha1`` Queue (cluster-scoped: its namespace is ignored). An
+    unknown field is an error, with a hint (Kueue's names say where gpufleet keeps them)."""
     context, name, _ = _named(obj, source, location, "Queue", namespaced=False)
+    check_object_fields(context, obj, QUEUE_SPEC_FIELDS)
     spec = context.mapping(obj.get("spec"), "spec")
+    check_fields(context, spec, "spec", QUEUE_SPEC_FIELDS, KUEUE_SPEC_HINTS)
     parent = spec.get("parent")
     weight = spec.get("weight", 1)
     if isinstance(weight, bool) or not isinstance(weight, int | float):
@@ -192,6 +213,7 @@ def _queue_preemption(context: Context, value: object) -> QueuePreemption:
     with ``policy`` and ``maxPriorityThreshold``); gpufleet's defaults where absent."""
     path = "spec.preemption"
     spec = context.mapping(value, path)
+    check_fields(context, spec, path, QUEUE_PREEMPTION_FIELDS, KUEUE_PREEMPTION_HINTS)
     default = QueuePreemption()
     if "withinQueue" in spec and "withinClusterQueue" in spec:
         raise context.error(
@@ -211,6 +233,7 @@ def _queue_preemption(context: Context, value: object) -> QueuePreemption:
         f"{path}.reclaimWithinCohort",
     )
     borrow_spec = context.mapping(spec.get("borrowWithinCohort"), f"{path}.borrowWithinCohort")
+    check_fields(context, borrow_spec, f"{path}.borrowWithinCohort", BORROW_WITHIN_COHORT_FIELDS)
     borrow = _choice(
         context,
         borrow_spec.get("policy", default.borrow_within_cohort.value),
@@ -245,6 +268,7 @@ def _fungibility(context: Context, value: object) -> FlavorFungibility:
     """``spec.flavorFungibility``: Kueue's whenCanBorrow / whenCanPreempt."""
     path = "spec.flavorFungibility"
     spec = context.mapping(value, path)
+    check_fields(context, spec, path, FLAVOR_FUNGIBILITY_FIELDS)
     default = FlavorFungibility()
     return FlavorFungibility(
         _choice(
@@ -267,6 +291,13 @@ def quota_map(context: Context, value: object, path: str) -> dict[str, int]:
     amounts: dict[str, int] = {}
     for resource, quantity in context.mapping(value, path).items():
         field = f"{path}[{resource}]"
+        kueue = quota_value_hint(quantity)
+        if kueue is not None:
+            raise context.error(field, f"expected an amount, got a mapping; {kueue}")
+        if resource in KUEUE_RESOURCE_LIMITS:
+            raise context.error(
+                field, f"unknown resource {resource!r}; {KUEUE_RESOURCE_LIMITS[resource]}"
+            )
         if resource == CPU:
             amounts[CPU] = context.parse(parse_cpu_milli, quantity, field)
         elif resource == MEMORY:
@@ -298,6 +329,7 @@ def priority_class_from_object(
 ) -> PriorityClass:
     """A ``scheduling.k8s.io/v1`` PriorityClass (``value`` etc. are top-level, not in spec)."""
     context, name, _ = _named(obj, source, location, "PriorityClass", namespaced=False)
+    check_fields(context, obj, None, PRIORITY_CLASS_FIELDS)
     if "value" not in obj:
         raise context.error("value", "required: expected a whole number, got nothing")
     value = context.integer(obj["value"], "value")
@@ -323,9 +355,15 @@ def priority_class_from_object(
 def pod_group_from_object(
     obj: Mapping[str, Any], source: str, location: str | None = None
 ) -> PodGroup:
-    """A PodGroup of ``gpufleet.dev/v1alpha1`` or scheduler-plugins: ``spec.minMember``."""
+    """A PodGroup of ``gpufleet.dev/v1alpha1`` or scheduler-plugins: ``spec.minMember`` (the
+    fields of gpufleet's own are checked: an unknown one is an error)."""
     context, name, namespace = _named(obj, source, location, "PodGroup", namespaced=True)
+    ours = obj.get("apiVersion") in (None, GPUFLEET_API)
+    if ours:
+        check_object_fields(context, obj, POD_GROUP_SPEC_FIELDS)
     spec = context.mapping(obj.get("spec"), "spec", required=True)
+    if ours:
+        check_fields(context, spec, "spec", POD_GROUP_SPEC_FIELDS)
     if "minMember" not in spec:
         raise context.error("spec.minMember", "required: expected a whole number >= 1, got nothing")
     return PodGroup(name, namespace, context.integer(spec["minMember"], "spec.minMember", 1))

@@ -3,7 +3,8 @@
 Owns the translation of the first problem of a :class:`pydantic.ValidationError` into our one
 error type: the field path in the file's own spelling (``spec.pools[0].mig.layout``, aliases
 kept), the object it concerns (``ClusterSpec example, pool h100``), and a message saying what was
-expected and what was found (unknown fields list the allowed ones). It does not define formats.
+expected and what was found (an unknown field says which was meant, or lists the allowed
+ones). It does not define formats.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from gpufleet.io.errors import InputError
+from gpufleet.io.fields import unknown_field
 from gpufleet.io.manifests import describe
 
 
@@ -79,8 +81,9 @@ def _message(detail: ErrorDetails, model: type[BaseModel]) -> str:
         return "required, but missing"
     if kind == "extra_forbidden":
         parent = _model_at(model, detail["loc"][:-1])
-        allowed = "" if parent is None else f" (expected one of: {', '.join(_names(parent))})"
-        return f"unknown field{allowed}"
+        if parent is None:
+            return "unknown field"
+        return unknown_field(str(detail["loc"][-1]), _names(parent))
     if kind == "value_error":
         return detail["msg"].removeprefix("Value error, ")
     return f"{detail['msg']}, got {describe(detail['input'])}"

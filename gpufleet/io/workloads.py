@@ -13,6 +13,8 @@ RayCluster and RayJob, or an Alibaba pod CSV; kinds with no scheduling meaning s
 * a Job is one gang of its pods (``min(parallelism, completions)``), a PyTorchJob, MPIJob,
   RayCluster or RayJob one gang of its replica sets' pods, each replica of a Deployment,
   StatefulSet or ReplicaSet its own workload, and any other pod a workload of one;
+* names are unique per kind and namespace: a name two kinds share makes two workloads, each
+  keyed ``namespace/Kind/name``;
 * the queue comes from the ``gpufleet.dev/queue`` label, else the Queue that lists the namespace,
   else (no Queue objects at all) an implicit ``default`` queue; the priority from the pod's
   priorityClassName, an explicit ``spec.priority``, or the globalDefault class;
@@ -30,13 +32,14 @@ check quotas against requests, or enforce ResourceQuotas (it only reads them).
 from __future__ import annotations
 
 import dataclasses
-import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from gpufleet.io import alibaba, job_rules, operator_jobs, tenancy
+from gpufleet.io.catalog import CATALOG_KINDS, Catalog
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import (
@@ -63,11 +66,9 @@ from gpufleet.model.tenancy import (
     PreemptionPolicy,
     PriorityClass,
     Queue,
-    QueueTreeError,
     ResourceQuota,
     TopologyRequest,
     Workload,
-    validate_queue_tree,
 )
 from gpufleet.model.workload import TimedPod, TimedWorkload
 
@@ -100,6 +101,8 @@ class Scenario:
     priority_classes: dict[str, PriorityClass]
     resource_quotas: list[ResourceQuota]
     workloads: list[TimedWorkload]
+    #: The kind of object each workload came from (Pod, Job, PodGroup...), by workload key.
+    kinds: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,14 +178,12 @@ def workloads_from_pods(pods: Iterable[TimedPod]) -> list[TimedWorkload]:
     ]
 
 
-class _Builder:
-    """Collects the objects of a scenario, then checks and assembles them."""
+class _Builder(Catalog):
+    """Collects the objects of a scenario, then checks and assembles them (the queues and
+    priority classes as a :class:`~gpufleet.io.catalog.Catalog`, strict unless told)."""
 
-    def __init__(self) -> None:
-        self.queues: dict[str, Setting[Queue]] = {}
-        self.namespace_queues: dict[str, Setting[str]] = {}
-        self.classes: dict[str, Setting[PriorityClass]] = {}
-        self.global_default: Setting[PriorityClass] | None = None
+    def __init__(self, strict: bool = True) -> None:
+        super().__init__(strict)
         self.pod_groups: dict[str, Setting[PodGroup]] = {}
         self.quotas: dict[str, Setting[ResourceQuota]] = {}
         self.parts: list[_Part] = []
@@ -191,13 +192,8 @@ class _Builder:
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
         kind, where = manifest.get("kind"), manifest.location
-        if kind == "Queue":
-            queue = tenancy.queue_from_object(manifest, source, where)
-            self._add_queue(Setting(queue, _context(source, where, f"Queue {queue.name}"), None))
-        elif kind == "PriorityClass":
-            found = tenancy.priority_class_from_object(manifest, source, where)
-            context = _context(source, where, f"PriorityClass {found.name}")
-            self._add_class(Setting(found, context, None))
+        if kind in CATALOG_KINDS:
+            self.add_catalog_object(manifest, source)
         elif kind == "PodGroup":
             group = tenancy.pod_group_from_object(manifest, source, where)
             context = _context(source, where, f"PodGroup {group.key}")
@@ -229,31 +225,6 @@ class _Builder:
                     context, "Pod", pod.name, pod.namespace, (timed,), settings, None, timed.runtime
                 )
             )
-
-    def _add_queue(self, setting: Setting[Queue]) -> None:
-        queue = setting.value
-        _unique(self.queues, queue.name, setting, "Queue")
-        for i, namespace in enumerate(queue.namespaces):
-            here = Setting(queue.name, setting.context, f"spec.namespaces[{i}]")
-            first = self.namespace_queues.setdefault(namespace, here)
-            if first is not here:
-                raise here.error(
-                    f"namespace {namespace!r} already has a default queue: {first.value!r} "
-                    f"(in {first.where})"
-                )
-
-    def _add_class(self, setting: Setting[PriorityClass]) -> None:
-        found = setting.value
-        _unique(self.classes, found.name, setting, "PriorityClass")
-        if not found.global_default:
-            return
-        if self.global_default is not None:
-            raise setting.context.error(
-                "globalDefault",
-                f"two global default priority classes: {found.name!r} and "
-                f"{self.global_default.value.name!r} (in {self.global_default.where})",
-            )
-        self.global_default = setting
 
     def _add_workload_object(self, manifest: Manifest, source: str) -> None:
         pods = tuple(pods_from_object(manifest, source, manifest.location))
@@ -322,28 +293,23 @@ class _Builder:
 
     # --------------------------------------------------------------------------- assembly
     def scenario(self) -> Scenario:
-        queues = {name: setting.value for name, setting in self.queues.items()}
-        try:
-            validate_queue_tree(queues)
-        except QueueTreeError as error:
-            message = str(error).removeprefix(f"queue {error.queue!r}: ")
-            raise self.queues[error.queue].context.error(
-                _tree_error_field(message), message
-            ) from None
+        self.check_tree()
+        queues = self.queue_models()
         gangs: dict[tuple[str, str, str], list[_Part]] = {}
         for part in self.parts:
             gangs.setdefault(part.gang, []).append(part)
+        built = [(gang[0], self._workload(gang, parts, queues)) for gang, parts in gangs.items()]
+        # Names are unique per kind and namespace, as in Kubernetes: a name that objects of two
+        # kinds share (a Job and a PyTorchJob "sweep") makes two workloads, each keyed with
+        # its kind (default/Job/sweep); a name only one kind uses keeps its short key.
+        shared = Counter(timed.workload.key for _, timed in built)
         workloads: list[TimedWorkload] = []
-        first_seen: dict[str, Setting[str]] = {}
-        for gang, parts in gangs.items():
-            timed = self._workload(gang, parts, queues)
-            key = timed.workload.key
-            here = parts[0].settings.group or Setting(key, parts[0].context, "metadata.name")
-            if key in first_seen:
-                raise here.error(
-                    f"workload {key} appears twice (first from {first_seen[key].where})"
-                )
-            first_seen[key] = here
+        kinds: dict[str, str] = {}
+        for kind, timed in built:
+            if shared[timed.workload.key] > 1:
+                workload = dataclasses.replace(timed.workload, kind=kind)
+                timed = dataclasses.replace(timed, workload=workload)
+            kinds[timed.workload.key] = kind
             workloads.append(timed)
         if any(w.workload.queue == DEFAULT_QUEUE for w in workloads) and not queues:
             queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
@@ -352,6 +318,7 @@ class _Builder:
             {name: setting.value for name, setting in self.classes.items()},
             [setting.value for setting in self.quotas.values()],
             workloads,
+            kinds,
         )
 
     def _workload(
@@ -523,20 +490,3 @@ def _show(value: object) -> str:
     if isinstance(value, TopologyRequest):
         return f"{value.mode.value} {value.level}"
     return repr(value)
-
-
-_TREE_FIELDS = (
-    (re.compile(r"^children's (\S+) quotas"), "spec.quota[{0}]"),
-    (re.compile(r"^(quota|borrowingLimit|lendingLimit) of (\S+) is negative"), "spec.{0}[{1}]"),
-    (re.compile(r"^weight "), "spec.weight"),
-    (re.compile(r"^parents? "), "spec.parent"),
-)
-
-
-def _tree_error_field(message: str) -> str:
-    """The Queue field a :class:`QueueTreeError` is about (the model names only the queue)."""
-    for pattern, field in _TREE_FIELDS:
-        match = pattern.match(message)
-        if match is not None:
-            return field.format(*match.groups())
-    return "spec"

@@ -199,6 +199,11 @@ class Workload:
     ``expected_runtime`` (seconds) feeds backfill; ``checkpoint_interval`` (seconds) says how
     much work a preemption loses; ``preemptible`` False keeps it within its queue's nominal quota
     and safe from eviction.
+
+    ``kind`` is the kind of the object it came from (Job, PyTorchJob...), where that is part of
+    its identity: names are unique per kind and namespace, as in Kubernetes, so a workload with
+    a kind has the key ``namespace/Kind/name`` (a Job and a PyTorchJob named alike are two
+    workloads); without one (a pod the scheduler met on its own, a trace's), ``namespace/name``.
     """
 
     name: str
@@ -217,11 +222,14 @@ class Workload:
     #: by default a gang runs on one model, so that no pod slows the others down.)
     mixed_gpu_models: bool = False
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
-    #: ``namespace/name``, computed once: the scheduling cycle reads it often.
+    kind: str = ""
+    #: ``namespace/name`` or ``namespace/Kind/name``, computed once: the scheduling cycle
+    #: reads it often.
     key: str = field(init=False, repr=False, hash=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        key = workload_key(self.namespace, self.name, self.kind)
+        object.__setattr__(self, "key", key)
         if not self.pods:
             raise ValueError(f"workload {self.namespace}/{self.name} has no pods")
         if self.min_member < 0 or self.min_member > len(self.pods):
@@ -241,7 +249,7 @@ class Workload:
             object.__setattr__(clone, slot, getattr(self, slot))
         object.__setattr__(clone, "name", name)
         object.__setattr__(clone, "pods", pods)
-        object.__setattr__(clone, "key", f"{self.namespace}/{name}")
+        object.__setattr__(clone, "key", workload_key(self.namespace, name, self.kind))
         return clone
 
     @property
@@ -271,6 +279,19 @@ class Workload:
 _WORKLOAD_SLOTS: tuple[str, ...] = Workload.__slots__
 
 
+def workload_key(namespace: str, name: str, kind: str = "") -> str:
+    """A workload's key: ``namespace/name``, or ``namespace/Kind/name`` when its kind is part
+    of its identity (see :class:`Workload`)."""
+    return f"{namespace}/{kind}/{name}" if kind else f"{namespace}/{name}"
+
+
+def split_workload_key(key: str) -> tuple[str, str, str]:
+    """(namespace, kind or "", name) of a key :func:`workload_key` made."""
+    namespace, _, rest = key.partition("/")
+    kind, _, name = rest.rpartition("/")
+    return namespace, kind, name
+
+
 class QueueTreeError(ValueError):
     """An invalid queue tree; ``queue`` names the queue at fault."""
 
@@ -282,8 +303,10 @@ class QueueTreeError(ValueError):
 def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
     """Raise :class:`QueueTreeError` for a missing parent, a cycle of parents, a negative
     amount, a weight that is not positive, or children whose nominal quotas add up to more
-    than their parent's (for a resource the parent names)."""
-    for queue in queues.values():
+    than their parent's (for a resource the parent names). Queues are looked at in name order,
+    so the queue blamed does not depend on the order they were given in."""
+    ordered = [queues[name] for name in sorted(queues)]
+    for queue in ordered:
         if queue.parent is not None and queue.parent not in queues:
             raise QueueTreeError(queue.name, f"parent {queue.parent!r} is not defined")
         if queue.weight <= 0:
@@ -295,8 +318,10 @@ def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
         ):
             for key, amount in amounts.items():
                 if amount < 0:
-                    raise QueueTreeError(queue.name, f"{what} of {key} is negative ({amount})")
-    for queue in queues.values():
+                    raise QueueTreeError(
+                        queue.name, f"{what} of {key} is negative ({quantity(key, amount)})"
+                    )
+    for queue in ordered:
         seen = [queue.name]
         parent = queue.parent
         while parent is not None:
@@ -306,7 +331,7 @@ def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
             seen.append(parent)
             parent = queues[parent].parent
     children: dict[str, list[Queue]] = {}
-    for queue in queues.values():
+    for queue in ordered:
         if queue.parent is not None:
             children.setdefault(queue.parent, []).append(queue)
     for parent_name, kids in sorted(children.items()):
@@ -315,6 +340,6 @@ def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
             if total > cap:
                 raise QueueTreeError(
                     parent_name,
-                    f"children's {key} quotas add up to {total}, more than its own {cap} "
-                    f"({', '.join(sorted(k.name for k in kids))})",
+                    f"children's {key} quotas add up to {quantity(key, total)}, more than its "
+                    f"own {quantity(key, cap)} ({', '.join(k.name for k in kids)})",
                 )

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.api.schemas import ChangeKind, EventView, WorkloadState
+from gpufleet.io.catalog import check_change, object_key
 from gpufleet.io.errors import InputError, quoted, shorten
-from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, describe
 from gpufleet.io.names import label_value_problem, name_problem, rule_of
-from gpufleet.io.workloads import _Builder
+from gpufleet.io.workloads import DEFAULT_QUEUE, _Builder
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.tenancy import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
@@ -32,7 +33,7 @@ from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.protocol import ExplainCache
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.store import Store, StoredEvent
-from gpufleet.service.submissions import Submitted, read_workloads
+from gpufleet.service.submissions import SOURCE, Submitted, read_workloads
 from gpufleet.service.tenants import (
     ADMIN,
     ROLES,
@@ -134,44 +135,104 @@ class PlaneBase:
             raise NotFoundError(f"workload {key} not found")
         return record
 
-    def check_queues_in_use(self, remaining: set[str]) -> None:
-        if not remaining:
-            remaining = {"default"}
+    def find(
+        self, principal: Principal, namespace: str, name: str, kind: str | None = None
+    ) -> WorkloadRecord:
+        """The workload ``name`` of ``namespace`` the caller may see, of ``kind`` when given
+        (any case: ``job`` is ``Job``). Names are unique per kind and namespace: a name that
+        several kinds use needs a kind (ConflictError listing them); none, NotFoundError."""
+        found = [
+            record
+            for record in self.records.values()
+            if record.timed.workload.namespace == namespace
+            and record.timed.workload.name == name
+            and (kind is None or record.kind.lower() == kind.lower())
+            and principal.may_see(record.tenant)
+        ]
+        what = f"{kind} {namespace}/{name}" if kind else f"workload {namespace}/{name}"
+        if not found:
+            raise NotFoundError(f"{what} not found")
+        if len(found) > 1:
+            kinds = sorted(record.kind for record in found)
+            raise ConflictError(
+                f"{what} is ambiguous: it names a {' and a '.join(kinds)}; give the kind "
+                f"(?kind={kinds[0]}, or on the command line {kinds[0].lower()}/{name} or "
+                f"--kind {kinds[0]})"
+            )
+        return found[0]
+
+    def check_queues_in_use(self, gone: set[str]) -> None:
+        """ConflictError if a workload not finished is in one of the queues ``gone``."""
         for record in self.records.values():
-            if record.active and record.timed.workload.queue not in remaining:
+            if record.active and record.timed.workload.queue in gone:
                 raise ConflictError(
                     f"queue {record.timed.workload.queue} is used by workload {record.key} "
                     f"({record.state.value})"
                 )
 
+    def stored_catalog(
+        self, queues: Iterable[Mapping[str, Any]], classes: Iterable[Mapping[str, Any]]
+    ) -> LiveCatalog:
+        """The catalog of the Queue and PriorityClass objects this plane holds (bad ones set
+        aside), named in errors as this plane names them."""
+        return LiveCatalog(queues, classes, source=self.catalog_source, where=self.catalog_where)
+
+    #: How this plane's objects are named in errors (``kubernetes`` with each object's
+    #: resourceVersion; an embedded plane: its database file, "stored").
+    catalog_source = "kubernetes"
+    catalog_where: str | None = None
+
     def changed_catalog(
         self,
-        queues: Mapping[str, dict[str, Any]],
-        classes: Mapping[str, dict[str, Any]],
+        queues: Mapping[str, Mapping[str, Any]],
+        classes: Mapping[str, Mapping[str, Any]],
         kind: str,
         name: str,
         document: dict[str, Any] | None,
     ) -> LiveCatalog:
         """The Queues and PriorityClasses with ``document`` put as ``kind`` ``name`` (None: that
-        one deleted), checked: InputError for a put that breaks the queue tree, ConflictError
-        for a delete that others need or a queue still in use, NotFoundError for a delete of
-        nothing. Nothing is changed here."""
-        mine = dict(queues if kind == QUEUE else classes)
+        one deleted), checked as every path checks them (:func:`~gpufleet.io.catalog.
+        check_change`): InputError for a put that is bad or that sets aside an object that
+        was good (a queue tree it breaks), ConflictError for a delete that others need or a
+        queue still in use, NotFoundError for a delete of nothing. Objects that were bad
+        already stay set aside and do not count against the change. Nothing is changed here."""
+        current = {QUEUE: dict(queues), PRIORITY_CLASS: dict(classes)}
+        after = {k: dict(v) for k, v in current.items()}
+        put: Manifest | None = None
         if document is not None:
-            mine[name] = document
-        elif mine.pop(name, None) is None:
+            put = Manifest({**document, "kind": kind}, 1, 1)
+            after[kind][name] = put
+        elif after[kind].pop(name, None) is None:
             raise NotFoundError(f"{kind} {name} not found")
-        new_queues = mine if kind == QUEUE else dict(queues)
-        new_classes = dict(classes) if kind == QUEUE else mine
-        catalog = LiveCatalog(list(new_queues.values()), list(new_classes.values()))
-        if catalog.rejected:
-            first = catalog.rejected[0]
-            if document is None:
-                raise ConflictError(f"{kind} {name} is needed: {first.message}")
-            raise InputError(f"{first.kind} {first.key}", first.message.split(": ", 1)[-1])
+        change = check_change(
+            self._catalog_objects(current), self._catalog_objects(after, put), {(kind, name)}
+        )
+        if change.problems:
+            first = change.problems[0]
+            if document is not None:
+                raise first.error
+            raise ConflictError(
+                f"cannot delete {kind} {name}: it would set aside {first.kind} {first.key} "
+                f"({first.error.field}: {first.error.reason}); change or delete that first"
+            )
         if kind == QUEUE:
-            self.check_queues_in_use(set(catalog.queues) if new_queues else set())
-        return catalog
+            self.check_queues_in_use(set(change.before.queues) - set(change.after.queues))
+        return self.stored_catalog(after[QUEUE].values(), after[PRIORITY_CLASS].values())
+
+    def _catalog_objects(
+        self, objects: Mapping[str, Mapping[str, Mapping[str, Any]]], put: Manifest | None = None
+    ) -> list[tuple[Manifest, str]]:
+        """Every object as the catalog reads it, in name order (as a LiveCatalog reads them);
+        ``put`` (a request's) named as the request."""
+        out: list[tuple[Manifest, str]] = []
+        for kind in (QUEUE, PRIORITY_CLASS):
+            for obj in sorted(objects[kind].values(), key=object_key):
+                if obj is put:
+                    out.append((put, SOURCE))
+                else:
+                    manifest = live_manifest({"kind": kind, **obj}, self.catalog_where)
+                    out.append((manifest, self.catalog_source))
+        return out
 
     def create_token(
         self, principal: Principal | None, tenant: str, role: str, queues: Sequence[str] = ()
@@ -224,10 +285,12 @@ class PlaneBase:
         return checked
 
     def home_queue(self, principal: Principal, queues: Mapping[str, Queue]) -> str | None:
-        """Where the caller's workloads go when they name no queue: the queue named like its
-        tenant, else the first it may use (admins: none, they name one)."""
+        """Where the caller's workloads go when they name no queue and their namespace is no
+        queue's default: the queue named like its tenant, else the first it may use; an
+        admin's go to the implicit ``default`` queue, as the scheduler puts any pod that names
+        no queue (it has no quota of its own: it runs on what the queues leave idle)."""
         if principal.is_admin:
-            return None
+            return DEFAULT_QUEUE
         allowed = principal.allowed_queues(queues)
         if principal.tenant in allowed:
             return principal.tenant

@@ -49,7 +49,7 @@ from gpufleet.control.factory import build_core
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node, Placement
-from gpufleet.model.tenancy import PriorityClass
+from gpufleet.model.tenancy import PriorityClass, split_workload_key, workload_key
 from gpufleet.model.times import wall_clock_time
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
@@ -86,7 +86,7 @@ from gpufleet.service.records import (
     WorkloadRecord,
 )
 from gpufleet.service.store import Store, StoredEvent
-from gpufleet.service.submissions import catalog_builder, parse_body
+from gpufleet.service.submissions import parse_body
 from gpufleet.service.tenants import Principal
 
 log = logging.getLogger(__name__)
@@ -253,12 +253,17 @@ class KubeControlPlane(PlaneBase):
         labels = metadata.get("labels") or {}
         if not ours and TENANT_LABEL not in labels:
             return None
-        namespace = metadata.get("namespace") or "default"
+        namespace = str(metadata.get("namespace") or "default")
+        annotations = metadata.get("annotations") or {}
+        kind = str(annotations.get(KIND_ANNOTATION) or "Pod")
+        named = annotations.get(WORKLOAD_ANNOTATION)
+        if named:  # ours: namespace/Kind/name (namespace/name from an older gpufleet)
+            found_namespace, found_kind, name = split_workload_key(str(named))
+            return workload_key(found_namespace, name, found_kind or kind)
         group = pod_group(obj)
         if group:
-            return f"{namespace}/{group}"
-        named = (metadata.get("annotations") or {}).get(WORKLOAD_ANNOTATION)
-        return str(named) if named else f"{namespace}/{metadata.get('name')}"
+            return workload_key(namespace, group, "PodGroup")
+        return workload_key(namespace, str(metadata.get("name")), kind)
 
     def _record(
         self,
@@ -276,16 +281,16 @@ class KubeControlPlane(PlaneBase):
         except (InputError, ValueError) as error:
             log.warning("workload %s cannot be read: %s", key, error)
             return None
-        namespace, name = key.split("/", 1)
-        if workload.key != key:
-            workload = dataclasses.replace(workload, name=name, namespace=namespace)
-        kind = str((head.get("annotations") or {}).get(KIND_ANNOTATION) or "Pod")
+        core_key = workload.key  # the scheduler's: its pod group's, or its lone pod's
+        namespace, kind, name = split_workload_key(key)
+        workload = dataclasses.replace(workload, name=name, namespace=namespace, kind=kind)
         tenant = str((head.get("labels") or {}).get(TENANT_LABEL) or CLUSTER_TENANT)
         submitted = min(_created(o) for o in pods)
         record = WorkloadRecord.new(
             old.seq if old else 0, tenant, kind,
             TimedWorkload(workload, submitted, workload.expected_runtime), submitted,
         )  # fmt: skip
+        record.core_key = core_key
         if old is not None:
             record.events = old.events
             record.started = old.started
@@ -339,10 +344,7 @@ class KubeControlPlane(PlaneBase):
         manifests = parse_body(body, content_type, skipped)
         with self.lock:
             backend = self.scheduler.backend
-            builder = catalog_builder(
-                list(backend.objects[QUEUES].values()),
-                list(backend.objects[PRIORITY_CLASSES].values()),
-            )
+            builder = backend.catalog.request_builder()
             accepted = self.accept(principal, manifests, builder, self.core.quotas.queues)
             checked = [(item.kind, item.timed.workload) for item in accepted]
             jobs = {item.timed.workload.key: item.timed.jobs for item in accepted}
@@ -392,7 +394,7 @@ class KubeControlPlane(PlaneBase):
             record = self.visible(principal, key)
             finished = not record.active  # deleting it frees its name; it leaves the list
             pods = [p.pod for p in record.pods.values()]
-        namespace, name = key.split("/", 1)
+        namespace, _, name = split_workload_key(key)
         if record.kind in CONTROLLED_KINDS:
             if not self.writer.delete(record.kind, namespace, name) and record.kind == "MPIJob":
                 self.writer.delete(record.kind, namespace, name, "kubeflow.org/v1")
@@ -403,8 +405,9 @@ class KubeControlPlane(PlaneBase):
         else:
             for pod in pods:
                 self.writer.delete("Pod", pod.namespace, pod.name)
-        if pods and pod_group_of(pods[0].labels):
-            self.writer.delete("PodGroup", namespace, name)
+        group = pod_group_of(pods[0].labels) if pods else None
+        if group:
+            self.writer.delete("PodGroup", namespace, group)
         now = self.now()
         if finished:
             self.refresh()

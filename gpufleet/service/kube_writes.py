@@ -4,23 +4,26 @@ Owns turning accepted manifests into the objects to create: every pod template (
 Job's, Deployment's, StatefulSet's or ReplicaSet's template; each replica set's of a PyTorchJob
 or MPIJob; the head's, each worker group's and a given submitter template's of a RayCluster or
 RayJob) gets this scheduler's name, the tenant label, the queue label and our kind and workload
-annotations; a gang (a Job with parallelism above one, an operator's job) also gets the
-pod-group label and a gpufleet PodGroup with its minMember, written first; a Job's templates
-carry its completions. It writes nothing itself (the plane does, through
+annotations (the workload annotation is its key, ``namespace/Kind/name``); a gang (a Job with
+parallelism above one, an operator's job) also gets the pod-group label and a gpufleet PodGroup
+with its minMember, written first, named ``<kind>-<name>`` (:func:`gang_name`); a Job's
+templates carry its completions. It writes nothing itself (the plane does, through
 :class:`~gpufleet.backends.kube.writer.ObjectWriter`) and decides nothing about admission (the
 plane checks first).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.model.jobs import JobSpec
-from gpufleet.model.tenancy import POD_GROUP_LABEL, QUEUE_LABEL, Workload
+from gpufleet.model.tenancy import POD_GROUP_LABEL, QUEUE_LABEL, Workload, workload_key
 from gpufleet.service.tenants import Principal
 
 Obj = dict[str, Any]
+LABEL_VALUE_MAX = 63
 
 TENANT_LABEL = "gpufleet.dev/tenant"
 WORKLOAD_ANNOTATION = "gpufleet.dev/workload"
@@ -35,6 +38,18 @@ OWNER_ANNOTATION = "gpufleet.dev/owner"
 
 def pod_group_of(labels: Mapping[str, str]) -> str | None:
     return labels.get(POD_GROUP_LABEL)
+
+
+def gang_name(kind: str, name: str) -> str:
+    """The PodGroup (and pod-group label) of a gang we write: ``<kind>-<name>`` in lower case,
+    as Kueue names its Workloads, so that a Job and a PyTorchJob named alike (two objects, as
+    names are unique per kind) are two gangs. A label value holds 63 characters: a longer one
+    keeps its start and ends with a hash of the whole."""
+    full = f"{kind.lower()}-{name}"
+    if len(full) <= LABEL_VALUE_MAX:
+        return full
+    digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+    return f"{full[: LABEL_VALUE_MAX - 9].rstrip('-.')}-{digest}"
 
 
 def objects_to_write(
@@ -54,7 +69,7 @@ def objects_to_write(
         namespace = metadata.get("namespace") or principal.default_namespace()
         metadata["namespace"] = namespace
         name = str(metadata["name"])
-        key = f"{namespace}/{name}"
+        key = workload_key(namespace, name, kind)
         found = workloads.get(key)
         if kind == "PodGroup":
             obj.setdefault("apiVersion", "gpufleet.dev/v1alpha1")
@@ -69,7 +84,7 @@ def objects_to_write(
             if found is not None:
                 labels.setdefault(QUEUE_LABEL, found[1].queue)
             if gang and not labels.get(POD_GROUP_LABEL):
-                labels[POD_GROUP_LABEL] = name
+                labels[POD_GROUP_LABEL] = gang_name(kind, name)
             annotations = meta.setdefault("annotations", {})
             annotations[KIND_ANNOTATION] = kind
             if kind in CONTROLLED_KINDS:
@@ -82,7 +97,7 @@ def objects_to_write(
         if gang and found is not None:
             groups.append({
                 "apiVersion": "gpufleet.dev/v1alpha1", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": namespace,
+                "metadata": {"name": gang_name(kind, name), "namespace": namespace,
                              "labels": {TENANT_LABEL: principal.tenant}},
                 "spec": {"minMember": found[1].gang_size},
             })  # fmt: skip

@@ -57,7 +57,7 @@ from gpufleet.service.records import (
     WorkloadRecord,
 )
 from gpufleet.service.store import Store, StoredEvent
-from gpufleet.service.submissions import catalog_builder, parse_body
+from gpufleet.service.submissions import parse_body
 from gpufleet.service.tenants import (
     Principal,
 )
@@ -93,9 +93,18 @@ class ControlPlane(PlaneBase):
         self._owner: dict[str, str] = {}  # pod key -> workload key
         start = float(store.meta("clock") or 0.0)
         self.world = LiveSimCluster(self.nodes, target_of(()), self.options.speed, start, wall=wall)
-        self.catalog = LiveCatalog(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
-        self._catalog_builder = catalog_builder(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
+        self.catalog_source = store.path
+        self.catalog_where = "stored"
+        self.catalog = self.stored_catalog(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
+        self._catalog_builder = self.catalog.request_builder()
+        #: Workloads whose queue is set aside (a bad stored Queue): they wait, outside the
+        #: world, until the queue is fixed. Key -> their queue.
+        self.held: dict[str, str] = {}
         self.core = self._new_core()
+        for rejected in self.catalog.rejected:
+            log.error(
+                "stored %s %s is set aside: %s", rejected.kind, rejected.key, rejected.message
+            )
         self._restore()
         self._next_seq = store.next_seq()
 
@@ -186,6 +195,9 @@ class ControlPlane(PlaneBase):
             for event in self.store.events(stored.key, limit=50):
                 record.events.append(event_view(event))
             self._index(record)
+            if record.active and record.timed.workload.queue not in self.core.quotas.queues:
+                self._hold(record)
+                continue
             if not record.active:
                 for pod_record in record.pods.values():
                     pod_record.state = next(
@@ -223,6 +235,39 @@ class ControlPlane(PlaneBase):
                 self.world.submit(_remaining_part(record.timed, pending))
             self._progress(record)
         sync(self.core, self.world.list_state())
+
+    def _hold(self, record: WorkloadRecord) -> None:
+        """Keep a workload whose queue is set aside out of the world (its pods wait, stored as
+        waiting) until the queue is fixed; say why in its events."""
+        queue = record.timed.workload.queue
+        why = next(
+            (r.error.reason for r in self.catalog.rejected if r.kind == QUEUE and r.key == queue),
+            "it is not defined",
+        )
+        now = self.world.clock.now()
+        event = StoredEvent(
+            now, record.key, "Warning", "QueueInvalid",
+            f"queue {queue} is set aside ({why}); the workload waits until it is fixed",
+        )  # fmt: skip
+        with self.store.transaction():
+            for pod_record in record.pods.values():
+                pod_record.state, pod_record.placement = POD_PENDING, None
+                self.store.set_pod(pod_record.pod.key, POD_PENDING, remaining=record.timed.duration)
+            record.state = WorkloadState.PENDING
+            self.store.set_workload_state(record.key, record.state.value)
+            self.store.add_events([event])
+        record.events.append(event_view(event))
+        self.held[record.key] = queue
+        log.error("workload %s waits: %s", record.key, event.message)
+
+    def _release_held(self) -> None:
+        """Give the world the held workloads whose queue is good again."""
+        for key, queue in list(self.held.items()):
+            if queue in self.core.quotas.queues:
+                del self.held[key]
+                record = self.records[key]
+                self.world.adopt_jobs(record.timed, self.store.job_states().get(key, {}))
+                self.world.submit(record.timed)
 
     def _index(self, record: WorkloadRecord) -> None:
         self.records[record.key] = record
@@ -339,6 +384,7 @@ class ControlPlane(PlaneBase):
                 self.store.add_events([event])
             record.events.append(event_view(event))
             self.world.cancel(record.pods)
+            self.held.pop(key, None)
         self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
         return record
 
@@ -378,10 +424,9 @@ class ControlPlane(PlaneBase):
     def _use_catalog(self, catalog: LiveCatalog) -> None:
         """Schedule under ``catalog`` from now on (the store holds its objects already)."""
         self.catalog = catalog
-        self._catalog_builder = catalog_builder(
-            self.store.objects(QUEUE), self.store.objects(PRIORITY_CLASS)
-        )
+        self._catalog_builder = catalog.request_builder()
         self._rebuild_core()
+        self._release_held()
 
     # ----------------------------------------------------------------------------- recording
     def _progress(self, record: WorkloadRecord) -> None:

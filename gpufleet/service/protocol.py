@@ -66,6 +66,10 @@ class Plane(Protocol):
 
     def visible(self, principal: Principal, key: str) -> WorkloadRecord: ...
 
+    def find(
+        self, principal: Principal, namespace: str, name: str, kind: str | None = None
+    ) -> WorkloadRecord: ...
+
     def authenticate(self, token: str) -> Principal | None: ...
 
     def create_token(

@@ -92,6 +92,9 @@ class WorkloadRecord:
     told: str | None = None
     #: Its jobs' progress, by job name (none for pods that simply end).
     jobs: dict[str, JobProgress] = field(default_factory=dict)
+    #: The key the scheduler's core knows it by, where that differs from ``key`` (on
+    #: Kubernetes: its pod group's, or its lone pod's).
+    core_key: str | None = None
 
     @classmethod
     def new(

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from gpufleet.io.errors import InputError, shorten
 from gpufleet.io.kinds import Skipped, triage
@@ -145,19 +144,6 @@ def _defaulted(
     return Manifest({**manifest, "metadata": metadata}, 0, 0, where=manifest.location)
 
 
-def catalog_builder(
-    queues: Sequence[Mapping[str, Any]], priority_classes: Sequence[Mapping[str, Any]]
-) -> _Builder:
-    """A builder that knows the control plane's queues and priority classes: read once per
-    change of them, and forked for each request (:func:`read_workloads`)."""
-    builder = _Builder()
-    for obj in queues:
-        builder.add(Manifest({"kind": "Queue", **obj}, 0, 0, where="stored"), "queues")
-    for obj in priority_classes:
-        builder.add(Manifest({"kind": "PriorityClass", **obj}, 0, 0, where="stored"), "classes")
-    return builder
-
-
 def _fork(base: _Builder) -> _Builder:
     builder = _Builder()
     builder.queues = dict(base.queues)
@@ -177,30 +163,31 @@ def read_workloads(
     home_queue: str | None = None,
 ) -> list[Submitted]:
     """The workloads of ``manifests``, read against the control plane's queues and priority
-    classes (``catalog``, from :func:`catalog_builder`; it is not changed). A workload's pods
+    classes (``catalog``, from :meth:`~gpufleet.io.live_objects.LiveCatalog.request_builder`;
+    it is not changed). A workload's pods
     run for its ``gpufleet.dev/sim-duration``, else its expected run time; one that declares
     neither runs for ``default_runtime`` simulated seconds, except Deployment replicas and
     RayClusters (services), which run until deleted. An
     object that names no queue, in a namespace no queue is the default for, goes to
-    ``home_queue`` (the caller's own) when given."""
+    ``home_queue`` (the caller's own) when given. Each workload is keyed with its kind
+    (``namespace/Kind/name``: names are unique per kind and namespace, as in Kubernetes)."""
     builder = _fork(catalog)
     known_queues = set(builder.queues)
     for manifest in manifests:
         triage(manifest, SOURCE, manifest.location, WORKLOAD_KINDS, _EXPECTED, None, _NOT_SUBMITTED)
         builder.add(_defaulted(manifest, builder, default_namespace, home_queue), SOURCE)
     scenario = builder.scenario()
-    kinds = {}
-    for part in builder.parts:
-        kind, namespace, name = part.gang
-        kinds[f"{namespace}/{name}"] = kind
     out: list[Submitted] = []
     for timed in scenario.workloads:
-        workload = timed.workload
-        kind = kinds.get(workload.key, "Pod")
+        kind = scenario.kinds.get(timed.workload.key, "Pod")
+        # The control plane keys every workload with its kind (names are unique per kind and
+        # namespace): a Job and a PyTorchJob of one name are two workloads.
+        workload = dataclasses.replace(timed.workload, kind=kind)
         if workload.queue not in known_queues and known_queues:
             raise InputError(SOURCE, f"queue {workload.queue!r} is not defined")
         duration = timed.duration  # sim-duration, else expected-runtime
         if duration is None and kind not in RUN_UNTIL_DELETED:
             duration = default_runtime
-        out.append(Submitted(kind, dataclasses.replace(timed, created=0.0, duration=duration)))
+        timed = dataclasses.replace(timed, workload=workload, created=0.0, duration=duration)
+        out.append(Submitted(kind, timed))
     return out

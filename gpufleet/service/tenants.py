@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.io.errors import InputError
+from gpufleet.io.fields import check_fields
 from gpufleet.io.manifests import Context, describe
 from gpufleet.io.names import NameRule, rule_of
 from gpufleet.model import Pod
@@ -192,12 +193,7 @@ def rules_from_object(obj: Mapping[str, Any], source: str) -> AdmissionRules:
     if obj.get("kind") != "AdmissionPolicy":
         raise context.error("kind", f"expected AdmissionPolicy, got {obj.get('kind')!r}")
     spec = context.mapping(obj.get("spec"), "spec", required=True)
-    known = {"requireGpuToleration", "maxGpusPerWorkload", "tenants"}
-    for key in spec:
-        if key not in known:
-            raise context.error(
-                f"spec.{key}", f"unknown field (expected {', '.join(sorted(known))})"
-            )
+    check_fields(context, spec, "spec", ("maxGpusPerWorkload", "requireGpuToleration", "tenants"))
     require = spec.get("requireGpuToleration", False)
     if not isinstance(require, bool):
         raise context.error("spec.requireGpuToleration", f"expected true or false, got {require!r}")
@@ -217,11 +213,7 @@ def rules_from_object(obj: Mapping[str, Any], source: str) -> AdmissionRules:
         path = f"spec.tenants.{name}"
         context.label_value(name, path)  # a tenant's name is its pods' gpufleet.dev/tenant label
         fields = context.mapping(body, path)
-        for key in fields:
-            if key not in ("queues", "namespaces", "gpuModels"):
-                raise context.error(
-                    f"{path}.{key}", "unknown field (expected queues, namespaces, gpuModels)"
-                )
+        check_fields(context, fields, path, ("queues", "namespaces", "gpuModels"))
         tenants[str(name)] = TenantRules(
             _names(context, fields.get("queues"), f"{path}.queues", rule_of("Queue")),
             _names(context, fields.get("namespaces"), f"{path}.namespaces", NameRule.LABEL),

@@ -29,7 +29,7 @@ from gpufleet.api.schemas import (
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.sharing import describe_request
-from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, QueuePreemption
+from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, QueuePreemption, split_workload_key
 from gpufleet.scheduling.core import PendingExplanation
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
@@ -66,7 +66,9 @@ def workload_summary(
     record: WorkloadRecord, explained: Mapping[str, PendingExplanation]
 ) -> WorkloadSummary:
     workload = record.timed.workload
-    why = explained.get(record.key) if record.state is WorkloadState.PENDING else None
+    why = explained.get(record.core_key or record.key)
+    if record.state is not WorkloadState.PENDING:
+        why = None
     return WorkloadSummary(
         name=workload.name,
         namespace=workload.namespace,
@@ -165,7 +167,7 @@ def explanation(plane: Plane, principal: Principal, key: str) -> Explanation:
     with plane.lock:
         record = plane.visible(principal, key)
         queue = record.timed.workload.queue
-        why = explained.get(key)
+        why = explained.get(record.core_key or key)
         if record.state is WorkloadState.PENDING and why is not None:
             return Explanation(
                 workload=key,
@@ -354,8 +356,12 @@ def history(plane: Plane, since: float | None = None) -> History:
 
 def events(plane: Plane, principal: Principal, workload: str | None) -> list[EventView]:
     with plane.lock:
-        if workload is not None:
-            return list(plane.visible(principal, workload).events)
+        if workload is not None:  # its key, or namespace/name where one kind uses the name
+            namespace, kind, name = split_workload_key(workload)
+            record = plane.records.get(workload)
+            if record is None or not principal.may_see(record.tenant):
+                record = plane.find(principal, namespace, name, kind or None)
+            return list(record.events)
         found = plane.recent_events(500)
         return [
             EventView(

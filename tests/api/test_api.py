@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 from gpufleet.model.times import simulated_time
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.tenants import AdmissionRules, TenantRules
+from gpufleet.testing import job_objects as jo
 from gpufleet.testing.builders import make_node
 from gpufleet.testing.service import (
     ServiceHarness,
@@ -155,7 +156,7 @@ def test_tenant_sees_only_its_own_workloads(harness: ServiceHarness) -> None:
     submit(harness.client("team-b"), pod_doc("theirs"))
     harness.advance(1)
     team_a = harness.client("team-a")
-    assert [w["key"] for w in team_a.get("/api/v1/workloads").json()] == ["team-a/mine"]
+    assert [w["key"] for w in team_a.get("/api/v1/workloads").json()] == ["team-a/Pod/mine"]
     for path in (
         "/api/v1/workloads/team-b/theirs",
         "/api/v1/workloads/team-b/theirs/explain",
@@ -164,10 +165,10 @@ def test_tenant_sees_only_its_own_workloads(harness: ServiceHarness) -> None:
         assert team_a.get(path).status_code == 404
     assert team_a.delete("/api/v1/workloads/team-b/theirs").status_code == 404
     admin = harness.client("admin").get("/api/v1/workloads").json()
-    assert sorted(w["key"] for w in admin) == ["team-a/mine", "team-b/theirs"]
+    assert sorted(w["key"] for w in admin) == ["team-a/Pod/mine", "team-b/Pod/theirs"]
     devices = [d for n in team_a.get("/api/v1/nodes").json() for d in n["devices"]]
     holders = {p for d in devices for p in d["pods"]}
-    assert holders == {"team-a/mine", "(other tenant)"}
+    assert holders == {"team-a/Pod/mine", "(other tenant)"}
 
 
 # ---------------------------------------------------------------------------------- input
@@ -254,7 +255,7 @@ def test_json_list_and_dry_run(harness: ServiceHarness) -> None:
         headers={"Content-Type": "application/json"},
     )
     assert response.status_code == 201
-    assert [w["key"] for w in response.json()["accepted"]] == ["team-a/a", "team-a/b"]
+    assert [w["key"] for w in response.json()["accepted"]] == ["team-a/Pod/a", "team-a/Pod/b"]
     assert client.get("/api/v1/workloads").json() == []
 
 
@@ -295,6 +296,8 @@ def test_workload_lifecycle_describe_explain_cancel(harness: ServiceHarness) -> 
     assert detail["pods_running"] == 2
     assert all(len(p["gpu_indices"]) == 2 and p["node"] for p in detail["pod_views"])
     assert [e["reason"] for e in detail["events"]] == ["Submitted", "Scheduled", "Scheduled"]
+    held = {p for n in client.get("/api/v1/nodes").json() for d in n["devices"] for p in d["pods"]}
+    assert held == {"team-a/Job/train"}
     running = client.get("/api/v1/workloads/team-a/train/explain").json()
     assert running["state"] == "Running"
     assert running["message"] == f"running since {simulated_time(detail['started'])}"
@@ -307,8 +310,8 @@ def test_workload_lifecycle_describe_explain_cancel(harness: ServiceHarness) -> 
     assert why["waiting_for"] in ("quota", "capacity")
     assert why["message"]
     listed = {w["key"]: w for w in client.get("/api/v1/workloads?state=pending").json()}
-    assert list(listed) == ["team-a/wait"]
-    assert listed["team-a/wait"]["message"] == why["message"]
+    assert list(listed) == ["team-a/Job/wait"]
+    assert listed["team-a/Job/wait"]["message"] == why["message"]
     cancelled = client.delete("/api/v1/workloads/team-a/train")
     assert cancelled.json()["state"] == "Cancelled"
     harness.advance(1)
@@ -317,7 +320,7 @@ def test_workload_lifecycle_describe_explain_cancel(harness: ServiceHarness) -> 
     assert client.get("/api/v1/workloads/team-a/train").status_code == 404
     harness.advance(1)
     nodes = client.get("/api/v1/nodes").json()
-    assert all("team-a/train" not in d["pods"] for n in nodes for d in n["devices"])
+    assert all("team-a/Job/train" not in d["pods"] for n in nodes for d in n["devices"])
     assert client.get("/api/v1/workloads/team-a/missing").status_code == 404
 
 
@@ -449,7 +452,7 @@ def test_queue_in_use_cannot_be_deleted(harness: ServiceHarness) -> None:
     submit(harness.client("team-a"), pod_doc("p"))
     response = harness.client("admin").delete("/api/v1/queues/team-a")
     assert response.status_code == 409
-    assert "used by workload team-a/p" in response.json()["message"]
+    assert "used by workload team-a/Pod/p" in response.json()["message"]
 
 
 def test_admin_creates_tokens(harness: ServiceHarness) -> None:
@@ -466,6 +469,53 @@ def test_unknown_route_is_json(harness: ServiceHarness) -> None:
     response = harness.client("admin").get("/api/v1/nothing")
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
+
+
+# ------------------------------------------------------------- names are unique per kind
+def test_a_job_and_a_pytorchjob_of_one_name_are_two_workloads(harness: ServiceHarness) -> None:
+    """As in Kubernetes: both are accepted; the name alone is ambiguous (409 listing the
+    kinds), the kind picks one, for describe, explain, events and delete alike."""
+    client = harness.client("team-a")
+    submit(client, job_doc("sweep", 1, 1))
+    [second] = submit(client, jo.pytorch_job("sweep", 1))
+    assert (second["key"], second["kind"]) == ("team-a/PyTorchJob/sweep", "PyTorchJob")
+    harness.advance(1)
+    keys = [w["key"] for w in client.get("/api/v1/workloads").json()]
+    assert keys == ["team-a/Job/sweep", "team-a/PyTorchJob/sweep"]
+    for method, path in (
+        ("GET", "/api/v1/workloads/team-a/sweep"),
+        ("GET", "/api/v1/workloads/team-a/sweep/explain"),
+        ("GET", "/api/v1/events?workload=team-a/sweep"),
+        ("DELETE", "/api/v1/workloads/team-a/sweep"),
+    ):
+        response = client.request(method, path)
+        assert response.status_code == 409, (path, response.text)
+        assert response.json()["message"] == (
+            "workload team-a/sweep is ambiguous: it names a Job and a PyTorchJob; give the "
+            "kind (?kind=Job, or on the command line job/sweep or --kind Job)"
+        )
+    job = client.get("/api/v1/workloads/team-a/sweep", params={"kind": "job"}).json()
+    assert (job["kind"], len(job["pod_views"])) == ("Job", 1)
+    events = client.get("/api/v1/events", params={"workload": "team-a/PyTorchJob/sweep"})
+    assert events.json()[0]["reason"] == "Submitted"
+    deleted = client.delete("/api/v1/workloads/team-a/sweep", params={"kind": "PyTorchJob"})
+    assert deleted.json()["state"] == "Cancelled"
+    assert client.get("/api/v1/workloads/team-a/sweep?kind=Job").json()["state"] == "Running"
+    assert client.get("/api/v1/workloads/team-a/sweep?kind=RayJob").status_code == 404
+
+
+def test_an_admin_workload_naming_no_queue_goes_to_the_namespace_default(
+    harness: ServiceHarness,
+) -> None:
+    """As a tenant's go to its own queue: an admin's go to the namespace's default queue, or
+    to the implicit default queue (no quota of its own: what the queues leave idle)."""
+    admin = harness.client("admin")
+    [in_team_a] = submit(admin, pod_doc("seeded", namespace="team-a"))
+    [elsewhere] = submit(admin, pod_doc("anywhere", namespace="dev"))
+    [unnamed] = submit(admin, pod_doc("plain"))
+    assert [w["queue"] for w in (in_team_a, elsewhere, unnamed)] == ["team-a", "default", "default"]
+    harness.advance(1)
+    assert admin.get("/api/v1/workloads/dev/anywhere").json()["state"] == "Running"
 
 
 def test_a_gpu_model_no_node_has_is_named_in_the_explanation(tmp_path: Path) -> None:

@@ -514,13 +514,13 @@ def test_dashboard_in_a_browser(
 
     # a workload's detail row: its pods and where they run
     filter_workloads(page, "Running")
-    running = "llm/finetune"
+    running = "llm/Job/finetune"
     assert {w["key"]: w["state"] for w in busy}[running] == "Running"
     page.click(f"tr[data-workload='{running}'] button[data-toggle]")
     detail = page.wait_for_selector(f"tr[data-detail-for='{running}'] tr[data-pod]")
     assert detail is not None
     text = page.inner_text(f"tr[data-detail-for='{running}']")
-    for placed in server.get(f"/workloads/{running}")["pod_views"]:
+    for placed in server.get("/workloads/llm/finetune?kind=Job")["pod_views"]:
         assert placed["name"] in text
         assert placed["node"] in text
 
@@ -529,7 +529,7 @@ def test_dashboard_in_a_browser(
     page.evaluate("() => { window.__sameDocument = true; }")
     replica = {"nvidia.com/gpu.shared": 1}  # a time-sliced T4 replica
     server.submit(pod("live-probe", "research", "research", limits=replica, models="T4", milli=250))
-    page.wait_for_selector("tr[data-workload='research/live-probe']", timeout=15_000)
+    page.wait_for_selector("tr[data-workload='research/Pod/live-probe']", timeout=15_000)
     assert page.evaluate("() => window.__sameDocument === true"), "the page reloaded"
     assert page.get_attribute("#live-indicator", "data-state") == "live"
     eventually(lambda: check_summary_and_map(page, server))

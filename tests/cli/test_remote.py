@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import typer
 import yaml
 from fastapi.testclient import TestClient
 from rich.console import Console, RenderableType
@@ -50,6 +51,7 @@ from gpufleet.cli.remote_render import (
     top_nodes,
     workloads_table,
 )
+from gpufleet.testing import job_objects as jo
 from gpufleet.testing.service import ServiceHarness, as_yaml, job_doc, make_harness, pod_doc
 from tests.cli.test_client import (
     FakeServer,
@@ -232,16 +234,39 @@ def test_json_and_yaml_are_the_schema_dumps(output: Output) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "namespace", "expected"),
+    ("text", "namespace", "kind", "expected"),
     [
-        pytest.param("train", None, (None, "train"), id="bare"),
-        pytest.param("train", "ns", ("ns", "train"), id="with-n"),
-        pytest.param("ns/train", None, ("ns", "train"), id="slashed"),
-        pytest.param("ns/train", "ns", ("ns", "train"), id="slashed-and-same-n"),
+        pytest.param("train", None, None, (None, "train", None), id="bare"),
+        pytest.param("train", "ns", None, ("ns", "train", None), id="with-n"),
+        pytest.param("ns/train", None, None, ("ns", "train", None), id="slashed"),
+        pytest.param("ns/train", "ns", None, ("ns", "train", None), id="slashed-and-same-n"),
+        pytest.param("job/train", None, None, (None, "train", "Job"), id="kind-first"),
+        pytest.param("PyTorchJob/train", "ns", None, ("ns", "train", "PyTorchJob"), id="kind-case"),
+        pytest.param("ns/job/train", None, None, ("ns", "train", "Job"), id="namespace-kind-name"),
+        pytest.param("ns/train", None, "rayjob", ("ns", "train", "RayJob"), id="kind-option"),
+        pytest.param("job/train", None, "Job", (None, "train", "Job"), id="kind-both-agree"),
     ],
 )
-def test_workload_names(text: str, namespace: str | None, expected: tuple[str, str]) -> None:
-    assert split_workload_name(text, namespace) == expected
+def test_workload_names(
+    text: str, namespace: str | None, kind: str | None, expected: tuple[str, str, str | None]
+) -> None:
+    assert split_workload_name(text, namespace, kind) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "message"),
+    [
+        pytest.param("a/b/c/d", None, "expected NAME, NAMESPACE/NAME, KIND/NAME", id="four-parts"),
+        pytest.param("ns/cronjob/x", None, "unknown workload kind 'cronjob'", id="unknown-kind"),
+        pytest.param("job/x", "PyTorchJob", "names kind Job, but --kind says", id="kinds-differ"),
+    ],
+)
+def test_bad_workload_names(
+    text: str, kind: str | None, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(typer.Exit):
+        split_workload_name(text, None, kind)
+    assert message in capsys.readouterr().err
 
 
 # -- configuration --------------------------------------------------------------------------
@@ -383,7 +408,7 @@ COMMAND_CASES = [
     ("describe", ["describe", "workload", "train-1"], ["Namespace: team-a", "train-1-0 Running"]),
     ("describe-node", ["describe", "node", "node-a"], ["GPU model: A100"]),
     ("explain", ["explain", "train-1", "-n", "team-a"], ["Position: 2", "Waiting for: quota"]),
-    ("delete", ["delete", "workload", "team-a/train-1"], ["workload/team-a/train-1 cancelled"]),
+    ("delete", ["delete", "wl", "team-a/train-1"], ["workload/team-a/train-1 (Job) cancelled"]),
     ("top", ["top", "nodes"], ["2 nodes, 3/8 GPUs allocated (38%)", "gpu1 A100"]),
     ("whoami", ["whoami"], ["Tenant: team-a", "Role: tenant"]),
 ]  # fmt: skip
@@ -532,7 +557,8 @@ BAD_INPUT_CASES = [
      "workloads or nodes)"),
     ("top-workloads", ["top", "workloads"], "unknown resource type 'workloads' (expected nodes)"),
     ("all-and-name", ["get", "workloads", "x", "-A"], "-A/--all-namespaces lists everything"),
-    ("bad-name", ["explain", "a/b/c"], "'a/b/c': expected NAME or NAMESPACE/NAME"),
+    ("bad-name", ["explain", "a/b/c/d"], "'a/b/c/d': expected NAME, NAMESPACE/NAME, KIND/NAME"),
+    ("bad-kind", ["explain", "a/b/c"], "unknown workload kind 'b' (expected one of Pod, Job,"),
     ("namespace-mismatch", ["delete", "wl", "a/x", "-n", "b"],
      "'a/x' names namespace 'a', but -n says 'b'"),
     ("missing-file", ["submit", "-f", "/nonexistent.yaml"], "/nonexistent.yaml: no such file"),
@@ -666,7 +692,7 @@ def test_app_get_workloads_queues_and_nodes(served: ServiceHarness) -> None:
         "team-b late Job team-b Pending 0/2 0 2x2 1m00s team-b"
     )
     pending = as_(served, "admin", "get", "workloads", "--state", "pending", "-o", "yaml")
-    assert [w["key"] for w in yaml.safe_load(pending.out)] == ["team-b/late"]
+    assert [w["key"] for w in yaml.safe_load(pending.out)] == ["team-b/Job/late"]
     queues = as_(served, "team-a", "get", "queues")
     assert queues.rows("team-a") == ["team-a - 1 8 13 5 0.31 0 4"]
     assert queues.rows("team-b") == ["team-b - 1 8 - - 0.00 1 0"]
@@ -710,8 +736,8 @@ def test_app_delete_frees_the_gpus(served: ServiceHarness) -> None:
     result = as_(served, "team-a", "delete", "workload", "one", "team-a/fill-0")
     assert (result.code, result.err) == (0, "")
     assert result.out.splitlines() == [
-        "workload/team-a/one cancelled",
-        "workload/team-a/fill-0 cancelled",
+        "workload/team-a/one (Pod) cancelled",
+        "workload/team-a/fill-0 (Job) cancelled",
     ]
     served.advance(1)
     top = as_(served, "admin", "top", "nodes", "--no-devices")
@@ -727,7 +753,27 @@ def test_app_top_nodes_shows_every_device(served: ServiceHarness) -> None:
     assert top.out.startswith("4 nodes, 13/16 GPUs allocated (81%)")
     devices = top.rows("  gpu")
     assert len(devices) == 16
-    assert sum("team-a/train" in row for row in devices) == 4
+    assert sum("team-a/Job/train" in row for row in devices) == 4
+
+
+def test_app_names_a_workload_by_kind_where_kinds_share_its_name(served: ServiceHarness) -> None:
+    both = as_yaml(job_doc("sweep", 1, 1), jo.pytorch_job("sweep", 1))
+    assert as_(served, "team-a", "submit", "-f", "-", input=both).code == 0
+    ambiguous = as_(served, "team-a", "describe", "workload", "team-a/sweep")
+    assert ambiguous.code == 1
+    assert "workload team-a/sweep is ambiguous: it names a Job and a PyTorchJob" in ambiguous.err
+    for args in (["job/sweep"], ["team-a/job/sweep"], ["sweep", "--kind", "Job"]):
+        described = as_(served, "team-a", "describe", "workload", *args)
+        assert described.code == 0, (args, described.err)
+        assert described.rows("Kind:") == ["Kind: Job"], args
+    assert as_(served, "team-a", "explain", "pytorchjob/sweep").code == 0
+    deleted = as_(served, "team-a", "delete", "workload", "pytorchjob/sweep")
+    assert deleted.out.splitlines() == ["workload/team-a/sweep (PyTorchJob) cancelled"]
+    listed = as_(served, "team-a", "get", "workloads")
+    assert [row.split()[:2] for row in listed.rows("sweep")] == [
+        ["sweep", "Job"],
+        ["sweep", "PyTorchJob"],
+    ]
 
 
 def test_app_whoami_and_login(served: ServiceHarness, env: Path) -> None:

@@ -287,7 +287,8 @@ spec:
         pytest.param(
             (queue_doc("team-a", 1), BAD_QUEUE),
             (),
-            "Pod x/lost: metadata.labels: queue 'nope' is not defined (defined: team-a)",
+            "Pod x/lost: metadata.labels[gpufleet.dev/queue]: queue 'nope' is not defined "
+            "(defined: team-a)",
             id="missing-queue",
         ),
         pytest.param(

@@ -13,9 +13,16 @@ from typing import Any
 import jsonschema
 import pytest
 
+from gpufleet.io import fields
 from gpufleet.io.errors import InputError
 from gpufleet.io.tenancy import pod_group_from_object, queue_from_object
-from tests.deploy.crd_schema import json_schema, jsonpath_fields, resolve, structural_errors
+from tests.deploy.crd_schema import (
+    PRESERVE_UNKNOWN,
+    json_schema,
+    jsonpath_fields,
+    resolve,
+    structural_errors,
+)
 from tests.deploy.support import CRDS, DEPLOY_EXAMPLES, REPO_ROOT, Loaded, load_objects
 
 GROUP = "gpufleet.dev"
@@ -125,6 +132,41 @@ def test_crd_schema_is_structural(expected: ExpectedCrd) -> None:
     schema = _schema(expected.kind)
     assert structural_errors(schema) == []
     assert set(schema["properties"]) == {"apiVersion", "kind", "metadata", "spec", "status"}
+
+
+def _object_fields(schema: Mapping[str, Any], path: str = "") -> dict[str, set[str]]:
+    """The field names of every object node with properties, by path (spec, spec.preemption)."""
+    found: dict[str, set[str]] = {}
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping):
+        found[path] = set(properties)
+        for name, child in properties.items():
+            found |= _object_fields(child, f"{path}.{name}" if path else name)
+    return found
+
+
+#: What gpufleet's readers know of each object node (gpufleet/io/fields.py).
+READER_FIELDS = {
+    "Queue": {
+        "": set(fields.OBJECT_FIELDS),
+        "spec": set(fields.QUEUE_SPEC_FIELDS),
+        "spec.preemption": set(fields.QUEUE_PREEMPTION_FIELDS),
+        "spec.preemption.borrowWithinCohort": set(fields.BORROW_WITHIN_COHORT_FIELDS),
+        "spec.flavorFungibility": set(fields.FLAVOR_FUNGIBILITY_FIELDS),
+    },
+    "PodGroup": {"": set(fields.OBJECT_FIELDS), "spec": set(fields.POD_GROUP_SPEC_FIELDS)},
+}
+
+
+@pytest.mark.parametrize("expected", EXPECTED, ids=EXPECTED_IDS)
+def test_crd_and_reader_know_the_same_fields(expected: ExpectedCrd) -> None:
+    """The schema prunes (the API server) or refuses (kubectl's strict validation) what the
+    reader would refuse: no field is known to one and not the other, nothing is kept unknown."""
+    schema = _schema(expected.kind)
+    assert PRESERVE_UNKNOWN not in repr(schema)
+    found = _object_fields(schema)
+    mine = {path: names for path, names in found.items() if path.split(".")[0] != "status"}
+    assert mine == READER_FIELDS[expected.kind]
 
 
 @pytest.mark.parametrize("expected", EXPECTED, ids=EXPECTED_IDS)
@@ -398,9 +440,25 @@ AGREEMENTS = [
         QUEUE,
         {"quotas": {"nvidia.com/gpu": 4}},
         False,
-        True,
-        "the API server refuses unknown fields; the reader ignores them",
+        False,
+        "both refuse an unknown field (the reader with a did-you-mean)",
     ),
+    Agreement(
+        "queue-kueue-field",
+        QUEUE,
+        {"nominalQuota": {"nvidia.com/gpu": 4}},
+        False,
+        False,
+        "Kueue's nominalQuota is spec.quota here",
+    ),
+    Agreement(
+        "queue-misspelt-preemption-field",
+        QUEUE,
+        {"preemption": {"withinCohort": "Any"}},
+        False,
+        False,
+    ),
+    Agreement("group-misspelt-field", POD_GROUP, {"minMembers": 4}, False, False),
     Agreement("group-good", POD_GROUP, {}, True, True),
     Agreement(
         "group-queue-and-priority",

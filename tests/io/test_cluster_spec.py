@@ -178,6 +178,13 @@ def with_duplicate_pool() -> dict[str, Any]:
             edit(("spec", "pools", 1, "gpus"), 4),
             "ClusterSpec example, pool t4",
             "spec.pools[1].gpus",
+            "unknown field; did you mean 'gpu'?",
+            id="unknown-field-close-to-a-known-one",
+        ),
+        pytest.param(
+            edit(("spec", "pools", 1, "zone"), "a"),
+            "ClusterSpec example, pool t4",
+            "spec.pools[1].zone",
             "unknown field (expected one of: name, namePrefix, count, cpu, memory, gpu, mig,",
             id="unknown-field",
         ),

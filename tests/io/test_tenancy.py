@@ -430,6 +430,104 @@ BAD = {
     ),
 }
 
+GPUFLEET_GROUP = "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n"
+#: Unknown fields of gpufleet's objects: a did-you-mean, or where gpufleet keeps Kueue's.
+UNKNOWN_FIELDS = {
+    "queue-misspelt": ("spec: {wieght: 3}", "spec.wieght", "did you mean 'weight'?"),
+    "queue-misspelt-case": ("spec: {Parent: org}", "spec.Parent", "did you mean 'parent'?"),
+    "queue-nothing-close": (
+        "spec: {colour: red}",
+        "spec.colour",
+        "unknown field (expected one of: parent, quota, borrowingLimit,",
+    ),
+    "queue-spec-field-at-top": ("quota: {cpu: 1}", "quota", "quota belongs under spec"),
+    "queue-top-misspelt": ("sepc: {}", "sepc", "did you mean 'spec'?"),
+    "kueue-nominal-quota": (
+        "spec: {nominalQuota: {nvidia.com/gpu: 3}}",
+        "spec.nominalQuota",
+        "unknown field; Kueue's nominalQuota is spec.quota here",
+    ),
+    "kueue-cohort": ("spec: {cohort: org}", "spec.cohort", "Kueue's cohort is spec.parent here"),
+    "kueue-resource-groups": (
+        "spec: {resourceGroups: []}",
+        "spec.resourceGroups",
+        "Kueue's resourceGroups are spec.quota here",
+    ),
+    "kueue-namespace-selector": (
+        "spec: {namespaceSelector: {}}",
+        "spec.namespaceSelector",
+        "Kueue's namespaceSelector is spec.namespaces here",
+    ),
+    "kueue-fair-sharing": (
+        "spec: {fairSharing: {weight: 2}}",
+        "spec.fairSharing",
+        "Kueue's fairSharing.weight is spec.weight here",
+    ),
+    "kueue-stop-policy": ("spec: {stopPolicy: Hold}", "spec.stopPolicy", "no counterpart"),
+    "kueue-preemption-at-spec": (
+        "spec: {reclaimWithinCohort: Any}",
+        "spec.reclaimWithinCohort",
+        "a preemption policy: it goes under spec.preemption",
+    ),
+    "kueue-fungibility-in-preemption": (
+        "spec: {preemption: {whenCanBorrow: TryNextFlavor}}",
+        "spec.preemption.whenCanBorrow",
+        "it goes under spec.flavorFungibility, not preemption",
+    ),
+    "preemption-misspelt": (
+        "spec: {preemption: {reclaimWithinCohorts: Any}}",
+        "spec.preemption.reclaimWithinCohorts",
+        "did you mean 'reclaimWithinCohort'?",
+    ),
+    "borrow-within-cohort-misspelt": (
+        "spec: {preemption: {borrowWithinCohort: {polcy: LowerPriority}}}",
+        "spec.preemption.borrowWithinCohort.polcy",
+        "did you mean 'policy'?",
+    ),
+    "fungibility-misspelt": (
+        "spec: {flavorFungibility: {whenCanBorow: TryNextFlavor}}",
+        "spec.flavorFungibility.whenCanBorow",
+        "did you mean 'whenCanBorrow'?",
+    ),
+    "kueue-borrowing-limit-in-quota": (
+        "spec: {quota: {borrowingLimit: {nvidia.com/gpu: 2}}}",
+        "spec.quota[borrowingLimit]",
+        "Kueue's per-resource borrowingLimit is spec.borrowingLimit here",
+    ),
+    "kueue-limits-per-resource": (
+        "spec: {quota: {nvidia.com/gpu: {nominalQuota: 8, borrowingLimit: 2}}}",
+        "spec.quota[nvidia.com/gpu]",
+        "three maps here: spec.quota, spec.borrowingLimit and spec.lendingLimit",
+    ),
+}
+for case_id, (spec, field, message) in UNKNOWN_FIELDS.items():
+    BAD[f"unknown-{case_id}"] = Bad(
+        queue_from_object, queue_yaml(spec), f"{WHERE}, Queue q", field, message
+    )
+BAD["unknown-priority-class-field"] = Bad(
+    priority_class_from_object,
+    parse(PC + "value: 1\npreemtionPolicy: Never"),
+    f"{WHERE}, PriorityClass pc",
+    "preemtionPolicy",
+    "did you mean 'preemptionPolicy'?",
+)
+BAD["unknown-pod-group-field"] = Bad(
+    pod_group_from_object,
+    parse(GPUFLEET_GROUP + "spec: {minMember: 2, minMembers: 3}"),
+    f"{WHERE}, PodGroup default/g",
+    "spec.minMembers",
+    "did you mean 'minMember'?",
+)
+
+
+def test_scheduler_plugins_pod_group_fields_are_theirs() -> None:
+    """A scheduler-plugins PodGroup's other fields are its own: read, not refused."""
+    obj = parse(
+        "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n"
+        "spec: {minMember: 2, scheduleTimeoutSeconds: 60, minResources: {cpu: 2}}"
+    )
+    assert pod_group_from_object(obj, SOURCE, WHERE) == PodGroup("g", "default", 2)
+
 
 @pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
 def test_bad_objects(case: Bad) -> None:
@@ -518,7 +616,7 @@ SCENARIO_BAD = {
         ],
         at(1, "Queue org"),
         "spec.quota[nvidia.com/gpu]",
-        "children's nvidia.com/gpu quotas add up to 5000, more than its own 4000 (a, b)",
+        "children's nvidia.com/gpu quotas add up to 5, more than its own 4 (a, b)",
     ),
     "cycle-of-parents": Case(
         [queue("org"), queue("a", "b"), queue("b", "a")],

@@ -529,6 +529,20 @@ def test_workloads_from_pods() -> None:
     assert found == [("ml/a", "default", 7, 5.0, 60.0), ("default/b", "default", 0, 0.0, None)]
 
 
+def test_a_name_two_kinds_share_makes_two_workloads_keyed_with_their_kinds(
+    write_file: WriteFile,
+) -> None:
+    """As in Kubernetes, a Pod "g" and the pods of pod group "g" are two objects."""
+    scenario = read(write_file, pod("g"), pod("a", labels={GROUP: "g"}), job("j", 1))
+    assert sorted(scenario.kinds.items()) == [
+        ("default/Pod/g", "Pod"),
+        ("default/PodGroup/g", "PodGroup"),
+        ("default/j", "Job"),
+    ]
+    grouped = next(t.workload for t in scenario.workloads if t.workload.kind == "PodGroup")
+    assert (grouped.name, [p.name for p in grouped.pods]) == ("g", ["a"])
+
+
 # ----------------------------------------------------------------------------------- bad input
 BAD = {
     "missing-queue": Case(
@@ -582,12 +596,6 @@ BAD = {
         at(3, "Pod default/p-0"),
         "metadata.name",
         "pod default/p-0 appears twice (first from ",
-    ),
-    "workload-name-collision": Case(
-        [pod("g"), pod("a", labels={GROUP: "g"})],
-        at(2, "Pod default/a"),
-        "metadata.labels[gpufleet.dev/pod-group]",
-        "workload default/g appears twice (first from ",
     ),
     "bad-preemptible": Case(
         [job("j", 1, annotations={"gpufleet.dev/preemptible": "no"})],

@@ -222,7 +222,7 @@ def test_entitlement_waterfills_by_weight() -> None:
     [
         pytest.param(
             (q("org", 5), q("a", 4, "org"), q("b", 2, "org")),
-            "children's nvidia.com/gpu quotas add up to 6000",
+            "children's nvidia.com/gpu quotas add up to 6, more than its own 5",
             id="children-exceed",
         ),
         pytest.param((q("a", 1, "b"), q("b", 1, "a")), "parents form a cycle", id="cycle"),

@@ -99,7 +99,8 @@ def placements(client: httpx.Client) -> dict[str, tuple[str, tuple[int, ...], fl
     """Pod name -> (node, GPU indices, share) of every running pod."""
     out = {}
     for summary in client.get("/api/v1/workloads").json():
-        detail = client.get(f"/api/v1/workloads/{summary['key']}").json()
+        path = f"/api/v1/workloads/{summary['namespace']}/{summary['name']}"
+        detail = client.get(path, params={"kind": summary["kind"]}).json()
         for pod in detail["pod_views"]:
             if pod["state"] == "Running":
                 out[pod["name"]] = (pod["node"], tuple(pod["gpu_indices"]), pod["gpu_share"])
@@ -136,7 +137,7 @@ def test_kill_during_burst_loses_nothing_and_places_nothing_twice(server: Server
                 except httpx.HTTPError:
                     return  # the server is gone
                 if response.status_code == 201:
-                    accepted.append(f"default/p{i}")
+                    accepted.append(f"default/Pod/p{i}")
 
     submitter = threading.Thread(target=burst)
     submitter.start()
@@ -169,6 +170,6 @@ def test_kill_during_burst_loses_nothing_and_places_nothing_twice(server: Server
         assert_no_device_twice(final)
         nodes: list[dict[str, Any]] = client.get("/api/v1/nodes").json()
         assert all(d["allocated"] <= 1.0 for n in nodes for d in n["devices"])
-        assert {f"default/{p}" for p in final} >= set(accepted) & {
+        assert {f"default/Pod/{p}" for p in final} >= set(accepted) & {  # lone pods
             w["key"] for w in client.get("/api/v1/workloads?state=running").json()
         }

@@ -90,7 +90,7 @@ def test_submitted_pod_is_written_scheduled_and_described(cluster: Cluster) -> N
     client = cluster.client("team-a")
     response = client.post("/api/v1/workloads", content=as_yaml(pod_doc("p", 2)), headers=YAML)
     assert response.status_code == 201, response.text
-    assert response.json()["accepted"][0]["key"] == "team-a/p"
+    assert response.json()["accepted"][0]["key"] == "team-a/Pod/p"
     written = cluster.server.get("v1", "Pod", "p", "team-a")
     assert written is not None
     assert written["spec"]["schedulerName"] == "gpufleet"
@@ -128,7 +128,7 @@ def test_gang_of_pods_with_a_pod_group_runs_whole(cluster: Cluster) -> None:
         "/api/v1/workloads", content=as_yaml(group, *members), headers=YAML
     )
     assert response.status_code == 201, response.text
-    assert [w["key"] for w in response.json()["accepted"]] == ["team-a/train"]
+    assert [w["key"] for w in response.json()["accepted"]] == ["team-a/PodGroup/train"]
     cluster.until(
         lambda: cluster.workload("team-a", "team-a/train").get("pods_running") == 2, "the gang"
     )
@@ -152,7 +152,7 @@ def test_refused_write_leaves_nothing_behind(cluster: Cluster) -> None:
     )
     assert response.status_code == 422
     assert "the API server refused it" in response.json()["message"]
-    assert cluster.server.get("gpufleet.dev/v1alpha1", "PodGroup", "j", "team-a") is None
+    assert cluster.server.get("gpufleet.dev/v1alpha1", "PodGroup", "job-j", "team-a") is None
 
 
 def test_tenants_are_kept_apart(cluster: Cluster) -> None:
@@ -162,10 +162,10 @@ def test_tenants_are_kept_apart(cluster: Cluster) -> None:
     assert refused.status_code == 403
     assert cluster.server.get("v1", "Pod", "x", "team-a") is None
     cluster.client("team-b").post("/api/v1/workloads", content=as_yaml(pod_doc("b")), headers=YAML)
-    cluster.until(lambda: "team-b/b" in cluster.plane.records, "the pod in the book")
+    cluster.until(lambda: "team-b/Pod/b" in cluster.plane.records, "the pod in the book")
     assert cluster.client("team-a").get("/api/v1/workloads/team-b/b").status_code == 404
     assert [w["key"] for w in cluster.client("admin").get("/api/v1/workloads").json()] == [
-        "team-b/b"
+        "team-b/Pod/b"
     ]
 
 
@@ -200,6 +200,29 @@ def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
         .status_code
         == 403
     )
+
+
+def test_queues_are_checked_as_files_are_and_a_bad_one_in_the_cluster_stops_nothing(
+    cluster: Cluster,
+) -> None:
+    """PUT answers what ``place`` would say of the same tree; a bad Queue that reached the API
+    server (an old CRD kept its unknown field) is set aside, and submissions go on."""
+    admin = cluster.client("admin")
+    orphan = ko.queue("team-c", {"nvidia.com/gpu": 1}, parent="nowhere")
+    put = admin.put("/api/v1/queues", content=as_yaml(orphan), headers=YAML)
+    assert put.status_code == 422
+    assert "Queue team-c: spec.parent: parent 'nowhere' is not defined" in put.json()["message"]
+    cluster.server.create(ko.queue("typo", {"nvidia.com/gpu": 1}, wieght=2))
+    cluster.until(
+        lambda: any(r.key == "typo" for r in cluster.plane.scheduler.backend.catalog.rejected),
+        what="the bad queue set aside",
+    )
+    submitted = cluster.client("team-a").post(
+        "/api/v1/workloads", content=as_yaml(pod_doc("p", 1)), headers=YAML
+    )
+    assert submitted.status_code == 201, submitted.text
+    other = admin.put("/api/v1/queues", content=as_yaml(ko.queue("team-d", {})), headers=YAML)
+    assert other.status_code == 200, other.text
 
 
 def test_finished_pod_is_listed_succeeded_and_deleted_on_request(cluster: Cluster) -> None:
@@ -246,6 +269,7 @@ def test_operator_jobs_are_written_as_gangs(
     cluster: Cluster, obj: dict[str, Any], api: str, min_member: int
 ) -> None:
     name = obj["metadata"]["name"]
+    group_name = f"{obj['kind'].lower()}-{name}"  # a gang per kind and name
     response = cluster.client("team-a").post(
         "/api/v1/workloads", content=as_yaml(obj), headers=YAML
     )
@@ -254,13 +278,27 @@ def test_operator_jobs_are_written_as_gangs(
     assert written is not None
     for template in _templates(written):
         assert template["spec"]["schedulerName"] == "gpufleet"
-        assert template["metadata"]["labels"]["gpufleet.dev/pod-group"] == name
+        assert template["metadata"]["labels"]["gpufleet.dev/pod-group"] == group_name
         assert template["metadata"]["labels"]["gpufleet.dev/tenant"] == "team-a"
-    group = cluster.server.get("gpufleet.dev/v1alpha1", "PodGroup", name, "team-a")
+    group = cluster.server.get("gpufleet.dev/v1alpha1", "PodGroup", group_name, "team-a")
     assert group is not None
     assert group["spec"]["minMember"] == min_member
     assert cluster.client("team-a").delete(f"/api/v1/workloads/team-a/{name}").status_code == 200
     assert cluster.server.get(api, obj["kind"], name, "team-a") is None
+
+
+def test_two_kinds_of_one_name_are_two_gangs(cluster: Cluster) -> None:
+    """Names are unique per kind: a PyTorchJob and an MPIJob "sweep" are two objects, each
+    with its own PodGroup (pytorchjob-sweep, mpijob-sweep), and the name alone is ambiguous."""
+    client = cluster.client("team-a")
+    for obj in (jo.pytorch_job("sweep", 1), jo.mpi_job("sweep", 1)):
+        response = client.post("/api/v1/workloads", content=as_yaml(obj), headers=YAML)
+        assert response.status_code == 201, response.text
+    for group in ("pytorchjob-sweep", "mpijob-sweep"):
+        assert cluster.server.get("gpufleet.dev/v1alpha1", "PodGroup", group, "team-a")
+    assert client.get("/api/v1/workloads/team-a/sweep").status_code == 409
+    found = client.get("/api/v1/workloads/team-a/sweep", params={"kind": "MPIJob"})
+    assert found.json()["key"] == "team-a/MPIJob/sweep"
 
 
 def test_pods_an_operator_makes_run_as_one_gang_with_their_progress(cluster: Cluster) -> None:
@@ -273,7 +311,7 @@ def test_pods_an_operator_makes_run_as_one_gang_with_their_progress(cluster: Clu
     # Play the MPI operator: the workers first, then the launcher (the gang needs all three).
     for i in range(2):
         cluster.server.create(_pod_from(worker, f"mpi-worker-{i}"))
-    cluster.until(lambda: "team-a/mpi" in cluster.plane.records, "the workers in the book")
+    cluster.until(lambda: "team-a/MPIJob/mpi" in cluster.plane.records, "the workers in the book")
     time.sleep(0.3)
     assert cluster.workload("team-a", "team-a/mpi")["pods_running"] == 0
     cluster.server.create(_pod_from(launcher, "mpi-launcher"))
@@ -333,7 +371,7 @@ def test_a_statefulset_is_written_and_its_config_map_is_not(cluster: Cluster) ->
     cluster.server.create(_pod_from(pod_template, "db-0"))  # play the StatefulSet controller
 
     def seen() -> bool:  # the live pod, not only the record of the submission
-        record = cluster.plane.records.get("team-a/db-0")
+        record = cluster.plane.records.get("team-a/StatefulSet/db-0")
         return record is not None and any(
             "gpufleet.dev/owner" in p.pod.annotations for p in record.pods.values()
         )

@@ -280,12 +280,12 @@ def test_event_stream_delivers_changes_of_visible_workloads(tmp_path: Path) -> N
         for line in lines:
             if line.startswith("data: "):
                 received.append(json.loads(line.removeprefix("data: ")))
-            if any(c.get("key") == "team-a/seen" and c["kind"] == "event" for c in received):
+            if any(c.get("key") == "team-a/Pod/seen" and c["kind"] == "event" for c in received):
                 break
     assert received[0]["data"] == {"hello": True}
     keys = {c.get("key") for c in received}
-    assert "team-a/seen" in keys
-    assert "team-b/hidden" not in keys
+    assert "team-a/Pod/seen" in keys
+    assert "team-b/Pod/hidden" not in keys
     assert [c["seq"] for c in received] == sorted(c["seq"] for c in received)  # type: ignore[type-var]
 
 

@@ -1,15 +1,19 @@
-// A workload's detail row (tr[data-detail-for]): reads GET /api/v1/workloads/{key} (and
-// .../explain while it is Pending) into store.details, and draws its facts, its pods and
-// where they run, and its latest events.
+// A workload's detail row (tr[data-detail-for]): reads GET /api/v1/workloads/{ns}/{name}
+// ?kind={kind} (and .../explain while it is Pending) into store.details, and draws its facts,
+// its pods and where they run, and its latest events. The kind picks the workload where
+// several kinds use its name (names are unique per kind and namespace, as in Kubernetes).
 
 import { api } from "./api.js";
 import { clusterBackend, store } from "./store.js";
 import { formatClock, formatDuration, formatGiB, formatGpus, h } from "./util.js";
 
 export async function fetchDetail(key) {
-  const path = `/workloads/${key.split("/").map(encodeURIComponent).join("/")}`;
-  const detail = await api(path);
-  const explanation = detail.state === "Pending" ? await api(`${path}/explain`) : null;
+  const found = store.workloads.find((w) => w.key === key);
+  if (!found) throw new Error(`no workload ${key}`);
+  const path = `/workloads/${encodeURIComponent(found.namespace)}/${encodeURIComponent(found.name)}`;
+  const query = `?kind=${encodeURIComponent(found.kind)}`;
+  const detail = await api(path + query);
+  const explanation = detail.state === "Pending" ? await api(`${path}/explain${query}`) : null;
   store.details.set(key, { detail, explanation });
 }
 

@@ -81,6 +81,26 @@ def test_an_invalid_queue_is_reported_in_its_status_and_an_event_and_others_stil
         assert team_a["status"]["running"] == 1
 
 
+def test_a_queue_with_an_unknown_field_is_invalid_with_the_offline_message() -> None:
+    """An old CRD (or one that keeps unknown fields) lets ``wieght`` through: the scheduler
+    refuses the Queue as the file readers do, naming the field and what was meant."""
+    typo = ko.queue("team-a", {"nvidia.com/gpu": 8}, namespaces=["default"], wieght=3)
+    with harness(ko.gpu_node("n1"), typo) as h:
+        h.until(
+            lambda: bool(
+                (h.server.get("gpufleet.dev/v1alpha1", "Queue", "team-a") or {}).get("status")
+            ),
+            what="team-a's status written",
+        )
+        status = h.server.get("gpufleet.dev/v1alpha1", "Queue", "team-a")
+        assert status is not None
+        condition = status["status"]["conditions"][0]
+        assert (condition["type"], condition["status"]) == ("Valid", "False")
+        assert condition["message"].endswith(
+            "Queue team-a: spec.wieght: unknown field; did you mean 'weight'?"
+        ), condition["message"]
+
+
 def test_a_queue_change_rebuilds_the_core_and_keeps_what_runs() -> None:
     small = ko.queue(
         "team-a",

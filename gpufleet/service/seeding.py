@@ -1,0 +1,152 @@
+"""Loading a scenario into a control plane's database (``gpufleet serve --scenario``): all of
+it, or nothing.
+
+:func:`plan_seed` reads the files and checks everything before anything is written: their
+Queues and PriorityClasses as a change of those stored (the one check of every path,
+:func:`~gpufleet.io.catalog.check_change`: an object of the files that is bad, or that breaks
+one stored, refuses the whole scenario), and, on a new database, their workloads read against
+the result as the operator (an admin) submits them. :func:`write_seed` then writes it all in
+one SQLite transaction. A bad scenario leaves the database as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpufleet.io.catalog import CATALOG_KINDS, PRIORITY_CLASS, QUEUE, check_change, object_key
+from gpufleet.io.errors import InputError
+from gpufleet.io.kinds import Skipped, triage
+from gpufleet.io.live_objects import LiveCatalog, live_manifest
+from gpufleet.io.manifests import Manifest, load_manifests
+from gpufleet.io.workloads import DEFAULT_QUEUE
+from gpufleet.service.base import ServeOptions
+from gpufleet.service.store import Store, StoredEvent
+from gpufleet.service.submissions import WORKLOAD_KINDS, Submitted, read_workloads
+from gpufleet.service.tenants import ADMIN, Principal, check_workload
+
+#: Who submits a scenario's workloads.
+OPERATOR = Principal("operator", ADMIN)
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """What a scenario puts into the database: Queue and PriorityClass documents, by kind and
+    name, and the workloads (on a new database only), all checked."""
+
+    objects: dict[tuple[str, str], dict[str, Any]]
+    workloads: list[Submitted]
+
+
+def plan_seed(
+    store: Store,
+    files: Sequence[Path],
+    options: ServeOptions,
+    fresh: bool,
+    skipped: Skipped | None = None,
+) -> Seed:
+    """The seed of ``files`` for ``store``, checked as a whole (InputError: nothing is to be
+    written). Workloads are read only on a ``fresh`` database (a later start has them).
+    Objects of kinds with no scheduling meaning are set aside, counted in ``skipped``."""
+    objects: dict[tuple[str, str], tuple[Manifest, str]] = {}  # with the file it came from
+    bodies: list[Manifest] = []
+    reads = (*CATALOG_KINDS, *WORKLOAD_KINDS)
+    expected = f"one of {', '.join(reads)}"
+    for file in files:
+        for manifest in load_manifests(file):
+            if not triage(manifest, str(file), manifest.location, reads, expected, skipped):
+                continue
+            kind = manifest.get("kind")
+            if kind not in CATALOG_KINDS:
+                bodies.append(manifest)
+                continue
+            key = (str(kind), object_key(manifest))
+            if key in objects:
+                first, first_file = objects[key]
+                raise InputError(
+                    str(file),
+                    f"{kind} {key[1]!r} appears twice (first in {first_file}:{first.location})",
+                    manifest.location,
+                    "metadata.name",
+                )
+            objects[key] = (manifest, str(file))
+    stored = {(kind, object_key(doc)): doc for kind in CATALOG_KINDS for doc in store.objects(kind)}
+    change = check_change(
+        _catalog_objects(stored, {}, store.path),
+        _catalog_objects(stored, objects, store.path),
+        set(objects),
+    )
+    if change.problems:
+        raise change.problems[0].error
+    merged = {**stored, **{key: manifest for key, (manifest, _) in objects.items()}}
+    workloads: list[Submitted] = []
+    if fresh and bodies:
+        catalog = LiveCatalog(
+            [doc for (kind, _), doc in merged.items() if kind == QUEUE],
+            [doc for (kind, _), doc in merged.items() if kind == PRIORITY_CLASS],
+            source=store.path,
+            where="stored",
+        )
+        workloads = _read_workloads(bodies, catalog, options)
+    return Seed({key: dict(manifest) for key, (manifest, _) in objects.items()}, workloads)
+
+
+def write_seed(store: Store, seed: Seed) -> None:
+    """Everything of ``seed`` in one transaction, and the database marked as seeded."""
+    now = float(store.meta("clock") or 0.0)
+    seq = store.next_seq()
+    with store.transaction():
+        for (kind, name), document in seed.objects.items():
+            store.put_object(kind, name, document)
+        events = []
+        for i, item in enumerate(seed.workloads):
+            timed = dataclasses.replace(item.timed, created=now)
+            store.add_workload(seq + i, OPERATOR.tenant, item.kind, timed, now)
+            events.append(
+                StoredEvent(
+                    now, timed.workload.key, "Normal", "Submitted",
+                    f"{item.kind} by tenant {OPERATOR.tenant} to queue {timed.workload.queue}",
+                )
+            )  # fmt: skip
+        store.add_events(events)
+        store.set_meta("seeded", "1")
+
+
+def _read_workloads(
+    bodies: Sequence[Manifest], catalog: LiveCatalog, options: ServeOptions
+) -> list[Submitted]:
+    """The workloads of a scenario, checked as the operator's submission would be."""
+    builder = catalog.request_builder()
+    queues = builder.queue_models()
+    submitted = read_workloads(
+        bodies, builder, OPERATOR.default_namespace(), options.default_runtime, DEFAULT_QUEUE
+    )
+    return [
+        Submitted(
+            item.kind,
+            dataclasses.replace(
+                item.timed,
+                workload=check_workload(OPERATOR, options.rules, item.timed.workload, queues),
+            ),
+        )
+        for item in submitted
+    ]
+
+
+def _catalog_objects(
+    stored: Mapping[tuple[str, str], Mapping[str, Any]],
+    files: Mapping[tuple[str, str], tuple[Manifest, str]],
+    db: str,
+) -> list[tuple[Manifest, str]]:
+    """The catalog's objects in name order, the files' replacing the stored ones of the same
+    kind and name, each named as its origin names it."""
+    out: list[tuple[Manifest, str]] = []
+    for key in sorted({*stored, *files}, key=lambda k: (CATALOG_KINDS.index(k[0]), k[1])):
+        if key in files:
+            out.append(files[key])
+        else:
+            out.append((live_manifest({"kind": key[0], **stored[key]}, "stored"), db))
+    return out
