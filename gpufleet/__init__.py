@@ -4,9 +4,18 @@ One scheduling core (``gpufleet.scheduling``) runs in many worlds: the embedded 
 cluster (``gpufleet.backends.sim``) and, later, real clusters. See README.md for the map.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-try:
-    __version__ = version("gpufleet")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+
+def __getattr__(name: str) -> str:
+    # Looked up when asked for: reading the installed metadata costs every command 25 ms.
+    if name != "__version__":
+        raise AttributeError(f"module 'gpufleet' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("gpufleet")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        found = "0.0.0+unknown"
+    globals()["__version__"] = found
+    return found

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
-from gpufleet import __version__
+import gpufleet
 from gpufleet.cli.output import console
 from gpufleet.cli.usage_errors import OneLineErrors
 
@@ -82,7 +82,7 @@ app = typer.Typer(
 
 def _print_version(wanted: bool) -> None:
     if wanted:
-        console.print(__version__)
+        console.print(gpufleet.__version__)
         raise typer.Exit()
 
 
@@ -108,4 +108,4 @@ def policies() -> None:
 
 def version() -> None:
     """Print the version."""
-    console.print(__version__)
+    console.print(gpufleet.__version__)
