@@ -82,7 +82,7 @@ from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.pending import Parked
 from gpufleet.scheduling.policies import PolicyContext, make_policy
-from gpufleet.scheduling.preemption import find_victims
+from gpufleet.scheduling.preemption.victims import find_victims
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.target import typical_shapes
 from gpufleet.testing.builders import make_node, make_queue, make_workload

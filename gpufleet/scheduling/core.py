@@ -82,15 +82,7 @@ from gpufleet.scheduling.engine import Bound, PlacementEngine, Unschedulable
 from gpufleet.scheduling.framework import Policy
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
 from gpufleet.scheduling.pending import Group, Parked, PendingWorkload, PendingWorkloads
-from gpufleet.scheduling.preemption import (
-    VictimColumns,
-    VictimFacts,
-    cheapest_victims,
-    find_victims,
-    victim_facts,
-)
-from gpufleet.scheduling.quota import UsageView, Verdict
-from gpufleet.scheduling.reclaim import (
+from gpufleet.scheduling.preemption.reclaim import (
     CandidateQueue,
     ReclaimPlan,
     Variant,
@@ -99,6 +91,14 @@ from gpufleet.scheduling.reclaim import (
     still_borrowing,
     victim_priority_allowed,
 )
+from gpufleet.scheduling.preemption.victims import (
+    VictimColumns,
+    VictimFacts,
+    cheapest_victims,
+    find_victims,
+    victim_facts,
+)
+from gpufleet.scheduling.quota import UsageView, Verdict
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.topology import least_gpu_milli, one_model, place_workload
 

@@ -28,7 +28,7 @@ from gpufleet.scheduling.core import SchedulerCore, _QueueVictims
 from gpufleet.scheduling.engine import Unschedulable
 from gpufleet.scheduling.node_table import Allocation, BoolArray, NodeTable
 from gpufleet.scheduling.pending import Parked, PendingWorkloads
-from gpufleet.scheduling.preemption import VictimColumns, find_victims, victim_facts
+from gpufleet.scheduling.preemption.victims import VictimColumns, find_victims, victim_facts
 from gpufleet.scheduling.topology import place_workload
 from gpufleet.testing.builders import make_node, make_pod, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core

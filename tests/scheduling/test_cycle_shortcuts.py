@@ -25,7 +25,7 @@ from gpufleet.model.tenancy import (
     gpu_model_key,
 )
 from gpufleet.scheduling.engine import Unschedulable
-from gpufleet.scheduling.preemption import (
+from gpufleet.scheduling.preemption.victims import (
     VictimColumns,
     cheapest_victims,
     node_first,
