@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 
 from gpufleet.model import Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict
@@ -64,16 +65,15 @@ from gpufleet.scheduling.backfill import Backfill, Reservation
 from gpufleet.scheduling.engine import PlacementEngine, Unschedulable
 from gpufleet.scheduling.explain import Explainer
 from gpufleet.scheduling.flavors import Blocked, Flavors, ModelChoice, Placed
-from gpufleet.scheduling.framework import AdmissionCheck, Permit, Policy, PostFilter
+from gpufleet.scheduling.framework import Policy
 from gpufleet.scheduling.holds import HELD_FOR_PREEMPTOR
 from gpufleet.scheduling.lifecycle import Lifecycle
 from gpufleet.scheduling.node_table import IntArray, NodeTable
 from gpufleet.scheduling.ordering import QueueOrder
 from gpufleet.scheduling.parking import Parking
 from gpufleet.scheduling.pending import Group, Parked
-from gpufleet.scheduling.plugins.fair_share import FairShare
-from gpufleet.scheduling.plugins.gang_ready import GangReadyTimeout
-from gpufleet.scheduling.preemption.preemptor import ClassicalPreemption
+from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
+from gpufleet.scheduling.registry import Registry
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.state import CoreState
 from gpufleet.scheduling.topology import place_workload
@@ -99,16 +99,29 @@ class SchedulerCore:
         resource_quotas: Iterable[ResourceQuota] = (),
         config: AdmissionConfig | None = None,
         time_format: TimeFormat = simulated_time,
+        profile: Profile = DEFAULT_PROFILE,
+        registry: Registry | None = None,
     ) -> None:
-        engine = PlacementEngine(table, policy, tie_rank=tie_rank)
+        registry = registry or Registry.default()
+        registry.check(profile)
+        name = profile.name
+        scores = [(registry.scores.build(s, table, name), s.weight) for s in profile.scores]
+        if scores:
+            policy = replace(policy, scorers=[*policy.scorers, *scores])
+        filters = [registry.filters.build(spec, table, name) for spec in profile.filters]
+        engine = PlacementEngine(table, policy, filters, tie_rank=tie_rank)
         quotas = Quotas(queues or {}, cluster_capacity(table.nodes), resource_quotas)
         state = CoreState(table, engine, quotas, config or AdmissionConfig(), time_format, explain)
         self.state = state
-        self.post_filter: PostFilter = ClassicalPreemption(state)
-        self.permit: Permit = GangReadyTimeout(state, state.config.gang_ready_timeout)
-        self.admission_checks: list[AdmissionCheck] = []
+        self.profile = profile
+        self.post_filter = registry.post_filters.build(profile.post_filter, state, name)
+        self.permit = registry.permits.build(profile.permit, state, name)
+        self.admission_checks = [
+            registry.admission_checks.build(spec, state, name) for spec in profile.admission_checks
+        ]
         state.running.watchers.extend([self.post_filter, self.permit, *self.admission_checks])
-        self.order = QueueOrder(state.pending, quotas.queues, FairShare(state), state.config)
+        queue_sort = registry.queue_sorts.build(profile.queue_sort, state, name)
+        self.order = QueueOrder(state.pending, quotas.queues, queue_sort, state.config)
         self.parking = Parking(state)
         self.backfill = Backfill(state)
         self.explainer = Explainer(state, self.order, self.backfill)
