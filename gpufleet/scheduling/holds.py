@@ -75,9 +75,6 @@ class Holds:
         """Is some preemptor holding room?"""
         return bool(self._holds)
 
-    def holder(self, key: str) -> bool:
-        return key in self._holds
-
     def hold(
         self, workload: Workload, request: dict[str, int], rows: IntArray, victims: set[str]
     ) -> None:

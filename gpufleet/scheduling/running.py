@@ -74,9 +74,6 @@ class RunningSet:
         self.watchers: list[RunningWatcher] = []
         self._priorities: dict[str, Counter[int]] = {}
 
-    def __len__(self) -> int:
-        return len(self.workloads)
-
     def __contains__(self, key: str) -> bool:
         return key in self.workloads
 

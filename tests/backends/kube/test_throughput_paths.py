@@ -89,13 +89,18 @@ def test_reports_have_a_rate_limit_of_their_own_of_the_same_size() -> None:
             scheduler._shutdown()
 
 
+class _NoSearches:
+    def searches_put_off(self) -> bool:
+        return False
+
+
 class _Cycles:
     """A core whose cycles bind one pod each until they run out."""
 
     def __init__(self, pods: int) -> None:
         self.left = pods
         self.cycles = 0
-        self._deferred: set[str] = set()  # no preemption search put off
+        self.post_filter = _NoSearches()  # no preemption search put off
 
     def cycle(self, now: float | None = None) -> list[Action]:
         self.cycles += 1
