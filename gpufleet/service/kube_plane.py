@@ -123,6 +123,7 @@ class KubeControlPlane(PlaneBase):
         )
         # Each turn of the scheduler runs under this plane's lock.
         self.scheduler = KubeScheduler(api, self.scheduler_options, lock=self.lock)
+        self.metrics = self.scheduler.metrics
         self.writer = ObjectWriter(api)
         #: Workloads submitted whose pods are not in the cache yet, with when.
         self._submitted: dict[str, tuple[WorkloadRecord, float]] = {}

@@ -33,6 +33,7 @@ from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import ControlLoop, Turn, sync
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.metrics.state import SchedulerState, read_state
 from gpufleet.model import Node, Placement
 from gpufleet.model.actions import Evict, MarkUnschedulable
 from gpufleet.model.events import (
@@ -125,7 +126,12 @@ class ControlPlane(PlaneBase):
         #: Who each pod evicted and not yet gone was evicted for (its workload's key).
         self._evicted_for: dict[str, str | None] = {}
         self._notes = _TurnNotes()
-        self.loop = ControlLoop(self.world, lambda: self.core, [self], guard=self._turn_scope)
+        #: The simulated world's scheduler metrics, its core read under the lock.
+        self.metrics = self.world.recorder.metrics
+        self.metrics.read = self._read_state
+        self.loop = ControlLoop(
+            self.world, lambda: self.core, [self.metrics, self], guard=self._turn_scope
+        )
         self._restore()
         self._next_seq = store.next_seq()
 
@@ -189,6 +195,10 @@ class ControlPlane(PlaneBase):
             self.turns += 1
             self.last_turn_wall = self._wall()
         self.publish(notes.changes, notes.events)
+
+    def _read_state(self) -> SchedulerState:
+        with self.lock:
+            return read_state(self.core)
 
     # ----------------------------------------------------------------------------- restore
     def _restore(self) -> None:

@@ -134,6 +134,8 @@ def test_a_turn_counts_what_it_did_without_reading_the_cores_state() -> None:
         actions = core.run_until_idle(0.0)
         metrics.turn_done(core, Turn(0.0, (), actions, 0.001))
     assert reads == [0], "a turn does not walk the core's pods; a scrape does"
-    assert metrics.registry.get_sample_value("gpufleet_scheduled_pods_total") == 3
-    metrics.exposition()
+    exposed = metrics.exposition().decode()
     assert reads == [1]
+    assert "gpufleet_scheduled_pods_total 3.0" in exposed
+    assert 'gpufleet_admitted_workloads_total{queue="default"} 3.0' in exposed
+    assert "gpufleet_scheduling_turn_seconds_count 50.0" in exposed
