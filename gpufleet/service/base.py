@@ -20,12 +20,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufleet.api.schemas import ChangeKind, EventView, WorkloadState
+from gpufleet.io.assembly import DEFAULT_QUEUE, ScenarioBuilder
 from gpufleet.io.catalog import check_change, object_key
 from gpufleet.io.errors import InputError, quoted, shorten
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, describe
 from gpufleet.io.names import label_value_problem, name_problem, rule_of
-from gpufleet.io.workloads import DEFAULT_QUEUE, _Builder
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.tenancy import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
@@ -260,7 +260,7 @@ class PlaneBase:
         return principal
 
     def accept(
-        self, principal: Principal, manifests: Sequence[Manifest], catalog: _Builder,
+        self, principal: Principal, manifests: Sequence[Manifest], catalog: ScenarioBuilder,
         queues: Mapping[str, Queue], taken_pods: Container[str] = (),
     ) -> list[Submitted]:  # fmt: skip
         """The workloads of a request read against ``catalog`` (queues, priority classes) and
