@@ -19,7 +19,6 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpufleet.api.schemas import ChangeKind, EventView, WorkloadState
 from gpufleet.io.assembly import DEFAULT_QUEUE, ScenarioBuilder
 from gpufleet.io.catalog import check_change, object_key
 from gpufleet.io.errors import InputError, quoted, shorten
@@ -32,6 +31,7 @@ from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.protocol import ExplainCache
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
+from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import SOURCE, Submitted, read_workloads
 from gpufleet.service.tenants import (
@@ -414,13 +414,3 @@ def object_name(document: dict[str, Any], kind: str) -> str:
             "metadata.name",
         )
     return name
-
-
-def event_view(event: StoredEvent) -> EventView:
-    return EventView(
-        time=event.time,
-        type=event.type,
-        reason=event.reason,
-        message=event.message,
-        workload=event.workload,
-    )

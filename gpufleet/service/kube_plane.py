@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpufleet.api.schemas import ChangeKind, WorkloadState
 from gpufleet.backends.kube.api import NODES, PODS, PRIORITY_CLASSES, QUEUES, ApiError, KubeApi
 from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.backends.kube.pods import pod_group
@@ -60,7 +59,6 @@ from gpufleet.service.base import (
     ConflictError,
     PlaneBase,
     ServeOptions,
-    event_view,
     object_name,
     require_admin,
 )
@@ -85,6 +83,7 @@ from gpufleet.service.records import (
     PodRecord,
     WorkloadRecord,
 )
+from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import parse_body
 from gpufleet.service.tenants import Principal
@@ -329,7 +328,7 @@ class KubeControlPlane(PlaneBase):
             self._recent_delays.append(max(0.0, now - submitted))
         for event in events:
             if event.workload == key:
-                record.events.append(event_view(event))
+                record.events.append(event)
         return record
 
     # ----------------------------------------------------------------------------- submit
@@ -379,7 +378,7 @@ class KubeControlPlane(PlaneBase):
         with self.lock:
             self.store.add_events(events)
             for record, event in zip(records, events, strict=True):
-                record.events.append(event_view(event))
+                record.events.append(event)
                 self._submitted[record.key] = (record, now)
                 self.records.setdefault(record.key, record)
             self.counters["submitted"] += len(records)
@@ -415,7 +414,7 @@ class KubeControlPlane(PlaneBase):
         event = StoredEvent(now, key, "Normal", "Cancelled", f"by {principal.tenant}")
         with self.lock:
             self.store.add_events([event])
-            record.events.append(event_view(event))
+            record.events.append(event)
             record.state = WorkloadState.CANCELLED
             record.finished = now
             for pod_record in record.pods.values():
