@@ -197,7 +197,7 @@ class KubeControlPlane(PlaneBase):
         objects = list(backend.objects[NODES].values())
         versions = tuple(str((o.get("metadata") or {}).get("resourceVersion")) for o in objects)
         if self._nodes is None or self._nodes[0] != versions:
-            parsed = (backend._parse_node(obj) for obj in objects)
+            parsed = (backend.parse_node(obj) for obj in objects)
             self._nodes = (versions, [node for node in parsed if node is not None])
         return self._nodes[1]
 

@@ -220,7 +220,7 @@ class KubeBackend:
         """The nodes and bound pods as the API shows them now (pending work comes as
         workloads from :meth:`poll_events` after :meth:`resync`)."""
         self.drain()
-        nodes = [n for n in (self._parse_node(o) for o in self.objects[NODES].values()) if n]
+        nodes = [n for n in (self.parse_node(o) for o in self.objects[NODES].values()) if n]
         running: list[tuple[Pod, Placement]] = []
         for key, told in self._told.items():
             if told.state is PodState.BOUND and told.placement is not None:
@@ -242,7 +242,7 @@ class KubeBackend:
         # Binds in flight are facts for the new core too: it must not place those pods again.
         self._replay_binds = [(k, t.placement) for k, t in in_flight.items() if t.placement]
         for name in sorted(self.objects[NODES]):
-            node = self._parse_node(self.objects[NODES][name])
+            node = self.parse_node(self.objects[NODES][name])
             if node is not None:
                 self._nodes[name] = node
         self._dirty_pods = set(self.objects[PODS])
@@ -377,9 +377,10 @@ class KubeBackend:
         self.reporter.invalid(kind, obj, message)
 
     # ----------------------------------------------------------------------------- nodes
-    def _parse_node(self, obj: Obj) -> Node | None:
+    def parse_node(self, obj: Obj) -> Node | None:
         """``obj`` read as a node, once per resourceVersion (a resync, the poll after it and
-        the read-ahead while listing all need it); None when it does not read (reported)."""
+        the read-ahead while listing and the control plane's node map all need it); None when it
+        does not read (reported)."""
         name, version = object_key(obj), _resource_version(obj)
         seen = self._node_readings.get(name)
         if seen is not None and version and seen[0] == version:
@@ -394,7 +395,7 @@ class KubeBackend:
 
     def _reconcile_node(self, name: str, out: list[ClusterEvent]) -> None:
         obj = self.objects[NODES].get(name)
-        node = None if obj is None else self._parse_node(obj)
+        node = None if obj is None else self.parse_node(obj)
         known = self._nodes.get(name)
         if known is not None and node is not None and _same_node(known, node):
             return
@@ -470,7 +471,7 @@ class KubeBackend:
         for name in self._unread_nodes:
             obj = self.objects[NODES].get(name)
             if obj is not None:
-                self._parse_node(obj)
+                self.parse_node(obj)
                 read += 1
         self._unread.clear()
         self._unread_nodes.clear()
