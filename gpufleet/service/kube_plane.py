@@ -455,18 +455,13 @@ class KubeControlPlane(PlaneBase):
         the object gone) and the scheduler has a core built with it, so that the caller reads
         what it wrote."""
         resource = QUEUES if kind == QUEUE else PRIORITY_CLASSES
-        deadline = time.monotonic() + WRITE_VISIBLE_S
-        while time.monotonic() < deadline:
-            with self.lock:
-                backend = self.scheduler.backend
-                backend.drain()
-                found = backend.objects[resource].get(name)
-                seen_version = str(((found or {}).get("metadata") or {}).get("resourceVersion"))
-                if (found is None) if version is None else _not_older(seen_version, version):
-                    self.scheduler.turn()  # builds the new core now, not on the next change
-                    return
-            time.sleep(0.05)
-        log.warning("%s %s written but not yet seen by the informers", kind, name)
+        backend = self.scheduler.backend
+        if not backend.wait_until_seen(resource, name, version, WRITE_VISIBLE_S):
+            log.warning("%s %s written but not yet seen by the informers", kind, name)
+            return
+        with self.lock:
+            backend.drain()
+            self.scheduler.turn()  # builds the new core now, not on the next change
 
     def _documents(self) -> tuple[dict[str, Obj], dict[str, Obj]]:
         backend = self.scheduler.backend
@@ -515,14 +510,6 @@ def _progress(kind: str, pods: Sequence[Obj], record: WorkloadRecord) -> JobProg
         failed_pods=states.count(POD_FAILED),
         restarts=sum(p.restarts for p in record.pods.values()),
     )
-
-
-def _not_older(seen: str, written: str) -> bool:
-    """Whether the informers show the write or something later (a status update since): the
-    API's resourceVersions are opaque, but etcd's (and every server's we know) are counters."""
-    if seen == written:
-        return True
-    return seen.isdigit() and written.isdigit() and int(seen) > int(written)
 
 
 def _where(pod: PodRecord) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from gpufleet.testing.kube_api import FakeApiServer
 
 from gpufleet.api.app import create_app
 from gpufleet.backends.kube.api import KubeApi, RateLimiter
@@ -20,7 +21,6 @@ from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.store import Store
 from gpufleet.testing import job_objects as jo
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
 from gpufleet.testing.service import as_yaml, pod_doc
 
 YAML = {"Content-Type": "application/yaml"}
@@ -192,6 +192,9 @@ def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
     stored = cluster.server.get("gpufleet.dev/v1alpha1", "Queue", "team-c")
     assert stored is not None
     assert stored["spec"]["quota"] == {"nvidia.com/gpu": 1}
+    # The answer, and the next read, show the write: the plane waited for its informers.
+    assert put.json()["nominal"] == {"nvidia.com/gpu": 1.0}
+    assert admin.get("/api/v1/queues/team-c").status_code == 200
     cycle = ko.queue("team-c", {"nvidia.com/gpu": 1}, parent="team-c")
     assert admin.put("/api/v1/queues", content=as_yaml(cycle), headers=YAML).status_code == 422
     assert (
@@ -200,6 +203,8 @@ def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
         .status_code
         == 403
     )
+    assert admin.delete("/api/v1/queues/team-c").status_code == 204
+    assert admin.get("/api/v1/queues/team-c").status_code == 404
 
 
 def test_queues_are_checked_as_files_are_and_a_bad_one_in_the_cluster_stops_nothing(

@@ -194,6 +194,14 @@ class KubeBackend:
                 return False
         return True
 
+    def wait_until_seen(
+        self, resource: Resource, key: str, version: str | None, timeout: float
+    ) -> bool:
+        """Whether, within ``timeout`` seconds, the informers show object ``key`` of
+        ``resource`` at ``version`` or later (None: gone): a write of ours has come back (the
+        next :meth:`drain` takes it in)."""
+        return self.informers[resource].wait_until_seen(key, version, timeout)
+
     @property
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers.values())

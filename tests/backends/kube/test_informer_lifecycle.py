@@ -7,11 +7,11 @@ import threading
 import time
 
 import pytest
+from gpufleet.testing.kube_api import FakeApiServer
 
-from gpufleet.backends.kube.api import KubeApi, RateLimiter
+from gpufleet.backends.kube.api import QUEUES, KubeApi, RateLimiter
 from gpufleet.backends.kube.backend import KubeBackend
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
 
 INFORMER_LOG = "gpufleet.backends.kube.informer"
 
@@ -68,3 +68,28 @@ def test_an_unreachable_server_is_one_line_per_failure_without_a_traceback(
     for record in warnings:
         assert "\n" not in record.getMessage()
         assert "retrying in" in record.getMessage()
+
+
+def test_a_write_is_waited_for_until_the_informers_show_it_and_then_taken_in() -> None:
+    """The control plane reads what an admin wrote: the wait returns once the informer shows
+    that resourceVersion (or a later one; a deletion: the object gone), its change queued."""
+    with FakeApiServer() as server:
+        for crd in ko.crds():
+            server.create(crd)
+        backend = _backend(server)
+        try:
+            written = server.create(ko.queue("team-a", {"nvidia.com/gpu": 1}))
+            version = written["metadata"]["resourceVersion"]
+            assert backend.wait_until_seen(QUEUES, "team-a", version, timeout=10)
+            backend.drain()
+            assert backend.objects[QUEUES]["team-a"]["metadata"]["resourceVersion"] == version
+            later = str(int(version) + 1000)
+            assert not backend.wait_until_seen(QUEUES, "team-a", later, timeout=0)
+            assert not backend.wait_until_seen(QUEUES, "team-a", None, timeout=0)
+            server.delete("gpufleet.dev/v1alpha1", "Queue", "team-a")
+            assert backend.wait_until_seen(QUEUES, "team-a", None, timeout=10)
+            backend.drain()
+            assert "team-a" not in backend.objects[QUEUES]
+            assert not backend.wait_until_seen(QUEUES, "team-a", version, timeout=0)
+        finally:
+            backend.close()
