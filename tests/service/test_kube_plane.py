@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from gpufleet.testing.kube_api import FakeApiServer
 
 from gpufleet.api.app import create_app
 from gpufleet.backends.kube.api import KubeApi, RateLimiter
@@ -22,6 +21,7 @@ from gpufleet.service.store import Store
 from gpufleet.testing import job_objects as jo
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.service import as_yaml, pod_doc
+from tests.fakes.kube_api import FakeApiServer
 
 YAML = {"Content-Type": "application/yaml"}
 

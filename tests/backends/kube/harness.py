@@ -11,7 +11,7 @@ from gpufleet.backends.kube.api import PODS, KubeApi, RateLimiter
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
+from tests.fakes.kube_api import FakeApiServer
 
 Obj = dict[str, Any]
 

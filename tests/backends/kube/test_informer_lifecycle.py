@@ -7,11 +7,11 @@ import threading
 import time
 
 import pytest
-from gpufleet.testing.kube_api import FakeApiServer
 
 from gpufleet.backends.kube.api import QUEUES, KubeApi, RateLimiter
 from gpufleet.backends.kube.backend import KubeBackend
 from gpufleet.testing import kube_objects as ko
+from tests.fakes.kube_api import FakeApiServer
 
 INFORMER_LOG = "gpufleet.backends.kube.informer"
 

@@ -8,9 +8,9 @@ from collections import Counter
 
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
 from tests.backends.kube.harness import harness, make_scheduler
 from tests.e2e.kube_cluster import wait_for
+from tests.fakes.kube_api import FakeApiServer
 
 
 def _devices(h_pods: list[dict[str, object]]) -> Counter[tuple[str, str]]:

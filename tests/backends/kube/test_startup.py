@@ -10,8 +10,8 @@ from gpufleet.backends.kube.api import PODS, WATCHED, KubeApi, RateLimiter, Reso
 from gpufleet.backends.kube.informer import Informers
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
 from tests.backends.kube.harness import harness
+from tests.fakes.kube_api import FakeApiServer
 
 
 class ListingApi(KubeApi):

@@ -15,8 +15,8 @@ from gpufleet.model.actions import Action, Bind
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.builders import make_pod
-from gpufleet.testing.kube_api import FakeApiServer
 from tests.backends.kube.harness import make_scheduler
+from tests.fakes.kube_api import FakeApiServer
 
 Obj = dict[str, Any]
 

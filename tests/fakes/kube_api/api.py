@@ -10,10 +10,10 @@ from types import TracebackType
 
 import kubernetes.client
 
-from gpufleet.testing.kube_api import errors
-from gpufleet.testing.kube_api.resources import ResourceType
-from gpufleet.testing.kube_api.server import HttpServer, ServerState
-from gpufleet.testing.kube_api.store import Obj, Store
+from tests.fakes.kube_api import errors
+from tests.fakes.kube_api.resources import ResourceType
+from tests.fakes.kube_api.server import HttpServer, ServerState
+from tests.fakes.kube_api.store import Obj, Store
 
 TOKEN = "gpufleet-fake-token"
 
@@ -22,7 +22,7 @@ class FakeApiServer:
     """An in-process Kubernetes API server for the official python client.
 
     Direct store methods are thread-safe and produce the same watch events as API calls;
-    they raise :class:`~gpufleet.testing.kube_api.errors.ApiError` (``.code`` 404, 409, ...)
+    they raise :class:`~tests.fakes.kube_api.errors.ApiError` (``.code`` 404, 409, ...)
     where the API would answer that error. Unlike the API, they write status as given.
     """
 

@@ -17,8 +17,8 @@ from kubernetes.client.rest import ApiException
 
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.fake_nodes import register_fake_node
-from gpufleet.testing.kube_api import ApiError, FakeApiServer
-from gpufleet.testing.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
+from tests.fakes.kube_api import ApiError, FakeApiServer
+from tests.fakes.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 
 Obj = dict[str, Any]
 NS = "default"

@@ -22,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from gpufleet.testing.kube_api import endpoints, errors
-from gpufleet.testing.kube_api.store import Store
+from tests.fakes.kube_api import endpoints, errors
+from tests.fakes.kube_api.store import Store
 
 _IDLE_POLL_SECONDS = 0.5
 

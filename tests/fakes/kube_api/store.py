@@ -26,15 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.testing.kube_api import errors
-from gpufleet.testing.kube_api.resources import (
+from tests.fakes.kube_api import errors
+from tests.fakes.kube_api.resources import (
     CRD_KEY,
     Registry,
     ResourceKey,
     ResourceType,
     from_crd,
 )
-from gpufleet.testing.kube_api.selectors import Matcher
+from tests.fakes.kube_api.selectors import Matcher
 
 Obj = dict[str, Any]
 WatchEvent = tuple[str, Obj]
@@ -268,7 +268,7 @@ class Store:
         self, rt: ResourceType, namespace: str | None, name: str, change: Callable[[Obj], Obj]
     ) -> Obj:
         """Read-modify-write under the lock: ``change`` gets a copy and returns the new object
-        (or raises :class:`~gpufleet.testing.kube_api.errors.ApiError`)."""
+        (or raises :class:`~tests.fakes.kube_api.errors.ApiError`)."""
         with self.lock:
             old = self._current(rt, namespace, name)
             return self._write(rt, old, change(copy.deepcopy(old)))
