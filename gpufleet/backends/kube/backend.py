@@ -32,7 +32,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -158,6 +158,9 @@ class KubeBackend:
         self._results: queue.SimpleQueue[tuple[str, str, str]] = queue.SimpleQueue()
         self.informers = self.watching.by_resource
         self._binders = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="binder")
+        #: API calls (binds, evictions) sent to the binders and not answered yet.
+        self._calls_open = 0
+        self._calls_answered = threading.Condition()
         #: Objects as the API last showed them.
         self.objects: dict[Resource, dict[str, Obj]] = {r: {} for r in WATCHED}
         self.config_version = 0
@@ -631,7 +634,7 @@ class KubeBackend:
             return
         told.state, told.placement, told.in_flight = PodState.BOUND, placement, True
         self._ledger.take(placement)
-        self._binders.submit(self._bind_call, pod, placement)
+        self._call(self._bind_call, pod, placement)
 
     def _bind_call(self, pod: Pod, placement: Placement) -> None:
         try:
@@ -671,7 +674,7 @@ class KubeBackend:
         if obj is None:
             return
         self.reporter.preempted(obj, preemptor, reason)
-        self._binders.submit(self._evict_call, key, preemptor, reason)
+        self._call(self._evict_call, key, preemptor, reason)
 
     def _evict_call(self, key: str, preemptor: str | None, reason: str) -> None:
         namespace, name = key.split("/", 1)
@@ -698,7 +701,27 @@ class KubeBackend:
             self._evictions_due = [e for e in self._evictions_due if e[0] > now]
         for _, key, preemptor, reason in due:
             if key in self._told:
-                self._binders.submit(self._evict_call, key, preemptor, reason)
+                self._call(self._evict_call, key, preemptor, reason)
+
+    def _call(self, call: Callable[..., None], *args: object) -> None:
+        """``call`` on a binder thread, counted until it has its answer."""
+        with self._calls_answered:
+            self._calls_open += 1
+        self._binders.submit(self._counted, call, *args)
+
+    def _counted(self, call: Callable[..., None], *args: object) -> None:
+        try:
+            call(*args)
+        finally:
+            with self._calls_answered:
+                self._calls_open -= 1
+                self._calls_answered.notify_all()
+
+    def wait_calls_answered(self, timeout: float) -> bool:
+        """Whether every bind and eviction sent so far has its answer within ``timeout``
+        seconds (its outcome queued for the next poll): a turn's writes are done."""
+        with self._calls_answered:
+            return self._calls_answered.wait_for(lambda: self._calls_open == 0, timeout)
 
     # ----------------------------------------------------------------------------- reports
     def waiting_pods(self) -> int:
