@@ -85,6 +85,13 @@ class Harness:
                 seen = self.backend.wait_until_seen(resource, key, version, left)
                 assert seen, f"the informers did not catch up with {resource.plural} {key}"
 
+    def close(self) -> None:
+        """Stop the scheduler running now (a test may have replaced it) with its informers,
+        before the server stops: an informer that outlives its server retries against a closed
+        port for the rest of the session."""
+        self.scheduler.stop()
+        self.scheduler._shutdown()
+
     def kubelet_runs(self, name: str, namespace: str = "default") -> None:
         """Play the kubelet: the bound pod is Running and Ready."""
         pod = self.pod(name, namespace)
@@ -143,11 +150,7 @@ def harness(*objects: Obj, crds: bool = True, **admission: Any) -> Iterator[Harn
         try:
             yield h
         finally:
-            # The scheduler running now (a test may have replaced it), stopped with its
-            # informers before the server stops: an informer that outlives its server retries
-            # against a closed port for the rest of the session.
-            h.scheduler.stop()
-            h.scheduler._shutdown()
+            h.close()
 
 
 __all__ = ["PODS", "Harness", "harness", "make_scheduler"]
