@@ -44,10 +44,13 @@ class ServerState:
         self.requests: list[tuple[str, str]] = []
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
+        #: Notified after each request is logged.
+        self.logged = threading.Condition(self._lock)
 
     def log(self, method: str, path: str) -> None:
         with self._lock:
             self.requests.append((method, path))
+            self.logged.notify_all()
 
     def add_fault(self, method: str, pattern: str, status: int, times: int) -> None:
         with self._lock:

@@ -115,6 +115,8 @@ class Store:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
+        #: Notified (under :attr:`lock`) after every write and every watch opened.
+        self.changed = threading.Condition(self.lock)
         self.registry = Registry()
         self._objects: dict[ResourceKey, dict[tuple[str, str], Obj]] = {}
         self._rv = 1  # never "0", which a watch reads as "start with the current state"
@@ -174,6 +176,7 @@ class Store:
             watcher.offer(change)
         if rt.key == CRD_KEY:
             self._sync_crd(kind, obj)
+        self.changed.notify_all()
         return copy.deepcopy(_render(rt, obj))
 
     def create(self, rt: ResourceType, body: Obj, namespace: str | None, as_client: bool) -> Obj:
@@ -388,7 +391,13 @@ class Store:
                     if change.rv > since:
                         watcher.offer(change)
             self._watchers.add(watcher)
+            self.changed.notify_all()
         return watcher
+
+    @property
+    def watches_open(self) -> int:
+        with self.lock:
+            return len(self._watchers)
 
     def unwatch(self, watcher: Watcher) -> None:
         with self.lock:
