@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from gpufleet.api import views
 from gpufleet.api.schemas import WorkloadState
-from gpufleet.service import views
 from gpufleet.service.protocol import Plane
 
 

@@ -8,7 +8,7 @@ a bind is recorded with its devices, so a restarted plane (even after ``kill -9`
 running pod back on the same devices and every accepted workload back in its queue. Changes
 are published to subscribers (the API's event stream) after they are committed.
 
-Read-only views for the API live in :mod:`gpufleet.service.views`; this module owns the
+The API reads its records through :mod:`gpufleet.api.views`; this module owns the
 mutations and the loop.
 """
 
@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpufleet.api.schemas import ChangeKind, WorkloadState
 from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.live import LiveSimCluster, Outcome, OutcomeKind
 from gpufleet.control.factory import build_core, target_of
@@ -41,7 +40,6 @@ from gpufleet.service.base import (
     Change,
     PlaneBase,
     ServeOptions,
-    event_view,
     object_name,
     require_admin,
 )
@@ -56,6 +54,7 @@ from gpufleet.service.records import (
     PodRecord,
     WorkloadRecord,
 )
+from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import parse_body
 from gpufleet.service.tenants import (
@@ -193,7 +192,7 @@ class ControlPlane(PlaneBase):
             record.state = WorkloadState(stored.state)
             record.started, record.finished = stored.started, stored.finished
             for event in self.store.events(stored.key, limit=50):
-                record.events.append(event_view(event))
+                record.events.append(event)
             self._index(record)
             if record.active and record.timed.workload.queue not in self.core.quotas.queues:
                 self._hold(record)
@@ -256,7 +255,7 @@ class ControlPlane(PlaneBase):
             record.state = WorkloadState.PENDING
             self.store.set_workload_state(record.key, record.state.value)
             self.store.add_events([event])
-        record.events.append(event_view(event))
+        record.events.append(event)
         self.held[record.key] = queue
         log.error("workload %s waits: %s", record.key, event.message)
 
@@ -341,7 +340,7 @@ class ControlPlane(PlaneBase):
                 self.store.add_events(events)
             self._next_seq += len(records)
             for record, event in zip(records, events, strict=True):
-                record.events.append(event_view(event))
+                record.events.append(event)
                 self._index(record)
                 self.world.submit(record.timed)
             self.counters["submitted"] += len(records)
@@ -382,7 +381,7 @@ class ControlPlane(PlaneBase):
                 record.finished = now
                 self.store.set_workload_state(key, record.state.value, finished=now)
                 self.store.add_events([event])
-            record.events.append(event_view(event))
+            record.events.append(event)
             self.world.cancel(record.pods)
             self.held.pop(key, None)
         self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
@@ -562,7 +561,7 @@ class ControlPlane(PlaneBase):
         for event in events:
             record = self.records.get(event.workload or "")
             if record is not None:
-                record.events.append(event_view(event))
+                record.events.append(event)
         if outcomes:
             changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
 
