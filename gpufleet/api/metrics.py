@@ -15,9 +15,9 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gpufleet.api.schemas import WorkloadState
 from gpufleet.metrics import families as f
 from gpufleet.service.protocol import Plane
+from gpufleet.service.states import WorkloadState
 
 
 class _Registry(Collector):

@@ -11,7 +11,7 @@ recorded with its devices, so a restarted plane (even after ``kill -9``) puts ev
 back on the same devices and every accepted workload back in its queue. Changes are published
 to subscribers (the API's event stream) after they are committed.
 
-Read-only views for the API live in :mod:`gpufleet.service.views`; this module owns the
+The API reads its records through :mod:`gpufleet.api.views`; this module owns the
 mutations and the loop.
 """
 
@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.api.schemas import ChangeKind, WorkloadState
 from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.live import LiveSimCluster
 from gpufleet.control.factory import build_core, target_of
@@ -56,7 +55,6 @@ from gpufleet.service.base import (
     Change,
     PlaneBase,
     ServeOptions,
-    event_view,
     object_name,
     require_admin,
 )
@@ -71,6 +69,7 @@ from gpufleet.service.records import (
     PodRecord,
     WorkloadRecord,
 )
+from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import parse_body
 from gpufleet.service.tenants import (
@@ -212,7 +211,7 @@ class ControlPlane(PlaneBase):
             record.state = WorkloadState(stored.state)
             record.started, record.finished = stored.started, stored.finished
             for event in self.store.events(stored.key, limit=50):
-                record.events.append(event_view(event))
+                record.events.append(event)
             self._index(record)
             if record.active and record.timed.workload.queue not in self.core.quotas.queues:
                 self._hold(record)
@@ -275,7 +274,7 @@ class ControlPlane(PlaneBase):
             record.state = WorkloadState.PENDING
             self.store.set_workload_state(record.key, record.state.value)
             self.store.add_events([event])
-        record.events.append(event_view(event))
+        record.events.append(event)
         self.held[record.key] = queue
         log.error("workload %s waits: %s", record.key, event.message)
 
@@ -360,7 +359,7 @@ class ControlPlane(PlaneBase):
                 self.store.add_events(events)
             self._next_seq += len(records)
             for record, event in zip(records, events, strict=True):
-                record.events.append(event_view(event))
+                record.events.append(event)
                 self._index(record)
                 self.world.submit(record.timed)
             self.counters["submitted"] += len(records)
@@ -401,7 +400,7 @@ class ControlPlane(PlaneBase):
                 record.finished = now
                 self.store.set_workload_state(key, record.state.value, finished=now)
                 self.store.add_events([event])
-            record.events.append(event_view(event))
+            record.events.append(event)
             self.world.cancel(record.pods)
             self.held.pop(key, None)
         self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
@@ -589,7 +588,7 @@ class ControlPlane(PlaneBase):
         for event in notes.events:
             record = self.records.get(event.workload or "")
             if record is not None:
-                record.events.append(event_view(event))
+                record.events.append(event)
         if notes.world_changed:
             notes.changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
         if self._wall() - self._last_sample >= HISTORY_EVERY_S:

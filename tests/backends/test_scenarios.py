@@ -226,6 +226,7 @@ def test_same_scenario_and_seed_run_twice_give_identical_results(fifo: bool) -> 
     assert sum(q.completed for q in first[0].queues.values()) > 0
 
 
+@pytest.mark.slow  # the trace scenario simulated twice
 def test_trace_scenario_runs_with_whole_gangs_and_the_same_result_twice() -> None:
     nodes = make_cluster(NODES, gpus=8)
     scenario = from_trace(synthetic_trace(), nodes, seed=0, hours=4)

@@ -34,9 +34,9 @@ from gpufleet.service.base import ServeOptions
 from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.store import Store
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
 from gpufleet.testing.service import as_yaml, make_harness, pod_doc, queue_doc
 from tests.backends.kube.harness import harness
+from tests.fakes.kube_api import FakeApiServer
 
 Obj = dict[str, Any]
 #: Family name (as a scrape names it) -> its samples (``name{label="value"}`` -> value).

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.backends.sim import live
 from gpufleet.backends.sim.live import LiveSimCluster, ScaledClock
 from gpufleet.control.factory import target_of
 from gpufleet.io.errors import InputError
@@ -129,12 +130,14 @@ def test_live_world_cancel_and_restore() -> None:
     assert world.list_state().running == []
 
 
-def test_live_world_wait_is_cut_short_by_wake() -> None:
+def test_live_world_wait_is_cut_short_by_wake(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live, "MAX_SLEEP_S", 3600.0)  # only a wake ends this wait in time
     world = LiveSimCluster(gpu_nodes(1, 1), target_of(()), speed=1.0)
-    timer = threading.Timer(0.05, world.wake)
-    timer.start()
-    world.wait(1e9)  # returns after the wake (or MAX_SLEEP_S at worst), not after 1e9 s
-    timer.join()
+    waiting = threading.Thread(target=world.wait, args=(1e9,), daemon=True)
+    waiting.start()
+    world.wake()  # before or during the wait: either way it returns at once
+    waiting.join(timeout=30)  # a bound for the failure only
+    assert not waiting.is_alive(), "wait() was not cut short by wake()"
 
 
 # ---------------------------------------------------------------------------------- store

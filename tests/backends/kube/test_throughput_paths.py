@@ -11,15 +11,13 @@ import pytest
 from gpufleet.backends.kube.api import ApiError, JsonPoster, KubeApi, RateLimiter
 from gpufleet.control.loop import Turn
 from gpufleet.metrics.scheduler import SchedulerMetrics
-from gpufleet.model import Placement
 from gpufleet.model.actions import Action, Bind
 from gpufleet.model.events import WorkloadAdded
-from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.builders import make_node, make_pod, make_workload
+from gpufleet.testing.builders import make_node, make_workload
 from gpufleet.testing.fakes import make_core
-from gpufleet.testing.kube_api import FakeApiServer
 from tests.backends.kube.harness import make_scheduler
+from tests.fakes.kube_api import FakeApiServer
 
 Obj = dict[str, Any]
 
@@ -92,33 +90,20 @@ def test_reports_have_a_rate_limit_of_their_own_of_the_same_size() -> None:
             scheduler._shutdown()
 
 
-class _Cycles:
-    """A core whose cycles bind one pod each until they run out."""
-
-    def __init__(self, pods: int) -> None:
-        self.left = pods
-        self.cycles = 0
-        self._deferred: set[str] = set()  # no preemption search put off
-
-    def cycle(self, now: float | None = None) -> list[Action]:
-        self.cycles += 1
-        if not self.left:
-            return []
-        self.left -= 1
-        return [Bind(make_pod(f"p{self.left}"), Placement("n1"))]
-
-
 def test_each_cycles_binds_go_out_before_the_next_cycle_runs() -> None:
-    core = _Cycles(3)
+    """A core admits a workload a cycle; each cycle's binds reach ``on_cycle`` before the next
+    cycle runs (what has been bound when they arrive is what they bind, no more)."""
+    core = make_core([make_node("n1", gpus=8)])
+    core.handle_all(WorkloadAdded(make_workload(f"w{i}", gpus=1)) for i in range(3))
     applied: list[tuple[int, int]] = []
 
     def apply(actions: list[Action]) -> None:
-        applied.append((core.cycles, len(actions)))
+        binds = sum(isinstance(a, Bind) for a in actions)
+        applied.append((binds, len(core.running)))
 
-    actions = SchedulerCore.run_until_idle(core, 0.0, on_cycle=apply)  # type: ignore[arg-type]
-    assert len(actions) == 3
-    assert applied == [(1, 1), (2, 1), (3, 1)], "cycle, its binds out, next cycle"
-    assert core.cycles == 4, "until a cycle admits nothing"
+    actions = core.run_until_idle(0.0, on_cycle=apply)
+    assert sum(isinstance(a, Bind) for a in actions) == 3
+    assert applied == [(1, 1), (1, 2), (1, 3)], "a cycle, its binds out, the next cycle"
 
 
 def test_a_turn_counts_what_it_did_without_reading_the_cores_state() -> None:
