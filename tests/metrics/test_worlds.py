@@ -9,7 +9,6 @@ quotas, all used or asked for)."""
 
 from __future__ import annotations
 
-import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,7 +34,7 @@ from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.store import Store
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.service import as_yaml, make_harness, pod_doc, queue_doc
-from tests.backends.kube.harness import harness
+from tests.backends.kube.harness import Harness, harness
 from tests.fakes.kube_api import FakeApiServer
 
 Obj = dict[str, Any]
@@ -75,13 +74,6 @@ def scraped(text: str) -> Families:
             labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
             found[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
     return out
-
-
-def until(check: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 # ----------------------------------------------------------------------------- the worlds
@@ -135,22 +127,24 @@ def create_pods(server: FakeApiServer) -> None:
 
 
 def serve_kubernetes(tmp_path: Path) -> Families:
-    """``gpufleet serve --kubeconfig``'s /metrics."""
+    """``gpufleet serve --kubeconfig``'s /metrics (its scheduler turned by the test)."""
     with kube_cluster() as server:
         api = KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
         options = SchedulerOptions(policy="bestfit", leader_elect=False, status_every_s=0.0)
-        plane = KubeControlPlane(
-            api, Store(tmp_path / "gpufleet.db"), ServeOptions(policy="bestfit"), options
-        )
-        plane.start()
+        store = Store(tmp_path / "gpufleet.db")
+        plane = KubeControlPlane(api, store, ServeOptions(policy="bestfit"), options)
+        plane.scheduler.backend.start()
+        turned = Harness(server, plane.scheduler)
         try:
-            until(lambda: plane.scheduler.core is not None, "a core")
+            turned.until(lambda: plane.scheduler.core is not None, what="a core")
             create_pods(server)
-            until(lambda: bound(server) == 2, "a1 and b1 bound")
-            until(lambda: waiting(plane.scheduler.core) == 1, "b2 waiting")
+            turned.until(lambda: bound(server) == 2, what="a1 and b1 bound")
+            turned.until(lambda: waiting(plane.scheduler.core) == 1, what="b2 waiting")
             return scraped(TestClient(create_app(plane)).get("/metrics").text)
         finally:
             plane.stop()
+            turned.close()
+            store.close()
 
 
 def scheduler(tmp_path: Path) -> Families:
