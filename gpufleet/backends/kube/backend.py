@@ -727,10 +727,6 @@ class KubeBackend:
         with self._calls_answered:
             return self._calls_answered.wait_for(lambda: self._calls_open == 0, timeout)
 
-    # ----------------------------------------------------------------------------- reports
-    def waiting_pods(self) -> int:
-        return sum(1 for t in self._told.values() if t.state is PodState.WAITING)
-
 
 def _ignore(seconds: float) -> None:
     """No one is told how long binds take."""
