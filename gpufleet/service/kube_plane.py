@@ -1,9 +1,9 @@
 """The control plane on a Kubernetes cluster: ``gpufleet serve --kubeconfig``.
 
 The scheduler is :class:`~gpufleet.backends.kube.scheduler.KubeScheduler` (the same as
-``gpufleet scheduler``), run in a thread under this plane's lock; the API server is the store
-of workloads. A submission is checked exactly as in embedded mode (same reader, same tenant
-and admission rules) and then written to the cluster (the objects as
+``gpufleet scheduler``), run in a thread, each turn under this plane's lock; the API server is
+the store of workloads. A submission is checked exactly as in embedded mode (same reader, same
+tenant and admission rules) and then written to the cluster (the objects as
 :mod:`gpufleet.service.kube_writes` makes them):
 
 * every pod template gets ``schedulerName`` (this scheduler), the tenant label
@@ -102,16 +102,6 @@ SUBMITTED_GRACE_S = 120.0
 WRITE_VISIBLE_S = 10.0
 
 
-class _LockedScheduler(KubeScheduler):
-    """The Kubernetes scheduler, each turn under the control plane's lock."""
-
-    lock: threading.RLock
-
-    def turn(self) -> None:
-        with self.lock:
-            super().turn()
-
-
 class KubeControlPlane(PlaneBase):
     """See the module docstring."""
 
@@ -130,8 +120,9 @@ class KubeControlPlane(PlaneBase):
         self.scheduler_options = scheduler or SchedulerOptions(
             policy=options.policy, leader_elect=False, admission=options.admission
         )
-        self.scheduler = _LockedScheduler(api, self.scheduler_options)
-        self.scheduler.lock = self.lock
+        # Each turn of the scheduler runs under this plane's lock.
+        self.scheduler = KubeScheduler(api, self.scheduler_options, lock=self.lock)
+        self.metrics = self.scheduler.metrics
         self.writer = ObjectWriter(api)
         #: Workloads submitted whose pods are not in the cache yet, with when.
         self._submitted: dict[str, tuple[WorkloadRecord, float]] = {}

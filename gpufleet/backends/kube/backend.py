@@ -151,6 +151,8 @@ class KubeBackend:
         self.reporter: Reporter = reporter or NullReporter()
         self.clock = WallClock()
         self.counters = Counters()
+        #: Told the seconds each Binding call took, answered or refused (from binder threads).
+        self.bind_answered: Callable[[float], None] = _ignore
         self.watching = informers or Informers(api, WATCHED, watch_timeout_s)
         self._stop = self.watching.stop
         self._wake = self.watching.wake
@@ -637,6 +639,7 @@ class KubeBackend:
         self._call(self._bind_call, pod, placement)
 
     def _bind_call(self, pod: Pod, placement: Placement) -> None:
+        sent = time.perf_counter()
         try:
             self.api.bind(pod.namespace, pod.name, placement.node, placement_annotations(placement))
         except ApiError as error:
@@ -645,6 +648,7 @@ class KubeBackend:
             self._results.put(("failed", pod.key, repr(error)))
         else:
             self._results.put(("bound", pod.key, placement.node))
+        self.bind_answered(time.perf_counter() - sent)
         self._wake.set()
 
     def _take_results(self, out: list[ClusterEvent]) -> None:
@@ -723,9 +727,9 @@ class KubeBackend:
         with self._calls_answered:
             return self._calls_answered.wait_for(lambda: self._calls_open == 0, timeout)
 
-    # ----------------------------------------------------------------------------- reports
-    def waiting_pods(self) -> int:
-        return sum(1 for t in self._told.values() if t.state is PodState.WAITING)
+
+def _ignore(seconds: float) -> None:
+    """No one is told how long binds take."""
 
 
 def _config_part(obj: Obj | None) -> object:

@@ -1,6 +1,6 @@
 """What keeps binding fast: POSTs past the client on kept-alive connections, a rate limit of
 their own for reports, each cycle's binds sent as it ends, and metrics that do not walk every
-pod on every turn."""
+pod on every turn (only a scrape reads the core's state)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from gpufleet.backends.kube.api import ApiError, JsonPoster, KubeApi, RateLimiter
-from gpufleet.backends.kube.metrics import SchedulerMetrics
+from gpufleet.control.loop import Turn
+from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model.actions import Action, Bind
 from gpufleet.model.events import WorkloadAdded
 from gpufleet.testing import kube_objects as ko
@@ -105,30 +106,21 @@ def test_each_cycles_binds_go_out_before_the_next_cycle_runs() -> None:
     assert applied == [(1, 1), (1, 2), (1, 3)], "a cycle, its binds out, the next cycle"
 
 
-class _Counted:
-    def __init__(self) -> None:
-        self.counts = 0
+def test_a_turn_counts_what_it_did_without_reading_the_cores_state() -> None:
+    reads = [0]
 
-    def waiting_pods(self) -> int:
-        self.counts += 1
-        return 7
+    def read() -> None:
+        reads[0] += 1
 
-
-class _NoCore:
-    def __init__(self) -> None:
-        self.running: dict[str, object] = {}
-
-
-def test_the_waiting_pods_are_counted_once_a_second_not_once_a_turn(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    now = [100.0]
-    monkeypatch.setattr("gpufleet.backends.kube.metrics.time.monotonic", lambda: now[0])
-    metrics, backend = SchedulerMetrics(), _Counted()
+    metrics = SchedulerMetrics(read)
+    core = make_core([make_node("n1", gpus=4)])
+    core.handle_all(WorkloadAdded(make_workload(f"w{i}", gpus=1)) for i in range(3))
     for _ in range(50):
-        metrics.observe_turn(0.001, [], backend, _NoCore())  # type: ignore[arg-type]
-    assert backend.counts == 1
-    assert metrics.registry.get_sample_value("gpufleet_pending_pods") == 7
-    now[0] += 1.0
-    metrics.observe_turn(0.001, [], backend, _NoCore())  # type: ignore[arg-type]
-    assert backend.counts == 2
+        actions = core.run_until_idle(0.0)
+        metrics.turn_done(core, Turn(0.0, (), actions, 0.001))
+    assert reads == [0], "a turn does not walk the core's pods; a scrape does"
+    exposed = metrics.exposition().decode()
+    assert reads == [1]
+    assert "gpufleet_scheduled_pods_total 3.0" in exposed
+    assert 'gpufleet_admitted_workloads_total{queue="default"} 3.0' in exposed
+    assert "gpufleet_scheduling_turn_seconds_count 50.0" in exposed
