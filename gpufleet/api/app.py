@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufleet import __version__
-from gpufleet.api import errors
+from gpufleet.api import errors, views
 from gpufleet.api.errors import ApiError
 from gpufleet.api.metrics import ApiMetrics
 from gpufleet.api.schemas import (
@@ -47,7 +47,6 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import describe
-from gpufleet.service import views
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE
 from gpufleet.service.base import Change as PlaneChange
 from gpufleet.service.protocol import Plane

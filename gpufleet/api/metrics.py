@@ -1,82 +1,70 @@
-"""Prometheus metrics of the control plane, read from it at scrape time, plus API latency.
+"""The app's ``/metrics``: the scheduler's families, the control plane's book, API latency.
 
-One registry per app (several apps in one test process must not share counters). Cluster and
-queue gauges are computed when ``/metrics`` is scraped, from the same views the API serves, so
-the numbers agree with the API's.
+One registry per app (several apps in one test process must not share counters). It serves the
+plane's :class:`~gpufleet.metrics.scheduler.SchedulerMetrics` (the families every world serves,
+read from the plane's core; on Kubernetes also leadership and API calls) and adds what only
+the control plane has: its workloads by state, its clock, what its book counted since start,
+and the latency of API requests. Every name comes from :mod:`gpufleet.metrics.families`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gpufleet.api.schemas import WorkloadState
-from gpufleet.service import views
+from gpufleet.metrics import families as f
 from gpufleet.service.protocol import Plane
+from gpufleet.service.states import WorkloadState
+
+
+class _Registry(Collector):
+    """Another registry's families, served through this one."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        return self.registry.collect()
 
 
 class _PlaneCollector(Collector):
+    """The control plane's book, read at each scrape."""
+
     def __init__(self, plane: Plane) -> None:
         self.plane = plane
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(self) -> Iterator[Metric]:
         plane = self.plane
-        summary = views.cluster(plane)
-        yield GaugeMetricFamily("gpufleet_gpus", "GPUs in the cluster", value=summary.gpus)
-        yield GaugeMetricFamily(
-            "gpufleet_gpus_allocated", "GPUs allocated to pods", value=summary.gpus_allocated
-        )
-        yield GaugeMetricFamily(
-            "gpufleet_cluster_time_seconds", "the cluster's clock", value=summary.time
-        )
-        states = GaugeMetricFamily("gpufleet_workloads", "workloads by state", labels=["state"])
         with plane.lock:
             counts = dict.fromkeys(WorkloadState, 0)
             for record in plane.records.values():
                 counts[record.state] += 1
             counters = dict(plane.counters)
+            now = plane.now()
+        states = GaugeMetricFamily(f.WORKLOADS.name, f.WORKLOADS.help, labels=f.WORKLOADS.labels)
         for state, count in counts.items():
             states.add_metric([state.value], count)
         yield states
-        usage = GaugeMetricFamily(
-            "gpufleet_queue_usage", "a queue's usage (its subtree's)", labels=["queue", "resource"]
-        )
-        nominal = GaugeMetricFamily(
-            "gpufleet_queue_nominal", "a queue's nominal quota", labels=["queue", "resource"]
-        )
-        pending = GaugeMetricFamily(
-            "gpufleet_queue_pending_workloads", "workloads waiting", labels=["queue"]
-        )
-        share = GaugeMetricFamily(
-            "gpufleet_queue_share", "dominant-resource share", labels=["queue"]
-        )
-        for queue in views.queues(plane):
-            for resource, amount in queue.usage.items():
-                usage.add_metric([queue.name, resource], amount)
-            for resource, amount in queue.nominal.items():
-                nominal.add_metric([queue.name, resource], amount)
-            pending.add_metric([queue.name], queue.pending)
-            share.add_metric([queue.name], queue.share)
-        yield from (usage, nominal, pending, share)
-        for name, value in counters.items():
-            yield CounterMetricFamily(
-                f"gpufleet_{name}", f"pods or workloads {name} since start", value=value
-            )
+        yield GaugeMetricFamily(f.CLUSTER_TIME.name, f.CLUSTER_TIME.help, value=now)
+        for key, family in f.PLANE_COUNTERS.items():
+            yield CounterMetricFamily(family.name, family.help, value=counters.get(key, 0))
 
 
 class ApiMetrics:
-    """The app's registry: the plane's numbers and the latency of API requests."""
+    """The app's registry (see the module docstring)."""
 
     def __init__(self, plane: Plane) -> None:
         self.registry = CollectorRegistry()
+        self.registry.register(_Registry(plane.metrics.registry))
         self.registry.register(_PlaneCollector(plane))
+        family = f.API_REQUEST_SECONDS
         self.latency = Histogram(
-            "gpufleet_api_request_seconds",
-            "API request latency",
-            ["method", "route", "status"],
+            family.name,
+            family.help,
+            family.labels,
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
         )

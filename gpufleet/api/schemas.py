@@ -4,6 +4,8 @@ Quantities are in the units people read: CPU in cores, memory in MiB, GPUs in GP
 half a GPU); quota maps use the Kubernetes resource names (``cpu``, ``memory``,
 ``nvidia.com/gpu``, ``nvidia.com/gpu.<model>``). Times are seconds of the cluster's clock (the
 simulated clock in embedded mode, Unix time on Kubernetes); ``wall`` fields are Unix time.
+The service owns its types (:mod:`gpufleet.service.states`, its records); these shapes are the
+API's, built from them by :mod:`gpufleet.api.views`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,11 @@ from __future__ import annotations
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# The service's own states and kinds of change, served as they are (explicitly re-exported:
+# clients read the whole vocabulary of the API from this module).
+from gpufleet.service.states import ChangeKind as ChangeKind
+from gpufleet.service.states import WorkloadState as WorkloadState
 
 API_PREFIX = "/api/v1"
 
@@ -37,15 +44,6 @@ class WhoAmI(_Schema):
     role: Role
     queues: list[str] = Field(description="queues this tenant may submit to ([] = any, admin)")
     namespaces: list[str]
-
-
-class WorkloadState(StrEnum):
-    PENDING = "Pending"
-    ADMITTED = "Admitted"  # placed, victims still leaving or pods not all running yet
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    CANCELLED = "Cancelled"
-    FAILED = "Failed"
 
 
 class PodView(_Schema):
@@ -236,14 +234,6 @@ class HistoryPoint(_Schema):
 
 class History(_Schema):
     points: list[HistoryPoint]
-
-
-class ChangeKind(StrEnum):
-    WORKLOAD = "workload"
-    QUEUE = "queue"
-    NODE = "node"
-    CLUSTER = "cluster"
-    EVENT = "event"
 
 
 class Change(_Schema):

@@ -9,7 +9,7 @@ import typer
 
 from gpufleet.backends.sim.cluster import Mode
 from gpufleet.cli.common import console
-from gpufleet.cli.simulate import DEFAULT_WORKERS, _simulate
+from gpufleet.cli.simulate import DEFAULT_WORKERS, run_simulation
 from gpufleet.io.traces import DEFAULT_FETCH_DIR, find_alibaba_trace
 
 
@@ -27,7 +27,7 @@ def demo(
             f"Fetch the real one with `gpufleet traces fetch alibaba-2023` (into "
             f"{DEFAULT_FETCH_DIR}, where the demo looks; `gpufleet traces locate` lists where)."
         )
-    _simulate(
+    run_simulation(
         cluster=None,
         workload=None,
         policy=["bestfit", "fgd", "default"],

@@ -104,8 +104,8 @@ def scheduler(
     # The API server lists the cluster while the scheduling core is imported.
     informers = Informers(api, WATCHED)
     informers.start()
-    from gpufleet.backends.kube.metrics import HealthServer
     from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions, default_identity
+    from gpufleet.metrics.endpoint import HealthServer
 
     options = SchedulerOptions(
         scheduler_name=scheduler_name,

@@ -351,7 +351,7 @@ def simulate(
     given = [flag for flag, present in only_with_scenario.items() if present]
     if given:
         raise fail(f"{', '.join(given)}: only with --scenario")
-    _simulate(
+    run_simulation(
         cluster,
         workload,
         policy,
@@ -369,7 +369,7 @@ def simulate(
 
 
 @friendly_errors
-def _simulate(
+def run_simulation(
     cluster: Path | None,
     workload: Path | None,
     policy: list[str] | None,
@@ -384,6 +384,8 @@ def _simulate(
     title: str | None,
     resample_to: int | None = None,
 ) -> None:
+    """A fill-up or replay simulation of ``simulate`` (and ``demo``): each policy on each seed,
+    their summaries printed, and the report (HTML and JSON) written to ``out``."""
     policies = check_policies(policy or ["fgd", "default"])
     seed_list = parse_seeds(seeds)
     if inflation <= 0:

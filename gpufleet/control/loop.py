@@ -1,18 +1,48 @@
-"""The control loop: join a scheduling core and a cluster backend.
+"""The control loop that joins a scheduling core and a cluster backend: one, for every world.
 
-poll events -> core.handle -> core cycles until idle -> backend.apply -> backend.wait, until the
-backend is done (a finished simulation) or ``stop`` says so. Simulation and production differ
-only in how the backend waits.
+A turn (:meth:`ControlLoop.turn`): take the core of this turn; poll the backend's events, show
+them to the observers and hand them to the core; run cycles until the core is idle, carrying
+out each cycle's actions as the cycle ends (with thousands pending, binding starts after the
+first cycle, not the last; nothing the backend answers meanwhile reaches the core before the
+next poll, so the decisions are ``run_until_idle``'s); show the turn to the observers. Between
+turns (:meth:`ControlLoop.run`) the backend waits until its next event or the core's next
+timer: virtual time in the simulator (its wait jumps to the next event), a watch stream on
+Kubernetes, a scaled wall clock in the embedded control plane.
+
+What differs per world plugs in; the loop is not copied:
+
+* ``core``: the core of each turn (the simulator's one core; the embedded plane's current one,
+  rebuilt when its queues change; on Kubernetes, built when the replica starts leading and
+  again when Queues change, inside the start's burst of long-lived objects);
+* ``guard``: what each turn runs inside (the control plane's lock and store transaction);
+* observers (:class:`TurnObserver`): what sees the events and the turns (metrics, the control
+  plane's book and store, Kubernetes Queue status);
+* ``refused``: what to do with an event the core refuses (on Kubernetes, a pod another
+  scheduler bound beyond what a node has left: logged and counted; elsewhere it is a bug and
+  raises);
+* ``standby`` and ``survive`` (:meth:`ControlLoop.run`): a world that must not act now (a
+  replica that does not lead) waits instead of turning; a long-lived server logs a turn that
+  fails and goes on.
+
+It decides nothing (the core does) and carries nothing out (the backend does).
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from typing import Protocol
 
 from gpufleet.control.backend import ClusterBackend, ClusterState
-from gpufleet.model.events import NodeAdded, PodAdded, PodBound
+from gpufleet.model.actions import Action
+from gpufleet.model.events import ClusterEvent, NodeAdded, PodAdded, PodBound
 from gpufleet.scheduling.core import SchedulerCore
+
+log = logging.getLogger(__name__)
 
 
 def sync(core: SchedulerCore, state: ClusterState) -> None:
@@ -26,25 +56,129 @@ def sync(core: SchedulerCore, state: ClusterState) -> None:
         core.handle(PodAdded(pod))
 
 
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What one turn did: the backend's time it ran at, the events it took in, the actions it
+    sent out, and the wall seconds from the poll to the last action out."""
+
+    now: float
+    events: Sequence[ClusterEvent]
+    actions: Sequence[Action]
+    seconds: float
+
+
+class TurnObserver(Protocol):
+    def events_in(self, events: Sequence[ClusterEvent]) -> None:
+        """The turn's events, as polled, before the core takes them."""
+        ...
+
+    def turn_done(self, core: SchedulerCore, turn: Turn) -> None:
+        """The turn ended (the core idle, its actions out)."""
+        ...
+
+
+def _unguarded() -> AbstractContextManager[object]:
+    return nullcontext()
+
+
+class ControlLoop:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        backend: ClusterBackend,
+        core: Callable[[], SchedulerCore],
+        observers: Sequence[TurnObserver] = (),
+        guard: Callable[[], AbstractContextManager[object]] = _unguarded,
+        refused: Callable[[ClusterEvent, ValueError], None] | None = None,
+        stopwatch: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.backend = backend
+        self.core = core
+        self.observers = list(observers)
+        self.guard = guard
+        self.refused = refused
+        self.stopwatch = stopwatch
+        #: The core of the last turn (None before the first).
+        self.last_core: SchedulerCore | None = None
+
+    def handle(self, core: SchedulerCore, events: Sequence[ClusterEvent]) -> None:
+        """Hand ``events`` to ``core``; one it refuses goes to ``refused`` (if given), and the
+        rest are still handed over."""
+        if self.refused is None:
+            core.handle_all(events)
+            return
+        for event in events:
+            try:
+                core.handle(event)
+            except ValueError as error:
+                self.refused(event, error)
+
+    def turn(self) -> float:
+        """One turn (see the module docstring); returns the core's next timer."""
+        backend = self.backend
+        with self.guard():
+            core = self.core()
+            started = self.stopwatch()
+            events = backend.poll_events()
+            for observer in self.observers:
+                observer.events_in(events)
+            self.handle(core, events)
+            now = backend.clock.now()
+            actions = core.run_until_idle(now, on_cycle=backend.apply)
+            done = Turn(now, events, actions, self.stopwatch() - started)
+            for observer in self.observers:
+                observer.turn_done(core, done)
+            self.last_core = core
+            return core.next_timer()
+
+    def run(
+        self,
+        stop: Callable[[], bool] | None = None,
+        on_turn: Callable[[], None] | None = None,
+        standby: Callable[[], bool] | None = None,
+        survive: bool = False,
+    ) -> int:
+        """Turn and wait until ``stop`` says so, or the backend is done and the core has
+        nothing timed left to do (a backoff, a gang's ready deadline); returns the number of
+        turns. ``on_turn``: called after each turn's wait. ``standby``: asked before each
+        turn; True means this world does not act now and has waited instead. ``survive``: a
+        turn that raises is logged and the loop goes on a second later."""
+        backend = self.backend
+        turns = 0
+        while not (stop is not None and stop()):
+            if standby is not None and standby():
+                continue
+            try:
+                timer = self.turn()
+            except Exception:
+                if not survive:
+                    raise
+                log.exception("a turn of the control loop failed")
+                timer = backend.clock.now() + 1.0
+            backend.wait(timer)
+            turns += 1
+            if on_turn is not None:
+                on_turn()
+            if backend.done and self.idle():
+                break
+        return turns
+
+    def idle(self) -> bool:
+        """Whether the last turn's core has nothing timed left to do."""
+        core = self.last_core
+        return core is None or core.next_timer(aging=False) == math.inf
+
+
 def run(
     backend: ClusterBackend,
     core: SchedulerCore,
     on_iteration: Callable[[], None] | None = None,
     stop: Callable[[], bool] | None = None,
+    observers: Sequence[TurnObserver] = (),
 ) -> int:
-    """Run until the backend is done and the core has nothing timed left to do (a backoff, a
-    gang's ready deadline), or ``stop`` says so; returns the number of loop iterations."""
+    """The loop over one core (a simulation): told the backend's listing first, then turned
+    until the backend is done and the core has nothing timed left, or ``stop`` says so;
+    returns the number of turns."""
     sync(core, backend.list_state())
-    iterations = 0
-    while not (stop is not None and stop()):
-        core.handle_all(backend.poll_events())
-        actions = core.run_until_idle(backend.clock.now())
-        if actions:
-            backend.apply(actions)
-        backend.wait(core.next_timer())
-        iterations += 1
-        if on_iteration is not None:
-            on_iteration()
-        if backend.done and core.next_timer(aging=False) == math.inf:
-            break
-    return iterations
+    return ControlLoop(backend, lambda: core, observers).run(stop, on_iteration)

@@ -2,7 +2,7 @@
 
 Owns :class:`LiveCatalog`: the Queues, PriorityClasses and ResourceQuotas that an API server
 (or a control plane's database) holds, read with the same readers and checks as scenario files
-(``catalog``, ``workloads``), except that a bad object is set aside with its error (it is
+(``catalog``, ``assembly``), except that a bad object is set aside with its error (it is
 stored already; the scheduler reports it and goes on with the rest) instead of failing the
 whole read; and
 :meth:`LiveCatalog.workload`, which turns the Pod objects of one gang (or one lone pod) into a
@@ -17,12 +17,12 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from gpufleet.io.assembly import DEFAULT_QUEUE, ScenarioBuilder, object_context, object_pods
 from gpufleet.io.catalog import Rejected, object_key
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import pods_from_object
 from gpufleet.io.manifests import Context, Manifest
 from gpufleet.io.tenancy import Setting, workload_settings
-from gpufleet.io.workloads import DEFAULT_QUEUE, _Builder, _context, _part
 from gpufleet.model.tenancy import PriorityClass, Queue, ResourceQuota, Workload
 from gpufleet.model.workload import TimedPod
 
@@ -51,7 +51,7 @@ class LiveCatalog:
     ) -> None:
         """``source`` and ``where`` name the objects in errors (default: ``kubernetes`` and
         each object's resourceVersion)."""
-        self._builder = builder = _Builder(strict=False)
+        self._builder = builder = ScenarioBuilder(strict=False)
         self._source, self._where = source, where
         self._resource_rejected: list[Rejected] = []
         for kind, objects in (("Queue", queues), ("PriorityClass", priority_classes)):
@@ -72,12 +72,12 @@ class LiveCatalog:
         self.priority_classes: dict[str, PriorityClass] = builder.class_models()
         self.resource_quotas: list[ResourceQuota] = [s.value for s in builder.quotas.values()]
 
-    def request_builder(self) -> _Builder:
+    def request_builder(self) -> ScenarioBuilder:
         """A builder that knows the good queues and priority classes, for reading the workloads
         of requests against them (forked per request). It knows the implicit ``default`` queue
         too, as the scheduler does: where a workload goes that names no queue and whose
         namespace no queue is the default for."""
-        builder = _Builder()
+        builder = ScenarioBuilder()
         builder.queues = dict(self._builder.queues)
         builder.namespace_queues = dict(self._builder.namespace_queues)
         builder.classes = dict(self._builder.classes)
@@ -103,14 +103,14 @@ class LiveCatalog:
             timed = (timed_pod(obj) if parsed is None else parsed(obj),)
             metadata: dict[str, Any] = manifest["metadata"]
             name, namespace = str(metadata["name"]), str(metadata.get("namespace") or "default")
-            context = _context(SOURCE, manifest.location, f"Pod {namespace}/{name}")
+            context = object_context(SOURCE, manifest.location, f"Pod {namespace}/{name}")
             settings = workload_settings(context, metadata, manifest["spec"], "spec")
-            parts.append(_part(context, "Pod", name, namespace, timed, settings))
+            parts.append(object_pods(context, "Pod", name, namespace, timed, settings))
         if not parts:
             raise ValueError("a workload needs at least one pod")
         head = parts[0]
         gang = ("PodGroup", head.namespace, group) if group else ("Pod", head.namespace, head.name)
-        return self._builder._workload(gang, parts, self._declared).workload
+        return self._builder.assemble(gang, parts, self._declared).workload
 
 
 def timed_pod(obj: Mapping[str, Any]) -> TimedPod:

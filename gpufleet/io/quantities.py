@@ -1,8 +1,9 @@
 """Kubernetes resource quantities and Go-style durations, parsed exactly.
 
-Owns the grammar of ``500m``, ``1.5``, ``512Mi``, ``1G``, ``1e9`` (as the Kubernetes API reads
-them) and of ``90s``, ``1h30m`` (as Go's ``time.ParseDuration`` reads them), and the conversion
-into the model's integer units: milli-CPU, MiB and whole counts, rounding up as Kubernetes does.
+Owns the grammar of ``500m``, ``1.5``, ``512Mi``, ``1G``, ``1e9``, ``100n`` (as the Kubernetes
+API reads them: apimachinery's ``resource.Quantity``, every suffix it accepts) and of ``90s``,
+``1h30m`` (as Go's ``time.ParseDuration`` reads them), and the conversion into the model's
+integer units: milli-CPU, MiB and whole counts, rounding up as Kubernetes does.
 Arithmetic is done on :class:`fractions.Fraction`, so there is no float drift.
 
 It raises plain :class:`ValueError` with a message meant for people; callers that know the file
@@ -22,16 +23,24 @@ from gpufleet.io.errors import quoted
 MIB = 1 << 20
 
 _BINARY_SUFFIXES = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL_SUFFIXES = {"m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_DECIMAL_SUFFIXES = {
+    "n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18,
+}  # fmt: skip
 #: Exponents beyond this are not resource sizes anyone means; refusing them keeps the exact
 #: arithmetic from building enormous integers out of a typo such as ``1e999999``.
 _MAX_EXPONENT = 30
 
+# apimachinery's grammar (pkg/api/resource/quantity.go):
+#   <quantity> ::= <signedNumber><suffix>;  <number> ::= <digits> | <digits>.<digits> |
+#   <digits>. | .<digits>;  <suffix> ::= <binarySI> | <decimalExponent> | <decimalSI>;
+#   <binarySI> ::= Ki | Mi | Gi | Ti | Pi | Ei;  <decimalExponent> ::= e<signedNumber> |
+#   E<signedNumber> (whole numbers only, as its parser reads them);  <decimalSI> ::= n | u | m |
+#   "" | k | M | G | T | P | E (its comment omits n and u; its parser accepts them).
 _QUANTITY = re.compile(
     r"^(?P<sign>[+-]?)(?P<number>\d+(?:\.\d*)?|\.\d+)"
-    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exponent>[+-]?\d+)|(?P<decimal>[mkMGTPE]?))$"
+    r"(?:(?P<binary>Ki|Mi|Gi|Ti|Pi|Ei)|[eE](?P<exponent>[+-]?\d+)|(?P<decimal>[numkMGTPE]?))$"
 )
-_EXAMPLES = "such as 500m, 2, 1.5, 512Mi, 1Gi, 1G or 1e9"
+_EXAMPLES = "such as 500m, 2, 1.5, 512Mi, 1Gi, 1G, 1e9 or 100n"
 
 _PLAIN_NUMBER = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")

@@ -1,8 +1,17 @@
-"""What backends report to the scheduling core: changes to nodes and pods."""
+"""What backends report: changes to nodes and pods, as every world reports them.
+
+The scheduling core acts on the first eight kinds (a node added or removed, a pod or workload
+to schedule, a pod bound, ready, gone, or a bind that failed). A world may say more about what
+happened to a pod than the core needs: why it is gone (:class:`PodEnd`), a container restarted
+or a Job's next completion run in place (:class:`PodRestarted`), a job ended
+(:class:`JobEnded`). Those are for the other observers of a world (the control plane's book of
+workloads); the core ignores what it does not act on.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from gpufleet.model.node import Node
 from gpufleet.model.placement import Placement
@@ -35,11 +44,29 @@ class PodBound:
     placement: Placement
 
 
+class PodEnd(StrEnum):
+    """Why a pod is gone."""
+
+    #: Deleted (cancelled, or dropped by a fill-up run); what a world that knows no more says.
+    DELETED = "deleted"
+    #: Its work is done.
+    SUCCEEDED = "succeeded"
+    #: It failed for good, or its job ended without it.
+    FAILED = "failed"
+    #: Evicted by the scheduler: its workload waits again.
+    EVICTED = "evicted"
+    #: It failed (or its job's gang is made again) and a new pod follows: it waits again.
+    REPLACED = "replaced"
+
+
 @dataclass(frozen=True, slots=True)
 class PodDeleted:
-    """A pod is gone (finished, deleted or dropped), wherever it was."""
+    """A pod is gone (finished, deleted or dropped), wherever it was; ``end`` says why and
+    ``message`` how, when the world knows."""
 
     key: str
+    end: PodEnd = PodEnd.DELETED
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +91,27 @@ class PodReady:
     key: str
 
 
+@dataclass(frozen=True, slots=True)
+class PodRestarted:
+    """A bound pod runs again where it is: its container failed and restarts after a back-off
+    (``completion`` None), or it runs its Job's next completion (that completion's index)."""
+
+    key: str
+    message: str
+    completion: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnded:
+    """The job ``job`` of the pod ``pod_key`` ended: ``outcome`` is Succeeded or Failed."""
+
+    job: str
+    pod_key: str
+    outcome: str
+    reason: str
+    message: str
+
+
 ClusterEvent = (
     NodeAdded
     | NodeRemoved
@@ -73,4 +121,6 @@ ClusterEvent = (
     | PodReady
     | PodDeleted
     | BindFailed
+    | PodRestarted
+    | JobEnded
 )

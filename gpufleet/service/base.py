@@ -19,19 +19,19 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpufleet.api.schemas import ChangeKind, EventView, WorkloadState
+from gpufleet.io.assembly import DEFAULT_QUEUE, ScenarioBuilder
 from gpufleet.io.catalog import check_change, object_key
 from gpufleet.io.errors import InputError, quoted, shorten
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, describe
 from gpufleet.io.names import label_value_problem, name_problem, rule_of
-from gpufleet.io.workloads import DEFAULT_QUEUE, _Builder
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.tenancy import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.protocol import ExplainCache
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
+from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import SOURCE, Submitted, read_workloads
 from gpufleet.service.tenants import (
@@ -260,7 +260,7 @@ class PlaneBase:
         return principal
 
     def accept(
-        self, principal: Principal, manifests: Sequence[Manifest], catalog: _Builder,
+        self, principal: Principal, manifests: Sequence[Manifest], catalog: ScenarioBuilder,
         queues: Mapping[str, Queue], taken_pods: Container[str] = (),
     ) -> list[Submitted]:  # fmt: skip
         """The workloads of a request read against ``catalog`` (queues, priority classes) and
@@ -414,13 +414,3 @@ def object_name(document: dict[str, Any], kind: str) -> str:
             "metadata.name",
         )
     return name
-
-
-def event_view(event: StoredEvent) -> EventView:
-    return EventView(
-        time=event.time,
-        type=event.type,
-        reason=event.reason,
-        message=event.message,
-        workload=event.workload,
-    )

@@ -1,9 +1,9 @@
 """The control plane on a Kubernetes cluster: ``gpufleet serve --kubeconfig``.
 
 The scheduler is :class:`~gpufleet.backends.kube.scheduler.KubeScheduler` (the same as
-``gpufleet scheduler``), run in a thread under this plane's lock; the API server is the store
-of workloads. A submission is checked exactly as in embedded mode (same reader, same tenant
-and admission rules) and then written to the cluster (the objects as
+``gpufleet scheduler``), run in a thread, each turn under this plane's lock; the API server is
+the store of workloads. A submission is checked exactly as in embedded mode (same reader, same
+tenant and admission rules) and then written to the cluster (the objects as
 :mod:`gpufleet.service.kube_writes` makes them):
 
 * every pod template gets ``schedulerName`` (this scheduler), the tenant label
@@ -39,7 +39,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpufleet.api.schemas import ChangeKind, WorkloadState
 from gpufleet.backends.kube.api import NODES, PODS, PRIORITY_CLASSES, QUEUES, ApiError, KubeApi
 from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.backends.kube.pods import pod_group
@@ -60,7 +59,6 @@ from gpufleet.service.base import (
     ConflictError,
     PlaneBase,
     ServeOptions,
-    event_view,
     object_name,
     require_admin,
 )
@@ -85,6 +83,7 @@ from gpufleet.service.records import (
     PodRecord,
     WorkloadRecord,
 )
+from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import parse_body
 from gpufleet.service.tenants import Principal
@@ -101,16 +100,6 @@ REFRESH_EVERY_S = 1.0
 SUBMITTED_GRACE_S = 120.0
 #: How long an admin's write may take to come back through the informers.
 WRITE_VISIBLE_S = 10.0
-
-
-class _LockedScheduler(KubeScheduler):
-    """The Kubernetes scheduler, each turn under the control plane's lock."""
-
-    lock: threading.RLock
-
-    def turn(self) -> None:
-        with self.lock:
-            super().turn()
 
 
 class KubeControlPlane(PlaneBase):
@@ -131,8 +120,9 @@ class KubeControlPlane(PlaneBase):
         self.scheduler_options = scheduler or SchedulerOptions(
             policy=options.policy, leader_elect=False, admission=options.admission
         )
-        self.scheduler = _LockedScheduler(api, self.scheduler_options)
-        self.scheduler.lock = self.lock
+        # Each turn of the scheduler runs under this plane's lock.
+        self.scheduler = KubeScheduler(api, self.scheduler_options, lock=self.lock)
+        self.metrics = self.scheduler.metrics
         self.writer = ObjectWriter(api)
         #: Workloads submitted whose pods are not in the cache yet, with when.
         self._submitted: dict[str, tuple[WorkloadRecord, float]] = {}
@@ -198,7 +188,7 @@ class KubeControlPlane(PlaneBase):
         objects = list(backend.objects[NODES].values())
         versions = tuple(str((o.get("metadata") or {}).get("resourceVersion")) for o in objects)
         if self._nodes is None or self._nodes[0] != versions:
-            parsed = (backend._parse_node(obj) for obj in objects)
+            parsed = (backend.parse_node(obj) for obj in objects)
             self._nodes = (versions, [node for node in parsed if node is not None])
         return self._nodes[1]
 
@@ -329,7 +319,7 @@ class KubeControlPlane(PlaneBase):
             self._recent_delays.append(max(0.0, now - submitted))
         for event in events:
             if event.workload == key:
-                record.events.append(event_view(event))
+                record.events.append(event)
         return record
 
     # ----------------------------------------------------------------------------- submit
@@ -379,7 +369,7 @@ class KubeControlPlane(PlaneBase):
         with self.lock:
             self.store.add_events(events)
             for record, event in zip(records, events, strict=True):
-                record.events.append(event_view(event))
+                record.events.append(event)
                 self._submitted[record.key] = (record, now)
                 self.records.setdefault(record.key, record)
             self.counters["submitted"] += len(records)
@@ -415,7 +405,7 @@ class KubeControlPlane(PlaneBase):
         event = StoredEvent(now, key, "Normal", "Cancelled", f"by {principal.tenant}")
         with self.lock:
             self.store.add_events([event])
-            record.events.append(event_view(event))
+            record.events.append(event)
             record.state = WorkloadState.CANCELLED
             record.finished = now
             for pod_record in record.pods.values():
@@ -456,18 +446,13 @@ class KubeControlPlane(PlaneBase):
         the object gone) and the scheduler has a core built with it, so that the caller reads
         what it wrote."""
         resource = QUEUES if kind == QUEUE else PRIORITY_CLASSES
-        deadline = time.monotonic() + WRITE_VISIBLE_S
-        while time.monotonic() < deadline:
-            with self.lock:
-                backend = self.scheduler.backend
-                backend.drain()
-                found = backend.objects[resource].get(name)
-                seen_version = str(((found or {}).get("metadata") or {}).get("resourceVersion"))
-                if (found is None) if version is None else _not_older(seen_version, version):
-                    self.scheduler.turn()  # builds the new core now, not on the next change
-                    return
-            time.sleep(0.05)
-        log.warning("%s %s written but not yet seen by the informers", kind, name)
+        backend = self.scheduler.backend
+        if not backend.wait_until_seen(resource, name, version, WRITE_VISIBLE_S):
+            log.warning("%s %s written but not yet seen by the informers", kind, name)
+            return
+        with self.lock:
+            backend.drain()
+            self.scheduler.turn()  # builds the new core now, not on the next change
 
     def _documents(self) -> tuple[dict[str, Obj], dict[str, Obj]]:
         backend = self.scheduler.backend
@@ -516,14 +501,6 @@ def _progress(kind: str, pods: Sequence[Obj], record: WorkloadRecord) -> JobProg
         failed_pods=states.count(POD_FAILED),
         restarts=sum(p.restarts for p in record.pods.values()),
     )
-
-
-def _not_older(seen: str, written: str) -> bool:
-    """Whether the informers show the write or something later (a status update since): the
-    API's resourceVersions are opaque, but etcd's (and every server's we know) are counters."""
-    if seen == written:
-        return True
-    return seen.isdigit() and written.isdigit() and int(seen) > int(written)
 
 
 def _where(pod: PodRecord) -> str:

@@ -1,14 +1,17 @@
 """The control plane of ``gpufleet serve`` in embedded mode: core, live world, store, tenants.
 
-:class:`ControlPlane` runs the scheduling loop in a thread over a :class:`LiveSimCluster` (the
-simulated cluster on a scaled wall clock) and answers the API's calls from other threads,
-all under one lock. Every change is written to the :class:`Store` in the same turn, inside
-one transaction, before anyone is told: a submission is committed before it is acknowledged,
-a bind is recorded with its devices, so a restarted plane (even after ``kill -9``) puts every
-running pod back on the same devices and every accepted workload back in its queue. Changes
-are published to subscribers (the API's event stream) after they are committed.
+:class:`ControlPlane` runs the control loop (:class:`~gpufleet.control.loop.ControlLoop`) in a
+thread over a :class:`LiveSimCluster` (the simulated cluster on a scaled wall clock) and
+answers the API's calls from other threads, all under one lock: each turn runs under it, in
+one store transaction. What the world reports (a bind done or refused, a pod finished, evicted,
+failed or restarted, a job ended: its events) and what the scheduler decided (why a pod waits,
+for whom it was evicted: its actions) are written to the :class:`Store` in the turn that sees
+them, before anyone is told: a submission is committed before it is acknowledged, a bind is
+recorded with its devices, so a restarted plane (even after ``kill -9``) puts every running pod
+back on the same devices and every accepted workload back in its queue. Changes are published
+to subscribers (the API's event stream) after they are committed.
 
-Read-only views for the API live in :mod:`gpufleet.service.views`; this module owns the
+The API reads its records through :mod:`gpufleet.api.views`; this module owns the
 mutations and the loop.
 """
 
@@ -18,19 +21,30 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.api.schemas import ChangeKind, WorkloadState
 from gpufleet.backends.sim.jobs import JobRun
-from gpufleet.backends.sim.live import LiveSimCluster, Outcome, OutcomeKind
+from gpufleet.backends.sim.live import LiveSimCluster
 from gpufleet.control.factory import build_core, target_of
-from gpufleet.control.loop import sync
+from gpufleet.control.loop import ControlLoop, Turn, sync
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.live_objects import LiveCatalog
-from gpufleet.model import Node
-from gpufleet.model.actions import Action, Evict, MarkUnschedulable
-from gpufleet.model.events import WorkloadAdded
+from gpufleet.metrics.state import SchedulerState, read_state
+from gpufleet.model import Node, Placement
+from gpufleet.model.actions import Evict, MarkUnschedulable
+from gpufleet.model.events import (
+    BindFailed,
+    ClusterEvent,
+    JobEnded,
+    PodBound,
+    PodDeleted,
+    PodEnd,
+    PodRestarted,
+    WorkloadAdded,
+)
 from gpufleet.model.tenancy import PriorityClass
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
@@ -41,7 +55,6 @@ from gpufleet.service.base import (
     Change,
     PlaneBase,
     ServeOptions,
-    event_view,
     object_name,
     require_admin,
 )
@@ -56,6 +69,7 @@ from gpufleet.service.records import (
     PodRecord,
     WorkloadRecord,
 )
+from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import parse_body
 from gpufleet.service.tenants import (
@@ -64,16 +78,19 @@ from gpufleet.service.tenants import (
 
 log = logging.getLogger(__name__)
 
-#: What a job's controller does with a pod (see :meth:`ControlPlane._record_job_outcome`).
-JOB_OUTCOMES = frozenset(
-    {
-        OutcomeKind.RESTARTED,
-        OutcomeKind.NEXT,
-        OutcomeKind.FAILED,
-        OutcomeKind.REMOVED,
-        OutcomeKind.JOB_ENDED,
-    }
-)
+#: The world's reports of what happened to pods and jobs (a pod deleted on request is not one).
+POD_NEWS = (PodBound, BindFailed, PodDeleted, PodRestarted, JobEnded)
+
+
+@dataclass(slots=True)
+class _TurnNotes:
+    """What one turn wrote down: changes and events to publish once committed, and the
+    workloads whose pods it changed (settled at the end of the turn)."""
+
+    changes: list[Change] = field(default_factory=list)
+    events: list[StoredEvent] = field(default_factory=list)
+    touched: dict[str, WorkloadRecord] = field(default_factory=dict)
+    world_changed: bool = False
 
 
 class ControlPlane(PlaneBase):
@@ -105,6 +122,15 @@ class ControlPlane(PlaneBase):
             log.error(
                 "stored %s %s is set aside: %s", rejected.kind, rejected.key, rejected.message
             )
+        #: Who each pod evicted and not yet gone was evicted for (its workload's key).
+        self._evicted_for: dict[str, str | None] = {}
+        self._notes = _TurnNotes()
+        #: The simulated world's scheduler metrics, its core read under the lock.
+        self.metrics = self.world.recorder.metrics
+        self.metrics.read = self._read_state
+        self.loop = ControlLoop(
+            self.world, lambda: self.core, [self.metrics, self], guard=self._turn_scope
+        )
         self._restore()
         self._next_seq = store.next_seq()
 
@@ -149,37 +175,29 @@ class ControlPlane(PlaneBase):
         return self.running and self._wall() - self.last_turn_wall < within
 
     def _run(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                timer = self.turn()
-            except Exception:  # the loop must survive a bug in one turn; it is logged
-                log.exception("control plane turn failed")
-                timer = self.world.clock.now() + 1.0
-            self.world.wait(timer)
+        # The loop must survive a bug in one turn; it is logged.
+        self.loop.run(stop=self._stopping.is_set, survive=True)
 
     def turn(self) -> float:
         """One turn of the loop: events in, cycles, actions out, all recorded; returns the
         core's next timer."""
+        return self.loop.turn()
+
+    @contextmanager
+    def _turn_scope(self) -> Iterator[None]:
+        """A turn runs under the lock, in one store transaction; what it changed is published
+        once committed."""
         with self.lock:
-            now = self.world.clock.now()
-            self.core.handle_all(self.world.poll_events())
-            actions = self.core.run_until_idle(now)
-            if actions:
-                self.world.apply(actions)
-            outcomes = self.world.drain_outcomes()
-            changes: list[Change] = []
-            events: list[StoredEvent] = []
+            notes = self._notes = _TurnNotes()
             with self.store.transaction():
-                self._record(actions, outcomes, now, changes, events)
-                if self._wall() - self._last_sample >= HISTORY_EVERY_S:
-                    self.sample(now)
-                    self.store.set_meta("clock", repr(now))
-                self.store.add_events(events)
+                yield
             self.turns += 1
             self.last_turn_wall = self._wall()
-            timer = self.core.next_timer()
-        self.publish(changes, events)
-        return timer
+        self.publish(notes.changes, notes.events)
+
+    def _read_state(self) -> SchedulerState:
+        with self.lock:
+            return read_state(self.core)
 
     # ----------------------------------------------------------------------------- restore
     def _restore(self) -> None:
@@ -193,7 +211,7 @@ class ControlPlane(PlaneBase):
             record.state = WorkloadState(stored.state)
             record.started, record.finished = stored.started, stored.finished
             for event in self.store.events(stored.key, limit=50):
-                record.events.append(event_view(event))
+                record.events.append(event)
             self._index(record)
             if record.active and record.timed.workload.queue not in self.core.quotas.queues:
                 self._hold(record)
@@ -206,7 +224,7 @@ class ControlPlane(PlaneBase):
                     )
                 continue
             pending = []
-            self.world.adopt_jobs(stored.timed, job_states.get(stored.key, {}))
+            self.world.jobs.adopt(stored.timed, job_states.get(stored.key, {}))
             for stored_pod in stored.pods:
                 pod_record = record.pods[stored_pod.key]
                 if stored_pod.state == POD_RUNNING and stored_pod.placement is not None:
@@ -256,7 +274,7 @@ class ControlPlane(PlaneBase):
             record.state = WorkloadState.PENDING
             self.store.set_workload_state(record.key, record.state.value)
             self.store.add_events([event])
-        record.events.append(event_view(event))
+        record.events.append(event)
         self.held[record.key] = queue
         log.error("workload %s waits: %s", record.key, event.message)
 
@@ -266,7 +284,7 @@ class ControlPlane(PlaneBase):
             if queue in self.core.quotas.queues:
                 del self.held[key]
                 record = self.records[key]
-                self.world.adopt_jobs(record.timed, self.store.job_states().get(key, {}))
+                self.world.jobs.adopt(record.timed, self.store.job_states().get(key, {}))
                 self.world.submit(record.timed)
 
     def _index(self, record: WorkloadRecord) -> None:
@@ -341,7 +359,7 @@ class ControlPlane(PlaneBase):
                 self.store.add_events(events)
             self._next_seq += len(records)
             for record, event in zip(records, events, strict=True):
-                record.events.append(event_view(event))
+                record.events.append(event)
                 self._index(record)
                 self.world.submit(record.timed)
             self.counters["submitted"] += len(records)
@@ -361,7 +379,7 @@ class ControlPlane(PlaneBase):
                 with self.store.transaction():
                     self.store.delete_workload(key)
                 del self.records[key]
-                self.world.forget_jobs(key)
+                self.world.jobs.forget(key)
                 for pod_key in record.pods:
                     self._owner.pop(pod_key, None)
                 deleted = Change(ChangeKind.WORKLOAD, key, now, {"state": "Deleted"})
@@ -382,7 +400,7 @@ class ControlPlane(PlaneBase):
                 record.finished = now
                 self.store.set_workload_state(key, record.state.value, finished=now)
                 self.store.add_events([event])
-            record.events.append(event_view(event))
+            record.events.append(event)
             self.world.cancel(record.pods)
             self.held.pop(key, None)
         self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
@@ -431,7 +449,7 @@ class ControlPlane(PlaneBase):
     # ----------------------------------------------------------------------------- recording
     def _progress(self, record: WorkloadRecord) -> None:
         """The record's jobs and pods as their controllers in the world see them."""
-        for run in self.world.jobs_of(record.key):
+        for run in self.world.jobs.of(record.key):
             record.jobs[run.spec.name] = _progress_of(run)
             for name in run.spec.pod_names:
                 pod_record = record.pods.get(f"{run.namespace}/{name}")
@@ -439,132 +457,172 @@ class ControlPlane(PlaneBase):
                     pod_record.restarts = run.restarts_of(name)
                     pod_record.index = run.task(name) if run.spec.indexed else None
 
-    def _record_job_outcome(
+    def events_in(self, events: Sequence[ClusterEvent]) -> None:
+        """What the world reports happened to pods and jobs, into their records and the store
+        (in the turn's transaction)."""
+        notes = self._notes
+        now = self.world.clock.now()
+        for event in events:
+            if not isinstance(event, POD_NEWS):
+                continue
+            if isinstance(event, PodDeleted):
+                evicted_for = self._evicted_for.pop(event.key, None)
+                if event.end is PodEnd.DELETED:
+                    continue  # cancelled here: recorded then
+            else:
+                evicted_for = None
+            notes.world_changed = True
+            key = _pod_key(event)
+            record = self.records.get(self._owner.get(key, ""))
+            if record is None or not record.active:
+                continue
+            self._record_news(record, record.pods[key], event, evicted_for, now)
+            notes.touched[record.key] = record
+
+    def _record_news(
         self,
         record: WorkloadRecord,
         pod_record: PodRecord,
-        outcome: Outcome,
+        event: ClusterEvent,
+        evicted_for: str | None,
         now: float,
-        events: list[StoredEvent],
     ) -> None:
-        """What a job's controller did with a pod: restarted it, replaced it, ran its next
-        completion, removed it, or ended the job."""
-        key, name = outcome.pod_key, pod_record.pod.name
-        if outcome.kind is OutcomeKind.RESTARTED:
+        """One report of the world about a pod of ``record`` (or its job)."""
+        events = self._notes.events
+        key, name = pod_record.pod.key, pod_record.pod.name
+        # When its current run started and the work it had left then (or has, waiting again).
+        started, remaining = self.world.work_of(key) or (now, None)
+        if isinstance(event, PodBound):
+            pod_record.state, pod_record.placement = POD_RUNNING, event.placement
+            pod_record.started = started
+            self.store.set_pod(key, POD_RUNNING, event.placement, started, remaining)
+            events.append(
+                StoredEvent(now, record.key, "Normal", "Scheduled",
+                            f"pod {name} bound to {_where(event.placement)}")
+            )  # fmt: skip
+            self.counters["bound"] += 1
+        elif isinstance(event, BindFailed):
+            events.append(
+                StoredEvent(now, record.key, "Warning", "FailedBinding",
+                            f"pod {name}: {event.reason or 'bind failed'}")
+            )  # fmt: skip
+        elif isinstance(event, PodRestarted) and event.completion is None:
             events.append(
                 StoredEvent(now, record.key, "Warning", "BackOff",
-                            f"pod {name}: its container failed and {outcome.message}")
+                            f"pod {name}: its container failed and {event.message}")
             )  # fmt: skip
             self.counters["restarted"] += 1
-        elif outcome.kind is OutcomeKind.NEXT:  # from when the last completion ended
-            pod_record.started = outcome.time
-            self.store.set_pod(
-                key, POD_RUNNING, pod_record.placement, outcome.time, outcome.remaining
-            )
+        elif isinstance(event, PodRestarted):  # its Job's next completion, from when it began
+            pod_record.started = started
+            self.store.set_pod(key, POD_RUNNING, pod_record.placement, started, remaining)
             events.append(
                 StoredEvent(now, record.key, "Normal", "Completed",
-                            f"pod {name} completed; it {outcome.message}")
+                            f"pod {name} completed; it {event.message}")
             )  # fmt: skip
-        elif outcome.kind is OutcomeKind.FAILED:
-            pod_record.state, pod_record.placement = POD_PENDING, None
-            self.store.set_pod(key, POD_PENDING, remaining=outcome.remaining)
-            events.append(
-                StoredEvent(now, record.key, "Warning", "Failed",
-                            f"pod {name} failed; {outcome.message}")
-            )  # fmt: skip
-            self.counters["failed"] += 1
-        elif outcome.kind is OutcomeKind.REMOVED:
-            pod_record.state, pod_record.placement = POD_FAILED, None
-            self.store.set_pod_state(key, POD_FAILED)
-        else:  # JOB_ENDED
-            failed = outcome.job_outcome == "Failed"
+        elif isinstance(event, JobEnded):
+            failed = event.outcome == "Failed"
             events.append(
                 StoredEvent(now, record.key, "Warning" if failed else "Normal",
-                            outcome.reason or outcome.job_outcome, outcome.message)
+                            event.reason or event.outcome, event.message)
             )  # fmt: skip
+        elif isinstance(event, PodDeleted):
+            self._record_end(record, pod_record, event, evicted_for, remaining, now)
 
-    def _record(
+    def _record_end(
         self,
-        actions: Sequence[Action],
-        outcomes: Sequence[Outcome],
+        record: WorkloadRecord,
+        pod_record: PodRecord,
+        gone: PodDeleted,
+        evicted_for: str | None,
+        remaining: float | None,
         now: float,
-        changes: list[Change],
-        events: list[StoredEvent],
     ) -> None:
-        preemptor = {a.pod.key: a for a in actions if isinstance(a, Evict)}
-        touched: dict[str, WorkloadRecord] = {}
-        for outcome in outcomes:
-            record = self.records.get(self._owner.get(outcome.pod_key, ""))
-            if record is None or not record.active:
-                continue
-            pod_record = record.pods[outcome.pod_key]
-            if outcome.kind is OutcomeKind.BOUND:
-                assert outcome.placement is not None
-                pod_record.state, pod_record.placement = POD_RUNNING, outcome.placement
-                pod_record.started = now
-                self.store.set_pod(outcome.pod_key, POD_RUNNING, outcome.placement, now,
-                                   outcome.remaining)  # fmt: skip
-                events.append(
-                    StoredEvent(now, record.key, "Normal", "Scheduled",
-                                f"pod {pod_record.pod.name} bound to {_where(outcome)}")
-                )  # fmt: skip
-                self.counters["bound"] += 1
-            elif outcome.kind is OutcomeKind.FINISHED:
-                pod_record.state = POD_SUCCEEDED
-                self.store.set_pod_state(outcome.pod_key, POD_SUCCEEDED)
-                self.counters["finished"] += 1
-            elif outcome.kind in JOB_OUTCOMES:
-                self._record_job_outcome(record, pod_record, outcome, now, events)
-            elif outcome.kind is OutcomeKind.EVICTED:
-                pod_record.state, pod_record.placement = POD_PENDING, None
-                self.store.set_pod(outcome.pod_key, POD_PENDING, remaining=outcome.remaining)
-                action = preemptor.get(outcome.pod_key)
-                by = f" by {action.preemptor}" if action and action.preemptor else ""
+        """A pod of ``record`` left its node: done, failed for good, evicted, or failed with a
+        new pod to follow (the last two wait again, with the work they have left)."""
+        events = self._notes.events
+        key, name = pod_record.pod.key, pod_record.pod.name
+        if gone.end is PodEnd.SUCCEEDED:
+            pod_record.state = POD_SUCCEEDED
+            self.store.set_pod_state(key, POD_SUCCEEDED)
+            self.counters["finished"] += 1
+        elif gone.end is PodEnd.FAILED:
+            pod_record.state, pod_record.placement = POD_FAILED, None
+            self.store.set_pod_state(key, POD_FAILED)
+        else:
+            pod_record.state, pod_record.placement = POD_PENDING, None
+            self.store.set_pod(key, POD_PENDING, remaining=remaining)
+            if gone.end is PodEnd.EVICTED:
+                by = f" by {evicted_for}" if evicted_for else ""
                 events.append(
                     StoredEvent(now, record.key, "Warning", "Preempted",
-                                f"pod {pod_record.pod.name} evicted{by}: {outcome.message}")
+                                f"pod {name} evicted{by}: {gone.message}")
                 )  # fmt: skip
                 self.counters["preempted"] += 1
-            else:
+            else:  # REPLACED
                 events.append(
-                    StoredEvent(now, record.key, "Warning", "FailedBinding",
-                                f"pod {pod_record.pod.name}: {outcome.message or 'bind failed'}")
+                    StoredEvent(now, record.key, "Warning", "Failed",
+                                f"pod {name} failed; {gone.message}")
                 )  # fmt: skip
-            touched[record.key] = record
-        for told in actions:
-            if not isinstance(told, MarkUnschedulable):
+                self.counters["failed"] += 1
+
+    def turn_done(self, core: SchedulerCore, turn: Turn) -> None:
+        """What the scheduler decided (why pods wait, for whom pods are evicted), the state of
+        each workload the turn touched, and the history, into the store."""
+        notes, now = self._notes, turn.now
+        for action in turn.actions:
+            if isinstance(action, Evict):
+                self._evicted_for[action.pod.key] = action.preemptor
                 continue
-            record = self.records.get(self._owner.get(told.pod.key, ""))
-            if record is None or record.told == told.message:
+            if not isinstance(action, MarkUnschedulable):
                 continue
-            record.told = told.message
-            events.append(StoredEvent(now, record.key, "Warning", "FailedScheduling", told.message))
-            touched[record.key] = record
-        for record in touched.values():
-            if record.timed.jobs:
-                self._progress(record)
-                self.store.set_job_states(record.key, self.world.job_states(record.key))
-            before = record.state
-            state = record.settle(now)
-            if state is not before:
-                if state in (WorkloadState.RUNNING, WorkloadState.ADMITTED) and record.told:
-                    record.told = None
-                if state is WorkloadState.RUNNING and before is WorkloadState.PENDING:
-                    self._recent_delays.append(now - record.submitted)
-                if state is WorkloadState.SUCCEEDED and not record.timed.jobs:
-                    events.append(
-                        StoredEvent(now, record.key, "Normal", "Completed", "all pods finished")
-                    )
-                self.store.set_workload_state(
-                    record.key, state.value, record.started, record.finished
-                )
-            changes.append(Change(ChangeKind.WORKLOAD, record.key, now, {"state": state.value}))
-        for event in events:
+            record = self.records.get(self._owner.get(action.pod.key, ""))
+            if record is None or record.told == action.message:
+                continue
+            record.told = action.message
+            notes.events.append(
+                StoredEvent(now, record.key, "Warning", "FailedScheduling", action.message)
+            )
+            notes.touched[record.key] = record
+        for record in notes.touched.values():
+            self._settle(record, now)
+        for event in notes.events:
             record = self.records.get(event.workload or "")
             if record is not None:
-                record.events.append(event_view(event))
-        if outcomes:
-            changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
+                record.events.append(event)
+        if notes.world_changed:
+            notes.changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
+        if self._wall() - self._last_sample >= HISTORY_EVERY_S:
+            self.sample(now)
+            self.store.set_meta("clock", repr(now))
+        self.store.add_events(notes.events)
+
+    def _settle(self, record: WorkloadRecord, now: float) -> None:
+        """A workload whose pods changed: its jobs' progress and its state, recorded."""
+        events = self._notes.events
+        if record.timed.jobs:
+            self._progress(record)
+            self.store.set_job_states(record.key, self.world.jobs.states(record.key))
+        before = record.state
+        state = record.settle(now)
+        if state is not before:
+            if state in (WorkloadState.RUNNING, WorkloadState.ADMITTED) and record.told:
+                record.told = None
+            if state is WorkloadState.RUNNING and before is WorkloadState.PENDING:
+                self._recent_delays.append(now - record.submitted)
+            if state is WorkloadState.SUCCEEDED and not record.timed.jobs:
+                events.append(
+                    StoredEvent(now, record.key, "Normal", "Completed", "all pods finished")
+                )
+            self.store.set_workload_state(record.key, state.value, record.started, record.finished)
+        self._notes.changes.append(
+            Change(ChangeKind.WORKLOAD, record.key, now, {"state": state.value})
+        )
+
+
+def _pod_key(event: PodBound | BindFailed | PodDeleted | PodRestarted | JobEnded) -> str:
+    if isinstance(event, PodBound):
+        return event.pod.key
+    return event.pod_key if isinstance(event, JobEnded) else event.key
 
 
 def _progress_of(run: JobRun) -> JobProgress:
@@ -575,9 +633,7 @@ def _progress_of(run: JobRun) -> JobProgress:
     )  # fmt: skip
 
 
-def _where(outcome: Outcome) -> str:
-    placement = outcome.placement
-    assert placement is not None
+def _where(placement: Placement) -> str:
     parts = [placement.node]
     if placement.gpu_indices:
         share = placement.gpu_milli_per_device

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from gpufleet.io.kinds import Skipped
+from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Node
 from gpufleet.model.tenancy import PriorityClass
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
@@ -32,6 +33,8 @@ class Plane(Protocol):
     counters: dict[str, int]
     explained: ExplainCache | None
     backend_name: str
+    #: The scheduler's metrics (its loop counts into them; a scrape reads its core).
+    metrics: SchedulerMetrics
 
     def start(self) -> None: ...
 

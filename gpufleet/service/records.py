@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from gpufleet.api.schemas import EventView, WorkloadState
 from gpufleet.model import MILLI_PER_GPU, Placement, Pod
 from gpufleet.model.sharing import describe_requests
 from gpufleet.model.workload import TimedWorkload
+from gpufleet.service.states import WorkloadState
+from gpufleet.service.store import StoredEvent
 
 #: Events kept in memory per workload (the store keeps them all).
 EVENTS_KEPT = 50
@@ -87,7 +88,7 @@ class WorkloadRecord:
     started: float | None = None
     finished: float | None = None
     pods: dict[str, PodRecord] = field(default_factory=dict)
-    events: deque[EventView] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
+    events: deque[StoredEvent] = field(default_factory=lambda: deque(maxlen=EVENTS_KEPT))
     #: The last FailedScheduling message told (so the same one is not repeated).
     told: str | None = None
     #: Its jobs' progress, by job name (none for pods that simply end).

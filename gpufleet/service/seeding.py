@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufleet.io.assembly import DEFAULT_QUEUE
 from gpufleet.io.catalog import CATALOG_KINDS, PRIORITY_CLASS, QUEUE, check_change, object_key
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, load_manifests
-from gpufleet.io.workloads import DEFAULT_QUEUE
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import WORKLOAD_KINDS, Submitted, read_workloads

@@ -16,10 +16,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpufleet.io.assembly import ScenarioBuilder
 from gpufleet.io.errors import InputError, shorten
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.manifests import Manifest, decode_text, describe, parse_manifests
-from gpufleet.io.workloads import _Builder
 from gpufleet.model.tenancy import QUEUE_LABEL
 from gpufleet.model.workload import TimedWorkload
 
@@ -123,7 +123,7 @@ def _objects(body: bytes, content_type: str) -> list[Manifest]:
 
 
 def _defaulted(
-    manifest: Manifest, builder: _Builder, namespace: str, home_queue: str | None
+    manifest: Manifest, builder: ScenarioBuilder, namespace: str, home_queue: str | None
 ) -> Manifest:
     """``manifest`` with the caller's namespace and queue filled in where it names none."""
     metadata = manifest.get("metadata")
@@ -144,20 +144,9 @@ def _defaulted(
     return Manifest({**manifest, "metadata": metadata}, 0, 0, where=manifest.location)
 
 
-def _fork(base: _Builder) -> _Builder:
-    builder = _Builder()
-    builder.queues = dict(base.queues)
-    builder.namespace_queues = dict(base.namespace_queues)
-    builder.classes = dict(base.classes)
-    builder.global_default = base.global_default
-    builder.pod_groups = dict(base.pod_groups)
-    builder.quotas = dict(base.quotas)
-    return builder
-
-
 def read_workloads(
     manifests: Sequence[Manifest],
-    catalog: _Builder,
+    catalog: ScenarioBuilder,
     default_namespace: str,
     default_runtime: float,
     home_queue: str | None = None,
@@ -171,7 +160,7 @@ def read_workloads(
     object that names no queue, in a namespace no queue is the default for, goes to
     ``home_queue`` (the caller's own) when given. Each workload is keyed with its kind
     (``namespace/Kind/name``: names are unique per kind and namespace, as in Kubernetes)."""
-    builder = _fork(catalog)
+    builder = catalog.fork()
     known_queues = set(builder.queues)
     for manifest in manifests:
         triage(manifest, SOURCE, manifest.location, WORKLOAD_KINDS, _EXPECTED, None, _NOT_SUBMITTED)

@@ -185,7 +185,7 @@ class ServiceHarness:
         self.wall.now += seconds / self.options.speed
         for _ in range(10):
             self.plane.turn()
-            if not self.plane.world._immediate:
+            if not self.plane.world.events_waiting:
                 break
 
 

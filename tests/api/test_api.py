@@ -56,8 +56,8 @@ def test_probes_and_metrics_need_no_token(harness: ServiceHarness) -> None:
     finally:
         harness.plane.stop()
     metrics = client.get("/metrics").text
-    assert "gpufleet_gpus 16.0" in metrics
-    assert 'gpufleet_queue_nominal{queue="team-a",resource="nvidia.com/gpu"} 8.0' in metrics
+    assert 'gpufleet_cluster_gpus{model="A100"} 16.0' in metrics
+    assert 'gpufleet_queue_nominal_quota{queue="team-a",resource="nvidia.com/gpu"} 8.0' in metrics
 
 
 def test_metrics_count_workloads_and_requests(harness: ServiceHarness) -> None:
@@ -66,7 +66,7 @@ def test_metrics_count_workloads_and_requests(harness: ServiceHarness) -> None:
     harness.advance(1)
     metrics = client.get("/metrics").text
     assert 'gpufleet_workloads{state="Running"} 1.0' in metrics
-    assert "gpufleet_gpus_allocated 2.0" in metrics
+    assert 'gpufleet_allocated_gpus{model="A100",queue="team-a"} 2.0' in metrics
     assert 'gpufleet_api_request_seconds_count{method="POST",route="/api/v1/workloads"' in metrics
 
 

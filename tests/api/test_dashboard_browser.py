@@ -59,6 +59,7 @@ def _chromium() -> str | None:
 CHROMIUM = _chromium()
 
 pytestmark = [
+    pytest.mark.slow,  # a server process and a browser
     pytest.mark.skipif(
         importlib.util.find_spec("playwright") is None,
         reason="the playwright package is not installed (pip install -e '.[dev]')",
@@ -264,19 +265,24 @@ def busy_workloads() -> list[dict[str, Any]]:
 
 
 def _settled(server: Server) -> list[dict[str, Any]]:
-    """Wait until admission is done: no workload Admitted, the states unchanged for 2 s."""
+    """Wait until admission is done: no workload half placed (Admitted) or about to be
+    (preempting for it), every waiting one tried by the scheduler (it says why it waits).
+    Asked of the server process until it holds; the deadline only bounds a failure."""
     deadline = time.monotonic() + 90
-    previous: dict[str, str] | None = None
-    unchanged = 0
-    while time.monotonic() < deadline:
+    while True:
         workloads: list[dict[str, Any]] = server.get("/workloads")
-        states = {w["key"]: w["state"] for w in workloads}
-        unchanged = unchanged + 1 if states == previous else 0
-        if unchanged >= 2 and "Admitted" not in states.values():
+        if all(
+            w["state"] != "Admitted"
+            and (
+                w["state"] != "Pending"
+                or w["waiting_for"] not in (None, "not tried yet", "preempting")
+            )
+            for w in workloads
+        ):
             return workloads
-        previous = states
-        time.sleep(1)
-    pytest.fail(f"workloads did not settle within 90 s: {previous}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"workloads did not settle within 90 s: {workloads}")
+        time.sleep(0.2)
 
 
 @pytest.fixture

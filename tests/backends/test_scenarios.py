@@ -20,6 +20,7 @@ from gpufleet.backends.sim.scenarios import (
 )
 from gpufleet.backends.sim.workloads import synthetic_workload
 from gpufleet.io.shapes import bundled_shape_table
+from gpufleet.metrics.families import TURN_SECONDS
 from gpufleet.model import Node, PodClass
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.tenancy import GPU, PreemptionPolicy, TopologyMode, TopologyRequest
@@ -217,6 +218,7 @@ def test_same_scenario_and_seed_run_twice_give_identical_results(fifo: bool) -> 
         result = run_workloads(nodes, scenario.workloads, "bestfit", seed=7, queues=scenario.queues)
         replay = asdict(result.replay)
         del replay["seconds"]  # wall-clock time
+        del replay["metrics"][TURN_SECONDS.name]  # wall-clock times too
         return result.tenancy, replay, result.allocation_busy_pct, result.waiting_at_end
 
     first = run()
@@ -224,6 +226,7 @@ def test_same_scenario_and_seed_run_twice_give_identical_results(fifo: bool) -> 
     assert sum(q.completed for q in first[0].queues.values()) > 0
 
 
+@pytest.mark.slow  # the trace scenario simulated twice
 def test_trace_scenario_runs_with_whole_gangs_and_the_same_result_twice() -> None:
     nodes = make_cluster(NODES, gpus=8)
     scenario = from_trace(synthetic_trace(), nodes, seed=0, hours=4)

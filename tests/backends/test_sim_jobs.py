@@ -6,24 +6,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.backends.sim.cluster import Mode, SimulatedCluster, _Work
-from gpufleet.backends.sim.jobs import JobRun, Next, Verdict
+from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.backends.sim.results import JobReport
 from gpufleet.backends.sim.run import job_reports, run_workloads
+from gpufleet.control.loop import Turn
 from gpufleet.control.loop import run as run_loop
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import Node
 from gpufleet.model.actions import Bind
+from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd, PodRestarted
 from gpufleet.model.jobs import JobKind, JobSpec, ReplicaSet, RestartPolicy, SimFailures
 from gpufleet.model.tenancy import Queue
 from gpufleet.model.workload import TimedWorkload
+from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.target import TargetWorkload
 from gpufleet.testing.builders import make_cluster, make_workload
 from gpufleet.testing.fakes import make_core
@@ -41,32 +43,35 @@ Obj = dict[str, Any]
 Log = list[tuple[float, str, str]]
 
 
-class RecordingCluster(SimulatedCluster):
-    """The simulated cluster, logging (time, what, pod or job) as its pods and jobs go."""
+class Recording:
+    """Logs (time, what, pod or job) as a simulated cluster's pods and jobs go, from its events
+    and the binds it took (the loop's observer)."""
 
-    log: Log
+    ENDS: ClassVar[dict[PodEnd, str]] = {
+        PodEnd.SUCCEEDED: "done",
+        PodEnd.FAILED: "removed",
+        PodEnd.REPLACED: "away",
+    }
 
-    def _bind(self, action: Bind, now: float) -> None:
-        super()._bind(action, now)
-        if action.pod.key in self._running:
-            self.log.append((now, "bound", action.pod.name))
+    def __init__(self, sim: SimulatedCluster) -> None:
+        self.sim = sim
+        self.log: Log = []
 
-    def _pod_left(self, key: str, now: float, succeeded: bool) -> None:
-        self.log.append((now, "done" if succeeded else "removed", key.split("/")[1]))
+    def events_in(self, events: Sequence[ClusterEvent]) -> None:
+        now = self.sim.clock.now()
+        for event in events:
+            if isinstance(event, PodDeleted) and event.end in self.ENDS:
+                self.log.append((now, self.ENDS[event.end], event.key.split("/")[1]))
+            elif isinstance(event, PodRestarted):
+                what = "restart" if event.completion is None else f"next {event.completion}"
+                self.log.append((now, what, event.key.split("/")[1]))
+            elif isinstance(event, JobEnded):
+                self.log.append((now, f"{event.outcome}: {event.reason}", event.job))
 
-    def _pod_away(self, work: _Work, now: float, why: str) -> None:
-        self.log.append((now, "away", work.pod.name))
-
-    def _job_verdict(
-        self, work: _Work | None, verdict: Verdict, now: float, job: JobRun | None = None
-    ) -> None:
-        if work is not None and work.job is not None and verdict.next is Next.NEXT:
-            self.log.append((now, f"next {work.job.task(work.pod.name)}", work.pod.name))
-        elif work is not None and verdict.next is Next.RESTART:
-            self.log.append((now, "restart", work.pod.name))
-
-    def _job_ended(self, job: JobRun, now: float) -> None:
-        self.log.append((now, f"{job.outcome}: {job.reason}", job.spec.name))
+    def turn_done(self, core: SchedulerCore, turn: Turn) -> None:
+        for action in turn.actions:
+            if isinstance(action, Bind) and action.pod.key in self.sim.running:
+                self.log.append((turn.now, "bound", action.pod.name))
 
 
 def scenario_file(tmp_path: Path, objects: Sequence[Obj]) -> Path:
@@ -80,16 +85,16 @@ def simulate(
     objects: Sequence[Obj],
     nodes: Sequence[Node] | None = None,
     queues: Sequence[Queue] = (),
-) -> tuple[Log, list[JobReport], RecordingCluster]:
+) -> tuple[Log, list[JobReport], SimulatedCluster]:
     scenario = read_scenario(scenario_file(tmp_path, objects))
     nodes = list(nodes or make_cluster(1, gpus=4))
     core = make_core(nodes, queues or list(scenario.queues.values()))
-    sim = RecordingCluster(
+    sim = SimulatedCluster(
         nodes, (), Mode.REPLAY, TargetWorkload((), ()), workloads=scenario.workloads
     )
-    sim.log = []
-    run_loop(sim, core)
-    return sim.log, job_reports(sim.job_runs), sim
+    recording = Recording(sim)
+    run_loop(sim, core, observers=[recording])
+    return recording.log, job_reports(sim.job_runs), sim
 
 
 def outcome(report: JobReport) -> tuple[str, str, int, int, int, int]:

@@ -83,8 +83,9 @@ def test_a_placed_share_shows_and_is_charged_what_it_holds_everywhere(t4: Servic
     t4.plane.sample(t4.plane.now())
     assert api.get("/api/v1/history").json()["points"][-1]["gpu_allocation"] == HELD
     metrics = api.get("/metrics").text
-    assert f"gpufleet_gpus_allocated {HELD}" in metrics
-    assert f'gpufleet_queue_usage{{queue="team-a",resource="nvidia.com/gpu"}} {HELD}' in metrics
+    assert f'gpufleet_allocated_gpus{{model="T4",queue="team-a"}} {HELD}' in metrics
+    usage = f'gpufleet_queue_resource_usage{{queue="team-a",resource="nvidia.com/gpu"}} {HELD}'
+    assert usage in metrics
 
     # The CLI prints the same numbers.
     mine = as_(t4, "team-a", "get", "workloads")

@@ -97,6 +97,7 @@ def test_the_readme_lists_the_walkthrough() -> None:
         assert any(needed in c for c in commands), needed
 
 
+@pytest.mark.slow  # a real server process and every command of the walkthrough
 def test_the_readme_walkthrough_works_as_written(sandbox: Path) -> None:
     port = free_port()
     server = f"http://127.0.0.1:{port}"

@@ -25,7 +25,13 @@ def test_a_command_module_imports_neither_the_core_nor_the_kubernetes_client(
     module: str,
 ) -> None:
     loaded = imported_after(f"import {module}")
-    heavy = {"numpy", "kubernetes", "gpufleet.scheduling.core", "gpufleet.io.workloads"}
+    heavy = {
+        "numpy",
+        "kubernetes",
+        "gpufleet.scheduling.core",
+        "gpufleet.io.workloads",
+        "gpufleet.io.assembly",
+    }
     assert not heavy & loaded
 
 

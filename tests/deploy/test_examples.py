@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
+from gpufleet.io.assembly import Scenario
 from gpufleet.io.cluster_spec import cluster_spec_from_dict
 from gpufleet.io.kube_pods import pods_from_object
-from gpufleet.io.workloads import Scenario, read_scenario
+from gpufleet.io.workloads import read_scenario
 from tests.deploy.support import DEPLOY_EXAMPLES, Loaded, load_objects
 
 #: Kinds a scenario holds (read by gpufleet.io.workloads.read_scenario).

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import decimal
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
+from kubernetes.utils import parse_quantity as client_parse_quantity
 
 from gpufleet.io.quantities import (
     MIB,
@@ -30,7 +32,8 @@ from gpufleet.io.quantities import (
         pytest.param(2, 2000, id="yaml-int"),
         pytest.param(0.5, 500, id="yaml-float"),
         pytest.param("0.0001", 1, id="rounds-up"),
-        pytest.param("1500u", None, id="micro-not-a-suffix"),
+        pytest.param("1500u", 2, id="micro-rounds-up"),
+        pytest.param("250000000n", 250, id="nano"),
         pytest.param("64000m", 64000, id="alibaba"),
         pytest.param("1e3", 1_000_000, id="exponent"),
         pytest.param(" 4 ", 4000, id="spaces"),
@@ -38,12 +41,8 @@ from gpufleet.io.quantities import (
         pytest.param("0", 0, id="zero"),
     ],
 )
-def test_cpu(value: object, milli: int | None) -> None:
-    if milli is None:
-        with pytest.raises(ValueError, match="not a Kubernetes quantity"):
-            parse_cpu_milli(value)
-    else:
-        assert parse_cpu_milli(value) == milli
+def test_cpu(value: object, milli: int) -> None:
+    assert parse_cpu_milli(value) == milli
 
 
 @pytest.mark.parametrize(
@@ -159,6 +158,85 @@ def test_durations(value: object, seconds: float) -> None:
 def test_bad_durations(value: object, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_duration_seconds(value)
+
+
+# ------------------------------------------------------------------- against the official client
+#: apimachinery's grammar (resource.Quantity), written out here on its own: the strings that
+#: Kubernetes accepts. Exponents stay within the reader's cap (e30).
+SIGNS = st.sampled_from(["", "+", "-"])
+DIGITS = st.text("0123456789", min_size=1, max_size=12)
+NUMBERS = st.one_of(
+    DIGITS,
+    st.builds("{}.{}".format, DIGITS, DIGITS),
+    st.builds("{}.".format, DIGITS),
+    st.builds(".{}".format, DIGITS),
+)
+BINARY_SI = st.sampled_from(["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"])
+DECIMAL_SI = st.sampled_from(["n", "u", "m", "", "k", "M", "G", "T", "P", "E"])
+DECIMAL_EXPONENTS = st.builds(
+    "{}{}{}".format, st.sampled_from(["e", "E"]), SIGNS, st.integers(0, 30).map(str)
+)
+QUANTITIES = st.builds(
+    "{}{}{}".format, SIGNS, NUMBERS, st.one_of(BINARY_SI, DECIMAL_SI, DECIMAL_EXPONENTS)
+)
+
+
+def client_value(text: str) -> Fraction | None:
+    """The official python client's value of ``text`` (None: it refuses it), computed exactly
+    (its Decimal arithmetic would otherwise round to the default 28 digits)."""
+    with decimal.localcontext(decimal.Context(prec=200, Emax=10**6, Emin=-(10**6))):
+        try:
+            return Fraction(client_parse_quantity(text))
+        except (ValueError, decimal.InvalidOperation):
+            return None
+
+
+@given(QUANTITIES)
+@example("100n")
+@example("5u")
+@example("-.5Ei")
+@example("1.E+30")
+def test_every_quantity_kubernetes_accepts_reads_as_the_official_client_reads_it(
+    text: str,
+) -> None:
+    assert parse_quantity(text) == client_value(text)
+
+
+@given(st.text("0123456789.+-eEinumkKMGTPEx ", max_size=8))
+@example("1K")
+@example("1e3k")
+@example("0k ")
+def test_whatever_is_read_the_official_client_reads_the_same(text: str) -> None:
+    """No string is read that the client refuses, or read to another value: the strings the
+    grammar refuses and the client refuses too are refused here. Spaces around a quantity are
+    the one leniency of gpufleet's own (a hand-written YAML value ``" 4 "``): the client reads
+    it without them."""
+    try:
+        ours = parse_quantity(text)
+    except ValueError:
+        return
+    assert ours == client_value(text.strip())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("1K", id="upper-case-kilo"),
+        pytest.param("1ni", id="binary-nano"),
+        pytest.param("1mi", id="binary-milli"),
+        pytest.param("1e3k", id="exponent-and-suffix"),
+        pytest.param("1_000", id="underscore"),
+        pytest.param("NaN", id="nan"),
+        pytest.param("Infinity", id="infinity"),
+        pytest.param("1 Ki", id="space-before-suffix"),
+    ],
+)
+def test_what_the_client_reads_but_kubernetes_refuses_is_refused(text: str) -> None:
+    """The python client is more lenient than the API server: these it reads, Kubernetes (and
+    so gpufleet) refuses."""
+    client_parse_quantity(text)  # read, not refused
+    with pytest.raises(ValueError, match="not a Kubernetes quantity"):
+        parse_quantity(text)
 
 
 # ---------------------------------------------------------------------------------- properties

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from gpufleet.io.assembly import Scenario
 from gpufleet.io.errors import InputError
 from gpufleet.io.readers import read_cluster
-from gpufleet.io.workloads import Scenario, read_scenario, workloads_from_pods
+from gpufleet.io.workloads import read_scenario, workloads_from_pods
 from gpufleet.model import GpuRequest, Pod
 from gpufleet.model.tenancy import (
     GPU,

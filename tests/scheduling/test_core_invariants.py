@@ -30,6 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -409,12 +410,14 @@ def check_work_conserving(world: World) -> None:
 
 
 # ----------------------------------------------------------------------------- properties
+@pytest.mark.slow  # 1,500 generated scenarios
 @settings(max_examples=1500, deadline=None)
 @given(scenarios())
 def test_invariants_hold_after_every_settle(scenario: Scenario) -> None:
     play(scenario)
 
 
+@pytest.mark.slow  # 400 generated scenarios
 @settings(max_examples=400, deadline=None)
 @given(scenarios())
 def test_invariants_hold_when_gangs_never_get_ready(scenario: Scenario) -> None:

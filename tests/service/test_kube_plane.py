@@ -4,7 +4,6 @@ API server speaking HTTP, so the real client and the real scheduler run)."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,18 +19,23 @@ from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.store import Store
 from gpufleet.testing import job_objects as jo
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
 from gpufleet.testing.service import as_yaml, pod_doc
+from tests.backends.kube.harness import Harness
+from tests.fakes.kube_api import FakeApiServer
 
 YAML = {"Content-Type": "application/yaml"}
 
 
 class Cluster:
+    """The plane over the fake API server, its scheduler turned by the test (no loop thread):
+    waits are on the scheduler's events (:class:`~tests.backends.kube.harness.Harness`)."""
+
     def __init__(self, server: FakeApiServer, plane: KubeControlPlane, tokens: dict[str, str]):
         self.server = server
         self.plane = plane
         self.tokens = tokens
         self.app = create_app(plane)
+        self.scheduler = Harness(server, plane.scheduler)
 
     def client(self, who: str) -> TestClient:
         client = TestClient(self.app)
@@ -39,13 +43,18 @@ class Cluster:
         return client
 
     def until(self, check: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """Turn the scheduler until ``check`` holds of the plane's book, rebuilt each time."""
+
+        def refreshed() -> bool:
             self.plane.refresh()
-            if check():
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}")
+            return check()
+
+        self.scheduler.until(refreshed, timeout, what)
+
+    def settle(self) -> None:
+        """Turn the scheduler until a turn changes nothing; the book rebuilt from that."""
+        self.scheduler.settle()
+        self.plane.refresh()
 
     def workload(self, who: str, key: str) -> dict[str, Any]:
         found: dict[str, Any] = self.client(who).get(f"/api/v1/workloads/{key}").json()
@@ -72,17 +81,16 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         plane = KubeControlPlane(api, store, ServeOptions(policy="bestfit"), options)
         plane.scheduler.backend.start()
         assert plane.scheduler.backend.wait_synced(10)
-        plane.start()
+        cluster = Cluster(server, plane, tokens)
         # Submissions are checked against the queues of the scheduler's core, which its first
         # turn builds from the synced caches: a test must not submit before that.
-        deadline = time.monotonic() + 15
-        while plane.scheduler.core is None:
-            assert time.monotonic() < deadline, "the scheduler built no core"
-            time.sleep(0.02)
+        cluster.settle()
+        assert plane.scheduler.core is not None
         try:
-            yield Cluster(server, plane, tokens)
+            yield cluster
         finally:
             plane.stop()
+            cluster.scheduler.close()
             store.close()
 
 
@@ -192,6 +200,9 @@ def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
     stored = cluster.server.get("gpufleet.dev/v1alpha1", "Queue", "team-c")
     assert stored is not None
     assert stored["spec"]["quota"] == {"nvidia.com/gpu": 1}
+    # The answer, and the next read, show the write: the plane waited for its informers.
+    assert put.json()["nominal"] == {"nvidia.com/gpu": 1.0}
+    assert admin.get("/api/v1/queues/team-c").status_code == 200
     cycle = ko.queue("team-c", {"nvidia.com/gpu": 1}, parent="team-c")
     assert admin.put("/api/v1/queues", content=as_yaml(cycle), headers=YAML).status_code == 422
     assert (
@@ -200,6 +211,8 @@ def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
         .status_code
         == 403
     )
+    assert admin.delete("/api/v1/queues/team-c").status_code == 204
+    assert admin.get("/api/v1/queues/team-c").status_code == 404
 
 
 def test_queues_are_checked_as_files_are_and_a_bad_one_in_the_cluster_stops_nothing(
@@ -312,7 +325,7 @@ def test_pods_an_operator_makes_run_as_one_gang_with_their_progress(cluster: Clu
     for i in range(2):
         cluster.server.create(_pod_from(worker, f"mpi-worker-{i}"))
     cluster.until(lambda: "team-a/MPIJob/mpi" in cluster.plane.records, "the workers in the book")
-    time.sleep(0.3)
+    cluster.settle()
     assert cluster.workload("team-a", "team-a/mpi")["pods_running"] == 0
     cluster.server.create(_pod_from(launcher, "mpi-launcher"))
     cluster.until(

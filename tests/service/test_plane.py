@@ -11,12 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.backends.sim.live import LiveSimCluster, OutcomeKind, ScaledClock
+from gpufleet.backends.sim import live
+from gpufleet.backends.sim.live import LiveSimCluster, ScaledClock
 from gpufleet.control.factory import target_of
 from gpufleet.io.errors import InputError
 from gpufleet.model import GFD_LABELS, Placement
 from gpufleet.model.actions import Bind, Evict
-from gpufleet.model.events import PodDeleted, WorkloadAdded
+from gpufleet.model.events import PodBound, PodDeleted, PodEnd, WorkloadAdded
 from gpufleet.model.tenancy import Queue, Workload
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.service.store import Store, StoreError
@@ -78,14 +79,12 @@ def test_live_world_runs_submitted_work_for_its_duration() -> None:
     world.submit(job)
     assert [type(e) for e in world.poll_events()] == [WorkloadAdded]
     world.apply([Bind(job.workload.pods[0], Placement("a100-0", (1,)))])
-    [bound] = world.drain_outcomes()
-    assert bound.kind is OutcomeKind.BOUND
-    assert bound.remaining == 100.0
+    assert world.poll_events() == [PodBound(job.workload.pods[0], Placement("a100-0", (1,)))]
+    assert world.work_of("default/a") == (0.0, 100.0)
     wall.now += 9.9  # 99 simulated seconds
     assert world.poll_events() == []
     wall.now += 0.2
-    assert world.poll_events() == [PodDeleted("default/a")]
-    assert [o.kind for o in world.drain_outcomes()] == [OutcomeKind.FINISHED]
+    assert world.poll_events() == [PodDeleted("default/a", PodEnd.SUCCEEDED)]
     assert world.placement("default/a") is None
 
 
@@ -101,9 +100,12 @@ def test_live_world_eviction_keeps_work_since_checkpoint() -> None:
     world.apply([Bind(pod, Placement("a100-1", (0,)))])
     wall.now += 7.0  # 70 s ran; the checkpoint at 60 s keeps 60
     world.apply([Evict(pod, "preempted", "default/x")])
-    outcomes = world.drain_outcomes()
-    assert [o.kind for o in outcomes] == [OutcomeKind.BOUND, OutcomeKind.EVICTED]
-    assert outcomes[-1].remaining == pytest.approx(40.0)
+    bound, evicted = world.poll_events()
+    assert isinstance(bound, PodBound)
+    assert evicted == PodDeleted("default/b", PodEnd.EVICTED, "preempted")
+    work = world.work_of("default/b")
+    assert work is not None
+    assert work[1] == pytest.approx(40.0)
 
 
 def test_live_world_cancel_and_restore() -> None:
@@ -128,12 +130,14 @@ def test_live_world_cancel_and_restore() -> None:
     assert world.list_state().running == []
 
 
-def test_live_world_wait_is_cut_short_by_wake() -> None:
+def test_live_world_wait_is_cut_short_by_wake(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live, "MAX_SLEEP_S", 3600.0)  # only a wake ends this wait in time
     world = LiveSimCluster(gpu_nodes(1, 1), target_of(()), speed=1.0)
-    timer = threading.Timer(0.05, world.wake)
-    timer.start()
-    world.wait(1e9)  # returns after the wake (or MAX_SLEEP_S at worst), not after 1e9 s
-    timer.join()
+    waiting = threading.Thread(target=world.wait, args=(1e9,), daemon=True)
+    waiting.start()
+    world.wake()  # before or during the wait: either way it returns at once
+    waiting.join(timeout=30)  # a bound for the failure only
+    assert not waiting.is_alive(), "wait() was not cut short by wake()"
 
 
 # ---------------------------------------------------------------------------------- store

@@ -32,7 +32,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -151,6 +151,8 @@ class KubeBackend:
         self.reporter: Reporter = reporter or NullReporter()
         self.clock = WallClock()
         self.counters = Counters()
+        #: Told the seconds each Binding call took, answered or refused (from binder threads).
+        self.bind_answered: Callable[[float], None] = _ignore
         self.watching = informers or Informers(api, WATCHED, watch_timeout_s)
         self._stop = self.watching.stop
         self._wake = self.watching.wake
@@ -158,6 +160,9 @@ class KubeBackend:
         self._results: queue.SimpleQueue[tuple[str, str, str]] = queue.SimpleQueue()
         self.informers = self.watching.by_resource
         self._binders = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="binder")
+        #: API calls (binds, evictions) sent to the binders and not answered yet.
+        self._calls_open = 0
+        self._calls_answered = threading.Condition()
         #: Objects as the API last showed them.
         self.objects: dict[Resource, dict[str, Obj]] = {r: {} for r in WATCHED}
         self.config_version = 0
@@ -194,6 +199,14 @@ class KubeBackend:
                 return False
         return True
 
+    def wait_until_seen(
+        self, resource: Resource, key: str, version: str | None, timeout: float
+    ) -> bool:
+        """Whether, within ``timeout`` seconds, the informers show object ``key`` of
+        ``resource`` at ``version`` or later (None: gone): a write of ours has come back (the
+        next :meth:`drain` takes it in)."""
+        return self.informers[resource].wait_until_seen(key, version, timeout)
+
     @property
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers.values())
@@ -220,7 +233,7 @@ class KubeBackend:
         """The nodes and bound pods as the API shows them now (pending work comes as
         workloads from :meth:`poll_events` after :meth:`resync`)."""
         self.drain()
-        nodes = [n for n in (self._parse_node(o) for o in self.objects[NODES].values()) if n]
+        nodes = [n for n in (self.parse_node(o) for o in self.objects[NODES].values()) if n]
         running: list[tuple[Pod, Placement]] = []
         for key, told in self._told.items():
             if told.state is PodState.BOUND and told.placement is not None:
@@ -242,7 +255,7 @@ class KubeBackend:
         # Binds in flight are facts for the new core too: it must not place those pods again.
         self._replay_binds = [(k, t.placement) for k, t in in_flight.items() if t.placement]
         for name in sorted(self.objects[NODES]):
-            node = self._parse_node(self.objects[NODES][name])
+            node = self.parse_node(self.objects[NODES][name])
             if node is not None:
                 self._nodes[name] = node
         self._dirty_pods = set(self.objects[PODS])
@@ -377,9 +390,10 @@ class KubeBackend:
         self.reporter.invalid(kind, obj, message)
 
     # ----------------------------------------------------------------------------- nodes
-    def _parse_node(self, obj: Obj) -> Node | None:
+    def parse_node(self, obj: Obj) -> Node | None:
         """``obj`` read as a node, once per resourceVersion (a resync, the poll after it and
-        the read-ahead while listing all need it); None when it does not read (reported)."""
+        the read-ahead while listing and the control plane's node map all need it); None when it
+        does not read (reported)."""
         name, version = object_key(obj), _resource_version(obj)
         seen = self._node_readings.get(name)
         if seen is not None and version and seen[0] == version:
@@ -394,7 +408,7 @@ class KubeBackend:
 
     def _reconcile_node(self, name: str, out: list[ClusterEvent]) -> None:
         obj = self.objects[NODES].get(name)
-        node = None if obj is None else self._parse_node(obj)
+        node = None if obj is None else self.parse_node(obj)
         known = self._nodes.get(name)
         if known is not None and node is not None and _same_node(known, node):
             return
@@ -470,7 +484,7 @@ class KubeBackend:
         for name in self._unread_nodes:
             obj = self.objects[NODES].get(name)
             if obj is not None:
-                self._parse_node(obj)
+                self.parse_node(obj)
                 read += 1
         self._unread.clear()
         self._unread_nodes.clear()
@@ -622,9 +636,10 @@ class KubeBackend:
             return
         told.state, told.placement, told.in_flight = PodState.BOUND, placement, True
         self._ledger.take(placement)
-        self._binders.submit(self._bind_call, pod, placement)
+        self._call(self._bind_call, pod, placement)
 
     def _bind_call(self, pod: Pod, placement: Placement) -> None:
+        sent = time.perf_counter()
         try:
             self.api.bind(pod.namespace, pod.name, placement.node, placement_annotations(placement))
         except ApiError as error:
@@ -633,6 +648,7 @@ class KubeBackend:
             self._results.put(("failed", pod.key, repr(error)))
         else:
             self._results.put(("bound", pod.key, placement.node))
+        self.bind_answered(time.perf_counter() - sent)
         self._wake.set()
 
     def _take_results(self, out: list[ClusterEvent]) -> None:
@@ -662,7 +678,7 @@ class KubeBackend:
         if obj is None:
             return
         self.reporter.preempted(obj, preemptor, reason)
-        self._binders.submit(self._evict_call, key, preemptor, reason)
+        self._call(self._evict_call, key, preemptor, reason)
 
     def _evict_call(self, key: str, preemptor: str | None, reason: str) -> None:
         namespace, name = key.split("/", 1)
@@ -689,11 +705,31 @@ class KubeBackend:
             self._evictions_due = [e for e in self._evictions_due if e[0] > now]
         for _, key, preemptor, reason in due:
             if key in self._told:
-                self._binders.submit(self._evict_call, key, preemptor, reason)
+                self._call(self._evict_call, key, preemptor, reason)
 
-    # ----------------------------------------------------------------------------- reports
-    def waiting_pods(self) -> int:
-        return sum(1 for t in self._told.values() if t.state is PodState.WAITING)
+    def _call(self, call: Callable[..., None], *args: object) -> None:
+        """``call`` on a binder thread, counted until it has its answer."""
+        with self._calls_answered:
+            self._calls_open += 1
+        self._binders.submit(self._counted, call, *args)
+
+    def _counted(self, call: Callable[..., None], *args: object) -> None:
+        try:
+            call(*args)
+        finally:
+            with self._calls_answered:
+                self._calls_open -= 1
+                self._calls_answered.notify_all()
+
+    def wait_calls_answered(self, timeout: float) -> bool:
+        """Whether every bind and eviction sent so far has its answer within ``timeout``
+        seconds (its outcome queued for the next poll): a turn's writes are done."""
+        with self._calls_answered:
+            return self._calls_answered.wait_for(lambda: self._calls_open == 0, timeout)
+
+
+def _ignore(seconds: float) -> None:
+    """No one is told how long binds take."""
 
 
 def _config_part(obj: Obj | None) -> object:

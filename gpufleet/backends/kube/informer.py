@@ -9,7 +9,9 @@ failures; no traceback: an unreachable server is an expected state, not a bug). 
 CRD is not installed (404) counts as synced with no objects, and is listed again the same way
 until it appears. :meth:`Informer.close` ends the open watch at once, so that an informer
 stops before the server it talks to. Every change goes to one ``sink`` shared by all
-informers, in the order seen. It does not interpret objects: the backend does.
+informers, in the order seen; :meth:`Informer.wait_until_seen` waits (on a condition, not by
+polling) until a write has come back through the watch. It does not interpret objects: the
+backend does.
 """
 
 from __future__ import annotations
@@ -50,6 +52,18 @@ def _resource_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
+def _shows(found: Obj | None, version: str | None) -> bool:
+    """Whether ``found`` (None: absent) is the write of ``version`` or something later (a
+    status update since; None: a deletion). The API's resourceVersions are opaque, but etcd's
+    (and every server's we know) are counters."""
+    if version is None or found is None:
+        return version is None and found is None
+    seen = _resource_version(found)
+    if seen == version:
+        return True
+    return seen.isdigit() and version.isdigit() and int(seen) > int(version)
+
+
 class Informer:
     """See the module docstring. ``synced`` is set once the first listing is in the sink."""
 
@@ -74,6 +88,8 @@ class Informer:
         self.relists = 0
         self.last_error: str | None = None
         self._thread: threading.Thread | None = None
+        #: Held while the cache changes and its change goes to the sink; notified after.
+        self._seen = threading.Condition()
         #: The response of the watch now open (closed by :meth:`close` to end it at once).
         self._watching: Any = None
 
@@ -100,6 +116,23 @@ class Informer:
         if shutdown is not None:
             with contextlib.suppress(Exception):
                 shutdown()
+
+    def wait_until_seen(self, key: str, version: str | None, timeout: float) -> bool:
+        """Whether, within ``timeout`` seconds, the cache shows object ``key`` at ``version``
+        or later (None: the object gone); when it does, its change is in the sink already."""
+        with self._seen:
+            return self._seen.wait_for(lambda: _shows(self.cache.get(key), version), timeout)
+
+    def _take(self, kind: str, obj: Obj) -> None:
+        """One change into the cache and the sink, then wake whoever waits to see it."""
+        key = object_key(obj)
+        with self._seen:
+            if kind == DELETED:
+                self.cache.pop(key, None)
+            else:
+                self.cache[key] = obj
+            self.sink(Change(self.resource, kind, obj))
+            self._seen.notify_all()
 
     def run(self) -> None:
         delay = self.backoff_s[0]
@@ -142,13 +175,11 @@ class Informer:
         fresh = {object_key(item): item for item in items}
         for key, old in list(self.cache.items()):
             if key not in fresh:
-                del self.cache[key]
-                self.sink(Change(self.resource, DELETED, old))
+                self._take(DELETED, old)
         for key, item in fresh.items():
             seen = self.cache.get(key)
             if seen is None or _resource_version(seen) != _resource_version(item):
-                self.cache[key] = item
-                self.sink(Change(self.resource, ADDED if seen is None else MODIFIED, item))
+                self._take(ADDED if seen is None else MODIFIED, item)
         self.resource_version = version
         self.relists += 1
         self.last_error = None
@@ -166,12 +197,7 @@ class Informer:
                         self.resource_version = version
                     if kind == "BOOKMARK":
                         continue
-                    key = object_key(obj)
-                    if kind == DELETED:
-                        self.cache.pop(key, None)
-                    else:
-                        self.cache[key] = obj
-                    self.sink(Change(self.resource, kind, obj))
+                    self._take(kind, obj)
                     if self.stop.is_set():
                         return
             except WatchExpiredError:

@@ -193,11 +193,10 @@ class ApiReporter:
                 self._jobs.task_done()
 
     def flush(self, timeout: float = 10.0) -> bool:
-        """Wait until the backlog is sent (tests, shutdown)."""
-        deadline = time.monotonic() + timeout
-        while self._jobs.unfinished_tasks and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return not self._jobs.unfinished_tasks
+        """Whether the backlog is sent within ``timeout`` seconds (tests, shutdown)."""
+        done = self._jobs.all_tasks_done  # the queue's own condition, notified as it empties
+        with done:
+            return done.wait_for(lambda: not self._jobs.unfinished_tasks, timeout)
 
     def close(self) -> None:
         self._jobs.put(None)

@@ -1,16 +1,20 @@
 """The ``gpufleet scheduler`` process: the scheduling core driving a Kubernetes cluster.
 
-Owns the loop that joins them: informers fill the backend's view; while this replica leads
-(or when leader election is off), each turn polls the backend's changes into the core, runs
-cycles until the core is idle, carrying out each cycle's actions as soon as it ends (the
-cycles are the simulator's ``run_until_idle``, so the decisions are too; only the first binds
-of a backlog leave sooner), publishes Queue and PodGroup status every few seconds, and sleeps
-until the next change or timer. Conditions, Events and status go through a rate limit of their
-own, as kube-scheduler's Events do, so that telling users never holds a bind back. A core is
-built when this replica starts leading and again whenever Queues, PriorityClasses or
-ResourceQuotas change; each new core is told the whole cluster again (``KubeBackend.resync``),
-which is also how a restarted scheduler picks up where the last one stopped. A replica that is
-not leading keeps its caches warm and acts on nothing.
+Owns what Kubernetes adds to the control loop (:class:`~gpufleet.control.loop.ControlLoop`,
+the simulator's and the control plane's too): the start (informers synced before anything is
+decided, pods read as their listing arrives), leader election (a replica that is not leading
+keeps its caches warm and acts on nothing), the core of each turn, status and metrics. While
+this replica leads (or when leader election is off), each turn of the loop polls the backend's
+changes into the core, runs cycles until the core is idle, carrying out each cycle's actions as
+soon as it ends (the cycles are the simulator's ``run_until_idle``, so the decisions are too;
+only the first binds of a backlog leave sooner), publishes Queue and PodGroup status every few
+seconds, and sleeps until the next change or timer. Conditions, Events and status go through a
+rate limit of their own, as kube-scheduler's Events do, so that telling users never holds a
+bind back. A core is built when this replica starts leading and again whenever Queues,
+PriorityClasses or ResourceQuotas change; each new core is told the whole cluster again
+(``KubeBackend.resync``), which is also how a restarted scheduler picks up where the last one
+stopped. Each turn runs under :attr:`KubeScheduler.lock`, which the metrics' scrape and the
+control plane on Kubernetes take too.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ from gpufleet.backends.kube.api import NODES, PODS, KubeApi
 from gpufleet.backends.kube.backend import KubeBackend
 from gpufleet.backends.kube.informer import Informers
 from gpufleet.backends.kube.leader import LeaderElector
-from gpufleet.backends.kube.metrics import SchedulerMetrics
+from gpufleet.backends.kube.metrics import KubeMetrics
 from gpufleet.backends.kube.reporting import ApiReporter, StatusPublisher
 from gpufleet.control.allocation import long_lived_burst, thaw
 from gpufleet.control.factory import build_core, target_of
+from gpufleet.control.loop import ControlLoop, Turn
+from gpufleet.metrics.scheduler import SchedulerMetrics
+from gpufleet.metrics.state import SchedulerState, read_state
 from gpufleet.model.events import ClusterEvent
 from gpufleet.model.times import wall_clock_time
 from gpufleet.scheduling.config import AdmissionConfig
@@ -74,8 +81,12 @@ class KubeScheduler:
         watch_timeout_s: int = 300,
         reporting_api: KubeApi | None = None,
         informers: Informers | None = None,
+        lock: threading.RLock | None = None,
     ) -> None:
+        """``lock``: what each turn runs under (a control plane's, to share it); else one of
+        its own."""
         self.api = api
+        self.lock = lock or threading.RLock()
         self.options = options = options or SchedulerOptions()
         #: Conditions, Events and status writes: ``api``'s client under a limit of their own.
         self.reporting_api = reporting_api or api.with_own_limit()
@@ -85,7 +96,8 @@ class KubeScheduler:
         )
         self.publisher = StatusPublisher(self.reporting_api)
         self.metrics = metrics or SchedulerMetrics()
-        self.metrics.watch(self.backend, self.reporter)
+        self.metrics.read = self._read_state
+        self.kube_metrics = KubeMetrics(self.metrics, self.backend, self.reporter)
         self.elector = (
             LeaderElector(
                 api,
@@ -105,6 +117,13 @@ class KubeScheduler:
         self.stop_event = threading.Event()
         self._core_config = -1
         self._published_at = 0.0
+        self.loop = ControlLoop(
+            self.backend,
+            self._core_for_turn,
+            [self.metrics, self],
+            guard=lambda: self.lock,
+            refused=self._refused,
+        )
 
     # ----------------------------------------------------------------------------- state
     def is_leader(self) -> bool:
@@ -139,46 +158,50 @@ class KubeScheduler:
         if self.elector is not None:
             self.elector.start()
         try:
-            while not self.stop_event.is_set():
-                self.heartbeat = time.monotonic()
-                self.metrics.leader.set(1 if self.is_leader() else 0)
-                if not self.is_leader():
-                    if self.core is not None:
-                        log.warning("%s lost leadership; standing by", self.options.identity)
-                        self._drop_core()
-                    backend.read_ahead()
-                    self.stop_event.wait(0.5)
-                    continue
-                self.turn()
-                core = self.core
-                assert core is not None
-                backend.wait(core.next_timer())
+            self.loop.run(stop=self.stop_event.is_set, standby=self._standing_by)
         finally:
             self._shutdown()
 
     def turn(self) -> None:
         """One turn of the loop while leading (tests drive it directly)."""
+        self.loop.turn()
+
+    def _standing_by(self) -> bool:
+        """Before each turn: whether this replica does not lead, and has waited instead."""
+        self.heartbeat = time.monotonic()
+        leading = self.is_leader()
+        self.kube_metrics.leader.set(1 if leading else 0)
+        if leading:
+            return False
+        if self.core is not None:
+            log.warning("%s lost leadership; standing by", self.options.identity)
+            with self.lock:
+                self._drop_core()
+        self.backend.read_ahead()
+        self.stop_event.wait(0.5)
+        return True
+
+    def _core_for_turn(self) -> SchedulerCore:
+        """The core of this turn: a new one when there is none or Queues, PriorityClasses or
+        ResourceQuotas changed."""
         backend = self.backend
         if self.core is None or backend.config_version != self._core_config:
             # A new core is told the whole cluster: a burst of long-lived objects.
             self._drop_core()
             with long_lived_burst():
-                self._build_core()
-                assert self.core is not None
-                self._handle(self.core, backend.poll_events())
-        core = self.core
-        assert core is not None
-        started = time.perf_counter()
-        self._handle(core, backend.poll_events())
-        # Each cycle's binds leave as it ends: with thousands pending, binding starts after
-        # the first cycle, not the last. Nothing the API answers meanwhile reaches the core
-        # before the next poll, so the decisions are run_until_idle's.
-        actions = core.run_until_idle(backend.clock.now(), on_cycle=backend.apply)
-        self.metrics.observe_turn(time.perf_counter() - started, actions, backend, core)
+                core = self._build_core()
+                self.loop.handle(core, backend.poll_events())
+        assert self.core is not None
+        return self.core
+
+    def events_in(self, events: Sequence[ClusterEvent]) -> None:
+        """(Status is published from the core, after the turn.)"""
+
+    def turn_done(self, core: SchedulerCore, turn: Turn) -> None:
         now = time.monotonic()
         if now - self._published_at >= self.options.status_every_s:
             self._published_at = now
-            self.publisher.publish(core, backend)
+            self.publisher.publish(core, self.backend)
 
     def _drop_core(self) -> None:
         """Let go of the last core, and collect it now: it was frozen with the burst that
@@ -189,14 +212,14 @@ class KubeScheduler:
         thaw()
         gc.collect()
 
-    def _build_core(self) -> None:
+    def _build_core(self) -> SchedulerCore:
         started = time.monotonic()
         backend = self.backend
         self._core_config = backend.config_version
         nodes = backend.resync()
         pods, counts = backend.known_pods()
         catalog = backend.catalog
-        self.core = build_core(
+        self.core = core = build_core(
             nodes,
             self.options.policy,
             self.options.seed,
@@ -207,7 +230,7 @@ class KubeScheduler:
             time_format=wall_clock_time,  # the clock here is the wall clock (Unix seconds)
         )
         self.cores_built += 1
-        for message in self.core.quota_warnings():
+        for message in core.quota_warnings():
             log.warning("%s", message)
         log.info(
             "scheduling core built in %.2f s: %d nodes, %d queues, policy %s",
@@ -216,16 +239,18 @@ class KubeScheduler:
             len(catalog.queues),
             self.options.policy,
         )
+        return core
 
-    def _handle(self, core: SchedulerCore, events: Sequence[ClusterEvent]) -> None:
-        for event in events:
-            try:
-                core.handle(event)
-            except ValueError as error:
-                # A pod bound by another scheduler beyond what the node has left, a workload
-                # naming a queue that vanished: report it and keep scheduling everything else.
-                log.warning("ignored %s: %s", type(event).__name__, error)
-                self.metrics.ignored_events.inc()
+    def _refused(self, event: ClusterEvent, error: ValueError) -> None:
+        # A pod bound by another scheduler beyond what the node has left, a workload naming a
+        # queue that vanished: report it and keep scheduling everything else.
+        log.warning("ignored %s: %s", type(event).__name__, error)
+        self.metrics.refused()
+
+    def _read_state(self) -> SchedulerState | None:
+        """The core's state for a scrape (under the lock: the loop's thread changes it)."""
+        with self.lock:
+            return None if self.core is None else read_state(self.core)
 
     def _shutdown(self) -> None:
         if self.elector is not None:

@@ -19,6 +19,13 @@ Two modes:
   workloads of one), run their Job's next completion, or stopped when their job ends, as
   :mod:`gpufleet.backends.sim.jobs` decides; a failed attempt, too, keeps the work up to its
   last checkpoint.
+
+What happens to a pod comes back as events, as from every world: a bind refused
+(``BindFailed``), a pod gone with why (``PodDeleted`` with its :class:`PodEnd`), a container
+restarted or a Job's next completion run in place (``PodRestarted``), a job ended
+(``JobEnded``), and, in a world that says so (``report_binds``), a bind done (``PodBound``).
+Work may also arrive, leave and be put back while the world runs (:meth:`arrive`,
+:meth:`remove`, :meth:`put_back`: the live world of :mod:`gpufleet.backends.sim.live`).
 """
 
 from __future__ import annotations
@@ -26,23 +33,27 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
-from typing import Any
 
-from gpufleet.backends.sim.jobs import Attempt, JobRun, Next, Outcome, Verdict
+from gpufleet.backends.sim.controllers import JobControllers
+from gpufleet.backends.sim.jobs import JobRun, Next, Outcome, Verdict
 from gpufleet.backends.sim.recorder import Recorder
 from gpufleet.backends.sim.tenants import TenantRecorder
+from gpufleet.backends.sim.work import PodWork, attempt_end
 from gpufleet.control.backend import ClusterState, ManualClock
 from gpufleet.model import MILLI_PER_GPU, Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
     ClusterEvent,
+    JobEnded,
     PodAdded,
+    PodBound,
     PodDeleted,
+    PodEnd,
     PodReady,
+    PodRestarted,
     WorkloadAdded,
 )
 from gpufleet.model.jobs import Lifetime
@@ -68,35 +79,14 @@ _DEADLINE = 5  # a job's activeDeadlineSeconds may have passed
 Payload = TimedPod | TimedWorkload | tuple[str, int] | tuple[JobRun, int]
 
 
-@dataclass(slots=True)
-class _Work:
-    """What is left of one pod's work, and when its current run started."""
-
-    pod: Pod
-    remaining: float | None
-    checkpoint: float | None = None
-    in_gang: bool = False
-    started: float = 0.0
-    #: Bumped on every bind (and restart), so that the end of an earlier run is ignored.
-    run: int = 0
-    #: Its job's controller, the gang it arrived in, its work for a task it has not run yet,
-    #: how long it runs, its current attempt and how long that has run, whether the attempt's
-    #: scheduled end is a failure, and whether it failed and waits to come back as a new pod.
-    job: JobRun | None = None
-    workload: Workload | None = None
-    full: float | None = None
-    lifetime: Lifetime = Lifetime.WORK
-    attempt: Attempt | None = None
-    ran: float = 0.0
-    failing: bool = False
-    away: bool = False
-
-
 class SimulatedCluster:
     """See the module docstring."""
 
     #: Keep every job's controller for the run's report (a long-lived world does not).
     keep_job_runs = True
+    #: Report each bind done as a ``PodBound`` (for a world whose observers record binds; the
+    #: core, which made the bind, knows it already).
+    report_binds = False
 
     def __init__(
         self,
@@ -114,18 +104,13 @@ class SimulatedCluster:
         self.recorder = Recorder(self.world, target)
         self.tenants = tenants
         self.arrivals_seen = 0
-        #: Every job's controller, with the workload it came in; those taken back after a
-        #: restart (by workload key, then pod name) until the workload's waiting part arrives.
-        self.job_runs: list[tuple[Workload, JobRun]] = []
-        self._adopted: dict[str, dict[str, JobRun]] = {}
-        #: The controllers of the latest workload of each key.
-        self._runs_of: dict[str, list[JobRun]] = {}
+        self.jobs = JobControllers(keep=self.keep_job_runs)
         self._job_generation: dict[int, int] = {}
         self._heap: list[tuple[float, int, int, Payload]] = []
         self._seq = 0
         self._immediate: list[ClusterEvent] = []
         self._running: dict[str, Allocation] = {}
-        self._work: dict[str, _Work] = {}
+        self._work: dict[str, PodWork] = {}
         self._pending: dict[str, Pod] = {}
         self._gpu_index: list[dict[int, int]] = [
             {gpu.index: position for position, gpu in enumerate(node.gpus)} for node in nodes
@@ -154,7 +139,13 @@ class SimulatedCluster:
 
     # ----------------------------------------------------------------------------- protocol
     def list_state(self) -> ClusterState:
-        return ClusterState(self.nodes, tuple(self._pending.values()), ())
+        """The nodes and the pods running, where they run (waiting work is told as events)."""
+        running = [
+            (work.pod, work.placement)
+            for key in self._running
+            if (work := self._work[key]).placement is not None
+        ]
+        return ClusterState(self.nodes, (), running)
 
     def poll_events(self) -> Sequence[ClusterEvent]:
         events = self._immediate
@@ -201,14 +192,14 @@ class SimulatedCluster:
         if pod.key in self._pending or pod.key in self._running or pod.key in self._work:
             raise ValueError(f"pod {pod.key} arrives twice in the workload")
         self._pending[pod.key] = pod
-        self._work[pod.key] = _Work(pod, runtime, checkpoint, in_gang)
+        self._work[pod.key] = PodWork(pod, runtime, checkpoint, in_gang)
         self.recorder.arrived(pod, now)
         self.arrivals_seen += 1
 
     def _arrive_workload(self, timed: TimedWorkload, now: float) -> None:
         workload = timed.workload
         gang = len(workload.pods) > 1
-        runs = self._adopted.pop(workload.key, None) or self._new_runs(timed)
+        runs = self.jobs.arrived(timed)
         for pod in workload.pods:
             self._arrive(pod, timed.duration, workload.checkpoint_interval, gang, now)
             owner = runs.get(pod.name)
@@ -221,22 +212,6 @@ class SimulatedCluster:
         if self.tenants is not None:
             self.tenants.arrived(timed, now)
 
-    def _new_runs(
-        self, timed: TimedWorkload, states: Mapping[str, Mapping[str, Any]] | None = None
-    ) -> dict[str, JobRun]:
-        """The controllers of a workload's jobs (from their saved states, if given), by pod."""
-        runs: dict[str, JobRun] = {}
-        workload = timed.workload
-        mine = self._runs_of[workload.key] = []
-        for spec in timed.jobs:
-            state = (states or {}).get(spec.name, {})
-            run = JobRun.restored(spec, workload.namespace, state)
-            mine.append(run)
-            if self.keep_job_runs:
-                self.job_runs.append((workload, run))
-            runs.update(dict.fromkeys(spec.pod_names, run))
-        return runs
-
     def _finish(self, key: str, run: int, now: float, events: list[ClusterEvent]) -> None:
         work = self._work.get(key)
         if work is None or work.run != run or key not in self._running:
@@ -248,8 +223,7 @@ class SimulatedCluster:
             self.recorder.finished(key, allocation, now)
             if self.tenants is not None:
                 self.tenants.stopped(work.pod, allocation, now, lost=None)
-            events.append(PodDeleted(key))
-            self._pod_left(key, now, succeeded=True)
+            events.append(PodDeleted(key, PodEnd.SUCCEEDED))
             return
         ran = now - work.started
         work.ran += ran
@@ -266,7 +240,7 @@ class SimulatedCluster:
         self._carry_out(work, verdict, now, events)
 
     # ----------------------------------------------------------------------------- jobs
-    def _begin(self, work: _Work, now: float, bound: bool = False) -> None:
+    def _begin(self, work: PodWork, now: float, bound: bool = False) -> None:
         """The pod runs from ``now``: its current attempt goes on, or a new one starts."""
         job = work.job
         if job is None:
@@ -276,7 +250,7 @@ class SimulatedCluster:
         if work.attempt is None:
             work.attempt = job.start(work.pod.name)
             work.ran = 0.0
-        end, work.failing = _attempt_end(work, work.attempt)
+        end, work.failing = attempt_end(work, work.attempt)
         if end is not None:
             self._push(now + end, _FINISH, (work.pod.key, work.run))
         deadline = job.spec.active_deadline
@@ -289,15 +263,20 @@ class SimulatedCluster:
         return sum(key in self._running for key in job.pod_keys)
 
     def _carry_out(
-        self, work: _Work, verdict: Verdict, now: float, events: list[ClusterEvent]
+        self, work: PodWork, verdict: Verdict, now: float, events: list[ClusterEvent]
     ) -> None:
         job = work.job
         assert job is not None
         key = work.pod.key
-        self._job_verdict(work, verdict, now)
+        step = verdict.next
+        if step is Next.RESTART:
+            message = f"restarts in place after a back-off of {format_duration(verdict.delay)}"
+            events.append(PodRestarted(key, message))
+        elif step is Next.NEXT:
+            task = job.task(work.pod.name)
+            events.append(PodRestarted(key, f"runs completion {task} in place", task))
         if verdict.ended is Outcome.FAILED and self.tenants is not None:
             self.tenants.job_failed(job.pod_keys)  # before this pod's end counts
-        step = verdict.next
         if step is Next.DONE or step is Next.FAILED:
             self._stop(work, now, events, succeeded=step is Next.DONE)
         elif step is Next.NEXT:  # the Job's next completion, where this one ran
@@ -329,9 +308,8 @@ class SimulatedCluster:
         if verdict.ended is not None:
             self._end_job(job, verdict.ended, now, events)
 
-    def _take_away(self, work: _Work, now: float, events: list[ClusterEvent], why: str) -> None:
+    def _take_away(self, work: PodWork, now: float, events: list[ClusterEvent], why: str) -> None:
         """The pod failed (or its gang is made again): it leaves the scheduler, to come back."""
-        self._pod_away(work, now, why)
         key = work.pod.key
         allocation = self._running.pop(key, None)
         if allocation is not None:
@@ -339,9 +317,10 @@ class SimulatedCluster:
             self.recorder.evicted(key, allocation, now)
             if self.tenants is not None:
                 self.tenants.failed(work.pod, allocation, now)
-            events.append(PodDeleted(key))
-        elif self._pending.pop(key, None) is not None:
-            events.append(PodDeleted(key))
+        else:
+            self._pending.pop(key, None)
+        work.placement = None
+        events.append(PodDeleted(key, PodEnd.REPLACED, why))
         work.away = True
         work.run += 1
 
@@ -385,22 +364,17 @@ class SimulatedCluster:
     ) -> None:
         if job.done or self._job_generation.get(id(job)) != generation:
             return
-        verdict = job.deadline_passed()
-        self._job_verdict(None, verdict, now, job)
+        job.deadline_passed()
         self._end_job(job, Outcome.FAILED, now, events)
 
-    def _stop(self, work: _Work, now: float, events: list[ClusterEvent], succeeded: bool) -> None:
+    def _stop(self, work: PodWork, now: float, events: list[ClusterEvent], succeeded: bool) -> None:
         """The pod leaves for good: its work is done, it failed, or its job ended."""
         key = work.pod.key
         allocation = self._running.pop(key, None)
         if allocation is not None:
             self.world.release(allocation)
             self.recorder.finished(key, allocation, now)
-            events.append(PodDeleted(key))
-        elif self._pending.pop(key, None) is not None:
-            self.recorder.pending -= 1
-            events.append(PodDeleted(key))
-        elif work.away:
+        elif self._pending.pop(key, None) is not None or work.away:
             self.recorder.pending -= 1
         if self.tenants is not None:
             if succeeded and allocation is not None:
@@ -408,7 +382,7 @@ class SimulatedCluster:
             else:
                 self.tenants.removed(work.pod, allocation, now)
         self._work.pop(key, None)
-        self._pod_left(key, now, succeeded)
+        events.append(PodDeleted(key, PodEnd.SUCCEEDED if succeeded else PodEnd.FAILED))
 
     def _end_job(
         self, job: JobRun, outcome: Outcome, now: float, events: list[ClusterEvent]
@@ -420,23 +394,10 @@ class SimulatedCluster:
             work = self._work.get(key)
             if work is not None and job.stops(work.lifetime):
                 self._stop(work, now, events, succeeded=outcome is Outcome.SUCCEEDED)
-        self._job_ended(job, now)
-
-    # ----------------------------------------------------------------------------- hooks
-    def _pod_left(self, key: str, now: float, succeeded: bool) -> None:
-        """A pod has left for good (its work done, or it failed or was stopped)."""
-
-    def _pod_away(self, work: _Work, now: float, why: str) -> None:
-        """A pod failed (or its job's gang is made again) and comes back as a new pod."""
-
-    def _job_verdict(
-        self, work: _Work | None, verdict: Verdict, now: float, job: JobRun | None = None
-    ) -> None:
-        """A job's controller decided what follows the end of a pod's attempt (``work`` None:
-        its deadline passed)."""
-
-    def _job_ended(self, job: JobRun, now: float) -> None:
-        """A job ended (``job.outcome``)."""
+        outcome_name = str(job.outcome or "")
+        events.append(
+            JobEnded(job.spec.name, job.pod_keys[0], outcome_name, job.reason, job.message)
+        )
 
     def apply(self, actions: Sequence[Action]) -> None:
         now = self.clock.now()
@@ -480,8 +441,11 @@ class SimulatedCluster:
         work = self._work[pod.key]
         work.started = now
         work.run += 1
+        work.placement = placement
         if self.tenants is not None:
             self.tenants.bound(pod, allocation, now)
+        if self.report_binds:
+            self._immediate.append(PodBound(pod, placement))
         if work.in_gang:
             self._immediate.append(PodReady(pod.key))
         if self.mode is Mode.FILL:
@@ -512,6 +476,7 @@ class SimulatedCluster:
             return
         self.world.release(allocation)
         work = self._work[key]
+        work.placement = None
         ran = now - work.started
         if work.attempt is not None:
             work.ran += ran  # the attempt goes on when the pod is bound again
@@ -524,7 +489,7 @@ class SimulatedCluster:
         self.recorder.evicted(key, allocation, now)
         if self.tenants is not None:
             self.tenants.stopped(work.pod, allocation, now, lost=ran - kept)
-        self._immediate.append(PodDeleted(key))
+        self._immediate.append(PodDeleted(key, PodEnd.EVICTED, action.reason))
 
     def wait(self, deadline: float = math.inf) -> None:
         if self._immediate:
@@ -542,7 +507,106 @@ class SimulatedCluster:
     def done(self) -> bool:
         return not self._heap and not self._immediate
 
+    # ----------------------------------------------------------------------------- work
+    def arrive(self, timed: TimedWorkload, at: float) -> None:
+        """``timed`` arrives at ``at`` (ValueError if one of its pods is here already)."""
+        taken = [pod.key for pod in timed.workload.pods if pod.key in self._work]
+        if taken:
+            raise ValueError(f"pod {taken[0]} is already in the cluster")
+        self._push(at, _ARRIVE_WORKLOAD, timed)
+
+    def remove(self, pod_keys: Iterable[str]) -> list[str]:
+        """Stop and forget these pods, waiting, running or not arrived yet (a workload none of
+        whose pods is kept); returns those that were here. Each is reported ``PodDeleted``."""
+        gone: list[str] = []
+        now = self.clock.now()
+        keys = set(pod_keys)
+        self._heap = [
+            item
+            for item in self._heap
+            if not (
+                isinstance(item[3], TimedWorkload)
+                and keys.issuperset(p.key for p in item[3].workload.pods)
+            )
+        ]
+        heapq.heapify(self._heap)
+        for key in keys:
+            allocation = self._running.pop(key, None)
+            work = self._work.get(key)
+            if allocation is not None:
+                self.world.release(allocation)
+                self.recorder.finished(key, allocation, now)
+            elif self._pending.pop(key, None) is not None or (work is not None and work.away):
+                self.recorder.pending -= 1
+            else:
+                continue
+            self._work.pop(key, None)
+            self._immediate.append(PodDeleted(key))
+            gone.append(key)
+        return gone
+
+    def put_back(
+        self,
+        pod: Pod,
+        placement: Placement,
+        remaining: float | None,
+        checkpoint: float | None,
+        in_gang: bool,
+        started: float,
+        timed: TimedWorkload | None = None,
+    ) -> None:
+        """Put back a pod that ran before a restart, on exactly its devices; it goes on from
+        ``started`` with ``remaining`` seconds of work (under its job's controller, adopted
+        first with ``jobs.adopt``, when ``timed`` has one). Raises ValueError if they are
+        taken."""
+        if pod.key in self._work:
+            raise ValueError(f"pod {pod.key} is already in the cluster")
+        row = self.world.row_of.get(placement.node)
+        if row is None:
+            raise ValueError(f"pod {pod.key} ran on node {placement.node!r}, which is gone")
+        allocation = self._allocate(pod, placement, row)
+        self._running[pod.key] = allocation
+        work = PodWork(pod, remaining, checkpoint, in_gang, started=started, run=1)
+        work.placement = placement
+        self._work[pod.key] = work
+        self.recorder.arrived(pod, started)
+        self.recorder.bound(pod, placement, allocation, started)
+        job = self.jobs.adopted(timed.workload.key, pod.name) if timed else None
+        if job is not None and timed is not None and not job.done:
+            work.job, work.workload, work.full = job, timed.workload, timed.duration
+            work.lifetime = job.replica(pod.name).lifetime
+            work.attempt = job.current_attempt(pod.name)
+            self._begin(work, started, bound=True)
+        elif remaining is not None:
+            self._push(started + remaining, _FINISH, (pod.key, work.run))
+
     # ----------------------------------------------------------------------------- queries
+    @property
+    def job_runs(self) -> list[tuple[Workload, JobRun]]:
+        """Every job's controller, with the workload it came in (for a run's report)."""
+        return self.jobs.runs
+
+    def placement(self, pod_key: str) -> Placement | None:
+        """Where the pod runs (None: it does not run here)."""
+        work = self._work.get(pod_key)
+        return None if work is None else work.placement
+
+    def work_of(self, pod_key: str) -> tuple[float, float | None] | None:
+        """(when its current or last run started, the work it had left then, or left now if it
+        waits again) of a pod held here; the work is None when it runs until stopped."""
+        work = self._work.get(pod_key)
+        return None if work is None else (work.started, work.remaining)
+
+    @property
+    def events_waiting(self) -> bool:
+        """Whether events were reported that the next poll returns (a wait returns at once)."""
+        return bool(self._immediate)
+
+    @property
+    def next_event_at(self) -> float:
+        """When the next scheduled event happens (``inf``: none is)."""
+        return self._heap[0][0] if self._heap else math.inf
+
     @property
     def pending(self) -> dict[str, Pod]:
         return dict(self._pending)
@@ -550,17 +614,3 @@ class SimulatedCluster:
     @property
     def running(self) -> dict[str, Allocation]:
         return dict(self._running)
-
-
-def _attempt_end(work: _Work, attempt: Attempt) -> tuple[float | None, bool]:
-    """(seconds until the running attempt ends, whether that end is a failure). A failing
-    attempt fails ``after`` seconds into its run, or at the end of its run time if sooner; a
-    pod without a run time of its own (until its job ends, or until deleted) fails only after
-    a ``sim-fail-after``."""
-    remaining = work.remaining if work.lifetime is Lifetime.WORK else None
-    if not attempt.fails:
-        return remaining, False
-    if attempt.after is None:
-        return remaining, remaining is not None
-    left = max(0.0, attempt.after - work.ran)
-    return (left if remaining is None else min(left, remaining)), True

@@ -1,5 +1,9 @@
 """Measure a simulation as it runs: what arrived, what ran, what failed, and the cluster over
-time (GPU allocation, fragmentation, per GPU model), then summarise it as a result."""
+time (GPU allocation, fragmentation, per GPU model), then summarise it as a result.
+
+The scheduler's own metrics are the ones every world serves (:attr:`Recorder.metrics`, from
+:mod:`gpufleet.metrics`): the run's control loop counts into them, and a result carries their
+values at the end under the names ``/metrics`` gives them."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from gpufleet.backends.sim.results import (
     ReplayRun,
     Timeline,
 )
+from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Placement, Pod
 from gpufleet.scheduling.fragmentation import FragmentationModel
 from gpufleet.scheduling.node_table import Allocation, NodeTable
@@ -52,6 +57,9 @@ class Recorder:
         self._started: set[str] = set()
         self._samples: list[tuple[float, int, int, float, int, int]] = []
         self._model_samples: list[npt.NDArray[np.int64]] = []
+        #: The scheduler's metrics: the loop observes into them; ``read`` gives its core's
+        #: state (set by whoever runs the core).
+        self.metrics = SchedulerMetrics()
 
     # ----------------------------------------------------------------------------- events
     def arrived(self, pod: Pod, now: float) -> None:
@@ -154,6 +162,7 @@ class Recorder:
             classes=dict(self.classes),
             impossible_pods=impossible,
             bind_violations=len(self.violations),
+            metrics=self.metrics.samples(),
         )
 
     def replay_result(
@@ -194,6 +203,7 @@ class Recorder:
             classes=dict(self.classes),
             simulated_seconds=float(time[-1]) if time.size else 0.0,
             bind_violations=len(self.violations),
+            metrics=self.metrics.samples(),
         )
 
 

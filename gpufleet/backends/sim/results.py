@@ -38,6 +38,8 @@ class FillRun:
     classes: dict[str, ClassStats]
     impossible_pods: int = 0
     bind_violations: int = 0
+    #: The scheduler's metrics at the end, by family, named as ``/metrics`` names them.
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def unallocated_at_100(self) -> float:
@@ -84,6 +86,8 @@ class ReplayRun:
     classes: dict[str, ClassStats]
     simulated_seconds: float = 0.0
     bind_violations: int = 0
+    #: The scheduler's metrics at the end, by family, named as ``/metrics`` names them.
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

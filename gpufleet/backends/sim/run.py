@@ -19,6 +19,7 @@ from gpufleet.backends.sim.results import (
 from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.control.factory import tie_rank
 from gpufleet.control.loop import run as run_loop
+from gpufleet.metrics.state import read_state
 from gpufleet.model import Node, Pod
 from gpufleet.model.tenancy import Queue, ResourceQuota, Workload
 from gpufleet.model.workload import TimedPod, TimedWorkload
@@ -60,6 +61,16 @@ def _progress_hook(
     return tick
 
 
+def _run(
+    sim: SimulatedCluster, core: SchedulerCore, on_iteration: Callable[[], None] | None
+) -> None:
+    """The control loop over ``core`` and ``sim``, the recorder's scheduler metrics observing
+    it and reading the core."""
+    metrics = sim.recorder.metrics
+    metrics.read = lambda: read_state(core)
+    run_loop(sim, core, on_iteration, observers=[metrics])
+
+
 def run_fill(
     nodes: Sequence[Node],
     trace: Sequence[Pod],
@@ -82,7 +93,7 @@ def run_fill(
     )
     impossible = count_impossible(core, order.pods)
     sim = SimulatedCluster(nodes, [TimedPod(p) for p in order.pods], Mode.FILL, target)
-    run_loop(sim, core, _progress_hook(sim, len(order.pods), progress))
+    _run(sim, core, _progress_hook(sim, len(order.pods), progress))
     if progress is not None:
         progress(len(order.pods), len(order.pods))
     return sim.recorder.fill_result(
@@ -109,7 +120,7 @@ def run_replay(
         tie_rank=tie_rank(table, seed),
     )
     sim = SimulatedCluster(nodes, workload, Mode.REPLAY, target)
-    run_loop(sim, core, _progress_hook(sim, len(workload), progress))
+    _run(sim, core, _progress_hook(sim, len(workload), progress))
     if progress is not None:
         progress(len(workload), len(workload))
     never_ran = {key: sim.recorder.messages.get(key, "") for key in sim.pending}
@@ -169,7 +180,7 @@ def run_workloads(
         if explain_at is not None and snapshot is None and sim.clock.now() >= explain_at:
             snapshot = core.explain_pending()
 
-    run_loop(sim, core, on_iteration)
+    _run(sim, core, on_iteration)
     if progress is not None:
         progress(len(all_pods), len(all_pods))
     now = sim.clock.now()

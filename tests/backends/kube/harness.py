@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from gpufleet.backends.kube.api import PODS, KubeApi, RateLimiter
+from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
+from tests.fakes.kube_api import ApiError, FakeApiServer
 
 Obj = dict[str, Any]
 
@@ -35,30 +37,60 @@ class Harness:
         return None if found is None else found["spec"].get("nodeName")
 
     def until(self, check: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-        """Turn the scheduler until ``check`` holds."""
+        """Turn the scheduler until ``check`` holds: after each turn, its writes are answered
+        and seen (:meth:`caught_up`), then the loop waits as the scheduler's own does, for the
+        next change or the core's next timer. ``timeout`` only bounds a failure."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        self.caught_up(timeout)  # the test's own writes first
+        while True:
             self.scheduler.turn()
+            self.caught_up(max(deadline - time.monotonic(), 0.0))
             if check():
                 return
-            self.backend.wait(time.time() + 0.05)
-        raise AssertionError(f"timed out waiting for {what or check}")
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"timed out waiting for {what or check}")
+            core = self.scheduler.core
+            self.backend.wait(core.next_timer() if core is not None else math.inf)
 
-    def settle(self, quiet_s: float = 0.3, timeout: float = 10.0) -> None:
-        """Turn until nothing changes for ``quiet_s`` (binds answered, watches caught up)."""
+    def settle(self, max_turns: int = 100, timeout: float = 10.0) -> None:
+        """Turn until a turn changes nothing: everything it wrote answered, reported and back
+        through the informers, and no request made since the turn began. Waits on events
+        (answers, the reporter's backlog, the informers' caches), never on quiet time."""
         deadline = time.monotonic() + timeout
-        last = len(self.server.requests)
-        quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
+        self.caught_up(timeout)  # the test's own writes first
+        for _ in range(max_turns):
+            before = len(self.server.requests)
             self.scheduler.turn()
-            time.sleep(0.02)
-            now = len(self.server.requests)
-            if now != last:
-                last, quiet_since = now, time.monotonic()
-            elif time.monotonic() - quiet_since >= quiet_s:
-                self.scheduler.reporter.flush()
+            self.caught_up(max(deadline - time.monotonic(), 0.0))
+            if len(self.server.requests) == before:
                 return
-        raise AssertionError("the scheduler did not settle")
+        raise AssertionError(f"the scheduler did not settle in {max_turns} turns")
+
+    def caught_up(self, timeout: float) -> None:
+        """Wait until the scheduler's binds and evictions are answered, its reports sent, and
+        its informers show every object as the server holds it now (taken in by the next
+        turn). Raises when that takes over ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        assert self.backend.wait_calls_answered(timeout), "binds or evictions unanswered"
+        assert self.scheduler.reporter.flush(max(deadline - time.monotonic(), 0.0)), "reports"
+        for resource, informer in self.backend.informers.items():
+            try:
+                held = self.server.list(resource.api_version, resource.kind)
+            except ApiError:  # a kind whose CRD is not installed: nothing to see
+                continue
+            versions: dict[str, str | None] = dict.fromkeys(list(informer.cache))
+            versions.update((object_key(o), o["metadata"]["resourceVersion"]) for o in held)
+            for key, version in versions.items():
+                left = max(deadline - time.monotonic(), 0.0)
+                seen = self.backend.wait_until_seen(resource, key, version, left)
+                assert seen, f"the informers did not catch up with {resource.plural} {key}"
+
+    def close(self) -> None:
+        """Stop the scheduler running now (a test may have replaced it) with its informers,
+        before the server stops: an informer that outlives its server retries against a closed
+        port for the rest of the session."""
+        self.scheduler.stop()
+        self.scheduler._shutdown()
 
     def kubelet_runs(self, name: str, namespace: str = "default") -> None:
         """Play the kubelet: the bound pod is Running and Ready."""
@@ -118,11 +150,7 @@ def harness(*objects: Obj, crds: bool = True, **admission: Any) -> Iterator[Harn
         try:
             yield h
         finally:
-            # The scheduler running now (a test may have replaced it), stopped with its
-            # informers before the server stops: an informer that outlives its server retries
-            # against a closed port for the rest of the session.
-            h.scheduler.stop()
-            h.scheduler._shutdown()
+            h.close()
 
 
 __all__ = ["PODS", "Harness", "harness", "make_scheduler"]

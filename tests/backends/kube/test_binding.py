@@ -6,7 +6,7 @@ import urllib.error
 import urllib.request
 
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
-from gpufleet.backends.kube.metrics import HealthServer
+from gpufleet.metrics.endpoint import HealthServer
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness
 

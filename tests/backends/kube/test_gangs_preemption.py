@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness
 
@@ -70,6 +72,7 @@ def test_higher_priority_preempts_through_eviction_and_binds_only_after_the_vict
         assert "default/serve" in preempted[0]["message"]
 
 
+@pytest.mark.slow  # the retry comes EVICTION_RETRY_S later, in real time
 def test_an_eviction_a_disruption_budget_forbids_is_retried_not_forced() -> None:
     budget = ko.disruption_budget("keep-batch", {"app": "batch"}, min_available=1)
     with harness(ko.gpu_node("n1", gpus=8), HIGH, LOW, budget, min_runtime=0.0) as h:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
+
+import pytest
 
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
 from tests.backends.kube.harness import harness, make_scheduler
-from tests.e2e.kube_cluster import wait_for
+from tests.fakes.kube_api import FakeApiServer
 
 
 def _devices(h_pods: list[dict[str, object]]) -> Counter[tuple[str, str]]:
@@ -33,8 +33,7 @@ def test_a_restarted_scheduler_rebuilds_from_the_api_and_hands_out_no_device_twi
             h.server.create(ko.gpu_pod(f"a{i}", gpus=2))
         h.until(lambda: len(h.bound()) == 6, what="first six bound")
         h.settle()
-        h.scheduler.stop()
-        h.scheduler._shutdown()
+        h.close()
         fresh = make_scheduler(h.server, identity="replica-b")
         fresh.backend.start()
         assert fresh.backend.wait_synced(10)
@@ -124,6 +123,7 @@ def test_a_queue_change_rebuilds_the_core_and_keeps_what_runs() -> None:
         assert max(_devices(h.server.list("v1", "Pod")).values()) == 1
 
 
+@pytest.mark.slow  # the takeover waits for the dead leader's lease to expire, in real time
 def test_two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() -> None:
     with FakeApiServer() as server:
         for crd in ko.crds():
@@ -133,23 +133,22 @@ def test_two_replicas_elect_one_leader_and_the_other_takes_over_when_it_dies() -
         threads = [threading.Thread(target=r.run, daemon=True) for r in replicas]
         for thread in threads:
             thread.start()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not any(r.is_leader() for r in replicas):
-            time.sleep(0.05)
+        # Each lease write wakes the wait; the replicas renew every 0.2 s.
+        server.wait_for(lambda: any(r.is_leader() for r in replicas), 10, "a leader")
         leaders = [r for r in replicas if r.is_leader()]
         assert len(leaders) == 1
         leader = leaders[0]
         standby = next(r for r in replicas if r is not leader)
         server.create(ko.gpu_pod("p1", gpus=1))
-        wait_for(lambda: _node(server, "p1") == "n1")
+        server.wait_for(lambda: _node(server, "p1") == "n1", 30, "p1 bound")
         # The leader dies without giving the lease back.
         assert leader.elector is not None
         leader.elector.stop(release=False)
         leader.stop()
         threads[replicas.index(leader)].join(5)
-        wait_for(standby.is_leader, timeout=10)
+        server.wait_for(standby.is_leader, 10, "the standby leading")
         server.create(ko.gpu_pod("p2", gpus=1))
-        wait_for(lambda: _node(server, "p2") == "n1")
+        server.wait_for(lambda: _node(server, "p2") == "n1", 30, "p2 bound")
         standby.stop()
         threads[replicas.index(standby)].join(5)
         binds = [p for m, p in server.requests if m == "POST" and p.endswith("/binding")]

@@ -100,10 +100,10 @@ def _on_kubernetes(
 ) -> dict[str, tuple[str, tuple[int, ...], int]]:
     with harness(*nodes, *objects) as h:
         h.scheduler.options.policy = policy
-        # Wait for the binds the simulator made (a loaded machine answers slowly), then for
-        # quiet, so that a bind the simulator did not make would show up too.
+        # Wait for the binds the simulator made (a loaded machine answers slowly), then until
+        # a turn changes nothing, so that a bind the simulator did not make would show up too.
         h.until(lambda: len(h.bound()) >= expected, timeout=30, what=f"{expected} pods bound")
-        h.settle(quiet_s=0.5)
+        h.settle()
         out = {}
         for pod in h.server.list("v1", "Pod"):
             node = pod["spec"].get("nodeName")

@@ -4,23 +4,26 @@ scheduler exists (as ``gpufleet scheduler`` starts them), objects read once per 
 from __future__ import annotations
 
 import threading
-import time
 
 from gpufleet.backends.kube.api import PODS, WATCHED, KubeApi, RateLimiter, Resource
 from gpufleet.backends.kube.informer import Informers
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.kube_api import FakeApiServer
 from tests.backends.kube.harness import harness
+from tests.fakes.kube_api import FakeApiServer
 
 
 class ListingApi(KubeApi):
-    """The real client, remembering the resourceVersion each listing asked for."""
+    """The real client, remembering the resourceVersion each listing asked for (``relisted``
+    set once there are two)."""
 
     asked: list[tuple[str, str]]
+    relisted: threading.Event
 
     def list(self, resource: Resource, resource_version: str = "") -> tuple[list[dict], str]:  # type: ignore[type-arg]
         self.asked.append((resource.plural, resource_version))
+        if len(self.asked) >= 2:
+            self.relisted.set()
         return super().list(resource, resource_version)
 
 
@@ -28,7 +31,7 @@ def test_the_first_listing_is_the_watch_cache_and_a_relist_after_410_reads_etcd(
     with FakeApiServer() as server:
         server.create(ko.gpu_node("n1"))
         api = ListingApi(server.api_client(), RateLimiter(10_000, 10_000))
-        api.asked = []
+        api.asked, api.relisted = [], threading.Event()
         informers = Informers(api, [PODS], watch_timeout_s=5)
         informers.start()
         pods = informers.by_resource[PODS]
@@ -36,9 +39,7 @@ def test_the_first_listing_is_the_watch_cache_and_a_relist_after_410_reads_etcd(
         server.create(ko.gpu_pod("p"))
         server.compact()
         server.close_watches()
-        deadline = time.monotonic() + 10
-        while pods.relists < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        assert api.relisted.wait(10), "no listing after the 410"
         informers.stop.set()
         server.close_watches()
         assert api.asked[:2] == [("pods", "0"), ("pods", "")]
@@ -60,13 +61,11 @@ def test_a_scheduler_takes_informers_started_before_it() -> None:
         runner = threading.Thread(target=scheduler.run, daemon=True)
         runner.start()
         try:
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                pods = server.list("v1", "Pod")
-                if all(p["spec"].get("nodeName") == "n1" for p in pods):
-                    break
-                time.sleep(0.05)
-            assert all(p["spec"].get("nodeName") == "n1" for p in server.list("v1", "Pod"))
+            server.wait_for(
+                lambda: all(p["spec"].get("nodeName") == "n1" for p in server.list("v1", "Pod")),
+                20,
+                "every pod bound",
+            )
         finally:
             scheduler.stop()
             runner.join(20)

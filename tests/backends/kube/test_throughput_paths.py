@@ -1,6 +1,6 @@
 """What keeps binding fast: POSTs past the client on kept-alive connections, a rate limit of
 their own for reports, each cycle's binds sent as it ends, and metrics that do not walk every
-pod on every turn."""
+pod on every turn (only a scrape reads the core's state)."""
 
 from __future__ import annotations
 
@@ -9,14 +9,15 @@ from typing import Any
 import pytest
 
 from gpufleet.backends.kube.api import ApiError, JsonPoster, KubeApi, RateLimiter
-from gpufleet.backends.kube.metrics import SchedulerMetrics
-from gpufleet.model import Placement
+from gpufleet.control.loop import Turn
+from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model.actions import Action, Bind
-from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.model.events import WorkloadAdded
 from gpufleet.testing import kube_objects as ko
-from gpufleet.testing.builders import make_pod
-from gpufleet.testing.kube_api import FakeApiServer
+from gpufleet.testing.builders import make_node, make_workload
+from gpufleet.testing.fakes import make_core
 from tests.backends.kube.harness import make_scheduler
+from tests.fakes.kube_api import FakeApiServer
 
 Obj = dict[str, Any]
 
@@ -89,64 +90,37 @@ def test_reports_have_a_rate_limit_of_their_own_of_the_same_size() -> None:
             scheduler._shutdown()
 
 
-class _NoSearches:
-    def searches_put_off(self) -> bool:
-        return False
-
-
-class _Cycles:
-    """A core whose cycles bind one pod each until they run out."""
-
-    def __init__(self, pods: int) -> None:
-        self.left = pods
-        self.cycles = 0
-        self.post_filter = _NoSearches()  # no preemption search put off
-
-    def cycle(self, now: float | None = None) -> list[Action]:
-        self.cycles += 1
-        if not self.left:
-            return []
-        self.left -= 1
-        return [Bind(make_pod(f"p{self.left}"), Placement("n1"))]
-
-
 def test_each_cycles_binds_go_out_before_the_next_cycle_runs() -> None:
-    core = _Cycles(3)
+    """A core admits a workload a cycle; each cycle's binds reach ``on_cycle`` before the next
+    cycle runs (what has been bound when they arrive is what they bind, no more)."""
+    core = make_core([make_node("n1", gpus=8)])
+    core.handle_all(WorkloadAdded(make_workload(f"w{i}", gpus=1)) for i in range(3))
     applied: list[tuple[int, int]] = []
 
     def apply(actions: list[Action]) -> None:
-        applied.append((core.cycles, len(actions)))
+        binds = sum(isinstance(a, Bind) for a in actions)
+        applied.append((binds, len(core.running)))
 
-    actions = SchedulerCore.run_until_idle(core, 0.0, on_cycle=apply)  # type: ignore[arg-type]
-    assert len(actions) == 3
-    assert applied == [(1, 1), (2, 1), (3, 1)], "cycle, its binds out, next cycle"
-    assert core.cycles == 4, "until a cycle admits nothing"
-
-
-class _Counted:
-    def __init__(self) -> None:
-        self.counts = 0
-
-    def waiting_pods(self) -> int:
-        self.counts += 1
-        return 7
+    actions = core.run_until_idle(0.0, on_cycle=apply)
+    assert sum(isinstance(a, Bind) for a in actions) == 3
+    assert applied == [(1, 1), (1, 2), (1, 3)], "a cycle, its binds out, the next cycle"
 
 
-class _NoCore:
-    def __init__(self) -> None:
-        self.running: dict[str, object] = {}
+def test_a_turn_counts_what_it_did_without_reading_the_cores_state() -> None:
+    reads = [0]
 
+    def read() -> None:
+        reads[0] += 1
 
-def test_the_waiting_pods_are_counted_once_a_second_not_once_a_turn(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    now = [100.0]
-    monkeypatch.setattr("gpufleet.backends.kube.metrics.time.monotonic", lambda: now[0])
-    metrics, backend = SchedulerMetrics(), _Counted()
+    metrics = SchedulerMetrics(read)
+    core = make_core([make_node("n1", gpus=4)])
+    core.handle_all(WorkloadAdded(make_workload(f"w{i}", gpus=1)) for i in range(3))
     for _ in range(50):
-        metrics.observe_turn(0.001, [], backend, _NoCore())  # type: ignore[arg-type]
-    assert backend.counts == 1
-    assert metrics.registry.get_sample_value("gpufleet_pending_pods") == 7
-    now[0] += 1.0
-    metrics.observe_turn(0.001, [], backend, _NoCore())  # type: ignore[arg-type]
-    assert backend.counts == 2
+        actions = core.run_until_idle(0.0)
+        metrics.turn_done(core, Turn(0.0, (), actions, 0.001))
+    assert reads == [0], "a turn does not walk the core's pods; a scrape does"
+    exposed = metrics.exposition().decode()
+    assert reads == [1]
+    assert "gpufleet_scheduled_pods_total 3.0" in exposed
+    assert 'gpufleet_admitted_workloads_total{queue="default"} 3.0' in exposed
+    assert "gpufleet_scheduling_turn_seconds_count 50.0" in exposed

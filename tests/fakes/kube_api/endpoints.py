@@ -11,11 +11,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.testing.kube_api import errors, pods
-from gpufleet.testing.kube_api.patch import apply_patch
-from gpufleet.testing.kube_api.routes import Route, resolve
-from gpufleet.testing.kube_api.selectors import parse_field_selector, parse_label_selector
-from gpufleet.testing.kube_api.store import Obj, Store, Watcher
+from tests.fakes.kube_api import errors, pods
+from tests.fakes.kube_api.patch import apply_patch
+from tests.fakes.kube_api.routes import Route, resolve
+from tests.fakes.kube_api.selectors import parse_field_selector, parse_label_selector
+from tests.fakes.kube_api.store import Obj, Store, Watcher
 
 _BINDINGS = re.compile(r"^/api/v1/namespaces/([^/]+)/bindings/?$")
 VERSION = {"major": "1", "minor": "33", "gitVersion": "v1.33.0-gpufleet-fake", "platform": "fake"}
@@ -78,7 +78,7 @@ def _optional_int(value: Any) -> int | None:
 
 
 def handle(store: Store, request: Request) -> Response | WatchStream:
-    """Answer ``request``; raises :class:`~gpufleet.testing.kube_api.errors.ApiError`."""
+    """Answer ``request``; raises :class:`~tests.fakes.kube_api.errors.ApiError`."""
     if request.path.rstrip("/") == "/version" and request.method == "GET":
         return Response(200, dict(VERSION))
     if request.method == "POST" and (m := _BINDINGS.match(request.path)):

@@ -26,15 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.testing.kube_api import errors
-from gpufleet.testing.kube_api.resources import (
+from tests.fakes.kube_api import errors
+from tests.fakes.kube_api.resources import (
     CRD_KEY,
     Registry,
     ResourceKey,
     ResourceType,
     from_crd,
 )
-from gpufleet.testing.kube_api.selectors import Matcher
+from tests.fakes.kube_api.selectors import Matcher
 
 Obj = dict[str, Any]
 WatchEvent = tuple[str, Obj]
@@ -115,6 +115,8 @@ class Store:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
+        #: Notified (under :attr:`lock`) after every write and every watch opened.
+        self.changed = threading.Condition(self.lock)
         self.registry = Registry()
         self._objects: dict[ResourceKey, dict[tuple[str, str], Obj]] = {}
         self._rv = 1  # never "0", which a watch reads as "start with the current state"
@@ -174,6 +176,7 @@ class Store:
             watcher.offer(change)
         if rt.key == CRD_KEY:
             self._sync_crd(kind, obj)
+        self.changed.notify_all()
         return copy.deepcopy(_render(rt, obj))
 
     def create(self, rt: ResourceType, body: Obj, namespace: str | None, as_client: bool) -> Obj:
@@ -268,7 +271,7 @@ class Store:
         self, rt: ResourceType, namespace: str | None, name: str, change: Callable[[Obj], Obj]
     ) -> Obj:
         """Read-modify-write under the lock: ``change`` gets a copy and returns the new object
-        (or raises :class:`~gpufleet.testing.kube_api.errors.ApiError`)."""
+        (or raises :class:`~tests.fakes.kube_api.errors.ApiError`)."""
         with self.lock:
             old = self._current(rt, namespace, name)
             return self._write(rt, old, change(copy.deepcopy(old)))
@@ -388,7 +391,13 @@ class Store:
                     if change.rv > since:
                         watcher.offer(change)
             self._watchers.add(watcher)
+            self.changed.notify_all()
         return watcher
+
+    @property
+    def watches_open(self) -> int:
+        with self.lock:
+            return len(self._watchers)
 
     def unwatch(self, watcher: Watcher) -> None:
         with self.lock:

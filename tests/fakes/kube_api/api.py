@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import builtins
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 import kubernetes.client
 
-from gpufleet.testing.kube_api import errors
-from gpufleet.testing.kube_api.resources import ResourceType
-from gpufleet.testing.kube_api.server import HttpServer, ServerState
-from gpufleet.testing.kube_api.store import Obj, Store
+from tests.fakes.kube_api import errors
+from tests.fakes.kube_api.resources import ResourceType
+from tests.fakes.kube_api.server import HttpServer, ServerState
+from tests.fakes.kube_api.store import Obj, Store
 
 TOKEN = "gpufleet-fake-token"
 
@@ -22,7 +23,7 @@ class FakeApiServer:
     """An in-process Kubernetes API server for the official python client.
 
     Direct store methods are thread-safe and produce the same watch events as API calls;
-    they raise :class:`~gpufleet.testing.kube_api.errors.ApiError` (``.code`` 404, 409, ...)
+    they raise :class:`~tests.fakes.kube_api.errors.ApiError` (``.code`` 404, 409, ...)
     where the API would answer that error. Unlike the API, they write status as given.
     """
 
@@ -66,6 +67,24 @@ class FakeApiServer:
     def requests(self) -> builtins.list[tuple[str, str]]:
         """``(method, path)`` of every request handled, query strings left out."""
         return self._state.requests
+
+    def wait_for(self, check: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
+        """Wait until ``check`` holds, looking again after each write to the store and each
+        watch opened (a bind, a kubelet's update, a lease renewed). ``check`` runs under the
+        store's lock: it reads the store directly (:meth:`get`, :meth:`list`), never over
+        HTTP. Raises AssertionError after ``timeout`` seconds."""
+        with self.store.changed:
+            if not self.store.changed.wait_for(check, timeout):
+                raise AssertionError(f"timed out waiting for {what or check}")
+
+    def wait_for_request(self, method: str, path: str, timeout: float = 10.0) -> None:
+        """Wait until a ``method`` request for ``path`` has been received."""
+        with self._state.logged:
+            seen = self._state.logged.wait_for(
+                lambda: (method, path) in self._state.requests, timeout
+            )
+        if not seen:
+            raise AssertionError(f"no {method} {path} within {timeout} s")
 
     # ---- client configuration ------------------------------------------------------------
 

@@ -1,8 +1,12 @@
 """An in-process fake Kubernetes API server for tests that drive the official python client.
 
-Why hand-written: no maintained Python library fakes the Kubernetes *HTTP* API (the python
-client's own tests mock at the function level, and mocks skip the real client code paths),
-and envtest needs real ``kube-apiserver`` and ``etcd`` binaries, which CI does not have. This
+Why hand-written: no maintained fake fits. No Python library fakes the Kubernetes *HTTP* API
+(the python client's own tests mock at the function level, and mocks skip the real client code
+paths: serialisation, watch streams, retries); client-go's fake clientset is Go, in process,
+with no HTTP; envtest and kwok run a real ``kube-apiserver`` and ``etcd``, binaries that unit
+tests and CI do not have (the end-to-end tests in ``tests/e2e`` use a real server when one is
+given). It lives with the tests, not in the product package: nothing under ``gpufleet/`` or
+``benchmarks/`` uses it (``benchmarks/kube_bind.py`` runs against a real API server). This
 package is standard library only on the server side: ``http.server.ThreadingHTTPServer`` on
 127.0.0.1 at a port the OS picks, HTTP/1.1, chunked watch streams, no TLS, no auth (the
 kubeconfig it writes carries a dummy bearer token the server ignores).
@@ -37,7 +41,7 @@ Usage::
         ...
 """
 
-from gpufleet.testing.kube_api.api import FakeApiServer
-from gpufleet.testing.kube_api.errors import ApiError
+from tests.fakes.kube_api.api import FakeApiServer
+from tests.fakes.kube_api.errors import ApiError
 
 __all__ = ["ApiError", "FakeApiServer"]

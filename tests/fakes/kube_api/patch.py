@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from gpufleet.testing.kube_api.errors import ApiError, bad_request
+from tests.fakes.kube_api.errors import ApiError, bad_request
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"

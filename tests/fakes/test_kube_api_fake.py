@@ -17,8 +17,8 @@ from kubernetes.client.rest import ApiException
 
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.fake_nodes import register_fake_node
-from gpufleet.testing.kube_api import ApiError, FakeApiServer
-from gpufleet.testing.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
+from tests.fakes.kube_api import ApiError, FakeApiServer
+from tests.fakes.kube_api.patch import json_patch, merge_patch, strategic_merge_patch
 
 Obj = dict[str, Any]
 NS = "default"
@@ -297,10 +297,7 @@ def test_watch_without_resource_version_lists_first(
 
     thread = threading.Thread(target=run)
     thread.start()
-    deadline = time.monotonic() + 5
-    while sum(1 for r in api.requests if r[1] == "/api/v1/pods") == 0:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    api.wait_for_request("GET", "/api/v1/pods", timeout=5)
     api.create(pod("c"))  # whether it lands before or after the watch opens, it is ADDED
     thread.join(timeout=5)
     assert got == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
@@ -382,10 +379,7 @@ def test_close_watches_ends_streams(api: FakeApiServer, core: Any) -> None:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 5
-    while not api.store._watchers:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    api.wait_for(lambda: api.store.watches_open > 0, timeout=5, what="the watch open")
     api.close_watches()
     assert done.wait(timeout=5)
 

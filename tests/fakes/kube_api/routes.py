@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from gpufleet.testing.kube_api.resources import Registry, ResourceType
+from tests.fakes.kube_api.resources import Registry, ResourceType
 
 
 @dataclass(frozen=True)

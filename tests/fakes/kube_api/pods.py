@@ -23,10 +23,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gpufleet.testing.kube_api import errors
-from gpufleet.testing.kube_api.resources import ResourceType
-from gpufleet.testing.kube_api.selectors import match_label_selector_object
-from gpufleet.testing.kube_api.store import Obj, Store, now_rfc3339
+from tests.fakes.kube_api import errors
+from tests.fakes.kube_api.resources import ResourceType
+from tests.fakes.kube_api.selectors import match_label_selector_object
+from tests.fakes.kube_api.store import Obj, Store, now_rfc3339
 
 PODS = ResourceType("", "v1", "pods", "Pod", True, status_subresource=True)
 PDBS = ResourceType(

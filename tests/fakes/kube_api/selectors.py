@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpufleet.testing.kube_api.errors import bad_request
-from gpufleet.testing.kube_api.resources import ResourceKey
+from tests.fakes.kube_api.errors import bad_request
+from tests.fakes.kube_api.resources import ResourceKey
 
 Matcher = Callable[[dict[str, Any]], bool]
 

@@ -22,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from gpufleet.testing.kube_api import endpoints, errors
-from gpufleet.testing.kube_api.store import Store
+from tests.fakes.kube_api import endpoints, errors
+from tests.fakes.kube_api.store import Store
 
 _IDLE_POLL_SECONDS = 0.5
 
@@ -44,10 +44,13 @@ class ServerState:
         self.requests: list[tuple[str, str]] = []
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
+        #: Notified after each request is logged.
+        self.logged = threading.Condition(self._lock)
 
     def log(self, method: str, path: str) -> None:
         with self._lock:
             self.requests.append((method, path))
+            self.logged.notify_all()
 
     def add_fault(self, method: str, pattern: str, status: int, times: int) -> None:
         with self._lock:

@@ -1,9 +1,11 @@
 """Read-only views of the control plane in the API's shapes (:mod:`gpufleet.api.schemas`).
 
-Each function reads the plane under its lock and converts model units to the units people
-read (cores, MiB, GPUs). A tenant sees only its own workloads; on the node map, the pods of
-other tenants are shown as ``(other tenant)``. Explanations of waiting workloads are computed
-once per scheduling turn and shared by all readers of that turn.
+The API maps the service's records (:mod:`gpufleet.service.records`) to its own shapes here;
+the service never sees those shapes. Each function reads the plane under its lock and converts
+model units to the units people read (cores, MiB, GPUs). A tenant sees only its own
+workloads; on the node map, the pods of other tenants are shown as ``(other tenant)``.
+Explanations of waiting workloads are computed once per scheduling turn and shared by all
+readers of that turn.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from gpufleet.scheduling.core import PendingExplanation
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
 from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord
+from gpufleet.service.store import StoredEvent
 from gpufleet.service.tenants import Principal
 
 OTHER_TENANT = "(other tenant)"
@@ -48,6 +51,16 @@ def readable(resources: Mapping[str, int]) -> dict[str, float]:
         else:
             out[key] = float(amount)
     return out
+
+
+def event_view(event: StoredEvent) -> EventView:
+    return EventView(
+        time=event.time,
+        type=event.type,
+        reason=event.reason,
+        message=event.message,
+        workload=event.workload,
+    )
 
 
 def explanations(plane: Plane) -> dict[str, PendingExplanation]:
@@ -158,7 +171,7 @@ def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDet
                 for job in record.jobs.values()
             ],
             pod_views=pods,
-            events=list(record.events),
+            events=[event_view(e) for e in record.events],
         )
 
 
@@ -361,12 +374,10 @@ def events(plane: Plane, principal: Principal, workload: str | None) -> list[Eve
             record = plane.records.get(workload)
             if record is None or not principal.may_see(record.tenant):
                 record = plane.find(principal, namespace, name, kind or None)
-            return list(record.events)
+            return [event_view(e) for e in record.events]
         found = plane.recent_events(500)
         return [
-            EventView(
-                time=e.time, type=e.type, reason=e.reason, message=e.message, workload=e.workload
-            )
+            event_view(e)
             for e in found
             if e.workload is None
             or (e.workload in plane.records and principal.may_see(plane.records[e.workload].tenant))

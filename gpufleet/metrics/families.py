@@ -1,0 +1,224 @@
+"""The one set of metric names: every family gpufleet exposes, with its type, labels and meaning.
+
+Names follow Prometheus' conventions: the ``gpufleet_`` prefix, the unit last (``_seconds``,
+``_gpus``), counters ending in ``_total``; amounts of a queue's resources are in the resource's
+base unit (cores, bytes, GPUs, or the extended resource's units). :data:`SCHEDULER` families are
+served by every world (``gpufleet scheduler``, ``gpufleet serve`` in both modes, and a
+simulation's report); :data:`KUBERNETES` ones by the worlds that talk to an API server;
+:data:`SERVE` ones by the control plane. The README's metrics table is this module, in words.
+
+It defines names only: the registry (:mod:`gpufleet.metrics.scheduler`) and the collectors of
+each world read them from here, so that no world names a metric of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    #: As exposed (a counter's with its ``_total``).
+    name: str
+    kind: Kind
+    help: str
+    labels: tuple[str, ...] = ()
+
+
+# ----------------------------------------------------------------------------- every world
+PENDING_WORKLOADS = Family(
+    "gpufleet_pending_workloads",
+    Kind.GAUGE,
+    "Workloads waiting to be admitted, by queue and why they wait (quota, capacity, "
+    "preempting: victims are leaving, backoff, untried: not tried yet)",
+    ("queue", "reason"),
+)
+PENDING_PODS = Family(
+    "gpufleet_pending_pods", Kind.GAUGE, "Pods of the waiting workloads, by queue", ("queue",)
+)
+RUNNING_WORKLOADS = Family(
+    "gpufleet_running_workloads", Kind.GAUGE, "Workloads admitted and placed, by queue", ("queue",)
+)
+ALLOCATED_GPUS = Family(
+    "gpufleet_allocated_gpus",
+    Kind.GAUGE,
+    "GPUs held by placed pods (a share counts its fraction; MIG slices, which no GPU quota "
+    "counts, are not), by queue and GPU model",
+    ("queue", "model"),
+)
+CLUSTER_GPUS = Family(
+    "gpufleet_cluster_gpus", Kind.GAUGE, "GPUs of the nodes, by GPU model", ("model",)
+)
+QUEUE_NOMINAL_QUOTA = Family(
+    "gpufleet_queue_nominal_quota",
+    Kind.GAUGE,
+    "A queue's nominal quota, in the resource's base unit",
+    ("queue", "resource"),
+)
+QUEUE_RESOURCE_USAGE = Family(
+    "gpufleet_queue_resource_usage",
+    Kind.GAUGE,
+    "What a queue's subtree uses, in the resource's base unit",
+    ("queue", "resource"),
+)
+QUEUE_BORROWED_RESOURCES = Family(
+    "gpufleet_queue_borrowed_resources",
+    Kind.GAUGE,
+    "What a queue uses beyond its nominal quota, in the resource's base unit",
+    ("queue", "resource"),
+)
+QUEUE_WEIGHTED_SHARE = Family(
+    "gpufleet_queue_weighted_share",
+    Kind.GAUGE,
+    "A queue's dominant resource share divided by its weight (the fair-sharing order)",
+    ("queue",),
+)
+ADMITTED_WORKLOADS = Family(
+    "gpufleet_admitted_workloads_total", Kind.COUNTER, "Workloads admitted and placed", ("queue",)
+)
+PREEMPTED_WORKLOADS = Family(
+    "gpufleet_preempted_workloads_total",
+    Kind.COUNTER,
+    "Workloads evicted to make room for another, by the evicted one's queue",
+    ("queue",),
+)
+EVICTED_WORKLOADS = Family(
+    "gpufleet_evicted_workloads_total",
+    Kind.COUNTER,
+    "Workloads evicted for any reason (preempted, a bind failed, a gang not ready in time)",
+    ("queue",),
+)
+SCHEDULED_PODS = Family(
+    "gpufleet_scheduled_pods_total", Kind.COUNTER, "Pods placed and sent to be bound"
+)
+BIND_FAILURES = Family(
+    "gpufleet_bind_failures_total",
+    Kind.COUNTER,
+    "Binds the cluster refused (the pod waits again)",
+)
+IGNORED_EVENTS = Family(
+    "gpufleet_ignored_events_total",
+    Kind.COUNTER,
+    "Cluster changes the core could not take (a pod bound beyond a node's capacity)",
+)
+TURN_SECONDS = Family(
+    "gpufleet_scheduling_turn_seconds",
+    Kind.HISTOGRAM,
+    "Time of one turn of the control loop: events in, cycles until idle, actions out",
+)
+BIND_SECONDS = Family(
+    "gpufleet_bind_duration_seconds",
+    Kind.HISTOGRAM,
+    "Time from a bind sent to its answer (the Binding call; a simulated cluster binds at "
+    "once and observes none)",
+)
+SCHEDULER = (
+    PENDING_WORKLOADS,
+    PENDING_PODS,
+    RUNNING_WORKLOADS,
+    ALLOCATED_GPUS,
+    CLUSTER_GPUS,
+    QUEUE_NOMINAL_QUOTA,
+    QUEUE_RESOURCE_USAGE,
+    QUEUE_BORROWED_RESOURCES,
+    QUEUE_WEIGHTED_SHARE,
+    ADMITTED_WORKLOADS,
+    PREEMPTED_WORKLOADS,
+    EVICTED_WORKLOADS,
+    SCHEDULED_PODS,
+    BIND_FAILURES,
+    IGNORED_EVENTS,
+    TURN_SECONDS,
+    BIND_SECONDS,
+)
+
+# ----------------------------------------------------------------------------- Kubernetes
+LEADER = Family("gpufleet_leader", Kind.GAUGE, "1 while this replica leads, else 0")
+BIND_CALLS_SUCCEEDED = Family(
+    "gpufleet_bind_calls_succeeded_total", Kind.COUNTER, "Bindings the API server took"
+)
+BIND_CALLS_FAILED = Family(
+    "gpufleet_bind_calls_failed_total", Kind.COUNTER, "Bindings the API server refused"
+)
+EVICTION_CALLS_SUCCEEDED = Family(
+    "gpufleet_eviction_calls_succeeded_total", Kind.COUNTER, "Evictions the API server took"
+)
+EVICTION_CALLS_BLOCKED = Family(
+    "gpufleet_eviction_calls_blocked_total",
+    Kind.COUNTER,
+    "Evictions refused (a PodDisruptionBudget), retried later",
+)
+INVALID_OBJECTS = Family(
+    "gpufleet_invalid_objects_total", Kind.COUNTER, "Objects reported as InvalidSpec"
+)
+REPORTS_DROPPED = Family(
+    "gpufleet_reports_dropped_total",
+    Kind.COUNTER,
+    "Conditions and Events dropped on a full backlog",
+)
+KUBERNETES = (
+    LEADER,
+    BIND_CALLS_SUCCEEDED,
+    BIND_CALLS_FAILED,
+    EVICTION_CALLS_SUCCEEDED,
+    EVICTION_CALLS_BLOCKED,
+    INVALID_OBJECTS,
+    REPORTS_DROPPED,
+)
+
+# ----------------------------------------------------------------------------- control plane
+WORKLOADS = Family(
+    "gpufleet_workloads", Kind.GAUGE, "Workloads in the control plane's book, by state", ("state",)
+)
+CLUSTER_TIME = Family(
+    "gpufleet_cluster_time_seconds",
+    Kind.GAUGE,
+    "The cluster's clock (simulated seconds, or Unix time on Kubernetes)",
+)
+SUBMITTED_WORKLOADS = Family(
+    "gpufleet_submitted_workloads_total", Kind.COUNTER, "Workloads accepted by the API"
+)
+STARTED_PODS = Family(
+    "gpufleet_started_pods_total", Kind.COUNTER, "Pods of the book seen bound to a node"
+)
+PREEMPTED_PODS = Family(
+    "gpufleet_preempted_pods_total", Kind.COUNTER, "Pods of the book evicted (they wait again)"
+)
+SUCCEEDED_PODS = Family(
+    "gpufleet_succeeded_pods_total", Kind.COUNTER, "Pods of the book that finished their work"
+)
+FAILED_PODS = Family(
+    "gpufleet_failed_pods_total",
+    Kind.COUNTER,
+    "Pods of the book that failed and were replaced by a new pod",
+)
+CONTAINER_RESTARTS = Family(
+    "gpufleet_container_restarts_total",
+    Kind.COUNTER,
+    "Containers of the book's pods that failed and restarted in place",
+)
+API_REQUEST_SECONDS = Family(
+    "gpufleet_api_request_seconds",
+    Kind.HISTOGRAM,
+    "Latency of the control plane's API requests",
+    ("method", "route", "status"),
+)
+#: The control plane's counters (``PlaneBase.counters``), by the key it counts under.
+PLANE_COUNTERS = {
+    "submitted": SUBMITTED_WORKLOADS,
+    "bound": STARTED_PODS,
+    "preempted": PREEMPTED_PODS,
+    "finished": SUCCEEDED_PODS,
+    "failed": FAILED_PODS,
+    "restarted": CONTAINER_RESTARTS,
+}
+SERVE = (WORKLOADS, CLUSTER_TIME, *PLANE_COUNTERS.values(), API_REQUEST_SECONDS)
+
+ALL = SCHEDULER + KUBERNETES + SERVE

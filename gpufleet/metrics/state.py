@@ -1,0 +1,91 @@
+"""What a scheduling core holds, as the numbers of the metrics' gauges.
+
+Owns :func:`read_state`: from a core, the workloads waiting (by queue and why) and their pods,
+the workloads running, the GPUs held (by queue and GPU model) and those of the nodes, and each
+queue's nominal quota, usage, borrowed amount and weighted share, as a :class:`SchedulerState`
+of plain numbers in base units (cores, bytes, GPUs). It reads the core's public state only and
+changes nothing; it walks every waiting and running workload, so it is read when metrics are
+scraped, not on every turn.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpufleet.control.status import queue_numbers
+from gpufleet.model import MILLI_PER_GPU
+from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, MEMORY
+from gpufleet.scheduling.core import SchedulerCore
+
+#: What a workload waits for when the core has not tried it yet.
+UNTRIED = "untried"
+#: A waiting workload whose victims are being evicted.
+PREEMPTING = "preempting"
+#: The model label of GPUs whose node names none.
+UNKNOWN_MODEL = "unknown"
+MIB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerState:
+    """The numbers of :data:`gpufleet.metrics.families.SCHEDULER`'s gauges; keys are their
+    label values, in the families' label order."""
+
+    pending_workloads: Counter[tuple[str, str]] = field(default_factory=Counter)
+    pending_pods: Counter[str] = field(default_factory=Counter)
+    running_workloads: Counter[str] = field(default_factory=Counter)
+    allocated_gpus: dict[tuple[str, str], float] = field(default_factory=dict)
+    cluster_gpus: Counter[str] = field(default_factory=Counter)
+    nominal_quota: dict[tuple[str, str], float] = field(default_factory=dict)
+    usage: dict[tuple[str, str], float] = field(default_factory=dict)
+    borrowed: dict[tuple[str, str], float] = field(default_factory=dict)
+    weighted_share: dict[str, float] = field(default_factory=dict)
+
+
+def base_unit(resource: str, amount: int) -> float:
+    """A model amount (milli-CPU, MiB, milli-GPU, units) in its base unit (cores, bytes,
+    GPUs, units)."""
+    if resource in (CPU, GPU) or resource.startswith(GPU_MODEL_PREFIX):
+        return amount / MILLI_PER_GPU
+    if resource == MEMORY:
+        return float(amount * MIB)
+    return float(amount)
+
+
+def read_state(core: SchedulerCore) -> SchedulerState:
+    """See the module docstring."""
+    state = SchedulerState()
+    for pending in core.pending.workloads():
+        workload = pending.workload
+        reason = PREEMPTING if workload.key in core.nominated else pending.reason or UNTRIED
+        state.pending_workloads[(workload.queue, reason)] += 1
+        state.pending_pods[workload.queue] += len(workload.pods)
+    table = core.table
+    milli: Counter[tuple[str, str]] = Counter()
+    # Workloads being evicted hold their devices until their pods are gone.
+    for running in (*core.running.values(), *core.evicting.values()):
+        queue = running.workload.queue
+        for bound in running.bound.values():
+            held = bound.allocation.gpu_milli
+            if held:
+                model = table.nodes[bound.allocation.row].gpu_model or UNKNOWN_MODEL
+                milli[(queue, model)] += held
+    state.allocated_gpus.update({k: v / MILLI_PER_GPU for k, v in milli.items()})
+    for row, node in enumerate(table.nodes):
+        if node.gpu_count and table.alive[row]:
+            state.cluster_gpus[node.gpu_model or UNKNOWN_MODEL] += node.gpu_count
+    for name, numbers in queue_numbers(core).items():
+        _add(state.nominal_quota, name, core.quotas.queues[name].nominal)
+        _add(state.usage, name, numbers.usage)
+        _add(state.borrowed, name, numbers.borrowed)
+        state.weighted_share[name] = numbers.share
+        state.running_workloads[name] = numbers.running
+        state.pending_pods.setdefault(name, 0)
+    return state
+
+
+def _add(into: dict[tuple[str, str], float], queue: str, amounts: Mapping[str, int]) -> None:
+    for resource, amount in amounts.items():
+        into[(queue, resource)] = base_unit(resource, amount)
