@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.scheduling.view import SchedulerView
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,13 +26,16 @@ class QueueNumbers:
     running: int = 0
 
 
-def queue_numbers(core: SchedulerCore) -> dict[str, QueueNumbers]:
+def queue_numbers(
+    core: SchedulerCore, view: SchedulerView | None = None
+) -> dict[str, QueueNumbers]:
+    """Each queue's numbers, from ``view`` (the core's, taken now, unless given)."""
     queues = core.quotas.queues
     children: dict[str, list[str]] = {}
     for queue in queues.values():
         if queue.parent is not None:
             children.setdefault(queue.parent, []).append(queue.name)
-    view = core.view()
+    view = view or core.view()
     own: dict[str, dict[str, int]] = {name: {} for name in queues}
     running: dict[str, int] = dict.fromkeys(queues, 0)
     for workload in view.running:

@@ -364,12 +364,12 @@ class SchedulerCore:
     def view(self, estimate: bool = False) -> SchedulerView:
         """What waits (why, for what, since when, where it stands; with ``estimate``, when it
         may start) and what runs where, as frozen values."""
-        running = self.state.running
+        running, table = self.state.running, self.table
         return SchedulerView(
             self.state.now,
             tuple(self.explainer.waiting(estimate)),
-            tuple(admitted(r) for r in running.workloads.values()),
-            tuple(admitted(r) for r in running.evicting.values()),
+            tuple(admitted(r, table) for r in running.workloads.values()),
+            tuple(admitted(r, table) for r in running.evicting.values()),
         )
 
     def explain_pending(self, estimate: bool = True) -> list[PendingExplanation]:

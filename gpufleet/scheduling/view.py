@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.running import RunningWorkload
 
 
@@ -46,8 +47,10 @@ class WaitingWorkload:
     namespace: str
     #: Its effective priority now (its own, raised by aging when that is on).
     priority: int
-    #: Pods that must start together (the gang), and what they ask between them, per resource
-    #: key as quotas count it (milli-CPU, MiB, milli-GPU, extended resources); read-only.
+    #: Its pods, those that must start together (the gang), and what the gang asks, per
+    #: resource key as quotas count it (milli-CPU, MiB, milli-GPU, extended resources);
+    #: read-only.
+    pods: int
     gang_size: int
     requests: Mapping[str, int]
     #: When it joined the queue this time (the core's clock), and when it first arrived.
@@ -57,9 +60,12 @@ class WaitingWorkload:
     attempts: int
     #: 1 for the next workload its queue will try.
     position: int
-    #: As :attr:`PendingExplanation.waiting_for`, and what it was told.
+    #: As :attr:`PendingExplanation.waiting_for`, and what it was told; ``reason`` is why it
+    #: was last parked ("quota", "capacity", "preempting", "backoff", an admission check's
+    #: name; "" before its first attempt), which ``waiting_for`` words for people.
     waiting_for: str
     message: str
+    reason: str
     #: Not tried before this time (a backoff after it failed to start).
     not_before: float
     #: None when no plan gives one, or when the view was asked without estimates.
@@ -89,8 +95,10 @@ class AdmittedWorkload:
     preemptible: bool
     #: What it holds, per resource key as quotas count it; read-only.
     usage: Mapping[str, int]
-    #: Pod key -> node, for each of its pods still bound; read-only.
+    #: Pod key -> node, for each of its pods still bound; and the milli-GPU they hold per
+    #: GPU model of their nodes ("" where a node names none); read-only.
     nodes: Mapping[str, str]
+    gpu_milli: Mapping[str, int]
     started: float
     queued: float
     #: Every pod of its gang reported ready.
@@ -99,8 +107,14 @@ class AdmittedWorkload:
     evicted_for: str | None
 
 
-def admitted(running: RunningWorkload) -> AdmittedWorkload:
+def admitted(running: RunningWorkload, table: NodeTable) -> AdmittedWorkload:
     workload = running.workload
+    gpu_milli: dict[str, int] = {}
+    for bound in running.bound.values():
+        held = bound.allocation.gpu_milli
+        if held:
+            model = table.nodes[bound.allocation.row].gpu_model or ""
+            gpu_milli[model] = gpu_milli.get(model, 0) + held
     return AdmittedWorkload(
         running.key,
         workload.queue,
@@ -109,6 +123,7 @@ def admitted(running: RunningWorkload) -> AdmittedWorkload:
         workload.preemptible,
         MappingProxyType(dict(running.usage)),
         MappingProxyType({key: b.placement.node for key, b in running.bound.items()}),
+        MappingProxyType(gpu_milli),
         running.started,
         running.queued,
         not running.unready,

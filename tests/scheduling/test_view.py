@@ -46,7 +46,8 @@ def test_the_view_says_what_waits_why_for_what_and_since_when() -> None:
     assert quota.requests[GPU] == 2 * G
     assert quota.attempts >= 1
     assert quota.message.startswith("waiting for quota")
-    assert (capacity.queue, capacity.waiting_for, capacity.gang_size) == ("b", "capacity", 2)
+    assert (capacity.queue, capacity.waiting_for, capacity.reason) == ("b", "capacity", "capacity")
+    assert (capacity.pods, capacity.gang_size) == (2, 2)
     assert capacity.requests[GPU] == 2 * G
     assert capacity.position == 1
     assert view.now == 40.0
@@ -60,6 +61,7 @@ def test_the_view_says_what_runs_where() -> None:
     assert running["default/a-run"].nodes == {
         "default/a-run": cluster.running["default/a-run"].node
     }
+    assert running["default/a-run"].gpu_milli == {"A100": 3 * G}
     assert running["default/b-run"].started == 20.0
     assert all(r.ready and r.evicted_for is None for r in view.running)
     assert view.evicting == ()
