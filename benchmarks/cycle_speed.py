@@ -63,7 +63,7 @@ if __package__ in (None, ""):
     # the helpers of benchmarks/speed.py are shared, not copied.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import gpufleet.scheduling.core as core_module
+import gpufleet.scheduling.preemption.preemptor as preemptor_module
 from benchmarks.speed import NODE_KINDS, cpu_model, host_reference
 from gpufleet.model import Node
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
@@ -82,7 +82,7 @@ from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.pending import Parked
 from gpufleet.scheduling.policies import PolicyContext, make_policy
-from gpufleet.scheduling.preemption import find_victims
+from gpufleet.scheduling.preemption.victims import find_victims
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.target import typical_shapes
 from gpufleet.testing.builders import make_node, make_queue, make_workload
@@ -429,8 +429,8 @@ class CycleResult:
 
 def timed_cycle(core: SchedulerCore, now: float) -> tuple[CycleResult, list[Action]]:
     """Run one cycle at ``now``, timing it alone (garbage collected just before). Victim
-    searches are counted by wrapping the core's ``find_victims`` for the cycle (a counter
-    increment per search, which takes milliseconds)."""
+    searches are counted by wrapping the preemption plugin's ``find_victims`` for the cycle
+    (a counter increment per search, which takes milliseconds)."""
     before = {p.workload.key: p.attempts for p in core.pending.workloads()}
     searches = 0
 
@@ -439,7 +439,7 @@ def timed_cycle(core: SchedulerCore, now: float) -> tuple[CycleResult, list[Acti
         searches += 1
         return find_victims(*args, **kwargs)
 
-    with patch.object(core_module, "find_victims", counted):
+    with patch.object(preemptor_module, "find_victims", counted):
         gc.collect()
         started = time.perf_counter()
         actions = core.cycle(now)

@@ -1,7 +1,8 @@
 """One way to build a scheduling core, shared by every backend.
 
 Owns the construction of a :class:`~gpufleet.scheduling.core.SchedulerCore` from nodes, queues,
-quotas, a policy name and a seed: the node table, the policy with its target workload, and the
+quotas, a policy name, a seed and a scheduling profile (which plugins at each extension point;
+the default one unless given): the node table, the policy with its target workload, and the
 seeded tie-break order of the nodes. The simulator and the Kubernetes backend both build their
 cores here, so the same state gives the same decisions in both.
 """
@@ -19,6 +20,8 @@ from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
+from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
+from gpufleet.scheduling.registry import Registry
 from gpufleet.scheduling.target import TargetWorkload, typical_shapes
 
 IntArray = np.ndarray[tuple[int], np.dtype[np.int64]]
@@ -51,17 +54,24 @@ def build_core(
     target: TargetWorkload | None = None,
     explain: bool = True,
     time_format: TimeFormat = simulated_time,
+    profile: Profile = DEFAULT_PROFILE,
+    registry: Registry | None = None,
 ) -> SchedulerCore:
     """A core over ``nodes``; ``time_format`` says how the instants in its messages read (the
-    simulated clock by default; the wall clock on Kubernetes)."""
+    simulated clock by default; the wall clock on Kubernetes). ``profile`` names its plugins,
+    looked up in ``registry`` (by default the built-in plugins and policies)."""
+    registry = registry or Registry.default()
     table = NodeTable(list(nodes))
+    context = PolicyContext(target or target_of(()), seed)
     return SchedulerCore(
         table,
-        make_policy(policy, table, PolicyContext(target or target_of(()), seed)),
+        make_policy(policy, table, context, registry.policies),
         tie_rank=tie_rank(table, seed),
         explain=explain,
         queues=dict(queues or {}),
         resource_quotas=resource_quotas,
         config=config,
         time_format=time_format,
+        profile=profile,
+        registry=registry,
     )

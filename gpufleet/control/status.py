@@ -1,8 +1,9 @@
 """What a scheduling core knows about its queues, as numbers: usage, borrowed, share, counts.
 
 Shared by every edge that reports queue status (the control plane's API, the Kubernetes
-Queue status): computed from the core's running and pending workloads, in model units
-(milli-CPU, MiB, milli-GPU). It formats nothing.
+Queue status): computed from the core's view of what runs and what waits
+(:meth:`~gpufleet.scheduling.core.SchedulerCore.view`; a workload waiting out a backoff counts
+as pending), in model units (milli-CPU, MiB, milli-GPU). It formats nothing.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.scheduling.view import SchedulerView
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,23 +26,27 @@ class QueueNumbers:
     running: int = 0
 
 
-def queue_numbers(core: SchedulerCore) -> dict[str, QueueNumbers]:
+def queue_numbers(
+    core: SchedulerCore, view: SchedulerView | None = None
+) -> dict[str, QueueNumbers]:
+    """Each queue's numbers, from ``view`` (the core's, taken now, unless given)."""
     queues = core.quotas.queues
     children: dict[str, list[str]] = {}
     for queue in queues.values():
         if queue.parent is not None:
             children.setdefault(queue.parent, []).append(queue.name)
+    view = view or core.view()
     own: dict[str, dict[str, int]] = {name: {} for name in queues}
     running: dict[str, int] = dict.fromkeys(queues, 0)
-    for workload in core.running.values():
-        name = workload.workload.queue
+    for workload in view.running:
+        name = workload.queue
         running[name] = running.get(name, 0) + 1
         bucket = own.setdefault(name, {})
         for resource, amount in workload.usage.items():
             bucket[resource] = bucket.get(resource, 0) + amount
     pending: dict[str, int] = dict.fromkeys(queues, 0)
-    for group in core.pending.groups():
-        pending[group.queue] = pending.get(group.queue, 0) + len(group.items)
+    for waiting in view.waiting:
+        pending[waiting.queue] = pending.get(waiting.queue, 0) + 1
 
     def subtree(name: str) -> dict[str, int]:
         total = dict(own.get(name, {}))

@@ -3,9 +3,10 @@
 Owns :func:`read_state`: from a core, the workloads waiting (by queue and why) and their pods,
 the workloads running, the GPUs held (by queue and GPU model) and those of the nodes, and each
 queue's nominal quota, usage, borrowed amount and weighted share, as a :class:`SchedulerState`
-of plain numbers in base units (cores, bytes, GPUs). It reads the core's public state only and
-changes nothing; it walks every waiting and running workload, so it is read when metrics are
-scraped, not on every turn.
+of plain numbers in base units (cores, bytes, GPUs). It reads the core's view
+(:meth:`~gpufleet.scheduling.core.SchedulerCore.view`), node table and quotas, and changes
+nothing; it walks every waiting and running workload, so it is read when metrics are scraped,
+not on every turn.
 """
 
 from __future__ import annotations
@@ -57,26 +58,23 @@ def base_unit(resource: str, amount: int) -> float:
 def read_state(core: SchedulerCore) -> SchedulerState:
     """See the module docstring."""
     state = SchedulerState()
-    for pending in core.pending.workloads():
-        workload = pending.workload
-        reason = PREEMPTING if workload.key in core.nominated else pending.reason or UNTRIED
-        state.pending_workloads[(workload.queue, reason)] += 1
-        state.pending_pods[workload.queue] += len(workload.pods)
-    table = core.table
+    view = core.view()
+    for waiting in view.waiting:
+        preempting = waiting.waiting_for == PREEMPTING
+        reason = PREEMPTING if preempting else waiting.reason or UNTRIED
+        state.pending_workloads[(waiting.queue, reason)] += 1
+        state.pending_pods[waiting.queue] += waiting.pods
     milli: Counter[tuple[str, str]] = Counter()
     # Workloads being evicted hold their devices until their pods are gone.
-    for running in (*core.running.values(), *core.evicting.values()):
-        queue = running.workload.queue
-        for bound in running.bound.values():
-            held = bound.allocation.gpu_milli
-            if held:
-                model = table.nodes[bound.allocation.row].gpu_model or UNKNOWN_MODEL
-                milli[(queue, model)] += held
+    for admitted in (*view.running, *view.evicting):
+        for model, held in admitted.gpu_milli.items():
+            milli[(admitted.queue, model or UNKNOWN_MODEL)] += held
     state.allocated_gpus.update({k: v / MILLI_PER_GPU for k, v in milli.items()})
+    table = core.table
     for row, node in enumerate(table.nodes):
         if node.gpu_count and table.alive[row]:
             state.cluster_gpus[node.gpu_model or UNKNOWN_MODEL] += node.gpu_count
-    for name, numbers in queue_numbers(core).items():
+    for name, numbers in queue_numbers(core, view).items():
         _add(state.nominal_quota, name, core.quotas.queues[name].nominal)
         _add(state.usage, name, numbers.usage)
         _add(state.borrowed, name, numbers.borrowed)

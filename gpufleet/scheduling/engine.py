@@ -5,7 +5,8 @@ One placement is a handful of numpy operations over node columns, no Python loop
 1. compile the pod to a :class:`~gpufleet.scheduling.demand.Demand` (cached per pod shape);
 2. mask = static mask of the shape & usage filters (free CPU, memory, GPU, extended resources)
    & the pod's inter-pod rules (affinity, anti-affinity, spread; kept per shape while the
-   table's state is the same) & running pods' anti-affinity against this pod's labels;
+   table's state is the same) & running pods' anti-affinity against this pod's labels & the
+   filters a profile adds (``extra_filters``: after the built-in ones, which always run);
 3. if the pod has preferences (preferred node or pod affinity, soft spread, or running pods'
    terms that match it), only the feasible rows it prefers most stay (:mod:`.preferences`);
 4. raw scores of those rows, from a per-(scorer, shape) cache in which only rows whose
@@ -104,13 +105,16 @@ class PlacementEngine:
         self,
         table: NodeTable,
         policy: Policy,
-        filters: Sequence[FilterPlugin] | None = None,
+        extra_filters: Sequence[FilterPlugin] = (),
         tie_rank: IntArray | None = None,
         score_cache_size: int = 1024,
     ) -> None:
         self.table = table
         self.policy = policy
-        self.filters = tuple(filters) if filters is not None else tuple(default_filters())
+        #: Filters beyond the built-in ones (compiled into each shape's demand), and all of
+        #: them in the order ``explain`` counts a node's first failing one.
+        self.extra_filters = tuple(extra_filters)
+        self.filters = (*default_filters(), *self.extra_filters)
         self._resources = NodeResourcesFit()
         self._gpus = GpuFit()
         self._tie_rank = tie_rank
@@ -161,6 +165,9 @@ class PlacementEngine:
         if demand.pod_rules_filter:
             rules = self._rules_mask(demand)
             mask &= rules if rows is None else rules[rows]
+        for plugin in self.extra_filters:
+            if plugin.applies(demand):
+                mask &= plugin.mask(self.table, demand, rows)
         return mask
 
     def _rules_mask(self, demand: Demand) -> BoolArray:
@@ -212,6 +219,9 @@ class PlacementEngine:
                 return False
         if demand.pod_rules_filter and not self._rules_mask(demand)[row]:
             return False
+        for plugin in self.extra_filters:
+            if plugin.applies(demand) and not plugin.mask(table, demand, np.array([row]))[0]:
+                return False
         if demand.mig_count:
             return bool(
                 demand.mig_profile >= 0

@@ -1,26 +1,44 @@
-"""Extension points of the placement engine: small protocols, one plugin per file.
+"""Extension points of the scheduling cycle: small protocols, configured by a profile.
+
+Placement (per pod, inside the engine):
 
 * :class:`FilterPlugin` returns a boolean mask over all nodes where one pod can go, and names
-  the reason a node fails (counted per reason for ``explain``).
+  the reason a node fails (counted per reason for ``explain``). The built-in filters are
+  compiled into each pod shape's demand; a profile adds its own after them.
 * :class:`ScorePlugin` returns raw scores for some rows; scores of a row that depend only on
   that row's state are cached by the engine and recomputed only when the row changes.
 * :class:`DeviceChooser` picks the devices (GPU positions, MIG slices) on the chosen node.
 
-A :class:`Policy` bundles scorers (with weights) and a device chooser; filters are shared by all
-policies. A rejection is a returned value with reasons, never an exception.
+The cycle (per workload, in the core):
+
+* :class:`QueueSort`: which queue's head is tried next.
+* :class:`AdmissionCheck`: may a workload start now, besides its quota (a budget, say)?
+* :class:`PostFilter`: preemption: whom to evict so that a workload that did not get in would.
+* :class:`Permit`: does an admitted gang keep its place (all its pods ready in time)?
+
+Plugins of the cycle that keep their own accounting watch the running set
+(:class:`RunningWatcher`). A :class:`Policy` bundles scorers (with weights) and a device
+chooser. A rejection is a returned value with reasons, never an exception. Which plugins run,
+with which arguments and weights, is a :class:`~gpufleet.scheduling.profile.Profile`; where
+their names lead is the :class:`~gpufleet.scheduling.registry.Registry`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
+
+if TYPE_CHECKING:  # (they import the engine, which imports this module)
+    from gpufleet.model.tenancy import Workload
+    from gpufleet.scheduling.flavors import ModelChoice
+    from gpufleet.scheduling.running import RunningWorkload
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -95,6 +113,107 @@ class Policy:
     devices: DeviceChooser
     description: str = ""
     observers: Sequence[PolicyState] = field(default_factory=tuple)
+
+
+class RunningWatcher(Protocol):
+    """Told of every change to the core's running set, in the order they happen."""
+
+    def started(self, running: RunningWorkload) -> None:
+        """``running`` was admitted (or found bound) and now runs."""
+        ...
+
+    def shrunk(self, running: RunningWorkload, freed: Mapping[str, int]) -> None:
+        """One of its pods ended (or failed to bind): ``freed`` is the usage it gave back."""
+        ...
+
+    def stopped(self, running: RunningWorkload) -> None:
+        """It no longer runs: being evicted, or all its pods are gone."""
+        ...
+
+
+#: A queue's place in the order across queues: the least goes first (tuples compare in order).
+QueueKey = tuple[object, ...]
+
+
+class QueueSort(Protocol):
+    """Which queue's head the cycle tries next. Asked once per cycle for the key of each queue
+    with work; the key of a queue is asked again after each admission from it (so that shares
+    move). Within a queue, workloads go by priority and arrival (:mod:`.ordering`)."""
+
+    name: str
+
+    def key_for(self, queues: Sequence[str]) -> Callable[[str], QueueKey]: ...
+
+
+class AdmissionCheck(RunningWatcher, Protocol):
+    """May a workload start now, besides its queue's quota (Kueue's admission checks: a
+    GPU-hour budget, a provisioning request)? Asked before the quota, with the gang's request
+    as quotas count it; a refusal parks the workload with the check's name and message (shown
+    to users and by explain) until some running workload gives usage back. Told of every
+    workload that starts, shrinks or stops, to keep its own accounting."""
+
+    name: str
+
+    def check(self, workload: Workload, request: Mapping[str, int], now: float) -> str | None:
+        """None admits; otherwise why not."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Victims whose eviction admits a preemptor, what its admission will charge to its
+    queue, and the rows its placement would take (held for it while the victims leave)."""
+
+    victims: Sequence[RunningWorkload]
+    request: dict[str, int]
+    rows: IntArray
+
+
+class PostFilter(RunningWatcher, Protocol):
+    """Preemption, for a workload that quota or capacity kept out: choose victims on a trial
+    (pure; the core then holds the freed room and evicts them). Searches cost, so a plugin may
+    put some off to the next cycle, and may wake parked workloads when new victims appear."""
+
+    name: str
+
+    def begin_cycle(self) -> list[str]:
+        """A cycle starts: searches may run again. The workloads whose search was put off in
+        the last cycle (to be woken)."""
+        ...
+
+    def select(self, workload: Workload, model: ModelChoice | None) -> Preemption | None:
+        """Victims that admit ``workload`` (on ``model``'s rows and quota key, if given)."""
+        ...
+
+    def wake(self) -> None:
+        """Wake the parked workloads that may now preempt (a victim became eligible)."""
+        ...
+
+    def searches_put_off(self) -> bool:
+        """Did this cycle put off a search (the core runs another cycle)?"""
+        ...
+
+    def next_timer(self) -> float | None:
+        """When a parked workload may next find victims without an event (None: never)."""
+        ...
+
+
+class Permit(RunningWatcher, Protocol):
+    """Does an admitted gang keep its place? A gang binds all at once (the cycle places all
+    its pods or none); the permit then waits for its pods to be ready and names the gangs that
+    lost it, with why, to be evicted and retried after a backoff."""
+
+    name: str
+
+    def pod_ready(self, running: RunningWorkload, pod_key: str) -> None: ...
+
+    def revoked(self, now: float) -> list[tuple[RunningWorkload, str]]:
+        """The running gangs whose permit ended by ``now``, each with the reason."""
+        ...
+
+    def next_deadline(self) -> float | None:
+        """When a permit may next end (None: no gang is waiting)."""
+        ...
 
 
 def identity(scores: FloatArray) -> FloatArray:

@@ -12,7 +12,8 @@ preempted workload's first one (Kueue orders by creation time), so that it retur
 Workloads in backoff (a gang that did not start in time) wait aside, in a heap by due time,
 until their time comes.
 
-What it does not do: decide anything about fit, quota or order across queues (the core does).
+What it does not do: decide anything about fit or quota (the cycle does), or the order across
+queues (:mod:`.ordering`).
 """
 
 from __future__ import annotations

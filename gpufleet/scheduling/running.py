@@ -1,13 +1,27 @@
-"""What the core knows of an admitted workload: its pods' placements, its quota usage, when it
-started, which pods are ready, and what preempting it would cost."""
+"""What the core knows of admitted workloads: each one's placements, quota usage, start and
+readiness (:class:`RunningWorkload`), and the set of them (:class:`RunningSet`): running by
+workload key and by queue, those being evicted apart, and which workload owns each bound pod.
+
+The set tells its watchers (:class:`~.framework.RunningWatcher`: the preemption plugin's
+victim columns, the admission checks' own accounting, the gang permit's deadlines) when a
+workload starts, when one of its pods ends and gives its usage back, and when it stops running
+(evicted or ended), so that each keeps what it derives up to date without listing every
+running workload again.
+
+What it does not do: charge or refund quotas, release devices, or decide anything (the core's
+lifecycle does those, and tells the set).
+"""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpufleet.model.tenancy import Workload
 from gpufleet.scheduling.engine import Bound
+from gpufleet.scheduling.framework import RunningWatcher
 
 
 @dataclass(slots=True)
@@ -16,7 +30,7 @@ class RunningWorkload:
     bound: dict[str, Bound]
     usage: dict[str, int]
     started: float
-    #: When it arrived in its queue (Kueue's queue order timestamp; see the core's _enqueue).
+    #: When it arrived in its queue (Kueue's queue order timestamp; see :class:`.Arrivals`).
     queued: float = 0.0
     #: Pods still to report ready, and when the gang must be ready by (None: it is).
     unready: set[str] = field(default_factory=set)
@@ -43,3 +57,73 @@ class RunningWorkload:
         interval = self.workload.checkpoint_interval
         since = ran - math.floor(ran / interval) * interval if interval else ran
         return since * max(self.gpu_milli, 1)
+
+
+class RunningSet:
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        #: Admitted workloads by workload key, and by queue; those being evicted apart.
+        self.workloads: dict[str, RunningWorkload] = {}
+        self.evicting: dict[str, RunningWorkload] = {}
+        self.by_queue: dict[str, dict[str, RunningWorkload]] = {}
+        #: Pod key -> workload key, for the pods of admitted workloads.
+        self.owner: dict[str, str] = {}
+        #: Bumped when the running set changes: keys what is derived from it.
+        self.version = 0
+        self.watchers: list[RunningWatcher] = []
+        self._priorities: dict[str, Counter[int]] = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.workloads
+
+    def get(self, key: str) -> RunningWorkload | None:
+        return self.workloads.get(key)
+
+    def of_pod(self, pod_key: str) -> RunningWorkload | None:
+        """The running workload that owns a bound pod (None if none, or it is being evicted)."""
+        return self.workloads.get(self.owner.get(pod_key, ""))
+
+    def disown(self, pod_key: str) -> str | None:
+        """Forget who owns a pod (it ended, or its bind failed); its owner's key, if any."""
+        return self.owner.pop(pod_key, None)
+
+    def lowest_priority(self, queue: str) -> int | None:
+        """The lowest priority running in ``queue`` (None when nothing runs there)."""
+        counts = self._priorities.get(queue)
+        return min(counts) if counts else None
+
+    def track(self, running: RunningWorkload) -> None:
+        workload = running.workload
+        self.workloads[workload.key] = running
+        self.by_queue.setdefault(workload.queue, {})[workload.key] = running
+        self.version += 1
+        self._priorities.setdefault(workload.queue, Counter())[workload.priority] += 1
+        for key in running.bound:
+            self.owner[key] = workload.key
+        for watcher in self.watchers:
+            watcher.started(running)
+
+    def untrack(self, running: RunningWorkload) -> None:
+        workload = running.workload
+        self.workloads.pop(workload.key, None)
+        self.by_queue[workload.queue].pop(workload.key, None)
+        self.version += 1
+        for watcher in self.watchers:
+            watcher.stopped(running)
+        counts = self._priorities[workload.queue]
+        counts[workload.priority] -= 1
+        if not counts[workload.priority]:
+            del counts[workload.priority]
+
+    def shrink(self, running: RunningWorkload, freed: Mapping[str, int]) -> None:
+        """One pod of ``running`` gave back ``freed`` (its bound entry is already gone)."""
+        for k, v in freed.items():
+            running.usage[k] = running.usage.get(k, 0) - v
+        for watcher in self.watchers:
+            watcher.shrunk(running, freed)
+
+    def start_evicting(self, running: RunningWorkload, reason: str) -> None:
+        running.evicted_for = reason
+        self.untrack(running)
+        self.evicting[running.key] = running

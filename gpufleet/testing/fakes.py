@@ -13,6 +13,8 @@ from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
+from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
+from gpufleet.scheduling.registry import Registry
 from gpufleet.scheduling.target import TargetWorkload
 
 
@@ -21,16 +23,22 @@ def make_core(
     queues: Iterable[Queue] = (),
     policy: str = "bestfit",
     resource_quotas: Iterable[ResourceQuota] = (),
+    profile: Profile = DEFAULT_PROFILE,
+    registry: Registry | None = None,
     **config: object,
 ) -> SchedulerCore:
-    """A core over ``nodes`` with ``queues``; ``config`` sets :class:`AdmissionConfig` fields."""
+    """A core over ``nodes`` with ``queues``; ``config`` sets :class:`AdmissionConfig` fields;
+    ``profile`` names its plugins, looked up in ``registry`` (by default the built-in ones)."""
+    registry = registry or Registry.default()
     table = NodeTable(list(nodes))
     return SchedulerCore(
         table,
-        make_policy(policy, table, PolicyContext(TargetWorkload((), ()))),
+        make_policy(policy, table, PolicyContext(TargetWorkload((), ())), registry.policies),
         queues={q.name: q for q in queues},
         resource_quotas=resource_quotas,
         config=AdmissionConfig(**config),  # type: ignore[arg-type]
+        profile=profile,
+        registry=registry,
     )
 
 

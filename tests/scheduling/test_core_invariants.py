@@ -396,12 +396,12 @@ def check_work_conserving(world: World) -> None:
             continue
         mark = table.begin_trial()
         try:
-            placed = place_workload(core.engine, workload, core._restrict_for(workload))
+            placed = place_workload(core.engine, workload, core.state.holds.restrict_for(workload))
             fits = (
                 not isinstance(placed, Unschedulable)
                 and core.quotas.check(
                     workload,
-                    core._usage_of(placed),
+                    core.state.requests.usage_of(placed),
                 ).admits
             )
         finally:

@@ -24,11 +24,12 @@ from gpufleet.model.tenancy import (
     Workload,
 )
 from gpufleet.scheduling.admission import requested
-from gpufleet.scheduling.core import SchedulerCore, _QueueVictims
+from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.engine import Unschedulable
 from gpufleet.scheduling.node_table import Allocation, BoolArray, NodeTable
 from gpufleet.scheduling.pending import Parked, PendingWorkloads
-from gpufleet.scheduling.preemption import VictimColumns, find_victims, victim_facts
+from gpufleet.scheduling.preemption.candidates import QueueVictims
+from gpufleet.scheduling.preemption.victims import VictimColumns, find_victims, victim_facts
 from gpufleet.scheduling.topology import place_workload
 from gpufleet.testing.builders import make_node, make_pod, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core
@@ -115,7 +116,7 @@ def rack_cluster(sizes: list[int]) -> SchedulerCore:
 def surely_places_plain(
     core: SchedulerCore, workload: Workload, restrict: BoolArray | None
 ) -> bool:
-    """SchedulerCore._surely_places as it was computed before its memos: feasibility asked of
+    """PlacementChecks.surely_places as it was computed before its memos: feasibility asked of
     the engine every time, domains numbered by np.unique, every sum taken."""
     pods = workload.pods[: workload.gang_size]
     first = pods[0]
@@ -208,7 +209,7 @@ def test_sure_placements_memoised_by_table_state_answer_as_the_plain_check(
             cluster.submit(make_workload(f"r{step}", "a", gpus=gpus), now=0.0)
         workload = data.draw(st.sampled_from(shapes))
         restrict = data.draw(st.sampled_from(masks))
-        assert core._surely_places(workload, restrict) == surely_places_plain(
+        assert core.state.fits.surely_places(workload, restrict) == surely_places_plain(
             core, workload, restrict
         )
 
@@ -297,7 +298,9 @@ def test_refund_all_is_each_refund_and_checks_take_given_amounts(
         assert check.message() == check._message() == check.message()  # kept once made
         plain = quotas.tree.nominal_excess(queue, quotas.tree.vector(usage)) is None
         assert quotas.within_nominal(queue, usage, amounts) == plain
-        assert core._amounts_of(workload) == quotas.tree.limited(core._request_of(workload))
+        assert core.state.requests.amounts_of(workload) == quotas.tree.limited(
+            core.state.requests.request_of(workload)
+        )
 
 
 # ----------------------------------------------------------------------------- victims
@@ -364,7 +367,7 @@ def test_victim_liveness_kept_as_an_array_is_the_list(ops: list[tuple[bool, int]
     cluster = EchoCluster(core)
     cluster.submit(*(make_workload(f"w{i}", "a", gpus=0, cpu=10) for i in range(81)), now=0.0)
     facts = {r.key: victim_facts(r) for r in core.running.values()}
-    victims = _QueueVictims()
+    victims = QueueVictims()
     for add, i in ops:
         key = f"default/w{i}"
         if add:

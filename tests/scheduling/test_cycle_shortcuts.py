@@ -25,7 +25,7 @@ from gpufleet.model.tenancy import (
     gpu_model_key,
 )
 from gpufleet.scheduling.engine import Unschedulable
-from gpufleet.scheduling.preemption import (
+from gpufleet.scheduling.preemption.victims import (
     VictimColumns,
     cheapest_victims,
     node_first,
@@ -242,7 +242,7 @@ def test_a_placement_called_sure_succeeds(data: st.DataObject) -> None:
     restrict = None
     if data.draw(st.booleans()):
         restrict = np.array([data.draw(st.booleans()) for _ in sizes], np.bool_)
-    sure = core._surely_places(workload, restrict)
+    sure = core.state.fits.surely_places(workload, restrict)
     table = core.table
     mark = table.begin_trial()
     placed = place_workload(core.engine, workload, restrict)
@@ -281,10 +281,10 @@ def test_preemptor_holds_judged_on_views_as_by_trial(
     core.add(make_workload("p", "b", pods=wanted, gpus=1, priority=5))
     actions = core.cycle(1_000.0)
     assert any(isinstance(a, Evict) for a in actions)
-    assert core._holds
+    assert core.state.holds.any
     for queue, gpus, preemptible in asks:
         workload = make_workload(f"{queue}-{gpus}", queue, gpus=gpus, preemptible=preemptible)
         usage = {GPU: gpus * G, "cpu": 1_000}
-        by_trial = core._holds_survive_by_trial(workload, usage)
-        assert core._holds_survive_now(workload, usage) == by_trial
-        assert core._holds_survive(workload, usage) == by_trial
+        by_trial = core.state.holds.survive_by_trial(workload, usage)
+        assert core.state.holds.survive_now(workload, usage) == by_trial
+        assert core.state.holds.survive(workload, usage) == by_trial

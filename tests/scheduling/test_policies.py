@@ -192,6 +192,8 @@ def test_unknown_policy_is_reported_with_the_choices() -> None:
 
 def test_every_named_policy_is_built_and_every_built_policy_is_named() -> None:
     """The names a command checks before it imports the policies are the policies there are."""
-    from gpufleet.scheduling import policies
+    from gpufleet.scheduling.policies import POLICY_FACTORIES
+    from gpufleet.scheduling.registry import Registry
 
-    assert tuple(policies._FACTORIES) == POLICY_NAMES
+    assert tuple(POLICY_FACTORIES) == POLICY_NAMES
+    assert tuple(Registry.default().policies) == POLICY_NAMES

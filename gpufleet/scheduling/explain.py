@@ -1,0 +1,196 @@
+"""Explain: why a workload waits, where it stands in its queue, and when it may start.
+
+For every waiting workload, queue by queue in the order they will be tried: what it waits for
+(the reason it was last parked with, "preempting" while its victims leave, "backoff", "queue
+order" behind the first workload of a StrictFIFO queue, or "not tried yet"), what it was told,
+and an estimated start: the backfill plan's for the head of a group blocked by capacity, when
+enough running work ends (as expected) for a workload blocked by quota, the end of its backoff.
+
+The messages of a placement that failed are made here too: kube-scheduler's "0/N nodes are
+available" per reason, and, for a gang or a topology request, whether it could fit at all if
+nothing else ran (kept per shape until nodes change).
+
+What it does not do: change what it reads (estimates are made on trials that roll back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from gpufleet.model.tenancy import Workload
+from gpufleet.scheduling.admission import requested
+from gpufleet.scheduling.backfill import Backfill
+from gpufleet.scheduling.engine import Unschedulable
+from gpufleet.scheduling.ordering import QueueOrder
+from gpufleet.scheduling.pending import Parked, PendingWorkload
+from gpufleet.scheduling.topology import place_workload
+from gpufleet.scheduling.view import PendingExplanation, WaitingWorkload
+
+if TYPE_CHECKING:
+    from gpufleet.scheduling.state import CoreState
+
+
+@dataclass(frozen=True, slots=True)
+class _Standing:
+    """One waiting workload as explain sees it."""
+
+    pending: PendingWorkload
+    position: int
+    waiting_for: str
+    message: str
+    start: float | None
+
+
+class Explainer:
+    """See the module docstring."""
+
+    def __init__(self, state: CoreState, order: QueueOrder, backfill: Backfill) -> None:
+        self.state = state
+        self.order = order
+        self.backfill = backfill
+        self._never_fits: dict[object, bool] = {}
+
+    def nodes_changed(self) -> None:
+        self._never_fits.clear()
+
+    # ----------------------------------------------------------------------------- messages
+    def unfit_message(self, workload: Workload, unfit: Unschedulable) -> str:
+        if not self.state.explain_failures:
+            return "no node fits"
+        message = unfit.message()
+        if (workload.gang_size > 1 or workload.topology) and self.never_fits(workload):
+            message = f"{workload.key} can never fit on this cluster as a whole. {message}"
+        return message
+
+    def never_fits(self, workload: Workload) -> bool:
+        """Would the gang not fit even if nothing else ran? (Cached per shape until nodes
+        change.)"""
+        key = (
+            tuple(p.signature for p in workload.pods[: workload.gang_size]),
+            workload.topology,
+        )
+        known = self._never_fits.get(key)
+        if known is None:
+            state = self.state
+            table = state.table
+            mark = table.begin_trial()
+            try:
+                running = state.running
+                for admitted in (*running.workloads.values(), *running.evicting.values()):
+                    for bound in admitted.bound.values():
+                        table.release(bound.allocation)
+                known = isinstance(place_workload(state.engine, workload), Unschedulable)
+            finally:
+                table.rollback(mark)
+            self._never_fits[key] = known
+        return known
+
+    # ----------------------------------------------------------------------------- waiting
+    def explanations(self, estimate: bool = True) -> list[PendingExplanation]:
+        return [
+            PendingExplanation(
+                s.pending.workload.key,
+                s.pending.workload.queue,
+                s.position,
+                s.waiting_for,
+                s.message,
+                s.start,
+            )
+            for s in self._standings(estimate)
+        ]
+
+    def waiting(self, estimate: bool = True) -> list[WaitingWorkload]:
+        state = self.state
+        least = state.requests.least_whole_milli()
+        nominated = state.holds.nominated
+        out = []
+        for s in self._standings(estimate):
+            pending = s.pending
+            workload = pending.workload
+            gang = workload.pods[: workload.gang_size]
+            out.append(
+                WaitingWorkload(
+                    workload.key,
+                    workload.queue,
+                    workload.namespace,
+                    state.priority(pending),
+                    len(workload.pods),
+                    len(gang),
+                    MappingProxyType(requested(gang, least)),
+                    pending.since,
+                    state.arrivals.queued_at(workload.key, pending.since),
+                    pending.attempts,
+                    s.position,
+                    s.waiting_for,
+                    s.message,
+                    pending.reason,
+                    pending.not_before,
+                    s.start,
+                    tuple(sorted(nominated.get(workload.key, ()))),
+                )
+            )
+        return out
+
+    def _standings(self, estimate: bool) -> Iterator[_Standing]:
+        state = self.state
+        by_queue: dict[str, list[PendingWorkload]] = {}
+        for pending in state.pending.workloads():
+            by_queue.setdefault(pending.workload.queue, []).append(pending)
+        heads = {id(g.head) for g in state.pending.groups()}
+        for queue, items in sorted(by_queue.items()):
+            items.sort(key=lambda p: (-state.priority(p), p.not_before, p.order))
+            strict = self.order.strict_fifo(queue)
+            for position, pending in enumerate(items, start=1):
+                key = pending.workload.key
+                waiting_for = pending.reason or "not tried yet"
+                told = pending.told
+                if strict and position > 1 and not told:
+                    waiting_for = "queue order"
+                    told = f"waiting behind {items[0].workload.key}: queue {queue} is StrictFIFO"
+                start: float | None = None
+                if key in state.holds.nominated:
+                    waiting_for = "preempting"
+                    start = state.now
+                elif waiting_for == "backoff":
+                    start = pending.not_before
+                elif estimate and id(pending) in heads:
+                    start = self._estimated_start(pending.workload, waiting_for)
+                message = told or (
+                    f"in backoff until {state.time_format(pending.not_before)}"
+                    if waiting_for == "backoff"
+                    else "not tried yet"
+                )
+                yield _Standing(pending, position, waiting_for, message, start)
+
+    def _estimated_start(self, workload: Workload, waiting_for: str) -> float | None:
+        reservation = self.state.holds.reservation
+        if reservation is not None and reservation.owner == workload.key:
+            return reservation.start
+        if waiting_for == Parked.CAPACITY:
+            plan = self.backfill.estimate(workload)
+            return plan.start if plan is not None else None
+        if waiting_for == Parked.QUOTA:
+            return self._quota_start(workload)
+        return None
+
+    def _quota_start(self, workload: Workload) -> float | None:
+        """When enough running work ends (as expected) for ``workload`` to pass its quota."""
+        state = self.state
+        quotas = state.quotas
+        request = requested(workload.pods[: workload.gang_size], state.requests.least_whole_milli())
+        default = state.config.default_expected_runtime
+        snapshot = quotas.snapshot()
+        try:
+            running = sorted(
+                state.running.workloads.values(), key=lambda r: r.expected_end(default)
+            )
+            for admitted in running:
+                quotas.refund(admitted.workload, admitted.usage)
+                if quotas.check(workload, request).admits:
+                    return max(state.now, admitted.expected_end(default))
+            return None
+        finally:
+            quotas.restore(snapshot)

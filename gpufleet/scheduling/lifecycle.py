@@ -1,0 +1,260 @@
+"""How a workload moves between waiting, running and being evicted, as events and the cycle
+move it.
+
+A workload arrives (a Workload, or a lone pod that names none) and waits; the cycle admits it
+(:meth:`Lifecycle.start`: charge its quota, track it, a Bind per pod; pods beyond the gang's
+``minMember`` start like lone pods once it runs) or evicts it (:meth:`Lifecycle.evict`). Each
+pod that ends gives its devices and quota back and wakes what that could help; when the last
+pod of a workload being evicted is gone, the workload waits again, at its first arrival's
+place (or, after a failure, as a new arrival once its backoff has passed). A failed bind
+releases the gang, and a gang whose permit ended (not ready in time) is evicted: both wait
+out a backoff that doubles with each failure. A pod found bound by someone else takes exactly
+the devices it holds.
+
+What it does not do: decide who starts or who is evicted (the cycle and the post-filter do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gpufleet.model import MILLI_PER_GPU, Placement, Pod
+from gpufleet.model.actions import Action, Bind, Evict
+from gpufleet.model.tenancy import Workload
+from gpufleet.scheduling.engine import Bound
+from gpufleet.scheduling.framework import Permit
+from gpufleet.scheduling.parking import Parking
+from gpufleet.scheduling.pending import Parked
+from gpufleet.scheduling.running import RunningWorkload
+
+if TYPE_CHECKING:
+    from gpufleet.scheduling.state import CoreState
+
+
+class Lifecycle:
+    """See the module docstring."""
+
+    def __init__(self, state: CoreState, parking: Parking, permit: Permit) -> None:
+        self.state = state
+        self.parking = parking
+        self.permit = permit
+        #: Pod key -> workload key, for the pods of waiting workloads.
+        self._waiting_pod: dict[str, str] = {}
+        #: Workload key -> when it may be tried again, while it is being released.
+        self._requeue_at: dict[str, float] = {}
+        #: Workload key -> times it failed to start (a bind failed, a gang not ready in time),
+        #: kept while it waits again, so that its backoff grows.
+        self._failures: dict[str, int] = {}
+        self._failed_binds: list[tuple[str, str]] = []
+
+    # ----------------------------------------------------------------------------- arrivals
+    def lone(self, pod: Pod) -> Workload:
+        return Workload(
+            pod.name, pod.namespace, (pod,), self.state.quotas.queue_for(pod), pod.priority,
+            labels=pod.labels,
+        )  # fmt: skip
+
+    def add(self, workload: Workload) -> None:
+        """A new workload to admit (a repeated key is ignored; an unknown queue is an error)."""
+        state = self.state
+        if workload.key in state.running or workload.key in state.pending:
+            return
+        if workload.queue not in state.quotas.queues:
+            raise ValueError(f"workload {workload.key} names unknown queue {workload.queue!r}")
+        for pod in workload.pods:
+            state.engine.observe(pod)
+        self.enqueue(workload)
+
+    def pod_added(self, pod: Pod) -> None:
+        if pod.key not in self.state.running.owner and pod.key not in self._waiting_pod:
+            self.add(self.lone(pod))
+
+    def enqueue(self, workload: Workload, not_before: float = 0.0, again: bool = False) -> None:
+        """Queue ``workload``: at its first arrival's place (a preempted workload goes back
+        where it was, as Kueue orders by creation time), or, ``again``, as a new arrival (one
+        that failed to start: Kueue's eviction timestamp)."""
+        state = self.state
+        for pod in workload.pods:
+            self._waiting_pod[pod.key] = workload.key
+        order = state.arrivals.arrive(workload.key, state.now, again)
+        state.pending.add(workload, state.now, not_before, order=order)
+
+    def dequeue(self, key: str) -> None:
+        state = self.state
+        state.holds.changed()
+        workload = state.pending.remove(key)
+        state.arrivals.forget(key)
+        self._failures.pop(key, None)
+        state.holds.forget(key)
+        if workload is not None:
+            for pod in workload.pods:
+                self._waiting_pod.pop(pod.key, None)
+            state.holds.drop_reservation_of(key)
+
+    # ----------------------------------------------------------------------------- running
+    def start(
+        self,
+        workload: Workload,
+        bound: Sequence[Bound],
+        usage: dict[str, int],
+        actions: list[Action],
+    ) -> None:
+        """Admit ``workload`` placed as ``bound``, holding ``usage``."""
+        state = self.state
+        for pod in workload.pods:
+            self._waiting_pod.pop(pod.key, None)
+        state.quotas.charge(workload, usage)
+        gang = workload.pods[: workload.gang_size]
+        running = RunningWorkload(
+            workload.with_pods(gang) if len(gang) < len(workload.pods) else workload,
+            {b.pod.key: b for b in bound},
+            dict(usage),
+            state.now,
+            state.arrivals.queued_at(workload.key, state.now),
+        )
+        state.running.track(running)
+        for b in bound:
+            actions.append(Bind(b.pod, b.placement))
+        # Pods beyond minMember start like lone pods once their gang runs.
+        for pod in workload.pods[workload.gang_size :]:
+            self.enqueue(workload.extra(pod))
+        state.holds.drop_reservation_of(workload.key)
+
+    def evict(
+        self, running: RunningWorkload, reason: str, actions: list[Action], preemptor: str | None
+    ) -> None:
+        self.state.running.start_evicting(running, reason)
+        self.state.holds.changed()
+        for bound in running.bound.values():
+            actions.append(Evict(bound.pod, reason, preemptor))
+
+    def evict_failed(self, actions: list[Action]) -> None:
+        """Gangs with a failed bind, and gangs whose permit ended: released, retried later."""
+        state = self.state
+        for key, reason in self._failed_binds:
+            running = state.running.get(key)
+            if running is not None:
+                self.evict(running, reason, actions, None)
+        self._failed_binds.clear()
+        for running, reason in self.permit.revoked(state.now):
+            if state.running.get(running.key) is running:
+                self._requeue_at[running.key] = state.now + self._backoff(running)
+                self.evict(running, reason, actions, None)
+
+    def pod_ready(self, key: str) -> None:
+        running = self.state.running.of_pod(key)
+        if running is not None:
+            self.permit.pod_ready(running, key)
+
+    # ----------------------------------------------------------------------------- pods gone
+    def pod_deleted(self, key: str) -> None:
+        state = self.state
+        waiting = self._waiting_pod.get(key)
+        if waiting is not None:
+            # A waiting pod is gone (deleted, or dropped by a fill-up run): so is its workload,
+            # since a gang without all its pods cannot start.
+            self.dequeue(waiting)
+            return
+        owner_key = state.running.disown(key)
+        if owner_key is None:
+            return
+        running = state.running.get(owner_key) or state.running.evicting.get(owner_key)
+        if running is None:
+            return
+        state.holds.changed()  # a victim's rows and usage may be freed, or it gone
+        bound = running.bound.pop(key, None)
+        if bound is not None:
+            self._release_pod(running, bound)
+        if running.bound:
+            if owner_key in state.running:
+                # It ended while the rest runs on (a Job's pod): if the rest is evicted, the
+                # workload comes back without it.
+                running.workload = running.workload.without(key)
+            return
+        if state.running.evicting.pop(owner_key, None) is not None:
+            retry_at = self._requeue_at.pop(owner_key, None)
+            self.enqueue(running.workload, retry_at or 0.0, again=retry_at is not None)
+            state.holds.victim_left(owner_key)
+        else:
+            self._failures.pop(owner_key, None)
+            self._forget(running)
+
+    def _release_pod(self, running: RunningWorkload, bound: Bound) -> None:
+        state = self.state
+        state.engine.release(bound.allocation)
+        share = state.requests.usage_of([bound])
+        state.quotas.refund(running.workload, share)
+        state.running.shrink(running, share)
+        self.parking.wake_for_rows([bound.allocation.row])
+        state.pending.wake_all(Parked.QUOTA)
+
+    def bind_failed(self, key: str, reason: str) -> None:
+        state = self.state
+        running = state.running.of_pod(key)
+        if running is None:
+            return
+        state.holds.changed()
+        bound = running.bound.pop(key, None)
+        state.running.disown(key)
+        if bound is not None:
+            self._release_pod(running, bound)
+        # The rest of the gang (if any) is evicted next cycle; all of it retries after backoff.
+        self._requeue_at[running.key] = state.now + self._backoff(running)
+        if running.bound:
+            self._failed_binds.append((running.key, f"bind of {key} failed: {reason}"))
+        else:
+            self._forget(running)
+            self.enqueue(running.workload, self._requeue_at.pop(running.key), again=True)
+
+    def pod_bound(self, pod: Pod, placement: Placement) -> None:
+        """Take exactly the devices a pod already holds (bound by someone else, or a resync)."""
+        state = self.state
+        if pod.key in state.running.owner:
+            return
+        waiting = self._waiting_pod.get(pod.key)
+        if waiting is not None:
+            self.dequeue(waiting)
+        table = state.table
+        row = table.row_of[placement.node]
+        demand = state.engine.demand(pod)
+        node = table.nodes[row]
+        position_of = {gpu.index: p for p, gpu in enumerate(node.gpus)}
+        slots = tuple((position_of[g], slot) for g, slot in placement.mig_slices)
+        milli = placement.gpu_milli_per_device or (MILLI_PER_GPU if placement.gpu_indices else 0)
+        allocation = table.allocate(
+            row,
+            pod.cpu_milli,
+            pod.memory_mib,
+            tuple(position_of[i] for i in placement.gpu_indices),
+            milli,
+            demand.mig_profile if slots else -1,
+            slots,
+            demand.tag,
+            # What it holds, as far as the node has it: a bound pod is a fact, not a request.
+            tuple(
+                (rid, min(amount, int(table.ext_free[row, rid])))
+                for rid, amount in demand.extended
+                if rid >= 0
+            ),
+            table.pod_index.identity(pod),
+            demand.units if placement.gpu_indices else 0,
+        )
+        bound = Bound(pod, placement, allocation)
+        usage = state.requests.usage_of([bound])
+        workload = self.lone(pod)
+        state.quotas.charge(workload, usage)
+        state.running.track(
+            RunningWorkload(workload, {pod.key: bound}, usage, state.now, state.now)
+        )
+
+    def _forget(self, running: RunningWorkload) -> None:
+        """A workload whose pods are all gone (finished)."""
+        self.state.arrivals.forget(running.key)
+        if running.key in self.state.running:
+            self.state.running.untrack(running)
+
+    def _backoff(self, running: RunningWorkload) -> float:
+        config = self.state.config
+        running.attempts = self._failures[running.key] = self._failures.get(running.key, 0) + 1
+        return float(min(config.backoff_max, config.backoff_base * 2 ** (running.attempts - 1)))

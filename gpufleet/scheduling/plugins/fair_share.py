@@ -1,0 +1,69 @@
+"""The default queue sort: fair share across queues (Kueue's fair sharing with borrowing).
+
+Queues take turns by their key, least first: first how far the queue's next workload would
+borrow (0: within its nominal quota; then from the closest ancestor that has room,
+:meth:`~gpufleet.scheduling.quota.QuotaTree.borrow_level`), then the queue's weighted dominant
+resource share along its path, top first (so the surplus goes by weight). When no queue names
+a quota, the share is the GPUs each queue on the path holds, divided by its weight (with one
+queue, there is nothing to order).
+
+What it does not do: order workloads within a queue (priority, then arrival: :mod:`..ordering`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from gpufleet.model.tenancy import GPU
+from gpufleet.scheduling.framework import QueueKey
+
+if TYPE_CHECKING:
+    from gpufleet.scheduling.state import CoreState
+
+
+def _same_key(queue: str) -> QueueKey:
+    return (0, ())
+
+
+class FairShare:
+    """See the module docstring."""
+
+    name = "fair-share"
+
+    def __init__(self, state: CoreState) -> None:
+        self.state = state
+
+    def key_for(self, queues: Sequence[str]) -> Callable[[str], QueueKey]:
+        tree = self.state.quotas.tree
+        if tree.keys:
+
+            def by_quota(queue: str) -> QueueKey:
+                return (self._head_level(queue), tree.share(queue))
+
+            return by_quota
+        if len(queues) > 1:  # no queue names a quota: weigh the GPUs each queue holds
+            return lambda queue: (0, self._gpu_share(queue))
+        return _same_key
+
+    def _head_level(self, queue: str) -> int:
+        """How far the queue's next workload would borrow (0 if it has none ready)."""
+        state = self.state
+        group = state.pending.peek(queue)
+        if group is None:
+            return 0
+        amounts = state.requests.amounts_of(group.head.workload)
+        return state.quotas.tree.borrow_level(queue, amounts)
+
+    def _gpu_share(self, queue: str) -> tuple[float, ...]:
+        """The GPUs held by each queue on the path (its subtree), top first, divided by its
+        weight."""
+        tree = self.state.quotas.tree
+        path = tree.paths[tree.index[queue]]
+        held = dict.fromkeys(path, 0)
+        for name, running in self.state.running.by_queue.items():
+            gpu = sum(r.usage.get(GPU, 0) for r in running.values())
+            for i in tree.paths[tree.index[name]]:
+                if i in held:
+                    held[i] += gpu
+        return tuple(held[i] / float(tree.weight[i]) for i in path)

@@ -1,0 +1,129 @@
+"""A scheduling profile: which plugin runs at each extension point, with which arguments and
+weights. Data, not code: a YAML file or a flag gives it as a mapping, read by
+:meth:`Profile.from_mapping`::
+
+    name: budgets
+    queueSort: fair-share
+    admissionChecks:
+      - name: gpu-hours
+        args: {perNamespace: 1000}
+    filters: []                  # added after the built-in filters, which always run
+    scores:                      # added to the placement policy's own scorers
+      - {name: gpu-packing, weight: 0.5}
+    postFilter: classical-preemption
+    permit: {name: gang-ready-timeout, args: {timeout: 300}}
+
+Every key may be left out (the default profile: today's behaviour, :data:`DEFAULT_PROFILE`).
+A plugin is a name, or a mapping with ``name`` and optional ``args`` (and ``weight`` for a
+scorer). Names are looked up in a :class:`~gpufleet.scheduling.registry.Registry` when a core
+is built; an unknown one is an error that lists the known ones.
+
+What it does not do: read files (the caller parses YAML), or know which plugins exist.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+#: A plugin's arguments, as the profile gives them (the plugin's factory checks them).
+Args = Mapping[str, object]
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be read: names where, and what was expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    """One plugin of a profile: its registered name, its arguments, and (for a scorer) the
+    weight of its normalised scores."""
+
+    name: str
+    args: Args = field(default_factory=dict)
+    weight: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """See the module docstring."""
+
+    name: str = "default"
+    queue_sort: PluginSpec = PluginSpec("fair-share")
+    admission_checks: tuple[PluginSpec, ...] = ()
+    filters: tuple[PluginSpec, ...] = ()
+    scores: tuple[PluginSpec, ...] = ()
+    post_filter: PluginSpec = PluginSpec("classical-preemption")
+    permit: PluginSpec = PluginSpec("gang-ready-timeout")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, object]) -> Profile:
+        """Read a profile given as data (the keys of the module docstring)."""
+        if not isinstance(data, Mapping):
+            raise ProfileError(f"a profile is a mapping, not {type(data).__name__}")
+        unknown = sorted(set(data) - set(_KEYS))
+        if unknown:
+            raise ProfileError(_unknown_key("profile", str(unknown[0]), _KEYS))
+        default = DEFAULT_PROFILE
+        name = data.get("name", default.name)
+        if not isinstance(name, str) or not name:
+            raise ProfileError("profile name: a non-empty string")
+        return cls(
+            name,
+            _one(data, "queueSort", default.queue_sort),
+            _many(data, "admissionChecks"),
+            _many(data, "filters"),
+            _many(data, "scores", weighted=True),
+            _one(data, "postFilter", default.post_filter),
+            _one(data, "permit", default.permit),
+        )
+
+
+DEFAULT_PROFILE = Profile()
+_KEYS = ("name", "queueSort", "admissionChecks", "filters", "scores", "postFilter", "permit")
+
+
+def _unknown_key(where: str, key: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{where}: unknown key {key!r}{hint}; known: {', '.join(known)}"
+
+
+def _one(data: Mapping[str, object], key: str, default: PluginSpec) -> PluginSpec:
+    if key not in data:
+        return default
+    return _spec(data[key], key, weighted=False)
+
+
+def _many(data: Mapping[str, object], key: str, weighted: bool = False) -> tuple[PluginSpec, ...]:
+    given = data.get(key, ())
+    if given is None:
+        return ()
+    if isinstance(given, str | Mapping) or not isinstance(given, list | tuple):
+        raise ProfileError(f"{key}: a list of plugins")
+    return tuple(_spec(item, f"{key}[{i}]", weighted) for i, item in enumerate(given))
+
+
+def _spec(given: object, where: str, weighted: bool) -> PluginSpec:
+    if isinstance(given, str):
+        return PluginSpec(given)
+    if not isinstance(given, Mapping):
+        raise ProfileError(f"{where}: a plugin name, or a mapping with name and args")
+    keys = ("name", "args", "weight") if weighted else ("name", "args")
+    unknown = sorted(set(given) - set(keys))
+    if unknown:
+        raise ProfileError(_unknown_key(where, str(unknown[0]), keys))
+    name = given.get("name")
+    if not isinstance(name, str) or not name:
+        raise ProfileError(f"{where}.name: the plugin's name")
+    args = given.get("args", {})
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
+        raise ProfileError(f"{where}.args: a mapping of argument names to values")
+    weight = given.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or weight <= 0:
+        raise ProfileError(f"{where}.weight: a positive number")
+    return PluginSpec(name, dict(args), float(weight))
+
+
+__all__ = ["DEFAULT_PROFILE", "Args", "PluginSpec", "Profile", "ProfileError"]

@@ -1,0 +1,59 @@
+"""What every part of the cycle shares, and what a plugin of the cycle is given.
+
+:class:`CoreState` holds the node table and its placement engine, the quotas, the admission
+knobs, the waiting workloads, the running set, the requests kept while workloads wait, the
+placement shortcuts, the room held for preemptors and the backfill reservation, and the core's
+``now`` (set by the core from the time each cycle is given: nothing here reads a clock). It is
+kube-scheduler's framework handle: plugins read it, and change it only through the parts'
+methods.
+
+What it does not do: decide anything; each part documents its own concern.
+"""
+
+from __future__ import annotations
+
+from gpufleet.model.times import TimeFormat
+from gpufleet.scheduling.admission import Quotas
+from gpufleet.scheduling.config import AdmissionConfig
+from gpufleet.scheduling.engine import PlacementEngine
+from gpufleet.scheduling.fit_checks import PlacementChecks
+from gpufleet.scheduling.holds import Holds
+from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.ordering import Arrivals, aged_priority
+from gpufleet.scheduling.pending import PendingWorkload, PendingWorkloads
+from gpufleet.scheduling.requests import Requests
+from gpufleet.scheduling.running import RunningSet
+
+
+class CoreState:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        table: NodeTable,
+        engine: PlacementEngine,
+        quotas: Quotas,
+        config: AdmissionConfig,
+        time_format: TimeFormat,
+        explain_failures: bool,
+    ) -> None:
+        self.table = table
+        self.engine = engine
+        self.quotas = quotas
+        self.config = config
+        #: How the instants in messages read (``now`` is the world's clock: simulated seconds,
+        #: or Unix seconds on Kubernetes, whose backend gives a wall-clock format).
+        self.time_format = time_format
+        #: Whether messages say per reason why nodes refused a pod (else "no node fits").
+        self.explain_failures = explain_failures
+        self.now = 0.0
+        self.pending = PendingWorkloads(self.priority)
+        self.running = RunningSet()
+        self.arrivals = Arrivals()
+        self.requests = Requests(table, quotas)
+        self.fits = PlacementChecks(table, engine)
+        self.holds = Holds(self)
+
+    def priority(self, pending: PendingWorkload) -> int:
+        """A waiting workload's effective priority now (:func:`~.ordering.aged_priority`)."""
+        return aged_priority(pending, self.now, self.config)
