@@ -30,8 +30,10 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
+from gpufleet.model.queues import QueuePreemption
+from gpufleet.model.resources import CPU, GPU, GPU_MODEL_PREFIX
 from gpufleet.model.sharing import describe_request
-from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, QueuePreemption, split_workload_key
+from gpufleet.model.workload import split_workload_key
 from gpufleet.scheduling.core import PendingExplanation
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane

@@ -23,7 +23,7 @@ from gpufleet.io.shapes import bundled_path
 from gpufleet.io.traces import NODES_FILE, PODS_FILE, TRACE_DIR_ENV, find_alibaba_trace
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import Node
-from gpufleet.model.tenancy import ResourceQuota
+from gpufleet.model.queues import ResourceQuota
 
 LARGE_GANGS = "large-gangs"
 ALIBABA = "alibaba-multitenant"

@@ -42,17 +42,9 @@ from gpufleet.io.tenancy import (
     workload_settings,
 )
 from gpufleet.model.jobs import JobKind, JobSpec
-from gpufleet.model.tenancy import (
-    QUEUE_LABEL,
-    PodGroup,
-    PreemptionPolicy,
-    PriorityClass,
-    Queue,
-    ResourceQuota,
-    TopologyRequest,
-    Workload,
-)
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
+from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
+from gpufleet.model.workload import PodGroup, TimedPod, TimedWorkload, TopologyRequest, Workload
 
 T = TypeVar("T")
 

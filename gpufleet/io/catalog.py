@@ -3,7 +3,7 @@
 Owns :class:`Catalog`: Queue and PriorityClass objects read one at a time (the readers of
 ``tenancy``, unknown fields refused), names unique, one default queue per namespace, one
 globalDefault class, and the queue tree valid as a whole
-(:func:`~gpufleet.model.tenancy.validate_queue_tree`: parents defined, no cycle, no negative
+(:func:`~gpufleet.model.queues.validate_queue_tree`: parents defined, no cycle, no negative
 amount, a positive weight, children within their parent's quota). Every problem is an
 :class:`~gpufleet.io.errors.InputError` naming the source, the object and the field, the same
 on every path: scenario files (``place``, ``simulate``), a scenario loaded by ``serve``,
@@ -30,12 +30,8 @@ from gpufleet.io import tenancy
 from gpufleet.io.errors import InputError
 from gpufleet.io.manifests import Context, Manifest
 from gpufleet.io.tenancy import Setting
-from gpufleet.model.tenancy import (
-    PriorityClass,
-    Queue,
-    QueueTreeError,
-    validate_queue_tree,
-)
+from gpufleet.model.priorities import PriorityClass
+from gpufleet.model.queues import Queue, QueueTreeError, validate_queue_tree
 
 QUEUE = "Queue"
 PRIORITY_CLASS = "PriorityClass"

@@ -70,30 +70,28 @@ from gpufleet.io.quantities import (
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.jobs import JobKind, JobSpec, Lifetime, ReplicaSet, RestartPolicy, SimFailures
 from gpufleet.model.node import GFD_LABELS
-from gpufleet.model.tenancy import (
-    COSCHEDULING_POD_GROUP_LABEL,
-    CPU,
-    GPU,
-    GPU_MODEL_PREFIX,
-    MEMORY,
-    POD_GROUP_LABEL,
+from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
+from gpufleet.model.queues import (
     QUEUE_LABEL,
     BorrowWithinCohortPolicy,
     FlavorFungibility,
     FungibilityPolicy,
-    PodGroup,
-    PreemptionPolicy,
-    PriorityClass,
     Queue,
     QueueingStrategy,
     QueuePreemption,
     ReclaimPolicy,
     ResourceQuota,
-    TopologyMode,
-    TopologyRequest,
     WithinQueuePolicy,
 )
-from gpufleet.model.workload import TimedPod
+from gpufleet.model.resources import CPU, GPU, GPU_MODEL_PREFIX, MEMORY
+from gpufleet.model.workload import (
+    COSCHEDULING_POD_GROUP_LABEL,
+    POD_GROUP_LABEL,
+    PodGroup,
+    TimedPod,
+    TopologyMode,
+    TopologyRequest,
+)
 
 T = TypeVar("T")
 

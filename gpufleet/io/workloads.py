@@ -46,8 +46,7 @@ from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
 from gpufleet.io.manifests import input_files, load_manifests
-from gpufleet.model.tenancy import Workload
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 
 #: The kinds a scenario reads (others are set aside or refused: ``kinds``).
 SCENARIO_KINDS = frozenset(

@@ -26,7 +26,7 @@ from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, describe
 from gpufleet.io.names import label_value_problem, name_problem, rule_of
 from gpufleet.model import MILLI_PER_GPU, Node
-from gpufleet.model.tenancy import Queue
+from gpufleet.model.queues import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.protocol import ExplainCache

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.model.jobs import JobSpec
-from gpufleet.model.tenancy import POD_GROUP_LABEL, QUEUE_LABEL, Workload, workload_key
+from gpufleet.model.queues import QUEUE_LABEL
+from gpufleet.model.workload import POD_GROUP_LABEL, Workload, workload_key
 from gpufleet.service.tenants import Principal
 
 Obj = dict[str, Any]

@@ -45,7 +45,7 @@ from gpufleet.model.events import (
     PodRestarted,
     WorkloadAdded,
 )
-from gpufleet.model.tenancy import PriorityClass
+from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import (

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from gpufleet.io.kinds import Skipped
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Node
-from gpufleet.model.tenancy import PriorityClass
+from gpufleet.model.priorities import PriorityClass
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.service.records import WorkloadRecord
 from gpufleet.service.store import StoredEvent

@@ -20,7 +20,7 @@ from gpufleet.io.assembly import ScenarioBuilder
 from gpufleet.io.errors import InputError, shorten
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.manifests import Manifest, decode_text, describe, parse_manifests
-from gpufleet.model.tenancy import QUEUE_LABEL
+from gpufleet.model.queues import QUEUE_LABEL
 from gpufleet.model.workload import TimedWorkload
 
 SOURCE = "request"

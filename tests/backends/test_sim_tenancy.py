@@ -17,8 +17,8 @@ from gpufleet.control.loop import run as run_loop
 from gpufleet.model import GpuSharing, Node, Placement, SharingStrategy
 from gpufleet.model.actions import Bind
 from gpufleet.model.events import PodReady, WorkloadAdded
-from gpufleet.model.tenancy import Queue, Workload
-from gpufleet.model.workload import TimedWorkload
+from gpufleet.model.queues import Queue
+from gpufleet.model.workload import TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.target import TargetWorkload

@@ -22,24 +22,20 @@ from gpufleet.io.tenancy import (
 )
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import GpuRequest
-from gpufleet.model.tenancy import (
-    CPU,
-    GPU,
-    MEMORY,
+from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
+from gpufleet.model.queues import (
     BorrowWithinCohortPolicy,
     FlavorFungibility,
     FungibilityPolicy,
-    PodGroup,
-    PreemptionPolicy,
-    PriorityClass,
     Queue,
     QueueingStrategy,
     QueuePreemption,
     ReclaimPolicy,
     ResourceQuota,
     WithinQueuePolicy,
-    gpu_model_key,
 )
+from gpufleet.model.resources import CPU, GPU, MEMORY, gpu_model_key
+from gpufleet.model.workload import PodGroup
 from tests.io.conftest import WriteFile
 
 SOURCE = "scenario.yaml"

@@ -18,8 +18,8 @@ from gpufleet.io.errors import InputError
 from gpufleet.model import GFD_LABELS, Placement
 from gpufleet.model.actions import Bind, Evict
 from gpufleet.model.events import PodBound, PodDeleted, PodEnd, WorkloadAdded
-from gpufleet.model.tenancy import Queue, Workload
-from gpufleet.model.workload import TimedWorkload
+from gpufleet.model.queues import Queue
+from gpufleet.model.workload import TimedWorkload, Workload
 from gpufleet.service.store import Store, StoreError
 from gpufleet.service.tenants import (
     AdmissionRules,

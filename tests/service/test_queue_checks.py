@@ -25,7 +25,7 @@ from gpufleet.cli.main import app
 from gpufleet.io.catalog import PRIORITY_CLASS, QUEUE
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog
-from gpufleet.model.tenancy import validate_queue_tree
+from gpufleet.model.queues import validate_queue_tree
 from gpufleet.service.base import ConflictError, NotFoundError, ServeOptions
 from gpufleet.service.plane import ControlPlane
 from gpufleet.service.store import Store

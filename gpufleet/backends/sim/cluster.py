@@ -57,9 +57,8 @@ from gpufleet.model.events import (
     WorkloadAdded,
 )
 from gpufleet.model.jobs import Lifetime
-from gpufleet.model.tenancy import Workload
 from gpufleet.model.times import format_duration
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.node_table import Allocation, NodeTable
 from gpufleet.scheduling.target import TargetWorkload
 

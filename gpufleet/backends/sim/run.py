@@ -21,8 +21,8 @@ from gpufleet.control.factory import tie_rank
 from gpufleet.control.loop import run as run_loop
 from gpufleet.metrics.state import read_state
 from gpufleet.model import Node, Pod
-from gpufleet.model.tenancy import Queue, ResourceQuota, Workload
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.queues import Queue, ResourceQuota
+from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
