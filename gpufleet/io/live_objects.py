@@ -22,7 +22,7 @@ from gpufleet.io.catalog import Rejected, object_key
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import pods_from_object
 from gpufleet.io.manifests import Context, Manifest
-from gpufleet.io.tenancy import Setting, workload_settings
+from gpufleet.io.workload_settings import Setting, workload_settings
 from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.workload import TimedPod, Workload

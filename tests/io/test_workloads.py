@@ -18,7 +18,7 @@ from gpufleet.model.resources import GPU, GPU_MODEL_PREFIX
 from gpufleet.model.workload import TimedPod, TopologyMode, TopologyRequest
 from tests.conftest import REPO_ROOT
 from tests.io.conftest import WriteFile
-from tests.io.test_tenancy import (
+from tests.io.test_queues import (
     Case,
     Obj,
     at,
