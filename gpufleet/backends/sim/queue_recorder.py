@@ -66,7 +66,7 @@ class _Job:
         return self.timed.workload.queue
 
 
-class TenantRecorder:
+class QueueRecorder:
     """See the module docstring."""
 
     def __init__(
