@@ -35,11 +35,11 @@ from gpufleet.model.resources import CPU, GPU, GPU_MODEL_PREFIX
 from gpufleet.model.sharing import describe_request
 from gpufleet.model.workload import split_workload_key
 from gpufleet.scheduling.core import PendingExplanation
+from gpufleet.service.auth import Principal
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
 from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord
 from gpufleet.service.store import StoredEvent
-from gpufleet.service.tenants import Principal
 
 OTHER_TENANT = "(other tenant)"
 

@@ -21,7 +21,7 @@ from typing import Any
 from gpufleet.model.jobs import JobSpec
 from gpufleet.model.queues import QUEUE_LABEL
 from gpufleet.model.workload import POD_GROUP_LABEL, Workload, workload_key
-from gpufleet.service.tenants import Principal
+from gpufleet.service.auth import Principal
 
 Obj = dict[str, Any]
 LABEL_VALUE_MAX = 63

@@ -20,14 +20,14 @@ from gpufleet.model.actions import Bind, Evict
 from gpufleet.model.events import PodBound, PodDeleted, PodEnd, WorkloadAdded
 from gpufleet.model.queues import Queue
 from gpufleet.model.workload import TimedWorkload, Workload
-from gpufleet.service.store import Store, StoreError
-from gpufleet.service.tenants import (
+from gpufleet.service.auth import (
     AdmissionRules,
     Principal,
     TenantRules,
     hash_token,
     rules_from_object,
 )
+from gpufleet.service.store import Store, StoreError
 from gpufleet.testing.builders import make_pod
 from gpufleet.testing.service import (
     FakeWall,
