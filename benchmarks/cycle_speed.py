@@ -69,13 +69,9 @@ from gpufleet.model import Node
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import PodDeleted, WorkloadAdded
 from gpufleet.model.node import GFD_LABELS
-from gpufleet.model.tenancy import (
-    GPU,
-    Queue,
-    TopologyMode,
-    TopologyRequest,
-    Workload,
-)
+from gpufleet.model.queues import Queue
+from gpufleet.model.resources import GPU
+from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.report.summary import write_json
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore

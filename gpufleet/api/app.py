@@ -47,10 +47,10 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import describe
+from gpufleet.service.auth import Principal
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE
 from gpufleet.service.base import Change as PlaneChange
 from gpufleet.service.protocol import Plane
-from gpufleet.service.tenants import Principal
 
 STATIC = Path(__file__).parent / "static"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"

@@ -14,9 +14,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpufleet.api.schemas import ErrorBody
 from gpufleet.io.errors import MAX_MESSAGE, MAX_PLACE, InputError, shorten
+from gpufleet.service.auth import ForbiddenError
 from gpufleet.service.base import ConflictError, NotFoundError
 from gpufleet.service.store import StoreError
-from gpufleet.service.tenants import ForbiddenError
 
 _KINDS = {
     400: "bad_request",

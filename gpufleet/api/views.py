@@ -30,14 +30,16 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
+from gpufleet.model.queues import QueuePreemption
+from gpufleet.model.resources import CPU, GPU, GPU_MODEL_PREFIX
 from gpufleet.model.sharing import describe_request
-from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, QueuePreemption, split_workload_key
+from gpufleet.model.workload import split_workload_key
 from gpufleet.scheduling.core import PendingExplanation
+from gpufleet.service.auth import Principal
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
 from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord
 from gpufleet.service.store import StoredEvent
-from gpufleet.service.tenants import Principal
 
 OTHER_TENANT = "(other tenant)"
 

@@ -4,7 +4,7 @@ Owns turning the option (and the options that shape a scenario: ``--cluster``, `
 ``--load``, ``--racks``, ``--nodes-per-rack``, ``--node-fraction``, ``--max-runtime``) into one
 :class:`Prepared` cluster and scenario per seed, with a clear error for options that do not
 apply. YAML scenarios are read once (the seed only breaks placement ties); built-ins are drawn
-per seed. Running them is :mod:`gpufleet.cli.tenancy_pool`'s job.
+per seed. Running them is :mod:`gpufleet.cli.scenario_pool`'s job.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from gpufleet.io.shapes import bundled_path
 from gpufleet.io.traces import NODES_FILE, PODS_FILE, TRACE_DIR_ENV, find_alibaba_trace
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import Node
-from gpufleet.model.tenancy import ResourceQuota
+from gpufleet.model.queues import ResourceQuota
 
 LARGE_GANGS = "large-gangs"
 ALIBABA = "alibaba-multitenant"

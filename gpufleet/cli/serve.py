@@ -30,12 +30,12 @@ from gpufleet.io.readers import read_cluster
 from gpufleet.model import Node
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
+from gpufleet.service.auth import ROLES, AdmissionRules, rules_from_object
 from gpufleet.service.base import QUEUE, ServeOptions, create_token
-from gpufleet.service.plane import ControlPlane
+from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.protocol import Plane
 from gpufleet.service.seeding import plan_seed, write_seed
 from gpufleet.service.store import Store, StoreError
-from gpufleet.service.tenants import ROLES, AdmissionRules, rules_from_object
 
 DEFAULT_DB = Path("gpufleet.db")
 
@@ -164,7 +164,7 @@ def _serve_on(
             store.close()
             raise
         warn_skipped(skipped)
-        embedded = ControlPlane(store, nodes, options)
+        embedded = EmbeddedControlPlane(store, nodes, options)
         for rejected in embedded.catalog.rejected:
             warn(escape(_set_aside(rejected, db)))
         for key, queue in embedded.held.items():

@@ -32,8 +32,8 @@ from gpufleet.cli.common import (
     warn_skipped,
 )
 from gpufleet.cli.scenarios import BUNDLED_CLUSTER, DEFAULT_NODE_FRACTION, ScenarioOptions
+from gpufleet.cli.simulate_scenario import Baseline, ScenarioArgs, simulate_scenarios
 from gpufleet.cli.tables import show
-from gpufleet.cli.tenancy import Baseline, TenancyArgs, simulate_scenarios
 from gpufleet.io.alibaba import read_pods
 from gpufleet.io.cluster_spec import read_cluster_spec
 from gpufleet.io.kinds import Skipped
@@ -317,7 +317,7 @@ def simulate(
         if inflation is not None:
             raise fail("--inflation applies to fill-up runs, not to --scenario")
         simulate_scenarios(
-            TenancyArgs(
+            ScenarioArgs(
                 scenario=scenario,
                 options=ScenarioOptions(
                     cluster=cluster,

@@ -9,7 +9,7 @@ Piped (not a terminal), there is no width limit at all: every row on one line, c
 separated by spaces and no blanks at the ends of lines, for grep, awk and cut.
 
 It decides widths only; what the tables hold is their makers' (``remote_render``, ``place``,
-``simulate``, ``tenancy``).
+``simulate``, ``simulate_scenario``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from gpufleet.model import GpuRequest, Node, Pod
-from gpufleet.model.tenancy import Queue, ResourceQuota
+from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.times import TimeFormat, simulated_time
 from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gpufleet.io import alibaba, job_rules, operator_jobs, tenancy
+from gpufleet.io import alibaba, job_rules, operator_jobs, pytorch_jobs
 from gpufleet.io.catalog import CATALOG_KINDS, Catalog
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import CLUSTER_KINDS
@@ -31,28 +31,21 @@ from gpufleet.io.kube_pods import (
     pods_from_object,
 )
 from gpufleet.io.manifests import Context, Manifest, describe
-from gpufleet.io.tenancy import (
+from gpufleet.io.pytorch_jobs import OperatorJob
+from gpufleet.io.queues import pod_group_from_object, resource_quota_from_object
+from gpufleet.io.workload_settings import (
     CHECKPOINT_INTERVAL_ANNOTATION,
     MIXED_MODELS_ANNOTATION,
     PREEMPTIBLE_ANNOTATION,
     TOPOLOGY_ANNOTATION,
-    OperatorJob,
     Setting,
     WorkloadSettings,
     workload_settings,
 )
 from gpufleet.model.jobs import JobKind, JobSpec
-from gpufleet.model.tenancy import (
-    QUEUE_LABEL,
-    PodGroup,
-    PreemptionPolicy,
-    PriorityClass,
-    Queue,
-    ResourceQuota,
-    TopologyRequest,
-    Workload,
-)
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
+from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
+from gpufleet.model.workload import PodGroup, TimedPod, TimedWorkload, TopologyRequest, Workload
 
 T = TypeVar("T")
 
@@ -63,7 +56,7 @@ SUPPORTED = (
 )
 #: Operators' job kinds and their readers.
 OPERATOR_JOBS = {
-    "PyTorchJob": tenancy.read_pytorch_job,
+    "PyTorchJob": pytorch_jobs.read_pytorch_job,
     "MPIJob": operator_jobs.read_mpi_job,
     "RayCluster": operator_jobs.read_ray_cluster,
     "RayJob": operator_jobs.read_ray_job,
@@ -125,11 +118,11 @@ class ScenarioBuilder(Catalog):
         if kind in CATALOG_KINDS:
             self.add_catalog_object(manifest, source)
         elif kind == "PodGroup":
-            group = tenancy.pod_group_from_object(manifest, source, where)
+            group = pod_group_from_object(manifest, source, where)
             context = object_context(source, where, f"PodGroup {group.key}")
             _unique(self.pod_groups, group.key, Setting(group, context, None), "PodGroup")
         elif kind == "ResourceQuota":
-            quota = tenancy.resource_quota_from_object(manifest, source, where)
+            quota = resource_quota_from_object(manifest, source, where)
             key = f"{quota.namespace}/{quota.name}"
             context = object_context(source, where, f"ResourceQuota {key}")
             _unique(self.quotas, key, Setting(quota, context, None), "ResourceQuota")

@@ -1,9 +1,9 @@
 """The Queues and PriorityClasses in force, checked together: the one check of every path.
 
 Owns :class:`Catalog`: Queue and PriorityClass objects read one at a time (the readers of
-``tenancy``, unknown fields refused), names unique, one default queue per namespace, one
+``queues``, unknown fields refused), names unique, one default queue per namespace, one
 globalDefault class, and the queue tree valid as a whole
-(:func:`~gpufleet.model.tenancy.validate_queue_tree`: parents defined, no cycle, no negative
+(:func:`~gpufleet.model.queues.validate_queue_tree`: parents defined, no cycle, no negative
 amount, a positive weight, children within their parent's quota). Every problem is an
 :class:`~gpufleet.io.errors.InputError` naming the source, the object and the field, the same
 on every path: scenario files (``place``, ``simulate``), a scenario loaded by ``serve``,
@@ -26,16 +26,12 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.io import tenancy
 from gpufleet.io.errors import InputError
 from gpufleet.io.manifests import Context, Manifest
-from gpufleet.io.tenancy import Setting
-from gpufleet.model.tenancy import (
-    PriorityClass,
-    Queue,
-    QueueTreeError,
-    validate_queue_tree,
-)
+from gpufleet.io.queues import priority_class_from_object, queue_from_object
+from gpufleet.io.workload_settings import Setting
+from gpufleet.model.priorities import PriorityClass
+from gpufleet.model.queues import Queue, QueueTreeError, validate_queue_tree
 
 QUEUE = "Queue"
 PRIORITY_CLASS = "PriorityClass"
@@ -83,11 +79,11 @@ class Catalog:
             raise ValueError(f"a catalog holds {' and '.join(CATALOG_KINDS)}, not {kind}")
         try:
             if kind == QUEUE:
-                queue = tenancy.queue_from_object(manifest, source, manifest.location)
+                queue = queue_from_object(manifest, source, manifest.location)
                 context = Context(source, manifest.location).naming(f"Queue {queue.name}")
                 self._add_queue(Setting(queue, context, None))
             else:
-                found = tenancy.priority_class_from_object(manifest, source, manifest.location)
+                found = priority_class_from_object(manifest, source, manifest.location)
                 context = Context(source, manifest.location).naming(f"PriorityClass {found.name}")
                 self._add_class(Setting(found, context, None))
         except InputError as error:

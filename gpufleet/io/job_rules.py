@@ -5,7 +5,7 @@ Owns the reading of what decides a pod's fate when it ends: a pod template's
 ``gpufleet.dev/sim-fail-after``, ``gpufleet.dev/sim-exit-code``), and a batch/v1 Job's
 ``completions``, ``completionMode``, ``backoffLimit`` (default 6), ``backoffLimitPerIndex``,
 ``maxFailedIndexes`` and ``activeDeadlineSeconds``, checked as the API server checks them. The
-training and Ray operators' rules are read by their own readers (``tenancy``,
+training and Ray operators' rules are read by their own readers (``pytorch_jobs``,
 ``operator_jobs``) with the helpers here. What a rule does when a pod ends is the simulated
 cluster's business (:mod:`gpufleet.backends.sim.jobs`); this module only reads.
 """

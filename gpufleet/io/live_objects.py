@@ -6,7 +6,7 @@ Owns :class:`LiveCatalog`: the Queues, PriorityClasses and ResourceQuotas that a
 stored already; the scheduler reports it and goes on with the rest) instead of failing the
 whole read; and
 :meth:`LiveCatalog.workload`, which turns the Pod objects of one gang (or one lone pod) into a
-:class:`~gpufleet.model.tenancy.Workload` exactly the way ``read_scenario`` assembles a file's,
+:class:`~gpufleet.model.workload.Workload` exactly the way ``read_scenario`` assembles a file's,
 so the simulator and the Kubernetes backend decide from the same workloads. It does not watch
 anything or decide when a gang is complete: the Kubernetes backend does.
 """
@@ -22,9 +22,10 @@ from gpufleet.io.catalog import Rejected, object_key
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import pods_from_object
 from gpufleet.io.manifests import Context, Manifest
-from gpufleet.io.tenancy import Setting, workload_settings
-from gpufleet.model.tenancy import PriorityClass, Queue, ResourceQuota, Workload
-from gpufleet.model.workload import TimedPod
+from gpufleet.io.workload_settings import Setting, workload_settings
+from gpufleet.model.priorities import PriorityClass
+from gpufleet.model.queues import Queue, ResourceQuota
+from gpufleet.model.workload import TimedPod, Workload
 
 SOURCE = "kubernetes"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISREG
@@ -406,6 +406,30 @@ def object_name(context: Context, obj: Mapping[str, Any], kind: str) -> tuple[st
     if namespace_text is not None:
         named.name(namespace_text, "metadata.namespace", NameRule.LABEL)
     return text, namespace_text
+
+
+def named_object(
+    obj: Mapping[str, Any],
+    source: str,
+    location: str | None,
+    kind: str,
+    api_versions: Sequence[str],
+    namespaced: bool = True,
+) -> tuple[Context, str, str]:
+    """An object's context (naming it: ``Kind namespace/name``, or ``Kind name`` when not
+    ``namespaced``), name and namespace (``default`` when absent), with its apiVersion, when
+    given, checked against ``api_versions``."""
+    context = Context(source, location)
+    name, namespace = object_name(context, obj, kind)
+    namespace = namespace or "default"
+    context = context.naming(f"{kind} {namespace}/{name}" if namespaced else f"{kind} {name}")
+    api_version = obj.get("apiVersion")
+    if api_version is not None and api_version not in api_versions:
+        raise context.error(
+            "apiVersion",
+            f"expected {' or '.join(api_versions)} for a {kind}, got {describe(api_version)}",
+        )
+    return context, name, namespace
 
 
 YAML_SUFFIXES = (".yaml", ".yml")

@@ -45,8 +45,8 @@ from gpufleet.io.job_rules import (
 )
 from gpufleet.io.kube_pods import pods_from_template
 from gpufleet.io.kube_resources import Annotations
-from gpufleet.io.manifests import Context, describe, object_name
-from gpufleet.io.tenancy import (
+from gpufleet.io.manifests import Context, describe, named_object
+from gpufleet.io.pytorch_jobs import (
     KUBEFLOW_JOB_NAME_LABEL,
     KUBEFLOW_REPLICA_INDEX_LABEL,
     KUBEFLOW_REPLICA_TYPE_LABEL,
@@ -88,16 +88,7 @@ def _named(
     versions: Sequence[str],
 ) -> tuple[Context, str, str, Mapping[str, Any], Mapping[str, Any]]:
     """The object's context, name, namespace, metadata and spec, its apiVersion checked."""
-    context = Context(source, location)
-    name, namespace = object_name(context, obj, kind)
-    namespace = namespace or "default"
-    context = context.naming(f"{kind} {namespace}/{name}")
-    api_version = obj.get("apiVersion")
-    if api_version is not None and api_version not in versions:
-        raise context.error(
-            "apiVersion",
-            f"expected {' or '.join(versions)} for a {kind}, got {describe(api_version)}",
-        )
+    context, name, namespace = named_object(obj, source, location, kind, versions)
     metadata = context.mapping(obj.get("metadata"), "metadata")
     spec = context.mapping(obj.get("spec"), "spec", required=True)
     return context, name, namespace, metadata, spec

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from gpufleet.io.errors import InputError
-from gpufleet.model.workload import ShapeRow, ShapeTable
+from gpufleet.model.shapes import ShapeRow, ShapeTable
 
 SHAPE_COLUMNS = ("cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "count")
 BUNDLED_SHAPES = "alibaba2023_pod_shapes.csv"

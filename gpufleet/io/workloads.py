@@ -5,8 +5,8 @@ PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, ReplicaSet, PyTorchJ
 RayCluster and RayJob, or an Alibaba pod CSV; kinds with no scheduling meaning set aside:
 ``kinds``), names checked unique, the queue tree validated, and the pods assembled into
 :class:`~gpufleet.model.workload.TimedWorkload` gangs with their controllers' rules
-(:class:`~gpufleet.model.jobs.JobSpec`, read by ``job_rules``, ``tenancy`` and
-``operator_jobs``):
+(:class:`~gpufleet.model.jobs.JobSpec`, read by ``job_rules``, ``pytorch_jobs``
+and ``operator_jobs``):
 
 * a pod labelled ``gpufleet.dev/pod-group`` (or ``scheduling.x-k8s.io/pod-group``) joins that
   gang of its namespace, whose minMember a PodGroup object gives (else: all its pods);
@@ -25,9 +25,10 @@ RayCluster and RayJob, or an Alibaba pod CSV; kinds with no scheduling meaning s
 
 Everything is read before anything is returned: the first problem raises
 :class:`~gpufleet.io.errors.InputError` naming the file, the place, the object and the field.
-What one object means lives in ``kube_pods`` and ``tenancy``, the assembly in ``assembly`` (which
-the control plane and the live cluster use too); this module does not schedule, check quotas
-against requests, or enforce ResourceQuotas (it only reads them).
+What one object means lives in ``kube_pods``, ``queues``, ``pytorch_jobs``, ``operator_jobs`` and
+``workload_settings``, the assembly in ``assembly`` (which the control plane and the live
+cluster use too); this module does not schedule, check quotas against requests, or enforce
+ResourceQuotas (it only reads them).
 """
 
 from __future__ import annotations
@@ -46,8 +47,7 @@ from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
 from gpufleet.io.manifests import input_files, load_manifests
-from gpufleet.model.tenancy import Workload
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 
 #: The kinds a scenario reads (others are set aside or refused: ``kinds``).
 SCENARIO_KINDS = frozenset(

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
-from gpufleet.model.tenancy import CPU, GPU, GPU_MODEL_PREFIX, MEMORY
+from gpufleet.model.resources import CPU, GPU, GPU_MODEL_PREFIX, MEMORY
 from gpufleet.scheduling.core import SchedulerCore
 
 #: What a workload waits for when the core has not tried it yet.

@@ -1,4 +1,5 @@
-"""Plain data: nodes, GPU devices, pods, placements, actions and events.
+"""Plain data: nodes, GPU devices, pods, placements, workloads (gangs), queues, priority
+classes, actions and events.
 
 Everything here is a frozen dataclass holding integers (milli-CPU, MiB, milli-GPU). Parsing
 files into these types lives in ``gpufleet.io``; computing with them lives in
@@ -27,6 +28,10 @@ from gpufleet.model.pod import (
     PodClass,
     Toleration,
 )
+from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
+from gpufleet.model.queues import Queue, ResourceQuota
+from gpufleet.model.resources import Resources
+from gpufleet.model.workload import PodGroup, TimedPod, TimedWorkload, Workload
 
 __all__ = [
     "GFD_LABELS",
@@ -45,10 +50,19 @@ __all__ = [
     "Placement",
     "Pod",
     "PodClass",
+    "PodGroup",
+    "PreemptionPolicy",
+    "PriorityClass",
+    "Queue",
+    "ResourceQuota",
+    "Resources",
     "SharingStrategy",
     "Taint",
     "TaintEffect",
+    "TimedPod",
+    "TimedWorkload",
     "Toleration",
+    "Workload",
     "gfd_labels",
     "parse_mig_profile",
 ]

@@ -16,7 +16,7 @@ from enum import StrEnum
 from gpufleet.model.node import Node
 from gpufleet.model.placement import Placement
 from gpufleet.model.pod import Pod
-from gpufleet.model.tenancy import Workload
+from gpufleet.model.workload import Workload
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ One self-contained file (plotly.js is inlined once), readable offline. Fill-up r
 unallocated GPU % and fragmentation against arrived workload per policy (median over seeds with
 a min-max band), allocation per GPU model and failures per pod class; replay runs plot GPU
 allocation, fragmentation and pending pods over time, and the queueing-delay distribution.
-Multi-tenant runs add their own figures and tables (:mod:`gpufleet.report.tenancy_html`).
+Multi-tenant runs add their own figures and tables (:mod:`gpufleet.report.scenario_html`).
 """
 
 from __future__ import annotations

@@ -16,16 +16,9 @@ from dataclasses import replace
 import numpy as np
 
 from gpufleet.model import MILLI_PER_GPU, Node, Pod
-from gpufleet.model.tenancy import (
-    CPU,
-    GPU,
-    MEMORY,
-    QUEUE_LABEL,
-    Queue,
-    ResourceQuota,
-    Workload,
-    gpu_model_key,
-)
+from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
+from gpufleet.model.resources import CPU, GPU, MEMORY, gpu_model_key
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.config import AdmissionConfig as AdmissionConfig  # where it was
 from gpufleet.scheduling.engine import Bound
 from gpufleet.scheduling.quota import IntArray, ModelKeys, QuotaCheck, QuotaTree, Verdict

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.model.tenancy import Workload
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Unschedulable
 from gpufleet.scheduling.node_table import BoolArray, NodeTable
 from gpufleet.scheduling.pending import Parked

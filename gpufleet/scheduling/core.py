@@ -53,8 +53,9 @@ from gpufleet.model.events import (
     PodReady,
     WorkloadAdded,
 )
-from gpufleet.model.tenancy import Queue, ResourceQuota, Workload
+from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.times import TimeFormat, simulated_time
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.admission import (
     AdmissionConfig,
     Quotas,

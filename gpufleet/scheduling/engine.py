@@ -377,9 +377,9 @@ class PlacementEngine:
             if explain:
                 return self.explain(pod)
             return Unschedulable(pod, int(self.table.alive[: self.table.size].sum()))
-        return self.bind_to(pod, demand, row, identity)
+        return self.reserve(pod, demand, row, identity)
 
-    def bind_to(self, pod: Pod, demand: Demand, row: int, identity: int | None = None) -> Bound:
+    def reserve(self, pod: Pod, demand: Demand, row: int, identity: int | None = None) -> Bound:
         """Reserve devices for ``pod`` on ``row`` (which must fit) and take them."""
         table = self.table
         if identity is None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from gpufleet.model.tenancy import Workload
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.admission import requested
 from gpufleet.scheduling.backfill import Backfill
 from gpufleet.scheduling.engine import Unschedulable

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from gpufleet.model.tenancy import TopologyMode, Workload
+from gpufleet.model.workload import TopologyMode, Workload
 from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.engine import PlacementEngine
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable

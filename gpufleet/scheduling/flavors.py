@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.gpu import model_matches
-from gpufleet.model.tenancy import GPU, FungibilityPolicy, Workload
+from gpufleet.model.queues import FungibilityPolicy
+from gpufleet.model.resources import GPU
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Bound, Unschedulable
 from gpufleet.scheduling.holds import HELD_FOR_PREEMPTOR
 from gpufleet.scheduling.node_table import BoolArray

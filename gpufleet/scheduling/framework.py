@@ -36,7 +36,7 @@ from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
 
 if TYPE_CHECKING:  # (they import the engine, which imports this module)
-    from gpufleet.model.tenancy import Workload
+    from gpufleet.model.workload import Workload
     from gpufleet.scheduling.flavors import ModelChoice
     from gpufleet.scheduling.running import RunningWorkload
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.model.tenancy import Workload
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.backfill import Reservation
 from gpufleet.scheduling.node_table import BoolArray, IntArray
 from gpufleet.scheduling.pending import Parked

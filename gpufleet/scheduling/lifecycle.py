@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gpufleet.model import MILLI_PER_GPU, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict
-from gpufleet.model.tenancy import Workload
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Bound
 from gpufleet.scheduling.framework import Permit
 from gpufleet.scheduling.parking import Parking

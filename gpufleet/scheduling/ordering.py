@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Collection, Iterator
 
-from gpufleet.model.tenancy import Queue, QueueingStrategy
+from gpufleet.model.queues import Queue, QueueingStrategy
 from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.framework import QueueSort
 from gpufleet.scheduling.pending import Group, PendingWorkload, PendingWorkloads

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from gpufleet.model.actions import Action, MarkUnschedulable
-from gpufleet.model.tenancy import PreemptionPolicy
+from gpufleet.model.priorities import PreemptionPolicy
 from gpufleet.scheduling.pending import Group, Parked
 
 if TYPE_CHECKING:

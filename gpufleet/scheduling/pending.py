@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from gpufleet.model.tenancy import Workload
+from gpufleet.model.workload import Workload
 
 GroupKey = tuple[object, ...]
 #: (-priority, head's order, head's seq, group version, group number, group): never all the

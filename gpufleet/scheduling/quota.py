@@ -45,13 +45,8 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.model.gpu import canonical_model, model_matches
-from gpufleet.model.tenancy import (
-    GPU_MODEL_PREFIX,
-    Queue,
-    Resources,
-    quantity,
-    validate_queue_tree,
-)
+from gpufleet.model.queues import Queue, validate_queue_tree
+from gpufleet.model.resources import GPU_MODEL_PREFIX, Resources, quantity
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

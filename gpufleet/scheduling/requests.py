@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpufleet.model import MILLI_PER_GPU
-from gpufleet.model.tenancy import CPU, GPU, MEMORY, Workload
+from gpufleet.model.resources import CPU, GPU, MEMORY
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.admission import Quotas, requested, used
 from gpufleet.scheduling.engine import Bound
 from gpufleet.scheduling.node_table import NodeTable

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpufleet.model.tenancy import Workload
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Bound
 from gpufleet.scheduling.framework import RunningWatcher
 

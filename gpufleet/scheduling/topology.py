@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpufleet.model import Pod
-from gpufleet.model.tenancy import TopologyMode, Workload
+from gpufleet.model.workload import TopologyMode, Workload
 from gpufleet.scheduling.engine import Bound, PlacementEngine, Unschedulable
 from gpufleet.scheduling.node_table import BoolArray
 

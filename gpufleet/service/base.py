@@ -3,7 +3,7 @@ workloads with its history, and the stream of changes.
 
 :class:`PlaneBase` holds the state the API reads (records, history, counters) under one lock,
 authenticates callers, samples the cluster's history and publishes changes to subscribers.
-The embedded plane (:mod:`gpufleet.service.plane`) and the Kubernetes plane
+The embedded plane (:mod:`gpufleet.service.embedded_plane`) and the Kubernetes plane
 (:mod:`gpufleet.service.kube_plane`) add how workloads are accepted, run and recorded.
 """
 
@@ -26,15 +26,9 @@ from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, describe
 from gpufleet.io.names import label_value_problem, name_problem, rule_of
 from gpufleet.model import MILLI_PER_GPU, Node
-from gpufleet.model.tenancy import Queue
+from gpufleet.model.queues import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
-from gpufleet.service.kube_writes import TENANT_LABEL
-from gpufleet.service.protocol import ExplainCache
-from gpufleet.service.records import POD_RUNNING, WorkloadRecord
-from gpufleet.service.states import ChangeKind, WorkloadState
-from gpufleet.service.store import Store, StoredEvent
-from gpufleet.service.submissions import SOURCE, Submitted, read_workloads
-from gpufleet.service.tenants import (
+from gpufleet.service.auth import (
     ADMIN,
     ROLES,
     AdmissionRules,
@@ -44,6 +38,12 @@ from gpufleet.service.tenants import (
     hash_token,
     new_token,
 )
+from gpufleet.service.kube_writes import TENANT_LABEL
+from gpufleet.service.protocol import ExplainCache
+from gpufleet.service.records import POD_RUNNING, WorkloadRecord
+from gpufleet.service.states import ChangeKind, WorkloadState
+from gpufleet.service.store import Store, StoredEvent
+from gpufleet.service.submissions import SOURCE, Submitted, read_workloads
 
 log = logging.getLogger(__name__)
 

@@ -48,10 +48,11 @@ from gpufleet.control.factory import build_core
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node, Placement
-from gpufleet.model.tenancy import PriorityClass, split_workload_key, workload_key
+from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.times import wall_clock_time
-from gpufleet.model.workload import TimedWorkload
+from gpufleet.model.workload import TimedWorkload, split_workload_key, workload_key
 from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.service.auth import Principal
 from gpufleet.service.base import (
     HISTORY_EVERY_S,
     QUEUE,
@@ -86,7 +87,6 @@ from gpufleet.service.records import (
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import parse_body
-from gpufleet.service.tenants import Principal
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.model.jobs import JobSpec
-from gpufleet.model.tenancy import POD_GROUP_LABEL, QUEUE_LABEL, Workload, workload_key
-from gpufleet.service.tenants import Principal
+from gpufleet.model.queues import QUEUE_LABEL
+from gpufleet.model.workload import POD_GROUP_LABEL, Workload, workload_key
+from gpufleet.service.auth import Principal
 
 Obj = dict[str, Any]
 LABEL_VALUE_MAX = 63

@@ -1,8 +1,8 @@
 """What the API needs of a control plane, whatever world it runs on.
 
-:class:`Plane` is met by :class:`~gpufleet.service.plane.ControlPlane` (the embedded simulated
-cluster) and :class:`~gpufleet.service.kube_plane.KubeControlPlane` (a Kubernetes cluster).
-The views and routes are written against it only.
+:class:`Plane` is met by :class:`~gpufleet.service.embedded_plane.EmbeddedControlPlane` (the
+embedded simulated cluster) and :class:`~gpufleet.service.kube_plane.KubeControlPlane` (a
+Kubernetes cluster). The views and routes are written against it only.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any, Protocol
 from gpufleet.io.kinds import Skipped
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Node
-from gpufleet.model.tenancy import PriorityClass
+from gpufleet.model.priorities import PriorityClass
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
+from gpufleet.service.auth import Principal
 from gpufleet.service.records import WorkloadRecord
 from gpufleet.service.store import StoredEvent
-from gpufleet.service.tenants import Principal
 
 #: (scheduling turn, core identity) -> explanations computed then.
 ExplainCache = tuple[tuple[int, int], dict[str, PendingExplanation]]

@@ -23,10 +23,10 @@ from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, load_manifests
+from gpufleet.service.auth import ADMIN, Principal, check_workload
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import WORKLOAD_KINDS, Submitted, read_workloads
-from gpufleet.service.tenants import ADMIN, Principal, check_workload
 
 #: Who submits a scenario's workloads.
 OPERATOR = Principal("operator", ADMIN)

@@ -6,7 +6,7 @@ control plane holds now; objects of kinds with no scheduling meaning (a ConfigMa
 Deployment) are set aside and counted, as every reader does (:mod:`gpufleet.io.kinds`).
 Objects without a namespace go into the caller's default namespace.
 What this module does not do: decide whether the caller may submit them (see
-:mod:`gpufleet.service.tenants`) or store them.
+:mod:`gpufleet.service.auth`) or store them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from gpufleet.io.assembly import ScenarioBuilder
 from gpufleet.io.errors import InputError, shorten
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.manifests import Manifest, decode_text, describe, parse_manifests
-from gpufleet.model.tenancy import QUEUE_LABEL
+from gpufleet.model.queues import QUEUE_LABEL
 from gpufleet.model.workload import TimedWorkload
 
 SOURCE = "request"

@@ -28,18 +28,11 @@ from gpufleet.model.affinity import (
     WeightedPodAffinityTerm,
 )
 from gpufleet.model.node import GFD_LABELS
+from gpufleet.model.priorities import PreemptionPolicy
+from gpufleet.model.queues import FlavorFungibility, Queue, QueueingStrategy, QueuePreemption
+from gpufleet.model.resources import GPU, gpu_model_key
 from gpufleet.model.selectors import LabelRequirement, LabelSelector, PodSelector
-from gpufleet.model.tenancy import (
-    GPU,
-    FlavorFungibility,
-    PreemptionPolicy,
-    Queue,
-    QueueingStrategy,
-    QueuePreemption,
-    TopologyRequest,
-    Workload,
-    gpu_model_key,
-)
+from gpufleet.model.workload import TopologyRequest, Workload
 
 _names = itertools.count()
 

@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping
 from gpufleet.model import Node, Placement
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import ClusterEvent, PodDeleted, PodReady, WorkloadAdded
-from gpufleet.model.tenancy import Queue, ResourceQuota, Workload
+from gpufleet.model.queues import Queue, ResourceQuota
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable

@@ -1,8 +1,8 @@
 """Builders for tests of the control plane: a plane on a fake wall clock, its app, tokens.
 
-:class:`ServiceHarness` holds a :class:`ControlPlane` over a small cluster whose clock moves
-only when the test says (:meth:`ServiceHarness.advance`, which also runs a scheduling turn),
-the FastAPI app over it, and tokens for an admin and two tenants. Tests drive the loop
+:class:`ServiceHarness` holds an :class:`EmbeddedControlPlane` over a small cluster whose clock
+moves only when the test says (:meth:`ServiceHarness.advance`, which also runs a scheduling
+turn), the FastAPI app over it, and tokens for an admin and two tenants. Tests drive the loop
 themselves, so nothing sleeps and every run is the same.
 """
 
@@ -21,7 +21,7 @@ from gpufleet.api.app import create_app
 from gpufleet.model import Node
 from gpufleet.model.node import Taint, TaintEffect
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
-from gpufleet.service.plane import ControlPlane
+from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.store import Store
 from gpufleet.testing.builders import make_node
 
@@ -153,7 +153,7 @@ class ServiceHarness:
     options: ServeOptions
     wall: FakeWall = field(default_factory=FakeWall)
     tokens: dict[str, str] = field(default_factory=dict)
-    plane: ControlPlane = field(init=False)
+    plane: EmbeddedControlPlane = field(init=False)
     app: FastAPI = field(init=False)
     store: Store = field(init=False)
 
@@ -163,7 +163,7 @@ class ServiceHarness:
     def open(self) -> None:
         """(Re)open the plane on the database, as a restarted server would."""
         self.store = Store(self.db)
-        self.plane = ControlPlane(self.store, self.nodes, self.options, wall=self.wall)
+        self.plane = EmbeddedControlPlane(self.store, self.nodes, self.options, wall=self.wall)
         self.app = create_app(self.plane)
 
     def close(self) -> None:

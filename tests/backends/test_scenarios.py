@@ -23,8 +23,9 @@ from gpufleet.io.shapes import bundled_shape_table
 from gpufleet.metrics.families import TURN_SECONDS
 from gpufleet.model import Node, PodClass
 from gpufleet.model.node import GFD_LABELS
-from gpufleet.model.tenancy import GPU, PreemptionPolicy, TopologyMode, TopologyRequest
-from gpufleet.model.workload import TimedPod
+from gpufleet.model.priorities import PreemptionPolicy
+from gpufleet.model.resources import GPU
+from gpufleet.model.workload import TimedPod, TopologyMode, TopologyRequest
 from gpufleet.testing.builders import make_cluster, make_node
 
 HOURS = 24.0

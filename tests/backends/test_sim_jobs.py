@@ -23,7 +23,7 @@ from gpufleet.model import Node
 from gpufleet.model.actions import Bind
 from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd, PodRestarted
 from gpufleet.model.jobs import JobKind, JobSpec, ReplicaSet, RestartPolicy, SimFailures
-from gpufleet.model.tenancy import Queue
+from gpufleet.model.queues import Queue
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.target import TargetWorkload

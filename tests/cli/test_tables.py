@@ -24,9 +24,9 @@ from gpufleet.cli.remote_render import (
     workloads_table,
 )
 from gpufleet.cli.simulate import print_fill_summary, print_replay_summary
-from gpufleet.cli.tenancy import print_queue_table
+from gpufleet.cli.simulate_scenario import print_queue_table
+from gpufleet.report.scenario_summary import QueueSummary
 from gpufleet.report.summary import FillSummary, ReplaySummary
-from gpufleet.report.tenancy import QueueSummary
 from tests.cli.test_client import FakeServer, answer, cluster, dumped, node, queue, workload
 
 #: A legal DNS-1123 subdomain of the longest length (253).

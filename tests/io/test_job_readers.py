@@ -20,7 +20,7 @@ from gpufleet.testing.job_objects import (
     sim_notes,
 )
 from tests.io.conftest import WriteFile
-from tests.io.test_tenancy import Case, at, check_bad_scenario, scenario_text
+from tests.io.test_queues import Case, at, check_bad_scenario, scenario_text
 
 Obj = dict[str, Any]
 

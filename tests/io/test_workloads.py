@@ -12,18 +12,13 @@ from gpufleet.io.errors import InputError
 from gpufleet.io.readers import read_cluster
 from gpufleet.io.workloads import read_scenario, workloads_from_pods
 from gpufleet.model import GpuRequest, Pod
-from gpufleet.model.tenancy import (
-    GPU,
-    GPU_MODEL_PREFIX,
-    PreemptionPolicy,
-    Queue,
-    TopologyMode,
-    TopologyRequest,
-)
-from gpufleet.model.workload import TimedPod
+from gpufleet.model.priorities import PreemptionPolicy
+from gpufleet.model.queues import Queue
+from gpufleet.model.resources import GPU, GPU_MODEL_PREFIX
+from gpufleet.model.workload import TimedPod, TopologyMode, TopologyRequest
 from tests.conftest import REPO_ROOT
 from tests.io.conftest import WriteFile
-from tests.io.test_tenancy import (
+from tests.io.test_queues import (
     Case,
     Obj,
     at,

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.model import Pod
-from gpufleet.model.tenancy import Workload
+from gpufleet.model.workload import Workload
 from gpufleet.testing.builders import make_pod, make_workload
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.report.html import html_table
+from gpufleet.report.scenario_summary import Comparison, ExplainRow, QueueSummary, RunSummary, Unit
 from gpufleet.report.summary import ReplaySummary
-from gpufleet.report.tenancy import Comparison, ExplainRow, QueueSummary, RunSummary, Unit
 
 
 def queue_row() -> QueueSummary:

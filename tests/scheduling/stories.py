@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpufleet.model import Node
-from gpufleet.model.tenancy import Queue, ResourceQuota, Workload
+from gpufleet.model.queues import Queue, ResourceQuota
+from gpufleet.model.workload import Workload
 from gpufleet.testing.builders import make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core
 

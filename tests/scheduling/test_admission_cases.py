@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.model.tenancy import GPU, ResourceQuota
+from gpufleet.model.queues import ResourceQuota
+from gpufleet.model.resources import GPU
 from gpufleet.testing.builders import gpus, make_cluster, make_node, make_queue, make_workload
 from tests.scheduling.stories import LATER, Case, Step, jobs, names, run
 

@@ -36,16 +36,16 @@ from hypothesis import strategies as st
 
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.actions import Action, Bind, Evict
-from gpufleet.model.tenancy import (
-    GPU,
+from gpufleet.model.priorities import PreemptionPolicy
+from gpufleet.model.queues import (
     BorrowWithinCohortPolicy,
-    PreemptionPolicy,
     Queue,
     QueuePreemption,
     ReclaimPolicy,
     WithinQueuePolicy,
-    Workload,
 )
+from gpufleet.model.resources import GPU
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.admission import DEFAULT_QUEUE, requested
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.engine import Unschedulable

@@ -8,7 +8,7 @@ from gpufleet.model import GFD_LABELS, Placement
 from gpufleet.model.actions import Bind
 from gpufleet.model.affinity import PlacementRules
 from gpufleet.model.events import PodBound
-from gpufleet.model.tenancy import Queue
+from gpufleet.model.queues import Queue
 from gpufleet.testing.builders import make_cluster, make_node, make_pod, make_workload, pod_term
 from gpufleet.testing.fakes import EchoCluster, make_core
 

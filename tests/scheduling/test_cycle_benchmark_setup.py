@@ -21,7 +21,7 @@ from benchmarks.cycle_speed import (
     timed_cycle,
 )
 from gpufleet.model.actions import Bind, Evict
-from gpufleet.model.tenancy import GPU
+from gpufleet.model.resources import GPU
 
 
 @pytest.fixture(scope="module")

@@ -16,13 +16,9 @@ from hypothesis import strategies as st
 
 from gpufleet.model import Pod
 from gpufleet.model.node import GFD_LABELS
-from gpufleet.model.tenancy import (
-    GPU,
-    ResourceQuota,
-    TopologyMode,
-    TopologyRequest,
-    Workload,
-)
+from gpufleet.model.queues import ResourceQuota
+from gpufleet.model.resources import GPU
+from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.scheduling.admission import requested
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.engine import Unschedulable

@@ -16,14 +16,9 @@ from hypothesis import strategies as st
 from gpufleet.model import Node
 from gpufleet.model.actions import Evict
 from gpufleet.model.node import GFD_LABELS
-from gpufleet.model.tenancy import (
-    GPU,
-    Queue,
-    TopologyMode,
-    TopologyRequest,
-    Workload,
-    gpu_model_key,
-)
+from gpufleet.model.queues import Queue
+from gpufleet.model.resources import GPU, gpu_model_key
+from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.scheduling.engine import Unschedulable
 from gpufleet.scheduling.preemption.victims import (
     VictimColumns,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
-from gpufleet.model.tenancy import TopologyMode, TopologyRequest, Workload
+from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.testing.builders import make_cluster, make_node, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core

@@ -40,7 +40,7 @@ def engine_with(
     )
     for node, pods in running.items():
         for pod in pods:
-            engine.bind_to(pod, engine.demand(pod), table.row_of[node])
+            engine.reserve(pod, engine.demand(pod), table.row_of[node])
     return engine
 
 

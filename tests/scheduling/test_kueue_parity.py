@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.model.tenancy import (
+from gpufleet.model.queues import (
     BorrowWithinCohortPolicy,
     FlavorFungibility,
     FungibilityPolicy,
@@ -17,8 +17,8 @@ from gpufleet.model.tenancy import (
     QueuePreemption,
     ReclaimPolicy,
     WithinQueuePolicy,
-    gpu_model_key,
 )
+from gpufleet.model.resources import gpu_model_key
 from gpufleet.testing.builders import make_cluster, make_node, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core
 from tests.scheduling.stories import LATER, Case, Step, jobs, names, run

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from gpufleet.model.actions import Action, Evict, MarkUnschedulable
 from gpufleet.model.events import PodDeleted, WorkloadAdded
-from gpufleet.model.tenancy import GPU, Queue, gpu_model_key
+from gpufleet.model.queues import Queue
+from gpufleet.model.resources import GPU, gpu_model_key
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.testing.builders import make_node, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core

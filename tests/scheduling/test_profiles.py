@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from gpufleet.model.actions import Bind, Evict
-from gpufleet.model.tenancy import GPU, Workload
+from gpufleet.model.resources import GPU
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, PluginSpec, Profile, ProfileError

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.model.gpu import model_matches
-from gpufleet.model.tenancy import GPU, Queue, QueueTreeError, gpu_model_key
+from gpufleet.model.queues import Queue, QueueTreeError
+from gpufleet.model.resources import GPU, gpu_model_key
 from gpufleet.scheduling.quota import IntArray, ModelKeys, QuotaTree, Verdict
 
 G = 1000  # one GPU in milli-GPU

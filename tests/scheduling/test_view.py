@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.model.tenancy import GPU
+from gpufleet.model.resources import GPU
 from gpufleet.scheduling.view import SchedulerView
 from gpufleet.testing.builders import make_node, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core

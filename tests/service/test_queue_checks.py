@@ -25,11 +25,11 @@ from gpufleet.cli.main import app
 from gpufleet.io.catalog import PRIORITY_CLASS, QUEUE
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog
-from gpufleet.model.tenancy import validate_queue_tree
+from gpufleet.model.queues import validate_queue_tree
+from gpufleet.service.auth import ADMIN, Principal
 from gpufleet.service.base import ConflictError, NotFoundError, ServeOptions
-from gpufleet.service.plane import ControlPlane
+from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.store import Store
-from gpufleet.service.tenants import ADMIN, Principal
 from gpufleet.testing.service import (
     as_yaml,
     gpu_nodes,
@@ -202,7 +202,7 @@ def by_stored(tmp_path: Path, case: Invalid) -> str:
     store = Store(tmp_path / "old.db")
     for obj in case.objects:
         store.put_object(obj["kind"], obj["metadata"]["name"], obj)
-    plane = ControlPlane(store, gpu_nodes(1), ServeOptions())
+    plane = EmbeddedControlPlane(store, gpu_nodes(1), ServeOptions())
     assert plane.catalog.rejected, "nothing set aside"
     validate_queue_tree(plane.catalog.queues)
     store.close()
@@ -395,7 +395,7 @@ def test_no_sequence_of_accepted_changes_stores_a_catalog_a_restart_would_refuse
     nothing aside, and a refused change changes nothing."""
     tmp = tmp_path_factory.mktemp("changes")
     store = Store(tmp / "db")
-    plane = ControlPlane(store, gpu_nodes(1), ServeOptions())
+    plane = EmbeddedControlPlane(store, gpu_nodes(1), ServeOptions())
     for action, name, parent, gpus in changes:
         before = store.objects(QUEUE)
         try:
@@ -406,7 +406,7 @@ def test_no_sequence_of_accepted_changes_stores_a_catalog_a_restart_would_refuse
         except (InputError, ConflictError, NotFoundError):
             assert store.objects(QUEUE) == before
         assert plane.catalog.rejected == []
-    restarted = ControlPlane(store, gpu_nodes(1), ServeOptions())
+    restarted = EmbeddedControlPlane(store, gpu_nodes(1), ServeOptions())
     assert restarted.catalog.rejected == []
     validate_queue_tree(restarted.catalog.queues)
     store.close()

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from gpufleet.model.tenancy import COSCHEDULING_POD_GROUP_LABEL, POD_GROUP_LABEL
+from gpufleet.model.workload import COSCHEDULING_POD_GROUP_LABEL, POD_GROUP_LABEL
 
 DEFAULT_SCHEDULER = "default-scheduler"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

@@ -28,8 +28,7 @@ from gpufleet.backends.kube.informer import object_key
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog, timed_pod
 from gpufleet.model import Pod
-from gpufleet.model.tenancy import Workload
-from gpufleet.model.workload import TimedPod
+from gpufleet.model.workload import TimedPod, Workload
 
 Obj = dict[str, Any]
 T = TypeVar("T")

@@ -32,7 +32,7 @@ from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.pods import is_ready, pod_group
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import Placement
-from gpufleet.model.tenancy import quantity
+from gpufleet.model.resources import quantity
 from gpufleet.scheduling.core import SchedulerCore
 
 log = logging.getLogger(__name__)

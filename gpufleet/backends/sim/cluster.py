@@ -38,8 +38,8 @@ from enum import StrEnum
 
 from gpufleet.backends.sim.controllers import JobControllers
 from gpufleet.backends.sim.jobs import JobRun, Next, Outcome, Verdict
+from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.recorder import Recorder
-from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.backends.sim.work import PodWork, attempt_end
 from gpufleet.control.backend import ClusterState, ManualClock
 from gpufleet.model import MILLI_PER_GPU, Node, Placement, Pod
@@ -57,9 +57,8 @@ from gpufleet.model.events import (
     WorkloadAdded,
 )
 from gpufleet.model.jobs import Lifetime
-from gpufleet.model.tenancy import Workload
 from gpufleet.model.times import format_duration
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.node_table import Allocation, NodeTable
 from gpufleet.scheduling.target import TargetWorkload
 
@@ -95,14 +94,14 @@ class SimulatedCluster:
         mode: Mode,
         target: TargetWorkload,
         workloads: Sequence[TimedWorkload] = (),
-        tenants: TenantRecorder | None = None,
+        queue_recorder: QueueRecorder | None = None,
     ) -> None:
         self.clock = ManualClock()
         self.mode = mode
         self.world = NodeTable(nodes)
         self.nodes = tuple(nodes)
         self.recorder = Recorder(self.world, target)
-        self.tenants = tenants
+        self.queue_recorder = queue_recorder
         self.arrivals_seen = 0
         self.jobs = JobControllers(keep=self.keep_job_runs)
         self._job_generation: dict[int, int] = {}
@@ -209,8 +208,8 @@ class SimulatedCluster:
                 work.lifetime = owner.replica(pod.name).lifetime
                 if work.lifetime is not Lifetime.WORK:
                     work.remaining = None
-        if self.tenants is not None:
-            self.tenants.arrived(timed, now)
+        if self.queue_recorder is not None:
+            self.queue_recorder.arrived(timed, now)
 
     def _finish(self, key: str, run: int, now: float, events: list[ClusterEvent]) -> None:
         work = self._work.get(key)
@@ -221,8 +220,8 @@ class SimulatedCluster:
             self.world.release(allocation)
             del self._work[key]
             self.recorder.finished(key, allocation, now)
-            if self.tenants is not None:
-                self.tenants.stopped(work.pod, allocation, now, lost=None)
+            if self.queue_recorder is not None:
+                self.queue_recorder.stopped(work.pod, allocation, now, lost=None)
             events.append(PodDeleted(key, PodEnd.SUCCEEDED))
             return
         ran = now - work.started
@@ -275,8 +274,8 @@ class SimulatedCluster:
         elif step is Next.NEXT:
             task = job.task(work.pod.name)
             events.append(PodRestarted(key, f"runs completion {task} in place", task))
-        if verdict.ended is Outcome.FAILED and self.tenants is not None:
-            self.tenants.job_failed(job.pod_keys)  # before this pod's end counts
+        if verdict.ended is Outcome.FAILED and self.queue_recorder is not None:
+            self.queue_recorder.job_failed(job.pod_keys)  # before this pod's end counts
         if step is Next.DONE or step is Next.FAILED:
             self._stop(work, now, events, succeeded=step is Next.DONE)
         elif step is Next.NEXT:  # the Job's next completion, where this one ran
@@ -315,8 +314,8 @@ class SimulatedCluster:
         if allocation is not None:
             self.world.release(allocation)
             self.recorder.evicted(key, allocation, now)
-            if self.tenants is not None:
-                self.tenants.failed(work.pod, allocation, now)
+            if self.queue_recorder is not None:
+                self.queue_recorder.failed(work.pod, allocation, now)
         else:
             self._pending.pop(key, None)
         work.placement = None
@@ -376,11 +375,11 @@ class SimulatedCluster:
             self.recorder.finished(key, allocation, now)
         elif self._pending.pop(key, None) is not None or work.away:
             self.recorder.pending -= 1
-        if self.tenants is not None:
+        if self.queue_recorder is not None:
             if succeeded and allocation is not None:
-                self.tenants.stopped(work.pod, allocation, now, lost=None)
+                self.queue_recorder.stopped(work.pod, allocation, now, lost=None)
             else:
-                self.tenants.removed(work.pod, allocation, now)
+                self.queue_recorder.removed(work.pod, allocation, now)
         self._work.pop(key, None)
         events.append(PodDeleted(key, PodEnd.SUCCEEDED if succeeded else PodEnd.FAILED))
 
@@ -388,8 +387,8 @@ class SimulatedCluster:
         self, job: JobRun, outcome: Outcome, now: float, events: list[ClusterEvent]
     ) -> None:
         """The job ended: its pods stop, but those that run until deleted."""
-        if self.tenants is not None and outcome is Outcome.FAILED:
-            self.tenants.job_failed(job.pod_keys)
+        if self.queue_recorder is not None and outcome is Outcome.FAILED:
+            self.queue_recorder.job_failed(job.pod_keys)
         for key in job.pod_keys:
             work = self._work.get(key)
             if work is not None and job.stops(work.lifetime):
@@ -411,8 +410,8 @@ class SimulatedCluster:
                 if pod.key not in self._pending:
                     continue
                 self.recorder.unschedulable(pod, action.message, now)
-                if self.tenants is not None:
-                    self.tenants.unschedulable(pod, action.message)
+                if self.queue_recorder is not None:
+                    self.queue_recorder.unschedulable(pod, action.message)
                 if self.mode is Mode.FILL:
                     del self._pending[pod.key]
                     del self._work[pod.key]
@@ -442,8 +441,8 @@ class SimulatedCluster:
         work.started = now
         work.run += 1
         work.placement = placement
-        if self.tenants is not None:
-            self.tenants.bound(pod, allocation, now)
+        if self.queue_recorder is not None:
+            self.queue_recorder.bound(pod, allocation, now)
         if self.report_binds:
             self._immediate.append(PodBound(pod, placement))
         if work.in_gang:
@@ -487,8 +486,8 @@ class SimulatedCluster:
             work.remaining = max(0.0, work.remaining - kept)
         self._pending[key] = work.pod
         self.recorder.evicted(key, allocation, now)
-        if self.tenants is not None:
-            self.tenants.stopped(work.pod, allocation, now, lost=ran - kept)
+        if self.queue_recorder is not None:
+            self.queue_recorder.stopped(work.pod, allocation, now, lost=ran - kept)
         self._immediate.append(PodDeleted(key, PodEnd.EVICTED, action.reason))
 
     def wait(self, deadline: float = math.inf) -> None:
@@ -496,8 +495,8 @@ class SimulatedCluster:
             return
         now = self.clock.now()
         self.recorder.sample(now)
-        if self.tenants is not None:
-            self.tenants.sample(now)
+        if self.queue_recorder is not None:
+            self.queue_recorder.sample(now)
         if self._heap:
             self.clock.advance_to(min(self._heap[0][0], max(deadline, now)))
         elif deadline < math.inf and deadline > now:

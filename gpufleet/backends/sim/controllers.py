@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufleet.backends.sim.jobs import JobRun
-from gpufleet.model.tenancy import Workload
-from gpufleet.model.workload import TimedWorkload
+from gpufleet.model.workload import TimedWorkload, Workload
 
 
 class JobControllers:

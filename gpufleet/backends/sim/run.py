@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.backends.sim.fill import fill_order
 from gpufleet.backends.sim.jobs import JobRun
+from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.results import (
     FillRun,
     JobReport,
@@ -16,13 +17,12 @@ from gpufleet.backends.sim.results import (
     ReplayRun,
     TenancyRun,
 )
-from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.control.factory import tie_rank
 from gpufleet.control.loop import run as run_loop
 from gpufleet.metrics.state import read_state
 from gpufleet.model import Node, Pod
-from gpufleet.model.tenancy import Queue, ResourceQuota, Workload
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.queues import Queue, ResourceQuota
+from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
@@ -162,7 +162,7 @@ def run_workloads(
         (t.created for t in workloads), default=0.0
     )
     sim = SimulatedCluster(nodes, (), Mode.REPLAY, target, workloads=workloads)
-    tenants = sim.tenants = TenantRecorder(
+    queue_recorder = sim.queue_recorder = QueueRecorder(
         sim.world,
         core.quotas.queues,
         cluster_capacity(nodes),
@@ -188,7 +188,7 @@ def run_workloads(
     replay = sim.recorder.replay_result(
         policy, seed, time.perf_counter() - started, len(all_pods), never_ran
     )
-    tenancy = tenants.result(now)
+    tenancy = queue_recorder.result(now)
     jobs = job_reports(sim.job_runs)
     for report in jobs:
         stats = tenancy.queues.get(report.queue)
@@ -198,7 +198,7 @@ def run_workloads(
     return TenancyRun(
         replay=replay,
         tenancy=tenancy,
-        allocation_busy_pct=tenants.busy_allocation_pct(),
+        allocation_busy_pct=queue_recorder.busy_allocation_pct(),
         waiting_at_end=[_report(e) for e in core.explain_pending()],
         explained_at=explain_at,
         waiting_at=[_report(e) for e in snapshot or ()],

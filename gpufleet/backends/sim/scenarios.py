@@ -35,16 +35,10 @@ import numpy as np
 from gpufleet.backends.sim.workloads import cap_runtimes, resample, retime_for_load
 from gpufleet.model import GpuDevice, GpuRequest, Node, Pod, PodClass, gfd_labels
 from gpufleet.model.node import GFD_LABELS
-from gpufleet.model.tenancy import (
-    GPU,
-    PreemptionPolicy,
-    PriorityClass,
-    Queue,
-    TopologyMode,
-    TopologyRequest,
-    Workload,
-)
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
+from gpufleet.model.queues import Queue
+from gpufleet.model.resources import GPU
+from gpufleet.model.workload import TimedPod, TimedWorkload, TopologyMode, TopologyRequest, Workload
 
 BATCH = PriorityClass("batch", 100, global_default=True)
 HIGH = PriorityClass("inference-high", 1000)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from gpufleet.backends.sim.jobs import Attempt, JobRun
 from gpufleet.model import Placement, Pod
 from gpufleet.model.jobs import Lifetime
-from gpufleet.model.tenancy import Workload
+from gpufleet.model.workload import Workload
 
 
 @dataclass(slots=True)

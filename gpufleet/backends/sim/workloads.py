@@ -19,7 +19,8 @@ from dataclasses import replace
 import numpy as np
 
 from gpufleet.model import PodClass
-from gpufleet.model.workload import ShapeRow, ShapeTable, TimedPod
+from gpufleet.model.shapes import ShapeRow, ShapeTable
+from gpufleet.model.workload import TimedPod
 
 QUANTILES = tuple(range(0, 101, 5))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from gpufleet.model.tenancy import GPU
+from gpufleet.model.resources import GPU
 from gpufleet.scheduling.framework import QueueKey
 
 if TYPE_CHECKING:

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.model.tenancy import (
+from gpufleet.model.queues import (
     BorrowWithinCohortPolicy,
     QueuePreemption,
     ReclaimPolicy,
     WithinQueuePolicy,
-    Workload,
 )
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.node_table import BoolArray
 from gpufleet.scheduling.preemption.reclaim import (
     CandidateQueue,

@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model import MILLI_PER_GPU
-from gpufleet.model.tenancy import GPU, PreemptionPolicy, Workload
+from gpufleet.model.priorities import PreemptionPolicy
+from gpufleet.model.resources import GPU
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Unschedulable
 from gpufleet.scheduling.framework import Preemption
 from gpufleet.scheduling.node_table import IntArray

@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from gpufleet.model.tenancy import (
+from gpufleet.model.queues import (
     BorrowWithinCohortPolicy,
     Queue,
     QueuePreemption,

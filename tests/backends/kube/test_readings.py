@@ -14,8 +14,7 @@ from hypothesis import strategies as st
 from gpufleet.backends.kube.readings import PLACEHOLDER, PodReadings, shape_of
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog, timed_pod
-from gpufleet.model.tenancy import Workload
-from gpufleet.model.workload import TimedPod
+from gpufleet.model.workload import TimedPod, Workload
 from gpufleet.testing import kube_objects as ko
 
 Obj = dict[str, Any]

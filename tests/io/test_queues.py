@@ -1,5 +1,5 @@
-"""Admission objects one at a time (Queue, PriorityClass, PodGroup, ResourceQuota, PyTorchJob),
-and their errors when read as part of a scenario."""
+"""Queue objects one at a time (Queue, PriorityClass, PodGroup, ResourceQuota), and their errors
+when read as part of a scenario."""
 
 from __future__ import annotations
 
@@ -12,34 +12,27 @@ import pytest
 import yaml
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.tenancy import (
+from gpufleet.io.queues import (
     pod_group_from_object,
     priority_class_from_object,
-    pytorch_job_pods,
     queue_from_object,
-    read_pytorch_job,
     resource_quota_from_object,
 )
 from gpufleet.io.workloads import read_scenario
-from gpufleet.model import GpuRequest
-from gpufleet.model.tenancy import (
-    CPU,
-    GPU,
-    MEMORY,
+from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
+from gpufleet.model.queues import (
     BorrowWithinCohortPolicy,
     FlavorFungibility,
     FungibilityPolicy,
-    PodGroup,
-    PreemptionPolicy,
-    PriorityClass,
     Queue,
     QueueingStrategy,
     QueuePreemption,
     ReclaimPolicy,
     ResourceQuota,
     WithinQueuePolicy,
-    gpu_model_key,
 )
+from gpufleet.model.resources import CPU, GPU, MEMORY, gpu_model_key
+from gpufleet.model.workload import PodGroup
 from tests.io.conftest import WriteFile
 
 SOURCE = "scenario.yaml"
@@ -228,69 +221,6 @@ def test_resource_quota(hard: str, expected: dict[str, int]) -> None:
     assert dict(found.hard) == expected
 
 
-# ---------------------------------------------------------------------------------- PyTorchJob
-def pytorch_job(replica_specs: str, extra: str = "") -> dict[str, Any]:
-    return parse(
-        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: pt, namespace: ml}\n"
-        f"spec:\n{extra}  pytorchReplicaSpecs:\n{replica_specs}"
-    )
-
-
-TEMPLATE = (
-    "template: {spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: GPUS}}}]}}"
-)
-
-
-def replica(kind: str, replicas: int | None, gpus: int = 1) -> str:
-    count = "" if replicas is None else f"replicas: {replicas}, "
-    return f"    {kind}: {{{count}{TEMPLATE.replace('GPUS', str(gpus))}}}\n"
-
-
-@pytest.mark.parametrize(
-    ("specs", "names"),
-    [
-        pytest.param(
-            replica("Master", 1) + replica("Worker", 3),
-            ["pt-master-0", "pt-worker-0", "pt-worker-1", "pt-worker-2"],
-            id="master-and-workers",
-        ),
-        pytest.param(
-            replica("Worker", 2) + replica("Master", None),
-            ["pt-master-0", "pt-worker-0", "pt-worker-1"],
-            id="master-first-replicas-default-1",
-        ),
-        pytest.param(replica("Worker", 2), ["pt-worker-0", "pt-worker-1"], id="workers-only"),
-        pytest.param(replica("Master", 1) + replica("Worker", 0), ["pt-master-0"], id="no-workers"),
-    ],
-)
-def test_pytorch_job_pods(specs: str, names: list[str]) -> None:
-    pods = pytorch_job_pods(pytorch_job(specs), SOURCE, WHERE)
-    assert [t.pod.name for t in pods] == names
-    assert {t.pod.namespace for t in pods} == {"ml"}
-
-
-def test_pytorch_job_pod_details() -> None:
-    job = read_pytorch_job(
-        pytorch_job(
-            replica("Master", 1, gpus=2) + replica("Worker", 2),
-            extra="  runPolicy: {schedulingPolicy: {minAvailable: 2}}\n",
-        ),
-        SOURCE,
-        WHERE,
-    )
-    assert job.min_available == 2
-    assert [r.replica_type for r in job.replicas] == ["Master", "Worker"]
-    assert job.replicas[1].template_path == "spec.pytorchReplicaSpecs.Worker.template"
-    master, worker = job.pods[0].pod, job.pods[2].pod
-    assert master.gpu == GpuRequest.whole(2)
-    assert worker.gpu == GpuRequest.whole(1)
-    assert dict(worker.labels) == {
-        "training.kubeflow.org/job-name": "pt",
-        "training.kubeflow.org/replica-type": "worker",
-        "training.kubeflow.org/replica-index": "1",
-    }
-
-
 # ----------------------------------------------------------------------------------- bad input
 class Bad(NamedTuple):
     read: Callable[[dict[str, Any], str, str], object]
@@ -413,21 +343,6 @@ BAD = {
         "spec.hard[requests.nvidia.com/gpu]",
         "not a Kubernetes quantity: 'lots'",
     ),
-    "pytorch-unknown-replica-type": Bad(
-        read_pytorch_job,
-        pytorch_job(replica("Chief", 1)),
-        f"{WHERE}, PyTorchJob ml/pt",
-        "spec.pytorchReplicaSpecs.Chief",
-        "expected replica type Master or Worker, got 'Chief'",
-    ),
-    "pytorch-template-field": Bad(
-        read_pytorch_job,
-        pytorch_job(replica("Worker", 2).replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 0.5")),
-        f"{WHERE}, PyTorchJob ml/pt",
-        "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits"
-        "[nvidia.com/gpu]",
-        "expected a whole number, got 0.5",
-    ),
 }
 
 GPUFLEET_GROUP = "apiVersion: gpufleet.dev/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\n"
@@ -531,6 +446,11 @@ def test_scheduler_plugins_pod_group_fields_are_theirs() -> None:
 
 @pytest.mark.parametrize("case", BAD.values(), ids=BAD.keys())
 def test_bad_objects(case: Bad) -> None:
+    check_bad_object(case)
+
+
+def check_bad_object(case: Bad) -> None:
+    """Reading ``case.obj`` fails at the place, object and field the case names."""
     with pytest.raises(InputError) as raised:
         case.read(case.obj, SOURCE, WHERE)
     error = raised.value

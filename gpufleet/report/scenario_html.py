@@ -17,7 +17,7 @@ from statistics import median
 import plotly.graph_objects as go
 
 from gpufleet.report.html import replay_figures
-from gpufleet.report.tenancy import LabelledRun, QueueSummary, Variant
+from gpufleet.report.scenario_summary import LabelledRun, QueueSummary, Variant
 
 MINUTE = 60.0
 _COLORS = [
@@ -144,7 +144,7 @@ def class_delay_figure(runs: Sequence[LabelledRun]) -> go.Figure:
     return fig
 
 
-def tenancy_figures(
+def scenario_figures(
     runs: Sequence[LabelledRun], queue_rows: Sequence[QueueSummary]
 ) -> list[tuple[str, go.Figure]]:
     figures: list[tuple[str, go.Figure]] = []

@@ -2,7 +2,7 @@
 :mod:`gpufleet.backends.sim.batch`: each worker gets the prepared scenarios once and runs its
 tasks through :func:`~gpufleet.backends.sim.run.run_workloads` (the FIFO variant through the
 scenario's :meth:`~gpufleet.backends.sim.scenarios.TenantScenario.fifo`). Results come back as
-:class:`~gpufleet.report.tenancy.LabelledRun`.
+:class:`~gpufleet.report.scenario_summary.LabelledRun`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from gpufleet.backends.sim.batch import ProgressCallback, Report, run_pool
 from gpufleet.backends.sim.run import run_workloads
 from gpufleet.cli.scenarios import Prepared
-from gpufleet.report.tenancy import LabelledRun, Variant
+from gpufleet.report.scenario_summary import LabelledRun, Variant
 from gpufleet.scheduling.admission import AdmissionConfig
 
 
 @dataclass(frozen=True, slots=True)
-class TenancyTask:
+class ScenarioTask:
     policy: str
     seed: int
     variant: Variant
@@ -33,7 +33,7 @@ class Shared:
     explain_at: float | None = None
 
 
-def run_task(shared: Shared, task: TenancyTask, report: Report) -> LabelledRun:
+def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
     """Run one task of the prepared scenarios."""
     prepared = shared.by_seed[task.seed]
     scenario = prepared.scenario
@@ -55,9 +55,9 @@ def run_task(shared: Shared, task: TenancyTask, report: Report) -> LabelledRun:
     return LabelledRun(task.policy, task.seed, task.variant, result)
 
 
-def run_tenancy_tasks(
+def run_scenario_tasks(
     shared: Shared,
-    tasks: Sequence[TenancyTask],
+    tasks: Sequence[ScenarioTask],
     workers: int,
     on_progress: ProgressCallback | None = None,
 ) -> list[LabelledRun]:

@@ -3,7 +3,7 @@ gangs and preemption, optionally against the FIFO baseline, with explanations of
 
 Owns the command's flow (scenario, runs with progress bars, terminal tables, report and JSON)
 and its terminal output. The scenario comes from :mod:`gpufleet.cli.scenarios`, the runs from
-:mod:`gpufleet.cli.tenancy_pool`, the numbers from :mod:`gpufleet.report.tenancy`.
+:mod:`gpufleet.cli.scenario_pool`, the numbers from :mod:`gpufleet.report.scenario_summary`.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from gpufleet.cli.common import (
     parse_seeds,
     warn,
 )
+from gpufleet.cli.scenario_pool import ScenarioTask, Shared, run_scenario_tasks
 from gpufleet.cli.scenarios import ScenarioOptions, Scenarios, load_scenarios
 from gpufleet.cli.tables import show
-from gpufleet.cli.tenancy_pool import Shared, TenancyTask, run_tenancy_tasks
 from gpufleet.model.times import format_duration, simulated_time
 from gpufleet.report.html import NamedTable, write_report
-from gpufleet.report.summary import write_json
-from gpufleet.report.tenancy import (
+from gpufleet.report.scenario_html import scenario_figures
+from gpufleet.report.scenario_summary import (
     NO_CLASS,
     Comparison,
     ExplainRow,
@@ -51,7 +51,7 @@ from gpufleet.report.tenancy import (
     summarize_queues,
     summarize_runs,
 )
-from gpufleet.report.tenancy_html import tenancy_figures
+from gpufleet.report.summary import write_json
 from gpufleet.scheduling.admission import AdmissionConfig, model_quota_warnings
 
 DEFAULT_POLICIES = ["default"]
@@ -66,7 +66,7 @@ class Baseline(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class TenancyArgs:
+class ScenarioArgs:
     """The command line of a ``--scenario`` run, parsed by typer, not yet checked."""
 
     scenario: list[str]
@@ -82,7 +82,7 @@ class TenancyArgs:
 
 
 @friendly_errors
-def simulate_scenarios(args: TenancyArgs) -> None:
+def simulate_scenarios(args: ScenarioArgs) -> None:
     policies = check_policies(args.policy or DEFAULT_POLICIES)
     seeds = parse_seeds(args.seeds)
     if args.explain_limit < 0:
@@ -90,7 +90,7 @@ def simulate_scenarios(args: TenancyArgs) -> None:
     explain_at = _explain_time(args.explain_at)
     scenarios = load_scenarios(args.scenario, seeds, args.options)
     variants = [Variant.QUEUES] + ([Variant.FIFO] if args.baseline is Baseline.FIFO else [])
-    tasks = [TenancyTask(p, s, v) for p in policies for s in seeds for v in variants]
+    tasks = [ScenarioTask(p, s, v) for p in policies for s in seeds for v in variants]
     console.print(f"cluster:  {scenarios.cluster_label}")
     console.print(f"scenario: {scenarios.description}")
     console.print(
@@ -174,7 +174,9 @@ def _explain_time(text: str | None) -> float | None:
     return parse_duration(text)
 
 
-def _run_with_progress(shared: Shared, tasks: list[TenancyTask], workers: int) -> list[LabelledRun]:
+def _run_with_progress(
+    shared: Shared, tasks: list[ScenarioTask], workers: int
+) -> list[LabelledRun]:
     columns = (
         TextColumn("{task.description:<26}"),
         BarColumn(),
@@ -193,7 +195,7 @@ def _run_with_progress(shared: Shared, tasks: list[TenancyTask], workers: int) -
         def update(index: int, done: int, total: int) -> None:
             progress.update(bars[index], completed=done, total=total)
 
-        results = run_tenancy_tasks(shared, tasks, workers, update)
+        results = run_scenario_tasks(shared, tasks, workers, update)
         for bar in bars:
             progress.update(bar, completed=progress.tasks[bar].total)
     return results
@@ -422,7 +424,7 @@ def _write_report(
         f"{scenarios.description}. Cluster: {scenarios.cluster_label}. Policies "
         f"{', '.join(policies)}; seeds {seeds}.",
         summaries.runs,
-        tenancy_figures(runs, summaries.queues),
+        scenario_figures(runs, summaries.queues),
         tables=[
             (
                 "Per queue",

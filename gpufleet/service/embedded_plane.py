@@ -1,7 +1,7 @@
 """The control plane of ``gpufleet serve`` in embedded mode: core, live world, store, tenants.
 
-:class:`ControlPlane` runs the control loop (:class:`~gpufleet.control.loop.ControlLoop`) in a
-thread over a :class:`LiveSimCluster` (the simulated cluster on a scaled wall clock) and
+:class:`EmbeddedControlPlane` runs the control loop (:class:`~gpufleet.control.loop.ControlLoop`)
+in a thread over a :class:`LiveSimCluster` (the simulated cluster on a scaled wall clock) and
 answers the API's calls from other threads, all under one lock: each turn runs under it, in
 one store transaction. What the world reports (a bind done or refused, a pod finished, evicted,
 failed or restarted, a job ended: its events) and what the scheduler decided (why a pod waits,
@@ -45,9 +45,12 @@ from gpufleet.model.events import (
     PodRestarted,
     WorkloadAdded,
 )
-from gpufleet.model.tenancy import PriorityClass
+from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.service.auth import (
+    Principal,
+)
 from gpufleet.service.base import (
     HISTORY_EVERY_S,
     PRIORITY_CLASS,
@@ -72,9 +75,6 @@ from gpufleet.service.records import (
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import parse_body
-from gpufleet.service.tenants import (
-    Principal,
-)
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class _TurnNotes:
     world_changed: bool = False
 
 
-class ControlPlane(PlaneBase):
+class EmbeddedControlPlane(PlaneBase):
     """See the module docstring."""
 
     def __init__(

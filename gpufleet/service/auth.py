@@ -35,7 +35,8 @@ from gpufleet.io.manifests import Context, describe
 from gpufleet.io.names import NameRule, rule_of
 from gpufleet.model import Pod
 from gpufleet.model.node import GFD_LABELS, TaintEffect
-from gpufleet.model.tenancy import Queue, Workload
+from gpufleet.model.queues import Queue
+from gpufleet.model.workload import Workload
 from gpufleet.service.records import requested_gpus
 
 TOKEN_PREFIX = "gf_"

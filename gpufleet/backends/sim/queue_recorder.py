@@ -27,7 +27,8 @@ import numpy as np
 from gpufleet.backends.sim.recorder import delay_stats
 from gpufleet.backends.sim.results import QueueStats, QueueTimeline, TenancyStats
 from gpufleet.model import Pod
-from gpufleet.model.tenancy import CPU, GPU, MEMORY, Queue, gpu_model_key
+from gpufleet.model.queues import Queue
+from gpufleet.model.resources import CPU, GPU, MEMORY, gpu_model_key
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.admission import requested
 from gpufleet.scheduling.node_table import Allocation, NodeTable
@@ -65,7 +66,7 @@ class _Job:
         return self.timed.workload.queue
 
 
-class TenantRecorder:
+class QueueRecorder:
     """See the module docstring."""
 
     def __init__(

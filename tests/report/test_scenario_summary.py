@@ -14,7 +14,7 @@ from gpufleet.backends.sim.results import (
     Timeline,
 )
 from gpufleet.model.times import format_duration
-from gpufleet.report.tenancy import (
+from gpufleet.report.scenario_summary import (
     LabelledRun,
     QueueTree,
     Unit,

@@ -18,16 +18,16 @@ from gpufleet.io.errors import InputError
 from gpufleet.model import GFD_LABELS, Placement
 from gpufleet.model.actions import Bind, Evict
 from gpufleet.model.events import PodBound, PodDeleted, PodEnd, WorkloadAdded
-from gpufleet.model.tenancy import Queue, Workload
-from gpufleet.model.workload import TimedWorkload
-from gpufleet.service.store import Store, StoreError
-from gpufleet.service.tenants import (
+from gpufleet.model.queues import Queue
+from gpufleet.model.workload import TimedWorkload, Workload
+from gpufleet.service.auth import (
     AdmissionRules,
     Principal,
     TenantRules,
     hash_token,
     rules_from_object,
 )
+from gpufleet.service.store import Store, StoreError
 from gpufleet.testing.builders import make_pod
 from gpufleet.testing.service import (
     FakeWall,

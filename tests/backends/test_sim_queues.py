@@ -1,5 +1,5 @@
 """The simulated cluster with tenants: evictions that resume from the last checkpoint, gangs that
-start whole, and the per-queue metrics of the TenantRecorder, on small runs whose numbers can be
+start whole, and the per-queue metrics of the QueueRecorder, on small runs whose numbers can be
 worked out by hand (times in seconds, GPU amounts in GPUs)."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
+from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.results import TenancyStats
 from gpufleet.backends.sim.run import run_workloads
-from gpufleet.backends.sim.tenants import TenantRecorder
 from gpufleet.control.loop import run as run_loop
 from gpufleet.model import GpuSharing, Node, Placement, SharingStrategy
 from gpufleet.model.actions import Bind
 from gpufleet.model.events import PodReady, WorkloadAdded
-from gpufleet.model.tenancy import Queue, Workload
-from gpufleet.model.workload import TimedWorkload
+from gpufleet.model.queues import Queue
+from gpufleet.model.workload import TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.target import TargetWorkload
@@ -50,7 +50,7 @@ def simulate(
     starts and stops."""
     core = make_core(nodes, queues)
     sim = SimulatedCluster(nodes, (), Mode.REPLAY, TargetWorkload((), ()), workloads=workloads)
-    tenants = sim.tenants = TenantRecorder(
+    queue_recorder = sim.queue_recorder = QueueRecorder(
         sim.world, core.quotas.queues, cluster_capacity(nodes), entitlement_every=1.0
     )
     runs: dict[str, list[tuple[float, float | None]]] = {}
@@ -76,7 +76,7 @@ def simulate(
 
     run_loop(sim, core, observe)
     observe()
-    return Simulation(sim, core, tenants.result(sim.clock.now()), runs, ready)
+    return Simulation(sim, core, queue_recorder.result(sim.clock.now()), runs, ready)
 
 
 def timed(workload: Workload, created: float, duration: float | None) -> TimedWorkload:
@@ -185,7 +185,7 @@ def test_gang_bound_only_in_part_is_counted_as_partial() -> None:
     sim = SimulatedCluster(
         nodes, (), Mode.REPLAY, TargetWorkload((), ()), workloads=[timed(gang, 0, 100)]
     )
-    tenants = sim.tenants = TenantRecorder(
+    queue_recorder = sim.queue_recorder = QueueRecorder(
         sim.world, {"default": Queue("default")}, cluster_capacity(nodes)
     )
     assert sim.poll_events() == [WorkloadAdded(gang)]
@@ -196,7 +196,7 @@ def test_gang_bound_only_in_part_is_counted_as_partial() -> None:
     assert sim.clock.now() == 100.0
     sim.poll_events()  # the bound pod's work is done
     sim.wait()
-    stats = tenants.result(sim.clock.now())
+    stats = queue_recorder.result(sim.clock.now())
     assert stats.partial_gangs == 1
     assert stats.partial_gang_seconds == 100.0
 

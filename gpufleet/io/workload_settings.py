@@ -1,0 +1,169 @@
+"""What a workload object (or its pod template; the object wins) says about admission: the
+``gpufleet.dev/queue`` and pod-group labels, ``priorityClassName`` / ``priority``, and the
+``gpufleet.dev/`` annotations preemptible, expected-runtime, checkpoint-interval, topology,
+topology-level and mixed-gpu-models, each kept with the field it came from
+(:func:`workload_settings`).
+
+It reads settings only: resolving the queue or priority class they name and assembling the
+workload is ``assembly``'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from gpufleet.io.errors import InputError
+from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION
+from gpufleet.io.manifests import Context
+from gpufleet.io.quantities import parse_duration_seconds
+from gpufleet.model.node import GFD_LABELS
+from gpufleet.model.queues import QUEUE_LABEL
+from gpufleet.model.workload import (
+    COSCHEDULING_POD_GROUP_LABEL,
+    POD_GROUP_LABEL,
+    TopologyMode,
+    TopologyRequest,
+)
+
+T = TypeVar("T")
+
+PREEMPTIBLE_ANNOTATION = "gpufleet.dev/preemptible"
+MIXED_MODELS_ANNOTATION = "gpufleet.dev/mixed-gpu-models"
+CHECKPOINT_INTERVAL_ANNOTATION = "gpufleet.dev/checkpoint-interval"
+TOPOLOGY_ANNOTATION = "gpufleet.dev/topology"
+TOPOLOGY_LEVEL_ANNOTATION = "gpufleet.dev/topology-level"
+#: Short names of topology levels; any other level is taken as a node label key.
+TOPOLOGY_LEVELS = {
+    "nvlink": GFD_LABELS.NVLINK_DOMAIN,
+    "rack": GFD_LABELS.RACK,
+    "zone": GFD_LABELS.ZONE,
+}
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Setting(Generic[T]):
+    """A value read from an object, with the object and field it came from (for errors)."""
+
+    value: T
+    context: Context
+    field: str | None
+
+    @property
+    def where(self) -> str:
+        """``file:document 1 (line 1), Pod ml/x (metadata.labels[...])``, for other errors."""
+        place = self.context.source
+        if self.context.location is not None:
+            place = f"{place}:{self.context.location}"
+        return place if self.field is None else f"{place} ({self.field})"
+
+    def error(self, message: str) -> InputError:
+        return self.context.error(self.field, message)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSettings:
+    """What an object says about the workload its pods join (None: it does not say)."""
+
+    labels: dict[str, str]
+    group: Setting[str] | None = None
+    queue: Setting[str] | None = None
+    priority_class: Setting[str] | None = None
+    priority: Setting[int] | None = None
+    preemptible: Setting[bool] | None = None
+    expected_runtime: Setting[float] | None = None
+    checkpoint_interval: Setting[float] | None = None
+    topology: Setting[TopologyRequest] | None = None
+    mixed_models: Setting[bool] | None = None
+
+
+def workload_settings(
+    context: Context,
+    metadata: Mapping[str, Any],
+    pod_spec: Mapping[str, Any],
+    pod_spec_path: str,
+    template_metadata: Mapping[str, Any] | None = None,
+    template_metadata_path: str = "spec.template.metadata",
+) -> WorkloadSettings:
+    """The admission settings of an object (``metadata``) and its pod template, if it has one;
+    the object's labels and annotations win over the template's."""
+    labels: dict[str, Setting[str]] = {}
+    annotations: dict[str, Setting[str]] = {}
+    layers = [(metadata, "metadata")]
+    if template_metadata is not None:
+        layers.insert(0, (template_metadata, template_metadata_path))
+    for layer, path in layers:
+        for into, what in ((labels, "labels"), (annotations, "annotations")):
+            for key, value in context.string_map(layer.get(what), f"{path}.{what}").items():
+                into[key] = Setting(value, context, f"{path}.{what}[{key}]")
+    group = labels.get(POD_GROUP_LABEL)
+    other = labels.get(COSCHEDULING_POD_GROUP_LABEL)
+    if group is not None and other is not None and group.value != other.value:
+        raise other.error(
+            f"names pod group {other.value!r}, but {POD_GROUP_LABEL} names {group.value!r}"
+        )
+    class_path, priority_path = f"{pod_spec_path}.priorityClassName", f"{pod_spec_path}.priority"
+    class_name, priority = pod_spec.get("priorityClassName"), pod_spec.get("priority")
+    return WorkloadSettings(
+        {key: setting.value for key, setting in labels.items()},
+        group=group or other,
+        queue=labels.get(QUEUE_LABEL),
+        priority_class=None
+        if class_name is None
+        else Setting(context.name(class_name, class_path), context, class_path),
+        priority=None
+        if priority is None
+        else Setting(context.integer(priority, priority_path), context, priority_path),
+        preemptible=_parsed(annotations.get(PREEMPTIBLE_ANNOTATION), _boolean),
+        expected_runtime=_parsed(
+            annotations.get(EXPECTED_RUNTIME_ANNOTATION), parse_duration_seconds
+        ),
+        checkpoint_interval=_parsed(
+            annotations.get(CHECKPOINT_INTERVAL_ANNOTATION), parse_duration_seconds
+        ),
+        topology=_topology(
+            annotations.get(TOPOLOGY_ANNOTATION), annotations.get(TOPOLOGY_LEVEL_ANNOTATION)
+        ),
+        mixed_models=_parsed(annotations.get(MIXED_MODELS_ANNOTATION), _boolean),
+    )
+
+
+def _parsed(setting: Setting[str] | None, parser: Callable[[str], T]) -> Setting[T] | None:
+    if setting is None:
+        return None
+    value = setting.context.parse(parser, setting.value, setting.field or "")
+    return Setting(value, setting.context, setting.field)
+
+
+def _boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(f'expected "true" or "false", got {text!r}')
+    return value == "true"
+
+
+def _topology(
+    mode: Setting[str] | None, level: Setting[str] | None
+) -> Setting[TopologyRequest] | None:
+    if mode is None:
+        if level is not None:
+            raise level.error(
+                f"a topology level needs {TOPOLOGY_ANNOTATION}: required or preferred"
+            )
+        return None
+    modes = [m.value for m in TopologyMode]
+    if mode.value not in modes:
+        raise mode.error(f"expected {' or '.join(modes)}, got {mode.value!r}")
+    key = TOPOLOGY_LEVELS["nvlink"]
+    if level is not None:
+        key = TOPOLOGY_LEVELS.get(level.value, level.value)
+        if not _LABEL_KEY.match(key):
+            raise level.error(
+                f"expected {', '.join(TOPOLOGY_LEVELS)} or a node label key, got {level.value!r}"
+            )
+    return Setting(TopologyRequest(TopologyMode(mode.value), key), mode.context, mode.field)

@@ -1,0 +1,25 @@
+"""Priority classes: Kubernetes' named priorities, and whether a workload may preempt.
+
+A workload carries the value and policy of its class (:class:`~gpufleet.model.workload.Workload`
+``priority``, ``preemption_policy``); resolving a class's name is io's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class PreemptionPolicy(StrEnum):
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+    NEVER = "Never"
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    """Kubernetes ``scheduling.k8s.io/v1`` PriorityClass."""
+
+    name: str
+    value: int
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    global_default: bool = False

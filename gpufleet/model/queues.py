@@ -1,0 +1,172 @@
+"""Queues: the queue tree with its quotas and Kueue's policies, and Kubernetes ResourceQuotas.
+
+A :class:`Queue` is a node of the tree (org > team > project) with a nominal quota per resource
+key (:mod:`gpufleet.model.resources`), borrowing and lending limits, a fair-share weight, and
+the policies Kueue's ClusterQueue has: preemption, queueing strategy, GPU models as flavors.
+:func:`validate_queue_tree` checks a whole tree. Workloads name their queue with
+:data:`QUEUE_LABEL`. Reading Queues from YAML is io's; admitting workloads under them is the
+scheduling core's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from gpufleet.model.resources import Resources, quantity
+
+QUEUE_LABEL = "gpufleet.dev/queue"
+
+
+class WithinQueuePolicy(StrEnum):
+    """Kueue's ``preemption.withinClusterQueue``: whom a workload whose request fits its queue's
+    nominal quota may evict in its own queue."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimPolicy(StrEnum):
+    """Kueue's ``preemption.reclaimWithinCohort``: whom a workload may evict in other queues of
+    the tree that use more than their nominal quota."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class BorrowWithinCohortPolicy(StrEnum):
+    """Kueue's ``preemption.borrowWithinCohort.policy``: may a workload evict in other queues
+    while it borrows (only workloads of lower priority)."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePreemption:
+    """A queue's preemption policies, as Kueue's ClusterQueue ``spec.preemption`` has them.
+
+    The defaults are gpufleet's, not Kueue's API defaults (``Never`` for both): a queue tree is
+    a cohort by construction, and a queue's nominal quota is only a guarantee if it can be
+    reclaimed."""
+
+    within_queue: WithinQueuePolicy = WithinQueuePolicy.LOWER_PRIORITY
+    reclaim_within_cohort: ReclaimPolicy = ReclaimPolicy.ANY
+    borrow_within_cohort: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
+    #: With ``borrow_within_cohort`` LowerPriority: only victims of at most this priority.
+    max_priority_threshold: int | None = None
+
+
+class QueueingStrategy(StrEnum):
+    """Kueue's ``queueingStrategy``: does a queue's first workload block the ones behind it?"""
+
+    #: By priority, then arrival; a workload that cannot start lets the next ones try.
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+    #: By priority, then arrival; nothing behind the first workload starts before it.
+    STRICT_FIFO = "StrictFIFO"
+
+
+class FungibilityPolicy(StrEnum):
+    MAY_STOP_SEARCH = "MayStopSearch"
+    TRY_NEXT_FLAVOR = "TryNextFlavor"
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFungibility:
+    """Kueue's ``flavorFungibility`` over a queue's ordered GPU models: whether a workload that
+    could start on a model only by borrowing (or by preempting) tries the next model first.
+    Kueue's defaults: borrowing stops the search, preempting tries the next model."""
+
+    when_can_borrow: FungibilityPolicy = FungibilityPolicy.MAY_STOP_SEARCH
+    when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A node of the queue tree (org > team > project).
+
+    ``nominal`` is what the queue is guaranteed; the subtree of a parent shares the parent's
+    nominal among its children, who may borrow what siblings leave unused (at most
+    ``borrowing_limit`` beyond their nominal) and lend at most ``lending_limit`` of their own
+    unused nominal. A missing limit means "no limit". ``weight`` divides the surplus (weighted
+    dominant-resource share). ``namespaces`` names the namespaces this queue is the default for.
+    ``gpu_models``, when given, is the order in which its workloads try GPU models (Kueue's
+    flavor order), with ``fungibility`` saying when to try the next one.
+    """
+
+    name: str
+    parent: str | None = None
+    nominal: Resources = field(default_factory=dict, hash=False, compare=False)
+    borrowing_limit: Resources = field(default_factory=dict, hash=False, compare=False)
+    lending_limit: Resources = field(default_factory=dict, hash=False, compare=False)
+    weight: float = 1.0
+    namespaces: tuple[str, ...] = ()
+    preemption: QueuePreemption = QueuePreemption()
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    gpu_models: tuple[str, ...] = ()
+    fungibility: FlavorFungibility = FlavorFungibility()
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """A Kubernetes ResourceQuota's hard caps for one namespace (model units, by key)."""
+
+    name: str
+    namespace: str
+    hard: Resources = field(default_factory=dict, hash=False, compare=False)
+
+
+class QueueTreeError(ValueError):
+    """An invalid queue tree; ``queue`` names the queue at fault."""
+
+    def __init__(self, queue: str, message: str) -> None:
+        self.queue = queue
+        super().__init__(f"queue {queue!r}: {message}")
+
+
+def validate_queue_tree(queues: Mapping[str, Queue]) -> None:
+    """Raise :class:`QueueTreeError` for a missing parent, a cycle of parents, a negative
+    amount, a weight that is not positive, or children whose nominal quotas add up to more
+    than their parent's (for a resource the parent names). Queues are looked at in name order,
+    so the queue blamed does not depend on the order they were given in."""
+    ordered = [queues[name] for name in sorted(queues)]
+    for queue in ordered:
+        if queue.parent is not None and queue.parent not in queues:
+            raise QueueTreeError(queue.name, f"parent {queue.parent!r} is not defined")
+        if queue.weight <= 0:
+            raise QueueTreeError(queue.name, f"weight must be positive, got {queue.weight}")
+        for what, amounts in (
+            ("quota", queue.nominal),
+            ("borrowingLimit", queue.borrowing_limit),
+            ("lendingLimit", queue.lending_limit),
+        ):
+            for key, amount in amounts.items():
+                if amount < 0:
+                    raise QueueTreeError(
+                        queue.name, f"{what} of {key} is negative ({quantity(key, amount)})"
+                    )
+    for queue in ordered:
+        seen = [queue.name]
+        parent = queue.parent
+        while parent is not None:
+            if parent in seen:
+                cycle = " -> ".join([*seen[seen.index(parent) :], parent])
+                raise QueueTreeError(queue.name, f"parents form a cycle: {cycle}")
+            seen.append(parent)
+            parent = queues[parent].parent
+    children: dict[str, list[Queue]] = {}
+    for queue in ordered:
+        if queue.parent is not None:
+            children.setdefault(queue.parent, []).append(queue)
+    for parent_name, kids in sorted(children.items()):
+        for key, cap in queues[parent_name].nominal.items():
+            total = sum(kid.nominal.get(key, 0) for kid in kids)
+            if total > cap:
+                raise QueueTreeError(
+                    parent_name,
+                    f"children's {key} quotas add up to {quantity(key, total)}, more than its "
+                    f"own {quantity(key, cap)} ({', '.join(k.name for k in kids)})",
+                )
