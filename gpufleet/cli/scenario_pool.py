@@ -15,6 +15,7 @@ from gpufleet.backends.sim.run import run_workloads
 from gpufleet.cli.scenarios import Prepared
 from gpufleet.report.scenario_summary import LabelledRun, Variant
 from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,11 +27,14 @@ class ScenarioTask:
 
 @dataclass(frozen=True, slots=True)
 class Shared:
-    """What every task reads: the scenario of each seed, admission settings, explain time."""
+    """What every task reads: the scenario of each seed, admission settings, explain time,
+    the profile."""
 
     by_seed: dict[int, Prepared]
     config: AdmissionConfig
     explain_at: float | None = None
+    #: The scheduling profile of the queues variant (the FIFO baseline keeps the default).
+    profile: Profile = DEFAULT_PROFILE
 
 
 def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
@@ -38,9 +42,11 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
     prepared = shared.by_seed[task.seed]
     scenario = prepared.scenario
     quotas = prepared.resource_quotas
+    profile = shared.profile
     if task.variant is Variant.FIFO:
         scenario = scenario.fifo()
         quotas = ()
+        profile = DEFAULT_PROFILE
     result = run_workloads(
         prepared.nodes,
         scenario.workloads,
@@ -51,6 +57,7 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
         config=shared.config,
         progress=report,
         explain_at=shared.explain_at,
+        profile=profile,
     )
     return LabelledRun(task.policy, task.seed, task.variant, result)
 

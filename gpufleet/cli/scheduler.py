@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
@@ -13,12 +14,14 @@ from types import FrameType
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 # Light imports only: this command lists the cluster before it imports the scheduling core
 # (see the body), so that the API server works while Python imports.
 from gpufleet.cli.output import fail, listen_socket
 from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.policy_names import POLICY_NAMES
+from gpufleet.scheduling.profile import Profile
 
 _DEFAULTS = AdmissionConfig()
 #: The loop must have turned this recently for /healthz to answer ok.
@@ -68,6 +71,10 @@ def scheduler(
     gang_ready_timeout: Annotated[
         float, typer.Option(help="seconds for all pods of a started gang to become ready")
     ] = _DEFAULTS.gang_ready_timeout,
+    profile: Annotated[
+        Path | None,
+        typer.Option(help="scheduling profile YAML: which plugin at each extension point"),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
 ) -> None:
     """Run as the GPU scheduler of a Kubernetes cluster, for pods naming --scheduler-name.
@@ -84,6 +91,7 @@ def scheduler(
         )
     if kubeconfig is not None and not kubeconfig.is_file():
         raise typer.BadParameter(f"no such file: {kubeconfig}", param_hint="--kubeconfig")
+    scheduling_profile = None if profile is None else _read_profile(profile, policy)
     # The port first: a busy one is told before anything starts (exit 2, one line).
     metrics_socket = (
         listen_socket(METRICS_HOST, metrics_port, "--metrics-port") if metrics_port else None
@@ -118,6 +126,8 @@ def scheduler(
         binders=binders,
         admission=AdmissionConfig(min_runtime=min_runtime, gang_ready_timeout=gang_ready_timeout),
     )
+    if scheduling_profile is not None:
+        options = dataclasses.replace(options, profile=scheduling_profile)
     runner = KubeScheduler(api, options, informers=informers)
     health: HealthServer | None = None
     if metrics_port:
@@ -148,3 +158,15 @@ def scheduler(
         if health is not None:
             health.stop()
     sys.exit(0)
+
+
+def _read_profile(path: Path, policy: str) -> Profile:
+    """The profile of ``path``, checked before the scheduler connects. This imports the
+    scheduling core before the cluster is listed, which only a scheduler given a profile pays."""
+    from gpufleet.control.profiles import load_profile
+    from gpufleet.io.errors import InputError
+
+    try:
+        return load_profile(path, policy)
+    except InputError as error:
+        raise fail(escape(str(error))) from None

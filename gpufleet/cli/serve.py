@@ -22,6 +22,7 @@ from gpufleet.cli.common import (
     warn,
     warn_skipped,
 )
+from gpufleet.control.profiles import load_profile
 from gpufleet.io.catalog import Rejected
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
@@ -30,6 +31,7 @@ from gpufleet.io.readers import read_cluster
 from gpufleet.model import Node
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
+from gpufleet.scheduling.profile import DEFAULT_PROFILE
 from gpufleet.service.auth import ROLES, AdmissionRules, rules_from_object
 from gpufleet.service.base import QUEUE, ServeOptions, create_token
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
@@ -75,6 +77,10 @@ def serve(
     rules: Annotated[
         Path | None, typer.Option(help="AdmissionPolicy YAML (limits, tolerations, tenants)")
     ] = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(help="scheduling profile YAML: which plugin at each extension point"),
+    ] = None,
     default_runtime: Annotated[
         float,
         typer.Option(
@@ -106,8 +112,8 @@ def serve(
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
     try:
-        _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, default_runtime,
-                  min_runtime, kubeconfig, scheduler_name, log_level)  # fmt: skip
+        _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
+                  default_runtime, min_runtime, kubeconfig, scheduler_name, log_level)  # fmt: skip
     finally:
         sock.close()
 
@@ -121,6 +127,7 @@ def _serve_on(
     speed: float,
     policy: str,
     rules: Path | None,
+    profile: Path | None,
     default_runtime: float,
     min_runtime: float,
     kubeconfig: Path | None,
@@ -134,6 +141,7 @@ def _serve_on(
         if len(documents) != 1:
             raise fail(f"{rules}: expected one AdmissionPolicy document, got {len(documents)}")
         admission_rules = rules_from_object(documents[0], str(rules))
+    scheduling_profile = DEFAULT_PROFILE if profile is None else load_profile(profile, policy)
     try:
         store = Store(db)
     except StoreError as error:
@@ -145,6 +153,7 @@ def _serve_on(
         speed=speed,
         default_runtime=default_runtime,
         admission=AdmissionConfig(min_runtime=min_runtime),
+        profile=scheduling_profile,
         rules=admission_rules,
     )
     if kubeconfig is not None:
@@ -215,6 +224,7 @@ def _kube_plane(
         policy=options.policy,
         leader_elect=False,
         admission=options.admission,
+        profile=options.profile,
     )
     return KubeControlPlane(api, store, options, scheduler)
 

@@ -303,6 +303,14 @@ def simulate(
             rich_help_panel="Multi-tenant scenarios",
         ),
     ] = True,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="Scheduling profile YAML: which plugin at each extension point (README: "
+            "Profiles and plugins). Default: the built-in profile.",
+            rich_help_panel="Multi-tenant scenarios",
+        ),
+    ] = None,
 ) -> None:
     """Simulate policies on the embedded cluster: fill-up (FGD protocol) or time-based replay;
     with --scenario, a multi-tenant replay through queues, quotas and preemption."""
@@ -336,6 +344,7 @@ def simulate(
                 explain_at=explain_at,
                 explain_limit=explain_limit,
                 backfill=backfill,
+                profile=profile,
             )
         )
         return
@@ -347,6 +356,7 @@ def simulate(
         "--node-fraction": node_fraction is not None,
         "--explain-at": explain_at is not None,
         "--no-backfill": not backfill,
+        "--profile": profile is not None,
     }
     given = [flag for flag, present in only_with_scenario.items() if present]
     if given:

@@ -32,6 +32,7 @@ from gpufleet.cli.common import (
 from gpufleet.cli.scenario_pool import ScenarioTask, Shared, run_scenario_tasks
 from gpufleet.cli.scenarios import ScenarioOptions, Scenarios, load_scenarios
 from gpufleet.cli.tables import show
+from gpufleet.control.profiles import load_profile
 from gpufleet.model.times import format_duration, simulated_time
 from gpufleet.report.html import NamedTable, write_report
 from gpufleet.report.scenario_html import scenario_figures
@@ -53,6 +54,7 @@ from gpufleet.report.scenario_summary import (
 )
 from gpufleet.report.summary import write_json
 from gpufleet.scheduling.admission import AdmissionConfig, model_quota_warnings
+from gpufleet.scheduling.profile import DEFAULT_PROFILE
 
 DEFAULT_POLICIES = ["default"]
 #: Explanation rows per table in the HTML report (results.json has them all).
@@ -79,6 +81,7 @@ class ScenarioArgs:
     explain_at: str | None
     explain_limit: int
     backfill: bool
+    profile: Path | None = None
 
 
 @friendly_errors
@@ -88,6 +91,8 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
     if args.explain_limit < 0:
         raise fail("--explain-limit must be 0 or more")
     explain_at = _explain_time(args.explain_at)
+    # Read before the scenarios (which may take a while): a bad profile is told at once.
+    profile = DEFAULT_PROFILE if args.profile is None else load_profile(args.profile)
     scenarios = load_scenarios(args.scenario, seeds, args.options)
     variants = [Variant.QUEUES] + ([Variant.FIFO] if args.baseline is Baseline.FIFO else [])
     tasks = [ScenarioTask(p, s, v) for p in policies for s in seeds for v in variants]
@@ -103,7 +108,9 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
     for message in model_quota_warnings(first.scenario.queues, models):
         warn(message)
     config = AdmissionConfig(backfill=args.backfill)
-    shared = Shared(scenarios.by_seed, config, explain_at)
+    if args.profile is not None:
+        console.print(f"profile:  {profile.name} ({args.profile})")
+    shared = Shared(scenarios.by_seed, config, explain_at, profile)
     runs = _run_with_progress(shared, tasks, args.workers)
 
     summaries = summarize(runs, scenarios.by_seed[seeds[0]].scenario, policies)

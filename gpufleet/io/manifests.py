@@ -162,6 +162,17 @@ def load_manifests(path: str | Path) -> list[Manifest]:
     return parse_manifests(read_text(path), str(path))
 
 
+def load_documents(path: str | Path) -> list[tuple[int, int, object]]:
+    """The non-empty YAML (or JSON) documents of a file that holds something other than
+    Kubernetes objects (a scheduling profile): (document number, first line, data) each."""
+    path = Path(path)
+    return [
+        (document, node.start_mark.line + 1, data)
+        for document, node, data in _documents(read_text(path), str(path))
+        if data is not None
+    ]
+
+
 def parse_manifests(text: str, source: str) -> list[Manifest]:
     """Like :func:`load_manifests`, for text already read; ``source`` names it in errors."""
     manifests: list[Manifest] = []

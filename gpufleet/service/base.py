@@ -28,6 +28,7 @@ from gpufleet.io.names import label_value_problem, name_problem, rule_of
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.queues import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
+from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.service.auth import (
     ADMIN,
     ROLES,
@@ -72,6 +73,8 @@ class ServeOptions:
     #: Simulated run time of a workload that declares none (Deployments run until deleted).
     default_runtime: float = 3600.0
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    #: Which plugin at each extension point (``--profile``).
+    profile: Profile = DEFAULT_PROFILE
     rules: AdmissionRules = field(default_factory=AdmissionRules)
 
 

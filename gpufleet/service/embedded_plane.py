@@ -300,6 +300,7 @@ class EmbeddedControlPlane(PlaneBase):
             self.options.seed,
             queues=self.catalog.queues,
             config=self.options.admission,
+            profile=self.options.profile,
         )
         for message in core.quota_warnings():
             log.warning("%s", message)

@@ -118,7 +118,10 @@ class KubeControlPlane(PlaneBase):
         options = options or ServeOptions()
         super().__init__(store, options, wall)
         self.scheduler_options = scheduler or SchedulerOptions(
-            policy=options.policy, leader_elect=False, admission=options.admission
+            policy=options.policy,
+            leader_elect=False,
+            admission=options.admission,
+            profile=options.profile,
         )
         # Each turn of the scheduler runs under this plane's lock.
         self.scheduler = KubeScheduler(api, self.scheduler_options, lock=self.lock)
@@ -174,7 +177,11 @@ class KubeControlPlane(PlaneBase):
         if self._placeholder is None or self._placeholder[0] != version:
             catalog = self.scheduler.backend.catalog
             empty = build_core(
-                [], self.options.policy, queues=catalog.queues, time_format=wall_clock_time
+                [],
+                self.options.policy,
+                queues=catalog.queues,
+                time_format=wall_clock_time,
+                profile=self.options.profile,
             )
             self._placeholder = (version, empty)
         return self._placeholder[1]

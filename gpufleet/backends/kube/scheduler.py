@@ -43,6 +43,7 @@ from gpufleet.model.events import ClusterEvent
 from gpufleet.model.times import wall_clock_time
 from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,8 @@ class SchedulerOptions:
     binders: int = 64
     sync_timeout_s: float = 60.0
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    #: Which plugin at each extension point (``--profile``).
+    profile: Profile = DEFAULT_PROFILE
 
 
 class KubeScheduler:
@@ -228,6 +231,7 @@ class KubeScheduler:
             self.options.admission,
             target_of(pods, counts),
             time_format=wall_clock_time,  # the clock here is the wall clock (Unix seconds)
+            profile=self.options.profile,
         )
         self.cores_built += 1
         for message in core.quota_warnings():

@@ -27,6 +27,7 @@ from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
+from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.scheduling.target import TargetWorkload, typical_shapes
 
 #: Called with (pods arrived so far, pods in all).
@@ -140,11 +141,13 @@ def run_workloads(
     target: TargetWorkload | None = None,
     progress: Progress | None = None,
     explain_at: float | None = None,
+    profile: Profile = DEFAULT_PROFILE,
 ) -> TenancyRun:
     """Replay workloads (pods and gangs) through queues, quotas, priorities, preemption and
     backfill: arrivals at their creation time, each pod running for its workload's duration
     (resumed from the last checkpoint after an eviction). ``explain_at``: also capture why
-    workloads wait at that moment (seconds from the first arrival)."""
+    workloads wait at that moment (seconds from the first arrival). ``profile``: which plugin
+    at each extension point."""
     started = time.perf_counter()
     all_pods = [p for t in workloads for p in t.workload.pods]
     target = target if target is not None else typical_shapes(all_pods)
@@ -157,6 +160,7 @@ def run_workloads(
         queues=queues,
         resource_quotas=resource_quotas,
         config=config,
+        profile=profile,
     )
     span = max((t.created for t in workloads), default=0.0) - min(
         (t.created for t in workloads), default=0.0
