@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 
 from gpufleet.model import Pod
 from gpufleet.model.node import GFD_LABELS
-from gpufleet.model.queues import ResourceQuota
+from gpufleet.model.queues import (
+    BorrowWithinCohortPolicy,
+    QueuePreemption,
+    ReclaimPolicy,
+    ResourceQuota,
+    WithinQueuePolicy,
+)
 from gpufleet.model.resources import GPU
 from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.scheduling.admission import requested
@@ -353,6 +359,55 @@ def test_a_search_told_what_places_finds_the_victims_of_the_plain_search(
     assert core.table.state == table_state
     keep = find_victims(core.table, core.quotas, candidates, fits, may_fit, lambda v: True)
     assert keep == plain
+
+
+@st.composite
+def cohorts_with_preemptors(draw: st.DrawFn) -> tuple[SchedulerCore, list[Workload]]:
+    """Queues a, b, c under one parent, with drawn Kueue preemption policies, filled with
+    workloads of drawn priorities and queues (some borrowing), and preemptors of each queue."""
+    policies = st.builds(
+        QueuePreemption,
+        st.sampled_from(list(WithinQueuePolicy)),
+        st.sampled_from(list(ReclaimPolicy)),
+        st.sampled_from(list(BorrowWithinCohortPolicy)),
+    )
+    names = ["a", "b", "c"]
+    queues = [make_queue("org", 18)] + [
+        make_queue(n, draw(st.integers(0, 6)), parent="org", preemption=draw(policies))
+        for n in names
+    ]
+    core = make_core([make_node(f"n{i}", gpus=4) for i in range(3)], queues)
+    cluster = EchoCluster(core)
+    for i in range(draw(st.integers(1, 10))):
+        queue = draw(st.sampled_from(names))
+        workload = make_workload(
+            f"r{i}", queue, gpus=draw(st.integers(1, 2)), priority=draw(st.integers(0, 3))
+        )
+        cluster.submit(workload, now=float(i))
+    core.state.now = 1_000.0  # every running workload past its minimum run time
+    preemptors = [
+        make_workload(
+            f"p{i}",
+            draw(st.sampled_from(names)),
+            gpus=draw(st.integers(1, 4)),
+            priority=draw(st.integers(0, 4)),
+        )
+        for i in range(4)
+    ]
+    return core, preemptors
+
+
+@settings(max_examples=200, deadline=None)
+@given(drawn=cohorts_with_preemptors())
+def test_has_candidates_stopping_early_answers_as_the_listed_candidates(
+    drawn: tuple[SchedulerCore, list[Workload]],
+) -> None:
+    core, preemptors = drawn
+    candidates = core.post_filter.candidates  # type: ignore[attr-defined]
+    for workload in preemptors:
+        listed = any(part.chosen.any() for part in candidates.parts(workload))
+        assert candidates.has_candidates(workload) == listed
+        assert listed == bool(candidates.candidates(workload))
 
 
 # ----------------------------------------------------------------------------- liveness

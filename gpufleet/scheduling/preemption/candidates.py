@@ -18,6 +18,7 @@ What it does not do: order candidates or try evictions (:mod:`.victims`), or evi
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -249,15 +250,24 @@ class Candidates:
         """:meth:`candidates` by queue: each queue's victims and which of them are
         candidates (queues without any are left out): the other queues of the plan in its
         order, then its own. :meth:`is_candidate`'s tests, on columns (keep them alike)."""
+        parts = list(self._parts(workload, least, amounts))
+        if _priority_only_unusable(policy_of(self.state.quotas.queues, workload.queue), parts):
+            return []
+        return parts
+
+    def _parts(
+        self, workload: Workload, least: float | None, amounts: tuple[int, ...] | None
+    ) -> Iterator[CandidatePart]:
+        """:meth:`parts`, one at a time and before the rule on priority candidates of other
+        queues (:func:`_priority_only_unusable`), which needs them all."""
         state = self.state
         if least is None:
             least = state.config.min_runtime
         plan_ = self.plan_for(workload, amounts)
         if not plan_.may_preempt:
-            return []
+            return
         priority = workload.priority
         policy = policy_of(state.quotas.queues, workload.queue)
-        parts: list[CandidatePart] = []
         lower_only = policy.reclaim_within_cohort is ReclaimPolicy.LOWER_PRIORITY
         for candidate in plan_.others:
             eligible, lowest = self._eligible_in(candidate.name, least)
@@ -266,16 +276,8 @@ class Candidates:
             victims = self.queue_victims[candidate.name]
             if lower_only:
                 eligible = eligible & (victims.columns().priority < priority)
-            parts.append(
-                CandidatePart(
-                    candidate.name,
-                    victims,
-                    eligible,
-                    candidate.variant,
-                    candidate,
-                    policy,
-                    priority,
-                )
+            yield CandidatePart(
+                candidate.name, victims, eligible, candidate.variant, candidate, policy, priority
             )
         if plan_.own_queue and self._may_evict_own(workload, policy):
             eligible, lowest = self._eligible_in(workload.queue, least)
@@ -287,25 +289,9 @@ class Candidates:
                 if newer_equal:
                     queued = state.arrivals.queued_at(workload.key, state.now)
                     chosen |= eligible & (columns.priority == priority) & (columns.queued > queued)
-                parts.append(
-                    CandidatePart(
-                        workload.queue,
-                        victims,
-                        chosen,
-                        Variant.WITHIN_QUEUE,
-                        None,
-                        policy,
-                        priority,
-                    )
+                yield CandidatePart(
+                    workload.queue, victims, chosen, Variant.WITHIN_QUEUE, None, policy, priority
                 )
-        if policy.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER and all(
-            part.variant is Variant.PRIORITY for part in parts
-        ):
-            # Priority candidates of other queues only, taken only if the preemptor then fits
-            # its queue's nominal quota: it does not now (they would be hierarchical), and
-            # evicting them does not lower its queue's usage. None of them can help.
-            return []
-        return parts
 
     def _eligible_in(self, queue: str, least: float) -> tuple[BoolArray, float]:
         """Which of ``queue``'s preemptible workloads are running and ran ``least`` seconds
@@ -351,7 +337,18 @@ class Candidates:
         )
         known = self._has_victims.get(memo_key)
         if known is None:
-            known = any(part.chosen.any() for part in self.parts(workload))
+            # As any(part.chosen.any() for part in self.parts(workload)), stopping at the
+            # first part that settles it (most preemptors that have candidates have them in
+            # one of the first queues asked).
+            never = policy.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER
+            chosen = False
+            priority_only = True
+            for part in self._parts(workload, None, None):
+                priority_only = priority_only and part.variant is Variant.PRIORITY
+                chosen = chosen or bool(part.chosen.any())
+                if chosen and not (never and priority_only):
+                    break
+            known = chosen and not (never and priority_only)
             self._has_victims[memo_key] = known
         return known
 
@@ -379,3 +376,13 @@ class Candidates:
             self._has_victims.clear()
             self._young.clear()
             self._plans.clear()
+
+
+def _priority_only_unusable(policy: QueuePreemption, parts: Sequence[CandidatePart]) -> bool:
+    """Priority candidates of other queues only, where the preemptor's queue never borrows to
+    preempt: they are taken only if the preemptor then fits its queue's nominal quota, which
+    it does not now (they would be hierarchical), and evicting them does not lower its
+    queue's usage. None of them can help."""
+    return policy.borrow_within_cohort is BorrowWithinCohortPolicy.NEVER and all(
+        part.variant is Variant.PRIORITY for part in parts
+    )
