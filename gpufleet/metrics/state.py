@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gpufleet.control.allocation import short_lived_burst
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.resources import CPU, GPU, GPU_MODEL_PREFIX, MEMORY
@@ -57,6 +58,12 @@ def base_unit(resource: str, amount: int) -> float:
 
 def read_state(core: SchedulerCore) -> SchedulerState:
     """See the module docstring."""
+    # The view is made and dropped here, with no reference cycles (control.allocation).
+    with short_lived_burst():
+        return _read(core)
+
+
+def _read(core: SchedulerCore) -> SchedulerState:
     state = SchedulerState()
     view = core.view()
     for waiting in view.waiting:

@@ -353,13 +353,16 @@ class SchedulerCore:
         may end, a blocked preemptor's victim reaches its minimum run time, priorities age
         (unless ``aging`` is False); ``inf`` if none. A backend's wait should not sleep past
         it."""
-        times = [
+        first = math.inf
+        for due in (
             self.state.pending.next_due,
             self.permit.next_deadline(),
             self.post_filter.next_timer(),
             self.order.next_aging() if aging else None,
-        ]
-        return max(min((t for t in times if t is not None), default=math.inf), self.state.now)
+        ):
+            if due is not None and due < first:
+                first = due
+        return max(first, self.state.now)
 
     # ----------------------------------------------------------------------------- queries
     def view(self, estimate: bool = False) -> SchedulerView:

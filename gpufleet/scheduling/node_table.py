@@ -92,6 +92,9 @@ class NodeTable:
         self.max_gpus = max(max_gpus, max((n.gpu_count for n in nodes), default=0), 1)
         self.size = 0
         self.nodes: list[Node] = []
+        #: Each row's ``node.gpu_model`` (the property counts the node's GPUs each time it is
+        #: read; rows are never reused, so this is read once per node).
+        self.row_models: list[str | None] = []
         self.row_of: dict[str, int] = {}
         self.model_names: list[str] = []
         self.model_id_of: dict[str, int] = {}
@@ -252,6 +255,7 @@ class NodeTable:
         self.replicated |= sharing.replicas > 1
         self.time_sliced |= sharing.whole_milli < MILLI_PER_GPU
         model = node.gpu_model
+        self.row_models.append(model)
         if model is not None:
             if model not in self.model_id_of:
                 self.model_id_of[model] = len(self.model_names)

@@ -64,8 +64,8 @@ class Requests:
 
     def usage_of(self, bound: Sequence[Bound]) -> dict[str, int]:
         """:func:`used` of placed pods, GPUs per model under the quota keys of their models."""
-        nodes = self.table.nodes
-        return used(bound, [nodes[b.allocation.row].gpu_model for b in bound], self.model_key)
+        models = self.table.row_models
+        return used(bound, [models[b.allocation.row] for b in bound], self.model_key)
 
     def usage_is_request(self, workload: Workload) -> bool:
         """Is what the workload's gang will hold once placed, as quotas count it, what it asks

@@ -95,10 +95,17 @@ class RunningSet:
 
     def track(self, running: RunningWorkload) -> None:
         workload = running.workload
+        queue = workload.queue
         self.workloads[workload.key] = running
-        self.by_queue.setdefault(workload.queue, {})[workload.key] = running
+        in_queue = self.by_queue.get(queue)
+        if in_queue is None:
+            in_queue = self.by_queue[queue] = {}
+        in_queue[workload.key] = running
         self.version += 1
-        self._priorities.setdefault(workload.queue, Counter())[workload.priority] += 1
+        counts = self._priorities.get(queue)
+        if counts is None:
+            counts = self._priorities[queue] = Counter()
+        counts[workload.priority] += 1
         for key in running.bound:
             self.owner[key] = workload.key
         for watcher in self.watchers:

@@ -109,11 +109,15 @@ class AdmittedWorkload:
 
 def admitted(running: RunningWorkload, table: NodeTable) -> AdmittedWorkload:
     workload = running.workload
+    models = table.row_models
     gpu_milli: dict[str, int] = {}
-    for bound in running.bound.values():
-        held = bound.allocation.gpu_milli
+    nodes: dict[str, str] = {}
+    for key, bound in running.bound.items():
+        nodes[key] = bound.placement.node
+        allocation = bound.allocation
+        held = allocation.gpu_milli
         if held:
-            model = table.nodes[bound.allocation.row].gpu_model or ""
+            model = models[allocation.row] or ""
             gpu_milli[model] = gpu_milli.get(model, 0) + held
     return AdmittedWorkload(
         running.key,
@@ -122,7 +126,7 @@ def admitted(running: RunningWorkload, table: NodeTable) -> AdmittedWorkload:
         workload.priority,
         workload.preemptible,
         MappingProxyType(dict(running.usage)),
-        MappingProxyType({key: b.placement.node for key, b in running.bound.items()}),
+        MappingProxyType(nodes),
         MappingProxyType(gpu_milli),
         running.started,
         running.queued,

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpufleet.control.allocation import long_lived_burst, thaw
+from gpufleet.control.allocation import long_lived_burst, short_lived_burst, thaw
+from gpufleet.scheduling.core import SchedulerCore
 
 
 @pytest.fixture(autouse=True)
@@ -45,4 +46,52 @@ def test_the_collector_comes_back_when_the_burst_fails() -> None:
     gc.enable()
     with pytest.raises(RuntimeError), long_lived_burst():
         raise RuntimeError("listing failed")
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("enabled_before", [True, False], ids=["on-before", "off-before"])
+def test_a_short_lived_burst_turns_the_collector_off_and_back_as_it_was(
+    enabled_before: bool,
+) -> None:
+    if enabled_before:
+        gc.enable()
+    else:
+        gc.disable()
+    with short_lived_burst():
+        assert not gc.isenabled()
+        with short_lived_burst():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner one found it off
+    assert gc.isenabled() is enabled_before
+    assert gc.get_freeze_count() == 0  # nothing frozen: what it made is gone
+
+
+def test_a_short_lived_burst_gives_the_collector_back_when_its_block_raises() -> None:
+    gc.enable()
+    with pytest.raises(RuntimeError), short_lived_burst():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_metrics_are_read_with_the_collector_off_and_leave_it_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpufleet.metrics import state as metrics_state
+    from gpufleet.testing.builders import make_cluster, make_queue, make_workload
+    from gpufleet.testing.fakes import EchoCluster, make_core
+
+    core = make_core(make_cluster(2, gpus=4), [make_queue("a", 8)])
+    EchoCluster(core).submit(*(make_workload(f"w{i}", "a") for i in range(3)), now=0)
+    collector_on: list[bool] = []
+    read = metrics_state._read
+
+    def watched(core: SchedulerCore) -> metrics_state.SchedulerState:
+        collector_on.append(gc.isenabled())
+        return read(core)
+
+    monkeypatch.setattr(metrics_state, "_read", watched)
+    gc.enable()
+    state = metrics_state.read_state(core)
+    assert state.running_workloads["a"] == 3
+    assert collector_on == [False]
     assert gc.isenabled()

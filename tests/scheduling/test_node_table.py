@@ -135,3 +135,25 @@ def test_removed_node_is_not_schedulable_and_leaves_capacity() -> None:
     assert table.total_gpu_milli() == 4000
     engine = PlacementEngine(table, bestfit_policy())
     assert engine.place(make_pod(gpus=4)).placement.node == "node-0"  # type: ignore[union-attr]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    joins=st.lists(
+        st.tuples(st.sampled_from(["A100", "H100", "T4"]), st.integers(0, 4), st.booleans()),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_row_models_are_each_nodes_gpu_model_through_joins_and_removals(
+    joins: list[tuple[str, int, bool]],
+) -> None:
+    table = NodeTable()
+    for i, (model, gpus, leaves) in enumerate(joins):
+        table.add_node(make_node(f"n{i}", gpus=gpus, model=model))
+        if leaves:
+            table.remove_node(f"n{i}")
+    assert table.row_models == [node.gpu_model for node in table.nodes]
+    assert [m for m in table.row_models if m] == [
+        table.model_names[i] for i in table.model_id[: table.size] if i >= 0
+    ]

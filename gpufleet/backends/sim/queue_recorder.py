@@ -243,7 +243,7 @@ class QueueRecorder:
         for i in self.tree.paths[self.tree.index[queue]]:
             self._subtree_used[self.names[i]] += sign * milli
         usage = {CPU: allocation.cpu_milli, MEMORY: allocation.memory_mib, GPU: milli}
-        model = self.world.nodes[allocation.row].gpu_model
+        model = self.world.row_models[allocation.row]
         if milli and model is not None:
             usage[gpu_model_key(model)] = milli
         vector = self.tree.vector(usage)

@@ -160,7 +160,10 @@ class Candidates:
     # ----------------------------------------------------------------------------- columns
     def started(self, running: RunningWorkload) -> None:
         queue = running.workload.queue
-        self.queue_victims.setdefault(queue, QueueVictims()).add(victim_facts(running))
+        victims = self.queue_victims.get(queue)
+        if victims is None:
+            victims = self.queue_victims[queue] = QueueVictims()
+        victims.add(victim_facts(running))
 
     def stopped(self, running: RunningWorkload) -> None:
         victims = self.queue_victims.get(running.workload.queue)
