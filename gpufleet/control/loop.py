@@ -116,21 +116,26 @@ class ControlLoop:
 
     def turn(self) -> float:
         """One turn (see the module docstring); returns the core's next timer."""
-        backend = self.backend
+        if self.guard is _unguarded:  # a simulation turns thousands of times a second
+            return self._turn()
         with self.guard():
-            core = self.core()
-            started = self.stopwatch()
-            events = backend.poll_events()
-            for observer in self.observers:
-                observer.events_in(events)
-            self.handle(core, events)
-            now = backend.clock.now()
-            actions = core.run_until_idle(now, on_cycle=backend.apply)
-            done = Turn(now, events, actions, self.stopwatch() - started)
-            for observer in self.observers:
-                observer.turn_done(core, done)
-            self.last_core = core
-            return core.next_timer()
+            return self._turn()
+
+    def _turn(self) -> float:
+        backend = self.backend
+        core = self.core()
+        started = self.stopwatch()
+        events = backend.poll_events()
+        for observer in self.observers:
+            observer.events_in(events)
+        self.handle(core, events)
+        now = backend.clock.now()
+        actions = core.run_until_idle(now, on_cycle=backend.apply)
+        done = Turn(now, events, actions, self.stopwatch() - started)
+        for observer in self.observers:
+            observer.turn_done(core, done)
+        self.last_core = core
+        return core.next_timer()
 
     def run(
         self,

@@ -83,6 +83,8 @@ from gpufleet.scheduling.view import PendingExplanation, SchedulerView, admitted
 ADMITTED = "admitted"
 PREEMPTED = "preempted"
 BLOCKED = "blocked"
+#: Actions that make a cycle worth following with another (a tuple: no union made per test).
+BIND_OR_EVICT = (Bind, Evict)
 
 __all__ = ["ADMITTED", "BLOCKED", "PREEMPTED", "PendingExplanation", "SchedulerCore"]
 
@@ -343,7 +345,7 @@ class SchedulerCore:
                 on_cycle(step)
             actions.extend(step)
             if not self.post_filter.searches_put_off() and not any(
-                isinstance(a, Bind | Evict) for a in step
+                isinstance(a, BIND_OR_EVICT) for a in step
             ):
                 break
         return actions
