@@ -45,7 +45,7 @@ from gpufleet.io.job_rules import (
 )
 from gpufleet.io.kube_pods import pods_from_template
 from gpufleet.io.kube_resources import Annotations
-from gpufleet.io.manifests import Context, describe, named_object
+from gpufleet.io.manifests import Context, describe
 from gpufleet.io.pytorch_jobs import (
     KUBEFLOW_JOB_NAME_LABEL,
     KUBEFLOW_REPLICA_INDEX_LABEL,
@@ -53,6 +53,8 @@ from gpufleet.io.pytorch_jobs import (
     TRAINING_RESTART_POLICIES,
     OperatorJob,
     ReplicaPods,
+    job_object,
+    replica_specs_of,
     run_policy_settings,
 )
 from gpufleet.model.jobs import DEFAULT_BACKOFF_LIMIT, JobKind, Lifetime, RestartPolicy
@@ -80,34 +82,14 @@ _FAILURE_ANNOTATIONS = (
 _MAX_REPLICAS = 2**31 - 1
 
 
-def _named(
-    obj: Mapping[str, Any],
-    source: str,
-    location: str | None,
-    kind: str,
-    versions: Sequence[str],
-) -> tuple[Context, str, str, Mapping[str, Any], Mapping[str, Any]]:
-    """The object's context, name, namespace, metadata and spec, its apiVersion checked."""
-    context, name, namespace = named_object(obj, source, location, kind, versions)
-    metadata = context.mapping(obj.get("metadata"), "metadata")
-    spec = context.mapping(obj.get("spec"), "spec", required=True)
-    return context, name, namespace, metadata, spec
-
-
 # ------------------------------------------------------------------------------------ MPIJob
 def read_mpi_job(obj: Mapping[str, Any], source: str, location: str | None = None) -> OperatorJob:
     """An MPIJob; see the module docstring."""
-    context, name, namespace, metadata, spec = _named(
+    context, name, namespace, metadata, spec = job_object(
         obj, source, location, "MPIJob", MPI_API_VERSIONS
     )
     specs_path = "spec.mpiReplicaSpecs"
-    replica_specs = context.mapping(spec.get("mpiReplicaSpecs"), specs_path, required=True)
-    for replica_type in replica_specs:
-        if replica_type not in MPI_REPLICA_TYPES:
-            raise context.error(
-                f"{specs_path}.{replica_type}",
-                f"expected replica type Launcher or Worker, got {quoted(replica_type)}",
-            )
+    replica_specs = replica_specs_of(context, spec, specs_path, MPI_REPLICA_TYPES)
     if "Launcher" not in replica_specs:
         raise context.error(f"{specs_path}.Launcher", "required: an MPIJob needs a Launcher")
     run_launcher_as_worker = _flag(context, spec, "runLauncherAsWorker", "spec")
@@ -180,7 +162,7 @@ def read_ray_cluster(
     obj: Mapping[str, Any], source: str, location: str | None = None
 ) -> OperatorJob:
     """A RayCluster; see the module docstring."""
-    context, name, namespace, metadata, spec = _named(
+    context, name, namespace, metadata, spec = job_object(
         obj, source, location, "RayCluster", (RAY_API_VERSION,)
     )
     replicas, min_member = _ray_cluster(context, name, namespace, metadata, spec, "spec", None)
@@ -196,7 +178,7 @@ def read_ray_cluster(
 
 def read_ray_job(obj: Mapping[str, Any], source: str, location: str | None = None) -> OperatorJob:
     """A RayJob; see the module docstring."""
-    context, name, namespace, metadata, spec = _named(
+    context, name, namespace, metadata, spec = job_object(
         obj, source, location, "RayJob", (RAY_API_VERSION,)
     )
     if spec.get("clusterSelector"):

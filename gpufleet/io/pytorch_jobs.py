@@ -11,10 +11,11 @@ about admission (queue, priority, ...) is read by ``workloads`` from each replic
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpufleet.io.errors import quoted, shorten
 from gpufleet.io.job_rules import optional_whole, restart_policy
 from gpufleet.io.kube_pods import pods_from_template
 from gpufleet.io.manifests import Context, named_object
@@ -92,25 +93,46 @@ TRAINING_RESTART_POLICIES = (
 )
 
 
+def job_object(
+    obj: Mapping[str, Any],
+    source: str,
+    location: str | None,
+    kind: str,
+    versions: Sequence[str],
+) -> tuple[Context, str, str, Mapping[str, Any], Mapping[str, Any]]:
+    """An operator job's context, name, namespace, metadata and spec, its apiVersion checked."""
+    context, name, namespace = named_object(obj, source, location, kind, versions)
+    metadata = context.mapping(obj.get("metadata"), "metadata")
+    spec = context.mapping(obj.get("spec"), "spec", required=True)
+    return context, name, namespace, metadata, spec
+
+
+def replica_specs_of(
+    context: Context, spec: Mapping[str, Any], path: str, types: Sequence[str]
+) -> Mapping[str, Any]:
+    """The mapping at ``path`` (``spec.<field>``) of replica type to its spec, every type one
+    of ``types``."""
+    replica_specs = context.mapping(spec.get(path.removeprefix("spec.")), path, required=True)
+    for replica_type in replica_specs:
+        if replica_type not in types:
+            raise context.error(
+                f"{path}.{shorten(str(replica_type), 100)}",
+                f"expected replica type {' or '.join(types)}, got {quoted(replica_type)}",
+            )
+    return replica_specs
+
+
 def read_pytorch_job(
     obj: Mapping[str, Any], source: str, location: str | None = None
 ) -> PyTorchJob:
     """A ``kubeflow.org/v1`` PyTorchJob; pods are ``<job>-master-<i>`` and ``<job>-worker-<i>``.
     Each replica type restarts as its ``restartPolicy`` says (default OnFailure); the job
     succeeds when its Master does (without one: when all Workers do)."""
-    context, name, namespace = named_object(
-        obj, source, location, "PyTorchJob", (KUBEFLOW_API,), namespaced=True
+    context, name, namespace, metadata, spec = job_object(
+        obj, source, location, "PyTorchJob", (KUBEFLOW_API,)
     )
-    metadata = context.mapping(obj.get("metadata"), "metadata")
-    spec = context.mapping(obj.get("spec"), "spec", required=True)
     specs_path = "spec.pytorchReplicaSpecs"
-    replica_specs = context.mapping(spec.get("pytorchReplicaSpecs"), specs_path, required=True)
-    for replica_type in replica_specs:
-        if replica_type not in PYTORCH_REPLICA_TYPES:
-            raise context.error(
-                f"{specs_path}.{replica_type}",
-                f"expected replica type Master or Worker, got {replica_type!r}",
-            )
+    replica_specs = replica_specs_of(context, spec, specs_path, PYTORCH_REPLICA_TYPES)
     if not replica_specs:
         raise context.error(specs_path, "required: expected Master and/or Worker, got none")
     has_master = "Master" in replica_specs

@@ -82,6 +82,13 @@ BAD = {
         "spec.pytorchReplicaSpecs.Chief",
         "expected replica type Master or Worker, got 'Chief'",
     ),
+    "pytorch-huge-replica-type-quoted-short": Bad(
+        read_pytorch_job,
+        pytorch_job(replica("C" * 600, 1)),
+        f"{WHERE}, PyTorchJob ml/pt",
+        "spec.pytorchReplicaSpecs." + "C" * 100 + "... (600 characters)",
+        "expected replica type Master or Worker, got '" + "C" * 200 + "'... (600 characters)",
+    ),
     "pytorch-template-field": Bad(
         read_pytorch_job,
         pytorch_job(replica("Worker", 2).replace("nvidia.com/gpu: 1", "nvidia.com/gpu: 0.5")),
