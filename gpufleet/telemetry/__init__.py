@@ -1,0 +1,1 @@
+"""Telemetry without I/O: workload profiles that make device samples over simulated time."""
