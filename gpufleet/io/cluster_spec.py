@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from gpufleet.io.cluster_shapes import API_VERSION, KIND, nodes_to_cluster_spec
+from gpufleet.io.device_plugin_config import DevicePluginConfig
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import load_manifests, scalar_text
@@ -40,10 +41,8 @@ from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mi
 from gpufleet.io.validation import validation_error
 from gpufleet.model import (
     GFD_LABELS,
-    GPU_RESOURCE,
     MILLI_PER_GPU,
     NO_SHARING,
-    SHARED_GPU_RESOURCE,
     GpuDevice,
     GpuSharing,
     MigSlice,
@@ -122,58 +121,6 @@ class MigSpec(_Strict):
     @classmethod
     def _fits(cls, layout: list[str]) -> list[str]:
         return list(check_device_fits(layout))
-
-
-class ReplicatedResource(_Strict):
-    """One entry of the device plugin's ``sharing.timeSlicing.resources`` (or ``mps``)."""
-
-    name: Literal["nvidia.com/gpu"] = Field(
-        description="MIG resources are not time-sliced in gpufleet's model"
-    )
-    replicas: int = Field(ge=1, le=MILLI_PER_GPU)
-
-
-class ReplicaSharing(_Strict):
-    """``sharing.timeSlicing`` or ``sharing.mps`` of the device plugin's config."""
-
-    rename_by_default: bool = Field(default=False, alias="renameByDefault")
-    fail_requests_greater_than_one: bool = Field(default=False, alias="failRequestsGreaterThanOne")
-    resources: list[ReplicatedResource] = Field(min_length=1, max_length=1)
-
-
-class SharingConfig(_Strict):
-    time_slicing: ReplicaSharing | None = Field(default=None, alias="timeSlicing")
-    mps: ReplicaSharing | None = None
-
-    @model_validator(mode="after")
-    def _one(self) -> SharingConfig:
-        if (self.time_slicing is None) == (self.mps is None):
-            raise ValueError("expected one of timeSlicing or mps")
-        return self
-
-
-class DevicePluginConfig(_Strict):
-    """The NVIDIA device plugin's config file, as the ``data`` of its ConfigMap holds it."""
-
-    version: Literal["v1"]
-    #: The plugin's flags (migStrategy, ...): accepted as written, not used.
-    flags: dict[str, Any] = Field(default_factory=dict)
-    sharing: SharingConfig | None = None
-
-    def gpu_sharing(self) -> GpuSharing:
-        if self.sharing is None:
-            return NO_SHARING
-        strategy = SharingStrategy.TIME_SLICING
-        replicated = self.sharing.time_slicing
-        if replicated is None:
-            strategy, replicated = SharingStrategy.MPS, self.sharing.mps
-        assert replicated is not None
-        return GpuSharing(
-            strategy,
-            replicated.resources[0].replicas,
-            SHARED_GPU_RESOURCE if replicated.rename_by_default else GPU_RESOURCE,
-            replicated.fail_requests_greater_than_one,
-        )
 
 
 class HamiSpec(_Strict):
