@@ -22,6 +22,10 @@ GPU_RESOURCE = "nvidia.com/gpu"
 #: What time-slicing or MPS advertises instead with ``renameByDefault: true``.
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 GPU_RESOURCES = (GPU_RESOURCE, SHARED_GPU_RESOURCE)
+#: The extended resource gpufleet's node agent advertises GPU shares as: a fixed number of
+#: share slots per (not MIG-partitioned) GPU. A share pod asks one; its size and device are
+#: gpufleet's (``gpufleet.dev/gpu-milli`` and the binding), the slot is a counting token.
+SHARE_RESOURCE = "gpufleet.dev/gpu-share"
 #: Compute slices of one MIG-capable GPU (A100, H100, H200, B200 all have seven).
 MIG_COMPUTE_SLICES = 7
 
