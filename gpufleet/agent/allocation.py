@@ -214,34 +214,52 @@ class Allocator:
         self, resource: str, pods: Sequence[BoundPod], offered: Sequence[str]
     ) -> ContainerGrant:
         """The grant for one container the kubelet gives ``offered``; records it."""
+        return self.allocate_containers(resource, pods, [offered])[0]
+
+    def allocate_containers(
+        self, resource: str, pods: Sequence[BoundPod], requests: Sequence[Sequence[str]]
+    ) -> list[ContainerGrant]:
+        """Grants for the containers of one Allocate call, in order: all of them, or none
+        recorded when one does not match."""
         with self._lock:
-            kind = resource_kind(resource, self._settings.sharing)
-            pending = self._pending(resource, pods, len(offered))
-            if not pending:
-                raise AllocationMismatchError(
-                    resource, None, (), offered, "refusing devices no pod was bound to"
-                )
-            match = next(
-                (
-                    (pod, plan, progress)
-                    for pod, plan, progress in pending
-                    if plan.targets and all(self._fits(kind, plan, progress, i) for i in offered)
-                ),
-                None,
-            )
-            if match is None:
-                pod, plan, _ = pending[0]
-                why = plan.problem or "refusing devices the scheduler did not choose for it"
-                raise AllocationMismatchError(resource, pod, plan.targets, offered, why)
-            pod, plan, progress = match
-            init = plan.demands[progress.next_container][2]
-            devices = self._devices(kind, plan, offered)
-            if not init and kind.exclusive:
-                progress.used.update(devices)
-            progress.next_container += 1
-            self._progress[(pod.uid, resource)] = progress
+            saved = dict(self._progress)
+            try:
+                grants = [self._allocate_one(resource, pods, offered) for offered in requests]
+            except AllocationMismatchError:
+                self._progress = saved
+                raise
             self._forget_gone(pods)
-            return self._grant(resource, kind, plan, devices)
+            return grants
+
+    def _allocate_one(
+        self, resource: str, pods: Sequence[BoundPod], offered: Sequence[str]
+    ) -> ContainerGrant:
+        kind = resource_kind(resource, self._settings.sharing)
+        pending = self._pending(resource, pods, len(offered))
+        if not pending:
+            raise AllocationMismatchError(
+                resource, None, (), offered, "refusing devices no pod was bound to"
+            )
+        match = next(
+            (
+                (pod, plan, progress)
+                for pod, plan, progress in pending
+                if plan.targets and all(self._fits(kind, plan, progress, i) for i in offered)
+            ),
+            None,
+        )
+        if match is None:
+            pod, plan, _ = pending[0]
+            why = plan.problem or "refusing devices the scheduler did not choose for it"
+            raise AllocationMismatchError(resource, pod, plan.targets, offered, why)
+        pod, plan, progress = match
+        init = plan.demands[progress.next_container][2]
+        devices = self._devices(kind, plan, offered)
+        if not init and kind.exclusive:
+            progress.used.update(devices)
+        progress.next_container += 1
+        self._progress[(pod.uid, resource)] = progress
+        return self._grant(kind, plan, devices)
 
     # -- choosing the pod --------------------------------------------------------------------
 
@@ -366,9 +384,7 @@ class Allocator:
             seen.setdefault(self._target(kind, device_id), None)
         return tuple(seen)
 
-    def _grant(
-        self, resource: str, kind: ResourceKind, plan: _Plan, devices: tuple[str, ...]
-    ) -> ContainerGrant:
+    def _grant(self, kind: ResourceKind, plan: _Plan, devices: tuple[str, ...]) -> ContainerGrant:
         envs: dict[str, str] = {}
         mounts: tuple[Mount, ...] = ()
         cdi: tuple[str, ...] = ()

@@ -122,6 +122,10 @@ class ResourcePlugin:
         self._known = frozenset(d.id for d in devices)
         self._version = 0
         self._stopped = False
+        sharing = allocator.settings.sharing
+        self._one_unit_per_container = (
+            sharing.one_unit_per_pod and sharing.time_sliced and resource == sharing.resource
+        )
 
     @property
     def devices(self) -> tuple[ServedDevice, ...]:
@@ -170,8 +174,6 @@ class ResourcePlugin:
         ]
 
     def allocate(self, requests: Sequence[tuple[str, ...]]) -> list[ContainerGrant]:
-        pods = self._bound_pods.pods()
-        grants: list[ContainerGrant] = []
         for ids in requests:
             unknown = [i for i in ids if i not in self._known]
             if unknown:
@@ -179,13 +181,21 @@ class ResourcePlugin:
                     "INVALID_ARGUMENT",
                     f"{self.resource}: unknown device(s) {', '.join(unknown)} on node {self._node}",
                 )
-            try:
-                grants.append(self._allocator.allocate(self.resource, pods, ids))
-            except AllocationMismatchError as mismatch:
-                self._events.emit(mismatch.event(self._node))
-                log.warning("Allocate refused: %s", mismatch)
-                raise RpcRefusedError("FAILED_PRECONDITION", str(mismatch)) from None
-        return grants
+            if self._one_unit_per_container and len(ids) > 1:
+                # As the NVIDIA device plugin does with failRequestsGreaterThanOne.
+                raise RpcRefusedError(
+                    "INVALID_ARGUMENT",
+                    f"request for '{self.resource}: {len(ids)}' too large: maximum request "
+                    "size for shared resources is 1",
+                )
+        try:
+            return self._allocator.allocate_containers(
+                self.resource, self._bound_pods.pods(), requests
+            )
+        except AllocationMismatchError as mismatch:
+            self._events.emit(mismatch.event(self._node))
+            log.warning("Allocate refused: %s", mismatch)
+            raise RpcRefusedError("FAILED_PRECONDITION", str(mismatch)) from None
 
     def pre_start(self, device_ids: tuple[str, ...]) -> None:
         """Nothing to prepare (the options say PreStartContainer is not required)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,14 @@ from gpufleet.agent.events import RecordingEventSink
 from gpufleet.agent.kubelet_api import API_VERSION, DevicePluginClient, rpc_error_text, unix_channel
 from gpufleet.agent.pod_resources import PodResourcesReader
 from gpufleet.agent.resources import replica_id
-from gpufleet.model.gpu import GPU_RESOURCE, SHARE_RESOURCE, GpuSharing, SharingStrategy
+from gpufleet.io.device_plugin_config import read_device_plugin_config
+from gpufleet.model.gpu import (
+    GPU_RESOURCE,
+    SHARE_RESOURCE,
+    SHARED_GPU_RESOURCE,
+    GpuSharing,
+    SharingStrategy,
+)
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.telemetry import DeviceUser
 from gpufleet.testing.agent_builders import bound_pod, gpu_inventory, gpu_uuid, mig_uuid
@@ -211,5 +219,63 @@ def test_unknown_device_is_invalid(kubelet: FakeKubelet) -> None:
             with pytest.raises(Exception, match="INVALID_ARGUMENT") as caught:
                 client.allocate([["GPU-not-here"]])
             assert "unknown device(s) GPU-not-here" in rpc_error_text(caught.value)
+        finally:
+            channel.close()
+
+
+TIME_SLICING_CONFIG_MAP = """\
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: time-slicing-config
+  namespace: gpu-operator
+data:
+  any: |-
+    version: v1
+    sharing:
+      timeSlicing:
+        renameByDefault: true
+        failRequestsGreaterThanOne: true
+        resources:
+        - name: nvidia.com/gpu
+          replicas: 4
+"""
+
+
+def test_time_slicing_from_the_device_plugins_config_map(
+    kubelet: FakeKubelet, tmp_path: Path
+) -> None:
+    path = tmp_path / "time-slicing.yaml"
+    path.write_text(TIME_SLICING_CONFIG_MAP)
+    sharing = read_device_plugin_config(path).gpu_sharing()
+    pods = InMemoryBoundPods(
+        [
+            bound_pod("one", resource=SHARED_GPU_RESOURCE, gpu_index=[1]),
+            bound_pod("two", resource=SHARED_GPU_RESOURCE, units=2, gpu_index=[0, 1]),
+        ]
+    )
+    with running(kubelet, gpu_inventory(2), pods, RecordingEventSink(), sharing=sharing):
+        wait_registered(kubelet, SHARED_GPU_RESOURCE)
+        assert GPU_RESOURCE not in kubelet.resources()
+        assert len(kubelet.devices(SHARED_GPU_RESOURCE)) == 8
+        (allocation,) = kubelet.admit(pods.pods()[0]).allocations
+        assert allocation.grant.envs[VISIBLE_DEVICES_ENV] == gpu_uuid(1)
+        assert allocation.grant.envs[GPU_MILLI_ENV] == "250"
+        refused = kubelet.admit(pods.pods()[1])
+        assert refused.error is not None
+        assert "maximum request size for shared resources is 1" in refused.error.message
+
+
+def test_one_allocate_call_for_two_containers_is_all_or_nothing(kubelet: FakeKubelet) -> None:
+    pod = bound_pod("pair", units=[1, 1], gpu_index=[0, 1])
+    with running(kubelet, gpu_inventory(3), InMemoryBoundPods([pod]), RecordingEventSink()):
+        wait_registered(kubelet, GPU_RESOURCE)
+        channel = unix_channel(kubelet.plugin_dir / socket_name(GPU_RESOURCE))
+        try:
+            client = DevicePluginClient(channel)
+            with pytest.raises(Exception, match="FAILED_PRECONDITION"):
+                client.allocate([[gpu_uuid(0)], [gpu_uuid(2)]])
+            grants = client.allocate([[gpu_uuid(1)], [gpu_uuid(0)]])
+            assert [g.envs[VISIBLE_DEVICES_ENV] for g in grants] == [gpu_uuid(1), gpu_uuid(0)]
         finally:
             channel.close()
