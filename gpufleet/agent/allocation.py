@@ -178,11 +178,15 @@ class Allocator:
             self._memory = {d.uuid: d.memory_mib for d in inventory.devices}
 
     def mark_allocated(self, pods: Sequence[BoundPod], allocated: Mapping[str, set[str]]) -> None:
-        """Pods the kubelet already allocated ``resource`` for (by ``namespace/name``, as
-        PodResources lists them after an agent restart): none of them is pending again."""
+        """Pods the kubelet already allocated resources for (by ``namespace/name``, as
+        PodResources lists them: after an agent restart, or before the bound pods were known)
+        wait for them no more. A pod this agent is allocating itself is left as it is (its
+        next container may still come)."""
         with self._lock:
             for pod in pods:
                 for resource in allocated.get(pod.key, set()):
+                    if (pod.uid, resource) in self._progress:
+                        continue
                     plan = self._plan(pod, resource)
                     self._progress[(pod.uid, resource)] = _Progress(
                         len(plan.demands), set(plan.targets)

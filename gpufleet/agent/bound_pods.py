@@ -53,7 +53,8 @@ class BoundPod:
 
 
 class BoundPods(Protocol):
-    """The pods bound to this node now (those still running or about to)."""
+    """The pods bound to this node now, running or about to (a pod that ended, Succeeded or
+    Failed, the kubelet's refusals included, is no bound pod)."""
 
     def pods(self) -> Sequence[BoundPod]: ...
 

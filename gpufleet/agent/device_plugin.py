@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -84,6 +85,8 @@ class PluginConfig:
     mps: bool = False
     #: How often ``kubelet.sock`` is checked for a kubelet restart.
     kubelet_poll_s: float = 0.5
+    #: How often PodResources is read for pods allocated before this agent knew them.
+    resync_s: float = 30.0
 
     def allocation_settings(self) -> AllocationSettings:
         mps = self.mps or self.sharing.strategy is SharingStrategy.MPS
@@ -246,7 +249,7 @@ class NodeDevicePlugins:
 
     def start(self) -> None:
         """Serve every resource, register with the kubelet, and watch for its restarts."""
-        self._sync_allocated()
+        self.sync_allocated()
         with self._lock:
             self._serve_all()
             self._kubelet_identity = self._kubelet_socket_identity()
@@ -357,7 +360,11 @@ class NodeDevicePlugins:
         return stat.st_ino, stat.st_ctime_ns
 
     def _watch_kubelet(self) -> None:
+        next_sync = time.monotonic() + self._config.resync_s
         while not self._stop.wait(self._config.kubelet_poll_s):
+            if time.monotonic() >= next_sync:
+                self.sync_allocated()
+                next_sync = time.monotonic() + self._config.resync_s
             identity = self._kubelet_socket_identity()
             with self._lock:
                 if identity is None:
@@ -371,7 +378,9 @@ class NodeDevicePlugins:
                 elif any(not e.registered for e in self._served.values()):
                     self._register_all()
 
-    def _sync_allocated(self) -> None:
+    def sync_allocated(self) -> None:
+        """Read PodResources: bound pods the kubelet already allocated wait no more (call it
+        once the bound pods are known; the watcher repeats it every ``resync_s``)."""
         if self._allocated is None:
             return
         try:

@@ -22,7 +22,7 @@ from gpufleet.agent.device_plugin import NodeDevicePlugins, PluginConfig, socket
 from gpufleet.agent.events import RecordingEventSink
 from gpufleet.agent.kubelet_api import API_VERSION, DevicePluginClient, rpc_error_text, unix_channel
 from gpufleet.agent.pod_resources import PodResourcesReader
-from gpufleet.agent.resources import replica_id
+from gpufleet.agent.resources import replica_id, share_id
 from gpufleet.io.device_plugin_config import read_device_plugin_config
 from gpufleet.model.gpu import (
     GPU_RESOURCE,
@@ -193,19 +193,29 @@ def test_time_slicing_replicas(kubelet: FakeKubelet) -> None:
         assert allocation.grant.envs[VISIBLE_DEVICES_ENV] == gpu_uuid(1)
 
 
-def test_restarted_agent_does_not_allocate_a_pod_twice(kubelet: FakeKubelet) -> None:
-    first = bound_pod("first", gpu_index=[0])
+@pytest.mark.parametrize("pods_known_at_start", [True, False])
+def test_restarted_agent_does_not_take_an_allocated_pod_for_a_waiting_one(
+    kubelet: FakeKubelet, pods_known_at_start: bool
+) -> None:
+    first = bound_pod("first", resource=SHARE_RESOURCE, gpu_index=[0], milli=500)
+    second = bound_pod("second", resource=SHARE_RESOURCE, gpu_index=[1], milli=500)
     pods = InMemoryBoundPods([first])
     with running(kubelet, gpu_inventory(2), pods, RecordingEventSink()):
-        wait_registered(kubelet, GPU_RESOURCE)
+        wait_registered(kubelet, SHARE_RESOURCE)
         assert kubelet.admit(first).admitted
+    # The agent restarts; its bound-pods watch may catch up only after it started.
+    pods = InMemoryBoundPods([first, second] if pods_known_at_start else [])
     with running(kubelet, gpu_inventory(2), pods, RecordingEventSink()) as plugins:
-        assert plugins.allocator.preferred(GPU_RESOURCE, pods.pods(), [gpu_uuid(1)], (), 1) == (
-            gpu_uuid(1),
-        )
-        # Nothing waits: the kubelet's offer matches no pod.
+        wait_registered(kubelet, SHARE_RESOURCE)
+        if not pods_known_at_start:
+            pods.replace([first, second])
+            plugins.sync_allocated()
+        # Share slots are tokens: only the memory of what was allocated keeps the second
+        # pod from being taken for the first (and getting the first's GPU).
+        (allocation,) = kubelet.admit(second).allocations
+        assert allocation.grant.envs[VISIBLE_DEVICES_ENV] == gpu_uuid(1)
         with pytest.raises(AllocationMismatchError, match="no pod bound"):
-            plugins.allocator.allocate(GPU_RESOURCE, pods.pods(), (gpu_uuid(0),))
+            plugins.allocator.allocate(SHARE_RESOURCE, pods.pods(), (share_id(gpu_uuid(0), 1),))
 
 
 def test_unknown_device_is_invalid(kubelet: FakeKubelet) -> None:
