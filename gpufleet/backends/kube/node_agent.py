@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 
 from gpufleet.backends.kube.api import KubeApi, RateLimiter, load_client
 from gpufleet.backends.kube.node_events import NORMAL, WARNING, EventRecorder, ObjectRef
-from gpufleet.backends.kube.node_pods import BoundPodsView, ContainerView, PodView
+from gpufleet.backends.kube.node_pods import BoundPodsView, ContainerView, PodListener, PodView
 from gpufleet.backends.kube.node_status import (
     AGENT_LABELS_ANNOTATION,
     DEFAULT_OWNED_LABEL_PREFIXES,
@@ -41,6 +41,7 @@ __all__ = [
     "ContainerView",
     "NodeAgentApi",
     "ObjectRef",
+    "PodListener",
     "PodView",
     "gpu_health_message",
 ]
@@ -108,10 +109,16 @@ class NodeAgentApi:
         self.recorder.event(involved, type, reason, message)
 
     # ----------------------------------------------------------------------------- reads
-    def watch_pods(self, node: str | None = None, watch_timeout_s: int = 300) -> BoundPodsView:
-        """Start watching the pods bound to ``node`` (this agent's by default); wait with
-        :meth:`BoundPodsView.wait_synced`. Closed by :meth:`close`."""
-        view = BoundPodsView(self.api, node or self.node, watch_timeout_s).start()
+    def watch_pods(
+        self,
+        node: str | None = None,
+        watch_timeout_s: int = 300,
+        on_change: PodListener | None = None,
+    ) -> BoundPodsView:
+        """Start watching the pods bound to ``node`` (this agent's by default), telling
+        ``on_change`` each change; wait with :meth:`BoundPodsView.wait_synced`. Closed by
+        :meth:`close`."""
+        view = BoundPodsView(self.api, node or self.node, watch_timeout_s, on_change).start()
         self._views.append(view)
         return view
 

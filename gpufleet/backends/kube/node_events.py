@@ -160,8 +160,10 @@ class EventRecorder:
         }
         if involved.namespace:
             reference["namespace"] = involved.namespace
-        if involved.uid:
-            reference["uid"] = involved.uid
+        # A Node's uid in Events is its name, as the kubelet writes and kubectl looks it up.
+        uid = involved.uid or (involved.name if involved.kind == "Node" else "")
+        if uid:
+            reference["uid"] = uid
         return {
             "apiVersion": "v1",
             "kind": "Event",

@@ -19,6 +19,7 @@ import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -70,6 +71,14 @@ class PodView:
     @property
     def bind_order(self) -> tuple[str, int]:
         return (self.scheduled_at, self.seen)
+
+    @property
+    def bind_time(self) -> float:
+        """``scheduled_at`` in seconds since the epoch (0.0 when it has none)."""
+        try:
+            return datetime.fromisoformat(self.scheduled_at.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return 0.0
 
     def container(self, name: str) -> ContainerView | None:
         for container in (*self.init_containers, *self.containers):
@@ -125,11 +134,24 @@ def pods_on(node: str) -> Resource:
     return dataclasses.replace(PODS, field_selector=f"spec.nodeName={node}")
 
 
-class BoundPodsView:
-    """See the module docstring. Thread-safe; views are immutable snapshots."""
+#: Told of each change: ("ADDED" | "MODIFIED", the pod) or ("DELETED", its last view).
+PodListener = Callable[[str, PodView], None]
 
-    def __init__(self, api: KubeApi, node: str, watch_timeout_s: int = 300) -> None:
+
+class BoundPodsView:
+    """See the module docstring. Thread-safe; views are immutable snapshots. ``on_change``
+    (optional) is told every change in order, on the watch's thread, after the view has it:
+    a relist tells the pods gone meanwhile as DELETED, so a copy kept by it stays exact."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        node: str,
+        watch_timeout_s: int = 300,
+        on_change: PodListener | None = None,
+    ) -> None:
         self.node = node
+        self.on_change = on_change
         self.stop = threading.Event()
         self._by_uid: dict[str, PodView] = {}
         self._seen_count = 0
@@ -185,12 +207,15 @@ class BoundPodsView:
     def _take(self, change: Change) -> None:
         uid = str((change.obj.get("metadata") or {}).get("uid", ""))
         with self._changed:
+            known = self._by_uid.get(uid)
             if change.type == DELETED:
                 self._by_uid.pop(uid, None)
+                view = known or pod_view(change.obj, 0)
             else:
-                known = self._by_uid.get(uid)
                 if known is None:
                     self._seen_count += 1
                 seen = known.seen if known is not None else self._seen_count
-                self._by_uid[uid] = pod_view(change.obj, seen)
+                view = self._by_uid[uid] = pod_view(change.obj, seen)
             self._changed.notify_all()
+        if self.on_change is not None:
+            self.on_change(change.type, view)

@@ -147,3 +147,12 @@ def test_what_it_remembers_is_bounded(server: FakeApiServer) -> None:
         assert len(events(server)) == 10
     finally:
         small.close()
+
+
+def test_a_node_named_without_uid_gets_its_name_as_uid(
+    server: FakeApiServer, recorder: EventRecorder
+) -> None:
+    recorder.event(ObjectRef("Node", NODE), NORMAL, "GpuHealthy", "all 8 GPUs healthy")
+    assert recorder.flush()
+    (event,) = events(server, "default")
+    assert event["involvedObject"]["uid"] == NODE

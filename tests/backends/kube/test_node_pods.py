@@ -11,7 +11,7 @@ import pytest
 from gpufleet.backends.kube.api import KubeApi, RateLimiter
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
 from gpufleet.backends.kube.node_agent import NodeAgentApi
-from gpufleet.backends.kube.node_pods import BoundPodsView, ContainerView
+from gpufleet.backends.kube.node_pods import BoundPodsView, ContainerView, PodView, pod_view
 from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import FakeApiServer
 
@@ -147,3 +147,47 @@ def test_close_ends_the_watch(server: FakeApiServer, agent: NodeAgentApi) -> Non
     server.wait_for(lambda: server.store.watches_open >= 1, DEADLINE_S, "the pod watch")
     view.close(DEADLINE_S)
     assert not view.informer.alive
+
+
+def test_a_listener_keeps_an_exact_copy(server: FakeApiServer, agent: NodeAgentApi) -> None:
+    server.create(ko.gpu_pod("old", node=NODE))
+    copy: dict[str, str] = {}
+    told: list[tuple[str, str]] = []
+
+    def listen(kind: str, pod: PodView) -> None:
+        told.append((kind, pod.name))
+        if kind == "DELETED":
+            copy.pop(pod.uid, None)
+        else:
+            copy[pod.uid] = pod.name
+
+    view = agent.watch_pods(watch_timeout_s=5, on_change=listen)
+    assert view.wait_synced(DEADLINE_S)
+    server.create(ko.gpu_pod("new", node=NODE))
+    server.compact()
+    server.close_watches()
+    server.delete("v1", "Pod", "old", "default")  # missed by the watch: the relist tells it
+    assert view.wait_until(lambda pods: [p.name for p in pods] == ["new"], DEADLINE_S)
+    assert sorted(copy.values()) == ["new"]
+    assert ("DELETED", "old") in told
+    assert told[0] == ("ADDED", "old")
+
+
+def test_bind_time_is_the_scheduled_time() -> None:
+    pod = pod_view(
+        {
+            "metadata": {"name": "p", "creationTimestamp": "2025-01-01T00:00:00Z"},
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "True",
+                        "lastTransitionTime": "2025-01-01T00:00:10Z",
+                    }
+                ]
+            },
+        },
+        seen=1,
+    )
+    assert pod.bind_time == 1735689610.0
+    assert pod_view({"metadata": {"name": "q"}}, seen=2).bind_time == 0.0
