@@ -283,7 +283,7 @@ class Allocator:
             if plan.demands[progress.next_container][1] != size:
                 continue
             found.append((pod, plan, _Progress(progress.next_container, set(progress.used))))
-        found.sort(key=lambda item: item[0].bind_order)
+        found.sort(key=lambda item: (item[0].bind_order, item[0].seen))
         return found
 
     def _plan(self, pod: BoundPod, resource: str) -> _Plan:

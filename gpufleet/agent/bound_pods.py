@@ -39,6 +39,8 @@ class BoundPod:
     containers: tuple[BoundContainer, ...]
     annotations: Mapping[str, str] = field(default_factory=dict)
     bind_order: float = 0.0
+    #: Breaks ties of ``bind_order`` (the order a watch first saw the pods).
+    seen: int = 0
 
     @property
     def key(self) -> str:
