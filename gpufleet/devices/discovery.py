@@ -35,6 +35,7 @@ from gpufleet.devices.nvml import (
     NVML_ERROR_NOT_SUPPORTED,
     Nvml,
     NVMLError,
+    gone_reason,
     nvml_error_code,
 )
 from gpufleet.model.inventory import InventoryDevice, MigInstance, NodeInventory
@@ -100,7 +101,7 @@ def _device(nvml: Nvml, index: int) -> InventoryDevice:
     except NVMLError as error:
         if nvml_error_code(error) not in DEVICE_GONE_ERRORS:
             raise
-        return replace(device, healthy=False, reason=f"GPU is lost ({error})")
+        return replace(device, healthy=False, reason=gone_reason(error))
     return replace(device, mig_enabled=enabled, mig=instances)
 
 
@@ -258,7 +259,7 @@ def _fabric_of(nvml: Nvml, handle: Any) -> Fabric | None:
     except AttributeError:
         return None  # an nvidia-ml-py without the call
     except NVMLError as error:
-        if nvml_error_code(error) not in _NOT_THERE:
+        if nvml_error_code(error) not in _NOT_THERE | DEVICE_GONE_ERRORS:
             raise
         return None
     cluster = bytes(info.clusterUuid)

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pynvml
 
@@ -84,7 +84,7 @@ class _ComputeInstance:
     instance: FakeMigInstance
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FakeEventData:
     """``nvmlEventData_t``: the device handle, the event type and its data (the XID)."""
 
@@ -105,25 +105,25 @@ class _EventSet:
 class FakeNvml:
     """NVML over a described node; see the module docstring for what it models."""
 
-    NVML_TEMPERATURE_GPU: ClassVar[int] = pynvml.NVML_TEMPERATURE_GPU
-    NVML_CLOCK_SM: ClassVar[int] = pynvml.NVML_CLOCK_SM
-    NVML_FEATURE_ENABLED: ClassVar[int] = pynvml.NVML_FEATURE_ENABLED
-    NVML_DEVICE_MIG_ENABLE: ClassVar[int] = pynvml.NVML_DEVICE_MIG_ENABLE
-    NVML_MEMORY_ERROR_TYPE_UNCORRECTED: ClassVar[int] = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-    NVML_VOLATILE_ECC: ClassVar[int] = pynvml.NVML_VOLATILE_ECC
-    NVML_NVLINK_MAX_LINKS: ClassVar[int] = pynvml.NVML_NVLINK_MAX_LINKS
-    NVML_NVLINK_DEVICE_TYPE_GPU: ClassVar[int] = pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
-    NVML_NVLINK_DEVICE_TYPE_SWITCH: ClassVar[int] = pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
-    NVML_GPU_INSTANCE_PROFILE_COUNT: ClassVar[int] = pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT
-    NVML_COMPUTE_INSTANCE_PROFILE_COUNT: ClassVar[int] = pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT
-    NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT: ClassVar[int] = (
+    NVML_TEMPERATURE_GPU: int = pynvml.NVML_TEMPERATURE_GPU
+    NVML_CLOCK_SM: int = pynvml.NVML_CLOCK_SM
+    NVML_FEATURE_ENABLED: int = pynvml.NVML_FEATURE_ENABLED
+    NVML_DEVICE_MIG_ENABLE: int = pynvml.NVML_DEVICE_MIG_ENABLE
+    NVML_MEMORY_ERROR_TYPE_UNCORRECTED: int = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    NVML_VOLATILE_ECC: int = pynvml.NVML_VOLATILE_ECC
+    NVML_NVLINK_MAX_LINKS: int = pynvml.NVML_NVLINK_MAX_LINKS
+    NVML_NVLINK_DEVICE_TYPE_GPU: int = pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
+    NVML_NVLINK_DEVICE_TYPE_SWITCH: int = pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH
+    NVML_GPU_INSTANCE_PROFILE_COUNT: int = pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT
+    NVML_COMPUTE_INSTANCE_PROFILE_COUNT: int = pynvml.NVML_COMPUTE_INSTANCE_PROFILE_COUNT
+    NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT: int = (
         pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_COUNT
     )
-    NVML_GPU_FABRIC_STATE_COMPLETED: ClassVar[int] = pynvml.NVML_GPU_FABRIC_STATE_COMPLETED
-    NVML_GPU_RECOVERY_ACTION_NONE: ClassVar[int] = pynvml.NVML_GPU_RECOVERY_ACTION_NONE
-    nvmlEventTypeXidCriticalError: ClassVar[int] = pynvml.nvmlEventTypeXidCriticalError
-    nvmlEventTypeDoubleBitEccError: ClassVar[int] = pynvml.nvmlEventTypeDoubleBitEccError
-    nvmlEventTypeGpuRecoveryAction: ClassVar[int] = pynvml.nvmlEventTypeGpuRecoveryAction
+    NVML_GPU_FABRIC_STATE_COMPLETED: int = pynvml.NVML_GPU_FABRIC_STATE_COMPLETED
+    NVML_GPU_RECOVERY_ACTION_NONE: int = pynvml.NVML_GPU_RECOVERY_ACTION_NONE
+    nvmlEventTypeXidCriticalError: int = pynvml.nvmlEventTypeXidCriticalError
+    nvmlEventTypeDoubleBitEccError: int = pynvml.nvmlEventTypeDoubleBitEccError
+    nvmlEventTypeGpuRecoveryAction: int = pynvml.nvmlEventTypeGpuRecoveryAction
 
     def __init__(self, spec: FakeSpec, clock: Clock | None = None, source: str = "") -> None:
         self.spec = spec

@@ -39,6 +39,7 @@ from gpufleet.devices.nvml import (
     NVML_ERROR_TIMEOUT,
     Nvml,
     NVMLError,
+    gone_reason,
     nvml_error_code,
 )
 from gpufleet.model.inventory import NodeInventory
@@ -120,6 +121,11 @@ class XidPolicy:
     def all_disabled(self) -> bool:
         return self.disabled.get(_ALL, False)
 
+    @property
+    def watches_xids(self) -> bool:
+        """False only when every XID is ignored and none is enabled again."""
+        return not self.all_disabled or any(v is False for v in self.disabled.values())
+
     def is_fatal(self, xid: int) -> bool:
         if self.disabled.get(_ALL) is False:
             return True
@@ -157,7 +163,7 @@ class HealthMonitor:
         wanted = (
             nvml.nvmlEventTypeDoubleBitEccError
             | nvml.nvmlEventTypeGpuRecoveryAction
-            | (0 if self._policy.all_disabled else nvml.nvmlEventTypeXidCriticalError)
+            | (nvml.nvmlEventTypeXidCriticalError if self._policy.watches_xids else 0)
         )
         for device in self._devices.values():
             self._register(device, wanted)
@@ -169,7 +175,7 @@ class HealthMonitor:
         except NVMLError as error:
             code = nvml_error_code(error)
             if code in DEVICE_GONE_ERRORS:
-                device.conditions["lost"] = f"GPU is lost ({error})"
+                device.conditions["lost"] = gone_reason(error)
             elif code != NVML_ERROR_NOT_SUPPORTED:  # too old for events: probes only
                 raise
 
@@ -214,7 +220,7 @@ class HealthMonitor:
                 if nvml_error_code(error) not in DEVICE_GONE_ERRORS:
                     raise
                 with self._lock:
-                    self._set(device, "lost", f"GPU is lost ({error})")
+                    self._set(device, "lost", gone_reason(error))
                 continue
             with self._lock:
                 if "lost" in device.conditions:

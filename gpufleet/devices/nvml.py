@@ -19,11 +19,11 @@ from typing import Any, Protocol, cast
 
 import pynvml
 
-#: The structures NVML fills in: the fields the agent reads (ctypes fields: ``busId`` is bytes).
+#: The structures NVML fills in: the fields the agent reads.
 
 
 class PciInfo(Protocol):
-    busId: bytes
+    busId: bytes | str  # pynvml's printable structures decode it to str
 
 
 class MemoryInfo(Protocol):
@@ -155,6 +155,13 @@ NVML_ERROR_FUNCTION_NOT_FOUND: int = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
 
 #: Errors after which the device answers nothing until it is reset or comes back.
 DEVICE_GONE_ERRORS = frozenset({NVML_ERROR_GPU_IS_LOST, NVML_ERROR_RESET_REQUIRED})
+
+
+def gone_reason(error: BaseException) -> str:
+    """Why a device that stopped answering is unhealthy, in the words the agent publishes."""
+    if nvml_error_code(error) == NVML_ERROR_RESET_REQUIRED:
+        return "GPU requires reset"
+    return "GPU is lost"
 
 
 def nvml_error(code: int) -> Exception:
