@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "demo": "gpufleet.cli.demo:demo",
     "scheduler": "gpufleet.cli.scheduler:scheduler",
     "serve": "gpufleet.cli.serve:serve",
+    "agent": "gpufleet.cli.agent:agent",
     "admin": "gpufleet.cli.serve:admin",
     "submit": "gpufleet.cli.remote:submit",
     "get": "gpufleet.cli.remote:get",

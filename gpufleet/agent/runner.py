@@ -1,0 +1,224 @@
+"""The node agent as one process: discovery, Node labels, device plugin, health and /metrics.
+
+Owns :class:`NodeAgent`, which joins the parts: it reads the node's GPUs from a
+:class:`~gpufleet.devices.source.DeviceSource` (NVML, or the fake NVML of ``--fake-gpus``),
+publishes GPU Feature Discovery's labels, the NVLink-domain label and the device inventory the
+scheduler reads (``gpufleet.dev/gpu-inventory``) on its Node, serves the kubelet's device
+plugin API for every GPU resource (:class:`~gpufleet.agent.device_plugin.NodeDevicePlugins`,
+fed by a watch of the pods bound to the node), and serves dcgm-exporter's metrics at
+``/metrics``. A health thread waits on NVML's events: a device that turns unhealthy (or
+healthy again) is withdrawn from (or back in) ``ListAndWatch`` at once, the inventory
+annotation that the scheduler acts on is rewritten, the Node condition ``GpuDevicesHealthy``
+says which GPU and why, and an Event names the GPU and the XID.
+
+It decides nothing about devices itself (allocation.py, resources.py) and speaks to the API
+server only through :class:`~gpufleet.backends.kube.node_agent.NodeAgentApi`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+
+from gpufleet.agent.bound_pods import InMemoryBoundPods
+from gpufleet.agent.device_plugin import NodeDevicePlugins, PluginConfig
+from gpufleet.agent.kube_bridge import KubeEventSink, feed
+from gpufleet.agent.kubelet_api import POD_RESOURCES_SOCKET
+from gpufleet.agent.pod_resources import PodResourcesReader
+from gpufleet.agent.telemetry import AgentTelemetry
+from gpufleet.backends.kube.node_agent import (
+    GPU_HEALTH_CONDITION,
+    NORMAL,
+    WARNING,
+    NodeAgentApi,
+    gpu_health_message,
+)
+from gpufleet.devices.labels import gfd_node_labels
+from gpufleet.devices.source import DeviceSource
+from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_to_json
+from gpufleet.metrics.dcgm import DcgmCollector
+from gpufleet.model.inventory import NodeInventory
+from gpufleet.model.telemetry import HealthEvent
+
+log = logging.getLogger(__name__)
+
+#: How long the health thread waits on NVML's events per turn (also how soon it stops).
+HEALTH_WAIT_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """The agent's command line, less the device source and the API connection."""
+
+    plugin: PluginConfig
+    pod_resources_socket: Path = Path(POD_RESOURCES_SOCKET)
+    #: ``host:port`` of ``/metrics``; None: no metrics server (tests).
+    metrics_address: str | None = "0.0.0.0:9400"
+    #: How long to wait for the first listing of the node's pods before serving the kubelet.
+    pods_sync_timeout_s: float = 30.0
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``0.0.0.0:9400`` -> (``0.0.0.0``, 9400); a ValueError naming the address otherwise."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT (e.g. 0.0.0.0:9400), got {address!r}")
+    return host or "0.0.0.0", int(port)
+
+
+class NodeAgent:
+    """See the module docstring. :meth:`start`, then :meth:`stop` (or use ``with``)."""
+
+    def __init__(self, source: DeviceSource, api: NodeAgentApi, settings: AgentSettings) -> None:
+        self.source = source
+        self.api = api
+        self.settings = settings
+        self.node = settings.plugin.node_name
+        self._lock = threading.Lock()
+        self._inventory = source.inventory()
+        self.bound_pods = InMemoryBoundPods()
+        self.events = KubeEventSink(api)
+        self.pod_resources = PodResourcesReader(settings.pod_resources_socket)
+        self.plugins = NodeDevicePlugins(
+            settings.plugin, self._inventory, self.bound_pods, self.events, self.pod_resources
+        )
+        self.telemetry = AgentTelemetry(
+            self.node,
+            source,
+            self.inventory,
+            self.bound_pods,
+            self.pod_resources.device_users,
+        )
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(DcgmCollector(self.telemetry))
+        self._stop = threading.Event()
+        self._stopped = False
+        self._health_thread: threading.Thread | None = None
+        self._metrics_server: Any = None
+        #: Where /metrics listens once started (the port is chosen when 0 was asked).
+        self.metrics_port: int | None = None
+
+    def inventory(self) -> NodeInventory:
+        with self._lock:
+            return self._inventory
+
+    # ----------------------------------------------------------------------------- lifecycle
+    def start(self) -> NodeAgent:
+        self.publish()
+        view = self.api.watch_pods(self.node, on_change=feed(self.bound_pods))
+        if not view.wait_synced(self.settings.pods_sync_timeout_s):
+            log.warning(
+                "the pods of node %s were not listed within %.0f s; serving the kubelet anyway",
+                self.node,
+                self.settings.pods_sync_timeout_s,
+            )
+        self.plugins.start()
+        if self.settings.metrics_address is not None:
+            host, port = split_address(self.settings.metrics_address)
+            self._metrics_server, _ = start_http_server(port, host, self.registry)
+            self.metrics_port = int(self._metrics_server.server_port)
+        self._health_thread = threading.Thread(
+            target=self._watch_health, name="gpu-health", daemon=True
+        )
+        self._health_thread.start()
+        log.info(
+            "gpufleet agent on %s: %d GPU(s), resources %s, metrics on %s",
+            self.node,
+            len(self._inventory.devices),
+            ", ".join(sorted(self.plugins.resources)) or "none",
+            f"port {self.metrics_port}" if self.metrics_port is not None else "no port",
+        )
+        return self
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        if self._health_thread is not None:
+            self._health_thread.join(timeout=5)
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+        self.plugins.stop()
+        self.pod_resources.close()
+        self.api.close()
+        self.source.close()
+
+    def __enter__(self) -> NodeAgent:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def stop_soon(self) -> None:
+        """Make :meth:`wait` return (safe in a signal handler); :meth:`stop` then cleans up."""
+        self._stop.set()
+
+    def wait(self) -> None:
+        """Until :meth:`stop_soon` or :meth:`stop` (a signal handler, another thread)."""
+        self._stop.wait()
+
+    # ----------------------------------------------------------------------------- the Node
+    def publish(self) -> None:
+        """Labels, the inventory annotation and the health condition, as the devices are now."""
+        inventory = self.inventory()
+        labels = gfd_node_labels(
+            inventory,
+            node_name=self.node,
+            sharing=self.settings.plugin.sharing,
+            fabric=getattr(self.source, "fabric", None),
+        )
+        self.api.publish(self.node, labels, {INVENTORY_ANNOTATION: inventory_to_json(inventory)})
+        self._set_condition(inventory)
+
+    def _set_condition(self, inventory: NodeInventory) -> None:
+        unhealthy = [d for d in inventory.devices if not d.healthy]
+        if unhealthy:
+            message = "; ".join(
+                gpu_health_message(d.index, d.uuid, None, d.reason) for d in unhealthy
+            )
+            self.api.set_condition(
+                self.node, GPU_HEALTH_CONDITION, "False", "GpuUnhealthy", message
+            )
+        else:
+            count = len(inventory.devices)
+            self.api.set_condition(
+                self.node, GPU_HEALTH_CONDITION, "True", "GpusHealthy", f"{count} GPU(s) healthy"
+            )
+
+    # ----------------------------------------------------------------------------- health
+    def _watch_health(self) -> None:
+        while not self._stop.is_set():
+            try:
+                events = self.source.wait_health(HEALTH_WAIT_S)
+                if events:
+                    self.apply_health(events)
+            except Exception:
+                log.exception("GPU health check failed; trying again")
+                self._stop.wait(HEALTH_WAIT_S)
+
+    def apply_health(self, events: Sequence[HealthEvent]) -> None:
+        """Withdraw (or restore) the devices at once, then tell the scheduler and the user."""
+        inventory = self.source.inventory()
+        with self._lock:
+            self._inventory = inventory
+        self.plugins.update(inventory)
+        self.publish()
+        node = self.api.node_ref(self.node)
+        for event in events:
+            if event.healthy:
+                message = f"GPU {event.gpu} ({event.uuid}) is healthy again"
+                self.api.event(node, NORMAL, "GpuHealthy", message)
+                log.info("%s", message)
+            else:
+                xid = event.xid or None
+                message = gpu_health_message(event.gpu, event.uuid, xid, event.reason)
+                self.api.event(node, WARNING, "GpuUnhealthy", message)
+                log.warning("%s", message)

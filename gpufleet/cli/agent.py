@@ -1,0 +1,139 @@
+"""``gpufleet agent``: the node agent of one GPU node (device plugin, labels, health, metrics)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from gpufleet.cli.output import fail
+
+DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+POD_RESOURCES_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+
+
+def agent(
+    node_name: Annotated[
+        str | None,
+        typer.Option(envvar="NODE_NAME", help="this node's name (the DaemonSet sets NODE_NAME)"),
+    ] = None,
+    fake_gpus: Annotated[
+        Path | None,
+        typer.Option(
+            help="read the GPUs from this fake NVML YAML instead of the driver (demos, tests; "
+            "e.g. examples/agent/fake-gpus.yaml)",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="KUBECONFIG",
+            help="kubeconfig file; without one, the in-cluster service account is used",
+        ),
+    ] = None,
+    device_plugin_dir: Annotated[
+        Path, typer.Option(help="the kubelet's device plugin directory (kubelet.sock)")
+    ] = DEVICE_PLUGIN_DIR,
+    pod_resources_socket: Annotated[
+        Path, typer.Option(help="the kubelet's PodResources API socket")
+    ] = POD_RESOURCES_SOCKET,
+    metrics_address: Annotated[
+        str, typer.Option(help="HOST:PORT of /metrics (dcgm-exporter's names and port)")
+    ] = "0.0.0.0:9400",
+    shares_per_gpu: Annotated[
+        int,
+        typer.Option(
+            min=1, max=1000, help="gpufleet.dev/gpu-share slots advertised per (non-MIG) GPU"
+        ),
+    ] = 10,
+    mps: Annotated[
+        bool, typer.Option(help="give shares the CUDA MPS limits (an MPS daemon runs on the node)")
+    ] = False,
+    cdi: Annotated[
+        bool, typer.Option(help="answer Allocate with CDI device names instead of env")
+    ] = False,
+    device_plugin_config: Annotated[
+        Path | None,
+        typer.Option(
+            help="the NVIDIA device plugin's config (file or ConfigMap): time-slicing, MPS",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+    device_plugin_config_key: Annotated[
+        str | None,
+        typer.Option(help="the ConfigMap key of the config (needed when it has several)"),
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
+) -> None:
+    """Run the node agent: discover the GPUs through NVML, publish GPU Feature Discovery's
+    labels and the device inventory on the Node, serve the kubelet's device plugin API so that
+    every container gets exactly the devices gpufleet chose, withdraw devices that fail (XID,
+    ECC, lost), and serve dcgm-exporter's metrics at /metrics.
+
+    Example (no GPU, against a test cluster):
+    gpufleet agent --node-name gpu-1 --fake-gpus examples/agent/fake-gpus.yaml
+    --device-plugin-dir /tmp/dp --pod-resources-socket /tmp/dp/pod-resources.sock"""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if not node_name:
+        raise fail("--node-name is required (or NODE_NAME in the environment)")
+    # Heavy imports after the arguments are read: grpc, the kubernetes client, NVML.
+    from gpufleet.agent.device_plugin import PluginConfig
+    from gpufleet.agent.runner import AgentSettings, NodeAgent, split_address
+    from gpufleet.backends.kube.node_agent import NodeAgentApi
+    from gpufleet.devices.fake import make_fake_nvml
+    from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
+    from gpufleet.devices.nvml_source import NvmlDeviceSource
+    from gpufleet.io.device_plugin_config import read_device_plugin_config
+    from gpufleet.io.errors import InputError
+    from gpufleet.model.gpu import NO_SHARING
+
+    try:
+        split_address(metrics_address)
+        sharing = (
+            read_device_plugin_config(device_plugin_config, device_plugin_config_key).gpu_sharing()
+            if device_plugin_config is not None
+            else NO_SHARING
+        )
+        nvml = make_fake_nvml(fake_gpus) if fake_gpus is not None else load_nvml()
+    except (InputError, ValueError, NvmlUnavailableError) as error:
+        raise fail(escape(str(error))) from None
+    source = NvmlDeviceSource(nvml)
+    try:
+        api = NodeAgentApi.connect(node_name, str(kubeconfig) if kubeconfig else None)
+    except Exception as error:  # the config loaders raise several unrelated types
+        source.close()
+        raise fail(f"cannot load the Kubernetes configuration: {escape(str(error))}") from None
+    settings = AgentSettings(
+        PluginConfig(
+            node_name=node_name,
+            plugin_dir=device_plugin_dir,
+            sharing=sharing,
+            shares_per_gpu=shares_per_gpu,
+            cdi=cdi,
+            mps=mps,
+        ),
+        pod_resources_socket=pod_resources_socket,
+        metrics_address=metrics_address,
+    )
+    node_agent = NodeAgent(source, api, settings)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        node_agent.stop_soon()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    node_agent.start()
+    logging.getLogger(__name__).info("agent pid %d running; SIGTERM stops it", os.getpid())
+    node_agent.wait()
+    node_agent.stop()

@@ -1,0 +1,184 @@
+"""The whole node agent in one process: fake NVML, a real gRPC fake kubelet and the fake API
+server. Labels and the inventory reach the Node, the kubelet is served, a bound pod's Allocate
+gets the UUID of the device it was bound to, /metrics carries dcgm-exporter's names with the
+pod attributed, and an XID withdraws one device everywhere (kubelet, annotation, condition,
+Event) until it recovers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+import yaml
+
+from gpufleet.agent.device_plugin import PluginConfig
+from gpufleet.agent.kube_bridge import bound_pod
+from gpufleet.agent.runner import AgentSettings, NodeAgent, split_address
+from gpufleet.backends.kube.api import KubeApi, RateLimiter
+from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
+from gpufleet.backends.kube.node_agent import GPU_HEALTH_CONDITION, NodeAgentApi
+from gpufleet.backends.kube.node_pods import pod_view
+from gpufleet.devices.fake import FakeNvml
+from gpufleet.devices.fake_spec import parse_fake_spec
+from gpufleet.devices.nvml_source import NvmlDeviceSource
+from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.model.gpu import GPU_RESOURCE, SHARE_RESOURCE
+from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.fake_kubelet import FakeKubelet
+from tests.fakes.kube_api import FakeApiServer
+
+NODE = "gpu-1"
+SPEC = """
+node: gpu-1
+driver_version: "550.54.15"
+cuda_driver_version: "12.4"
+nvswitch: true
+devices:
+  - product: NVIDIA H100 80GB HBM3
+    count: 4
+    utilization: {gpu_util: 87, fb_used_mib: 40000, temperature_c: 61, power_w: 500}
+"""
+
+
+def eventually(check: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as fake:
+        fake.create(ko.gpu_node(NODE, gpus=4))
+        yield fake
+
+
+@pytest.fixture
+def nvml() -> FakeNvml:
+    fake = FakeNvml(parse_fake_spec(yaml.safe_load(SPEC), "test.yaml"), clock=lambda: 0.0)
+    fake.nvmlInit()
+    return fake
+
+
+@pytest.fixture
+def agent(server: FakeApiServer, kubelet: FakeKubelet, nvml: FakeNvml) -> Iterator[NodeAgent]:
+    api = NodeAgentApi(KubeApi(server.api_client(), RateLimiter(10_000, 10_000)), NODE)
+    settings = AgentSettings(
+        PluginConfig(node_name=NODE, plugin_dir=kubelet.plugin_dir, kubelet_poll_s=0.05),
+        pod_resources_socket=kubelet.pod_resources_socket,
+        metrics_address="127.0.0.1:0",
+        pods_sync_timeout_s=10,
+    )
+    node_agent = NodeAgent(NvmlDeviceSource(nvml), api, settings).start()
+    try:
+        yield node_agent
+    finally:
+        node_agent.stop()
+
+
+def node_of(server: FakeApiServer) -> dict[str, object]:
+    node = server.get("v1", "Node", NODE)
+    assert node is not None
+    return node
+
+
+def annotations(server: FakeApiServer) -> dict[str, str]:
+    return dict(node_of(server)["metadata"].get("annotations") or {})  # type: ignore[attr-defined]
+
+
+def condition(server: FakeApiServer) -> dict[str, str]:
+    status: dict[str, list[dict[str, str]]] = node_of(server)["status"]  # type: ignore[assignment]
+    return next(c for c in status.get("conditions", []) if c["type"] == GPU_HEALTH_CONDITION)
+
+
+def test_labels_inventory_and_served_resources(
+    agent: NodeAgent, server: FakeApiServer, kubelet: FakeKubelet
+) -> None:
+    labels = node_of(server)["metadata"]["labels"]  # type: ignore[index]
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert labels["nvidia.com/gpu.count"] == "4"
+    assert labels["nvidia.com/gpu.family"] == "hopper"
+    assert labels["gpufleet.dev/nvlink-domain"]
+    inventory = inventory_from_json(annotations(server)[INVENTORY_ANNOTATION])
+    assert [d.index for d in inventory.devices] == [0, 1, 2, 3]
+    assert condition(server)["status"] == "True"
+    kubelet.wait_for(lambda: {GPU_RESOURCE, SHARE_RESOURCE} <= kubelet.resources(), what="both")
+    assert len(kubelet.devices(GPU_RESOURCE)) == 4
+    assert len(kubelet.devices(SHARE_RESOURCE)) == 4 * 10
+
+
+def test_bound_pod_gets_its_device_and_is_attributed_in_metrics(
+    agent: NodeAgent, server: FakeApiServer, kubelet: FakeKubelet
+) -> None:
+    kubelet.wait_for(lambda: GPU_RESOURCE in kubelet.resources(), what="registration")
+    binding = {GPU_INDEX_ANNOTATION: "2", VISIBLE_DEVICES_ANNOTATION: "2"}
+    created = server.create(ko.gpu_pod("train-0", "ml", node=NODE, annotations=binding))
+    eventually(lambda: len(agent.bound_pods.pods()) == 1, "the agent to see the bound pod")
+    result = kubelet.admit(bound_pod(pod_view(created, 1)))
+    assert result.error is None
+    uuid_of_2 = agent.inventory().devices[2].uuid
+    assert result.allocations[0].grant.envs["NVIDIA_VISIBLE_DEVICES"] == uuid_of_2
+    assert agent.metrics_port is not None
+    text = httpx.get(f"http://127.0.0.1:{agent.metrics_port}/metrics").text
+    util = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_UTIL{")]
+    assert len(util) == 4
+    held = [line for line in util if 'pod="train-0"' in line]
+    assert len(held) == 1
+    assert f'UUID="{uuid_of_2}"' in held[0]
+    assert 'namespace="ml"' in held[0]
+    assert 'Hostname="gpu-1"' in held[0]
+    allocated = [line for line in text.splitlines() if line.startswith("gpufleet_gpu_allocated{")]
+    assert any(uuid_of_2 in line and line.endswith(" 1.0") for line in allocated)
+
+
+def test_xid_withdraws_one_device_until_it_recovers(
+    agent: NodeAgent, server: FakeApiServer, kubelet: FakeKubelet, nvml: FakeNvml
+) -> None:
+    kubelet.wait_for(lambda: GPU_RESOURCE in kubelet.resources(), what="registration")
+    uuid_of_1 = agent.inventory().devices[1].uuid
+    nvml.inject_xid(1, 79)
+    kubelet.wait_for(lambda: not kubelet.devices(GPU_RESOURCE)[uuid_of_1], what="withdrawal")
+    assert sum(kubelet.devices(GPU_RESOURCE).values()) == 3
+    eventually(
+        lambda: inventory_from_json(annotations(server)[INVENTORY_ANNOTATION]).unhealthy == (1,),
+        "the inventory to name GPU 1 unhealthy",
+    )
+    assert condition(server)["status"] == "False"
+    assert "GPU 1" in condition(server)["message"]
+    assert "79" in condition(server)["message"]
+    eventually(
+        lambda: any(
+            e.get("reason") == "GpuUnhealthy" and "XID 79" in e.get("message", "")
+            for e in server.list("v1", "Event")
+        ),
+        "a GpuUnhealthy Event naming the XID",
+    )
+    nvml.recover(1)
+    kubelet.wait_for(lambda: kubelet.devices(GPU_RESOURCE)[uuid_of_1], what="the device back")
+    eventually(
+        lambda: not inventory_from_json(annotations(server)[INVENTORY_ANNOTATION]).unhealthy,
+        "the inventory to be healthy again",
+    )
+    assert condition(server)["status"] == "True"
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        pytest.param("0.0.0.0:9400", ("0.0.0.0", 9400), id="all"),
+        pytest.param(":9400", ("0.0.0.0", 9400), id="no-host"),
+        pytest.param("[::1]:9400", ("[::1]", 9400), id="ipv6"),
+    ],
+)
+def test_metrics_address(address: str, expected: tuple[str, int]) -> None:
+    assert split_address(address) == expected
+
+
+@pytest.mark.parametrize("address", ["9400", "host:port", "host:70000"])
+def test_metrics_address_errors(address: str) -> None:
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        split_address(address)
