@@ -219,11 +219,11 @@ class GpuFit:
 
     def reasons(self, table: NodeTable, demand: Demand) -> Mapping[str, BoolArray]:
         failing = ~self.mask(table, demand)
+        if not table.any_unhealthy:
+            return self._capacity_reasons(table, demand, failing)
         sick = _only_unhealthy_fit(table, demand, failing)
         reasons = self._capacity_reasons(table, demand, failing & ~sick)
-        if sick.any():
-            return {**reasons, UNHEALTHY_GPUS: sick}
-        return reasons
+        return {**reasons, UNHEALTHY_GPUS: sick} if sick.any() else reasons
 
     def _capacity_reasons(
         self, table: NodeTable, demand: Demand, failing: BoolArray

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -145,22 +147,34 @@ def test_the_core_applies_health_at_once_and_wakes_what_waits_for_the_device() -
     core.handle(DeviceHealthChanged("gone", (0,)))
 
 
+@dataclass(frozen=True)
+class Step:
+    """A pod of ``shape`` arrives, the ``pick``-th running pod ends, or node ``node``'s
+    unhealthy devices become ``devices``."""
+
+    kind: str
+    shape: str = ""
+    pick: int = 0
+    node: int = 0
+    devices: frozenset[int] = frozenset()
+
+
 @st.composite
-def flips(draw: st.DrawFn) -> list[tuple[str, object]]:
-    steps: list[tuple[str, object]] = []
+def flips(draw: st.DrawFn) -> list[Step]:
+    steps: list[Step] = []
     for _ in range(draw(st.integers(5, 30))):
         kind = draw(st.sampled_from(["pod", "pod", "end", "health"]))
         if kind == "pod":
-            steps.append(("pod", draw(st.sampled_from(["whole", "two", "share", "mig"]))))
+            steps.append(Step(kind, shape=draw(st.sampled_from(sorted(POD_SHAPES)))))
         elif kind == "end":
-            steps.append(("end", draw(st.integers(0, 1000))))
+            steps.append(Step(kind, pick=draw(st.integers(0, 1000))))
         else:
-            node = draw(st.integers(0, 2))
-            steps.append(("health", (node, draw(st.sets(st.integers(0, 3), max_size=3)))))
+            devices = draw(st.frozensets(st.integers(0, 3), max_size=3))
+            steps.append(Step(kind, node=draw(st.integers(0, 2)), devices=devices))
     return steps
 
 
-POD_SHAPES = {
+POD_SHAPES: dict[str, dict[str, Any]] = {
     "whole": {"gpus": 1},
     "two": {"gpus": 2},
     "share": {"milli": 400},
@@ -171,28 +185,26 @@ POD_SHAPES = {
 @settings(max_examples=60, deadline=None)
 @given(steps=flips())
 def test_no_placement_ever_lands_on_an_unhealthy_device_nor_over_allocates(
-    steps: list[tuple[str, object]],
+    steps: list[Step],
 ) -> None:
     nodes = [make_node(f"n{i}", gpus=4, mig={3: ["1g.10gb"] * 3}) for i in range(3)]
     core = make_core(nodes)
     cluster = EchoCluster(core)
     sick: dict[str, set[int]] = defaultdict(set)
     count = seen = 0
-    for kind, value in steps:
-        if kind == "pod":
+    for step in steps:
+        if step.kind == "pod":
             count += 1
-            name = f"p{count}"
-            cluster.submit(one(name, **POD_SHAPES[str(value)]))
-        elif kind == "end" and cluster.running:
-            key = sorted(cluster.running)[int(str(value)) % len(cluster.running)]
+            cluster.submit(one(f"p{count}", **POD_SHAPES[step.shape]))
+        elif step.kind == "end" and cluster.running:
+            key = sorted(cluster.running)[step.pick % len(cluster.running)]
             del cluster.running[key]
             core.handle(PodDeleted(key))
             cluster.settle()
-        elif kind == "health":
-            node, devices = value  # type: ignore[misc]
-            name = f"n{node}"
-            sick[name] = set(devices)
-            core.handle(DeviceHealthChanged(name, tuple(sorted(devices))))
+        elif step.kind == "health":
+            name = f"n{step.node}"
+            sick[name] = set(step.devices)
+            core.handle(DeviceHealthChanged(name, tuple(sorted(step.devices))))
             cluster.settle()
         for action in cluster.actions[seen:]:
             if isinstance(action, Bind):
