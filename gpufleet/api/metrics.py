@@ -4,7 +4,9 @@ One registry per app (several apps in one test process must not share counters).
 plane's :class:`~gpufleet.metrics.scheduler.SchedulerMetrics` (the families every world serves,
 read from the plane's core; on Kubernetes also leadership and API calls) and adds what only
 the control plane has: its workloads by state, its clock, what its book counted since start,
-and the latency of API requests. Every name comes from :mod:`gpufleet.metrics.families`.
+the latency of API requests, and its world's device telemetry under dcgm-exporter's names
+(:mod:`gpufleet.metrics.dcgm`, where the world has telemetry: the simulated cluster). Every
+name comes from :mod:`gpufleet.metrics.families`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from gpufleet.metrics import families as f
+from gpufleet.metrics.dcgm import DcgmCollector
 from gpufleet.service.protocol import Plane
 from gpufleet.service.states import WorkloadState
 
@@ -60,6 +63,8 @@ class ApiMetrics:
         self.registry = CollectorRegistry()
         self.registry.register(_Registry(plane.metrics.registry))
         self.registry.register(_PlaneCollector(plane))
+        if plane.telemetry is not None:
+            self.registry.register(DcgmCollector(plane.telemetry))
         family = f.API_REQUEST_SECONDS
         self.latency = Histogram(
             family.name,

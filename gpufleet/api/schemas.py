@@ -194,6 +194,12 @@ class DeviceView(_Schema):
     shared: bool = Field(description="held by more than one pod, or by a share of one")
     mig: bool = False
     pods: list[str] = Field(default_factory=list, description="namespace/name of its pods")
+    utilization: float | None = Field(
+        None, description="its real use, 0..1 (DCGM_FI_DEV_GPU_UTIL / 100); None: not measured"
+    )
+    memory_used_mib: int | None = Field(
+        None, description="its framebuffer memory used (DCGM_FI_DEV_FB_USED); None: not measured"
+    )
 
 
 class NodeView(_Schema):

@@ -269,6 +269,7 @@ def priority_classes(plane: Plane) -> list[PriorityClassView]:
 
 
 def nodes(plane: Plane, principal: Principal, name: str | None = None) -> list[NodeView]:
+    used = _device_use(plane)
     with plane.lock:
         by_node: dict[str, list[tuple[str, PodRecord]]] = {}
         for record in plane.records.values():
@@ -317,6 +318,8 @@ def nodes(plane: Plane, principal: Principal, name: str | None = None) -> list[N
                         shared=gpu.index in shared or len(pods_here) > 1,
                         mig=gpu.partitioned,
                         pods=sorted(pods_here),
+                        utilization=use[0] if (use := used.get((node.name, gpu.index))) else None,
+                        memory_used_mib=use[1] if use else None,
                     )
                 )
             out.append(
@@ -337,6 +340,19 @@ def nodes(plane: Plane, principal: Principal, name: str | None = None) -> list[N
         if name is not None and not out:
             raise NotFoundError(f"node {name} not found")
         return out
+
+
+def _device_use(plane: Plane) -> dict[tuple[str, int], tuple[float, int]]:
+    """The real use of every GPU the world measures, by (node, index): utilisation (0..1) and
+    memory used (MiB); empty when it measures none."""
+    if plane.telemetry is None:
+        return {}
+    return {
+        (node.hostname, sample.gpu): (round(sample.gpu_util / 100.0, 3), sample.fb_used_mib)
+        for node in plane.telemetry.read()
+        for sample in node.samples
+        if not sample.mig_profile
+    }
 
 
 def cluster(plane: Plane) -> ClusterSummary:

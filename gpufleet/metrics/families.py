@@ -5,7 +5,9 @@ Names follow Prometheus' conventions: the ``gpufleet_`` prefix, the unit last (`
 base unit (cores, bytes, GPUs, or the extended resource's units). :data:`SCHEDULER` families are
 served by every world (``gpufleet scheduler``, ``gpufleet serve`` in both modes, and a
 simulation's report); :data:`KUBERNETES` ones by the worlds that talk to an API server;
-:data:`SERVE` ones by the control plane. The README's metrics table is this module, in words.
+:data:`SERVE` ones by the control plane; :data:`DEVICES` (dcgm-exporter's names, and the
+scheduler's allocation beside them) by whatever reads devices: the node agent, and
+``gpufleet serve`` over the simulated cluster. The README's metrics table is this module, in words.
 
 It defines names only: the registry (:mod:`gpufleet.metrics.scheduler`) and the collectors of
 each world read them from here, so that no world names a metric of its own.
@@ -221,4 +223,74 @@ PLANE_COUNTERS = {
 }
 SERVE = (WORKLOADS, CLUSTER_TIME, *PLANE_COUNTERS.values(), API_REQUEST_SECONDS)
 
-ALL = SCHEDULER + KUBERNETES + SERVE
+# ----------------------------------------------------------------------------- devices
+# NVIDIA dcgm-exporter's names, types, help texts and labels (its etc/default-counters.csv and
+# its Prometheus format), so that dashboards built on it work unchanged; served by the node
+# agent and by ``gpufleet serve`` over the simulated cluster (gpufleet.metrics.dcgm).
+#: The labels of every device series, in dcgm-exporter's order; ``GPU_I_PROFILE`` and
+#: ``GPU_I_ID`` only on MIG instances, ``DCGM_FI_DRIVER_VERSION`` where the driver is known,
+#: ``container``, ``namespace`` and ``pod`` on a device a pod holds.
+DEVICE_LABELS = (
+    "gpu",
+    "UUID",
+    "pci_bus_id",
+    "device",
+    "modelName",
+    "GPU_I_PROFILE",
+    "GPU_I_ID",
+    "Hostname",
+    "DCGM_FI_DRIVER_VERSION",
+    "container",
+    "namespace",
+    "pod",
+)
+DCGM_GPU_UTIL = Family("DCGM_FI_DEV_GPU_UTIL", Kind.GAUGE, "GPU utilization (in %).", DEVICE_LABELS)
+DCGM_MEM_COPY_UTIL = Family(
+    "DCGM_FI_DEV_MEM_COPY_UTIL", Kind.GAUGE, "Memory utilization (in %).", DEVICE_LABELS
+)
+DCGM_FB_FREE = Family(
+    "DCGM_FI_DEV_FB_FREE", Kind.GAUGE, "Framebuffer memory free (in MiB).", DEVICE_LABELS
+)
+DCGM_FB_USED = Family(
+    "DCGM_FI_DEV_FB_USED", Kind.GAUGE, "Framebuffer memory used (in MiB).", DEVICE_LABELS
+)
+DCGM_GPU_TEMP = Family("DCGM_FI_DEV_GPU_TEMP", Kind.GAUGE, "GPU temperature (in C).", DEVICE_LABELS)
+DCGM_POWER_USAGE = Family(
+    "DCGM_FI_DEV_POWER_USAGE", Kind.GAUGE, "Power draw (in W).", DEVICE_LABELS
+)
+DCGM_SM_CLOCK = Family(
+    "DCGM_FI_DEV_SM_CLOCK", Kind.GAUGE, "SM clock frequency (in MHz).", DEVICE_LABELS
+)
+DCGM_XID_ERRORS = Family(
+    "DCGM_FI_DEV_XID_ERRORS",
+    Kind.GAUGE,
+    "Value of the last XID error encountered.",
+    (*DEVICE_LABELS, "err_code", "err_msg"),
+)
+DCGM_GR_ENGINE_ACTIVE = Family(
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    Kind.GAUGE,
+    "Ratio of time the graphics engine is active.",
+    DEVICE_LABELS,
+)
+GPU_ALLOCATED = Family(
+    "gpufleet_gpu_allocated",
+    Kind.GAUGE,
+    "The fraction of a GPU or MIG instance the scheduler allocated (0..1), with the device "
+    "labels of the DCGM_FI_* series",
+    DEVICE_LABELS[:9],
+)
+DEVICES = (
+    DCGM_GPU_UTIL,
+    DCGM_MEM_COPY_UTIL,
+    DCGM_FB_FREE,
+    DCGM_FB_USED,
+    DCGM_GPU_TEMP,
+    DCGM_POWER_USAGE,
+    DCGM_SM_CLOCK,
+    DCGM_XID_ERRORS,
+    DCGM_GR_ENGINE_ACTIVE,
+    GPU_ALLOCATED,
+)
+
+ALL = SCHEDULER + KUBERNETES + SERVE + DEVICES

@@ -45,6 +45,8 @@ from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import SOURCE, Submitted, read_workloads
+from gpufleet.telemetry.profiles import UsageProfile
+from gpufleet.telemetry.source import TelemetrySource
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,8 @@ class ServeOptions:
     #: Which plugin at each extension point (``--profile``).
     profile: Profile = DEFAULT_PROFILE
     rules: AdmissionRules = field(default_factory=AdmissionRules)
+    #: The usage profile of simulated pods that name none (None: from each pod's shape).
+    usage_profile: UsageProfile | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +120,8 @@ class PlaneBase:
             ("submitted", "bound", "preempted", "finished", "restarted", "failed"), 0
         )
         self._principals: dict[str, Principal] = {}
+        #: Device telemetry for ``/metrics`` and the node map (None: this world has none).
+        self.telemetry: TelemetrySource | None = None
 
     @property
     def policy(self) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 
 from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.live import LiveSimCluster
+from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import ControlLoop, Turn, sync
 from gpufleet.io.kinds import Skipped
@@ -128,6 +129,10 @@ class EmbeddedControlPlane(PlaneBase):
         #: The simulated world's scheduler metrics, its core read under the lock.
         self.metrics = self.world.recorder.metrics
         self.metrics.read = self._read_state
+        #: Every simulated GPU's samples, from the usage profiles of the pods on it.
+        self.telemetry = LockedTelemetry(
+            SimTelemetry(self.world, self.options.seed, self.options.usage_profile), self.lock
+        )
         self.loop = ControlLoop(
             self.world, lambda: self.core, [self.metrics, self], guard=self._turn_scope
         )

@@ -20,6 +20,7 @@ from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.service.auth import Principal
 from gpufleet.service.records import WorkloadRecord
 from gpufleet.service.store import StoredEvent
+from gpufleet.telemetry.source import TelemetrySource
 
 #: (scheduling turn, core identity) -> explanations computed then.
 ExplainCache = tuple[tuple[int, int], dict[str, PendingExplanation]]
@@ -35,6 +36,8 @@ class Plane(Protocol):
     backend_name: str
     #: The scheduler's metrics (its loop counts into them; a scrape reads its core).
     metrics: SchedulerMetrics
+    #: Device telemetry, read at scrape time (thread-safe; None: the world has none).
+    telemetry: TelemetrySource | None
 
     def start(self) -> None: ...
 

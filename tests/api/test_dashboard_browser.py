@@ -367,6 +367,7 @@ DOM_SNAPSHOT = """() => {
       shared: d.dataset.shared === 'true', mig: d.dataset.mig === 'true',
       pods: d.dataset.pods ? d.dataset.pods.split(',').sort() : [],
       label: d.getAttribute('aria-label'),
+      util: d.dataset.util === undefined ? null : Number(d.dataset.util),
     })),
     queues: [...document.querySelectorAll('#queues-table tr[data-queue]')].map((r) => {
       const field = (f) => r.querySelector(`[data-field="${f}"]`).dataset.value;
@@ -418,6 +419,9 @@ def check_summary_and_map(page: Page, server: Server) -> None:
         assert close(node["allocated"], api_nodes[node["name"]]["gpus_allocated"])
     api_devices = {f"{n['name']}/{d['index']}": d for n in nodes for d in n["devices"]}
     assert len(dom["devices"]) == len(api_devices) == cluster["gpus"]
+    # Real use beside allocation: every simulated device measured, some held ones busy.
+    assert all(d["util"] is not None and 0.0 <= d["util"] <= 1.0 for d in dom["devices"])
+    assert any(d["util"] > 0.0 for d in dom["devices"] if d["pods"])
     for device in dom["devices"]:
         expected = api_devices[device["id"]]
         assert close(device["allocated"], expected["allocated"]), device["id"]

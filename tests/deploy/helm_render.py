@@ -360,10 +360,13 @@ class Chart:
 
 
 def merge_values(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``overrides`` merged in, maps key by key (as ``--set`` / ``-f`` do)."""
+    """``base`` with ``overrides`` merged in, maps key by key (as ``--set`` / ``-f`` do); a
+    null override removes a default key, as in Helm."""
     merged = dict(base)
     for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
             merged[key] = merge_values(merged[key], value)
         else:
             merged[key] = value

@@ -93,8 +93,19 @@ def _plain_install() -> list[dict[str, Any]]:
     )
 
 
-def _by_kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    (found,) = [obj for obj in objects if obj["kind"] == kind]
+def _component(objects: list[dict[str, Any]], component: str) -> list[dict[str, Any]]:
+    """The objects of the scheduler or of the node agent (their component label)."""
+    return [
+        obj
+        for obj in objects
+        if obj["metadata"]["labels"]["app.kubernetes.io/component"] == component
+    ]
+
+
+def _by_kind(
+    objects: list[dict[str, Any]], kind: str, component: str = "scheduler"
+) -> dict[str, Any]:
+    (found,) = [obj for obj in _component(objects, component) if obj["kind"] == kind]
     return found
 
 
@@ -213,7 +224,7 @@ OVERRIDE_CASES: list[
         "leader-election-off",
         {"leaderElection": {"enabled": False}, "replicaCount": 1},
         lambda o: (
-            sorted(obj["kind"] for obj in o),
+            sorted(obj["kind"] for obj in _component(o, "scheduler")),
             [arg for arg in _container(o)["command"] if arg.startswith("--lease")],
         ),
         (["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"], []),
@@ -260,7 +271,7 @@ OVERRIDE_CASES: list[
     (
         "name",
         {"name": "gf2"},
-        lambda o: sorted(obj["metadata"]["name"] for obj in o),
+        lambda o: sorted(obj["metadata"]["name"] for obj in _component(o, "scheduler")),
         ["gf2", "gf2", "gf2", "gf2", "gf2-leader-election", "gf2-leader-election", "gf2-metrics"],
     ),
 ]
@@ -285,3 +296,4 @@ def test_notes_render() -> None:
     assert "schedulerName: gpufleet" in notes
     assert "kubectl -n gpufleet-system get lease gpufleet-scheduler" in notes
     assert "{{" not in notes
+    assert "kubectl -n gpufleet-system get daemonset gpufleet-agent" in notes

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.helm_render import Chart, TemplateError, manifest_objects, render, truthy
+from tests.deploy.helm_render import (
+    Chart,
+    TemplateError,
+    manifest_objects,
+    merge_values,
+    render,
+    truthy,
+)
 
 VALUES: dict[str, Any] = {
     "name": "x",
@@ -124,3 +131,19 @@ def test_manifests_split_as_helm_splits_them() -> None:
         {"a": 1},
         {"b": 2},
     ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"a": {"c": 3}}, {"a": {"b": 1, "c": 3}, "d": 2}),
+        ({"a": {"b": None}}, {"a": {}, "d": 2}),
+        ({"d": None}, {"a": {"b": 1}}),
+        ({"a": 5}, {"a": 5, "d": 2}),
+    ],
+    ids=["maps-merge", "null-drops-a-nested-key", "null-drops-a-key", "scalar-replaces"],
+)
+def test_values_merge_as_helm_merges_them(
+    overrides: dict[str, object], expected: dict[str, object]
+) -> None:
+    assert merge_values({"a": {"b": 1}, "d": 2}, overrides) == expected

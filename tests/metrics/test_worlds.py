@@ -166,9 +166,11 @@ def scheduler(tmp_path: Path) -> Families:
 SCHEDULER = {f.name for f in families.SCHEDULER}
 KUBERNETES = {f.name for f in families.KUBERNETES}
 SERVE = {f.name for f in families.SERVE}
+#: The device families' own names (the DCGM_ ones: tests/metrics/test_dcgm.py).
+DEVICES = {f.name for f in families.DEVICES if f.name.startswith("gpufleet_")}
 WORLDS = [
     pytest.param(simulation, SCHEDULER, id="simulation-report"),
-    pytest.param(serve_embedded, SCHEDULER | SERVE, id="serve-embedded"),
+    pytest.param(serve_embedded, SCHEDULER | SERVE | DEVICES, id="serve-embedded"),
     pytest.param(serve_kubernetes, SCHEDULER | KUBERNETES | SERVE, id="serve-kubeconfig"),
     pytest.param(scheduler, SCHEDULER | KUBERNETES, id="gpufleet-scheduler"),
 ]

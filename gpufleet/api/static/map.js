@@ -1,6 +1,7 @@
 // The cluster map (GET /api/v1/nodes): nodes grouped into pools by GPU model, each node with
-// its GPU devices (data-device, data-level ...) and CPU and memory bars; the node filter; and
-// hovering a device for its tooltip.
+// its GPU devices (data-device, data-level ...; where the world measures them, the real use
+// beside the allocation: data-util and a bar at the device's edge) and CPU and memory bars; the
+// node filter; and hovering a device for its tooltip.
 
 import { api } from "./api.js";
 import { store } from "./store.js";
@@ -18,8 +19,16 @@ function deviceLevel(allocated) {
   return "partial";
 }
 
+function measured(device) {
+  return device.utilization !== null && device.utilization !== undefined;
+}
+
 function deviceLabel(node, device) {
   const parts = [`${node.name} GPU ${device.index}`, device.model, `${pct(device.allocated)} allocated`];
+  if (measured(device)) {
+    const memory = device.memory_mib ? device.memory_used_mib / device.memory_mib : 0;
+    parts.push(`${pct(device.utilization)} used`, `memory ${pct(memory)} used`);
+  }
   if (device.mig) parts.push("MIG");
   if (device.shared) parts.push("shared");
   if (device.pods.length) parts.push(`pods: ${device.pods.join(", ")}`);
@@ -40,6 +49,14 @@ function renderDevice(node, device) {
     "data-level": level,
   });
   if (level === "partial") cell.style.setProperty("--fill", `${Math.round(device.allocated * 100)}%`);
+  if (measured(device)) {
+    // Real use beside allocation: a thin bar at the device's edge, its height the utilisation.
+    cell.dataset.util = String(device.utilization);
+    cell.dataset.memoryUsed = String(device.memory_used_mib);
+    const use = h("i", { class: "use" });
+    use.style.height = `${Math.round(device.utilization * 100)}%`;
+    cell.append(use);
+  }
   return cell;
 }
 

@@ -57,13 +57,15 @@ class ApiError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """A kind the scheduler lists and watches: core (group ""), built-in or custom."""
+    """A kind the scheduler lists and watches: core (group ""), built-in or custom.
+    ``field_selector`` narrows its lists and watches (the node agent's pods of one node)."""
 
     kind: str
     group: str
     version: str
     plural: str
     namespaced: bool
+    field_selector: str = ""
 
     @property
     def api_version(self) -> str:
@@ -310,7 +312,9 @@ class KubeApi:
         watch cache holds (fast, possibly a moment old; the watch that follows catches up),
         "" a consistent read from etcd."""
         method, args = self._list_method(resource)
-        extra = {"resource_version": resource_version} if resource_version else {}
+        extra: dict[str, str] = {"resource_version": resource_version} if resource_version else {}
+        if resource.field_selector:
+            extra["field_selector"] = resource.field_selector
         listing = self._call(method, *args, **extra)
         items: list[Obj] = listing.get("items") or []
         for item in items:
@@ -330,10 +334,12 @@ class KubeApi:
         server cannot be reached or the stream breaks. ``on_open`` is given the streamed
         response (whose ``shutdown`` ends the watch from another thread)."""
         method, args = self._list_method(resource)
+        extra = {"field_selector": resource.field_selector} if resource.field_selector else {}
         self.limiter.acquire()
         try:
             response = method(
                 *args,
+                **extra,
                 watch=True,
                 resource_version=resource_version,
                 timeout_seconds=timeout_s,
@@ -389,6 +395,21 @@ class KubeApi:
 
     def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> None:
         self._call(self.core.patch_namespaced_pod_status, name, namespace, patch)
+
+    # ----------------------------------------------------------------------------- nodes
+    def get_node(self, name: str) -> Obj:
+        node: Obj = self._call(self.core.read_node, name)
+        return node
+
+    def patch_node(self, name: str, patch: Obj) -> Obj:
+        """A strategic merge patch of the Node (metadata: its labels and annotations)."""
+        node: Obj = self._call(self.core.patch_node, name, patch)
+        return node
+
+    def patch_node_status(self, name: str, patch: Obj) -> Obj:
+        """A strategic merge patch of the Node's status (conditions merge by type)."""
+        node: Obj = self._call(self.core.patch_node_status, name, patch)
+        return node
 
     # ----------------------------------------------------------------------------- events
     def create_event(self, namespace: str, body: Obj) -> Obj:

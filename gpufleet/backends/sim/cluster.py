@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from enum import StrEnum
 
 from gpufleet.backends.sim.controllers import JobControllers
@@ -70,6 +70,7 @@ from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.node_table import Allocation, NodeTable
 from gpufleet.scheduling.target import TargetWorkload
+from gpufleet.telemetry.source import XidLog
 
 
 class Mode(StrEnum):
@@ -116,6 +117,8 @@ class SimulatedCluster:
         self.queue_recorder = queue_recorder
         self.arrivals_seen = 0
         self.jobs = JobControllers(keep=self.keep_job_runs)
+        #: The last XID on each device (a fault records it; the telemetry reads it).
+        self.xids = XidLog()
         self._job_generation: dict[int, int] = {}
         self._heap: list[tuple[float, int, int, Payload]] = []
         #: Events on the heap that are not faults (the world is done when none are left).
@@ -649,6 +652,13 @@ class SimulatedCluster:
         waits again) of a pod held here; the work is None when it runs until stopped."""
         work = self._work.get(pod_key)
         return None if work is None else (work.started, work.remaining)
+
+    def placed(self) -> Iterator[tuple[Pod, Placement, float]]:
+        """(pod, where it runs, when its current run started) of every running pod."""
+        for key in self._running:
+            work = self._work[key]
+            if work.placement is not None:
+                yield work.pod, work.placement, work.started
 
     @property
     def events_waiting(self) -> bool:

@@ -27,3 +27,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "gpufleet.leaseNamespace" -}}
 {{ .Values.leaderElection.leaseNamespace | default .Release.Namespace }}
 {{- end }}
+
+{{/* Labels that select the node agent's pods. */}}
+{{- define "gpufleet.agentSelectorLabels" -}}
+app.kubernetes.io/name: gpufleet
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end }}
+
+{{/* Labels of every object of the node agent. */}}
+{{- define "gpufleet.agentLabels" -}}
+{{ include "gpufleet.agentSelectorLabels" . }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}

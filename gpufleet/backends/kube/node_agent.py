@@ -1,0 +1,129 @@
+"""The Kubernetes API as the node agent uses it: one object with everything the agent asks.
+
+Owns :class:`NodeAgentApi`, the agent's whole view of the API server, over the scheduler's
+:class:`~gpufleet.backends.kube.api.KubeApi` (the same client construction, rate limit and
+errors: :class:`~gpufleet.backends.kube.api.ApiError`):
+
+* :meth:`NodeAgentApi.publish`: labels and annotations of the Node
+  (:mod:`~gpufleet.backends.kube.node_status`);
+* :meth:`NodeAgentApi.set_condition`: a Node condition (``GpuDevicesHealthy``);
+* :meth:`NodeAgentApi.event`: an Event about the Node or a Pod, correlated as the kubelet's
+  (:mod:`~gpufleet.backends.kube.node_events`);
+* :meth:`NodeAgentApi.watch_pods`: the pods bound to the node (:mod:`~gpufleet.backends.kube.
+  node_pods`), which is what the device plugin's ``BoundPods`` looks up.
+
+What the agent tells, and when, is gpufleet.agent's; this module only speaks to the API. RBAC
+for exactly these calls: deploy/agent-rbac.yaml.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from gpufleet.backends.kube.api import KubeApi, RateLimiter, load_client
+from gpufleet.backends.kube.node_events import NORMAL, WARNING, EventRecorder, ObjectRef
+from gpufleet.backends.kube.node_pods import BoundPodsView, ContainerView, PodListener, PodView
+from gpufleet.backends.kube.node_status import (
+    AGENT_LABELS_ANNOTATION,
+    DEFAULT_OWNED_LABEL_PREFIXES,
+    GPU_HEALTH_CONDITION,
+    NodeConditions,
+    NodeLabeler,
+)
+
+__all__ = [
+    "AGENT_LABELS_ANNOTATION",
+    "DEFAULT_OWNED_LABEL_PREFIXES",
+    "GPU_HEALTH_CONDITION",
+    "NORMAL",
+    "WARNING",
+    "BoundPodsView",
+    "ContainerView",
+    "NodeAgentApi",
+    "ObjectRef",
+    "PodListener",
+    "PodView",
+    "gpu_health_message",
+]
+
+
+def gpu_health_message(index: int, uuid: str, xid: int | None, reason: str) -> str:
+    """The ``GpuDevicesHealthy=False`` message (and Event message) for one unhealthy GPU:
+    ``GPU 3 (GPU-1f2e...) unhealthy: XID 79 (fallen off the bus)``."""
+    what = (
+        f"XID {xid} ({reason})"
+        if xid is not None and reason
+        else (f"XID {xid}" if xid is not None else reason or "unhealthy")
+    )
+    return f"GPU {index} ({uuid}) unhealthy: {what}"
+
+
+class NodeAgentApi:
+    """See the module docstring. ``component`` names the agent in Events (``source``)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        node: str,
+        component: str = "gpufleet-agent",
+        heartbeat_s: float = 60.0,
+    ) -> None:
+        self.api = api
+        self.node = node
+        self.labeler = NodeLabeler(api)
+        self.conditions = NodeConditions(api, heartbeat_s)
+        self.recorder = EventRecorder(api, host=node, component=component)
+        self._views: list[BoundPodsView] = []
+
+    @classmethod
+    def connect(cls, node: str, kubeconfig: str | None = None) -> NodeAgentApi:
+        """From a kubeconfig file, or the pod's service account when None. One node's agent
+        makes few calls: a small pool and a modest rate limit (the kubelet's default is 50
+        qps, burst 100)."""
+        client = load_client(kubeconfig, pool_size=4)
+        return cls(KubeApi(client, RateLimiter(qps=50, burst=100)), node)
+
+    def node_ref(self, node: str | None = None) -> ObjectRef:
+        """The Node, as an Event's involved object."""
+        return ObjectRef.node(node or self.node)
+
+    # ----------------------------------------------------------------------------- writes
+    def publish(
+        self,
+        node: str,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+        owned_label_prefixes: Iterable[str] = DEFAULT_OWNED_LABEL_PREFIXES,
+    ) -> bool:
+        """Set the agent's labels and annotations on ``node`` in one patch, removing the
+        agent's labels it no longer sets; whether it wrote (False: nothing changed)."""
+        return self.labeler.publish(node, labels, annotations, owned_label_prefixes)
+
+    def set_condition(self, node: str, type: str, status: str, reason: str, message: str) -> bool:
+        """Set Node condition ``type`` (``status`` "True", "False" or "Unknown"); whether it
+        wrote."""
+        return self.conditions.set_condition(node, type, status, reason, message)
+
+    def event(self, involved: ObjectRef, type: str, reason: str, message: str) -> None:
+        """Record an Event (Normal or Warning) about a Node or Pod, in the background."""
+        self.recorder.event(involved, type, reason, message)
+
+    # ----------------------------------------------------------------------------- reads
+    def watch_pods(
+        self,
+        node: str | None = None,
+        watch_timeout_s: int = 300,
+        on_change: PodListener | None = None,
+    ) -> BoundPodsView:
+        """Start watching the pods bound to ``node`` (this agent's by default), telling
+        ``on_change`` each change; wait with :meth:`BoundPodsView.wait_synced`. Closed by
+        :meth:`close`."""
+        view = BoundPodsView(self.api, node or self.node, watch_timeout_s, on_change).start()
+        self._views.append(view)
+        return view
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the pod watches and write the Events still queued."""
+        for view in self._views:
+            view.close(timeout)
+        self.recorder.close(timeout)
