@@ -71,6 +71,7 @@ def test_pods_avoid_a_failed_gpu_and_use_it_after_recovery() -> None:
     assert binds["after"] == (600.0, (0,))
     assert [(at, e.unhealthy) for at, e in sim.health] == [(100.0, (0,)), (600.0, ())]
     assert sim.health[0][1].reasons == ((0, "XID 79: GPU has fallen off the bus"),)
+    assert sim.xids.of_node("n1") == {0: 79}  # what the device telemetry reports
     assert not sim.recorder.violations
 
 

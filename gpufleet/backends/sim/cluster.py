@@ -172,6 +172,7 @@ class SimulatedCluster:
         active = self._faulty.setdefault(fault.node, {})
         if failing:
             active.setdefault(fault.gpu, []).append(fault)
+            self.xids.record(fault.node, fault.gpu, fault.xid)
         else:
             active[fault.gpu].remove(fault)
             if not active[fault.gpu]:
