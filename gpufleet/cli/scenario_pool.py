@@ -58,6 +58,7 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
         progress=report,
         explain_at=shared.explain_at,
         profile=profile,
+        faults=scenario.faults,
     )
     return LabelledRun(task.policy, task.seed, task.variant, result)
 

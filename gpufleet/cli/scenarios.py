@@ -17,6 +17,7 @@ from gpufleet.backends.sim.scenarios import TenantScenario, from_trace, large_ga
 from gpufleet.cli.common import fail, warn_skipped
 from gpufleet.io.alibaba import read_nodes, read_pods
 from gpufleet.io.cluster_spec import read_cluster_spec
+from gpufleet.io.faults import check_faults
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.readers import read_cluster
 from gpufleet.io.shapes import bundled_path
@@ -199,6 +200,7 @@ def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scen
     warn_skipped(skipped)
     if not nodes:
         raise fail("the cluster has no nodes")
+    check_faults(scenario.faults, nodes)
     name = ", ".join(names)
     pods = sum(len(t.workload.pods) for t in scenario.workloads)
     queues = [q for q in scenario.queues if q != "default"] or ["default"]
@@ -209,6 +211,7 @@ def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scen
         dict(scenario.queues),
         dict(scenario.priority_classes),
         tuple(scenario.workloads),
+        tuple(scenario.faults),
     )
     prepared = Prepared(tuple(nodes), tenant, tuple(scenario.resource_quotas))
     return Scenarios(name, dict.fromkeys(seeds, prepared), cluster_label, tenant.description)

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from gpufleet.io import alibaba, job_rules, operator_jobs, pytorch_jobs
 from gpufleet.io.catalog import CATALOG_KINDS, Catalog
 from gpufleet.io.errors import InputError
+from gpufleet.io.faults import GPU_FAULT, gpu_fault_from_object
 from gpufleet.io.kinds import CLUSTER_KINDS
 from gpufleet.io.kube_pods import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -42,6 +43,7 @@ from gpufleet.io.workload_settings import (
     WorkloadSettings,
     workload_settings,
 )
+from gpufleet.model.faults import GpuFault
 from gpufleet.model.jobs import JobKind, JobSpec
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
@@ -52,7 +54,8 @@ T = TypeVar("T")
 DEFAULT_QUEUE = "default"
 SUPPORTED = (
     "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, "
-    "ReplicaSet, PyTorchJob, MPIJob, RayCluster or RayJob objects (or an Alibaba pod-list .csv)"
+    "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob or GpuFault objects (or an Alibaba "
+    "pod-list .csv)"
 )
 #: Operators' job kinds and their readers.
 OPERATOR_JOBS = {
@@ -73,6 +76,8 @@ class Scenario:
     workloads: list[TimedWorkload]
     #: The kind of object each workload came from (Pod, Job, PodGroup...), by workload key.
     kinds: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: XIDs to inject on GPUs of the simulated cluster (``GpuFault`` objects), by time.
+    faults: list[GpuFault] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +116,7 @@ class ScenarioBuilder(Catalog):
         self.quotas: dict[str, Setting[ResourceQuota]] = {}
         self.parts: list[ObjectPods] = []
         self.pod_origins: dict[str, str] = {}
+        self.faults: list[GpuFault] = []
 
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
@@ -126,6 +132,8 @@ class ScenarioBuilder(Catalog):
             key = f"{quota.namespace}/{quota.name}"
             context = object_context(source, where, f"ResourceQuota {key}")
             _unique(self.quotas, key, Setting(quota, context, None), "ResourceQuota")
+        elif kind == GPU_FAULT:
+            self.faults.append(gpu_fault_from_object(manifest, source, where))
         elif isinstance(kind, str) and kind in OPERATOR_JOBS:
             job = OPERATOR_JOBS[kind](manifest, source, manifest.location)
             self._add_operator_job(job, manifest, source)
@@ -254,6 +262,7 @@ class ScenarioBuilder(Catalog):
             [setting.value for setting in self.quotas.values()],
             workloads,
             kinds,
+            sorted(self.faults, key=lambda f: f.at),
         )
 
     def assemble(

@@ -49,6 +49,7 @@ READ_ELSEWHERE = {
     "StatefulSet": "a workload: --workload, --scenario or submit",
     "ReplicaSet": "a workload: --workload, --scenario or submit",
     "AdmissionPolicy": "admission rules: serve --rules",
+    "GpuFault": "a fault injected into a simulation: simulate --scenario",
 }
 
 #: Kinds that make pods, or carry scheduling meaning, that gpufleet does not read: why it matters

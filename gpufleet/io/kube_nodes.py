@@ -17,7 +17,13 @@ them: :mod:`gpufleet.model.sharing`):
   each, a unit being a whole device unless the pod asks for a share;
 * MIG, mixed strategy: slices of ``nvidia.com/mig-<profile>`` laid out on devices (or as the
   ``gpufleet.dev/mig-layout`` annotation says); single strategy (a product ending in
-  ``-MIG-<profile>``): every unit of ``nvidia.com/gpu`` is a MIG device, held whole.
+  ``-MIG-<profile>``): every unit of ``nvidia.com/gpu`` is a MIG device, held whole;
+* gpufleet's node agent's ``gpufleet.dev/gpu-inventory`` annotation, where present, says
+  which devices there are (index, product, memory, UUID, health, MIG instances:
+  :mod:`gpufleet.io.kube_inventory`), taking precedence over the counts above, which the
+  kubelet lowers for unhealthy devices; how they are shared is read from the labels as above.
+
+``gpufleet.dev/gpu-share`` (the agent's share slots) is an extended resource like any other.
 
 It does not read files or check that node names are unique across a file
 (``kubernetes.read_nodes`` does), and it does not model what is in use on the node.
@@ -30,6 +36,8 @@ from typing import Any
 
 from gpufleet.io.alibaba import GPU_MEMORY_MIB as ALIBABA_GPU_MEMORY_MIB
 from gpufleet.io.errors import quoted
+from gpufleet.io.inventory import INVENTORY_ANNOTATION
+from gpufleet.io.kube_inventory import inventory_devices, read_inventory
 from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import Context, describe, object_name
 from gpufleet.io.mig_layout import (
@@ -172,6 +180,11 @@ def _gpus(
     advertised = next((units[k] for k in (resource, ALIBABA_GPU_COUNT) if units.get(k)), 0)
     hami_text = annotations.get(HAMI_REGISTER_ANNOTATION)
     hami = _hami_devices(context, hami_text) if hami_text is not None else None
+    inventory_text = annotations.get(INVENTORY_ANNOTATION)
+    if inventory_text is not None:
+        devices = inventory_devices(context, read_inventory(context, inventory_text))
+        sharing = _inventory_sharing(context, labels, devices, resource, advertised, field)
+        return devices, sharing if devices else NO_SHARING
     whole, sharing = _sharing(context, labels, hami, resource, advertised, field)
     devices = _devices(context, labels, annotations, resources, field, whole, hami)
     return devices, sharing if devices else NO_SHARING
@@ -227,6 +240,48 @@ def _sharing(
         return devices, NO_SHARING
     sharing = context.parse(lambda r: GpuSharing(SharingStrategy.SPLIT, r), split, where)
     return devices, sharing
+
+
+def _inventory_sharing(
+    context: Context,
+    labels: Mapping[str, str],
+    devices: tuple[GpuDevice, ...],
+    resource: str,
+    advertised: int,
+    field: str,
+) -> GpuSharing:
+    """How the inventory's devices are shared: time-slicing or MPS as GFD's labels say (the
+    advertised count is not checked: the kubelet drops an unhealthy device's replicas, and
+    may lag behind the agent); else units per device from the advertised count, over the
+    healthy devices (as the kubelet counts them) or, while it lags, over all."""
+    where = f"{field}[{resource}]"
+    replicas = _label_int(context, labels, REPLICAS_LABEL) or 1
+    strategy = labels.get(GFD_LABELS.SHARING_STRATEGY, SharingStrategy.TIME_SLICING.value)
+    if replicas > 1 and strategy in _SHARING_STRATEGIES:
+        return context.parse(
+            lambda r: GpuSharing(SharingStrategy(strategy), r, resource), replicas, where
+        )
+    if resource == SHARED_GPU_RESOURCE:
+        raise context.error(
+            f"metadata.labels[{REPLICAS_LABEL}]",
+            f"{SHARED_GPU_RESOURCE} is advertised by time-slicing or MPS: expected GFD's "
+            f"{REPLICAS_LABEL} above 1 and {GFD_LABELS.SHARING_STRATEGY} time-slicing or mps",
+        )
+    whole = [d for d in devices if not d.partitioned]
+    healthy = sum(d.healthy for d in whole)
+    counts = [c for c in (healthy, len(whole)) if c and advertised % c == 0]
+    if not advertised or not whole:
+        return NO_SHARING
+    if not counts:
+        raise context.error(
+            where,
+            f"expected units per GPU for the {len(whole)} GPUs of the node's "
+            f"{INVENTORY_ANNOTATION} ({healthy} healthy), got {advertised}",
+        )
+    split = advertised // counts[0]
+    if split == 1:
+        return NO_SHARING
+    return context.parse(lambda r: GpuSharing(SharingStrategy.SPLIT, r), split, where)
 
 
 def _hami_devices(context: Context, text: str) -> list[tuple[str, int]]:

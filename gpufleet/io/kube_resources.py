@@ -8,7 +8,11 @@ limits; requests, if given, equal limits; whole numbers), and the GPU request fo
 ``gpufleet.dev/gpu-milli`` / ``gpufleet.dev/gpu-memory`` share annotations, HAMi-style
 ``nvidia.com/gpumem`` / ``nvidia.com/gpucores``, and MIG resources. The GPU resource's count is
 what the kubelet counts (:attr:`~gpufleet.model.GpuRequest.units`): a share that asks
-``nvidia.com/gpu: 1`` takes one unit, one given only by annotations none.
+``nvidia.com/gpu: 1`` takes one unit, one given only by annotations none. A share may also ask
+``gpufleet.dev/gpu-share: 1`` (:data:`~gpufleet.model.gpu.SHARE_RESOURCE`, the share slots
+gpufleet's node agent advertises, so that the kubelet hands the pod to the agent): it is
+counted as an extended resource, and only a share (the annotations above, or HAMi's resources)
+may ask it, exactly one per pod.
 Other extended resources (any ``domain/name`` outside ``kubernetes.io`` and ``nvidia.com``:
 ``rdma/hca``, ``amd.com/gpu``, ``example.com/foo``) are kept by name, in whole units, with the
 same rules (:func:`is_extended_resource`; nodes advertise them in ``status.allocatable``).
@@ -33,7 +37,13 @@ from gpufleet.io.quantities import (
     parse_memory_mib,
     parse_quantity,
 )
-from gpufleet.model import GPU_RESOURCE, MILLI_PER_GPU, SHARED_GPU_RESOURCE, GpuRequest
+from gpufleet.model import (
+    GPU_RESOURCE,
+    MILLI_PER_GPU,
+    SHARE_RESOURCE,
+    SHARED_GPU_RESOURCE,
+    GpuRequest,
+)
 from gpufleet.model.gpu import parse_mig_profile
 
 GPU = GPU_RESOURCE
@@ -120,12 +130,37 @@ def pod_requests(
         if name in overhead:
             amount = _amount(context, overhead[name], f"{spec_path}.overhead[{name}]")
             total[name] = total.get(name, Fraction(0)) + amount
+    if SHARE_RESOURCE in total:
+        _check_share_slot(context, total, origins, annotations)
     return PodRequests(
         cpu_milli_from_fraction(total.get("cpu", Fraction(0))),
         memory_mib_from_fraction(total.get("memory", Fraction(0))),
         _gpu_request(context, total, origins, annotations),
         tuple(sorted((n, int(a)) for n, a in total.items() if is_extended_resource(n) and a)),
     )
+
+
+def _check_share_slot(
+    context: Context, total: Amounts, origins: Mapping[str, str], annotations: Annotations
+) -> None:
+    """A pod asking the node agent's share slots must be a share, asking exactly one."""
+    where = origins[SHARE_RESOURCE]
+    count = total[SHARE_RESOURCE]
+    if count != 1:
+        raise context.error(
+            where,
+            f"a GPU share takes one {SHARE_RESOURCE} slot: expected 1 for the pod (over its "
+            f"containers), got {count}",
+        )
+    sized = (GPU_MILLI_ANNOTATION, GPU_MEMORY_ANNOTATION)
+    if not any(key in annotations.values for key in sized) and not (
+        HAMI_MEMORY in total or HAMI_CORES in total
+    ):
+        raise context.error(
+            where,
+            f"{SHARE_RESOURCE} is for GPU shares: expected the annotation {sized[0]} or "
+            f"{sized[1]} (or {HAMI_MEMORY} / {HAMI_CORES}) to say the share's size",
+        )
 
 
 def _add(into: Amounts, amounts: Mapping[str, Fraction]) -> None:

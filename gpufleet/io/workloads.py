@@ -44,6 +44,7 @@ from gpufleet.io.assembly import (
     ScenarioBuilder,
 )
 from gpufleet.io.errors import InputError
+from gpufleet.io.faults import GPU_FAULT
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
 from gpufleet.io.manifests import input_files, load_manifests
@@ -51,7 +52,15 @@ from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 
 #: The kinds a scenario reads (others are set aside or refused: ``kinds``).
 SCENARIO_KINDS = frozenset(
-    {"Queue", "PriorityClass", "PodGroup", "ResourceQuota", *WORKLOAD_API_VERSIONS, *OPERATOR_JOBS}
+    {
+        "Queue",
+        "PriorityClass",
+        "PodGroup",
+        "ResourceQuota",
+        GPU_FAULT,
+        *WORKLOAD_API_VERSIONS,
+        *OPERATOR_JOBS,
+    }
 )
 _NOT_A_SCENARIO = dict.fromkeys(CLUSTER_KINDS, "a cluster, not a scenario")
 

@@ -1,7 +1,9 @@
 """What backends report: changes to nodes and pods, as every world reports them.
 
 The scheduling core acts on the first eight kinds (a node added or removed, a pod or workload
-to schedule, a pod bound, ready, gone, or a bind that failed). A world may say more about what
+to schedule, a pod bound, ready, gone, or a bind that failed) and on
+:class:`DeviceHealthChanged` (a node's agent saw GPUs fail or recover: applied at once, pods
+running there or not). A world may say more about what
 happened to a pod than the core needs: why it is gone (:class:`PodEnd`), a container restarted
 or a Job's next completion run in place (:class:`PodRestarted`), a job ended
 (:class:`JobEnded`). Those are for the other observers of a world (the control plane's book of
@@ -27,6 +29,21 @@ class NodeAdded:
 @dataclass(frozen=True, slots=True)
 class NodeRemoved:
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHealthChanged:
+    """The devices of node ``node`` that are unhealthy now (indices, as the device plugin
+    numbers them; empty: all healthy again). Nothing new goes on them; pods already there stay
+    counted. ``reasons``: (index, why) for the unhealthy ones, where known (``XID 79: GPU has
+    fallen off the bus``)."""
+
+    node: str
+    unhealthy: tuple[int, ...]
+    reasons: tuple[tuple[int, str], ...] = ()
+
+    def reason(self, index: int) -> str:
+        return next((why for i, why in self.reasons if i == index), "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +132,7 @@ class JobEnded:
 ClusterEvent = (
     NodeAdded
     | NodeRemoved
+    | DeviceHealthChanged
     | PodAdded
     | WorkloadAdded
     | PodBound

@@ -22,9 +22,11 @@ GPU_RESOURCE = "nvidia.com/gpu"
 #: What time-slicing or MPS advertises instead with ``renameByDefault: true``.
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 GPU_RESOURCES = (GPU_RESOURCE, SHARED_GPU_RESOURCE)
-#: The extended resource gpufleet's node agent advertises GPU shares as: a fixed number of
-#: share slots per (not MIG-partitioned) GPU. A share pod asks one; its size and device are
-#: gpufleet's (``gpufleet.dev/gpu-milli`` and the binding), the slot is a counting token.
+#: The extended resource gpufleet's node agent advertises for GPU shares: a fixed number of
+#: share slots per (not MIG-partitioned) GPU. A share pod asks for exactly one in its limits
+#: (so that the kubelet calls the agent's Allocate for it) and says its size with the
+#: ``gpufleet.dev/gpu-milli`` or ``gpufleet.dev/gpu-memory`` annotation; the device it uses is
+#: the one the scheduler chose. Nodes advertise it as any extended resource.
 SHARE_RESOURCE = "gpufleet.dev/gpu-share"
 #: Compute slices of one MIG-capable GPU (A100, H100, H200, B200 all have seven).
 MIG_COMPUTE_SLICES = 7
@@ -90,12 +92,21 @@ class MigSlice:
 
 @dataclass(frozen=True, slots=True)
 class GpuDevice:
-    """One GPU of a node. ``mig_slices`` non-empty means the device is MIG-partitioned."""
+    """One GPU of a node. ``mig_slices`` non-empty means the device is MIG-partitioned.
+
+    ``uuid`` is NVML's (``GPU-8f2c...``; empty where nothing reports it). ``healthy`` False: the
+    node's agent saw the device fail (an XID, ECC errors, lost): nothing new is placed on it
+    (nor on its MIG slices) until it is healthy again. Both take part in equality, so that a
+    node whose devices changed health is a changed node
+    (:func:`gpufleet.model.node.same_but_health` tells that change apart).
+    """
 
     index: int
     model: str
     memory_mib: int
     mig_slices: tuple[MigSlice, ...] = ()
+    uuid: str = ""
+    healthy: bool = True
 
     @property
     def partitioned(self) -> bool:

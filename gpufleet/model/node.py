@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from gpufleet.model.gpu import GPU_RESOURCE, NO_SHARING, GpuDevice, GpuSharing
@@ -97,6 +97,26 @@ class Node:
     @property
     def gpu_memory_mib(self) -> int:
         return min((g.memory_mib for g in self.gpus), default=0)
+
+    @property
+    def unhealthy_gpus(self) -> tuple[int, ...]:
+        """Indices of the devices marked unhealthy (nothing new is placed on them)."""
+        return tuple(g.index for g in self.gpus if not g.healthy)
+
+
+def with_gpu_health(node: Node, unhealthy: Iterable[int]) -> Node:
+    """``node`` with exactly the devices ``unhealthy`` (indices) marked unhealthy."""
+    sick = frozenset(unhealthy)
+    if all(g.healthy == (g.index not in sick) for g in node.gpus):
+        return node
+    gpus = tuple(replace(g, healthy=g.index not in sick) for g in node.gpus)
+    return replace(node, gpus=gpus)
+
+
+def same_but_health(a: Node, b: Node) -> bool:
+    """Whether ``a`` and ``b`` differ at most in which devices are healthy (labels compared
+    too)."""
+    return with_gpu_health(a, ()) == with_gpu_health(b, ()) and dict(a.labels) == dict(b.labels)
 
 
 #: GFD appends this to the product of time-sliced or MPS GPUs (unless ``renameByDefault``).

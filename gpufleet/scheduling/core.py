@@ -25,10 +25,12 @@ configures is a plugin (:mod:`.framework`, :mod:`.profile`):
    reservation (:mod:`.backfill`).
 
 Events (:meth:`SchedulerCore.handle`) move workloads between waiting, running and being
-evicted (:mod:`.lifecycle`). Call cycles until one admits and evicts nothing
-(:meth:`SchedulerCore.run_until_idle`); with one queue without quota and one-pod workloads
-this is the plain placement loop of the fill-up mode. What waits and why, and what runs where,
-reads as values: :meth:`SchedulerCore.view` (:mod:`.view`, filled by :mod:`.explain`).
+evicted (:mod:`.lifecycle`); a node's devices failing or recovering
+(``DeviceHealthChanged``) change what its row offers at once (:mod:`.node_table`). Call cycles
+until one admits and evicts nothing (:meth:`SchedulerCore.run_until_idle`); with one queue
+without quota and one-pod workloads this is the plain placement loop of the fill-up mode. What
+waits and why, and what runs where, reads as values: :meth:`SchedulerCore.view` (:mod:`.view`,
+filled by :mod:`.explain`).
 
 What it does not do: I/O, clocks (the caller passes ``now``), or deciding the placement of one
 pod (the :class:`~gpufleet.scheduling.engine.PlacementEngine`).
@@ -45,6 +47,7 @@ from gpufleet.model.actions import Action, Bind, Evict
 from gpufleet.model.events import (
     BindFailed,
     ClusterEvent,
+    DeviceHealthChanged,
     NodeAdded,
     NodeRemoved,
     PodAdded,
@@ -175,6 +178,19 @@ class SchedulerCore:
         elif isinstance(event, NodeRemoved):
             self.table.remove_node(event.name)
             self.explainer.nodes_changed()
+        elif isinstance(event, DeviceHealthChanged):
+            self._device_health(event)
+
+    def _device_health(self, event: DeviceHealthChanged) -> None:
+        """Some GPUs of a node failed or recovered: applied at once, pods running there or
+        not (they keep what they hold); what waits may fit on a device back in service."""
+        table = self.table
+        row = table.row_of.get(event.node)
+        if row is None or not table.alive[row]:
+            return
+        if table.set_unhealthy(row, event.unhealthy):
+            self.explainer.nodes_changed()
+            self.parking.wake_for_rows([row])
 
     def handle_all(self, events: Iterable[ClusterEvent]) -> None:
         for event in events:

@@ -61,7 +61,12 @@ class Explainer:
         if not self.state.explain_failures:
             return "no node fits"
         message = unfit.message()
-        if (workload.gang_size > 1 or workload.topology) and self.never_fits(workload):
+        # Unhealthy devices may come back: "never" cannot be said while some are out.
+        if (
+            (workload.gang_size > 1 or workload.topology)
+            and not self.state.table.any_unhealthy
+            and self.never_fits(workload)
+        ):
             message = f"{workload.key} can never fit on this cluster as a whole. {message}"
         return message
 

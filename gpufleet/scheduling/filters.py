@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from gpufleet.model import GFD_LABELS, Pod
+from gpufleet.model import GFD_LABELS, MILLI_PER_GPU, Pod
 from gpufleet.scheduling import interpod, spread
 from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.framework import FilterPlugin
@@ -218,8 +218,17 @@ class GpuFit:
         return fits
 
     def reasons(self, table: NodeTable, demand: Demand) -> Mapping[str, BoolArray]:
-        n = table.size
         failing = ~self.mask(table, demand)
+        if not table.any_unhealthy:
+            return self._capacity_reasons(table, demand, failing)
+        sick = _only_unhealthy_fit(table, demand, failing)
+        reasons = self._capacity_reasons(table, demand, failing & ~sick)
+        return {**reasons, UNHEALTHY_GPUS: sick} if sick.any() else reasons
+
+    def _capacity_reasons(
+        self, table: NodeTable, demand: Demand, failing: BoolArray
+    ) -> Mapping[str, BoolArray]:
+        n = table.size
         if demand.mig_count:
             profile = (
                 table.mig_profiles[demand.mig_profile] if demand.mig_profile >= 0 else "unknown"
@@ -244,6 +253,36 @@ class GpuFit:
             f"Insufficient {demand.resource}": (failing & ~fragmented) | units,
             "GPUs fragmented (enough milli-GPU left, too few whole devices)": fragmented,
         }
+
+
+#: Why a node fails a GPU pod whose only fitting devices there are unhealthy.
+UNHEALTHY_GPUS = "node(s) had unhealthy GPUs"
+
+
+def _only_unhealthy_fit(table: NodeTable, demand: Demand, failing: BoolArray) -> BoolArray:
+    """Failing rows where the pod would fit if the row's unhealthy devices were healthy (a
+    loop over the rows with unhealthy devices only)."""
+    sick = np.zeros(failing.size, np.bool_)
+    for row in table.unhealthy_rows():
+        if row < failing.size and failing[row]:
+            sick[row] = _fits_if_healthy(table, demand, row)
+    return sick
+
+
+def _fits_if_healthy(table: NodeTable, demand: Demand, row: int) -> bool:
+    gpus, slices, units = table.withheld(row)
+    if demand.mig_count:
+        pid = demand.mig_profile
+        return pid >= 0 and int(table.mig_free[row, pid] + slices[pid]) >= demand.mig_count
+    if demand.units and table.replicated and table.units_free[row] + units < demand.units:
+        return False
+    free = table.gpu_free[row] + gpus
+    need = demand.gpu_milli if demand.milli_by_row is None else int(demand.milli_by_row[row])
+    if demand.milli_by_row is None and not demand.shared:
+        need = MILLI_PER_GPU
+    if demand.shared:
+        return bool(free.max() >= need)
+    return int(np.count_nonzero(free >= need)) >= demand.gpu_count
 
 
 class PodTopologySpread:

@@ -163,11 +163,14 @@ class PlacementChecks:
             return self._fit[memo_key]
         fit: IntArray | None = None
         n = table.size
-        for free, need in (
+        limits = [
             (table.full_free, demand.gpu_count),
             (table.cpu_free, demand.cpu_milli),
             (table.mem_free, demand.memory_mib),
-        ):
+        ]
+        if table.any_unhealthy and demand.units:  # units withheld may bind before devices do
+            limits.append((np.maximum(table.units_free, 0), demand.units))
+        for free, need in limits:
             if need > 0:
                 room = free[:n] // need
                 fit = room if fit is None else np.minimum(fit, room)

@@ -239,6 +239,7 @@ class Lifecycle:
             ),
             table.pod_index.identity(pod),
             demand.units if placement.gpu_indices else 0,
+            existing=True,  # it may run on a device that is unhealthy now
         )
         bound = Bound(pod, placement, allocation)
         usage = state.requests.usage_of([bound])

@@ -9,7 +9,15 @@ and a version stamp per row so that callers can cache per-row quantities and rec
 that changed. (What a unit holds: :mod:`gpufleet.model.sharing`.)
 
 Changes happen one row at a time through :meth:`NodeTable.allocate` and
-:meth:`NodeTable.release`. Inside a trial (:meth:`begin_trial`) every change is logged so that
+:meth:`NodeTable.release`.
+
+A device its node's agent marked unhealthy (:meth:`NodeTable.set_unhealthy`) takes nothing new:
+its free milli-GPU, its free MIG slices and the units of the node's GPU resource it advertises
+are withheld (``gpu_free`` reads 0 there, so every filter, score and device choice skips it with
+no work on a healthy cluster), while what pods hold on it stays counted and is given back into
+the withheld part; when the device is healthy again the withheld part is free at once.
+
+Inside a trial (:meth:`begin_trial`) every change is logged so that
 :meth:`rollback` restores the rows exactly; this is how a gang is placed all or nothing.
 
 What it does not do: decide anything. Filters, scores and device choice live in plugins.
@@ -17,7 +25,8 @@ What it does not do: decide anything. Filters, scores and device choice live in 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +76,23 @@ class Allocation:
 
 
 @dataclass(slots=True)
+class _Sickness:
+    """What a row withholds for its unhealthy devices (positions)."""
+
+    positions: frozenset[int]
+    #: Position -> milli-GPU free on that device, not offered.
+    withheld: dict[int, int]
+    #: MIG profile id -> free slices (position, slot) on unhealthy devices, not offered.
+    slices: dict[int, list[tuple[int, int]]]
+    #: Units of the node's GPU resource not offered (the kubelet stops advertising them).
+    units: int
+
+    def copy(self) -> _Sickness:
+        slices = {pid: list(free) for pid, free in self.slices.items()}
+        return _Sickness(self.positions, dict(self.withheld), slices, self.units)
+
+
+@dataclass(slots=True)
 class _RowImage:
     """A row's mutable state, saved before a change inside a trial."""
 
@@ -79,6 +105,7 @@ class _RowImage:
     free_slices: list[list[tuple[int, int]]]
     ext_free: IntArray | None
     units_free: int
+    sickness: _Sickness | None
 
 
 class NodeTable:
@@ -110,7 +137,8 @@ class NodeTable:
         self.gpu_resources: list[str] = [GPU_RESOURCE]
         #: Whether some node advertises more than one unit per device (then units can run out
         #: before devices do; with one unit per device they never do: each holder of a unit
-        #: holds its whole device).
+        #: holds its whole device), or some device was ever unhealthy (its units are withheld
+        #: while the pods on it still hold theirs, as the kubelet counts them).
         self.replicated = False
         #: Whether some node time-slices (a whole-GPU request holds less than a device there).
         self.time_sliced = False
@@ -133,6 +161,8 @@ class NodeTable:
         self._free_slices: list[list[list[tuple[int, int]]]] = []
         #: Per row: GPU index (as the device plugin numbers it) -> column position.
         self._positions: list[dict[int, int]] = []
+        #: Rows with unhealthy devices (empty on a healthy cluster: the hot path tests that).
+        self._sick: dict[int, _Sickness] = {}
         self._allocate_columns(max(len(nodes), 16))
         for node in nodes:
             self.add_node(node)
@@ -292,6 +322,9 @@ class NodeTable:
             column[row] = vid
         self.alive[row] = True
         self.schedulable[row] = not node.unschedulable
+        unhealthy = [p for p, gpu in enumerate(node.gpus) if not gpu.healthy]
+        if unhealthy:
+            self._withhold(row, frozenset(unhealthy))
         self._refresh_gpu_summary(row)
         self._touch(row)
         self._forget_trial_states()
@@ -301,6 +334,7 @@ class NodeTable:
     def remove_node(self, name: str) -> int:
         """Mark a node dead; its row stays (allocations on it are the caller's to drop)."""
         row = self.row_of[name]
+        self._sick.pop(row, None)
         self.alive[row] = False
         self.schedulable[row] = False
         self._touch(row)
@@ -318,6 +352,93 @@ class NodeTable:
 
     def free_mig_slices(self, row: int, profile_id: int) -> list[tuple[int, int]]:
         return list(self._free_slices[row][profile_id])
+
+    # ----------------------------------------------------------------------------- health
+    @property
+    def any_unhealthy(self) -> bool:
+        """Whether some live node has an unhealthy device."""
+        return bool(self._sick)
+
+    def unhealthy_rows(self) -> list[int]:
+        """Rows with unhealthy devices."""
+        return sorted(self._sick)
+
+    def unhealthy_indices(self, row: int) -> tuple[int, ...]:
+        """GPU indices (as the device plugin numbers them) of ``row``'s unhealthy devices."""
+        sick = self._sick.get(row)
+        if sick is None:
+            return ()
+        return tuple(sorted(self.device_index(row, p) for p in sick.positions))
+
+    def withheld(self, row: int) -> tuple[IntArray, IntArray, int]:
+        """What ``row`` would offer more if its devices were all healthy: milli-GPU per
+        position, free MIG slices per profile id, units of its GPU resource."""
+        gpus = np.zeros(self.max_gpus, np.int64)
+        slices = np.zeros(len(self.mig_profiles), np.int64)
+        sick = self._sick.get(row)
+        if sick is None:
+            return gpus, slices, 0
+        for position, milli in sick.withheld.items():
+            gpus[position] = milli
+        for pid, free in sick.slices.items():
+            slices[pid] = len(free)
+        return gpus, slices, sick.units
+
+    def set_unhealthy(self, row: int, indices: Sequence[int]) -> bool:
+        """Exactly the devices ``indices`` (GPU indices) of ``row`` are unhealthy from now on;
+        whether anything changed. Not inside a trial: health is a fact between cycles."""
+        if self._undo is not None:
+            raise RuntimeError("device health cannot change inside a trial")
+        node = self.nodes[row]
+        position_of = self._positions[row]
+        unknown = sorted(set(indices) - set(position_of))
+        if unknown:
+            raise ValueError(
+                f"node {node.name!r} has no GPU {', '.join(map(str, unknown))} "
+                f"(its GPUs: {', '.join(map(str, sorted(position_of))) or 'none'})"
+            )
+        wanted = frozenset(position_of[i] for i in indices)
+        sick = self._sick.get(row)
+        if wanted == (sick.positions if sick is not None else frozenset()):
+            return False
+        self._restore_withheld(row)
+        if wanted:
+            self._withhold(row, wanted)
+        self._refresh_gpu_summary(row)
+        self._touch(row)
+        return True
+
+    def _withhold(self, row: int, positions: frozenset[int]) -> None:
+        """Hide what is free on the devices at ``positions`` of a row with none hidden."""
+        gpus = self.nodes[row].gpus
+        withheld = {}
+        for position in positions:
+            withheld[position] = int(self.gpu_free[row, position])
+            self.gpu_free[row, position] = 0
+        slices: dict[int, list[tuple[int, int]]] = {}
+        for pid, free in enumerate(self._free_slices[row]):
+            hidden = [s for s in free if s[0] in positions]
+            if hidden:
+                slices[pid] = hidden
+                free[:] = [s for s in free if s[0] not in positions]
+                self.mig_free[row, pid] -= len(hidden)
+        whole = sum(not gpus[p].partitioned for p in positions)
+        units = whole * self.nodes[row].gpu_sharing.replicas
+        self.units_free[row] -= units
+        self.replicated |= units > 0
+        self._sick[row] = _Sickness(positions, withheld, slices, units)
+
+    def _restore_withheld(self, row: int) -> None:
+        """Offer again everything withheld on ``row``."""
+        sick = self._sick.pop(row, None)
+        if sick is None:
+            return
+        for position, milli in sick.withheld.items():
+            self.gpu_free[row, position] += milli
+        for pid, hidden in sick.slices.items():
+            self._free_slices[row][pid].extend(hidden)
+            self.mig_free[row, pid] += len(hidden)
+        self.units_free[row] += sick.units
 
     # ----------------------------------------------------------------------------- changes
     def _touch(self, row: int) -> None:
@@ -373,6 +494,7 @@ class NodeTable:
                     [list(s) for s in self._free_slices[row]],
                     self.ext_free[row].copy() if self.ext_names else None,
                     int(self.units_free[row]),
+                    self._sick[row].copy() if self._sick and row in self._sick else None,
                 )
             )
 
@@ -389,13 +511,33 @@ class NodeTable:
         extended: Sequence[tuple[int, int]] = (),
         identity: int = -1,
         units: int = 0,
+        existing: bool = False,
     ) -> Allocation:
         """Take resources on one row. Raises if they are not free (callers filter first).
 
         ``extended``: (resource id, units) of extended resources; ``identity``: the holder's
         identity in :attr:`pod_index` (``pod_index.identity(pod)``), so that the inter-pod
-        rules count it (-1: it does not count).
+        rules count it (-1: it does not count). ``existing``: the holder already runs there
+        (bound by someone else, or put back after a trial release): it may hold devices that
+        are unhealthy now, which nothing new may take.
         """
+        sick = self._sick.get(row) if self._sick else None
+        if sick is not None:
+            return self._allocate_on_sick_row(
+                sick,
+                row,
+                cpu_milli,
+                memory_mib,
+                positions,
+                milli_per_device,
+                mig_profile,
+                mig_slices,
+                tag,
+                extended,
+                identity,
+                units,
+                existing,
+            )
         if not self.alive[row]:
             raise ValueError(f"node {self.nodes[row].name!r} has left the cluster")
         if cpu_milli > self.cpu_free[row] or memory_mib > self.mem_free[row]:
@@ -453,6 +595,57 @@ class NodeTable:
             units,
         )
 
+    def _allocate_on_sick_row(
+        self,
+        sick: _Sickness,
+        row: int,
+        cpu_milli: int,
+        memory_mib: int,
+        positions: Sequence[int],
+        milli_per_device: int,
+        mig_profile: int,
+        mig_slices: Sequence[tuple[int, int]],
+        tag: int,
+        extended: Sequence[tuple[int, int]],
+        identity: int,
+        units: int,
+        existing: bool,
+    ) -> Allocation:
+        """:meth:`allocate` on a row with unhealthy devices: what lies on them comes out of
+        the withheld part, and only for an ``existing`` holder; the rest as usual."""
+        name = self.nodes[row].name
+        hidden = [p for p in positions if p in sick.positions]
+        hidden_slices = [s for s in mig_slices if s[0] in sick.positions]
+        if (hidden or hidden_slices) and not existing:
+            index = self.device_index(row, (hidden or [hidden_slices[0][0]])[0])
+            raise ValueError(f"GPU {index} of {name!r} is unhealthy")
+        if units and units > self.units_free[row] and not existing:
+            node = self.nodes[row]
+            raise ValueError(
+                f"{name!r} has {self.units_free[row]} {node.gpu_resource} free, {units} asked"
+            )
+        # Checked against the row as if all were healthy (an existing holder counts even where
+        # the kubelet advertises fewer units now), then withheld again.
+        with self._unwithheld(row, sick):
+            return self.allocate(
+                row, cpu_milli, memory_mib, positions, milli_per_device, mig_profile, mig_slices,
+                tag, extended, identity, units,
+            )  # fmt: skip
+
+    @contextmanager
+    def _unwithheld(self, row: int, sick: _Sickness) -> Iterator[None]:
+        """Inside: ``row`` offers what its unhealthy devices withhold (saved once for a
+        rollback first); after: withheld again, what changed on those devices included."""
+        self._save(row)
+        undo, self._undo = self._undo, None
+        self._restore_withheld(row)
+        try:
+            yield
+        finally:
+            self._withhold(row, sick.positions)
+            self._refresh_gpu_summary(row)
+            self._undo = undo
+
     def reallocate(self, allocation: Allocation) -> Allocation:
         """Take again exactly what ``allocation`` took (after its release, e.g. a victim put
         back by a preemption search)."""
@@ -470,11 +663,17 @@ class NodeTable:
             a.extended,
             a.identity,
             a.units,
+            existing=True,
         )
 
     def release(self, allocation: Allocation) -> None:
         """Give back exactly what :meth:`allocate` took."""
         row = allocation.row
+        sick = self._sick.get(row) if self._sick else None
+        if sick is not None:
+            with self._unwithheld(row, sick):
+                self.release(allocation)
+            return
         node = self.nodes[row]
         position_of = self._positions[row]
         self._save(row)
@@ -535,6 +734,8 @@ class NodeTable:
             if image.ext_free is not None:
                 self.ext_free[row, : image.ext_free.size] = image.ext_free
             self.units_free[row] = image.units_free
+            if image.sickness is not None:
+                self._sick[row] = image.sickness
             self._refresh_gpu_summary(row)
             self._touch(row)
         self.pod_index.rollback()
@@ -563,6 +764,9 @@ class NodeTable:
     def allocated_gpu_milli(self) -> int:
         n = self.size
         alive = self.alive[:n]
-        return int(self.gpu_count[:n][alive].sum()) * MILLI_PER_GPU - int(
-            self.gpu_free[:n][alive].sum()
+        withheld = sum(sum(s.withheld.values()) for s in self._sick.values())
+        return (
+            int(self.gpu_count[:n][alive].sum()) * MILLI_PER_GPU
+            - int(self.gpu_free[:n][alive].sum())
+            - withheld
         )

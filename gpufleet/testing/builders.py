@@ -53,16 +53,20 @@ def make_node(
     unschedulable: bool = False,
     extended: Mapping[str, int] | None = None,
     sharing: GpuSharing = NO_SHARING,
+    unhealthy: Iterable[int] = (),
 ) -> Node:
     """A node; ``mig`` maps device index -> MIG profiles it is partitioned into; ``extended``
     its allocatable extended resources (``{"rdma/hca": 1}``); ``sharing`` says what its device
-    plugin advertises (one nvidia.com/gpu per device by default)."""
+    plugin advertises (one nvidia.com/gpu per device by default); ``unhealthy``: indices of
+    devices marked unhealthy."""
     name = name or f"node-{next(_names)}"
     devices = []
+    sick = frozenset(unhealthy)
     for index in range(gpus):
         profiles = tuple((mig or {}).get(index, ()))
         slices = tuple(MigSlice(p, slot) for slot, p in enumerate(profiles))
-        devices.append(GpuDevice(index, model, gpu_memory, slices))
+        healthy = index not in sick
+        devices.append(GpuDevice(index, model, gpu_memory, slices, healthy=healthy))
     hardware = gfd_labels(tuple(devices), sharing)
     all_labels = {GFD_LABELS.HOSTNAME: name, **hardware, **(labels or {})}
     return Node(

@@ -4,10 +4,12 @@ Owns the translation between the API's objects and the scheduling core's events 
 level-triggered: informers feed raw objects in; each :meth:`KubeBackend.poll_events` compares
 every object that changed with what the core has been told about it and reports the difference
 (a node added or gone, a pod bound by anyone, ready, deleted or finished, a workload complete
-enough to admit). A new core (a restart, a leader change, changed Queues) is told everything
-again by :meth:`KubeBackend.resync`, from the same objects, so it rebuilds exactly the state
-the API holds: bound pods on the devices their annotations name, binds still in flight
-included, nothing pending forgotten.
+enough to admit). A node whose devices changed health (its agent's inventory annotation) is told
+as ``DeviceHealthChanged`` at once, pods running there or not; any other change to a node is
+taken in once no pod runs there. A new core (a restart, a leader change, changed Queues) is
+told everything again by :meth:`KubeBackend.resync`, from the same objects, so it rebuilds
+exactly the state the API holds: bound pods on the devices their annotations name, binds still
+in flight included, nothing pending forgotten.
 
 Actions are carried out through the API: Bind through the Binding subresource (a pool of
 binder threads; the devices chosen go onto the pod as annotations in the same write), Evict
@@ -63,6 +65,7 @@ from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.readings import PodReadings
 from gpufleet.control.backend import ClusterState
 from gpufleet.io.errors import InputError
+from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.io.live_objects import SOURCE, LiveCatalog, live_manifest, timed_pod, with_min_member
 from gpufleet.model import Node, Placement, Pod
@@ -70,6 +73,7 @@ from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
     ClusterEvent,
+    DeviceHealthChanged,
     NodeAdded,
     NodeRemoved,
     PodBound,
@@ -77,6 +81,7 @@ from gpufleet.model.events import (
     PodReady,
     WorkloadAdded,
 )
+from gpufleet.model.node import same_but_health, with_gpu_health
 from gpufleet.model.workload import TimedPod
 
 log = logging.getLogger(__name__)
@@ -412,6 +417,14 @@ class KubeBackend:
         known = self._nodes.get(name)
         if known is not None and node is not None and _same_node(known, node):
             return
+        if known is not None and node is not None and obj is not None:
+            health_only = same_but_health(known, node)
+            if health_only or self._node_busy(name):
+                # Device health is applied at once, pods running there or not.
+                self._tell_health(name, known, node, obj, out)
+            if health_only:
+                self._nodes[name] = node
+                return
         if known is not None:
             if node is not None and self._node_busy(name):
                 # The core keeps a node's rows while pods hold them; a changed node is taken
@@ -426,6 +439,19 @@ class KubeBackend:
             self._dirty_pods.update(
                 k for k, o in self.objects[PODS].items() if podinfo.node_name(o) == name
             )
+
+    def _tell_health(
+        self, name: str, known: Node, node: Node, obj: Obj, out: list[ClusterEvent]
+    ) -> None:
+        """Tell the core which of the devices it knows on ``name`` are unhealthy now, if that
+        changed (the rest of a changed node waits until the node is empty)."""
+        indices = {g.index for g in known.gpus}
+        unhealthy = tuple(i for i in node.unhealthy_gpus if i in indices)
+        if unhealthy == known.unhealthy_gpus:
+            return
+        self._nodes[name] = with_gpu_health(known, unhealthy)
+        reasons = tuple((i, why) for i, why in _health_reasons(obj) if i in unhealthy)
+        out.append(DeviceHealthChanged(name, unhealthy, reasons))
 
     def _node_busy(self, name: str) -> bool:
         return any(
@@ -741,6 +767,19 @@ def _config_part(obj: Obj | None) -> object:
 
 def _resource_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def _health_reasons(obj: Obj) -> tuple[tuple[int, str], ...]:
+    """(device index, why it is unhealthy) from a Node's inventory annotation, as far as it
+    reads (the node itself read, so it does)."""
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(INVENTORY_ANNOTATION)
+    if not isinstance(text, str):
+        return ()
+    try:
+        inventory = inventory_from_json(text)
+    except ValueError:
+        return ()
+    return tuple((d.index, d.reason) for d in inventory.devices if not d.healthy and d.reason)
 
 
 def _same_node(a: Node, b: Node) -> bool:

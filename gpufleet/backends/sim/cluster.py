@@ -26,6 +26,13 @@ restarted or a Job's next completion run in place (``PodRestarted``), a job ende
 (``JobEnded``), and, in a world that says so (``report_binds``), a bind done (``PodBound``).
 Work may also arrive, leave and be put back while the world runs (:meth:`arrive`,
 :meth:`remove`, :meth:`put_back`: the live world of :mod:`gpufleet.backends.sim.live`).
+
+Faults (a scenario's ``GpuFault`` objects, :class:`~gpufleet.model.faults.GpuFault`): at its
+time a GPU reports its XID and turns unhealthy, and healthy again ``recover_after`` later, told
+as ``DeviceHealthChanged`` (the set of a node's unhealthy GPUs, with the XIDs as reasons); the
+ground truth withdraws the device too, so a bind on it fails. Pods running on it run on (the
+simulator plays no pod failures for an XID; a scenario says those with ``sim-failures``).
+Faults left once no work is left (nor waits) do not keep the world running.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
     ClusterEvent,
+    DeviceHealthChanged,
     JobEnded,
     PodAdded,
     PodBound,
@@ -56,6 +64,7 @@ from gpufleet.model.events import (
     PodRestarted,
     WorkloadAdded,
 )
+from gpufleet.model.faults import GpuFault
 from gpufleet.model.jobs import Lifetime
 from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
@@ -75,8 +84,10 @@ _ARRIVE_WORKLOAD = 2
 _RESTART = 3  # a container restarts in place
 _RESUBMIT = 4  # a new pod for a failed one (or a job's new gang) arrives
 _DEADLINE = 5  # a job's activeDeadlineSeconds may have passed
+_FAULT = 6  # a GPU fails (a GpuFault)
+_RECOVER = 7  # a GPU recovers from a GpuFault
 
-Payload = TimedPod | TimedWorkload | tuple[str, int] | tuple[JobRun, int]
+Payload = TimedPod | TimedWorkload | tuple[str, int] | tuple[JobRun, int] | GpuFault
 
 
 class SimulatedCluster:
@@ -96,6 +107,7 @@ class SimulatedCluster:
         target: TargetWorkload,
         workloads: Sequence[TimedWorkload] = (),
         queue_recorder: QueueRecorder | None = None,
+        faults: Sequence[GpuFault] = (),
     ) -> None:
         self.clock = ManualClock()
         self.mode = mode
@@ -109,6 +121,8 @@ class SimulatedCluster:
         self.xids = XidLog()
         self._job_generation: dict[int, int] = {}
         self._heap: list[tuple[float, int, int, Payload]] = []
+        #: Events on the heap that are not faults (the world is done when none are left).
+        self._work_events = 0
         self._seq = 0
         self._immediate: list[ClusterEvent] = []
         self._running: dict[str, Allocation] = {}
@@ -117,6 +131,13 @@ class SimulatedCluster:
         self._gpu_index: list[dict[int, int]] = [
             {gpu.index: position for position, gpu in enumerate(node.gpus)} for node in nodes
         ]
+        #: Per node, the faults active on each GPU (a GPU may fail again before it recovers).
+        self._faulty: dict[str, dict[int, list[GpuFault]]] = {}
+        for fault in faults:
+            self._check_fault(fault)
+            self._push(fault.at, _FAULT, fault)
+            if fault.recovers_at is not None:
+                self._push(fault.recovers_at, _RECOVER, fault)
         if mode is Mode.FILL:
             if workloads:
                 raise ValueError("fill mode takes pods, not workloads")
@@ -135,7 +156,34 @@ class SimulatedCluster:
         if self._heap:
             self.clock.advance_to(self._heap[0][0])
 
+    def _check_fault(self, fault: GpuFault) -> None:
+        where = fault.name or "GpuFault"
+        row = self.world.row_of.get(fault.node)
+        if row is None:
+            raise ValueError(f"{where}: spec.node: no node {fault.node!r} in the cluster")
+        if fault.gpu not in self._gpu_index[row]:
+            known = ", ".join(map(str, sorted(self._gpu_index[row]))) or "none"
+            raise ValueError(
+                f"{where}: spec.gpu: node {fault.node!r} has no GPU {fault.gpu} (its GPUs: {known})"
+            )
+
+    def _device_health(self, fault: GpuFault, failing: bool, events: list[ClusterEvent]) -> None:
+        """``fault`` begins or ends: the node's unhealthy GPUs change (maybe)."""
+        active = self._faulty.setdefault(fault.node, {})
+        if failing:
+            active.setdefault(fault.gpu, []).append(fault)
+            self.xids.record(fault.node, fault.gpu, fault.xid)
+        else:
+            active[fault.gpu].remove(fault)
+            if not active[fault.gpu]:
+                del active[fault.gpu]
+        unhealthy = tuple(sorted(active))
+        if self.world.set_unhealthy(self.world.row_of[fault.node], unhealthy):
+            reasons = tuple((gpu, active[gpu][-1].reason) for gpu in unhealthy)
+            events.append(DeviceHealthChanged(fault.node, unhealthy, reasons))
+
     def _push(self, time: float, kind: int, payload: Payload) -> None:
+        self._work_events += kind not in (_FAULT, _RECOVER)
         self._seq += 1
         heapq.heappush(self._heap, (time, self._seq, kind, payload))
 
@@ -158,6 +206,7 @@ class SimulatedCluster:
             # Each event happens at its own time (the live world may poll after it): a restart
             # or a next completion runs from then.
             at, _, kind, payload = heapq.heappop(heap)
+            self._work_events -= kind not in (_FAULT, _RECOVER)
             if kind == _ARRIVE:
                 assert isinstance(payload, TimedPod)
                 self._arrive(payload.pod, payload.runtime, None, False, now)
@@ -177,6 +226,9 @@ class SimulatedCluster:
             elif kind == _RESUBMIT:
                 assert isinstance(payload, tuple)
                 self._resubmit(payload[0], payload[1], events)
+            elif kind in (_FAULT, _RECOVER):
+                assert isinstance(payload, GpuFault)
+                self._device_health(payload, kind == _FAULT, events)
             else:
                 assert isinstance(payload, tuple)
                 assert isinstance(payload[0], JobRun)
@@ -507,7 +559,9 @@ class SimulatedCluster:
 
     @property
     def done(self) -> bool:
-        return not self._heap and not self._immediate
+        # Faults left once no work is left nor waits do not keep the world running.
+        idle = not self._work_events and not self._pending
+        return not self._immediate and (not self._heap or idle)
 
     # ----------------------------------------------------------------------------- work
     def arrive(self, timed: TimedWorkload, at: float) -> None:
@@ -532,6 +586,7 @@ class SimulatedCluster:
             )
         ]
         heapq.heapify(self._heap)
+        self._work_events = sum(item[2] not in (_FAULT, _RECOVER) for item in self._heap)
         for key in keys:
             allocation = self._running.pop(key, None)
             work = self._work.get(key)

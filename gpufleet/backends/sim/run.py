@@ -21,6 +21,7 @@ from gpufleet.control.factory import tie_rank
 from gpufleet.control.loop import run as run_loop
 from gpufleet.metrics.state import read_state
 from gpufleet.model import Node, Pod
+from gpufleet.model.faults import GpuFault
 from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
@@ -142,12 +143,14 @@ def run_workloads(
     progress: Progress | None = None,
     explain_at: float | None = None,
     profile: Profile = DEFAULT_PROFILE,
+    faults: Sequence[GpuFault] = (),
 ) -> TenancyRun:
     """Replay workloads (pods and gangs) through queues, quotas, priorities, preemption and
     backfill: arrivals at their creation time, each pod running for its workload's duration
     (resumed from the last checkpoint after an eviction). ``explain_at``: also capture why
     workloads wait at that moment (seconds from the first arrival). ``profile``: which plugin
-    at each extension point."""
+    at each extension point. ``faults``: XIDs injected on GPUs at their times (seconds from the
+    first arrival)."""
     started = time.perf_counter()
     all_pods = [p for t in workloads for p in t.workload.pods]
     target = target if target is not None else typical_shapes(all_pods)
@@ -165,7 +168,7 @@ def run_workloads(
     span = max((t.created for t in workloads), default=0.0) - min(
         (t.created for t in workloads), default=0.0
     )
-    sim = SimulatedCluster(nodes, (), Mode.REPLAY, target, workloads=workloads)
+    sim = SimulatedCluster(nodes, (), Mode.REPLAY, target, workloads=workloads, faults=faults)
     queue_recorder = sim.queue_recorder = QueueRecorder(
         sim.world,
         core.quotas.queues,

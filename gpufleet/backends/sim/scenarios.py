@@ -34,6 +34,7 @@ import numpy as np
 
 from gpufleet.backends.sim.workloads import cap_runtimes, resample, retime_for_load
 from gpufleet.model import GpuDevice, GpuRequest, Node, Pod, PodClass, gfd_labels
+from gpufleet.model.faults import GpuFault
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import Queue
@@ -83,6 +84,8 @@ class TenantScenario:
     queues: dict[str, Queue]
     priority_classes: dict[str, PriorityClass]
     workloads: tuple[TimedWorkload, ...]
+    #: GPU faults injected during the run (a scenario's ``GpuFault`` objects).
+    faults: tuple[GpuFault, ...] = ()
 
     def fifo(self) -> TenantScenario:
         """The same workloads in one queue, first come first served: no quota, no priority,
@@ -106,6 +109,7 @@ class TenantScenario:
             {},
             self.priority_classes,
             plain,
+            self.faults,
         )
 
     @property

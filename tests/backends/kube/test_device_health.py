@@ -1,0 +1,104 @@
+"""Device health on Kubernetes against the fake API server: the node agent's inventory
+annotation marking a GPU unhealthy withdraws that device at once (pods running on the node or
+not), and the next pod goes to another device; a node first read with an unhealthy device is
+added with it withdrawn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
+from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_to_json
+from gpufleet.model.inventory import InventoryDevice, NodeInventory
+from gpufleet.testing import kube_objects as ko
+from tests.backends.kube.harness import Harness, harness
+
+Obj = dict[str, Any]
+PRODUCT, MEMORY = ko.H100
+
+
+def with_inventory(node: Obj, gpus: int, unhealthy: set[int]) -> Obj:
+    """``node`` as its agent annotates it, and as the kubelet advertises only healthy GPUs."""
+    devices = tuple(
+        InventoryDevice(
+            i,
+            f"GPU-{i}",
+            PRODUCT,
+            MEMORY,
+            healthy=i not in unhealthy,
+            reason="XID 79: GPU has fallen off the bus" if i in unhealthy else "",
+        )
+        for i in range(gpus)
+    )
+    node["metadata"].setdefault("annotations", {})[INVENTORY_ANNOTATION] = inventory_to_json(
+        NodeInventory(devices, "550.54.15", "12.4")
+    )
+    for key in ("capacity", "allocatable"):
+        node["status"][key]["nvidia.com/gpu"] = str(gpus - len(unhealthy))
+    return node
+
+
+def mark(h: Harness, name: str, gpus: int, unhealthy: set[int]) -> None:
+    node = h.server.get("v1", "Node", name)
+    assert node is not None
+    h.server.update(with_inventory(node, gpus, unhealthy))
+
+
+def device_of(h: Harness, pod: str) -> str:
+    return str(h.pod(pod)["metadata"]["annotations"][GPU_INDEX_ANNOTATION])
+
+
+def waiting_message(h: Harness, pod: str) -> str:
+    for condition in h.pod(pod).get("status", {}).get("conditions", []):
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition["message"])
+    return ""
+
+
+def test_an_unhealthy_gpu_is_withdrawn_at_once_and_comes_back() -> None:
+    node = with_inventory(ko.gpu_node("n1", gpus=4), 4, set())
+    first = [ko.gpu_pod(f"p{i}", gpus=1) for i in range(2)]
+    with harness(node, *first) as h:
+        h.until(lambda: len(h.bound()) == 2, what="two pods bound")
+        assert {device_of(h, "p0"), device_of(h, "p1")} == {"0", "1"}
+        h.kubelet_runs("p0")
+        h.kubelet_runs("p1")
+        # GPU 2 fails while pods run on the node: withdrawn now, not when the node empties.
+        mark(h, "n1", 4, {2})
+        h.settle()
+        h.server.create(ko.gpu_pod("p2", gpus=1))
+        h.until(lambda: h.node_of("p2") == "n1", what="p2 bound")
+        assert device_of(h, "p2") == "3"
+        # No healthy GPU left: the next pod waits, told why.
+        h.server.create(ko.gpu_pod("p3", gpus=1))
+        h.until(lambda: bool(waiting_message(h, "p3")), what="p3 told why it waits")
+        assert "unhealthy GPUs" in waiting_message(h, "p3")
+        # GPU 2 recovers: p3 takes it within the next cycles.
+        mark(h, "n1", 4, set())
+        h.until(lambda: h.node_of("p3") == "n1", what="p3 bound after recovery")
+        assert device_of(h, "p3") == "2"
+
+
+def test_a_node_first_read_with_an_unhealthy_gpu_is_added_without_it() -> None:
+    node = with_inventory(ko.gpu_node("n1", gpus=2), 2, {0})
+    with harness(node, ko.gpu_pod("p0", gpus=1), ko.gpu_pod("p1", gpus=1)) as h:
+        h.until(lambda: len(h.bound()) == 1, what="one pod bound")
+        h.settle()
+        (bound,) = h.bound()
+        assert device_of(h, bound.split("/")[1]) == "1"
+        assert len(h.bound()) == 1
+
+
+def test_the_next_pod_goes_to_another_node_when_its_only_fitting_gpus_fail() -> None:
+    nodes = [with_inventory(ko.gpu_node(n, gpus=2), 2, set()) for n in ("a", "b")]
+    with harness(*nodes, ko.gpu_pod("big", gpus=2)) as h:
+        h.until(lambda: h.node_of("big") is not None, what="big bound")
+        other = "b" if h.node_of("big") == "a" else "a"
+        mark(h, other, 2, {1})
+        h.settle()
+        h.server.create(ko.gpu_pod("two", gpus=2))
+        h.until(lambda: bool(waiting_message(h, "two")), what="two told why it waits")
+        assert "unhealthy GPUs" in waiting_message(h, "two")
+        h.server.create(ko.gpu_pod("one", gpus=1))
+        h.until(lambda: h.node_of("one") == other, what="one bound on the healthy GPU")
+        assert device_of(h, "one") == "0"
