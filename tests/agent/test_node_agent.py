@@ -86,7 +86,7 @@ def node_of(server: FakeApiServer) -> dict[str, object]:
     return node
 
 
-def annotations(server: FakeApiServer) -> dict[str, str]:
+def node_annotations(server: FakeApiServer) -> dict[str, str]:
     return dict(node_of(server)["metadata"].get("annotations") or {})  # type: ignore[attr-defined]
 
 
@@ -103,7 +103,7 @@ def test_labels_inventory_and_served_resources(
     assert labels["nvidia.com/gpu.count"] == "4"
     assert labels["nvidia.com/gpu.family"] == "hopper"
     assert labels["gpufleet.dev/nvlink-domain"]
-    inventory = inventory_from_json(annotations(server)[INVENTORY_ANNOTATION])
+    inventory = inventory_from_json(node_annotations(server)[INVENTORY_ANNOTATION])
     assert [d.index for d in inventory.devices] == [0, 1, 2, 3]
     assert condition(server)["status"] == "True"
     kubelet.wait_for(lambda: {GPU_RESOURCE, SHARE_RESOURCE} <= kubelet.resources(), what="both")
@@ -144,7 +144,7 @@ def test_xid_withdraws_one_device_until_it_recovers(
     kubelet.wait_for(lambda: not kubelet.devices(GPU_RESOURCE)[uuid_of_1], what="withdrawal")
     assert sum(kubelet.devices(GPU_RESOURCE).values()) == 3
     eventually(
-        lambda: inventory_from_json(annotations(server)[INVENTORY_ANNOTATION]).unhealthy == (1,),
+        lambda: inventory_from_json(node_annotations(server)[INVENTORY_ANNOTATION]).unhealthy == (1,),
         "the inventory to name GPU 1 unhealthy",
     )
     assert condition(server)["status"] == "False"
@@ -160,7 +160,7 @@ def test_xid_withdraws_one_device_until_it_recovers(
     nvml.recover(1)
     kubelet.wait_for(lambda: kubelet.devices(GPU_RESOURCE)[uuid_of_1], what="the device back")
     eventually(
-        lambda: not inventory_from_json(annotations(server)[INVENTORY_ANNOTATION]).unhealthy,
+        lambda: not inventory_from_json(node_annotations(server)[INVENTORY_ANNOTATION]).unhealthy,
         "the inventory to be healthy again",
     )
     assert condition(server)["status"] == "True"
