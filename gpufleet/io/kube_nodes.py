@@ -183,7 +183,7 @@ def _gpus(
     inventory_text = annotations.get(INVENTORY_ANNOTATION)
     if inventory_text is not None:
         devices = inventory_devices(context, read_inventory(context, inventory_text))
-        sharing = _inventory_sharing(context, labels, devices, resource, advertised, field)
+        sharing = _inventory_sharing(context, labels, devices, resource, field)
         return devices, sharing if devices else NO_SHARING
     whole, sharing = _sharing(context, labels, hami, resource, advertised, field)
     devices = _devices(context, labels, annotations, resources, field, whole, hami)
@@ -247,13 +247,13 @@ def _inventory_sharing(
     labels: Mapping[str, str],
     devices: tuple[GpuDevice, ...],
     resource: str,
-    advertised: int,
     field: str,
 ) -> GpuSharing:
-    """How the inventory's devices are shared: time-slicing or MPS as GFD's labels say (the
-    advertised count is not checked: the kubelet drops an unhealthy device's replicas, and
-    may lag behind the agent); else units per device from the advertised count, over the
-    healthy devices (as the kubelet counts them) or, while it lags, over all."""
+    """How the inventory's devices are shared: time-slicing or MPS as GFD's labels say, else
+    not at all. The advertised count is never read into devices or sharing: the kubelet drops
+    an unhealthy device's units, and its status is written apart from the agent's annotation,
+    so for a moment the two disagree (a count between the healthy and all devices, or one from
+    before the last change); the agent's inventory and labels are the truth."""
     where = f"{field}[{resource}]"
     replicas = _label_int(context, labels, REPLICAS_LABEL) or 1
     strategy = labels.get(GFD_LABELS.SHARING_STRATEGY, SharingStrategy.TIME_SLICING.value)
@@ -267,21 +267,7 @@ def _inventory_sharing(
             f"{SHARED_GPU_RESOURCE} is advertised by time-slicing or MPS: expected GFD's "
             f"{REPLICAS_LABEL} above 1 and {GFD_LABELS.SHARING_STRATEGY} time-slicing or mps",
         )
-    whole = [d for d in devices if not d.partitioned]
-    healthy = sum(d.healthy for d in whole)
-    counts = [c for c in (healthy, len(whole)) if c and advertised % c == 0]
-    if not advertised or not whole:
-        return NO_SHARING
-    if not counts:
-        raise context.error(
-            where,
-            f"expected units per GPU for the {len(whole)} GPUs of the node's "
-            f"{INVENTORY_ANNOTATION} ({healthy} healthy), got {advertised}",
-        )
-    split = advertised // counts[0]
-    if split == 1:
-        return NO_SHARING
-    return context.parse(lambda r: GpuSharing(SharingStrategy.SPLIT, r), split, where)
+    return NO_SHARING
 
 
 def _hami_devices(context: Context, text: str) -> list[tuple[str, int]]:

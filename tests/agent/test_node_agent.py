@@ -144,7 +144,9 @@ def test_xid_withdraws_one_device_until_it_recovers(
     kubelet.wait_for(lambda: not kubelet.devices(GPU_RESOURCE)[uuid_of_1], what="withdrawal")
     assert sum(kubelet.devices(GPU_RESOURCE).values()) == 3
     eventually(
-        lambda: inventory_from_json(node_annotations(server)[INVENTORY_ANNOTATION]).unhealthy == (1,),
+        lambda: (
+            inventory_from_json(node_annotations(server)[INVENTORY_ANNOTATION]).unhealthy == (1,)
+        ),
         "the inventory to name GPU 1 unhealthy",
     )
     assert condition(server)["status"] == "False"

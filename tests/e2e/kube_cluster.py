@@ -67,6 +67,18 @@ class Cluster:
         quota = {"nvidia.com/gpu": gpus} if gpus is not None else {}
         queue = ko.queue(self.namespace, quota, namespaces=[self.namespace])
         self.custom.create_cluster_custom_object("gpufleet.dev", "v1alpha1", "queues", queue)
+        # The ServiceAccount admission plugin refuses pods until the controller has made the
+        # namespace's "default" account (a moment after the namespace, longer on a cold server).
+        wait_for(self._has_default_account, timeout=60, what="the default ServiceAccount")
+
+    def _has_default_account(self) -> bool:
+        try:
+            self.core.read_namespaced_service_account("default", self.namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
 
     def add_gpu_node(self, name: str, gpus: int = 8) -> None:
         """A Ready Node object with GPUs in its status, as a kubelet with the device plugin

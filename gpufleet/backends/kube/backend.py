@@ -426,9 +426,10 @@ class KubeBackend:
                 self._nodes[name] = node
                 return
         if known is not None:
-            if node is not None and self._node_busy(name):
+            if obj is not None and self._node_busy(name):
                 # The core keeps a node's rows while pods hold them; a changed node is taken
-                # in once it is empty (or at the next resync).
+                # in once it is empty (or at the next resync). So is one that does not read
+                # for now (reported): its pods still hold what they hold on it.
                 self._deferred_nodes.add(name)
                 return
             del self._nodes[name]

@@ -102,3 +102,78 @@ def test_the_next_pod_goes_to_another_node_when_its_only_fitting_gpus_fail() -> 
         h.server.create(ko.gpu_pod("one", gpus=1))
         h.until(lambda: h.node_of("one") == other, what="one bound on the healthy GPU")
         assert device_of(h, "one") == "0"
+
+
+def set_allocatable(h: Harness, name: str, gpus: int, shares: int) -> None:
+    node = h.server.get("v1", "Node", name)
+    assert node is not None
+    for key in ("capacity", "allocatable"):
+        node["status"][key]["nvidia.com/gpu"] = str(gpus)
+        node["status"][key]["gpufleet.dev/gpu-share"] = str(shares)
+    h.server.update(node)
+
+
+def annotate(h: Harness, name: str, gpus: int, unhealthy: set[int]) -> None:
+    """Only the agent's annotation, as the agent writes it before the kubelet's status."""
+    node = h.server.get("v1", "Node", name)
+    assert node is not None
+    allocatable = dict(node["status"]["allocatable"])
+    marked = with_inventory(node, gpus, unhealthy)
+    marked["status"]["allocatable"] = allocatable
+    marked["status"]["capacity"] = dict(allocatable)
+    h.server.update(marked)
+
+
+def test_health_then_kubelet_status_in_separate_writes_never_gives_a_held_gpu_twice() -> None:
+    """The agent writes the inventory, then the kubelet lowers allocatable (GPUs and share
+    slots), and the reverse on recovery: the pods running on the node stay counted throughout
+    and the pod that waited takes the recovered GPU, not one that is held."""
+    node = with_inventory(ko.gpu_node("n1", gpus=4), 4, set())
+    for key in ("capacity", "allocatable"):
+        node["status"][key]["gpufleet.dev/gpu-share"] = "40"
+    pods = [ko.gpu_pod(f"p{i}", gpus=1) for i in range(3)]
+    with harness(node, *pods) as h:
+        h.until(lambda: len(h.bound()) == 3, what="three pods bound")
+        for i in range(3):
+            h.kubelet_runs(f"p{i}")
+        held = {device_of(h, f"p{i}") for i in range(3)}
+        (free,) = {"0", "1", "2", "3"} - held
+        annotate(h, "n1", 4, {int(free)})
+        h.settle()
+        set_allocatable(h, "n1", 3, 30)
+        h.settle()
+        h.server.create(ko.gpu_pod("late", gpus=1))
+        h.until(lambda: bool(waiting_message(h, "late")), what="late told why it waits")
+        annotate(h, "n1", 4, set())
+        h.settle()
+        set_allocatable(h, "n1", 4, 40)
+        h.until(lambda: h.node_of("late") == "n1", what="late bound after recovery")
+        assert device_of(h, "late") == free
+
+
+def test_a_node_that_reads_invalid_for_a_while_keeps_its_running_pods_counted() -> None:
+    """A Node whose object is briefly unreadable (here a broken inventory annotation) is gone
+    for the core, then back: the pods still running on it are counted again on its return,
+    so no device they hold is given out twice."""
+    node = with_inventory(ko.gpu_node("n1", gpus=2), 2, set())
+    with harness(node, ko.gpu_pod("p0", gpus=1)) as h:
+        h.until(lambda: h.node_of("p0") == "n1", what="p0 bound")
+        h.kubelet_runs("p0")
+        held = device_of(h, "p0")
+        broken = h.server.get("v1", "Node", "n1")
+        assert broken is not None
+        good = broken["metadata"]["annotations"][INVENTORY_ANNOTATION]
+        broken["metadata"]["annotations"][INVENTORY_ANNOTATION] = "{not json"
+        h.server.update(broken)
+        h.settle()
+        fixed = h.server.get("v1", "Node", "n1")
+        assert fixed is not None
+        fixed["metadata"]["annotations"][INVENTORY_ANNOTATION] = good
+        h.server.update(fixed)
+        h.settle()
+        h.server.create(ko.gpu_pod("p1", gpus=1))
+        h.server.create(ko.gpu_pod("p2", gpus=1))
+        h.until(lambda: h.node_of("p1") == "n1", what="p1 bound")
+        h.settle()
+        assert device_of(h, "p1") != held
+        assert h.node_of("p2") is None
