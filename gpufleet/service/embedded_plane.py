@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.backends.sim.jobs import JobRun
-from gpufleet.backends.sim.live import LiveSimCluster
+from gpufleet.backends.sim.live import LiveSimCluster, health_message
 from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import ControlLoop, Turn, sync
@@ -39,6 +39,7 @@ from gpufleet.model.actions import Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
     ClusterEvent,
+    DeviceHealthChanged,
     JobEnded,
     PodBound,
     PodDeleted,
@@ -110,7 +111,9 @@ class EmbeddedControlPlane(PlaneBase):
         self.last_turn_wall = wall()
         self._owner: dict[str, str] = {}  # pod key -> workload key
         start = float(store.meta("clock") or 0.0)
-        self.world = LiveSimCluster(self.nodes, target_of(()), self.options.speed, start, wall=wall)
+        self.world = LiveSimCluster(
+            self.nodes, target_of(()), self.options.speed, start, wall, self.options.faults
+        )
         self.catalog_source = store.path
         self.catalog_where = "stored"
         self.catalog = self.stored_catalog(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
@@ -131,7 +134,8 @@ class EmbeddedControlPlane(PlaneBase):
         self.metrics.read = self._read_state
         #: Every simulated GPU's samples, from the usage profiles of the pods on it.
         self.telemetry = LockedTelemetry(
-            SimTelemetry(self.world, self.options.seed, self.options.usage_profile), self.lock
+            SimTelemetry(self.world, _telemetry_seed(self.options), self.options.usage_profile),
+            self.lock,
         )
         self.loop = ControlLoop(
             self.world, lambda: self.core, [self.metrics, self], guard=self._turn_scope
@@ -300,7 +304,7 @@ class EmbeddedControlPlane(PlaneBase):
     # ----------------------------------------------------------------------------- core
     def _new_core(self) -> SchedulerCore:
         core = build_core(
-            self.nodes,
+            self.world.list_state().nodes,  # with the GPUs a fault withholds now
             self.options.policy,
             self.options.seed,
             queues=self.catalog.queues,
@@ -469,6 +473,9 @@ class EmbeddedControlPlane(PlaneBase):
         notes = self._notes
         now = self.world.clock.now()
         for event in events:
+            if isinstance(event, DeviceHealthChanged):
+                notes.world_changed = True
+                log.warning("%s", health_message(event))
             if not isinstance(event, POD_NEWS):
                 continue
             if isinstance(event, PodDeleted):
@@ -623,6 +630,10 @@ class EmbeddedControlPlane(PlaneBase):
         self._notes.changes.append(
             Change(ChangeKind.WORKLOAD, record.key, now, {"state": state.value})
         )
+
+
+def _telemetry_seed(options: ServeOptions) -> int:
+    return options.seed if options.telemetry_seed is None else options.telemetry_seed
 
 
 def _pod_key(event: PodBound | BindFailed | PodDeleted | PodRestarted | JobEnded) -> str:
