@@ -21,6 +21,7 @@ from gpufleet.telemetry.profiles import UsageProfile
 from gpufleet.testing.service import as_yaml, pod_doc
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -137,3 +138,24 @@ def test_the_usage_profile_is_for_the_simulated_cluster(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 2
     assert "--usage-profile are for the simulated cluster" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(
+    "cluster", [None, "examples/clusters/small.yaml"], ids=["bundled", "small"]
+)
+def test_the_example_loads_on_the_bundled_and_the_small_cluster(
+    tmp_path: Path, served: list[EmbeddedControlPlane], cluster: str | None
+) -> None:
+    args = ["serve", "--db", str(tmp_path / "g.db"), "--port", "0"]
+    args += ["--scenario", str(REPO / "examples/tenancy/queues.yaml")]
+    args += ["--scenario", str(REPO / "examples/serve/faults.yaml")]
+    if cluster is not None:
+        args += ["--cluster", str(REPO / cluster)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    options = served[0].options
+    assert [(f.node, f.gpu, f.xid) for f in options.faults] == [
+        ("h100-0000", 2, 79),
+        ("t4-0001", 0, 48),
+    ]
+    assert options.usage_profile is UsageProfile.NOTEBOOK
