@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.live import LiveSimCluster, health_message
 from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
 from gpufleet.control.factory import build_core, target_of
@@ -34,7 +33,7 @@ from gpufleet.control.loop import ControlLoop, Turn, sync
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.metrics.state import SchedulerState, read_state
-from gpufleet.model import Node, Placement
+from gpufleet.model import Node
 from gpufleet.model.actions import Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
@@ -48,7 +47,6 @@ from gpufleet.model.events import (
     WorkloadAdded,
 )
 from gpufleet.model.priorities import PriorityClass
-from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.auth import (
     Principal,
@@ -70,9 +68,15 @@ from gpufleet.service.records import (
     POD_RUNNING,
     POD_SUCCEEDED,
     POD_TERMINAL,
-    JobProgress,
     PodRecord,
     WorkloadRecord,
+)
+from gpufleet.service.sim_records import (
+    placement_text,
+    pod_key,
+    progress_of,
+    remaining_part,
+    telemetry_seed,
 )
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
@@ -134,7 +138,7 @@ class EmbeddedControlPlane(PlaneBase):
         self.metrics.read = self._read_state
         #: Every simulated GPU's samples, from the usage profiles of the pods on it.
         self.telemetry = LockedTelemetry(
-            SimTelemetry(self.world, _telemetry_seed(self.options), self.options.usage_profile),
+            SimTelemetry(self.world, telemetry_seed(self.options), self.options.usage_profile),
             self.lock,
         )
         self.loop = ControlLoop(
@@ -259,7 +263,7 @@ class EmbeddedControlPlane(PlaneBase):
                 else:
                     pending.append((pod_record.pod, stored_pod.remaining))
             if pending:
-                self.world.submit(_remaining_part(record.timed, pending))
+                self.world.submit(remaining_part(record.timed, pending))
             self._progress(record)
         sync(self.core, self.world.list_state())
 
@@ -326,7 +330,7 @@ class EmbeddedControlPlane(PlaneBase):
             pods = [p for p in record.pending_pods() if p.key in waiting]
             if record.active and pods and record.key not in core.running:
                 core.handle(
-                    WorkloadAdded(_remaining_part(record.timed, [(p, None) for p in pods]).workload)
+                    WorkloadAdded(remaining_part(record.timed, [(p, None) for p in pods]).workload)
                 )
         self.core = core
 
@@ -460,7 +464,7 @@ class EmbeddedControlPlane(PlaneBase):
     def _progress(self, record: WorkloadRecord) -> None:
         """The record's jobs and pods as their controllers in the world see them."""
         for run in self.world.jobs.of(record.key):
-            record.jobs[run.spec.name] = _progress_of(run)
+            record.jobs[run.spec.name] = progress_of(run)
             for name in run.spec.pod_names:
                 pod_record = record.pods.get(f"{run.namespace}/{name}")
                 if pod_record is not None:
@@ -485,7 +489,7 @@ class EmbeddedControlPlane(PlaneBase):
             else:
                 evicted_for = None
             notes.world_changed = True
-            key = _pod_key(event)
+            key = pod_key(event)
             record = self.records.get(self._owner.get(key, ""))
             if record is None or not record.active:
                 continue
@@ -511,7 +515,7 @@ class EmbeddedControlPlane(PlaneBase):
             self.store.set_pod(key, POD_RUNNING, event.placement, started, remaining)
             events.append(
                 StoredEvent(now, record.key, "Normal", "Scheduled",
-                            f"pod {name} bound to {_where(event.placement)}")
+                            f"pod {name} bound to {placement_text(event.placement)}")
             )  # fmt: skip
             self.counters["bound"] += 1
         elif isinstance(event, BindFailed):
@@ -630,47 +634,3 @@ class EmbeddedControlPlane(PlaneBase):
         self._notes.changes.append(
             Change(ChangeKind.WORKLOAD, record.key, now, {"state": state.value})
         )
-
-
-def _telemetry_seed(options: ServeOptions) -> int:
-    return options.seed if options.telemetry_seed is None else options.telemetry_seed
-
-
-def _pod_key(event: PodBound | BindFailed | PodDeleted | PodRestarted | JobEnded) -> str:
-    if isinstance(event, PodBound):
-        return event.pod.key
-    return event.pod_key if isinstance(event, JobEnded) else event.key
-
-
-def _progress_of(run: JobRun) -> JobProgress:
-    done, total = run.completions
-    return JobProgress(
-        str(run.spec.kind), done, total, run.failed_pods, run.restarts,
-        None if run.outcome is None else str(run.outcome), run.reason, run.message,
-    )  # fmt: skip
-
-
-def _where(placement: Placement) -> str:
-    parts = [placement.node]
-    if placement.gpu_indices:
-        share = placement.gpu_milli_per_device
-        gpus = ",".join(str(i) for i in placement.gpu_indices)
-        parts.append(f"GPU {gpus}" + (f" ({share / 1000:g} each)" if 0 < share < 1000 else ""))
-    if placement.mig_slices:
-        parts.append("MIG " + ",".join(f"{g}:{s}" for g, s in placement.mig_slices))
-    return " ".join(parts)
-
-
-def _remaining_part(
-    timed: TimedWorkload, pods: Sequence[tuple[Any, float | None]]
-) -> TimedWorkload:
-    """The part of a workload still to run: its waiting pods, with the work they have left."""
-    workload = timed.workload
-    chosen = tuple(pod for pod, _ in pods)
-    left = [r for _, r in pods if r is not None]
-    duration = max(left) if left else timed.duration
-    if len(chosen) != len(workload.pods):
-        workload = dataclasses.replace(
-            workload, pods=chosen, min_member=min(workload.min_member, len(chosen))
-        )
-    return dataclasses.replace(timed, workload=workload, duration=duration)
