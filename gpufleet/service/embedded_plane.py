@@ -175,7 +175,7 @@ class EmbeddedControlPlane(PlaneBase):
         return self.world.clock.now()
 
     def cluster_nodes(self) -> Sequence[Node]:
-        return self.nodes
+        return self.world.current_nodes()
 
     def priority_classes(self) -> Mapping[str, PriorityClass]:
         return self.catalog.priority_classes
@@ -308,7 +308,7 @@ class EmbeddedControlPlane(PlaneBase):
     # ----------------------------------------------------------------------------- core
     def _new_core(self) -> SchedulerCore:
         core = build_core(
-            self.world.list_state().nodes,  # with the GPUs a fault withholds now
+            self.world.current_nodes(),  # with the GPUs a fault withholds now
             self.options.policy,
             self.options.seed,
             queues=self.catalog.queues,

@@ -55,6 +55,12 @@ def gpus_of(harness: ServiceHarness, name: str) -> tuple[int, ...] | None:
     return None if placement is None else placement.gpu_indices
 
 
+def healthy(harness: ServiceHarness) -> list[bool]:
+    """What GET /api/v1/nodes says of each GPU's health."""
+    (node,) = harness.client("team-a").get("/api/v1/nodes").json()
+    return [device["healthy"] for device in node["devices"]]
+
+
 def withheld(harness: ServiceHarness) -> tuple[int, ...]:
     table = harness.plane.core.table
     return table.unhealthy_indices(table.row_of[NODE])
@@ -68,6 +74,7 @@ def test_a_fault_withdraws_its_gpu_shows_its_xid_and_recovers(tmp_path: Path) ->
     harness.advance(61)  # t=121: GPU 0 has failed
     assert withheld(harness) == (0,)
     assert xids(harness) == {"0": 79.0, "1": 0.0}
+    assert healthy(harness) == [False, True]  # the node map marks it
     submit(harness, "first")
     harness.advance(1)
     assert gpus_of(harness, "first") == (1,)  # not on the failed GPU
@@ -78,6 +85,7 @@ def test_a_fault_withdraws_its_gpu_shows_its_xid_and_recovers(tmp_path: Path) ->
     assert withheld(harness) == ()
     assert gpus_of(harness, "second") == (0,)
     assert xids(harness)["0"] == 79.0  # the last XID seen, as dcgm-exporter keeps it
+    assert healthy(harness) == [True, True]
     harness.close()
 
 

@@ -190,18 +190,21 @@ class SimulatedCluster:
 
     # ----------------------------------------------------------------------------- protocol
     def list_state(self) -> ClusterState:
-        """The nodes (their failed GPUs marked unhealthy) and the pods running, where they run
-        (waiting work is told as events)."""
-        nodes = tuple(
-            with_gpu_health(node, faulty) if (faulty := self._faulty.get(node.name)) else node
-            for node in self.nodes
-        )
+        """The nodes (:meth:`current_nodes`) and the pods running, where they run (waiting
+        work is told as events)."""
         running = [
             (work.pod, work.placement)
             for key in self._running
             if (work := self._work[key]).placement is not None
         ]
-        return ClusterState(nodes, (), running)
+        return ClusterState(self.current_nodes(), (), running)
+
+    def current_nodes(self) -> tuple[Node, ...]:
+        """The nodes, the GPUs a fault holds now marked unhealthy."""
+        return tuple(
+            with_gpu_health(node, faulty) if (faulty := self._faulty.get(node.name)) else node
+            for node in self.nodes
+        )
 
     def poll_events(self) -> Sequence[ClusterEvent]:
         events = self._immediate
