@@ -107,14 +107,14 @@ def test_labels_inventory_and_served_resources(
     assert [d.index for d in inventory.devices] == [0, 1, 2, 3]
     assert condition(server)["status"] == "True"
     kubelet.wait_for(lambda: {GPU_RESOURCE, SHARE_RESOURCE} <= kubelet.resources(), what="both")
+    kubelet.wait_for(lambda: len(kubelet.devices(SHARE_RESOURCE)) == 4 * 10, what="share slots")
     assert len(kubelet.devices(GPU_RESOURCE)) == 4
-    assert len(kubelet.devices(SHARE_RESOURCE)) == 4 * 10
 
 
 def test_bound_pod_gets_its_device_and_is_attributed_in_metrics(
     agent: NodeAgent, server: FakeApiServer, kubelet: FakeKubelet
 ) -> None:
-    kubelet.wait_for(lambda: GPU_RESOURCE in kubelet.resources(), what="registration")
+    kubelet.wait_for(lambda: len(kubelet.devices(GPU_RESOURCE)) == 4, what="the GPUs listed")
     binding = {GPU_INDEX_ANNOTATION: "2", VISIBLE_DEVICES_ANNOTATION: "2"}
     created = server.create(ko.gpu_pod("train-0", "ml", node=NODE, annotations=binding))
     eventually(lambda: len(agent.bound_pods.pods()) == 1, "the agent to see the bound pod")
@@ -138,7 +138,7 @@ def test_bound_pod_gets_its_device_and_is_attributed_in_metrics(
 def test_xid_withdraws_one_device_until_it_recovers(
     agent: NodeAgent, server: FakeApiServer, kubelet: FakeKubelet, nvml: FakeNvml
 ) -> None:
-    kubelet.wait_for(lambda: GPU_RESOURCE in kubelet.resources(), what="registration")
+    kubelet.wait_for(lambda: len(kubelet.devices(GPU_RESOURCE)) == 4, what="the GPUs listed")
     uuid_of_1 = agent.inventory().devices[1].uuid
     nvml.inject_xid(1, 79)
     kubelet.wait_for(lambda: not kubelet.devices(GPU_RESOURCE)[uuid_of_1], what="withdrawal")

@@ -1,0 +1,131 @@
+"""The node agent end to end against a real API server (GPUFLEET_E2E_KUBECONFIG): the agent (on
+a fake NVML) publishes its labels and inventory and serves a gRPC fake kubelet, which keeps the
+Node's capacity; ``gpufleet scheduler`` reads the inventory; each bound pod's Allocate returns
+the UUID of the device it was bound to; an injected XID withdraws that one device, and the next
+pods go to the other devices (and none to it) until it recovers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
+from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.testing import kube_objects as ko
+from tests.e2e.agent_node import AgentNode
+from tests.e2e.kube_cluster import KUBECONFIG_ENV, Cluster, stop, wait_for
+
+pytestmark = [
+    pytest.mark.kube,
+    pytest.mark.skipif(
+        not os.environ.get(KUBECONFIG_ENV), reason=f"set {KUBECONFIG_ENV} to run against a cluster"
+    ),
+]
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    found = Cluster(os.environ[KUBECONFIG_ENV])
+    found.install_crds()
+    found.create_namespace()
+    try:
+        yield found
+    finally:
+        found.cleanup()
+
+
+@pytest.fixture
+def gpu_node(cluster: Cluster) -> Iterator[AgentNode]:
+    node = AgentNode(cluster, f"agent-{cluster.run_id}", gpus=4).start()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+def _index_of(cluster: Cluster, name: str) -> int | None:
+    pod = cluster.pod(name)
+    text = (pod["metadata"].get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
+    return int(text) if pod["spec"].get("nodeName") and text else None
+
+
+def test_agent_end_to_end(cluster: Cluster, gpu_node: AgentNode, tmp_path: Path) -> None:
+    # Labels, inventory and capacity on the Node.
+    def node() -> dict[str, dict[str, dict[str, str]]]:
+        found: dict[str, dict[str, dict[str, str]]] = cluster.core.read_node(
+            gpu_node.name, _preload_content=False
+        ).json()
+        return found
+
+    wait_for(
+        lambda: node()["status"]["allocatable"].get("nvidia.com/gpu") == "4",
+        timeout=30,
+        what="the kubelet's allocatable nvidia.com/gpu",
+    )
+    labels = node()["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert labels["nvidia.com/gpu.count"] == "4"
+    assert node()["status"]["allocatable"]["gpufleet.dev/gpu-share"] == "40"
+    inventory = inventory_from_json(node()["metadata"]["annotations"][INVENTORY_ANNOTATION])
+    assert len(inventory.devices) == 4
+
+    scheduler = cluster.start_scheduler(tmp_path / "scheduler.log")
+    try:
+        # A pod is bound to a device, and Allocate gives it exactly that device's UUID.
+        cluster.submit(ko.gpu_pod("first", gpus=1))
+        wait_for(lambda: _index_of(cluster, "first") is not None, what="first bound")
+        first = _index_of(cluster, "first")
+        assert first is not None
+        key = f"{cluster.namespace}/first"
+        wait_for(lambda: key in gpu_node.admitted, timeout=30, what="first admitted")
+        grant = gpu_node.admitted[key].allocations[0].grant
+        assert grant.envs["NVIDIA_VISIBLE_DEVICES"] == gpu_node.uuid(first)
+
+        # An XID on another device withdraws it: the next pods take the two others, and the
+        # last one waits rather than land on the failed GPU.
+        failed = (first + 1) % 4
+        gpu_node.nvml.inject_xid(failed, 79)
+        wait_for(
+            lambda: node()["status"]["allocatable"].get("nvidia.com/gpu") == "3",
+            timeout=10,
+            what="the failed GPU withdrawn from allocatable",
+        )
+        wait_for(
+            lambda: (
+                inventory_from_json(
+                    node()["metadata"]["annotations"][INVENTORY_ANNOTATION]
+                ).unhealthy
+                == (failed,)
+            ),
+            timeout=10,
+            what="the inventory naming the failed GPU",
+        )
+        for name in ("second", "third", "fourth"):
+            cluster.submit(ko.gpu_pod(name, gpus=1))
+        wait_for(
+            lambda: all(_index_of(cluster, n) is not None for n in ("second", "third")),
+            what="two more pods bound",
+        )
+        taken = {first, *(_index_of(cluster, n) for n in ("second", "third"))}
+        assert failed not in taken
+        assert len(taken) == 3
+        for name in ("second", "third"):
+            pod_key = f"{cluster.namespace}/{name}"
+            wait_for(lambda k=pod_key: k in gpu_node.admitted, what=f"{name} admitted")  # type: ignore[misc]
+            index = _index_of(cluster, name)
+            assert index is not None
+            envs = gpu_node.admitted[f"{cluster.namespace}/{name}"].allocations[0].grant.envs
+            assert envs["NVIDIA_VISIBLE_DEVICES"] == gpu_node.uuid(index)
+        assert _index_of(cluster, "fourth") is None
+        status: dict[str, list[dict[str, str]]] = node()["status"]  # type: ignore[assignment]
+        health = next(c for c in status["conditions"] if c["type"] == "GpuDevicesHealthy")
+        assert health["status"] == "False"
+
+        # It recovers: the waiting pod takes it.
+        gpu_node.nvml.recover(failed)
+        wait_for(lambda: _index_of(cluster, "fourth") == failed, what="fourth on the recovered GPU")
+    finally:
+        stop(scheduler)
