@@ -200,6 +200,9 @@ class DeviceView(_Schema):
     memory_used_mib: int | None = Field(
         None, description="its framebuffer memory used (DCGM_FI_DEV_FB_USED); None: not measured"
     )
+    healthy: bool = Field(
+        True, description="false while the scheduler withholds it (an XID; nothing new goes on it)"
+    )
 
 
 class NodeView(_Schema):

@@ -320,6 +320,7 @@ def nodes(plane: Plane, principal: Principal, name: str | None = None) -> list[N
                         pods=sorted(pods_here),
                         utilization=use[0] if (use := used.get((node.name, gpu.index))) else None,
                         memory_used_mib=use[1] if use else None,
+                        healthy=gpu.healthy,
                     )
                 )
             out.append(

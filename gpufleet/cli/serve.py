@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 from importlib import resources
@@ -25,9 +26,11 @@ from gpufleet.cli.common import (
 from gpufleet.control.profiles import load_profile
 from gpufleet.io.catalog import Rejected
 from gpufleet.io.errors import InputError
+from gpufleet.io.faults import check_faults
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import load_manifests
 from gpufleet.io.readers import read_cluster
+from gpufleet.io.sim_telemetry import TelemetrySettings, parse_usage_profile, profile_choices
 from gpufleet.model import Node
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
@@ -36,7 +39,7 @@ from gpufleet.service.auth import ROLES, AdmissionRules, rules_from_object
 from gpufleet.service.base import QUEUE, ServeOptions, create_token
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.protocol import Plane
-from gpufleet.service.seeding import plan_seed, write_seed
+from gpufleet.service.seeding import Seed, plan_seed, write_seed
 from gpufleet.service.store import Store, StoreError
 
 DEFAULT_DB = Path("gpufleet.db")
@@ -101,6 +104,20 @@ def serve(
     scheduler_name: Annotated[
         str, typer.Option(help="with --kubeconfig: schedule the pods whose schedulerName is this")
     ] = "gpufleet",
+    usage_profile: Annotated[
+        str | None,
+        typer.Option(
+            help=f"usage profile of simulated pods that name none ({profile_choices()}; "
+            "default: the scenario's SimulatedTelemetry, else by the pod's GPU request)"
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="seed of the scheduler's tie-breaking and of the simulated GPUs' usage "
+            "(default 0; the usage's: the scenario's SimulatedTelemetry, else 0)"
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
@@ -109,11 +126,17 @@ def serve(
         raise fail(f"unknown policy {policy!r} (expected one of {', '.join(POLICY_NAMES)})")
     if not speed > 0:
         raise fail(f"--speed must be above 0, got {speed}")
+    try:
+        profile_default = None if usage_profile is None else parse_usage_profile(usage_profile)
+    except ValueError as error:
+        raise fail(f"--usage-profile: {error}") from None
+    telemetry = TelemetrySettings(profile_default, seed, "the command line")
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
     try:
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
-                  default_runtime, min_runtime, kubeconfig, scheduler_name, log_level)  # fmt: skip
+                  default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
+                  log_level)  # fmt: skip
     finally:
         sock.close()
 
@@ -132,6 +155,7 @@ def _serve_on(
     min_runtime: float,
     kubeconfig: Path | None,
     scheduler_name: str,
+    telemetry: TelemetrySettings,
     log_level: str,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
@@ -150,15 +174,20 @@ def _serve_on(
     plane: Plane
     options = ServeOptions(
         policy=policy,
+        seed=telemetry.seed or 0,
         speed=speed,
         default_runtime=default_runtime,
         admission=AdmissionConfig(min_runtime=min_runtime),
         profile=scheduling_profile,
         rules=admission_rules,
+        usage_profile=telemetry.default_profile,
     )
     if kubeconfig is not None:
-        if cluster is not None or scenario:
-            raise fail("--cluster and --scenario are for the simulated cluster, not --kubeconfig")
+        if cluster is not None or scenario or telemetry.default_profile is not None:
+            raise fail(
+                "--cluster, --scenario and --usage-profile are for the simulated cluster, "
+                "not --kubeconfig"
+            )
         plane = _kube_plane(kubeconfig, store, options, scheduler_name)
         where = f"Kubernetes ({kubeconfig})"
     else:
@@ -168,11 +197,14 @@ def _serve_on(
         try:
             # Everything checked first, then written in one transaction: a bad scenario
             # leaves the database as it was.
-            write_seed(store, plan_seed(store, files, options, fresh, skipped))
+            seed = plan_seed(store, files, options, fresh, skipped)
+            check_faults(seed.faults, nodes)
+            write_seed(store, seed)
         except InputError:
             store.close()
             raise
         warn_skipped(skipped)
+        options = _with_scenario_telemetry(options, telemetry, seed)
         embedded = EmbeddedControlPlane(store, nodes, options)
         for rejected in embedded.catalog.rejected:
             warn(escape(_set_aside(rejected, db)))
@@ -181,6 +213,8 @@ def _serve_on(
         plane = embedded
         restored = sum(r.active for r in embedded.records.values())
         where = f"{len(nodes)} simulated nodes at {speed:g}x, {restored} workloads restored"
+        if options.faults:
+            where += f", {len(options.faults)} GPU faults to play"
     plane.start()
     app = create_app(plane)
     port = sock.getsockname()[1]
@@ -206,6 +240,20 @@ def _serve_on(
     finally:
         plane.stop()
         store.close()
+
+
+def _with_scenario_telemetry(
+    options: ServeOptions, told: TelemetrySettings, seed: Seed
+) -> ServeOptions:
+    """``options`` with the scenario's faults and telemetry settings (the command line's
+    ``--usage-profile`` and ``--seed`` win over its ``SimulatedTelemetry``)."""
+    scenario = seed.telemetry or TelemetrySettings()
+    return dataclasses.replace(
+        options,
+        usage_profile=told.default_profile or scenario.default_profile,
+        telemetry_seed=told.seed if told.seed is not None else scenario.seed,
+        faults=tuple(seed.faults),
+    )
 
 
 def _kube_plane(

@@ -34,6 +34,12 @@ from gpufleet.io.kube_pods import (
 from gpufleet.io.manifests import Context, Manifest, describe
 from gpufleet.io.pytorch_jobs import OperatorJob
 from gpufleet.io.queues import pod_group_from_object, resource_quota_from_object
+from gpufleet.io.sim_telemetry import (
+    SIMULATED_TELEMETRY,
+    TelemetrySettings,
+    merge_settings,
+    telemetry_settings_from_object,
+)
 from gpufleet.io.workload_settings import (
     CHECKPOINT_INTERVAL_ANNOTATION,
     MIXED_MODELS_ANNOTATION,
@@ -54,8 +60,8 @@ T = TypeVar("T")
 DEFAULT_QUEUE = "default"
 SUPPORTED = (
     "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, "
-    "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob or GpuFault objects (or an Alibaba "
-    "pod-list .csv)"
+    "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob, GpuFault or SimulatedTelemetry "
+    "objects (or an Alibaba pod-list .csv)"
 )
 #: Operators' job kinds and their readers.
 OPERATOR_JOBS = {
@@ -78,6 +84,8 @@ class Scenario:
     kinds: dict[str, str] = dataclasses.field(default_factory=dict)
     #: XIDs to inject on GPUs of the simulated cluster (``GpuFault`` objects), by time.
     faults: list[GpuFault] = dataclasses.field(default_factory=list)
+    #: How the simulated GPUs' telemetry is made (its ``SimulatedTelemetry`` object), if said.
+    telemetry: TelemetrySettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +125,7 @@ class ScenarioBuilder(Catalog):
         self.parts: list[ObjectPods] = []
         self.pod_origins: dict[str, str] = {}
         self.faults: list[GpuFault] = []
+        self.telemetry: TelemetrySettings | None = None
 
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
@@ -134,6 +143,9 @@ class ScenarioBuilder(Catalog):
             _unique(self.quotas, key, Setting(quota, context, None), "ResourceQuota")
         elif kind == GPU_FAULT:
             self.faults.append(gpu_fault_from_object(manifest, source, where))
+        elif kind == SIMULATED_TELEMETRY:
+            settings = telemetry_settings_from_object(manifest, source, where)
+            self.telemetry = merge_settings(self.telemetry, settings)
         elif isinstance(kind, str) and kind in OPERATOR_JOBS:
             job = OPERATOR_JOBS[kind](manifest, source, manifest.location)
             self._add_operator_job(job, manifest, source)
@@ -263,6 +275,7 @@ class ScenarioBuilder(Catalog):
             workloads,
             kinds,
             sorted(self.faults, key=lambda f: f.at),
+            self.telemetry,
         )
 
     def assemble(

@@ -49,7 +49,8 @@ READ_ELSEWHERE = {
     "StatefulSet": "a workload: --workload, --scenario or submit",
     "ReplicaSet": "a workload: --workload, --scenario or submit",
     "AdmissionPolicy": "admission rules: serve --rules",
-    "GpuFault": "a fault injected into a simulation: simulate --scenario",
+    "GpuFault": "a fault injected into a simulation: simulate or serve --scenario",
+    "SimulatedTelemetry": "the simulated GPUs' usage profiles: simulate or serve --scenario",
 }
 
 #: Kinds that make pods, or carry scheduling meaning, that gpufleet does not read: why it matters

@@ -48,6 +48,7 @@ from gpufleet.io.faults import GPU_FAULT
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
 from gpufleet.io.manifests import input_files, load_manifests
+from gpufleet.io.sim_telemetry import SIMULATED_TELEMETRY
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 
 #: The kinds a scenario reads (others are set aside or refused: ``kinds``).
@@ -58,6 +59,7 @@ SCENARIO_KINDS = frozenset(
         "PodGroup",
         "ResourceQuota",
         GPU_FAULT,
+        SIMULATED_TELEMETRY,
         *WORKLOAD_API_VERSIONS,
         *OPERATOR_JOBS,
     }

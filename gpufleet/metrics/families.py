@@ -58,6 +58,13 @@ ALLOCATED_GPUS = Family(
 CLUSTER_GPUS = Family(
     "gpufleet_cluster_gpus", Kind.GAUGE, "GPUs of the nodes, by GPU model", ("model",)
 )
+UNHEALTHY_GPUS = Family(
+    "gpufleet_gpu_unhealthy",
+    Kind.GAUGE,
+    "1 for each GPU the scheduler withholds because it is unhealthy (an XID, or its node "
+    "agent says so), by node and GPU index; healthy GPUs have no series",
+    ("node", "gpu"),
+)
 QUEUE_NOMINAL_QUOTA = Family(
     "gpufleet_queue_nominal_quota",
     Kind.GAUGE,
@@ -127,6 +134,7 @@ SCHEDULER = (
     RUNNING_WORKLOADS,
     ALLOCATED_GPUS,
     CLUSTER_GPUS,
+    UNHEALTHY_GPUS,
     QUEUE_NOMINAL_QUOTA,
     QUEUE_RESOURCE_USAGE,
     QUEUE_BORROWED_RESOURCES,

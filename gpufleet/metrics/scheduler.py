@@ -196,6 +196,7 @@ def _gauges(state: SchedulerState) -> Iterator[Metric]:
     yield _gauge(f.RUNNING_WORKLOADS, state.running_workloads)
     yield _gauge(f.ALLOCATED_GPUS, state.allocated_gpus)
     yield _gauge(f.CLUSTER_GPUS, state.cluster_gpus)
+    yield _gauge(f.UNHEALTHY_GPUS, state.unhealthy_gpus)
     yield _gauge(f.QUEUE_NOMINAL_QUOTA, state.nominal_quota)
     yield _gauge(f.QUEUE_RESOURCE_USAGE, state.usage)
     yield _gauge(f.QUEUE_BORROWED_RESOURCES, state.borrowed)

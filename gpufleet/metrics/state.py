@@ -1,7 +1,8 @@
 """What a scheduling core holds, as the numbers of the metrics' gauges.
 
 Owns :func:`read_state`: from a core, the workloads waiting (by queue and why) and their pods,
-the workloads running, the GPUs held (by queue and GPU model) and those of the nodes, and each
+the workloads running, the GPUs held (by queue and GPU model), those of the nodes and those it
+withholds as unhealthy (by node and index), and each
 queue's nominal quota, usage, borrowed amount and weighted share, as a :class:`SchedulerState`
 of plain numbers in base units (cores, bytes, GPUs). It reads the core's view
 (:meth:`~gpufleet.scheduling.core.SchedulerCore.view`), node table and quotas, and changes
@@ -40,6 +41,8 @@ class SchedulerState:
     running_workloads: Counter[str] = field(default_factory=Counter)
     allocated_gpus: dict[tuple[str, str], float] = field(default_factory=dict)
     cluster_gpus: Counter[str] = field(default_factory=Counter)
+    #: 1 per (node, GPU index) withheld as unhealthy.
+    unhealthy_gpus: dict[tuple[str, str], float] = field(default_factory=dict)
     nominal_quota: dict[tuple[str, str], float] = field(default_factory=dict)
     usage: dict[tuple[str, str], float] = field(default_factory=dict)
     borrowed: dict[tuple[str, str], float] = field(default_factory=dict)
@@ -81,6 +84,11 @@ def _read(core: SchedulerCore) -> SchedulerState:
     for row, node in enumerate(table.nodes):
         if node.gpu_count and table.alive[row]:
             state.cluster_gpus[node.gpu_model or UNKNOWN_MODEL] += node.gpu_count
+    for row in table.unhealthy_rows():
+        if table.alive[row]:
+            name = table.nodes[row].name
+            for index in table.unhealthy_indices(row):
+                state.unhealthy_gpus[(name, str(index))] = 1.0
     for name, numbers in queue_numbers(core, view).items():
         _add(state.nominal_quota, name, core.quotas.queues[name].nominal)
         _add(state.usage, name, numbers.usage)

@@ -26,6 +26,7 @@ from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, describe
 from gpufleet.io.names import label_value_problem, name_problem, rule_of
 from gpufleet.model import MILLI_PER_GPU, Node
+from gpufleet.model.faults import GpuFault
 from gpufleet.model.queues import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
@@ -80,6 +81,11 @@ class ServeOptions:
     rules: AdmissionRules = field(default_factory=AdmissionRules)
     #: The usage profile of simulated pods that name none (None: from each pod's shape).
     usage_profile: UsageProfile | None = None
+    #: The seed of the simulated GPUs' usage profiles (None: ``seed``).
+    telemetry_seed: int | None = None
+    #: GPU faults the simulated cluster plays (a scenario's ``GpuFault`` objects), their times
+    #: counted from the plane's start.
+    faults: tuple[GpuFault, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,19 +26,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.backends.sim.jobs import JobRun
-from gpufleet.backends.sim.live import LiveSimCluster
+from gpufleet.backends.sim.live import LiveSimCluster, health_message
 from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import ControlLoop, Turn, sync
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.metrics.state import SchedulerState, read_state
-from gpufleet.model import Node, Placement
+from gpufleet.model import Node
 from gpufleet.model.actions import Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
     ClusterEvent,
+    DeviceHealthChanged,
     JobEnded,
     PodBound,
     PodDeleted,
@@ -47,7 +47,6 @@ from gpufleet.model.events import (
     WorkloadAdded,
 )
 from gpufleet.model.priorities import PriorityClass
-from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.auth import (
     Principal,
@@ -69,9 +68,15 @@ from gpufleet.service.records import (
     POD_RUNNING,
     POD_SUCCEEDED,
     POD_TERMINAL,
-    JobProgress,
     PodRecord,
     WorkloadRecord,
+)
+from gpufleet.service.sim_records import (
+    placement_text,
+    pod_key,
+    progress_of,
+    remaining_part,
+    telemetry_seed,
 )
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
@@ -110,7 +115,9 @@ class EmbeddedControlPlane(PlaneBase):
         self.last_turn_wall = wall()
         self._owner: dict[str, str] = {}  # pod key -> workload key
         start = float(store.meta("clock") or 0.0)
-        self.world = LiveSimCluster(self.nodes, target_of(()), self.options.speed, start, wall=wall)
+        self.world = LiveSimCluster(
+            self.nodes, target_of(()), self.options.speed, start, wall, self.options.faults
+        )
         self.catalog_source = store.path
         self.catalog_where = "stored"
         self.catalog = self.stored_catalog(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
@@ -131,7 +138,8 @@ class EmbeddedControlPlane(PlaneBase):
         self.metrics.read = self._read_state
         #: Every simulated GPU's samples, from the usage profiles of the pods on it.
         self.telemetry = LockedTelemetry(
-            SimTelemetry(self.world, self.options.seed, self.options.usage_profile), self.lock
+            SimTelemetry(self.world, telemetry_seed(self.options), self.options.usage_profile),
+            self.lock,
         )
         self.loop = ControlLoop(
             self.world, lambda: self.core, [self.metrics, self], guard=self._turn_scope
@@ -167,7 +175,7 @@ class EmbeddedControlPlane(PlaneBase):
         return self.world.clock.now()
 
     def cluster_nodes(self) -> Sequence[Node]:
-        return self.nodes
+        return self.world.current_nodes()
 
     def priority_classes(self) -> Mapping[str, PriorityClass]:
         return self.catalog.priority_classes
@@ -255,7 +263,7 @@ class EmbeddedControlPlane(PlaneBase):
                 else:
                     pending.append((pod_record.pod, stored_pod.remaining))
             if pending:
-                self.world.submit(_remaining_part(record.timed, pending))
+                self.world.submit(remaining_part(record.timed, pending))
             self._progress(record)
         sync(self.core, self.world.list_state())
 
@@ -300,7 +308,7 @@ class EmbeddedControlPlane(PlaneBase):
     # ----------------------------------------------------------------------------- core
     def _new_core(self) -> SchedulerCore:
         core = build_core(
-            self.nodes,
+            self.world.current_nodes(),  # with the GPUs a fault withholds now
             self.options.policy,
             self.options.seed,
             queues=self.catalog.queues,
@@ -322,7 +330,7 @@ class EmbeddedControlPlane(PlaneBase):
             pods = [p for p in record.pending_pods() if p.key in waiting]
             if record.active and pods and record.key not in core.running:
                 core.handle(
-                    WorkloadAdded(_remaining_part(record.timed, [(p, None) for p in pods]).workload)
+                    WorkloadAdded(remaining_part(record.timed, [(p, None) for p in pods]).workload)
                 )
         self.core = core
 
@@ -456,7 +464,7 @@ class EmbeddedControlPlane(PlaneBase):
     def _progress(self, record: WorkloadRecord) -> None:
         """The record's jobs and pods as their controllers in the world see them."""
         for run in self.world.jobs.of(record.key):
-            record.jobs[run.spec.name] = _progress_of(run)
+            record.jobs[run.spec.name] = progress_of(run)
             for name in run.spec.pod_names:
                 pod_record = record.pods.get(f"{run.namespace}/{name}")
                 if pod_record is not None:
@@ -469,6 +477,9 @@ class EmbeddedControlPlane(PlaneBase):
         notes = self._notes
         now = self.world.clock.now()
         for event in events:
+            if isinstance(event, DeviceHealthChanged):
+                notes.world_changed = True
+                log.warning("%s", health_message(event))
             if not isinstance(event, POD_NEWS):
                 continue
             if isinstance(event, PodDeleted):
@@ -478,7 +489,7 @@ class EmbeddedControlPlane(PlaneBase):
             else:
                 evicted_for = None
             notes.world_changed = True
-            key = _pod_key(event)
+            key = pod_key(event)
             record = self.records.get(self._owner.get(key, ""))
             if record is None or not record.active:
                 continue
@@ -504,7 +515,7 @@ class EmbeddedControlPlane(PlaneBase):
             self.store.set_pod(key, POD_RUNNING, event.placement, started, remaining)
             events.append(
                 StoredEvent(now, record.key, "Normal", "Scheduled",
-                            f"pod {name} bound to {_where(event.placement)}")
+                            f"pod {name} bound to {placement_text(event.placement)}")
             )  # fmt: skip
             self.counters["bound"] += 1
         elif isinstance(event, BindFailed):
@@ -623,43 +634,3 @@ class EmbeddedControlPlane(PlaneBase):
         self._notes.changes.append(
             Change(ChangeKind.WORKLOAD, record.key, now, {"state": state.value})
         )
-
-
-def _pod_key(event: PodBound | BindFailed | PodDeleted | PodRestarted | JobEnded) -> str:
-    if isinstance(event, PodBound):
-        return event.pod.key
-    return event.pod_key if isinstance(event, JobEnded) else event.key
-
-
-def _progress_of(run: JobRun) -> JobProgress:
-    done, total = run.completions
-    return JobProgress(
-        str(run.spec.kind), done, total, run.failed_pods, run.restarts,
-        None if run.outcome is None else str(run.outcome), run.reason, run.message,
-    )  # fmt: skip
-
-
-def _where(placement: Placement) -> str:
-    parts = [placement.node]
-    if placement.gpu_indices:
-        share = placement.gpu_milli_per_device
-        gpus = ",".join(str(i) for i in placement.gpu_indices)
-        parts.append(f"GPU {gpus}" + (f" ({share / 1000:g} each)" if 0 < share < 1000 else ""))
-    if placement.mig_slices:
-        parts.append("MIG " + ",".join(f"{g}:{s}" for g, s in placement.mig_slices))
-    return " ".join(parts)
-
-
-def _remaining_part(
-    timed: TimedWorkload, pods: Sequence[tuple[Any, float | None]]
-) -> TimedWorkload:
-    """The part of a workload still to run: its waiting pods, with the work they have left."""
-    workload = timed.workload
-    chosen = tuple(pod for pod, _ in pods)
-    left = [r for _, r in pods if r is not None]
-    duration = max(left) if left else timed.duration
-    if len(chosen) != len(workload.pods):
-        workload = dataclasses.replace(
-            workload, pods=chosen, min_member=min(workload.min_member, len(chosen))
-        )
-    return dataclasses.replace(timed, workload=workload, duration=duration)

@@ -7,6 +7,10 @@ Queues and PriorityClasses as a change of those stored (the one check of every p
 one stored, refuses the whole scenario), and, on a new database, their workloads read against
 the result as the operator (an admin) submits them. :func:`write_seed` then writes it all in
 one SQLite transaction. A bad scenario leaves the database as it was.
+
+A scenario's ``GpuFault`` objects and its ``SimulatedTelemetry`` object are read too (into
+:class:`Seed`), but not stored: they apply to the server that loads them (the caller checks the
+faults against its cluster, :func:`~gpufleet.io.faults.check_faults`).
 """
 
 from __future__ import annotations
@@ -20,9 +24,17 @@ from typing import Any
 from gpufleet.io.assembly import DEFAULT_QUEUE
 from gpufleet.io.catalog import CATALOG_KINDS, PRIORITY_CLASS, QUEUE, check_change, object_key
 from gpufleet.io.errors import InputError
+from gpufleet.io.faults import GPU_FAULT, gpu_fault_from_object
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, load_manifests
+from gpufleet.io.sim_telemetry import (
+    SIMULATED_TELEMETRY,
+    TelemetrySettings,
+    merge_settings,
+    telemetry_settings_from_object,
+)
+from gpufleet.model.faults import GpuFault
 from gpufleet.service.auth import ADMIN, Principal, check_workload
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.store import Store, StoredEvent
@@ -39,6 +51,9 @@ class Seed:
 
     objects: dict[tuple[str, str], dict[str, Any]]
     workloads: list[Submitted]
+    #: GPU faults to play, by time (from the server's start), and how telemetry is made.
+    faults: list[GpuFault] = dataclasses.field(default_factory=list)
+    telemetry: TelemetrySettings | None = None
 
 
 def plan_seed(
@@ -53,13 +68,22 @@ def plan_seed(
     Objects of kinds with no scheduling meaning are set aside, counted in ``skipped``."""
     objects: dict[tuple[str, str], tuple[Manifest, str]] = {}  # with the file it came from
     bodies: list[Manifest] = []
-    reads = (*CATALOG_KINDS, *WORKLOAD_KINDS)
+    faults: list[GpuFault] = []
+    telemetry: TelemetrySettings | None = None
+    reads = (*CATALOG_KINDS, *WORKLOAD_KINDS, GPU_FAULT, SIMULATED_TELEMETRY)
     expected = f"one of {', '.join(reads)}"
     for file in files:
         for manifest in load_manifests(file):
             if not triage(manifest, str(file), manifest.location, reads, expected, skipped):
                 continue
             kind = manifest.get("kind")
+            if kind == GPU_FAULT:
+                faults.append(gpu_fault_from_object(manifest, str(file), manifest.location))
+                continue
+            if kind == SIMULATED_TELEMETRY:
+                settings = telemetry_settings_from_object(manifest, str(file), manifest.location)
+                telemetry = merge_settings(telemetry, settings)
+                continue
             if kind not in CATALOG_KINDS:
                 bodies.append(manifest)
                 continue
@@ -91,7 +115,12 @@ def plan_seed(
             where="stored",
         )
         workloads = _read_workloads(bodies, catalog, options)
-    return Seed({key: dict(manifest) for key, (manifest, _) in objects.items()}, workloads)
+    return Seed(
+        {key: dict(manifest) for key, (manifest, _) in objects.items()},
+        workloads,
+        sorted(faults, key=lambda fault: fault.at),
+        telemetry,
+    )
 
 
 def write_seed(store: Store, seed: Seed) -> None:

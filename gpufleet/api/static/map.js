@@ -29,6 +29,7 @@ function deviceLabel(node, device) {
     const memory = device.memory_mib ? device.memory_used_mib / device.memory_mib : 0;
     parts.push(`${pct(device.utilization)} used`, `memory ${pct(memory)} used`);
   }
+  if (device.healthy === false) parts.push("unhealthy: nothing new goes on it");
   if (device.mig) parts.push("MIG");
   if (device.shared) parts.push("shared");
   if (device.pods.length) parts.push(`pods: ${device.pods.join(", ")}`);
@@ -38,13 +39,14 @@ function deviceLabel(node, device) {
 function renderDevice(node, device) {
   const level = deviceLevel(device.allocated);
   const cell = h("span", {
-    class: `dev${device.shared ? " shared" : ""}${device.mig ? " mig" : ""}`,
+    class: `dev${device.shared ? " shared" : ""}${device.mig ? " mig" : ""}${device.healthy === false ? " unhealthy" : ""}`,
     role: "img",
     "aria-label": deviceLabel(node, device),
     "data-device": `${node.name}/${device.index}`,
     "data-allocated": String(device.allocated),
     "data-shared": String(device.shared),
     "data-mig": String(device.mig),
+    "data-healthy": String(device.healthy !== false),
     "data-pods": device.pods.join(","),
     "data-level": level,
   });

@@ -66,6 +66,7 @@ from gpufleet.model.events import (
 )
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.jobs import Lifetime
+from gpufleet.model.node import with_gpu_health
 from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.node_table import Allocation, NodeTable
@@ -189,13 +190,21 @@ class SimulatedCluster:
 
     # ----------------------------------------------------------------------------- protocol
     def list_state(self) -> ClusterState:
-        """The nodes and the pods running, where they run (waiting work is told as events)."""
+        """The nodes (:meth:`current_nodes`) and the pods running, where they run (waiting
+        work is told as events)."""
         running = [
             (work.pod, work.placement)
             for key in self._running
             if (work := self._work[key]).placement is not None
         ]
-        return ClusterState(self.nodes, (), running)
+        return ClusterState(self.current_nodes(), (), running)
+
+    def current_nodes(self) -> tuple[Node, ...]:
+        """The nodes, the GPUs a fault holds now marked unhealthy."""
+        return tuple(
+            with_gpu_health(node, faulty) if (faulty := self._faulty.get(node.name)) else node
+            for node in self.nodes
+        )
 
     def poll_events(self) -> Sequence[ClusterEvent]:
         events = self._immediate

@@ -4,7 +4,8 @@
 node table, every bind checked, evicted pods resume from their last checkpoint) with three
 differences: its clock follows the wall clock, scaled by ``speed`` (60: a simulated minute per
 second); work arrives while it runs (:meth:`submit`) and may be cancelled (:meth:`cancel`); and
-a restarted server puts back what was running exactly where it ran (:meth:`restore`). Its
+a restarted server puts back what was running exactly where it ran (:meth:`restore`); faults
+(:class:`~gpufleet.model.faults.GpuFault`) count their times from its start. Its
 :meth:`wait` sleeps for real, until the next simulated event, the scheduler's next timer or a
 :meth:`wake` from another thread.
 
@@ -16,6 +17,7 @@ may call).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -23,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.model import Node, Placement, Pod
+from gpufleet.model.events import DeviceHealthChanged
+from gpufleet.model.faults import GpuFault
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.target import TargetWorkload
 
@@ -64,8 +68,10 @@ class LiveSimCluster(SimulatedCluster):
         speed: float = 1.0,
         start: float = 0.0,
         wall: Callable[[], float] = time.monotonic,
+        faults: Sequence[GpuFault] = (),
     ) -> None:
-        super().__init__(nodes, [], Mode.REPLAY, target)
+        shifted = [dataclasses.replace(fault, at=start + fault.at) for fault in faults]
+        super().__init__(nodes, [], Mode.REPLAY, target, faults=shifted)
         self._scaled = ScaledClock(speed, start, wall)
         # The base class only calls now() and, in its own wait (overridden here), advance_to.
         self.clock = self._scaled  # type: ignore[assignment]
@@ -117,3 +123,15 @@ class LiveSimCluster(SimulatedCluster):
     @property
     def done(self) -> bool:
         return self._stopped
+
+
+def health_message(event: DeviceHealthChanged) -> str:
+    """``node n1: GPU 2 unhealthy (XID 79: GPU has fallen off the bus)``, or ``node n1: all
+    GPUs healthy``: a fault beginning or ending, for the log."""
+    if not event.unhealthy:
+        return f"node {event.node}: all GPUs healthy"
+    gpus = ", ".join(
+        f"{index}" + (f" ({why})" if (why := event.reason(index)) else "")
+        for index in event.unhealthy
+    )
+    return f"node {event.node}: GPU {gpus} unhealthy"
