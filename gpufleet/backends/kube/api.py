@@ -10,7 +10,9 @@ TLS settings and credentials, at about half the CPU per call and with no connect
 for the binder threads to queue on (the Python process, not the API server, is what limits
 binding). It does not cache, retry or decide anything: informers, the backend and the reporters
 do (the one exception: a POST on a kept-alive connection the server has closed meanwhile is
-sent again on a new one, as urllib3 does).
+sent again on a new one, as urllib3 does). The types and helpers that need no client (errors,
+:class:`Resource`, :class:`RateLimiter`, timestamps) live in :mod:`.api_types` and are
+re-exported here. The node agent uses :mod:`.light_api` instead (its memory budget).
 """
 
 from __future__ import annotations
@@ -19,11 +21,8 @@ import http.client
 import json
 import ssl
 import threading
-import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import urllib3.exceptions
@@ -31,97 +30,57 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-Obj = dict[str, Any]
+from gpufleet.backends.kube.api_types import (
+    COSCHEDULING_POD_GROUPS,
+    NODES,
+    POD_GROUPS,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    RESOURCE_QUOTAS,
+    VOLCANO_POD_GROUPS,
+    WATCH_TIMEOUT_S,
+    WATCHED,
+    ApiError,
+    Obj,
+    RateLimiter,
+    Resource,
+    WatchExpiredError,
+    micro_time,
+    rfc3339,
+)
+from gpufleet.backends.kube.api_types import quote_segment as _quote
+from gpufleet.backends.kube.api_types import status_error as _status_error
+
+#: The plain types live in api_types (the node agent imports them without the client);
+#: they stay importable from here.
+__all__ = [
+    "COSCHEDULING_POD_GROUPS",
+    "NODES",
+    "PODS",
+    "POD_GROUPS",
+    "PRIORITY_CLASSES",
+    "QUEUES",
+    "RESOURCE_QUOTAS",
+    "UNREACHABLE",
+    "VOLCANO_POD_GROUPS",
+    "WATCHED",
+    "WATCH_TIMEOUT_S",
+    "ApiError",
+    "JsonPoster",
+    "KubeApi",
+    "Obj",
+    "RateLimiter",
+    "Resource",
+    "WatchExpiredError",
+    "load_client",
+    "micro_time",
+    "rfc3339",
+]
 
 #: What urllib3 raises when the server cannot be reached or a stream breaks (most are not
 #: OSErrors: MaxRetryError, ProtocolError).
 UNREACHABLE = (OSError, urllib3.exceptions.HTTPError)
-
-#: How long one watch request stays open before it is renewed from its last resourceVersion.
-WATCH_TIMEOUT_S = 300
-
-
-class WatchExpiredError(Exception):
-    """The resourceVersion a watch resumed from is too old (410 Gone): list again."""
-
-
-class ApiError(Exception):
-    """A call the API server refused; ``status`` is its HTTP code (0: no answer)."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        self.status = status
-        self.reason = reason
-        super().__init__(f"{status} {reason}: {message}" if status else message)
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """A kind the scheduler lists and watches: core (group ""), built-in or custom.
-    ``field_selector`` narrows its lists and watches (the node agent's pods of one node)."""
-
-    kind: str
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-    field_selector: str = ""
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
-NODES = Resource("Node", "", "v1", "nodes", False)
-PODS = Resource("Pod", "", "v1", "pods", True)
-PRIORITY_CLASSES = Resource("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
-RESOURCE_QUOTAS = Resource("ResourceQuota", "", "v1", "resourcequotas", True)
-QUEUES = Resource("Queue", "gpufleet.dev", "v1alpha1", "queues", False)
-POD_GROUPS = Resource("PodGroup", "gpufleet.dev", "v1alpha1", "podgroups", True)
-COSCHEDULING_POD_GROUPS = Resource("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", True)
-#: Volcano's, which KubeRay and the Kubeflow operators make with their Volcano integration.
-VOLCANO_POD_GROUPS = Resource("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True)
-#: What the scheduler watches.
-WATCHED: tuple[Resource, ...] = (
-    NODES,
-    PODS,
-    QUEUES,
-    POD_GROUPS,
-    COSCHEDULING_POD_GROUPS,
-    VOLCANO_POD_GROUPS,
-    PRIORITY_CLASSES,
-    RESOURCE_QUOTAS,
-)
-
-
-class RateLimiter:
-    """A token bucket: ``qps`` calls a second on average, bursts of up to ``burst`` (the
-    client-go flowcontrol limiter; the Python client has none of its own)."""
-
-    def __init__(
-        self,
-        qps: float,
-        burst: int,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError(f"rate limit needs qps > 0 and burst >= 1, got {qps} and {burst}")
-        self.qps, self.burst = qps, burst
-        self._clock, self._sleep = clock, sleep
-        self._tokens = float(burst)
-        self._last = clock()
-        self._lock = threading.Lock()
-
-    def acquire(self) -> None:
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
-            self._last = now
-            self._tokens -= 1
-            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
-        if wait > 0:
-            self._sleep(wait)
 
 
 class JsonPoster:
@@ -241,17 +200,6 @@ def load_client(kubeconfig: str | None, pool_size: int = 32) -> k8s.ApiClient:
         k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
     configuration.connection_pool_maxsize = pool_size
     return k8s.ApiClient(configuration)
-
-
-def micro_time(at: float | None = None) -> str:
-    """A ``MicroTime`` (leases, events.k8s.io) for ``at`` seconds since the epoch (now)."""
-    moment = datetime.fromtimestamp(time.time() if at is None else at, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def rfc3339(at: float | None = None) -> str:
-    moment = datetime.fromtimestamp(time.time() if at is None else at, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class KubeApi:
@@ -458,22 +406,6 @@ class KubeApi:
 
 def _api_error(error: ApiException) -> ApiError:
     return _status_error(int(error.status or 0), str(error.reason or ""), error.body)
-
-
-def _status_error(status: int, reason: str, body: str | bytes | None) -> ApiError:
-    """An error answer: the message of its ``Status`` body where it has one."""
-    message = reason
-    if body:
-        try:
-            message = str(json.loads(body).get("message", message))
-        except (ValueError, AttributeError):
-            text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
-            message = text[:500]
-    return ApiError(status, reason, message)
-
-
-def _quote(segment: str) -> str:
-    return urllib.parse.quote(segment, safe="")
 
 
 def _lines(response: Any) -> Iterator[bytes]:

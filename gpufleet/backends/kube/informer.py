@@ -24,7 +24,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.kube.api import ApiError, KubeApi, Obj, Resource, WatchExpiredError
+from gpufleet.backends.kube.api_types import (
+    ApiError,
+    ListWatchApi,
+    Obj,
+    Resource,
+    WatchExpiredError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +75,7 @@ class Informer:
 
     def __init__(
         self,
-        api: KubeApi,
+        api: ListWatchApi,
         resource: Resource,
         sink: Callable[[Change], None],
         stop: threading.Event,
@@ -217,7 +223,7 @@ class Informers:
     so that the API server lists while Python imports) or by the backend that owns it."""
 
     def __init__(
-        self, api: KubeApi, resources: Iterable[Resource], watch_timeout_s: int = 300
+        self, api: ListWatchApi, resources: Iterable[Resource], watch_timeout_s: int = 300
     ) -> None:
         self.stop = threading.Event()
         #: Set whenever a change arrives (and to stop waiting).

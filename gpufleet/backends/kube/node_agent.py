@@ -1,8 +1,10 @@
 """The Kubernetes API as the node agent uses it: one object with everything the agent asks.
 
-Owns :class:`NodeAgentApi`, the agent's whole view of the API server, over the scheduler's
-:class:`~gpufleet.backends.kube.api.KubeApi` (the same client construction, rate limit and
-errors: :class:`~gpufleet.backends.kube.api.ApiError`):
+Owns :class:`NodeAgentApi`, the agent's whole view of the API server, over any client of
+:class:`~gpufleet.backends.kube.api_types.NodeAgentCalls`: :meth:`NodeAgentApi.connect` makes
+a :class:`~gpufleet.backends.kube.light_api.LightKubeApi` (not the official client: the
+agent's memory budget), and the scheduler's :class:`~gpufleet.backends.kube.api.KubeApi` fits
+too (the same calls, rate limit and errors: :class:`~gpufleet.backends.kube.api_types.ApiError`):
 
 * :meth:`NodeAgentApi.publish`: labels and annotations of the Node
   (:mod:`~gpufleet.backends.kube.node_status`);
@@ -20,7 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from gpufleet.backends.kube.api import KubeApi, RateLimiter, load_client
+from gpufleet.backends.kube.api_types import NodeAgentCalls, RateLimiter
+from gpufleet.backends.kube.light_api import LightKubeApi
 from gpufleet.backends.kube.node_events import NORMAL, WARNING, EventRecorder, ObjectRef
 from gpufleet.backends.kube.node_pods import BoundPodsView, ContainerView, PodListener, PodView
 from gpufleet.backends.kube.node_status import (
@@ -63,7 +66,7 @@ class NodeAgentApi:
 
     def __init__(
         self,
-        api: KubeApi,
+        api: NodeAgentCalls,
         node: str,
         component: str = "gpufleet-agent",
         heartbeat_s: float = 60.0,
@@ -74,14 +77,18 @@ class NodeAgentApi:
         self.conditions = NodeConditions(api, heartbeat_s)
         self.recorder = EventRecorder(api, host=node, component=component)
         self._views: list[BoundPodsView] = []
+        #: The client :meth:`connect` made, closed by :meth:`close` (one given is the giver's).
+        self._own_client: LightKubeApi | None = None
 
     @classmethod
     def connect(cls, node: str, kubeconfig: str | None = None) -> NodeAgentApi:
-        """From a kubeconfig file, or the pod's service account when None. One node's agent
-        makes few calls: a small pool and a modest rate limit (the kubelet's default is 50
-        qps, burst 100)."""
-        client = load_client(kubeconfig, pool_size=4)
-        return cls(KubeApi(client, RateLimiter(qps=50, burst=100)), node)
+        """From a kubeconfig file, or the pod's service account when None (raises
+        :class:`~gpufleet.backends.kube.light_config.KubeconfigError`). One node's agent makes
+        few calls: a modest rate limit (the kubelet's default is 50 qps, burst 100)."""
+        client = LightKubeApi.connect(kubeconfig, RateLimiter(qps=50, burst=100))
+        agent_api = cls(client, node)
+        agent_api._own_client = client
+        return agent_api
 
     def node_ref(self, node: str | None = None) -> ObjectRef:
         """The Node, as an Event's involved object."""
@@ -127,3 +134,5 @@ class NodeAgentApi:
         for view in self._views:
             view.close(timeout)
         self.recorder.close(timeout)
+        if self._own_client is not None:
+            self._own_client.close()

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.kube.api import ApiError, KubeApi, rfc3339
+from gpufleet.backends.kube.api_types import ApiError, NodeAgentCalls, rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        api: KubeApi,
+        api: NodeAgentCalls,
         host: str,
         component: str = "gpufleet-agent",
         similar_limit: int = 10,

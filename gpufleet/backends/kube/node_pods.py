@@ -23,7 +23,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from gpufleet.backends.kube.api import PODS, KubeApi, Obj, Resource
+from gpufleet.backends.kube.api_types import PODS, ListWatchApi, Obj, Resource
 from gpufleet.backends.kube.informer import DELETED, Change, Informer
 
 
@@ -145,7 +145,7 @@ class BoundPodsView:
 
     def __init__(
         self,
-        api: KubeApi,
+        api: ListWatchApi,
         node: str,
         watch_timeout_s: int = 300,
         on_change: PodListener | None = None,

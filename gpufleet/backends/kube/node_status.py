@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.kube.api import KubeApi, rfc3339
+from gpufleet.backends.kube.api_types import NodeAgentCalls, rfc3339
 
 #: The annotation recording which labels the agent set (comma-separated, sorted).
 AGENT_LABELS_ANNOTATION = "gpufleet.dev/agent-labels"
@@ -112,7 +112,7 @@ def label_patch(
 class NodeLabeler:
     """See the module docstring."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: NodeAgentCalls) -> None:
         self.api = api
         self.writes = 0
 
@@ -148,7 +148,7 @@ class NodeConditions:
 
     def __init__(
         self,
-        api: KubeApi,
+        api: NodeAgentCalls,
         heartbeat_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,

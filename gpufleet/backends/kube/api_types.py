@@ -1,0 +1,176 @@
+"""The Kubernetes API's plain vocabulary, with no Kubernetes client behind it.
+
+Owns what both API clients share and what the code above them is written against: the object
+type (:data:`Obj`, the API server's JSON as dicts), the errors (:class:`ApiError`,
+:class:`WatchExpiredError`), the kinds listed and watched (:class:`Resource` and its
+constants), the client-side rate limit (:class:`RateLimiter`), the API's timestamp formats, and
+the two protocols the informer and the node agent's modules take: :class:`ListWatchApi` and
+:class:`NodeAgentCalls`. The scheduler's client (:class:`~gpufleet.backends.kube.api.KubeApi`,
+over the official ``kubernetes`` package) and the node agent's
+(:class:`~gpufleet.backends.kube.light_api.LightKubeApi`, over httpx) both satisfy them.
+
+It imports no client: importing the official one costs the node agent ~50 MiB of its 80 MiB
+memory budget, and everything here is needed without it. It makes no calls.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+Obj = dict[str, Any]
+
+#: How long one watch request stays open before it is renewed from its last resourceVersion.
+WATCH_TIMEOUT_S = 300
+
+
+class WatchExpiredError(Exception):
+    """The resourceVersion a watch resumed from is too old (410 Gone): list again."""
+
+
+class ApiError(Exception):
+    """A call the API server refused; ``status`` is its HTTP code (0: no answer)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        self.status = status
+        self.reason = reason
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.message = message
+
+
+def status_error(status: int, reason: str, body: str | bytes | None) -> ApiError:
+    """An error answer: the message of its ``Status`` body where it has one."""
+    message = reason
+    if body:
+        try:
+            message = str(json.loads(body).get("message", message))
+        except (ValueError, AttributeError):
+            text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
+            message = text[:500]
+    return ApiError(status, reason, message)
+
+
+def quote_segment(segment: str) -> str:
+    """One path segment (a name, a namespace), escaped."""
+    return urllib.parse.quote(segment, safe="")
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A kind the scheduler lists and watches: core (group ""), built-in or custom.
+    ``field_selector`` narrows its lists and watches (the node agent's pods of one node)."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    namespaced: bool
+    field_selector: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+NODES = Resource("Node", "", "v1", "nodes", False)
+PODS = Resource("Pod", "", "v1", "pods", True)
+PRIORITY_CLASSES = Resource("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False)
+RESOURCE_QUOTAS = Resource("ResourceQuota", "", "v1", "resourcequotas", True)
+QUEUES = Resource("Queue", "gpufleet.dev", "v1alpha1", "queues", False)
+POD_GROUPS = Resource("PodGroup", "gpufleet.dev", "v1alpha1", "podgroups", True)
+COSCHEDULING_POD_GROUPS = Resource("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", True)
+#: Volcano's, which KubeRay and the Kubeflow operators make with their Volcano integration.
+VOLCANO_POD_GROUPS = Resource("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True)
+#: What the scheduler watches.
+WATCHED: tuple[Resource, ...] = (
+    NODES,
+    PODS,
+    QUEUES,
+    POD_GROUPS,
+    COSCHEDULING_POD_GROUPS,
+    VOLCANO_POD_GROUPS,
+    PRIORITY_CLASSES,
+    RESOURCE_QUOTAS,
+)
+
+
+class RateLimiter:
+    """A token bucket: ``qps`` calls a second on average, bursts of up to ``burst`` (the
+    client-go flowcontrol limiter; the Python client has none of its own)."""
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"rate limit needs qps > 0 and burst >= 1, got {qps} and {burst}")
+        self.qps, self.burst = qps, burst
+        self._clock, self._sleep = clock, sleep
+        self._tokens = float(burst)
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+
+
+def micro_time(at: float | None = None) -> str:
+    """A ``MicroTime`` (leases, events.k8s.io) for ``at`` seconds since the epoch (now)."""
+    moment = datetime.fromtimestamp(time.time() if at is None else at, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rfc3339(at: float | None = None) -> str:
+    moment = datetime.fromtimestamp(time.time() if at is None else at, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ListWatchApi(Protocol):
+    """What an informer calls: list a kind, then watch its changes."""
+
+    def list(self, resource: Resource, resource_version: str = "") -> tuple[list[Obj], str]:
+        """Every object of ``resource`` (kind and apiVersion set) and the list's
+        resourceVersion."""
+        ...
+
+    def watch(
+        self,
+        resource: Resource,
+        resource_version: str,
+        timeout_s: int = WATCH_TIMEOUT_S,
+        on_open: Callable[[Any], None] | None = None,
+    ) -> Iterator[tuple[str, Obj]]:
+        """(type, object) changes after ``resource_version``; :class:`WatchExpiredError` on
+        410 Gone. ``on_open`` is given a handle whose ``shutdown()`` ends the watch from
+        another thread."""
+        ...
+
+
+class NodeAgentCalls(ListWatchApi, Protocol):
+    """Every call the node agent makes: its pods' list and watch, its Node, its Events."""
+
+    def get_node(self, name: str) -> Obj: ...
+
+    def patch_node(self, name: str, patch: Obj) -> Obj: ...
+
+    def patch_node_status(self, name: str, patch: Obj) -> Obj: ...
+
+    def create_event(self, namespace: str, body: Obj) -> Obj: ...
+
+    def patch_event(self, namespace: str, name: str, patch: Obj) -> None: ...
