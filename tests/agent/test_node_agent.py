@@ -2,12 +2,13 @@
 server. Labels and the inventory reach the Node, the kubelet is served, a bound pod's Allocate
 gets the UUID of the device it was bound to, /metrics carries dcgm-exporter's names with the
 pod attributed, and an XID withdraws one device everywhere (kubelet, annotation, condition,
-Event) until it recovers."""
+Event) until it recovers. Each runs with the agent's own client and with the official one."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -64,9 +65,20 @@ def nvml() -> FakeNvml:
     return fake
 
 
-@pytest.fixture
-def agent(server: FakeApiServer, kubelet: FakeKubelet, nvml: FakeNvml) -> Iterator[NodeAgent]:
-    api = NodeAgentApi(KubeApi(server.api_client(), RateLimiter(10_000, 10_000)), NODE)
+@pytest.fixture(params=["light-client", "official-client"])
+def agent(
+    request: pytest.FixtureRequest,
+    server: FakeApiServer,
+    kubelet: FakeKubelet,
+    nvml: FakeNvml,
+    tmp_path: Path,
+) -> Iterator[NodeAgent]:
+    """The agent as ``gpufleet agent`` connects it (LightKubeApi, from a kubeconfig), and over
+    the scheduler's official client (the same calls through the other client)."""
+    if request.param == "light-client":
+        api = NodeAgentApi.connect(NODE, str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+    else:
+        api = NodeAgentApi(KubeApi(server.api_client(), RateLimiter(10_000, 10_000)), NODE)
     settings = AgentSettings(
         PluginConfig(node_name=NODE, plugin_dir=kubelet.plugin_dir, kubelet_poll_s=0.05),
         pod_resources_socket=kubelet.pod_resources_socket,

@@ -206,8 +206,14 @@ def load_kubeconfig(path: str | Path) -> ClusterAccess:
         return str(value) if value else None
 
     ca_pem = pem("certificate-authority-data", cluster_at)
-    token_file = optional(user, "tokenFile")
     token = optional(user, "token")
+    token_path = optional(user, "tokenFile")
+    token_file = None
+    if token_path and not token:  # client-go: a token given inline wins over tokenFile
+        try:
+            token_file = FileToken(Path(local(token_path)))
+        except KubeconfigError as error:
+            raise KubeconfigError(f"{where}: {user_at}.tokenFile: {error}") from None
     return ClusterAccess(
         server=str(server).rstrip("/"),
         source=f"kubeconfig {where} (context {current})",
@@ -222,8 +228,7 @@ def load_kubeconfig(path: str | Path) -> ClusterAccess:
         cert_pem=pem("client-certificate-data", user_at),
         key_pem=pem("client-key-data", user_at),
         token=token,
-        # client-go: a token given inline wins over tokenFile.
-        token_file=FileToken(Path(local(token_file))) if token_file and not token else None,
+        token_file=token_file,
     )
 
 
