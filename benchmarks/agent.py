@@ -245,7 +245,14 @@ def xid_latencies(args: argparse.Namespace) -> list[float]:
         )
 
     try:
-        wait_for(lambda: httpx.get(url, timeout=2).status_code == 200, 60, "scheduler metrics")
+
+        def serving() -> bool:
+            try:
+                return httpx.get(url, timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(serving, 60, "scheduler metrics")
         time.sleep(2)  # the scheduler leads and has read the node
         for repeat in range(args.xid_repeats):
             gpu = repeat % 8

@@ -217,7 +217,8 @@ class NodeAgent:
                 self.api.event(node, NORMAL, "GpuHealthy", message)
                 log.info("%s", message)
             else:
-                xid = event.xid or None
-                message = gpu_health_message(event.gpu, event.uuid, xid, event.reason)
+                # The reason names the XID already ("XID 79: GPU has fallen off the bus").
+                reason = event.reason or (f"XID {event.xid}" if event.xid else "unhealthy")
+                message = gpu_health_message(event.gpu, event.uuid, None, reason)
                 self.api.event(node, WARNING, "GpuUnhealthy", message)
                 log.warning("%s", message)
