@@ -22,14 +22,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from prometheus_client import CollectorRegistry, start_http_server
 
 from gpufleet.agent.bound_pods import InMemoryBoundPods
 from gpufleet.agent.device_plugin import NodeDevicePlugins, PluginConfig
 from gpufleet.agent.kube_bridge import KubeEventSink, feed
 from gpufleet.agent.kubelet_api import POD_RESOURCES_SOCKET
+from gpufleet.agent.metrics_server import MetricsServer
 from gpufleet.agent.pod_resources import PodResourcesReader
 from gpufleet.agent.telemetry import AgentTelemetry
 from gpufleet.backends.kube.node_agent import (
@@ -42,7 +40,7 @@ from gpufleet.backends.kube.node_agent import (
 from gpufleet.devices.labels import gfd_node_labels
 from gpufleet.devices.source import DeviceSource
 from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_to_json
-from gpufleet.metrics.dcgm import DcgmCollector
+from gpufleet.metrics.dcgm_text import render
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.telemetry import HealthEvent
 
@@ -95,14 +93,16 @@ class NodeAgent:
             self.bound_pods,
             self.pod_resources.device_users,
         )
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(DcgmCollector(self.telemetry))
         self._stop = threading.Event()
         self._stopped = False
         self._health_thread: threading.Thread | None = None
-        self._metrics_server: Any = None
+        self._metrics_server: MetricsServer | None = None
         #: Where /metrics listens once started (the port is chosen when 0 was asked).
         self.metrics_port: int | None = None
+
+    def metrics_text(self) -> str:
+        """``/metrics``: dcgm-exporter's families of this node, read now."""
+        return render(self.telemetry.read())
 
     def inventory(self) -> NodeInventory:
         with self._lock:
@@ -121,8 +121,8 @@ class NodeAgent:
         self.plugins.start()
         if self.settings.metrics_address is not None:
             host, port = split_address(self.settings.metrics_address)
-            self._metrics_server, _ = start_http_server(port, host, self.registry)
-            self.metrics_port = int(self._metrics_server.server_port)
+            self._metrics_server = MetricsServer(host, port, self.metrics_text)
+            self.metrics_port = self._metrics_server.port
         self._health_thread = threading.Thread(
             target=self._watch_health, name="gpu-health", daemon=True
         )
@@ -144,8 +144,7 @@ class NodeAgent:
         if self._health_thread is not None:
             self._health_thread.join(timeout=5)
         if self._metrics_server is not None:
-            self._metrics_server.shutdown()
-            self._metrics_server.server_close()
+            self._metrics_server.close()
         self.plugins.stop()
         self.pod_resources.close()
         self.api.close()
@@ -218,7 +217,8 @@ class NodeAgent:
                 self.api.event(node, NORMAL, "GpuHealthy", message)
                 log.info("%s", message)
             else:
-                xid = event.xid or None
-                message = gpu_health_message(event.gpu, event.uuid, xid, event.reason)
+                # The reason names the XID already ("XID 79: GPU has fallen off the bus").
+                reason = event.reason or (f"XID {event.xid}" if event.xid else "unhealthy")
+                message = gpu_health_message(event.gpu, event.uuid, None, reason)
                 self.api.event(node, WARNING, "GpuUnhealthy", message)
                 log.warning("%s", message)

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from gpufleet.cli.output import fail
+from gpufleet.cli.output import EXIT_FAILED, fail
 
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 POD_RESOURCES_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
@@ -106,8 +106,10 @@ def agent(
             else NO_SHARING
         )
         nvml = make_fake_nvml(fake_gpus) if fake_gpus is not None else load_nvml()
-    except (InputError, ValueError, NvmlUnavailableError) as error:
+    except (InputError, ValueError) as error:
         raise fail(escape(str(error))) from None
+    except NvmlUnavailableError as error:  # no driver here: a failure, not bad input
+        raise fail(escape(str(error)), EXIT_FAILED) from None
     source = NvmlDeviceSource(nvml)
     try:
         api = NodeAgentApi.connect(node_name, str(kubeconfig) if kubeconfig else None)

@@ -119,6 +119,8 @@ class FakeKubelet:
         self._plugins: dict[str, _Plugin] = {}
         self._allocations: list[ContainerAllocation] = []
         self.errors: list[AdmitError] = []
+        #: How long each Allocate call took, seconds (the round trip over the plugin's socket).
+        self.allocate_seconds: list[float] = []
         self.registrations: list[Registration] = []
         self._registration_server: Any = None
         self._pod_resources_server: Any = None
@@ -288,7 +290,9 @@ class FakeKubelet:
                 )[0]
                 if len(preferred) == units and set(preferred) <= set(available):
                     ids = list(preferred)
+            started = time.perf_counter()
             grant = plugin.client.allocate([ids])[0]
+            self.allocate_seconds.append(time.perf_counter() - started)
         except Exception as error:
             return AdmitError(pod.key, container, resource, rpc_error_text(error))
         return ContainerAllocation(pod.key, container, resource, tuple(ids), grant, init)

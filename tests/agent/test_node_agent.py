@@ -145,6 +145,9 @@ def test_bound_pod_gets_its_device_and_is_attributed_in_metrics(
     assert 'Hostname="gpu-1"' in held[0]
     allocated = [line for line in text.splitlines() if line.startswith("gpufleet_gpu_allocated{")]
     assert any(uuid_of_2 in line and line.endswith(" 1.0") for line in allocated)
+    base = f"http://127.0.0.1:{agent.metrics_port}"
+    assert httpx.get(f"{base}/healthz").text == "ok\n"
+    assert httpx.get(f"{base}/nothing").status_code == 404
 
 
 def test_xid_withdraws_one_device_until_it_recovers(
