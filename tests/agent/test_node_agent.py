@@ -22,9 +22,10 @@ from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES
 from gpufleet.backends.kube.node_agent import GPU_HEALTH_CONDITION, NodeAgentApi
 from gpufleet.backends.kube.node_pods import pod_view
 from gpufleet.devices.fake import FakeNvml
-from gpufleet.devices.fake_spec import parse_fake_spec
+from gpufleet.devices.fake_spec import load_fake_spec, parse_fake_spec
 from gpufleet.devices.nvml_source import NvmlDeviceSource
 from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.model.gpu import GPU_RESOURCE, SHARE_RESOURCE
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.fake_kubelet import FakeKubelet
@@ -199,3 +200,36 @@ def test_metrics_address(address: str, expected: tuple[str, int]) -> None:
 def test_metrics_address_errors(address: str) -> None:
     with pytest.raises(ValueError, match="HOST:PORT"):
         split_address(address)
+
+
+def test_the_example_node_with_a_mig_gpu_starts_and_serves_its_slices(
+    server: FakeApiServer, kubelet: FakeKubelet, tmp_path: Path
+) -> None:
+    """examples/agent/fake-gpus.yaml (GPU 7 in MIG mode): GFD's per-profile labels are the
+    agent's to write, each profile is served as its own resource, and the scheduler reads the
+    node back with its slices (a start with MIG once failed on the per-profile labels)."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "agent" / "fake-gpus.yaml"
+    nvml = FakeNvml(load_fake_spec(example), clock=lambda: 0.0)
+    nvml.nvmlInit()
+    api = NodeAgentApi.connect(NODE, str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+    settings = AgentSettings(
+        PluginConfig(node_name=NODE, plugin_dir=kubelet.plugin_dir),
+        pod_resources_socket=kubelet.pod_resources_socket,
+        metrics_address=None,
+    )
+    with NodeAgent(NvmlDeviceSource(nvml), api, settings):
+        labels = node_of(server)["metadata"]["labels"]  # type: ignore[index]
+        assert labels["nvidia.com/mig-1g.10gb.count"] == "2"
+        assert labels["nvidia.com/mig.strategy"] == "mixed"
+        kubelet.wait_for(
+            lambda: {"nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"} <= kubelet.resources(),
+            what="the MIG resources",
+        )
+        assert len(kubelet.devices("nvidia.com/mig-1g.10gb")) == 2
+        node = node_from_object(node_of(server), "test")
+        assert [s.profile for s in node.gpus[7].mig_slices] == [
+            "2g.20gb",
+            "1g.10gb",
+            "1g.10gb",
+            "3g.40gb",
+        ]

@@ -39,6 +39,8 @@ AGENT_LABELS_ANNOTATION = "gpufleet.dev/agent-labels"
 DEFAULT_OWNED_LABEL_PREFIXES = (
     "nvidia.com/gpu.",
     "nvidia.com/mig.",
+    # GFD's per-profile labels of the mixed strategy: nvidia.com/mig-1g.10gb.count, ...
+    "nvidia.com/mig-",
     "nvidia.com/cuda.",
     "nvidia.com/mps.",
     "gpufleet.dev/",
