@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from gpufleet.cli.main import load_command
 from tests.deploy.helm_render import Chart, manifest_objects, render
 from tests.deploy.support import CHART, DEPLOY, SCHEDULER_NAMESPACE, load_objects
 from tests.deploy.test_rbac import Grant, grants
@@ -36,18 +37,20 @@ AGENT_GRANTS: set[Grant] = {
     ("", "events", "patch", ""),
 }
 
-#: The agent's command line (the one the integrator builds): flags taking a value, and flags.
+#: The agent's command line, read from the command itself: flags taking a value, and switches.
+AGENT_COMMAND = load_command("agent")
 VALUE_FLAGS = {
-    "--node-name",
-    "--fake-gpus",
-    "--kubeconfig",
-    "--device-plugin-dir",
-    "--pod-resources-socket",
-    "--metrics-address",
-    "--shares-per-gpu",
-    "--device-plugin-config",
+    name
+    for param in AGENT_COMMAND.params
+    if not getattr(param, "is_flag", False)
+    for name in param.opts
 }
-SWITCHES = {"--mps", "--cdi"}
+SWITCHES = {
+    name
+    for param in AGENT_COMMAND.params
+    if getattr(param, "is_flag", False)
+    for name in (*param.opts, *param.secondary_opts)
+}
 
 
 def test_agent_objects() -> None:
@@ -142,6 +145,13 @@ def _flags(command: list[str]) -> dict[str, str | None]:
         assert word in VALUE_FLAGS | SWITCHES, f"unknown agent flag {word}"
         found[word] = next(rest) if word in VALUE_FLAGS else None
     return found
+
+
+def test_the_daemonsets_command_line_parses_as_the_agents() -> None:
+    args = [a.replace("$(NODE_NAME)", "gpu-1") for a in CONTAINER["command"][2:]]
+    context = AGENT_COMMAND.make_context("agent", args)
+    assert context.params["node_name"] == "gpu-1"
+    assert context.params["metrics_address"] == "0.0.0.0:9400"
 
 
 def test_command_is_the_agents_command_line() -> None:
