@@ -7,7 +7,8 @@ constants), the client-side rate limit (:class:`RateLimiter`), the API's timesta
 the two protocols the informer and the node agent's modules take: :class:`ListWatchApi` and
 :class:`NodeAgentCalls`. The scheduler's client (:class:`~gpufleet.backends.kube.api.KubeApi`,
 over the official ``kubernetes`` package) and the node agent's
-(:class:`~gpufleet.backends.kube.light_api.LightKubeApi`, over httpx) both satisfy them.
+(:class:`~gpufleet.backends.kube.light_api.LightKubeApi`, over the standard library's
+``http.client``) both satisfy them.
 
 It imports no client: importing the official one costs the node agent ~50 MiB of its 80 MiB
 memory budget, and everything here is needed without it. It makes no calls.

@@ -1,10 +1,14 @@
-"""The Kubernetes API as the node agent uses it: the few calls it makes, over httpx.
+"""The Kubernetes API as the node agent uses it: the few calls it makes, over the standard
+library's ``http.client``.
 
 Why it exists: ``gpufleet agent`` runs on every GPU node and must stay under 80 MB resident
 (issue 13), and importing the official ``kubernetes`` package alone costs about 50 MiB (its
 ``__init__`` loads some 700 model classes, and ``kubernetes.config`` loads the client too).
 The agent needs seven calls, so it speaks them itself; the scheduler, which makes many more,
-keeps the official client (:class:`~gpufleet.backends.kube.api.KubeApi`).
+keeps the official client (:class:`~gpufleet.backends.kube.api.KubeApi`). It speaks them with
+``http.client`` and ``ssl`` rather than an HTTP library for the same reason: ``httpx`` costs
+~9 MiB more resident than the standard library, and one kept-alive HTTP/1.1 connection per
+thread is all the agent needs.
 
 Owns :class:`LightKubeApi`: exactly :class:`~gpufleet.backends.kube.api_types.NodeAgentCalls`
 (list and watch of a kind, with its field selector; get, patch and status-patch of a Node;
@@ -14,19 +18,24 @@ patches, every call passes the :class:`~gpufleet.backends.kube.api_types.RateLim
 error answer is an :class:`~gpufleet.backends.kube.api_types.ApiError` with the ``Status``
 message (status 0: no answer), and a watch raises
 :class:`~gpufleet.backends.kube.api_types.WatchExpiredError` on 410 Gone, as an HTTP status or
-as an ERROR event. Where the server is and the credentials are :mod:`.light_config`'s. It does
-not cache, retry or decide anything: the informer and the node agent's modules do.
+as an ERROR event. Calls go on one kept-alive connection per calling thread, sent again once
+on a new one when the server had closed the old one meanwhile; a watch has a connection of its
+own. Where the server is and the credentials are :mod:`.light_config`'s. It does not cache,
+retry or decide anything else: the informer and the node agent's modules do.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import socket
+import ssl
+import threading
+import urllib.parse
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
-
-import httpx
 
 from gpufleet.backends.kube.api_types import (
     WATCH_TIMEOUT_S,
@@ -38,27 +47,55 @@ from gpufleet.backends.kube.api_types import (
     quote_segment,
     status_error,
 )
-from gpufleet.backends.kube.light_config import ClusterAccess, in_cluster, load_kubeconfig
+from gpufleet.backends.kube.light_config import (
+    ClusterAccess,
+    KubeconfigError,
+    in_cluster,
+    load_kubeconfig,
+)
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 USER_AGENT = "gpufleet-agent"
+
+#: What a request on a kept-alive connection fails with when the server closed it meanwhile
+#: (``http.client.RemoteDisconnected`` is a ``ConnectionResetError``): worth one more try on
+#: a new connection. A timeout is not: the server may be working on the request.
+_STALE_CONNECTION = ConnectionError
 
 
 class WatchHandle:
     """What a watch's ``on_open`` is given: :meth:`shutdown` ends the stream from another
     thread at once (a blocked read wakes up), as urllib3's ``shutdown`` does for KubeApi."""
 
-    def __init__(self, response: httpx.Response) -> None:
-        self.response = response
+    def __init__(self, connection: http.client.HTTPConnection) -> None:
+        self.connection = connection
 
     def shutdown(self) -> None:
-        stream = self.response.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if isinstance(sock, socket.socket):
+        sock = self.connection.sock
+        if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-        else:
-            self.response.close()
+
+
+class _TLSConnection(http.client.HTTPSConnection):
+    """An HTTPS connection that may verify the server under another name (the kubeconfig's
+    ``tls-server-name``)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        context: ssl.SSLContext,
+        server_name: str | None,
+        timeout: float,
+    ) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._tls = context
+        self._server_name = server_name
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server_name or self.host)
 
 
 def resource_path(resource: Resource) -> str:
@@ -70,34 +107,28 @@ def resource_path(resource: Resource) -> str:
 
 class LightKubeApi:
     """See the module docstring. Thread-safe: the pod watch, the event recorder and the
-    agent's main loop share one (httpx's pool hands each its own connection)."""
+    agent's main loop share one (each thread has its own connection)."""
 
     TIMEOUT_S = 60.0
     #: How much longer than its ``timeoutSeconds`` a watch waits for its next line before it
     #: takes the connection for dead (the server ends the stream at ``timeoutSeconds``).
     WATCH_GRACE_S = 30.0
 
-    def __init__(
-        self,
-        access: ClusterAccess,
-        limiter: RateLimiter | None = None,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
+    def __init__(self, access: ClusterAccess, limiter: RateLimiter | None = None) -> None:
         self.access = access
         self.limiter = limiter or RateLimiter(qps=50, burst=100)
-        secure = access.server.startswith("https:")
-        self._extensions = (
-            {"sni_hostname": access.tls_server_name} if secure and access.tls_server_name else {}
-        )
-        self.client = httpx.Client(
-            base_url=access.server,
-            verify=access.ssl_context() if secure else False,  # plain HTTP: nothing to verify
-            timeout=self.TIMEOUT_S,
-            headers={"Accept": "application/json", "User-Agent": USER_AGENT},
-            limits=httpx.Limits(max_connections=8, max_keepalive_connections=4),
-            trust_env=False,  # as the official client: no proxy or CA from the environment
-            transport=transport,
-        )
+        url = urllib.parse.urlsplit(access.server)
+        if url.scheme not in ("http", "https"):
+            message = f"{access.source}: server {access.server!r} is not an http:// or https:// URL"
+            raise KubeconfigError(message)
+        self._https = url.scheme == "https"
+        self._host = url.hostname or "localhost"
+        self._port = url.port or (443 if self._https else 80)
+        self._prefix = url.path.rstrip("/")  # a server behind a path (a proxy, Rancher)
+        self._context = access.ssl_context() if self._https else None
+        self._local = threading.local()
+        self._open: weakref.WeakSet[http.client.HTTPConnection] = weakref.WeakSet()
+        self._open_lock = threading.Lock()
 
     @classmethod
     def connect(cls, kubeconfig: str | None, limiter: RateLimiter | None = None) -> LightKubeApi:
@@ -107,17 +138,55 @@ class LightKubeApi:
         return cls(access, limiter)
 
     def close(self) -> None:
-        self.client.close()
+        """Closes every connection open now (the threads' and the watches'); a later call
+        opens a new one."""
+        with self._open_lock:
+            connections = list(self._open)
+            self._open.clear()
+        for connection in connections:
+            connection.close()
 
     # ----------------------------------------------------------------------------- plumbing
+    def _new_connection(self, timeout: float) -> http.client.HTTPConnection:
+        connection: http.client.HTTPConnection
+        if self._context is not None:
+            server_name = self.access.tls_server_name
+            connection = _TLSConnection(self._host, self._port, self._context, server_name, timeout)
+        else:
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        with self._open_lock:
+            self._open.add(connection)
+        return connection
+
+    def _thread_connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection, and whether it has carried a request before."""
+        connection: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
+        if connection is not None:
+            with self._open_lock:
+                if connection in self._open:  # not closed by close() meanwhile
+                    return connection, True
+        connection = self._new_connection(self.TIMEOUT_S)
+        self._local.connection = connection
+        return connection, False
+
+    def _drop_thread_connection(self, connection: http.client.HTTPConnection) -> None:
+        connection.close()
+        self._local.connection = None
+        with self._open_lock:
+            self._open.discard(connection)
+
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        headers: dict[str, str] = {}
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
         authorization = self.access.authorization()
         if authorization:
             headers["Authorization"] = authorization
         if content_type:
             headers["Content-Type"] = content_type
         return headers
+
+    def _target(self, path: str, params: dict[str, str] | None) -> str:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        return f"{self._prefix}{path}{query}"
 
     def _call(
         self,
@@ -129,20 +198,26 @@ class LightKubeApi:
     ) -> Any:
         """The answer's JSON; :class:`ApiError` on an error status or no answer."""
         self.limiter.acquire()
-        try:
-            response = self.client.request(
-                method,
-                path,
-                params=params,
-                content=json.dumps(body).encode() if body is not None else None,
-                headers=self._headers(content_type if body is not None else None),
-                extensions=self._extensions,
-            )
-        except (httpx.HTTPError, OSError) as error:
-            raise ApiError(0, "Unreachable", f"{method} {path}: {error}") from None
-        if not response.is_success:
-            raise status_error(response.status_code, response.reason_phrase, response.content)
-        return response.json() if response.content else None
+        data = json.dumps(body).encode() if body is not None else None
+        headers = self._headers(content_type if body is not None else None)
+        target = self._target(path, params)
+        for attempt in range(2):
+            connection, reused = self._thread_connection()
+            try:
+                connection.request(method, target, data, headers)
+                response = connection.getresponse()
+                payload = response.read()
+            except (OSError, http.client.HTTPException) as error:
+                self._drop_thread_connection(connection)
+                if reused and attempt == 0 and isinstance(error, _STALE_CONNECTION):
+                    continue
+                raise ApiError(0, "Unreachable", f"{method} {path}: {_described(error)}") from None
+            if response.will_close:
+                self._drop_thread_connection(connection)
+            if not 200 <= response.status < 300:
+                raise status_error(response.status, response.reason, payload)
+            return json.loads(payload) if payload else None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # ----------------------------------------------------------------------------- reading
     def list(self, resource: Resource, resource_version: str = "") -> tuple[list[Obj], str]:
@@ -181,32 +256,35 @@ class LightKubeApi:
         }
         if resource.field_selector:
             params["fieldSelector"] = resource.field_selector
-        request = self.client.build_request(
-            "GET",
-            resource_path(resource),
-            params=params,
-            headers=self._headers(),
-            timeout=httpx.Timeout(self.TIMEOUT_S, read=timeout_s + self.WATCH_GRACE_S),
-            extensions=self._extensions,
-        )
+        target = self._target(resource_path(resource), params)
         self.limiter.acquire()
+        connection = self._new_connection(self.TIMEOUT_S)
         try:
-            response = self.client.send(request, stream=True)
-        except (httpx.HTTPError, OSError) as error:
-            raise ApiError(0, "Unreachable", f"watch of {resource.plural}: {error}") from None
-        try:
-            if not response.is_success:
+            try:
+                connection.connect()
+                assert connection.sock is not None
+                connection.sock.settimeout(timeout_s + self.WATCH_GRACE_S)
+                connection.request("GET", target, headers=self._headers())
+                response = connection.getresponse()
+            except (OSError, http.client.HTTPException) as error:
+                message = f"watch of {resource.plural}: {_described(error)}"
+                raise ApiError(0, "Unreachable", message) from None
+            if not 200 <= response.status < 300:
                 body = _read_quietly(response)
-                if response.status_code == 410:
-                    raise WatchExpiredError(response.reason_phrase)
-                raise status_error(response.status_code, response.reason_phrase, body)
+                if response.status == 410:
+                    raise WatchExpiredError(response.reason)
+                raise status_error(response.status, response.reason, body)
             if on_open is not None:
-                on_open(WatchHandle(response))
-            yield from _changes(response, resource)
-        except (httpx.HTTPError, OSError) as error:
-            raise ApiError(0, "Unreachable", f"watch of {resource.plural} broke: {error}") from None
+                on_open(WatchHandle(connection))
+            try:
+                yield from _changes(response, resource)
+            except (OSError, http.client.HTTPException) as error:
+                message = f"watch of {resource.plural} broke: {_described(error)}"
+                raise ApiError(0, "Unreachable", message) from None
         finally:
-            response.close()
+            connection.close()
+            with self._open_lock:
+                self._open.discard(connection)
 
     # ----------------------------------------------------------------------------- nodes
     def get_node(self, name: str) -> Obj:
@@ -236,17 +314,23 @@ class LightKubeApi:
         self._call("PATCH", path, patch, content_type=STRATEGIC_MERGE)
 
 
-def _read_quietly(response: httpx.Response) -> bytes:
+def _described(error: Exception) -> str:
+    """An I/O error for a message: some of http.client's have no text of their own."""
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _read_quietly(response: http.client.HTTPResponse) -> bytes:
     """An error answer's body, or nothing when it cannot be read."""
     try:
         return response.read()
-    except (httpx.HTTPError, OSError):
+    except (OSError, http.client.HTTPException):
         return b""
 
 
-def _changes(response: httpx.Response, resource: Resource) -> Iterator[tuple[str, Obj]]:
-    """The watch events of a streamed answer, one JSON document a line."""
-    for line in response.iter_lines():
+def _changes(response: http.client.HTTPResponse, resource: Resource) -> Iterator[tuple[str, Obj]]:
+    """The watch events of a streamed answer, one JSON document a line (``readline`` reads
+    across the chunks of a chunked answer)."""
+    while line := response.readline():
         if not line.strip():
             continue
         event = json.loads(line)

@@ -1,16 +1,22 @@
 """LightKubeApi against the fake API server, from the kubeconfig it writes: list and watch with
 a field selector (changes, the end of a stream, 410 both ways, a shutdown from another
-thread), the Node's get / patch / status patch, Events, the error mapping and the rate limit;
-and the bearer token it sends, read again when its file rotates."""
+thread), the Node's get / patch / status patch, Events, the error mapping and the rate limit; and,
+against a tiny recording server on loopback, the bearer token it sends (read again when its
+file rotates), the server's path prefix, and the one resend on a connection the server closed
+meanwhile."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from gpufleet.backends.kube.api_types import (
@@ -22,8 +28,8 @@ from gpufleet.backends.kube.api_types import (
     Resource,
     WatchExpiredError,
 )
-from gpufleet.backends.kube.light_api import LightKubeApi
-from gpufleet.backends.kube.light_config import ClusterAccess, FileToken
+from gpufleet.backends.kube.light_api import STRATEGIC_MERGE, LightKubeApi
+from gpufleet.backends.kube.light_config import ClusterAccess, FileToken, KubeconfigError
 from gpufleet.backends.kube.node_pods import pods_on
 from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import FakeApiServer
@@ -223,21 +229,154 @@ def test_every_call_passes_the_rate_limit(api: LightKubeApi, limiter: CountingLi
     assert limiter.acquired == 3
 
 
+class RecordingServer:
+    """A tiny HTTP/1.1 server on loopback: answers every request with a Node and records what
+    it was sent; with ``close_after_answer`` it closes each connection after its answer
+    without saying so (as a server whose keep-alive timeout ran out)."""
+
+    def __init__(self, close_after_answer: bool = False, tls: ssl.SSLContext | None = None) -> None:
+        self.requests: list[dict[str, str | None]] = []
+        recorded = self.requests
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_PATCH(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                recorded.append(
+                    {
+                        "path": self.path,
+                        "authorization": self.headers.get("Authorization"),
+                        "content-type": self.headers.get("Content-Type"),
+                    }
+                )
+                data = json.dumps({"metadata": {"name": NODE}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                self.close_connection = close_after_answer
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Quiet."""
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        scheme = "https" if isinstance(self.server.socket, ssl.SSLSocket) else "http"
+        return f"{scheme}://{host!s}:{port}"
+
+    def __enter__(self) -> RecordingServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(DEADLINE_S)
+
+
 def test_the_token_is_sent_and_read_again_when_its_file_rotates(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("first\n")
-    seen: list[str | None] = []
+    with RecordingServer() as server:
+        access = ClusterAccess(server.url, "test", token_file=FileToken(token))
+        api = LightKubeApi(access)
+        api.patch_node(NODE, {})
+        token.write_text("second, longer\n")
+        api.patch_node(NODE, {})
+        token.unlink()  # mid-rotation: the last token stays in use
+        api.patch_node(NODE, {})
+        api.close()
+    assert [r["authorization"] for r in server.requests] == [
+        "Bearer first",
+        "Bearer second, longer",
+        "Bearer second, longer",
+    ]
+    assert {r["content-type"] for r in server.requests} == {STRATEGIC_MERGE}
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        seen.append(request.headers.get("Authorization"))
-        assert request.headers["Content-Type"] == "application/strategic-merge-patch+json"
-        return httpx.Response(200, json={"metadata": {"name": NODE}})
 
-    access = ClusterAccess("http://api.test", "test", token_file=FileToken(token))
-    api = LightKubeApi(access, transport=httpx.MockTransport(answer))
-    api.patch_node(NODE, {})
-    token.write_text("second, longer\n")
-    api.patch_node(NODE, {})
-    token.unlink()  # mid-rotation: the last token stays in use
-    api.patch_node(NODE, {})
-    assert seen == ["Bearer first", "Bearer second, longer", "Bearer second, longer"]
+def test_a_server_path_prefix_is_kept(tmp_path: Path) -> None:
+    with RecordingServer() as server:
+        api = LightKubeApi(ClusterAccess(f"{server.url}/k8s/clusters/c-1", "test"))
+        api.patch_node("gpu 1", {})
+        api.close()
+    assert server.requests[0]["path"] == "/k8s/clusters/c-1/api/v1/nodes/gpu%201"
+    assert server.requests[0]["authorization"] is None  # no token: no header
+
+
+def test_a_connection_the_server_closed_meanwhile_is_replaced_once() -> None:
+    with RecordingServer(close_after_answer=True) as server:
+        api = LightKubeApi(ClusterAccess(server.url, "test"))
+        for _ in range(3):
+            assert api.patch_node(NODE, {})["metadata"]["name"] == NODE
+        api.close()
+    assert len(server.requests) == 3  # each sent once to a server that answered
+
+
+def test_keep_alive_connections_are_reused(server: FakeApiServer, api: LightKubeApi) -> None:
+    api.get_node(NODE)
+    opened = len(api._open)
+    for _ in range(5):
+        api.get_node(NODE)
+    assert len(api._open) == opened == 1
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for the name ``api.test`` only, and its key."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+         "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=api.test",
+         "-addext", "subjectAltName=DNS:api.test"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+@pytest.mark.parametrize(
+    ("server_name", "verified"),
+    [("api.test", True), (None, False)],
+    ids=["tls-server-name", "address-is-not-the-certificates-name"],
+)
+def test_tls_verifies_the_server_under_its_tls_server_name(
+    certificate: tuple[Path, Path], server_name: str | None, verified: bool
+) -> None:
+    cert, key = certificate
+    serving = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    serving.load_cert_chain(cert, key)
+    with RecordingServer(tls=serving) as server:
+        access = ClusterAccess(
+            server.url, "test", ca_file=str(cert), tls_server_name=server_name, token="t"
+        )
+        api = LightKubeApi(access)
+        if verified:
+            assert api.patch_node(NODE, {})["metadata"]["name"] == NODE
+        else:
+            with pytest.raises(ApiError, match="certificate") as caught:
+                api.patch_node(NODE, {})
+            assert caught.value.status == 0
+        api.close()
+    assert [r["authorization"] for r in server.requests] == (["Bearer t"] if verified else [])
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["ftp://api.test", "api.test:6443"],
+    ids=["other-scheme", "no-scheme"],
+)
+def test_a_server_that_is_not_http_is_refused(address: str) -> None:
+    with pytest.raises(KubeconfigError, match="not an http:// or https:// URL"):
+        LightKubeApi(ClusterAccess(address, "kubeconfig k (context c)"))
