@@ -32,8 +32,8 @@ from gpufleet.agent.events import AgentEvent
 from gpufleet.agent.resources import ResourceKind, base_uuid, mig_instance, resource_kind
 from gpufleet.backends.kube.devices import (
     GPU_INDEX_ANNOTATION,
-    GPU_SHARE_ANNOTATION,
     MIG_SLICES_ANNOTATION,
+    placement_from_annotations,
 )
 from gpufleet.model.gpu import GPU_RESOURCE, MILLI_PER_GPU, NO_SHARING, GpuSharing
 from gpufleet.model.inventory import NodeInventory
@@ -299,21 +299,17 @@ class Allocator:
         demands = tuple(
             (c.name, c.limits[resource], c.init) for c in ordered if c.limits.get(resource, 0) > 0
         )
-        annotations = pod.annotations
         kind = resource_kind(resource, self._settings.sharing)
-        try:
-            if kind.mig_profile:
-                return self._mig_plan(demands, annotations.get(MIG_SLICES_ANNOTATION, ""), kind)
-            indices = [int(i) for i in _items(annotations.get(GPU_INDEX_ANNOTATION, ""))]
-            milli = int(annotations.get(GPU_SHARE_ANNOTATION, "0") or 0) or MILLI_PER_GPU
-        except ValueError as error:
-            return _Plan(demands, (), 0, f"its binding annotations do not read: {error}")
-        if not indices:
+        binding = placement_from_annotations("", pod.annotations)
+        if kind.mig_profile:
+            return self._mig_plan(demands, binding.mig_slices if binding else (), kind)
+        if binding is None or not binding.gpu_indices:
             return _Plan(demands, (), 0, f"it carries no {GPU_INDEX_ANNOTATION} binding")
+        milli = binding.gpu_milli_per_device or MILLI_PER_GPU
         if milli == MILLI_PER_GPU and not kind.exclusive and not kind.token:
             milli = self._settings.sharing.replica_milli
         targets: list[str] = []
-        for index in indices:
+        for index in binding.gpu_indices:
             device = self._inventory.device(index)
             if device is None or device.mig_enabled:
                 return _Plan(demands, (), 0, f"it was bound to GPU {index}, which serves no GPU")
@@ -321,14 +317,18 @@ class Allocator:
         return _Plan(demands, tuple(targets), milli)
 
     def _mig_plan(
-        self, demands: tuple[tuple[str, int, bool], ...], text: str, kind: ResourceKind
+        self,
+        demands: tuple[tuple[str, int, bool], ...],
+        slices: tuple[tuple[int, int], ...],
+        kind: ResourceKind,
     ) -> _Plan:
         targets: list[str] = []
-        for item in _items(text):
-            gpu, slot = (int(part) for part in item.split(":"))
+        for gpu, slot in slices:
             instance = mig_instance(self._inventory, gpu, slot)
             if instance is None:
-                return _Plan(demands, (), 0, f"it was bound to MIG slot {item}, which is absent")
+                return _Plan(
+                    demands, (), 0, f"it was bound to MIG slot {gpu}:{slot}, which is absent"
+                )
             if instance.profile == kind.mig_profile:
                 targets.append(instance.uuid)
         if not targets:
@@ -417,7 +417,3 @@ class Allocator:
             del self._progress[key]
         for key in [k for k in self._plans if k[0] not in live]:
             del self._plans[key]
-
-
-def _items(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]

@@ -16,11 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.agent.bound_pods import BoundPod, BoundPods
-from gpufleet.backends.kube.devices import (
-    GPU_INDEX_ANNOTATION,
-    GPU_SHARE_ANNOTATION,
-    MIG_SLICES_ANNOTATION,
-)
+from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.devices.source import DeviceSource
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.inventory import NodeInventory
@@ -36,32 +32,17 @@ def allocated_by_uuid(pods: Sequence[BoundPod], inventory: NodeInventory) -> dic
     uuid_of = {d.index: d.uuid for d in inventory.devices}
     mig_of = {(d.index, m.slot): m.uuid for d in inventory.devices for m in d.mig}
     for pod in pods:
-        annotations = pod.annotations
-        try:
-            indices = _ints(annotations.get(GPU_INDEX_ANNOTATION, ""))
-            share = int(annotations.get(GPU_SHARE_ANNOTATION, "0") or 0)
-            slices = [
-                tuple(int(part) for part in item.split(":", 1))
-                for item in _items(annotations.get(MIG_SLICES_ANNOTATION, ""))
-            ]
-        except ValueError:
+        binding = placement_from_annotations("", pod.annotations)
+        if binding is None:
             continue
-        per_device = share or MILLI_PER_GPU
-        for index in indices:
+        for index in binding.gpu_indices:
             if index in uuid_of:
-                milli[uuid_of[index]] = milli.get(uuid_of[index], 0) + per_device
-        for gpu, slot in (s for s in slices if len(s) == 2):
+                uuid = uuid_of[index]
+                milli[uuid] = milli.get(uuid, 0) + binding.gpu_milli_per_device
+        for gpu, slot in binding.mig_slices:
             if (gpu, slot) in mig_of:
                 milli[mig_of[(gpu, slot)]] = MILLI_PER_GPU
     return {uuid: min(amount, MILLI_PER_GPU) / MILLI_PER_GPU for uuid, amount in milli.items()}
-
-
-def _items(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
-def _ints(text: str) -> list[int]:
-    return [int(item) for item in _items(text)]
 
 
 class AgentTelemetry:
