@@ -1,0 +1,369 @@
+"""The simulated cluster's pods as they run: its books of them, and every move of a pod.
+
+Owns :class:`PodRuns`, the base of :class:`~gpufleet.backends.sim.cluster.SimulatedCluster`
+that keeps which pods wait, which run (and on which devices of the ground truth,
+:mod:`gpufleet.backends.sim.ground_truth`) and what is left of each one's work
+(:class:`~gpufleet.backends.sim.work.PodWork`), and moves a pod between them: it arrives, is
+bound (its devices taken on the ground truth, or the bind refused), runs, and is evicted
+(waiting again, it keeps its work up to its last checkpoint), finishes, or leaves. The pods of
+a workload's jobs fail, restart in place, are replaced by new pods, run their Job's next
+completion, or stop when their job ends, as the job's controller
+(:mod:`gpufleet.backends.sim.jobs`) decides; a failed attempt, too, keeps the work up to its
+last checkpoint. Each move is told to the recorders and, as the world's events, to the
+scheduler.
+
+It does not read the scheduler's actions or the event queue (the cluster,
+:mod:`gpufleet.backends.sim.cluster`, calls these moves when their time comes), nor move the
+clock: every move is given its time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from enum import StrEnum
+
+from gpufleet.backends.sim.controllers import JobControllers
+from gpufleet.backends.sim.event_queue import DEADLINE, FINISH, RESTART, RESUBMIT, EventQueue
+from gpufleet.backends.sim.ground_truth import GroundTruth
+from gpufleet.backends.sim.jobs import JobRun, Next, Outcome, Verdict
+from gpufleet.backends.sim.queue_recorder import QueueRecorder
+from gpufleet.backends.sim.recorder import Recorder
+from gpufleet.backends.sim.work import PodWork, attempt_end
+from gpufleet.model import Node, Pod
+from gpufleet.model.actions import Bind, Evict
+from gpufleet.model.events import (
+    BindFailed,
+    ClusterEvent,
+    JobEnded,
+    PodBound,
+    PodDeleted,
+    PodEnd,
+    PodReady,
+    PodRestarted,
+    WorkloadAdded,
+)
+from gpufleet.model.jobs import Lifetime
+from gpufleet.model.times import format_duration
+from gpufleet.model.workload import TimedWorkload
+from gpufleet.scheduling.node_table import Allocation
+from gpufleet.scheduling.target import TargetWorkload
+
+
+class Mode(StrEnum):
+    """How the world runs (:mod:`gpufleet.backends.sim.cluster` says what each does)."""
+
+    FILL = "fill"
+    REPLAY = "replay"
+
+
+class PodRuns:
+    """See the module docstring."""
+
+    #: Keep every job's controller for the run's report (a long-lived world does not).
+    keep_job_runs = True
+    #: Report each bind done as a ``PodBound`` (for a world whose observers record binds; the
+    #: core, which made the bind, knows it already).
+    report_binds = False
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        mode: Mode,
+        target: TargetWorkload,
+        queue_recorder: QueueRecorder | None,
+    ) -> None:
+        self.mode = mode
+        self._truth = GroundTruth(nodes)
+        self.world = self._truth.table
+        self.nodes = self._truth.nodes
+        self.recorder = Recorder(self.world, target)
+        self.queue_recorder = queue_recorder
+        self.arrivals_seen = 0
+        self.jobs = JobControllers(keep=self.keep_job_runs)
+        #: The last XID on each device (a fault records it; the telemetry reads it).
+        self.xids = self._truth.xids
+        self._job_generation: dict[int, int] = {}
+        self._events = EventQueue()
+        self._immediate: list[ClusterEvent] = []
+        self._running: dict[str, Allocation] = {}
+        self._work: dict[str, PodWork] = {}
+        self._pending: dict[str, Pod] = {}
+
+    # ----------------------------------------------------------------------------- arrivals
+    def _arrive(
+        self,
+        pod: Pod,
+        runtime: float | None,
+        checkpoint: float | None,
+        in_gang: bool,
+        now: float,
+    ) -> None:
+        if pod.key in self._pending or pod.key in self._running or pod.key in self._work:
+            raise ValueError(f"pod {pod.key} arrives twice in the workload")
+        self._pending[pod.key] = pod
+        self._work[pod.key] = PodWork(pod, runtime, checkpoint, in_gang)
+        self.recorder.arrived(pod, now)
+        self.arrivals_seen += 1
+
+    def _arrive_workload(self, timed: TimedWorkload, now: float) -> None:
+        workload = timed.workload
+        gang = len(workload.pods) > 1
+        runs = self.jobs.arrived(timed)
+        for pod in workload.pods:
+            self._arrive(pod, timed.duration, workload.checkpoint_interval, gang, now)
+            owner = runs.get(pod.name)
+            if owner is not None:
+                work = self._work[pod.key]
+                work.job, work.workload, work.full = owner, workload, timed.duration
+                work.lifetime = owner.replica(pod.name).lifetime
+                if work.lifetime is not Lifetime.WORK:
+                    work.remaining = None
+        if self.queue_recorder is not None:
+            self.queue_recorder.arrived(timed, now)
+
+    # ----------------------------------------------------------------------------- runs
+    def _finish(self, key: str, run: int, now: float, events: list[ClusterEvent]) -> None:
+        work = self._work.get(key)
+        if work is None or work.run != run or key not in self._running:
+            return  # evicted (or restarted) since: this run never finished
+        if work.job is None:
+            allocation = self._running.pop(key)
+            self.world.release(allocation)
+            del self._work[key]
+            self.recorder.finished(key, allocation, now)
+            if self.queue_recorder is not None:
+                self.queue_recorder.stopped(work.pod, allocation, now, lost=None)
+            events.append(PodDeleted(key, PodEnd.SUCCEEDED))
+            return
+        ran = now - work.started
+        work.ran += ran
+        failed = work.failing
+        if work.remaining is not None:
+            kept = work.remaining
+            if failed:  # a failed attempt keeps the work up to its last checkpoint
+                kept = math.floor(ran / work.checkpoint) * work.checkpoint if work.checkpoint else 0
+            work.remaining = max(0.0, work.remaining - kept)
+        attempt = work.attempt
+        work.attempt = None
+        exit_code = attempt.exit_code if attempt is not None and failed else 0
+        verdict = work.job.ended(work.pod.name, failed, exit_code)
+        self._carry_out(work, verdict, now, events)
+
+    def _begin(self, work: PodWork, now: float, bound: bool = False) -> None:
+        """The pod runs from ``now``: its current attempt goes on, or a new one starts."""
+        job = work.job
+        if job is None:
+            if self.mode is Mode.REPLAY and work.remaining is not None:
+                self._events.push(now + work.remaining, FINISH, (work.pod.key, work.run))
+            return
+        if work.attempt is None:
+            work.attempt = job.start(work.pod.name)
+            work.ran = 0.0
+        end, work.failing = attempt_end(work, work.attempt)
+        if end is not None:
+            self._events.push(now + end, FINISH, (work.pod.key, work.run))
+        deadline = job.spec.active_deadline
+        if bound and deadline is not None and self._running_pods(job) == 1:
+            # The first pod of the job to run (at the start, or after an eviction of all).
+            self._job_generation[id(job)] = generation = self._job_generation.get(id(job), 0) + 1
+            self._events.push(now + deadline, DEADLINE, (job, generation))
+
+    def _running_pods(self, job: JobRun) -> int:
+        return sum(key in self._running for key in job.pod_keys)
+
+    def _carry_out(
+        self, work: PodWork, verdict: Verdict, now: float, events: list[ClusterEvent]
+    ) -> None:
+        job = work.job
+        assert job is not None
+        key = work.pod.key
+        step = verdict.next
+        if step is Next.RESTART:
+            message = f"restarts in place after a back-off of {format_duration(verdict.delay)}"
+            events.append(PodRestarted(key, message))
+        elif step is Next.NEXT:
+            task = job.task(work.pod.name)
+            events.append(PodRestarted(key, f"runs completion {task} in place", task))
+        if verdict.ended is Outcome.FAILED and self.queue_recorder is not None:
+            self.queue_recorder.job_failed(job.pod_keys)  # before this pod's end counts
+        if step is Next.DONE or step is Next.FAILED:
+            self._stop(work, now, events, succeeded=step is Next.DONE)
+        elif step is Next.NEXT:  # the Job's next completion, where this one ran
+            work.remaining = work.full
+            work.started = now
+            work.run += 1
+            self._begin(work, now)
+        elif step is Next.RESTART:
+            work.run += 1
+            work.started = now
+            self._events.push(now + verdict.delay, RESTART, (key, work.run))
+        elif step is Next.REPLACE:
+            if verdict.fresh:
+                work.remaining = work.full
+            self._take_away(
+                work, now, events, f"a new pod follows in {format_duration(verdict.delay)}"
+            )
+            self._events.push(now + verdict.delay, RESUBMIT, (key, work.run))
+        else:  # RECREATE: a new cluster for the job's next try
+            for pod_key in job.pod_keys:
+                other = self._work.get(pod_key)
+                if other is not None:
+                    other.attempt, other.remaining = None, other.full
+                    if other.lifetime is not Lifetime.WORK:
+                        other.remaining = None
+                    self._take_away(other, now, events, "its job runs again on a new cluster")
+            job.recreated()
+            self._events.push(now + verdict.delay, RESUBMIT, (job, 0))
+        if verdict.ended is not None:
+            self._end_job(job, verdict.ended, now, events)
+
+    def _take_away(self, work: PodWork, now: float, events: list[ClusterEvent], why: str) -> None:
+        """The pod failed (or its gang is made again): it leaves the scheduler, to come back."""
+        key = work.pod.key
+        allocation = self._running.pop(key, None)
+        if allocation is not None:
+            self.world.release(allocation)
+            self.recorder.evicted(key, allocation, now)
+            if self.queue_recorder is not None:
+                self.queue_recorder.failed(work.pod, allocation, now)
+        else:
+            self._pending.pop(key, None)
+        work.placement = None
+        events.append(PodDeleted(key, PodEnd.REPLACED, why))
+        work.away = True
+        work.run += 1
+
+    def _resubmit(self, target: str | JobRun, run: int, events: list[ClusterEvent]) -> None:
+        if isinstance(target, str):  # a new pod for a failed one: a workload of its own
+            work = self._work.get(target)
+            if work is None or not work.away or work.run != run or work.job is None:
+                return
+            work.away = False
+            self._pending[target] = work.pod
+            work.job.replaced(work.pod.name)
+            assert work.workload is not None
+            events.append(WorkloadAdded(work.workload.extra(work.pod)))
+            return
+        works = [w for k in target.pod_keys if (w := self._work.get(k)) is not None and w.away]
+        if not works or target.done:
+            return
+        for work in works:
+            work.away = False
+            self._pending[work.pod.key] = work.pod
+        workload = works[0].workload
+        assert workload is not None
+        pods = tuple(w.pod for w in works)
+        events.append(
+            WorkloadAdded(
+                dataclasses.replace(
+                    workload, pods=pods, min_member=min(workload.min_member, len(pods))
+                )
+            )
+        )
+
+    def _restart(self, key: str, run: int, now: float) -> None:
+        work = self._work.get(key)
+        if work is None or work.run != run or key not in self._running:
+            return  # evicted since: it starts again when bound
+        work.started = now
+        self._begin(work, now)
+
+    def _deadline(
+        self, job: JobRun, generation: int, now: float, events: list[ClusterEvent]
+    ) -> None:
+        if job.done or self._job_generation.get(id(job)) != generation:
+            return
+        job.deadline_passed()
+        self._end_job(job, Outcome.FAILED, now, events)
+
+    def _stop(self, work: PodWork, now: float, events: list[ClusterEvent], succeeded: bool) -> None:
+        """The pod leaves for good: its work is done, it failed, or its job ended."""
+        key = work.pod.key
+        allocation = self._running.pop(key, None)
+        if allocation is not None:
+            self.world.release(allocation)
+            self.recorder.finished(key, allocation, now)
+        elif self._pending.pop(key, None) is not None or work.away:
+            self.recorder.pending -= 1
+        if self.queue_recorder is not None:
+            if succeeded and allocation is not None:
+                self.queue_recorder.stopped(work.pod, allocation, now, lost=None)
+            else:
+                self.queue_recorder.removed(work.pod, allocation, now)
+        self._work.pop(key, None)
+        events.append(PodDeleted(key, PodEnd.SUCCEEDED if succeeded else PodEnd.FAILED))
+
+    def _end_job(
+        self, job: JobRun, outcome: Outcome, now: float, events: list[ClusterEvent]
+    ) -> None:
+        """The job ended: its pods stop, but those that run until deleted."""
+        if self.queue_recorder is not None and outcome is Outcome.FAILED:
+            self.queue_recorder.job_failed(job.pod_keys)
+        for key in job.pod_keys:
+            work = self._work.get(key)
+            if work is not None and job.stops(work.lifetime):
+                self._stop(work, now, events, succeeded=outcome is Outcome.SUCCEEDED)
+        outcome_name = str(job.outcome or "")
+        events.append(
+            JobEnded(job.spec.name, job.pod_keys[0], outcome_name, job.reason, job.message)
+        )
+
+    # -------------------------------------------------------------------------- binds and evictions
+    def _bind(self, action: Bind, now: float) -> None:
+        pod = action.pod
+        placement = action.placement
+        if pod.key not in self._pending:
+            self._immediate.append(BindFailed(pod.key, "pod is not pending"))
+            return
+        row = self.world.row_of.get(placement.node)
+        if row is None:
+            self._immediate.append(BindFailed(pod.key, f"no node {placement.node!r}"))
+            return
+        try:
+            allocation = self._truth.allocate(pod, placement, row)
+        except (ValueError, KeyError) as error:
+            self.recorder.violation(pod, str(error), now)
+            self._immediate.append(BindFailed(pod.key, str(error)))
+            return
+        del self._pending[pod.key]
+        self._running[pod.key] = allocation
+        self.recorder.bound(pod, placement, allocation, now)
+        work = self._work[pod.key]
+        work.started = now
+        work.run += 1
+        work.placement = placement
+        if self.queue_recorder is not None:
+            self.queue_recorder.bound(pod, allocation, now)
+        if self.report_binds:
+            self._immediate.append(PodBound(pod, placement))
+        if work.in_gang:
+            self._immediate.append(PodReady(pod.key))
+        if self.mode is Mode.FILL:
+            del self._work[pod.key]
+        else:
+            self._begin(work, now, bound=True)
+
+    def _evict(self, action: Evict, now: float) -> None:
+        """The pod stops and waits again; it keeps the work done up to its last checkpoint."""
+        key = action.pod.key
+        allocation = self._running.pop(key, None)
+        if allocation is None:
+            return
+        self.world.release(allocation)
+        work = self._work[key]
+        work.placement = None
+        ran = now - work.started
+        if work.attempt is not None:
+            work.ran += ran  # the attempt goes on when the pod is bound again
+        kept = 0.0
+        if work.checkpoint:
+            kept = math.floor(ran / work.checkpoint) * work.checkpoint
+        if work.remaining is not None:
+            work.remaining = max(0.0, work.remaining - kept)
+        self._pending[key] = work.pod
+        self.recorder.evicted(key, allocation, now)
+        if self.queue_recorder is not None:
+            self.queue_recorder.stopped(work.pod, allocation, now, lost=ran - kept)
+        self._immediate.append(PodDeleted(key, PodEnd.EVICTED, action.reason))
