@@ -11,8 +11,12 @@ recorded with its devices, so a restarted plane (even after ``kill -9``) puts ev
 back on the same devices and every accepted workload back in its queue. Changes are published
 to subscribers (the API's event stream) after they are committed.
 
-The API reads its records through :mod:`gpufleet.api.views`; this module owns the
-mutations and the loop.
+The API reads its records through :mod:`gpufleet.api.views`; the plane owns the mutations
+and the loop. This module owns its life (start, stop, each turn's scope: the lock, the
+transaction, publishing once committed), what it reads out, and the API's requests (submit,
+cancel, Queue and PriorityClass objects); the layers it is built on own writing down each turn
+(:mod:`gpufleet.service.embedded_recording`) and keeping the world and the core in step with
+the store and the catalog (:mod:`gpufleet.service.embedded_restore`).
 """
 
 from __future__ import annotations
@@ -23,83 +27,38 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.backends.sim.live import LiveSimCluster, health_message
+from gpufleet.backends.sim.live import LiveSimCluster
 from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
-from gpufleet.control.factory import build_core, target_of
-from gpufleet.control.loop import ControlLoop, Turn, sync
+from gpufleet.control.factory import target_of
+from gpufleet.control.loop import ControlLoop
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.metrics.state import SchedulerState, read_state
 from gpufleet.model import Node
-from gpufleet.model.actions import Evict, MarkUnschedulable
-from gpufleet.model.events import (
-    BindFailed,
-    ClusterEvent,
-    DeviceHealthChanged,
-    JobEnded,
-    PodBound,
-    PodDeleted,
-    PodEnd,
-    PodRestarted,
-    WorkloadAdded,
-)
 from gpufleet.model.priorities import PriorityClass
-from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.service.auth import (
-    Principal,
-)
+from gpufleet.service.auth import Principal
 from gpufleet.service.base import (
-    HISTORY_EVERY_S,
     PRIORITY_CLASS,
     QUEUE,
     Change,
-    PlaneBase,
     ServeOptions,
     object_name,
     require_admin,
 )
-from gpufleet.service.records import (
-    POD_CANCELLED,
-    POD_FAILED,
-    POD_PENDING,
-    POD_RUNNING,
-    POD_SUCCEEDED,
-    POD_TERMINAL,
-    PodRecord,
-    WorkloadRecord,
-)
-from gpufleet.service.sim_records import (
-    placement_text,
-    pod_key,
-    progress_of,
-    remaining_part,
-    telemetry_seed,
-)
+from gpufleet.service.embedded_recording import TurnNotes
+from gpufleet.service.embedded_restore import RestoringPlane
+from gpufleet.service.records import POD_CANCELLED, POD_PENDING, POD_RUNNING, WorkloadRecord
+from gpufleet.service.sim_records import telemetry_seed
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import parse_body
 
 log = logging.getLogger(__name__)
 
-#: The world's reports of what happened to pods and jobs (a pod deleted on request is not one).
-POD_NEWS = (PodBound, BindFailed, PodDeleted, PodRestarted, JobEnded)
 
-
-@dataclass(slots=True)
-class _TurnNotes:
-    """What one turn wrote down: changes and events to publish once committed, and the
-    workloads whose pods it changed (settled at the end of the turn)."""
-
-    changes: list[Change] = field(default_factory=list)
-    events: list[StoredEvent] = field(default_factory=list)
-    touched: dict[str, WorkloadRecord] = field(default_factory=dict)
-    world_changed: bool = False
-
-
-class EmbeddedControlPlane(PlaneBase):
+class EmbeddedControlPlane(RestoringPlane):
     """See the module docstring."""
 
     def __init__(
@@ -113,7 +72,7 @@ class EmbeddedControlPlane(PlaneBase):
         self.nodes = list(nodes)
         self._thread: threading.Thread | None = None
         self.last_turn_wall = wall()
-        self._owner: dict[str, str] = {}  # pod key -> workload key
+        self._owner = {}
         start = float(store.meta("clock") or 0.0)
         self.world = LiveSimCluster(
             self.nodes, target_of(()), self.options.speed, start, wall, self.options.faults
@@ -122,17 +81,14 @@ class EmbeddedControlPlane(PlaneBase):
         self.catalog_where = "stored"
         self.catalog = self.stored_catalog(store.objects(QUEUE), store.objects(PRIORITY_CLASS))
         self._catalog_builder = self.catalog.request_builder()
-        #: Workloads whose queue is set aside (a bad stored Queue): they wait, outside the
-        #: world, until the queue is fixed. Key -> their queue.
-        self.held: dict[str, str] = {}
+        self.held = {}
         self.core = self._new_core()
         for rejected in self.catalog.rejected:
             log.error(
                 "stored %s %s is set aside: %s", rejected.kind, rejected.key, rejected.message
             )
-        #: Who each pod evicted and not yet gone was evicted for (its workload's key).
-        self._evicted_for: dict[str, str | None] = {}
-        self._notes = _TurnNotes()
+        self._evicted_for = {}
+        self._notes = TurnNotes()
         #: The simulated world's scheduler metrics, its core read under the lock.
         self.metrics = self.world.recorder.metrics
         self.metrics.read = self._read_state
@@ -201,7 +157,7 @@ class EmbeddedControlPlane(PlaneBase):
         """A turn runs under the lock, in one store transaction; what it changed is published
         once committed."""
         with self.lock:
-            notes = self._notes = _TurnNotes()
+            notes = self._notes = TurnNotes()
             with self.store.transaction():
                 yield
             self.turns += 1
@@ -211,128 +167,6 @@ class EmbeddedControlPlane(PlaneBase):
     def _read_state(self) -> SchedulerState:
         with self.lock:
             return read_state(self.core)
-
-    # ----------------------------------------------------------------------------- restore
-    def _restore(self) -> None:
-        """Take back what the store holds: every workload, running pods on their devices, and
-        how far their jobs were."""
-        job_states = self.store.job_states()
-        for stored in self.store.workloads():
-            record = WorkloadRecord.new(
-                stored.seq, stored.tenant, stored.kind, stored.timed, stored.submitted
-            )
-            record.state = WorkloadState(stored.state)
-            record.started, record.finished = stored.started, stored.finished
-            for event in self.store.events(stored.key, limit=50):
-                record.events.append(event)
-            self._index(record)
-            if record.active and record.timed.workload.queue not in self.core.quotas.queues:
-                self._hold(record)
-                continue
-            if not record.active:
-                for pod_record in record.pods.values():
-                    pod_record.state = next(
-                        (p.state for p in stored.pods if p.key == pod_record.pod.key),
-                        POD_SUCCEEDED,
-                    )
-                continue
-            pending = []
-            self.world.jobs.adopt(stored.timed, job_states.get(stored.key, {}))
-            for stored_pod in stored.pods:
-                pod_record = record.pods[stored_pod.key]
-                if stored_pod.state == POD_RUNNING and stored_pod.placement is not None:
-                    try:
-                        self.world.restore(
-                            pod_record.pod,
-                            stored_pod.placement,
-                            stored_pod.remaining,
-                            stored.timed.workload.checkpoint_interval,
-                            len(record.pods) > 1,
-                            stored_pod.started or 0.0,
-                            stored.timed,
-                        )
-                    except ValueError as error:
-                        log.error("cannot put back %s (%s): it waits again", stored_pod.key, error)
-                        pending.append((pod_record.pod, stored_pod.remaining))
-                        continue
-                    pod_record.state = POD_RUNNING
-                    pod_record.placement = stored_pod.placement
-                    pod_record.started = stored_pod.started
-                elif stored_pod.state in POD_TERMINAL:
-                    pod_record.state = stored_pod.state
-                else:
-                    pending.append((pod_record.pod, stored_pod.remaining))
-            if pending:
-                self.world.submit(remaining_part(record.timed, pending))
-            self._progress(record)
-        sync(self.core, self.world.list_state())
-
-    def _hold(self, record: WorkloadRecord) -> None:
-        """Keep a workload whose queue is set aside out of the world (its pods wait, stored as
-        waiting) until the queue is fixed; say why in its events."""
-        queue = record.timed.workload.queue
-        why = next(
-            (r.error.reason for r in self.catalog.rejected if r.kind == QUEUE and r.key == queue),
-            "it is not defined",
-        )
-        now = self.world.clock.now()
-        event = StoredEvent(
-            now, record.key, "Warning", "QueueInvalid",
-            f"queue {queue} is set aside ({why}); the workload waits until it is fixed",
-        )  # fmt: skip
-        with self.store.transaction():
-            for pod_record in record.pods.values():
-                pod_record.state, pod_record.placement = POD_PENDING, None
-                self.store.set_pod(pod_record.pod.key, POD_PENDING, remaining=record.timed.duration)
-            record.state = WorkloadState.PENDING
-            self.store.set_workload_state(record.key, record.state.value)
-            self.store.add_events([event])
-        record.events.append(event)
-        self.held[record.key] = queue
-        log.error("workload %s waits: %s", record.key, event.message)
-
-    def _release_held(self) -> None:
-        """Give the world the held workloads whose queue is good again."""
-        for key, queue in list(self.held.items()):
-            if queue in self.core.quotas.queues:
-                del self.held[key]
-                record = self.records[key]
-                self.world.jobs.adopt(record.timed, self.store.job_states().get(key, {}))
-                self.world.submit(record.timed)
-
-    def _index(self, record: WorkloadRecord) -> None:
-        self.records[record.key] = record
-        for key in record.pods:
-            self._owner[key] = record.key
-
-    # ----------------------------------------------------------------------------- core
-    def _new_core(self) -> SchedulerCore:
-        core = build_core(
-            self.world.current_nodes(),  # with the GPUs a fault withholds now
-            self.options.policy,
-            self.options.seed,
-            queues=self.catalog.queues,
-            config=self.options.admission,
-            profile=self.options.profile,
-        )
-        for message in core.quota_warnings():
-            log.warning("%s", message)
-        return core
-
-    def _rebuild_core(self) -> None:
-        """A new core for new queues or classes, told everything again (under the lock)."""
-        core = self._new_core()
-        core.now = self.world.clock.now()
-        sync(core, self.world.list_state())
-        waiting = self.world.pending
-        for record in sorted(self.records.values(), key=lambda r: r.seq):
-            # (a failed pod waiting out its back-off is not waiting yet: it comes as a new pod)
-            pods = [p for p in record.pending_pods() if p.key in waiting]
-            if record.active and pods and record.key not in core.running:
-                core.handle(
-                    WorkloadAdded(remaining_part(record.timed, [(p, None) for p in pods]).workload)
-                )
-        self.core = core
 
     # ----------------------------------------------------------------------------- submit
     def submit(
@@ -459,178 +293,3 @@ class EmbeddedControlPlane(PlaneBase):
         self._catalog_builder = catalog.request_builder()
         self._rebuild_core()
         self._release_held()
-
-    # ----------------------------------------------------------------------------- recording
-    def _progress(self, record: WorkloadRecord) -> None:
-        """The record's jobs and pods as their controllers in the world see them."""
-        for run in self.world.jobs.of(record.key):
-            record.jobs[run.spec.name] = progress_of(run)
-            for name in run.spec.pod_names:
-                pod_record = record.pods.get(f"{run.namespace}/{name}")
-                if pod_record is not None:
-                    pod_record.restarts = run.restarts_of(name)
-                    pod_record.index = run.task(name) if run.spec.indexed else None
-
-    def events_in(self, events: Sequence[ClusterEvent]) -> None:
-        """What the world reports happened to pods and jobs, into their records and the store
-        (in the turn's transaction)."""
-        notes = self._notes
-        now = self.world.clock.now()
-        for event in events:
-            if isinstance(event, DeviceHealthChanged):
-                notes.world_changed = True
-                log.warning("%s", health_message(event))
-            if not isinstance(event, POD_NEWS):
-                continue
-            if isinstance(event, PodDeleted):
-                evicted_for = self._evicted_for.pop(event.key, None)
-                if event.end is PodEnd.DELETED:
-                    continue  # cancelled here: recorded then
-            else:
-                evicted_for = None
-            notes.world_changed = True
-            key = pod_key(event)
-            record = self.records.get(self._owner.get(key, ""))
-            if record is None or not record.active:
-                continue
-            self._record_news(record, record.pods[key], event, evicted_for, now)
-            notes.touched[record.key] = record
-
-    def _record_news(
-        self,
-        record: WorkloadRecord,
-        pod_record: PodRecord,
-        event: ClusterEvent,
-        evicted_for: str | None,
-        now: float,
-    ) -> None:
-        """One report of the world about a pod of ``record`` (or its job)."""
-        events = self._notes.events
-        key, name = pod_record.pod.key, pod_record.pod.name
-        # When its current run started and the work it had left then (or has, waiting again).
-        started, remaining = self.world.work_of(key) or (now, None)
-        if isinstance(event, PodBound):
-            pod_record.state, pod_record.placement = POD_RUNNING, event.placement
-            pod_record.started = started
-            self.store.set_pod(key, POD_RUNNING, event.placement, started, remaining)
-            events.append(
-                StoredEvent(now, record.key, "Normal", "Scheduled",
-                            f"pod {name} bound to {placement_text(event.placement)}")
-            )  # fmt: skip
-            self.counters["bound"] += 1
-        elif isinstance(event, BindFailed):
-            events.append(
-                StoredEvent(now, record.key, "Warning", "FailedBinding",
-                            f"pod {name}: {event.reason or 'bind failed'}")
-            )  # fmt: skip
-        elif isinstance(event, PodRestarted) and event.completion is None:
-            events.append(
-                StoredEvent(now, record.key, "Warning", "BackOff",
-                            f"pod {name}: its container failed and {event.message}")
-            )  # fmt: skip
-            self.counters["restarted"] += 1
-        elif isinstance(event, PodRestarted):  # its Job's next completion, from when it began
-            pod_record.started = started
-            self.store.set_pod(key, POD_RUNNING, pod_record.placement, started, remaining)
-            events.append(
-                StoredEvent(now, record.key, "Normal", "Completed",
-                            f"pod {name} completed; it {event.message}")
-            )  # fmt: skip
-        elif isinstance(event, JobEnded):
-            failed = event.outcome == "Failed"
-            events.append(
-                StoredEvent(now, record.key, "Warning" if failed else "Normal",
-                            event.reason or event.outcome, event.message)
-            )  # fmt: skip
-        elif isinstance(event, PodDeleted):
-            self._record_end(record, pod_record, event, evicted_for, remaining, now)
-
-    def _record_end(
-        self,
-        record: WorkloadRecord,
-        pod_record: PodRecord,
-        gone: PodDeleted,
-        evicted_for: str | None,
-        remaining: float | None,
-        now: float,
-    ) -> None:
-        """A pod of ``record`` left its node: done, failed for good, evicted, or failed with a
-        new pod to follow (the last two wait again, with the work they have left)."""
-        events = self._notes.events
-        key, name = pod_record.pod.key, pod_record.pod.name
-        if gone.end is PodEnd.SUCCEEDED:
-            pod_record.state = POD_SUCCEEDED
-            self.store.set_pod_state(key, POD_SUCCEEDED)
-            self.counters["finished"] += 1
-        elif gone.end is PodEnd.FAILED:
-            pod_record.state, pod_record.placement = POD_FAILED, None
-            self.store.set_pod_state(key, POD_FAILED)
-        else:
-            pod_record.state, pod_record.placement = POD_PENDING, None
-            self.store.set_pod(key, POD_PENDING, remaining=remaining)
-            if gone.end is PodEnd.EVICTED:
-                by = f" by {evicted_for}" if evicted_for else ""
-                events.append(
-                    StoredEvent(now, record.key, "Warning", "Preempted",
-                                f"pod {name} evicted{by}: {gone.message}")
-                )  # fmt: skip
-                self.counters["preempted"] += 1
-            else:  # REPLACED
-                events.append(
-                    StoredEvent(now, record.key, "Warning", "Failed",
-                                f"pod {name} failed; {gone.message}")
-                )  # fmt: skip
-                self.counters["failed"] += 1
-
-    def turn_done(self, core: SchedulerCore, turn: Turn) -> None:
-        """What the scheduler decided (why pods wait, for whom pods are evicted), the state of
-        each workload the turn touched, and the history, into the store."""
-        notes, now = self._notes, turn.now
-        for action in turn.actions:
-            if isinstance(action, Evict):
-                self._evicted_for[action.pod.key] = action.preemptor
-                continue
-            if not isinstance(action, MarkUnschedulable):
-                continue
-            record = self.records.get(self._owner.get(action.pod.key, ""))
-            if record is None or record.told == action.message:
-                continue
-            record.told = action.message
-            notes.events.append(
-                StoredEvent(now, record.key, "Warning", "FailedScheduling", action.message)
-            )
-            notes.touched[record.key] = record
-        for record in notes.touched.values():
-            self._settle(record, now)
-        for event in notes.events:
-            record = self.records.get(event.workload or "")
-            if record is not None:
-                record.events.append(event)
-        if notes.world_changed:
-            notes.changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
-        if self._wall() - self._last_sample >= HISTORY_EVERY_S:
-            self.sample(now)
-            self.store.set_meta("clock", repr(now))
-        self.store.add_events(notes.events)
-
-    def _settle(self, record: WorkloadRecord, now: float) -> None:
-        """A workload whose pods changed: its jobs' progress and its state, recorded."""
-        events = self._notes.events
-        if record.timed.jobs:
-            self._progress(record)
-            self.store.set_job_states(record.key, self.world.jobs.states(record.key))
-        before = record.state
-        state = record.settle(now)
-        if state is not before:
-            if state in (WorkloadState.RUNNING, WorkloadState.ADMITTED) and record.told:
-                record.told = None
-            if state is WorkloadState.RUNNING and before is WorkloadState.PENDING:
-                self._recent_delays.append(now - record.submitted)
-            if state is WorkloadState.SUCCEEDED and not record.timed.jobs:
-                events.append(
-                    StoredEvent(now, record.key, "Normal", "Completed", "all pods finished")
-                )
-            self.store.set_workload_state(record.key, state.value, record.started, record.finished)
-        self._notes.changes.append(
-            Change(ChangeKind.WORKLOAD, record.key, now, {"state": state.value})
-        )

@@ -1,0 +1,251 @@
+"""What the embedded plane writes down each turn: the world's events and the scheduler's
+actions, into the workloads' records and the store.
+
+Owns :class:`RecordingPlane`, the layer of
+:class:`~gpufleet.service.embedded_plane.EmbeddedControlPlane` that observes the control loop:
+what the world reports (a bind done or refused, a pod finished, evicted, failed or restarted, a
+job ended, a GPU's health changed: :meth:`~RecordingPlane.events_in`) and what the scheduler
+decided (why a pod waits, for whom it was evicted: :meth:`~RecordingPlane.turn_done`) go into
+the records and the :class:`~gpufleet.service.store.Store` in the turn's transaction, with each
+touched workload's jobs' progress and state, and the history. What to publish once the turn is
+committed is kept in the turn's notes (:class:`TurnNotes`).
+
+It does not open the transaction, take the lock or publish (the plane's turn scope does), and
+it changes nothing in the world or the core.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpufleet.backends.sim.live import LiveSimCluster, health_message
+from gpufleet.control.loop import Turn
+from gpufleet.model.actions import Evict, MarkUnschedulable
+from gpufleet.model.events import (
+    BindFailed,
+    ClusterEvent,
+    DeviceHealthChanged,
+    JobEnded,
+    PodBound,
+    PodDeleted,
+    PodEnd,
+    PodRestarted,
+)
+from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.service.base import HISTORY_EVERY_S, Change, PlaneBase
+from gpufleet.service.records import (
+    POD_FAILED,
+    POD_PENDING,
+    POD_RUNNING,
+    POD_SUCCEEDED,
+    PodRecord,
+    WorkloadRecord,
+)
+from gpufleet.service.sim_records import placement_text, pod_key, progress_of
+from gpufleet.service.states import ChangeKind, WorkloadState
+from gpufleet.service.store import StoredEvent
+
+log = logging.getLogger(__name__)
+
+#: The world's reports of what happened to pods and jobs (a pod deleted on request is not one).
+POD_NEWS = (PodBound, BindFailed, PodDeleted, PodRestarted, JobEnded)
+
+
+@dataclass(slots=True)
+class TurnNotes:
+    """What one turn wrote down: changes and events to publish once committed, and the
+    workloads whose pods it changed (settled at the end of the turn)."""
+
+    changes: list[Change] = field(default_factory=list)
+    events: list[StoredEvent] = field(default_factory=list)
+    touched: dict[str, WorkloadRecord] = field(default_factory=dict)
+    world_changed: bool = False
+
+
+class RecordingPlane(PlaneBase):
+    """See the module docstring."""
+
+    #: The live simulated world (set by the plane).
+    world: LiveSimCluster
+    #: Pod key -> its workload's key.
+    _owner: dict[str, str]
+    #: Who each pod evicted and not yet gone was evicted for (its workload's key).
+    _evicted_for: dict[str, str | None]
+    #: What the current turn wrote down.
+    _notes: TurnNotes
+
+    def _progress(self, record: WorkloadRecord) -> None:
+        """The record's jobs and pods as their controllers in the world see them."""
+        for run in self.world.jobs.of(record.key):
+            record.jobs[run.spec.name] = progress_of(run)
+            for name in run.spec.pod_names:
+                pod_record = record.pods.get(f"{run.namespace}/{name}")
+                if pod_record is not None:
+                    pod_record.restarts = run.restarts_of(name)
+                    pod_record.index = run.task(name) if run.spec.indexed else None
+
+    def events_in(self, events: Sequence[ClusterEvent]) -> None:
+        """What the world reports happened to pods and jobs, into their records and the store
+        (in the turn's transaction)."""
+        notes = self._notes
+        now = self.world.clock.now()
+        for event in events:
+            if isinstance(event, DeviceHealthChanged):
+                notes.world_changed = True
+                log.warning("%s", health_message(event))
+            if not isinstance(event, POD_NEWS):
+                continue
+            if isinstance(event, PodDeleted):
+                evicted_for = self._evicted_for.pop(event.key, None)
+                if event.end is PodEnd.DELETED:
+                    continue  # cancelled here: recorded then
+            else:
+                evicted_for = None
+            notes.world_changed = True
+            key = pod_key(event)
+            record = self.records.get(self._owner.get(key, ""))
+            if record is None or not record.active:
+                continue
+            self._record_news(record, record.pods[key], event, evicted_for, now)
+            notes.touched[record.key] = record
+
+    def _record_news(
+        self,
+        record: WorkloadRecord,
+        pod_record: PodRecord,
+        event: ClusterEvent,
+        evicted_for: str | None,
+        now: float,
+    ) -> None:
+        """One report of the world about a pod of ``record`` (or its job)."""
+        events = self._notes.events
+        key, name = pod_record.pod.key, pod_record.pod.name
+        # When its current run started and the work it had left then (or has, waiting again).
+        started, remaining = self.world.work_of(key) or (now, None)
+        if isinstance(event, PodBound):
+            pod_record.state, pod_record.placement = POD_RUNNING, event.placement
+            pod_record.started = started
+            self.store.set_pod(key, POD_RUNNING, event.placement, started, remaining)
+            events.append(
+                StoredEvent(now, record.key, "Normal", "Scheduled",
+                            f"pod {name} bound to {placement_text(event.placement)}")
+            )  # fmt: skip
+            self.counters["bound"] += 1
+        elif isinstance(event, BindFailed):
+            events.append(
+                StoredEvent(now, record.key, "Warning", "FailedBinding",
+                            f"pod {name}: {event.reason or 'bind failed'}")
+            )  # fmt: skip
+        elif isinstance(event, PodRestarted) and event.completion is None:
+            events.append(
+                StoredEvent(now, record.key, "Warning", "BackOff",
+                            f"pod {name}: its container failed and {event.message}")
+            )  # fmt: skip
+            self.counters["restarted"] += 1
+        elif isinstance(event, PodRestarted):  # its Job's next completion, from when it began
+            pod_record.started = started
+            self.store.set_pod(key, POD_RUNNING, pod_record.placement, started, remaining)
+            events.append(
+                StoredEvent(now, record.key, "Normal", "Completed",
+                            f"pod {name} completed; it {event.message}")
+            )  # fmt: skip
+        elif isinstance(event, JobEnded):
+            failed = event.outcome == "Failed"
+            events.append(
+                StoredEvent(now, record.key, "Warning" if failed else "Normal",
+                            event.reason or event.outcome, event.message)
+            )  # fmt: skip
+        elif isinstance(event, PodDeleted):
+            self._record_end(record, pod_record, event, evicted_for, remaining, now)
+
+    def _record_end(
+        self,
+        record: WorkloadRecord,
+        pod_record: PodRecord,
+        gone: PodDeleted,
+        evicted_for: str | None,
+        remaining: float | None,
+        now: float,
+    ) -> None:
+        """A pod of ``record`` left its node: done, failed for good, evicted, or failed with a
+        new pod to follow (the last two wait again, with the work they have left)."""
+        events = self._notes.events
+        key, name = pod_record.pod.key, pod_record.pod.name
+        if gone.end is PodEnd.SUCCEEDED:
+            pod_record.state = POD_SUCCEEDED
+            self.store.set_pod_state(key, POD_SUCCEEDED)
+            self.counters["finished"] += 1
+        elif gone.end is PodEnd.FAILED:
+            pod_record.state, pod_record.placement = POD_FAILED, None
+            self.store.set_pod_state(key, POD_FAILED)
+        else:
+            pod_record.state, pod_record.placement = POD_PENDING, None
+            self.store.set_pod(key, POD_PENDING, remaining=remaining)
+            if gone.end is PodEnd.EVICTED:
+                by = f" by {evicted_for}" if evicted_for else ""
+                events.append(
+                    StoredEvent(now, record.key, "Warning", "Preempted",
+                                f"pod {name} evicted{by}: {gone.message}")
+                )  # fmt: skip
+                self.counters["preempted"] += 1
+            else:  # REPLACED
+                events.append(
+                    StoredEvent(now, record.key, "Warning", "Failed",
+                                f"pod {name} failed; {gone.message}")
+                )  # fmt: skip
+                self.counters["failed"] += 1
+
+    def turn_done(self, core: SchedulerCore, turn: Turn) -> None:
+        """What the scheduler decided (why pods wait, for whom pods are evicted), the state of
+        each workload the turn touched, and the history, into the store."""
+        notes, now = self._notes, turn.now
+        for action in turn.actions:
+            if isinstance(action, Evict):
+                self._evicted_for[action.pod.key] = action.preemptor
+                continue
+            if not isinstance(action, MarkUnschedulable):
+                continue
+            record = self.records.get(self._owner.get(action.pod.key, ""))
+            if record is None or record.told == action.message:
+                continue
+            record.told = action.message
+            notes.events.append(
+                StoredEvent(now, record.key, "Warning", "FailedScheduling", action.message)
+            )
+            notes.touched[record.key] = record
+        for record in notes.touched.values():
+            self._settle(record, now)
+        for event in notes.events:
+            record = self.records.get(event.workload or "")
+            if record is not None:
+                record.events.append(event)
+        if notes.world_changed:
+            notes.changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
+        if self._wall() - self._last_sample >= HISTORY_EVERY_S:
+            self.sample(now)
+            self.store.set_meta("clock", repr(now))
+        self.store.add_events(notes.events)
+
+    def _settle(self, record: WorkloadRecord, now: float) -> None:
+        """A workload whose pods changed: its jobs' progress and its state, recorded."""
+        events = self._notes.events
+        if record.timed.jobs:
+            self._progress(record)
+            self.store.set_job_states(record.key, self.world.jobs.states(record.key))
+        before = record.state
+        state = record.settle(now)
+        if state is not before:
+            if state in (WorkloadState.RUNNING, WorkloadState.ADMITTED) and record.told:
+                record.told = None
+            if state is WorkloadState.RUNNING and before is WorkloadState.PENDING:
+                self._recent_delays.append(now - record.submitted)
+            if state is WorkloadState.SUCCEEDED and not record.timed.jobs:
+                events.append(
+                    StoredEvent(now, record.key, "Normal", "Completed", "all pods finished")
+                )
+            self.store.set_workload_state(record.key, state.value, record.started, record.finished)
+        self._notes.changes.append(
+            Change(ChangeKind.WORKLOAD, record.key, now, {"state": state.value})
+        )
