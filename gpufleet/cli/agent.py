@@ -16,6 +16,7 @@ from gpufleet.cli.output import EXIT_FAILED, fail
 
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 POD_RESOURCES_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def agent(
@@ -82,6 +83,8 @@ def agent(
     Example (no GPU, against a test cluster):
     gpufleet agent --node-name gpu-1 --fake-gpus examples/agent/fake-gpus.yaml
     --device-plugin-dir /tmp/dp --pod-resources-socket /tmp/dp/pod-resources.sock"""
+    if log_level.upper() not in LOG_LEVELS:
+        raise fail(f"--log-level: expected one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -35,6 +35,12 @@ def test_a_bad_metrics_address(tmp_path: Path) -> None:
     assert "HOST:PORT" in result.output
 
 
+def test_a_bad_log_level_names_the_choices() -> None:
+    result = runner.invoke(app, ["agent", "--node-name", "n", "--log-level", "loud"])
+    assert result.exit_code == 2
+    assert "DEBUG, INFO, WARNING, ERROR" in result.output
+
+
 def test_no_driver_is_a_failure_that_says_how_to_run_without_a_gpu() -> None:
     pynvml = pytest.importorskip("pynvml")
     try:
