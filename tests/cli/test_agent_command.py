@@ -77,7 +77,7 @@ def test_a_node_the_api_server_does_not_have_is_a_failure_with_a_hint(tmp_path: 
                 str(tmp_path / "pr.sock"),
                 "--metrics-address",
                 "127.0.0.1:0",
-            ],  # fmt: skip
+            ],
         )
     assert result.exit_code == 1
     assert 'nodes "not-there" not found' in result.output
