@@ -237,6 +237,7 @@ class NodeDevicePlugins:
         self._watcher: threading.Thread | None = None
         self._kubelet_identity: tuple[int, int] | None = None
         self.registrations = 0
+        self._told_no_kubelet = False
 
     @property
     def allocator(self) -> Allocator:
@@ -314,7 +315,11 @@ class NodeDevicePlugins:
     def _register_all(self) -> None:
         kubelet = self._config.plugin_dir / KUBELET_SOCKET
         if not kubelet.exists():
+            if not self._told_no_kubelet:
+                log.warning("no kubelet socket at %s yet: registering when it appears", kubelet)
+                self._told_no_kubelet = True
             return
+        self._told_no_kubelet = False
         channel = unix_channel(kubelet)
         try:
             client = RegistrationClient(channel)

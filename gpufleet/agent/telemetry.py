@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.agent.bound_pods import BoundPod, BoundPods
+from gpufleet.agent.kubelet_api import rpc_error_text
 from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.devices.source import DeviceSource
 from gpufleet.model import MILLI_PER_GPU
@@ -80,7 +81,9 @@ class AgentTelemetry:
             users = self._users()
         except Exception as error:
             if not self._users_failed:
-                log.warning("pod attribution unavailable (kubelet PodResources): %s", error)
+                log.warning(
+                    "pod attribution unavailable (kubelet PodResources): %s", rpc_error_text(error)
+                )
             self._users_failed = True
             return ()
         self._users_failed = False

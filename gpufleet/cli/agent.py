@@ -16,6 +16,7 @@ from gpufleet.cli.output import EXIT_FAILED, fail
 
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 POD_RESOURCES_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def agent(
@@ -82,6 +83,8 @@ def agent(
     Example (no GPU, against a test cluster):
     gpufleet agent --node-name gpu-1 --fake-gpus examples/agent/fake-gpus.yaml
     --device-plugin-dir /tmp/dp --pod-resources-socket /tmp/dp/pod-resources.sock"""
+    if log_level.upper() not in LOG_LEVELS:
+        raise fail(f"--log-level: expected one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -90,6 +93,7 @@ def agent(
     # Heavy imports after the arguments are read: grpc, the kubernetes client, NVML.
     from gpufleet.agent.device_plugin import PluginConfig
     from gpufleet.agent.runner import AgentSettings, NodeAgent, split_address
+    from gpufleet.backends.kube.api_types import ApiError
     from gpufleet.backends.kube.node_agent import NodeAgentApi
     from gpufleet.devices.fake import make_fake_nvml
     from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
@@ -135,7 +139,15 @@ def agent(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    node_agent.start()
+    try:
+        node_agent.start()
+    except ApiError as error:  # the Node is missing, or the account may not touch it
+        node_agent.stop()
+        hint = " (is --node-name this node's name?)" if error.status == 404 else ""
+        raise fail(
+            f"cannot publish node {escape(node_name)}'s GPUs: {escape(str(error))}{hint}",
+            EXIT_FAILED,
+        ) from None
     logging.getLogger(__name__).info("agent pid %d running; SIGTERM stops it", os.getpid())
     node_agent.wait()
     node_agent.stop()

@@ -35,6 +35,12 @@ def test_a_bad_metrics_address(tmp_path: Path) -> None:
     assert "HOST:PORT" in result.output
 
 
+def test_a_bad_log_level_names_the_choices() -> None:
+    result = runner.invoke(app, ["agent", "--node-name", "n", "--log-level", "loud"])
+    assert result.exit_code == 2
+    assert "DEBUG, INFO, WARNING, ERROR" in result.output
+
+
 def test_no_driver_is_a_failure_that_says_how_to_run_without_a_gpu() -> None:
     pynvml = pytest.importorskip("pynvml")
     try:
@@ -47,3 +53,32 @@ def test_no_driver_is_a_failure_that_says_how_to_run_without_a_gpu() -> None:
     result = runner.invoke(app, ["agent", "--node-name", "n"])
     assert result.exit_code == 1
     assert "--fake-gpus" in result.output
+
+
+def test_a_node_the_api_server_does_not_have_is_a_failure_with_a_hint(tmp_path: Path) -> None:
+    from tests.fakes.kube_api import FakeApiServer
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "agent" / "fake-gpus.yaml"
+    with FakeApiServer() as server:
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
+        result = runner.invoke(
+            app,
+            [
+                "agent",
+                "--node-name",
+                "not-there",
+                "--fake-gpus",
+                str(example),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--device-plugin-dir",
+                str(tmp_path),
+                "--pod-resources-socket",
+                str(tmp_path / "pr.sock"),
+                "--metrics-address",
+                "127.0.0.1:0",
+            ],
+        )
+    assert result.exit_code == 1
+    assert 'nodes "not-there" not found' in result.output
+    assert "is --node-name this node's name?" in result.output

@@ -1,0 +1,110 @@
+"""What the core is told about Nodes.
+
+Owns :class:`NodeReconciliation`: a Node read once per resourceVersion (one that does not read
+is reported), a changed Node compared with what the core was told of it, device health (the
+agent's inventory annotation) told at once as ``DeviceHealthChanged`` whether pods run there or
+not, any other change to a node that pods still hold deferred until it is empty, and a node
+added or gone told as such (the pods bound there then looked at again).
+
+Does not tell the core about pods (reconcile_pods) nor decide when deferred nodes are taken in
+(the backend's poll does, once :meth:`NodeReconciliation._node_busy` says a node is empty).
+"""
+
+from __future__ import annotations
+
+from gpufleet.backends.kube import pods as podinfo
+from gpufleet.backends.kube.api import NODES, PODS, Obj
+from gpufleet.backends.kube.informer import object_key
+from gpufleet.backends.kube.state import BackendState, resource_version
+from gpufleet.io.errors import InputError
+from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube_nodes import node_from_object
+from gpufleet.io.live_objects import SOURCE, live_manifest
+from gpufleet.model import Node
+from gpufleet.model.events import ClusterEvent, DeviceHealthChanged, NodeAdded, NodeRemoved
+from gpufleet.model.node import same_but_health, with_gpu_health
+
+
+class NodeReconciliation(BackendState):
+    """Nodes read and told to the core (see the module docstring)."""
+
+    def parse_node(self, obj: Obj) -> Node | None:
+        """``obj`` read as a node, once per resourceVersion (a resync, the poll after it and
+        the read-ahead while listing and the control plane's node map all need it); None when it
+        does not read (reported)."""
+        name, version = object_key(obj), resource_version(obj)
+        seen = self._node_readings.get(name)
+        if seen is not None and version and seen[0] == version:
+            return seen[1]
+        try:
+            node: Node | None = node_from_object(obj, SOURCE, live_manifest(obj).location)
+        except InputError as error:
+            self._report_invalid("Node", obj, str(error))
+            node = None
+        self._node_readings[name] = (version, node)
+        return node
+
+    def _reconcile_node(self, name: str, out: list[ClusterEvent]) -> None:
+        obj = self.objects[NODES].get(name)
+        node = None if obj is None else self.parse_node(obj)
+        known = self._nodes.get(name)
+        if known is not None and node is not None and _same_node(known, node):
+            return
+        if known is not None and node is not None and obj is not None:
+            health_only = same_but_health(known, node)
+            if health_only or self._node_busy(name):
+                # Device health is applied at once, pods running there or not.
+                self._tell_health(name, known, node, obj, out)
+            if health_only:
+                self._nodes[name] = node
+                return
+        if known is not None:
+            if obj is not None and self._node_busy(name):
+                # The core keeps a node's rows while pods hold them; a changed node is taken
+                # in once it is empty (or at the next resync). So is one that does not read
+                # for now (reported): its pods still hold what they hold on it.
+                self._deferred_nodes.add(name)
+                return
+            del self._nodes[name]
+            out.append(NodeRemoved(name))
+        if node is not None:
+            self._nodes[name] = node
+            out.append(NodeAdded(node))
+            self._dirty_pods.update(
+                k for k, o in self.objects[PODS].items() if podinfo.node_name(o) == name
+            )
+
+    def _tell_health(
+        self, name: str, known: Node, node: Node, obj: Obj, out: list[ClusterEvent]
+    ) -> None:
+        """Tell the core which of the devices it knows on ``name`` are unhealthy now, if that
+        changed (the rest of a changed node waits until the node is empty)."""
+        indices = {g.index for g in known.gpus}
+        unhealthy = tuple(i for i in node.unhealthy_gpus if i in indices)
+        if unhealthy == known.unhealthy_gpus:
+            return
+        self._nodes[name] = with_gpu_health(known, unhealthy)
+        reasons = tuple((i, why) for i, why in _health_reasons(obj) if i in unhealthy)
+        out.append(DeviceHealthChanged(name, unhealthy, reasons))
+
+    def _node_busy(self, name: str) -> bool:
+        return any(
+            t.placement is not None and t.placement.node == name for t in self._told.values()
+        )
+
+
+def _health_reasons(obj: Obj) -> tuple[tuple[int, str], ...]:
+    """(device index, why it is unhealthy) from a Node's inventory annotation, as far as it
+    reads (the node itself read, so it does)."""
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(INVENTORY_ANNOTATION)
+    if not isinstance(text, str):
+        return ()
+    try:
+        inventory = inventory_from_json(text)
+    except ValueError:
+        return ()
+    return tuple((d.index, d.reason) for d in inventory.devices if not d.healthy and d.reason)
+
+
+def _same_node(a: Node, b: Node) -> bool:
+    return a == b and dict(a.labels) == dict(b.labels)

@@ -1,0 +1,111 @@
+"""What the core is told about bound pods.
+
+Owns :class:`PodReconciliation`: a pod read as the core counts it (one whose affinity or spread
+constraints do not read is counted without them), every pod of the cluster as shapes for the
+target, and one pod's change compared with what the core was told of it (:class:`Told`): a pod
+gone (told twice, see the backend's docstring), bound by anyone (on the devices its annotations
+name, or the ledger's guess), bound elsewhere than we bound it, ready; the device ledger taken
+and given back as it goes.
+
+Does not turn waiting pods into workloads (workloads) nor bind them (actions).
+"""
+
+from __future__ import annotations
+
+from gpufleet.backends.kube import pods as podinfo
+from gpufleet.backends.kube.api import PODS, Obj
+from gpufleet.backends.kube.devices import placement_from_annotations
+from gpufleet.backends.kube.pods import PodState
+from gpufleet.backends.kube.state import BackendState, Told
+from gpufleet.io.errors import InputError
+from gpufleet.io.live_objects import timed_pod
+from gpufleet.model import Pod
+from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted, PodReady
+
+
+class PodReconciliation(BackendState):
+    """Bound pods read and told to the core (see the module docstring)."""
+
+    def parse_pod(self, obj: Obj | None) -> Pod | None:
+        """A bound pod as the core counts it (or a pod whose shape the target learns from).
+        One whose affinity or spread constraints cannot be read (a namespaceSelector on labels
+        gpufleet does not know) is reported and counted without them: what it holds on its
+        node still counts, as kube-scheduler would count it."""
+        if obj is None:
+            return None
+        try:
+            return self.timed_pod(obj).pod
+        except InputError as error:
+            self._report_invalid("Pod", obj, str(error))
+        spec = obj.get("spec")
+        if not isinstance(spec, dict) or not {"affinity", "topologySpreadConstraints"} & set(spec):
+            return None
+        bare = {k: v for k, v in spec.items() if k not in ("affinity", "topologySpreadConstraints")}
+        try:
+            return timed_pod({**obj, "spec": bare}).pod
+        except InputError:
+            return None
+
+    def known_pods(self) -> tuple[list[Pod], list[float]]:
+        """Every pod of the cluster as the core counts it, as (pods, how many of each): one
+        pod per shape of many replicas (what a target workload is made of)."""
+        pods, counts, broken = self.readings.shapes(self.objects[PODS].values())
+        for obj in broken:
+            pod = self.parse_pod(obj)  # read without the rules it could not read, or not
+            if pod is not None:
+                pods.append(pod)
+                counts.append(1.0)
+        return pods, counts
+
+    def _reconcile_pod(self, key: str, out: list[ClusterEvent], orphans: set[str]) -> bool:
+        """Report what changed for one pod; True when it waits for assembly. A bound pod new
+        to the core whose node the core does not know yet goes to ``orphans``: it is tried
+        again when the node comes."""
+        obj = self.objects[PODS].get(key)
+        state = podinfo.pod_state(obj, self.scheduler_name)
+        told = self._told.get(key)
+        if state is PodState.GONE:
+            self.reporter.forget(key)
+            if told is not None:
+                del self._told[key]
+                if told.placement is not None and told.state is PodState.BOUND:
+                    self._ledger.give_back(told.placement)
+                out.extend((PodDeleted(key), PodDeleted(key)))
+            return False
+        assert obj is not None
+        if state is PodState.WAITING:
+            return told is None
+        # Bound (by us or anyone).
+        node = podinfo.node_name(obj)
+        if told is not None and told.state is PodState.BOUND:
+            assert told.placement is not None
+            if told.placement.node != node:  # someone else bound it first: take their word
+                self._ledger.give_back(told.placement)
+                del self._told[key]
+                out.append(PodDeleted(key))
+                return self._reconcile_pod(key, out, orphans)
+            told.in_flight = False
+            if not told.ready and podinfo.is_ready(obj):
+                told.ready = True
+                out.append(PodReady(key))
+            return False
+        if node not in self._nodes:
+            if told is None:
+                orphans.add(key)
+            return False
+        pod = self.parse_pod(obj)
+        if pod is None:
+            return False
+        if told is not None:  # it waited in the core: bound elsewhere meanwhile
+            out.append(PodDeleted(key))
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        placement = placement_from_annotations(node, annotations)
+        if placement is None:
+            placement = self._ledger.guess(pod, self._nodes[node])
+        self._ledger.take(placement)
+        ready = podinfo.is_ready(obj)
+        self._told[key] = Told(PodState.BOUND, placement, ready)
+        out.append(PodBound(pod, placement))
+        if ready:
+            out.append(PodReady(key))
+        return False

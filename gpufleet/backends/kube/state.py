@@ -1,0 +1,251 @@
+"""What the Kubernetes backend holds, and the informers' changes taken into it.
+
+Owns :class:`BackendState`, the base every part of :class:`~gpufleet.backends.kube.backend.
+KubeBackend` builds on: the objects as the API last showed them, which of them changed since the
+last poll (nodes, pods, the pods of a PodGroup that changed), the pods of each gang, the Queues,
+PriorityClasses and ResourceQuotas read into the :class:`LiveCatalog` (and its version, bumped
+when they change), invalid objects reported once per version, and the record of what the core
+has been told (:class:`Told` per pod, the nodes, the device ledger), which the reconcilers keep.
+Every attribute of the backend is made here, in one place (the binder pool and the calls in
+flight too, which actions.py uses). Also the :class:`Reporter` protocol and the counters the
+backend keeps.
+
+Does not decide what the core is told (reconcile_nodes, reconcile_pods, workloads) nor call the
+API (actions); the lifecycle and the ClusterBackend protocol are the backend's (backend.py).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+from gpufleet.backends.kube import pods as podinfo
+from gpufleet.backends.kube.api import (
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    RESOURCE_QUOTAS,
+    WATCHED,
+    KubeApi,
+    Obj,
+    Resource,
+)
+from gpufleet.backends.kube.devices import DeviceLedger
+from gpufleet.backends.kube.informer import DELETED, Change, Informers, object_key
+from gpufleet.backends.kube.pods import PodState
+from gpufleet.backends.kube.readings import PodReadings
+from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.model import Node, Placement
+from gpufleet.model.workload import TimedPod
+
+#: Kinds whose change means a new core (queues, priorities and quotas are fixed in one).
+CONFIG_KINDS = frozenset({QUEUES, PRIORITY_CLASSES, RESOURCE_QUOTAS})
+
+
+class WallClock:
+    def now(self) -> float:
+        return time.time()
+
+
+class Reporter(Protocol):
+    """Tells users what happened and why (pod conditions, Events, object status)."""
+
+    def scheduled(self, pod: Obj, placement: Placement) -> None: ...
+    def unschedulable(self, pod: Obj, message: str) -> None: ...
+    def preempted(self, pod: Obj, preemptor: str | None, reason: str) -> None: ...
+    def eviction_blocked(self, pod: Obj, message: str) -> None: ...
+    def invalid(self, kind: str, obj: Obj, message: str) -> None: ...
+    def forget(self, pod_key: str) -> None:
+        """``pod_key`` is gone: drop what was remembered to rate-limit its reports."""
+        ...
+
+
+class NullReporter:
+    def scheduled(self, pod: Obj, placement: Placement) -> None: ...
+    def unschedulable(self, pod: Obj, message: str) -> None: ...
+    def preempted(self, pod: Obj, preemptor: str | None, reason: str) -> None: ...
+    def eviction_blocked(self, pod: Obj, message: str) -> None: ...
+    def invalid(self, kind: str, obj: Obj, message: str) -> None: ...
+    def forget(self, pod_key: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Told:
+    """What the core knows of one pod."""
+
+    state: PodState
+    placement: Placement | None = None
+    ready: bool = False
+    in_flight: bool = False  # a bind we issued that the API has not confirmed yet
+
+
+@dataclass(slots=True)
+class Counters:
+    binds: int = 0
+    bind_failures: int = 0
+    evictions: int = 0
+    evictions_blocked: int = 0
+    invalid_objects: int = 0
+
+
+class BackendState:
+    """The objects, what changed in them, and what the core has been told (see the module
+    docstring)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        scheduler_name: str = "gpufleet",
+        reporter: Reporter | None = None,
+        binders: int = 64,
+        watch_timeout_s: int = 300,
+        informers: Informers | None = None,
+    ) -> None:
+        self.api = api
+        self.scheduler_name = scheduler_name
+        self.reporter: Reporter = reporter or NullReporter()
+        self.clock = WallClock()
+        self.counters = Counters()
+        #: Told the seconds each Binding call took, answered or refused (from binder threads).
+        self.bind_answered: Callable[[float], None] = _ignore
+        self.watching = informers or Informers(api, WATCHED, watch_timeout_s)
+        self._stop = self.watching.stop
+        self._wake = self.watching.wake
+        self._changes = self.watching.changes
+        self._results: queue.SimpleQueue[tuple[str, str, str]] = queue.SimpleQueue()
+        self.informers = self.watching.by_resource
+        self._binders = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="binder")
+        #: API calls (binds, evictions) sent to the binders and not answered yet.
+        self._calls_open = 0
+        self._calls_answered = threading.Condition()
+        #: Objects as the API last showed them.
+        self.objects: dict[Resource, dict[str, Obj]] = {r: {} for r in WATCHED}
+        self.config_version = 0
+        self.catalog = LiveCatalog()
+        self._reported_invalid: dict[tuple[str, str], str] = {}
+        # What the core has been told.
+        self._nodes: dict[str, Node] = {}
+        self._told: dict[str, Told] = {}
+        self._ledger = DeviceLedger()
+        self._dirty_nodes: set[str] = set()
+        self._dirty_pods: set[str] = set()
+        #: Nodes changed while pods ran on them: taken in once they are empty.
+        self._deferred_nodes: set[str] = set()
+        self._group_members: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self._replay_binds: list[tuple[str, Placement]] = []
+        self._evictions_due: list[tuple[float, str, str | None, str]] = []
+        self._lock = threading.Lock()
+        #: Pods read once per shape; nodes once per resourceVersion (None: does not read);
+        #: objects changed but not read yet.
+        self.readings = PodReadings()
+        self._node_readings: dict[str, tuple[str, Node | None]] = {}
+        self._unread: set[str] = set()
+        self._unread_nodes: set[str] = set()
+
+    # ----------------------------------------------------------------------------- changes in
+    def drain(self) -> None:
+        """Take the informers' changes into the objects (a standby replica keeps warm so)."""
+        while True:
+            try:
+                change = self._changes.get_nowait()
+            except queue.Empty:
+                return
+            self._take_change(change)
+
+    def _take_change(self, change: Change) -> None:
+        resource, obj = change.resource, change.obj
+        key = object_key(obj)
+        store = self.objects[resource]
+        old = store.get(key)
+        if change.type == DELETED:
+            store.pop(key, None)
+        else:
+            store[key] = obj
+        if resource is PODS:
+            if change.type == DELETED:
+                self.readings.forget(key)
+                self._unread.discard(key)
+            else:
+                self._unread.add(key)
+            self._index_group(key, old, None if change.type == DELETED else obj)
+            self._dirty_pods.add(key)
+        elif resource is NODES:
+            self._dirty_nodes.add(key)
+            if change.type == DELETED:
+                self._node_readings.pop(key, None)
+                self._unread_nodes.discard(key)
+            else:
+                self._unread_nodes.add(key)
+        elif resource in CONFIG_KINDS:
+            # Status writes (ours on Queues, the quota controller's on ResourceQuotas) change
+            # nothing the core is built from.
+            new = None if change.type == DELETED else obj
+            if _config_part(old) != _config_part(new):
+                self.config_version += 1
+        else:  # a PodGroup: its pods may now be complete
+            namespace = podinfo.namespace_of(obj)
+            name = str((obj.get("metadata") or {}).get("name", ""))
+            self._dirty_pods.update(self._group_members.get((namespace, name), ()))
+
+    def _index_group(self, key: str, old: Obj | None, new: Obj | None) -> None:
+        for obj, add in ((old, False), (new, True)):
+            if obj is None:
+                continue
+            group = podinfo.pod_group(obj)
+            if group is None:
+                continue
+            members = self._group_members[(podinfo.namespace_of(obj), group)]
+            if add:
+                members.add(key)
+            else:
+                members.discard(key)
+
+    def _rebuild_catalog(self) -> None:
+        self.catalog = LiveCatalog(
+            self.objects[QUEUES].values(),
+            self.objects[PRIORITY_CLASSES].values(),
+            self.objects[RESOURCE_QUOTAS].values(),
+        )
+        for rejected in self.catalog.rejected:
+            resource = {"Queue": QUEUES, "PriorityClass": PRIORITY_CLASSES}.get(
+                rejected.kind, RESOURCE_QUOTAS
+            )
+            obj = self.objects[resource].get(rejected.key)
+            if obj is not None:
+                self._report_invalid(rejected.kind, obj, rejected.message)
+
+    def _report_invalid(self, kind: str, obj: Obj, message: str) -> None:
+        version = repr(_config_part(obj)) if kind != "Pod" else resource_version(obj)
+        key = (kind, object_key(obj))
+        if self._reported_invalid.get(key) == version:
+            return
+        self._reported_invalid[key] = version
+        self.counters.invalid_objects += 1
+        self.reporter.invalid(kind, obj, message)
+
+    def timed_pod(self, obj: Obj) -> TimedPod:
+        """``obj`` read as a pod, once per resourceVersion: the core's build, bound pods and
+        the workloads of waiting ones all use one reading. Raises :class:`InputError`."""
+        return self.readings.timed_pod(obj)
+
+
+def _ignore(seconds: float) -> None:
+    """No one is told how long binds take."""
+
+
+def _config_part(obj: Obj | None) -> object:
+    """What the core is built from: everything but metadata and status."""
+    if obj is None:
+        return None
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))

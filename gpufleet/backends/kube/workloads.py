@@ -1,0 +1,119 @@
+"""Workloads made of the pods that wait for gpufleet.
+
+Owns :class:`WorkloadAssembly`: waiting pods the core does not have yet offered as workloads in
+order of creation (then name), as a queue sees arrivals: a lone pod as its own workload, a gang
+(pods of one pod group) once its PodGroup (ours, scheduler-plugins' or Volcano's) exists and
+minMember of its pods exist, and pods of a gang that already runs as workloads of their own.
+Why a gang still waits is reported on its pods; pods that do not read are reported invalid.
+
+Does not tell the core about bound pods (reconcile_pods).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpufleet.backends.kube import pods as podinfo
+from gpufleet.backends.kube.api import (
+    COSCHEDULING_POD_GROUPS,
+    POD_GROUPS,
+    PODS,
+    VOLCANO_POD_GROUPS,
+    Obj,
+)
+from gpufleet.backends.kube.pods import PodState
+from gpufleet.backends.kube.state import BackendState, Told
+from gpufleet.io.errors import InputError
+from gpufleet.io.live_objects import with_min_member
+from gpufleet.model.events import ClusterEvent, WorkloadAdded
+
+#: Where a gang's minMember may come from: our PodGroups, scheduler-plugins', Volcano's.
+GROUP_KINDS = (POD_GROUPS, COSCHEDULING_POD_GROUPS, VOLCANO_POD_GROUPS)
+
+
+class WorkloadAssembly(BackendState):
+    """Waiting pods offered to the core as workloads (see the module docstring)."""
+
+    def _assemble(self, waiting: Iterable[str], out: list[ClusterEvent]) -> None:
+        """Workloads for waiting pods the core does not have yet: lone pods and complete gangs,
+        in order of creation (then name), as a queue sees arrivals."""
+        offers: dict[tuple[str, str], tuple[str, str] | None] = {}
+        offered_groups: set[tuple[str, str]] = set()
+        pod_objects = self.objects[PODS]
+        for key in waiting:
+            obj = pod_objects[key]
+            group = podinfo.pod_group(obj)
+            metadata = obj.get("metadata") or {}
+            order = (str(metadata.get("creationTimestamp") or ""), key)
+            if group is None:
+                offers[order] = None
+                continue
+            target = (podinfo.namespace_of(obj), group)
+            if target not in offered_groups:
+                offered_groups.add(target)
+                offers[order] = target
+        for order in sorted(offers):
+            group_of = offers[order]
+            if group_of is None:
+                self._offer([pod_objects[order[1]]], None, 0, out)
+            else:
+                self._offer_group(*group_of, out)
+
+    def _offer_group(self, namespace: str, group: str, out: list[ClusterEvent]) -> None:
+        members = sorted(self._group_members.get((namespace, group), ()))
+        pod_objects = self.objects[PODS]
+        waiting = [
+            pod_objects[k]
+            for k in members
+            if k not in self._told
+            and podinfo.pod_state(pod_objects.get(k), self.scheduler_name) is PodState.WAITING
+        ]
+        if not waiting:
+            return
+        running = [k for k in members if k in self._told]
+        if running:  # the gang has started: later pods are workloads of their own
+            for obj in waiting:
+                self._offer([obj], None, 0, out)
+            return
+        spec = next(
+            (
+                found
+                for kind in GROUP_KINDS
+                if (found := self.objects[kind].get(f"{namespace}/{group}"))
+            ),
+            None,
+        )
+        needed = None if spec is None else podinfo.min_member(spec)
+        if needed is None:
+            message = (
+                f"waiting for PodGroup {namespace}/{group} (gpufleet.dev/v1alpha1, "
+                "scheduling.x-k8s.io/v1alpha1 or scheduling.volcano.sh/v1beta1) with "
+                "spec.minMember >= 1"
+            )
+            for obj in waiting:
+                self.reporter.unschedulable(obj, message)
+            return
+        if len(waiting) < needed:
+            message = f"waiting for gang {namespace}/{group}: {len(waiting)}/{needed} pods exist"
+            for obj in waiting:
+                self.reporter.unschedulable(obj, message)
+            return
+        self._offer(waiting, group, needed, out)
+
+    def _offer(
+        self, objs: list[Obj], group: str | None, needed: int, out: list[ClusterEvent]
+    ) -> None:
+        try:
+            if group is None and len(objs) == 1:
+                workload = self.readings.workload(self.catalog, objs[0])
+            else:
+                workload = self.catalog.workload(objs, group, self.timed_pod)
+        except InputError as error:
+            for obj in objs:
+                self._report_invalid("Pod", obj, str(error))
+            return
+        if group is not None:
+            workload = with_min_member(workload, needed)
+        for pod in workload.pods:
+            self._told[pod.key] = Told(PodState.WAITING)
+        out.append(WorkloadAdded(workload))
