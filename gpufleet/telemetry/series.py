@@ -1,0 +1,385 @@
+"""The columnar time-series store of the control plane: device and workload metrics over a day
+at fine resolution and 30 days at coarse, in bounded memory, and window queries over them.
+
+Owns :class:`SeriesStore`: which series exist (a metric and its labels: node, gpu, uuid, model;
+workload, namespace, queue, tenant for workload series), their column in the rings, vectorised
+appends of whole snapshots (one time, arrays of series ids and values), dropping a series that
+went away, window queries (:class:`~gpufleet.telemetry.series_query.SeriesQuery`) and the
+durable form (``to_bytes``/``from_bytes``, in ``series_codec.py``). Memory is two rings per
+series and grows only with the number of series. Time is what callers pass (seconds since the
+epoch); a point is stamped with the start of its fine step, one point per step and series
+(a later append in the same step replaces it, as a gauge's newest reading).
+
+Not here: the arithmetic of reductions (``series_window.py``), the rings' arrays
+(``series_rings.py``), codes and shapes (``series_layout.py``), where samples come from (a
+``TelemetrySource``), and rules (the alert engine calls ``query``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from gpufleet.telemetry import series_codec
+from gpufleet.telemetry.series_layout import (
+    DEVICE_METRICS,
+    Labels,
+    MetricSpec,
+    StoreShape,
+    as_labels,
+    matches,
+)
+from gpufleet.telemetry.series_query import UnknownMetricError
+from gpufleet.telemetry.series_rings import Rings
+from gpufleet.telemetry.series_window import (
+    ACROSS_FNS,
+    WINDOW_FNS,
+    Across,
+    WindowFn,
+    aggregate,
+    reduce_coarse,
+    reduce_fine,
+)
+
+SeriesKey = tuple[str, Labels]
+
+
+class CoarsePoints(NamedTuple):
+    """A series' coarse points: bucket start times, mean, max, min and snapshots rolled up."""
+
+    times: npt.NDArray[np.float64]
+    mean: npt.NDArray[np.float64]
+    max: npt.NDArray[np.float64]
+    min: npt.NDArray[np.float64]
+    snapshots: npt.NDArray[np.float64]
+
+
+class SeriesStore:
+    """Time series of the ``metrics`` given, shaped by ``shape``; implements ``SeriesQuery``."""
+
+    def __init__(
+        self,
+        metrics: Iterable[MetricSpec] = DEVICE_METRICS,
+        shape: StoreShape | None = None,
+        capacity: int = 64,
+    ) -> None:
+        self.shape = shape or StoreShape()
+        self.metrics: dict[str, MetricSpec] = {}
+        for spec in metrics:
+            if spec.name in self.metrics:
+                raise ValueError(f"metric {spec.name} is given twice")
+            self.metrics[spec.name] = spec
+        capacity = max(1, capacity)
+        self._rings = Rings(self.shape, capacity)
+        self._ids: dict[str, dict[Labels, int]] = {name: {} for name in self.metrics}
+        self._keys: list[SeriesKey | None] = [None] * capacity
+        self._free: list[int] = []
+        self._used = 0
+        self._lo = np.zeros(capacity)
+        self._hi = np.ones(capacity)
+        self._last_step = np.full(capacity, -1, np.int64)
+        self._by_metric: dict[str, tuple[list[Labels], npt.NDArray[np.int64]]] = {}
+        #: How many appended values fell outside their metric's range and were clipped to it.
+        self.clipped = 0
+
+    # -- series -------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return sum(len(ids) for ids in self._ids.values())
+
+    def add(self, metric: str, labels: Mapping[str, str] | Labels) -> int:
+        """The id of the series ``metric{labels}``, made if new (ids of dropped series are
+        reused)."""
+        spec = self._spec(metric)
+        key = as_labels(labels)
+        existing = self._ids[metric].get(key)
+        if existing is not None:
+            return existing
+        if self._free:
+            row = self._free.pop()
+        else:
+            if self._used == self._rings.capacity:
+                self._grow(2 * self._rings.capacity)
+            row, self._used = self._used, self._used + 1
+        self._ids[metric][key] = row
+        self._keys[row] = (metric, key)
+        self._lo[row], self._hi[row] = spec.lo, spec.hi
+        self._last_step[row] = -1
+        self._by_metric.pop(metric, None)
+        return row
+
+    def add_many(
+        self, metric: str, labels: Iterable[Mapping[str, str] | Labels]
+    ) -> npt.NDArray[np.int64]:
+        """The ids of many series of one metric (made if new), in order: a snapshot's ids."""
+        return np.fromiter((self.add(metric, one) for one in labels), np.int64)
+
+    def key_of(self, series_id: int) -> SeriesKey:
+        """The metric and labels of a live series id."""
+        key = self._keys[series_id] if 0 <= series_id < len(self._keys) else None
+        if key is None:
+            raise KeyError(f"no series with id {series_id}")
+        return key
+
+    def series(self, metric: str, matchers: Mapping[str, str] | None = None) -> dict[Labels, int]:
+        """The ids of ``metric``'s series that match, by labels."""
+        self._spec(metric)
+        return {k: i for k, i in self._ids[metric].items() if matches(k, matchers)}
+
+    def drop(self, series_id: int) -> None:
+        """Forget a series and its points (a device gone); its id may be reused."""
+        metric, key = self.key_of(series_id)
+        del self._ids[metric][key]
+        self._keys[series_id] = None
+        self._rings.clear_columns(np.array([series_id]))
+        self._free.append(series_id)
+        self._by_metric.pop(metric, None)
+
+    def drop_idle(self, now: float, idle_s: float) -> list[SeriesKey]:
+        """Drop every series whose newest point is ``idle_s`` or more before ``now`` (those
+        never appended to are kept); returns what was dropped."""
+        stamp = self._last_step * self.shape.fine_step_s
+        idle = np.flatnonzero((self._last_step >= 0) & (stamp <= now - idle_s))
+        dropped = [self.key_of(int(row)) for row in idle if self._keys[int(row)] is not None]
+        for row in idle:
+            if self._keys[int(row)] is not None:
+                self.drop(int(row))
+        return dropped
+
+    # -- appends ------------------------------------------------------------------------------
+
+    @property
+    def newest_time(self) -> float | None:
+        """The start of the newest fine step written (None: nothing yet)."""
+        newest = self._rings.newest
+        return None if newest is None else float(newest * self.shape.fine_step_s)
+
+    def append(self, time: float, ids: npt.ArrayLike, values: npt.ArrayLike) -> None:
+        """One snapshot: ``values[i]`` of series ``ids[i]`` at ``time`` (NaN: no sample).
+        Checked whole before anything is written: ids live and distinct, lengths equal, time
+        not before the newest step."""
+        columns = np.asarray(ids, dtype=np.int64).reshape(-1)
+        readings = np.asarray(values, dtype=np.float64).reshape(-1)
+        if columns.shape != readings.shape:
+            raise ValueError(f"append: {columns.size} ids but {readings.size} values")
+        if not math.isfinite(time) or time < 0:
+            raise ValueError(f"append: time {time} must be finite and not negative")
+        step = int(time // self.shape.fine_step_s)
+        newest = self._rings.newest
+        if newest is not None and step < newest:
+            raise ValueError(
+                f"append: time {time} is before the newest step written "
+                f"({newest * self.shape.fine_step_s} s); appends go forward in time"
+            )
+        if columns.size and (columns.min() < 0 or columns.max() >= self._used):
+            raise ValueError(f"append: ids must be live series ids, got {columns.min()}..")
+        if columns.size and any(self._keys[int(row)] is None for row in columns):
+            dead = [int(row) for row in columns if self._keys[int(row)] is None]
+            raise ValueError(f"append: ids {dead[:5]} are not live series (dropped or never added)")
+        if np.unique(columns).size != columns.size:
+            raise ValueError("append: an id appears more than once in one snapshot")
+        lo, hi = self._lo[columns], self._hi[columns]
+        self.clipped += int(np.count_nonzero((readings < lo) | (readings > hi)))
+        self._rings.write(step, columns, self.shape.fine.encode(readings, lo, hi))
+        self._last_step[columns[~np.isnan(readings)]] = step
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def query(
+        self,
+        metric: str,
+        fn: WindowFn,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str] | None = None,
+        *,
+        phi: float = 0.5,
+        by: Sequence[str] | None = None,
+        across: Across = "sum",
+    ) -> dict[Labels, float]:
+        """See :class:`~gpufleet.telemetry.series_query.SeriesQuery`. A window that fits the
+        fine ring's retention is answered exactly from it; a longer one from the coarse ring,
+        aligned to its buckets (see ``series_window``)."""
+        if fn not in WINDOW_FNS:
+            raise ValueError(f"query: fn {fn!r} is not one of {list(WINDOW_FNS)}")
+        if across not in ACROSS_FNS:
+            raise ValueError(f"query: across {across!r} is not one of {list(ACROSS_FNS)}")
+        if not 0.0 <= phi <= 1.0:
+            raise ValueError(f"query: quantile phi {phi} must be within 0..1")
+        if not (math.isfinite(window_s) and window_s > 0 and math.isfinite(now)):
+            raise ValueError(f"query: window {window_s} s must be positive and now {now} finite")
+        labels, rows = self._rows_of(metric, matchers)
+        if not rows.size or self._rings.newest is None:
+            return {}
+        values, has = self._reduce(fn, rows, window_s, now, phi)
+        kept = [labels[i] for i in np.flatnonzero(has)]
+        if by is None:
+            return {key: float(value) for key, value in zip(kept, values[has], strict=True)}
+        return aggregate(across, kept, values[has], by)
+
+    def _reduce(
+        self, fn: WindowFn, rows: npt.NDArray[np.int64], window_s: float, now: float, phi: float
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+        shape, rings = self.shape, self._rings
+        newest = rings.newest
+        assert newest is not None
+        lo, hi = self._lo[rows], self._hi[rows]
+        first = math.floor((now - window_s) / shape.fine_step_s) + 1
+        last = min(math.floor(now / shape.fine_step_s), newest)
+        oldest_kept = newest - shape.fine_points + 1
+        if first >= oldest_kept:
+            fine = rings.fine[np.ix_(self._fine_slots(first, last), rows)]
+            return reduce_fine(fn, fine, shape.fine, lo, hi, phi)
+        per = shape.fine_per_coarse
+        newest_bucket = newest // per
+        buckets = np.arange(
+            max(
+                math.floor((now - window_s) / shape.coarse_step_s) + 1,
+                newest_bucket - shape.coarse_points + 1,
+            ),
+            min(math.floor(now / shape.coarse_step_s), newest_bucket) + 1,
+        )
+        slots = buckets % shape.coarse_points
+        slots = slots[rings.coarse_bucket[slots] == buckets]
+        cells = np.ix_(slots, rows)
+        values, has = reduce_coarse(
+            fn,
+            rings.coarse_mean[cells],
+            rings.coarse_max[cells],
+            rings.coarse_min[cells],
+            rings.coarse_count[slots],
+            shape.coarse,
+            lo,
+            hi,
+            phi,
+        )
+        if fn == "last":
+            # The newest point is exact wherever the fine part of the window has one.
+            fine = rings.fine[np.ix_(self._fine_slots(oldest_kept, last), rows)]
+            recent, in_fine = reduce_fine("last", fine, shape.fine, lo, hi)
+            values = np.where(in_fine, recent, values)
+        return values, has
+
+    def _fine_slots(self, first: int, last: int) -> npt.NDArray[np.int64]:
+        steps = np.arange(first, last + 1)
+        slots = steps % self.shape.fine_points
+        held: npt.NDArray[np.int64] = slots[self._rings.fine_step[slots] == steps]
+        return held
+
+    def _rows_of(
+        self, metric: str, matchers: Mapping[str, str] | None
+    ) -> tuple[list[Labels], npt.NDArray[np.int64]]:
+        self._spec(metric)
+        cached = self._by_metric.get(metric)
+        if cached is None:
+            ids = self._ids[metric]
+            cached = (list(ids), np.fromiter(ids.values(), np.int64, len(ids)))
+            self._by_metric[metric] = cached
+        if not matchers:
+            return cached
+        chosen = [i for i, key in enumerate(cached[0]) if matches(key, matchers)]
+        return [cached[0][i] for i in chosen], cached[1][chosen]
+
+    def fine_points(
+        self, series_id: int
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """A series' fine points, oldest first: their times and values (for charts and checks)."""
+        self.key_of(series_id)
+        rings = self._rings
+        if rings.newest is None:
+            return np.zeros(0), np.zeros(0)
+        slots = self._fine_slots(rings.newest - self.shape.fine_points + 1, rings.newest)
+        codes = rings.fine[slots, series_id]
+        kept = codes != self.shape.fine.missing
+        lo, hi = self._lo[series_id], self._hi[series_id]
+        times = rings.fine_step[slots][kept] * float(self.shape.fine_step_s)
+        return times, self.shape.fine.decode(codes[kept], lo, hi)
+
+    def coarse_points(self, series_id: int) -> CoarsePoints:
+        """A series' coarse points, oldest first (the current bucket included, as it stands)."""
+        self.key_of(series_id)
+        rings = self._rings
+        per, points = self.shape.fine_per_coarse, self.shape.coarse_points
+        if rings.newest is None:
+            return CoarsePoints(*(np.zeros(0) for _ in range(5)))
+        newest = rings.newest // per
+        buckets = np.arange(newest - points + 1, newest + 1)
+        slots = buckets % points
+        slots = slots[rings.coarse_bucket[slots] == buckets]
+        slots = slots[rings.coarse_mean[slots, series_id] != self.shape.coarse.missing]
+        lo, hi = self._lo[series_id], self._hi[series_id]
+        decode = self.shape.coarse.decode
+        return CoarsePoints(
+            rings.coarse_bucket[slots] * float(self.shape.coarse_step_s),
+            decode(rings.coarse_mean[slots, series_id], lo, hi),
+            decode(rings.coarse_max[slots, series_id], lo, hi),
+            decode(rings.coarse_min[slots, series_id], lo, hi),
+            rings.coarse_count[slots].astype(np.float64),
+        )
+
+    # -- memory and durability ----------------------------------------------------------------
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every array the store keeps (the rings and the per-series columns)."""
+        return self._rings.nbytes() + self._lo.nbytes + self._hi.nbytes + self._last_step.nbytes
+
+    def to_bytes(self, compress: bool = False) -> bytes:
+        """The whole store, versioned, to keep in a database and restore with
+        :meth:`from_bytes` (``compress``: zlib, worthwhile while the rings are mostly empty)."""
+        keys = [(row, key[0], key[1]) for row, key in enumerate(self._keys) if key is not None]
+        arrays = {**self._rings.arrays(), "last_step": self._last_step}
+        return series_codec.encode(
+            series_codec.Header(
+                shape=self.shape,
+                metrics=list(self.metrics.values()),
+                series=keys,
+                used=self._used,
+                newest=self._rings.newest,
+                clipped=self.clipped,
+            ),
+            arrays,
+            compress,
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> SeriesStore:
+        """A store as :meth:`to_bytes` wrote it; a clear ``ValueError`` for anything else."""
+        header, arrays = series_codec.decode(data)
+        capacity = int(arrays["fine"].shape[1])
+        store = cls(header.metrics, header.shape, capacity)
+        for name, array in arrays.items():
+            if name == "last_step":
+                store._last_step = array
+            else:
+                setattr(store._rings, name, array)
+        store._rings.newest = header.newest
+        store._used = header.used
+        store.clipped = header.clipped
+        for row, metric, labels in header.series:
+            store._keys[row] = (metric, labels)
+            store._ids[metric][labels] = row
+            spec = store.metrics[metric]
+            store._lo[row], store._hi[row] = spec.lo, spec.hi
+        store._free = [row for row in range(store._used) if store._keys[row] is None]
+        return store
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _spec(self, metric: str) -> MetricSpec:
+        spec = self.metrics.get(metric)
+        if spec is None:
+            raise UnknownMetricError(metric, list(self.metrics))
+        return spec
+
+    def _grow(self, capacity: int) -> None:
+        extra = capacity - self._rings.capacity
+        self._rings.grow(capacity)
+        self._keys.extend([None] * extra)
+        self._lo = np.concatenate([self._lo, np.zeros(extra)])
+        self._hi = np.concatenate([self._hi, np.ones(extra)])
+        self._last_step = np.concatenate([self._last_step, np.full(extra, -1, np.int64)])
