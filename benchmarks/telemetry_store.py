@@ -112,7 +112,7 @@ def main() -> int:
         )
         * 1e3,
         "p95_1h_all_util_ms": median_s(
-            lambda: store.query(util, "quantile", 3_600, clock[0], phi=0.95), args.repeats
+            lambda: store.query(util, "quantile", 3_600, clock[0], quantile=0.95), args.repeats
         )
         * 1e3,
         "avg_7d_all_util_ms": median_s(

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.telemetry import series_codec
 from gpufleet.telemetry.series_layout import (
-    DEVICE_METRICS,
+    RULE_METRICS,
     Labels,
     MetricSpec,
     StoreShape,
@@ -63,7 +63,7 @@ class SeriesStore:
 
     def __init__(
         self,
-        metrics: Iterable[MetricSpec] = DEVICE_METRICS,
+        metrics: Iterable[MetricSpec] = RULE_METRICS,
         shape: StoreShape | None = None,
         capacity: int = 64,
     ) -> None:
@@ -192,34 +192,36 @@ class SeriesStore:
     def query(
         self,
         metric: str,
-        fn: WindowFn,
+        fn: str,
         window_s: float,
         now: float,
         matchers: Mapping[str, str] | None = None,
+        quantile: float | None = None,
         *,
-        phi: float = 0.5,
         by: Sequence[str] | None = None,
-        across: Across = "sum",
+        across: str = "sum",
     ) -> dict[Labels, float]:
-        """See :class:`~gpufleet.telemetry.series_query.SeriesQuery`. A window that fits the
-        fine ring's retention is answered exactly from it; a longer one from the coarse ring,
-        aligned to its buckets (see ``series_window``)."""
+        """See :class:`~gpufleet.telemetry.series_query.GroupedSeriesQuery` (and the rule
+        engine's ``SeriesQuery``, which this answers). A window that fits the fine ring's
+        retention is answered exactly from it; a longer one from the coarse ring, aligned to
+        its buckets (see ``series_window``)."""
         if fn not in WINDOW_FNS:
             raise ValueError(f"query: fn {fn!r} is not one of {list(WINDOW_FNS)}")
         if across not in ACROSS_FNS:
             raise ValueError(f"query: across {across!r} is not one of {list(ACROSS_FNS)}")
-        if not 0.0 <= phi <= 1.0:
-            raise ValueError(f"query: quantile phi {phi} must be within 0..1")
+        if fn == "quantile" and (quantile is None or not 0.0 <= quantile <= 1.0):
+            raise ValueError(f"query: fn quantile needs a quantile within 0..1, got {quantile}")
+        phi = 0.5 if quantile is None else quantile
         if not (math.isfinite(window_s) and window_s > 0 and math.isfinite(now)):
             raise ValueError(f"query: window {window_s} s must be positive and now {now} finite")
         labels, rows = self._rows_of(metric, matchers)
         if not rows.size or self._rings.newest is None:
             return {}
-        values, has = self._reduce(fn, rows, window_s, now, phi)
+        values, has = self._reduce(cast(WindowFn, fn), rows, window_s, now, phi)
         kept = [labels[i] for i in np.flatnonzero(has)]
         if by is None:
             return {key: float(value) for key, value in zip(kept, values[has], strict=True)}
-        return aggregate(across, kept, values[has], by)
+        return aggregate(cast(Across, across), kept, values[has], by)
 
     def _reduce(
         self, fn: WindowFn, rows: npt.NDArray[np.int64], window_s: float, now: float, phi: float

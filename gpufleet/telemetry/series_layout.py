@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.model.alerts import AlertMetric
+
 #: A series' labels, sorted by name: hashable, comparable, and what queries return as keys.
 Labels = tuple[tuple[str, str], ...]
 
@@ -76,12 +78,20 @@ class MetricSpec:
 #: The device metrics dcgm-exporter names and the node agent and simulator give, with ranges
 #: wide enough for every GPU gpufleet knows (memory up to 192 GiB, power up to 1,500 W).
 DEVICE_METRICS = (
-    MetricSpec("DCGM_FI_DEV_GPU_UTIL", 0.0, 100.0, "%"),
-    MetricSpec("DCGM_FI_DEV_FB_USED", 0.0, 196_608.0, "MiB"),
-    MetricSpec("DCGM_FI_DEV_GPU_TEMP", 0.0, 127.0, "C"),
-    MetricSpec("DCGM_FI_DEV_POWER_USAGE", 0.0, 1_500.0, "W"),
+    MetricSpec(AlertMetric.GPU_UTIL.value, 0.0, 100.0, "%"),
+    MetricSpec(AlertMetric.FB_USED.value, 0.0, 196_608.0, "MiB"),
+    MetricSpec(AlertMetric.GPU_TEMP.value, 0.0, 127.0, "C"),
+    MetricSpec(AlertMetric.POWER_USAGE.value, 0.0, 1_500.0, "W"),
     # XIDs are integer codes; in 0..254 a uint8 coarse code (step 1) keeps them exact.
-    MetricSpec("DCGM_FI_DEV_XID_ERRORS", 0.0, 254.0, ""),
+    MetricSpec(AlertMetric.XID_ERRORS.value, 0.0, 254.0, ""),
+)
+#: Every metric an alert rule may watch (``AlertMetric``): the device metrics, memory used in
+#: percent and a workload's utilisation. (``kube_pod_start_time``, a timestamp, is no gauge to
+#: code over a range: whoever serves the rules answers it from the workloads' records.)
+RULE_METRICS = (
+    *DEVICE_METRICS,
+    MetricSpec(AlertMetric.FB_USED_PERCENT.value, 0.0, 100.0, "%"),
+    MetricSpec(AlertMetric.WORKLOAD_GPU_UTIL.value, 0.0, 100.0, "%"),
 )
 
 

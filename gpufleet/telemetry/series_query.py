@@ -1,7 +1,8 @@
-"""What a caller of window queries needs and nothing else: the :class:`SeriesQuery` protocol
-the rule engine (and later the cost allocation and the dashboard) call, implemented by
-:class:`gpufleet.telemetry.series.SeriesStore` in embedded mode and by a Prometheus reader on
-Kubernetes, and :class:`UnknownMetricError`, the error naming a metric nobody keeps.
+"""What a caller of window queries needs and nothing else: :class:`GroupedSeriesQuery`, the
+rule engine's ``SeriesQuery`` (``gpufleet.telemetry.rules``) plus aggregation across series by
+label (for cost allocation and the dashboard), implemented by
+:class:`gpufleet.telemetry.series.SeriesStore` in embedded mode and, later, by a Prometheus
+reader on Kubernetes; and :class:`UnknownMetricError`, the error naming a metric nobody keeps.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from gpufleet.telemetry.series_layout import Labels
-from gpufleet.telemetry.series_window import Across, WindowFn
 
 
 class UnknownMetricError(KeyError):
@@ -25,29 +25,30 @@ class UnknownMetricError(KeyError):
         return f"unknown metric {self.metric!r}; known: {', '.join(self.known) or 'none'}"
 
 
-class SeriesQuery(Protocol):
+class GroupedSeriesQuery(Protocol):
     """Window queries, PromQL's ``<fn>_over_time(metric{matchers}[window])`` evaluated at
     ``now`` (seconds since the epoch; no clock is read), optionally aggregated as
     ``<across> by (<by>) (...)``.
 
-    ``fn``: ``avg``, ``max``, ``min``, ``quantile`` (``phi`` in 0..1), ``last``, ``count``.
+    ``fn``: ``avg``, ``max``, ``min``, ``quantile`` (``quantile`` in 0..1), ``last``,
+    ``count``; ``across``: ``sum``, ``avg``, ``max``, ``min``, ``count``.
     ``matchers``: label equalities a series must have (``""`` matches an absent label).
     The window is ``(now - window_s, now]``. Returns the value of each series that has points
     in the window, keyed by its labels (sorted (name, value) pairs, the metric name left out);
     with ``by``, one value per group keyed by the ``by`` labels (``by=()``: one group, key
-    ``()``). Raises :class:`UnknownMetricError` for a metric not kept and ``ValueError`` for a bad
-    ``fn``, ``across``, ``phi`` or a window that is not positive.
+    ``()``). Raises :class:`UnknownMetricError` for a metric not kept and ``ValueError`` for a
+    bad ``fn``, ``across``, ``quantile`` or a window that is not positive.
     """
 
     def query(
         self,
         metric: str,
-        fn: WindowFn,
+        fn: str,
         window_s: float,
         now: float,
         matchers: Mapping[str, str] | None = None,
+        quantile: float | None = None,
         *,
-        phi: float = 0.5,
         by: Sequence[str] | None = None,
-        across: Across = "sum",
+        across: str = "sum",
     ) -> dict[Labels, float]: ...

@@ -54,7 +54,7 @@ def test_fine_window_reductions_equal_numpy_over_the_raw_samples(
     first = now_step - window_steps + 1
     kept = raw_window(raw, start, first, now_step)
     for fn, reduce in (("avg", np.nanmean), ("max", np.nanmax), ("min", np.nanmin)):
-        got = store.query("util", fn, window_s, now)  # type: ignore[arg-type]
+        got = store.query("util", fn, window_s, now)
         for s in range(raw.shape[1]):
             column = kept[:, s]
             key = as_labels({"gpu": str(s)})
@@ -63,7 +63,7 @@ def test_fine_window_reductions_equal_numpy_over_the_raw_samples(
             else:
                 assert got[key] == pytest.approx(reduce(column), abs=FINE_ERROR)
     counts = store.query("util", "count", window_s, now)
-    medians = store.query("util", "quantile", window_s, now, phi=0.5)
+    medians = store.query("util", "quantile", window_s, now, quantile=0.5)
     for s in range(raw.shape[1]):
         column = kept[:, s][~np.isnan(kept[:, s])]
         key = as_labels({"gpu": str(s)})

@@ -8,14 +8,16 @@ import math
 import numpy as np
 import pytest
 
+from gpufleet.model.alerts import AlertMetric
+from gpufleet.telemetry.rules import SeriesQuery
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.telemetry.series_layout import (
-    DEVICE_METRICS,
+    RULE_METRICS,
     MetricSpec,
     StoreShape,
     as_labels,
 )
-from gpufleet.telemetry.series_query import SeriesQuery, UnknownMetricError
+from gpufleet.telemetry.series_query import GroupedSeriesQuery, UnknownMetricError
 from gpufleet.testing.series import SMALL_SHAPE, UTIL, filled_store
 
 FINE_ERROR = 100.0 / (2 * 65534) + 1e-9
@@ -61,7 +63,7 @@ def test_fine_window_functions(
     fn: str, window_s: float, phi: float, expected: dict[tuple[tuple[str, str], ...], float]
 ) -> None:
     store, _ = filled_store(RAMP)
-    got = store.query("util", fn, window_s, NOW, phi=phi)  # type: ignore[arg-type]
+    got = store.query("util", fn, window_s, NOW, quantile=phi)
     assert got.keys() == expected.keys()
     for key, value in expected.items():
         assert got[key] == pytest.approx(value, abs=FINE_ERROR)
@@ -116,7 +118,7 @@ def test_aggregates_across_series_by_label(
     by: tuple[str, ...], across: str, expected: dict[tuple[tuple[str, str], ...], float]
 ) -> None:
     store, _ = filled_store(FLAT, labels=LABELLED)
-    got = store.query("util", "avg", 60, 45.0, by=by, across=across)  # type: ignore[arg-type]
+    got = store.query("util", "avg", 60, 45.0, by=by, across=across)
     assert got == pytest.approx(expected, abs=4 * FINE_ERROR)
 
 
@@ -158,7 +160,7 @@ def test_coarse_quantile_lies_between_quantiles_of_bucket_mins_and_maxes() -> No
     values = rng.uniform(0, 100, (200, 1))
     store, ids = filled_store(values)
     coarse = store.coarse_points(int(ids[0]))
-    got = store.query("util", "quantile", 200 * 15, 199 * 15.0, phi=0.9)[GPU0]
+    got = store.query("util", "quantile", 200 * 15, 199 * 15.0, quantile=0.9)[GPU0]
     assert np.quantile(coarse.min, 0.9) - COARSE_ERROR <= got
     assert got <= np.quantile(coarse.max, 0.9) + COARSE_ERROR
     raw = np.quantile(values[-len(coarse.mean) * 4 :], 0.9)
@@ -253,11 +255,12 @@ def test_dropped_id_is_refused_in_append() -> None:
     [
         ({"fn": "median"}, "fn 'median'"),
         ({"across": "stddev"}, "across 'stddev'"),
-        ({"fn": "quantile", "phi": 1.5}, "phi 1.5"),
+        ({"fn": "quantile", "quantile": 1.5}, "got 1.5"),
+        ({"fn": "quantile"}, "needs a quantile"),
         ({"window_s": 0}, "window 0"),
         ({"now": math.inf}, "finite"),
     ],
-    ids=["fn", "across", "phi", "window", "now"],
+    ids=["fn", "across", "quantile", "no-quantile", "window", "now"],
 )
 def test_bad_queries_name_what_is_wrong(kwargs: dict[str, object], message: str) -> None:
     store, _ = filled_store([[10.0]])
@@ -273,7 +276,8 @@ def test_unknown_metric_names_the_known_ones() -> None:
         store.query("DCGM_FI_DEV_NOPE", "avg", 60, 0.0)
     with pytest.raises(UnknownMetricError):
         store.add("nope", {})
-    assert [spec.name for spec in DEVICE_METRICS] == list(store.metrics)
+    assert [spec.name for spec in RULE_METRICS] == list(store.metrics)
+    assert {metric.value for metric in AlertMetric} == set(store.metrics)
 
 
 @pytest.mark.parametrize(
@@ -294,9 +298,12 @@ def test_bad_shapes_and_specs_are_refused(build: object, message: str) -> None:
         build()  # type: ignore[operator]
 
 
-def test_store_is_a_series_query() -> None:
-    query: SeriesQuery = SeriesStore()
-    assert query.query("DCGM_FI_DEV_GPU_UTIL", "avg", 60, 0.0) == {}
+def test_store_answers_both_query_protocols() -> None:
+    store = SeriesStore()
+    grouped: GroupedSeriesQuery = store
+    for_rules: SeriesQuery = store
+    assert grouped.query("DCGM_FI_DEV_GPU_UTIL", "avg", 60, 0.0, by=()) == {}
+    assert for_rules.query("DCGM_FI_DEV_GPU_UTIL", "quantile", 60, 0.0, {}, 0.5) == {}
 
 
 def test_memory_is_fixed_per_series_at_the_default_shape() -> None:
