@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean browser
+.PHONY: demo test lint typecheck unit bench clean browser promtool
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,15 @@ browser:
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium not installed: the dashboard's browser test will skip"
 
-unit: $(STAMP) browser
+# The test that the exported alert rules give Prometheus' verdicts runs promtool (Debian's
+# prometheus package brings it): installed the same way, or that test skips, saying why.
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& echo "installing Debian's prometheus package (apt-get, system-wide) for promtool, to test the exported alert rules" \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; } \
+		|| echo "promtool not installed: the test of the exported alert rules against Prometheus will skip"
+
+unit: $(STAMP) browser promtool
 	$(BIN)/pytest -n auto -q
 
 test: lint typecheck unit

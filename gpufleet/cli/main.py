@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "login": "gpufleet.cli.remote:login",
     "bench": "gpufleet.cli.bench:app",
     "traces": "gpufleet.cli.traces:app",
+    "alerts": "gpufleet.cli.alerts:app",
     "policies": "gpufleet.cli.main:policies",
     "version": "gpufleet.cli.main:version",
 }
