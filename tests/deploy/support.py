@@ -14,6 +14,11 @@ CRDS = DEPLOY / "crds"
 DEPLOY_EXAMPLES = DEPLOY / "examples"
 CHART = DEPLOY / "helm" / "gpufleet"
 KUSTOMIZATION = DEPLOY / "kustomization.yaml"
+#: The built-in alert rules as a PrometheusRule: applied on its own where the Prometheus
+#: Operator's CRD is installed, so not part of ``kubectl apply -k deploy/``.
+PROMETHEUS_RULES = DEPLOY / "prometheus-rules.yaml"
+#: The same rules as a plain Prometheus rule file (``groups:``), the chart's PrometheusRule spec.
+CHART_PROMETHEUS_RULES = CHART / "files" / "prometheus-rules.yaml"
 SCHEDULER_NAMESPACE = "gpufleet-system"
 
 
@@ -76,14 +81,17 @@ def kubernetes_objects(paths: list[Path]) -> list[Loaded]:
 
 def is_manifest(path: Path) -> bool:
     """False for files under deploy/ that are YAML but not Kubernetes objects."""
-    if path == KUSTOMIZATION:
+    if path in (KUSTOMIZATION, CHART_PROMETHEUS_RULES):
         return False
     return not (path.parent == CHART and path.name in ("Chart.yaml", "values.yaml"))
 
 
 def top_level_manifests() -> list[Path]:
-    """deploy/*.yaml and deploy/crds/*.yaml: what kubectl apply -k deploy/ installs."""
-    return sorted([*DEPLOY.glob("*.yaml"), *CRDS.glob("*.yaml")])
+    """deploy/*.yaml and deploy/crds/*.yaml: what kubectl apply -k deploy/ installs (all but
+    :data:`PROMETHEUS_RULES`)."""
+    return sorted(
+        path for path in [*DEPLOY.glob("*.yaml"), *CRDS.glob("*.yaml")] if path != PROMETHEUS_RULES
+    )
 
 
 def object_key(obj: dict[str, Any]) -> tuple[str, str, str]:
