@@ -27,17 +27,6 @@ pytestmark = [
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    found = Cluster(os.environ[KUBECONFIG_ENV])
-    found.install_crds()
-    found.create_namespace()
-    try:
-        yield found
-    finally:
-        found.cleanup()
-
-
-@pytest.fixture
 def gpu_node(cluster: Cluster) -> Iterator[AgentNode]:
     node = AgentNode(cluster, f"agent-{cluster.run_id}", gpus=4).start()
     try:

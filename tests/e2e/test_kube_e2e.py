@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,17 +21,6 @@ pytestmark = [
         not os.environ.get(KUBECONFIG_ENV), reason=f"set {KUBECONFIG_ENV} to run against a cluster"
     ),
 ]
-
-
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    found = Cluster(os.environ[KUBECONFIG_ENV])
-    found.install_crds()
-    found.create_namespace()
-    try:
-        yield found
-    finally:
-        found.cleanup()
 
 
 def _node_of(cluster: Cluster, name: str) -> str | None:

@@ -42,6 +42,7 @@ from gpufleet.backends.kube.api_types import (
     WATCH_TIMEOUT_S,
     WATCHED,
     ApiError,
+    NamedTLSConnection,
     Obj,
     RateLimiter,
     Resource,
@@ -145,36 +146,13 @@ class JsonPoster:
         if connection is not None:
             return connection, True
         if self._context is not None:
-            connection = _HTTPSConnection(
+            connection = NamedTLSConnection(
                 self._host, self._port, self._context, self._server_name, self.TIMEOUT_S
             )
         else:
             connection = http.client.HTTPConnection(self._host, self._port, timeout=self.TIMEOUT_S)
         self._local.connection = connection
         return connection, False
-
-
-class _HTTPSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection that may verify the server under another name (the kubeconfig's
-    ``tls-server-name``)."""
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        context: ssl.SSLContext,
-        server_name: str | None,
-        timeout: float,
-    ) -> None:
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._context = context
-        self._server_name = server_name
-
-    def connect(self) -> None:
-        http.client.HTTPConnection.connect(self)
-        self.sock = self._context.wrap_socket(
-            self.sock, server_hostname=self._server_name or self.host
-        )
 
 
 def _ssl_context(configuration: k8s.Configuration) -> ssl.SSLContext:

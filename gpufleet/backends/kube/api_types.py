@@ -16,7 +16,9 @@ memory budget, and everything here is needed without it. It makes no calls.
 
 from __future__ import annotations
 
+import http.client
 import json
+import ssl
 import threading
 import time
 import urllib.parse
@@ -175,3 +177,26 @@ class NodeAgentCalls(ListWatchApi, Protocol):
     def create_event(self, namespace: str, body: Obj) -> Obj: ...
 
     def patch_event(self, namespace: str, name: str, patch: Obj) -> None: ...
+
+
+class NamedTLSConnection(http.client.HTTPSConnection):
+    """An HTTPS connection that may verify the server under another name (the kubeconfig's
+    ``tls-server-name``)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        context: ssl.SSLContext,
+        server_name: str | None,
+        timeout: float,
+    ) -> None:
+        super().__init__(host, port, timeout=timeout, context=context)
+        self._tls_context = context
+        self._server_name = server_name
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._tls_context.wrap_socket(
+            self.sock, server_hostname=self._server_name or self.host
+        )

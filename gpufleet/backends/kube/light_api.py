@@ -30,7 +30,6 @@ import contextlib
 import http.client
 import json
 import socket
-import ssl
 import threading
 import urllib.parse
 import weakref
@@ -40,6 +39,7 @@ from typing import Any
 from gpufleet.backends.kube.api_types import (
     WATCH_TIMEOUT_S,
     ApiError,
+    NamedTLSConnection,
     Obj,
     RateLimiter,
     Resource,
@@ -75,27 +75,6 @@ class WatchHandle:
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-
-
-class _TLSConnection(http.client.HTTPSConnection):
-    """An HTTPS connection that may verify the server under another name (the kubeconfig's
-    ``tls-server-name``)."""
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        context: ssl.SSLContext,
-        server_name: str | None,
-        timeout: float,
-    ) -> None:
-        super().__init__(host, port, timeout=timeout, context=context)
-        self._tls = context
-        self._server_name = server_name
-
-    def connect(self) -> None:
-        http.client.HTTPConnection.connect(self)
-        self.sock = self._tls.wrap_socket(self.sock, server_hostname=self._server_name or self.host)
 
 
 def resource_path(resource: Resource) -> str:
@@ -151,7 +130,9 @@ class LightKubeApi:
         connection: http.client.HTTPConnection
         if self._context is not None:
             server_name = self.access.tls_server_name
-            connection = _TLSConnection(self._host, self._port, self._context, server_name, timeout)
+            connection = NamedTLSConnection(
+                self._host, self._port, self._context, server_name, timeout
+            )
         else:
             connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
         with self._open_lock:
