@@ -9,6 +9,8 @@ It answers as a Prometheus scraping dcgm-exporter and kube-state-metrics would:
   nobody does), so a rule scoped to a namespace sees that namespace's devices. The value is
   the device's over the whole window, whoever held it then (the store keys devices alone: see
   ``recording``); Prometheus' per-pod series would cover only the holder's part of the window;
+* ``gpufleet_gpu_memory_used_percent`` is ``DCGM_FI_DEV_FB_USED`` over the device's memory
+  (used + free, as its latest reading said), as the exported rules compute it;
 * ``gpufleet_workload_gpu_util`` comes from the store as recorded, with its tags;
 * ``kube_pod_start_time`` (``namespace``, ``pod``) is each running pod's start, given by the
   world (``starts``), not stored.
@@ -58,6 +60,8 @@ class ObservedSeries:
             raise ValueError(f"query: across {across!r} is not one of {list(ACROSS_FNS)}")
         if metric == WORKLOAD_START_TIME:
             found = self._start_times(matchers)
+        elif metric == AlertMetric.FB_USED_PERCENT.value:
+            found = self._memory_percent(fn, window_s, now, matchers, quantile)
         elif metric == AlertMetric.WORKLOAD_GPU_UTIL.value:
             return self.recorder.store.query(
                 metric, fn, window_s, now, matchers, quantile, by=by, across=across
@@ -97,6 +101,26 @@ class ObservedSeries:
                 if matches(held, on_holder):
                     found[held] = value
         return found
+
+    def _memory_percent(
+        self,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str] | None,
+        quantile: float | None,
+    ) -> dict[Labels, float]:
+        """Memory in percent: the stored MiB over the device's memory. Every window function
+        but ``count`` commutes with that positive scale."""
+        mib = self._held_devices(AlertMetric.FB_USED.value, fn, window_s, now, matchers, quantile)
+        if fn == "count":
+            return mib
+        total = self.recorder.memory_mib
+        return {
+            labels: 100.0 * value / total[uuid]
+            for labels, value in mib.items()
+            if (uuid := dict(labels).get("UUID", "")) in total
+        }
 
     def _with_holders(self, labels: Labels) -> list[Labels]:
         uuid = dict(labels).get("UUID", "")

@@ -6,8 +6,9 @@ of the store:
 
 * device series, one per GPU and per MIG instance, labelled as dcgm-exporter labels a device
   (``Hostname``, ``gpu``, ``UUID``, ``modelName``, and ``GPU_I_PROFILE``/``GPU_I_ID`` for a MIG
-  instance), for utilisation, memory used (MiB and percent), temperature, power and the last
-  XID. They are keyed by the device only, not by the pod holding it: a device's history is one
+  instance), for utilisation, memory used in MiB, temperature, power and the last XID (memory
+  in percent is the MiB over the device's memory, kept per device: see ``observed_series``).
+  They are keyed by the device only, not by the pod holding it: a device's history is one
   series whoever held it, so the store's size follows the number of GPUs, not the churn of
   pods. Who holds a device now is kept beside (:attr:`SeriesRecorder.holders`); the query view
   (:mod:`gpufleet.telemetry.observed_series`) adds the holder's labels as dcgm-exporter does;
@@ -106,12 +107,6 @@ def device_series_labels(hostname: str, sample: DeviceSample) -> Labels:
     return as_labels(labels)
 
 
-def memory_percent(sample: DeviceSample) -> float:
-    """Memory used in percent of the device's memory (NaN when it reports none)."""
-    total = sample.fb_used_mib + sample.fb_free_mib
-    return 100.0 * sample.fb_used_mib / total if total > 0 else math.nan
-
-
 class SeriesRecorder:
     """Feeds ``store`` with readings; keeps who holds each device and each pod's usage."""
 
@@ -121,6 +116,9 @@ class SeriesRecorder:
         self.holders: dict[str, tuple[DeviceUser, ...]] = {}
         #: Each device's series labels, by UUID, as the latest reading said.
         self.devices: dict[str, Labels] = {}
+        #: Each device's memory in MiB (used + free), by UUID, as readings said: memory in
+        #: percent is derived from it and the stored MiB, not stored (a sixth series per GPU).
+        self.memory_mib: dict[str, float] = {}
         #: Every pod's utilisation so far (see :meth:`forget_ended`).
         self.usage: dict[PodKey, PodUsage] = {}
         self._pod_series: dict[PodKey, int] = {}
@@ -137,6 +135,7 @@ class SeriesRecorder:
         values: list[float] = []
         holders: dict[str, tuple[DeviceUser, ...]] = {}
         devices: dict[str, Labels] = {}
+        memory: dict[str, float] = {}
         held: dict[PodKey, list[float]] = {}
         for node in readings:
             users: dict[str, list[DeviceUser]] = {}
@@ -150,8 +149,9 @@ class SeriesRecorder:
                         continue  # dcgm-exporter serves only memory for a MIG instance
                     ids.append(self.store.add(metric.value, labels))
                     values.append(float(getattr(sample, field_name)))
-                ids.append(self.store.add(AlertMetric.FB_USED_PERCENT.value, labels))
-                values.append(memory_percent(sample))
+                total = sample.fb_used_mib + sample.fb_free_mib
+                if total > 0:
+                    memory[sample.uuid] = float(total)
                 on_device = tuple(users.get(sample.uuid, ()))
                 if on_device:
                     holders[sample.uuid] = on_device
@@ -164,6 +164,7 @@ class SeriesRecorder:
             self.usage.setdefault(pod, PodUsage()).add(now, mean)
         self.store.append(now, ids, values)
         self.holders, self.devices = holders, devices
+        self.memory_mib.update(memory)
         return len(ids)
 
     def _workload_series(self, pod: PodKey, tags: PodTags) -> int:
