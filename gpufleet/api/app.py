@@ -24,11 +24,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufleet import __version__
-from gpufleet.api import errors, views
+from gpufleet.api import alert_views, errors, views
 from gpufleet.api.errors import ApiError
 from gpufleet.api.metrics import ApiMetrics
 from gpufleet.api.schemas import (
     API_PREFIX,
+    AlertList,
+    AlertStateName,
     Change,
     ChangeKind,
     ClusterSummary,
@@ -168,6 +170,11 @@ def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
     def get_node(caller: Caller, name: str) -> NodeView:
         return views.nodes(plane, caller, name)[0]
 
+    @app.get(f"{API_PREFIX}/alerts")
+    def list_alerts(caller: Caller, state: AlertStateName | None = None) -> AlertList:
+        """Alerts on the GPUs' series: pending, firing and recently resolved."""
+        return alert_views.alert_list(plane, caller, state)
+
     @app.get(f"{API_PREFIX}/events")
     def list_events(caller: Caller, workload: str | None = None) -> list[EventView]:
         return views.events(plane, caller, workload)
@@ -263,7 +270,7 @@ def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
                         yield _sse(_change(seq, ChangeKind.CLUSTER, None, plane, {"resync": True}))
                         continue
                     for change in batch:
-                        private = change.kind in (ChangeKind.WORKLOAD, ChangeKind.EVENT)
+                        private = change.kind in PRIVATE_CHANGES
                         if private and change.key is not None and not visible(change.key):
                             continue
                         seq += 1
@@ -347,6 +354,10 @@ def _visibility(plane: Plane, caller: Principal) -> Callable[[str], bool]:
         return record is not None and caller.may_see(record.tenant)
 
     return visible
+
+
+#: Changes about one workload: a tenant sees only its own.
+PRIVATE_CHANGES = (ChangeKind.WORKLOAD, ChangeKind.EVENT, ChangeKind.ALERT)
 
 
 def _change(
