@@ -231,6 +231,26 @@ PLANE_COUNTERS = {
 }
 SERVE = (WORKLOADS, CLUSTER_TIME, *PLANE_COUNTERS.values(), API_REQUEST_SECONDS)
 
+# ----------------------------------------------------------------------------- alert webhooks
+# The control plane's alert notifications (gpufleet.service.alert_webhooks), as Alertmanager
+# counts its own (alertmanager_notifications_total, alertmanager_notifications_failed_total).
+ALERT_NOTIFICATIONS = Family(
+    "gpufleet_alert_notifications_total",
+    Kind.COUNTER,
+    "Alert notifications delivered to a webhook (Alertmanager's payload), by receiver",
+    ("receiver",),
+)
+ALERT_NOTIFICATIONS_FAILED = Family(
+    "gpufleet_alert_notifications_failed_total",
+    Kind.COUNTER,
+    "Alert notifications not delivered after their retries, by receiver and reason "
+    "(http_4xx, http_5xx, connection, queue_full)",
+    ("receiver", "reason"),
+)
+#: Served where ``serve`` notifies (not yet in :data:`SERVE`: the plane that wires the
+#: notifier adds them there, and to the README's table).
+ALERTING = (ALERT_NOTIFICATIONS, ALERT_NOTIFICATIONS_FAILED)
+
 # ----------------------------------------------------------------------------- devices
 # NVIDIA dcgm-exporter's names, types, help texts and labels (its etc/default-counters.csv and
 # its Prometheus format), so that dashboards built on it work unchanged; served by the node

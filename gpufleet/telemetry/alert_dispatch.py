@@ -202,6 +202,11 @@ class Dispatcher:
     def groups(self) -> int:
         return len(self._groups)
 
+    @property
+    def last(self) -> float | None:
+        """The time of the latest round (None before the first)."""
+        return self._last
+
     def _insert(self, alert: Alert, now: float) -> None:
         assert alert.fired_at is not None
         annotations = self._annotate(alert)
