@@ -24,11 +24,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufleet import __version__
-from gpufleet.api import cost_views, errors, views
+from gpufleet.api import alert_views, cost_views, errors, views
 from gpufleet.api.errors import ApiError
 from gpufleet.api.metrics import ApiMetrics
 from gpufleet.api.schemas import (
     API_PREFIX,
+    AlertList,
+    AlertStateName,
     Change,
     ChangeKind,
     ClusterSummary,
@@ -185,6 +187,11 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
         a label key such as team; several joined by commas) over a window such as 7d."""
         return cost_views.cost_view(plane, caller, price_list(), by, window)
 
+    @app.get(f"{API_PREFIX}/alerts")
+    def list_alerts(caller: Caller, state: AlertStateName | None = None) -> AlertList:
+        """Alerts on the GPUs' series: pending, firing and recently resolved."""
+        return alert_views.alert_list(plane, caller, state)
+
     @app.get(f"{API_PREFIX}/events")
     def list_events(caller: Caller, workload: str | None = None) -> list[EventView]:
         return views.events(plane, caller, workload)
@@ -280,7 +287,7 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
                         yield _sse(_change(seq, ChangeKind.CLUSTER, None, plane, {"resync": True}))
                         continue
                     for change in batch:
-                        private = change.kind in (ChangeKind.WORKLOAD, ChangeKind.EVENT)
+                        private = change.kind in PRIVATE_CHANGES
                         if private and change.key is not None and not visible(change.key):
                             continue
                         seq += 1
@@ -364,6 +371,10 @@ def _visibility(plane: Plane, caller: Principal) -> Callable[[str], bool]:
         return record is not None and caller.may_see(record.tenant)
 
     return visible
+
+
+#: Changes about one workload: a tenant sees only its own.
+PRIVATE_CHANGES = (ChangeKind.WORKLOAD, ChangeKind.EVENT, ChangeKind.ALERT)
 
 
 def _change(

@@ -17,9 +17,8 @@ from gpufleet.telemetry.series_query import GroupedSeriesQuery
 
 def plane_series(plane: Plane) -> GroupedSeriesQuery | None:
     """The plane's utilisation series (its observatory's), None where it observes nothing."""
-    observatory = getattr(plane, "observatory", None)
-    series: GroupedSeriesQuery | None = None if observatory is None else observatory.series
-    return series
+    observatory = plane.observatory
+    return None if observatory is None else observatory.series
 
 
 def report_for(

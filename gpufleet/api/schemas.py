@@ -318,3 +318,33 @@ class CostReport(_Schema):
     idle_below: float = Field(description="the utilisation under which a holder is idle")
     unpriced_models: list[str]
     notes: list[str]
+
+
+class AlertStateName(StrEnum):
+    PENDING = "pending"
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class AlertView(_Schema):
+    """One alert of a rule on the GPUs' series (``GET /api/v1/alerts``)."""
+
+    rule: str
+    alertname: str = Field(description="the alert's name, as Prometheus and Alertmanager show it")
+    state: AlertStateName = Field(description="resolved alerts are kept 15 minutes")
+    severity: str
+    summary: str
+    condition: str = Field(description="what held: '<fn>(<metric>[<window>]) <op> <threshold>'")
+    value: float = Field(description="the value last compared with the threshold")
+    labels: dict[str, str]
+    workload: str | None = Field(None, description="the workload of the pod it is about")
+    active_at: float = Field(description="when its condition started holding")
+    fired_at: float | None = None
+    resolved_at: float | None = None
+
+
+class AlertList(_Schema):
+    alerts: list[AlertView]
+    rules: int = Field(description="alert rules evaluated")
+    evaluated_at: float | None = Field(None, description="the latest round (cluster clock)")
+    error: str | None = Field(None, description="why the latest round could not read the series")

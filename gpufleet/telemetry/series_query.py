@@ -2,7 +2,8 @@
 rule engine's ``SeriesQuery`` (``gpufleet.telemetry.rules``) plus aggregation across series by
 label (for cost allocation and the dashboard), implemented by
 :class:`gpufleet.telemetry.series.SeriesStore` in embedded mode and, later, by a Prometheus
-reader on Kubernetes; and :class:`UnknownMetricError`, the error naming a metric nobody keeps.
+reader on Kubernetes; and the errors: :class:`UnknownMetricError` names a metric nobody keeps,
+:class:`SeriesUnavailableError` says the series cannot be read now.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ class UnknownMetricError(KeyError):
 
     def __str__(self) -> str:
         return f"unknown metric {self.metric!r}; known: {', '.join(self.known) or 'none'}"
+
+
+class SeriesUnavailableError(RuntimeError):
+    """The series could not be read now (their server is down or answered nonsense); the
+    message says where and what failed. A query may succeed later."""
 
 
 class GroupedSeriesQuery(Protocol):

@@ -62,13 +62,14 @@ def running(harness: ServiceHarness) -> ServiceHarness:
 
 
 def test_cost_by_namespace_for_an_admin(running: ServiceHarness) -> None:
+    running.plane.observatory = None  # a world that observes nothing
     body = running.client("admin").get("/api/v1/cost", params={"window": "7d"}).json()
     lines = {line["name"]: line for line in body["lines"]}
     assert set(lines) == {"team-a", "team-b", "__idle__"}
     a = lines["team-a"]
     assert a["workloads"] == 1
     assert a["gpu_hours"] == pytest.approx(4.0, rel=0.01)
-    # no observatory on this plane: the GPU cost is allocated only, unmeasured, never 0 % used
+    # no observatory: the GPU cost is allocated only, unmeasured, never 0 % used
     assert a["utilisation"] is None
     assert a["unmeasured"] == pytest.approx(a["gpu"])
     assert a["allocated"] == pytest.approx(a["used"] + a["idle"] + a["unmeasured"])
@@ -148,3 +149,18 @@ def test_the_cost_counters_grow_with_the_clock(running: ServiceHarness) -> None:
 
 def owned(split: str) -> tuple[tuple[str, str], ...]:
     return (("namespace", "team-a"), ("queue", "team-a"), ("split", split), ("tenant", "team-a"))
+
+
+def test_the_simulated_telemetry_measures_the_pods(harness: ServiceHarness) -> None:
+    submit(harness, "team-a", labelled("train", "team-a", 2, "red"))
+    harness.advance(1)
+    for _ in range(20):  # 20 observed rounds, a minute apart
+        harness.advance(60)
+        harness.plane.observing.round()
+    body = harness.client("admin").get("/api/v1/cost", params={"window": "1h"}).json()
+    a = next(line for line in body["lines"] if line["name"] == "team-a")
+    assert body["measured"] is True
+    assert 0 < a["utilisation"] <= 1
+    assert a["unmeasured"] == 0
+    assert a["allocated"] == pytest.approx(a["used"] + a["idle"], abs=1e-5)
+    assert a["idle_gpu_hours"] == pytest.approx(a["gpu_hours"] * (1 - a["utilisation"]), rel=1e-3)
