@@ -86,6 +86,7 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
 
     metrics = ApiMetrics(plane, price_list)
     app.state.plane = plane
+    app.state.price_list = price_list
 
     app.add_middleware(_Timing, metrics=metrics)
 
