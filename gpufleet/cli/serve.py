@@ -23,6 +23,13 @@ from gpufleet.cli.common import (
     warn,
     warn_skipped,
 )
+from gpufleet.cli.serve_observing import (
+    AlertRulesOption,
+    BuiltinAlertsOption,
+    ObserveSettings,
+    PrometheusUrlOption,
+    observe_settings,
+)
 from gpufleet.control.profiles import load_profile
 from gpufleet.io.catalog import Rejected
 from gpufleet.io.errors import InputError
@@ -118,6 +125,9 @@ def serve(
             "(default 0; the usage's: the scenario's SimulatedTelemetry, else 0)"
         ),
     ] = None,
+    alert_rules: AlertRulesOption = None,
+    builtin_alerts: BuiltinAlertsOption = True,
+    prometheus_url: PrometheusUrlOption = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
@@ -131,12 +141,18 @@ def serve(
     except ValueError as error:
         raise fail(f"--usage-profile: {error}") from None
     telemetry = TelemetrySettings(profile_default, seed, "the command line")
+    try:
+        observe = observe_settings(alert_rules, builtin_alerts, prometheus_url)
+    except InputError as error:
+        raise fail(escape(str(error))) from None
+    if observe.prometheus_url is not None and kubeconfig is None:
+        raise fail("--prometheus-url is for --kubeconfig: the simulated cluster observes itself")
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
     try:
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
                   default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
-                  log_level)  # fmt: skip
+                  observe, log_level)  # fmt: skip
     finally:
         sock.close()
 
@@ -156,6 +172,7 @@ def _serve_on(
     kubeconfig: Path | None,
     scheduler_name: str,
     telemetry: TelemetrySettings,
+    observe: ObserveSettings,
     log_level: str,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
@@ -181,6 +198,7 @@ def _serve_on(
         profile=scheduling_profile,
         rules=admission_rules,
         usage_profile=telemetry.default_profile,
+        alert_rules=observe.alert_rules,
     )
     if kubeconfig is not None:
         if cluster is not None or scenario or telemetry.default_profile is not None:

@@ -1,9 +1,9 @@
 """What a caller of window queries needs and nothing else: :class:`GroupedSeriesQuery`, the
 rule engine's ``SeriesQuery`` (``gpufleet.telemetry.rules``) plus aggregation across series by
 label (for cost allocation and the dashboard), implemented by
-:class:`gpufleet.telemetry.series.SeriesStore` in embedded mode and by a Prometheus reader on
-Kubernetes (``gpufleet.backends.prometheus``); :class:`UnknownMetricError`, the error naming a
-metric nobody keeps; and :class:`SeriesUnavailableError`, a source that cannot answer now.
+:class:`gpufleet.telemetry.series.SeriesStore` in embedded mode and by a Prometheus reader
+on Kubernetes (``gpufleet.backends.prometheus``); and the errors: :class:`UnknownMetricError`
+names a metric nobody keeps, :class:`SeriesUnavailableError` says the series cannot be read now.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ class UnknownMetricError(KeyError):
 
 
 class SeriesUnavailableError(RuntimeError):
-    """The series cannot be read now (a remote source is down or answered nonsense): the
-    caller keeps its last verdicts and tries again, rather than treating the series as gone."""
+    """The series could not be read now (their server is down or answered nonsense); the
+    message says where and what failed. A query may succeed later."""
 
 
 class GroupedSeriesQuery(Protocol):

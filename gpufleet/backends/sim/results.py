@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpufleet.backends.sim.idle_reclaim import IdleReport
 
 
 @dataclass(slots=True)
@@ -185,3 +189,5 @@ class TenancyRun:
     explained_at: float | None = None
     waiting_at: list[PendingReport] = field(default_factory=list)
     jobs: list[JobReport] = field(default_factory=list)
+    #: What the idle policies did (None: the run had none).
+    idle: IdleReport | None = None
