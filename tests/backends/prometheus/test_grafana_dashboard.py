@@ -32,11 +32,9 @@ VARIABLES = {
     "namespace": ".*",
     "team_label": "label_team",
 }
-#: The names the dashboard may read: gpufleet's families (dcgm-exporter's among them), the
-#: cost and idle counters the control plane is to serve, and kube-state-metrics' pod series.
+#: The names the dashboard may read: gpufleet's families (dcgm-exporter's, the control plane's
+#: cost and idle counters among them) and kube-state-metrics' pod series.
 KNOWN_METRICS = {family.name for family in families.ALL} | {
-    "gpufleet_cost_dollars_total",
-    "gpufleet_idle_gpu_hours_total",
     "kube_pod_labels",
     "kube_pod_owner",
     "kube_pod_start_time",
