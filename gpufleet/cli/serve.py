@@ -208,8 +208,10 @@ def _serve_on(
                 "--cluster, --scenario and --usage-profile are for the simulated cluster, "
                 "not --kubeconfig"
             )
-        plane = _kube_plane(kubeconfig, store, options, scheduler_name)
+        plane = _kube_plane(kubeconfig, store, options, scheduler_name, observe.prometheus_url)
         where = f"Kubernetes ({kubeconfig})"
+        if observe.prometheus_url is not None:
+            where += f", GPU series from {observe.prometheus_url}"
     else:
         skipped = Skipped()
         nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
@@ -277,9 +279,14 @@ def _with_scenario_telemetry(
 
 
 def _kube_plane(
-    kubeconfig: Path, store: Store, options: ServeOptions, scheduler_name: str
+    kubeconfig: Path,
+    store: Store,
+    options: ServeOptions,
+    scheduler_name: str,
+    prometheus_url: str | None = None,
 ) -> Plane:
-    """The plane over a Kubernetes cluster (imported here: the client is slow to import)."""
+    """The plane over a Kubernetes cluster (imported here: the client is slow to import),
+    observing the GPUs through the Prometheus server at ``prometheus_url`` when given."""
     from gpufleet.backends.kube.api import KubeApi, load_client
     from gpufleet.backends.kube.scheduler import SchedulerOptions
     from gpufleet.service.kube_plane import KubeControlPlane
@@ -294,7 +301,12 @@ def _kube_plane(
         admission=options.admission,
         profile=options.profile,
     )
-    return KubeControlPlane(api, store, options, scheduler)
+    plane = KubeControlPlane(api, store, options, scheduler)
+    if prometheus_url is not None:
+        from gpufleet.backends.prometheus import PrometheusSeries
+
+        plane.observe_with(PrometheusSeries(prometheus_url))
+    return plane
 
 
 def _set_aside(rejected: Rejected, db: Path) -> str:
