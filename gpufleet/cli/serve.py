@@ -27,6 +27,7 @@ from gpufleet.cli.serve_observing import (
     AlertRulesOption,
     BuiltinAlertsOption,
     ObserveSettings,
+    PricesOption,
     PrometheusUrlOption,
     observe_settings,
 )
@@ -128,6 +129,7 @@ def serve(
     alert_rules: AlertRulesOption = None,
     builtin_alerts: BuiltinAlertsOption = True,
     prometheus_url: PrometheusUrlOption = None,
+    prices: PricesOption = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
@@ -142,7 +144,7 @@ def serve(
         raise fail(f"--usage-profile: {error}") from None
     telemetry = TelemetrySettings(profile_default, seed, "the command line")
     try:
-        observe = observe_settings(alert_rules, builtin_alerts, prometheus_url)
+        observe = observe_settings(alert_rules, builtin_alerts, prometheus_url, prices)
     except InputError as error:
         raise fail(escape(str(error))) from None
     if observe.prometheus_url is not None and kubeconfig is None:
@@ -234,7 +236,7 @@ def _serve_on(
         if options.faults:
             where += f", {len(options.faults)} GPU faults to play"
     plane.start()
-    app = create_app(plane)
+    app = create_app(plane, prices=observe.prices)
     port = sock.getsockname()[1]
     console.print(
         f"gpufleet control plane on http://{host}:{port}/ ({where}, policy {policy}, database {db})"
