@@ -2,8 +2,8 @@
 
 An alert about a pod (its labels name ``namespace`` and ``pod``) belongs to that pod's
 workload: a tenant sees it only for its own workloads (a pod gpufleet does not know, on
-Kubernetes: when it is in one of the tenant's namespaces); an admin sees every alert. An alert about a device nobody holds
-(heat, an XID) is everyone's to see, as the nodes are.
+Kubernetes: when it is in one of the tenant's namespaces); an admin sees every alert. An alert
+about a device nobody holds (heat, an XID) is everyone's to see, as the nodes are.
 """
 
 from __future__ import annotations
