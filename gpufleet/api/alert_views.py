@@ -1,8 +1,9 @@
 """The alerts a caller may see, as the API serves them (``GET /api/v1/alerts``).
 
 An alert about a pod (its labels name ``namespace`` and ``pod``) belongs to that pod's
-workload: a tenant sees it only for its own workloads. An alert about a device nobody holds
-(heat, an XID) is everyone's to see, as the nodes are.
+workload: a tenant sees it only for its own workloads (a pod gpufleet does not know, on
+Kubernetes: when it is in one of the tenant's namespaces); an admin sees every alert. An alert
+about a device nobody holds (heat, an XID) is everyone's to see, as the nodes are.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def alert_list(
         if state is not None and alert.state.value != state:
             continue
         owner = owners.get((alert.label("namespace"), alert.label("pod")))
-        if alert.label("pod") and (owner is None or not principal.may_see(tenants[owner])):
+        if alert.label("pod") and not _may_see(principal, alert, owner, tenants):
             continue
         shown.append(view(alert, rules.get(alert.rule), owner))
     return AlertList(
@@ -37,6 +38,17 @@ def alert_list(
         evaluated_at=observatory.last_round,
         error=observatory.last_error,
     )
+
+
+def _may_see(
+    principal: Principal, alert: Alert, owner: str | None, tenants: dict[str, str]
+) -> bool:
+    if principal.is_admin:
+        return True
+    if owner is not None:
+        return principal.may_see(tenants[owner])
+    # A pod gpufleet did not submit (on Kubernetes): its namespace's tenant sees it.
+    return alert.label("namespace") in principal.namespaces
 
 
 def view(alert: Alert, rule: AlertRule | None, workload: str | None) -> AlertView:

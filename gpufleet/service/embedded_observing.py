@@ -18,15 +18,15 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from gpufleet.model.alerts import AlertRule
 from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
-from gpufleet.service.records import POD_RUNNING, WorkloadRecord
+from gpufleet.service.records import WorkloadRecord, pods_of
 from gpufleet.service.store import Store
 from gpufleet.telemetry.observed_series import ObservedSeries
-from gpufleet.telemetry.recording import PodKey, PodTags, PodUsage, SeriesRecorder
+from gpufleet.telemetry.recording import PodKey, PodUsage, SeriesRecorder
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.telemetry.source import TelemetrySource
 
@@ -47,26 +47,6 @@ class ObservedPlane(Protocol):
     store: Store
 
     def now(self) -> float: ...
-
-
-def pods_of(
-    records: Mapping[str, WorkloadRecord],
-) -> tuple[dict[PodKey, PodTags], dict[PodKey, float]]:
-    """Each running pod's tags and start, from the plane's records."""
-    tags: dict[PodKey, PodTags] = {}
-    starts: dict[PodKey, float] = {}
-    for record in records.values():
-        if not record.active:
-            continue
-        workload = record.timed.workload
-        for pod_record in record.pods.values():
-            if pod_record.state != POD_RUNNING:
-                continue
-            key = (pod_record.pod.namespace, pod_record.pod.name)
-            tags[key] = PodTags(workload.queue, record.tenant, record.key, record.kind)
-            if pod_record.started is not None:
-                starts[key] = pod_record.started
-    return tags, starts
 
 
 class EmbeddedObserving:

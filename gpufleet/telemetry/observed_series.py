@@ -29,6 +29,7 @@ from gpufleet.model.alerts import WORKLOAD_LABELS, WORKLOAD_START_TIME, AlertMet
 from gpufleet.model.telemetry import DeviceUser
 from gpufleet.telemetry.recording import HOLDER_LABELS, PodKey, SeriesRecorder
 from gpufleet.telemetry.series_layout import Labels, as_labels, matches
+from gpufleet.telemetry.series_query import GroupedSeriesQuery
 from gpufleet.telemetry.series_window import ACROSS_FNS, Across, aggregate
 
 StartTimes = Callable[[], Mapping[PodKey, float]]
@@ -165,3 +166,36 @@ class ObservedSeries:
         ]
         self._held[labels] = (users, held)
         return held
+
+
+class WithStartTimes:
+    """Another world's series (a Prometheus server) with ``kube_pod_start_time`` answered from
+    the plane's own records when the series have none (no kube-state-metrics scraped): the
+    rules that wait for a pod to have run a while work either way."""
+
+    def __init__(self, inner: GroupedSeriesQuery, starts: StartTimes) -> None:
+        self.inner = inner
+        self._starts = starts
+
+    def query(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str] | None = None,
+        quantile: float | None = None,
+        *,
+        by: Sequence[str] | None = None,
+        across: str = "sum",
+    ) -> dict[Labels, float]:
+        found = self.inner.query(
+            metric, fn, window_s, now, matchers, quantile, by=by, across=across
+        )
+        if found or metric != WORKLOAD_START_TIME or by is not None:
+            return found
+        return {
+            as_labels(dict(zip(WORKLOAD_LABELS, pod, strict=True))): start
+            for pod, start in self._starts().items()
+            if matches(as_labels(dict(zip(WORKLOAD_LABELS, pod, strict=True))), matchers)
+        }

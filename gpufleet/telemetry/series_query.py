@@ -1,9 +1,9 @@
 """What a caller of window queries needs and nothing else: :class:`GroupedSeriesQuery`, the
 rule engine's ``SeriesQuery`` (``gpufleet.telemetry.rules``) plus aggregation across series by
 label (for cost allocation and the dashboard), implemented by
-:class:`gpufleet.telemetry.series.SeriesStore` in embedded mode and, later, by a Prometheus
-reader on Kubernetes; and the errors: :class:`UnknownMetricError` names a metric nobody keeps,
-:class:`SeriesUnavailableError` says the series cannot be read now.
+:class:`gpufleet.telemetry.series.SeriesStore` in embedded mode and by a Prometheus reader
+on Kubernetes (``gpufleet.backends.prometheus``); and the errors: :class:`UnknownMetricError`
+names a metric nobody keeps, :class:`SeriesUnavailableError` says the series cannot be read now.
 """
 
 from __future__ import annotations
@@ -42,8 +42,9 @@ class GroupedSeriesQuery(Protocol):
     The window is ``(now - window_s, now]``. Returns the value of each series that has points
     in the window, keyed by its labels (sorted (name, value) pairs, the metric name left out);
     with ``by``, one value per group keyed by the ``by`` labels (``by=()``: one group, key
-    ``()``). Raises :class:`UnknownMetricError` for a metric not kept and ``ValueError`` for a
-    bad ``fn``, ``across``, ``quantile`` or a window that is not positive.
+    ``()``). Raises :class:`UnknownMetricError` for a metric not kept, ``ValueError`` for a
+    bad ``fn``, ``across``, ``quantile`` or a window that is not positive, and (a remote
+    source) :class:`SeriesUnavailableError` when it cannot be read.
     """
 
     def query(

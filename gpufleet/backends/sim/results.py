@@ -139,6 +139,8 @@ class TenancyStats:
     partial_gang_seconds: float
     preemptions: int
     gpu_hours_lost: float
+    #: Each workload's arrival and first admission (None: never admitted), by workload key.
+    admissions: dict[str, tuple[float, float | None]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
