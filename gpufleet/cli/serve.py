@@ -24,12 +24,15 @@ from gpufleet.cli.common import (
     warn_skipped,
 )
 from gpufleet.cli.serve_observing import (
+    AlertConfigOption,
     AlertRulesOption,
+    AlertWebhookOption,
     BuiltinAlertsOption,
     ObserveSettings,
     PricesOption,
     PrometheusUrlOption,
     observe_settings,
+    start_notifier,
 )
 from gpufleet.control.profiles import load_profile
 from gpufleet.io.catalog import Rejected
@@ -130,6 +133,8 @@ def serve(
     builtin_alerts: BuiltinAlertsOption = True,
     prometheus_url: PrometheusUrlOption = None,
     prices: PricesOption = None,
+    alert_config: AlertConfigOption = None,
+    alert_webhook: AlertWebhookOption = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
@@ -144,7 +149,9 @@ def serve(
         raise fail(f"--usage-profile: {error}") from None
     telemetry = TelemetrySettings(profile_default, seed, "the command line")
     try:
-        observe = observe_settings(alert_rules, builtin_alerts, prometheus_url, prices)
+        observe = observe_settings(
+            alert_rules, builtin_alerts, prometheus_url, prices, alert_config, alert_webhook
+        )
     except InputError as error:
         raise fail(escape(str(error))) from None
     if observe.prometheus_url is not None and kubeconfig is None:
@@ -240,6 +247,10 @@ def _serve_on(
     plane.start()
     app = create_app(plane, prices=observe.prices)
     port = sock.getsockname()[1]
+    notifier = None
+    if observe.routing is not None and plane.observatory is not None:
+        notifier = start_notifier(plane, observe.routing, f"http://{host}:{port}")
+        where += f", alerts sent to {len(observe.routing.routes)} route(s)"
     console.print(
         f"gpufleet control plane on http://{host}:{port}/ ({where}, policy {policy}, database {db})"
     )
@@ -260,6 +271,8 @@ def _serve_on(
         )
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        if notifier is not None:
+            notifier.stop()
         plane.stop()
         store.close()
 

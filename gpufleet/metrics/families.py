@@ -245,15 +245,6 @@ IDLE_GPU_HOURS = Family(
     "plane started",
     ("namespace", "queue"),
 )
-SERVE = (
-    WORKLOADS,
-    CLUSTER_TIME,
-    *PLANE_COUNTERS.values(),
-    API_REQUEST_SECONDS,
-    COST_DOLLARS,
-    IDLE_GPU_HOURS,
-)
-
 # ----------------------------------------------------------------------------- alert webhooks
 # The control plane's alert notifications (gpufleet.service.alert_webhooks), as Alertmanager
 # counts its own (alertmanager_notifications_total, alertmanager_notifications_failed_total).
@@ -270,9 +261,19 @@ ALERT_NOTIFICATIONS_FAILED = Family(
     "(http_4xx, http_5xx, connection, queue_full)",
     ("receiver", "reason"),
 )
-#: Served where ``serve`` notifies (not yet in :data:`SERVE`: the plane that wires the
-#: notifier adds them there, and to the README's table).
+#: Served by ``serve`` in every world (zero until a notifier sends).
 ALERTING = (ALERT_NOTIFICATIONS, ALERT_NOTIFICATIONS_FAILED)
+
+SERVE = (
+    WORKLOADS,
+    CLUSTER_TIME,
+    *PLANE_COUNTERS.values(),
+    API_REQUEST_SECONDS,
+    COST_DOLLARS,
+    IDLE_GPU_HOURS,
+    *ALERTING,
+)
+
 
 # ----------------------------------------------------------------------------- devices
 # NVIDIA dcgm-exporter's names, types, help texts and labels (its etc/default-counters.csv and
