@@ -11,6 +11,7 @@ from gpufleet.backends.sim.fill import fill_order
 from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.results import (
+    BudgetReport,
     FillRun,
     JobReport,
     PendingReport,
@@ -27,6 +28,7 @@ from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.plugins.budget import budget_check_of
 from gpufleet.scheduling.policies import PolicyContext, make_policy
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.scheduling.target import TargetWorkload, typical_shapes
@@ -210,7 +212,26 @@ def run_workloads(
         explained_at=explain_at,
         waiting_at=[_report(e) for e in snapshot or ()],
         jobs=jobs,
+        budgets_at_end=budget_reports(core),
     )
+
+
+def budget_reports(core: SchedulerCore) -> list[BudgetReport]:
+    """Every budgeted queue's budget as the core's budget check counts it now."""
+    check = budget_check_of(core.admission_checks)
+    if check is None:
+        return []
+    return [
+        BudgetReport(
+            queue,
+            status.used_gpu_hours,
+            status.budget.gpu_hours,
+            status.budget.period.value,
+            status.state.value,
+            check.budgets[queue].action.value,
+        )
+        for queue, status in sorted(check.statuses().items())
+    ]
 
 
 def job_reports(runs: Sequence[tuple[Workload, JobRun]]) -> list[JobReport]:
