@@ -5,7 +5,7 @@
 
 Builds a ``SeriesStore`` of the five device metrics (utilisation, memory used, temperature,
 power, XID) for ``--gpus`` GPUs (8 per node) at the default shape (fine: 15 s x 5,760; coarse:
-5 min x 8,640) and fills it: one snapshot every 5 minutes for the 29 oldest days (every coarse
+10 min x 4,320) and fills it: one snapshot every coarse step for the 29 oldest days (every coarse
 bucket holds a point) and one every 15 s for the last day (every fine point holds one), values
 drawn at random within each metric's range. Measured: the arrays' bytes (``nbytes``) and the
 process' resident memory before the store was made and after it was filled (VmRSS delta);
@@ -97,6 +97,7 @@ def main() -> int:
     fill_s = time.perf_counter() - fill_start
     rss_delta = rss_bytes() - before
     util = "DCGM_FI_DEV_GPU_UTIL"
+    shape = store.shape
     rng = np.random.default_rng(15)
     snapshot = rng.uniform(0, 100, ids.size)
     clock = [now]
@@ -134,7 +135,12 @@ def main() -> int:
         "gpus": args.gpus,
         "series": len(store),
         "repeats": args.repeats,
-        "shape": {"fine": "15 s x 5,760 (1 day)", "coarse": "5 min x 8,640 (30 days)"},
+        "shape": {
+            "fine": f"{shape.fine_step_s} s x {shape.fine_points:,} (1 day)",
+            "coarse": f"{shape.coarse_step_s // 60} min x {shape.coarse_points:,} (30 days)",
+        },
+        "coarse_snapshots": (shape.coarse_span_s - shape.fine_span_s) // shape.coarse_step_s,
+        "fine_snapshots": shape.fine_points,
         "arrays_mb": store.nbytes / 1e6,
         "rss_delta_mb": rss_delta / 1e6,
         "target_mb": TARGET_MB,
@@ -170,10 +176,11 @@ def report(r: dict[str, Any]) -> str:
 | `avg` over 1 h, then `avg by (node)` | {r["avg_1h_by_node_ms"]:.2f} ms | |
 | `avg` 1 h, all 5 metrics ({r["series"]:,} series) | {r["avg_1h_every_metric_ms"]:.2f} ms | |
 
-Filling the store (8,352 five-minute snapshots, then 5,760 fifteen-second ones) took
-{r["fill_s"]:.0f} s. Why these numbers: a fine point is a `uint16` code over the metric's
-range and a coarse point three `uint8` codes (mean, max, min), 40 KB a series in all; float32
-points would take 127 KB a series, 635 MB for this fleet (see gpufleet/telemetry/series_layout.py).
+Filling the store ({r["coarse_snapshots"]:,} coarse snapshots, then {r["fine_snapshots"]:,} fine
+ones) took {r["fill_s"]:.0f} s. Why these numbers: a fine point is a `uint16` code over the
+metric's range and a coarse point three `uint8` codes (mean, max, min), 25 KB a series in all;
+float32 points would take 75 KB a series, 375 MB for this fleet (see
+gpufleet/telemetry/series_layout.py).
 """
 
 

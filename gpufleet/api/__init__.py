@@ -24,6 +24,7 @@ GET         /api/v1/priorityclasses                               list[PriorityC
 PUT         /api/v1/priorityclasses  (admin; a PriorityClass)    PriorityClassView
 GET         /api/v1/nodes, /api/v1/nodes/{name}                   list[NodeView], NodeView
 GET         /api/v1/events?workload=                              list[EventView]
+GET         /api/v1/cost?by=namespace&window=7d                   CostReport
 GET         /api/v1/stream                                        text/event-stream of Change
 POST        /api/v1/tokens  (admin)                               TokenCreated
 ==========  ===================================================  =========================

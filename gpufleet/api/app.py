@@ -24,14 +24,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufleet import __version__
-from gpufleet.api import errors, views
+from gpufleet.api import alert_views, cost_views, errors, views
 from gpufleet.api.errors import ApiError
 from gpufleet.api.metrics import ApiMetrics
 from gpufleet.api.schemas import (
     API_PREFIX,
+    AlertList,
+    AlertStateName,
     Change,
     ChangeKind,
     ClusterSummary,
+    CostReport,
     EventView,
     Explanation,
     History,
@@ -45,8 +48,10 @@ from gpufleet.api.schemas import (
     WorkloadDetail,
     WorkloadSummary,
 )
+from gpufleet.economics import PriceList
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import describe
+from gpufleet.io.prices import default_prices
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE
 from gpufleet.service.base import Change as PlaneChange
@@ -63,16 +68,25 @@ HEARTBEAT_S = 15.0
 POLL_S = 1.0
 
 
-def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
-    """The API over ``plane`` (which the caller starts and stops)."""
+def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None = None) -> FastAPI:
+    """The API over ``plane`` (which the caller starts and stops); ``prices`` prices its cost
+    (None: gpufleet's default price list, read when first needed)."""
     app = FastAPI(
         title="gpufleet",
         version=__version__,
         description="The gpufleet control plane: submit GPU workloads, watch queues and nodes.",
     )
     errors.install(app)
-    metrics = ApiMetrics(plane)
+    priced: list[PriceList] = [prices] if prices is not None else []
+
+    def price_list() -> PriceList:
+        if not priced:
+            priced.append(default_prices())
+        return priced[0]
+
+    metrics = ApiMetrics(plane, price_list)
     app.state.plane = plane
+    app.state.price_list = price_list
 
     app.add_middleware(_Timing, metrics=metrics)
 
@@ -167,6 +181,17 @@ def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
     @app.get(f"{API_PREFIX}/nodes/{{name}}")
     def get_node(caller: Caller, name: str) -> NodeView:
         return views.nodes(plane, caller, name)[0]
+
+    @app.get(f"{API_PREFIX}/cost")
+    def cost(caller: Caller, by: str = "namespace", window: str = "7d") -> CostReport:
+        """Cost per group (namespace, queue, tenant, workload, label:KEY, annotation:KEY, or
+        a label key such as team; several joined by commas) over a window such as 7d."""
+        return cost_views.cost_view(plane, caller, price_list(), by, window)
+
+    @app.get(f"{API_PREFIX}/alerts")
+    def list_alerts(caller: Caller, state: AlertStateName | None = None) -> AlertList:
+        """Alerts on the GPUs' series: pending, firing and recently resolved."""
+        return alert_views.alert_list(plane, caller, state)
 
     @app.get(f"{API_PREFIX}/events")
     def list_events(caller: Caller, workload: str | None = None) -> list[EventView]:
@@ -263,7 +288,7 @@ def create_app(plane: Plane, max_body: int = MAX_BODY) -> FastAPI:
                         yield _sse(_change(seq, ChangeKind.CLUSTER, None, plane, {"resync": True}))
                         continue
                     for change in batch:
-                        private = change.kind in (ChangeKind.WORKLOAD, ChangeKind.EVENT)
+                        private = change.kind in PRIVATE_CHANGES
                         if private and change.key is not None and not visible(change.key):
                             continue
                         seq += 1
@@ -347,6 +372,10 @@ def _visibility(plane: Plane, caller: Principal) -> Callable[[str], bool]:
         return record is not None and caller.may_see(record.tenant)
 
     return visible
+
+
+#: Changes about one workload: a tenant sees only its own.
+PRIVATE_CHANGES = (ChangeKind.WORKLOAD, ChangeKind.EVENT, ChangeKind.ALERT)
 
 
 def _change(

@@ -4,21 +4,25 @@ One registry per app (several apps in one test process must not share counters).
 plane's :class:`~gpufleet.metrics.scheduler.SchedulerMetrics` (the families every world serves,
 read from the plane's core; on Kubernetes also leadership and API calls) and adds what only
 the control plane has: its workloads by state, its clock, what its book counted since start,
-the latency of API requests, and its world's device telemetry under dcgm-exporter's names
+the latency of API requests, what its workloads cost (:class:`~gpufleet.service.cost_meter.
+CostMeter`), and its world's device telemetry under dcgm-exporter's names
 (:mod:`gpufleet.metrics.dcgm`, where the world has telemetry: the simulated cluster). Every
 name comes from :mod:`gpufleet.metrics.families`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gpufleet.api.cost_views import plane_series
+from gpufleet.economics import PriceList
 from gpufleet.metrics import families as f
 from gpufleet.metrics.dcgm import DcgmCollector
+from gpufleet.service.cost_meter import CostMeter
 from gpufleet.service.protocol import Plane
 from gpufleet.service.states import WorkloadState
 
@@ -56,13 +60,41 @@ class _PlaneCollector(Collector):
             yield CounterMetricFamily(family.name, family.help, value=counters.get(key, 0))
 
 
-class ApiMetrics:
-    """The app's registry (see the module docstring)."""
+class _CostCollector(Collector):
+    """What the workloads cost since the plane started (:class:`CostMeter`), brought up to
+    the plane's clock at each scrape."""
 
-    def __init__(self, plane: Plane) -> None:
+    def __init__(self, meter: CostMeter) -> None:
+        self.meter = meter
+
+    def collect(self) -> Iterator[Metric]:
+        self.meter.advance()
+        dollars, idle_hours = self.meter.totals()
+        cost = CounterMetricFamily(
+            f.COST_DOLLARS.name, f.COST_DOLLARS.help, labels=f.COST_DOLLARS.labels
+        )
+        for labels, value in sorted(dollars.items()):
+            cost.add_metric(list(labels), value)
+        yield cost
+        idle = CounterMetricFamily(
+            f.IDLE_GPU_HOURS.name, f.IDLE_GPU_HOURS.help, labels=f.IDLE_GPU_HOURS.labels
+        )
+        for owner, hours in sorted(idle_hours.items()):
+            idle.add_metric(list(owner), hours)
+        yield idle
+
+
+class ApiMetrics:
+    """The app's registry (see the module docstring); ``prices`` prices the cost counters
+    (called at the first scrape, so that an app nobody scrapes reads no price file)."""
+
+    def __init__(self, plane: Plane, prices: Callable[[], PriceList]) -> None:
         self.registry = CollectorRegistry()
         self.registry.register(_Registry(plane.metrics.registry))
         self.registry.register(_PlaneCollector(plane))
+        self.registry.register(
+            _CostCollector(CostMeter(plane, prices, lambda: plane_series(plane)))
+        )
         if plane.telemetry is not None:
             self.registry.register(DcgmCollector(plane.telemetry))
         family = f.API_REQUEST_SECONDS

@@ -276,3 +276,92 @@ class TokenCreated(_Schema):
     token: str = Field(description="shown once; only its hash is stored")
     tenant: str
     role: Role
+
+
+class CostLine(_Schema):
+    """One group's GPU-hours and cost over the window, split as OpenCost splits GPU cost:
+    ``allocated = used + idle + unmeasured`` (``unmeasured``: the GPU cost of pods whose
+    utilisation nobody measured, counted neither as used nor as idle)."""
+
+    name: str = Field(
+        description="the group ('__unallocated__': no value for the key; "
+        "'__idle__': the nodes' GPU time nobody held)"
+    )
+    workloads: int
+    gpu_hours: float
+    idle_gpu_hours: float = Field(description="GPU-hours held but not used (measured pods)")
+    unmeasured_gpu_hours: float
+    unpriced_gpu_hours: float = Field(description="GPU-hours of models the price list lacks")
+    allocated: float
+    used: float
+    idle: float
+    unmeasured: float
+    gpu: float = Field(description="the GPU part of allocated")
+    cpu: float
+    memory: float
+    utilisation: float | None = Field(
+        description="mean GPU utilisation of the measured pods, 0 to 1 (null: none measured)"
+    )
+    estimated: bool = Field(description="some price was estimated from an on-demand price")
+
+
+class IdleHolder(_Schema):
+    """A running workload holding GPUs at low measured utilisation over the window."""
+
+    workload: str
+    namespace: str
+    queue: str
+    tenant: str
+    kind: str
+    gpus: float
+    gpu_hours: float
+    utilisation: float
+    idle: float = Field(description="the idle GPU cost it ran up in the window")
+    held_since: float
+
+
+class CostReport(_Schema):
+    """``GET /api/v1/cost``: cost per group over a window, in ``currency``."""
+
+    by: list[str]
+    window: str
+    start: float
+    end: float
+    currency: str
+    measured: bool = Field(description="whether utilisation series could be read at all")
+    lines: list[CostLine]
+    total: CostLine
+    idle_holders: list[IdleHolder]
+    idle_below: float = Field(description="the utilisation under which a holder is idle")
+    unpriced_models: list[str]
+    notes: list[str]
+
+
+class AlertStateName(StrEnum):
+    PENDING = "pending"
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
+class AlertView(_Schema):
+    """One alert of a rule on the GPUs' series (``GET /api/v1/alerts``)."""
+
+    rule: str
+    alertname: str = Field(description="the alert's name, as Prometheus and Alertmanager show it")
+    state: AlertStateName = Field(description="resolved alerts are kept 15 minutes")
+    severity: str
+    summary: str
+    condition: str = Field(description="what held: '<fn>(<metric>[<window>]) <op> <threshold>'")
+    value: float = Field(description="the value last compared with the threshold")
+    labels: dict[str, str]
+    workload: str | None = Field(None, description="the workload of the pod it is about")
+    active_at: float = Field(description="when its condition started holding")
+    fired_at: float | None = None
+    resolved_at: float | None = None
+
+
+class AlertList(_Schema):
+    alerts: list[AlertView]
+    rules: int = Field(description="alert rules evaluated")
+    evaluated_at: float | None = Field(None, description="the latest round (cluster clock)")
+    error: str | None = Field(None, description="why the latest round could not read the series")

@@ -1,6 +1,8 @@
-"""``gpufleet alerts``: the alert rules gpufleet evaluates, written for Prometheus.
+"""``gpufleet alerts``: the alerts of a running control plane, and the rules written for
+Prometheus (``gpufleet alerts export``).
 
-Owns the command line of the rules: which rules (the built-in ones, the user's GPUAlertRule
+Owns the listing (rendered by :func:`gpufleet.cli.remote_render.alerts_table`) and the command
+line of the rules: which rules (the built-in ones, the user's GPUAlertRule
 files, both), refusing two rules of one name across them, and where the result goes. The
 translation to PromQL is :mod:`gpufleet.io.prometheus_rules`; reading the files is
 :mod:`gpufleet.io.alert_rules`. ``deploy/prometheus-rules.yaml`` is this command's output with
@@ -17,13 +19,51 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from gpufleet.api.schemas import AlertStateName
+from gpufleet.cli.common import console
 from gpufleet.cli.output import fail
+from gpufleet.cli.remote import OutputOption, ServerOption, TokenOption, connect, remote_errors
+from gpufleet.cli.remote_render import Clock, Output, alerts_table, dump
+from gpufleet.cli.tables import show
 from gpufleet.io.alert_rules import KIND, builtin_alert_rules, read_alert_rules
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.prometheus_rules import DEFAULT_NAME, prometheus_rule, rule_file, to_yaml
 from gpufleet.model.alerts import AlertRule
 
-app = typer.Typer(help="Alert rules on the GPUs' metrics.", no_args_is_help=True)
+app = typer.Typer(
+    help="Alerts on the GPUs' metrics: list them (the default), or export the rules.",
+    invoke_without_command=True,
+)
+
+
+@app.callback()
+@remote_errors
+def alerts(
+    ctx: typer.Context,
+    output: OutputOption = None,
+    state: Annotated[
+        AlertStateName | None,
+        typer.Option("--state", help="only alerts in this state", case_sensitive=False),
+    ] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """List the alerts of a running control plane (pending, firing, recently resolved).
+    Example: gpufleet alerts --state firing -o wide"""
+    if ctx.invoked_subcommand is not None:
+        return
+    with connect(server, token) as client:
+        found = client.list_alerts(state.value if state else None)
+        if output in (Output.JSON, Output.YAML):
+            assert output is not None
+            sys.stdout.write(dump(found, output))
+            return
+        if found.error:
+            console.print(f"warning: {found.error}", markup=False, style="yellow")
+        if not found.alerts:
+            console.print(f"No alerts ({found.rules} rules evaluated).", markup=False)
+            return
+        show(alerts_table(found.alerts, Clock.of(client.cluster()), wide=output is Output.WIDE))
 
 
 class ExportFormat(StrEnum):

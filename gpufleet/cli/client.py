@@ -23,6 +23,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from gpufleet.api.schemas import (
     API_PREFIX,
+    AlertList,
     Change,
     ClusterSummary,
     ErrorBody,
@@ -256,6 +257,9 @@ class ApiClient:
 
     def delete_queue(self, name: str) -> None:
         self.request("DELETE", f"{API_PREFIX}/queues/{_segment(name)}")
+
+    def list_alerts(self, state: str | None = None) -> AlertList:
+        return self._get(f"{API_PREFIX}/alerts", AlertList, _params(state=state))
 
     def list_priority_classes(self) -> list[PriorityClassView]:
         return self._get_list(f"{API_PREFIX}/priorityclasses", PriorityClassView)

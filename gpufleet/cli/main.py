@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "bench": "gpufleet.cli.bench:app",
     "traces": "gpufleet.cli.traces:app",
     "alerts": "gpufleet.cli.alerts:app",
+    "cost": "gpufleet.cli.cost:cost",
     "policies": "gpufleet.cli.main:policies",
     "version": "gpufleet.cli.main:version",
 }

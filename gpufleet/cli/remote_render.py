@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpufleet.api.schemas import (
+    AlertView,
     BudgetView,
     ClusterSummary,
     DeviceView,
@@ -114,7 +115,7 @@ class Clock:
 #: Columns of free text, folded within the width the others leave (:mod:`gpufleet.cli.tables`);
 #: every other column (names first) is shown whole.
 FREE_TEXT_COLUMNS = frozenset(
-    {"MESSAGE", "WAITING FOR", "PODS", "LABELS", "TAINTS", "NOMINAL", "USAGE"}
+    {"MESSAGE", "WAITING FOR", "PODS", "LABELS", "TAINTS", "NOMINAL", "USAGE", "SUMMARY"}
     | {"BORROWING LIMIT", "LENDING LIMIT", "GPU MODELS", "PREEMPTION"}
 )
 
@@ -195,6 +196,32 @@ def _budget_cells(budget: BudgetView | None) -> list[str]:
     elif budget.state == "warn":
         used += " (warn)"
     return [used, f"{budget.remaining_gpu_hours:.1f}"]
+
+
+def alert_subject(alert: AlertView) -> str:
+    """What an alert is about: its workload's pod, else its node's GPU."""
+    labels = alert.labels
+    if labels.get("pod"):
+        return f"{labels.get('namespace', '')}/{labels['pod']}"
+    if labels.get("Hostname"):
+        return f"{labels['Hostname']} gpu {labels.get('gpu', '?')}"
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-"
+
+
+def alerts_table(alerts: Sequence[AlertView], clock: Clock, *, wide: bool = False) -> Table:
+    columns = ["STATE", "SEVERITY", "ALERT", "SUBJECT", "VALUE", "SINCE"]
+    if wide:
+        columns += ["GPU", "WORKLOAD", "CONDITION", "SUMMARY"]
+    table = _table(*columns)
+    for a in alerts:
+        since = a.resolved_at if a.resolved_at is not None else (a.fired_at or a.active_at)
+        row = [a.state.value, a.severity, a.alertname, alert_subject(a)]
+        row += [f"{a.value:.4g}", clock.age(since)]
+        if wide:
+            gpu = f"{a.labels.get('Hostname', '-')}/{a.labels.get('gpu', '-')}"
+            row += [gpu if "gpu" in a.labels else "-", a.workload or "-", a.condition, a.summary]
+        table.add_row(*row)
+    return table
 
 
 def nodes_table(nodes: Sequence[NodeView], *, wide: bool = False) -> Table:

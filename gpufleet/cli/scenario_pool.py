@@ -1,7 +1,8 @@
 """Run multi-tenant simulations (policy x seed x variant) on the process pool of
 :mod:`gpufleet.backends.sim.batch`: each worker gets the prepared scenarios once and runs its
 tasks through :func:`~gpufleet.backends.sim.run.run_workloads` (the FIFO variant through the
-scenario's :meth:`~gpufleet.backends.sim.scenarios.TenantScenario.fifo`). Results come back as
+scenario's :meth:`~gpufleet.backends.sim.scenarios.TenantScenario.fifo`, without the scenario's
+IdlePolicies: the baseline is a plain scheduler, with no idle reclaim). Results come back as
 :class:`~gpufleet.report.scenario_summary.LabelledRun`.
 """
 
@@ -35,6 +36,8 @@ class Shared:
     explain_at: float | None = None
     #: The scheduling profile of the queues variant (the FIFO baseline keeps the default).
     profile: Profile = DEFAULT_PROFILE
+    #: The scenario's IdlePolicies only report what they would do (``--idle-dry-run``).
+    idle_dry_run: bool = False
 
 
 def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
@@ -43,10 +46,12 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
     scenario = prepared.scenario
     quotas = prepared.resource_quotas
     profile = shared.profile
+    idle_policies = prepared.idle_policies
     if task.variant is Variant.FIFO:
         scenario = scenario.fifo()
         quotas = ()
         profile = DEFAULT_PROFILE
+        idle_policies = ()  # the baseline is a plain scheduler: no idle reclaim either
     result = run_workloads(
         prepared.nodes,
         scenario.workloads,
@@ -59,6 +64,9 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
         explain_at=shared.explain_at,
         profile=profile,
         faults=scenario.faults,
+        idle_policies=idle_policies,
+        kinds=prepared.kinds,
+        idle_dry_run=shared.idle_dry_run,
     )
     return LabelledRun(task.policy, task.seed, task.variant, result)
 

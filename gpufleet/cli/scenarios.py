@@ -9,7 +9,8 @@ per seed. Running them is :mod:`gpufleet.cli.scenario_pool`'s job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from gpufleet.io.shapes import bundled_path
 from gpufleet.io.traces import NODES_FILE, PODS_FILE, TRACE_DIR_ENV, find_alibaba_trace
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import Node
+from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.queues import ResourceQuota
 
 LARGE_GANGS = "large-gangs"
@@ -35,11 +37,14 @@ DEFAULT_NODE_FRACTION = 0.1
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """One seed's cluster and scenario (and the namespaces' ResourceQuotas, for YAML)."""
+    """One seed's cluster and scenario (and, for YAML: the namespaces' ResourceQuotas, the
+    IdlePolicies, and the object kind of each workload key, which the policies' scopes read)."""
 
     nodes: tuple[Node, ...]
     scenario: TenantScenario
     resource_quotas: tuple[ResourceQuota, ...] = ()
+    idle_policies: tuple[IdlePolicy, ...] = ()
+    kinds: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def pods(self) -> int:
@@ -213,5 +218,11 @@ def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scen
         tuple(scenario.workloads),
         tuple(scenario.faults),
     )
-    prepared = Prepared(tuple(nodes), tenant, tuple(scenario.resource_quotas))
+    prepared = Prepared(
+        tuple(nodes),
+        tenant,
+        tuple(scenario.resource_quotas),
+        tuple(scenario.idle_policies),
+        dict(scenario.kinds),
+    )
     return Scenarios(name, dict.fromkeys(seeds, prepared), cluster_label, tenant.description)

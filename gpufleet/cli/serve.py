@@ -23,6 +23,14 @@ from gpufleet.cli.common import (
     warn,
     warn_skipped,
 )
+from gpufleet.cli.serve_observing import (
+    AlertRulesOption,
+    BuiltinAlertsOption,
+    ObserveSettings,
+    PricesOption,
+    PrometheusUrlOption,
+    observe_settings,
+)
 from gpufleet.control.profiles import load_profile
 from gpufleet.io.catalog import Rejected
 from gpufleet.io.errors import InputError
@@ -118,6 +126,10 @@ def serve(
             "(default 0; the usage's: the scenario's SimulatedTelemetry, else 0)"
         ),
     ] = None,
+    alert_rules: AlertRulesOption = None,
+    builtin_alerts: BuiltinAlertsOption = True,
+    prometheus_url: PrometheusUrlOption = None,
+    prices: PricesOption = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
@@ -131,12 +143,18 @@ def serve(
     except ValueError as error:
         raise fail(f"--usage-profile: {error}") from None
     telemetry = TelemetrySettings(profile_default, seed, "the command line")
+    try:
+        observe = observe_settings(alert_rules, builtin_alerts, prometheus_url, prices)
+    except InputError as error:
+        raise fail(escape(str(error))) from None
+    if observe.prometheus_url is not None and kubeconfig is None:
+        raise fail("--prometheus-url is for --kubeconfig: the simulated cluster observes itself")
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
     try:
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
                   default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
-                  log_level)  # fmt: skip
+                  observe, log_level)  # fmt: skip
     finally:
         sock.close()
 
@@ -156,6 +174,7 @@ def _serve_on(
     kubeconfig: Path | None,
     scheduler_name: str,
     telemetry: TelemetrySettings,
+    observe: ObserveSettings,
     log_level: str,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
@@ -181,6 +200,7 @@ def _serve_on(
         profile=scheduling_profile,
         rules=admission_rules,
         usage_profile=telemetry.default_profile,
+        alert_rules=observe.alert_rules,
     )
     if kubeconfig is not None:
         if cluster is not None or scenario or telemetry.default_profile is not None:
@@ -188,8 +208,10 @@ def _serve_on(
                 "--cluster, --scenario and --usage-profile are for the simulated cluster, "
                 "not --kubeconfig"
             )
-        plane = _kube_plane(kubeconfig, store, options, scheduler_name)
+        plane = _kube_plane(kubeconfig, store, options, scheduler_name, observe.prometheus_url)
         where = f"Kubernetes ({kubeconfig})"
+        if observe.prometheus_url is not None:
+            where += f", GPU series from {observe.prometheus_url}"
     else:
         skipped = Skipped()
         nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
@@ -216,7 +238,7 @@ def _serve_on(
         if options.faults:
             where += f", {len(options.faults)} GPU faults to play"
     plane.start()
-    app = create_app(plane)
+    app = create_app(plane, prices=observe.prices)
     port = sock.getsockname()[1]
     console.print(
         f"gpufleet control plane on http://{host}:{port}/ ({where}, policy {policy}, database {db})"
@@ -257,9 +279,14 @@ def _with_scenario_telemetry(
 
 
 def _kube_plane(
-    kubeconfig: Path, store: Store, options: ServeOptions, scheduler_name: str
+    kubeconfig: Path,
+    store: Store,
+    options: ServeOptions,
+    scheduler_name: str,
+    prometheus_url: str | None = None,
 ) -> Plane:
-    """The plane over a Kubernetes cluster (imported here: the client is slow to import)."""
+    """The plane over a Kubernetes cluster (imported here: the client is slow to import),
+    observing the GPUs through the Prometheus server at ``prometheus_url`` when given."""
     from gpufleet.backends.kube.api import KubeApi, load_client
     from gpufleet.backends.kube.scheduler import SchedulerOptions
     from gpufleet.service.kube_plane import KubeControlPlane
@@ -274,7 +301,12 @@ def _kube_plane(
         admission=options.admission,
         profile=options.profile,
     )
-    return KubeControlPlane(api, store, options, scheduler)
+    plane = KubeControlPlane(api, store, options, scheduler)
+    if prometheus_url is not None:
+        from gpufleet.backends.prometheus import PrometheusSeries
+
+        plane.observe_with(PrometheusSeries(prometheus_url))
+    return plane
 
 
 def _set_aside(rejected: Rejected, db: Path) -> str:

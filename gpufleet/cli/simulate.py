@@ -303,6 +303,15 @@ def simulate(
             rich_help_panel="Multi-tenant scenarios",
         ),
     ] = True,
+    idle_dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--idle-dry-run",
+            help="Run the scenario's IdlePolicies as a dry run: report what they would do, "
+            "act on nothing.",
+            rich_help_panel="Multi-tenant scenarios",
+        ),
+    ] = False,
     profile: Annotated[
         Path | None,
         typer.Option(
@@ -345,6 +354,7 @@ def simulate(
                 explain_limit=explain_limit,
                 backfill=backfill,
                 profile=profile,
+                idle_dry_run=idle_dry_run,
             )
         )
         return
@@ -357,6 +367,7 @@ def simulate(
         "--explain-at": explain_at is not None,
         "--no-backfill": not backfill,
         "--profile": profile is not None,
+        "--idle-dry-run": idle_dry_run,
     }
     given = [flag for flag, present in only_with_scenario.items() if present]
     if given:

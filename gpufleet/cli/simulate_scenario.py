@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
@@ -36,6 +36,7 @@ from gpufleet.control.profiles import load_profile
 from gpufleet.model.times import format_duration, simulated_time
 from gpufleet.report.html import NamedTable, write_report
 from gpufleet.report.scenario_html import scenario_figures
+from gpufleet.report.scenario_idle import IdleSummary, idle_action_rows, summarize_idle
 from gpufleet.report.scenario_summary import (
     NO_CLASS,
     Comparison,
@@ -82,6 +83,7 @@ class ScenarioArgs:
     explain_limit: int
     backfill: bool
     profile: Path | None = None
+    idle_dry_run: bool = False
 
 
 @friendly_errors
@@ -110,13 +112,22 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
     config = AdmissionConfig(backfill=args.backfill)
     if args.profile is not None:
         console.print(f"profile:  {profile.name} ({args.profile})")
-    shared = Shared(scenarios.by_seed, config, explain_at, profile)
+    idle_policies = first.idle_policies
+    if idle_policies:
+        names = ", ".join(p.name for p in idle_policies)
+        mode = " (dry run: report only)" if args.idle_dry_run else ""
+        console.print(f"idle:     IdlePolicy {names}{mode}; not in the FIFO baseline")
+    elif args.idle_dry_run:
+        warn("--idle-dry-run: the scenario has no IdlePolicy, so there is nothing to report")
+    shared = Shared(scenarios.by_seed, config, explain_at, profile, args.idle_dry_run)
     runs = _run_with_progress(shared, tasks, args.workers)
 
-    summaries = summarize(runs, scenarios.by_seed[seeds[0]].scenario, policies)
+    summaries = summarize(runs, scenarios.by_seed[seeds[0]].scenario, policies, args.idle_dry_run)
     print_queue_table(summaries.queues, len(seeds))
     for row in summaries.runs:
         print_run_line(row)
+    for idle in summaries.idle:
+        console.print(f"[bold]{idle.run} idle policies[/]: {idle.line}")
     print_comparison(summaries.comparison)
     for run in runs:
         if run.variant is Variant.QUEUES and run.seed == seeds[0]:
@@ -166,16 +177,26 @@ class Summaries:
     runs: list[RunSummary]
     queues: list[QueueSummary]
     comparison: list[Comparison]
+    #: What the IdlePolicies did, per run label that had them.
+    idle: list[IdleSummary] = field(default_factory=list)
 
 
 def summarize(
-    runs: Sequence[LabelledRun], scenario: TenantScenario, policies: Sequence[str]
+    runs: Sequence[LabelledRun],
+    scenario: TenantScenario,
+    policies: Sequence[str],
+    idle_dry_run: bool = False,
 ) -> Summaries:
     tree = QueueTree({name: q.parent for name, q in scenario.queues.items()})
     values = {name: c.value for name, c in scenario.priority_classes.items()}
     used = sorted({t.workload.priority_class or NO_CLASS for t in scenario.workloads})
     run_rows = summarize_runs(runs, values, used)
-    return Summaries(run_rows, summarize_queues(runs, tree), compare_with_fifo(run_rows, policies))
+    return Summaries(
+        run_rows,
+        summarize_queues(runs, tree),
+        compare_with_fifo(run_rows, policies),
+        summarize_idle(runs, idle_dry_run),
+    )
 
 
 def _explain_time(text: str | None) -> float | None:
@@ -428,6 +449,15 @@ def _write_report(
                 explain_rows(run, at_end=True)[:HTML_EXPLAIN_ROWS],
             )
         )
+        if run.result.idle is not None and run.result.idle.decisions:
+            appendix.append(
+                (
+                    f"Idle-policy actions ({run.label}, seed {run.seed})",
+                    "Each step an IdlePolicy took (in a dry run: would have taken), with the "
+                    "numbers that triggered it. results.json has every row.",
+                    idle_action_rows(run)[:HTML_EXPLAIN_ROWS],
+                )
+            )
         if run.result.jobs:
             appendix.append(
                 (
@@ -453,6 +483,13 @@ def _write_report(
                 summaries.queues,
             ),
             ("gpufleet queues vs FIFO baseline", "", summaries.comparison),
+            (
+                "Idle GPU reclaim",
+                "What the scenario's IdlePolicies did (median over seeds): GPU-hours the "
+                "stopped workloads would still have held, actions by kind, workloads stopped "
+                "(stopped: the first seed's). The FIFO baseline runs without them.",
+                summaries.idle,
+            ),
         ],
         appendix=appendix,
     )

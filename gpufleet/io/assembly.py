@@ -24,6 +24,8 @@ from gpufleet.io import alibaba, job_rules, operator_jobs, pytorch_jobs
 from gpufleet.io.catalog import CATALOG_KINDS, Catalog
 from gpufleet.io.errors import InputError
 from gpufleet.io.faults import GPU_FAULT, gpu_fault_from_object
+from gpufleet.io.idle_policies import KIND as IDLE_POLICY
+from gpufleet.io.idle_policies import check_unique, idle_policy_from_object
 from gpufleet.io.kinds import CLUSTER_KINDS
 from gpufleet.io.kube_pods import (
     EXPECTED_RUNTIME_ANNOTATION,
@@ -50,6 +52,7 @@ from gpufleet.io.workload_settings import (
     workload_settings,
 )
 from gpufleet.model.faults import GpuFault
+from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.jobs import JobKind, JobSpec
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
@@ -60,8 +63,8 @@ T = TypeVar("T")
 DEFAULT_QUEUE = "default"
 SUPPORTED = (
     "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, "
-    "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob, GpuFault or SimulatedTelemetry "
-    "objects (or an Alibaba pod-list .csv)"
+    "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob, GpuFault, SimulatedTelemetry or "
+    "IdlePolicy objects (or an Alibaba pod-list .csv)"
 )
 #: Operators' job kinds and their readers.
 OPERATOR_JOBS = {
@@ -86,6 +89,8 @@ class Scenario:
     faults: list[GpuFault] = dataclasses.field(default_factory=list)
     #: How the simulated GPUs' telemetry is made (its ``SimulatedTelemetry`` object), if said.
     telemetry: TelemetrySettings | None = None
+    #: What to do with idle GPU holders (``IdlePolicy`` objects).
+    idle_policies: list[IdlePolicy] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +131,8 @@ class ScenarioBuilder(Catalog):
         self.pod_origins: dict[str, str] = {}
         self.faults: list[GpuFault] = []
         self.telemetry: TelemetrySettings | None = None
+        self.idle_policies: list[IdlePolicy] = []
+        self._idle_policy_sources: dict[str, str] = {}
 
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
@@ -143,6 +150,10 @@ class ScenarioBuilder(Catalog):
             _unique(self.quotas, key, Setting(quota, context, None), "ResourceQuota")
         elif kind == GPU_FAULT:
             self.faults.append(gpu_fault_from_object(manifest, source, where))
+        elif kind == IDLE_POLICY:
+            policy = idle_policy_from_object(manifest, source, where)
+            check_unique(self._idle_policy_sources, policy.name, source, where)
+            self.idle_policies.append(policy)
         elif kind == SIMULATED_TELEMETRY:
             settings = telemetry_settings_from_object(manifest, source, where)
             self.telemetry = merge_settings(self.telemetry, settings)
@@ -276,6 +287,7 @@ class ScenarioBuilder(Catalog):
             kinds,
             sorted(self.faults, key=lambda f: f.at),
             self.telemetry,
+            list(self.idle_policies),
         )
 
     def assemble(

@@ -51,6 +51,7 @@ READ_ELSEWHERE = {
     "AdmissionPolicy": "admission rules: serve --rules",
     "GpuFault": "a fault injected into a simulation: simulate or serve --scenario",
     "SimulatedTelemetry": "the simulated GPUs' usage profiles: simulate or serve --scenario",
+    "IdlePolicy": "what to do with idle GPU holders: simulate or serve --scenario",
 }
 
 #: Kinds that make pods, or carry scheduling meaning, that gpufleet does not read: why it matters

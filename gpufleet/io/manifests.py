@@ -46,7 +46,7 @@ CLUSTER_SCOPED = frozenset(
     {
         "Node", "Namespace", "Queue", "PriorityClass", "PersistentVolume", "StorageClass",
         "CustomResourceDefinition", "IngressClass", "RuntimeClass", "ResourceFlavor", "Cohort",
-        "WorkloadPriorityClass", "GPUAlertRule",
+        "WorkloadPriorityClass", "GPUAlertRule", "IdlePolicy",
     }
 )  # fmt: skip
 

@@ -80,8 +80,13 @@ def selector(metric: str, matchers: Mapping[str, str], extra: Iterable[str] = ()
 
 def metric_expression(rule: AlertRule) -> tuple[str, bool]:
     """The rule's metric in PromQL over its scope, and whether it is a plain selector."""
-    matchers = rule.scope.matchers()
-    match rule.metric:
+    return metric_query(rule.metric, rule.scope.matchers())
+
+
+def metric_query(metric: AlertMetric, matchers: Mapping[str, str]) -> tuple[str, bool]:
+    """``metric`` in PromQL over the series ``matchers`` select, and whether it is a plain
+    selector (the Prometheus reader, ``gpufleet.backends.prometheus``, asks the same)."""
+    match metric:
         case AlertMetric.FB_USED_PERCENT:
             used = selector(_FB_USED, matchers)
             free = selector(_FB_FREE, matchers)
@@ -90,7 +95,7 @@ def metric_expression(rule: AlertRule) -> tuple[str, bool]:
             held = selector(_GPU_UTIL, matchers, ['pod!=""'])
             return f"avg by ({', '.join(WORKLOAD_LABELS)}) ({held})", False
         case _:
-            return selector(rule.metric.value, matchers), True
+            return selector(metric.value, matchers), True
 
 
 def aggregated_expression(rule: AlertRule) -> str:

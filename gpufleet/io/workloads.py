@@ -45,6 +45,7 @@ from gpufleet.io.assembly import (
 )
 from gpufleet.io.errors import InputError
 from gpufleet.io.faults import GPU_FAULT
+from gpufleet.io.idle_policies import KIND as IDLE_POLICY
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
 from gpufleet.io.manifests import input_files, load_manifests
@@ -60,6 +61,7 @@ SCENARIO_KINDS = frozenset(
         "ResourceQuota",
         GPU_FAULT,
         SIMULATED_TELEMETRY,
+        IDLE_POLICY,
         *WORKLOAD_API_VERSIONS,
         *OPERATOR_JOBS,
     }

@@ -229,7 +229,30 @@ PLANE_COUNTERS = {
     "failed": FAILED_PODS,
     "restarted": CONTAINER_RESTARTS,
 }
-SERVE = (WORKLOADS, CLUSTER_TIME, *PLANE_COUNTERS.values(), API_REQUEST_SECONDS)
+COST_DOLLARS = Family(
+    "gpufleet_cost_dollars_total",
+    Kind.COUNTER,
+    "What the workloads' pods cost since the control plane started, in the price list's "
+    "currency, by split: allocated (GPU, CPU and memory held), used (the GPU part by measured "
+    "utilisation, plus CPU and memory), idle (GPU held but not used), unmeasured (GPU cost of "
+    "pods whose utilisation nobody measured; allocated = used + idle + unmeasured)",
+    ("namespace", "queue", "tenant", "split"),
+)
+IDLE_GPU_HOURS = Family(
+    "gpufleet_idle_gpu_hours_total",
+    Kind.COUNTER,
+    "GPU-hours held by pods but not used (held x (1 - measured utilisation)) since the control "
+    "plane started",
+    ("namespace", "queue"),
+)
+SERVE = (
+    WORKLOADS,
+    CLUSTER_TIME,
+    *PLANE_COUNTERS.values(),
+    API_REQUEST_SECONDS,
+    COST_DOLLARS,
+    IDLE_GPU_HOURS,
+)
 
 # ----------------------------------------------------------------------------- devices
 # NVIDIA dcgm-exporter's names, types, help texts and labels (its etc/default-counters.csv and

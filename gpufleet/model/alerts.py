@@ -218,12 +218,37 @@ class AlertRule:
             return LOOKBACK_S
         return self.window_s
 
+    @property
+    def condition(self) -> str:
+        """The rule in one line: ``avg(DCGM_FI_DEV_GPU_UTIL[1h]) < 20 for 2h``."""
+        fn = self.aggregation.value
+        if self.quantile is not None:
+            fn = f"quantile({self.quantile:g})"
+        text = f"{fn}({self.metric.value}[{short_duration(self.lookback_s)}])"
+        text += f" {self.comparison.value} {self.threshold:g}"
+        if self.for_s:
+            text += f" for {short_duration(self.for_s)}"
+        if self.min_running_s:
+            text += f" after running {short_duration(self.min_running_s)}"
+        return text
+
     def alert_labels(self, series: LabelSet) -> LabelSet:
         """An alert's identity: the series' labels, with ``alertname`` and ``severity`` set."""
         labels = dict(series)
         labels["alertname"] = self.alert_name
         labels["severity"] = self.severity.value
         return label_set(labels)
+
+
+def short_duration(seconds: float) -> str:
+    """``5400`` as ``1h30m``: the largest units that divide it (``0s`` for 0)."""
+    left = round(seconds)
+    parts = []
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return "".join(parts) or "0s"
 
 
 def _workload_metrics() -> str:

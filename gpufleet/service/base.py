@@ -26,6 +26,7 @@ from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, describe
 from gpufleet.io.names import label_value_problem, name_problem, rule_of
 from gpufleet.model import MILLI_PER_GPU, Node
+from gpufleet.model.alerts import AlertRule
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.queues import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
@@ -41,6 +42,7 @@ from gpufleet.service.auth import (
     new_token,
 )
 from gpufleet.service.kube_writes import TENANT_LABEL
+from gpufleet.service.observatory import Observatory, ObservedRound
 from gpufleet.service.protocol import ExplainCache
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
@@ -86,6 +88,8 @@ class ServeOptions:
     #: GPU faults the simulated cluster plays (a scenario's ``GpuFault`` objects), their times
     #: counted from the plane's start.
     faults: tuple[GpuFault, ...] = ()
+    #: The alert rules the plane evaluates (None: gpufleet's built-in rules).
+    alert_rules: tuple[AlertRule, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +132,8 @@ class PlaneBase:
         self._principals: dict[str, Principal] = {}
         #: Device telemetry for ``/metrics`` and the node map (None: this world has none).
         self.telemetry: TelemetrySource | None = None
+        #: The GPUs' series and the alerts on them (None: this world observes nothing).
+        self.observatory: Observatory | None = None
 
     @property
     def policy(self) -> str:
@@ -365,6 +371,38 @@ class PlaneBase:
                     self._subscribers.remove(subscriber)
 
         return unsubscribe
+
+    def watch(self, observatory: Observatory) -> None:
+        """Observe with ``observatory``: its alerts' transitions go to the event stream."""
+        self.observatory = observatory
+        observatory.subscribe(self._publish_alerts)
+
+    def pod_owners(self) -> dict[tuple[str, str], str]:
+        """The workload key of every known pod, by (namespace, pod name)."""
+        with self.lock:
+            return {
+                (p.pod.namespace, p.pod.name): record.key
+                for record in self.records.values()
+                for p in record.pods.values()
+            }
+
+    def _publish_alerts(self, observed: ObservedRound) -> None:
+        if not observed.transitions:
+            return
+        owners = self.pod_owners()
+        changes = []
+        for moved in observed.transitions:
+            labels = dict(moved.labels)
+            owner = owners.get((labels.get("namespace", ""), labels.get("pod", "")))
+            data: dict[str, object] = {
+                "rule": moved.rule,
+                "state": moved.after.value,
+                "before": moved.before.value,
+                "value": moved.value,
+                "labels": labels,
+            }
+            changes.append(Change(ChangeKind.ALERT, owner, moved.at, data))
+        self.publish(changes, [])
 
     def publish(self, changes: list[Change], events: Iterable[StoredEvent]) -> None:
         changes = changes + [

@@ -33,6 +33,7 @@ from gpufleet.backends.sim.live import LiveSimCluster
 from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
 from gpufleet.control.factory import target_of
 from gpufleet.control.loop import ControlLoop
+from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.metrics.state import SchedulerState, read_state
@@ -47,8 +48,10 @@ from gpufleet.service.base import (
     object_name,
     require_admin,
 )
+from gpufleet.service.embedded_observing import EmbeddedObserving
 from gpufleet.service.embedded_recording import TurnNotes
 from gpufleet.service.embedded_restore import RestoringPlane
+from gpufleet.service.observatory import STEP_S, ObservatoryThread
 from gpufleet.service.records import POD_CANCELLED, POD_PENDING, POD_RUNNING, WorkloadRecord
 from gpufleet.service.sim_records import telemetry_seed
 from gpufleet.service.states import ChangeKind, WorkloadState
@@ -97,6 +100,11 @@ class EmbeddedControlPlane(RestoringPlane):
             SimTelemetry(self.world, telemetry_seed(self.options), self.options.usage_profile),
             self.lock,
         )
+        rules = self.options.alert_rules
+        self.observing = EmbeddedObserving(self, builtin_alert_rules() if rules is None else rules)
+        # The simulated GPUs' series and the alerts on them (see ``embedded_observing``).
+        self.watch(self.observing.observatory)
+        self._observe = ObservatoryThread(self.observing.round, STEP_S, self.options.speed)
         self.loop = ControlLoop(
             self.world, lambda: self.core, [self.metrics, self], guard=self._turn_scope
         )
@@ -110,13 +118,16 @@ class EmbeddedControlPlane(RestoringPlane):
             return
         self._thread = threading.Thread(target=self._run, name="gpufleet-plane", daemon=True)
         self._thread.start()
+        self._observe.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stopping.set()
         self.world.stop()
+        self._observe.stop(timeout)
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.observing.save()
         with self.lock:
             self.store.set_meta("clock", repr(self.world.clock.now()))
 

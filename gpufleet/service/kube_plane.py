@@ -45,6 +45,7 @@ from gpufleet.backends.kube.pods import pod_group
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.control.factory import build_core
+from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node, Placement
@@ -75,6 +76,7 @@ from gpufleet.service.kube_writes import (
     objects_to_write,
     pod_group_of,
 )
+from gpufleet.service.observatory import STEP_S, Observatory, ObservatoryThread
 from gpufleet.service.records import (
     POD_CANCELLED,
     POD_FAILED,
@@ -84,10 +86,13 @@ from gpufleet.service.records import (
     JobProgress,
     PodRecord,
     WorkloadRecord,
+    pods_of,
 )
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import parse_body
+from gpufleet.telemetry.observed_series import WithStartTimes
+from gpufleet.telemetry.series_query import GroupedSeriesQuery
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +138,7 @@ class KubeControlPlane(PlaneBase):
         self._threads: list[threading.Thread] = []
         self._placeholder: tuple[int, SchedulerCore] | None = None
         self._nodes: tuple[tuple[str, ...], list[Node]] | None = None
+        self._observe: ObservatoryThread | None = None
 
     # ----------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -141,9 +147,37 @@ class KubeControlPlane(PlaneBase):
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        if self._observe is not None:
+            self._observe.start()
+
+    def observe_with(self, series: GroupedSeriesQuery, step_s: float = STEP_S) -> Observatory:
+        """Observe the GPUs through ``series`` (a Prometheus server's): the alert rules are
+        evaluated over it every ``step_s`` wall seconds once started; pods' start times come
+        from this plane's records where the series have none."""
+        rules = self.options.alert_rules
+        starts: dict[tuple[str, str], float] = {}
+        observatory = Observatory(
+            WithStartTimes(series, lambda: starts),
+            builtin_alert_rules() if rules is None else rules,
+            self.now,
+            step_s=step_s,
+        )
+
+        def round_() -> None:
+            with self.lock:
+                fresh = pods_of(self.records)[1]
+            starts.clear()
+            starts.update(fresh)
+            observatory.observe(self.now())
+
+        self.watch(observatory)
+        self._observe = ObservatoryThread(round_, step_s)
+        return observatory
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stopping.set()
+        if self._observe is not None:
+            self._observe.stop(timeout)
         self.scheduler.stop()
         for thread in self._threads:
             thread.join(timeout)

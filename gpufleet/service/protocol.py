@@ -18,6 +18,7 @@ from gpufleet.model import Node
 from gpufleet.model.priorities import PriorityClass
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.service.auth import Principal
+from gpufleet.service.observatory import Observatory
 from gpufleet.service.records import WorkloadRecord
 from gpufleet.service.store import StoredEvent
 from gpufleet.telemetry.source import TelemetrySource
@@ -38,6 +39,8 @@ class Plane(Protocol):
     metrics: SchedulerMetrics
     #: Device telemetry, read at scrape time (thread-safe; None: the world has none).
     telemetry: TelemetrySource | None
+    #: The GPUs' series and the alerts on them (None: the world observes nothing).
+    observatory: Observatory | None
 
     def start(self) -> None: ...
 
@@ -69,6 +72,8 @@ class Plane(Protocol):
     def recent_events(self, limit: int) -> list[StoredEvent]: ...
 
     def gpu_totals(self) -> tuple[int, float]: ...
+
+    def pod_owners(self) -> dict[tuple[str, str], str]: ...
 
     def visible(self, principal: Principal, key: str) -> WorkloadRecord: ...
 

@@ -9,6 +9,7 @@ no I/O.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpufleet.model import MILLI_PER_GPU, Placement, Pod
@@ -16,6 +17,7 @@ from gpufleet.model.sharing import describe_requests
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.service.states import WorkloadState
 from gpufleet.service.store import StoredEvent
+from gpufleet.telemetry.recording import PodKey, PodTags
 
 #: Events kept in memory per workload (the store keeps them all).
 EVENTS_KEPT = 50
@@ -147,3 +149,23 @@ class WorkloadRecord:
         else:
             self.state = WorkloadState.PENDING
         return self.state
+
+
+def pods_of(
+    records: Mapping[str, WorkloadRecord],
+) -> tuple[dict[PodKey, PodTags], dict[PodKey, float]]:
+    """Each running pod's tags and start, from the plane's records."""
+    tags: dict[PodKey, PodTags] = {}
+    starts: dict[PodKey, float] = {}
+    for record in records.values():
+        if not record.active:
+            continue
+        workload = record.timed.workload
+        for pod_record in record.pods.values():
+            if pod_record.state != POD_RUNNING:
+                continue
+            key = (pod_record.pod.namespace, pod_record.pod.name)
+            tags[key] = PodTags(workload.queue, record.tenant, record.key, record.kind)
+            if pod_record.started is not None:
+                starts[key] = pod_record.started
+    return tags, starts

@@ -28,3 +28,5 @@ class ChangeKind(StrEnum):
     NODE = "node"
     CLUSTER = "cluster"
     EVENT = "event"
+    #: An alert changed state (pending, firing, resolved...).
+    ALERT = "alert"

@@ -4,14 +4,14 @@ Holds what must survive a ``kill -9``: accepted workloads (their parsed model fo
 does not depend on the queues of the day), where each pod runs (node and devices, when it
 started, how much work it had left), how far their jobs are (completions, failures, restarts),
 queues and priority classes as submitted, API tokens (hashed), events and the cluster's
-history, and the simulated clock. Every write is a
+history, the simulated clock, and the telemetry store's series (a blob). Every write is a
 transaction that is committed before the caller answers anyone: a workload acknowledged to a
 client is on disk. WAL with ``synchronous=NORMAL`` survives a killed process (not a power cut
 between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that).
 
 The store is a plain repository: it does not decide anything, and it is not thread-safe on its
 own (the control plane serialises calls under its lock). sqlite3 from the standard library is
-used directly: the schema is seven small tables and an ORM would add nothing but weight.
+used directly: the schema is eight small tables and an ORM would add nothing but weight.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ _PLACEMENT = TypeAdapter(Placement)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS workloads (
     key TEXT PRIMARY KEY,
     seq INTEGER NOT NULL UNIQUE,
@@ -186,6 +187,18 @@ class Store:
             "INSERT INTO meta (key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (key, value),
+        )
+
+    def blob(self, key: str) -> bytes | None:
+        """A large value kept whole (the telemetry store's durable form)."""
+        row = self._db.execute("SELECT value FROM blobs WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def set_blob(self, key: str, value: bytes) -> None:
+        self._db.execute(
+            "INSERT INTO blobs (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, sqlite3.Binary(value)),
         )
 
     # ----------------------------------------------------------------------------- workloads

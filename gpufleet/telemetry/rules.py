@@ -191,6 +191,16 @@ class RuleEngine:
                 del alerts[labels]
         return changes
 
+    def replace_rules(self, rules: Iterable[AlertRule]) -> None:
+        """Evaluate ``rules`` from the next round on: a rule kept unchanged keeps its alerts,
+        a changed or new one starts with none (its old alerts are dropped, unnotified), as
+        Prometheus does when a rule file is reloaded. Checked whole before anything changes."""
+        fresh = RuleEngine(rules, self._retention)
+        for name, rule in fresh._rules.items():
+            if self._rules.get(name) == rule:
+                fresh._alerts[name] = self._alerts[name]
+        self._rules, self._alerts = fresh._rules, fresh._alerts
+
     def alerts(self, rule: str | None = None) -> list[Alert]:
         """The alerts held now (pending, firing, and recently resolved), of one rule or all."""
         names = self._rules if rule is None else (rule,)

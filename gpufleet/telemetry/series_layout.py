@@ -7,8 +7,9 @@ linear code of a value range in ``uint8`` or ``uint16``, one code reserved for "
 (:data:`Labels`, :func:`as_labels`, :func:`matches`). It stores nothing and reads no clock.
 
 Why codes and not float32: 1,000 GPUs x 5 metrics over 30 days must fit in 200 MB, i.e. 40 KB
-a series for 5,760 fine and 8,640 coarse points (2.8 bytes a point). float32 fine points alone
-would take 23 KB a series; float32 coarse points (sum, max, min) 104 KB more. So a fine point is
+a series for 5,760 fine and 4,320 coarse points (10 minutes: 5 would leave no room for the
+process around the arrays). float32 fine points alone would take 23 KB a series; float32
+coarse points (sum, max, min) 52 KB more. So a fine point is
 a ``uint16`` code over the metric's range (error at most ``(hi - lo) / 131,068``: 0.0008 % for
 utilisation, 1.5 MiB for memory over 0..192 GiB) and a coarse point three ``uint8`` codes
 (mean, max, min; error at most ``(hi - lo) / 508``: 0.2 % for utilisation, 0.25 C over 0..127 C).
@@ -137,12 +138,12 @@ class Quantizer:
 @dataclass(frozen=True, slots=True)
 class StoreShape:
     """The two rings: ``fine_points`` steps of ``fine_step_s`` (default 15 s for a day) and
-    ``coarse_points`` steps of ``coarse_step_s`` (default 5 min for 30 days)."""
+    ``coarse_points`` steps of ``coarse_step_s`` (default 10 min for 30 days)."""
 
     fine_step_s: int = 15
     fine_points: int = 5_760
-    coarse_step_s: int = 300
-    coarse_points: int = 8_640
+    coarse_step_s: int = 600
+    coarse_points: int = 4_320
     fine_code: str = "uint16"
     coarse_code: str = "uint8"
 

@@ -1,8 +1,9 @@
 """What a caller of window queries needs and nothing else: :class:`GroupedSeriesQuery`, the
 rule engine's ``SeriesQuery`` (``gpufleet.telemetry.rules``) plus aggregation across series by
 label (for cost allocation and the dashboard), implemented by
-:class:`gpufleet.telemetry.series.SeriesStore` in embedded mode and, later, by a Prometheus
-reader on Kubernetes; and :class:`UnknownMetricError`, the error naming a metric nobody keeps.
+:class:`gpufleet.telemetry.series.SeriesStore` in embedded mode and by a Prometheus reader
+on Kubernetes (``gpufleet.backends.prometheus``); and the errors: :class:`UnknownMetricError`
+names a metric nobody keeps, :class:`SeriesUnavailableError` says the series cannot be read now.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ class UnknownMetricError(KeyError):
         return f"unknown metric {self.metric!r}; known: {', '.join(self.known) or 'none'}"
 
 
+class SeriesUnavailableError(RuntimeError):
+    """The series could not be read now (their server is down or answered nonsense); the
+    message says where and what failed. A query may succeed later."""
+
+
 class GroupedSeriesQuery(Protocol):
     """Window queries, PromQL's ``<fn>_over_time(metric{matchers}[window])`` evaluated at
     ``now`` (seconds since the epoch; no clock is read), optionally aggregated as
@@ -36,8 +42,9 @@ class GroupedSeriesQuery(Protocol):
     The window is ``(now - window_s, now]``. Returns the value of each series that has points
     in the window, keyed by its labels (sorted (name, value) pairs, the metric name left out);
     with ``by``, one value per group keyed by the ``by`` labels (``by=()``: one group, key
-    ``()``). Raises :class:`UnknownMetricError` for a metric not kept and ``ValueError`` for a
-    bad ``fn``, ``across``, ``quantile`` or a window that is not positive.
+    ``()``). Raises :class:`UnknownMetricError` for a metric not kept, ``ValueError`` for a
+    bad ``fn``, ``across``, ``quantile`` or a window that is not positive, and (a remote
+    source) :class:`SeriesUnavailableError` when it cannot be read.
     """
 
     def query(

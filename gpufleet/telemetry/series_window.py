@@ -3,13 +3,13 @@ arithmetic of queries, on arrays the store hands over. No store, no clock.
 
 Owns :data:`WindowFn` and :data:`Across` (the function names queries accept),
 :func:`reduce_fine` (exact over the fine points of a window), :func:`reduce_coarse` (over the
-5-minute rollups) and :func:`aggregate` (sum/avg/max/min/count across series by label).
+10-minute rollups) and :func:`aggregate` (sum/avg/max/min/count across series by label).
 
 Over coarse points: ``avg`` weights each bucket's mean by the number of snapshots the store
 took in it (exact for a series present at every snapshot, approximate for one with gaps);
 ``max``/``min`` are exact up to the coarse code's error; ``count`` is the number of snapshots
 of the buckets the series has points in; ``last`` is the newest bucket's mean; and
-``quantile`` is the quantile of the 5-minute means, an approximation whose error is bounded:
+``quantile`` is the quantile of the 10-minute means, an approximation whose error is bounded:
 each raw sample lies between its bucket's min and max, so the raw quantile lies between the
 same quantile of the buckets' mins and of their maxes (count-weighted), which tighten to the
 means for flat series and widen for spiky ones.

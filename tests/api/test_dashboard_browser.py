@@ -40,6 +40,13 @@ QUEUES = REPO_ROOT / "examples" / "tenancy" / "queues.yaml"
 #: Where the screenshot goes when asked (else the test's temporary directory).
 SCREENSHOT_ENV = "GPUFLEET_DASHBOARD_PNG"
 
+#: A rule the busy mix fires within a minute of simulated time (beside the built-in ones).
+BUSY_RULE = """
+apiVersion: gpufleet.dev/v1alpha1
+kind: GPUAlertRule
+metadata: {name: gpu-busy}
+spec: {metric: DCGM_FI_DEV_GPU_UTIL, comparison: ">", threshold: 30, for: 1m, severity: info}
+"""
 SPEED = 60  # a simulated minute per second: the charts move, the 10-hour workloads do not end
 RUNTIME = "10h"
 
@@ -130,6 +137,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
         timeout=60,
     )
     token = made.stdout.strip().splitlines()[-1].strip()
+    rules = workdir / "rules.yaml"
+    rules.write_text(BUSY_RULE)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log = workdir / "serve.log"
@@ -149,6 +158,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
                 "127.0.0.1",
                 "--port",
                 str(port),
+                "--alert-rules",
+                str(rules),
             ),
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -376,6 +387,9 @@ DOM_SNAPSHOT = """() => {
         pending: Number(field('pending')), running: Number(field('running')),
       };
     }),
+    alerts: [...document.querySelectorAll('#alerts-table tr[data-alert]')].map((r) => ({
+      name: r.dataset.alert, state: r.dataset.state, count: Number(r.dataset.count),
+    })),
     workloads: [...document.querySelectorAll('#workloads-table tr[data-workload]')].map((r) => ({
       key: r.dataset.workload, state: r.dataset.state,
       gpus: Number(r.querySelector('[data-field="gpus"]').dataset.value),
@@ -478,6 +492,17 @@ def check_header_matches_map(page: Page) -> None:
     )
 
 
+def check_alerts(page: Page, server: Server) -> None:
+    """One row per alert name and state, with as many alerts as the API has."""
+    counts: dict[tuple[str, str], int] = {}
+    for alert in server.get("/alerts")["alerts"]:
+        key = (alert["alertname"], alert["state"])
+        counts[key] = counts.get(key, 0) + 1
+    dom = {(a["name"], a["state"]): a["count"] for a in snapshot(page)["alerts"]}
+    assert dom == counts
+    assert ("GpuBusy", "firing") in dom, "the busy mix fires the rule given with --alert-rules"
+
+
 def filter_workloads(page: Page, state: str) -> None:
     page.click(f"#state-filter button[data-filter='{state}']")
 
@@ -497,6 +522,7 @@ def test_dashboard_in_a_browser(
     # the header, the map, the queues and the workloads say what the API says
     eventually(lambda: check_summary_and_map(page, server))
     eventually(lambda: check_queues(page, server))
+    eventually(lambda: check_alerts(page, server), timeout=30.0)
     filter_workloads(page, "all")
     eventually(lambda: check_all_workloads(page, server))
     filter_workloads(page, "Pending")

@@ -2,7 +2,7 @@
 // together. Data comes from /api/v1 (shapes in gpufleet/api/schemas.py); live updates from
 // the server-sent event stream (stream.js) mark parts of the page dirty, and a debounced
 // refresh (refresh.js) re-reads them: the header summary (summary.js), the cluster map
-// (map.js, tooltip.js), the queues (queues.js), the workloads (workloads.js,
+// (map.js, tooltip.js), the alerts (alerts.js), the queues (queues.js), the workloads (workloads.js,
 // workload-detail.js) and the charts (history.js, charts.js). session.js signs in and out.
 
 import { redrawCharts } from "./history.js";
@@ -21,7 +21,7 @@ wireWorkloads();
 wireMap();
 setInterval(renderClock, 1000);
 setInterval(() => {
-  if (store.token) markDirty("summary", "history");
+  if (store.token) markDirty("summary", "history", "alerts");
 }, POLL_MS);
 // Plotly sizes charts to their box; redraw when the window changes
 window.addEventListener("resize", () => redrawCharts());

@@ -3,6 +3,7 @@
 // of the time, then reports failures in the banner and marks <body> loaded.
 
 import { isUnauthorized, showError } from "./api.js";
+import { loadAlerts } from "./alerts.js";
 import { loadHistory } from "./history.js";
 import { loadNodes } from "./map.js";
 import { loadQueues } from "./queues.js";
@@ -19,6 +20,7 @@ const PARTS = {
   queues: loadQueues,
   workloads: loadWorkloads,
   history: loadHistory,
+  alerts: loadAlerts,
 };
 
 export const ALL_PARTS = Object.keys(PARTS);

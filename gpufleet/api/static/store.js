@@ -9,6 +9,7 @@ export const store = {
   queues: [],
   workloads: [],
   history: null,
+  alerts: null,
   filter: "active",
   expanded: new Set(), // workload keys whose detail row is open
   details: new Map(), // key -> {detail, explanation}

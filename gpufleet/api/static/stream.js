@@ -14,6 +14,7 @@ const AFFECTS = {
   node: ["nodes", "summary"],
   cluster: ["summary", "history"],
   event: ["workloads"],
+  alert: ["alerts"],
 };
 
 let source = null;

@@ -64,6 +64,7 @@ from gpufleet.model.events import (
     ClusterEvent,
     PodAdded,
     PodDeleted,
+    PodEnd,
     WorkloadAdded,
 )
 from gpufleet.model.faults import GpuFault
@@ -232,6 +233,25 @@ class SimulatedCluster(PodRuns):
             self._immediate.append(PodDeleted(key))
             gone.append(key)
         return gone
+
+    def stop_running(self, pod_keys: Iterable[str], reason: str) -> list[str]:
+        """Evict these running pods for good (an idle policy's Stop): their devices are freed
+        and they do not wait again; each is reported ``PodDeleted`` as evicted, with
+        ``reason``. Returns those that were running."""
+        stopped: list[str] = []
+        now = self.clock.now()
+        for key in pod_keys:
+            allocation = self._running.pop(key, None)
+            if allocation is None:
+                continue
+            self.world.release(allocation)
+            self.recorder.finished(key, allocation, now)
+            work = self._work.pop(key)
+            if self.queue_recorder is not None:
+                self.queue_recorder.removed(work.pod, allocation, now)
+            self._immediate.append(PodDeleted(key, PodEnd.EVICTED, reason))
+            stopped.append(key)
+        return stopped
 
     def put_back(
         self,

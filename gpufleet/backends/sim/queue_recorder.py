@@ -371,6 +371,7 @@ class QueueRecorder:
             partial_gang_seconds=round(self.partial_seconds, 3),
             preemptions=self.preemptions,
             gpu_hours_lost=round(self.lost_gpu_seconds / HOUR, 3),
+            admissions={key: (job.arrived, job.admitted_at) for key, job in self.jobs.items()},
         )
 
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpufleet.backends.sim.idle_reclaim import IdleReport
 
 
 @dataclass(slots=True)
@@ -135,6 +139,8 @@ class TenancyStats:
     partial_gang_seconds: float
     preemptions: int
     gpu_hours_lost: float
+    #: Each workload's arrival and first admission (None: never admitted), by workload key.
+    admissions: dict[str, tuple[float, float | None]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -200,3 +206,5 @@ class TenancyRun:
     waiting_at: list[PendingReport] = field(default_factory=list)
     jobs: list[JobReport] = field(default_factory=list)
     budgets_at_end: list[BudgetReport] = field(default_factory=list)
+    #: What the idle policies did (None: the run had none).
+    idle: IdleReport | None = None

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.backends.sim.fill import fill_order
+from gpufleet.backends.sim.idle_reclaim import IdleTicking
 from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.results import (
@@ -23,6 +24,7 @@ from gpufleet.control.loop import run as run_loop
 from gpufleet.metrics.state import read_state
 from gpufleet.model import Node, Pod
 from gpufleet.model.faults import GpuFault
+from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
@@ -66,13 +68,17 @@ def _progress_hook(
 
 
 def _run(
-    sim: SimulatedCluster, core: SchedulerCore, on_iteration: Callable[[], None] | None
+    sim: SimulatedCluster,
+    core: SchedulerCore,
+    on_iteration: Callable[[], None] | None,
+    idle: IdleTicking | None = None,
 ) -> None:
-    """The control loop over ``core`` and ``sim``, the recorder's scheduler metrics observing
-    it and reading the core."""
+    """The control loop over ``core`` and ``sim`` (woken every minute for the idle policies,
+    when ``idle`` is given), the recorder's scheduler metrics observing it and reading the
+    core."""
     metrics = sim.recorder.metrics
     metrics.read = lambda: read_state(core)
-    run_loop(sim, core, on_iteration, observers=[metrics])
+    run_loop(sim if idle is None else idle, core, on_iteration, observers=[metrics])
 
 
 def run_fill(
@@ -146,13 +152,18 @@ def run_workloads(
     explain_at: float | None = None,
     profile: Profile = DEFAULT_PROFILE,
     faults: Sequence[GpuFault] = (),
+    idle_policies: Sequence[IdlePolicy] = (),
+    kinds: Mapping[str, str] | None = None,
+    idle_dry_run: bool = False,
 ) -> TenancyRun:
     """Replay workloads (pods and gangs) through queues, quotas, priorities, preemption and
     backfill: arrivals at their creation time, each pod running for its workload's duration
     (resumed from the last checkpoint after an eviction). ``explain_at``: also capture why
     workloads wait at that moment (seconds from the first arrival). ``profile``: which plugin
     at each extension point. ``faults``: XIDs injected on GPUs at their times (seconds from the
-    first arrival)."""
+    first arrival). ``idle_policies``: judged every minute of simulated time, acting on idle
+    GPU holders (``kinds``: the object kind of each workload key, for their scopes;
+    ``idle_dry_run``: report only); what they did is the run's ``idle``."""
     started = time.perf_counter()
     all_pods = [p for t in workloads for p in t.workload.pods]
     target = target if target is not None else typical_shapes(all_pods)
@@ -189,7 +200,10 @@ def run_workloads(
         if explain_at is not None and snapshot is None and sim.clock.now() >= explain_at:
             snapshot = core.explain_pending()
 
-    _run(sim, core, on_iteration)
+    idle = None
+    if idle_policies:
+        idle = IdleTicking(sim, idle_policies, workloads, kinds, dry_run=idle_dry_run)
+    _run(sim, core, on_iteration, idle)
     if progress is not None:
         progress(len(all_pods), len(all_pods))
     now = sim.clock.now()
@@ -213,6 +227,7 @@ def run_workloads(
         waiting_at=[_report(e) for e in snapshot or ()],
         jobs=jobs,
         budgets_at_end=budget_reports(core),
+        idle=None if idle is None else idle.finish(now),
     )
 
 

@@ -1,0 +1,76 @@
+"""The options of ``gpufleet serve`` about what it observes and tells: alert rules, where the
+GPUs' series come from on Kubernetes (a Prometheus server), the prices of cost.
+
+Owns :class:`ObserveSettings` (what the options say, checked before the server starts: a bad
+rule file is one clear error and nothing is served) and the options' declarations, kept here so
+``serve``'s own module stays about starting the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpufleet.cli.alerts import collect_rules
+from gpufleet.economics import PriceList
+from gpufleet.io.prices import read_prices
+from gpufleet.model.alerts import AlertRule
+
+AlertRulesOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--alert-rules",
+        help="GPUAlertRule file or directory, evaluated beside the built-in rules (repeatable)",
+    ),
+]
+BuiltinAlertsOption = Annotated[
+    bool,
+    typer.Option("--builtin-alerts/--no-builtin-alerts", help="evaluate gpufleet's built-in rules"),
+]
+PrometheusUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--prometheus-url",
+        help="with --kubeconfig: the Prometheus server that scrapes the GPUs (the node agent or "
+        "dcgm-exporter), read for alerts, idle GPUs and cost",
+        show_default=False,
+    ),
+]
+
+
+PricesOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--prices",
+        help="price list YAML for cost (default: gpufleet's, public list prices with dates)",
+        show_default=False,
+    ),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ObserveSettings:
+    alert_rules: tuple[AlertRule, ...]
+    prometheus_url: str | None = None
+    #: The price list of cost (None: gpufleet's default).
+    prices: PriceList | None = None
+
+
+def observe_settings(
+    rule_paths: list[Path] | None,
+    builtin: bool,
+    prometheus_url: str | None,
+    prices_path: Path | None = None,
+) -> ObserveSettings:
+    """The settings the options give; an InputError names a bad rule or price file."""
+    rules = collect_rules(list(rule_paths or []), builtin)
+    prices = read_prices(prices_path) if prices_path is not None else None
+    url = prometheus_url.rstrip("/") if prometheus_url else None
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise typer.BadParameter(
+            f"{prometheus_url!r} is not an http:// or https:// URL", param_hint="--prometheus-url"
+        )
+    return ObserveSettings(tuple(rules), url, prices)

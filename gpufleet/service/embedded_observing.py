@@ -1,0 +1,134 @@
+"""The embedded plane's observatory: its own series store, fed from the simulated GPUs, kept in
+the plane's SQLite file.
+
+Owns :class:`EmbeddedObserving`: each round (every 15 s of the plane's simulated clock) it
+reads every simulated GPU (the plane's ``TelemetrySource``), tags each pod's series with its
+queue, tenant, workload and kind from the plane's records, hands both to the
+:class:`~gpufleet.service.observatory.Observatory`, and every :data:`SAVE_EVERY_S` writes the
+store's durable form (``SeriesStore.to_bytes``, compressed) and the pods' usage summaries into
+the plane's store, so a restarted ``gpufleet serve`` keeps its day of fine points and its 30
+days of coarse ones (a killed process loses what came after the last save, at most
+:data:`SAVE_EVERY_S` of the plane's clock; a clean stop saves). Lock order: the plane's lock
+is never requested while holding the observatory's (what a round needs of the records is
+copied first).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+from gpufleet.model.alerts import AlertRule
+from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
+from gpufleet.service.records import WorkloadRecord, pods_of
+from gpufleet.service.store import Store
+from gpufleet.telemetry.observed_series import ObservedSeries
+from gpufleet.telemetry.recording import PodKey, PodUsage, SeriesRecorder
+from gpufleet.telemetry.series import SeriesStore
+from gpufleet.telemetry.source import TelemetrySource
+
+log = logging.getLogger(__name__)
+
+SERIES_BLOB = "telemetry.series"
+USAGE_BLOB = "telemetry.usage"
+#: Seconds of the plane's clock between saves of the series (and at stop).
+SAVE_EVERY_S = 300.0
+#: How long a pod's usage summary is kept after it was last seen (the coarse ring's 30 days).
+USAGE_KEEP_S = 30 * 86_400.0
+
+
+class ObservedPlane(Protocol):
+    lock: threading.RLock
+    records: dict[str, WorkloadRecord]
+    telemetry: TelemetrySource | None
+    store: Store
+
+    def now(self) -> float: ...
+
+
+class EmbeddedObserving:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        plane: ObservedPlane,
+        rules: Sequence[AlertRule],
+        step_s: float = STEP_S,
+    ) -> None:
+        self.plane = plane
+        self.recorder = SeriesRecorder(self._restored_store(plane.store))
+        self.recorder.adopt()
+        self.recorder.usage.update(self._restored_usage(plane.store))
+        self._starts: dict[PodKey, float] = {}
+        self.observatory = Observatory(
+            ObservedSeries(self.recorder, lambda: self._starts),
+            rules,
+            plane.now,
+            self.recorder,
+            step_s,
+        )
+        self._saved_at: float | None = None
+
+    def round(self) -> ObservedRound | None:
+        """Read, record and evaluate once, if a step of the plane's clock has passed."""
+        source = self.plane.telemetry
+        with self.plane.lock:
+            now = self.plane.now()
+            last = self.observatory.last_round
+            if last is not None and now - last < self.observatory.step_s:
+                return None
+            readings = source.read() if source is not None else []
+            tags, starts = pods_of(self.plane.records)
+        self._starts = starts
+        observed = self.observatory.observe(now, readings, tags)
+        if self._saved_at is None or now - self._saved_at >= SAVE_EVERY_S:
+            self.save(now)
+        return observed
+
+    def save(self, now: float | None = None) -> None:
+        """Write the series and usage summaries into the plane's store."""
+        with self.observatory.lock:
+            at = now if now is not None else self.observatory.last_round or 0.0
+            self.recorder.forget_ended(at, usage_s=USAGE_KEEP_S)
+            series = self.recorder.store.to_bytes(compress=True)
+            usage = json.dumps(
+                {
+                    f"{ns}/{pod}": [u.samples, u.total, u.first, u.last]
+                    for (ns, pod), u in self.recorder.usage.items()
+                }
+            ).encode()
+        with self.plane.lock, self.plane.store.transaction():
+            self.plane.store.set_blob(SERIES_BLOB, series)
+            self.plane.store.set_blob(USAGE_BLOB, usage)
+        self._saved_at = at
+
+    @staticmethod
+    def _restored_store(store: Store) -> SeriesStore:
+        data = store.blob(SERIES_BLOB)
+        if data is None:
+            return SeriesStore()
+        try:
+            return SeriesStore.from_bytes(data)
+        except ValueError as error:
+            log.error(
+                "%s: the stored telemetry series are unreadable (%s); starting empty",
+                store.path,
+                error,
+            )
+            return SeriesStore()
+
+    @staticmethod
+    def _restored_usage(store: Store) -> dict[PodKey, PodUsage]:
+        data = store.blob(USAGE_BLOB)
+        if data is None:
+            return {}
+        usage: dict[PodKey, PodUsage] = {}
+        for key, (samples, total, first, last) in json.loads(data).items():
+            namespace, _, pod = str(key).partition("/")
+            usage[(namespace, pod)] = PodUsage(
+                int(samples), float(total), float(first), float(last)
+            )
+        return usage

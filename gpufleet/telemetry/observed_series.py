@@ -1,0 +1,174 @@
+"""The window queries of a world whose telemetry gpufleet records itself (the embedded cluster).
+
+Owns :class:`ObservedSeries`, the ``GroupedSeriesQuery`` (``series_query``; the rule engine's
+``SeriesQuery`` too) over the store a ``SeriesRecorder`` (``recording``) feeds.
+It answers as a Prometheus scraping dcgm-exporter and kube-state-metrics would:
+
+* a device metric has one value per device, with the labels of the pod holding it now
+  (``namespace``, ``pod``, ``container``; one entry per pod when several share it, none when
+  nobody does), so a rule scoped to a namespace sees that namespace's devices. The value is
+  the device's over the whole window, whoever held it then (the store keys devices alone: see
+  ``recording``); Prometheus' per-pod series would cover only the holder's part of the window;
+* ``gpufleet_gpu_memory_used_percent`` is ``DCGM_FI_DEV_FB_USED`` over the device's memory
+  (used + free, as its latest reading said), as the exported rules compute it;
+* ``gpufleet_workload_gpu_util`` comes from the store as recorded, with its tags;
+* ``kube_pod_start_time`` (``namespace``, ``pod``) is each running pod's start, given by the
+  world (``starts``), not stored.
+
+No clock and no I/O; a caller holding the store's writer serialises access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import cast
+
+import numpy as np
+
+from gpufleet.model.alerts import WORKLOAD_LABELS, WORKLOAD_START_TIME, AlertMetric
+from gpufleet.telemetry.recording import HOLDER_LABELS, PodKey, SeriesRecorder
+from gpufleet.telemetry.series_layout import Labels, as_labels, matches
+from gpufleet.telemetry.series_query import GroupedSeriesQuery
+from gpufleet.telemetry.series_window import ACROSS_FNS, Across, aggregate
+
+StartTimes = Callable[[], Mapping[PodKey, float]]
+
+
+class ObservedSeries:
+    """Queries over what ``recorder`` recorded, with pod start times from ``starts``."""
+
+    def __init__(self, recorder: SeriesRecorder, starts: StartTimes) -> None:
+        self.recorder = recorder
+        self._starts = starts
+
+    @property
+    def metrics(self) -> list[str]:
+        return [*self.recorder.store.metrics, WORKLOAD_START_TIME]
+
+    def query(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str] | None = None,
+        quantile: float | None = None,
+        *,
+        by: Sequence[str] | None = None,
+        across: str = "sum",
+    ) -> dict[Labels, float]:
+        if across not in ACROSS_FNS:
+            raise ValueError(f"query: across {across!r} is not one of {list(ACROSS_FNS)}")
+        if metric == WORKLOAD_START_TIME:
+            found = self._start_times(matchers)
+        elif metric == AlertMetric.FB_USED_PERCENT.value:
+            found = self._memory_percent(fn, window_s, now, matchers, quantile)
+        elif metric == AlertMetric.WORKLOAD_GPU_UTIL.value:
+            return self.recorder.store.query(
+                metric, fn, window_s, now, matchers, quantile, by=by, across=across
+            )
+        else:
+            found = self._held_devices(metric, fn, window_s, now, matchers, quantile)
+        if by is None:
+            return found
+        keys = list(found)
+        values = np.fromiter(found.values(), np.float64, len(found))
+        return aggregate(cast(Across, across), keys, values, by)
+
+    def _start_times(self, matchers: Mapping[str, str] | None) -> dict[Labels, float]:
+        found: dict[Labels, float] = {}
+        for (namespace, pod), start in self._starts().items():
+            labels = as_labels(dict(zip(WORKLOAD_LABELS, (namespace, pod), strict=True)))
+            if matches(labels, matchers):
+                found[labels] = start
+        return found
+
+    def _held_devices(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str] | None,
+        quantile: float | None,
+    ) -> dict[Labels, float]:
+        matchers = matchers or {}
+        on_device = {k: v for k, v in matchers.items() if k not in HOLDER_LABELS}
+        on_holder = {k: v for k, v in matchers.items() if k in HOLDER_LABELS}
+        values = self.recorder.store.query(metric, fn, window_s, now, on_device, quantile)
+        found: dict[Labels, float] = {}
+        for labels, value in values.items():
+            for held in self._with_holders(labels):
+                if matches(held, on_holder):
+                    found[held] = value
+        return found
+
+    def _memory_percent(
+        self,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str] | None,
+        quantile: float | None,
+    ) -> dict[Labels, float]:
+        """Memory in percent: the stored MiB over the device's memory. Every window function
+        but ``count`` commutes with that positive scale."""
+        mib = self._held_devices(AlertMetric.FB_USED.value, fn, window_s, now, matchers, quantile)
+        if fn == "count":
+            return mib
+        total = self.recorder.memory_mib
+        return {
+            labels: 100.0 * value / total[uuid]
+            for labels, value in mib.items()
+            if (uuid := dict(labels).get("UUID", "")) in total
+        }
+
+    def _with_holders(self, labels: Labels) -> list[Labels]:
+        uuid = dict(labels).get("UUID", "")
+        users = self.recorder.holders.get(uuid, ())
+        if not users:
+            return [labels]
+        return [
+            as_labels(
+                {
+                    **dict(labels),
+                    "namespace": user.namespace,
+                    "pod": user.pod,
+                    "container": user.container,
+                }
+            )
+            for user in users
+        ]
+
+
+class WithStartTimes:
+    """Another world's series (a Prometheus server) with ``kube_pod_start_time`` answered from
+    the plane's own records when the series have none (no kube-state-metrics scraped): the
+    rules that wait for a pod to have run a while work either way."""
+
+    def __init__(self, inner: GroupedSeriesQuery, starts: StartTimes) -> None:
+        self.inner = inner
+        self._starts = starts
+
+    def query(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str] | None = None,
+        quantile: float | None = None,
+        *,
+        by: Sequence[str] | None = None,
+        across: str = "sum",
+    ) -> dict[Labels, float]:
+        found = self.inner.query(
+            metric, fn, window_s, now, matchers, quantile, by=by, across=across
+        )
+        if found or metric != WORKLOAD_START_TIME or by is not None:
+            return found
+        return {
+            as_labels(dict(zip(WORKLOAD_LABELS, pod, strict=True))): start
+            for pod, start in self._starts().items()
+            if matches(as_labels(dict(zip(WORKLOAD_LABELS, pod, strict=True))), matchers)
+        }

@@ -1,0 +1,199 @@
+"""Device readings into the time-series store: which series a reading feeds and with what.
+
+Owns :class:`SeriesRecorder`: each call to :meth:`~SeriesRecorder.record` turns one reading of
+every node (``NodeTelemetry``, from the simulated cluster or the node agent) into one snapshot
+of the store:
+
+* device series, one per GPU and per MIG instance, labelled as dcgm-exporter labels a device
+  (``Hostname``, ``gpu``, ``UUID``, ``modelName``, and ``GPU_I_PROFILE``/``GPU_I_ID`` for a MIG
+  instance), for utilisation, memory used in MiB, temperature, power and the last XID (memory
+  in percent is the MiB over the device's memory, kept per device: see ``observed_series``).
+  They are keyed by the device only, not by the pod holding it: a device's history is one
+  series whoever held it, so the store's size follows the number of GPUs, not the churn of
+  pods. Who holds a device now is kept beside (:attr:`SeriesRecorder.holders`); the query view
+  (:mod:`gpufleet.telemetry.observed_series`) adds the holder's labels as dcgm-exporter does;
+* one workload series per pod holding GPUs (``gpufleet_workload_gpu_util``: the mean
+  utilisation of the devices it holds), labelled ``namespace`` and ``pod`` plus the tags its
+  world knows (queue, tenant, workload, kind);
+* a running summary per pod (:class:`PodUsage`: samples, their sum, first and last time), so
+  the mean utilisation of a pod whose series was dropped (:meth:`SeriesRecorder.forget_ended`)
+  is still known for cost over long windows.
+
+It reads no clock (``now`` is passed in) and does no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.model.alerts import AlertMetric
+from gpufleet.model.telemetry import DeviceSample, DeviceUser
+from gpufleet.telemetry.series import SeriesStore
+from gpufleet.telemetry.series_layout import Labels, as_labels
+from gpufleet.telemetry.source import NodeTelemetry
+
+#: The device metrics a reading feeds, with what each reads of a sample.
+DEVICE_FIELDS: tuple[tuple[AlertMetric, str], ...] = (
+    (AlertMetric.GPU_UTIL, "gpu_util"),
+    (AlertMetric.FB_USED, "fb_used_mib"),
+    (AlertMetric.GPU_TEMP, "temperature_c"),
+    (AlertMetric.POWER_USAGE, "power_w"),
+    (AlertMetric.XID_ERRORS, "xid"),
+)
+#: The pod labels dcgm-exporter adds to a device held by a pod.
+HOLDER_LABELS = ("namespace", "pod", "container")
+#: How long a pod's workload series is kept after its last point (its summary stays longer).
+ENDED_KEEP_S = 86_400.0
+
+PodKey = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class PodTags:
+    """What a world knows of a pod beyond its name: added as labels to its workload series."""
+
+    queue: str = ""
+    tenant: str = ""
+    workload: str = ""
+    kind: str = ""
+
+    def labels(self) -> dict[str, str]:
+        return {name: value for name, value in self._pairs() if value}
+
+    def _pairs(self) -> tuple[tuple[str, str], ...]:
+        return (
+            ("queue", self.queue),
+            ("tenant", self.tenant),
+            ("workload", self.workload),
+            ("kind", self.kind),
+        )
+
+
+@dataclass(slots=True)
+class PodUsage:
+    """A pod's utilisation samples so far: how many, their sum, the first and last time."""
+
+    samples: int = 0
+    total: float = 0.0
+    first: float = math.inf
+    last: float = -math.inf
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.samples if self.samples else math.nan
+
+    def add(self, now: float, value: float) -> None:
+        self.samples += 1
+        self.total += value
+        self.first = min(self.first, now)
+        self.last = max(self.last, now)
+
+
+def device_series_labels(hostname: str, sample: DeviceSample) -> Labels:
+    """A device's series labels (dcgm-exporter's names, without the holder)."""
+    labels = {
+        "Hostname": hostname,
+        "gpu": str(sample.gpu),
+        "UUID": sample.uuid,
+        "modelName": sample.model,
+    }
+    if sample.mig_profile:
+        labels["GPU_I_PROFILE"] = sample.mig_profile
+        labels["GPU_I_ID"] = str(sample.gpu_instance_id)
+    return as_labels(labels)
+
+
+class SeriesRecorder:
+    """Feeds ``store`` with readings; keeps who holds each device and each pod's usage."""
+
+    def __init__(self, store: SeriesStore) -> None:
+        self.store = store
+        #: The pods holding each device now (by UUID), as the latest reading said.
+        self.holders: dict[str, tuple[DeviceUser, ...]] = {}
+        #: Each device's series labels, by UUID, as the latest reading said.
+        self.devices: dict[str, Labels] = {}
+        #: Each device's memory in MiB (used + free), by UUID, as readings said: memory in
+        #: percent is derived from it and the stored MiB, not stored (a sixth series per GPU).
+        self.memory_mib: dict[str, float] = {}
+        #: Every pod's utilisation so far (see :meth:`forget_ended`).
+        self.usage: dict[PodKey, PodUsage] = {}
+        self._pod_series: dict[PodKey, int] = {}
+
+    def record(
+        self,
+        now: float,
+        readings: Sequence[NodeTelemetry],
+        tags: Mapping[PodKey, PodTags] | None = None,
+    ) -> int:
+        """Append one reading of every node at ``now``; returns how many values were written."""
+        tags = tags or {}
+        ids: list[int] = []
+        values: list[float] = []
+        holders: dict[str, tuple[DeviceUser, ...]] = {}
+        devices: dict[str, Labels] = {}
+        memory: dict[str, float] = {}
+        held: dict[PodKey, list[float]] = {}
+        for node in readings:
+            users: dict[str, list[DeviceUser]] = {}
+            for user in node.users:
+                users.setdefault(user.uuid, []).append(user)
+            for sample in node.samples:
+                labels = device_series_labels(node.hostname, sample)
+                devices[sample.uuid] = labels
+                for metric, field_name in DEVICE_FIELDS:
+                    if sample.mig_profile and metric is not AlertMetric.FB_USED:
+                        continue  # dcgm-exporter serves only memory for a MIG instance
+                    ids.append(self.store.add(metric.value, labels))
+                    values.append(float(getattr(sample, field_name)))
+                total = sample.fb_used_mib + sample.fb_free_mib
+                if total > 0:
+                    memory[sample.uuid] = float(total)
+                on_device = tuple(users.get(sample.uuid, ()))
+                if on_device:
+                    holders[sample.uuid] = on_device
+                for pod in {(u.namespace, u.pod) for u in on_device}:
+                    held.setdefault(pod, []).append(sample.gpu_util)
+        for pod, utils in sorted(held.items()):
+            mean = float(np.mean(utils))
+            ids.append(self._workload_series(pod, tags.get(pod, PodTags())))
+            values.append(mean)
+            self.usage.setdefault(pod, PodUsage()).add(now, mean)
+        self.store.append(now, ids, values)
+        self.holders, self.devices = holders, devices
+        self.memory_mib.update(memory)
+        return len(ids)
+
+    def _workload_series(self, pod: PodKey, tags: PodTags) -> int:
+        series = self._pod_series.get(pod)
+        if series is None:
+            labels = {"namespace": pod[0], "pod": pod[1], **tags.labels()}
+            series = self.store.add(AlertMetric.WORKLOAD_GPU_UTIL.value, labels)
+            self._pod_series[pod] = series
+        return series
+
+    def forget_ended(self, now: float, keep_s: float = ENDED_KEEP_S, usage_s: float = 0.0) -> int:
+        """Drop the workload series of pods unseen for ``keep_s`` (their usage summary stays),
+        and, with ``usage_s``, the summaries of pods unseen for that long. Returns how many
+        series were dropped."""
+        gone = [pod for pod, usage in self.usage.items() if usage.last <= now - keep_s]
+        dropped = 0
+        for pod in gone:
+            series = self._pod_series.pop(pod, None)
+            if series is not None:
+                self.store.drop(series)
+                dropped += 1
+        if usage_s > 0:
+            for pod in [p for p, u in self.usage.items() if u.last <= now - usage_s]:
+                del self.usage[pod]
+        return dropped
+
+    def adopt(self) -> None:
+        """Take up the workload series of a store restored from its durable form."""
+        metric = AlertMetric.WORKLOAD_GPU_UTIL.value
+        for labels, series in self.store.series(metric).items():
+            named = dict(labels)
+            self._pod_series[(named.get("namespace", ""), named.get("pod", ""))] = series

@@ -1,0 +1,70 @@
+"""``gpufleet alerts`` lists a running control plane's alerts: a table, wide, JSON or YAML."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from gpufleet.cli.remote import use_http
+from gpufleet.testing.service import ServiceHarness
+from tests.cli.test_remote import as_
+from tests.service.test_embedded_observing import (
+    HOT,
+    IDLE_FAST,
+    harness_with,
+    run_rounds,
+    submit,
+)
+
+
+@pytest.fixture
+def observed(env: Path, tmp_path: Path) -> Iterator[ServiceHarness]:
+    harness = harness_with(tmp_path, IDLE_FAST, HOT)
+    submit(harness, "team-a", "notebook", "idle")
+    run_rounds(harness, 30 * 60)
+    client = TestClient(harness.app)
+    with use_http(lambda _: client):
+        yield harness
+    client.close()
+    harness.close()
+
+
+def test_the_table_names_state_alert_and_subject(observed: ServiceHarness) -> None:
+    result = as_(observed, "admin", "alerts")
+    assert result.code == 0, result.err
+    (row,) = result.rows("WorkloadIdleFast")
+    assert row.split()[:4] == ["firing", "warning", "WorkloadIdleFast", "team-a/notebook"]
+    assert len(result.rows("AnyGpuInUse")) == 2
+
+
+def test_wide_shows_the_condition(observed: ServiceHarness) -> None:
+    result = as_(observed, "admin", "alerts", "-o", "wide", "--state", "firing")
+    assert result.code == 0, result.err
+    assert "avg(gpufleet_workload_gpu_util[5m]) < 40" in result.out
+    assert "team-a/Pod/notebook" in result.out
+
+
+@pytest.mark.parametrize("fmt", ["json", "yaml"], ids=["json", "yaml"])
+def test_machine_output_is_the_api_object(observed: ServiceHarness, fmt: str) -> None:
+    result = as_(observed, "team-a", "alerts", "-o", fmt)
+    assert result.code == 0, result.err
+    data = json.loads(result.out) if fmt == "json" else yaml.safe_load(result.out)
+    assert data["rules"] == 2
+    assert {a["rule"] for a in data["alerts"]} == {"workload-idle-fast", "any-gpu-in-use"}
+
+
+def test_a_bad_state_is_bad_input(observed: ServiceHarness) -> None:
+    result = as_(observed, "admin", "alerts", "--state", "burning")
+    assert result.code == 2
+    assert "burning" in result.err
+
+
+def test_no_alerts_says_so(observed: ServiceHarness) -> None:
+    result = as_(observed, "team-b", "alerts", "--state", "pending")
+    assert result.code == 0, result.err
+    assert "No alerts (2 rules evaluated)." in result.out

@@ -1,0 +1,126 @@
+"""``gpufleet serve`` (embedded) observes its simulated GPUs: a round every 15 s of its clock
+records every device and pod into the series store, evaluates the alert rules, publishes their
+transitions, serves them on ``/api/v1/alerts``, and keeps the series across a restart."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.model.alerts import Aggregation, AlertMetric, AlertRule, Comparison, Severity
+from gpufleet.service.base import Change, ServeOptions
+from gpufleet.service.states import ChangeKind
+from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION
+from gpufleet.testing.service import ServiceHarness, as_yaml, gpu_nodes, make_harness, pod_doc
+
+YAML = {"Content-Type": "application/yaml"}
+IDLE_FAST = AlertRule(
+    name="workload-idle-fast",
+    metric=AlertMetric.WORKLOAD_GPU_UTIL,
+    comparison=Comparison.LT,
+    threshold=40.0,
+    aggregation=Aggregation.AVG,
+    window_s=300.0,
+    for_s=600.0,
+    min_running_s=600.0,
+    severity=Severity.WARNING,
+    summary="idle for ten minutes",
+)
+HOT = AlertRule(
+    name="any-gpu-in-use",
+    metric=AlertMetric.GPU_UTIL,
+    comparison=Comparison.GE,
+    threshold=0.0,
+    severity=Severity.INFO,
+)
+
+
+def harness_with(tmp_path: Path, *rules: AlertRule) -> ServiceHarness:
+    options = ServeOptions(speed=60.0, alert_rules=rules)
+    return make_harness(tmp_path, gpu_nodes(1, gpus=2), options=options)
+
+
+def submit(harness: ServiceHarness, tenant: str, name: str, profile: str) -> None:
+    doc = pod_doc(name, runtime="10h", namespace=tenant)
+    doc["metadata"]["annotations"][USAGE_PROFILE_ANNOTATION] = profile
+    response = harness.client(tenant).post("/api/v1/workloads", content=as_yaml(doc), headers=YAML)
+    assert response.status_code == 201, response.text
+
+
+def run_rounds(harness: ServiceHarness, seconds: float, step: float = 60.0) -> None:
+    for _ in range(int(seconds // step)):
+        harness.advance(step)
+        harness.plane.observing.round()
+
+
+def alerts_of(harness: ServiceHarness, who: str, **params: str) -> list[dict[str, Any]]:
+    response = harness.client(who).get("/api/v1/alerts", params=params)
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["alerts"]
+    return found
+
+
+def test_an_idle_pod_fires_the_idle_rule_and_a_busy_one_does_not(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path, IDLE_FAST)
+    seen: list[Sequence[Change]] = []
+    harness.plane.subscribe(seen.append)
+    submit(harness, "team-a", "notebook", "idle")
+    submit(harness, "team-b", "trainer", "training")
+    run_rounds(harness, 30 * 60)
+    firing = alerts_of(harness, "admin", state="firing")
+    assert [a["labels"]["pod"] for a in firing] == ["notebook"]
+    (alert,) = firing
+    assert alert["workload"] == "team-a/Pod/notebook"
+    assert alert["labels"]["queue"] == "team-a"
+    assert alert["value"] < 40.0
+    assert alert["condition"] == (
+        "avg(gpufleet_workload_gpu_util[5m]) < 40 for 10m after running 10m"
+    )
+    assert alert["fired_at"] - alert["active_at"] >= IDLE_FAST.for_s
+    # The owner sees it, another tenant does not.
+    assert len(alerts_of(harness, "team-a")) == 1
+    assert alerts_of(harness, "team-b") == []
+    # The event stream told pending, then firing.
+    alert_changes = [c for batch in seen for c in batch if c.kind is ChangeKind.ALERT]
+    assert [c.data["state"] for c in alert_changes] == ["pending", "firing"]
+    assert alert_changes[0].key == "team-a/Pod/notebook"
+    harness.close()
+
+
+def test_device_alerts_carry_the_holder_and_unknown_states_are_refused(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path, HOT)
+    submit(harness, "team-a", "notebook", "training")
+    run_rounds(harness, 120)
+    alerts = alerts_of(harness, "admin")
+    held = [a for a in alerts if a["labels"].get("pod") == "notebook"]
+    assert len(held) == 1
+    assert held[0]["labels"]["Hostname"] == "a100-0"
+    assert len(alerts) == 2, "the GPU nobody holds has its alert too"
+    assert [a["labels"].get("pod") for a in alerts_of(harness, "team-b")] == [None]
+    bad = harness.client("admin").get("/api/v1/alerts", params={"state": "burning"})
+    assert bad.status_code == 422
+    harness.close()
+
+
+def test_the_series_survive_a_restart(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path, IDLE_FAST)
+    submit(harness, "team-a", "trainer", "training")
+    run_rounds(harness, 20 * 60)
+    observatory = harness.plane.observatory
+    assert observatory is not None
+    now = harness.plane.now()
+    before = observatory.series.query("DCGM_FI_DEV_GPU_UTIL", "avg", 1_200, now)
+    assert before
+    harness.plane.stop()  # a clean stop saves the series (a kill loses up to SAVE_EVERY_S)
+    harness.restart()
+    again = harness.plane.observatory
+    assert again is not None
+    after = again.series.query("DCGM_FI_DEV_GPU_UTIL", "avg", 1_200, now)
+    by_uuid = {dict(k)["UUID"]: v for k, v in before.items()}
+    assert {dict(k)["UUID"]: v for k, v in after.items()} == pytest.approx(by_uuid)
+    assert max(by_uuid.values()) > 20.0, "the training pod's GPU was busy"
+    assert harness.plane.observing.recorder.usage[("team-a", "trainer")].samples == 20
+    harness.close()
