@@ -24,7 +24,12 @@ from gpufleet.model.alerts import Alert, AlertRule, AlertState, AlertTransition
 from gpufleet.telemetry.recording import PodKey, PodTags, SeriesRecorder
 from gpufleet.telemetry.rules import RuleEngine
 from gpufleet.telemetry.series_layout import Labels
-from gpufleet.telemetry.series_query import GroupedSeriesQuery, SeriesUnavailableError
+from gpufleet.telemetry.series_query import (
+    FilteringQuery,
+    GroupedSeriesQuery,
+    SeriesUnavailableError,
+)
+from gpufleet.telemetry.series_window import Where, filtered
 from gpufleet.telemetry.source import NodeTelemetry
 
 log = logging.getLogger(__name__)
@@ -74,6 +79,22 @@ class LockedSeries:
             return self.inner.query(
                 metric, fn, window_s, now, matchers, quantile, by=by, across=across
             )
+
+    def query_where(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str],
+        quantile: float | None,
+        where: Where,
+    ) -> dict[Labels, float]:
+        inner = self.inner
+        with self._lock:
+            if isinstance(inner, FilteringQuery):
+                return dict(inner.query_where(metric, fn, window_s, now, matchers, quantile, where))
+            return filtered(inner.query(metric, fn, window_s, now, matchers, quantile), where)
 
 
 class Observatory:

@@ -29,8 +29,8 @@ from gpufleet.model.alerts import WORKLOAD_LABELS, WORKLOAD_START_TIME, AlertMet
 from gpufleet.model.telemetry import DeviceUser
 from gpufleet.telemetry.recording import HOLDER_LABELS, PodKey, SeriesRecorder
 from gpufleet.telemetry.series_layout import Labels, as_labels, matches
-from gpufleet.telemetry.series_query import GroupedSeriesQuery
-from gpufleet.telemetry.series_window import ACROSS_FNS, Across, aggregate
+from gpufleet.telemetry.series_query import FilteringQuery, GroupedSeriesQuery
+from gpufleet.telemetry.series_window import ACROSS_FNS, Across, Where, aggregate, filtered
 
 StartTimes = Callable[[], Mapping[PodKey, float]]
 
@@ -66,21 +66,54 @@ class ObservedSeries:
     ) -> dict[Labels, float]:
         if across not in ACROSS_FNS:
             raise ValueError(f"query: across {across!r} is not one of {list(ACROSS_FNS)}")
+        return self._query(metric, fn, window_s, now, matchers, quantile, by, across, None)
+
+    def query_where(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str],
+        quantile: float | None,
+        where: Where,
+    ) -> dict[Labels, float]:
+        """The rule engine's query with its condition pushed down to the store where the values
+        are stored as compared (a device's series are expanded by holder only when they hold)."""
+        return self._query(metric, fn, window_s, now, matchers, quantile, None, "sum", where)
+
+    def _query(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str] | None,
+        quantile: float | None,
+        by: Sequence[str] | None,
+        across: str,
+        where: Where | None,
+    ) -> dict[Labels, float]:
+        if across not in ACROSS_FNS:
+            raise ValueError(f"query: across {across!r} is not one of {list(ACROSS_FNS)}")
         if metric == WORKLOAD_START_TIME:
             found = self._start_times(matchers)
         elif metric == AlertMetric.FB_USED_PERCENT.value:
             found = self._memory_percent(fn, window_s, now, matchers, quantile)
         elif metric == AlertMetric.WORKLOAD_GPU_UTIL.value:
             return self.recorder.store.query(
-                metric, fn, window_s, now, matchers, quantile, by=by, across=across
+                metric, fn, window_s, now, matchers, quantile, by=by, across=across, where=where
             )
         else:
-            found = self._held_devices(metric, fn, window_s, now, matchers, quantile)
-        if by is None:
-            return found
-        keys = list(found)
-        values = np.fromiter(found.values(), np.float64, len(found))
-        return aggregate(cast(Across, across), keys, values, by)
+            pushed = where if by is None else None
+            found = self._held_devices(metric, fn, window_s, now, matchers, quantile, pushed)
+            if pushed is not None:
+                return found
+        if by is not None:
+            keys = list(found)
+            values = np.fromiter(found.values(), np.float64, len(found))
+            found = aggregate(cast(Across, across), keys, values, by)
+        return found if where is None else filtered(found, where)
 
     def _start_times(self, matchers: Mapping[str, str] | None) -> dict[Labels, float]:
         found: dict[Labels, float] = {}
@@ -104,11 +137,14 @@ class ObservedSeries:
         now: float,
         matchers: Mapping[str, str] | None,
         quantile: float | None,
+        where: Where | None = None,
     ) -> dict[Labels, float]:
         matchers = matchers or {}
         on_device = {k: v for k, v in matchers.items() if k not in HOLDER_LABELS}
         on_holder = {k: v for k, v in matchers.items() if k in HOLDER_LABELS}
-        values = self.recorder.store.query(metric, fn, window_s, now, on_device, quantile)
+        values = self.recorder.store.query(
+            metric, fn, window_s, now, on_device, quantile, where=where
+        )
         found: dict[Labels, float] = {}
         for labels, value in values.items():
             for held in self._with_holders(labels):
@@ -194,6 +230,24 @@ class WithStartTimes:
         )
         if found or metric != WORKLOAD_START_TIME or by is not None:
             return found
+        return self._own_starts(matchers)
+
+    def query_where(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str],
+        quantile: float | None,
+        where: Where,
+    ) -> dict[Labels, float]:
+        inner = self.inner
+        if metric == WORKLOAD_START_TIME or not isinstance(inner, FilteringQuery):
+            return filtered(self.query(metric, fn, window_s, now, matchers, quantile), where)
+        return dict(inner.query_where(metric, fn, window_s, now, matchers, quantile, where))
+
+    def _own_starts(self, matchers: Mapping[str, str] | None) -> dict[Labels, float]:
         return {
             as_labels(dict(zip(WORKLOAD_LABELS, pod, strict=True))): start
             for pod, start in self._starts().items()

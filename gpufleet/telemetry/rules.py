@@ -36,6 +36,7 @@ from gpufleet.model.alerts import (
     AlertTransition,
     LabelSet,
 )
+from gpufleet.telemetry.series_query import FilteringQuery
 
 #: How long a resolved alert stays (Prometheus' ``resolvedRetention``).
 RESOLVED_RETENTION_S = 900.0
@@ -70,9 +71,12 @@ def matching_series(rule: AlertRule, source: SeriesQuery, now: float) -> dict[La
     """The series for which ``rule``'s condition holds at ``now``, with their values (the
     aggregated value that was compared)."""
     matchers = rule.scope.matchers()
-    values = source.query(
-        rule.metric.value, rule.aggregation.value, rule.lookback_s, now, matchers, rule.quantile
-    )
+    metric, fn, window = rule.metric.value, rule.aggregation.value, rule.lookback_s
+    if isinstance(source, FilteringQuery):
+        where = (rule.comparison.value, rule.threshold)
+        values = source.query_where(metric, fn, window, now, matchers, rule.quantile, where)
+    else:
+        values = source.query(metric, fn, window, now, matchers, rule.quantile)
     holding = {
         labels: value
         for labels, value in values.items()

@@ -39,8 +39,11 @@ from gpufleet.telemetry.series_window import (
     ACROSS_FNS,
     WINDOW_FNS,
     Across,
+    Where,
     WindowFn,
     aggregate,
+    filtered,
+    holding,
     reduce_coarse,
     reduce_fine,
 )
@@ -200,11 +203,13 @@ class SeriesStore:
         *,
         by: Sequence[str] | None = None,
         across: str = "sum",
+        where: Where | None = None,
     ) -> dict[Labels, float]:
         """See :class:`~gpufleet.telemetry.series_query.GroupedSeriesQuery` (and the rule
-        engine's ``SeriesQuery``, which this answers). A window that fits the fine ring's
-        retention is answered exactly from it; a longer one from the coarse ring, aligned to
-        its buckets (see ``series_window``)."""
+        engine's ``SeriesQuery``, which this answers); ``where`` keeps only the values that
+        satisfy it (after the aggregation, as a PromQL comparison would). A window that fits
+        the fine ring's retention is answered exactly from it; a longer one from the coarse
+        ring, aligned to its buckets (see ``series_window``)."""
         if fn not in WINDOW_FNS:
             raise ValueError(f"query: fn {fn!r} is not one of {list(WINDOW_FNS)}")
         if across not in ACROSS_FNS:
@@ -218,10 +223,26 @@ class SeriesStore:
         if not rows.size or self._rings.newest is None:
             return {}
         values, has = self._reduce(cast(WindowFn, fn), rows, window_s, now, phi)
+        if where is not None and by is None:
+            has &= holding(values, where)
         kept = [labels[i] for i in np.flatnonzero(has)]
         if by is None:
             return {key: float(value) for key, value in zip(kept, values[has], strict=True)}
-        return aggregate(cast(Across, across), kept, values[has], by)
+        grouped = aggregate(cast(Across, across), kept, values[has], by)
+        return grouped if where is None else filtered(grouped, where)
+
+    def query_where(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str],
+        quantile: float | None,
+        where: Where,
+    ) -> dict[Labels, float]:
+        """The rule engine's query with its condition pushed down (``FilteringSeriesQuery``)."""
+        return self.query(metric, fn, window_s, now, matchers, quantile, where=where)
 
     def _reduce(
         self, fn: WindowFn, rows: npt.NDArray[np.int64], window_s: float, now: float, phi: float

@@ -9,9 +9,10 @@ names a metric nobody keeps, :class:`SeriesUnavailableError` says the series can
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gpufleet.telemetry.series_layout import Labels
+from gpufleet.telemetry.series_window import Where
 
 
 class UnknownMetricError(KeyError):
@@ -59,3 +60,20 @@ class GroupedSeriesQuery(Protocol):
         by: Sequence[str] | None = None,
         across: str = "sum",
     ) -> dict[Labels, float]: ...
+
+
+@runtime_checkable
+class FilteringQuery(Protocol):
+    """A source that takes a query's condition (``where``) and returns only what satisfies it:
+    the rule engine pushes its comparison down to it (fewer series to build and to send)."""
+
+    def query_where(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str],
+        quantile: float | None,
+        where: Where,
+    ) -> Mapping[Labels, float]: ...

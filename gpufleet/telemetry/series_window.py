@@ -17,7 +17,7 @@ means for flat series and widen for spiky ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, get_args
 
 import numpy as np
@@ -134,3 +134,36 @@ def _quantile(values: FloatArray, has: BoolArray, phi: float) -> FloatArray:
         # Linear interpolation between closest ranks, as Prometheus' quantile_over_time.
         result[has] = np.nanquantile(values[:, has], phi, axis=0)
     return result
+
+
+#: A condition on a query's values: (comparison, threshold); comparisons as PromQL's.
+Where = tuple[str, float]
+COMPARISONS = (">", ">=", "<", "<=", "==", "!=")
+
+
+def holding(values: FloatArray, where: Where) -> BoolArray:
+    """Which ``values`` satisfy ``where`` (NaN never does, as in PromQL)."""
+    op, threshold = where
+    if op not in _OPERATORS:
+        raise ValueError(f"query: comparison {op!r} is not one of {list(COMPARISONS)}")
+    kept: BoolArray = _OPERATORS[op](values, threshold) & ~np.isnan(values)
+    return kept
+
+
+_OPERATORS: dict[str, Callable[[FloatArray, float], BoolArray]] = {
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "<": np.less,
+    "<=": np.less_equal,
+    "==": np.equal,
+    "!=": np.not_equal,
+}
+
+
+def filtered(found: Mapping[Labels, float], where: Where) -> dict[Labels, float]:
+    """The entries of ``found`` whose value satisfies ``where``."""
+    if not found:
+        return {}
+    values = np.fromiter(found.values(), np.float64, len(found))
+    keep = holding(values, where)
+    return {key: value for (key, value), ok in zip(found.items(), keep, strict=True) if ok}

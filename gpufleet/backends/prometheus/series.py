@@ -12,6 +12,7 @@ prefix) works; ``headers`` carry what it needs (``Authorization``, ``X-Scope-Org
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -23,6 +24,7 @@ from gpufleet.backends.prometheus.promql import KNOWN_METRICS, check_query, wind
 from gpufleet.model.alerts import LABEL_NAME
 from gpufleet.telemetry.series_layout import Labels, as_labels
 from gpufleet.telemetry.series_query import SeriesUnavailableError, UnknownMetricError
+from gpufleet.telemetry.series_window import COMPARISONS, Where
 
 
 class PrometheusUnavailableError(SeriesUnavailableError):
@@ -87,6 +89,29 @@ class PrometheusSeries:
             subquery_step_s=self.subquery_step_s,
         )
         return self.instant(promql, now)
+
+    def query_where(
+        self,
+        metric: str,
+        fn: str,
+        window_s: float,
+        now: float,
+        matchers: Mapping[str, str],
+        quantile: float | None,
+        where: Where,
+    ) -> dict[Labels, float]:
+        """The rule engine's query with its comparison in the PromQL: Prometheus returns only
+        the series that satisfy it (a filter, as the exported rules compare)."""
+        op, threshold = where
+        if op not in COMPARISONS or not math.isfinite(threshold):
+            raise ValueError(f"query: condition {op} {threshold} is not a PromQL comparison")
+        if metric not in KNOWN_METRICS:
+            raise UnknownMetricError(metric, KNOWN_METRICS)
+        check_query(fn, window_s, now, quantile, "sum", matchers, None)
+        promql = window_query(
+            metric, fn, window_s, matchers, quantile, subquery_step_s=self.subquery_step_s
+        )
+        return self.instant(f"{promql} {op} {threshold!r}", now)
 
     def instant(self, promql: str, now: float) -> dict[Labels, float]:
         """Any PromQL at ``now``: each series of the resulting vector (a scalar: key ``()``)."""
