@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean browser promtool
+.PHONY: demo test lint typecheck unit bench clean browser promtool alertmanager
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,7 +40,16 @@ promtool:
 		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; } \
 		|| echo "promtool not installed: the test of the exported alert rules against Prometheus will skip"
 
-unit: $(STAMP) browser promtool
+# The test that gpufleet's webhook payloads are Alertmanager's runs a real Alertmanager (Debian's
+# prometheus-alertmanager package): installed the same way, or that test skips, saying why.
+alertmanager:
+	@command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 \
+		|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& echo "installing Debian's prometheus-alertmanager package (apt-get, system-wide) to test gpufleet's alert webhooks against it" \
+		&& apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-alertmanager >/dev/null; } \
+		|| echo "alertmanager not installed: the test of gpufleet's webhook payloads against Alertmanager will skip"
+
+unit: $(STAMP) browser promtool alertmanager
 	$(BIN)/pytest -n auto -q
 
 test: lint typecheck unit

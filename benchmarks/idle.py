@@ -236,6 +236,13 @@ def reduction(before: float | None, after: float | None) -> float | None:
     return 1.0 - after / before
 
 
+def change(cut: float | None) -> str:
+    """A reduction as words: "92% lower", "3% higher", "-" when undefined."""
+    if cut is None:
+        return "-"
+    return f"{cut:.0%} lower" if cut >= 0 else f"{-cut:.0%} higher"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--hours", type=float, default=12.0, help="Hours of arrivals.")
@@ -271,13 +278,13 @@ def main() -> int:
             f"p95 delay, work that waited behind idle holders ({len(behind):,})",
             fmt(behind_after),
             fmt(behind_before),
-            "-" if cut is None else f"{cut:+.0%} lower" if cut >= 0 else f"{-cut:.0%} higher",
+            change(cut),
         ),
         (
             f"p95 delay, all work ({len(every):,})",
             fmt(all_after),
             fmt(all_before),
-            "-" if (c := reduction(all_before, all_after)) is None else f"{c:+.0%} lower",
+            change(reduction(all_before, all_after)),
         ),
         ("training workloads stopped", f"{len(training_stopped)}", "", ""),
     ]

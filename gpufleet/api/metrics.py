@@ -95,6 +95,7 @@ class ApiMetrics:
         self.registry.register(
             _CostCollector(CostMeter(plane, prices, lambda: plane_series(plane)))
         )
+        self.registry.register(plane.notifications)
         if plane.telemetry is not None:
             self.registry.register(DcgmCollector(plane.telemetry))
         family = f.API_REQUEST_SECONDS

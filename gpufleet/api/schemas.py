@@ -154,6 +154,22 @@ class SubmitResult(_Schema):
     )
 
 
+class BudgetView(_Schema):
+    """A queue's GPU-hour budget (its subtree's) in the current period."""
+
+    gpu_hours: float = Field(description="GPU-hours per period")
+    period: str = Field(description="day, week or month (calendar, UTC)")
+    warn_at: float = Field(description="fraction of the budget at which it warns")
+    action: str = Field(description="at 100%: Block, NominalOnly or Preemptible")
+    used_gpu_hours: float = Field(
+        description="used in this period, and what running work will use by its expected run time"
+    )
+    remaining_gpu_hours: float
+    state: str = Field(description="ok, warn or exhausted")
+    period_start: float = Field(description="when this period started (the world's clock)")
+    resets: float = Field(description="when the next period starts (the world's clock)")
+
+
 class QueueView(_Schema):
     name: str
     parent: str | None = None
@@ -177,6 +193,7 @@ class QueueView(_Schema):
     flavor_fungibility: dict[str, str] = Field(
         default_factory=dict, description="whenCanBorrow, whenCanPreempt"
     )
+    budget: BudgetView | None = Field(None, description="its GPU-hour budget, if it has one")
 
 
 class PriorityClassView(_Schema):

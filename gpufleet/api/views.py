@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpufleet.api.schemas import (
+    BudgetView,
     ClusterSummary,
     DeviceView,
     EventView,
@@ -35,6 +36,7 @@ from gpufleet.model.resources import CPU, GPU, GPU_MODEL_PREFIX
 from gpufleet.model.sharing import describe_request
 from gpufleet.model.workload import split_workload_key
 from gpufleet.scheduling.core import PendingExplanation
+from gpufleet.scheduling.plugins.budget import BudgetCheck, budget_check_of
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
@@ -208,6 +210,7 @@ def explanation(plane: Plane, principal: Principal, key: str) -> Explanation:
 def queues(plane: Plane) -> list[QueueView]:
     with plane.lock:
         numbers = queue_numbers(plane.core)
+        check = budget_check_of(plane.core.admission_checks)
         out = []
         for name, queue in sorted(plane.core.quotas.queues.items()):
             found = numbers.get(name)
@@ -231,9 +234,30 @@ def queues(plane: Plane) -> list[QueueView]:
                         "whenCanBorrow": queue.fungibility.when_can_borrow.value,
                         "whenCanPreempt": queue.fungibility.when_can_preempt.value,
                     },
+                    budget=_budget(check, name),
                 )
             )
         return out
+
+
+def _budget(check: BudgetCheck | None, queue: str) -> BudgetView | None:
+    """A queue's budget now, as the core's budget check counts it (None: no budget, or a
+    profile without the check)."""
+    status = check.status(queue) if check is not None else None
+    if check is None or status is None:
+        return None
+    budget = check.budgets[queue]
+    return BudgetView(
+        gpu_hours=budget.gpu_hours,
+        period=budget.period.value,
+        warn_at=budget.warn_at,
+        action=budget.action.value,
+        used_gpu_hours=round(status.used_gpu_hours, 3),
+        remaining_gpu_hours=round(status.remaining_gpu_hours, 3),
+        state=status.state.value,
+        period_start=status.period.start,
+        resets=status.period.end,
+    )
 
 
 def _preemption(policy: QueuePreemption) -> dict[str, str | int]:

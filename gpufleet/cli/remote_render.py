@@ -19,6 +19,7 @@ from rich.text import Text
 
 from gpufleet.api.schemas import (
     AlertView,
+    BudgetView,
     ClusterSummary,
     DeviceView,
     Explanation,
@@ -167,7 +168,7 @@ def workloads_table(
 
 def queues_table(queues: Sequence[QueueView], *, wide: bool = False) -> Table:
     columns = ["NAME", "PARENT", "WEIGHT", "GPU QUOTA", "GPU USED", "GPU BORROWED", "SHARE"]
-    columns += ["PENDING", "RUNNING"]
+    columns += ["PENDING", "RUNNING", "BUDGET", "REMAINING"]
     if wide:
         columns += ["NOMINAL", "USAGE", "BORROWING LIMIT", "LENDING LIMIT"]
         columns += ["STRATEGY", "GPU MODELS", "PREEMPTION"]
@@ -175,6 +176,7 @@ def queues_table(queues: Sequence[QueueView], *, wide: bool = False) -> Table:
     for q in queues:
         row = [q.name, q.parent or "-", f"{q.weight:g}", _gpu_of(q.nominal), _gpu_of(q.usage)]
         row += [_gpu_of(q.borrowed), f"{q.share:.2f}", str(q.pending), str(q.running)]
+        row += _budget_cells(q.budget)
         if wide:
             row += [format_resources(q.nominal), format_resources(q.usage)]
             row += [format_resources(q.borrowing_limit), format_resources(q.lending_limit)]
@@ -182,6 +184,18 @@ def queues_table(queues: Sequence[QueueView], *, wide: bool = False) -> Table:
             row += [",".join(f"{k}={v}" for k, v in q.preemption.items()) or "-"]
         table.add_row(*row)
     return table
+
+
+def _budget_cells(budget: BudgetView | None) -> list[str]:
+    """BUDGET (used/limit GPU-hours, per period, with its action once spent) and REMAINING."""
+    if budget is None:
+        return ["-", "-"]
+    used = f"{budget.used_gpu_hours:.1f}/{budget.gpu_hours:g} GPU-h/{budget.period}"
+    if budget.state == "exhausted":
+        used += f" ({budget.action})"
+    elif budget.state == "warn":
+        used += " (warn)"
+    return [used, f"{budget.remaining_gpu_hours:.1f}"]
 
 
 def alert_subject(alert: AlertView) -> str:

@@ -24,7 +24,9 @@ from gpufleet.cli.common import (
     warn_skipped,
 )
 from gpufleet.cli.serve_observing import (
+    AlertConfigOption,
     AlertRulesOption,
+    AlertWebhookOption,
     BuiltinAlertsOption,
     IdleDryRunOption,
     IdlePoliciesOption,
@@ -33,6 +35,7 @@ from gpufleet.cli.serve_observing import (
     PrometheusUrlOption,
     join_idle_policies,
     observe_settings,
+    start_notifier,
 )
 from gpufleet.control.profiles import load_profile
 from gpufleet.io.catalog import Rejected
@@ -137,6 +140,8 @@ def serve(
     builtin_alerts: BuiltinAlertsOption = True,
     prometheus_url: PrometheusUrlOption = None,
     prices: PricesOption = None,
+    alert_config: AlertConfigOption = None,
+    alert_webhook: AlertWebhookOption = None,
     idle_policies: IdlePoliciesOption = None,
     idle_dry_run: IdleDryRunOption = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
@@ -154,7 +159,14 @@ def serve(
     telemetry = TelemetrySettings(profile_default, seed, "the command line")
     try:
         observe = observe_settings(
-            alert_rules, builtin_alerts, prometheus_url, prices, idle_policies, idle_dry_run
+            alert_rules,
+            builtin_alerts,
+            prometheus_url,
+            prices,
+            alert_config,
+            alert_webhook,
+            idle_policies,
+            idle_dry_run,
         )
     except InputError as error:
         raise fail(escape(str(error))) from None
@@ -263,6 +275,10 @@ def _serve_on(
     plane.start()
     app = create_app(plane, prices=observe.prices)
     port = sock.getsockname()[1]
+    notifier = None
+    if observe.routing is not None and plane.observatory is not None:
+        notifier = start_notifier(plane, observe.routing, f"http://{host}:{port}")
+        where += f", alerts sent to {len(observe.routing.routes)} route(s)"
     console.print(
         f"gpufleet control plane on http://{host}:{port}/ ({where}, policy {policy}, database {db})"
     )
@@ -283,6 +299,8 @@ def _serve_on(
         )
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        if notifier is not None:
+            notifier.stop()
         plane.stop()
         store.close()
 

@@ -1,6 +1,6 @@
 """The options of ``gpufleet serve`` about what it observes, tells and does: alert rules, where
-the GPUs' series come from on Kubernetes (a Prometheus server), the prices of cost, the idle
-policies and their dry run.
+the GPUs' series come from on Kubernetes (a Prometheus server), where alerts are sent (webhooks in
+Alertmanager's format), the prices of cost, the idle policies and their dry run.
 
 Owns :class:`ObserveSettings` (what the options say, checked before the server starts: a bad
 rule file is one clear error and nothing is served) and the options' declarations, kept here so
@@ -17,11 +17,14 @@ import typer
 
 from gpufleet.cli.alerts import collect_rules
 from gpufleet.economics import PriceList
+from gpufleet.io.alert_routing import AlertRouting, read_alert_routing, webhook_routing
 from gpufleet.io.errors import InputError
 from gpufleet.io.idle_policies import read_idle_policies
 from gpufleet.io.prices import read_prices
 from gpufleet.model.alerts import AlertRule
 from gpufleet.model.idle import IdlePolicy
+from gpufleet.service.alert_webhooks import AlertNotifier, WebhookSender
+from gpufleet.service.protocol import Plane
 
 AlertRulesOption = Annotated[
     list[Path] | None,
@@ -55,6 +58,23 @@ PricesOption = Annotated[
 ]
 
 
+AlertConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--alert-config",
+        help="where alerts go: Alertmanager's route and receivers (webhook_configs) YAML",
+        show_default=False,
+    ),
+]
+AlertWebhookOption = Annotated[
+    str | None,
+    typer.Option(
+        "--alert-webhook",
+        help="send alerts to this URL in Alertmanager's webhook format (grouped by alertname; "
+        "30s wait, 5m interval, 4h repeat)",
+        show_default=False,
+    ),
+]
 IdlePoliciesOption = Annotated[
     list[Path] | None,
     typer.Option(
@@ -78,6 +98,8 @@ class ObserveSettings:
     prometheus_url: str | None = None
     #: The price list of cost (None: gpufleet's default).
     prices: PriceList | None = None
+    #: Where alerts are sent (None: nowhere; they are still served and streamed).
+    routing: AlertRouting | None = None
     #: The idle policies of ``--idle-policies`` (a scenario's are added by ``serve``).
     idle_policies: tuple[IdlePolicy, ...] = ()
     idle_dry_run: bool = False
@@ -88,20 +110,37 @@ def observe_settings(
     builtin: bool,
     prometheus_url: str | None,
     prices_path: Path | None = None,
+    alert_config: Path | None = None,
+    alert_webhook: str | None = None,
     idle_paths: list[Path] | None = None,
     idle_dry_run: bool = False,
 ) -> ObserveSettings:
-    """The settings the options give; an InputError names a bad rule, price or idle-policy
-    file (two policies of one name across files too)."""
+    """The settings the options give; an InputError names a bad rule, price, routing or
+    idle-policy file (two policies of one name across files too)."""
     rules = collect_rules(list(rule_paths or []), builtin)
     prices = read_prices(prices_path) if prices_path is not None else None
     idle = join_idle_policies([(str(path), read_idle_policies(path)) for path in idle_paths or []])
+    if alert_config is not None and alert_webhook is not None:
+        raise typer.BadParameter(
+            "give --alert-config or --alert-webhook, not both (a webhook is one receiver of "
+            "the config)",
+            param_hint="--alert-webhook",
+        )
+    routing = None
+    if alert_config is not None:
+        routing = read_alert_routing(alert_config)
+    elif alert_webhook is not None:
+        if not alert_webhook.startswith(("http://", "https://")):
+            raise typer.BadParameter(
+                f"{alert_webhook!r} is not an http:// or https:// URL", param_hint="--alert-webhook"
+            )
+        routing = webhook_routing(alert_webhook)
     url = prometheus_url.rstrip("/") if prometheus_url else None
     if url is not None and not url.startswith(("http://", "https://")):
         raise typer.BadParameter(
             f"{prometheus_url!r} is not an http:// or https:// URL", param_hint="--prometheus-url"
         )
-    return ObserveSettings(tuple(rules), url, prices, tuple(idle), idle_dry_run)
+    return ObserveSettings(tuple(rules), url, prices, routing, tuple(idle), idle_dry_run)
 
 
 def join_idle_policies(read: list[tuple[str, list[IdlePolicy]]]) -> list[IdlePolicy]:
@@ -119,3 +158,20 @@ def join_idle_policies(read: list[tuple[str, list[IdlePolicy]]]) -> list[IdlePol
             seen[policy.name] = source
             joined.append(policy)
     return joined
+
+
+def start_notifier(plane: Plane, routing: AlertRouting, external_url: str) -> AlertNotifier:
+    """Send ``plane``'s alerts as ``routing`` says, from now on (the caller stops it)."""
+    observatory = plane.observatory
+    if observatory is None:
+        raise typer.BadParameter("this control plane evaluates no alerts to send")
+    notifier = AlertNotifier(
+        routing,
+        observatory.now,
+        rules=lambda: observatory.rules,
+        external_url=external_url,
+        sender=WebhookSender(plane.notifications),
+    )
+    observatory.subscribe(notifier.on_round)
+    notifier.start()
+    return notifier

@@ -130,6 +130,9 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
         console.print(f"[bold]{idle.run} idle policies[/]: {idle.line}")
     print_comparison(summaries.comparison)
     for run in runs:
+        if run.variant is Variant.QUEUES and run.seed == seeds[0]:
+            print_budgets(run)
+    for run in runs:
         if run.variant is Variant.QUEUES and run.seed == seeds[0] and run.result.jobs:
             print_jobs(run, args.explain_limit)
     if args.explain_at is not None:
@@ -306,6 +309,16 @@ def print_run_line(row: RunSummary) -> None:
         )
     parts.append(f"{row.waiting_at_end} waiting at the end")
     console.print(f"[bold]{row.run}[/]: " + "; ".join(parts))
+
+
+def print_budgets(run: LabelledRun) -> None:
+    """Each queue's GPU-hour budget at the end of the run (nothing if no queue has one)."""
+    for b in run.result.budgets_at_end:
+        state = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]"}.get(b.state, "[red]exhausted[/]")
+        console.print(
+            f"[bold]{run.label}[/] budget of queue {b.queue}: {b.used_gpu_hours:,.1f} of "
+            f"{b.gpu_hours:g} GPU-hours per {b.period}, {state} (at 100%: {b.action})"
+        )
 
 
 def _value(unit: Unit, value: float | None) -> str:

@@ -20,6 +20,10 @@ What differs per world plugs in; the loop is not copied:
 * ``refused``: what to do with an event the core refuses (on Kubernetes, a pod another
   scheduler bound beyond what a node has left: logged and counted; elsewhere it is a bug and
   raises);
+* GPU-hour budgets: the loop counts what each queue ran, turn by turn
+  (:class:`~gpufleet.control.budget_usage.BudgetUsage`, ``budget_usage``), and gives the
+  core's budget admission check its count before each turn's cycles; the world takes the
+  budgets' notices (``budget_usage.drain()``) for its events;
 * ``standby`` and ``survive`` (:meth:`ControlLoop.run`): a world that must not act now (a
   replica that does not lead) waits instead of turning; a long-lived server logs a turn that
   fails and goes on.
@@ -38,6 +42,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gpufleet.control.backend import ClusterBackend, ClusterState
+from gpufleet.control.budget_usage import BudgetUsage
 from gpufleet.model.actions import Action
 from gpufleet.model.events import ClusterEvent, NodeAdded, PodAdded, PodBound
 from gpufleet.scheduling.core import SchedulerCore
@@ -101,6 +106,8 @@ class ControlLoop:
         self.stopwatch = stopwatch
         #: The core of the last turn (None before the first).
         self.last_core: SchedulerCore | None = None
+        #: GPU-hours each budgeted queue used in its period, from what ran.
+        self.budget_usage = BudgetUsage()
 
     def handle(self, core: SchedulerCore, events: Sequence[ClusterEvent]) -> None:
         """Hand ``events`` to ``core``; one it refuses goes to ``refused`` (if given), and the
@@ -130,12 +137,14 @@ class ControlLoop:
             observer.events_in(events)
         self.handle(core, events)
         now = backend.clock.now()
+        self.budget_usage.before_cycles(core, now)
         actions = core.run_until_idle(now, on_cycle=backend.apply)
+        self.budget_usage.after_cycles(core, now)
         done = Turn(now, events, actions, self.stopwatch() - started)
         for observer in self.observers:
             observer.turn_done(core, done)
         self.last_core = core
-        return core.next_timer()
+        return min(core.next_timer(), self.budget_usage.next_reset(core, now))
 
     def run(
         self,

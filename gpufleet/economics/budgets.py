@@ -16,17 +16,19 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from gpufleet.economics.allocation import Holding, Window
+from gpufleet.model.queues import DEFAULT_WARN_AT, BudgetPeriod, QueueBudget
 
-#: The fraction of a budget used at which it warns, unless it says otherwise.
-DEFAULT_WARN_AT = 0.8
-
-
-class BudgetPeriod(StrEnum):
-    """How long a budget lasts before it starts again (in UTC)."""
-
-    DAY = "day"
-    WEEK = "week"
-    MONTH = "month"
+__all__ = [
+    "DEFAULT_WARN_AT",
+    "BudgetPeriod",
+    "BudgetState",
+    "BudgetStatus",
+    "GpuHourBudget",
+    "budget_status",
+    "gpu_hours_used",
+    "period_window",
+    "used_status",
+]
 
 
 class BudgetState(StrEnum):
@@ -50,6 +52,11 @@ class GpuHourBudget:
             raise ValueError(
                 f"warn at a fraction of the budget above 0 and at most 1, got {self.warn_at}"
             )
+
+    @classmethod
+    def of(cls, budget: QueueBudget) -> GpuHourBudget:
+        """The arithmetic of a queue's budget (its action is admission's)."""
+        return cls(budget.gpu_hours, budget.period, budget.warn_at)
 
 
 @dataclass(frozen=True, slots=True)

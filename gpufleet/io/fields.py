@@ -23,8 +23,9 @@ PRIORITY_CLASS_FIELDS = (
 )  # fmt: skip
 QUEUE_SPEC_FIELDS = (
     "parent", "quota", "borrowingLimit", "lendingLimit", "weight", "namespaces", "preemption",
-    "queueingStrategy", "gpuModels", "flavorFungibility",
+    "queueingStrategy", "gpuModels", "flavorFungibility", "budget",
 )  # fmt: skip
+QUEUE_BUDGET_FIELDS = ("gpuHours", "period", "warnAt", "action")
 QUEUE_PREEMPTION_FIELDS = (
     "withinQueue", "withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort",
 )  # fmt: skip

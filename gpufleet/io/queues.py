@@ -6,7 +6,9 @@ Owns the reading of one object (already loaded by ``manifests``) into a model va
 * ``gpufleet.dev/v1alpha1`` ``Queue``: parent, quota / borrowingLimit / lendingLimit maps of
   ``cpu``, ``memory``, ``nvidia.com/gpu``, ``nvidia.com/gpu.<model>`` (GPU counts may be
   fractional: ``0.5`` is 500 milli-GPU) and extended resources such as ``rdma/hca`` (whole
-  units), weight and default namespaces;
+  units), weight, default namespaces and ``budget`` (``gpuHours`` per ``period``: a calendar
+  ``day``, ISO ``week`` or calendar ``month`` in UTC; ``warnAt``, a fraction; ``action`` at
+  100%: ``Block``, ``NominalOnly`` or ``Preemptible``);
 * ``scheduling.k8s.io/v1`` ``PriorityClass`` (value, preemptionPolicy, globalDefault: top-level
   fields, as in Kubernetes);
 * ``PodGroup`` of ``gpufleet.dev/v1alpha1`` or of scheduler-plugins
@@ -39,6 +41,7 @@ from gpufleet.io.fields import (
     KUEUE_SPEC_HINTS,
     POD_GROUP_SPEC_FIELDS,
     PRIORITY_CLASS_FIELDS,
+    QUEUE_BUDGET_FIELDS,
     QUEUE_PREEMPTION_FIELDS,
     QUEUE_SPEC_FIELDS,
     check_fields,
@@ -52,10 +55,14 @@ from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mi
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import (
+    DEFAULT_WARN_AT,
     BorrowWithinCohortPolicy,
+    BudgetAction,
+    BudgetPeriod,
     FlavorFungibility,
     FungibilityPolicy,
     Queue,
+    QueueBudget,
     QueueingStrategy,
     QueuePreemption,
     ReclaimPolicy,
@@ -130,6 +137,7 @@ def queue_from_object(obj: Mapping[str, Any], source: str, location: str | None 
         ),
         gpu_models=_gpu_models(context, spec.get("gpuModels")),
         fungibility=_fungibility(context, spec.get("flavorFungibility")),
+        budget=_budget(context, spec.get("budget")),
     )
 
 
@@ -186,6 +194,40 @@ def _queue_preemption(context: Context, value: object) -> QueuePreemption:
             "borrowWithinCohort needs reclaimWithinCohort other than Never (as in Kueue)",
         )
     return QueuePreemption(within, reclaim, borrow, threshold)
+
+
+def _budget(context: Context, value: object) -> QueueBudget | None:
+    """``spec.budget``: GPU-hours per period (periods are calendar ones, in UTC), the fraction
+    at which it warns, and what happens at 100%."""
+    if value is None:
+        return None
+    path = "spec.budget"
+    spec = context.mapping(value, path)
+    check_fields(context, spec, path, QUEUE_BUDGET_FIELDS)
+    if "gpuHours" not in spec:
+        raise context.error(f"{path}.gpuHours", "required: expected GPU-hours >= 0, got nothing")
+    hours = spec["gpuHours"]
+    if isinstance(hours, bool) or not isinstance(hours, int | float):
+        raise context.error(f"{path}.gpuHours", f"expected GPU-hours >= 0, got {describe(hours)}")
+    if not math.isfinite(hours) or hours < 0:
+        raise context.error(f"{path}.gpuHours", f"expected GPU-hours >= 0, got {hours}")
+    warn_at = spec.get("warnAt", DEFAULT_WARN_AT)
+    if isinstance(warn_at, bool) or not isinstance(warn_at, int | float):
+        raise context.error(
+            f"{path}.warnAt", f"expected a fraction in (0, 1], got {describe(warn_at)}"
+        )
+    if not 0 < warn_at <= 1:
+        raise context.error(f"{path}.warnAt", f"expected a fraction in (0, 1], got {warn_at}")
+    return QueueBudget(
+        float(hours),
+        _choice(
+            context, spec.get("period", BudgetPeriod.MONTH.value), BudgetPeriod, f"{path}.period"
+        ),
+        float(warn_at),
+        _choice(
+            context, spec.get("action", BudgetAction.BLOCK.value), BudgetAction, f"{path}.action"
+        ),
+    )
 
 
 def _gpu_models(context: Context, value: object) -> tuple[str, ...]:

@@ -245,6 +245,25 @@ IDLE_GPU_HOURS = Family(
     "plane started",
     ("namespace", "queue"),
 )
+# ----------------------------------------------------------------------------- alert webhooks
+# The control plane's alert notifications (gpufleet.service.alert_webhooks), as Alertmanager
+# counts its own (alertmanager_notifications_total, alertmanager_notifications_failed_total).
+ALERT_NOTIFICATIONS = Family(
+    "gpufleet_alert_notifications_total",
+    Kind.COUNTER,
+    "Alert notifications delivered to a webhook (Alertmanager's payload), by receiver",
+    ("receiver",),
+)
+ALERT_NOTIFICATIONS_FAILED = Family(
+    "gpufleet_alert_notifications_failed_total",
+    Kind.COUNTER,
+    "Alert notifications not delivered after their retries, by receiver and reason "
+    "(http_4xx, http_5xx, connection, queue_full)",
+    ("receiver", "reason"),
+)
+#: Served by ``serve`` in every world (zero until a notifier sends).
+ALERTING = (ALERT_NOTIFICATIONS, ALERT_NOTIFICATIONS_FAILED)
+
 SERVE = (
     WORKLOADS,
     CLUSTER_TIME,
@@ -252,7 +271,9 @@ SERVE = (
     API_REQUEST_SECONDS,
     COST_DOLLARS,
     IDLE_GPU_HOURS,
+    *ALERTING,
 )
+
 
 # ----------------------------------------------------------------------------- devices
 # NVIDIA dcgm-exporter's names, types, help texts and labels (its etc/default-counters.csv and

@@ -1,8 +1,9 @@
 """Queues: the queue tree with its quotas and Kueue's policies, and Kubernetes ResourceQuotas.
 
 A :class:`Queue` is a node of the tree (org > team > project) with a nominal quota per resource
-key (:mod:`gpufleet.model.resources`), borrowing and lending limits, a fair-share weight, and
-the policies Kueue's ClusterQueue has: preemption, queueing strategy, GPU models as flavors.
+key (:mod:`gpufleet.model.resources`), borrowing and lending limits, a fair-share weight, the
+policies Kueue's ClusterQueue has (preemption, queueing strategy, GPU models as flavors) and a
+GPU-hour budget per period (:class:`QueueBudget`: its arithmetic is :mod:`gpufleet.economics`).
 :func:`validate_queue_tree` checks a whole tree. Workloads name their queue with
 :data:`QUEUE_LABEL`. Reading Queues from YAML is io's; admitting workloads under them is the
 scheduling core's.
@@ -84,6 +85,47 @@ class FlavorFungibility:
     when_can_preempt: FungibilityPolicy = FungibilityPolicy.TRY_NEXT_FLAVOR
 
 
+#: The fraction of a budget used at which it warns, unless it says otherwise.
+DEFAULT_WARN_AT = 0.8
+
+
+class BudgetPeriod(StrEnum):
+    """How long a budget lasts before it starts again: a calendar day, an ISO week (from
+    Monday) or a calendar month, all in UTC."""
+
+    DAY = "day"
+    WEEK = "week"
+    MONTH = "month"
+
+
+class BudgetAction(StrEnum):
+    """What a queue's budget does to new workloads once all of it is used."""
+
+    #: Nothing new of the queue is admitted until the next period.
+    BLOCK = "Block"
+    #: Admitted only within the queue's nominal quota (no borrowing).
+    NOMINAL_ONLY = "NominalOnly"
+    #: Admitted only as preemptible, at the lowest priority: anyone may preempt it.
+    PREEMPTIBLE = "Preemptible"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueBudget:
+    """``gpu_hours`` GPU-hours per ``period`` for a queue and its subtree: warns once
+    ``warn_at`` of it is used, and at 100% applies ``action`` to new workloads."""
+
+    gpu_hours: float
+    period: BudgetPeriod = BudgetPeriod.MONTH
+    warn_at: float = DEFAULT_WARN_AT
+    action: BudgetAction = BudgetAction.BLOCK
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.gpu_hours < float("inf"):
+            raise ValueError(f"a budget is a finite number of GPU-hours >= 0, got {self.gpu_hours}")
+        if not 0.0 < self.warn_at <= 1.0:
+            raise ValueError(f"warnAt is a fraction above 0 and at most 1, got {self.warn_at}")
+
+
 @dataclass(frozen=True, slots=True)
 class Queue:
     """A node of the queue tree (org > team > project).
@@ -94,7 +136,8 @@ class Queue:
     unused nominal. A missing limit means "no limit". ``weight`` divides the surplus (weighted
     dominant-resource share). ``namespaces`` names the namespaces this queue is the default for.
     ``gpu_models``, when given, is the order in which its workloads try GPU models (Kueue's
-    flavor order), with ``fungibility`` saying when to try the next one.
+    flavor order), with ``fungibility`` saying when to try the next one. ``budget``: GPU-hours
+    per period for the queue and the queues below it (None: no budget).
     """
 
     name: str
@@ -108,6 +151,7 @@ class Queue:
     queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
     gpu_models: tuple[str, ...] = ()
     fungibility: FlavorFungibility = FlavorFungibility()
+    budget: QueueBudget | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,7 @@ from gpufleet.scheduling.backfill import Backfill, Reservation
 from gpufleet.scheduling.engine import PlacementEngine, Unschedulable
 from gpufleet.scheduling.explain import Explainer
 from gpufleet.scheduling.flavors import Blocked, Flavors, ModelChoice, Placed
-from gpufleet.scheduling.framework import Policy
+from gpufleet.scheduling.framework import AdmitsAs, Policy
 from gpufleet.scheduling.holds import HELD_FOR_PREEMPTOR
 from gpufleet.scheduling.lifecycle import Lifecycle
 from gpufleet.scheduling.node_table import IntArray, NodeTable
@@ -126,6 +126,8 @@ class SchedulerCore:
             registry.admission_checks.build(spec, state, name) for spec in profile.admission_checks
         ]
         state.running.watchers.extend([self.post_filter, self.permit, *self.admission_checks])
+        #: Checks that change how a workload they admit starts (a spent budget: preemptible).
+        self._admits_as = [c for c in self.admission_checks if isinstance(c, AdmitsAs)]
         queue_sort = registry.queue_sorts.build(profile.queue_sort, state, name)
         self.order = QueueOrder(state.pending, quotas.queues, queue_sort, state.config)
         self.parking = Parking(state)
@@ -253,6 +255,8 @@ class SchedulerCore:
                 message = f"waiting for admission check {admission_check.name}: {refused}"
                 self.parking.park(group, actions, Parked.QUOTA, message, admission_check.name)
                 return BLOCKED
+        for adjusting in self._admits_as:
+            workload = adjusting.admitted_as(workload)
         models = self.flavors.order(workload)
         if models:
 
@@ -269,7 +273,7 @@ class SchedulerCore:
                     self.backfill.plan(workload)
                 self.parking.park(group, actions, outcome.why, outcome.message)
                 return BLOCKED
-            return self._commit(group, outcome, actions)
+            return self._commit(group, outcome, actions, workload)
         check = quotas.check(workload, request, amounts)
         if not check.admits:
             # 4. Preemption, for quota.
@@ -317,12 +321,13 @@ class SchedulerCore:
             self.parking.park(group, actions, Parked.QUOTA, HELD_FOR_PREEMPTOR)
             return BLOCKED
         table.commit(mark)
-        return self._commit(group, placed, actions)
+        return self._commit(group, placed, actions, workload)
 
-    def _commit(self, group: Group, placed: Placed, actions: list[Action]) -> str:
-        """6. The head of ``group`` starts as ``placed`` (its trial committed): Bind actions."""
-        workload = self.state.pending.pop_head(group).workload
-        self.lifecycle.start(workload, placed.bound, placed.usage, actions)
+    def _commit(self, group: Group, placed: Placed, actions: list[Action], as_: Workload) -> str:
+        """6. The head of ``group`` starts as ``placed`` (its trial committed), as the
+        workload ``as_`` (itself, or as an admission check admitted it): Bind actions."""
+        self.state.pending.pop_head(group)
+        self.lifecycle.start(as_, placed.bound, placed.usage, actions)
         return ADMITTED
 
     def _preempt(

@@ -12,7 +12,8 @@ Placement (per pod, inside the engine):
 The cycle (per workload, in the core):
 
 * :class:`QueueSort`: which queue's head is tried next.
-* :class:`AdmissionCheck`: may a workload start now, besides its quota (a budget, say)?
+* :class:`AdmissionCheck`: may a workload start now, besides its quota (a budget, say)? And
+  (:class:`AdmitsAs`) as what: preemptible, say.
 * :class:`PostFilter`: preemption: whom to evict so that a workload that did not get in would.
 * :class:`Permit`: does an admitted gang keep its place (all its pods ready in time)?
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -157,6 +158,15 @@ class AdmissionCheck(RunningWatcher, Protocol):
     def check(self, workload: Workload, request: Mapping[str, int], now: float) -> str | None:
         """None admits; otherwise why not."""
         ...
+
+
+@runtime_checkable
+class AdmitsAs(Protocol):
+    """An admission check that may change how a workload it lets in starts (a spent GPU-hour
+    budget admits it only as preemptible, at the lowest priority). Asked after every check
+    admitted it, before quota: the quota, placement and preemption see what it returns."""
+
+    def admitted_as(self, workload: Workload) -> Workload: ...
 
 
 @dataclass(frozen=True, slots=True)

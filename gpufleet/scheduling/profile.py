@@ -13,7 +13,9 @@ weights. Data, not code: a YAML file or a flag gives it as a mapping, read by
     postFilter: classical-preemption
     permit: {name: gang-ready-timeout, args: {timeout: 300}}
 
-Every key may be left out (the default profile: today's behaviour, :data:`DEFAULT_PROFILE`).
+Every key may be left out (the default profile, :data:`DEFAULT_PROFILE`: its only admission check
+is ``budget``, which limits nothing for queues without ``spec.budget``; a profile that lists
+``admissionChecks`` replaces it, so keep ``budget`` there for GPU-hour budgets).
 A plugin is a name, or a mapping with ``name`` and optional ``args`` (and ``weight`` for a
 scorer). Names are looked up in a :class:`~gpufleet.scheduling.registry.Registry` when a core
 is built; an unknown one is an error that lists the known ones.
@@ -51,7 +53,8 @@ class Profile:
 
     name: str = "default"
     queue_sort: PluginSpec = PluginSpec("fair-share")
-    admission_checks: tuple[PluginSpec, ...] = ()
+    #: GPU-hour budgets of queues (a queue without ``spec.budget`` is not limited).
+    admission_checks: tuple[PluginSpec, ...] = (PluginSpec("budget"),)
     filters: tuple[PluginSpec, ...] = ()
     scores: tuple[PluginSpec, ...] = ()
     post_filter: PluginSpec = PluginSpec("classical-preemption")
@@ -72,7 +75,7 @@ class Profile:
         return cls(
             name,
             _one(data, "queueSort", default.queue_sort),
-            _many(data, "admissionChecks"),
+            _many(data, "admissionChecks", default=default.admission_checks),
             _many(data, "filters"),
             _many(data, "scores", weighted=True),
             _one(data, "postFilter", default.post_filter),
@@ -96,8 +99,15 @@ def _one(data: Mapping[str, object], key: str, default: PluginSpec) -> PluginSpe
     return _spec(data[key], key, weighted=False)
 
 
-def _many(data: Mapping[str, object], key: str, weighted: bool = False) -> tuple[PluginSpec, ...]:
-    given = data.get(key, ())
+def _many(
+    data: Mapping[str, object],
+    key: str,
+    weighted: bool = False,
+    default: tuple[PluginSpec, ...] = (),
+) -> tuple[PluginSpec, ...]:
+    if key not in data:
+        return default
+    given = data[key]
     if given is None:
         return ()
     if isinstance(given, str | Mapping) or not isinstance(given, list | tuple):

@@ -26,6 +26,7 @@ from gpufleet.scheduling.framework import (
     ScorePlugin,
 )
 from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.plugins.budget import BudgetCheck
 from gpufleet.scheduling.plugins.fair_share import FairShare
 from gpufleet.scheduling.plugins.gang_ready import GangReadyTimeout
 from gpufleet.scheduling.policies import POLICY_FACTORIES, PolicyFactory
@@ -106,6 +107,11 @@ def _fair_share(state: CoreState, args: Args) -> QueueSort:
     return FairShare(state)
 
 
+def _budget(state: CoreState, args: Args) -> AdmissionCheck:
+    arguments(args, BudgetCheck.name, {})
+    return BudgetCheck(state)
+
+
 def _classical_preemption(state: CoreState, args: Args) -> PostFilter:
     arguments(args, ClassicalPreemption.name, {})
     return ClassicalPreemption(state)
@@ -148,6 +154,7 @@ class Registry:
         changes no other)."""
         registry = cls()
         registry.queue_sorts.register(FairShare.name, _fair_share)
+        registry.admission_checks.register(BudgetCheck.name, _budget)
         registry.post_filters.register(ClassicalPreemption.name, _classical_preemption)
         registry.permits.register(GangReadyTimeout.name, _gang_ready_timeout)
         registry.scores.register("bestfit", _scorer(BestFitScore))

@@ -32,6 +32,7 @@ from gpufleet.model.idle import PREEMPTIBLE_LABEL
 from gpufleet.model.queues import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
+from gpufleet.service.alert_webhooks import NotificationMetrics
 from gpufleet.service.auth import (
     ADMIN,
     ROLES,
@@ -145,6 +146,9 @@ class PlaneBase:
         self.telemetry: TelemetrySource | None = None
         #: The GPUs' series and the alerts on them (None: this world observes nothing).
         self.observatory: Observatory | None = None
+        #: Alert notifications delivered and failed (served on /metrics, counted by whichever
+        #: notifier sends this plane's alerts).
+        self.notifications = NotificationMetrics()
 
     @property
     def policy(self) -> str:

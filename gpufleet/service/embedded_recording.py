@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpufleet.backends.sim.live import LiveSimCluster, health_message
-from gpufleet.control.loop import Turn
+from gpufleet.control.loop import ControlLoop, Turn
 from gpufleet.model.actions import Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
@@ -35,6 +35,7 @@ from gpufleet.model.events import (
 )
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import HISTORY_EVERY_S, Change, PlaneBase
+from gpufleet.service.budget_events import budget_events
 from gpufleet.service.records import (
     POD_FAILED,
     POD_PENDING,
@@ -75,6 +76,7 @@ class RecordingPlane(PlaneBase):
     _evicted_for: dict[str, str | None]
     #: What the current turn wrote down.
     _notes: TurnNotes
+    loop: ControlLoop
 
     def _progress(self, record: WorkloadRecord) -> None:
         """The record's jobs and pods as their controllers in the world see them."""
@@ -221,6 +223,7 @@ class RecordingPlane(PlaneBase):
             record = self.records.get(event.workload or "")
             if record is not None:
                 record.events.append(event)
+        notes.events.extend(budget_events(self.loop.budget_usage))
         if notes.world_changed:
             notes.changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
         if self._wall() - self._last_sample >= HISTORY_EVERY_S:

@@ -66,6 +66,7 @@ from gpufleet.service.base import (
     object_name,
     require_admin,
 )
+from gpufleet.service.budget_events import budget_events
 from gpufleet.service.kube_writes import (
     COMPLETIONS_ANNOTATION,
     CONTROLLED_KINDS,
@@ -269,6 +270,7 @@ class KubeControlPlane(PlaneBase):
                     )
             for key in self.records.keys() - records.keys():
                 changes.append(Change(ChangeKind.WORKLOAD, key, now, {"state": "Deleted"}))
+            events.extend(budget_events(self.scheduler.loop.budget_usage))
             self.records = records
             self.turns += 1
             with self.store.transaction():

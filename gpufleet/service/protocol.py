@@ -17,6 +17,7 @@ from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Node
 from gpufleet.model.priorities import PriorityClass
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
+from gpufleet.service.alert_webhooks import NotificationMetrics
 from gpufleet.service.auth import Principal
 from gpufleet.service.observatory import Observatory
 from gpufleet.service.records import WorkloadRecord
@@ -41,6 +42,8 @@ class Plane(Protocol):
     telemetry: TelemetrySource | None
     #: The GPUs' series and the alerts on them (None: the world observes nothing).
     observatory: Observatory | None
+    #: Alert notifications delivered and failed (for /metrics).
+    notifications: NotificationMetrics
 
     def start(self) -> None: ...
 

@@ -26,6 +26,7 @@ from typing import cast
 import numpy as np
 
 from gpufleet.model.alerts import WORKLOAD_LABELS, WORKLOAD_START_TIME, AlertMetric
+from gpufleet.model.telemetry import DeviceUser
 from gpufleet.telemetry.recording import HOLDER_LABELS, PodKey, SeriesRecorder
 from gpufleet.telemetry.series_layout import Labels, as_labels, matches
 from gpufleet.telemetry.series_query import GroupedSeriesQuery
@@ -40,6 +41,12 @@ class ObservedSeries:
     def __init__(self, recorder: SeriesRecorder, starts: StartTimes) -> None:
         self.recorder = recorder
         self._starts = starts
+        # Per device series: its UUID, and its labels with the holders they were made for.
+        # Holders rarely change between rounds; rebuilding (and sorting) every device's
+        # labels for every query was most of a round's time at 10,000 GPUs.
+        self._uuids: dict[Labels, str] = {}
+        self._held: dict[Labels, tuple[tuple[DeviceUser, ...], list[Labels]]] = {}
+        self._start_labels: dict[PodKey, Labels] = {}
 
     @property
     def metrics(self) -> list[str]:
@@ -77,8 +84,14 @@ class ObservedSeries:
 
     def _start_times(self, matchers: Mapping[str, str] | None) -> dict[Labels, float]:
         found: dict[Labels, float] = {}
-        for (namespace, pod), start in self._starts().items():
-            labels = as_labels(dict(zip(WORKLOAD_LABELS, (namespace, pod), strict=True)))
+        starts = self._starts()
+        known = self._start_labels
+        if len(known) > 2 * len(starts) + 1_000:  # pods come and go: forget the ended
+            known = self._start_labels = {pod: known[pod] for pod in starts if pod in known}
+        for pod, start in starts.items():
+            labels = known.get(pod)
+            if labels is None:
+                labels = known[pod] = as_labels(dict(zip(WORKLOAD_LABELS, pod, strict=True)))
             if matches(labels, matchers):
                 found[labels] = start
         return found
@@ -99,7 +112,7 @@ class ObservedSeries:
         found: dict[Labels, float] = {}
         for labels, value in values.items():
             for held in self._with_holders(labels):
-                if matches(held, on_holder):
+                if not on_holder or matches(held, on_holder):
                     found[held] = value
         return found
 
@@ -120,15 +133,27 @@ class ObservedSeries:
         return {
             labels: 100.0 * value / total[uuid]
             for labels, value in mib.items()
-            if (uuid := dict(labels).get("UUID", "")) in total
+            if (uuid := self._uuid(labels)) in total
         }
 
+    def _uuid(self, labels: Labels) -> str:
+        uuid = self._uuids.get(labels)
+        if uuid is None:
+            if len(self._uuids) > 4 * len(self.recorder.devices) + 1_000:
+                self._uuids.clear()  # labels of holders long gone
+            uuid = self._uuids[labels] = dict(labels).get("UUID", "")
+        return uuid
+
     def _with_holders(self, labels: Labels) -> list[Labels]:
-        uuid = dict(labels).get("UUID", "")
-        users = self.recorder.holders.get(uuid, ())
+        users = self.recorder.holders.get(self._uuid(labels), ())
         if not users:
             return [labels]
-        return [
+        made = self._held.get(labels)
+        if made is not None and made[0] == users:
+            return made[1]
+        if len(self._held) > 2 * len(self.recorder.devices) + 1_000:
+            self._held.clear()
+        held = [
             as_labels(
                 {
                     **dict(labels),
@@ -139,6 +164,8 @@ class ObservedSeries:
             )
             for user in users
         ]
+        self._held[labels] = (users, held)
+        return held
 
 
 class WithStartTimes:

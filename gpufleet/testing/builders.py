@@ -29,7 +29,13 @@ from gpufleet.model.affinity import (
 )
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.priorities import PreemptionPolicy
-from gpufleet.model.queues import FlavorFungibility, Queue, QueueingStrategy, QueuePreemption
+from gpufleet.model.queues import (
+    FlavorFungibility,
+    Queue,
+    QueueBudget,
+    QueueingStrategy,
+    QueuePreemption,
+)
 from gpufleet.model.resources import GPU, gpu_model_key
 from gpufleet.model.selectors import LabelRequirement, LabelSelector, PodSelector
 from gpufleet.model.workload import TopologyRequest, Workload
@@ -198,10 +204,11 @@ def make_queue(
     strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO,
     gpu_models: Iterable[str] = (),
     fungibility: FlavorFungibility | None = None,
+    budget: QueueBudget | None = None,
 ) -> Queue:
     """A queue with a nominal quota of ``gpus`` GPUs (of ``model`` only, if given) and optional
     borrowing and lending limits, in GPUs; Kueue-style preemption policies, queueing strategy,
-    GPU model order and fungibility when given."""
+    GPU model order, fungibility and a GPU-hour budget when given."""
     key = gpu_model_key(model) if model is not None else GPU
 
     def amounts(value: float | None) -> dict[str, int]:
@@ -219,6 +226,7 @@ def make_queue(
         strategy,
         tuple(gpu_models),
         fungibility or FlavorFungibility(),
+        budget,
     )
 
 

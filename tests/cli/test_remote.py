@@ -72,8 +72,8 @@ from tests.cli.test_client import (
 runner = CliRunner()
 
 
-def render(renderable: RenderableType) -> str:
-    out = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+def render(renderable: RenderableType, width: int = 200) -> str:
+    out = Console(width=width, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
     out.print(renderable)
     return out.export_text()
 
@@ -119,8 +119,8 @@ def test_workloads_table_wide_adds_why_it_waits_and_namespaces() -> None:
 
 def test_queues_table_shows_gpu_quota_usage_and_borrowing() -> None:
     text = render(queues_table([queue()]))
-    assert lines_with(text, "team-a") == ["team-a org 1 8 10 2 0.25 3 5"]
-    wide = render(queues_table([queue()], wide=True))
+    assert lines_with(text, "team-a") == ["team-a org 1 8 10 2 0.25 3 5 - -"]
+    wide = render(queues_table([queue()], wide=True), width=240)
     assert "gpu=8 cpu=64 mem=512Gi" in " ".join(wide.split())
 
 
@@ -401,7 +401,7 @@ COMMAND_CASES = [
     ),
     ("get-wl-alias-wide", ["get", "wl", "-o", "wide"], ["TENANT PRIORITY STARTED"]),
     ("get-one-workload", ["get", "workload", "team-a/train-1"], ["train-1 Job team-a Running"]),
-    ("get-queues", ["get", "queues"], ["team-a org 1 8 10 2 0.25 3 5"]),
+    ("get-queues", ["get", "queues"], ["team-a org 1 8 10 2 0.25 3 5 - -"]),
     ("get-one-queue", ["get", "queue", "team-a"], ["team-a org"]),
     ("get-nodes", ["get", "nodes"], ["node-a A100 1.5/4", "node-b A100"]),
     ("get-one-node", ["get", "node", "node-a"], ["node-a A100 1.5/4"]),
@@ -694,8 +694,8 @@ def test_app_get_workloads_queues_and_nodes(served: ServiceHarness) -> None:
     pending = as_(served, "admin", "get", "workloads", "--state", "pending", "-o", "yaml")
     assert [w["key"] for w in yaml.safe_load(pending.out)] == ["team-b/Job/late"]
     queues = as_(served, "team-a", "get", "queues")
-    assert queues.rows("team-a") == ["team-a - 1 8 13 5 0.31 0 4"]
-    assert queues.rows("team-b") == ["team-b - 1 8 - - 0.00 1 0"]
+    assert queues.rows("team-a") == ["team-a - 1 8 13 5 0.31 0 4 - -"]
+    assert queues.rows("team-b") == ["team-b - 1 8 - - 0.00 1 0 - -"]
     nodes = as_(served, "team-a", "get", "nodes")
     assert len(nodes.rows(" A100 ")) == 4
     one = as_(served, "team-a", "get", "node", "a100-0", "-o", "json")

@@ -153,6 +153,7 @@ READER_FIELDS = {
         "spec.preemption": set(fields.QUEUE_PREEMPTION_FIELDS),
         "spec.preemption.borrowWithinCohort": set(fields.BORROW_WITHIN_COHORT_FIELDS),
         "spec.flavorFungibility": set(fields.FLAVOR_FUNGIBILITY_FIELDS),
+        "spec.budget": set(fields.QUEUE_BUDGET_FIELDS),
     },
     "PodGroup": {"": set(fields.OBJECT_FIELDS), "spec": set(fields.POD_GROUP_SPEC_FIELDS)},
 }

@@ -21,10 +21,14 @@ from gpufleet.io.queues import (
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import (
+    DEFAULT_WARN_AT,
     BorrowWithinCohortPolicy,
+    BudgetAction,
+    BudgetPeriod,
     FlavorFungibility,
     FungibilityPolicy,
     Queue,
+    QueueBudget,
     QueueingStrategy,
     QueuePreemption,
     ReclaimPolicy,
@@ -120,6 +124,16 @@ def queue_yaml(spec: str) -> dict[str, Any]:
                 ),
             ),
             id="gpu-models-and-fungibility",
+        ),
+        pytest.param(
+            "spec: {budget: {gpuHours: 100}}",
+            Queue("q", budget=QueueBudget(100.0, BudgetPeriod.MONTH, DEFAULT_WARN_AT)),
+            id="budget-defaults",
+        ),
+        pytest.param(
+            "spec: {budget: {gpuHours: 0.5, period: week, warnAt: 0.9, action: Preemptible}}",
+            Queue("q", budget=QueueBudget(0.5, BudgetPeriod.WEEK, 0.9, BudgetAction.PREEMPTIBLE)),
+            id="budget",
         ),
     ],
 )
@@ -304,6 +318,55 @@ BAD = {
         f"{WHERE}, Queue q",
         "spec.flavorFungibility.whenCanBorrow",
         "expected MayStopSearch or TryNextFlavor, got 'Borrow'",
+    ),
+    "queue-negative-budget": Bad(
+        queue_from_object,
+        queue_yaml("spec: {budget: {gpuHours: -5}}"),
+        f"{WHERE}, Queue q",
+        "spec.budget.gpuHours",
+        "expected GPU-hours >= 0, got -5",
+    ),
+    "queue-budget-without-hours": Bad(
+        queue_from_object,
+        queue_yaml("spec: {budget: {period: day}}"),
+        f"{WHERE}, Queue q",
+        "spec.budget.gpuHours",
+        "required: expected GPU-hours >= 0, got nothing",
+    ),
+    "queue-budget-hours-not-a-number": Bad(
+        queue_from_object,
+        queue_yaml("spec: {budget: {gpuHours: lots}}"),
+        f"{WHERE}, Queue q",
+        "spec.budget.gpuHours",
+        "expected GPU-hours >= 0, got",
+    ),
+    "queue-budget-unknown-period": Bad(
+        queue_from_object,
+        queue_yaml("spec: {budget: {gpuHours: 5, period: year}}"),
+        f"{WHERE}, Queue q",
+        "spec.budget.period",
+        "expected day or week or month, got 'year'",
+    ),
+    "queue-budget-unknown-action": Bad(
+        queue_from_object,
+        queue_yaml("spec: {budget: {gpuHours: 5, action: Stop}}"),
+        f"{WHERE}, Queue q",
+        "spec.budget.action",
+        "expected Block or NominalOnly or Preemptible, got 'Stop'",
+    ),
+    "queue-budget-warn-above-1": Bad(
+        queue_from_object,
+        queue_yaml("spec: {budget: {gpuHours: 5, warnAt: 80}}"),
+        f"{WHERE}, Queue q",
+        "spec.budget.warnAt",
+        "expected a fraction in (0, 1], got 80",
+    ),
+    "queue-budget-unknown-field": Bad(
+        queue_from_object,
+        queue_yaml("spec: {budget: {gpuHours: 5, limit: 3}}"),
+        f"{WHERE}, Queue q",
+        "spec.budget.limit",
+        "unknown field",
     ),
     "priority-missing-value": Bad(
         priority_class_from_object,

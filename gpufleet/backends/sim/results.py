@@ -156,6 +156,20 @@ class PendingReport:
     estimated_start: float | None
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetReport:
+    """A queue's GPU-hour budget at the end of a run: GPU-hours used in the period the run
+    ended in (with what running work is still expected to use), of how many, its state (ok,
+    warn, exhausted), and what it does when spent."""
+
+    queue: str
+    used_gpu_hours: float
+    gpu_hours: float
+    period: str
+    state: str
+    action: str
+
+
 @dataclass(slots=True)
 class JobReport:
     """How a job (a Job, a training job, a Ray cluster or job, a pod that may fail) of a
@@ -191,5 +205,6 @@ class TenancyRun:
     explained_at: float | None = None
     waiting_at: list[PendingReport] = field(default_factory=list)
     jobs: list[JobReport] = field(default_factory=list)
+    budgets_at_end: list[BudgetReport] = field(default_factory=list)
     #: What the idle policies did (None: the run had none).
     idle: IdleReport | None = None

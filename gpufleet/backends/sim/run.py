@@ -12,6 +12,7 @@ from gpufleet.backends.sim.idle_reclaim import IdleTicking
 from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.results import (
+    BudgetReport,
     FillRun,
     JobReport,
     PendingReport,
@@ -29,6 +30,7 @@ from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.plugins.budget import budget_check_of
 from gpufleet.scheduling.policies import PolicyContext, make_policy
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.scheduling.target import TargetWorkload, typical_shapes
@@ -224,8 +226,27 @@ def run_workloads(
         explained_at=explain_at,
         waiting_at=[_report(e) for e in snapshot or ()],
         jobs=jobs,
+        budgets_at_end=budget_reports(core),
         idle=None if idle is None else idle.finish(now),
     )
+
+
+def budget_reports(core: SchedulerCore) -> list[BudgetReport]:
+    """Every budgeted queue's budget as the core's budget check counts it now."""
+    check = budget_check_of(core.admission_checks)
+    if check is None:
+        return []
+    return [
+        BudgetReport(
+            queue,
+            status.used_gpu_hours,
+            status.budget.gpu_hours,
+            status.budget.period.value,
+            status.state.value,
+            check.budgets[queue].action.value,
+        )
+        for queue, status in sorted(check.statuses().items())
+    ]
 
 
 def job_reports(runs: Sequence[tuple[Workload, JobRun]]) -> list[JobReport]:
