@@ -8,7 +8,7 @@ import logging
 import socket
 from importlib import resources
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import uvicorn
@@ -28,9 +28,12 @@ from gpufleet.cli.serve_observing import (
     AlertRulesOption,
     AlertWebhookOption,
     BuiltinAlertsOption,
+    IdleDryRunOption,
+    IdlePoliciesOption,
     ObserveSettings,
     PricesOption,
     PrometheusUrlOption,
+    join_idle_policies,
     observe_settings,
     start_notifier,
 )
@@ -47,11 +50,15 @@ from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
 from gpufleet.scheduling.profile import DEFAULT_PROFILE
 from gpufleet.service.auth import ROLES, AdmissionRules, rules_from_object
-from gpufleet.service.base import QUEUE, ServeOptions, create_token
+from gpufleet.service.base import QUEUE, PlaneBase, ServeOptions, create_token
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
+from gpufleet.service.idle_actions import reclaimer_for
 from gpufleet.service.protocol import Plane
 from gpufleet.service.seeding import Seed, plan_seed, write_seed
 from gpufleet.service.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from gpufleet.service.kube_plane import KubeControlPlane
 
 DEFAULT_DB = Path("gpufleet.db")
 
@@ -135,6 +142,8 @@ def serve(
     prices: PricesOption = None,
     alert_config: AlertConfigOption = None,
     alert_webhook: AlertWebhookOption = None,
+    idle_policies: IdlePoliciesOption = None,
+    idle_dry_run: IdleDryRunOption = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
@@ -150,12 +159,21 @@ def serve(
     telemetry = TelemetrySettings(profile_default, seed, "the command line")
     try:
         observe = observe_settings(
-            alert_rules, builtin_alerts, prometheus_url, prices, alert_config, alert_webhook
+            alert_rules,
+            builtin_alerts,
+            prometheus_url,
+            prices,
+            alert_config,
+            alert_webhook,
+            idle_policies,
+            idle_dry_run,
         )
     except InputError as error:
         raise fail(escape(str(error))) from None
     if observe.prometheus_url is not None and kubeconfig is None:
         raise fail("--prometheus-url is for --kubeconfig: the simulated cluster observes itself")
+    if observe.idle_policies and kubeconfig is not None and observe.prometheus_url is None:
+        raise fail("--idle-policies with --kubeconfig needs --prometheus-url (the GPUs' series)")
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
     try:
@@ -198,6 +216,8 @@ def _serve_on(
         raise fail(str(error)) from None
     fresh = store.meta("seeded") is None
     plane: Plane
+    reclaiming: PlaneBase
+    idle = list(observe.idle_policies)
     options = ServeOptions(
         policy=policy,
         seed=telemetry.seed or 0,
@@ -215,7 +235,9 @@ def _serve_on(
                 "--cluster, --scenario and --usage-profile are for the simulated cluster, "
                 "not --kubeconfig"
             )
-        plane = _kube_plane(kubeconfig, store, options, scheduler_name, observe.prometheus_url)
+        plane = reclaiming = _kube_plane(
+            kubeconfig, store, options, scheduler_name, observe.prometheus_url
+        )
         where = f"Kubernetes ({kubeconfig})"
         if observe.prometheus_url is not None:
             where += f", GPU series from {observe.prometheus_url}"
@@ -228,6 +250,9 @@ def _serve_on(
             # leaves the database as it was.
             seed = plan_seed(store, files, options, fresh, skipped)
             check_faults(seed.faults, nodes)
+            idle = join_idle_policies(
+                [("--idle-policies", idle), ("--scenario", seed.idle_policies)]
+            )
             write_seed(store, seed)
         except InputError:
             store.close()
@@ -239,11 +264,14 @@ def _serve_on(
             warn(escape(_set_aside(rejected, db)))
         for key, queue in embedded.held.items():
             warn(escape(f"workload {key} waits until queue {queue} is fixed"))
-        plane = embedded
+        plane = reclaiming = embedded
         restored = sum(r.active for r in embedded.records.values())
         where = f"{len(nodes)} simulated nodes at {speed:g}x, {restored} workloads restored"
         if options.faults:
             where += f", {len(options.faults)} GPU faults to play"
+    if reclaimer_for(reclaiming, idle, observe.idle_dry_run) is not None:
+        names = ", ".join(p.name for p in idle)
+        where += f", idle policies {names}" + (" (dry run)" if observe.idle_dry_run else "")
     plane.start()
     app = create_app(plane, prices=observe.prices)
     port = sock.getsockname()[1]
@@ -297,7 +325,7 @@ def _kube_plane(
     options: ServeOptions,
     scheduler_name: str,
     prometheus_url: str | None = None,
-) -> Plane:
+) -> KubeControlPlane:
     """The plane over a Kubernetes cluster (imported here: the client is slow to import),
     observing the GPUs through the Prometheus server at ``prometheus_url`` when given."""
     from gpufleet.backends.kube.api import KubeApi, load_client

@@ -1,6 +1,6 @@
-"""The options of ``gpufleet serve`` about what it observes and tells: alert rules, where the
-GPUs' series come from on Kubernetes (a Prometheus server), where alerts are sent (webhooks in
-Alertmanager's format), the prices of cost.
+"""The options of ``gpufleet serve`` about what it observes, tells and does: alert rules, where
+the GPUs' series come from on Kubernetes (a Prometheus server), where alerts are sent (webhooks in
+Alertmanager's format), the prices of cost, the idle policies and their dry run.
 
 Owns :class:`ObserveSettings` (what the options say, checked before the server starts: a bad
 rule file is one clear error and nothing is served) and the options' declarations, kept here so
@@ -18,8 +18,11 @@ import typer
 from gpufleet.cli.alerts import collect_rules
 from gpufleet.economics import PriceList
 from gpufleet.io.alert_routing import AlertRouting, read_alert_routing, webhook_routing
+from gpufleet.io.errors import InputError
+from gpufleet.io.idle_policies import read_idle_policies
 from gpufleet.io.prices import read_prices
 from gpufleet.model.alerts import AlertRule
+from gpufleet.model.idle import IdlePolicy
 from gpufleet.service.alert_webhooks import AlertNotifier, WebhookSender
 from gpufleet.service.protocol import Plane
 
@@ -72,6 +75,21 @@ AlertWebhookOption = Annotated[
         show_default=False,
     ),
 ]
+IdlePoliciesOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--idle-policies",
+        help="IdlePolicy file or directory: act on workloads that hold idle GPUs (repeatable)",
+        show_default=False,
+    ),
+]
+IdleDryRunOption = Annotated[
+    bool,
+    typer.Option(
+        "--idle-dry-run",
+        help="idle policies only report what they would do (Normal events), never act",
+    ),
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +100,9 @@ class ObserveSettings:
     prices: PriceList | None = None
     #: Where alerts are sent (None: nowhere; they are still served and streamed).
     routing: AlertRouting | None = None
+    #: The idle policies of ``--idle-policies`` (a scenario's are added by ``serve``).
+    idle_policies: tuple[IdlePolicy, ...] = ()
+    idle_dry_run: bool = False
 
 
 def observe_settings(
@@ -91,10 +112,14 @@ def observe_settings(
     prices_path: Path | None = None,
     alert_config: Path | None = None,
     alert_webhook: str | None = None,
+    idle_paths: list[Path] | None = None,
+    idle_dry_run: bool = False,
 ) -> ObserveSettings:
-    """The settings the options give; an InputError names a bad rule, price or routing file."""
+    """The settings the options give; an InputError names a bad rule, price, routing or
+    idle-policy file (two policies of one name across files too)."""
     rules = collect_rules(list(rule_paths or []), builtin)
     prices = read_prices(prices_path) if prices_path is not None else None
+    idle = join_idle_policies([(str(path), read_idle_policies(path)) for path in idle_paths or []])
     if alert_config is not None and alert_webhook is not None:
         raise typer.BadParameter(
             "give --alert-config or --alert-webhook, not both (a webhook is one receiver of "
@@ -115,7 +140,24 @@ def observe_settings(
         raise typer.BadParameter(
             f"{prometheus_url!r} is not an http:// or https:// URL", param_hint="--prometheus-url"
         )
-    return ObserveSettings(tuple(rules), url, prices, routing)
+    return ObserveSettings(tuple(rules), url, prices, routing, tuple(idle), idle_dry_run)
+
+
+def join_idle_policies(read: list[tuple[str, list[IdlePolicy]]]) -> list[IdlePolicy]:
+    """The policies of several sources, in order; a name given twice is an InputError."""
+    seen: dict[str, str] = {}
+    joined: list[IdlePolicy] = []
+    for source, policies in read:
+        for policy in policies:
+            if policy.name in seen:
+                raise InputError(
+                    source,
+                    f"IdlePolicy {policy.name!r} is given twice (first in {seen[policy.name]})",
+                    field="metadata.name",
+                )
+            seen[policy.name] = source
+            joined.append(policy)
+    return joined
 
 
 def start_notifier(plane: Plane, routing: AlertRouting, external_url: str) -> AlertNotifier:

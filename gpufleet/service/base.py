@@ -28,6 +28,7 @@ from gpufleet.io.names import label_value_problem, name_problem, rule_of
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.alerts import AlertRule
 from gpufleet.model.faults import GpuFault
+from gpufleet.model.idle import PREEMPTIBLE_LABEL
 from gpufleet.model.queues import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
@@ -106,6 +107,16 @@ class Change:
 Subscriber = Callable[[Sequence[Change]], None]
 
 
+@dataclass(frozen=True, slots=True)
+class IdleOutcome:
+    """What a plane did for an idle policy's step (:mod:`gpufleet.service.idle_actions`):
+    ``done`` False asks for the step again next round (an eviction a PodDisruptionBudget
+    refused); ``note`` is added to the step's event."""
+
+    done: bool = True
+    note: str = ""
+
+
 class PlaneBase:
     """See the module docstring."""
 
@@ -148,6 +159,9 @@ class PlaneBase:
         return self._stopping.is_set()
 
     def cluster_nodes(self) -> Sequence[Node]:
+        raise NotImplementedError
+
+    def now(self) -> float:
         raise NotImplementedError
 
     def recent_events(self, limit: int) -> list[StoredEvent]:
@@ -361,6 +375,47 @@ class PlaneBase:
         }
         self.history.append(point)
         self.store.add_history(now, point)
+
+    # ----------------------------------------------------------------------------- idle GPUs
+    def record_event(
+        self, key: str, type_: str, reason: str, message: str, at: float | None = None
+    ) -> StoredEvent:
+        """Record an event on workload ``key`` (stored, kept with its record) and publish it,
+        as the plane's own events are."""
+        with self.lock:
+            event = StoredEvent(self.now() if at is None else at, key, type_, reason, message)
+            with self.store.transaction():
+                self.store.add_events([event])
+            record = self.records.get(key)
+            if record is not None:
+                record.events.append(event)
+        self.publish([], [event])
+        return event
+
+    def stop_idle(self, key: str, by: str) -> IdleOutcome:
+        """Stop the running workload ``key`` for the idle policy ``by``."""
+        raise NotImplementedError
+
+    def scale_to_zero(self, key: str, by: str) -> IdleOutcome:
+        """Scale the workload's Deployment or StatefulSet to zero; a world with no replica
+        controllers stops it instead, and says so."""
+        done = self.stop_idle(key, by)
+        note = "no replica controller here: stopped instead"
+        return IdleOutcome(done.done, f"{note}; {done.note}" if done.note else note)
+
+    def request_checkpoint(self, key: str, at: float) -> IdleOutcome:
+        """Ask the workload to checkpoint (its event is the request where the world has no
+        annotation to set)."""
+        return IdleOutcome()
+
+    def demote(self, key: str) -> IdleOutcome:
+        """Lower the workload to preemptible. Until the core's ``WorkloadDemoted`` event
+        lands (wp-demote), the workload is only marked (its pods' label, where the world has
+        pods to label) and the scheduler does not yet lower it."""
+        return IdleOutcome(
+            note=f"marked preemptible ({PREEMPTIBLE_LABEL}=true); the scheduler does not lower "
+            "a running workload yet (WorkloadDemoted is not in the core)"
+        )
 
     # ----------------------------------------------------------------------------- stream
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:

@@ -44,6 +44,7 @@ from gpufleet.service.base import (
     PRIORITY_CLASS,
     QUEUE,
     Change,
+    IdleOutcome,
     ServeOptions,
     object_name,
     require_admin,
@@ -247,9 +248,27 @@ class EmbeddedControlPlane(RestoringPlane):
         if deleted is not None:
             self.publish([deleted], [])
             return record
+        self._cancel_active(record, f"by {principal.tenant}")
+        return record
+
+    def stop_idle(self, key: str, by: str) -> IdleOutcome:
+        """Cancel the running workload ``key`` for the idle policy ``by``, as a cancel through
+        the API does (its Cancelled event names the policy)."""
         with self.lock:
+            record = self.records.get(key)
+        if record is None or not self._cancel_active(record, f"by IdlePolicy {by} (idle GPUs)"):
+            return IdleOutcome(note="it had ended already")
+        return IdleOutcome()
+
+    def _cancel_active(self, record: WorkloadRecord, who: str) -> bool:
+        """Cancel a waiting or running workload: its pods leave the world, it stays listed.
+        False when it had ended meanwhile."""
+        key = record.key
+        with self.lock:
+            if not record.active:
+                return False
             now = self.world.clock.now()
-            event = StoredEvent(now, key, "Normal", "Cancelled", f"by {principal.tenant}")
+            event = StoredEvent(now, key, "Normal", "Cancelled", who)
             with self.store.transaction():
                 for pod_record in record.pods.values():
                     if pod_record.state in (POD_PENDING, POD_RUNNING):
@@ -263,7 +282,7 @@ class EmbeddedControlPlane(RestoringPlane):
             self.world.cancel(record.pods)
             self.held.pop(key, None)
         self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
-        return record
+        return True
 
     # ----------------------------------------------------------------------------- admin
     def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str:

@@ -53,12 +53,14 @@ from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.times import wall_clock_time
 from gpufleet.model.workload import TimedWorkload, split_workload_key, workload_key
 from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.service import kube_idle
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import (
     HISTORY_EVERY_S,
     QUEUE,
     Change,
     ConflictError,
+    IdleOutcome,
     PlaneBase,
     ServeOptions,
     object_name,
@@ -456,6 +458,43 @@ class KubeControlPlane(PlaneBase):
             self._submitted.pop(key, None)
         self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
         return record
+
+    # ----------------------------------------------------------------------------- idle GPUs
+    def stop_idle(self, key: str, by: str) -> IdleOutcome:
+        """Evict the workload's pods through the Eviction API (see :mod:`.kube_idle`)."""
+        return kube_idle.evict_pods(self.writer.api, self._live_pods(key)[0])
+
+    def scale_to_zero(self, key: str, by: str) -> IdleOutcome:
+        """Scale its Deployment or StatefulSet to zero; pods of neither are evicted."""
+        objects = self._live_pods(key)[1]
+        namespace = split_workload_key(key)[0]
+        kind, name = kube_idle.owner_to_scale(self.writer, namespace, objects)
+        if not kind:
+            evicted = self.stop_idle(key, by)
+            why = "no Deployment or StatefulSet makes its pods: evicted instead"
+            return IdleOutcome(evicted.done, f"{why}; {evicted.note}")
+        return kube_idle.scale_to_zero(self.writer, namespace, kind, name)
+
+    def request_checkpoint(self, key: str, at: float) -> IdleOutcome:
+        return kube_idle.request_checkpoint(self.writer, self._live_pods(key)[0], at)
+
+    def demote(self, key: str) -> IdleOutcome:
+        return kube_idle.mark_preemptible(self.writer, self._live_pods(key)[0])
+
+    def _live_pods(self, key: str) -> tuple[list[tuple[str, str]], list[Obj]]:
+        """(namespace, name) of the workload's pods not finished, and their cached objects."""
+        with self.lock:
+            record = self.records.get(key)
+            if record is None:
+                return [], []
+            names = [
+                (p.pod.namespace, p.pod.name)
+                for p in record.pods.values()
+                if p.state in (POD_RUNNING, POD_PENDING)
+            ]
+            cached = self.scheduler.backend.objects[PODS]
+            objects = [dict(cached[f"{ns}/{n}"]) for ns, n in names if f"{ns}/{n}" in cached]
+        return names, objects
 
     # ----------------------------------------------------------------------------- admin
     def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str:

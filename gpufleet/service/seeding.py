@@ -8,9 +8,10 @@ one stored, refuses the whole scenario), and, on a new database, their workloads
 the result as the operator (an admin) submits them. :func:`write_seed` then writes it all in
 one SQLite transaction. A bad scenario leaves the database as it was.
 
-A scenario's ``GpuFault`` objects and its ``SimulatedTelemetry`` object are read too (into
-:class:`Seed`), but not stored: they apply to the server that loads them (the caller checks the
-faults against its cluster, :func:`~gpufleet.io.faults.check_faults`).
+A scenario's ``GpuFault`` objects, its ``SimulatedTelemetry`` object and its ``IdlePolicy``
+objects are read too (into :class:`Seed`), but not stored: they apply to the server that loads
+them (the caller checks the faults against its cluster,
+:func:`~gpufleet.io.faults.check_faults`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from gpufleet.io.assembly import DEFAULT_QUEUE
 from gpufleet.io.catalog import CATALOG_KINDS, PRIORITY_CLASS, QUEUE, check_change, object_key
 from gpufleet.io.errors import InputError
 from gpufleet.io.faults import GPU_FAULT, gpu_fault_from_object
+from gpufleet.io.idle_policies import KIND as IDLE_POLICY
+from gpufleet.io.idle_policies import check_unique, idle_policy_from_object
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, load_manifests
@@ -35,6 +38,7 @@ from gpufleet.io.sim_telemetry import (
     telemetry_settings_from_object,
 )
 from gpufleet.model.faults import GpuFault
+from gpufleet.model.idle import IdlePolicy
 from gpufleet.service.auth import ADMIN, Principal, check_workload
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.store import Store, StoredEvent
@@ -54,6 +58,8 @@ class Seed:
     #: GPU faults to play, by time (from the server's start), and how telemetry is made.
     faults: list[GpuFault] = dataclasses.field(default_factory=list)
     telemetry: TelemetrySettings | None = None
+    #: The idle policies the server acts on (with its ``--idle-policies``).
+    idle_policies: list[IdlePolicy] = dataclasses.field(default_factory=list)
 
 
 def plan_seed(
@@ -70,7 +76,9 @@ def plan_seed(
     bodies: list[Manifest] = []
     faults: list[GpuFault] = []
     telemetry: TelemetrySettings | None = None
-    reads = (*CATALOG_KINDS, *WORKLOAD_KINDS, GPU_FAULT, SIMULATED_TELEMETRY)
+    idle: list[IdlePolicy] = []
+    idle_seen: dict[str, str] = {}
+    reads = (*CATALOG_KINDS, *WORKLOAD_KINDS, GPU_FAULT, SIMULATED_TELEMETRY, IDLE_POLICY)
     expected = f"one of {', '.join(reads)}"
     for file in files:
         for manifest in load_manifests(file):
@@ -79,6 +87,11 @@ def plan_seed(
             kind = manifest.get("kind")
             if kind == GPU_FAULT:
                 faults.append(gpu_fault_from_object(manifest, str(file), manifest.location))
+                continue
+            if kind == IDLE_POLICY:
+                policy = idle_policy_from_object(manifest, str(file), manifest.location)
+                check_unique(idle_seen, policy.name, str(file), manifest.location)
+                idle.append(policy)
                 continue
             if kind == SIMULATED_TELEMETRY:
                 settings = telemetry_settings_from_object(manifest, str(file), manifest.location)
@@ -120,6 +133,7 @@ def plan_seed(
         workloads,
         sorted(faults, key=lambda fault: fault.at),
         telemetry,
+        idle,
     )
 
 

@@ -903,3 +903,41 @@ def test_a_fake_node_is_left_ready_and_without_the_condition_taints(
         assert {"type": "Ready", "status": "True"} in [
             {k: c[k] for k in ("type", "status")} for c in node["status"]["conditions"]
         ]
+
+
+# ---- the scale subresource of the apps kinds ---------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["deployments", "statefulsets", "replicasets"])
+def test_scale_subresource_reads_and_sets_replicas(
+    api: FakeApiServer, client: Any, kind: str
+) -> None:
+    singular = {"deployments": "Deployment", "statefulsets": "StatefulSet"}.get(kind, "ReplicaSet")
+    api.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": singular,
+            "metadata": {"name": "web", "namespace": NS},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}},
+        }
+    )
+    path = f"/apis/apps/v1/namespaces/{NS}/{kind}/web/scale"
+
+    def call(method: str, body: Any = None, content_type: str = "application/json") -> Any:
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        response = client.call_api(
+            path, method, header_params=headers, body=body, _return_http_data_only=True,
+            _preload_content=False,
+        )  # fmt: skip
+        return json.loads(response.data)
+
+    scale = call("GET")
+    assert (scale["kind"], scale["apiVersion"]) == ("Scale", "autoscaling/v1")
+    assert (scale["spec"]["replicas"], scale["status"]["selector"]) == (3, "app=web")
+    patched = call("PATCH", {"spec": {"replicas": 0}}, "application/merge-patch+json")
+    assert patched["spec"]["replicas"] == 0
+    assert api.get("apps/v1", singular, "web", NS)["spec"]["replicas"] == 0  # type: ignore[index]
+    assert call("PUT", {**scale, "spec": {"replicas": 2}})["spec"]["replicas"] == 2
+    with pytest.raises(ApiException) as refused:
+        call("PATCH", {"spec": {"replicas": -1}}, "application/merge-patch+json")
+    assert refused.value.status == 422

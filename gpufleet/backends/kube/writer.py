@@ -4,7 +4,9 @@ The scheduler only reads and binds; the control plane on Kubernetes also writes 
 submit (Pods, Jobs, Deployments, StatefulSets, ReplicaSets, PyTorchJobs, MPIJobs, RayClusters,
 RayJobs, PodGroups) and what admins set (Queues, PriorityClasses). :class:`ObjectWriter` does
 that through the official client's generic ``call_api`` (one path per kind, below), under the
-same client-side rate limit as the scheduler's calls. It decides nothing about what is written.
+same client-side rate limit as the scheduler's calls, and reads or merge-patches one of them (the
+idle reclaimer's pod annotations and labels, and the ``scale`` subresource of a Deployment or
+StatefulSet). It decides nothing about what is written.
 """
 
 from __future__ import annotations
@@ -66,13 +68,19 @@ class ObjectWriter:
     def __init__(self, api: KubeApi) -> None:
         self.api = api
 
-    def _request(self, method: str, path: str, body: Obj | None = None) -> Obj | None:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Obj | None = None,
+        content_type: str = "application/json",
+    ) -> Obj | None:
         self.api.limiter.acquire()
         try:
             response = self.api.client.call_api(
                 path,
                 method,
-                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
                 body=body,
                 auth_settings=["BearerToken"],
                 _return_http_data_only=True,
@@ -90,6 +98,27 @@ class ObjectWriter:
         path = path_of(str(obj["kind"]), metadata.get("namespace"), None, obj.get("apiVersion"))
         found = self._request("POST", path, obj)
         return found or {}
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        """The object, or None when there is none."""
+        try:
+            return self._request("GET", path_of(kind, namespace, name)) or {}
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def patch(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        patch: Obj,
+        subresource: str | None = None,
+    ) -> Obj:
+        """A JSON merge patch of the object (or of its ``subresource``: ``scale``)."""
+        path = path_of(kind, namespace, name) + (f"/{subresource}" if subresource else "")
+        return self._request("PATCH", path, patch, "application/merge-patch+json") or {}
 
     def apply(self, obj: Obj) -> Obj:
         """Create ``obj``, or replace the object of its name (for Queues, PriorityClasses)."""

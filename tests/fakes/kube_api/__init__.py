@@ -15,7 +15,8 @@ It follows the real server where our scheduler backend can tell the difference: 
 resourceVersion, optimistic concurrency, 201/404/409/410/429 with ``Status`` bodies, status
 subresources, merge / strategic merge / JSON patches, label and field selectors, watches from a
 resourceVersion (410 as an ERROR event once history is compacted), pod binding, eviction
-against PodDisruptionBudgets and graceful pod deletion, and CRDs that register their resources.
+against PodDisruptionBudgets and graceful pod deletion, the ``scale`` subresource of the apps
+kinds, and CRDs that register their resources.
 It does not validate objects (custom objects are not checked against the CRD's OpenAPI schema,
 which is accepted and stored as given), runs no controllers or admission beyond a few defaults
 (pods get ``schedulerName``, ``spec.priority`` from their PriorityClass, phase Pending),
@@ -30,6 +31,7 @@ Modules:
 * :mod:`.resources` — built-in resource types and those a CRD registers.
 * :mod:`.store` — objects, resourceVersions, history and watchers.
 * :mod:`.pods` — binding, eviction and graceful deletion.
+* :mod:`.scale` — the ``scale`` subresource of Deployments, StatefulSets and ReplicaSets.
 * :mod:`.patch` — merge, strategic merge and JSON patch.
 * :mod:`.selectors` — label and field selectors.
 * :mod:`.errors` — ``Status`` bodies and :class:`ApiError`.

@@ -1,7 +1,8 @@
 """Verbs: one parsed request → a JSON answer or an open watch, free of any HTTP plumbing.
 
 GET (get, list, ``watch=true``), POST (create; pods' ``binding`` and ``eviction``), PUT
-(update, ``/status``), PATCH (merge, strategic merge, JSON patch; ``/status``) and DELETE.
+(update, ``/status``), PATCH (merge, strategic merge, JSON patch; ``/status``) and DELETE;
+``/scale`` of the apps kinds (GET, PUT, PATCH: :mod:`.scale`).
 Collection deletes, dry runs and server-side apply are not served.
 """
 
@@ -11,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.fakes.kube_api import errors, pods
+from tests.fakes.kube_api import errors, pods, scale
 from tests.fakes.kube_api.patch import apply_patch
 from tests.fakes.kube_api.routes import Route, resolve
 from tests.fakes.kube_api.selectors import parse_field_selector, parse_label_selector
@@ -90,6 +91,8 @@ def handle(store: Store, request: Request) -> Response | WatchStream:
     allowed = {"status"} if route.rt.status_subresource else set()
     if route.rt.key == pods.PODS.key:
         allowed |= {"binding", "eviction"}
+    if route.rt.key in scale.SCALED:
+        allowed |= {"scale"}
     if route.subresource is not None and route.subresource not in allowed:
         raise errors.unknown_path()
     verb = {
@@ -111,6 +114,8 @@ def _not_allowed() -> errors.ApiError:
 
 
 def _get(store: Store, route: Route, request: Request) -> Response | WatchStream:
+    if route.subresource == "scale" and route.name:
+        return Response(200, scale.get_scale(store, route.rt, route.namespace, route.name))
     if route.name is not None:
         return Response(200, store.get(route.rt, route.namespace, route.name))
     if route.subresource is not None:
@@ -155,6 +160,11 @@ def _post(store: Store, route: Route, request: Request) -> Response:
 
 
 def _put(store: Store, route: Route, request: Request) -> Response:
+    if route.subresource == "scale" and route.name:
+        written = scale.write_scale(
+            store, route.rt, route.namespace, route.name, _body(request), None
+        )
+        return Response(200, written)
     if route.name is None or route.subresource not in (None, "status"):
         raise _not_allowed()
     body = _body(request)
@@ -166,6 +176,11 @@ def _put(store: Store, route: Route, request: Request) -> Response:
 
 
 def _patch(store: Store, route: Route, request: Request) -> Response:
+    if route.subresource == "scale" and route.name:
+        written = scale.write_scale(
+            store, route.rt, route.namespace, route.name, request.body, request.content_type
+        )
+        return Response(200, written)
     if route.name is None or route.subresource not in (None, "status"):
         raise _not_allowed()
     with store.lock:

@@ -1,0 +1,128 @@
+"""What an idle policy's steps do to a workload on Kubernetes, through the API server.
+
+Owns the calls behind :class:`~gpufleet.service.kube_plane.KubeControlPlane`'s idle hooks:
+
+* Stop: a policy/v1 ``Eviction`` of each of its pods (``POST pods/{name}/eviction``), so that
+  PodDisruptionBudgets apply: a 429 (a budget forbids it now) is not done, and is asked again
+  next round, as ``kubectl drain`` retries; a pod already gone (404) counts as evicted.
+* ScaleToZero: ``spec.replicas: 0`` on the ``scale`` subresource of the Deployment or
+  StatefulSet that makes its pods, found through the pods' controller ``ownerReferences``
+  (a ReplicaSet's own controller is its Deployment), else gpufleet's owner annotation.
+* Checkpoint: the annotation :data:`~gpufleet.model.idle.CHECKPOINT_REQUESTED_ANNOTATION`
+  (the time asked) on each pod, for the workload's own checkpointing to watch.
+* Preemptible: the label :data:`~gpufleet.model.idle.PREEMPTIBLE_LABEL` on each pod (the kube
+  backend turns it into the core's demotion once that lands).
+
+Each returns an :class:`~gpufleet.service.base.IdleOutcome`; the reclaimer records the event.
+It decides nothing and holds no lock (the plane copies the pods it acts on first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpufleet.backends.kube.api import ApiError, KubeApi, rfc3339
+from gpufleet.backends.kube.writer import ObjectWriter
+from gpufleet.model.idle import CHECKPOINT_REQUESTED_ANNOTATION, PREEMPTIBLE_LABEL
+from gpufleet.service.base import IdleOutcome
+from gpufleet.service.kube_writes import OWNER_ANNOTATION
+
+Obj = dict[str, Any]
+#: The kinds whose ``scale`` subresource ScaleToZero patches.
+SCALED_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+
+
+def evict_pods(api: KubeApi, pods: Sequence[tuple[str, str]]) -> IdleOutcome:
+    """Evict each (namespace, name); not done while a budget or an error keeps one."""
+    evicted: list[str] = []
+    kept: list[str] = []
+    for namespace, name in pods:
+        try:
+            api.evict(namespace, name)
+        except ApiError as error:
+            if error.status == 404:
+                continue
+            if error.status == 429:
+                kept.append(f"pod {name}: a PodDisruptionBudget forbids it now ({error.message})")
+            else:
+                kept.append(f"pod {name}: {error}")
+            continue
+        evicted.append(name)
+    done = f"evicted {', '.join(evicted)}" if evicted else ""
+    if kept:
+        told = "; ".join(kept)
+        return IdleOutcome(False, f"{done}; not evicted: {told}; tried again next round"
+                           if done else f"not evicted: {told}; tried again next round")  # fmt: skip
+    return IdleOutcome(True, done or "its pods were gone already")
+
+
+def controller_of(obj: Obj | None) -> tuple[str, str] | None:
+    """(kind, name) of an object's controller owner reference."""
+    for ref in (obj or {}).get("metadata", {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return str(ref.get("kind")), str(ref.get("name"))
+    return None
+
+
+def owner_to_scale(writer: ObjectWriter, namespace: str, pods: Sequence[Obj]) -> tuple[str, str]:
+    """The (kind, name) whose replicas make ``pods``: their controller (a ReplicaSet's own
+    Deployment when it has one), else gpufleet's owner annotation; ("", "") for none."""
+    for obj in pods:
+        owner = controller_of(obj)
+        if owner is not None and owner[0] == "ReplicaSet":
+            above = controller_of(writer.get("ReplicaSet", namespace, owner[1]))
+            return above if above is not None and above[0] == "Deployment" else owner
+        if owner is not None and owner[0] in SCALED_KINDS:
+            return owner
+        annotated = str(((obj.get("metadata") or {}).get("annotations") or {}).get(
+            OWNER_ANNOTATION) or "")  # fmt: skip
+        kind, _, name = annotated.partition("/")
+        if kind in SCALED_KINDS and name:
+            return kind, name
+    return "", ""
+
+
+def scale_to_zero(writer: ObjectWriter, namespace: str, kind: str, name: str) -> IdleOutcome:
+    """Patch the ``scale`` subresource of ``kind``/``name`` to 0 replicas."""
+    try:
+        before = writer.get(kind, namespace, name)
+        writer.patch(kind, namespace, name, {"spec": {"replicas": 0}}, subresource="scale")
+    except ApiError as error:
+        return IdleOutcome(False, f"scaling {kind} {name} failed ({error}); tried again next round")
+    if before is None:
+        return IdleOutcome(note=f"{kind} {name} was gone already")
+    replicas = (before.get("spec") or {}).get("replicas")
+    return IdleOutcome(note=f"{kind} {name} scaled from {replicas} to 0 replicas")
+
+
+def mark_pods(
+    writer: ObjectWriter, pods: Sequence[tuple[str, str]], patch: Obj, what: str
+) -> IdleOutcome:
+    """Merge-patch each pod's metadata with ``patch``; a pod gone is skipped."""
+    failed: list[str] = []
+    for namespace, name in pods:
+        try:
+            writer.patch("Pod", namespace, name, {"metadata": patch})
+        except ApiError as error:
+            if error.status != 404:
+                failed.append(f"pod {name}: {error}")
+    if failed:
+        return IdleOutcome(False, f"{what} not set on {'; '.join(failed)}; tried again next round")
+    return IdleOutcome(note=f"{what} set on its pods")
+
+
+def request_checkpoint(
+    writer: ObjectWriter, pods: Sequence[tuple[str, str]], at: float
+) -> IdleOutcome:
+    annotation = {"annotations": {CHECKPOINT_REQUESTED_ANNOTATION: rfc3339(at)}}
+    return mark_pods(writer, pods, annotation, f"annotation {CHECKPOINT_REQUESTED_ANNOTATION}")
+
+
+def mark_preemptible(writer: ObjectWriter, pods: Sequence[tuple[str, str]]) -> IdleOutcome:
+    found = mark_pods(writer, pods, {"labels": {PREEMPTIBLE_LABEL: "true"}},
+                      f"label {PREEMPTIBLE_LABEL}=true")  # fmt: skip
+    if not found.done:
+        return found
+    return IdleOutcome(note=f"{found.note}; the scheduler lowers it once the core's "
+                       "WorkloadDemoted lands")  # fmt: skip
