@@ -1,9 +1,10 @@
 """What backends report: changes to nodes and pods, as every world reports them.
 
 The scheduling core acts on the first eight kinds (a node added or removed, a pod or workload
-to schedule, a pod bound, ready, gone, or a bind that failed) and on
+to schedule, a pod bound, ready, gone, or a bind that failed), on
 :class:`DeviceHealthChanged` (a node's agent saw GPUs fail or recover: applied at once, pods
-running there or not). A world may say more about what
+running there or not) and on :class:`WorkloadDemoted` (an idle policy lowered a running
+workload to preemptible). A world may say more about what
 happened to a pod than the core needs: why it is gone (:class:`PodEnd`), a container restarted
 or a Job's next completion run in place (:class:`PodRestarted`), a job ended
 (:class:`JobEnded`). Those are for the other observers of a world (the control plane's book of
@@ -102,6 +103,19 @@ class WorkloadAdded:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadDemoted:
+    """The running workload ``key`` is lowered to preemptible at the lowest priority
+    (:data:`~gpufleet.model.priorities.LOWEST_PRIORITY`), for the rest of its life: waiting
+    work that may preempt may take its GPUs, and if it is preempted it waits at that priority.
+    An idle policy's ``Preemptible`` step says so; ``reason`` says why. ``key`` is the
+    workload's, or one of its bound pods' (a world that sees pods, Kubernetes, names a pod). A
+    workload that is not running (waiting, finished, unknown) is left as it is."""
+
+    key: str
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class PodReady:
     """A bound pod is running (its containers started): gangs wait for all their pods."""
 
@@ -141,4 +155,5 @@ ClusterEvent = (
     | BindFailed
     | PodRestarted
     | JobEnded
+    | WorkloadDemoted
 )

@@ -9,6 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+#: The lowest priority a workload can have (a 32-bit priority's least): the priority of a
+#: workload lowered to preemptible (an idle policy's ``Preemptible``, a spent ``Preemptible``
+#: budget), below every priority class, so that any waiting workload may preempt it.
+LOWEST_PRIORITY = -(2**31)
+
 
 class PreemptionPolicy(StrEnum):
     PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"

@@ -55,6 +55,7 @@ from gpufleet.model.events import (
     PodDeleted,
     PodReady,
     WorkloadAdded,
+    WorkloadDemoted,
 )
 from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.times import TimeFormat, simulated_time
@@ -182,6 +183,8 @@ class SchedulerCore:
             self.explainer.nodes_changed()
         elif isinstance(event, DeviceHealthChanged):
             self._device_health(event)
+        elif isinstance(event, WorkloadDemoted):
+            lifecycle.demote(event.key)
 
     def _device_health(self, event: DeviceHealthChanged) -> None:
         """Some GPUs of a node failed or recovered: applied at once, pods running there or

@@ -131,6 +131,11 @@ class RunningWatcher(Protocol):
         """It no longer runs: being evicted, or all its pods are gone."""
         ...
 
+    def retagged(self, running: RunningWorkload, before: Workload) -> None:
+        """It runs on where it is as another workload of the same key and queue
+        (``running.workload``; it was ``before``): lowered to preemptible, say."""
+        ...
+
 
 #: A queue's place in the order across queues: the least goes first (tuples compare in order).
 QueueKey = tuple[object, ...]

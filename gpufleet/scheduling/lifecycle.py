@@ -9,7 +9,8 @@ pod of a workload being evicted is gone, the workload waits again, at its first 
 place (or, after a failure, as a new arrival once its backoff has passed). A failed bind
 releases the gang, and a gang whose permit ended (not ready in time) is evicted: both wait
 out a backoff that doubles with each failure. A pod found bound by someone else takes exactly
-the devices it holds.
+the devices it holds. A running workload may be lowered to preemptible at the lowest priority
+(:meth:`Lifecycle.demote`: an idle policy's ``Preemptible``), and stays so for its life.
 
 What it does not do: decide who starts or who is evicted (the cycle and the post-filter do).
 """
@@ -17,10 +18,12 @@ What it does not do: decide who starts or who is evicted (the cycle and the post
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.model import MILLI_PER_GPU, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict
+from gpufleet.model.priorities import LOWEST_PRIORITY
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Bound
 from gpufleet.scheduling.framework import Permit
@@ -120,6 +123,28 @@ class Lifecycle:
         for pod in workload.pods[workload.gang_size :]:
             self.enqueue(workload.extra(pod))
         state.holds.drop_reservation_of(workload.key)
+
+    def demote(self, key: str) -> bool:
+        """Lower the running (or being evicted) workload ``key`` to preemptible at
+        :data:`LOWEST_PRIORITY`: its quota charge moves out of the non-preemptible usage, and
+        what waits may preempt it now (if it is evicted, it waits so lowered). False when it
+        is neither running nor being evicted, or is so lowered already. ``key`` may name one
+        of its bound pods instead (a world that sees pods, not workloads)."""
+        state = self.state
+        key = state.running.owner.get(key, key)
+        running = state.running.get(key) or state.running.evicting.get(key)
+        if running is None:
+            return False
+        before = running.workload
+        if before.preemptible and before.priority == LOWEST_PRIORITY:
+            return False
+        lowered = replace(before, priority=LOWEST_PRIORITY, preemptible=True)
+        state.quotas.refund(before, running.usage)
+        state.running.retag(running, lowered)
+        state.quotas.charge(lowered, running.usage)
+        state.holds.changed()
+        state.pending.wake_all(Parked.QUOTA)  # non-preemptible usage went down
+        return True
 
     def evict(
         self, running: RunningWorkload, reason: str, actions: list[Action], preemptor: str | None

@@ -5,7 +5,8 @@ workload key and by queue, those being evicted apart, and which workload owns ea
 The set tells its watchers (:class:`~.framework.RunningWatcher`: the preemption plugin's
 victim columns, the admission checks' own accounting, the gang permit's deadlines) when a
 workload starts, when one of its pods ends and gives its usage back, and when it stops running
-(evicted or ended), so that each keeps what it derives up to date without listing every
+(evicted or ended), and when a running workload is retagged (lowered to preemptible), so
+that each keeps what it derives up to date without listing every
 running workload again.
 
 What it does not do: charge or refund quotas, release devices, or decide anything (the core's
@@ -122,6 +123,24 @@ class RunningSet:
         counts[workload.priority] -= 1
         if not counts[workload.priority]:
             del counts[workload.priority]
+
+    def retag(self, running: RunningWorkload, workload: Workload) -> None:
+        """``running`` (running or being evicted) is now ``workload``: the same key and queue,
+        another priority or preemptibility. Its quota charge is the caller's to move."""
+        before = running.workload
+        if workload.key != before.key or workload.queue != before.queue:
+            raise ValueError(f"cannot retag {before.key} as {workload.key} in {workload.queue}")
+        running.workload = workload
+        if self.workloads.get(workload.key) is not running:
+            return  # being evicted: it is requeued as ``workload``, nobody watches it now
+        counts = self._priorities[workload.queue]
+        counts[before.priority] -= 1
+        if not counts[before.priority]:
+            del counts[before.priority]
+        counts[workload.priority] += 1
+        self.version += 1
+        for watcher in self.watchers:
+            watcher.retagged(running, before)
 
     def shrink(self, running: RunningWorkload, freed: Mapping[str, int]) -> None:
         """One pod of ``running`` gave back ``freed`` (its bound entry is already gone)."""

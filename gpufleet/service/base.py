@@ -28,7 +28,6 @@ from gpufleet.io.names import label_value_problem, name_problem, rule_of
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.alerts import AlertRule
 from gpufleet.model.faults import GpuFault
-from gpufleet.model.idle import PREEMPTIBLE_LABEL
 from gpufleet.model.queues import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
@@ -409,13 +408,9 @@ class PlaneBase:
         return IdleOutcome()
 
     def demote(self, key: str) -> IdleOutcome:
-        """Lower the workload to preemptible. Until the core's ``WorkloadDemoted`` event
-        lands (wp-demote), the workload is only marked (its pods' label, where the world has
-        pods to label) and the scheduler does not yet lower it."""
-        return IdleOutcome(
-            note=f"marked preemptible ({PREEMPTIBLE_LABEL}=true); the scheduler does not lower "
-            "a running workload yet (WorkloadDemoted is not in the core)"
-        )
+        """Lower the running workload ``key`` to preemptible at the lowest priority (the
+        core's ``WorkloadDemoted``): what waits may preempt it."""
+        raise NotImplementedError
 
     # ----------------------------------------------------------------------------- stream
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:

@@ -38,7 +38,7 @@ from gpufleet.io.kinds import Skipped
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.metrics.state import SchedulerState, read_state
 from gpufleet.model import Node
-from gpufleet.model.priorities import PriorityClass
+from gpufleet.model.priorities import LOWEST_PRIORITY, PriorityClass
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import (
     PRIORITY_CLASS,
@@ -259,6 +259,20 @@ class EmbeddedControlPlane(RestoringPlane):
         if record is None or not self._cancel_active(record, f"by IdlePolicy {by} (idle GPUs)"):
             return IdleOutcome(note="it had ended already")
         return IdleOutcome()
+
+    def demote(self, key: str) -> IdleOutcome:
+        """Lower the running workload ``key`` to preemptible at the lowest priority: the
+        simulated world tells the core, which may let waiting work preempt it."""
+        with self.lock:
+            record = self.records.get(key)
+            running = (
+                []
+                if record is None
+                else [pod_key for pod_key, pod in record.pods.items() if pod.state == POD_RUNNING]
+            )
+            if not running or not self.world.demote(running, "idle policy: Preemptible"):
+                return IdleOutcome(False, "it has no running pods")
+        return IdleOutcome(note=f"lowered to preemptible at priority {LOWEST_PRIORITY}")
 
     def _cancel_active(self, record: WorkloadRecord, who: str) -> bool:
         """Cancel a waiting or running workload: its pods leave the world, it stays listed.

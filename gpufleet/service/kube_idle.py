@@ -10,8 +10,8 @@ Owns the calls behind :class:`~gpufleet.service.kube_plane.KubeControlPlane`'s i
   (a ReplicaSet's own controller is its Deployment), else gpufleet's owner annotation.
 * Checkpoint: the annotation :data:`~gpufleet.model.idle.CHECKPOINT_REQUESTED_ANNOTATION`
   (the time asked) on each pod, for the workload's own checkpointing to watch.
-* Preemptible: the label :data:`~gpufleet.model.idle.PREEMPTIBLE_LABEL` on each pod (the kube
-  backend turns it into the core's demotion once that lands).
+* Preemptible: the label :data:`~gpufleet.model.idle.PREEMPTIBLE_LABEL` on each pod, which the
+  kube backend turns into the core's ``WorkloadDemoted`` (the scheduler lowers the workload).
 
 Each returns an :class:`~gpufleet.service.base.IdleOutcome`; the reclaimer records the event.
 It decides nothing and holds no lock (the plane copies the pods it acts on first).
@@ -124,5 +124,5 @@ def mark_preemptible(writer: ObjectWriter, pods: Sequence[tuple[str, str]]) -> I
                       f"label {PREEMPTIBLE_LABEL}=true")  # fmt: skip
     if not found.done:
         return found
-    return IdleOutcome(note=f"{found.note}; the scheduler lowers it once the core's "
-                       "WorkloadDemoted lands")  # fmt: skip
+    return IdleOutcome(note=f"{found.note}; the scheduler lowers it to preemptible at the "
+                       "lowest priority")  # fmt: skip

@@ -103,3 +103,22 @@ def test_a_dry_run_reports_and_stops_nothing() -> None:
     assert result.idle.stopped == []
     assert result.idle.gpu_hours_reclaimed == 0
     assert waited(result) == pytest.approx(10 * HOUR - 1800.0)
+
+
+def test_a_preemptible_step_lets_the_waiting_job_preempt_the_notebook() -> None:
+    """Lowered at 1 h, the notebook (priority 100, above the job's 0) is preempted by the job
+    waiting behind it at once; it waits again and runs once the job is done."""
+    policy = IdlePolicy("lower", (IdleStep(IdleAction.PREEMPTIBLE),), window_s=1800.0, grace_s=HOUR)
+    notebook = dataclasses.replace(holder("nb", "idle"), priority=100)
+    result = run_workloads(
+        [make_node("n", gpus=2)], world(notebook), "bestfit", 0, idle_policies=[policy]
+    )
+    report = result.idle
+    assert report is not None
+    # (Back at 2 h once the job is done, it is judged again from its grace: lowered already.)
+    first = report.decisions[0]
+    assert (first.action, first.at) == (IdleAction.PREEMPTIBLE, HOUR)
+    assert report.demoted == ["default/nb"]
+    assert report.stopped == []
+    # The job waited from 30 min until the notebook was lowered and preempted at 1 h.
+    assert waited(result) == pytest.approx(30 * 60.0)

@@ -5,7 +5,8 @@ parent, GPU nominal quotas with optional borrowing and lending limits, children'
 quotas adding up to at most their parent's), workloads (1-3 pods of 0-4 GPUs or a share of
 one, priorities 0-3, some non-preemptible, some that never preempt, some gangs with extra pods
 beyond minMember) and operations: submit the next workload after a while, let time pass, jump
-to the core's next timer, finish a running workload.
+to the core's next timer, finish a running workload, lower a running one to preemptible at the
+lowest priority (an idle policy's ``Preemptible``: ``WorkloadDemoted``).
 
 After every settle the state is checked from what the fake cluster runs (its placements), not
 from the core's own accounting, wherever that can be done:
@@ -15,7 +16,8 @@ from the core's own accounting, wherever that can be done:
   of their parent's amount after max(usage, nominal - lendingLimit) of each queue;
 * non-preemptible work of a queue (its subtree) stays within its nominal quota;
 * gangs run whole or not at all; no GPU holds more than 1000 milli-GPU;
-* the core's quota usage equals what runs (nothing leaks);
+* the core's quota usage, and its non-preemptible usage, equal what runs (nothing leaks, a
+  demotion included);
 * every workload submitted and not finished is running or pending again (nothing is lost);
 * every preemption: the victim was preemptible, ran its minimum run time, had lower priority
   when in the preemptor's queue; the preemptor may preempt (not ``Never``) and runs once the
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import given, settings
@@ -36,7 +38,8 @@ from hypothesis import strategies as st
 
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.actions import Action, Bind, Evict
-from gpufleet.model.priorities import PreemptionPolicy
+from gpufleet.model.events import WorkloadDemoted
+from gpufleet.model.priorities import LOWEST_PRIORITY, PreemptionPolicy
 from gpufleet.model.queues import (
     BorrowWithinCohortPolicy,
     Queue,
@@ -61,7 +64,7 @@ STEPS = (0.0, 5.0, 60.0, 130.0, 700.0)
 # ----------------------------------------------------------------------------- scenarios
 @dataclass(frozen=True)
 class Op:
-    kind: str  # "submit", "advance", "timer", "finish"
+    kind: str  # "submit", "advance", "timer", "finish", "demote"
     wait: float = 0.0
     pick: int = 0
 
@@ -145,6 +148,7 @@ ops = st.one_of(
     st.builds(Op, st.just("advance"), st.sampled_from(STEPS)),
     st.builds(Op, st.just("timer")),
     st.builds(Op, st.just("finish"), pick=st.integers(0, 20)),
+    st.builds(Op, st.just("demote"), pick=st.integers(0, 20)),
 )
 
 
@@ -230,6 +234,13 @@ class World:
                 self.started.pop(unit, None)
                 self.record(cluster.finish(*keys, now=self.now))
                 return
+        elif op.kind == "demote":
+            running = sorted(self.core.running)
+            if running:
+                unit = running[op.pick % len(running)]
+                before = self.units[unit]
+                self.units[unit] = replace(before, priority=LOWEST_PRIORITY, preemptible=True)
+                self.core.handle(WorkloadDemoted(unit))
         self.record(cluster.settle(now=self.now))
 
 
@@ -297,6 +308,10 @@ def check(world: World) -> None:
         j = tree.key_index[GPU]
         accounted = {name: int(tree.usage[tree.index[name], j]) for name in queues}
         assert accounted == held, "the core's quota usage differs from what runs"
+        pinned_accounted = {
+            name: int(core.quotas.pinned_usage[tree.index[name], j]) for name in queues
+        }
+        assert pinned_accounted == pinned, "the core's non-preemptible usage differs"
         check_limits(queues, held, pinned, sum(n.gpu_count for n in world.scenario.nodes))
 
     # Nothing lost: every unit submitted and not finished runs or waits.

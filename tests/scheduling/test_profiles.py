@@ -53,6 +53,9 @@ class GpusPerNamespace:
     def stopped(self, running: RunningWorkload) -> None:
         """(What it holds is given back pod by pod, as it ends: ``shrunk``.)"""
 
+    def retagged(self, running: RunningWorkload, before: Workload) -> None:
+        """(Its namespace and what it holds are the same.)"""
+
 
 def gpus_per_namespace(state: CoreState, args: Mapping[str, object]) -> GpusPerNamespace:
     gpus = args["gpus"]

@@ -45,8 +45,10 @@ def harness_with(tmp_path: Path) -> ServiceHarness:
     return make_harness(tmp_path, gpu_nodes(1, gpus=4), options=options)
 
 
-def submit(harness: ServiceHarness, name: str, profile: str, exempt: bool = False) -> None:
-    doc = pod_doc(name, runtime="10h", namespace="team-a")
+def submit(
+    harness: ServiceHarness, name: str, profile: str, exempt: bool = False, gpus: int = 1
+) -> None:
+    doc = pod_doc(name, gpus=gpus, runtime="10h", namespace="team-a")
     doc["metadata"]["annotations"][USAGE_PROFILE_ANNOTATION] = profile
     if exempt:
         doc["metadata"]["labels"][EXEMPT_LABEL] = EXEMPT_VALUE
@@ -143,23 +145,34 @@ def test_a_dry_run_reports_what_it_would_do_and_changes_nothing(tmp_path: Path) 
     harness.close()
 
 
-def test_a_preemptible_step_marks_it_and_checkpoint_is_asked(tmp_path: Path) -> None:
+def test_a_preemptible_step_lowers_it_and_waiting_work_takes_its_gpus(tmp_path: Path) -> None:
+    """Checkpoint is asked, then the idle notebook (holding every GPU) is lowered to the
+    lowest priority: the trainer of its own priority, which could not preempt it before, does
+    now; the notebook waits again, lowered."""
     policy = IdlePolicy(
         name="lower",
         steps=(IdleStep(IdleAction.CHECKPOINT), IdleStep(IdleAction.PREEMPTIBLE, 300.0)),
+        scope=IdleScope(workload_kinds=frozenset({"Pod"})),
         threshold_pct=10.0,
         window_s=300.0,
         grace_s=600.0,
     )
     harness = harness_with(tmp_path)
     reclaimer_for(harness.plane, [policy])
-    submit(harness, "notebook", "idle")
+    submit(harness, "notebook", "idle", gpus=4)
     harness.advance(0)
-    run_rounds(harness, 30 * 60)
-    events = idle_events(harness, "team-a/Pod/notebook")
+    submit(harness, "train", "training", gpus=4)
+    harness.advance(0)
+    notebook, train = "team-a/Pod/notebook", "team-a/Pod/train"
+    run_rounds(harness, 10 * 60)
+    assert harness.plane.records[train].state.value == "Pending", "equal priority: it waits"
+    run_rounds(harness, 20 * 60)
+    events = idle_events(harness, notebook)
     assert [e.reason for e in events] == ["IdleReclaimCheckpoint", "IdleReclaimPreemptible"]
-    assert "marked preemptible (gpufleet.dev/preemptible=true)" in events[1].message
-    assert harness.plane.records["team-a/Pod/notebook"].state.value == "Running"
+    assert "lowered to preemptible at priority -2147483648" in events[1].message
+    assert harness.plane.records[train].state.value == "Running"
+    assert harness.plane.records[notebook].state.value == "Pending"
+    assert [e.reason for e in harness.store.events(notebook) if e.reason == "Preempted"]
     harness.close()
 
 

@@ -3,8 +3,10 @@
 Owns the reading of a pod's lifecycle fields (kube-scheduler's view): a pod with
 ``spec.nodeName`` holds its node's resources until it is deleted or reaches a terminal phase
 (Succeeded, Failed), terminating pods included; a pod without one waits for the scheduler its
-``spec.schedulerName`` names; a pod is ready when its Ready condition is True. Also the gang a
-pod belongs to (pod-group labels) and the minMember of PodGroup objects.
+``spec.schedulerName`` names; a pod is ready when its Ready condition is True; a pod labelled
+``gpufleet.dev/preemptible: "true"`` (an idle policy's ``Preemptible``) asks that its workload
+be lowered to preemptible. Also the gang a pod belongs to (pod-group labels) and the minMember
+of PodGroup objects.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+from gpufleet.model.idle import PREEMPTIBLE_LABEL
 from gpufleet.model.workload import COSCHEDULING_POD_GROUP_LABEL, POD_GROUP_LABEL
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -39,6 +42,12 @@ def pod_state(obj: Mapping[str, Any] | None, scheduler_name: str) -> PodState:
     if (spec.get("schedulerName") or DEFAULT_SCHEDULER) == scheduler_name:
         return PodState.WAITING
     return PodState.GONE
+
+
+def is_demoted(obj: Mapping[str, Any]) -> bool:
+    """Whether the pod asks that its workload be lowered to preemptible (its label)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(PREEMPTIBLE_LABEL) == "true")
 
 
 def is_ready(obj: Mapping[str, Any]) -> bool:

@@ -4,8 +4,8 @@ Owns :class:`PodReconciliation`: a pod read as the core counts it (one whose aff
 constraints do not read is counted without them), every pod of the cluster as shapes for the
 target, and one pod's change compared with what the core was told of it (:class:`Told`): a pod
 gone (told twice, see the backend's docstring), bound by anyone (on the devices its annotations
-name, or the ledger's guess), bound elsewhere than we bound it, ready; the device ledger taken
-and given back as it goes.
+name, or the ledger's guess), bound elsewhere than we bound it, ready, labelled to lower its
+workload to preemptible (once); the device ledger taken and given back as it goes.
 
 Does not turn waiting pods into workloads (workloads) nor bind them (actions).
 """
@@ -20,7 +20,8 @@ from gpufleet.backends.kube.state import BackendState, Told
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import timed_pod
 from gpufleet.model import Pod
-from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted, PodReady
+from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted, PodReady, WorkloadDemoted
+from gpufleet.model.idle import PREEMPTIBLE_LABEL
 
 
 class PodReconciliation(BackendState):
@@ -88,6 +89,7 @@ class PodReconciliation(BackendState):
             if not told.ready and podinfo.is_ready(obj):
                 told.ready = True
                 out.append(PodReady(key))
+            self._tell_demoted(key, obj, told, out)
             return False
         if node not in self._nodes:
             if told is None:
@@ -104,8 +106,17 @@ class PodReconciliation(BackendState):
             placement = self._ledger.guess(pod, self._nodes[node])
         self._ledger.take(placement)
         ready = podinfo.is_ready(obj)
-        self._told[key] = Told(PodState.BOUND, placement, ready)
+        told = self._told[key] = Told(PodState.BOUND, placement, ready)
         out.append(PodBound(pod, placement))
         if ready:
             out.append(PodReady(key))
+        self._tell_demoted(key, obj, told, out)
         return False
+
+    @staticmethod
+    def _tell_demoted(key: str, obj: Obj, told: Told, out: list[ClusterEvent]) -> None:
+        """A bound pod newly labelled preemptible: its workload is lowered (told once; the
+        core lowers a workload for good, so a label taken off again changes nothing)."""
+        if not told.demoted and podinfo.is_demoted(obj):
+            told.demoted = True
+            out.append(WorkloadDemoted(key, f"pod {key} is labelled {PREEMPTIBLE_LABEL}=true"))

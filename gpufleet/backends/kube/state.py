@@ -84,6 +84,7 @@ class Told:
     placement: Placement | None = None
     ready: bool = False
     in_flight: bool = False  # a bind we issued that the API has not confirmed yet
+    demoted: bool = False  # the core was told to lower its workload (its preemptible label)
 
 
 @dataclass(slots=True)

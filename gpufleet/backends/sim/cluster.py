@@ -66,6 +66,7 @@ from gpufleet.model.events import (
     PodDeleted,
     PodEnd,
     WorkloadAdded,
+    WorkloadDemoted,
 )
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
@@ -252,6 +253,16 @@ class SimulatedCluster(PodRuns):
             self._immediate.append(PodDeleted(key, PodEnd.EVICTED, reason))
             stopped.append(key)
         return stopped
+
+    def demote(self, pod_keys: Iterable[str], reason: str) -> bool:
+        """Lower the workload of these running pods to preemptible at the lowest priority (an
+        idle policy's Preemptible): reported ``WorkloadDemoted`` naming the first of them that
+        runs. False when none runs."""
+        running = next((key for key in pod_keys if key in self._running), None)
+        if running is None:
+            return False
+        self._immediate.append(WorkloadDemoted(running, reason))
+        return True
 
     def put_back(
         self,

@@ -14,7 +14,8 @@ usage profiles), records each running pod's mean utilisation over the GPUs it ho
   message) and the GPU-hours it would still have held are counted as reclaimed;
 * ScaleToZero: the simulator has no replica sets (a Deployment's replicas are workloads of
   their own), so it stops the workload, noted as such;
-* Preemptible: recorded only; the scheduling core does not yet lower a running workload.
+* Preemptible: the workload is lowered to preemptible at the lowest priority
+  (``WorkloadDemoted``): what waits may preempt it, and if preempted it waits so lowered.
 
 What was done comes back as an :class:`IdleReport`. A dry run records the decisions and acts on
 none. It decides nothing itself (the engine does).
@@ -100,6 +101,8 @@ class IdleReport:
     #: Workload keys stopped, and those of them that were training.
     stopped: list[str] = field(default_factory=list)
     stopped_training: list[str] = field(default_factory=list)
+    #: Workload keys lowered to preemptible.
+    demoted: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def actions(self) -> dict[str, int]:
@@ -172,6 +175,11 @@ class IdleTicking:
                 continue
             if decision.action in (IdleAction.STOP, IdleAction.SCALE_TO_ZERO):
                 self._stop(decision, now)
+            elif decision.action is IdleAction.PREEMPTIBLE:
+                keys = [f"{decision.namespace}/{pod}" for pod in decision.pods]
+                demoted = self.report.demoted
+                if self.sim.demote(keys, decision.message) and decision.workload not in demoted:
+                    demoted.append(decision.workload)
 
     def pod_utilisation(self) -> dict[tuple[str, str], float]:
         """(namespace, pod) -> the mean utilisation of the devices it holds now."""

@@ -90,6 +90,12 @@ class LiveSimCluster(SimulatedCluster):
         self.wake()
         return gone
 
+    def demote(self, pod_keys: Iterable[str], reason: str) -> bool:
+        """See :meth:`SimulatedCluster.demote`; the loop is woken to tell the core now."""
+        found = super().demote(pod_keys, reason)
+        self.wake()
+        return found
+
     def restore(
         self,
         pod: Pod,

@@ -40,6 +40,7 @@ from gpufleet.economics import (
     period_window,
     used_status,
 )
+from gpufleet.model.priorities import LOWEST_PRIORITY
 from gpufleet.model.queues import BudgetAction, Queue, QueueBudget
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Bound
@@ -49,8 +50,9 @@ if TYPE_CHECKING:
     from gpufleet.scheduling.state import CoreState
 
 #: The priority a workload is admitted at under a spent ``Preemptible`` budget: the lowest
-#: a Kubernetes PriorityClass can have, so that any workload may preempt it.
-BUDGET_PRIORITY = -(2**31)
+#: a Kubernetes PriorityClass can have, so that any workload may preempt it (the one an idle
+#: policy's ``Preemptible`` lowers a running workload to, too).
+BUDGET_PRIORITY = LOWEST_PRIORITY
 SECONDS_PER_HOUR = 3600.0
 
 
@@ -228,6 +230,9 @@ class BudgetCheck:
     def stopped(self, running: RunningWorkload) -> None:
         if running.evicted_for is None:  # finished: it will not be tried again
             self._demoted.pop(running.key, None)
+
+    def retagged(self, running: RunningWorkload, before: Workload) -> None:
+        """(Its hours are read from the running set when asked.)"""
 
 
 def budget_check_of(checks: Iterable[object]) -> BudgetCheck | None:

@@ -18,6 +18,7 @@ from gpufleet.model.times import format_duration
 from gpufleet.scheduling.running import RunningWorkload
 
 if TYPE_CHECKING:
+    from gpufleet.model.workload import Workload
     from gpufleet.scheduling.state import CoreState
 
 
@@ -43,6 +44,9 @@ class GangReadyTimeout:
 
     def stopped(self, running: RunningWorkload) -> None:
         """(Its deadline is skipped when met: the gang is no longer running.)"""
+
+    def retagged(self, running: RunningWorkload, before: Workload) -> None:
+        """(Its deadline stays: it is the same gang.)"""
 
     def pod_ready(self, running: RunningWorkload, pod_key: str) -> None:
         running.unready.discard(pod_key)

@@ -175,6 +175,16 @@ class Candidates:
         if victims is not None:
             victims.refresh(victim_facts(running))
 
+    def retagged(self, running: RunningWorkload) -> None:
+        """Its priority or preemptibility changed: a victim now with its new facts, or none."""
+        victims = self.queue_victims.get(running.workload.queue)
+        if not running.workload.preemptible:
+            self.stopped(running)
+        elif victims is not None and running.key in victims.where:
+            victims.refresh(victim_facts(running))  # its place in the start order stays
+        else:
+            self.started(running)
+
     # ----------------------------------------------------------------------------- rules
     def plan_for(self, workload: Workload, amounts: tuple[int, ...] | None = None) -> ReclaimPlan:
         """:func:`reclaim.plan` for the workload's queue and request (``amounts``; by

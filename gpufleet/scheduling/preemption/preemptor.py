@@ -75,6 +75,14 @@ class ClassicalPreemption:
     def stopped(self, running: RunningWorkload) -> None:
         self.candidates.stopped(running)
 
+    def retagged(self, running: RunningWorkload, before: Workload) -> None:
+        """Lowered (or raised): it may be a victim of parked preemptors now, so it ripens
+        again at once if it ran its minimum time (the next :meth:`wake` looks at it)."""
+        self.candidates.retagged(running)
+        if running.workload.preemptible:
+            ripe = max(self.state.now, running.started + self.state.config.min_runtime)
+            heapq.heappush(self._ripening, (ripe, running.key))
+
     # ----------------------------------------------------------------------------- cycle
     def begin_cycle(self) -> list[str]:
         put_off = sorted(self._deferred)

@@ -112,3 +112,29 @@ def test_a_blocked_gang_is_told_its_reservation_in_wall_clock_time() -> None:
         when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
         assert re.search(rf"Capacity reserved for it from {when}\.", message), message
         assert "t=" not in message
+
+
+def test_a_pod_labelled_preemptible_is_lowered_and_what_waits_preempts_it() -> None:
+    """An idle policy's Preemptible labels a running pod ``gpufleet.dev/preemptible: "true"``:
+    the scheduler lowers its workload to the lowest priority, so a lower-priority pod that
+    could not preempt it before does now."""
+    with harness(ko.gpu_node("n1", gpus=8), HIGH, LOW, min_runtime=0.0) as h:
+        h.server.create(ko.gpu_pod("notebook", gpus=8, priority_class="inference-critical"))
+        h.until(lambda: h.node_of("notebook") == "n1", what="notebook bound")
+        h.kubelet_runs("notebook")
+        h.server.create(ko.gpu_pod("train", gpus=8, priority_class="training-batch"))
+        h.settle()
+        assert h.pod("notebook")["metadata"].get("deletionTimestamp") is None
+        assert h.node_of("train") is None, "a lower priority may not preempt it yet"
+
+        notebook = h.pod("notebook")
+        notebook["metadata"].setdefault("labels", {})["gpufleet.dev/preemptible"] = "true"
+        h.server.update(notebook)
+        h.until(
+            lambda: h.pod("notebook")["metadata"].get("deletionTimestamp") is not None,
+            what="the lowered notebook evicted",
+        )
+        h.kubelet_removes("notebook")
+        h.until(lambda: h.node_of("train") == "n1", what="train bound on the freed GPUs")
+        preempted = h.events("Preempted")
+        assert [e["involvedObject"]["name"] for e in preempted] == ["notebook"]
