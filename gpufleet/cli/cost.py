@@ -27,7 +27,7 @@ from gpufleet.cli.client import ApiClient, UnexpectedResponseError
 from gpufleet.cli.common import console, fail
 from gpufleet.cli.output import warn
 from gpufleet.cli.remote import ServerOption, TokenOption, connect, remote_errors
-from gpufleet.cli.remote_render import Output, dump
+from gpufleet.cli.remote_render import Clock, Output, dump
 from gpufleet.cli.tables import show
 from gpufleet.service.cost_holdings import parse_window
 from gpufleet.service.costing import parse_by
@@ -149,15 +149,17 @@ def cost(
         raise fail(escape(str(error))) from None
     with connect(server, token) as client:
         report = fetch_cost(client, by, window)
+        clock = Clock.of(client.cluster()) if chosen in (None, CostOutput.WIDE) else None
     if chosen is CostOutput.CSV:
         sys.stdout.write(cost_csv(report))
     elif chosen in (CostOutput.JSON, CostOutput.YAML):
         sys.stdout.write(dump(report, Output(chosen.value)))
     else:
         show(cost_table(report, wide=chosen is CostOutput.WIDE))
+        assert clock is not None
         console.print(
-            f"{report.currency}, {report.window} to the cluster's time {report.end:,.0f}; "
-            "unmeasured: GPU cost of pods whose utilisation nobody measured; * estimated price",
+            f"{report.currency}, the {report.window} to {clock.at(report.end)}; unmeasured: "
+            "GPU cost of pods whose utilisation nobody measured; * estimated price",
             markup=False,
         )
         for note in report.notes:

@@ -199,13 +199,31 @@ def _budget_cells(budget: BudgetView | None) -> list[str]:
 
 
 def alert_subject(alert: AlertView) -> str:
-    """What an alert is about: its workload's pod, else its node's GPU."""
+    """What an alert is about: a node's GPU (and the pod holding it, if one does), else a
+    workload's pod, else its labels."""
     labels = alert.labels
-    if labels.get("pod"):
-        return f"{labels.get('namespace', '')}/{labels['pod']}"
-    if labels.get("Hostname"):
-        return f"{labels['Hostname']} gpu {labels.get('gpu', '?')}"
+    pod = f"{labels.get('namespace', '')}/{labels['pod']}" if labels.get("pod") else ""
+    if labels.get("Hostname") and "gpu" in labels:
+        device = f"{labels['Hostname']} gpu {labels['gpu']}"
+        return f"{device} ({pod})" if pod else device
+    if pod:
+        return pod
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-"
+
+
+#: The order alerts are listed in: firing first, then pending, then resolved; the most severe
+#: first within a state.
+_STATE_ORDER = {"firing": 0, "pending": 1, "resolved": 2}
+_SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+
+
+def alert_order(alert: AlertView) -> tuple[int, int, str, str]:
+    return (
+        _STATE_ORDER.get(alert.state.value, 3),
+        _SEVERITY_ORDER.get(alert.severity, 3),
+        alert.alertname,
+        alert_subject(alert),
+    )
 
 
 def alerts_table(alerts: Sequence[AlertView], clock: Clock, *, wide: bool = False) -> Table:
@@ -213,7 +231,7 @@ def alerts_table(alerts: Sequence[AlertView], clock: Clock, *, wide: bool = Fals
     if wide:
         columns += ["GPU", "WORKLOAD", "CONDITION", "SUMMARY"]
     table = _table(*columns)
-    for a in alerts:
+    for a in sorted(alerts, key=alert_order):
         since = a.resolved_at if a.resolved_at is not None else (a.fired_at or a.active_at)
         row = [a.state.value, a.severity, a.alertname, alert_subject(a)]
         row += [f"{a.value:.4g}", clock.age(since)]

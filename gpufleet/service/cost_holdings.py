@@ -9,7 +9,8 @@ putting the two together, with the measured utilisation, is :mod:`gpufleet.servi
 What the records do not keep is not invented: a pod's earlier runs (before an eviction or a
 failure) left no placement, so only its current or last run counts; a pod that finished
 before its workload did ends at its start plus the workload's run time (the simulated world
-runs a pod exactly that long), capped at the workload's end or now.
+runs a pod exactly that long), capped at the workload's end or now; a pod cancelled while it
+ran (through the API, or stopped by an idle policy) ends when its workload was cancelled.
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ from gpufleet.economics import CapacityType, mig_fraction, milli_fraction
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.model import Node
 from gpufleet.model.gpu import GpuDevice
-from gpufleet.service.records import POD_RUNNING, POD_SUCCEEDED, PodRecord, WorkloadRecord
+from gpufleet.service.records import (
+    POD_CANCELLED,
+    POD_RUNNING,
+    POD_SUCCEEDED,
+    PodRecord,
+    WorkloadRecord,
+)
 
 #: Node labels that say how a node is bought, in the order they are read, with their values
 #: for spot and reserved capacity (any other value of a present label: on-demand).
@@ -130,6 +137,8 @@ def _run_of(
         end = now
     elif pod_record.state == POD_SUCCEEDED:
         end = _succeeded_end(record, start, now)
+    elif pod_record.state == POD_CANCELLED and record.finished is not None:
+        end = min(record.finished, now)  # it held its devices until its workload was cancelled
     else:
         return None
     node = nodes.get(placement.node)

@@ -10,7 +10,9 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
+from gpufleet.api.schemas import AlertStateName, AlertView
 from gpufleet.cli.remote import use_http
+from gpufleet.cli.remote_render import alert_order, alert_subject
 from gpufleet.testing.service import ServiceHarness
 from tests.cli.test_remote import as_
 from tests.service.test_embedded_observing import (
@@ -39,7 +41,11 @@ def test_the_table_names_state_alert_and_subject(observed: ServiceHarness) -> No
     assert result.code == 0, result.err
     (row,) = result.rows("WorkloadIdleFast")
     assert row.split()[:4] == ["firing", "warning", "WorkloadIdleFast", "team-a/notebook"]
-    assert len(result.rows("AnyGpuInUse")) == 2
+    in_use = result.rows("AnyGpuInUse")
+    assert len(in_use) == 2
+    assert len({row.split("AnyGpuInUse")[1].split("(")[0] for row in in_use}) == 2, (
+        "each GPU is its own subject"
+    )
 
 
 def test_wide_shows_the_condition(observed: ServiceHarness) -> None:
@@ -68,3 +74,50 @@ def test_no_alerts_says_so(observed: ServiceHarness) -> None:
     result = as_(observed, "team-b", "alerts", "--state", "pending")
     assert result.code == 0, result.err
     assert "No alerts (2 rules evaluated)." in result.out
+
+
+def view(state: str, severity: str, name: str, **labels: str) -> AlertView:
+    return AlertView(
+        rule=name.lower(),
+        alertname=name,
+        state=AlertStateName(state),
+        severity=severity,
+        summary="",
+        condition="",
+        value=0.0,
+        labels=labels,
+        active_at=0.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("labels", "subject"),
+    [
+        ({"Hostname": "n1", "gpu": "3"}, "n1 gpu 3"),
+        ({"Hostname": "n1", "gpu": "3", "namespace": "ml", "pod": "nb-0"}, "n1 gpu 3 (ml/nb-0)"),
+        ({"namespace": "ml", "pod": "nb-0"}, "ml/nb-0"),
+        ({"cluster": "c1"}, "cluster=c1"),
+        ({}, "-"),
+    ],
+    ids=["gpu", "gpu-held-by-a-pod", "pod", "other-labels", "none"],
+)
+def test_alert_subject(labels: dict[str, str], subject: str) -> None:
+    assert alert_subject(view("firing", "info", "A", **labels)) == subject
+
+
+def test_alerts_are_listed_firing_first_and_most_severe_first() -> None:
+    alerts = [
+        view("resolved", "critical", "Xid"),
+        view("pending", "critical", "Hot"),
+        view("firing", "info", "Idle"),
+        view("firing", "critical", "Xid"),
+        view("firing", "warning", "Memory"),
+    ]
+    ordered = [(a.state.value, a.alertname) for a in sorted(alerts, key=alert_order)]
+    assert ordered == [
+        ("firing", "Xid"),
+        ("firing", "Memory"),
+        ("firing", "Idle"),
+        ("pending", "Hot"),
+        ("resolved", "Xid"),
+    ]

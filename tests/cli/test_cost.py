@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
 from gpufleet.cli.remote import use_http
+from gpufleet.model.times import simulated_time
 from gpufleet.testing.service import ServiceHarness, as_yaml, make_harness, pod_doc
 
 runner = CliRunner()
@@ -53,6 +54,8 @@ def test_the_table_has_a_row_per_group_and_the_total(served: ServiceHarness) -> 
     assert rows[:5] == ["TEAM", "red", "__unallocated__", "__idle__", "TOTAL"]
     assert "GPU UTIL" in out.splitlines()[0]
     assert "IDLE GPU-HOURS" not in out
+    now = served.plane.now()
+    assert f"the 7d to {simulated_time(now)};" in out, "the window's end as the cluster's time"
 
 
 def test_wide_adds_the_parts(served: ServiceHarness) -> None:

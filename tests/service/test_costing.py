@@ -16,7 +16,13 @@ from gpufleet.model import Placement
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.service.cost_holdings import PodRun, capacity_type, parse_window, pod_runs
 from gpufleet.service.costing import UTIL_METRIC, cost_of_runs, mean_utilisation, parse_by
-from gpufleet.service.records import POD_FAILED, POD_RUNNING, POD_SUCCEEDED, WorkloadRecord
+from gpufleet.service.records import (
+    POD_CANCELLED,
+    POD_FAILED,
+    POD_RUNNING,
+    POD_SUCCEEDED,
+    WorkloadRecord,
+)
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.testing.builders import make_node, make_workload
 from gpufleet.testing.economics_builders import HOUR, price_list
@@ -244,6 +250,7 @@ def record_with(state: str, placement: Placement | None, started: float | None) 
         pytest.param(POD_RUNNING, None, 5.0, id="running-until-now"),
         pytest.param(POD_SUCCEEDED, 3.0, 3.0, id="succeeded-at-workload-end"),
         pytest.param(POD_SUCCEEDED, None, 3.0, id="succeeded-start-plus-runtime"),
+        pytest.param(POD_CANCELLED, 2.5, 2.5, id="cancelled-while-running"),
     ],
 )
 def test_pod_runs_from_records(state: str, finished: float | None, end_h: float) -> None:
@@ -261,6 +268,9 @@ def test_pods_never_placed_or_failed_hold_nothing() -> None:
     nodes = [make_node("n1", gpus=4, model=H100)]
     assert pod_runs([record_with("Pending", None, None)], nodes, HOUR) == []
     assert pod_runs([record_with(POD_FAILED, None, 0.0)], nodes, HOUR) == []
+    # Cancelled while it waited (no placement), or a cancel not recorded as finished.
+    assert pod_runs([record_with(POD_CANCELLED, None, None)], nodes, HOUR) == []
+    assert pod_runs([record_with(POD_CANCELLED, Placement("n1", (0,)), 0.0)], nodes, HOUR) == []
 
 
 def test_a_mig_slice_counts_its_compute_slices_of_seven() -> None:
