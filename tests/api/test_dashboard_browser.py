@@ -2,8 +2,11 @@
 
 A server subprocess on a free loopback port (temp database, an admin token, the small example
 cluster with the example queues) gets a busy mix of workloads through the API: some run, some
-share GPUs or use MIG slices, some wait. Every workload runs for hours of simulated time, so
-once admission settles nothing changes while the page is compared with the API. Playwright
+share GPUs or use MIG slices, some wait, one holds a GPU it never uses (the ``idle`` usage
+profile), most carry a ``team`` label. Every workload runs for hours of simulated time, so
+once admission settles nothing changes while the page is compared with the API (except the
+cost, which grows with the clock: the cost card is compared with the very report the page
+read, recorded on its way to the page, and with a fresh one for what does not move). Playwright
 drives the system chromium (never a downloaded browser); the module skips when either is
 missing. The screenshot goes to the test's temporary directory, or to $GPUFLEET_DASHBOARD_PNG
 (`GPUFLEET_DASHBOARD_PNG=docs/dashboard.png` refreshes the README's picture).
@@ -21,8 +24,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
 
 import httpx
 import pytest
@@ -32,7 +37,7 @@ from gpufleet.model.times import format_duration, simulated_time, wall_clock_tim
 from gpufleet.testing.server_process import wait_until_ready
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Page, Route
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = REPO_ROOT / "examples" / "clusters" / "small.yaml"
@@ -184,9 +189,15 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 
 def _pod_spec(
-    limits: dict[str, Any], *, models: str | None = None, milli: int | None = None
+    limits: dict[str, Any],
+    *,
+    models: str | None = None,
+    milli: int | None = None,
+    usage: str | None = None,
 ) -> dict[str, Any]:
     annotations: dict[str, str] = {}
+    if usage:  # what its GPU does (gpufleet/telemetry/profiles.py)
+        annotations["gpufleet.dev/usage-profile"] = usage
     if models:
         annotations["gpufleet.dev/gpu-models"] = models
     if milli:
@@ -210,11 +221,17 @@ def _pod_spec(
     }
 
 
+#: The team label of each namespace's workloads, for the cost card's "team" grouping; chat's
+#: carry none (the cost report's ``__unallocated__`` line).
+TEAMS = {"research": "vision", "llm": "language", "inference": "serving"}
+
+
 def _meta(name: str, namespace: str, queue: str) -> dict[str, Any]:
+    team = {"team": TEAMS[namespace]} if namespace in TEAMS else {}
     return {
         "name": name,
         "namespace": namespace,
-        "labels": {"gpufleet.dev/queue": queue},
+        "labels": {"gpufleet.dev/queue": queue, **team},
         "annotations": {
             "gpufleet.dev/sim-duration": RUNTIME,
             "gpufleet.dev/expected-runtime": RUNTIME,
@@ -260,7 +277,8 @@ def deployment(name: str, namespace: str, queue: str, replicas: int, milli: int)
 
 
 def busy_workloads() -> list[dict[str, Any]]:
-    """Whole GPUs, a gang, GPU shares, a MIG slice, and work that has to wait."""
+    """Whole GPUs, a gang, GPU shares, a MIG slice, a GPU held idly, and work that has to
+    wait."""
     four, two = {"nvidia.com/gpu": 4}, {"nvidia.com/gpu": 2}
     docs = [pod(f"train-{i}", "research", "research", limits=four) for i in range(8)]
     docs += [pod(f"serve-{i}", "inference", "inference", limits=two) for i in range(5)]
@@ -268,6 +286,8 @@ def busy_workloads() -> list[dict[str, Any]]:
     docs.append(deployment("embeddings", "inference", "inference", replicas=5, milli=250))
     docs.append(deployment("chat-small", "chat", "chat", replicas=3, milli=500))
     docs.append(pod("notebook", "research", "research", limits={"nvidia.com/mig-1g.10gb": 1}))
+    # a whole GPU held and never used: an idle GPU holder with an idle cost
+    docs.append(pod("standby", "inference", "inference", usage="idle"))
     # more than the research queue may ever hold (nominal 56 + borrowing 16): waits for quota
     docs.append(job("sweep", "research", "research", parallelism=10, gpus=8))
     # no such GPU model in the cluster: waits for capacity
@@ -503,6 +523,210 @@ def check_alerts(page: Page, server: Server) -> None:
     assert ("GpuBusy", "firing") in dom, "the busy mix fires the rule given with --alert-rules"
 
 
+# ---- the cost card ---------------------------------------------------------------------
+
+COST_SNAPSHOT = """() => {
+  const cells = (r) => Object.fromEntries(
+    [...r.querySelectorAll('[data-field]')].map((c) => [c.dataset.field, c.textContent]));
+  const table = document.querySelector('#cost-table');
+  const error = document.querySelector('#cost-error');
+  const chart = document.querySelector('#chart-cost');
+  return {
+    by: table.dataset.by ?? null, window: table.dataset.window ?? null,
+    end: table.dataset.end ?? null,
+    lines: [...table.querySelectorAll('tbody tr[data-line]')].map((r) => (
+      { name: r.dataset.line, cells: cells(r) })),
+    total: [...table.querySelectorAll('tfoot tr[data-line]')].map((r) => (
+      { name: r.dataset.line, cells: cells(r) }))[0] ?? null,
+    notes: [...document.querySelectorAll('#cost-notes li')].map((li) => li.textContent),
+    notMeasured: !document.querySelector('#cost-measured').hidden,
+    error: error.hidden ? null : error.textContent,
+    bars: (chart.data ?? []).map((t) => ({ name: t.name, x: [...t.x], y: [...t.y] })),
+    caption: document.querySelector('#idle-caption').textContent,
+    holders: [...document.querySelectorAll('#idle-table tr[data-holder]')].map((r) => (
+      { workload: r.dataset.holder, cells: cells(r) })),
+  };
+}"""
+
+
+#: The cost report's lines that are no group of workloads.
+SPECIAL_LINES = ("__idle__", "__unallocated__", "__total__")
+
+
+#: The most lines the cost chart shows.
+MAX_BARS = 20
+
+
+def charted(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lines the cost chart shows: all, or the groups costing most (the API sorts them so)
+    and then ``__unallocated__`` and ``__idle__``."""
+    if len(lines) <= MAX_BARS:
+        return lines
+    special = [line for line in lines if line["name"] in SPECIAL_LINES]
+    groups = [line for line in lines if line["name"] not in SPECIAL_LINES]
+    return groups[: MAX_BARS - len(special)] + special
+
+
+def _half_up(value: float, places: str) -> Decimal:
+    """``value`` rounded as JavaScript's toFixed and toLocaleString round: its exact binary
+    value, halves up."""
+    return Decimal(value).quantize(Decimal(places), rounding=ROUND_HALF_UP)
+
+
+def amount(value: float) -> str:
+    """Money and GPU-hours as util.js's formatAmount writes them: 1234.5 -> '1,234.50'."""
+    return f"{_half_up(value, '0.01'):,.2f}"
+
+
+def pct(value: float | None) -> str:
+    """A fraction as util.js's pct writes it: 0.5405 -> '54.1%', None -> '–'."""
+    return "–" if value is None else f"{_half_up(value * 100, '0.1')}%"
+
+
+def gpus(value: float) -> str:
+    """GPUs as util.js's formatGpus writes them: 2 -> '2', 0.2667 -> '0.27'."""
+    if value.is_integer():
+        return str(int(value))
+    return repr(math.floor(value * 100 + 0.5) / 100).removesuffix(".0")
+
+
+def cost_cells(line: dict[str, Any]) -> dict[str, str]:
+    """What the cost table shows of one of the API's lines (but its name), as the page
+    formats it."""
+    return {
+        "workloads": "–" if line["name"] == "__idle__" else str(line["workloads"]),
+        "gpu_hours": amount(line["gpu_hours"]),
+        "allocated": amount(line["allocated"]),
+        "used": amount(line["used"]),
+        "idle": amount(line["idle"]),
+        "unmeasured": amount(line["unmeasured"]),
+        "utilisation": pct(line["utilisation"]),
+    }
+
+
+def holder_cells(holder: dict[str, Any], end: float) -> dict[str, str]:
+    """What the idle holders table shows of one of the API's holders."""
+    name = holder["workload"].removeprefix(f"{holder['namespace']}/{holder['kind']}/")
+    return {
+        "workload": name + holder["kind"],  # the name, then its kind below it
+        "namespace": holder["namespace"],
+        "queue": holder["queue"],
+        "gpus": gpus(holder["gpus"]),
+        "utilisation": pct(holder["utilisation"]),
+        "gpu_hours": amount(holder["gpu_hours"]),
+        "idle": amount(holder["idle"]),
+        "held_for": format_duration(max(0.0, end - holder["held_since"])),
+    }
+
+
+def record_cost_reports(page: Page) -> list[dict[str, Any]]:
+    """Every cost report the page reads, as the server sent it (passed on unchanged)."""
+    reports: list[dict[str, Any]] = []
+
+    def record(route: Route) -> None:
+        response = route.fetch()
+        if response.ok:
+            reports.append(response.json())
+        route.fulfill(response=response)
+
+    page.route(lambda url: urlsplit(url).path == "/api/v1/cost", record)
+    return reports
+
+
+def reread_cost(page: Page) -> None:
+    """Ask the page for a fresh report (as a click on the chosen window does) and wait until
+    it shows one."""
+    before = page.get_attribute("#cost-table", "data-end")
+    page.click("#cost-window button[aria-pressed='true']")
+    page.wait_for_function(
+        "(before) => document.querySelector('#cost-table').dataset.end !== before",
+        arg=before,
+        timeout=15_000,
+    )
+
+
+def check_cost(page: Page, server: Server, reports: list[dict[str, Any]], by: str) -> None:
+    """The cost card and the idle holders show the report the page read for ``by`` and the
+    chosen window, formatted as the page formats numbers; the lines, their workloads and the
+    idle holders are the ones a fresh report of the API has."""
+    reread_cost(page)
+    dom: dict[str, Any] = page.evaluate(COST_SNAPSHOT)
+    window = page.get_attribute("#cost-window button[aria-pressed='true']", "data-window")
+    assert (dom["by"], dom["window"]) == (by, window)
+    shown = next(
+        (
+            r
+            for r in reversed(reports)
+            if r["end"] == float(dom["end"]) and ",".join(r["by"]) == by and r["window"] == window
+        ),
+        None,
+    )
+    assert shown is not None, f"the page shows a report it did not read: {dom['end']}"
+    # every line and the total, each number as the API has it
+    assert [line["name"] for line in dom["lines"]] == [line["name"] for line in shown["lines"]]
+    rows = [*dom["lines"], dom["total"]]
+    for row, line in zip(rows, [*shown["lines"], shown["total"]], strict=True):
+        cells = dict(row["cells"])
+        label = cells.pop("name").removesuffix(" *")  # *: an estimated price
+        # the special lines and the total are named in words
+        assert label == line["name"] or line["name"] in SPECIAL_LINES, (label, line["name"])
+        assert cells == cost_cells(line), line["name"]
+    assert dom["total"]["name"] == "__total__"
+    assert dom["notes"][: len(shown["notes"])] == shown["notes"]
+    assert dom["notMeasured"] == (not shown["measured"])
+    assert dom["error"] is None
+    # the bars: each charted line's used, idle and unmeasured cost
+    bars = {bar["name"]: bar["x"] for bar in dom["bars"]}
+    for split in ("used", "idle", "unmeasured"):
+        assert bars[split] == [line[split] for line in charted(shown["lines"])]
+    # the idle holders, most idle cost first, under the report's threshold
+    assert pct(shown["idle_below"]) in dom["caption"]
+    assert [h["workload"] for h in dom["holders"]] == [h["workload"] for h in shown["idle_holders"]]
+    for row, holder in zip(dom["holders"], shown["idle_holders"], strict=True):
+        assert row["cells"] == holder_cells(holder, shown["end"]), holder["workload"]
+    # what a fresh report says: the same lines, workloads, holders and notes
+    fresh = server.get(f"/cost?by={quote(by)}&window={window}")
+    assert [(line["name"], line["workloads"]) for line in fresh["lines"]] == [
+        (line["name"], line["workloads"]) for line in shown["lines"]
+    ]
+    assert fresh["total"]["workloads"] == shown["total"]["workloads"]
+    assert sorted(h["workload"] for h in fresh["idle_holders"]) == sorted(
+        h["workload"] for h in shown["idle_holders"]
+    )
+    assert (fresh["currency"], fresh["measured"], fresh["notes"]) == (
+        shown["currency"],
+        shown["measured"],
+        shown["notes"],
+    )
+
+
+def cost_lines(page: Page) -> list[str]:
+    names: list[str] = page.evaluate(
+        "() => [...document.querySelectorAll('#cost-table tbody tr[data-line]')]"
+        ".map((r) => r.dataset.line)"
+    )
+    return names
+
+
+def group_cost_by(page: Page, by: str, *, typed: bool = False) -> None:
+    """Choose a grouping, from the list or typed into the field, and wait until it shows."""
+    if typed:
+        page.fill("#cost-by-key", by)
+        page.press("#cost-by-key", "Enter")
+    else:
+        page.select_option("#cost-by", by)
+    page.wait_for_selector(f"#cost-table[data-by='{by}']", timeout=15_000)
+
+
+def check_idle_holder(server: Server) -> None:
+    """The workload that never uses its GPU is one of the report's idle holders."""
+    holders = {h["workload"]: h for h in server.get("/cost?by=namespace&window=1d")["idle_holders"]}
+    standby = holders.get("inference/Pod/standby")
+    assert standby is not None, f"the idle pod is no idle holder: {sorted(holders)}"
+    assert standby["utilisation"] == 0.0
+    assert standby["idle"] > 0.0
+
+
 def filter_workloads(page: Page, state: str) -> None:
     page.click(f"#state-filter button[data-filter='{state}']")
 
@@ -516,6 +740,7 @@ def test_dashboard_in_a_browser(
     """One test, not several: under pytest-xdist each would start its own server and browser."""
     watched = new_page(browser)
     page = watched.page
+    cost_reports = record_cost_reports(page)
     open_dashboard(page, server)
     assert "token=" not in page.url, "the token stays in the address bar"
 
@@ -523,6 +748,38 @@ def test_dashboard_in_a_browser(
     eventually(lambda: check_summary_and_map(page, server))
     eventually(lambda: check_queues(page, server))
     eventually(lambda: check_alerts(page, server), timeout=30.0)
+
+    # cost per group and the idle GPU holders, as the API reports them, for the grouping and
+    # window chosen; another grouping shows other lines
+    check_idle_holder(server)
+    eventually(lambda: check_cost(page, server, cost_reports, "namespace"), timeout=30.0)
+    by_namespace = cost_lines(page)
+    group_cost_by(page, "label:team")
+    eventually(lambda: check_cost(page, server, cost_reports, "label:team"), timeout=30.0)
+    assert cost_lines(page) != by_namespace
+    assert {"vision", "serving", "language", "__unallocated__"} <= set(cost_lines(page))
+    page.click("#cost-window button[data-window='1h']")
+    page.wait_for_selector("#cost-table[data-window='1h']", timeout=15_000)
+    eventually(lambda: check_cost(page, server, cost_reports, "label:team"), timeout=30.0)
+    group_cost_by(page, "label:app", typed=True)  # the Deployments' pods carry app
+    eventually(lambda: check_cost(page, server, cost_reports, "label:app"), timeout=30.0)
+    assert {"embeddings", "chat-small"} <= set(cost_lines(page))
+    group_cost_by(page, "workload")  # more lines than the chart shows
+    eventually(lambda: check_cost(page, server, cost_reports, "workload"), timeout=30.0)
+    assert len(cost_lines(page)) > MAX_BARS
+    # a key the server refuses: its message in the card, the last report still shown
+    page.fill("#cost-by-key", "label:")
+    page.press("#cost-by-key", "Enter")
+    refused = server.client.get("/api/v1/cost", params={"by": "label:", "window": "1h"})
+    assert refused.status_code == 400
+    page.wait_for_selector("#cost-error:not([hidden])", timeout=15_000)
+    assert refused.json()["message"] in (page.text_content("#cost-error") or "")
+    assert page.get_attribute("#cost-table", "data-by") == "workload"
+    assert page.is_hidden("#error-banner")
+    page.fill("#cost-by-key", "")
+    group_cost_by(page, "namespace")
+    page.click("#cost-window button[data-window='1d']")
+    eventually(lambda: check_cost(page, server, cost_reports, "namespace"), timeout=30.0)
     filter_workloads(page, "all")
     eventually(lambda: check_all_workloads(page, server))
     filter_workloads(page, "Pending")
@@ -577,7 +834,8 @@ def test_dashboard_in_a_browser(
     screenshot.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.stat().st_size > 10_000
-    assert watched.errors == []
+    # the refused grouping key is an expected 400 in the console; nothing else may fail
+    assert [e for e in watched.errors if "status of 400" not in e] == []
 
     # without a token: the sign-in form; a wrong token is refused, the right one works
     form = new_page(browser)

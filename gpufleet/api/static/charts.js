@@ -1,9 +1,13 @@
-// The three charts over time, drawn with Plotly (a classic script: window.Plotly) from
-// GET /api/v1/history.
+// The charts, drawn with Plotly (a classic script: window.Plotly): the three over time from
+// GET /api/v1/history, and the cost card's bars (each group's allocated cost stacked as used,
+// idle and unmeasured) from GET /api/v1/cost.
 
 import { h } from "./util.js";
 
-const COLORS = { allocation: "#2563eb", p50: "#0d9488", p95: "#f59e0b", pending: "#f59e0b", running: "#2563eb" };
+const COLORS = {
+  allocation: "#2563eb", p50: "#0d9488", p95: "#f59e0b", pending: "#f59e0b", running: "#2563eb",
+  used: "#2563eb", idle: "#f59e0b", unmeasured: "#9ca3af",
+};
 
 const CONFIG = { displayModeBar: false, responsive: true };
 
@@ -105,6 +109,42 @@ export function renderCharts(history, summary) {
         line: { color: COLORS.pending, width: 2, shape: "hv" } },
     ],
     baseLayout(title, "workloads"),
+    CONFIG,
+  );
+}
+
+const BAR_PX = 26; // the height of one group's bar in the cost chart
+
+// bars: [{label, used, idle, unmeasured}] in the order to show them, top first
+export function renderCostChart(id, bars, currency) {
+  if (!window.Plotly) {
+    placeholder(id, "Charts need /static/vendor/plotly.min.js, which did not load.");
+    return;
+  }
+  const el = document.getElementById(id);
+  if (!bars.length) {
+    el.style.height = "";
+    placeholder(id, "Nothing ran in this window.");
+    return;
+  }
+  if (el.querySelector(".chart-empty")) el.replaceChildren();
+  const layout = baseLayout(`cost (${currency})`, "");
+  layout.height = 70 + BAR_PX * bars.length;
+  el.style.height = `${layout.height}px`;
+  layout.barmode = "stack";
+  layout.hovermode = "y unified";
+  layout.legend.traceorder = "normal";
+  layout.margin.l = 8;
+  layout.yaxis = { autorange: "reversed", automargin: true, type: "category", ticksuffix: " " };
+  const labels = bars.map((b) => b.label);
+  const trace = (key, name) => ({
+    type: "bar", orientation: "h", name, y: labels, x: bars.map((b) => b[key]),
+    marker: { color: COLORS[key] }, hovertemplate: `%{x:,.2f} ${currency}`,
+  });
+  window.Plotly.react(
+    id,
+    [trace("used", "used"), trace("idle", "idle"), trace("unmeasured", "unmeasured")],
+    layout,
     CONFIG,
   );
 }

@@ -1,9 +1,10 @@
-// Refresh scheduling: the event stream, the poll and sign-in mark parts of the page dirty; a
+// Refresh scheduling: the event stream, the polls and sign-in mark parts of the page dirty; a
 // debounced flush re-reads them together, at most once a second and never more than a third
 // of the time, then reports failures in the banner and marks <body> loaded.
 
 import { isUnauthorized, showError } from "./api.js";
 import { loadAlerts } from "./alerts.js";
+import { loadCost } from "./cost.js";
 import { loadHistory } from "./history.js";
 import { loadNodes } from "./map.js";
 import { loadQueues } from "./queues.js";
@@ -21,6 +22,7 @@ const PARTS = {
   workloads: loadWorkloads,
   history: loadHistory,
   alerts: loadAlerts,
+  cost: loadCost, // not on stream events: dashboard.js polls it slowly
 };
 
 export const ALL_PARTS = Object.keys(PARTS);

@@ -1,5 +1,6 @@
 // The page's shared state: what the API last said, what the user chose to see (the state
-// filter, the open detail rows, the node filter), and the cluster's clock derived from it.
+// filter, the open detail rows, the node filter, the cost report's grouping and window), and
+// the cluster's clock derived from it.
 
 export const store = {
   token: null,
@@ -10,10 +11,14 @@ export const store = {
   workloads: [],
   history: null,
   alerts: null,
+  cost: null, // the last cost report read (GET /api/v1/cost)
+  costError: "", // why the chosen grouping or window was refused (a 400), else ""
   filter: "active",
   expanded: new Set(), // workload keys whose detail row is open
   details: new Map(), // key -> {detail, explanation}
   nodeFilter: "",
+  costBy: "namespace", // the cost report's grouping key(s), as GET /api/v1/cost?by= takes them
+  costWindow: "1d",
 };
 
 // the cluster's time now: the summary's, ticking on since it was read (a simulated cluster

@@ -1,5 +1,6 @@
 // Small helpers shared by the dashboard's modules: building elements, showing messages,
-// formatting numbers, durations and the cluster's clock.
+// formatting numbers (fractions, GPUs, money and GPU-hours, memory), durations and the
+// cluster's clock.
 
 export const $ = (selector) => document.querySelector(selector);
 
@@ -43,6 +44,13 @@ export function pct(fraction) {
 export function formatGpus(value) {
   if (value == null) return "–";
   return Number.isInteger(value) ? String(value) : String(Math.round(value * 100) / 100);
+}
+
+// money and GPU-hours: two decimals with thousands separators, as `gpufleet cost` writes
+// money: 1234.5 -> "1,234.50" (halves round up, as the tests' Decimal ROUND_HALF_UP does)
+export function formatAmount(value) {
+  if (value == null || Number.isNaN(value)) return "–";
+  return value.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
 }
 
 // MiB as whole GiB: 40960 -> "40 GiB"
