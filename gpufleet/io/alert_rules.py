@@ -20,9 +20,11 @@ Owns the format (pydantic, ``extra="forbid"``)::
       minRunning: 1h                 # workload metrics only: how long it must have run
       summary: GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is idle
 
-the reading of files and directories of them (:func:`read_alert_rules`: errors name the file,
-the document, the rule and the field; an unknown metric lists the known ones; two rules of one
-name are refused), and :func:`builtin_alert_rules`: the seeds' rules, shipped as
+(a summary may use ``{{ $labels.NAME }}`` and ``{{ $value }}``, which gpufleet's notifications
+expand as Prometheus expands the exported rule's; any other ``{{`` is refused), the reading of
+files and directories of them (:func:`read_alert_rules`: errors name the file, the document,
+the rule and the field; an unknown metric lists the known ones; two rules of one name are
+refused), and :func:`builtin_alert_rules`: the seeds' rules, shipped as
 ``gpufleet/data/alert_rules.yaml`` and read by this same reader. It evaluates nothing.
 """
 
@@ -40,6 +42,7 @@ from gpufleet.io.fields import check_object_fields
 from gpufleet.io.manifests import describe, input_files, load_manifests, named_object
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.io.validation import validation_error
+from gpufleet.model.alert_annotations import check_summary
 from gpufleet.model.alerts import (
     LABEL_NAME,
     Aggregation,
@@ -163,6 +166,12 @@ class AlertRuleSpec(_Strict):
         if not isinstance(value, str):
             raise ValueError(f"expected a comparison such as > or <, got {describe(value)}")
         return parse_comparison(value)
+
+    @field_validator("summary")
+    @classmethod
+    def _summary(cls, value: str) -> str:
+        check_summary(value)
+        return value
 
     @field_validator("window", "for_", "min_running", mode="before")
     @classmethod

@@ -15,25 +15,29 @@ same series:
 * the comparison with the threshold, and ``minRunning`` as ``and on (namespace, pod)
   (time() - kube_pod_start_time) >= seconds`` (kube-state-metrics' start of each pod);
 * ``alert`` the rule's :attr:`~gpufleet.model.alerts.AlertRule.alert_name`, ``for``, the
-  ``severity`` label, and a summary naming the GPU, its ``Hostname`` and the pod.
+  ``severity`` label, and the annotations (a summary naming the GPU, its ``Hostname`` and the
+  pod; a description with the value) as templates of
+  :mod:`gpufleet.model.alert_annotations`, which gpufleet's own notifications render alike.
 
 It reads no files; ``gpufleet alerts export`` (the CLI) writes what this returns.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
 
+from gpufleet.model.alert_annotations import annotation_templates
 from gpufleet.model.alerts import (
     WORKLOAD_LABELS,
     WORKLOAD_START_TIME,
     Aggregation,
     AlertMetric,
     AlertRule,
+    promql_duration,
+    promql_number,
 )
 
 API_VERSION = "monitoring.coreos.com/v1"
@@ -46,30 +50,10 @@ _FB_FREE = "DCGM_FI_DEV_FB_FREE"
 _GPU_UTIL = AlertMetric.GPU_UTIL.value
 
 
-def promql_duration(seconds: float) -> str:
-    """A Prometheus duration: ``1h``, ``5m``, ``1h30m``, ``90s`` -> ``1m30s``, ``1500ms`` ->
-    ``1s500ms``; whole milliseconds (ValueError otherwise)."""
-    millis = round(seconds * 1000)
-    if seconds < 0 or not math.isclose(millis, seconds * 1000, abs_tol=1e-6):
-        raise ValueError(f"a Prometheus duration is whole milliseconds, not {seconds}s")
-    if millis == 0:
-        return "0s"
-    parts = []
-    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
-        count, millis = divmod(millis, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts)
-
-
 def _string(value: str) -> str:
     """A PromQL string literal."""
     escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'"{escaped}"'
-
-
-def _number(value: float) -> str:
-    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
 def selector(metric: str, matchers: Mapping[str, str], extra: Iterable[str] = ()) -> str:
@@ -108,57 +92,23 @@ def aggregated_expression(rule: AlertRule) -> str:
         ranged = f"({expression})[{promql_duration(rule.window_s)}:]"
     if rule.aggregation is Aggregation.QUANTILE:
         assert rule.quantile is not None
-        return f"quantile_over_time({_number(rule.quantile)}, {ranged})"
+        return f"quantile_over_time({promql_number(rule.quantile)}, {ranged})"
     return f"{rule.aggregation.value}_over_time({ranged})"
 
 
 def alert_expression(rule: AlertRule) -> str:
     """The rule's ``expr``: the series for which its condition holds."""
-    condition = f"{aggregated_expression(rule)} {rule.comparison.value} {_number(rule.threshold)}"
+    condition = (
+        f"{aggregated_expression(rule)} {rule.comparison.value} {promql_number(rule.threshold)}"
+    )
     if rule.min_running_s <= 0:
         return condition
     on_workload = {k: v for k, v in rule.scope.matchers().items() if k in WORKLOAD_LABELS}
     started = selector(WORKLOAD_START_TIME, on_workload)
     return (
         f"({condition}) and on ({', '.join(WORKLOAD_LABELS)}) "
-        f"(time() - {started}) >= {_number(rule.min_running_s)}"
+        f"(time() - {started}) >= {promql_number(rule.min_running_s)}"
     )
-
-
-def _summary(rule: AlertRule) -> str:
-    what = rule.summary or f"{rule.metric.value} {rule.comparison.value} {_number(rule.threshold)}"
-    if rule.metric.per_workload:
-        where = "pod {{ $labels.namespace }}/{{ $labels.pod }}"
-    else:
-        where = (
-            "GPU {{ $labels.gpu }} ({{ $labels.modelName }}) on {{ $labels.Hostname }}"
-            "{{ if $labels.pod }}, held by pod {{ $labels.namespace }}/{{ $labels.pod }}"
-            "{{ end }}"
-        )
-    return f"{where}: {what}"
-
-
-def _description(rule: AlertRule) -> str:
-    value = _with_unit('{{ $value | printf "%.1f" }}', rule.metric.unit)
-    threshold = _with_unit(_number(rule.threshold), rule.metric.unit)
-    return (
-        f"gpufleet rule {rule.name}: {aggregated_name(rule)} is {value} "
-        f"({rule.comparison.value} {threshold})"
-    )
-
-
-def _with_unit(amount: str, unit: str) -> str:
-    return amount + unit if unit in ("", "%") else f"{amount} {unit}"
-
-
-def aggregated_name(rule: AlertRule) -> str:
-    """``avg of DCGM_FI_DEV_GPU_UTIL over 1h``, for people."""
-    if rule.aggregation is Aggregation.LAST and rule.window_s == 0:
-        return rule.metric.value
-    fn = rule.aggregation.value
-    if rule.aggregation is Aggregation.QUANTILE:
-        fn = f"quantile {_number(rule.quantile or 0.0)}"
-    return f"{fn} of {rule.metric.value} over {promql_duration(rule.window_s)}"
 
 
 def alerting_rule(rule: AlertRule) -> dict[str, Any]:
@@ -167,7 +117,7 @@ def alerting_rule(rule: AlertRule) -> dict[str, Any]:
     if rule.for_s > 0:
         entry["for"] = promql_duration(rule.for_s)
     entry["labels"] = {"severity": rule.severity.value}
-    entry["annotations"] = {"summary": _summary(rule), "description": _description(rule)}
+    entry["annotations"] = annotation_templates(rule)
     return entry
 
 

@@ -5,10 +5,12 @@ window, the comparison with a threshold, the ``for`` duration, the severity, the
 series it looks at, and for a workload metric how long the workload must have run), the metric
 names a rule may use (:class:`AlertMetric`: dcgm-exporter's ``DCGM_FI_DEV_*`` and two of
 gpufleet's, derived from them), and what evaluation produces: an :class:`Alert` per label set in
-a state (:class:`AlertState`) and the :class:`AlertTransition` of a round. Reading rules from
-YAML is :mod:`gpufleet.io.alert_rules`; evaluating them is :mod:`gpufleet.telemetry.rules`;
-writing them as a ``PrometheusRule`` is :mod:`gpufleet.io.prometheus_rules`. Nothing here reads
-a series or a clock.
+a state (:class:`AlertState`) and the :class:`AlertTransition` of a round; and how a rule's
+durations and numbers are written for Prometheus and in annotations (:func:`promql_duration`,
+:func:`promql_number`). Reading rules from YAML is :mod:`gpufleet.io.alert_rules`; evaluating
+them is :mod:`gpufleet.telemetry.rules`; writing them as a ``PrometheusRule`` is
+:mod:`gpufleet.io.prometheus_rules`; their alerts' annotations are
+:mod:`gpufleet.model.alert_annotations`. Nothing here reads a series or a clock.
 """
 
 from __future__ import annotations
@@ -238,6 +240,29 @@ class AlertRule:
         labels["alertname"] = self.alert_name
         labels["severity"] = self.severity.value
         return label_set(labels)
+
+
+def promql_duration(seconds: float) -> str:
+    """A Prometheus duration: ``1h``, ``5m``, ``1h30m``, ``90s`` -> ``1m30s``, ``1500ms`` ->
+    ``1s500ms``; whole milliseconds (ValueError otherwise)."""
+    millis = round(seconds * 1000)
+    if seconds < 0 or not math.isclose(millis, seconds * 1000, abs_tol=1e-6):
+        raise ValueError(f"a Prometheus duration is whole milliseconds, not {seconds}s")
+    if millis == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        count, millis = divmod(millis, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
+def promql_number(value: float) -> str:
+    """A number as the exported rules write it, in PromQL and in annotations: ``20``, not
+    ``20.0``; ``0.95``."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
 def short_duration(seconds: float) -> str:

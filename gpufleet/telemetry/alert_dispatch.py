@@ -39,6 +39,7 @@ from functools import cmp_to_key
 from typing import Any
 from urllib.parse import quote
 
+from gpufleet.model.alert_annotations import render_annotations
 from gpufleet.model.alerts import Alert, AlertRule, AlertState, LabelSet, label_set
 
 #: Alertmanager's defaults (its ``route``): 30 s, 5 min, 4 h.
@@ -383,13 +384,16 @@ def generator_url(external_url: str, rule: str) -> str:
 
 def rule_annotations(rules: Iterable[AlertRule]) -> Annotate:
     """Annotations of an alert from its rule: ``summary`` (where, and the rule's summary) and
-    ``description`` (the rule, the value compared, the threshold), as the exported
-    PrometheusRule's templates render them."""
+    ``description`` (the rule, the value compared, the threshold), as Prometheus renders the
+    exported rule's templates (both are :mod:`gpufleet.model.alert_annotations`'). An alert
+    of a rule not in ``rules`` gets a summary naming where it is and the rule."""
     by_name = {rule.name: rule for rule in rules}
 
     def annotate(alert: Alert) -> dict[str, str]:
         rule = by_name.get(alert.rule)
         labels = dict(alert.labels)
+        if rule is not None:
+            return render_annotations(rule, labels, alert.value)
         if "pod" in labels and "gpu" not in labels:
             where = f"pod {labels.get('namespace', '')}/{labels['pod']}"
         elif "gpu" in labels:
@@ -399,16 +403,7 @@ def rule_annotations(rules: Iterable[AlertRule]) -> Annotate:
                 where += f", held by pod {labels.get('namespace', '')}/{labels['pod']}"
         else:
             where = ", ".join(f"{k}={v}" for k, v in alert.labels) or "fleet"
-        if rule is None:
-            return {"summary": f"{where}: alert {alert.rule}", "description": ""}
-        what = rule.summary or f"{rule.metric.value} {rule.comparison.value} {rule.threshold:g}"
-        unit = rule.metric.unit
-        sep = "" if unit in ("", "%") else " "
-        description = (
-            f"gpufleet rule {rule.name}: {rule.metric.value} is {alert.value:.1f}{sep}{unit} "
-            f"({rule.comparison.value} {rule.threshold:g}{sep}{unit})"
-        )
-        return {"summary": f"{where}: {what}", "description": description}
+        return {"summary": f"{where}: alert {alert.rule}", "description": ""}
 
     return annotate
 

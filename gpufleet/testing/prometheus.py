@@ -1,11 +1,14 @@
 """A real Prometheus for tests, and a node agent's /metrics for it to scrape.
 
 Owns :class:`PrometheusProcess` (Debian's ``prometheus`` started on loopback with a config of
-the test's: scrape targets, interval, rule files, Alertmanagers; stopped and its data removed
-after) and :class:`FakeGpuExporter` (the node agent's metrics endpoint, ``MetricsServer`` with
-``dcgm_text.render``, over fake NVML and pods the test names: what ``gpufleet agent
---fake-gpus`` serves, without the kubelet and API server the whole agent needs). Tests skip
-when :func:`prometheus_binary` finds none. Waiting is polling with a deadline, never a sleep.
+the test's: scrape targets, interval, rule files, Alertmanagers; stopped after, its data in the
+test's directory) and :class:`FakeGpuExporter` (the node agent's metrics endpoint,
+``MetricsServer`` with ``dcgm_text.render``, over fake NVML and pods the test names: what
+``gpufleet agent --fake-gpus`` serves, without the kubelet and API server the whole agent
+needs; the fake GPUs' clock moves only when the test moves it). Tests skip when
+:func:`prometheus_binary` finds none. Also the starting and stopping of such a server on a free
+loopback port (:func:`start_on_free_port`, :func:`stop_process`), which
+:mod:`gpufleet.testing.alertmanager` shares. Waiting is polling with a deadline, never a sleep.
 """
 
 from __future__ import annotations
@@ -49,8 +52,66 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _duration(seconds: float) -> str:
+def go_duration(seconds: float) -> str:
+    """``seconds`` as a duration of Prometheus' and Alertmanager's configs, in whole
+    milliseconds (at least 1)."""
     return f"{max(round(seconds * 1000), 1)}ms"
+
+
+#: How many ports :func:`start_on_free_port` tries when another process takes the one it chose.
+PORT_TRIES = 3
+
+
+def start_on_free_port(
+    name: str,
+    command: Callable[[int], Sequence[str]],
+    log: Path,
+    ready_path: str = "/-/ready",
+    timeout_s: float = 20.0,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Starts ``command(port)`` (a server listening on ``127.0.0.1:port``) on a free port,
+    its output to ``log``, and returns (the process, the port) once ``GET ready_path``
+    answers 200. A port taken between the probe and the server's bind (another test's
+    server) is retried on another; RuntimeError with the log's tail if the server exits
+    otherwise or is not ready within ``timeout_s``."""
+    for _ in range(PORT_TRIES):
+        port = free_port()
+        with log.open("wb") as out:
+            process = subprocess.Popen(list(command(port)), stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}{ready_path}"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                break
+            try:
+                if httpx.get(url, timeout=1.0).status_code == 200:
+                    return process, port
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        else:
+            stop_process(process)
+            raise RuntimeError(f"{name} not ready within {timeout_s} s; its log:\n{_tail(log)}")
+        text = _tail(log)
+        if "address already in use" not in text:
+            raise RuntimeError(f"{name} exited with {process.returncode}; its log:\n{text}")
+    raise RuntimeError(f"{name}: {PORT_TRIES} free ports were taken before it could bind")
+
+
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """Terminates ``process`` (if it runs) and waits for it; killed after 10 s."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
 
 
 class PrometheusProcess:
@@ -89,12 +150,12 @@ class PrometheusProcess:
 
     def config(self) -> dict[str, Any]:
         """The prometheus.yml it runs with."""
-        interval = _duration(self.scrape_interval_s)
+        interval = go_duration(self.scrape_interval_s)
         config: dict[str, Any] = {
             "global": {
                 "scrape_interval": interval,
                 "scrape_timeout": interval,
-                "evaluation_interval": _duration(self.evaluation_interval_s),
+                "evaluation_interval": go_duration(self.evaluation_interval_s),
             },
             "scrape_configs": [
                 {
@@ -117,39 +178,24 @@ class PrometheusProcess:
     def start(self, timeout_s: float = 20.0) -> PrometheusProcess:
         if self.binary is None:
             raise FileNotFoundError("no prometheus binary (Debian: apt-get install prometheus)")
+        binary = self.binary
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "prometheus.yml"
         config.write_text(yaml.safe_dump(self.config(), sort_keys=False))
-        self.port = free_port()
-        command = [
-            self.binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={self.directory / 'data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}",
-            "--web.enable-lifecycle",
-        ]
-        with self.log.open("wb") as log:
-            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        self._wait_ready(timeout_s)
-        return self
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        assert self._process is not None
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(
-                    f"prometheus exited with {self._process.returncode}; its log:\n"
-                    f"{self.log.read_text(errors='replace')[-4000:]}"
-                )
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"prometheus not ready within {timeout_s} s; see {self.log}")
+        def command(port: int) -> list[str]:
+            return [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.directory / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--web.enable-lifecycle",
+            ]
+
+        self._process, self.port = start_on_free_port(
+            "prometheus", command, self.log, "/-/ready", timeout_s
+        )
+        return self
 
     def query(self, promql: str) -> list[dict[str, Any]]:
         """The raw result list of an instant query now (AssertionError unless success)."""
@@ -177,13 +223,7 @@ class PrometheusProcess:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+        stop_process(self._process)
         self._process = None
 
     def __enter__(self) -> PrometheusProcess:
@@ -200,9 +240,10 @@ class PrometheusProcess:
 
 class FakeGpuExporter:
     """The node agent's ``/metrics`` for node ``node`` over fake NVML (``spec``: the parsed
-    YAML of ``--fake-gpus``, read at a fixed clock so values stay put), with ``holders``
-    (GPU index -> (namespace, pod)) holding devices and allocated whole, and ``extra`` lines
-    of exposition text appended (another exporter's series, such as kube-state-metrics')."""
+    YAML of ``--fake-gpus``, read at a clock that stays at ``at_s`` until
+    :meth:`advance_to` moves it, so values stay put), with ``holders`` (GPU index ->
+    (namespace, pod)) holding devices and allocated whole, and ``extra`` lines of exposition
+    text appended (another exporter's series, such as kube-state-metrics')."""
 
     def __init__(
         self,
@@ -212,10 +253,11 @@ class FakeGpuExporter:
         extra: str = "",
         at_s: float = 0.0,
     ) -> None:
-        nvml = FakeNvml(parse_fake_spec(dict(spec), "fake-gpus"), clock=lambda: at_s)
-        nvml.nvmlInit()
+        self.at_s = at_s
+        self.nvml = FakeNvml(parse_fake_spec(dict(spec), "fake-gpus"), clock=lambda: self.at_s)
+        self.nvml.nvmlInit()
         self.node = node
-        self.source = NvmlDeviceSource(nvml)
+        self.source = NvmlDeviceSource(self.nvml)
         uuids = {device.index: device.uuid for device in self.source.inventory().devices}
         self.users = [
             DeviceUser(uuids[gpu], pod, namespace, "main")
@@ -224,6 +266,16 @@ class FakeGpuExporter:
         self.allocated = {user.uuid: 1.0 for user in self.users}
         self.extra = extra
         self._server = MetricsServer("127.0.0.1", 0, self.text)
+
+    def advance_to(self, at_s: float) -> None:
+        """Moves the fake GPUs' clock forward to ``at_s``: the spec's usage points and
+        faults due by then apply from the next scrape on, a fault's XID taken by the health
+        monitor as the agent's health loop takes it (``DCGM_FI_DEV_XID_ERRORS`` then carries
+        it). ValueError for a time before the clock's."""
+        if at_s < self.at_s:
+            raise ValueError(f"the fake GPUs' clock goes forward: {at_s} is before {self.at_s}")
+        self.at_s = at_s
+        self.source.wait_health(0)
 
     @property
     def target(self) -> str:

@@ -138,6 +138,13 @@ def test_metric_spellings(write_file: WriteFile, metric: str, expected: AlertMet
             "spec.scope.labels",
             "'team-a' is not a Prometheus label name",
         ),
+        (
+            "metric: GPU_TEMP\ncomparison: '>'\nthreshold: 1\n"
+            "summary: 'GPU {{ $labels.gpu | toUpper }} is hot'",
+            "spec.summary",
+            "summary may use {{ $labels.NAME }} and {{ $value }} only (expanded by gpufleet and "
+            "by Prometheus alike), not '{{ $labels.gpu | toUpper }} is hot'",
+        ),
     ],
     ids=[
         "unknown-metric",
@@ -151,6 +158,7 @@ def test_metric_spellings(write_file: WriteFile, metric: str, expected: AlertMet
         "quantile-without-q",
         "min-running-on-device-metric",
         "bad-label-name",
+        "summary-template-beyond-references",
     ],
 )
 def test_bad_rules_name_file_document_rule_and_field(

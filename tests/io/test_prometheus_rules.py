@@ -10,7 +10,6 @@ from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.prometheus_rules import (
     alert_expression,
     prometheus_rule,
-    promql_duration,
     rule_file,
     to_yaml,
 )
@@ -21,6 +20,7 @@ from gpufleet.model.alerts import (
     AlertScope,
     Comparison,
     label_set,
+    promql_duration,
 )
 
 

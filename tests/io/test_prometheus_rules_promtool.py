@@ -31,8 +31,18 @@ import yaml
 
 from gpufleet.cli.alerts import ExportFormat, render
 from gpufleet.io.alert_rules import builtin_alert_rules
-from gpufleet.io.prometheus_rules import promql_duration, rule_file, to_yaml
-from gpufleet.model.alerts import WORKLOAD_START_TIME, AlertMetric, AlertState
+from gpufleet.io.prometheus_rules import rule_file, to_yaml
+from gpufleet.model.alerts import (
+    WORKLOAD_START_TIME,
+    Aggregation,
+    AlertMetric,
+    AlertRule,
+    AlertState,
+    Comparison,
+    Severity,
+    promql_duration,
+)
+from gpufleet.telemetry.alert_dispatch import rule_annotations
 from gpufleet.telemetry.rules import RuleEngine
 from gpufleet.testing.fake_series import FakeSeries
 
@@ -327,3 +337,129 @@ def test_exported_rules_pass_promtool_check(export_format: ExportFormat, tmp_pat
     result = run_promtool(tmp_path, "check", "rules", "rules.yaml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS: 5 rules found" in result.stdout
+
+
+# -- annotations --------------------------------------------------------------------------------
+#: Rules whose annotations show what a template can differ in: the aggregation of a windowed
+#: rule, a summary's label and value references (a label the series lacks included), values Go
+#: prints in exponent form, a quantile, a workload's pod, and text that looks like an action
+#: (a rule made in code, which the reader would refuse).
+ANNOTATED_RULES = [
+    AlertRule("util-low", AlertMetric.GPU_UTIL, Comparison.LT, 20.0, Aggregation.AVG, 300.0),
+    AlertRule(
+        "fb-huge",
+        AlertMetric.FB_USED,
+        Comparison.GT,
+        1_000_000.0,
+        summary="{{$labels.gpu}} holds {{ $value }} MiB{{ $labels.absent }}",
+    ),
+    AlertRule(
+        "power-tiny",
+        AlertMetric.POWER_USAGE,
+        Comparison.LT,
+        0.001,
+        severity=Severity.INFO,
+        summary="power {{ $value }} W",
+    ),
+    AlertRule(
+        "temp-q",
+        AlertMetric.GPU_TEMP,
+        Comparison.GT,
+        85.0,
+        Aggregation.QUANTILE,
+        300.0,
+        quantile=0.9,
+        severity=Severity.CRITICAL,
+        summary="at {{ $value }}, {{ not a reference",
+    ),
+    AlertRule(
+        "pod-idle",
+        AlertMetric.WORKLOAD_GPU_UTIL,
+        Comparison.LT,
+        40.0,
+        Aggregation.AVG,
+        300.0,
+        summary="{{ $labels.pod }} idle",
+    ),
+]
+HELD = {"namespace": "ml", "pod": "nb", "container": "main"}
+#: (labels, {metric: constant value}) of two GPUs: one held, one without a model or holder.
+ANNOTATED_GPUS = [
+    (
+        {"gpu": "0", "UUID": "GPU-a", "Hostname": "n1", "modelName": "NVIDIA H100", **HELD},
+        {"GPU_UTIL": 5.0, "FB_USED": 1_234_567.0, "POWER_USAGE": 0.00001, "GPU_TEMP": 85.82317},
+    ),
+    (
+        {"gpu": "1", "UUID": "GPU-b", "Hostname": "n1"},
+        {"GPU_UTIL": 12.25, "FB_USED": 2_000_000.0, "POWER_USAGE": 0.0001, "GPU_TEMP": 90.0},
+    ),
+]
+ANNOTATED_MINUTES = 11
+
+
+def test_prometheus_renders_the_annotations_gpufleet_writes(tmp_path: Path) -> None:
+    """gpufleet's own notifications annotate an alert as Prometheus renders the exported
+    rule's templates for it: every alert gpufleet's engine fires, with gpufleet's annotations
+    (:func:`~gpufleet.telemetry.alert_dispatch.rule_annotations`) as promtool's expected ones.
+    (Before, gpufleet wrote a windowed rule's description without its aggregation and a
+    summary's ``{{ $labels.gpu }}`` as it stood.)"""
+    store = FakeSeries()
+    input_series = []
+    for labels, values in ANNOTATED_GPUS:
+        for name, value in values.items():
+            metric = AlertMetric[name].value
+            for minute in range(ANNOTATED_MINUTES):
+                store.add(metric, labels, minute * STEP_S, value)
+            written = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+            input_series.append(
+                {"series": f"{metric}{{{written}}}", "values": f"{value:f}x{ANNOTATED_MINUTES}"}
+            )
+    held = ANNOTATED_GPUS[0][1]["GPU_UTIL"]
+    for minute in range(ANNOTATED_MINUTES):
+        pod = {k: HELD[k] for k in ("namespace", "pod")}
+        store.add(AlertMetric.WORKLOAD_GPU_UTIL.value, pod, minute * STEP_S, held)
+    at = (ANNOTATED_MINUTES - 1) * STEP_S
+    engine = RuleEngine(ANNOTATED_RULES)
+    engine.evaluate(store, at)
+    annotate = rule_annotations(ANNOTATED_RULES)
+    expected: dict[str, list[dict[str, Any]]] = {rule.alert_name: [] for rule in ANNOTATED_RULES}
+    for alert in engine.alerts():
+        assert alert.state is AlertState.FIRING
+        expected[alert.label("alertname")].append(
+            {
+                "exp_labels": {k: v for k, v in alert.labels if k != "alertname"},
+                "exp_annotations": dict(annotate(alert)),
+            }
+        )
+    assert {name: len(alerts) for name, alerts in expected.items()} == {
+        "UtilLow": 2,
+        "FbHuge": 2,
+        "PowerTiny": 2,
+        "TempQ": 2,
+        "PodIdle": 1,
+    }
+    summaries = {a["exp_annotations"]["summary"] for alerts in expected.values() for a in alerts}
+    assert "GPU 1 () on n1: 1 holds 2e+06 MiB" in summaries
+    assert "GPU 0 (NVIDIA H100) on n1, held by pod ml/nb: power 1e-05 W" in summaries
+    assert "GPU 0 (NVIDIA H100) on n1, held by pod ml/nb: at 85.82317, {{ not a reference" in (
+        summaries
+    )
+
+    (tmp_path / "rules.yaml").write_text(to_yaml(rule_file(ANNOTATED_RULES)))
+    test = {
+        "rule_files": ["rules.yaml"],
+        "evaluation_interval": promql_duration(STEP_S),
+        "tests": [
+            {
+                "interval": promql_duration(STEP_S),
+                "input_series": input_series,
+                "alert_rule_test": [
+                    {"eval_time": promql_duration(at), "alertname": name, "exp_alerts": alerts}
+                    for name, alerts in expected.items()
+                ],
+            }
+        ],
+    }
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(test))
+    result = run_promtool(tmp_path, "test", "rules", "test.yaml")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -12,39 +12,28 @@ it to a few seconds.
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpufleet.model.alerts import Alert, AlertMetric, AlertRule, Comparison
 from gpufleet.service.alertmanager_push import push_alerts
 from gpufleet.telemetry.alert_dispatch import Dispatcher, Route, rule_annotations
 from gpufleet.testing.alert_builders import firing_alert, resolved
+from gpufleet.testing.alertmanager import AlertmanagerProcess, alertmanager_binary
 from gpufleet.testing.webhook_receiver import Received, WebhookReceiver
 
-ALERTMANAGER = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 pytestmark = pytest.mark.skipif(
-    ALERTMANAGER is None,
+    alertmanager_binary() is None,
     reason="no Alertmanager (`make test` installs Debian's prometheus-alertmanager where it can)",
 )
 RULE = AlertRule("gpu-hot", AlertMetric.GPU_TEMP, Comparison.GT, 85.0, summary="hot")
 ROUTE = Route("hook", group_wait_s=1, group_interval_s=2, repeat_interval_s=3600)
 EXTERNAL_URL = "http://gpufleet.test:8080"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -55,53 +44,16 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 @pytest.fixture
 def alertmanager(tmp_path: Path, receiver: WebhookReceiver) -> Iterator[str]:
-    assert ALERTMANAGER is not None
-    config = {
-        "route": {
-            "receiver": "hook",
-            "group_by": ["alertname"],
-            "group_wait": "1s",
-            "group_interval": "2s",
-            "repeat_interval": "1h",
-        },
-        "receivers": [
-            {"name": "hook", "webhook_configs": [{"url": receiver.url + "/hook"}]},
-        ],
-    }
-    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            ALERTMANAGER,
-            f"--config.file={tmp_path / 'alertmanager.yml'}",
-            f"--storage.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-            "--log.level=warn",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while not ready(url):
-            if process.poll() is not None or time.monotonic() > deadline:
-                stderr = process.stderr.read().decode() if process.stderr else ""
-                pytest.fail(f"alertmanager did not start: {stderr[-2000:]}")
-            time.sleep(0.05)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(10)
-
-
-def ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url + "/-/ready", timeout=1) as answer:
-            return int(answer.status) == 200
-    except OSError:
-        return False
+    with AlertmanagerProcess(
+        tmp_path,
+        receiver.url + "/hook",
+        receiver=ROUTE.receiver,
+        group_by=("alertname",),
+        group_wait_s=ROUTE.group_wait_s,
+        group_interval_s=ROUTE.group_interval_s,
+        repeat_interval_s=ROUTE.repeat_interval_s,
+    ) as running:
+        yield running.url
 
 
 def comparable(payload: dict[str, Any]) -> dict[str, Any]:

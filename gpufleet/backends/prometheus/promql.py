@@ -25,8 +25,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from gpufleet.io.prometheus_rules import metric_query, promql_duration, selector
-from gpufleet.model.alerts import LABEL_NAME, LOOKBACK_S, WORKLOAD_START_TIME, AlertMetric
+from gpufleet.io.prometheus_rules import metric_query, selector
+from gpufleet.model.alerts import (
+    LABEL_NAME,
+    LOOKBACK_S,
+    WORKLOAD_START_TIME,
+    AlertMetric,
+    promql_duration,
+)
 
 WINDOW_FNS = ("avg", "max", "min", "quantile", "last", "count")
 ACROSS_FNS = ("sum", "avg", "max", "min", "count")
