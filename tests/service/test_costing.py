@@ -12,10 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.economics import IDLE, UNALLOCATED, CapacityType, Window
+from gpufleet.economics.reports import cost_of_runs, parse_by
+from gpufleet.economics.runs import PodRun, capacity_type
 from gpufleet.model import Placement
 from gpufleet.model.workload import TimedWorkload
-from gpufleet.service.cost_holdings import PodRun, capacity_type, parse_window, pod_runs
-from gpufleet.service.costing import UTIL_METRIC, cost_of_runs, mean_utilisation, parse_by
+from gpufleet.service.cost_holdings import parse_window, pod_runs
+from gpufleet.service.costing import UTIL_METRIC, mean_utilisation
 from gpufleet.service.records import POD_FAILED, POD_RUNNING, POD_SUCCEEDED, WorkloadRecord
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.testing.builders import make_node, make_workload
