@@ -13,7 +13,8 @@ A pod whose utilisation nobody measured (absent from the utilisation given, or n
 at all) is *unmeasured*: its GPU cost counts as allocated and as ``unmeasured``, never as used
 or idle, so ``allocated = used + idle + unmeasured`` on every line and no unmeasured pod reads
 as 0 %. A GPU model the price list does not price is *unpriced*: its GPU-hours are reported,
-at no cost, and the report names the model. Nothing here reads a clock, a file or a metric.
+at no cost (those held and, in ``__idle__``, those nobody held), and the report names the
+model. Nothing here reads a clock, a file or a metric.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gpufleet.economics.aggregation import UNALLOCATED, GroupKey, group_key, gro
 from gpufleet.economics.allocation import IDLE, GpuCapacity, Holding, Window, allocate
 from gpufleet.economics.prices import CapacityType, MissingPriceError, PriceList
 from gpufleet.economics.runs import PodRun, capacity_type
+from gpufleet.model.gpu import canonical_model
 from gpufleet.model.node import Node
 
 #: A running workload whose measured utilisation is below this holds its GPUs idly (the
@@ -287,8 +289,10 @@ def _cluster_idle(
     unpriced: set[str],
     notes: list[str],
 ) -> CostGroup | None:
-    """The GPU time of ``nodes`` (taken as present over the whole window) nobody held."""
+    """The GPU time of ``nodes`` (taken as present over the whole window) nobody held; that of
+    an unpriced model counted in hours (``unpriced_gpu_hours``), at no cost."""
     offered = []
+    unpriced_offered: dict[str, float] = defaultdict(float)
     for node in nodes:
         model = node.gpu_model
         if not node.gpus or model is None:
@@ -296,21 +300,27 @@ def _cluster_idle(
         kind = capacity_type(node.labels)
         if not _priced(prices, model, kind):
             unpriced.add(model)
+            unpriced_offered[canonical_model(model)] += node.gpu_count * window.hours
             continue
         offered.append(GpuCapacity(node.name, model, float(node.gpu_count), *_span(window), kind))
-    held = [
-        _holding(r, 0.0)
-        for r in runs
-        if r.gpus > 0 and r.gpu_model and _priced(prices, r.gpu_model, r.capacity)
-    ]
+    held = []
+    for r in runs:
+        if r.gpus <= 0 or not r.gpu_model:
+            continue
+        if _priced(prices, r.gpu_model, r.capacity):
+            held.append(_holding(r, 0.0))
+        else:
+            hours = r.gpus * window.overlap_hours(r.start, r.end)
+            unpriced_offered[canonical_model(r.gpu_model)] -= hours
     try:
         idle = allocate(held, prices, window, offered).idle
     except ValueError as error:
         notes.append(f"the cluster's idle GPU time is left out: {error}")
         return None
+    spare = sum(max(hours, 0.0) for hours in unpriced_offered.values())
     return CostGroup(
-        IDLE, 0, idle.gpu_hours, idle.gpu_hours, 0.0, 0.0, idle.gpu_cost, 0.0, 0.0, 0.0, 0.0,
-        idle.estimated,
+        IDLE, 0, idle.gpu_hours + spare, idle.gpu_hours, 0.0, spare, idle.gpu_cost, 0.0, 0.0,
+        0.0, 0.0, idle.estimated,
     )  # fmt: skip
 
 

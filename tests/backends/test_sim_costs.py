@@ -144,6 +144,9 @@ def test_an_unpriced_model_counts_its_hours_at_no_cost_and_is_named() -> None:
     assert group.unpriced_gpu_hours == pytest.approx(1.0)
     assert group.gpu_cost == 0
     assert group.allocated == pytest.approx(HOST)
+    idle = line(report, IDLE)  # the other A100, nobody's: in hours, at no cost
+    assert (idle.gpu_hours, idle.unpriced_gpu_hours, idle.allocated) == (1.0, 1.0, 0.0)
+    assert report.total.gpu_hours == pytest.approx(2.0)
     assert report.unpriced_models == ("A100",)
     assert any("A100" in note for note in report.notes)
 

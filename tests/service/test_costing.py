@@ -158,6 +158,18 @@ def test_an_unpriced_model_is_counted_in_hours_and_named() -> None:
     assert any("no price for GPU model" in note for note in report.notes)
 
 
+def test_the_idle_gpu_time_of_an_unpriced_model_is_counted_in_hours() -> None:
+    nodes = [make_node("t", gpus=2, model="T4"), make_node("h", gpus=1, model=H100)]
+    runs = [run("a", gpus=1, model="Tesla-T4", hours=(0, 4)), run("b")]
+    report = cost_of_runs(runs, nodes, PRICES, WINDOW, "namespace", util(**{"b-0": 1.0}))
+    idle = report.groups[-1]
+    assert idle.name == IDLE
+    # T4: 2 GPUs x 10 h offered, 4 held; the H100 was held all along.
+    assert (idle.gpu_hours, idle.unpriced_gpu_hours, idle.idle_gpu_hours) == (16.0, 16.0, 0.0)
+    assert idle.gpu_cost == 0
+    assert report.total.gpu_hours == pytest.approx(3 * 10.0)
+
+
 @given(
     st.lists(
         st.tuples(
