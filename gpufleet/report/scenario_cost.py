@@ -101,23 +101,23 @@ def cost_row(run: str, seed: int, group: CostGroup) -> CostRow:
     )
 
 
-def median_run(runs: Sequence[LabelledRun], index: int = 0) -> LabelledRun:
-    """The run whose total allocated cost (of grouping ``index``) is the median: the lower
-    middle one of an even count, ties by seed."""
-    ranked = sorted(runs, key=lambda r: (r.result.cost[index].total.allocated, r.seed))
+def median_run(runs: Sequence[LabelledRun]) -> LabelledRun:
+    """The run whose total allocated cost is the median: the lower middle one of an even
+    count, ties (to a micro-unit) by seed."""
+    ranked = sorted(runs, key=lambda r: (_r(r.result.cost[0].total.allocated), r.seed))
     return ranked[(len(ranked) - 1) // 2]
 
 
 def summarize_cost(runs: Sequence[LabelledRun]) -> list[CostSummary]:
-    """Per run label and grouping (in the order asked), the median run's lines."""
+    """Per run label and grouping (in the order asked), the lines of the label's median
+    run."""
     out: list[CostSummary] = []
     for label in dict.fromkeys(r.label for r in runs):
         mine = [r for r in runs if r.label == label and r.result.cost]
         if not mine:
             continue
-        for index in range(len(mine[0].result.cost)):
-            chosen = median_run(mine, index)
-            report = chosen.result.cost[index]
+        chosen = median_run(mine)  # one run for every grouping: its tables agree
+        for index, report in enumerate(chosen.result.cost):
             out.append(
                 CostSummary(
                     run=label,

@@ -76,6 +76,14 @@ def test_the_median_run_is_the_one_of_median_total_cost(
     assert [row.seed for row in summary.rows] == [median_seed] * len(summary.rows)
 
 
+def test_every_grouping_of_a_label_shows_the_same_run() -> None:
+    runs = [
+        labelled(seed, report(("a", hours, 0.5)), report(("a", hours, 0.5), by="namespace"))
+        for seed, hours in ((42, 4.0), (43, 8.0), (44, 6.0))
+    ]
+    assert [(s.by, s.seed) for s in summarize_cost(runs)] == [("queue", 44), ("namespace", 44)]
+
+
 def test_a_summary_per_label_and_grouping_in_the_order_asked() -> None:
     runs = [
         labelled(42, report(("a", 2.0, 0.5)), report(("a", 2.0, 0.5), by="namespace")),
