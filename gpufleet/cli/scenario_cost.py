@@ -136,7 +136,7 @@ def _row(row: CostRow, label: str) -> list[str]:
         _money(row.used),
         _money(row.idle),
         _money(row.unmeasured),
-        "–" if row.gpu_util_pct is None else f"{row.gpu_util_pct:.0f}%",
+        "–" if row.gpu_util_pct is None else f"{row.gpu_util_pct:.1f}%",
     ]
 
 
