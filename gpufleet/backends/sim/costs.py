@@ -22,14 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpufleet.backends.sim.holds import Hold
+from gpufleet.backends.sim.usage_meter import EVERY_S
 from gpufleet.economics import CapacityType, PriceList, Window
 from gpufleet.economics.reports import CostReport, cost_of_runs, parse_by
 from gpufleet.economics.runs import PodRun, capacity_type, gpus_held
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedWorkload, Workload
-
-#: How often a run's utilisation is sampled, in simulated seconds (as the idle policies do).
-SAMPLE_EVERY_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +39,7 @@ class CostSettings:
 
     prices: PriceList
     groupings: tuple[tuple[str, ...], ...] = (("queue",),)
-    sample_every_s: float | None = SAMPLE_EVERY_S
+    sample_every_s: float | None = EVERY_S
 
     def __post_init__(self) -> None:
         if not self.groupings:
