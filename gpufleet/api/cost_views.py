@@ -7,6 +7,8 @@ from __future__ import annotations
 from gpufleet.api.errors import ApiError
 from gpufleet.api.schemas import CostLine, CostReport, IdleHolder
 from gpufleet.economics import PriceList
+from gpufleet.economics.reports import IDLE_HOLDER_BELOW, CostGroup, parse_by
+from gpufleet.economics.reports import CostReport as Report
 from gpufleet.service import costing
 from gpufleet.service.auth import Principal
 from gpufleet.service.cost_holdings import parse_window
@@ -21,16 +23,14 @@ def plane_series(plane: Plane) -> GroupedSeriesQuery | None:
     return None if observatory is None else observatory.series
 
 
-def report_for(
-    plane: Plane, caller: Principal, prices: PriceList, by: str, window: str
-) -> costing.CostReport:
+def report_for(plane: Plane, caller: Principal, prices: PriceList, by: str, window: str) -> Report:
     """The report ``caller`` may see (ApiError 400 for a bad ``by`` or ``window``)."""
     try:
         window_s = parse_window(window)
     except ValueError as error:
         raise ApiError(400, str(error), "window") from None
     try:
-        costing.parse_by(by)
+        parse_by(by)
     except ValueError as error:
         raise ApiError(400, str(error), "by") from None
 
@@ -47,7 +47,7 @@ def cost_view(
     plane: Plane, caller: Principal, prices: PriceList, by: str, window: str
 ) -> CostReport:
     report = report_for(plane, caller, prices, by, window)
-    holders = report.idle_holders(costing.IDLE_HOLDER_BELOW)
+    holders = report.idle_holders(IDLE_HOLDER_BELOW)
     return CostReport(
         by=list(report.by),
         window=window,
@@ -72,13 +72,13 @@ def cost_view(
             )
             for h in holders
         ],
-        idle_below=costing.IDLE_HOLDER_BELOW,
+        idle_below=IDLE_HOLDER_BELOW,
         unpriced_models=list(report.unpriced_models),
         notes=list(report.notes),
     )
 
 
-def line_view(group: costing.CostGroup) -> CostLine:
+def line_view(group: CostGroup) -> CostLine:
     utilisation = group.utilisation
     return CostLine(
         name=group.name,

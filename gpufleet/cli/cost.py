@@ -29,8 +29,8 @@ from gpufleet.cli.output import warn
 from gpufleet.cli.remote import ServerOption, TokenOption, connect, remote_errors
 from gpufleet.cli.remote_render import Clock, Output, dump
 from gpufleet.cli.tables import show
+from gpufleet.economics.reports import parse_by
 from gpufleet.service.cost_holdings import parse_window
-from gpufleet.service.costing import parse_by
 
 
 class CostOutput(StrEnum):

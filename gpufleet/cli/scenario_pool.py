@@ -2,8 +2,8 @@
 :mod:`gpufleet.backends.sim.batch`: each worker gets the prepared scenarios once and runs its
 tasks through :func:`~gpufleet.backends.sim.run.run_workloads` (the FIFO variant through the
 scenario's :meth:`~gpufleet.backends.sim.scenarios.TenantScenario.fifo`, without the scenario's
-IdlePolicies: the baseline is a plain scheduler, with no idle reclaim). Results come back as
-:class:`~gpufleet.report.scenario_summary.LabelledRun`.
+IdlePolicies: the baseline is a plain scheduler, with no idle reclaim; both are costed alike).
+Results come back as :class:`~gpufleet.report.scenario_summary.LabelledRun`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpufleet.backends.sim.batch import ProgressCallback, Report, run_pool
+from gpufleet.backends.sim.costs import CostSettings
 from gpufleet.backends.sim.run import run_workloads
 from gpufleet.cli.scenarios import Prepared
 from gpufleet.report.scenario_summary import LabelledRun, Variant
@@ -38,6 +39,8 @@ class Shared:
     profile: Profile = DEFAULT_PROFILE
     #: The scenario's IdlePolicies only report what they would do (``--idle-dry-run``).
     idle_dry_run: bool = False
+    #: How the runs are costed (None: they are not).
+    cost: CostSettings | None = None
 
 
 def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
@@ -67,6 +70,7 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
         idle_policies=idle_policies,
         kinds=prepared.kinds,
         idle_dry_run=shared.idle_dry_run,
+        cost=shared.cost,
     )
     return LabelledRun(task.policy, task.seed, task.variant, result)
 

@@ -31,6 +31,7 @@ from gpufleet.cli.common import (
     parse_seeds,
     warn_skipped,
 )
+from gpufleet.cli.scenario_cost import CostByOption, PricesOption
 from gpufleet.cli.scenarios import BUNDLED_CLUSTER, DEFAULT_NODE_FRACTION, ScenarioOptions
 from gpufleet.cli.simulate_scenario import Baseline, ScenarioArgs, simulate_scenarios
 from gpufleet.cli.tables import show
@@ -320,6 +321,8 @@ def simulate(
             rich_help_panel="Multi-tenant scenarios",
         ),
     ] = None,
+    prices: PricesOption = None,
+    cost_by: CostByOption = None,
 ) -> None:
     """Simulate policies on the embedded cluster: fill-up (FGD protocol) or time-based replay;
     with --scenario, a multi-tenant replay through queues, quotas and preemption."""
@@ -335,6 +338,8 @@ def simulate(
             raise fail("--inflation applies to fill-up runs, not to --scenario")
         simulate_scenarios(
             ScenarioArgs(
+                prices=prices,
+                cost_by=cost_by,
                 scenario=scenario,
                 options=ScenarioOptions(
                     cluster=cluster,
@@ -368,6 +373,8 @@ def simulate(
         "--no-backfill": not backfill,
         "--profile": profile is not None,
         "--idle-dry-run": idle_dry_run,
+        "--prices": prices is not None,
+        "--cost-by": bool(cost_by),
     }
     given = [flag for flag, present in only_with_scenario.items() if present]
     if given:

@@ -1,6 +1,6 @@
-"""Money: prices, cost allocation (allocated / used / idle, as OpenCost splits it) and GPU-hour
-budgets. Pure arithmetic over plain records; it imports the model only and does no I/O (the
-price file is read by :mod:`gpufleet.io.prices`)."""
+"""Money: prices, cost allocation (allocated / used / idle, as OpenCost splits it), cost
+reports of any world's pod runs, and GPU-hour budgets. Pure arithmetic over plain records; it
+imports the model only and does no I/O (the price file is read by :mod:`gpufleet.io.prices`)."""
 
 from gpufleet.economics.aggregation import UNALLOCATED, GroupKey, aggregate, group_key, group_name
 from gpufleet.economics.allocation import (
@@ -28,8 +28,18 @@ from gpufleet.economics.budgets import (
     used_status,
 )
 from gpufleet.economics.prices import CapacityType, GpuPrice, MissingPriceError, PriceList, Rate
+from gpufleet.economics.reports import (
+    DEFAULT_BY,
+    CostGroup,
+    CostReport,
+    RunCost,
+    cost_of_runs,
+    parse_by,
+)
+from gpufleet.economics.runs import PodRun, capacity_type, gpus_held
 
 __all__ = [
+    "DEFAULT_BY",
     "DEFAULT_WARN_AT",
     "IDLE",
     "UNALLOCATED",
@@ -38,26 +48,34 @@ __all__ = [
     "BudgetState",
     "BudgetStatus",
     "CapacityType",
+    "CostGroup",
     "CostLine",
+    "CostReport",
     "GpuCapacity",
     "GpuHourBudget",
     "GpuPrice",
     "GroupKey",
     "Holding",
     "MissingPriceError",
+    "PodRun",
     "PriceList",
     "Rate",
+    "RunCost",
     "Window",
     "WorkloadCost",
     "aggregate",
     "allocate",
     "budget_status",
+    "capacity_type",
+    "cost_of_runs",
     "gpu_hours_used",
+    "gpus_held",
     "group_key",
     "group_name",
     "holding_cost",
     "mig_fraction",
     "milli_fraction",
+    "parse_by",
     "period_window",
     "used_status",
 ]

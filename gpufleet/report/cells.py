@@ -22,6 +22,12 @@ CellFormat = Callable[[Any, Any], str]
 DURATION: Mapping[str, CellFormat] = {CELL: lambda value, _row: format_duration(value)}
 #: An instant of a simulated run (seconds since it started): ``t=39m09s``.
 INSTANT: Mapping[str, CellFormat] = {CELL: lambda value, _row: simulated_time(value)}
+#: An amount of money, to the cent: ``1,204.50``.
+MONEY: Mapping[str, CellFormat] = {CELL: lambda value, _row: f"{value:,.2f}"}
+#: Hours (GPU-hours): ``1,204.50``.
+HOURS: Mapping[str, CellFormat] = {CELL: lambda value, _row: f"{value:,.2f}"}
+#: A percentage: ``81.3%``.
+PERCENT: Mapping[str, CellFormat] = {CELL: lambda value, _row: f"{value:.1f}%"}
 
 
 def cell_format(field: Field[Any]) -> CellFormat | None:

@@ -207,10 +207,42 @@ def _text(value: object, shown: CellFormat | None, row: object) -> str:
 NamedTable = tuple[str, str, Sequence["DataclassInstance"]]
 
 
-def _section(table: NamedTable) -> str:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Section:
+    """A section of its own (``<h2>``): a note, its tables and its figures (``<h3>`` each)."""
+
+    heading: str
+    note: str = ""
+    tables: Sequence[NamedTable] = ()
+    figures: Sequence[tuple[str, go.Figure]] = ()
+
+
+def _section(table: NamedTable, level: int = 2) -> str:
     heading, note, rows = table
     paragraph = f"<p>{html.escape(note)}</p>" if note else ""
-    return f"<h2>{html.escape(heading)}</h2>{paragraph}{html_table(rows)}"
+    return f"<h{level}>{html.escape(heading)}</h{level}>{paragraph}{html_table(rows)}"
+
+
+class _Plots:
+    """Figures as HTML, plotly.js inlined with the first one drawn."""
+
+    def __init__(self) -> None:
+        self.drawn = 0
+
+    def html(self, heading: str, fig: go.Figure, level: int = 2) -> str:
+        fig.update_layout(template="plotly_white", height=440, margin={"t": 30})
+        plot = fig.to_html(full_html=False, include_plotlyjs=self.drawn == 0)
+        self.drawn += 1
+        return f"<h{level}>{html.escape(heading)}</h{level}>{plot}"
+
+
+def _own_section(section: Section, plots: _Plots) -> str:
+    parts = [f"<h2>{html.escape(section.heading)}</h2>"]
+    if section.note:
+        parts.append(f"<p>{html.escape(section.note)}</p>")
+    parts += [plots.html(heading, fig, 3) for heading, fig in section.figures]
+    parts += [_section(t, 3) for t in section.tables if t[2]]
+    return "".join(parts)
 
 
 def write_report(
@@ -221,14 +253,14 @@ def write_report(
     figures: Sequence[tuple[str, go.Figure]],
     tables: Sequence[NamedTable] = (),
     appendix: Sequence[NamedTable] = (),
+    own_sections: Sequence[Section] = (),
 ) -> None:
     """Write the report page to ``path``: the summary table, ``tables`` (heading, note, rows),
-    the figures, then the ``appendix`` tables."""
+    the ``own_sections``, the figures, then the ``appendix`` tables."""
+    plots = _Plots()
     sections = [_section(t) for t in tables if t[2]]
-    for i, (heading, fig) in enumerate(figures):
-        fig.update_layout(template="plotly_white", height=440, margin={"t": 30})
-        plot = fig.to_html(full_html=False, include_plotlyjs=(i == 0))
-        sections.append(f"<h2>{html.escape(heading)}</h2>{plot}")
+    sections += [_own_section(s, plots) for s in own_sections]
+    sections += [plots.html(heading, fig) for heading, fig in figures]
     sections += [_section(t) for t in appendix if t[2]]
     page = f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{html.escape(title)}</title>

@@ -4,8 +4,9 @@ Per queue, for the first seed of each policy run through its queues: GPUs in use
 nominal quota and the fair-share entitlement over time, and the weighted share over time. Over
 all runs: queueing delay per queue and per priority class (p50 and p95, median over seeds), and
 the pod-level replay plots of :func:`gpufleet.report.html.replay_figures` with each policy's
-queues and FIFO baseline side by side. The page itself is written by
-:func:`gpufleet.report.html.write_report`.
+queues and FIFO baseline side by side. The cost section (:func:`cost_section`): per grouping,
+a stacked bar of each group's cost used, idle and unmeasured per run label, and a table per
+run label. The page itself is written by :func:`gpufleet.report.html.write_report`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from statistics import median
 
 import plotly.graph_objects as go
 
-from gpufleet.report.html import replay_figures
+from gpufleet.report.html import Section, replay_figures
+from gpufleet.report.scenario_cost import CostSummary
 from gpufleet.report.scenario_summary import LabelledRun, QueueSummary, Variant
 
 MINUTE = 60.0
@@ -167,3 +169,56 @@ def scenario_figures(
         one_run = heading.startswith("Allocation per GPU model")  # drawn for the first run only
         figures.append((heading if one_run else f"{heading}{suffix}", fig))
     return figures
+
+
+#: The parts of a cost line drawn stacked, with their colours.
+_COST_PARTS = (("used", "#2ca02c"), ("idle", "#ff7f0e"), ("unmeasured", "#9e9e9e"))
+
+
+def cost_figure(summaries: Sequence[CostSummary]) -> go.Figure:
+    """Each group's cost (one grouping), used, idle and unmeasured stacked, per run label."""
+    lines = [line for s in summaries for line in s.lines]
+    x = [[line.run for line in lines], [line.group for line in lines]]
+    fig = go.Figure()
+    for part, color in _COST_PARTS:
+        fig.add_trace(
+            go.Bar(x=x, y=[getattr(line, part) for line in lines], name=part, marker_color=color)
+        )
+    currency = summaries[0].currency if summaries else ""
+    fig.update_layout(barmode="stack", yaxis_title=f"cost ({currency})")
+    return fig
+
+
+def cost_section(summaries: Sequence[CostSummary], prices: str) -> Section | None:
+    """The report's "Cost" section (None: no run was costed); ``prices``: where the price
+    list came from, said in its note."""
+    if not summaries:
+        return None
+    groupings = list(dict.fromkeys(s.by for s in summaries))
+    seeds = max(len(s.seeds) for s in summaries)
+    note = (
+        f"What the pods held, in {summaries[0].currency} at the prices of {prices}, split as "
+        "OpenCost splits GPU cost: allocated = used + idle + unmeasured. Used: the GPU cost "
+        "times the pod's mean GPU utilisation (sampled every minute from its usage profile), "
+        "plus its CPU and memory requests; idle: the rest of its GPU cost; unmeasured: the GPU "
+        "cost of pods never sampled (never read as 0%). __idle__: the GPU time of the nodes "
+        "that nobody held, from the first arrival to the last pod's end; __unallocated__: "
+        "workloads without a value for the key."
+        + (
+            f" Each run label shows its median run over {seeds} seeds (by total allocated "
+            "cost; results.json has every seed's total)."
+            if seeds > 1
+            else ""
+        )
+    )
+    figures = [
+        (
+            f"Cost by {by}: used, idle and unmeasured",
+            cost_figure([s for s in summaries if s.by == by]),
+        )
+        for by in groupings
+    ]
+    tables = [
+        (f"Cost by {s.by} ({s.run}, seed {s.seed})", "; ".join(s.notes), s.rows) for s in summaries
+    ]
+    return Section("Cost", note, tables, figures)

@@ -1,8 +1,8 @@
 """What each pod of a control plane's book held, as the economics package prices it.
 
-Owns the reading of a plane's records and nodes into plain :class:`PodRun` records (which pod,
-on which node, how much of which GPU model, bought how, from when to when) and of a node's
-labels into a capacity type (:func:`capacity_type`), plus the window's text (``7d``:
+Owns the reading of a plane's records and nodes into plain
+:class:`~gpufleet.economics.runs.PodRun` records (which pod, on which node, how much of which
+GPU model, bought how, from when to when), plus the window's text (``7d``:
 :func:`parse_window`). What a run costs and how the runs group is :mod:`gpufleet.economics`;
 putting the two together, with the measured utilisation, is :mod:`gpufleet.service.costing`.
 
@@ -18,36 +18,17 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
-from gpufleet.economics import CapacityType, mig_fraction, milli_fraction
+from gpufleet.economics import CapacityType
+from gpufleet.economics.runs import PodRun, capacity_type, gpus_held
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.model import Node
-from gpufleet.model.gpu import GpuDevice
 from gpufleet.service.records import (
     POD_CANCELLED,
     POD_RUNNING,
     POD_SUCCEEDED,
     PodRecord,
     WorkloadRecord,
-)
-
-#: Node labels that say how a node is bought, in the order they are read, with their values
-#: for spot and reserved capacity (any other value of a present label: on-demand).
-#: gpufleet's own first; Karpenter's ``on-demand``/``spot``/``reserved``; EKS managed node
-#: groups' ``ON_DEMAND``/``SPOT``/``CAPACITY_BLOCK``; GKE's Spot and preemptible VMs
-#: (``"true"``); AKS spot node pools (``spot``).
-CAPACITY_TYPE_LABEL = "gpufleet.dev/capacity-type"
-CAPACITY_LABELS: tuple[tuple[str, Mapping[str, CapacityType]], ...] = (
-    (CAPACITY_TYPE_LABEL, {"spot": CapacityType.SPOT, "reserved": CapacityType.RESERVED}),
-    ("karpenter.sh/capacity-type", {"spot": CapacityType.SPOT, "reserved": CapacityType.RESERVED}),
-    (
-        "eks.amazonaws.com/capacityType",
-        {"SPOT": CapacityType.SPOT, "CAPACITY_BLOCK": CapacityType.RESERVED},
-    ),
-    ("cloud.google.com/gke-spot", {"true": CapacityType.SPOT}),
-    ("cloud.google.com/gke-preemptible", {"true": CapacityType.SPOT}),
-    ("kubernetes.azure.com/scalesetpriority", {"spot": CapacityType.SPOT}),
 )
 
 _WINDOW_DAYS = re.compile(r"^\s*(\d+(?:\.\d+)?)([dw])(.*)$")
@@ -70,47 +51,6 @@ def parse_window(text: str) -> float:
     if not 0 < seconds < math.inf:
         raise ValueError(f"window: expected {_WINDOW_HINT} (more than 0), got {text!r}")
     return seconds
-
-
-def capacity_type(labels: Mapping[str, str]) -> CapacityType:
-    """How a node with ``labels`` is bought (:data:`CAPACITY_LABELS`); on-demand when no
-    label says."""
-    for key, values in CAPACITY_LABELS:
-        value = labels.get(key)
-        if value is not None:
-            return values.get(value.strip(), CapacityType.ON_DEMAND)
-    return CapacityType.ON_DEMAND
-
-
-@dataclass(frozen=True, slots=True)
-class PodRun:
-    """One pod's hold on a node from ``start`` to ``end`` (the plane's clock), and whose it is.
-    ``gpus``: the part of GPUs of ``gpu_model`` it held (a share by its fraction, a MIG slice
-    by its compute slices out of seven); ``running``: it still holds them now."""
-
-    workload: str
-    name: str
-    namespace: str
-    pod: str
-    node: str
-    start: float
-    end: float
-    running: bool
-    gpus: float = 0.0
-    gpu_model: str = ""
-    capacity: CapacityType = CapacityType.ON_DEMAND
-    cpu: float = 0.0
-    memory_gib: float = 0.0
-    queue: str = ""
-    tenant: str = ""
-    kind: str = ""
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        """The workload's key (``namespace/name``)."""
-        return self.workload
 
 
 def pod_runs(records: Iterable[WorkloadRecord], nodes: Sequence[Node], now: float) -> list[PodRun]:
@@ -142,7 +82,7 @@ def _run_of(
     else:
         return None
     node = nodes.get(placement.node)
-    gpus, model = _gpus_held(placement.gpu_milli, placement.mig_slices, node)
+    gpus, model = gpus_held(placement.gpu_milli, placement.mig_slices, node)
     pod = pod_record.pod
     workload = record.timed.workload
     return PodRun(
@@ -175,28 +115,3 @@ def _succeeded_end(record: WorkloadRecord, start: float, now: float) -> float:
     if duration is not None and math.isfinite(duration):
         return min(start + duration, now)
     return now
-
-
-def _gpus_held(
-    gpu_milli: int, mig_slices: Sequence[tuple[int, int]], node: Node | None
-) -> tuple[float, str]:
-    """The part of GPUs a placement holds and their model (the node's, where it is known)."""
-    gpus = milli_fraction(gpu_milli)
-    model = node.gpu_model if node is not None else None
-    for index, slot in mig_slices:
-        device = _device(node, index)
-        if device is None:
-            continue
-        model = device.model
-        profile = next((s.profile for s in device.mig_slices if s.slot == slot), None)
-        if profile is not None:
-            gpus += mig_fraction(profile)
-    if gpus <= 0:
-        return 0.0, ""
-    return gpus, model or ""
-
-
-def _device(node: Node | None, index: int) -> GpuDevice | None:
-    if node is None:
-        return None
-    return next((gpu for gpu in node.gpus if gpu.index == index), None)

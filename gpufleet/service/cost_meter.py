@@ -2,7 +2,7 @@
 
 Owns :class:`CostMeter`. Each :meth:`CostMeter.advance` prices the time since the previous one
 (``(last, now]``, with each pod's utilisation measured over that span) with
-:func:`gpufleet.service.costing.cost_of_runs` and adds it to running totals per
+:func:`gpufleet.economics.reports.cost_of_runs` and adds it to running totals per
 (namespace, queue, tenant) and split (allocated, used, idle, unmeasured), and the idle
 GPU-hours per (namespace, queue). The totals only grow, as Prometheus counters must; a span
 nobody priced is never priced twice. It serves nothing itself (the API's metrics collector
@@ -16,8 +16,9 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from gpufleet.economics import PriceList, Window
+from gpufleet.economics.reports import cost_of_runs
 from gpufleet.service.cost_holdings import pod_runs
-from gpufleet.service.costing import cost_of_runs, mean_utilisation
+from gpufleet.service.costing import mean_utilisation
 from gpufleet.service.protocol import Plane
 from gpufleet.telemetry.series_query import GroupedSeriesQuery, UnknownMetricError
 

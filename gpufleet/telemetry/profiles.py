@@ -233,6 +233,17 @@ class ProfileModel:
             gpu_sm_clock=np.round(clock).astype(np.int64),
         )
 
+    def utilisation(self, domains: Sequence[Domain], now: float) -> FloatArray:
+        """Each domain's utilisation (percent) at ``now``: :meth:`read`'s ``domain_util``
+        alone, for a reader of nothing else (a meter sampling every pod of a run)."""
+        entries = [(d, pod) for d, domain in enumerate(domains) for pod in domain.pods]
+        util = np.zeros(len(domains))
+        if entries:
+            where = np.array([d for d, _ in entries], dtype=np.int64)
+            pod_util, _, _ = self._pods([pod for _, pod in entries], np.array([float(now)]))
+            np.add.at(util, where, pod_util[:, 0])
+        return np.asarray(np.round(np.minimum(util, 1.0) * 100.0, 2))
+
     def _pods(
         self, pods: Sequence[PodLoad], times: FloatArray
     ) -> tuple[FloatArray, FloatArray, FloatArray]:

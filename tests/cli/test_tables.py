@@ -23,8 +23,8 @@ from gpufleet.cli.remote_render import (
     top_nodes,
     workloads_table,
 )
+from gpufleet.cli.scenario_terminal import print_queue_table
 from gpufleet.cli.simulate import print_fill_summary, print_replay_summary
-from gpufleet.cli.simulate_scenario import print_queue_table
 from gpufleet.report.scenario_summary import QueueSummary
 from gpufleet.report.summary import FillSummary, ReplaySummary
 from tests.cli.test_client import FakeServer, answer, cluster, dumped, node, queue, workload

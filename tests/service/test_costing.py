@@ -12,10 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.economics import IDLE, UNALLOCATED, CapacityType, Window
+from gpufleet.economics.reports import cost_of_runs, parse_by
+from gpufleet.economics.runs import PodRun, capacity_type
 from gpufleet.model import Placement
 from gpufleet.model.workload import TimedWorkload
-from gpufleet.service.cost_holdings import PodRun, capacity_type, parse_window, pod_runs
-from gpufleet.service.costing import UTIL_METRIC, cost_of_runs, mean_utilisation, parse_by
+from gpufleet.service.cost_holdings import parse_window, pod_runs
+from gpufleet.service.costing import UTIL_METRIC, mean_utilisation
 from gpufleet.service.records import (
     POD_CANCELLED,
     POD_FAILED,
@@ -160,6 +162,18 @@ def test_an_unpriced_model_is_counted_in_hours_and_named() -> None:
     assert (a.gpu_hours, a.unpriced_gpu_hours, a.gpu_cost, a.cpu_cost) == (10.0, 10.0, 0.0, 0.5)
     assert set(report.unpriced_models) == {"T4", "Tesla-T4"}
     assert any("no price for GPU model" in note for note in report.notes)
+
+
+def test_the_idle_gpu_time_of_an_unpriced_model_is_counted_in_hours() -> None:
+    nodes = [make_node("t", gpus=2, model="T4"), make_node("h", gpus=1, model=H100)]
+    runs = [run("a", gpus=1, model="Tesla-T4", hours=(0, 4)), run("b")]
+    report = cost_of_runs(runs, nodes, PRICES, WINDOW, "namespace", util(**{"b-0": 1.0}))
+    idle = report.groups[-1]
+    assert idle.name == IDLE
+    # T4: 2 GPUs x 10 h offered, 4 held; the H100 was held all along.
+    assert (idle.gpu_hours, idle.unpriced_gpu_hours, idle.idle_gpu_hours) == (16.0, 16.0, 0.0)
+    assert idle.gpu_cost == 0
+    assert report.total.gpu_hours == pytest.approx(3 * 10.0)
 
 
 @given(

@@ -183,17 +183,7 @@ class IdleTicking:
 
     def pod_utilisation(self) -> dict[tuple[str, str], float]:
         """(namespace, pod) -> the mean utilisation of the devices it holds now."""
-        per_device: dict[str, float] = {}
-        holders: dict[tuple[str, str], list[str]] = {}
-        for node in self.telemetry.read():
-            for sample in node.samples:
-                per_device[sample.uuid] = sample.gpu_util
-            for user in node.users:
-                holders.setdefault((user.namespace, user.pod), []).append(user.uuid)
-        return {
-            pod: sum(per_device.get(d, 0.0) for d in devices) / len(devices)
-            for pod, devices in holders.items()
-        }
+        return self.telemetry.pod_utilisation()
 
     def candidates(self) -> list[IdleCandidate]:
         """The running workloads holding GPUs."""

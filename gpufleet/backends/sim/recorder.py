@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufleet.backends.sim.fill import MAX_ARRIVED_PCT, bucket_means
+from gpufleet.backends.sim.holds import HoldLog
 from gpufleet.backends.sim.results import (
     ClassStats,
     DelayStats,
@@ -60,6 +61,8 @@ class Recorder:
         #: The scheduler's metrics: the loop observes into them; ``read`` gives its core's
         #: state (set by whoever runs the core).
         self.metrics = SchedulerMetrics()
+        #: Every pod's runs, kept where a run is costed (None: not kept).
+        self.holds: HoldLog | None = None
 
     # ----------------------------------------------------------------------------- events
     def arrived(self, pod: Pod, now: float) -> None:
@@ -86,6 +89,8 @@ class Recorder:
         self.messages.pop(pod.key, None)
         self.pending -= 1
         self.running += 1
+        if self.holds is not None:
+            self.holds.bound(pod, placement, now)
 
     def finished(self, key: str, allocation: Allocation, now: float) -> None:
         milli = allocation.gpu_milli
@@ -94,6 +99,8 @@ class Recorder:
         if model >= 0 and milli:
             self._model_alloc[model] -= milli
         self.running -= 1
+        if self.holds is not None:
+            self.holds.stopped(key, now)
 
     def evicted(self, key: str, allocation: Allocation, now: float) -> None:
         """A running pod stopped and waits again."""

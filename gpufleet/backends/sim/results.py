@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from gpufleet.economics.reports import CostReport
+
 if TYPE_CHECKING:
     from gpufleet.backends.sim.idle_reclaim import IdleReport
 
@@ -208,3 +210,6 @@ class TenancyRun:
     budgets_at_end: list[BudgetReport] = field(default_factory=list)
     #: What the idle policies did (None: the run had none).
     idle: IdleReport | None = None
+    #: What its pods cost, a report per grouping asked (none: not costed), each without the
+    #: pods' own lines (:mod:`gpufleet.backends.sim.costs`).
+    cost: tuple[CostReport, ...] = ()

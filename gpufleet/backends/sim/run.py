@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
+from gpufleet.backends.sim.costs import CostSettings, pod_runs, run_cost
 from gpufleet.backends.sim.fill import fill_order
+from gpufleet.backends.sim.holds import HoldLog
 from gpufleet.backends.sim.idle_reclaim import IdleTicking
 from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.queue_recorder import QueueRecorder
@@ -19,8 +21,11 @@ from gpufleet.backends.sim.results import (
     ReplayRun,
     TenancyRun,
 )
+from gpufleet.backends.sim.usage_meter import UsageMeter
+from gpufleet.control.backend import ClusterBackend
 from gpufleet.control.factory import tie_rank
 from gpufleet.control.loop import run as run_loop
+from gpufleet.economics.reports import CostReport
 from gpufleet.metrics.state import read_state
 from gpufleet.model import Node, Pod
 from gpufleet.model.faults import GpuFault
@@ -71,14 +76,14 @@ def _run(
     sim: SimulatedCluster,
     core: SchedulerCore,
     on_iteration: Callable[[], None] | None,
-    idle: IdleTicking | None = None,
+    backend: ClusterBackend | None = None,
 ) -> None:
-    """The control loop over ``core`` and ``sim`` (woken every minute for the idle policies,
-    when ``idle`` is given), the recorder's scheduler metrics observing it and reading the
-    core."""
+    """The control loop over ``core`` and ``backend`` (default ``sim``; else what wraps it:
+    the idle policies' ticking, the usage meter), the recorder's scheduler metrics observing
+    it and reading the core."""
     metrics = sim.recorder.metrics
     metrics.read = lambda: read_state(core)
-    run_loop(sim if idle is None else idle, core, on_iteration, observers=[metrics])
+    run_loop(sim if backend is None else backend, core, on_iteration, observers=[metrics])
 
 
 def run_fill(
@@ -155,6 +160,7 @@ def run_workloads(
     idle_policies: Sequence[IdlePolicy] = (),
     kinds: Mapping[str, str] | None = None,
     idle_dry_run: bool = False,
+    cost: CostSettings | None = None,
 ) -> TenancyRun:
     """Replay workloads (pods and gangs) through queues, quotas, priorities, preemption and
     backfill: arrivals at their creation time, each pod running for its workload's duration
@@ -163,7 +169,10 @@ def run_workloads(
     at each extension point. ``faults``: XIDs injected on GPUs at their times (seconds from the
     first arrival). ``idle_policies``: judged every minute of simulated time, acting on idle
     GPU holders (``kinds``: the object kind of each workload key, for their scopes;
-    ``idle_dry_run``: report only); what they did is the run's ``idle``."""
+    ``idle_dry_run``: report only); what they did is the run's ``idle``. ``cost``: what the
+    pods cost, priced and grouped as it says, with their utilisation sampled from the usage
+    profiles without changing the run (:mod:`gpufleet.backends.sim.costs`); the run's
+    ``cost``."""
     started = time.perf_counter()
     all_pods = [p for t in workloads for p in t.workload.pods]
     target = target if target is not None else typical_shapes(all_pods)
@@ -201,9 +210,16 @@ def run_workloads(
             snapshot = core.explain_pending()
 
     idle = None
+    backend: ClusterBackend = sim
     if idle_policies:
-        idle = IdleTicking(sim, idle_policies, workloads, kinds, dry_run=idle_dry_run)
-    _run(sim, core, on_iteration, idle)
+        backend = idle = IdleTicking(sim, idle_policies, workloads, kinds, dry_run=idle_dry_run)
+    meter = None
+    if cost is not None:
+        sim.recorder.holds = HoldLog()
+        if cost.sample_every_s is not None:
+            telemetry = idle.telemetry if idle is not None else None
+            backend = meter = UsageMeter(backend, sim, telemetry, cost.sample_every_s)
+    _run(sim, core, on_iteration, backend)
     if progress is not None:
         progress(len(all_pods), len(all_pods))
     now = sim.clock.now()
@@ -228,7 +244,28 @@ def run_workloads(
         jobs=jobs,
         budgets_at_end=budget_reports(core),
         idle=None if idle is None else idle.finish(now),
+        cost=_cost(sim, nodes, workloads, kinds, cost, meter, now),
     )
+
+
+def _cost(
+    sim: SimulatedCluster,
+    nodes: Sequence[Node],
+    workloads: Sequence[TimedWorkload],
+    kinds: Mapping[str, str] | None,
+    settings: CostSettings | None,
+    meter: UsageMeter | None,
+    end: float,
+) -> tuple[CostReport, ...]:
+    holds = sim.recorder.holds
+    if settings is None or holds is None:
+        return ()
+    held = holds.holds()
+    if all(h.end is not None for h in held):  # the run ends when its last pod stopped
+        end = max((h.end for h in held if h.end is not None), default=end)
+    runs = pod_runs(held, nodes, workloads, end, kinds)
+    utilisation = None if meter is None else meter.mean_utilisation()
+    return run_cost(runs, nodes, settings, end, utilisation)
 
 
 def budget_reports(core: SchedulerCore) -> list[BudgetReport]:

@@ -106,6 +106,28 @@ class SimTelemetry(TelemetrySource):
 
     def read(self) -> Sequence[NodeTelemetry]:
         now = self.world.clock.now()
+        domains, users = self._domains()
+        readings = self.model.read(self._specs, domains, now)
+        return [self._node(layout, readings, users) for layout in self._layouts]
+
+    def pod_utilisation(self, now: float | None = None) -> dict[tuple[str, str], float]:
+        """(namespace, pod) -> the mean utilisation (percent) of the devices it holds, the
+        pods placed as they are, at ``now`` (default: the world's time; another: a meter that
+        catches up on a span the world jumped over, nothing placed having changed in it).
+        What :meth:`read` reports of each device a pod holds (``gpufleet_workload_gpu_util``),
+        without making the rest of the samples."""
+        at = self.world.clock.now() if now is None else now
+        domains, users = self._domains()
+        util = self.model.utilisation(domains, at)
+        held: dict[tuple[str, str], list[float]] = {}
+        for domain, holders in users.items():
+            for pod, _ in holders:
+                held.setdefault((pod.namespace, pod.name), []).append(float(util[domain]))
+        return {pod: sum(values) / len(values) for pod, values in held.items()}
+
+    def _domains(self) -> tuple[list[Domain], dict[int, list[tuple[Pod, float]]]]:
+        """Every compute domain with the pods on it, and the pods holding each (and how
+        much of it), as the world places them now."""
         pods: list[list[PodLoad]] = [[] for _ in self._domain_template]
         users: dict[int, list[tuple[Pod, float]]] = {}
         for pod, placement, started in self.world.placed():
@@ -121,8 +143,7 @@ class SimTelemetry(TelemetrySource):
             Domain(gpu, part, memory, pods[i])
             for i, (gpu, part, memory) in enumerate(self._domain_template)
         ]
-        readings = self.model.read(self._specs, domains, now)
-        return [self._node(layout, readings, users) for layout in self._layouts]
+        return domains, users
 
     def _holds(self, pod: Pod, placement: Placement) -> list[tuple[int, float]]:
         """(domain, share of it) of each domain the pod holds."""
