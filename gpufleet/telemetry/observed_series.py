@@ -20,14 +20,17 @@ No clock and no I/O; a caller holding the store's writer serialises access.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufleet.model.alerts import WORKLOAD_LABELS, WORKLOAD_START_TIME, AlertMetric
 from gpufleet.model.telemetry import DeviceUser
 from gpufleet.telemetry.recording import HOLDER_LABELS, PodKey, SeriesRecorder
+from gpufleet.telemetry.series import Scale
 from gpufleet.telemetry.series_layout import Labels, as_labels, matches
 from gpufleet.telemetry.series_query import FilteringQuery, GroupedSeriesQuery
 from gpufleet.telemetry.series_window import ACROSS_FNS, Across, Where, aggregate, filtered
@@ -47,6 +50,8 @@ class ObservedSeries:
         self._uuids: dict[Labels, str] = {}
         self._held: dict[Labels, tuple[tuple[DeviceUser, ...], list[Labels]]] = {}
         self._start_labels: dict[PodKey, Labels] = {}
+        #: The factors of ``_percent_of_memory`` and what they were made for.
+        self._percent_factors: tuple[Sequence[Labels], int, npt.NDArray[np.float64]] | None = None
 
     @property
     def metrics(self) -> list[str]:
@@ -99,7 +104,10 @@ class ObservedSeries:
         if metric == WORKLOAD_START_TIME:
             found = self._start_times(matchers)
         elif metric == AlertMetric.FB_USED_PERCENT.value:
-            found = self._memory_percent(fn, window_s, now, matchers, quantile)
+            pushed = where if by is None else None
+            found = self._memory_percent(fn, window_s, now, matchers, quantile, pushed)
+            if pushed is not None:
+                return found
         elif metric == AlertMetric.WORKLOAD_GPU_UTIL.value:
             return self.recorder.store.query(
                 metric, fn, window_s, now, matchers, quantile, by=by, across=across, where=where
@@ -138,12 +146,13 @@ class ObservedSeries:
         matchers: Mapping[str, str] | None,
         quantile: float | None,
         where: Where | None = None,
+        scale: Scale | None = None,
     ) -> dict[Labels, float]:
         matchers = matchers or {}
         on_device = {k: v for k, v in matchers.items() if k not in HOLDER_LABELS}
         on_holder = {k: v for k, v in matchers.items() if k in HOLDER_LABELS}
         values = self.recorder.store.query(
-            metric, fn, window_s, now, on_device, quantile, where=where
+            metric, fn, window_s, now, on_device, quantile, where=where, scale=scale
         )
         found: dict[Labels, float] = {}
         for labels, value in values.items():
@@ -159,18 +168,35 @@ class ObservedSeries:
         now: float,
         matchers: Mapping[str, str] | None,
         quantile: float | None,
+        where: Where | None = None,
     ) -> dict[Labels, float]:
-        """Memory in percent: the stored MiB over the device's memory. Every window function
-        but ``count`` commutes with that positive scale."""
-        mib = self._held_devices(AlertMetric.FB_USED.value, fn, window_s, now, matchers, quantile)
+        """Memory in percent: the stored MiB over the device's memory, scaled in the store (so
+        that a rule's comparison is pushed down too). Every window function but ``count``
+        commutes with that positive scale."""
+        metric = AlertMetric.FB_USED.value
         if fn == "count":
-            return mib
+            return self._held_devices(metric, fn, window_s, now, matchers, quantile, where)
+        return self._held_devices(
+            metric, fn, window_s, now, matchers, quantile, where, self._percent_of_memory
+        )
+
+    def _percent_of_memory(self, devices: Sequence[Labels]) -> npt.NDArray[np.float64]:
+        """100 over each device's memory in MiB (NaN where it is not known), kept for the
+        list of every device the store hands over unfiltered (the same list until its series
+        change) and the memory readings it was made from (``memory_version``)."""
         total = self.recorder.memory_mib
-        return {
-            labels: 100.0 * value / total[uuid]
-            for labels, value in mib.items()
-            if (uuid := self._uuid(labels)) in total
-        }
+        made = self._percent_factors
+        version = self.recorder.memory_version
+        if made is not None and made[0] is devices and made[1] == version:
+            return made[2]
+        factors = np.fromiter(
+            (100.0 / total[uuid] if total.get(uuid := self._uuid(labels)) else math.nan
+             for labels in devices),
+            np.float64,
+            len(devices),
+        )  # fmt: skip
+        self._percent_factors = (devices, version, factors)
+        return factors
 
     def _uuid(self, labels: Labels) -> str:
         uuid = self._uuids.get(labels)

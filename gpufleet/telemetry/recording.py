@@ -119,6 +119,8 @@ class SeriesRecorder:
         #: Each device's memory in MiB (used + free), by UUID, as readings said: memory in
         #: percent is derived from it and the stored MiB, not stored (a sixth series per GPU).
         self.memory_mib: dict[str, float] = {}
+        #: Bumped whenever ``memory_mib`` changes (what is derived from it is kept until then).
+        self.memory_version = 0
         #: Every pod's utilisation so far (see :meth:`forget_ended`).
         self.usage: dict[PodKey, PodUsage] = {}
         self._pod_series: dict[PodKey, int] = {}
@@ -164,7 +166,10 @@ class SeriesRecorder:
             self.usage.setdefault(pod, PodUsage()).add(now, mean)
         self.store.append(now, ids, values)
         self.holders, self.devices = holders, devices
-        self.memory_mib.update(memory)
+        known = self.memory_mib
+        if any(known.get(uuid) != mib for uuid, mib in memory.items()):
+            known.update(memory)
+            self.memory_version += 1
         return len(ids)
 
     def _workload_series(self, pod: PodKey, tags: PodTags) -> int:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
+from functools import lru_cache
 from typing import Protocol
 
 from gpufleet.model.alerts import (
@@ -40,6 +41,8 @@ from gpufleet.telemetry.series_query import FilteringQuery
 
 #: How long a resolved alert stays (Prometheus' ``resolvedRetention``).
 RESOLVED_RETENTION_S = 900.0
+#: Series label sets a rule keeps numbered, at most (then those with no alert are forgotten).
+IDENTITIES_KEPT = 100_000
 
 
 class SeriesQuery(Protocol):
@@ -93,6 +96,7 @@ def matching_series(rule: AlertRule, source: SeriesQuery, now: float) -> dict[La
     return holding
 
 
+@lru_cache(maxsize=1 << 16)  # the same pods' label sets come back every round
 def _workload_key(labels: LabelSet) -> tuple[str, ...] | None:
     named = dict(labels)
     if any(name not in named for name in WORKLOAD_LABELS):
@@ -115,6 +119,54 @@ def _workload_starts(
     return found
 
 
+class _RuleAlerts:
+    """One rule's alerts. Each alert label set gets a small number (its series' labels are
+    looked up once per round, and every other step uses the number: hashing label sets was
+    most of a busy round), and the last value compared is kept apart from the alert, which
+    changes only with its state."""
+
+    __slots__ = ("alerts", "ids", "labels", "values")
+
+    def __init__(self) -> None:
+        #: Series labels -> the number of their alert's label set.
+        self.ids: dict[LabelSet, int] = {}
+        #: Number -> the alert's label set (the series' with ``alertname`` and ``severity``).
+        self.labels: list[LabelSet] = []
+        self.alerts: dict[int, Alert] = {}
+        self.values: dict[int, float] = {}
+
+    def identified(self, rule: AlertRule, series: Mapping[LabelSet, float]) -> dict[int, float]:
+        """``series`` by their alerts' numbers; series never seen are numbered now."""
+        if len(self.ids) > IDENTITIES_KEPT:
+            self._renumber()
+        ids, found = self.ids, {}
+        for labels, value in series.items():
+            number = ids.get(labels)
+            if number is None:
+                number = ids[labels] = len(self.labels)
+                self.labels.append(rule.alert_labels(labels))
+            found[number] = value
+        return found
+
+    def _renumber(self) -> None:
+        """Forget the numbers of series that have no alert now (series come and go)."""
+        kept = {number: self.labels[number] for number in self.alerts}
+        series = {labels: number for labels, number in self.ids.items() if number in kept}
+        renumbered = {old: new for new, old in enumerate(kept)}
+        self.labels = list(kept.values())
+        self.ids = {labels: renumbered[number] for labels, number in series.items()}
+        self.alerts = {renumbered[n]: alert for n, alert in self.alerts.items()}
+        self.values = {renumbered[n]: value for n, value in self.values.items()}
+
+    def current(self) -> list[Alert]:
+        """The alerts, in label order, each with the last value compared."""
+        out = []
+        for number, alert in self.alerts.items():
+            value = self.values[number]
+            out.append(alert if alert.value == value else replace(alert, value=value))
+        return sorted(out, key=_alert_labels)
+
+
 class RuleEngine:
     """The alerts of a set of rules, advanced one round at a time.
 
@@ -130,7 +182,7 @@ class RuleEngine:
                 raise ValueError(f"two alert rules are named {rule.name!r}")
             self._rules[rule.name] = rule
         self._retention = resolved_retention_s
-        self._alerts: dict[str, dict[LabelSet, Alert]] = {name: {} for name in self._rules}
+        self._state: dict[str, _RuleAlerts] = {name: _RuleAlerts() for name in self._rules}
         self._last: float | None = None
 
     @property
@@ -146,53 +198,64 @@ class RuleEngine:
         self._last = now
         transitions: list[AlertTransition] = []
         for rule in self._rules.values():
-            holding = {
-                rule.alert_labels(series): value
-                for series, value in matching_series(rule, source, now).items()
-            }
-            transitions += self._advance(rule, self._alerts[rule.name], holding, now)
+            state = self._state[rule.name]
+            holding = state.identified(rule, matching_series(rule, source, now))
+            transitions += self._advance(rule, state, holding, now)
         return transitions
 
     def _advance(
-        self,
-        rule: AlertRule,
-        alerts: dict[LabelSet, Alert],
-        holding: Mapping[LabelSet, float],
-        now: float,
+        self, rule: AlertRule, state: _RuleAlerts, holding: Mapping[int, float], now: float
     ) -> list[AlertTransition]:
         changes: list[AlertTransition] = []
-
-        def move(alert: Alert, after: Alert) -> None:
-            changes.append(
-                AlertTransition(rule.name, alert.labels, alert.state, after.state, after.value, now)
-            )
-
-        for labels in sorted(alerts.keys() | holding.keys()):
-            alert = alerts.get(labels)
-            if labels in holding:
-                value = holding[labels]
+        name, alerts, values, labels_of = rule.name, state.alerts, state.values, state.labels
+        # Alerts and transitions are made with their constructors, not dataclasses.replace:
+        # a busy round makes thousands of them.
+        for number in alerts.keys() | holding.keys():
+            alert = alerts.get(number)
+            value = holding.get(number)
+            if value is not None:
+                values[number] = value
                 if alert is None or alert.state is AlertState.RESOLVED:
-                    before = Alert(rule.name, labels, AlertState.INACTIVE, value, now)
-                    alert = replace(before, state=AlertState.PENDING)
-                    move(before, alert)
-                else:
-                    alert = replace(alert, value=value)
+                    labels = labels_of[number]
+                    alert = alerts[number] = Alert(name, labels, AlertState.PENDING, value, now)
+                    changes.append(
+                        AlertTransition(
+                            name, labels, AlertState.INACTIVE, AlertState.PENDING, value, now
+                        )
+                    )
                 if alert.state is AlertState.PENDING and now - alert.active_at >= rule.for_s:
-                    firing = replace(alert, state=AlertState.FIRING, fired_at=now)
-                    move(alert, firing)
-                    alert = firing
-                alerts[labels] = alert
+                    labels = labels_of[number]
+                    alerts[number] = Alert(
+                        name, labels, AlertState.FIRING, value, alert.active_at, now
+                    )
+                    changes.append(
+                        AlertTransition(
+                            name, labels, AlertState.PENDING, AlertState.FIRING, value, now
+                        )
+                    )
                 continue
             assert alert is not None
+            last = values[number]
             if alert.state is AlertState.PENDING:
-                move(alert, replace(alert, state=AlertState.INACTIVE))
-                del alerts[labels]
+                changes.append(
+                    AlertTransition(
+                        name, alert.labels, AlertState.PENDING, AlertState.INACTIVE, last, now
+                    )
+                )
+                del alerts[number], values[number]
             elif alert.state is AlertState.FIRING:
-                resolved = replace(alert, state=AlertState.RESOLVED, resolved_at=now)
-                move(alert, resolved)
-                alerts[labels] = resolved
+                alerts[number] = Alert(
+                    name, alert.labels, AlertState.RESOLVED, last, alert.active_at,
+                    alert.fired_at, now,
+                )  # fmt: skip
+                changes.append(
+                    AlertTransition(
+                        name, alert.labels, AlertState.FIRING, AlertState.RESOLVED, last, now
+                    )
+                )
             elif alert.resolved_at is not None and now - alert.resolved_at > self._retention:
-                del alerts[labels]
+                del alerts[number], values[number]
+        changes.sort(key=_by_labels)  # in label order (stable: one alert's two moves stay)
         return changes
 
     def replace_rules(self, rules: Iterable[AlertRule]) -> None:
@@ -202,14 +265,23 @@ class RuleEngine:
         fresh = RuleEngine(rules, self._retention)
         for name, rule in fresh._rules.items():
             if self._rules.get(name) == rule:
-                fresh._alerts[name] = self._alerts[name]
-        self._rules, self._alerts = fresh._rules, fresh._alerts
+                fresh._state[name] = self._state[name]
+        self._rules, self._state = fresh._rules, fresh._state
 
     def alerts(self, rule: str | None = None) -> list[Alert]:
-        """The alerts held now (pending, firing, and recently resolved), of one rule or all."""
+        """The alerts held now (pending, firing, and recently resolved), of one rule or all,
+        each with the last value compared."""
         names = self._rules if rule is None else (rule,)
-        return [alert for name in names for _, alert in sorted(self._alerts[name].items())]
+        return [alert for name in names for alert in self._state[name].current()]
 
     def active(self) -> list[Alert]:
         """Pending and firing alerts of every rule."""
         return [a for a in self.alerts() if a.state in (AlertState.PENDING, AlertState.FIRING)]
+
+
+def _alert_labels(alert: Alert) -> LabelSet:
+    return alert.labels
+
+
+def _by_labels(transition: AlertTransition) -> LabelSet:
+    return transition.labels

@@ -18,7 +18,7 @@ Not here: the arithmetic of reductions (``series_window.py``), the rings' arrays
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import NamedTuple, cast
 
 import numpy as np
@@ -49,6 +49,8 @@ from gpufleet.telemetry.series_window import (
 )
 
 SeriesKey = tuple[str, Labels]
+#: A factor per series, from the series' labels in the order given (see ``SeriesStore.query``).
+Scale = Callable[[Sequence[Labels]], npt.NDArray[np.float64]]
 
 
 class CoarsePoints(NamedTuple):
@@ -204,12 +206,16 @@ class SeriesStore:
         by: Sequence[str] | None = None,
         across: str = "sum",
         where: Where | None = None,
+        scale: Scale | None = None,
     ) -> dict[Labels, float]:
         """See :class:`~gpufleet.telemetry.series_query.GroupedSeriesQuery` (and the rule
         engine's ``SeriesQuery``, which this answers); ``where`` keeps only the values that
-        satisfy it (after the aggregation, as a PromQL comparison would). A window that fits
-        the fine ring's retention is answered exactly from it; a longer one from the coarse
-        ring, aligned to its buckets (see ``series_window``)."""
+        satisfy it (after the aggregation, as a PromQL comparison would). ``scale`` gives a
+        factor per series (from the series' labels, in the order given; a series whose factor
+        is not finite is left out), applied to its window value before ``where`` and the
+        grouping: a series over a constant of its own, such as memory used over each device's
+        memory. A window that fits the fine ring's retention is answered exactly from it; a
+        longer one from the coarse ring, aligned to its buckets (see ``series_window``)."""
         if fn not in WINDOW_FNS:
             raise ValueError(f"query: fn {fn!r} is not one of {list(WINDOW_FNS)}")
         if across not in ACROSS_FNS:
@@ -223,6 +229,10 @@ class SeriesStore:
         if not rows.size or self._rings.newest is None:
             return {}
         values, has = self._reduce(cast(WindowFn, fn), rows, window_s, now, phi)
+        if scale is not None:
+            factors = scale(labels)
+            has &= np.isfinite(factors)
+            values = values * np.where(has, factors, 0.0)
         if where is not None and by is None:
             has &= holding(values, where)
         kept = [labels[i] for i in np.flatnonzero(has)]
@@ -255,7 +265,7 @@ class SeriesStore:
         last = min(math.floor(now / shape.fine_step_s), newest)
         oldest_kept = newest - shape.fine_points + 1
         if first >= oldest_kept:
-            fine = rings.fine[np.ix_(self._fine_slots(first, last), rows)]
+            fine = _gather(rings.fine, self._fine_slots(first, last), rows)
             return reduce_fine(fn, fine, shape.fine, lo, hi, phi)
         per = shape.fine_per_coarse
         newest_bucket = newest // per
@@ -282,7 +292,7 @@ class SeriesStore:
         )
         if fn == "last":
             # The newest point is exact wherever the fine part of the window has one.
-            fine = rings.fine[np.ix_(self._fine_slots(oldest_kept, last), rows)]
+            fine = _gather(rings.fine, self._fine_slots(oldest_kept, last), rows)
             recent, in_fine = reduce_fine("last", fine, shape.fine, lo, hi)
             values = np.where(in_fine, recent, values)
         return values, has
@@ -406,3 +416,18 @@ class SeriesStore:
         self._lo = np.concatenate([self._lo, np.zeros(extra)])
         self._hi = np.concatenate([self._hi, np.ones(extra)])
         self._last_step = np.concatenate([self._last_step, np.full(extra, -1, np.int64)])
+
+
+def _gather(
+    ring: npt.NDArray[np.unsignedinteger],
+    slots: npt.NDArray[np.int64],
+    rows: npt.NDArray[np.int64],
+) -> npt.NDArray[np.unsignedinteger]:
+    """``ring[slots, rows]`` as a steps x series block: the series of one metric are mostly
+    numbered in a run (added together), which a slice takes row by row at memory speed."""
+    if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size and (
+        rows.size == 1 or bool((rows[1:] > rows[:-1]).all())
+    ):
+        block: npt.NDArray[np.unsignedinteger] = ring[slots, int(rows[0]) : int(rows[-1]) + 1]
+        return block
+    return ring[np.ix_(slots, rows)]

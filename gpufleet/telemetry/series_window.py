@@ -50,13 +50,14 @@ def reduce_fine(
     if fn == "count":
         return count.astype(np.float64), has
     if fn == "avg":
-        total = np.where(present, block, 0).sum(axis=0, dtype=np.int64)
+        # The codes' sum less the missing ones' (each counted as the missing code): no copy.
+        absent = block.shape[0] - count
+        total = block.sum(axis=0, dtype=np.int64) - absent * np.int64(quantizer.missing)
         return quantizer.decode(total / np.maximum(count, 1), lo, hi), has
     if fn == "max":
         return quantizer.decode(np.where(present, block, 0).max(axis=0, initial=0), lo, hi), has
-    if fn == "min":
-        lowest = np.where(present, block, quantizer.missing).min(axis=0, initial=quantizer.missing)
-        return quantizer.decode(lowest, lo, hi), has
+    if fn == "min":  # the missing code is the largest: it is never the least of a present one
+        return quantizer.decode(block.min(axis=0, initial=quantizer.missing), lo, hi), has
     if fn == "last":
         return quantizer.decode(_last(block, present), lo, hi), has
     values = np.where(present, quantizer.decode(block, lo, hi), np.nan)
