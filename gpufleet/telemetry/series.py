@@ -425,8 +425,10 @@ def _gather(
 ) -> npt.NDArray[np.unsignedinteger]:
     """``ring[slots, rows]`` as a steps x series block: the series of one metric are mostly
     numbered in a run (added together), which a slice takes row by row at memory speed."""
-    if rows.size and int(rows[-1]) - int(rows[0]) + 1 == rows.size and (
-        rows.size == 1 or bool((rows[1:] > rows[:-1]).all())
+    if (
+        rows.size
+        and int(rows[-1]) - int(rows[0]) + 1 == rows.size
+        and (rows.size == 1 or bool((rows[1:] > rows[:-1]).all()))
     ):
         block: npt.NDArray[np.unsignedinteger] = ring[slots, int(rows[0]) : int(rows[-1]) + 1]
         return block
