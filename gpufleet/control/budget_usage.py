@@ -31,7 +31,6 @@ from gpufleet.scheduling.plugins.budget import (
     BudgetSnapshot,
     budget_check_of,
     describe_status,
-    held_gpus,
     subtree_budgets,
 )
 
@@ -54,7 +53,7 @@ class BudgetUsage:
     """See the module docstring."""
 
     def __init__(self) -> None:
-        #: Queue -> GPUs its own running workloads held after the last turn.
+        #: Queue -> GPUs its own running workloads held after the last turn (budgeted subtrees').
         self._held: dict[str, float] = {}
         self._since: float | None = None
         #: Budgeted queue -> (its period, GPU-hours its subtree used in it up to ``_since``).
@@ -107,17 +106,15 @@ class BudgetUsage:
         return math.inf if reset is None else reset
 
     def after_cycles(self, core: SchedulerCore, now: float) -> None:
-        """Take what runs now, and note budgets that crossed a threshold."""
-        held: dict[str, float] = {}
-        for queue, running in core.state.running.by_queue.items():
-            gpus = sum(held_gpus(r.bound.values()) for r in running.values())
-            if gpus:
-                held[queue] = gpus
-        self._held = held
+        """Take what runs now (the budget check keeps it as workloads come and go: a turn
+        pays nothing where no budget is set), and note budgets that crossed a threshold."""
         self._since = now
         check = budget_check_of(core.admission_checks)
-        if check is not None and check.budgets:
-            self._notice(check, now)
+        if check is None or not check.budgets:
+            self._held = {}
+            return
+        self._held = dict(check.held)
+        self._notice(check, now)
 
     def _notice(self, check: BudgetCheck, now: float) -> None:
         for queue, status in check.statuses(now).items():

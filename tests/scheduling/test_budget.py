@@ -19,6 +19,7 @@ from gpufleet.scheduling.plugins.budget import (
     BudgetCheck,
     BudgetSnapshot,
     budget_check_of,
+    held_gpus,
 )
 from gpufleet.testing.builders import make_node, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core
@@ -218,3 +219,39 @@ def test_a_block_budget_is_exceeded_by_at_most_one_admitted_workload(
         turn(now)
     worth = max((g * h for g, h, _ in jobs), default=0.0)
     assert used_by(now) <= budget + worth + 1e-6
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shapes=st.lists(
+        st.tuples(
+            st.sampled_from(["research", "other"]),
+            st.sampled_from([1, 2, 0]),  # whole GPUs; 0: a share of one
+            st.integers(1, 2),  # pods
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    ends=st.lists(st.integers(0, 20), max_size=6),
+)
+def test_the_gpus_held_under_a_budget_are_kept_as_workloads_come_and_go(
+    shapes: list[tuple[str, int, int]], ends: list[int]
+) -> None:
+    """What the check keeps per queue (what the world counts hours from each turn) equals a
+    recount of the running set's placements, for the budgeted subtree's queues only."""
+    core = budgeted_core(BudgetAction.BLOCK, hours=1e9)
+    cluster = EchoCluster(core)
+    for i, (queue, gpus, pods) in enumerate(shapes):
+        shape: dict[str, object] = {"gpus": gpus} if gpus else {"gpus": 0, "milli": 250}
+        cluster.submit(make_workload(f"w{i}", queue, pods=pods, **shape), now=NOW)  # type: ignore[arg-type]
+    for pick in ends:
+        bound = sorted(cluster.running)
+        if bound:
+            cluster.finish(bound[pick % len(bound)], now=NOW)
+    recount: dict[str, float] = {}
+    for queue, in_queue in core.state.running.by_queue.items():
+        if queue == "research":
+            held = sum(held_gpus(r.bound.values()) for r in in_queue.values())
+            if held:
+                recount[queue] = held
+    assert check_of(core).held == pytest.approx(recount)

@@ -123,6 +123,11 @@ class BudgetCheck:
         #: Budgeted queue -> when its period ends, for the budgets that refused a workload
         #: (what they refused waits for that moment: :meth:`next_reset`).
         self.refusing: dict[str, float] = {}
+        #: Queue -> the GPUs its running workloads hold now, for the queues of budgeted
+        #: subtrees only (kept as workloads start, shrink and stop: the world counts hours
+        #: from it every turn), and what each of those workloads holds.
+        self.held: dict[str, float] = {}
+        self._holding: dict[str, tuple[str, float]] = {}
 
     # ------------------------------------------------------------------------- the world's
     def observe(self, snapshot: BudgetSnapshot) -> None:
@@ -219,17 +224,40 @@ class BudgetCheck:
 
     # ---------------------------------------------------------------------- running set
     def started(self, running: RunningWorkload) -> None:
-        """(Its hours are read from the running set when asked.) Started with its own
-        priority: what it had before a demotion need not be kept."""
+        """Started with its own priority: what it had before a demotion need not be kept."""
         if running.workload.priority != BUDGET_PRIORITY:
             self._demoted.pop(running.key, None)
+        self._hold(running)
 
     def shrunk(self, running: RunningWorkload, freed: Mapping[str, int]) -> None:
-        """(Its hours are read from the running set when asked.)"""
+        self._hold(running)
 
     def stopped(self, running: RunningWorkload) -> None:
         if running.evicted_for is None:  # finished: it will not be tried again
             self._demoted.pop(running.key, None)
+        self._let_go(running.key)
+
+    def _hold(self, running: RunningWorkload) -> None:
+        """What ``running`` holds now, counted in :attr:`held` if a budget covers its queue."""
+        queue = running.workload.queue
+        if not self._on_path.get(queue):
+            return
+        self._let_go(running.key)
+        gpus = held_gpus(running.bound.values())
+        if gpus:
+            self._holding[running.key] = (queue, gpus)
+            self.held[queue] = self.held.get(queue, 0.0) + gpus
+
+    def _let_go(self, key: str) -> None:
+        found = self._holding.pop(key, None)
+        if found is None:
+            return
+        queue, gpus = found
+        left = self.held[queue] - gpus
+        if left > 1e-9:
+            self.held[queue] = left
+        else:
+            del self.held[queue]
 
     def retagged(self, running: RunningWorkload, before: Workload) -> None:
         """(Its hours are read from the running set when asked.)"""
