@@ -226,6 +226,35 @@ def test_the_lean_utilisation_is_what_the_devices_report() -> None:
         assert len(lean) == 4
 
 
+def test_the_telemetry_kept_between_samples_follows_what_runs() -> None:
+    """SimTelemetry keeps the pods' domains until a placement, a release or a restart in place
+    changes them: after each, it reads what a new SimTelemetry reads."""
+    nodes = [make_node("n", gpus=2, model="H100")]
+    first, second = job("first", "training"), job("second", "notebook")
+    timed = [TimedWorkload(w, 0.0, 10 * HOUR) for w in (first, second)]
+    pods = [p for t in timed for p in t.workload.pods]
+    sim = SimulatedCluster(nodes, (), Mode.REPLAY, typical_shapes(pods), workloads=timed)
+    sim.poll_events()
+    kept = SimTelemetry(sim, seed=3)
+
+    def same_as_fresh(at: float) -> dict[tuple[str, str], float]:
+        sim.clock.advance_to(at)
+        reading = kept.pod_utilisation()
+        assert reading == SimTelemetry(sim, seed=3).pod_utilisation()
+        return reading
+
+    sim.apply([Bind(first.pods[0], Placement("n", (0,)))])
+    assert set(same_as_fresh(60.0)) == {("ml", "first")}
+    sim.apply([Bind(second.pods[0], Placement("n", (1,)))])
+    assert set(same_as_fresh(120.0)) == {("ml", "first"), ("ml", "second")}
+    before = same_as_fresh(1800.0)
+    # A restart in place: the run starts again where it is (its profile's ramp with it).
+    work = sim._work[first.pods[0].key]
+    work.started = 1800.0
+    sim.run_starts += 1
+    assert same_as_fresh(1800.0) != before
+
+
 PROFILES = st.sampled_from(["training", "inference", "notebook", "debug", "idle"])
 WORKLOADS = st.lists(
     st.tuples(

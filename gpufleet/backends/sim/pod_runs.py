@@ -88,6 +88,10 @@ class PodRuns:
         self._events = EventQueue()
         self._immediate: list[ClusterEvent] = []
         self._running: dict[str, Allocation] = {}
+        #: Bumped when a placed pod's run starts again where it is (a restart in place, a
+        #: Job's next completion): with the ground truth's clock (every placement and release),
+        #: it says whether what runs where changed (telemetry keeps what it derives until then).
+        self.run_starts = 0
         self._work: dict[str, PodWork] = {}
         self._pending: dict[str, Pod] = {}
 
@@ -193,11 +197,13 @@ class PodRuns:
         elif step is Next.NEXT:  # the Job's next completion, where this one ran
             work.remaining = work.full
             work.started = now
+            self.run_starts += 1
             work.run += 1
             self._begin(work, now)
         elif step is Next.RESTART:
             work.run += 1
             work.started = now
+            self.run_starts += 1
             self._events.push(now + verdict.delay, RESTART, (key, work.run))
         elif step is Next.REPLACE:
             if verdict.fresh:

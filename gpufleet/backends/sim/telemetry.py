@@ -85,6 +85,9 @@ class SimTelemetry(TelemetrySource):
         self._specs: list[GpuSpec] = []
         self._domain_template: list[tuple[int, float, int]] = []  # (gpu position, part, MiB)
         self._domain_of: dict[tuple[str, int, int], int] = {}
+        self._made: (
+            tuple[tuple[int, int], list[Domain], dict[int, list[tuple[Pod, float]]]] | None
+        ) = None
         for node in world.nodes:
             layout = _NodeLayout(node, first_domain=len(self._domain_template))
             for gpu in node.gpus:
@@ -127,7 +130,18 @@ class SimTelemetry(TelemetrySource):
 
     def _domains(self) -> tuple[list[Domain], dict[int, list[tuple[Pod, float]]]]:
         """Every compute domain with the pods on it, and the pods holding each (and how
-        much of it), as the world places them now."""
+        much of it), as the world places them now: made again only when a placement, a
+        release or a run's restart changed them (a run samples every simulated minute, and
+        most minutes nothing moved)."""
+        world = self.world
+        key = (world.world.clock, world.run_starts)
+        if self._made is not None and self._made[0] == key:
+            return self._made[1], self._made[2]
+        domains, users = self._make_domains()
+        self._made = (key, domains, users)
+        return domains, users
+
+    def _make_domains(self) -> tuple[list[Domain], dict[int, list[tuple[Pod, float]]]]:
         pods: list[list[PodLoad]] = [[] for _ in self._domain_template]
         users: dict[int, list[tuple[Pod, float]]] = {}
         for pod, placement, started in self.world.placed():
