@@ -125,7 +125,8 @@ class ReplicaService:
 
 @dataclass(frozen=True, slots=True)
 class InferenceService:
-    """The request load and replica service of one inference workload (its key)."""
+    """The request load and replica service of one inference workload: ``workload`` is the
+    key of what makes its replicas (``prod/Deployment/chat``)."""
 
     workload: str
     load: RequestLoad
