@@ -75,6 +75,13 @@ def scheduler(
         Path | None,
         typer.Option(help="scheduling profile YAML: which plugin at each extension point"),
     ] = None,
+    guard_gangs: Annotated[
+        bool,
+        typer.Option(
+            help="annotate the pods of the gangs it binds so that Cluster Autoscaler and "
+            "Karpenter leave their nodes alone (safe-to-evict: false, do-not-disrupt: true)"
+        ),
+    ] = True,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
 ) -> None:
     """Run as the GPU scheduler of a Kubernetes cluster, for pods naming --scheduler-name.
@@ -125,6 +132,7 @@ def scheduler(
         identity=identity or default_identity(),
         binders=binders,
         admission=AdmissionConfig(min_runtime=min_runtime, gang_ready_timeout=gang_ready_timeout),
+        guard_gangs=guard_gangs,
     )
     if scheduling_profile is not None:
         options = dataclasses.replace(options, profile=scheduling_profile)

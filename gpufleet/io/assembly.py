@@ -321,6 +321,9 @@ class ScenarioBuilder(Catalog):
         preemptible = _agreed(
             [s.preemptible for s in settings], label, f"agree on {PREEMPTIBLE_ANNOTATION}"
         )
+        # The autoscalers' "leave it running" (on any of its pods) is gpufleet's too, unless
+        # gpufleet.dev/preemptible says otherwise.
+        protected = any(s.protected is not None for s in settings)
         runtime = _agreed(
             [s.expected_runtime for s in settings], label, f"agree on {EXPECTED_RUNTIME_ANNOTATION}"
         )
@@ -342,7 +345,7 @@ class ScenarioBuilder(Catalog):
             priority_class=class_name,
             preemption_policy=policy,
             min_member=min_member,
-            preemptible=True if preemptible is None else preemptible.value,
+            preemptible=not protected if preemptible is None else preemptible.value,
             expected_runtime=None if runtime is None else runtime.value,
             checkpoint_interval=None if interval is None else interval.value,
             topology=None if topology is None else topology.value,

@@ -25,6 +25,11 @@ them: :mod:`gpufleet.model.sharing`):
 
 ``gpufleet.dev/gpu-share`` (the agent's share slots) is an extended resource like any other.
 
+A node takes no new pods when it is cordoned (``spec.unschedulable``) or carries a taint that
+announces its end (:mod:`.node_ends`: being removed by the cluster autoscaler or Karpenter,
+about to be terminated, unreachable, not ready): it is read as unschedulable, with the reason
+``explain`` gives (the end's, before the cordon's), whatever the pods tolerate.
+
 It does not read files or check that node names are unique across a file
 (``kubernetes.read_nodes`` does), and it does not model what is in use on the node.
 """
@@ -47,6 +52,7 @@ from gpufleet.io.mig_layout import (
     parse_mig_layout,
     summarize,
 )
+from gpufleet.io.node_ends import going_away
 from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mib
 from gpufleet.model import (
     GFD_LABELS,
@@ -128,14 +134,17 @@ def node_from_object(obj: Mapping[str, Any], source: str, location: str | None =
             "spec.unschedulable", f"expected true or false, got {describe(unschedulable)}"
         )
     defaults = {GFD_LABELS.HOSTNAME: name, **gfd_labels(gpus, sharing)}
+    taints = _taints(context, spec.get("taints"))
+    ending = going_away(taints)
     return Node(
         name,
         cpu,
         memory,
         gpus,
         {**defaults, **labels},
-        _taints(context, spec.get("taints")),
-        unschedulable,
+        taints,
+        unschedulable or ending is not None,
+        unschedulable_reason="" if ending is None else ending.reason,
         extended=tuple((key, count) for key, count in extended if count),
         gpu_sharing=sharing,
     )

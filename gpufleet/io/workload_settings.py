@@ -1,8 +1,9 @@
 """What a workload object (or its pod template; the object wins) says about admission: the
-``gpufleet.dev/queue`` and pod-group labels, ``priorityClassName`` / ``priority``, and the
+``gpufleet.dev/queue`` and pod-group labels, ``priorityClassName`` / ``priority``, the
 ``gpufleet.dev/`` annotations preemptible, expected-runtime, checkpoint-interval, topology,
-topology-level and mixed-gpu-models, each kept with the field it came from
-(:func:`workload_settings`).
+topology-level and mixed-gpu-models, and the autoscalers' annotations that protect it from
+disruption (:mod:`.disruption`: it is then not preemptible unless ``gpufleet.dev/preemptible``
+says so), each kept with the field it came from (:func:`workload_settings`).
 
 It reads settings only: resolving the queue or priority class they name and assembling the
 workload is ``assembly``'s.
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from gpufleet.io.disruption import protecting_key, protection
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION
 from gpufleet.io.manifests import Context
@@ -80,6 +82,8 @@ class WorkloadSettings:
     checkpoint_interval: Setting[float] | None = None
     topology: Setting[TopologyRequest] | None = None
     mixed_models: Setting[bool] | None = None
+    #: The autoscaler annotation that protects it from disruption (``key: "value"``).
+    protected: Setting[str] | None = None
 
 
 def workload_settings(
@@ -130,7 +134,17 @@ def workload_settings(
             annotations.get(TOPOLOGY_ANNOTATION), annotations.get(TOPOLOGY_LEVEL_ANNOTATION)
         ),
         mixed_models=_parsed(annotations.get(MIXED_MODELS_ANNOTATION), _boolean),
+        protected=_protected(annotations),
     )
+
+
+def _protected(annotations: Mapping[str, Setting[str]]) -> Setting[str] | None:
+    plain = {key: setting.value for key, setting in annotations.items()}
+    key = protecting_key(plain)
+    if key is None:
+        return None
+    found = annotations[key]
+    return Setting(protection(plain) or key, found.context, found.field)
 
 
 def _parsed(setting: Setting[str] | None, parser: Callable[[str], T]) -> Setting[T] | None:

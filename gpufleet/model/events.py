@@ -3,8 +3,10 @@
 The scheduling core acts on the first eight kinds (a node added or removed, a pod or workload
 to schedule, a pod bound, ready, gone, or a bind that failed), on
 :class:`DeviceHealthChanged` (a node's agent saw GPUs fail or recover: applied at once, pods
-running there or not) and on :class:`WorkloadDemoted` (an idle policy lowered a running
-workload to preemptible). A world may say more about what
+running there or not), on :class:`NodeSchedulingChanged` (a node cordoned, being removed or
+back: applied at once too), on :class:`WorkloadDemoted` (an idle policy lowered a running
+workload to preemptible) and on :class:`WorkloadDisrupted` (a running workload to evict whole,
+its node going away). A world may say more about what
 happened to a pod than the core needs: why it is gone (:class:`PodEnd`), a container restarted
 or a Job's next completion run in place (:class:`PodRestarted`), a job ended
 (:class:`JobEnded`). Those are for the other observers of a world (the control plane's book of
@@ -16,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gpufleet.model.node import Node
+from gpufleet.model.node import Node, Taint
 from gpufleet.model.placement import Placement
 from gpufleet.model.pod import Pod
 from gpufleet.model.workload import Workload
@@ -48,6 +50,19 @@ class DeviceHealthChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeSchedulingChanged:
+    """Which new pods may go to node ``node`` from now on: none if ``unschedulable`` (why:
+    ``reason``, as :attr:`~gpufleet.model.node.Node.unschedulable_reason`), else those that
+    tolerate its ``taints`` (all of them, as they are now). Applied at once, pods running
+    there or not (they stay)."""
+
+    node: str
+    unschedulable: bool
+    reason: str = ""
+    taints: tuple[Taint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class PodAdded:
     """A pod to schedule (pending)."""
 
@@ -56,10 +71,13 @@ class PodAdded:
 
 @dataclass(frozen=True, slots=True)
 class PodBound:
-    """A pod runs on ``placement`` though this core did not bind it (or it is restarting)."""
+    """A pod runs on ``placement`` though this core did not bind it (or it is restarting).
+    ``preemptible`` False: the core must never evict it (it says so: ``gpufleet.dev/
+    preemptible: "false"``, or an autoscaler's do-not-disrupt annotation)."""
 
     pod: Pod
     placement: Placement
+    preemptible: bool = True
 
 
 class PodEnd(StrEnum):
@@ -116,6 +134,19 @@ class WorkloadDemoted:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadDisrupted:
+    """Evict the running workload ``key`` whole, now, and let it wait again at its place (as a
+    preemption victim does): a node it runs on is going away (being removed by an autoscaler,
+    about to be terminated, unreachable). ``key`` is the workload's, or one of its bound pods'
+    (a world that sees pods, Kubernetes, names each pod of the gang). ``reason`` is told with
+    the evictions. A workload not running (waiting, being evicted, finished) is left as it is.
+    It is evicted whatever its priority and preemptibility: the node goes either way."""
+
+    key: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class PodReady:
     """A bound pod is running (its containers started): gangs wait for all their pods."""
 
@@ -147,6 +178,7 @@ ClusterEvent = (
     NodeAdded
     | NodeRemoved
     | DeviceHealthChanged
+    | NodeSchedulingChanged
     | PodAdded
     | WorkloadAdded
     | PodBound
@@ -156,4 +188,5 @@ ClusterEvent = (
     | PodRestarted
     | JobEnded
     | WorkloadDemoted
+    | WorkloadDisrupted
 )

@@ -73,6 +73,10 @@ class Node:
     extended: tuple[tuple[str, int], ...] = ()
     #: What the device plugin advertises for the devices that are not MIG-partitioned.
     gpu_sharing: GpuSharing = NO_SHARING
+    #: Why no new pod may go there, when ``unschedulable`` (``explain`` counts the node under
+    #: it: "node(s) are being removed by the cluster autoscaler"); empty for a plain cordon
+    #: ("node(s) were unschedulable", kube-scheduler's words).
+    unschedulable_reason: str = ""
 
     @property
     def gpu_count(self) -> int:
@@ -102,6 +106,15 @@ class Node:
     def unhealthy_gpus(self) -> tuple[int, ...]:
         """Indices of the devices marked unhealthy (nothing new is placed on them)."""
         return tuple(g.index for g in self.gpus if not g.healthy)
+
+
+#: kube-scheduler's reason for a node that takes no new pods, when no other reason is known.
+UNSCHEDULABLE_REASON = "node(s) were unschedulable"
+
+
+def unschedulable_reason(node: Node) -> str:
+    """Why no new pod may go to ``node`` (it is unschedulable)."""
+    return node.unschedulable_reason or UNSCHEDULABLE_REASON
 
 
 def with_gpu_health(node: Node, unhealthy: Iterable[int]) -> Node:

@@ -27,7 +27,7 @@ from enum import StrEnum
 
 from gpufleet.model.affinity import PlacementRules
 from gpufleet.model.gpu import GPU_RESOURCE, GPU_RESOURCES, MILLI_PER_GPU
-from gpufleet.model.node import TaintEffect
+from gpufleet.model.node import Taint, TaintEffect
 from gpufleet.model.selectors import NodeSelectorRequirement, NodeSelectorTerm
 
 __all__ = [
@@ -123,6 +123,15 @@ class Toleration:
     operator: str = "Equal"  # Equal or Exists
     value: str = ""
     effect: TaintEffect | None = None
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' matching rule: no effect matches every effect; ``Exists`` without a
+        key tolerates every taint."""
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return self.key is None or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,9 +25,11 @@ configures is a plugin (:mod:`.framework`, :mod:`.profile`):
    reservation (:mod:`.backfill`).
 
 Events (:meth:`SchedulerCore.handle`) move workloads between waiting, running and being
-evicted (:mod:`.lifecycle`); a node's devices failing or recovering
-(``DeviceHealthChanged``) change what its row offers at once (:mod:`.node_table`). Call cycles
-until one admits and evicts nothing (:meth:`SchedulerCore.run_until_idle`); with one queue
+evicted (:mod:`.lifecycle`; evicted whole by the next cycle when a node they run on goes away:
+``WorkloadDisrupted``); a node's devices failing or recovering (``DeviceHealthChanged``) change
+what its row offers at once, and so does a node that stops or resumes taking new pods, or
+whose taints change (``NodeSchedulingChanged``) (:mod:`.node_table`). Call cycles until one
+admits and evicts nothing (:meth:`SchedulerCore.run_until_idle`); with one queue
 without quota and one-pod workloads this is the plain placement loop of the fill-up mode. What
 waits and why, and what runs where, reads as values: :meth:`SchedulerCore.view` (:mod:`.view`,
 filled by :mod:`.explain`).
@@ -50,12 +52,14 @@ from gpufleet.model.events import (
     DeviceHealthChanged,
     NodeAdded,
     NodeRemoved,
+    NodeSchedulingChanged,
     PodAdded,
     PodBound,
     PodDeleted,
     PodReady,
     WorkloadAdded,
     WorkloadDemoted,
+    WorkloadDisrupted,
 )
 from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.times import TimeFormat, simulated_time
@@ -171,7 +175,7 @@ class SchedulerCore:
         elif isinstance(event, PodReady):
             lifecycle.pod_ready(event.key)
         elif isinstance(event, PodBound):
-            lifecycle.pod_bound(event.pod, event.placement)
+            lifecycle.pod_bound(event.pod, event.placement, event.preemptible)
         elif isinstance(event, BindFailed):
             lifecycle.bind_failed(event.key, event.reason)
         elif isinstance(event, NodeAdded):
@@ -183,8 +187,23 @@ class SchedulerCore:
             self.explainer.nodes_changed()
         elif isinstance(event, DeviceHealthChanged):
             self._device_health(event)
+        elif isinstance(event, NodeSchedulingChanged):
+            self._node_scheduling(event)
         elif isinstance(event, WorkloadDemoted):
             lifecycle.demote(event.key)
+        elif isinstance(event, WorkloadDisrupted):
+            lifecycle.disrupt(event.key, event.reason)
+
+    def _node_scheduling(self, event: NodeSchedulingChanged) -> None:
+        """A node stops or resumes taking new pods, or its taints change: applied at once,
+        pods running there or not (they stay); what waits may fit on it now."""
+        table = self.table
+        row = table.row_of.get(event.node)
+        if row is None or not table.alive[row]:
+            return
+        if table.set_scheduling(row, not event.unschedulable, event.reason, event.taints):
+            self.explainer.nodes_changed()
+            self.parking.wake_for_rows([row])
 
     def _device_health(self, event: DeviceHealthChanged) -> None:
         """Some GPUs of a node failed or recovered: applied at once, pods running there or

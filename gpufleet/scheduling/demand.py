@@ -295,12 +295,8 @@ def _requirement_mask(table: NodeTable, req: NodeSelectorRequirement) -> BoolArr
 
 
 def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """Kubernetes' toleration matching rule."""
-    if toleration.effect is not None and toleration.effect != taint.effect:
-        return False
-    if toleration.operator == "Exists":
-        return toleration.key is None or toleration.key == taint.key
-    return toleration.key == taint.key and toleration.value == taint.value
+    """Kubernetes' toleration matching rule (:meth:`Toleration.tolerates`)."""
+    return toleration.tolerates(taint)
 
 
 def _taint_mask(table: NodeTable, tolerations: tuple[Toleration, ...]) -> BoolArray | None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from gpufleet.model import GFD_LABELS, MILLI_PER_GPU, Pod
+from gpufleet.model.node import UNSCHEDULABLE_REASON
 from gpufleet.scheduling import interpod, spread
 from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.framework import FilterPlugin
@@ -40,7 +41,20 @@ class NodeUnschedulable:
         return table.schedulable[_sel(table, rows)]
 
     def reasons(self, table: NodeTable, demand: Demand) -> Mapping[str, BoolArray]:
-        return {"node(s) were unschedulable": ~self.mask(table, demand)}
+        """Each unschedulable node under its own reason (cordoned, being removed by an
+        autoscaler, not ready...: :attr:`NodeTable.unschedulable_reasons`)."""
+        failing = ~self.mask(table, demand)
+        plain = failing.copy()
+        found: dict[str, BoolArray] = {}
+        for row, why in table.unschedulable_reasons.items():
+            if row >= failing.size or not failing[row] or why == UNSCHEDULABLE_REASON:
+                continue
+            mask = found.get(why)
+            if mask is None:
+                mask = found[why] = np.zeros(failing.size, np.bool_)
+            mask[row] = True
+            plain[row] = False
+        return {UNSCHEDULABLE_REASON: plain, **found}
 
 
 class GpuModel:

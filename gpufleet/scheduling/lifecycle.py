@@ -8,7 +8,9 @@ pod that ends gives its devices and quota back and wakes what that could help; w
 pod of a workload being evicted is gone, the workload waits again, at its first arrival's
 place (or, after a failure, as a new arrival once its backoff has passed). A failed bind
 releases the gang, and a gang whose permit ended (not ready in time) is evicted: both wait
-out a backoff that doubles with each failure. A pod found bound by someone else takes exactly
+out a backoff that doubles with each failure. A workload whose node goes away
+(:meth:`Lifecycle.disrupt`) is evicted whole by the next cycle and waits again at its place,
+as a preemption victim does. A pod found bound by someone else takes exactly
 the devices it holds. A running workload may be lowered to preemptible at the lowest priority
 (:meth:`Lifecycle.demote`: an idle policy's ``Preemptible``), and stays so for its life.
 
@@ -50,12 +52,14 @@ class Lifecycle:
         #: kept while it waits again, so that its backoff grows.
         self._failures: dict[str, int] = {}
         self._failed_binds: list[tuple[str, str]] = []
+        #: (workload or pod key, why) of running workloads to evict whole next cycle.
+        self._disrupted: list[tuple[str, str]] = []
 
     # ----------------------------------------------------------------------------- arrivals
-    def lone(self, pod: Pod) -> Workload:
+    def lone(self, pod: Pod, preemptible: bool = True) -> Workload:
         return Workload(
             pod.name, pod.namespace, (pod,), self.state.quotas.queue_for(pod), pod.priority,
-            labels=pod.labels,
+            preemptible=preemptible, labels=pod.labels,
         )  # fmt: skip
 
     def add(self, workload: Workload) -> None:
@@ -154,9 +158,20 @@ class Lifecycle:
         for bound in running.bound.values():
             actions.append(Evict(bound.pod, reason, preemptor))
 
+    def disrupt(self, key: str, reason: str) -> None:
+        """Evict the running workload ``key`` (or the one that owns the pod ``key``) whole
+        next cycle: its node goes away. See :class:`~gpufleet.model.events.WorkloadDisrupted`."""
+        self._disrupted.append((key, reason))
+
     def evict_failed(self, actions: list[Action]) -> None:
-        """Gangs with a failed bind, and gangs whose permit ended: released, retried later."""
+        """Gangs with a failed bind, and gangs whose permit ended: released, retried later.
+        Workloads whose node goes away: evicted whole, waiting again at their place."""
         state = self.state
+        for key, reason in self._disrupted:
+            running = state.running.get(state.running.owner.get(key, key))
+            if running is not None:
+                self.evict(running, reason, actions, None)
+        self._disrupted.clear()
         for key, reason in self._failed_binds:
             running = state.running.get(key)
             if running is not None:
@@ -232,8 +247,9 @@ class Lifecycle:
             self._forget(running)
             self.enqueue(running.workload, self._requeue_at.pop(running.key), again=True)
 
-    def pod_bound(self, pod: Pod, placement: Placement) -> None:
-        """Take exactly the devices a pod already holds (bound by someone else, or a resync)."""
+    def pod_bound(self, pod: Pod, placement: Placement, preemptible: bool = True) -> None:
+        """Take exactly the devices a pod already holds (bound by someone else, or a resync);
+        ``preemptible`` False: never evict it."""
         state = self.state
         if pod.key in state.running.owner:
             return
@@ -268,7 +284,7 @@ class Lifecycle:
         )
         bound = Bound(pod, placement, allocation)
         usage = state.requests.usage_of([bound])
-        workload = self.lone(pod)
+        workload = self.lone(pod, preemptible)
         state.quotas.charge(workload, usage)
         state.running.track(
             RunningWorkload(workload, {pod.key: bound}, usage, state.now, state.now)

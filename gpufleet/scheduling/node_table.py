@@ -11,6 +11,11 @@ that changed. (What a unit holds: :mod:`gpufleet.model.sharing`.)
 Changes happen one row at a time through :meth:`NodeTable.allocate` and
 :meth:`NodeTable.release`.
 
+A node may stop taking new pods, and take them again, while pods run there
+(:meth:`NodeTable.set_scheduling`: cordoned, tainted, being removed by an autoscaler, not
+ready): its ``schedulable`` flag (with the reason ``explain`` gives) and hard taints change in
+place, and static masks are rebuilt (``topology_version``), as when nodes join or leave.
+
 A device its node's agent marked unhealthy (:meth:`NodeTable.set_unhealthy`) takes nothing new:
 its free milli-GPU, its free MIG slices and the units of the node's GPU resource it advertises
 are withheld (``gpu_free`` reads 0 there, so every filter, score and device choice skips it with
@@ -27,13 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.model import GPU_RESOURCE, MILLI_PER_GPU, Node, TaintEffect
-from gpufleet.model.node import Taint
+from gpufleet.model.node import UNSCHEDULABLE_REASON, Taint, unschedulable_reason
 from gpufleet.model.sharing import held_gpu_milli
 from gpufleet.scheduling.pod_index import PodIndex
 
@@ -163,6 +168,8 @@ class NodeTable:
         self._positions: list[dict[int, int]] = []
         #: Rows with unhealthy devices (empty on a healthy cluster: the hot path tests that).
         self._sick: dict[int, _Sickness] = {}
+        #: Why each unschedulable live row takes no new pods (explain's reason).
+        self.unschedulable_reasons: dict[int, str] = {}
         self._allocate_columns(max(len(nodes), 16))
         for node in nodes:
             self.add_node(node)
@@ -307,12 +314,7 @@ class NodeTable:
             if rid is None:
                 rid = self._add_extended(name)
             self.ext_cap[row, rid] = self.ext_free[row, rid] = amount
-        for taint in node.taints:
-            if taint.effect in _HARD_EFFECTS:
-                tid = self.taint_id.get(taint)
-                if tid is None:
-                    tid = self._add_taint(taint)
-                self.hard_taints[row, tid] = True
+        self._set_taints(row, node.taints)
         for key, value in node.labels.items():
             values = self.label_values.setdefault(key, {})
             vid = values.setdefault(value, len(values))
@@ -322,6 +324,8 @@ class NodeTable:
             column[row] = vid
         self.alive[row] = True
         self.schedulable[row] = not node.unschedulable
+        if node.unschedulable:
+            self.unschedulable_reasons[row] = unschedulable_reason(node)
         unhealthy = [p for p, gpu in enumerate(node.gpus) if not gpu.healthy]
         if unhealthy:
             self._withhold(row, frozenset(unhealthy))
@@ -335,12 +339,56 @@ class NodeTable:
         """Mark a node dead; its row stays (allocations on it are the caller's to drop)."""
         row = self.row_of[name]
         self._sick.pop(row, None)
+        self.unschedulable_reasons.pop(row, None)
         self.alive[row] = False
         self.schedulable[row] = False
         self._touch(row)
         self._forget_trial_states()
         self.topology_version += 1
         return row
+
+    def set_scheduling(
+        self, row: int, schedulable: bool, reason: str = "", taints: Sequence[Taint] | None = None
+    ) -> bool:
+        """Whether new pods may go to the live ``row`` from now on (``reason``: why not, else
+        kube-scheduler's "node(s) were unschedulable"), and the node's ``taints`` now (None:
+        as they were); whether anything changed. What runs there stays. Not inside a trial:
+        like health, a fact between cycles."""
+        if self._undo is not None:
+            raise RuntimeError("a node's scheduling cannot change inside a trial")
+        node = self.nodes[row]
+        if not self.alive[row]:
+            raise ValueError(f"node {node.name!r} is not in the cluster")
+        why = "" if schedulable else reason or UNSCHEDULABLE_REASON
+        taints = node.taints if taints is None else tuple(taints)
+        if (
+            bool(self.schedulable[row]) == schedulable
+            and self.unschedulable_reasons.get(row, "") == why
+            and taints == node.taints
+        ):
+            return False
+        self.nodes[row] = replace(
+            node, taints=taints, unschedulable=not schedulable, unschedulable_reason=why and reason
+        )
+        self.schedulable[row] = schedulable
+        if schedulable:
+            self.unschedulable_reasons.pop(row, None)
+        else:
+            self.unschedulable_reasons[row] = why
+        self.hard_taints[row] = False
+        self._set_taints(row, taints)
+        self._touch(row)
+        self._forget_trial_states()
+        self.topology_version += 1  # static masks start from these columns
+        return True
+
+    def _set_taints(self, row: int, taints: Sequence[Taint]) -> None:
+        for taint in taints:
+            if taint.effect in _HARD_EFFECTS:
+                tid = self.taint_id.get(taint)
+                if tid is None:
+                    tid = self._add_taint(taint)
+                self.hard_taints[row, tid] = True
 
     def position_of(self, row: int) -> Mapping[int, int]:
         """GPU index -> column position on ``row`` (read-only)."""

@@ -13,6 +13,12 @@ Owns the calls behind :class:`~gpufleet.service.kube_plane.KubeControlPlane`'s i
 * Preemptible: the label :data:`~gpufleet.model.idle.PREEMPTIBLE_LABEL` on each pod, which the
   kube backend turns into the core's ``WorkloadDemoted`` (the scheduler lowers the workload).
 
+None of them touches a workload a pod of which the node autoscalers are told to leave running
+(``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``, ``karpenter.sh/do-not-disrupt:
+"true"``, not the ones gpufleet writes on its gangs: :mod:`gpufleet.io.disruption`):
+:func:`protected` names the pod, and the step is done without acting, saying so (not asked
+again next round: the annotation is a standing wish).
+
 Each returns an :class:`~gpufleet.service.base.IdleOutcome`; the reclaimer records the event.
 It decides nothing and holds no lock (the plane copies the pods it acts on first).
 """
@@ -24,6 +30,7 @@ from typing import Any
 
 from gpufleet.backends.kube.api import ApiError, KubeApi, rfc3339
 from gpufleet.backends.kube.writer import ObjectWriter
+from gpufleet.io.disruption import protection
 from gpufleet.model.idle import CHECKPOINT_REQUESTED_ANNOTATION, PREEMPTIBLE_LABEL
 from gpufleet.service.base import IdleOutcome
 from gpufleet.service.kube_writes import OWNER_ANNOTATION
@@ -31,6 +38,18 @@ from gpufleet.service.kube_writes import OWNER_ANNOTATION
 Obj = dict[str, Any]
 #: The kinds whose ``scale`` subresource ScaleToZero patches.
 SCALED_KINDS = ("Deployment", "StatefulSet", "ReplicaSet")
+
+
+def protected(objects: Sequence[Obj], what: str) -> IdleOutcome | None:
+    """The outcome of a step that must not act (``what``: "not stopped"...) because a pod of
+    ``objects`` is protected from disruption; None when none is."""
+    for obj in objects:
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        why = protection(annotations)
+        if why is not None:
+            name = (obj.get("metadata") or {}).get("name")
+            return IdleOutcome(note=f"{what}: pod {name} is annotated {why}")
+    return None
 
 
 def evict_pods(api: KubeApi, pods: Sequence[tuple[str, str]]) -> IdleOutcome:

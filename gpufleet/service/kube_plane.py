@@ -461,12 +461,19 @@ class KubeControlPlane(PlaneBase):
 
     # ----------------------------------------------------------------------------- idle GPUs
     def stop_idle(self, key: str, by: str) -> IdleOutcome:
-        """Evict the workload's pods through the Eviction API (see :mod:`.kube_idle`)."""
-        return kube_idle.evict_pods(self.writer.api, self._live_pods(key)[0])
+        """Evict the workload's pods through the Eviction API (see :mod:`.kube_idle`), unless
+        a pod of it is protected from disruption."""
+        names, objects = self._live_pods(key)
+        kept = kube_idle.protected(objects, "not stopped")
+        return kept or kube_idle.evict_pods(self.writer.api, names)
 
     def scale_to_zero(self, key: str, by: str) -> IdleOutcome:
-        """Scale its Deployment or StatefulSet to zero; pods of neither are evicted."""
+        """Scale its Deployment or StatefulSet to zero; pods of neither are evicted (neither
+        when a pod of it is protected from disruption)."""
         objects = self._live_pods(key)[1]
+        kept = kube_idle.protected(objects, "not scaled to zero")
+        if kept is not None:
+            return kept
         namespace = split_workload_key(key)[0]
         kind, name = kube_idle.owner_to_scale(self.writer, namespace, objects)
         if not kind:
@@ -479,7 +486,9 @@ class KubeControlPlane(PlaneBase):
         return kube_idle.request_checkpoint(self.writer, self._live_pods(key)[0], at)
 
     def demote(self, key: str) -> IdleOutcome:
-        return kube_idle.mark_preemptible(self.writer, self._live_pods(key)[0])
+        names, objects = self._live_pods(key)
+        kept = kube_idle.protected(objects, "not made preemptible")
+        return kept or kube_idle.mark_preemptible(self.writer, names)
 
     def _live_pods(self, key: str) -> tuple[list[tuple[str, str]], list[Obj]]:
         """(namespace, name) of the workload's pods not finished, and their cached objects."""

@@ -1,7 +1,8 @@
 """Idle policies on Kubernetes (the fake API server): Stop posts policy/v1 Evictions of the
 workload's pods, retried next round while a PodDisruptionBudget forbids one; ScaleToZero patches
 the scale subresource of the Deployment that owns the pods' ReplicaSet; Checkpoint and
-Preemptible annotate and label the pods."""
+Preemptible annotate and label the pods; none of them touches a workload the node autoscalers
+are told to leave running."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
+
+from gpufleet.io.disruption import gang_guard
 from gpufleet.model.idle import (
     CHECKPOINT_REQUESTED_ANNOTATION,
     PREEMPTIBLE_LABEL,
@@ -218,3 +222,39 @@ def test_a_dry_run_on_kubernetes_writes_nothing(cluster: Cluster) -> None:  # no
     assert writes == []
     (event,) = idle_events(cluster, "team-a/Pod/lone")
     assert (event.type, event.message[:18]) == ("Normal", "dry run: would sto")
+
+
+@pytest.mark.parametrize(
+    ("action", "annotations", "acted"),
+    [
+        (IdleAction.STOP, {}, True),
+        (IdleAction.STOP, {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}, False),
+        (IdleAction.STOP, {"karpenter.sh/do-not-disrupt": "true"}, False),
+        (IdleAction.SCALE_TO_ZERO, {"karpenter.sh/do-not-disrupt": "true"}, False),
+        (IdleAction.PREEMPTIBLE, {"karpenter.sh/do-not-disrupt": "true"}, False),
+        # What gpufleet writes on the gangs it binds is not the user's protection.
+        (IdleAction.STOP, gang_guard({}), True),
+    ],
+    ids=["plain", "safe-to-evict", "do-not-disrupt", "scale-to-zero", "preemptible", "our-guard"],
+)
+def test_a_workload_the_autoscalers_must_leave_running_is_left_running(
+    cluster: Cluster,  # noqa: F811
+    action: IdleAction,
+    annotations: dict[str, str],
+    acted: bool,
+) -> None:
+    doc = pod("nb", "idle")
+    doc["metadata"]["annotations"].update(annotations)
+    start(cluster, doc)
+    reclaimer(cluster, ["nb"], policy("idle", action, "idle"))
+    observatory = cluster.plane.observatory
+    assert observatory is not None
+    before = len(cluster.server.requests)
+    observatory.observe(time.time() + 60)
+    writes = [r for r in cluster.server.requests[before:] if r[0] != "GET"]
+    assert bool(writes) is acted
+    (event,) = idle_events(cluster, "team-a/Pod/nb")
+    if not acted:
+        protecting = next(iter(annotations))
+        assert f"pod nb is annotated {protecting}" in event.message
+        assert event.message.split("; ")[-1].startswith("not ")

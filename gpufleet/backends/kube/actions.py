@@ -1,10 +1,12 @@
 """The core's actions carried out through the API.
 
-Owns :class:`ApiActions`: a Bind through the Binding subresource (the devices chosen go onto the
-pod as annotations in the same write) and an Evict through the Eviction API, each on a pool of
-binder threads and counted until it has its answer; a bind's outcome taken in at the next poll
-(a failed one gives its devices back and the pod waits again); an eviction a
-PodDisruptionBudget forbids retried ``EVICTION_RETRY_S`` later.
+Owns :class:`ApiActions`: a Bind through the Binding subresource (the devices chosen go onto the pod
+as annotations in the same write, with, on a gang's pods, the autoscalers' do-not-disrupt
+annotations: :func:`gpufleet.io.disruption.gang_guard`) and an Evict through the Eviction API (told
+as ``GangEvicted`` for a gang sent away from an ending node, else ``Preempted``), each on a pool of
+binder threads and counted until it has its answer; a bind's outcome taken in at the next poll (a
+failed one gives its devices back and the pod waits again); an eviction a PodDisruptionBudget
+forbids retried ``EVICTION_RETRY_S`` later.
 
 Does not decide what to bind or evict (the core) nor report why a pod waits (the Reporter).
 """
@@ -16,10 +18,12 @@ import queue
 import time
 from collections.abc import Callable
 
+from gpufleet.backends.kube import pods as podinfo
 from gpufleet.backends.kube.api import PODS, ApiError
 from gpufleet.backends.kube.devices import placement_annotations
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BackendState, Told
+from gpufleet.io.disruption import gang_guard
 from gpufleet.model import Placement, Pod
 from gpufleet.model.events import BindFailed, ClusterEvent
 
@@ -40,12 +44,16 @@ class ApiActions(BackendState):
             return
         told.state, told.placement, told.in_flight = PodState.BOUND, placement, True
         self._ledger.take(placement)
-        self._call(self._bind_call, pod, placement)
+        annotations = placement_annotations(placement)
+        obj = self.objects[PODS].get(key)
+        if self.guard_gangs and obj is not None and podinfo.pod_group(obj) is not None:
+            annotations.update(gang_guard(podinfo.annotations_of(obj)))
+        self._call(self._bind_call, pod, placement, annotations)
 
-    def _bind_call(self, pod: Pod, placement: Placement) -> None:
+    def _bind_call(self, pod: Pod, placement: Placement, annotations: dict[str, str]) -> None:
         sent = time.perf_counter()
         try:
-            self.api.bind(pod.namespace, pod.name, placement.node, placement_annotations(placement))
+            self.api.bind(pod.namespace, pod.name, placement.node, annotations)
         except ApiError as error:
             self._results.put(("failed", pod.key, error.message or str(error)))
         except Exception as error:  # never lose a bind outcome
@@ -81,7 +89,10 @@ class ApiActions(BackendState):
         obj = self.objects[PODS].get(key)
         if obj is None:
             return
-        self.reporter.preempted(obj, preemptor, reason)
+        if preemptor is None and key in self._sent_away:
+            self.reporter.gang_evicted(obj, reason)
+        else:
+            self.reporter.preempted(obj, preemptor, reason)
         self._call(self._evict_call, key, preemptor, reason)
 
     def _evict_call(self, key: str, preemptor: str | None, reason: str) -> None:

@@ -1,15 +1,18 @@
 """The Kubernetes cluster behind the ClusterBackend protocol.
 
 Owns the translation between the API's objects and the scheduling core's events and actions,
-level-triggered: informers feed raw objects in; each :meth:`KubeBackend.poll_events` compares
-every object that changed with what the core has been told about it and reports the difference
-(a node added or gone, a pod bound by anyone, ready, deleted or finished, a workload complete
-enough to admit). A node whose devices changed health (its agent's inventory annotation) is told
-as ``DeviceHealthChanged`` at once, pods running there or not; any other change to a node is
-taken in once no pod runs there. A new core (a restart, a leader change, changed Queues) is
-told everything again by :meth:`KubeBackend.resync`, from the same objects, so it rebuilds
-exactly the state the API holds: bound pods on the devices their annotations name, binds still
-in flight included, nothing pending forgotten.
+level-triggered: informers feed raw objects in; each :meth:`KubeBackend.poll_events` compares every
+object that changed with what the core has been told about it and reports the difference (a node
+added or gone, a pod bound by anyone, ready, deleted or finished, a workload complete enough to
+admit). A node whose devices changed health (its agent's inventory annotation) is told as
+``DeviceHealthChanged`` at once, and one cordoned, tainted or announcing its end (being removed by
+an autoscaler, about to be terminated, not ready) as ``NodeSchedulingChanged``, pods running there
+or not; any other change to a node is taken in once no pod runs there. When a node's end reaches a
+gang running there, every pod of the gang is told as ``WorkloadDisrupted`` (node_ends.py): the core
+evicts the gang whole. A new core (a restart, a leader change, changed Queues) is told everything
+again by :meth:`KubeBackend.resync`, from the same objects, so it rebuilds exactly the state the API
+holds: bound pods on the devices their annotations name, binds still in flight included, nothing
+pending forgotten.
 
 Actions are carried out through the API: Bind through the Binding subresource (a pool of
 binder threads; the devices chosen go onto the pod as annotations in the same write), Evict
@@ -25,12 +28,11 @@ makes a new one), so a deleted pod is reported twice: the first report ends its 
 drops the copy the core requeues after an eviction.
 
 The parts, each in its own module: what the backend holds and the informers' changes taken in
-(state.py), Nodes told to the core (reconcile_nodes.py), bound pods told to it
-(reconcile_pods.py), waiting pods assembled into workloads (workloads.py) and binds and
-evictions through the API (actions.py). This module owns :class:`KubeBackend`, their sum: its
-lifecycle (informers started, synced, closed) and the ClusterBackend protocol, whose poll runs
-the parts in order.
-"""
+(state.py), Nodes told to the core (reconcile_nodes.py), bound pods told to it (reconcile_pods.py),
+waiting pods assembled into workloads (workloads.py), gangs sent away from ending nodes
+(node_ends.py) and binds and evictions through the API (actions.py). This module owns
+:class:`KubeBackend`, their sum: its lifecycle (informers started, synced, closed) and the
+ClusterBackend protocol, whose poll runs the parts in order."""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ from collections.abc import Sequence
 from gpufleet.backends.kube.actions import EVICTION_RETRY_S, ApiActions
 from gpufleet.backends.kube.api import NODES, PODS, Resource
 from gpufleet.backends.kube.devices import DeviceLedger
-from gpufleet.backends.kube.pods import PodState
+from gpufleet.backends.kube.node_ends import NodeEndEvictions
+from gpufleet.backends.kube.pods import PodState, is_preemptible
 from gpufleet.backends.kube.reconcile_nodes import NodeReconciliation
 from gpufleet.backends.kube.reconcile_pods import PodReconciliation
 from gpufleet.backends.kube.state import (
@@ -72,7 +75,9 @@ __all__ = [
 ]
 
 
-class KubeBackend(NodeReconciliation, PodReconciliation, WorkloadAssembly, ApiActions):
+class KubeBackend(
+    NodeReconciliation, PodReconciliation, WorkloadAssembly, NodeEndEvictions, ApiActions
+):
     """See the module docstring."""
 
     # ----------------------------------------------------------------------------- lifecycle
@@ -142,7 +147,10 @@ class KubeBackend(NodeReconciliation, PodReconciliation, WorkloadAssembly, ApiAc
         self._told = {}
         # Binds in flight are facts for the new core too: it must not place those pods again.
         self._replay_binds = [(k, t.placement) for k, t in in_flight.items() if t.placement]
+        self._ends.clear()
+        self._sent_away.clear()
         for name in sorted(self.objects[NODES]):
+            self._note_ends(name)
             node = self.parse_node(self.objects[NODES][name])
             if node is not None:
                 self._nodes[name] = node
@@ -154,16 +162,20 @@ class KubeBackend(NodeReconciliation, PodReconciliation, WorkloadAssembly, ApiAc
         self.drain()
         out: list[ClusterEvent] = []
         for key, placement in self._replay_binds:
-            pod = self.parse_pod(self.objects[PODS].get(key))
-            if pod is not None and key not in self._told:
+            obj = self.objects[PODS].get(key)
+            pod = self.parse_pod(obj)
+            if obj is not None and pod is not None and key not in self._told:
                 self._told[key] = Told(PodState.BOUND, placement, in_flight=True)
                 self._ledger.take(placement)
-                out.append(PodBound(pod, placement))
+                out.append(PodBound(pod, placement, is_preemptible(obj)))
         self._replay_binds = []
         self._take_results(out)
         for name in sorted(self._dirty_nodes):
+            self._note_ends(name)
             self._reconcile_node(name, out)
         self._dirty_nodes.clear()
+        # A pod may have come onto (or off) an ending node.
+        self._ends_changed |= bool(self._dirty_pods)
         waiting: set[str] = set()
         orphans: set[str] = set()
         for key in sorted(self._dirty_pods):
@@ -174,6 +186,7 @@ class KubeBackend(NodeReconciliation, PodReconciliation, WorkloadAssembly, ApiAc
         for name in [n for n in self._deferred_nodes if not self._node_busy(n)]:
             self._deferred_nodes.discard(name)
             self._reconcile_node(name, out)
+        self._send_gangs_away(out)
         self._retry_evictions()
         return out
 
@@ -189,7 +202,7 @@ class KubeBackend(NodeReconciliation, PodReconciliation, WorkloadAssembly, ApiAc
                     self.reporter.unschedulable(obj, action.message)
 
     def wait(self, deadline: float) -> None:
-        timeout = deadline - self.clock.now()
+        timeout = min(deadline - self.clock.now(), self.ends_due_in())
         if self._evictions_due:
             timeout = min(timeout, self._evictions_due[0][0] - time.monotonic())
         if timeout > 0 and not self._wake.is_set():

@@ -5,8 +5,9 @@ Owns the reading of a pod's lifecycle fields (kube-scheduler's view): a pod with
 (Succeeded, Failed), terminating pods included; a pod without one waits for the scheduler its
 ``spec.schedulerName`` names; a pod is ready when its Ready condition is True; a pod labelled
 ``gpufleet.dev/preemptible: "true"`` (an idle policy's ``Preemptible``) asks that its workload
-be lowered to preemptible. Also the gang a pod belongs to (pod-group labels) and the minMember
-of PodGroup objects.
+be lowered to preemptible. Also the gang a pod belongs to (pod-group labels), whether a bound
+pod may be preempted (``gpufleet.dev/preemptible``, else the autoscalers' do-not-disrupt
+annotations: :mod:`gpufleet.io.disruption`), and the minMember of PodGroup objects.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+from gpufleet.io.disruption import protection
+from gpufleet.io.workload_settings import PREEMPTIBLE_ANNOTATION
 from gpufleet.model.idle import PREEMPTIBLE_LABEL
 from gpufleet.model.workload import COSCHEDULING_POD_GROUP_LABEL, POD_GROUP_LABEL
 
@@ -48,6 +51,22 @@ def is_demoted(obj: Mapping[str, Any]) -> bool:
     """Whether the pod asks that its workload be lowered to preemptible (its label)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return bool(labels.get(PREEMPTIBLE_LABEL) == "true")
+
+
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    annotations = (obj.get("metadata") or {}).get("annotations")
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def is_preemptible(obj: Mapping[str, Any]) -> bool:
+    """Whether a bound pod may be preempted, as its workload was read when it waited:
+    ``gpufleet.dev/preemptible`` if it says true or false, else not if an autoscaler's
+    annotation protects it."""
+    annotations = annotations_of(obj)
+    said = str(annotations.get(PREEMPTIBLE_ANNOTATION, "")).strip().lower()
+    if said in ("true", "false"):
+        return said == "true"
+    return protection(annotations) is None
 
 
 def is_ready(obj: Mapping[str, Any]) -> bool:

@@ -2,15 +2,21 @@
 
 Owns :class:`NodeReconciliation`: a Node read once per resourceVersion (one that does not read
 is reported), a changed Node compared with what the core was told of it, device health (the
-agent's inventory annotation) told at once as ``DeviceHealthChanged`` whether pods run there or
-not, any other change to a node that pods still hold deferred until it is empty, and a node
-added or gone told as such (the pods bound there then looked at again).
+agent's inventory annotation) told at once as ``DeviceHealthChanged`` and whether and which new
+pods may go there (a cordon, its taints: being removed by an autoscaler, not ready, or lifted)
+at once as ``NodeSchedulingChanged``, whether pods run there or not, any other change to a node
+that pods still hold deferred until it is empty, and a node added or gone told as such (the
+pods bound there then looked at again). (A node whose taints changed while DaemonSet pods held
+it, as every new node's ``not-ready`` taint is lifted, used to wait for it to be empty: for
+ever.)
 
 Does not tell the core about pods (reconcile_pods) nor decide when deferred nodes are taken in
 (the backend's poll does, once :meth:`NodeReconciliation._node_busy` says a node is empty).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from gpufleet.backends.kube import pods as podinfo
 from gpufleet.backends.kube.api import NODES, PODS, Obj
@@ -21,7 +27,13 @@ from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.io.live_objects import SOURCE, live_manifest
 from gpufleet.model import Node
-from gpufleet.model.events import ClusterEvent, DeviceHealthChanged, NodeAdded, NodeRemoved
+from gpufleet.model.events import (
+    ClusterEvent,
+    DeviceHealthChanged,
+    NodeAdded,
+    NodeRemoved,
+    NodeSchedulingChanged,
+)
 from gpufleet.model.node import same_but_health, with_gpu_health
 
 
@@ -51,11 +63,12 @@ class NodeReconciliation(BackendState):
         if known is not None and node is not None and _same_node(known, node):
             return
         if known is not None and node is not None and obj is not None:
-            health_only = same_but_health(known, node)
-            if health_only or self._node_busy(name):
-                # Device health is applied at once, pods running there or not.
+            in_place = _same_but_in_place(known, node)
+            if in_place or self._node_busy(name):
+                # Device health and scheduling are applied at once, pods running there or not.
                 self._tell_health(name, known, node, obj, out)
-            if health_only:
+                self._tell_scheduling(name, node, out)
+            if in_place:
                 self._nodes[name] = node
                 return
         if known is not None:
@@ -87,6 +100,26 @@ class NodeReconciliation(BackendState):
         reasons = tuple((i, why) for i, why in _health_reasons(obj) if i in unhealthy)
         out.append(DeviceHealthChanged(name, unhealthy, reasons))
 
+    def _tell_scheduling(self, name: str, node: Node, out: list[ClusterEvent]) -> None:
+        """Tell the core whether and which new pods may go to ``name`` now, if that changed
+        (its cordon, its reason, its taints)."""
+        known = self._nodes[name]
+        if (known.unschedulable, known.unschedulable_reason, known.taints) == (
+            node.unschedulable,
+            node.unschedulable_reason,
+            node.taints,
+        ):
+            return
+        self._nodes[name] = replace(
+            known,
+            unschedulable=node.unschedulable,
+            unschedulable_reason=node.unschedulable_reason,
+            taints=node.taints,
+        )
+        out.append(
+            NodeSchedulingChanged(name, node.unschedulable, node.unschedulable_reason, node.taints)
+        )
+
     def _node_busy(self, name: str) -> bool:
         return any(
             t.placement is not None and t.placement.node == name for t in self._told.values()
@@ -108,3 +141,13 @@ def _health_reasons(obj: Obj) -> tuple[tuple[int, str], ...]:
 
 def _same_node(a: Node, b: Node) -> bool:
     return a == b and dict(a.labels) == dict(b.labels)
+
+
+def _same_but_in_place(a: Node, b: Node) -> bool:
+    """Whether ``a`` and ``b`` differ at most in what the core changes in place: which devices
+    are healthy, and whether and which new pods may go there (cordon, reason, taints)."""
+    return same_but_health(_unscheduled(a), _unscheduled(b))
+
+
+def _unscheduled(node: Node) -> Node:
+    return replace(node, unschedulable=False, unschedulable_reason="", taints=())

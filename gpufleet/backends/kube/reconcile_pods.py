@@ -1,11 +1,12 @@
 """What the core is told about bound pods.
 
 Owns :class:`PodReconciliation`: a pod read as the core counts it (one whose affinity or spread
-constraints do not read is counted without them), every pod of the cluster as shapes for the
-target, and one pod's change compared with what the core was told of it (:class:`Told`): a pod
-gone (told twice, see the backend's docstring), bound by anyone (on the devices its annotations
-name, or the ledger's guess), bound elsewhere than we bound it, ready, labelled to lower its
-workload to preemptible (once); the device ledger taken and given back as it goes.
+constraints do not read is counted without them), every pod of the cluster as shapes for the target,
+and one pod's change compared with what the core was told of it (:class:`Told`): a pod gone (told
+twice, see the backend's docstring; so is a bound pod found waiting again: a new pod of its name),
+bound by anyone (on the devices its annotations name, or the ledger's guess; preemptible or not, as
+its annotations say), bound elsewhere than we bound it, ready, labelled to lower its workload to
+preemptible (once); the device ledger taken and given back as it goes.
 
 Does not turn waiting pods into workloads (workloads) nor bind them (actions).
 """
@@ -68,13 +69,15 @@ class PodReconciliation(BackendState):
         if state is PodState.GONE:
             self.reporter.forget(key)
             if told is not None:
-                del self._told[key]
-                if told.placement is not None and told.state is PodState.BOUND:
-                    self._ledger.give_back(told.placement)
-                out.extend((PodDeleted(key), PodDeleted(key)))
+                self._gone(key, told, out)
             return False
         assert obj is not None
         if state is PodState.WAITING:
+            if told is not None and told.state is PodState.BOUND and not told.in_flight:
+                # A bound pod never loses its node: this is a new pod under the old one's
+                # name (an operator makes a gang's pods again so), and the old one is gone.
+                self._gone(key, told, out)
+                return True
             return told is None
         # Bound (by us or anyone).
         node = podinfo.node_name(obj)
@@ -107,11 +110,18 @@ class PodReconciliation(BackendState):
         self._ledger.take(placement)
         ready = podinfo.is_ready(obj)
         told = self._told[key] = Told(PodState.BOUND, placement, ready)
-        out.append(PodBound(pod, placement))
+        out.append(PodBound(pod, placement, podinfo.is_preemptible(obj)))
         if ready:
             out.append(PodReady(key))
         self._tell_demoted(key, obj, told, out)
         return False
+
+    def _gone(self, key: str, told: Told, out: list[ClusterEvent]) -> None:
+        del self._told[key]
+        self._sent_away.discard(key)
+        if told.placement is not None and told.state is PodState.BOUND:
+            self._ledger.give_back(told.placement)
+        out.extend((PodDeleted(key), PodDeleted(key)))
 
     @staticmethod
     def _tell_demoted(key: str, obj: Obj, told: Told, out: list[ClusterEvent]) -> None:

@@ -5,6 +5,7 @@ Owns :class:`ApiReporter` (the backend's :class:`~gpufleet.backends.kube.backend
 * a pending pod gets ``PodScheduled=False`` with reason ``Unschedulable`` and kube-scheduler's
   style of message, and a ``FailedScheduling`` Event;
 * ``Scheduled`` on a bind (with the devices), ``Preempted`` on a victim (naming its preemptor),
+  ``GangEvicted`` on each pod of a gang evicted whole because one of its nodes goes away,
   ``EvictionBlocked`` when a PodDisruptionBudget forbids an eviction, ``InvalidSpec`` on an
   object the scheduler cannot read (and a ``Valid=False`` condition on a Queue's status).
 
@@ -108,6 +109,9 @@ class ApiReporter:
 
     def eviction_blocked(self, pod: Obj, message: str) -> None:
         self.event(pod, "Warning", "EvictionBlocked", f"eviction refused, will retry: {message}")
+
+    def gang_evicted(self, pod: Obj, reason: str) -> None:
+        self.event(pod, "Warning", "GangEvicted", reason)
 
     def invalid(self, kind: str, obj: Obj, message: str) -> None:
         self.event({"kind": kind, **obj}, "Warning", "InvalidSpec", message)

@@ -71,6 +71,8 @@ class SchedulerOptions:
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     #: Which plugin at each extension point (``--profile``).
     profile: Profile = DEFAULT_PROFILE
+    #: Write the autoscalers' do-not-disrupt annotations on the gangs' pods it binds.
+    guard_gangs: bool = True
 
 
 class KubeScheduler:
@@ -95,7 +97,13 @@ class KubeScheduler:
         self.reporting_api = reporting_api or api.with_own_limit()
         self.reporter = ApiReporter(self.reporting_api, options.scheduler_name, options.identity)
         self.backend = KubeBackend(
-            api, options.scheduler_name, self.reporter, options.binders, watch_timeout_s, informers
+            api,
+            options.scheduler_name,
+            self.reporter,
+            options.binders,
+            watch_timeout_s,
+            informers,
+            guard_gangs=options.guard_gangs,
         )
         self.publisher = StatusPublisher(self.reporting_api)
         self.metrics = metrics or SchedulerMetrics()

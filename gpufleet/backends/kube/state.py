@@ -16,6 +16,7 @@ API (actions); the lifecycle and the ClusterBackend protocol are the backend's (
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -42,6 +43,7 @@ from gpufleet.backends.kube.informer import DELETED, Change, Informers, object_k
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.readings import PodReadings
 from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.io.node_ends import NodeEnd
 from gpufleet.model import Node, Placement
 from gpufleet.model.workload import TimedPod
 
@@ -61,6 +63,10 @@ class Reporter(Protocol):
     def unschedulable(self, pod: Obj, message: str) -> None: ...
     def preempted(self, pod: Obj, preemptor: str | None, reason: str) -> None: ...
     def eviction_blocked(self, pod: Obj, message: str) -> None: ...
+    def gang_evicted(self, pod: Obj, reason: str) -> None:
+        """``pod`` is evicted with its whole gang: a node of the gang goes away."""
+        ...
+
     def invalid(self, kind: str, obj: Obj, message: str) -> None: ...
     def forget(self, pod_key: str) -> None:
         """``pod_key`` is gone: drop what was remembered to rate-limit its reports."""
@@ -72,6 +78,9 @@ class NullReporter:
     def unschedulable(self, pod: Obj, message: str) -> None: ...
     def preempted(self, pod: Obj, preemptor: str | None, reason: str) -> None: ...
     def eviction_blocked(self, pod: Obj, message: str) -> None: ...
+    def gang_evicted(self, pod: Obj, reason: str) -> None:
+        """``pod`` is evicted with its whole gang: a node of the gang goes away."""
+
     def invalid(self, kind: str, obj: Obj, message: str) -> None: ...
     def forget(self, pod_key: str) -> None: ...
 
@@ -108,9 +117,13 @@ class BackendState:
         binders: int = 64,
         watch_timeout_s: int = 300,
         informers: Informers | None = None,
+        guard_gangs: bool = True,
     ) -> None:
+        """``guard_gangs``: write the autoscalers' do-not-disrupt annotations on the pods of
+        the gangs it binds (:func:`gpufleet.io.disruption.gang_guard`)."""
         self.api = api
         self.scheduler_name = scheduler_name
+        self.guard_gangs = guard_gangs
         self.reporter: Reporter = reporter or NullReporter()
         self.clock = WallClock()
         self.counters = Counters()
@@ -149,6 +162,14 @@ class BackendState:
         self._node_readings: dict[str, tuple[str, Node | None]] = {}
         self._unread: set[str] = set()
         self._unread_nodes: set[str] = set()
+        #: Nodes that announce their end: their ends, and when they were first seen.
+        self._ends: dict[str, tuple[tuple[NodeEnd, ...], float]] = {}
+        #: Whether ends or the pods on nodes changed since gangs were last sent away.
+        self._ends_changed = False
+        #: When the next pod must leave an ending node (Unix seconds; inf: none waits).
+        self._ends_due = math.inf
+        #: Pods the core was told to evict with their gang (each told once).
+        self._sent_away: set[str] = set()
 
     # ----------------------------------------------------------------------------- changes in
     def drain(self) -> None:
