@@ -12,25 +12,17 @@ Reading specs from annotations, HorizontalPodAutoscalers and KEDA ScaledObjects 
 :mod:`gpufleet.io.autoscaling`'s; deciding is :mod:`gpufleet.elastic.replicas`'; scaling is the
 world's. Nothing here reads a clock or a metric source.
 
-The metrics, as gpufleet exports them and as an HPA's or a KEDA trigger's query names them:
+The metrics, as gpufleet exports them and as an HPA's or a KEDA trigger's query names them,
+each with its *natural figure* (the one number for the whole workload):
 
-========================================  ===========================================  ========
-name                                      what                                         natural
-                                                                                       figure
-========================================  ===========================================  ========
-``gpufleet_inference_queue_depth``        requests waiting, per replica (gauge)        sum
-``gpufleet_inference_requests_per_second``  requests arriving per second, per replica  sum
-                                          (``rate(gpufleet_inference_requests_total)``)
-``gpufleet_inference_latency_seconds``    request latency (a histogram; as a target:   p95
-                                          its 95th percentile over the workload)
-``DCGM_FI_DEV_GPU_UTIL``                  GPU utilisation in percent; a replica's is   mean
-                                          the mean over its GPUs
-                                          (``gpufleet_workload_gpu_util``)
-========================================  ===========================================  ========
-
-The *natural figure* of a metric is the one number for the whole workload: the requests
-waiting or arriving in all (the router's queue included, which is what wakes a workload at
-zero replicas), the p95 latency of all its requests, the mean utilisation of its replicas.
+* ``gpufleet_inference_queue_depth``: requests waiting, a gauge per replica; in all: the sum,
+  the router's queue included (what wakes a workload at zero replicas);
+* ``gpufleet_inference_requests_per_second``: requests arriving per second, per replica (the
+  rate of the counter ``gpufleet_inference_requests_total``); in all: the sum;
+* ``gpufleet_inference_latency_seconds``: request latency, a histogram; as a target, the 95th
+  percentile of all the workload's requests;
+* ``DCGM_FI_DEV_GPU_UTIL``: GPU utilisation in percent, a replica's the mean over its GPUs
+  (``gpufleet_workload_gpu_util``); in all: the mean over the replicas.
 """
 
 from __future__ import annotations
