@@ -51,6 +51,7 @@ from gpufleet.io.workload_settings import (
     WorkloadSettings,
     workload_settings,
 )
+from gpufleet.model.autoscaling import AutoscalingSpec
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.jobs import JobKind, JobSpec
@@ -63,8 +64,8 @@ T = TypeVar("T")
 DEFAULT_QUEUE = "default"
 SUPPORTED = (
     "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, "
-    "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob, GpuFault, SimulatedTelemetry or "
-    "IdlePolicy objects (or an Alibaba pod-list .csv)"
+    "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob, GpuFault, SimulatedTelemetry, "
+    "IdlePolicy, HorizontalPodAutoscaler or ScaledObject objects (or an Alibaba pod-list .csv)"
 )
 #: Operators' job kinds and their readers.
 OPERATOR_JOBS = {
@@ -91,6 +92,8 @@ class Scenario:
     telemetry: TelemetrySettings | None = None
     #: What to do with idle GPU holders (``IdlePolicy`` objects).
     idle_policies: list[IdlePolicy] = dataclasses.field(default_factory=list)
+    #: How workloads are autoscaled (HorizontalPodAutoscalers, ScaledObjects, annotations).
+    autoscaling: list[AutoscalingSpec] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,9 @@ command says once what it skipped. What it must not do is skip an object that ma
   (DaemonSet, CronJob, Kubeflow's TFJob, Kueue's ClusterQueue...) is an error naming it, what to
   give instead and what is supported (:data:`NOT_READ`);
 * a kind known to carry no pods (:data:`NO_PODS`, by API group: a Knative ``Service`` is not a
-  core ``Service``) is skipped;
+  core ``Service``) is skipped by a reader that does not read it: a HorizontalPodAutoscaler and
+  a KEDA ScaledObject make no pods, and the scenario reader reads them (how its workloads are
+  autoscaled: ``gpufleet.io.autoscaling``) while readers of workloads alone set them aside;
 * any other kind (a custom resource) is skipped only when nothing in its ``spec`` looks like a
   pod: a pod template (``template``, ``jobTemplate``, ``...Template`` under ``spec``, at any
   depth) or a ``containers`` list; otherwise it is an error, since it may make pods.

@@ -21,7 +21,10 @@ and ``operator_jobs``):
 * preemptible, expected runtime, checkpoint interval and topology from ``gpufleet.dev/``
   annotations (the object's win over its pod template's); a setting that pods of one gang give
   differently is an error;
-* each pod's work: its ``gpufleet.dev/sim-duration``, else the workload's expected run time.
+* each pod's work: its ``gpufleet.dev/sim-duration``, else the workload's expected run time;
+* the autoscaling of Deployments, StatefulSets and ReplicaSets: HorizontalPodAutoscalers, KEDA
+  ScaledObjects and ``gpufleet.dev/`` autoscaling annotations, joined to the workloads they
+  scale (:mod:`gpufleet.io.autoscaling`).
 
 Everything is read before anything is returned: the first problem raises
 :class:`~gpufleet.io.errors.InputError` naming the file, the place, the object and the field.
@@ -33,6 +36,7 @@ ResourceQuotas (it only reads them).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -43,6 +47,7 @@ from gpufleet.io.assembly import (
     Scenario,
     ScenarioBuilder,
 )
+from gpufleet.io.autoscaling import AUTOSCALER_KINDS, AutoscalingReader
 from gpufleet.io.errors import InputError
 from gpufleet.io.faults import GPU_FAULT
 from gpufleet.io.idle_policies import KIND as IDLE_POLICY
@@ -62,6 +67,7 @@ SCENARIO_KINDS = frozenset(
         GPU_FAULT,
         SIMULATED_TELEMETRY,
         IDLE_POLICY,
+        *AUTOSCALER_KINDS,
         *WORKLOAD_API_VERSIONS,
         *OPERATOR_JOBS,
     }
@@ -82,6 +88,7 @@ def read_scenario(
         for file in input_files(path):
             files.setdefault(file.resolve(), file)
     builder = ScenarioBuilder()
+    autoscaling = AutoscalingReader()
     mine = Skipped()
     read = 0
     for file in files.values():
@@ -95,7 +102,9 @@ def read_scenario(
         for manifest in manifests:
             where = manifest.location
             if triage(manifest, str(file), where, SCENARIO_KINDS, SUPPORTED, mine, _NOT_A_SCENARIO):
-                builder.add(manifest, str(file))
+                if manifest.get("kind") not in AUTOSCALER_KINDS:
+                    builder.add(manifest, str(file))
+                autoscaling.add(manifest, str(file))
                 read += 1
     if not read and mine:
         raise InputError(
@@ -103,7 +112,7 @@ def read_scenario(
         )
     if skipped is not None:
         skipped.counts.update(mine.counts)
-    return builder.scenario()
+    return dataclasses.replace(builder.scenario(), autoscaling=autoscaling.specs())
 
 
 def workloads_from_pods(pods: Iterable[TimedPod]) -> list[TimedWorkload]:
