@@ -36,6 +36,7 @@ from gpufleet.io.kube_pods import (
 from gpufleet.io.manifests import Context, Manifest, describe
 from gpufleet.io.pytorch_jobs import OperatorJob
 from gpufleet.io.queues import pod_group_from_object, resource_quota_from_object
+from gpufleet.io.serving import INFERENCE_LOAD, TARGET_KINDS, inference_service_from_object
 from gpufleet.io.sim_telemetry import (
     SIMULATED_TELEMETRY,
     TelemetrySettings,
@@ -57,15 +58,26 @@ from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.jobs import JobKind, JobSpec
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
-from gpufleet.model.workload import PodGroup, TimedPod, TimedWorkload, TopologyRequest, Workload
+from gpufleet.model.serving import InferenceService
+from gpufleet.model.workload import (
+    PodGroup,
+    TimedPod,
+    TimedWorkload,
+    TopologyRequest,
+    Workload,
+    split_workload_key,
+)
 
 T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
+#: Kinds whose replicas an InferenceLoad may load.
+REPLICATED_KINDS = frozenset(TARGET_KINDS)
 SUPPORTED = (
     "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, "
     "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob, GpuFault, SimulatedTelemetry, "
-    "IdlePolicy, HorizontalPodAutoscaler or ScaledObject objects (or an Alibaba pod-list .csv)"
+    "IdlePolicy, InferenceLoad, HorizontalPodAutoscaler or ScaledObject objects (or an "
+    "Alibaba pod-list .csv)"
 )
 #: Operators' job kinds and their readers.
 OPERATOR_JOBS = {
@@ -94,6 +106,8 @@ class Scenario:
     idle_policies: list[IdlePolicy] = dataclasses.field(default_factory=list)
     #: How workloads are autoscaled (HorizontalPodAutoscalers, ScaledObjects, annotations).
     autoscaling: list[AutoscalingSpec] = dataclasses.field(default_factory=list)
+    #: The requests inference workloads get in a simulation (``InferenceLoad`` objects).
+    inference: list[InferenceService] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +150,10 @@ class ScenarioBuilder(Catalog):
         self.telemetry: TelemetrySettings | None = None
         self.idle_policies: list[IdlePolicy] = []
         self._idle_policy_sources: dict[str, str] = {}
+        #: InferenceLoad objects, by the workload they load, with where each was read.
+        self.inference: dict[str, tuple[InferenceService, Context]] = {}
+        #: (kind, namespace, name) of the Deployments, StatefulSets and ReplicaSets read.
+        self.replicated: set[tuple[str, str, str]] = set()
 
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
@@ -157,6 +175,8 @@ class ScenarioBuilder(Catalog):
             policy = idle_policy_from_object(manifest, source, where)
             check_unique(self._idle_policy_sources, policy.name, source, where)
             self.idle_policies.append(policy)
+        elif kind == INFERENCE_LOAD:
+            self._add_inference(manifest, source)
         elif kind == SIMULATED_TELEMETRY:
             settings = telemetry_settings_from_object(manifest, source, where)
             self.telemetry = merge_settings(self.telemetry, settings)
@@ -170,6 +190,26 @@ class ScenarioBuilder(Catalog):
             raise InputError(
                 source, f"expected {SUPPORTED}, got kind {describe(kind)}{hint}", where, "kind"
             )
+
+    def _add_inference(self, manifest: Manifest, source: str) -> None:
+        service = inference_service_from_object(manifest, source, manifest.location)
+        what = f"{INFERENCE_LOAD} of {service.workload}"
+        context = object_context(source, manifest.location, what)
+        if service.workload in self.inference:
+            raise context.error(
+                "spec.target", f"{service.workload} is loaded by another InferenceLoad already"
+            )
+        self.inference[service.workload] = (service, context)
+
+    def _check_inference_targets(self) -> list[InferenceService]:
+        """The InferenceLoads, each naming a Deployment, StatefulSet or ReplicaSet read."""
+        for service, context in self.inference.values():
+            namespace, kind, name = split_workload_key(service.workload)
+            if (kind, namespace, name) not in self.replicated:
+                raise context.error(
+                    "spec.target", f"no {kind} {namespace}/{name} in the scenario to load"
+                )
+        return [service for service, _ in self.inference.values()]
 
     def add_csv(self, file: Path) -> None:
         """An Alibaba pod list: a workload of one per pod, running for the pod's trace runtime."""
@@ -191,6 +231,8 @@ class ScenarioBuilder(Catalog):
         name, namespace = str(metadata["name"]), str(metadata.get("namespace") or "default")
         context = object_context(source, manifest.location, f"{kind} {namespace}/{name}")
         spec: dict[str, Any] = manifest["spec"]
+        if kind in REPLICATED_KINDS:
+            self.replicated.add((kind, namespace, name))
         if kind == "Pod":
             settings = workload_settings(context, metadata, spec, "spec")
             part = object_pods(context, kind, name, namespace, pods, settings)
@@ -291,6 +333,7 @@ class ScenarioBuilder(Catalog):
             sorted(self.faults, key=lambda f: f.at),
             self.telemetry,
             list(self.idle_policies),
+            inference=self._check_inference_targets(),
         )
 
     def assemble(

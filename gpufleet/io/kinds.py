@@ -54,6 +54,7 @@ READ_ELSEWHERE = {
     "GpuFault": "a fault injected into a simulation: simulate or serve --scenario",
     "SimulatedTelemetry": "the simulated GPUs' usage profiles: simulate or serve --scenario",
     "IdlePolicy": "what to do with idle GPU holders: simulate or serve --scenario",
+    "InferenceLoad": "the requests an inference workload gets: simulate --scenario",
 }
 
 #: Kinds that make pods, or carry scheduling meaning, that gpufleet does not read: why it matters

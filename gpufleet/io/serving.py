@@ -22,8 +22,11 @@ Owns the format (pydantic, ``extra="forbid"``)::
         loadTime: 90s               # from start until it serves (its model loaded)
       slo: {p95: 1s}                # the objective on the 95th percentile of latency
 
-and the reading of one object (:func:`inference_service_from_object`), with errors naming the
-file, the document, the object and the field. It simulates nothing
+``replica.loadTime`` is how long a simulated replica takes before it serves; the workload's
+``gpufleet.dev/model-load-time`` (:mod:`gpufleet.io.autoscaling`) is what its autoscaler counts
+on, and the two may differ, as a real autoscaler's guess may. Owns the reading of one object
+(:func:`inference_service_from_object`), with errors naming the file, the document, the object
+and the field. It simulates nothing
 (:mod:`gpufleet.backends.sim.serving` does).
 """
 
@@ -44,7 +47,7 @@ from gpufleet.io.validation import validation_error
 from gpufleet.model.serving import Burst, InferenceService, ReplicaService, RequestLoad
 from gpufleet.model.workload import workload_key
 
-KIND = "InferenceLoad"
+INFERENCE_LOAD = KIND = "InferenceLoad"
 API_VERSIONS = ("gpufleet.dev/v1alpha1",)
 SPEC_FIELDS = ("target", "requests", "replica", "slo")
 #: The kinds an InferenceLoad may name: those whose replicas serve until deleted.

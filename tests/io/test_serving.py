@@ -11,6 +11,7 @@ import yaml
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.serving import inference_service_from_object
+from gpufleet.io.workloads import read_scenario
 
 
 def load_object(**spec: Any) -> dict[str, Any]:
@@ -91,3 +92,50 @@ def test_the_example_reads() -> None:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "InferenceLoad"]
     (found,) = [inference_service_from_object(d, str(path)) for d in docs]
     assert found.load.peak == 160
+    assert found.workload == "ml-serving/Deployment/chat"
+
+
+DEPLOYMENT = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chat, namespace: prod}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: chat}}
+  template:
+    metadata: {labels: {app: chat}}
+    spec:
+      containers: [{name: s, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
+"""
+
+
+def scenario_file(tmp_path: Path, *objects: dict[str, Any], deployment: bool = True) -> Path:
+    path = tmp_path / "scenario.yaml"
+    docs = [yaml.safe_dump(o) for o in objects]
+    path.write_text("---\n".join([DEPLOYMENT, *docs] if deployment else docs))
+    return path
+
+
+def test_a_scenario_reads_its_inference_loads(tmp_path: Path) -> None:
+    scenario = read_scenario(scenario_file(tmp_path, load_object()))
+    (service,) = scenario.inference
+    assert service.workload == "prod/Deployment/chat"
+    assert len(scenario.workloads) == 2
+
+
+@pytest.mark.parametrize(
+    ("objects", "deployment", "message"),
+    [
+        ((load_object(),), False, "no Deployment prod/chat in the scenario to load"),
+        ((load_object(), load_object()), True, "loaded by another InferenceLoad already"),
+    ],
+    ids=["no-target", "twice"],
+)
+def test_a_scenario_refuses_an_inference_load_without_its_own_target(
+    tmp_path: Path, objects: tuple[dict[str, Any], ...], deployment: bool, message: str
+) -> None:
+    if not deployment:
+        objects = (*objects, {**yaml.safe_load(DEPLOYMENT), "metadata": {"name": "other"}})
+    with pytest.raises(InputError, match=message) as raised:
+        read_scenario(scenario_file(tmp_path, *objects, deployment=deployment))
+    assert raised.value.field == "spec.target"
