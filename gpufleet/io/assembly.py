@@ -66,6 +66,7 @@ from gpufleet.model.workload import (
     TopologyRequest,
     Workload,
     split_workload_key,
+    workload_key,
 )
 
 T = TypeVar("T")
@@ -108,6 +109,11 @@ class Scenario:
     autoscaling: list[AutoscalingSpec] = dataclasses.field(default_factory=list)
     #: The requests inference workloads get in a simulation (``InferenceLoad`` objects).
     inference: list[InferenceService] = dataclasses.field(default_factory=list)
+    #: Each replica's workload key -> the key of the Deployment, StatefulSet or ReplicaSet
+    #: that makes it (``prod/Deployment/chat``); each such object's key -> one replica of it,
+    #: as read (what an autoscaler adds more of, even to an object read at 0 replicas).
+    replica_owner: dict[str, str] = dataclasses.field(default_factory=dict)
+    replica_templates: dict[str, TimedWorkload] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +160,10 @@ class ScenarioBuilder(Catalog):
         self.inference: dict[str, tuple[InferenceService, Context]] = {}
         #: (kind, namespace, name) of the Deployments, StatefulSets and ReplicaSets read.
         self.replicated: set[tuple[str, str, str]] = set()
+        #: (kind, namespace, replica name) -> the key of the object that makes the replica;
+        #: each such object's key -> one replica of it, as read.
+        self.replica_owner: dict[tuple[str, str, str], str] = {}
+        self.templates: dict[str, ObjectPods] = {}
 
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
@@ -253,9 +263,19 @@ class ScenarioBuilder(Catalog):
             job = job_rules.batch_job(context, name, spec, pods)
             self._add_pods(dataclasses.replace(part, job=job))
             return
+        owner = workload_key(namespace, name, kind)
         for timed in pods:  # a Deployment, StatefulSet or ReplicaSet: a workload per replica
             rules = job_rules.pod_rules(JobKind.POD, timed.pod.name, (timed,))
             self._add_pods(dataclasses.replace(part, name=timed.pod.name, pods=(timed,), job=rules))
+            self.replica_owner[(kind, namespace, timed.pod.name)] = owner
+        # What one more replica is (an autoscaler may add some; at 0 replicas, the first).
+        first = pods[:1] or tuple(
+            pods_from_object(_one_replica(manifest), source, manifest.location)
+        )
+        rules = job_rules.pod_rules(JobKind.POD, first[0].pod.name, first)
+        self.templates[owner] = dataclasses.replace(
+            part, name=first[0].pod.name, pods=first, job=rules
+        )
 
     def _add_operator_job(self, job: OperatorJob, manifest: Manifest, source: str) -> None:
         """A PyTorchJob, MPIJob, RayCluster or RayJob: one gang of its replica sets' pods."""
@@ -316,12 +336,20 @@ class ScenarioBuilder(Catalog):
         shared = Counter(timed.workload.key for _, timed in built)
         workloads: list[TimedWorkload] = []
         kinds: dict[str, str] = {}
+        owners: dict[str, str] = {}
         for kind, timed in built:
             if shared[timed.workload.key] > 1:
                 workload = dataclasses.replace(timed.workload, kind=kind)
                 timed = dataclasses.replace(timed, workload=workload)
             kinds[timed.workload.key] = kind
             workloads.append(timed)
+            owner = self.replica_owner.get((kind, timed.workload.namespace, timed.workload.name))
+            if owner is not None:
+                owners[timed.workload.key] = owner
+        templates = {
+            owner: self.assemble(part.gang, [part], queues)
+            for owner, part in self.templates.items()
+        }
         if any(w.workload.queue == DEFAULT_QUEUE for w in workloads) and not queues:
             queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
         return Scenario(
@@ -334,6 +362,8 @@ class ScenarioBuilder(Catalog):
             self.telemetry,
             list(self.idle_policies),
             inference=self._check_inference_targets(),
+            replica_owner=owners,
+            replica_templates=templates,
         )
 
     def assemble(
@@ -512,3 +542,8 @@ def _show(value: object) -> str:
     if isinstance(value, TopologyRequest):
         return f"{value.mode.value} {value.level}"
     return repr(value)
+
+
+def _one_replica(manifest: Manifest) -> dict[str, Any]:
+    """``manifest`` (a Deployment, StatefulSet or ReplicaSet) as if it asked for one replica."""
+    return {**manifest, "spec": {**manifest["spec"], "replicas": 1}}

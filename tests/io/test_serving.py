@@ -139,3 +139,20 @@ def test_a_scenario_refuses_an_inference_load_without_its_own_target(
     with pytest.raises(InputError, match=message) as raised:
         read_scenario(scenario_file(tmp_path, *objects, deployment=deployment))
     assert raised.value.field == "spec.target"
+
+
+def test_a_scenario_knows_each_replicas_owner_and_a_replica_to_make_more_of(
+    tmp_path: Path,
+) -> None:
+    none_yet = yaml.safe_load(DEPLOYMENT)
+    none_yet["metadata"]["name"], none_yet["spec"]["replicas"] = "idle", 0
+    scenario = read_scenario(scenario_file(tmp_path, none_yet))
+    assert scenario.replica_owner == {
+        "prod/chat-0": "prod/Deployment/chat",
+        "prod/chat-1": "prod/Deployment/chat",
+    }
+    assert set(scenario.replica_templates) == {"prod/Deployment/chat", "prod/Deployment/idle"}
+    template = scenario.replica_templates["prod/Deployment/idle"].workload
+    assert template.name == "idle-0"
+    assert template.pods[0].gpu.count == 1
+    assert [w.workload.name for w in scenario.workloads] == ["chat-0", "chat-1"]
