@@ -181,6 +181,26 @@ def parse_duration_seconds(value: object) -> float:
     return float(seconds)
 
 
+_DAYS_FIRST = re.compile(r"^\s*(\d+(?:\.\d+)?)([dw])(.*)$")
+
+
+def parse_long_duration(value: object) -> float:
+    """Seconds, from what :func:`parse_duration_seconds` takes, or days and weeks first:
+    ``7d``, ``2w``, ``1d12h`` (Go durations stop at hours)."""
+    if isinstance(value, str):
+        found = _DAYS_FIRST.match(value)
+        if found:
+            unit = 86400.0 if found[2] == "d" else 7 * 86400.0
+            rest = found[3].strip()
+            try:
+                return float(found[1]) * unit + (parse_duration_seconds(rest) if rest else 0.0)
+            except ValueError:
+                raise ValueError(
+                    f"expected a duration such as 7d, 24h, 90m or 1d12h, got {quoted(value)}"
+                ) from None
+    return parse_duration_seconds(value)
+
+
 def _go_duration(text: str, what: str) -> Fraction:
     if text.startswith("-"):
         raise ValueError(f"expected {what} (not negative), got {quoted(text)}")

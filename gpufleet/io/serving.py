@@ -14,6 +14,7 @@ Owns the format (pydantic, ``extra="forbid"``)::
         peakAt: "14:00"             # the simulated clock's hour of the peak (default 14:00)
         noise: 0.2                  # coefficient of variation of the per-step factor
         bursts: [{at: 26h, duration: 20m, factor: 3}]
+        duration: 7d                # how long requests come (a day; a file: to its last point)
         # ... or the points of a CSV file (seconds,rps; a header line allowed), relative to
         # this file: file: traffic.csv
       replica:
@@ -42,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gpufleet.io.errors import InputError
 from gpufleet.io.fields import check_object_fields
 from gpufleet.io.manifests import named_object
-from gpufleet.io.quantities import parse_duration_seconds
+from gpufleet.io.quantities import parse_duration_seconds, parse_long_duration
 from gpufleet.io.validation import validation_error
 from gpufleet.model.serving import Burst, InferenceService, ReplicaService, RequestLoad
 from gpufleet.model.workload import workload_key
@@ -89,6 +90,9 @@ class RequestsSpec(_Strict):
     noise: float = Field(default=0.0, ge=0, le=1)
     bursts: list[BurstSpec] = Field(default_factory=list)
     file: str | None = None
+    duration: float | None = None
+
+    _duration = field_validator("duration", mode="before")(parse_long_duration)
 
     @field_validator("peak_at", mode="before")
     @classmethod
@@ -158,6 +162,7 @@ def inference_service_from_object(
             bursts=tuple(Burst(b.at, b.duration, b.factor) for b in requests.bursts),
             noise=requests.noise,
             points=points,
+            duration_s=requests.duration,
         )
     except ValueError as error:
         raise context.error("spec.requests", str(error)) from None

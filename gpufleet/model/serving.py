@@ -41,6 +41,7 @@ class RequestLoad:
     of the diurnal traffic the Azure LLM inference and Alibaba serving traces show). With
     ``points`` ((seconds, rps), times increasing): the rate between them, linearly
     interpolated, held flat before the first and after the last. Bursts multiply either.
+    Requests come for ``duration_s`` (:attr:`until`).
     ``noise`` is the coefficient of variation of the per-step random factor the simulator
     draws around the rate (0: the rate exactly; requests still arrive as a Poisson stream).
     """
@@ -51,8 +52,13 @@ class RequestLoad:
     bursts: tuple[Burst, ...] = ()
     noise: float = 0.0
     points: tuple[tuple[float, float], ...] = ()
+    #: How long requests come, from the simulation's start (None: a day for a wave, until the
+    #: last point for points).
+    duration_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise ValueError(f"a duration must be above 0 seconds, got {self.duration_s}")
         if self.trough_rps < 0 or self.peak_rps < self.trough_rps:
             raise ValueError(
                 f"rates need 0 <= trough <= peak, got {self.trough_rps} and {self.peak_rps}"
@@ -87,6 +93,13 @@ class RequestLoad:
             return self.points[-1][1]
         (t0, r0), (t1, r1) = self.points[i - 1], self.points[i]
         return r0 + (r1 - r0) * (at_s - t0) / (t1 - t0)
+
+    @property
+    def until(self) -> float:
+        """When requests stop coming (seconds of simulated time)."""
+        if self.duration_s is not None:
+            return self.duration_s
+        return self.points[-1][0] if self.points else DAY_S
 
     @property
     def peak(self) -> float:

@@ -16,12 +16,11 @@ ran (through the API, or stopped by an idle policy) ends when its workload was c
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from gpufleet.economics import CapacityType
 from gpufleet.economics.runs import PodRun, capacity_type, gpus_held
-from gpufleet.io.quantities import parse_duration_seconds
+from gpufleet.io.quantities import parse_long_duration
 from gpufleet.model import Node
 from gpufleet.service.records import (
     POD_CANCELLED,
@@ -31,21 +30,14 @@ from gpufleet.service.records import (
     WorkloadRecord,
 )
 
-_WINDOW_DAYS = re.compile(r"^\s*(\d+(?:\.\d+)?)([dw])(.*)$")
 _WINDOW_HINT = "a duration such as 7d, 24h, 90m or 1d12h"
 
 
 def parse_window(text: str) -> float:
     """Seconds of a window written ``7d``, ``2w``, ``24h``, ``90m``, ``1d12h`` or plain seconds;
     a ValueError naming what is wrong otherwise (it must be more than 0)."""
-    found = _WINDOW_DAYS.match(text)
     try:
-        if found:
-            unit = 86400.0 if found[2] == "d" else 7 * 86400.0
-            rest = found[3].strip()
-            seconds = float(found[1]) * unit + (parse_duration_seconds(rest) if rest else 0.0)
-        else:
-            seconds = parse_duration_seconds(text)
+        seconds = parse_long_duration(text)
     except ValueError:
         raise ValueError(f"window: expected {_WINDOW_HINT}, got {text!r}") from None
     if not 0 < seconds < math.inf:

@@ -39,6 +39,7 @@ def test_a_daily_wave() -> None:
     assert [(b.at_s, b.duration_s, b.factor) for b in load.bursts] == [(93600.0, 1200.0, 3.0)]
     assert (replica.throughput_rps, replica.service_time_s, replica.load_time_s) == (12, 0.25, 90)
     assert replica.slo_p95_s == 1.0
+    assert load.until == 86400.0
 
 
 def test_the_points_of_a_file_next_to_it(tmp_path: Path) -> None:
@@ -47,6 +48,9 @@ def test_the_points_of_a_file_next_to_it(tmp_path: Path) -> None:
     found = inference_service_from_object(obj, str(tmp_path / "load.yaml"))
     assert found.load.points == ((0.0, 10.0), (3600.0, 40.0), (7200.0, 25.0))
     assert found.load.rate(1800.0) == pytest.approx(25.0)
+    assert found.load.until == 7200.0
+    lasting = load_object(requests={"trough": 1, "peak": 2, "duration": "7d"})
+    assert inference_service_from_object(lasting, "x.yaml").load.until == 7 * 86400.0
 
 
 @pytest.mark.parametrize(
