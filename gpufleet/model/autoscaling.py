@@ -15,8 +15,11 @@ world's. Nothing here reads a clock or a metric source.
 The metrics, as gpufleet exports them and as an HPA's or a KEDA trigger's query names them,
 each with its *natural figure* (the one number for the whole workload):
 
-* ``gpufleet_inference_queue_depth``: requests waiting, a gauge per replica; in all: the sum,
-  the router's queue included (what wakes a workload at zero replicas);
+* ``gpufleet_inference_queue_depth``: requests outstanding (waiting, or being served), a gauge
+  per replica; in all: the sum, the router's queue included (what wakes a workload at zero
+  replicas). Being served counts too, as Knative's concurrency does: a target on requests
+  waiting alone reads 0 whenever capacity suffices and so asks for the minimum, then for the
+  maximum once the queue builds again (the flapping a waiting-only target shows);
 * ``gpufleet_inference_requests_per_second``: requests arriving per second, per replica (the
   rate of the counter ``gpufleet_inference_requests_total``); in all: the sum;
 * ``gpufleet_inference_latency_seconds``: request latency, a histogram; as a target, the 95th

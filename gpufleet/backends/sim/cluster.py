@@ -316,6 +316,10 @@ class SimulatedCluster(PodRuns):
         work = self._work.get(pod_key)
         return None if work is None else (work.started, work.remaining)
 
+    def holds(self, pod_key: str) -> bool:
+        """Whether the pod runs now (placed on a node)."""
+        return pod_key in self._running
+
     def placed(self) -> Iterator[tuple[Pod, Placement, float]]:
         """(pod, where it runs, when its current run started) of every running pod."""
         for key in self._running:

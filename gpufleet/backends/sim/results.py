@@ -9,6 +9,7 @@ from gpufleet.economics.reports import CostReport
 
 if TYPE_CHECKING:
     from gpufleet.backends.sim.idle_reclaim import IdleReport
+    from gpufleet.backends.sim.inference import ServingReport
 
 
 @dataclass(slots=True)
@@ -213,3 +214,5 @@ class TenancyRun:
     #: What its pods cost, a report per grouping asked (none: not costed), each without the
     #: pods' own lines (:mod:`gpufleet.backends.sim.costs`).
     cost: tuple[CostReport, ...] = ()
+    #: What each inference service's requests met (none: the run served none).
+    serving: tuple[ServingReport, ...] = ()

@@ -11,6 +11,7 @@ from gpufleet.backends.sim.costs import CostSettings, pod_runs, run_cost
 from gpufleet.backends.sim.fill import fill_order
 from gpufleet.backends.sim.holds import HoldLog
 from gpufleet.backends.sim.idle_reclaim import IdleTicking
+from gpufleet.backends.sim.inference import InferenceSettings, InferenceTicking
 from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.results import (
@@ -161,6 +162,7 @@ def run_workloads(
     kinds: Mapping[str, str] | None = None,
     idle_dry_run: bool = False,
     cost: CostSettings | None = None,
+    inference: InferenceSettings | None = None,
 ) -> TenancyRun:
     """Replay workloads (pods and gangs) through queues, quotas, priorities, preemption and
     backfill: arrivals at their creation time, each pod running for its workload's duration
@@ -172,7 +174,9 @@ def run_workloads(
     ``idle_dry_run``: report only); what they did is the run's ``idle``. ``cost``: what the
     pods cost, priced and grouped as it says, with their utilisation sampled from the usage
     profiles without changing the run (:mod:`gpufleet.backends.sim.costs`); the run's
-    ``cost``."""
+    ``cost``. ``inference``: the inference services' requests, served by replicas their
+    autoscalers add and remove (:mod:`gpufleet.backends.sim.inference`); the run goes on until
+    their requests stop, and what they met is its ``serving``."""
     started = time.perf_counter()
     all_pods = [p for t in workloads for p in t.workload.pods]
     target = target if target is not None else typical_shapes(all_pods)
@@ -213,6 +217,22 @@ def run_workloads(
     backend: ClusterBackend = sim
     if idle_policies:
         backend = idle = IdleTicking(sim, idle_policies, workloads, kinds, dry_run=idle_dry_run)
+    serving = None
+    if inference is not None and inference.services:
+        given: dict[str, list[TimedWorkload]] = {}
+        for timed in workloads:
+            owner = inference.replica_owner.get(timed.workload.key)
+            if owner is not None:
+                given.setdefault(owner, []).append(timed)
+        backend = serving = InferenceTicking(
+            backend,
+            sim,
+            inference.services,
+            inference.autoscaling,
+            inference.templates,
+            given,
+            seed,
+        )
     meter = None
     if cost is not None:
         sim.recorder.holds = HoldLog()
@@ -245,6 +265,7 @@ def run_workloads(
         budgets_at_end=budget_reports(core),
         idle=None if idle is None else idle.finish(now),
         cost=_cost(sim, nodes, workloads, kinds, cost, meter, now),
+        serving=() if serving is None else serving.finish(core.time_format),
     )
 
 

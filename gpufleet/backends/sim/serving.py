@@ -134,8 +134,9 @@ class ServingRecord:
     minutes: dict[int, float] = field(default_factory=dict)
     requested: dict[int, float] = field(default_factory=dict)
     waiting: list[float] = field(default_factory=list)
-    #: (time, replicas placed, replicas ready) at every step.
+    #: (time, replicas placed, replicas ready) at every step; per minute, at its last step.
     replicas: list[tuple[float, int, int]] = field(default_factory=list)
+    minute_replicas: dict[int, tuple[int, int]] = field(default_factory=dict)
     gpu_seconds: float = 0.0
 
     def add(self, step: ServingStep, dt: float, placed_replicas: int) -> None:
@@ -144,11 +145,30 @@ class ServingRecord:
         self.requested[minute] = self.requested.get(minute, 0.0) + step.arrival_rps * dt
         self.waiting.append(step.waiting)
         self.replicas.append((step.at, placed_replicas, step.ready_replicas))
+        self.minute_replicas[minute] = (placed_replicas, step.ready_replicas)
         self.gpu_seconds += placed_replicas * self.gpus_per_replica * dt
 
     @property
     def gpu_hours(self) -> float:
         return self.gpu_seconds / 3600.0
+
+    def timeline(self) -> tuple[tuple[float, int, int, float, float | None], ...]:
+        """Per minute: (its start, replicas placed and ready at its last step, requests per
+        second over it, its p95 latency or None when unbounded)."""
+        rows = []
+        for minute in sorted(self.minutes):
+            placed, ready = self.minute_replicas.get(minute, (0, 0))
+            worst = self.minutes[minute]
+            rows.append(
+                (
+                    minute * MINUTE_S,
+                    placed,
+                    ready,
+                    self.requested.get(minute, 0.0) / MINUTE_S,
+                    worst if math.isfinite(worst) else None,
+                )
+            )
+        return tuple(rows)
 
     def minutes_meeting_slo(self) -> float:
         """The share of minutes whose p95 latency met the objective (a minute without requests
