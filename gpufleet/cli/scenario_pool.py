@@ -8,12 +8,14 @@ Results come back as :class:`~gpufleet.report.scenario_summary.LabelledRun`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpufleet.backends.sim.batch import ProgressCallback, Report, run_pool
 from gpufleet.backends.sim.costs import CostSettings
 from gpufleet.backends.sim.run import run_workloads
+from gpufleet.backends.sim.scenarios import fifo_workload
 from gpufleet.cli.scenarios import Prepared
 from gpufleet.report.scenario_summary import LabelledRun, Variant
 from gpufleet.scheduling.admission import AdmissionConfig
@@ -50,11 +52,15 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
     quotas = prepared.resource_quotas
     profile = shared.profile
     idle_policies = prepared.idle_policies
+    inference = prepared.inference
     if task.variant is Variant.FIFO:
         scenario = scenario.fifo()
         quotas = ()
         profile = DEFAULT_PROFILE
         idle_policies = ()  # the baseline is a plain scheduler: no idle reclaim either
+        if inference is not None:  # served alike, its new replicas in the one queue too
+            templates = {k: fifo_workload(t) for k, t in inference.templates.items()}
+            inference = dataclasses.replace(inference, templates=templates)
     result = run_workloads(
         prepared.nodes,
         scenario.workloads,
@@ -71,6 +77,7 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
         kinds=prepared.kinds,
         idle_dry_run=shared.idle_dry_run,
         cost=shared.cost,
+        inference=inference,
     )
     return LabelledRun(task.policy, task.seed, task.variant, result)
 

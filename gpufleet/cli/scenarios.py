@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpufleet.backends.sim.inference import InferenceSettings
 from gpufleet.backends.sim.scenarios import TenantScenario, from_trace, large_gangs, sample_nodes
 from gpufleet.cli.common import fail, warn_skipped
 from gpufleet.io.alibaba import read_nodes, read_pods
+from gpufleet.io.assembly import Scenario
 from gpufleet.io.cluster_spec import read_cluster_spec
 from gpufleet.io.faults import check_faults
 from gpufleet.io.kinds import Skipped
@@ -45,6 +47,8 @@ class Prepared:
     resource_quotas: tuple[ResourceQuota, ...] = ()
     idle_policies: tuple[IdlePolicy, ...] = ()
     kinds: Mapping[str, str] = field(default_factory=dict)
+    #: The inference services the scenario loads with requests, and their autoscalers.
+    inference: InferenceSettings | None = None
 
     @property
     def pods(self) -> int:
@@ -224,5 +228,17 @@ def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scen
         tuple(scenario.resource_quotas),
         tuple(scenario.idle_policies),
         dict(scenario.kinds),
+        inference_settings(scenario) if scenario.inference else None,
     )
     return Scenarios(name, dict.fromkeys(seeds, prepared), cluster_label, tenant.description)
+
+
+def inference_settings(scenario: Scenario) -> InferenceSettings:
+    """The scenario's services (InferenceLoads), the autoscaler of each that has one, one
+    replica of each and the owner of every replica."""
+    return InferenceSettings(
+        tuple(scenario.inference),
+        {spec.target.key: spec for spec in scenario.autoscaling},
+        dict(scenario.replica_templates),
+        dict(scenario.replica_owner),
+    )

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpufleet.backends.sim.scenarios import TenantScenario
@@ -48,6 +49,7 @@ from gpufleet.report.html import NamedTable, write_report
 from gpufleet.report.scenario_cost import CostSummary, summarize_cost
 from gpufleet.report.scenario_html import cost_section, scenario_figures
 from gpufleet.report.scenario_idle import IdleSummary, idle_action_rows, summarize_idle
+from gpufleet.report.scenario_serving import ServingSummary, serving_section, summarize_serving
 from gpufleet.report.scenario_summary import (
     NO_CLASS,
     Comparison,
@@ -144,6 +146,8 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
     for idle in summaries.idle:
         console.print(f"[bold]{idle.run} idle policies[/]: {idle.line}")
     print_cost(summaries.cost)
+    for serving in summaries.serving:
+        console.print(f"[bold]{serving.run} served[/] {escape(serving.line)}")
     print_comparison(summaries.comparison)
     for run in runs:
         if run.variant is Variant.QUEUES and run.seed == seeds[0]:
@@ -205,6 +209,8 @@ class Summaries:
     idle: list[IdleSummary] = field(default_factory=list)
     #: What the pods cost, per run label and grouping.
     cost: list[CostSummary] = field(default_factory=list)
+    #: What the inference services' requests met, per run label and service.
+    serving: list[ServingSummary] = field(default_factory=list)
 
 
 def summarize(
@@ -223,6 +229,7 @@ def summarize(
         compare_with_fifo(run_rows, policies),
         summarize_idle(runs, idle_dry_run),
         summarize_cost(runs),
+        summarize_serving(runs),
     )
 
 
@@ -336,5 +343,12 @@ def _write_report(
             ),
         ],
         appendix=appendix,
-        own_sections=[s for s in [cost_section(summaries.cost, prices)] if s is not None],
+        own_sections=[
+            s
+            for s in [
+                cost_section(summaries.cost, prices),
+                serving_section(summaries.serving, runs),
+            ]
+            if s is not None
+        ],
     )

@@ -274,7 +274,7 @@ def test_the_examples(write_file: WriteFile) -> None:
     assert chat.declared_by == "annotations of Deployment ml-serving/chat"
     assert (chat.floor, chat.max_replicas, chat.model_load_s) == (0, 8, 90.0)
     assert chat.scale_to_zero == ScaleToZero(600.0, 0.0, 15.0)
-    assert [(m.metric, m.value) for m in chat.metrics] == [(QUEUE, 10.0), (LATENCY, 0.8)]
+    assert [(m.metric, m.value) for m in chat.metrics] == [(QUEUE, 3.0)]
     assert embeddings.declared_by == "HorizontalPodAutoscaler ml-serving/embeddings"
     assert (embeddings.min_replicas, embeddings.max_replicas, embeddings.model_load_s) == (
         2,

@@ -95,7 +95,7 @@ def test_the_example_reads() -> None:
     path = Path(__file__).resolve().parents[2] / "examples" / "autoscaling" / "chat-traffic.yaml"
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d and d["kind"] == "InferenceLoad"]
     (found,) = [inference_service_from_object(d, str(path)) for d in docs]
-    assert found.load.peak == 160
+    assert found.load.peak == 80
     assert found.workload == "ml-serving/Deployment/chat"
 
 

@@ -90,19 +90,7 @@ class TenantScenario:
     def fifo(self) -> TenantScenario:
         """The same workloads in one queue, first come first served: no quota, no priority,
         no preemption (priority class names are kept, for reporting)."""
-        plain = tuple(
-            replace(
-                t,
-                workload=replace(
-                    t.workload,
-                    queue="default",
-                    priority=0,
-                    pods=tuple(replace(p, priority=0) for p in t.workload.pods),
-                    preemption_policy=PreemptionPolicy.NEVER,
-                ),
-            )
-            for t in self.workloads
-        )
+        plain = tuple(fifo_workload(t) for t in self.workloads)
         return TenantScenario(
             f"{self.name}-fifo",
             f"{self.description} (FIFO baseline)",
@@ -115,6 +103,21 @@ class TenantScenario:
     @property
     def gpu_request_milli(self) -> int:
         return sum(t.workload.gpu_milli for t in self.workloads)
+
+
+def fifo_workload(timed: TimedWorkload) -> TimedWorkload:
+    """``timed`` as the FIFO baseline runs it: in the one default queue, at priority 0,
+    never preempting."""
+    return replace(
+        timed,
+        workload=replace(
+            timed.workload,
+            queue="default",
+            priority=0,
+            pods=tuple(replace(p, priority=0) for p in timed.workload.pods),
+            preemption_policy=PreemptionPolicy.NEVER,
+        ),
+    )
 
 
 def from_trace(

@@ -11,8 +11,10 @@ arriving as a Poisson stream at the load's rate (times a per-step noise factor):
 
 * below capacity, the wait is that of an M/M/n queue (Erlang's C formula: the chance a
   request waits, and the 95th percentile of its wait, ``ln(P(wait) / 0.05) / (n/s - lambda)``
-  when that chance is above 5 %, else none), at most a step's length: a queue near capacity for
-  one step cannot build the wait a stationary one would;
+  when that chance is above 5 %, else none), but no more than a queue can build in one step:
+  near and at capacity the stationary queue grows without bound, while in a step it drifts by
+  about the arrivals' spread, ``sqrt(lambda x step)`` requests (its mean; twice that over the
+  capacity for the 95th percentile of the wait);
 * above capacity, requests pile up in a backlog that grows by what arrives beyond capacity and
   drains at the spare capacity; a request arriving behind a backlog ``q`` waits ``q`` over the
   capacity on top (a fluid approximation: exact in the mean for a long overload);
@@ -107,14 +109,16 @@ class ServingQueue:
         served_rate = min(arrival, capacity)
         offered = served_rate * service_time  # Erlangs
         chance = erlang_c(slots, offered)
-        queue_wait, queue_mean = dt, served_rate * dt  # at capacity: as long as a step allows
+        # How far a queue at capacity drifts in one step (the arrivals' spread over it): what
+        # it can build in a step, where a stationary one would grow without bound.
+        transient = math.sqrt(served_rate * dt)
+        queue_wait, queue_mean = math.inf, math.inf
         if offered < slots:
             drain = slots / service_time - served_rate  # how fast the queue empties, per second
             queue_wait = math.log(chance / (1 - QUANTILE)) / drain if chance > 1 - QUANTILE else 0
             queue_mean = chance * offered / (slots - offered)
-        # A queue near capacity for one step cannot build the wait a stationary queue would.
-        queue_wait = min(queue_wait, dt)
-        queue_mean = min(queue_mean, served_rate * dt)
+        queue_mean = min(queue_mean, transient)
+        queue_wait = min(queue_wait, 2 * transient / capacity)
         p95 = service_time + queue_wait + self.backlog / capacity
         busy = min(1.0, arrival / capacity)
         return ServingStep(
