@@ -53,8 +53,9 @@ class Workload:
     """Pods admitted together (a gang of one for a plain pod).
 
     ``expected_runtime`` (seconds) feeds backfill; ``checkpoint_interval`` (seconds) says how
-    much work a preemption loses; ``preemptible`` False keeps it within its queue's nominal quota
-    and safe from eviction.
+    much work a preemption loses; ``checkpoint_on_notice``: it also saves its progress when
+    told its node is going (a spot interruption's notice); ``preemptible`` False keeps it within
+    its queue's nominal quota and safe from eviction.
 
     ``kind`` is the kind of the object it came from (Job, PyTorchJob...), where that is part of
     its identity: names are unique per kind and namespace, as in Kubernetes, so a workload with
@@ -73,6 +74,7 @@ class Workload:
     preemptible: bool = True
     expected_runtime: float | None = None
     checkpoint_interval: float | None = None
+    checkpoint_on_notice: bool = False
     topology: TopologyRequest | None = None
     #: May the gang's pods run on GPUs of different models? (Kueue gives a pod set one flavor:
     #: by default a gang runs on one model, so that no pod slows the others down.)
