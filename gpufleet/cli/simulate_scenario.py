@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpufleet.backends.sim.scenarios import TenantScenario
@@ -48,6 +49,11 @@ from gpufleet.report.html import NamedTable, write_report
 from gpufleet.report.scenario_cost import CostSummary, summarize_cost
 from gpufleet.report.scenario_html import cost_section, scenario_figures
 from gpufleet.report.scenario_idle import IdleSummary, idle_action_rows, summarize_idle
+from gpufleet.report.scenario_interruptions import (
+    InterruptionSummary,
+    node_fault_rows,
+    summarize_interruptions,
+)
 from gpufleet.report.scenario_summary import (
     NO_CLASS,
     Comparison,
@@ -132,6 +138,10 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
         console.print(f"idle:     IdlePolicy {names}{mode}; not in the FIFO baseline")
     elif args.idle_dry_run:
         warn("--idle-dry-run: the scenario has no IdlePolicy, so there is nothing to report")
+    node_faults = first.scenario.node_faults
+    if node_faults:
+        described = "; ".join(f"{f.label} on {f.selection.describe()}" for f in node_faults)
+        console.print(f"faults:   {described} (random times drawn per seed)")
     cost = costing.settings(first.scenario.workloads)
     announce(costing, cost)
     shared = Shared(scenarios.by_seed, config, explain_at, profile, args.idle_dry_run, cost)
@@ -143,6 +153,10 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
         print_run_line(row)
     for idle in summaries.idle:
         console.print(f"[bold]{idle.run} idle policies[/]: {idle.line}")
+    for lost in summaries.interruptions:
+        console.print(f"[bold]{lost.run} interruptions[/]: {escape(lost.line)}")
+    for note in dict.fromkeys(n for lost in summaries.interruptions for n in lost.notes):
+        warn(escape(f"spot savings: {note}"))
     print_cost(summaries.cost)
     print_comparison(summaries.comparison)
     for run in runs:
@@ -205,6 +219,8 @@ class Summaries:
     idle: list[IdleSummary] = field(default_factory=list)
     #: What the pods cost, per run label and grouping.
     cost: list[CostSummary] = field(default_factory=list)
+    #: What spot interruptions, node failures and GPU faults did, per run label that had them.
+    interruptions: list[InterruptionSummary] = field(default_factory=list)
 
 
 def summarize(
@@ -223,6 +239,7 @@ def summarize(
         compare_with_fifo(run_rows, policies),
         summarize_idle(runs, idle_dry_run),
         summarize_cost(runs),
+        summarize_interruptions(runs),
     )
 
 
@@ -302,6 +319,16 @@ def _write_report(
                     idle_action_rows(run)[:HTML_EXPLAIN_ROWS],
                 )
             )
+        if run.result.interruptions is not None and run.result.interruptions.events:
+            appendix.append(
+                (
+                    f"Nodes lost and GPU faults ({run.label}, seed {run.seed})",
+                    "Each notice, node gone (with the pods it took and the GPU-hours of work "
+                    "they and their gangs lost since their last checkpoints), node back, and "
+                    "GPU fault that crashed pods. results.json has every row.",
+                    node_fault_rows(run)[:HTML_EXPLAIN_ROWS],
+                )
+            )
         if run.result.jobs:
             appendix.append(
                 (
@@ -333,6 +360,16 @@ def _write_report(
                 "stopped workloads would still have held, actions by kind, workloads stopped "
                 "(stopped: the first seed's). The FIFO baseline runs without them.",
                 summaries.idle,
+            ),
+            (
+                "Spot interruptions and node failures",
+                "The median run over seeds (by GPU-hours lost): spot nodes reclaimed after "
+                "their notice, nodes failed, GPU faults that crashed pods; pods lost, their "
+                "gangs' other pods taken down with them, workloads made to start again, jobs "
+                "failed; the GPU-hours of work lost since the last checkpoints. Spot: GPU-hours "
+                "of spot nodes up, what they saved against on-demand prices (gross), the lost "
+                "work at on-demand prices, and the net saving (GPUs only).",
+                summaries.interruptions,
             ),
         ],
         appendix=appendix,

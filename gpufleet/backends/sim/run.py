@@ -30,6 +30,7 @@ from gpufleet.metrics.state import read_state
 from gpufleet.model import Node, Pod
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
+from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
@@ -161,6 +162,7 @@ def run_workloads(
     kinds: Mapping[str, str] | None = None,
     idle_dry_run: bool = False,
     cost: CostSettings | None = None,
+    node_faults: Sequence[NodeFault] = (),
 ) -> TenancyRun:
     """Replay workloads (pods and gangs) through queues, quotas, priorities, preemption and
     backfill: arrivals at their creation time, each pod running for its workload's duration
@@ -172,7 +174,9 @@ def run_workloads(
     ``idle_dry_run``: report only); what they did is the run's ``idle``. ``cost``: what the
     pods cost, priced and grouped as it says, with their utilisation sampled from the usage
     profiles without changing the run (:mod:`gpufleet.backends.sim.costs`); the run's
-    ``cost``."""
+    ``cost``. ``node_faults``: spot interruptions and node failures (their random times drawn
+    from ``seed``); what they and the GPU faults did, with what spot capacity saved at
+    ``cost``'s prices, is the run's ``interruptions``."""
     started = time.perf_counter()
     all_pods = [p for t in workloads for p in t.workload.pods]
     target = target if target is not None else typical_shapes(all_pods)
@@ -190,7 +194,16 @@ def run_workloads(
     span = max((t.created for t in workloads), default=0.0) - min(
         (t.created for t in workloads), default=0.0
     )
-    sim = SimulatedCluster(nodes, (), Mode.REPLAY, target, workloads=workloads, faults=faults)
+    sim = SimulatedCluster(
+        nodes,
+        (),
+        Mode.REPLAY,
+        target,
+        workloads=workloads,
+        faults=faults,
+        node_faults=node_faults,
+        seed=seed,
+    )
     queue_recorder = sim.queue_recorder = QueueRecorder(
         sim.world,
         core.quotas.queues,
@@ -245,6 +258,11 @@ def run_workloads(
         budgets_at_end=budget_reports(core),
         idle=None if idle is None else idle.finish(now),
         cost=_cost(sim, nodes, workloads, kinds, cost, meter, now),
+        interruptions=(
+            sim.interruption_report(now, None if cost is None else cost.prices)
+            if faults or node_faults
+            else None
+        ),
     )
 
 
