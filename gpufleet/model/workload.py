@@ -74,13 +74,13 @@ class Workload:
     preemptible: bool = True
     expected_runtime: float | None = None
     checkpoint_interval: float | None = None
-    checkpoint_on_notice: bool = False
     topology: TopologyRequest | None = None
     #: May the gang's pods run on GPUs of different models? (Kueue gives a pod set one flavor:
     #: by default a gang runs on one model, so that no pod slows the others down.)
     mixed_gpu_models: bool = False
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     kind: str = ""
+    checkpoint_on_notice: bool = False
     #: ``namespace/name`` or ``namespace/Kind/name``, computed once: the scheduling cycle
     #: reads it often.
     key: str = field(init=False, repr=False, hash=False, compare=False)
