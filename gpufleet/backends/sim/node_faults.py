@@ -128,7 +128,7 @@ class NodeFaultPlan:
         node being already going or gone, or the draw stale)."""
         life = self.lives[name]
         if token != LISTED:
-            index = self.faults.index(fault)
+            index = next(i for i, f in enumerate(self.faults) if f is fault)
             if self._draws.get((index, name)) != token:
                 return None
         if life.state is not NodeState.UP:
