@@ -2,7 +2,8 @@
 :mod:`gpufleet.backends.sim.batch`: each worker gets the prepared scenarios once and runs its
 tasks through :func:`~gpufleet.backends.sim.run.run_workloads` (the FIFO variant through the
 scenario's :meth:`~gpufleet.backends.sim.scenarios.TenantScenario.fifo`, without the scenario's
-IdlePolicies: the baseline is a plain scheduler, with no idle reclaim; both are costed alike).
+IdlePolicies: the baseline is a plain scheduler, with no idle reclaim; both are costed alike,
+and both lose the same nodes and GPUs).
 Results come back as :class:`~gpufleet.report.scenario_summary.LabelledRun`.
 """
 
@@ -73,6 +74,7 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
         explain_at=shared.explain_at,
         profile=profile,
         faults=scenario.faults,
+        node_faults=scenario.node_faults,
         idle_policies=idle_policies,
         kinds=prepared.kinds,
         idle_dry_run=shared.idle_dry_run,

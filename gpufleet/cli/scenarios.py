@@ -22,6 +22,7 @@ from gpufleet.io.assembly import Scenario
 from gpufleet.io.cluster_spec import read_cluster_spec
 from gpufleet.io.faults import check_faults
 from gpufleet.io.kinds import Skipped
+from gpufleet.io.node_faults import check_node_faults
 from gpufleet.io.readers import read_cluster
 from gpufleet.io.shapes import bundled_path
 from gpufleet.io.traces import NODES_FILE, PODS_FILE, TRACE_DIR_ENV, find_alibaba_trace
@@ -210,6 +211,7 @@ def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scen
     if not nodes:
         raise fail("the cluster has no nodes")
     check_faults(scenario.faults, nodes)
+    check_node_faults(scenario.node_faults, nodes)
     name = ", ".join(names)
     pods = sum(len(t.workload.pods) for t in scenario.workloads)
     queues = [q for q in scenario.queues if q != "default"] or ["default"]
@@ -221,6 +223,7 @@ def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scen
         dict(scenario.priority_classes),
         tuple(scenario.workloads),
         tuple(scenario.faults),
+        tuple(scenario.node_faults),
     )
     prepared = Prepared(
         tuple(nodes),

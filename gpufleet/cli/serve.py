@@ -43,6 +43,7 @@ from gpufleet.io.errors import InputError
 from gpufleet.io.faults import check_faults
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import load_manifests
+from gpufleet.io.node_faults import check_node_faults
 from gpufleet.io.readers import read_cluster
 from gpufleet.io.sim_telemetry import TelemetrySettings, parse_usage_profile, profile_choices
 from gpufleet.model import Node
@@ -250,6 +251,7 @@ def _serve_on(
             # leaves the database as it was.
             seed = plan_seed(store, files, options, fresh, skipped)
             check_faults(seed.faults, nodes)
+            check_node_faults(seed.node_faults, nodes)
             idle = join_idle_policies(
                 [("--idle-policies", idle), ("--scenario", seed.idle_policies)]
             )
@@ -269,6 +271,8 @@ def _serve_on(
         where = f"{len(nodes)} simulated nodes at {speed:g}x, {restored} workloads restored"
         if options.faults:
             where += f", {len(options.faults)} GPU faults to play"
+        if options.node_faults:
+            where += f", {len(options.node_faults)} spot interruptions and node failures to play"
     if reclaimer_for(reclaiming, idle, observe.idle_dry_run) is not None:
         names = ", ".join(p.name for p in idle)
         where += f", idle policies {names}" + (" (dry run)" if observe.idle_dry_run else "")
@@ -308,14 +312,16 @@ def _serve_on(
 def _with_scenario_telemetry(
     options: ServeOptions, told: TelemetrySettings, seed: Seed
 ) -> ServeOptions:
-    """``options`` with the scenario's faults and telemetry settings (the command line's
-    ``--usage-profile`` and ``--seed`` win over its ``SimulatedTelemetry``)."""
+    """``options`` with the scenario's faults (GPU faults, spot interruptions and node
+    failures) and telemetry settings (the command line's ``--usage-profile`` and ``--seed`` win
+    over its ``SimulatedTelemetry``)."""
     scenario = seed.telemetry or TelemetrySettings()
     return dataclasses.replace(
         options,
         usage_profile=told.default_profile or scenario.default_profile,
         telemetry_seed=told.seed if told.seed is not None else scenario.seed,
         faults=tuple(seed.faults),
+        node_faults=tuple(seed.node_faults),
     )
 
 

@@ -49,6 +49,11 @@ from gpufleet.report.html import NamedTable, write_report
 from gpufleet.report.scenario_cost import CostSummary, summarize_cost
 from gpufleet.report.scenario_html import cost_section, scenario_figures
 from gpufleet.report.scenario_idle import IdleSummary, idle_action_rows, summarize_idle
+from gpufleet.report.scenario_interruptions import (
+    InterruptionSummary,
+    node_fault_rows,
+    summarize_interruptions,
+)
 from gpufleet.report.scenario_serving import ServingSummary, serving_section, summarize_serving
 from gpufleet.report.scenario_summary import (
     NO_CLASS,
@@ -134,6 +139,10 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
         console.print(f"idle:     IdlePolicy {names}{mode}; not in the FIFO baseline")
     elif args.idle_dry_run:
         warn("--idle-dry-run: the scenario has no IdlePolicy, so there is nothing to report")
+    node_faults = first.scenario.node_faults
+    if node_faults:
+        described = "; ".join(f"{f.label} on {f.selection.describe()}" for f in node_faults)
+        console.print(f"faults:   {described} (random times drawn per seed)")
     cost = costing.settings(first.scenario.workloads)
     announce(costing, cost)
     shared = Shared(scenarios.by_seed, config, explain_at, profile, args.idle_dry_run, cost)
@@ -145,6 +154,10 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
         print_run_line(row)
     for idle in summaries.idle:
         console.print(f"[bold]{idle.run} idle policies[/]: {idle.line}")
+    for lost in summaries.interruptions:
+        console.print(f"[bold]{lost.run} interruptions[/]: {escape(lost.line)}")
+    for note in dict.fromkeys(n for lost in summaries.interruptions for n in lost.notes):
+        warn(escape(f"spot savings: {note}"))
     print_cost(summaries.cost)
     for serving in summaries.serving:
         console.print(f"[bold]{serving.run} served[/] {escape(serving.line)}")
@@ -211,6 +224,8 @@ class Summaries:
     cost: list[CostSummary] = field(default_factory=list)
     #: What the inference services' requests met, per run label and service.
     serving: list[ServingSummary] = field(default_factory=list)
+    #: What spot interruptions, node failures and GPU faults did, per run label that had them.
+    interruptions: list[InterruptionSummary] = field(default_factory=list)
 
 
 def summarize(
@@ -230,6 +245,7 @@ def summarize(
         summarize_idle(runs, idle_dry_run),
         summarize_cost(runs),
         summarize_serving(runs),
+        summarize_interruptions(runs),
     )
 
 
@@ -309,6 +325,16 @@ def _write_report(
                     idle_action_rows(run)[:HTML_EXPLAIN_ROWS],
                 )
             )
+        if run.result.interruptions is not None and run.result.interruptions.events:
+            appendix.append(
+                (
+                    f"Nodes lost and GPU faults ({run.label}, seed {run.seed})",
+                    "Each notice, node gone (with the pods it took and the GPU-hours of work "
+                    "they and their gangs lost since their last checkpoints), node back, and "
+                    "GPU fault that crashed pods. results.json has every row.",
+                    node_fault_rows(run)[:HTML_EXPLAIN_ROWS],
+                )
+            )
         if run.result.jobs:
             appendix.append(
                 (
@@ -340,6 +366,16 @@ def _write_report(
                 "stopped workloads would still have held, actions by kind, workloads stopped "
                 "(stopped: the first seed's). The FIFO baseline runs without them.",
                 summaries.idle,
+            ),
+            (
+                "Spot interruptions and node failures",
+                "The median run over seeds (by GPU-hours lost): spot nodes reclaimed after "
+                "their notice, nodes failed, GPU faults that crashed pods; pods lost, their "
+                "gangs' other pods taken down with them, workloads made to start again, jobs "
+                "failed; the GPU-hours of work lost since the last checkpoints. Spot: GPU-hours "
+                "of spot nodes up, what they saved against on-demand prices (gross), the lost "
+                "work at on-demand prices, and the net saving (GPUs only).",
+                summaries.interruptions,
             ),
         ],
         appendix=appendix,

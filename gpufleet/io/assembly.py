@@ -34,6 +34,7 @@ from gpufleet.io.kube_pods import (
     pods_from_object,
 )
 from gpufleet.io.manifests import Context, Manifest, describe
+from gpufleet.io.node_faults import NODE_FAULT_KINDS, node_fault_from_object
 from gpufleet.io.pytorch_jobs import OperatorJob
 from gpufleet.io.queues import pod_group_from_object, resource_quota_from_object
 from gpufleet.io.serving import INFERENCE_LOAD, TARGET_KINDS, inference_service_from_object
@@ -45,6 +46,7 @@ from gpufleet.io.sim_telemetry import (
 )
 from gpufleet.io.workload_settings import (
     CHECKPOINT_INTERVAL_ANNOTATION,
+    CHECKPOINT_ON_NOTICE_ANNOTATION,
     MIXED_MODELS_ANNOTATION,
     PREEMPTIBLE_ANNOTATION,
     TOPOLOGY_ANNOTATION,
@@ -56,6 +58,7 @@ from gpufleet.model.autoscaling import AutoscalingSpec
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.jobs import JobKind, JobSpec
+from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
 from gpufleet.model.serving import InferenceService
@@ -76,9 +79,9 @@ DEFAULT_QUEUE = "default"
 REPLICATED_KINDS = frozenset(TARGET_KINDS)
 SUPPORTED = (
     "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, "
-    "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob, GpuFault, SimulatedTelemetry, "
-    "IdlePolicy, InferenceLoad, HorizontalPodAutoscaler or ScaledObject objects (or an "
-    "Alibaba pod-list .csv)"
+    "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob, GpuFault, SpotInterruption, "
+    "NodeFailure, SimulatedTelemetry, IdlePolicy, InferenceLoad, HorizontalPodAutoscaler or "
+    "ScaledObject objects (or an Alibaba pod-list .csv)"
 )
 #: Operators' job kinds and their readers.
 OPERATOR_JOBS = {
@@ -105,6 +108,8 @@ class Scenario:
     telemetry: TelemetrySettings | None = None
     #: What to do with idle GPU holders (``IdlePolicy`` objects).
     idle_policies: list[IdlePolicy] = dataclasses.field(default_factory=list)
+    #: Nodes the simulated cluster loses (``SpotInterruption`` and ``NodeFailure`` objects).
+    node_faults: list[NodeFault] = dataclasses.field(default_factory=list)
     #: How workloads are autoscaled (HorizontalPodAutoscalers, ScaledObjects, annotations).
     autoscaling: list[AutoscalingSpec] = dataclasses.field(default_factory=list)
     #: The requests inference workloads get in a simulation (``InferenceLoad`` objects).
@@ -153,6 +158,8 @@ class ScenarioBuilder(Catalog):
         self.parts: list[ObjectPods] = []
         self.pod_origins: dict[str, str] = {}
         self.faults: list[GpuFault] = []
+        self.node_faults: list[NodeFault] = []
+        self._node_fault_sources: dict[tuple[str, str], str] = {}
         self.telemetry: TelemetrySettings | None = None
         self.idle_policies: list[IdlePolicy] = []
         self._idle_policy_sources: dict[str, str] = {}
@@ -181,6 +188,15 @@ class ScenarioBuilder(Catalog):
             _unique(self.quotas, key, Setting(quota, context, None), "ResourceQuota")
         elif kind == GPU_FAULT:
             self.faults.append(gpu_fault_from_object(manifest, source, where))
+        elif kind in NODE_FAULT_KINDS:
+            fault = node_fault_from_object(manifest, source, where)
+            first = self._node_fault_sources.setdefault((fault.kind, fault.name), fault.where)
+            if first != fault.where:
+                raise InputError(
+                    source, f"{fault.label} appears twice (first in {first})", where,
+                    "metadata.name",
+                )  # fmt: skip
+            self.node_faults.append(fault)
         elif kind == IDLE_POLICY:
             policy = idle_policy_from_object(manifest, source, where)
             check_unique(self._idle_policy_sources, policy.name, source, where)
@@ -361,6 +377,7 @@ class ScenarioBuilder(Catalog):
             sorted(self.faults, key=lambda f: f.at),
             self.telemetry,
             list(self.idle_policies),
+            list(self.node_faults),
             inference=self._check_inference_targets(),
             replica_owner=owners,
             replica_templates=templates,
@@ -408,6 +425,11 @@ class ScenarioBuilder(Catalog):
             label,
             f"agree on {CHECKPOINT_INTERVAL_ANNOTATION}",
         )
+        on_notice = _agreed(
+            [s.checkpoint_on_notice for s in settings],
+            label,
+            f"agree on {CHECKPOINT_ON_NOTICE_ANNOTATION}",
+        )
         topology = _agreed([s.topology for s in settings], label, f"agree on {TOPOLOGY_ANNOTATION}")
         mixed = _agreed(
             [s.mixed_models for s in settings], label, f"agree on {MIXED_MODELS_ANNOTATION}"
@@ -424,6 +446,7 @@ class ScenarioBuilder(Catalog):
             preemptible=not protected if preemptible is None else preemptible.value,
             expected_runtime=None if runtime is None else runtime.value,
             checkpoint_interval=None if interval is None else interval.value,
+            checkpoint_on_notice=on_notice is not None and on_notice.value,
             topology=None if topology is None else topology.value,
             mixed_gpu_models=mixed is not None and mixed.value,
             labels=settings[0].labels,

@@ -11,6 +11,8 @@ Owns the reading of::
       gpu: 2             # its GPU index
       xid: 79            # the XID it reports
       recoverAfter: 10m  # healthy again that long after (absent: never)
+      crashPods: true    # the pods on it crash (default: unless NVIDIA says the XID leaves
+                         # applications running: 63, 64, 92)
 
 into :class:`~gpufleet.model.faults.GpuFault`, an unknown field being an error, and the check
 of faults against a cluster's nodes (:func:`check_faults`: the node and its GPU must exist).
@@ -24,14 +26,14 @@ from typing import Any
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.fields import check_fields, check_object_fields
-from gpufleet.io.manifests import named_object
+from gpufleet.io.manifests import describe, named_object
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.model import Node
 from gpufleet.model.faults import GpuFault
 
 GPU_FAULT = "GpuFault"
 FAULT_API_VERSIONS = ("gpufleet.dev/v1alpha1",)
-FAULT_SPEC_FIELDS = ("at", "node", "gpu", "xid", "recoverAfter")
+FAULT_SPEC_FIELDS = ("at", "node", "gpu", "xid", "recoverAfter", "crashPods")
 _HINTS = {"recover_after": "it is recoverAfter", "recover": "it is recoverAfter"}
 
 
@@ -55,6 +57,9 @@ def gpu_fault_from_object(
         recover_after = context.parse(parse_duration_seconds, recover, "spec.recoverAfter")
         if recover_after <= 0:
             raise context.error("spec.recoverAfter", f"expected more than 0 s, got {recover}")
+    crash = spec.get("crashPods")
+    if crash is not None and not isinstance(crash, bool):
+        raise context.error("spec.crashPods", f"expected true or false, got {describe(crash)}")
     where = f"{source}" + (f":{location}" if location else "") + f", {GPU_FAULT} {name}"
     return GpuFault(
         at,
@@ -63,6 +68,7 @@ def gpu_fault_from_object(
         context.integer(spec["xid"], "spec.xid", 1),
         recover_after,
         where,
+        crash,
     )
 
 

@@ -4,7 +4,8 @@ Owns the reading of what decides a pod's fate when it ends: a pod template's
 ``restartPolicy``, the simulated failure annotations (``gpufleet.dev/sim-failures``,
 ``gpufleet.dev/sim-fail-after``, ``gpufleet.dev/sim-exit-code``), and a batch/v1 Job's
 ``completions``, ``completionMode``, ``backoffLimit`` (default 6), ``backoffLimitPerIndex``,
-``maxFailedIndexes`` and ``activeDeadlineSeconds``, checked as the API server checks them. The
+``maxFailedIndexes``, ``activeDeadlineSeconds`` and ``podFailurePolicy`` (its rules on exit
+codes and on pod conditions), checked as the API server checks them. The
 training and Ray operators' rules are read by their own readers (``pytorch_jobs``,
 ``operator_jobs``) with the helpers here. What a rule does when a pod ends is the simulated
 cluster's business (:mod:`gpufleet.backends.sim.jobs`); this module only reads.
@@ -23,6 +24,8 @@ from gpufleet.model.jobs import (
     DEFAULT_BACKOFF_LIMIT,
     JobKind,
     JobSpec,
+    PodFailureAction,
+    PodFailureRule,
     ReplicaSet,
     RestartPolicy,
     SimFailures,
@@ -34,6 +37,12 @@ SIM_FAIL_AFTER_ANNOTATION = "gpufleet.dev/sim-fail-after"
 SIM_EXIT_CODE_ANNOTATION = "gpufleet.dev/sim-exit-code"
 POD_RESTART_POLICIES = (RestartPolicy.ALWAYS, RestartPolicy.ON_FAILURE, RestartPolicy.NEVER)
 COMPLETION_MODES = ("NonIndexed", "Indexed")
+#: The API server's bounds on a podFailurePolicy: rules, exit codes per rule, conditions per rule.
+MAX_FAILURE_RULES = 20
+MAX_EXIT_CODES = 255
+MAX_POD_CONDITIONS = 20
+EXIT_CODE_OPERATORS = ("In", "NotIn")
+CONDITION_STATUSES = ("True", "False", "Unknown")
 
 
 def sim_failures(context: Context, annotations: Annotations) -> SimFailures:
@@ -154,6 +163,18 @@ def batch_job(
             template_path,
             f"backoffLimitPerIndex requires restartPolicy Never, got {quoted(policy.value)}",
         )
+    rules = pod_failure_policy(context, spec.get("podFailurePolicy"), f"{path}.podFailurePolicy")
+    if rules and policy is not RestartPolicy.NEVER:
+        raise context.error(
+            f"{path}.podFailurePolicy",
+            f"requires restartPolicy Never in the pod template, got {quoted(policy.value)}",
+        )
+    for i, rule in enumerate(rules):
+        if rule.action is PodFailureAction.FAIL_INDEX and per_index is None:
+            raise context.error(
+                f"{path}.podFailurePolicy.rules[{i}].action",
+                "FailIndex requires backoffLimitPerIndex",
+            )
     failures = pods[0].failures if pods else SimFailures()
     names = tuple(t.pod.name for t in pods)
     total = completions if completions is not None else min(parallelism, len(names))
@@ -167,7 +188,100 @@ def batch_job(
         backoff_limit_per_index=per_index,
         max_failed_indexes=max_failed,
         active_deadline=None if deadline is None else float(deadline),
+        pod_failure_policy=rules,
     )
+
+
+def pod_failure_policy(context: Context, value: object, path: str) -> tuple[PodFailureRule, ...]:
+    """A Job's ``podFailurePolicy`` (none when absent), checked as the API server checks it."""
+    if value is None:
+        return ()
+    policy = context.mapping(value, path)
+    for key in policy:
+        if key != "rules":
+            raise context.error(f"{path}.{key}", "unknown field (expected: rules)")
+    items = context.sequence(policy.get("rules"), f"{path}.rules")
+    if len(items) > MAX_FAILURE_RULES:
+        raise context.error(
+            f"{path}.rules", f"expected at most {MAX_FAILURE_RULES} rules, got {len(items)}"
+        )
+    return tuple(_failure_rule(context, item, f"{path}.rules[{i}]") for i, item in enumerate(items))
+
+
+def _failure_rule(context: Context, item: object, path: str) -> PodFailureRule:
+    rule = context.mapping(item, path, required=True)
+    for key in rule:
+        if key not in ("action", "onExitCodes", "onPodConditions"):
+            raise context.error(
+                f"{path}.{key}", "unknown field (expected: action, onExitCodes, onPodConditions)"
+            )
+    actions = [a.value for a in PodFailureAction]
+    action = rule.get("action")
+    if action not in actions:
+        raise context.error(
+            f"{path}.action", f"expected {_either(actions)}, got {describe(action)}"
+        )
+    codes, conditions = rule.get("onExitCodes"), rule.get("onPodConditions")
+    if (codes is None) == (conditions is None):
+        both = "both are given" if codes is not None else "neither is given"
+        raise context.error(path, f"give one of onExitCodes or onPodConditions: {both}")
+    if codes is not None:
+        values, within = _exit_codes(context, codes, f"{path}.onExitCodes")
+        return PodFailureRule(PodFailureAction(action), values, within)
+    patterns = context.sequence(conditions, f"{path}.onPodConditions")
+    if not 1 <= len(patterns) <= MAX_POD_CONDITIONS:
+        raise context.error(
+            f"{path}.onPodConditions",
+            f"expected 1 to {MAX_POD_CONDITIONS} patterns, got {len(patterns)}",
+        )
+    pairs = []
+    for j, pattern in enumerate(patterns):
+        where = f"{path}.onPodConditions[{j}]"
+        entry = context.mapping(pattern, where, required=True)
+        for key in entry:
+            if key not in ("type", "status"):
+                raise context.error(f"{where}.{key}", "unknown field (expected: type, status)")
+        kind = context.label_key(context.text(entry.get("type"), f"{where}.type"), f"{where}.type")
+        status = context.text(entry.get("status"), f"{where}.status", "True")
+        if status not in CONDITION_STATUSES:
+            raise context.error(
+                f"{where}.status", f"expected {_either(CONDITION_STATUSES)}, got {quoted(status)}"
+            )
+        pairs.append((kind, status))
+    return PodFailureRule(PodFailureAction(action), conditions=tuple(pairs))
+
+
+def _exit_codes(context: Context, value: object, path: str) -> tuple[tuple[int, ...], bool]:
+    """(the exit codes, whether the operator is In) of an ``onExitCodes`` requirement."""
+    requirement = context.mapping(value, path, required=True)
+    for key in requirement:
+        if key not in ("containerName", "operator", "values"):
+            raise context.error(
+                f"{path}.{key}", "unknown field (expected: containerName, operator, values)"
+            )
+    if requirement.get("containerName") is not None:
+        context.text(requirement["containerName"], f"{path}.containerName")
+    operator = requirement.get("operator")
+    if operator not in EXIT_CODE_OPERATORS:
+        raise context.error(
+            f"{path}.operator", f"expected {_either(EXIT_CODE_OPERATORS)}, got {describe(operator)}"
+        )
+    items = context.sequence(requirement.get("values"), f"{path}.values")
+    if not 1 <= len(items) <= MAX_EXIT_CODES:
+        raise context.error(
+            f"{path}.values", f"expected 1 to {MAX_EXIT_CODES} exit codes, got {len(items)}"
+        )
+    codes = [context.integer(code, f"{path}.values[{i}]") for i, code in enumerate(items)]
+    for i in range(1, len(codes)):
+        if codes[i] <= codes[i - 1]:
+            raise context.error(
+                f"{path}.values[{i}]",
+                f"expected exit codes in increasing order without repeats, got {codes[i]} "
+                f"after {codes[i - 1]}",
+            )
+    if operator == "In" and 0 in codes:
+        raise context.error(f"{path}.values", "the In operator may not list exit code 0")
+    return tuple(codes), operator == "In"
 
 
 def _either(names: Sequence[str]) -> str:

@@ -52,6 +52,8 @@ READ_ELSEWHERE = {
     "ReplicaSet": "a workload: --workload, --scenario or submit",
     "AdmissionPolicy": "admission rules: serve --rules",
     "GpuFault": "a fault injected into a simulation: simulate or serve --scenario",
+    "SpotInterruption": "nodes a simulation loses: simulate or serve --scenario",
+    "NodeFailure": "nodes a simulation loses: simulate or serve --scenario",
     "SimulatedTelemetry": "the simulated GPUs' usage profiles: simulate or serve --scenario",
     "IdlePolicy": "what to do with idle GPU holders: simulate or serve --scenario",
     "InferenceLoad": "the requests an inference workload gets: simulate --scenario",

@@ -1,9 +1,10 @@
 """What a workload object (or its pod template; the object wins) says about admission: the
 ``gpufleet.dev/queue`` and pod-group labels, ``priorityClassName`` / ``priority``, the
-``gpufleet.dev/`` annotations preemptible, expected-runtime, checkpoint-interval, topology,
-topology-level and mixed-gpu-models, and the autoscalers' annotations that protect it from
-disruption (:mod:`.disruption`: it is then not preemptible unless ``gpufleet.dev/preemptible``
-says so), each kept with the field it came from (:func:`workload_settings`).
+``gpufleet.dev/`` annotations preemptible, expected-runtime, checkpoint-interval,
+checkpoint-on-notice, topology, topology-level and mixed-gpu-models, and the autoscalers'
+annotations that protect it from disruption (:mod:`.disruption`: it is then not preemptible
+unless ``gpufleet.dev/preemptible`` says so), each kept with the field it came from
+(:func:`workload_settings`).
 
 It reads settings only: resolving the queue or priority class they name and assembling the
 workload is ``assembly``'s.
@@ -35,6 +36,9 @@ T = TypeVar("T")
 PREEMPTIBLE_ANNOTATION = "gpufleet.dev/preemptible"
 MIXED_MODELS_ANNOTATION = "gpufleet.dev/mixed-gpu-models"
 CHECKPOINT_INTERVAL_ANNOTATION = "gpufleet.dev/checkpoint-interval"
+#: "true": the workload saves its progress when told its node is going (a spot interruption's
+#: notice), so it loses none of the work done before the notice.
+CHECKPOINT_ON_NOTICE_ANNOTATION = "gpufleet.dev/checkpoint-on-notice"
 TOPOLOGY_ANNOTATION = "gpufleet.dev/topology"
 TOPOLOGY_LEVEL_ANNOTATION = "gpufleet.dev/topology-level"
 #: Short names of topology levels; any other level is taken as a node label key.
@@ -80,6 +84,7 @@ class WorkloadSettings:
     preemptible: Setting[bool] | None = None
     expected_runtime: Setting[float] | None = None
     checkpoint_interval: Setting[float] | None = None
+    checkpoint_on_notice: Setting[bool] | None = None
     topology: Setting[TopologyRequest] | None = None
     mixed_models: Setting[bool] | None = None
     #: The autoscaler annotation that protects it from disruption (``key: "value"``).
@@ -130,6 +135,7 @@ def workload_settings(
         checkpoint_interval=_parsed(
             annotations.get(CHECKPOINT_INTERVAL_ANNOTATION), parse_duration_seconds
         ),
+        checkpoint_on_notice=_parsed(annotations.get(CHECKPOINT_ON_NOTICE_ANNOTATION), _boolean),
         topology=_topology(
             annotations.get(TOPOLOGY_ANNOTATION), annotations.get(TOPOLOGY_LEVEL_ANNOTATION)
         ),

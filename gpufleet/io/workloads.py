@@ -54,6 +54,7 @@ from gpufleet.io.idle_policies import KIND as IDLE_POLICY
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
 from gpufleet.io.manifests import input_files, load_manifests
+from gpufleet.io.node_faults import NODE_FAULT_KINDS
 from gpufleet.io.serving import INFERENCE_LOAD
 from gpufleet.io.sim_telemetry import SIMULATED_TELEMETRY
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
@@ -66,6 +67,7 @@ SCENARIO_KINDS = frozenset(
         "PodGroup",
         "ResourceQuota",
         GPU_FAULT,
+        *NODE_FAULT_KINDS,
         SIMULATED_TELEMETRY,
         IDLE_POLICY,
         INFERENCE_LOAD,

@@ -209,6 +209,12 @@ FAILED_PODS = Family(
     Kind.COUNTER,
     "Pods of the book that failed and were replaced by a new pod",
 )
+INTERRUPTED_PODS = Family(
+    "gpufleet_interrupted_pods_total",
+    Kind.COUNTER,
+    "Pods of the book lost with their node (a spot interruption, a node failure) or to their "
+    "GPU's fault, or taken down with such a pod of their gang",
+)
 CONTAINER_RESTARTS = Family(
     "gpufleet_container_restarts_total",
     Kind.COUNTER,
@@ -227,6 +233,7 @@ PLANE_COUNTERS = {
     "preempted": PREEMPTED_PODS,
     "finished": SUCCEEDED_PODS,
     "failed": FAILED_PODS,
+    "interrupted": INTERRUPTED_PODS,
     "restarted": CONTAINER_RESTARTS,
 }
 COST_DOLLARS = Family(

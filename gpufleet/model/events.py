@@ -9,8 +9,9 @@ workload to preemptible) and on :class:`WorkloadDisrupted` (a running workload t
 its node going away). A world may say more about what
 happened to a pod than the core needs: why it is gone (:class:`PodEnd`), a container restarted
 or a Job's next completion run in place (:class:`PodRestarted`), a job ended
-(:class:`JobEnded`). Those are for the other observers of a world (the control plane's book of
-workloads); the core ignores what it does not act on.
+(:class:`JobEnded`), a node told it will go (:class:`NodeNotice`: a spot interruption's
+notice) and a node gone with its pods (:class:`NodeGone`). Those are for the other observers of
+a world (the control plane's book of workloads); the core ignores what it does not act on.
 """
 
 from __future__ import annotations
@@ -32,6 +33,29 @@ class NodeAdded:
 @dataclass(frozen=True, slots=True)
 class NodeRemoved:
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeNotice:
+    """Node ``node`` goes at ``leaves_at`` (``reason``: a spot interruption's notice, or a
+    failure at once). The pods running there (``told``) are told to checkpoint; those that
+    checkpoint on demand (``checkpointed``) did so now."""
+
+    node: str
+    leaves_at: float
+    reason: str
+    told: tuple[str, ...] = ()
+    checkpointed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeGone:
+    """Node ``node`` is gone with the pods that ran there (each reported ``PodDeleted`` with
+    :attr:`PodEnd.LOST`); ``back_at``: when a node of its name joins again (None: never)."""
+
+    node: str
+    reason: str
+    back_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +117,9 @@ class PodEnd(StrEnum):
     EVICTED = "evicted"
     #: It failed (or its job's gang is made again) and a new pod follows: it waits again.
     REPLACED = "replaced"
+    #: Lost with its node (a spot interruption, a node failure), killed by its GPU's fault,
+    #: or taken down with such a pod of its gang: it waits again (unless its job failed).
+    LOST = "lost"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +204,8 @@ class JobEnded:
 ClusterEvent = (
     NodeAdded
     | NodeRemoved
+    | NodeNotice
+    | NodeGone
     | DeviceHealthChanged
     | NodeSchedulingChanged
     | PodAdded

@@ -85,6 +85,41 @@ class SimFailures:
         return attempt < self.attempts
 
 
+class PodFailureAction(StrEnum):
+    """What a batch/v1 Job's ``podFailurePolicy`` rule does with a failed pod it matches."""
+
+    FAIL_JOB = "FailJob"  # the Job fails at once
+    FAIL_INDEX = "FailIndex"  # the pod's index fails (with backoffLimitPerIndex)
+    IGNORE = "Ignore"  # not counted towards backoffLimit; a new pod is made
+    COUNT = "Count"  # counted as any failure (the default)
+
+
+#: The pod condition a pod lost to a disruption carries (preemption, eviction, a node's
+#: taint or loss): what ``onPodConditions`` rules match.
+DISRUPTION_TARGET = "DisruptionTarget"
+
+
+@dataclass(frozen=True, slots=True)
+class PodFailureRule:
+    """One rule of a Job's ``podFailurePolicy``: ``action`` for a pod that failed with an exit
+    code in ``exit_codes`` (``In``; ``NotIn`` when ``exit_codes_in`` is False), or, for a rule
+    on pod conditions, that carries one of ``conditions`` ((type, status) pairs)."""
+
+    action: PodFailureAction
+    exit_codes: tuple[int, ...] = ()
+    exit_codes_in: bool = True
+    conditions: tuple[tuple[str, str], ...] = ()
+
+    def matches(self, exit_code: int | None, conditions: frozenset[str]) -> bool:
+        """Whether a pod that failed with ``exit_code`` (None: its container did not exit: it
+        was lost) and carries the ``conditions`` (types, status True) matches."""
+        if self.conditions:
+            return any(status == "True" and kind in conditions for kind, status in self.conditions)
+        if exit_code is None or exit_code == 0:
+            return False
+        return (exit_code in self.exit_codes) == self.exit_codes_in
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaSet:
     """Pods of one replica type (a Job's pods, a PyTorchJob's Workers, a Ray worker group), by
@@ -121,6 +156,16 @@ class JobSpec:
     backoff_limit_per_index: int | None = None
     max_failed_indexes: int | None = None
     active_deadline: float | None = None
+    pod_failure_policy: tuple[PodFailureRule, ...] = ()
+
+    def failure_rule(
+        self, exit_code: int | None, conditions: frozenset[str]
+    ) -> tuple[int, PodFailureRule] | None:
+        """(its index, the rule) of the first ``podFailurePolicy`` rule a failed pod matches."""
+        for index, rule in enumerate(self.pod_failure_policy):
+            if rule.matches(exit_code, conditions):
+                return index, rule
+        return None
 
     def replica_of(self, pod_name: str) -> ReplicaSet | None:
         for replica in self.replicas:

@@ -53,8 +53,9 @@ class Workload:
     """Pods admitted together (a gang of one for a plain pod).
 
     ``expected_runtime`` (seconds) feeds backfill; ``checkpoint_interval`` (seconds) says how
-    much work a preemption loses; ``preemptible`` False keeps it within its queue's nominal quota
-    and safe from eviction.
+    much work a preemption loses; ``checkpoint_on_notice``: it also saves its progress when
+    told its node is going (a spot interruption's notice); ``preemptible`` False keeps it within
+    its queue's nominal quota and safe from eviction.
 
     ``kind`` is the kind of the object it came from (Job, PyTorchJob...), where that is part of
     its identity: names are unique per kind and namespace, as in Kubernetes, so a workload with
@@ -79,6 +80,7 @@ class Workload:
     mixed_gpu_models: bool = False
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     kind: str = ""
+    checkpoint_on_notice: bool = False
     #: ``namespace/name`` or ``namespace/Kind/name``, computed once: the scheduling cycle
     #: reads it often.
     key: str = field(init=False, repr=False, hash=False, compare=False)

@@ -28,6 +28,7 @@ from gpufleet.io.names import label_value_problem, name_problem, rule_of
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.alerts import AlertRule
 from gpufleet.model.faults import GpuFault
+from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.queues import Queue
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
@@ -89,6 +90,9 @@ class ServeOptions:
     #: GPU faults the simulated cluster plays (a scenario's ``GpuFault`` objects), their times
     #: counted from the plane's start.
     faults: tuple[GpuFault, ...] = ()
+    #: Nodes the simulated cluster loses (a scenario's ``SpotInterruption`` and ``NodeFailure``
+    #: objects), their times counted from the plane's start, random ones drawn from ``seed``.
+    node_faults: tuple[NodeFault, ...] = ()
     #: The alert rules the plane evaluates (None: gpufleet's built-in rules).
     alert_rules: tuple[AlertRule, ...] | None = None
 
@@ -138,7 +142,8 @@ class PlaneBase:
         self._recent_delays: deque[float] = deque(maxlen=RECENT_DELAYS)
         self._last_sample = -math.inf
         self.counters = dict.fromkeys(
-            ("submitted", "bound", "preempted", "finished", "restarted", "failed"), 0
+            ("submitted", "bound", "preempted", "finished", "restarted", "failed", "interrupted"),
+            0,
         )
         self._principals: dict[str, Principal] = {}
         #: Device telemetry for ``/metrics`` and the node map (None: this world has none).

@@ -79,7 +79,14 @@ class EmbeddedControlPlane(RestoringPlane):
         self._owner = {}
         start = float(store.meta("clock") or 0.0)
         self.world = LiveSimCluster(
-            self.nodes, target_of(()), self.options.speed, start, wall, self.options.faults
+            self.nodes,
+            target_of(()),
+            self.options.speed,
+            start,
+            wall,
+            self.options.faults,
+            self.options.node_faults,
+            self.options.seed,
         )
         self.catalog_source = store.path
         self.catalog_where = "stored"

@@ -7,7 +7,11 @@ what the world reports (a bind done or refused, a pod finished, evicted, failed 
 job ended, a GPU's health changed: :meth:`~RecordingPlane.events_in`) and what the scheduler
 decided (why a pod waits, for whom it was evicted: :meth:`~RecordingPlane.turn_done`) go into
 the records and the :class:`~gpufleet.service.store.Store` in the turn's transaction, with each
-touched workload's jobs' progress and state, and the history. What to publish once the turn is
+touched workload's jobs' progress and state, and the history. Nodes that a scenario's spot
+interruptions and node failures take away are told too: a notice as a ``NodeNotice`` event on
+each workload whose pods run there (told to checkpoint; saved, when it checkpoints on notice),
+a pod lost with its node or to its GPU's fault as ``Interrupted``, a node gone as a cluster
+event ``NodeLost`` and a node back as ``NodeJoined``. What to publish once the turn is
 committed is kept in the turn's notes (:class:`TurnNotes`).
 
 It does not open the transaction, take the lock or publish (the plane's turn scope does), and
@@ -28,11 +32,15 @@ from gpufleet.model.events import (
     ClusterEvent,
     DeviceHealthChanged,
     JobEnded,
+    NodeAdded,
+    NodeGone,
+    NodeNotice,
     PodBound,
     PodDeleted,
     PodEnd,
     PodRestarted,
 )
+from gpufleet.model.times import simulated_time
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import HISTORY_EVERY_S, Change, PlaneBase
 from gpufleet.service.budget_events import budget_events
@@ -97,6 +105,9 @@ class RecordingPlane(PlaneBase):
             if isinstance(event, DeviceHealthChanged):
                 notes.world_changed = True
                 log.warning("%s", health_message(event))
+            elif isinstance(event, NodeNotice | NodeGone | NodeAdded):
+                notes.world_changed = True
+                self._record_node(event, now)
             if not isinstance(event, POD_NEWS):
                 continue
             if isinstance(event, PodDeleted):
@@ -112,6 +123,37 @@ class RecordingPlane(PlaneBase):
                 continue
             self._record_news(record, record.pods[key], event, evicted_for, now)
             notes.touched[record.key] = record
+
+    def _record_node(self, event: NodeNotice | NodeGone | NodeAdded, now: float) -> None:
+        """A node told it will go (an event on each workload running there), gone or back."""
+        events = self._notes.events
+        if isinstance(event, NodeAdded):
+            log.warning("node %s joined", event.node.name)
+            events.append(
+                StoredEvent(now, None, "Normal", "NodeJoined", f"node {event.node.name} joined")
+            )
+            return
+        if isinstance(event, NodeGone):
+            back = "" if event.back_at is None else f"; back at {simulated_time(event.back_at)}"
+            message = f"node {event.node} is gone ({event.reason}){back}"
+            log.warning("%s", message)
+            events.append(StoredEvent(now, None, "Warning", "NodeLost", message))
+            return
+        when = simulated_time(event.leaves_at)
+        log.warning("node %s goes at %s (%s)", event.node, when, event.reason)
+        saved = set(event.checkpointed)
+        for key in event.told:
+            record = self.records.get(self._owner.get(key, ""))
+            if record is None or not record.active:
+                continue
+            name = record.pods[key].pod.name if key in record.pods else key
+            did = "; it saved its progress now" if key in saved else ""
+            events.append(
+                StoredEvent(now, record.key, "Warning", "NodeNotice",
+                            f"pod {name}: node {event.node} goes at {when} ({event.reason}); "
+                            f"told to checkpoint{did}")
+            )  # fmt: skip
+            self._notes.touched[record.key] = record
 
     def _record_news(
         self,
@@ -182,6 +224,10 @@ class RecordingPlane(PlaneBase):
         elif gone.end is PodEnd.FAILED:
             pod_record.state, pod_record.placement = POD_FAILED, None
             self.store.set_pod_state(key, POD_FAILED)
+            if gone.message:
+                events.append(
+                    StoredEvent(now, record.key, "Warning", "Failed", f"pod {name} {gone.message}")
+                )
         else:
             pod_record.state, pod_record.placement = POD_PENDING, None
             self.store.set_pod(key, POD_PENDING, remaining=remaining)
@@ -192,6 +238,12 @@ class RecordingPlane(PlaneBase):
                                 f"pod {name} evicted{by}: {gone.message}")
                 )  # fmt: skip
                 self.counters["preempted"] += 1
+            elif gone.end is PodEnd.LOST:
+                events.append(
+                    StoredEvent(now, record.key, "Warning", "Interrupted",
+                                f"pod {name} {gone.message}")
+                )  # fmt: skip
+                self.counters["interrupted"] += 1
             else:  # REPLACED
                 events.append(
                     StoredEvent(now, record.key, "Warning", "Failed",

@@ -8,10 +8,11 @@ one stored, refuses the whole scenario), and, on a new database, their workloads
 the result as the operator (an admin) submits them. :func:`write_seed` then writes it all in
 one SQLite transaction. A bad scenario leaves the database as it was.
 
-A scenario's ``GpuFault`` objects, its ``SimulatedTelemetry`` object and its ``IdlePolicy``
-objects are read too (into :class:`Seed`), but not stored: they apply to the server that loads
-them (the caller checks the faults against its cluster,
-:func:`~gpufleet.io.faults.check_faults`).
+A scenario's ``GpuFault``, ``SpotInterruption`` and ``NodeFailure`` objects, its
+``SimulatedTelemetry`` object and its ``IdlePolicy`` objects are read too (into :class:`Seed`),
+but not stored: they apply to the server that loads them (the caller checks the faults against
+its cluster, :func:`~gpufleet.io.faults.check_faults` and
+:func:`~gpufleet.io.node_faults.check_node_faults`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gpufleet.io.idle_policies import check_unique, idle_policy_from_object
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, load_manifests
+from gpufleet.io.node_faults import NODE_FAULT_KINDS, node_fault_from_object
 from gpufleet.io.sim_telemetry import (
     SIMULATED_TELEMETRY,
     TelemetrySettings,
@@ -39,6 +41,7 @@ from gpufleet.io.sim_telemetry import (
 )
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
+from gpufleet.model.node_faults import NodeFault
 from gpufleet.service.auth import ADMIN, Principal, check_workload
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.store import Store, StoredEvent
@@ -60,6 +63,8 @@ class Seed:
     telemetry: TelemetrySettings | None = None
     #: The idle policies the server acts on (with its ``--idle-policies``).
     idle_policies: list[IdlePolicy] = dataclasses.field(default_factory=list)
+    #: Spot interruptions and node failures to play (times from the server's start).
+    node_faults: list[NodeFault] = dataclasses.field(default_factory=list)
 
 
 def plan_seed(
@@ -75,10 +80,19 @@ def plan_seed(
     objects: dict[tuple[str, str], tuple[Manifest, str]] = {}  # with the file it came from
     bodies: list[Manifest] = []
     faults: list[GpuFault] = []
+    node_faults: list[NodeFault] = []
+    node_fault_seen: dict[tuple[str, str], str] = {}
     telemetry: TelemetrySettings | None = None
     idle: list[IdlePolicy] = []
     idle_seen: dict[str, str] = {}
-    reads = (*CATALOG_KINDS, *WORKLOAD_KINDS, GPU_FAULT, SIMULATED_TELEMETRY, IDLE_POLICY)
+    reads = (
+        *CATALOG_KINDS,
+        *WORKLOAD_KINDS,
+        GPU_FAULT,
+        *NODE_FAULT_KINDS,
+        SIMULATED_TELEMETRY,
+        IDLE_POLICY,
+    )
     expected = f"one of {', '.join(reads)}"
     for file in files:
         for manifest in load_manifests(file):
@@ -87,6 +101,16 @@ def plan_seed(
             kind = manifest.get("kind")
             if kind == GPU_FAULT:
                 faults.append(gpu_fault_from_object(manifest, str(file), manifest.location))
+                continue
+            if kind in NODE_FAULT_KINDS:
+                fault = node_fault_from_object(manifest, str(file), manifest.location)
+                earlier = node_fault_seen.setdefault((fault.kind, fault.name), fault.where)
+                if earlier != fault.where:
+                    raise InputError(
+                        str(file), f"{fault.label} appears twice (first in {earlier})",
+                        manifest.location, "metadata.name",
+                    )  # fmt: skip
+                node_faults.append(fault)
                 continue
             if kind == IDLE_POLICY:
                 policy = idle_policy_from_object(manifest, str(file), manifest.location)
@@ -134,6 +158,7 @@ def plan_seed(
         sorted(faults, key=lambda fault: fault.at),
         telemetry,
         idle,
+        node_faults,
     )
 
 

@@ -1,5 +1,6 @@
 """GPU faults in the simulated cluster: an XID at a time withdraws the device (pods avoid it),
-and recovery gives it back (pods use it again); the ground truth refuses a bind on it."""
+and recovery gives it back (pods use it again); the ground truth refuses a bind on it; the pods
+on it crash unless the XID leaves applications running."""
 
 from __future__ import annotations
 
@@ -75,12 +76,30 @@ def test_pods_avoid_a_failed_gpu_and_use_it_after_recovery() -> None:
     assert not sim.recorder.violations
 
 
-def test_a_pod_on_the_failing_gpu_runs_on_and_a_fault_without_recovery_does_not_hold_the_end() -> (
+@pytest.mark.parametrize(
+    "fault",
+    [GpuFault(at=100, node="n1", gpu=0, xid=63), GpuFault(100, "n1", 0, 48, crash_pods=False)],
+    ids=["xid-63-leaves-applications-running", "told-not-to-crash"],
+)
+def test_a_pod_on_a_failing_gpu_that_does_not_crash_it_runs_on_and_the_fault_does_not_hold_the_end(
+    fault: GpuFault,
+) -> None:
+    sim = play([job("on-it", 0, 300)], [fault])
+    assert [p.gpu_indices for _, _, p in sim.binds] == [(0,)]
+    assert sim.clock.now() == pytest.approx(300.0)
+
+
+def test_a_pod_on_a_gpu_failing_with_a_crashing_xid_loses_its_work_and_runs_again_elsewhere() -> (
     None
 ):
+    # Regression of the old rule (pods ran on whatever the XID): XID 48 ends the applications
+    # on the GPU. The pod, no checkpoint, loses its 100 s and starts again on GPU 1.
     sim = play([job("on-it", 0, 300)], [GpuFault(at=100, node="n1", gpu=0, xid=48)])
-    assert sim.binds[0][2].gpu_indices == (0,)
-    assert sim.clock.now() == pytest.approx(300.0)
+    assert [(at, p.gpu_indices) for at, _, p in sim.binds] == [(0.0, (0,)), (100.0, (1,))]
+    assert sim.clock.now() == pytest.approx(400.0)
+    report = sim.interruption_report(sim.clock.now(), None)
+    assert (report.gpu_crashes, report.pods_lost, report.restarts) == (1, 1, 1)
+    assert report.gpu_hours_lost == pytest.approx(100 / 3600, abs=1e-6)
 
 
 def test_the_ground_truth_refuses_a_bind_on_an_unhealthy_gpu() -> None:

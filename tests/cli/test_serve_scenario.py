@@ -1,6 +1,7 @@
-"""``gpufleet serve --scenario`` takes a scenario's GpuFault objects and its SimulatedTelemetry
-(checked with the rest: a fault on a GPU the cluster lacks refuses the whole scenario), and
-``--usage-profile`` and ``--seed`` win over the scenario's settings."""
+"""``gpufleet serve --scenario`` takes a scenario's GpuFault, SpotInterruption and NodeFailure
+objects and its SimulatedTelemetry (checked with the rest: a fault on a GPU or node the cluster
+lacks refuses the whole scenario), and ``--usage-profile`` and ``--seed`` win over the
+scenario's settings."""
 
 from __future__ import annotations
 
@@ -47,6 +48,15 @@ def fault(node: str = "t4-0001", gpu: int = 3) -> dict[str, Any]:
     }
 
 
+def node_fault(kind: str = "SpotInterruption", **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "gpufleet.dev/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": "reclaim"},
+        "spec": {"nodes": ["t4-0001"], "at": "5m", **spec},
+    }
+
+
 TELEMETRY = {
     "apiVersion": "gpufleet.dev/v1alpha1",
     "kind": "SimulatedTelemetry",
@@ -81,6 +91,22 @@ def test_the_scenarios_faults_and_telemetry_reach_the_plane(
     assert telemetry.source.default_profile is UsageProfile.NOTEBOOK
 
 
+def test_the_scenarios_node_faults_reach_the_plane(
+    tmp_path: Path, served: list[EmbeddedControlPlane]
+) -> None:
+    result = serve(tmp_path, [node_fault(), node_fault("NodeFailure"), pod_doc("p")])
+    assert result.exit_code == 0, result.output
+    assert "2 spot interruptions and node failures to play" in result.output
+    faults = served[0].options.node_faults
+    assert [(f.kind.value, f.selection.names, f.times) for f in faults] == [
+        ("SpotInterruption", ("t4-0001",), (300.0,)),
+        ("NodeFailure", ("t4-0001",), (300.0,)),
+    ]
+    plan = served[0].world.node_plan
+    assert plan is not None
+    assert plan.chosen == [("t4-0001",), ("t4-0001",)]
+
+
 def test_the_command_line_wins_over_the_scenario(
     tmp_path: Path, served: list[EmbeddedControlPlane]
 ) -> None:
@@ -103,8 +129,16 @@ def test_the_command_line_wins_over_the_scenario(
             {**TELEMETRY, "spec": {"defaultProfile": "batch"}},
             "SimulatedTelemetry usage: spec.defaultProfile: expected one of training, inference,",
         ),
+        (
+            node_fault(nodes=["n9"]),
+            "SpotInterruption reclaim: spec.nodes: no node 'n9' in the cluster",
+        ),
+        (
+            node_fault("NodeFailure", notice="1m"),
+            "NodeFailure reclaim: spec.notice: unknown field; a node failure gives no notice",
+        ),
     ],
-    ids=["unknown-node", "unknown-gpu", "unknown-profile"],
+    ids=["unknown-node", "unknown-gpu", "unknown-profile", "spot-unknown-node", "failure-notice"],
 )
 def test_a_bad_fault_or_setting_refuses_the_whole_scenario(
     tmp_path: Path, served: list[EmbeddedControlPlane], bad: dict[str, Any], message: str

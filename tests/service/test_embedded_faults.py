@@ -1,6 +1,7 @@
 """``gpufleet serve`` (embedded) plays a scenario's GPU faults over its scaled clock: at its time
 the device is withdrawn from scheduling, its XID shows on /metrics, and it comes back after
-``recoverAfter``; a core rebuilt meanwhile (a queue changed) still withholds it."""
+``recoverAfter``; a core rebuilt meanwhile (a queue changed) still withholds it. It plays its
+spot interruptions too: the notice, the pod lost and the node gone are told as events."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpufleet.backends.sim.live import health_message
 from gpufleet.model.events import DeviceHealthChanged
 from gpufleet.model.faults import GpuFault
+from gpufleet.model.node_faults import NodeFault, NodeFaultKind, NodeSelection
 from gpufleet.service.base import ServeOptions
 from gpufleet.testing.service import (
     ServiceHarness,
@@ -133,3 +135,43 @@ def test_fault_times_count_from_the_planes_start(tmp_path: Path) -> None:
 )
 def test_health_messages(event: DeviceHealthChanged, message: str) -> None:
     assert health_message(event) == message
+
+
+# ---------------------------------------------------------------- nodes lost under serve
+def interrupted(metrics_text: str) -> float:
+    return next(
+        sample.value
+        for family in text_string_to_metric_families(metrics_text)
+        if family.name == "gpufleet_interrupted_pods"
+        for sample in family.samples
+        if sample.name.endswith("_total")
+    )
+
+
+def test_a_spot_interruption_is_told_as_events_and_the_pod_runs_again_on_the_new_node(
+    tmp_path: Path,
+) -> None:
+    reclaim = NodeFault(
+        NodeFaultKind.SPOT_INTERRUPTION, "reclaim", NodeSelection(names=(NODE,)),
+        times=(300.0,), notice=120.0, back_after=600.0,
+    )  # fmt: skip
+    options = ServeOptions(speed=60.0, node_faults=(reclaim,))
+    harness = make_harness(tmp_path, gpu_nodes(1, gpus=2), options=options, tenants=("team-a",))
+    submit(harness, "first")
+    harness.advance(1)
+    assert gpus_of(harness, "first") == (0,)
+    harness.advance(300)  # t=301: told; the node is cordoned, the pod runs on
+    reasons = [(e.workload, e.reason) for e in harness.store.events()]
+    assert ("team-a/Pod/first", "NodeNotice") in reasons
+    assert gpus_of(harness, "first") == (0,)
+    harness.advance(120)  # t=421: the node is gone with its pod
+    events = harness.store.events()
+    lost = [e for e in events if e.reason == "Interrupted"]
+    assert [e.message for e in lost] == [f"pod first lost with node {NODE} (spot interruption)"]
+    assert any(e.workload is None and e.reason == "NodeLost" for e in events)
+    assert gpus_of(harness, "first") is None
+    assert harness.client("team-a").get("/api/v1/nodes").json() == []
+    assert interrupted(harness.client("nobody").get("/metrics").text) == 1.0
+    harness.advance(600)  # t=1021: a new node of its name; the pod runs again
+    assert gpus_of(harness, "first") == (0,)
+    assert [e.reason for e in harness.store.events() if e.workload is None][-1] == "NodeJoined"

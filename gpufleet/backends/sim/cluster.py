@@ -30,13 +30,17 @@ Work may also arrive, leave and be put back while the world runs (:meth:`arrive`
 Faults (a scenario's ``GpuFault`` objects, :class:`~gpufleet.model.faults.GpuFault`): at its
 time a GPU reports its XID and turns unhealthy, and healthy again ``recover_after`` later, told
 as ``DeviceHealthChanged`` (the set of a node's unhealthy GPUs, with the XIDs as reasons); the
-ground truth withdraws the device too, so a bind on it fails. Pods running on it run on (the
-simulator plays no pod failures for an XID; a scenario says those with ``sim-failures``).
-Faults left once no work is left (nor waits) do not keep the world running.
+ground truth withdraws the device too, so a bind on it fails; the pods on it crash if the XID
+crashes applications. Nodes go and come back (a scenario's ``SpotInterruption`` and
+``NodeFailure`` objects): a notice, the node gone with its pods, a node of its name back
+(:mod:`gpufleet.backends.sim.node_faults`); what the lost pods' work and workloads become is
+:mod:`gpufleet.backends.sim.pod_losses`'. Faults left once no work is left (nor waits) do not
+keep the world running.
 
 This module owns the protocol's face (what the control loop calls: events out, actions in,
 waits), work put in and taken out from outside, and the queries; the moves of pods live in
-:class:`~gpufleet.backends.sim.pod_runs.PodRuns`, its base.
+:class:`~gpufleet.backends.sim.pod_runs.PodRuns` and
+:class:`~gpufleet.backends.sim.pod_losses.PodLosses`, its bases.
 """
 
 from __future__ import annotations
@@ -47,14 +51,21 @@ from collections.abc import Iterable, Iterator, Sequence
 from gpufleet.backends.sim.event_queue import (
     ARRIVE,
     ARRIVE_WORKLOAD,
+    CRASH_LOOP,
     FAULT,
     FINISH,
+    NODE_DOWN,
+    NODE_UP,
+    NOTICE,
     RECOVER,
+    REQUEUE,
     RESTART,
     RESUBMIT,
 )
 from gpufleet.backends.sim.jobs import JobRun
-from gpufleet.backends.sim.pod_runs import Mode, PodRuns
+from gpufleet.backends.sim.node_faults import NodeFaultPlan
+from gpufleet.backends.sim.pod_losses import PodLosses
+from gpufleet.backends.sim.pod_runs import Mode
 from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.work import PodWork
 from gpufleet.control.backend import ClusterState, ManualClock
@@ -69,6 +80,7 @@ from gpufleet.model.events import (
     WorkloadDemoted,
 )
 from gpufleet.model.faults import GpuFault
+from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.node_table import Allocation
 from gpufleet.scheduling.target import TargetWorkload
@@ -76,7 +88,7 @@ from gpufleet.scheduling.target import TargetWorkload
 __all__ = ["Mode", "SimulatedCluster"]
 
 
-class SimulatedCluster(PodRuns):
+class SimulatedCluster(PodLosses):
     """See the module docstring."""
 
     def __init__(
@@ -88,6 +100,9 @@ class SimulatedCluster(PodRuns):
         workloads: Sequence[TimedWorkload] = (),
         queue_recorder: QueueRecorder | None = None,
         faults: Sequence[GpuFault] = (),
+        node_faults: Sequence[NodeFault] = (),
+        seed: int = 0,
+        start: float = 0.0,
     ) -> None:
         self.clock = ManualClock()
         super().__init__(nodes, mode, target, queue_recorder)
@@ -97,6 +112,10 @@ class SimulatedCluster(PodRuns):
             events.push(fault.at, FAULT, fault)
             if fault.recovers_at is not None:
                 events.push(fault.recovers_at, RECOVER, fault)
+        if node_faults:
+            self.node_plan = NodeFaultPlan(
+                node_faults, nodes, seed, events, lambda: events.work_left, start
+            )
         if mode is Mode.FILL:
             if workloads:
                 raise ValueError("fill mode takes pods, not workloads")
@@ -134,6 +153,8 @@ class SimulatedCluster(PodRuns):
         events = self._immediate
         self._immediate = []
         now = self.clock.now()
+        if self.node_plan is not None:
+            self.node_plan.resume(now)
         # Each event happens at its own time (the live world may poll after it): a restart or a
         # next completion runs from then.
         for at, kind, payload in self._events.due(now):
@@ -149,18 +170,37 @@ class SimulatedCluster(PodRuns):
                 assert isinstance(payload, tuple)
                 assert isinstance(payload[0], str)
                 self._finish(payload[0], payload[1], at, events)
-            elif kind == RESTART:
+            elif kind in (RESTART, CRASH_LOOP):
                 assert isinstance(payload, tuple)
                 assert isinstance(payload[0], str)
-                self._restart(payload[0], payload[1], at)
+                assert isinstance(payload[1], int)
+                self._restarted(payload[0], payload[1], at, events)
             elif kind == RESUBMIT:
                 assert isinstance(payload, tuple)
+                assert isinstance(payload[0], str | JobRun)
+                assert isinstance(payload[1], int)
                 self._resubmit(payload[0], payload[1], events)
             elif kind in (FAULT, RECOVER):
                 assert isinstance(payload, GpuFault)
                 changed = self._truth.health_changed(payload, kind == FAULT)
                 if changed is not None:
                     events.append(changed)
+                if kind == FAULT:
+                    self._gpu_failed(payload, at, events)
+            elif kind in (NOTICE, NODE_DOWN, NODE_UP):
+                assert isinstance(payload, tuple)
+                assert isinstance(payload[0], NodeFault)
+                fault, node, token = payload
+                assert isinstance(node, str)
+                assert isinstance(token, int)
+                move = {NOTICE: self._node_notice, NODE_DOWN: self._node_down}.get(
+                    kind, self._node_up
+                )
+                move(fault, node, token, at, events)
+            elif kind == REQUEUE:
+                assert isinstance(payload, tuple)
+                assert isinstance(payload[0], Workload | Pod)
+                self._requeue(payload[0], payload[1], events)
             else:
                 assert isinstance(payload, tuple)
                 assert isinstance(payload[0], JobRun)
@@ -194,7 +234,9 @@ class SimulatedCluster(PodRuns):
         self.recorder.sample(now)
         if self.queue_recorder is not None:
             self.queue_recorder.sample(now)
-        if self._events:
+        # A world that is done (only faults left) does not jump to its next fault: its end is
+        # its last piece of work, not a strike that would come later.
+        if self._events and not self.done:
             self.clock.advance_to(min(self._events.next_at, max(deadline, now)))
         elif deadline < math.inf and deadline > now:
             self.clock.advance_to(deadline)
@@ -287,6 +329,11 @@ class SimulatedCluster(PodRuns):
         self._running[pod.key] = allocation
         work = PodWork(pod, remaining, checkpoint, in_gang, started=started, run=1)
         work.placement = placement
+        if timed is not None:
+            workload = timed.workload
+            work.on_notice = workload.checkpoint_on_notice
+            gang = pod.key in {p.key for p in workload.pods[: workload.gang_size]}
+            work.unit = workload if gang else workload.extra(pod)
         self._work[pod.key] = work
         self.recorder.arrived(pod, started)
         self.recorder.bound(pod, placement, allocation, started)

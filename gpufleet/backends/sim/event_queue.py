@@ -2,7 +2,8 @@
 
 Owns :class:`EventQueue` (a heap of (time, order pushed, kind, payload); events at the same
 time come out in the order they were pushed) and the kinds of event the world schedules. It
-counts the events that are work (not faults), so the world can tell that only faults are left.
+counts the events that are work (not faults, nor nodes going and coming), so the world can tell
+that only faults are left.
 It does not say what an event does (:mod:`gpufleet.backends.sim.cluster` and
 :mod:`gpufleet.backends.sim.pod_runs` do) and moves no clock.
 """
@@ -14,8 +15,10 @@ import math
 from collections.abc import Iterator
 
 from gpufleet.backends.sim.jobs import JobRun
+from gpufleet.model import Pod
 from gpufleet.model.faults import GpuFault
-from gpufleet.model.workload import TimedPod, TimedWorkload
+from gpufleet.model.node_faults import NodeFault
+from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 
 ARRIVE = 0
 FINISH = 1
@@ -25,11 +28,25 @@ RESUBMIT = 4  # a new pod for a failed one (or a job's new gang) arrives
 DEADLINE = 5  # a job's activeDeadlineSeconds may have passed
 FAULT = 6  # a GPU fails (a GpuFault)
 RECOVER = 7  # a GPU recovers from a GpuFault
+NOTICE = 8  # a node is told it will go (a spot interruption's notice)
+NODE_DOWN = 9  # a node goes, with its pods (a spot interruption's end, a node failure)
+NODE_UP = 10  # a node of that name joins again (a spot replacement, a repaired node)
+REQUEUE = 11  # pods lost (or taken down with their gang) go back to the scheduler
+CRASH_LOOP = 12  # a container restarts in place on a GPU that failed for good
 
-#: Kinds that are not work: a world with only these left is done.
-_NOT_WORK = (FAULT, RECOVER)
+#: Kinds that are not work: a world with only these left is done (a pod crash-looping on a
+#: GPU that never recovers does not keep it running).
+_NOT_WORK = (FAULT, RECOVER, NOTICE, NODE_DOWN, NODE_UP, CRASH_LOOP)
 
-Payload = TimedPod | TimedWorkload | tuple[str, int] | tuple[JobRun, int] | GpuFault
+Payload = (
+    TimedPod
+    | TimedWorkload
+    | tuple[str, int]
+    | tuple[JobRun, int]
+    | GpuFault
+    | tuple[NodeFault, str, int]
+    | tuple[Workload | Pod, tuple[tuple[str, int], ...]]
+)
 
 
 class EventQueue:

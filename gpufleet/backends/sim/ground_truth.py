@@ -6,14 +6,18 @@ as a failed bind instead of a silently wrong result; and the GPU faults active n
 :class:`~gpufleet.model.faults.GpuFault` objects): a failing GPU records its XID, is withdrawn
 from the table (a bind on it fails) and is told as ``DeviceHealthChanged`` (the set of a node's
 unhealthy GPUs, with the XIDs as reasons) when that set changes. A GPU may fail again before it
-recovers; it is healthy once every fault on it has ended.
+recovers; it is healthy once every fault on it has ended. Nodes come and go (a spot
+interruption, a node failure: :meth:`GroundTruth.remove_node`, :meth:`GroundTruth.restore_node`):
+a node that comes back is a new one of the same name and shape (a new row of the table), all its
+GPUs healthy; a GPU fault on a node that is gone changes nothing until it returns.
 
 It does not schedule faults (the world's event queue does), release devices on its own, or
-fail pods for an XID (a scenario says those with ``sim-failures``).
+decide what happens to the pods of a node that goes or of a GPU that fails (the world does).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from gpufleet.model import MILLI_PER_GPU, Node, Placement, Pod
@@ -27,7 +31,7 @@ from gpufleet.telemetry.source import XidLog
 class GroundTruth:
     """See the module docstring."""
 
-    __slots__ = ("_faulty", "_gpu_index", "nodes", "table", "xids")
+    __slots__ = ("_cordoned", "_faulty", "_gone", "_gpu_index", "nodes", "table", "xids")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.table = NodeTable(nodes)
@@ -40,6 +44,10 @@ class GroundTruth:
         ]
         #: Per node, the faults active on each GPU (a GPU may fail again before it recovers).
         self._faulty: dict[str, dict[int, list[GpuFault]]] = {}
+        #: Nodes gone now (a spot interruption, a node failure), until they come back, and
+        #: nodes told they will go (cordoned: listed as unschedulable).
+        self._gone: set[str] = set()
+        self._cordoned: set[str] = set()
 
     def allocate(self, pod: Pod, placement: Placement, row: int) -> Allocation:
         """Take ``placement``'s devices on the table (ValueError if not free)."""
@@ -71,14 +79,20 @@ class GroundTruth:
             )
 
     def health_changed(self, fault: GpuFault, failing: bool) -> DeviceHealthChanged | None:
-        """``fault`` begins or ends: the node's unhealthy GPUs, if they changed."""
+        """``fault`` begins or ends: the node's unhealthy GPUs, if they changed (nothing while
+        the node is gone; a fault that began before the node last came back ends nothing)."""
+        if fault.node in self._gone:
+            return None
         active = self._faulty.setdefault(fault.node, {})
         if failing:
             active.setdefault(fault.gpu, []).append(fault)
             self.xids.record(fault.node, fault.gpu, fault.xid)
         else:
-            active[fault.gpu].remove(fault)
-            if not active[fault.gpu]:
+            faults = active.get(fault.gpu, [])
+            if fault not in faults:
+                return None
+            faults.remove(fault)
+            if not faults:
                 del active[fault.gpu]
         unhealthy = tuple(sorted(active))
         if self.table.set_unhealthy(self.table.row_of[fault.node], unhealthy):
@@ -86,9 +100,48 @@ class GroundTruth:
             return DeviceHealthChanged(fault.node, unhealthy, reasons)
         return None
 
+    def crashing(self, node: str, gpu_indices: Sequence[int]) -> GpuFault | None:
+        """The latest fault that crashes pods among those active on these GPUs of ``node``
+        (None: none is)."""
+        active = self._faulty.get(node, {})
+        found = [f for i in gpu_indices for f in active.get(i, ()) if f.crashes_pods]
+        return max(found, key=lambda f: f.at) if found else None
+
     def current_nodes(self) -> tuple[Node, ...]:
-        """The nodes, the GPUs a fault holds now marked unhealthy."""
-        return tuple(
-            with_gpu_health(node, faulty) if (faulty := self._faulty.get(node.name)) else node
-            for node in self.nodes
-        )
+        """The nodes that are up, the GPUs a fault holds now marked unhealthy, a node told it
+        will go marked unschedulable (cordoned)."""
+        nodes = []
+        for node in self.nodes:
+            if node.name in self._gone:
+                continue
+            if (faulty := self._faulty.get(node.name)) is not None:
+                node = with_gpu_health(node, faulty)
+            if node.name in self._cordoned:
+                node = dataclasses.replace(node, unschedulable=True)
+            nodes.append(node)
+        return tuple(nodes)
+
+    # ----------------------------------------------------------------------------- nodes
+    def is_up(self, name: str) -> bool:
+        return name not in self._gone
+
+    def cordon(self, name: str) -> None:
+        """The node is told it will go: nothing new is to go there."""
+        self._cordoned.add(name)
+
+    def remove_node(self, name: str) -> None:
+        """The node is gone (its pods' devices must have been released first)."""
+        self._cordoned.discard(name)
+        self._gone.add(name)
+        self._faulty.pop(name, None)
+        self.table.remove_node(name)
+
+    def restore_node(self, node: Node) -> None:
+        """A node of this name and shape joins again, every GPU healthy (a new row)."""
+        self._gone.discard(node.name)
+        row = self.table.add_node(node)
+        positions = {gpu.index: position for position, gpu in enumerate(node.gpus)}
+        if row == len(self._gpu_index):
+            self._gpu_index.append(positions)
+        else:
+            self._gpu_index[row] = positions

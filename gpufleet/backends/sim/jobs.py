@@ -15,6 +15,18 @@ end of a pod's attempt with a :class:`Verdict`:
   doubling to 6 min) and scheduled again; the Job fails once more than ``backoffLimit`` pods
   have failed. ``backoffLimitPerIndex`` fails an index instead (the Job goes on, and fails at
   the end, or at once beyond ``maxFailedIndexes``). ``activeDeadlineSeconds`` fails it too.
+  A ``podFailurePolicy`` decides first, its first matching rule on the exit code (or, for a
+  pod lost with its node, on the ``DisruptionTarget`` condition): ``FailJob`` fails the Job
+  (reason ``PodFailurePolicy``), ``Ignore`` makes a new pod at once without counting the
+  failure, ``FailIndex`` fails the pod's index, ``Count`` counts it as usual.
+* **A pod lost with its node** (a spot interruption, a node failure: :meth:`JobRun.lost`) is,
+  in Kubernetes, a pod that failed with the ``DisruptionTarget`` condition, whatever its
+  restart policy (its node is gone, so nothing restarts in place). A Job (and an MPIJob's
+  Launcher) counts it as a failed pod (its ``status.failed``, against ``backoffLimit``,
+  ``OnFailure`` pods too) unless its ``podFailurePolicy`` says otherwise; the training
+  operators and KubeRay make the pod again without counting it (their limits count container
+  restarts of live pods); a bare Pod's workload is put back in its queue. The attempt it was
+  running is not over: it goes on when the pod runs again (like an eviction's).
 * **PyTorchJob** (training operator v1): ``OnFailure`` and ``Always`` restart in place
   (``Always`` after a success too); their restarts, over live pods, count against
   ``runPolicy.backoffLimit`` (none by default). ``Never`` fails the job; ``ExitCode`` makes a
@@ -41,10 +53,13 @@ from enum import StrEnum
 from typing import Any
 
 from gpufleet.model.jobs import (
+    DISRUPTION_TARGET,
     RETRYABLE_EXIT_CODE,
     JobKind,
     JobSpec,
     Lifetime,
+    PodFailureAction,
+    PodFailureRule,
     ReplicaSet,
     RestartPolicy,
 )
@@ -98,7 +113,8 @@ class Attempt:
 def backoff(rule: tuple[float, float], times: int) -> float:
     """The delay after the ``times``-th failure under a doubling back-off."""
     first, longest = rule
-    return min(longest, first * 2.0 ** max(0, times - 1))
+    # The doubling is capped long before a float overflows (a pod may crash-loop for ever).
+    return min(longest, first * 2.0 ** min(max(0, times - 1), 64))
 
 
 class JobRun:
@@ -218,14 +234,28 @@ class JobRun:
             self.attempt_failures += 1
         kind = self.spec.kind
         if kind is JobKind.JOB:
-            return self._job(pod_name, failed)
+            return self._job(pod_name, failed, exit_code=exit_code)
         if kind is JobKind.MPI_JOB and self._replica[pod_name].driver:
-            return self._job(pod_name, failed, batch=False)
+            return self._job(pod_name, failed, batch=False, exit_code=exit_code)
         if kind in (JobKind.PYTORCH_JOB, JobKind.MPI_JOB):
             return self._training(pod_name, failed, exit_code)
         if kind in (JobKind.RAY_CLUSTER, JobKind.RAY_JOB):
             return self._ray(pod_name, failed)
         return self._pod(pod_name, failed)
+
+    def lost(self, pod_name: str) -> Verdict:
+        """The pod was lost with its node (see the module docstring): what follows."""
+        if self.outcome is not None:  # ended meanwhile: the pod only leaves
+            self._live.pop(pod_name, None)
+            return Verdict(Next.FAILED)
+        kind = self.spec.kind
+        driver = self._replica[pod_name].driver
+        if kind is JobKind.JOB or (kind is JobKind.MPI_JOB and driver):
+            disrupted = frozenset({DISRUPTION_TARGET})
+            return self._pod_failed(pod_name, kind is JobKind.JOB, None, disrupted)
+        self.failed_pods += 1
+        self._live[pod_name] = 0  # a new pod, its containers not restarted yet
+        return Verdict(Next.REPLACE)
 
     def deadline_passed(self) -> Verdict:
         return self._fail(
@@ -241,9 +271,8 @@ class JobRun:
         self._live[pod_name] = 0
 
     # ----------------------------------------------------------------------------- kinds
-    def _job(self, pod_name: str, failed: bool, batch: bool = True) -> Verdict:
+    def _job(self, pod_name: str, failed: bool, batch: bool = True, exit_code: int = 1) -> Verdict:
         """A batch/v1 Job (or the launcher Job of an MPIJob, ``batch`` False)."""
-        spec = self.spec
         task = self._task[pod_name]
         policy = self._replica[pod_name].restart_policy
         if not failed:
@@ -255,8 +284,29 @@ class JobRun:
             return self._after_task(pod_name)
         if policy in _IN_PLACE:  # the Job's own pods' restarts count (an MPIJob's workers' not)
             return self._restart(pod_name, limit=True, scope=self._replica[pod_name])
-        self.failed_pods += 1
+        return self._pod_failed(pod_name, batch, exit_code, frozenset())
+
+    def _pod_failed(
+        self, pod_name: str, batch: bool, exit_code: int | None, conditions: frozenset[str]
+    ) -> Verdict:
+        """A Job's pod failed for good (``exit_code``; None: lost, carrying ``conditions``):
+        its podFailurePolicy, then its backoff limits."""
+        spec = self.spec
+        task = self._task[pod_name]
         self._live.pop(pod_name, None)
+        matched = spec.failure_rule(exit_code, conditions) if batch else None
+        if matched is not None:
+            index, rule = matched
+            if rule.action is PodFailureAction.IGNORE:
+                return Verdict(Next.REPLACE)
+            if rule.action is PodFailureAction.FAIL_JOB:
+                self.failed_pods += 1
+                message = self._rule_message(pod_name, exit_code, conditions, rule, index)
+                return self._fail(Next.FAILED, "PodFailurePolicy", message)
+            if rule.action is PodFailureAction.FAIL_INDEX:
+                self.failed_pods += 1
+                return self._index_failed(pod_name, task)
+        self.failed_pods += 1
         if spec.backoff_limit is not None and self.failed_pods > spec.backoff_limit:
             return self._fail(
                 Next.FAILED, "BackoffLimitExceeded", "Job has reached the specified backoff limit"
@@ -266,21 +316,44 @@ class JobRun:
             count = self._index_failures[task] = self._index_failures.get(task, 0) + 1
             if count <= per_index:
                 return Verdict(Next.REPLACE, backoff(JOB_BACKOFF, count))
-            self.failed_indexes.add(task)
-            self._owned.discard(task)
-            most = spec.max_failed_indexes
-            if most is not None and len(self.failed_indexes) > most:
-                return self._fail(
-                    Next.FAILED,
-                    "MaxFailedIndexesExceeded",
-                    f"Job has exceeded the maximum of {most} failed indexes",
-                )
-            verdict = self._after_task(pod_name)
-            if verdict.next is Next.NEXT:  # the failed pod's place goes to a new pod
-                return Verdict(Next.REPLACE, fresh=True)
-            return Verdict(Next.FAILED, ended=verdict.ended, reason=verdict.reason,
-                           message=verdict.message)  # fmt: skip
+            return self._index_failed(pod_name, task)
         return Verdict(Next.REPLACE, backoff(JOB_BACKOFF, self.failed_pods))
+
+    def _index_failed(self, pod_name: str, task: int) -> Verdict:
+        """The pod's index failed for good (its limit per index, or a FailIndex rule)."""
+        self.failed_indexes.add(task)
+        self._owned.discard(task)
+        most = self.spec.max_failed_indexes
+        if most is not None and len(self.failed_indexes) > most:
+            return self._fail(
+                Next.FAILED,
+                "MaxFailedIndexesExceeded",
+                f"Job has exceeded the maximum of {most} failed indexes",
+            )
+        verdict = self._after_task(pod_name)
+        if verdict.next is Next.NEXT:  # the failed pod's place goes to a new pod
+            return Verdict(Next.REPLACE, fresh=True)
+        return Verdict(Next.FAILED, ended=verdict.ended, reason=verdict.reason,
+                       message=verdict.message)  # fmt: skip
+
+    def _rule_message(
+        self,
+        pod_name: str,
+        exit_code: int | None,
+        conditions: frozenset[str],
+        rule: PodFailureRule,
+        index: int,
+    ) -> str:
+        """What the Job controller says when a podFailurePolicy rule fails the Job."""
+        pod = f"{self.namespace}/{pod_name}"
+        action = rule.action.value
+        if exit_code is None:
+            condition = next(k for k, _ in rule.conditions if k in conditions)
+            return f"Pod {pod} has condition {condition} matching {action} rule at index {index}"
+        return (
+            f"Container of pod {pod} failed with exit code {exit_code} matching {action} rule "
+            f"at index {index}"
+        )
 
     def _after_task(self, pod_name: str) -> Verdict:
         """A Job's pod is through with its task: all done, the next task, or nothing left."""

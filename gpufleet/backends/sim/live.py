@@ -5,7 +5,8 @@ node table, every bind checked, evicted pods resume from their last checkpoint) 
 differences: its clock follows the wall clock, scaled by ``speed`` (60: a simulated minute per
 second); work arrives while it runs (:meth:`submit`) and may be cancelled (:meth:`cancel`); and
 a restarted server puts back what was running exactly where it ran (:meth:`restore`); faults
-(:class:`~gpufleet.model.faults.GpuFault`) count their times from its start. Its
+(:class:`~gpufleet.model.faults.GpuFault`, and the spot interruptions and node failures of
+:class:`~gpufleet.model.node_faults.NodeFault`) count their times from its start. Its
 :meth:`wait` sleeps for real, until the next simulated event, the scheduler's next timer or a
 :meth:`wake` from another thread.
 
@@ -27,6 +28,7 @@ from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.events import DeviceHealthChanged
 from gpufleet.model.faults import GpuFault
+from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.scheduling.target import TargetWorkload
 
@@ -69,9 +71,24 @@ class LiveSimCluster(SimulatedCluster):
         start: float = 0.0,
         wall: Callable[[], float] = time.monotonic,
         faults: Sequence[GpuFault] = (),
+        node_faults: Sequence[NodeFault] = (),
+        seed: int = 0,
     ) -> None:
         shifted = [dataclasses.replace(fault, at=start + fault.at) for fault in faults]
-        super().__init__(nodes, [], Mode.REPLAY, target, faults=shifted)
+        struck = [
+            dataclasses.replace(fault, times=tuple(start + at for at in fault.times))
+            for fault in node_faults
+        ]
+        super().__init__(
+            nodes,
+            [],
+            Mode.REPLAY,
+            target,
+            faults=shifted,
+            node_faults=struck,
+            seed=seed,
+            start=start,
+        )
         self._scaled = ScaledClock(speed, start, wall)
         # The base class only calls now() and, in its own wait (overridden here), advance_to.
         self.clock = self._scaled  # type: ignore[assignment]

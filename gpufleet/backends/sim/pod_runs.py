@@ -20,7 +20,6 @@ clock: every move is given its time.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -30,7 +29,7 @@ from gpufleet.backends.sim.ground_truth import GroundTruth
 from gpufleet.backends.sim.jobs import JobRun, Next, Outcome, Verdict
 from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.recorder import Recorder
-from gpufleet.backends.sim.work import PodWork, attempt_end
+from gpufleet.backends.sim.work import PodWork, attempt_end, kept_work
 from gpufleet.model import Node, Pod
 from gpufleet.model.actions import Bind, Evict
 from gpufleet.model.events import (
@@ -115,11 +114,14 @@ class PodRuns:
         workload = timed.workload
         gang = len(workload.pods) > 1
         runs = self.jobs.arrived(timed)
-        for pod in workload.pods:
+        for i, pod in enumerate(workload.pods):
             self._arrive(pod, timed.duration, workload.checkpoint_interval, gang, now)
+            work = self._work[pod.key]
+            # Pods beyond minMember are admitted one by one, as workloads of their own.
+            work.unit = workload if i < workload.gang_size else workload.extra(pod)
+            work.on_notice = workload.checkpoint_on_notice
             owner = runs.get(pod.name)
             if owner is not None:
-                work = self._work[pod.key]
                 work.job, work.workload, work.full = owner, workload, timed.duration
                 work.lifetime = owner.replica(pod.name).lifetime
                 if work.lifetime is not Lifetime.WORK:
@@ -147,7 +149,7 @@ class PodRuns:
         if work.remaining is not None:
             kept = work.remaining
             if failed:  # a failed attempt keeps the work up to its last checkpoint
-                kept = math.floor(ran / work.checkpoint) * work.checkpoint if work.checkpoint else 0
+                kept = kept_work(work, now)
             work.remaining = max(0.0, work.remaining - kept)
         attempt = work.attempt
         work.attempt = None
@@ -178,8 +180,15 @@ class PodRuns:
         return sum(key in self._running for key in job.pod_keys)
 
     def _carry_out(
-        self, work: PodWork, verdict: Verdict, now: float, events: list[ClusterEvent]
+        self,
+        work: PodWork,
+        verdict: Verdict,
+        now: float,
+        events: list[ClusterEvent],
+        lost: str | None = None,
     ) -> None:
+        """What the job's controller decided for the pod whose attempt ended (``lost``: how
+        the pod was lost, when it was: its node went, its GPU failed)."""
         job = work.job
         assert job is not None
         key = work.pod.key
@@ -193,7 +202,7 @@ class PodRuns:
         if verdict.ended is Outcome.FAILED and self.queue_recorder is not None:
             self.queue_recorder.job_failed(job.pod_keys)  # before this pod's end counts
         if step is Next.DONE or step is Next.FAILED:
-            self._stop(work, now, events, succeeded=step is Next.DONE)
+            self._stop(work, now, events, succeeded=step is Next.DONE, message=lost or "")
         elif step is Next.NEXT:  # the Job's next completion, where this one ran
             work.remaining = work.full
             work.started = now
@@ -204,13 +213,15 @@ class PodRuns:
             work.run += 1
             work.started = now
             self.run_starts += 1
-            self._events.push(now + verdict.delay, RESTART, (key, work.run))
+            self._events.push(now + verdict.delay, self._restart_kind(work), (key, work.run))
         elif step is Next.REPLACE:
             if verdict.fresh:
                 work.remaining = work.full
-            self._take_away(
-                work, now, events, f"a new pod follows in {format_duration(verdict.delay)}"
-            )
+            follows = f"a new pod follows in {format_duration(verdict.delay)}"
+            if lost is None:
+                self._take_away(work, now, events, follows)
+            else:
+                self._take_away(work, now, events, f"{lost}; {follows}", PodEnd.LOST)
             self._events.push(now + verdict.delay, RESUBMIT, (key, work.run))
         else:  # RECREATE: a new cluster for the job's next try
             for pod_key in job.pod_keys:
@@ -225,8 +236,16 @@ class PodRuns:
         if verdict.ended is not None:
             self._end_job(job, verdict.ended, now, events)
 
-    def _take_away(self, work: PodWork, now: float, events: list[ClusterEvent], why: str) -> None:
-        """The pod failed (or its gang is made again): it leaves the scheduler, to come back."""
+    def _take_away(
+        self,
+        work: PodWork,
+        now: float,
+        events: list[ClusterEvent],
+        why: str,
+        end: PodEnd = PodEnd.REPLACED,
+    ) -> None:
+        """The pod failed (or its gang is made again, or it was lost): it leaves the
+        scheduler, to come back."""
         key = work.pod.key
         allocation = self._running.pop(key, None)
         if allocation is not None:
@@ -237,7 +256,7 @@ class PodRuns:
         else:
             self._pending.pop(key, None)
         work.placement = None
-        events.append(PodDeleted(key, PodEnd.REPLACED, why))
+        events.append(PodDeleted(key, end, why))
         work.away = True
         work.run += 1
 
@@ -250,7 +269,8 @@ class PodRuns:
             self._pending[target] = work.pod
             work.job.replaced(work.pod.name)
             assert work.workload is not None
-            events.append(WorkloadAdded(work.workload.extra(work.pod)))
+            work.unit = work.workload.extra(work.pod)
+            events.append(WorkloadAdded(work.unit))
             return
         works = [w for k in target.pod_keys if (w := self._work.get(k)) is not None and w.away]
         if not works or target.done:
@@ -261,13 +281,17 @@ class PodRuns:
         workload = works[0].workload
         assert workload is not None
         pods = tuple(w.pod for w in works)
-        events.append(
-            WorkloadAdded(
-                dataclasses.replace(
-                    workload, pods=pods, min_member=min(workload.min_member, len(pods))
-                )
-            )
+        unit = dataclasses.replace(
+            workload, pods=pods, min_member=min(workload.min_member, len(pods))
         )
+        for work in works:
+            work.unit = unit
+        events.append(WorkloadAdded(unit))
+
+    def _restart_kind(self, work: PodWork) -> int:
+        """The kind of event that restarts the pod's container (one that keeps the world
+        running, unless a world says otherwise)."""
+        return RESTART
 
     def _restart(self, key: str, run: int, now: float) -> None:
         work = self._work.get(key)
@@ -284,8 +308,16 @@ class PodRuns:
         job.deadline_passed()
         self._end_job(job, Outcome.FAILED, now, events)
 
-    def _stop(self, work: PodWork, now: float, events: list[ClusterEvent], succeeded: bool) -> None:
-        """The pod leaves for good: its work is done, it failed, or its job ended."""
+    def _stop(
+        self,
+        work: PodWork,
+        now: float,
+        events: list[ClusterEvent],
+        succeeded: bool,
+        message: str = "",
+    ) -> None:
+        """The pod leaves for good: its work is done, it failed (``message``: how, where the
+        world knows), or its job ended."""
         key = work.pod.key
         allocation = self._running.pop(key, None)
         if allocation is not None:
@@ -299,7 +331,7 @@ class PodRuns:
             else:
                 self.queue_recorder.removed(work.pod, allocation, now)
         self._work.pop(key, None)
-        events.append(PodDeleted(key, PodEnd.SUCCEEDED if succeeded else PodEnd.FAILED))
+        events.append(PodDeleted(key, PodEnd.SUCCEEDED if succeeded else PodEnd.FAILED, message))
 
     def _end_job(
         self, job: JobRun, outcome: Outcome, now: float, events: list[ClusterEvent]
@@ -363,9 +395,7 @@ class PodRuns:
         ran = now - work.started
         if work.attempt is not None:
             work.ran += ran  # the attempt goes on when the pod is bound again
-        kept = 0.0
-        if work.checkpoint:
-            kept = math.floor(ran / work.checkpoint) * work.checkpoint
+        kept = kept_work(work, now)
         if work.remaining is not None:
             work.remaining = max(0.0, work.remaining - kept)
         self._pending[key] = work.pod

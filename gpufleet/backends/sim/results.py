@@ -196,6 +196,76 @@ class JobReport:
 
 
 @dataclass(slots=True)
+class SpotSavings:
+    """What the spot nodes of a run saved (:mod:`gpufleet.backends.sim.spot`): their GPU-hours
+    up, what those cost on demand and on spot, the gross saving, the GPU-hours of work their
+    interruptions threw away and that work at the on-demand price, and the net saving; money in
+    ``currency``. ``estimated``: a price was the list's estimate; ``unpriced``: GPU models left
+    out for want of a price."""
+
+    currency: str
+    spot_gpu_hours: float = 0.0
+    on_demand_cost: float = 0.0
+    spot_cost: float = 0.0
+    gross_saved: float = 0.0
+    lost_gpu_hours: float = 0.0
+    lost_cost: float = 0.0
+    net_saved: float = 0.0
+    estimated: bool = False
+    unpriced: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def rounded(self) -> SpotSavings:
+        """The same, hours to a thousandth of a second and money to a micro-unit."""
+        for name in (
+            "spot_gpu_hours", "on_demand_cost", "spot_cost", "gross_saved", "lost_gpu_hours",
+            "lost_cost", "net_saved",
+        ):  # fmt: skip
+            setattr(self, name, round(getattr(self, name), 6))
+        return self
+
+
+@dataclass(slots=True)
+class NodeFaultEvent:
+    """A notice, a node gone or back, or a GPU fault that crashed pods, in a run: when, where,
+    which scenario object, the pods it took down and the GPU-hours of work they lost."""
+
+    at: float
+    node: str
+    fault: str
+    event: str
+    pods: int = 0
+    gpu_hours_lost: float = 0.0
+    message: str = ""
+
+
+@dataclass(slots=True)
+class InterruptionReport:
+    """What a run's spot interruptions, node failures and GPU faults did: spot nodes reclaimed
+    (gone after their notice), notices given, nodes failed, nodes back (replaced or repaired),
+    GPU faults that crashed pods; pods lost (on the node or GPU), pods taken down with them
+    (their gangs' other pods), pods that saved their work at a notice; workloads made to start
+    again and jobs that failed for it; the GPU-hours of work lost since the last checkpoints,
+    in all and by cause; each event; and what spot capacity saved (None: no spot nodes, or not
+    priced)."""
+
+    spot_interruptions: int = 0
+    notices: int = 0
+    node_failures: int = 0
+    nodes_back: int = 0
+    gpu_crashes: int = 0
+    pods_lost: int = 0
+    pods_taken_down: int = 0
+    pods_checkpointed: int = 0
+    restarts: int = 0
+    jobs_failed: int = 0
+    gpu_hours_lost: float = 0.0
+    gpu_hours_lost_by_cause: dict[str, float] = field(default_factory=dict)
+    events: list[NodeFaultEvent] = field(default_factory=list)
+    savings: SpotSavings | None = None
+
+
+@dataclass(slots=True)
 class TenancyRun:
     """A multi-tenant replay: the pod-level replay, per-queue results, and the workloads still
     waiting at the end (and at ``explained_at``, if asked)."""
@@ -216,3 +286,5 @@ class TenancyRun:
     cost: tuple[CostReport, ...] = ()
     #: What each inference service's requests met (none: the run served none).
     serving: tuple[ServingReport, ...] = ()
+    #: What its spot interruptions, node failures and GPU faults did (None: it had none).
+    interruptions: InterruptionReport | None = None

@@ -31,6 +31,7 @@ from gpufleet.metrics.state import read_state
 from gpufleet.model import Node, Pod
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
+from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 from gpufleet.scheduling.admission import AdmissionConfig, cluster_capacity
@@ -163,6 +164,7 @@ def run_workloads(
     idle_dry_run: bool = False,
     cost: CostSettings | None = None,
     inference: InferenceSettings | None = None,
+    node_faults: Sequence[NodeFault] = (),
 ) -> TenancyRun:
     """Replay workloads (pods and gangs) through queues, quotas, priorities, preemption and
     backfill: arrivals at their creation time, each pod running for its workload's duration
@@ -176,7 +178,10 @@ def run_workloads(
     profiles without changing the run (:mod:`gpufleet.backends.sim.costs`); the run's
     ``cost``. ``inference``: the inference services' requests, served by replicas their
     autoscalers add and remove (:mod:`gpufleet.backends.sim.inference`); the run goes on until
-    their requests stop, and what they met is its ``serving``."""
+    their requests stop, and what they met is its ``serving``.
+    ``node_faults``: spot interruptions and node failures (their random times drawn
+    from ``seed``); what they and the GPU faults did, with what spot capacity saved at
+    ``cost``'s prices, is the run's ``interruptions``."""
     started = time.perf_counter()
     all_pods = [p for t in workloads for p in t.workload.pods]
     target = target if target is not None else typical_shapes(all_pods)
@@ -194,7 +199,16 @@ def run_workloads(
     span = max((t.created for t in workloads), default=0.0) - min(
         (t.created for t in workloads), default=0.0
     )
-    sim = SimulatedCluster(nodes, (), Mode.REPLAY, target, workloads=workloads, faults=faults)
+    sim = SimulatedCluster(
+        nodes,
+        (),
+        Mode.REPLAY,
+        target,
+        workloads=workloads,
+        faults=faults,
+        node_faults=node_faults,
+        seed=seed,
+    )
     queue_recorder = sim.queue_recorder = QueueRecorder(
         sim.world,
         core.quotas.queues,
@@ -266,6 +280,11 @@ def run_workloads(
         idle=None if idle is None else idle.finish(now),
         cost=_cost(sim, nodes, workloads, kinds, cost, meter, now),
         serving=() if serving is None else serving.finish(core.time_format),
+        interruptions=(
+            sim.interruption_report(now, None if cost is None else cost.prices)
+            if faults or node_faults
+            else None
+        ),
     )
 
 

@@ -36,6 +36,7 @@ from gpufleet.backends.sim.workloads import cap_runtimes, resample, retime_for_l
 from gpufleet.model import GpuDevice, GpuRequest, Node, Pod, PodClass, gfd_labels
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.node import GFD_LABELS
+from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import Queue
 from gpufleet.model.resources import GPU
@@ -86,6 +87,8 @@ class TenantScenario:
     workloads: tuple[TimedWorkload, ...]
     #: GPU faults injected during the run (a scenario's ``GpuFault`` objects).
     faults: tuple[GpuFault, ...] = ()
+    #: Nodes lost during the run (its ``SpotInterruption`` and ``NodeFailure`` objects).
+    node_faults: tuple[NodeFault, ...] = ()
 
     def fifo(self) -> TenantScenario:
         """The same workloads in one queue, first come first served: no quota, no priority,
@@ -98,6 +101,7 @@ class TenantScenario:
             self.priority_classes,
             plain,
             self.faults,
+            self.node_faults,
         )
 
     @property

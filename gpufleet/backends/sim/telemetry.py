@@ -111,7 +111,10 @@ class SimTelemetry(TelemetrySource):
         now = self.world.clock.now()
         domains, users = self._domains()
         readings = self.model.read(self._specs, domains, now)
-        return [self._node(layout, readings, users) for layout in self._layouts]
+        up = self.world.node_up  # a node gone (a spot interruption, a failure) reports nothing
+        return [
+            self._node(layout, readings, users) for layout in self._layouts if up(layout.node.name)
+        ]
 
     def pod_utilisation(self, now: float | None = None) -> dict[tuple[str, str], float]:
         """(namespace, pod) -> the mean utilisation (percent) of the devices it holds, the

@@ -1,13 +1,16 @@
 """One simulated pod's work: what is left of it, where it runs, and its job's attempt.
 
 Owns :class:`PodWork`, the simulated cluster's record of each pod it holds (waiting, running,
-or away until a new pod replaces it), and :func:`attempt_end`, when a running attempt ends and
-whether that end is a failure. It decides nothing about jobs (see
-:mod:`gpufleet.backends.sim.jobs`) and moves no clock.
+or away until a new pod replaces it), :func:`kept_work`, how much of a run's work survives
+when the run is cut short (up to its last checkpoint: an interval's, or the one it made when
+told its node was going), and :func:`attempt_end`, when a running attempt ends and whether that
+end is a failure. It decides nothing about jobs (see :mod:`gpufleet.backends.sim.jobs`) and
+moves no clock.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpufleet.backends.sim.jobs import Attempt, JobRun
@@ -40,6 +43,24 @@ class PodWork:
     ran: float = 0.0
     failing: bool = False
     away: bool = False
+    #: Whether it checkpoints when told its node is going, and when it last did so in its
+    #: current run (None: not in this run).
+    on_notice: bool = False
+    saved_at: float | None = None
+    #: The workload it was last put to the scheduler in (its gang; None: a lone pod of its own).
+    unit: Workload | None = None
+
+
+def kept_work(work: PodWork, now: float) -> float:
+    """Seconds of the current run (from ``work.started``) that survive a cut at ``now``: up to
+    its last interval checkpoint, or the checkpoint it made on notice if that is later."""
+    ran = max(0.0, now - work.started)
+    kept = 0.0
+    if work.checkpoint:
+        kept = math.floor(ran / work.checkpoint) * work.checkpoint
+    if work.saved_at is not None and work.saved_at >= work.started:  # saved in this run
+        kept = max(kept, min(ran, work.saved_at - work.started))
+    return kept
 
 
 def attempt_end(work: PodWork, attempt: Attempt) -> tuple[float | None, bool]:
