@@ -26,21 +26,21 @@ each; their state comes from the pods' phase and node, their devices from the sc
 annotations, a job's progress from its pods (succeeded and failed pods, container restarts;
 the Job and operator objects themselves are not read). Cancelling deletes the submitted object
 (its pods go with it). Tokens, events of our own (Submitted, Scheduled, Cancelled) and the
-history stay in the local SQLite file.
+history stay in the local SQLite file. With :meth:`KubeControlPlane.autoscale_replicas`, the
+Deployments, StatefulSets and ReplicaSets annotated for gpufleet's autoscaling are scaled after
+every observatory round (:mod:`gpufleet.service.kube_autoscaling`).
 """
 
 from __future__ import annotations
 
-import calendar
 import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from gpufleet.backends.kube.api import NODES, PODS, PRIORITY_CLASSES, QUEUES, ApiError, KubeApi
-from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.backends.kube.pods import pod_group
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.backends.kube.writer import ObjectWriter
@@ -48,12 +48,12 @@ from gpufleet.control.factory import build_core
 from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
-from gpufleet.model import Node, Placement
+from gpufleet.model import Node
 from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.times import wall_clock_time
 from gpufleet.model.workload import TimedWorkload, split_workload_key, workload_key
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.service import kube_idle
+from gpufleet.service import kube_book, kube_idle
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import (
     HISTORY_EVERY_S,
@@ -67,8 +67,8 @@ from gpufleet.service.base import (
     require_admin,
 )
 from gpufleet.service.budget_events import budget_events
+from gpufleet.service.kube_autoscaling import KubeReplicaScaler, WorkloadMetrics
 from gpufleet.service.kube_writes import (
-    COMPLETIONS_ANNOTATION,
     CONTROLLED_KINDS,
     KIND_ANNOTATION,
     OWNER_ANNOTATION,
@@ -84,9 +84,6 @@ from gpufleet.service.records import (
     POD_FAILED,
     POD_PENDING,
     POD_RUNNING,
-    POD_SUCCEEDED,
-    JobProgress,
-    PodRecord,
     WorkloadRecord,
     pods_of,
 )
@@ -141,6 +138,8 @@ class KubeControlPlane(PlaneBase):
         self._placeholder: tuple[int, SchedulerCore] | None = None
         self._nodes: tuple[tuple[str, ...], list[Node]] | None = None
         self._observe: ObservatoryThread | None = None
+        #: Scales the workloads annotated for it (:meth:`autoscale_replicas`), if asked to.
+        self.replica_scaler: KubeReplicaScaler | None = None
 
     # ----------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -176,10 +175,34 @@ class KubeControlPlane(PlaneBase):
         self._observe = ObservatoryThread(round_, step_s)
         return observatory
 
+    def autoscale_replicas(self, metrics: WorkloadMetrics) -> KubeReplicaScaler:
+        """Scale the Deployments, StatefulSets and ReplicaSets that carry gpufleet's
+        autoscaling annotations after every observatory round (so :meth:`observe_with`
+        first), on the metrics ``metrics`` reads; its informers start now."""
+        if self.observatory is None:
+            raise ValueError("replica autoscaling runs each observatory round: observe first")
+        scaler = KubeReplicaScaler(self, self.writer.api, metrics)
+        scaler.start()
+        self.observatory.subscribe(scaler.on_round)
+        self.replica_scaler = scaler
+        return scaler
+
+    def pod_objects(self, namespaces: Collection[str]) -> list[Obj]:
+        """Copies of the cached pods of ``namespaces``."""
+        with self.lock:
+            cached = self.scheduler.backend.objects[PODS]
+            return [dict(o) for k, o in cached.items() if k.partition("/")[0] in namespaces]
+
+    def tell(self, obj: Obj, type_: str, reason: str, message: str) -> None:
+        """A Kubernetes Event about ``obj``, sent as the scheduler sends its own."""
+        self.scheduler.reporter.event(obj, type_, reason, message)
+
     def stop(self, timeout: float = 10.0) -> None:
         self._stopping.set()
         if self._observe is not None:
             self._observe.stop(timeout)
+        if self.replica_scaler is not None:
+            self.replica_scaler.stop(timeout)
         self.scheduler.stop()
         for thread in self._threads:
             thread.join(timeout)
@@ -320,7 +343,7 @@ class KubeControlPlane(PlaneBase):
         namespace, kind, name = split_workload_key(key)
         workload = dataclasses.replace(workload, name=name, namespace=namespace, kind=kind)
         tenant = str((head.get("labels") or {}).get(TENANT_LABEL) or CLUSTER_TENANT)
-        submitted = min(_created(o) for o in pods)
+        submitted = min(kube_book.created(o) for o in pods)
         record = WorkloadRecord.new(
             old.seq if old else 0, tenant, kind,
             TimedWorkload(workload, submitted, workload.expected_runtime), submitted,
@@ -332,19 +355,19 @@ class KubeControlPlane(PlaneBase):
             record.told = old.told
         for obj, pod in zip(pods, workload.pods, strict=True):
             pod_record = record.pods[pod.key]
-            pod_record.state, pod_record.placement = _pod_state(obj)
-            pod_record.restarts = _restarts(obj)
+            pod_record.state, pod_record.placement = kube_book.pod_state(obj)
+            pod_record.restarts = kube_book.restarts(obj)
             index = ((obj.get("metadata") or {}).get("annotations") or {}).get(INDEX_ANNOTATION)
             pod_record.index = int(str(index)) if str(index).isdigit() else None
             before = old.pods.get(pod.key) if old else None
             if pod_record.state == POD_RUNNING and (before is None or before.state != POD_RUNNING):
-                where = _where(pod_record)
+                where = kube_book.where(pod_record)
                 events.append(
                     StoredEvent(now, key, "Normal", "Scheduled", f"pod {pod.name} on {where}")
                 )
                 self.counters["bound"] += 1
         if kind in CONTROLLED_KINDS:
-            record.jobs[name] = _progress(kind, pods, record)
+            record.jobs[name] = kube_book.progress(kind, pods, record)
         record.settle(now)
         progress = record.jobs.get(name)
         done = progress is not None and 0 < progress.completions <= progress.completed
@@ -356,7 +379,7 @@ class KubeControlPlane(PlaneBase):
         if progress is not None and not record.active:
             progress.outcome = record.state.value
         if record.state is WorkloadState.PENDING:
-            message = _unschedulable_message(pods)
+            message = kube_book.unschedulable_message(pods)
             if message and message != record.told:
                 record.told = message
                 events.append(StoredEvent(now, key, "Warning", "FailedScheduling", message))
@@ -551,70 +574,3 @@ class KubeControlPlane(PlaneBase):
             {str(o["metadata"]["name"]): o for o in backend.objects[QUEUES].values()},
             {str(o["metadata"]["name"]): o for o in backend.objects[PRIORITY_CLASSES].values()},
         )
-
-
-# ---------------------------------------------------------------------------------- reading
-def _pod_state(obj: Obj) -> tuple[str, Placement | None]:
-    status = obj.get("status") or {}
-    phase = status.get("phase")
-    node = (obj.get("spec") or {}).get("nodeName")
-    if phase == "Succeeded":
-        return POD_SUCCEEDED, None
-    if phase == "Failed":
-        return POD_FAILED, None
-    if not node:
-        return POD_PENDING, None
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    return POD_RUNNING, placement_from_annotations(str(node), annotations) or Placement(str(node))
-
-
-def _restarts(obj: Obj) -> int:
-    """Restarts of a pod's containers (its kubelet's restartCount)."""
-    status = obj.get("status") or {}
-    counts = [
-        c.get("restartCount") or 0
-        for key in ("initContainerStatuses", "containerStatuses")
-        for c in status.get(key) or ()
-    ]
-    return sum(int(n) for n in counts if isinstance(n, int))
-
-
-def _progress(kind: str, pods: Sequence[Obj], record: WorkloadRecord) -> JobProgress:
-    """A job's progress as its pods show it: for a Job, succeeded pods of its completions (our
-    annotation); failed pods; container restarts."""
-    annotations = (pods[0].get("metadata") or {}).get("annotations") or {}
-    completions = str(annotations.get(COMPLETIONS_ANNOTATION) or "")
-    states = [p.state for p in record.pods.values()]
-    return JobProgress(
-        kind,
-        completed=states.count(POD_SUCCEEDED) if kind == "Job" else 0,
-        completions=int(completions) if completions.isdigit() else 0,
-        failed_pods=states.count(POD_FAILED),
-        restarts=sum(p.restarts for p in record.pods.values()),
-    )
-
-
-def _where(pod: PodRecord) -> str:
-    placement = pod.placement
-    if placement is None:
-        return "?"
-    gpus = ",".join(str(i) for i in placement.gpu_indices)
-    return placement.node + (f" GPU {gpus}" if gpus else "")
-
-
-def _unschedulable_message(pods: Sequence[Obj]) -> str | None:
-    for obj in pods:
-        for condition in (obj.get("status") or {}).get("conditions") or ():
-            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-                return str(condition.get("message") or condition.get("reason") or "")
-    return None
-
-
-def _created(obj: Obj) -> float:
-    text = (obj.get("metadata") or {}).get("creationTimestamp")
-    if not text:
-        return time.time()
-    try:
-        return float(calendar.timegm(time.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return time.time()

@@ -31,6 +31,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from gpufleet.backends.kube.api_types import (
+    AUTOSCALING_WATCHED,
     COSCHEDULING_POD_GROUPS,
     NODES,
     POD_GROUPS,
@@ -56,6 +57,7 @@ from gpufleet.backends.kube.api_types import status_error as _status_error
 #: The plain types live in api_types (the node agent imports them without the client);
 #: they stay importable from here.
 __all__ = [
+    "AUTOSCALING_WATCHED",
     "COSCHEDULING_POD_GROUPS",
     "NODES",
     "PODS",
@@ -189,6 +191,8 @@ class KubeApi:
         self.custom = k8s.CustomObjectsApi(api_client)
         self.scheduling = k8s.SchedulingV1Api(api_client)
         self.coordination = k8s.CoordinationV1Api(api_client)
+        self.apps = k8s.AppsV1Api(api_client)
+        self.autoscaling = k8s.AutoscalingV2Api(api_client)
         self.limiter = limiter or RateLimiter(qps=500, burst=1000)
         self.poster = JsonPoster.for_configuration(api_client)
 
@@ -219,7 +223,9 @@ class KubeApi:
         return self.poster.post(path, body)
 
     def _list_method(self, resource: Resource) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        if resource.group in ("gpufleet.dev", "scheduling.x-k8s.io", "scheduling.volcano.sh"):
+        if resource.group in (
+            "gpufleet.dev", "scheduling.x-k8s.io", "scheduling.volcano.sh", "keda.sh"
+        ):  # fmt: skip
             # Listed across all namespaces for namespaced kinds too.
             args = (resource.group, resource.version, resource.plural)
             return self.custom.list_cluster_custom_object, args
@@ -228,6 +234,12 @@ class KubeApi:
             "Pod": self.core.list_pod_for_all_namespaces,
             "ResourceQuota": self.core.list_resource_quota_for_all_namespaces,
             "PriorityClass": self.scheduling.list_priority_class,
+            "Deployment": self.apps.list_deployment_for_all_namespaces,
+            "StatefulSet": self.apps.list_stateful_set_for_all_namespaces,
+            "ReplicaSet": self.apps.list_replica_set_for_all_namespaces,
+            "HorizontalPodAutoscaler": (
+                self.autoscaling.list_horizontal_pod_autoscaler_for_all_namespaces
+            ),
         }
         return methods[resource.kind], ()
 

@@ -90,6 +90,22 @@ POD_GROUPS = Resource("PodGroup", "gpufleet.dev", "v1alpha1", "podgroups", True)
 COSCHEDULING_POD_GROUPS = Resource("PodGroup", "scheduling.x-k8s.io", "v1alpha1", "podgroups", True)
 #: Volcano's, which KubeRay and the Kubeflow operators make with their Volcano integration.
 VOLCANO_POD_GROUPS = Resource("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True)
+#: What ``serve``'s replica autoscaler watches: the kinds it scales, and the autoscalers that
+#: may be in charge of them instead (KEDA's ScaledObjects, when KEDA is installed).
+DEPLOYMENTS = Resource("Deployment", "apps", "v1", "deployments", True)
+STATEFUL_SETS = Resource("StatefulSet", "apps", "v1", "statefulsets", True)
+REPLICA_SETS = Resource("ReplicaSet", "apps", "v1", "replicasets", True)
+HORIZONTAL_POD_AUTOSCALERS = Resource(
+    "HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers", True
+)
+SCALED_OBJECTS = Resource("ScaledObject", "keda.sh", "v1alpha1", "scaledobjects", True)
+AUTOSCALING_WATCHED: tuple[Resource, ...] = (
+    DEPLOYMENTS,
+    STATEFUL_SETS,
+    REPLICA_SETS,
+    HORIZONTAL_POD_AUTOSCALERS,
+    SCALED_OBJECTS,
+)
 #: What the scheduler watches.
 WATCHED: tuple[Resource, ...] = (
     NODES,

@@ -57,6 +57,14 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, status_subresource=True),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, status_subresource=True),
     ResourceType(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        True,
+        status_subresource=True,
+    ),
+    ResourceType(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",
