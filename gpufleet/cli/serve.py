@@ -33,8 +33,10 @@ from gpufleet.cli.serve_observing import (
     ObserveSettings,
     PricesOption,
     PrometheusUrlOption,
+    ReplicaAutoscalingOption,
     join_idle_policies,
     observe_settings,
+    replica_autoscaling_on,
     start_notifier,
 )
 from gpufleet.control.profiles import load_profile
@@ -145,6 +147,7 @@ def serve(
     alert_webhook: AlertWebhookOption = None,
     idle_policies: IdlePoliciesOption = None,
     idle_dry_run: IdleDryRunOption = False,
+    replica_autoscaling: ReplicaAutoscalingOption = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
@@ -175,6 +178,8 @@ def serve(
         raise fail("--prometheus-url is for --kubeconfig: the simulated cluster observes itself")
     if observe.idle_policies and kubeconfig is not None and observe.prometheus_url is None:
         raise fail("--idle-policies with --kubeconfig needs --prometheus-url (the GPUs' series)")
+    scaling = replica_autoscaling_on(replica_autoscaling, kubeconfig, observe.prometheus_url)
+    observe = dataclasses.replace(observe, replica_autoscaling=scaling)
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
     try:
@@ -237,11 +242,18 @@ def _serve_on(
                 "not --kubeconfig"
             )
         plane = reclaiming = _kube_plane(
-            kubeconfig, store, options, scheduler_name, observe.prometheus_url
+            kubeconfig,
+            store,
+            options,
+            scheduler_name,
+            observe.prometheus_url,
+            observe.replica_autoscaling,
         )
         where = f"Kubernetes ({kubeconfig})"
         if observe.prometheus_url is not None:
             where += f", GPU series from {observe.prometheus_url}"
+        if observe.replica_autoscaling:
+            where += ", replicas of the workloads annotated gpufleet.dev/max-replicas autoscaled"
     else:
         skipped = Skipped()
         nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
@@ -331,9 +343,11 @@ def _kube_plane(
     options: ServeOptions,
     scheduler_name: str,
     prometheus_url: str | None = None,
+    replica_autoscaling: bool = False,
 ) -> KubeControlPlane:
     """The plane over a Kubernetes cluster (imported here: the client is slow to import),
-    observing the GPUs through the Prometheus server at ``prometheus_url`` when given."""
+    observing the GPUs through the Prometheus server at ``prometheus_url`` when given, and
+    scaling the workloads annotated for it on the metrics there if ``replica_autoscaling``."""
     from gpufleet.backends.kube.api import KubeApi, load_client
     from gpufleet.backends.kube.scheduler import SchedulerOptions
     from gpufleet.service.kube_plane import KubeControlPlane
@@ -351,8 +365,12 @@ def _kube_plane(
     plane = KubeControlPlane(api, store, options, scheduler)
     if prometheus_url is not None:
         from gpufleet.backends.prometheus import PrometheusSeries
+        from gpufleet.backends.prometheus.inference import PrometheusInferenceMetrics
 
-        plane.observe_with(PrometheusSeries(prometheus_url))
+        series = PrometheusSeries(prometheus_url)
+        plane.observe_with(series)
+        if replica_autoscaling:
+            plane.autoscale_replicas(PrometheusInferenceMetrics(series))
     return plane
 
 

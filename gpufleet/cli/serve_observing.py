@@ -90,6 +90,16 @@ IdleDryRunOption = Annotated[
         help="idle policies only report what they would do (Normal events), never act",
     ),
 ]
+ReplicaAutoscalingOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--replica-autoscaling/--no-replica-autoscaling",
+        help="with --kubeconfig and --prometheus-url (where it is on unless turned off): scale "
+        "the Deployments, StatefulSets and ReplicaSets annotated gpufleet.dev/max-replicas "
+        "(and a target) on their metrics in Prometheus, every 15 s",
+        show_default=False,
+    ),
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +113,30 @@ class ObserveSettings:
     #: The idle policies of ``--idle-policies`` (a scenario's are added by ``serve``).
     idle_policies: tuple[IdlePolicy, ...] = ()
     idle_dry_run: bool = False
+    #: Scale the workloads annotated for it (Kubernetes with Prometheus only).
+    replica_autoscaling: bool = False
+
+
+def replica_autoscaling_on(
+    asked: bool | None, kubeconfig: object | None, prometheus_url: str | None
+) -> bool:
+    """Whether ``serve`` scales the annotated workloads: asked for (``--replica-autoscaling``),
+    it needs ``--kubeconfig`` and ``--prometheus-url`` (a BadParameter says which is missing);
+    not said, it is on where both are given."""
+    if asked is None:
+        return kubeconfig is not None and prometheus_url is not None
+    if asked and kubeconfig is None:
+        raise typer.BadParameter(
+            "is for --kubeconfig (in the simulated cluster, `gpufleet simulate --scenario` "
+            "serves and scales inference workloads)",
+            param_hint="--replica-autoscaling",
+        )
+    if asked and prometheus_url is None:
+        raise typer.BadParameter(
+            "needs --prometheus-url: the workloads' metrics are read from Prometheus",
+            param_hint="--replica-autoscaling",
+        )
+    return asked
 
 
 def observe_settings(
