@@ -24,7 +24,7 @@ or remove nodes (:mod:`gpufleet.elastic.nodepools`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from gpufleet.model.capacity import CAPACITY_TYPE_LABEL, SPOT_TAINT, CapacityType
@@ -114,15 +114,24 @@ class NodePool:
             taints = (*taints, SPOT_TAINT)
         return replace(self.template, name=name, labels=labels, taints=taints)
 
-    def zones_for(self, count: int, existing: Mapping[str, int] | None = None) -> list[str | None]:
+    def zones_for(
+        self,
+        count: int,
+        existing: Mapping[str, int] | None = None,
+        only: Collection[str] | None = None,
+    ) -> list[str | None]:
         """The zones of ``count`` new nodes, given the pool's nodes per zone now (joined and
-        asked for): each to the zone with the fewest, ties to the first listed."""
+        asked for): each to the zone with the fewest, ties to the first listed; only to the
+        zones ``only`` names, if given (work that may run in some zones only)."""
         if not self.zones:
             return [None] * count
+        allowed = [z for z in self.zones if only is None or z in only]
+        if not allowed and count:
+            raise ValueError(f"node pool {self.name}: no zone of {sorted(only or ())} is its")
         have = {zone: (existing or {}).get(zone, 0) for zone in self.zones}
         chosen: list[str | None] = []
         for _ in range(count):
-            zone = min(self.zones, key=lambda z: have[z])
+            zone = min(allowed, key=lambda z: have[z])
             have[zone] += 1
             chosen.append(zone)
         return chosen
