@@ -2,10 +2,11 @@
 taint gpufleet's own nodes say it with.
 
 Owns :class:`CapacityType` (the prices of :mod:`gpufleet.economics.prices`, the node pools of
-:mod:`gpufleet.model.nodepools` and placement all speak of it, so it sits in the model),
-the label ``gpufleet.dev/capacity-type`` and the taint a spot pool puts on its nodes. Reading a
-node's capacity type from the labels clouds write (Karpenter, EKS, GKE, AKS) is
-:func:`gpufleet.economics.runs.capacity_type`.
+:mod:`gpufleet.model.nodepools` and placement all speak of it, so it sits in the model), what a
+workload needs of it (:class:`CapacityNeed`), the label ``gpufleet.dev/capacity-type`` and the
+taint a spot pool puts on its nodes. Reading a node's capacity type from the labels clouds
+write (Karpenter, EKS, GKE, AKS) is :func:`gpufleet.economics.runs.capacity_type`; reading a
+workload's need is :func:`gpufleet.scheduling.capacity.capacity_need`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,17 @@ class CapacityType(StrEnum):
     RESERVED = "reserved"
 
 
+class CapacityNeed(StrEnum):
+    """What a workload says about the capacity it should run on (how it is read:
+    :func:`gpufleet.scheduling.capacity.capacity_need`): it survives an interruption
+    (``fault-tolerant``: spot suits it), it must not be interrupted (``critical``: on-demand or
+    reserved), or neither (``any``)."""
+
+    ANY = "any"
+    FAULT_TOLERANT = "fault-tolerant"
+    CRITICAL = "critical"
+
+
 #: The label gpufleet's node pools put on their nodes (``on-demand``, ``spot``, ``reserved``).
 CAPACITY_TYPE_LABEL = "gpufleet.dev/capacity-type"
 
@@ -33,4 +45,4 @@ CAPACITY_TYPE_LABEL = "gpufleet.dev/capacity-type"
 #: its own label's key and value, so one toleration covers every gpufleet spot pool).
 SPOT_TAINT = Taint(CAPACITY_TYPE_LABEL, CapacityType.SPOT.value, TaintEffect.NO_SCHEDULE)
 
-__all__ = ["CAPACITY_TYPE_LABEL", "SPOT_TAINT", "CapacityType"]
+__all__ = ["CAPACITY_TYPE_LABEL", "SPOT_TAINT", "CapacityNeed", "CapacityType"]

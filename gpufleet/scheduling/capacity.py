@@ -27,11 +27,8 @@ the node-pool autoscaler (critical work is not given spot nodes).
 
 from __future__ import annotations
 
-from enum import StrEnum
-from functools import lru_cache
-
 from gpufleet.economics.runs import CAPACITY_LABELS, capacity_type
-from gpufleet.model.capacity import CapacityType
+from gpufleet.model.capacity import CapacityNeed, CapacityType
 from gpufleet.model.node import Taint, TaintEffect
 from gpufleet.model.pod import Pod, Toleration
 from gpufleet.model.workload import Workload
@@ -49,23 +46,34 @@ SPOT_TAINTS: tuple[Taint, ...] = tuple(
 )
 
 
-class CapacityNeed(StrEnum):
-    """See the module docstring."""
-
-    ANY = "any"
-    FAULT_TOLERANT = "fault-tolerant"
-    CRITICAL = "critical"
-
-
 def capacity_need(workload: Workload, pod: Pod) -> CapacityNeed:
     """What ``pod`` of ``workload`` says about the capacity it should run on."""
-    if not workload.preemptible or workload.priority >= INFERENCE_CRITICAL_PRIORITY:
+    return need_of(
+        is_critical(workload), workload.checkpoint_interval is not None, accepts_spot(pod)
+    )
+
+
+def need_of(critical: bool, checkpointed: bool, spot_ok: bool) -> CapacityNeed:
+    """The need of a pod of a ``critical`` workload (or not), of a ``checkpointed`` one, that
+    accepts spot nodes itself (``spot_ok``: :func:`accepts_spot`)."""
+    if critical:
         return CapacityNeed.CRITICAL
-    if workload.checkpoint_interval is not None or _accepts_spot(
-        pod.tolerations, pod.node_selector
-    ):
+    if checkpointed or spot_ok:
         return CapacityNeed.FAULT_TOLERANT
     return CapacityNeed.ANY
+
+
+def is_critical(workload: Workload) -> bool:
+    """Must ``workload`` not be interrupted (not preemptible, or inference-critical)?"""
+    return not workload.preemptible or workload.priority >= INFERENCE_CRITICAL_PRIORITY
+
+
+def accepts_spot(pod: Pod) -> bool:
+    """Does ``pod`` say it may run on spot nodes: a toleration of a spot taint, or a node
+    selector on a spot label?"""
+    if tolerates_spot(pod.tolerations):
+        return True
+    return any(capacity_type({key: value}) is CapacityType.SPOT for key, value in pod.node_selector)
 
 
 def tolerates_spot(tolerations: tuple[Toleration, ...]) -> bool:
@@ -77,21 +85,13 @@ def tolerates_spot(tolerations: tuple[Toleration, ...]) -> bool:
     )
 
 
-@lru_cache(maxsize=1024)
-def _accepts_spot(
-    tolerations: tuple[Toleration, ...], node_selector: tuple[tuple[str, str], ...]
-) -> bool:
-    # Cached per (tolerations, selector): pods of one shape share them, and this runs for every
-    # pod placed.
-    if tolerates_spot(tolerations):
-        return True
-    return any(capacity_type({key: value}) is CapacityType.SPOT for key, value in node_selector)
-
-
 __all__ = [
     "INFERENCE_CRITICAL_PRIORITY",
     "SPOT_TAINTS",
     "CapacityNeed",
+    "accepts_spot",
     "capacity_need",
+    "is_critical",
+    "need_of",
     "tolerates_spot",
 ]
