@@ -53,6 +53,8 @@ class ShapeOnPool:
     per_empty_node: int = 0
     #: Has inter-pod rules: it gets a node of its own.
     alone: bool = False
+    #: May it go to every zone of the pool (so zones need not be looked at)?
+    everywhere: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,87 +71,108 @@ class EmptyNode:
 
 class NodeColumns:
     """The planned nodes of one pool (see the module docstring). Rows are appended, never
-    removed; ``closed`` rows take nothing more (a pod with inter-pod rules has them alone)."""
+    removed; ``closed`` rows take nothing more (a pod with inter-pod rules has them alone).
+
+    One integer matrix holds every row (zone, CPU, memory, units, the best device, the fully
+    free devices, closed, then milli-GPU per device, MIG slices per profile, extended
+    resources), so that copying the rows, putting them back or writing a whole row is one
+    operation; the named columns are views of it."""
 
     def __init__(self, empty: EmptyNode, rows: int = 16) -> None:
         self.empty = empty
         self.size = 0
-        self._allocate(max(rows, 1))
+        g, p = empty.devices.size, empty.mig.size
+        self._devices = slice(_FIXED, _FIXED + g)
+        self._mig = slice(_FIXED + g, _FIXED + g + p)
+        self._extended = slice(_FIXED + g + p, _FIXED + g + p + empty.extended.size)
+        #: Where the devices, the MIG slices and the extended resources start in a row.
+        self.layout = (_FIXED, _FIXED + g, _FIXED + g + p)
+        self._empty_row = np.concatenate(
+            [
+                [0, empty.cpu, empty.memory, empty.units, empty.devices.max(initial=0),
+                 np.count_nonzero(empty.devices >= MILLI_PER_GPU), 0],
+                empty.devices, empty.mig, empty.extended,
+            ]
+        ).astype(np.int64)  # fmt: skip
+        self.any_closed = False
+        self._most: tuple[int, int, int, int] | None = None
+        self._bind(np.zeros((max(rows, 1), self._empty_row.size), np.int64))
 
-    def _allocate(self, rows: int) -> None:
-        empty = self.empty
-        self.zone = np.zeros(rows, np.int64)
-        self.cpu = np.zeros(rows, np.int64)
-        self.memory = np.zeros(rows, np.int64)
-        self.units = np.zeros(rows, np.int64)
-        self.devices = np.zeros((rows, empty.devices.size), np.int64)
-        self.mig = np.zeros((rows, empty.mig.size), np.int64)
-        self.extended = np.zeros((rows, empty.extended.size), np.int64)
-        self.closed = np.zeros(rows, np.bool_)
+    def _bind(self, data: IntArray) -> None:
+        self.data = data
+        self.zone = data[:, 0]
+        self.cpu = data[:, 1]
+        self.memory = data[:, 2]
+        self.units = data[:, 3]
+        #: Per row: the most milli-GPU free on one device, and the devices fully free (so that
+        #: the rows a pod may fit on are found without reading every device).
+        self.best = data[:, 4]
+        self.whole = data[:, 5]
+        self.closed = data[:, 6]
+        self.devices = data[:, self._devices]
+        self.mig = data[:, self._mig]
+        self.extended = data[:, self._extended]
 
-    def add(self, zones: Sequence[int]) -> IntArray:
+    def add(self, zones: Sequence[int] | IntArray) -> IntArray:
         """Append empty nodes in ``zones`` (indices into the pool's zones); their rows."""
         count = len(zones)
-        start = self.size
-        if start + count > self.zone.size:
-            old = self.copy()
-            self._allocate(max(2 * self.zone.size, start + count))
-            self._paste(old)
-        end = start + count
-        empty = self.empty
+        start, end = self.size, self.size + count
+        if end > self.data.shape[0]:
+            grown = np.zeros((max(2 * self.data.shape[0], end), self._empty_row.size), np.int64)
+            grown[:start] = self.data[:start]
+            self._bind(grown)
+        self.data[start:end] = self._empty_row
         self.zone[start:end] = zones
-        self.cpu[start:end] = empty.cpu
-        self.memory[start:end] = empty.memory
-        self.units[start:end] = empty.units
-        self.devices[start:end] = empty.devices
-        self.mig[start:end] = empty.mig
-        self.extended[start:end] = empty.extended
-        self.closed[start:end] = False
         self.size = end
+        self._most = None
         return np.arange(start, end, dtype=np.int64)
 
     def copy(self) -> NodeColumns:
         """A copy of the rows in use (for a trial; :meth:`restore` puts one back)."""
         twin = object.__new__(NodeColumns)
-        twin.empty = self.empty
-        twin.size = n = self.size
-        twin.zone = self.zone[:n].copy()
-        twin.cpu = self.cpu[:n].copy()
-        twin.memory = self.memory[:n].copy()
-        twin.units = self.units[:n].copy()
-        twin.devices = self.devices[:n].copy()
-        twin.mig = self.mig[:n].copy()
-        twin.extended = self.extended[:n].copy()
-        twin.closed = self.closed[:n].copy()
+        twin.empty, twin.size = self.empty, self.size
+        twin._devices, twin._mig, twin._extended = self._devices, self._mig, self._extended
+        twin.layout = self.layout
+        twin._empty_row, twin.any_closed, twin._most = self._empty_row, self.any_closed, self._most
+        twin._bind(self.data[: self.size].copy())
         return twin
 
     def restore(self, saved: NodeColumns) -> None:
         """Back to ``saved`` (a :meth:`copy` of this state)."""
-        if saved.size > self.zone.size:
-            self._allocate(saved.size)
-        self._paste(saved)
+        if saved.size > self.data.shape[0]:
+            self._bind(np.zeros((saved.size, self._empty_row.size), np.int64))
+        self.data[: saved.size] = saved.data[: saved.size]
         self.size = saved.size
+        self.any_closed = saved.any_closed
+        self._most = saved._most
 
     def paste_rows(self, other: NodeColumns, rows: IntArray) -> None:
         """Take ``rows`` as ``other`` (a changed :meth:`copy` of this state) has them."""
-        self.cpu[rows] = other.cpu[rows]
-        self.memory[rows] = other.memory[rows]
-        self.units[rows] = other.units[rows]
-        self.devices[rows] = other.devices[rows]
-        self.mig[rows] = other.mig[rows]
-        self.extended[rows] = other.extended[rows]
-        self.closed[rows] = other.closed[rows]
+        self.data[rows] = other.data[rows]
+        self.any_closed = self.any_closed or other.any_closed
+        self._most = None
 
-    def _paste(self, saved: NodeColumns) -> None:
-        n = saved.size
-        self.zone[:n] = saved.zone[:n]
-        self.cpu[:n] = saved.cpu[:n]
-        self.memory[:n] = saved.memory[:n]
-        self.units[:n] = saved.units[:n]
-        self.devices[:n] = saved.devices[:n]
-        self.mig[:n] = saved.mig[:n]
-        self.extended[:n] = saved.extended[:n]
-        self.closed[:n] = saved.closed[:n]
+    def set_rows(self, rows: slice, like: NodeColumns) -> None:
+        """Make ``rows`` what the first row of ``like`` is (zones kept)."""
+        self.data[rows, 1:] = like.data[0, 1:]
+        self.any_closed = self.any_closed or like.any_closed
+        self._most = None
+
+    def might_fit(self, shape: ShapeOnPool) -> bool:
+        """Could a pod of ``shape`` fit on some row, by the most free of each cheap column
+        (kept until the rows change: once a pool is full, pods that fit nowhere are turned
+        away at once)."""
+        if not self.size:
+            return False
+        if self._most is None:
+            most = self.data[: self.size, 1:6].max(axis=0)
+            self._most = (int(most[0]), int(most[1]), int(most[3]), int(most[4]))
+        cpu, memory, best, whole = self._most
+        if shape.cpu > cpu or shape.memory > memory:
+            return False
+        if shape.devices:
+            return whole >= shape.devices if shape.milli >= MILLI_PER_GPU else best >= shape.milli
+        return True
 
     @classmethod
     def of_empty(cls, empty: EmptyNode, count: int, zone: int = 0) -> NodeColumns:
@@ -159,25 +182,78 @@ class NodeColumns:
         return columns
 
 
+#: Columns before the devices: zone, CPU, memory, units, best device, free devices, closed.
+_FIXED = 7
+
+
+def candidates(columns: NodeColumns, shape: ShapeOnPool) -> IntArray:
+    """The rows where a pod of ``shape`` may still fit, by the cheap columns (CPU, the best
+    device, the free devices, MIG slices): a superset of the rows :func:`capacity` finds room
+    on, far fewer than all once nodes fill up."""
+    n = columns.size
+    if shape.devices:
+        if shape.milli >= MILLI_PER_GPU:
+            ok = columns.whole[:n] >= shape.devices
+        else:
+            ok = columns.best[:n] >= shape.milli
+        if shape.cpu:
+            ok &= columns.cpu[:n] >= shape.cpu
+    elif shape.mig_count:
+        ok = columns.mig[:n, shape.mig_profile] >= shape.mig_count
+    elif shape.cpu:
+        ok = columns.cpu[:n] >= shape.cpu
+    else:
+        ok = columns.memory[:n] >= shape.memory
+    found: IntArray = np.flatnonzero(ok)
+    return found
+
+
 def capacity(columns: NodeColumns, shape: ShapeOnPool, rows: IntArray | None = None) -> IntArray:
     """How many more pods of ``shape`` each of ``rows`` (default: every row) takes."""
-    if rows is None:
-        rows = np.arange(columns.size, dtype=np.int64)
-    fit = np.full(rows.size, UNBOUNDED, np.int64)
+    n = columns.size
+    pick: IntArray | slice = slice(0, n) if rows is None else rows
+    fit = np.full(n if rows is None else rows.size, UNBOUNDED, np.int64)
     if shape.cpu:
-        np.minimum(fit, columns.cpu[rows] // shape.cpu, out=fit)
+        np.minimum(fit, columns.cpu[pick] // shape.cpu, out=fit)
     if shape.memory:
-        np.minimum(fit, columns.memory[rows] // shape.memory, out=fit)
+        np.minimum(fit, columns.memory[pick] // shape.memory, out=fit)
     if shape.units:
-        np.minimum(fit, columns.units[rows] // shape.units, out=fit)
+        np.minimum(fit, columns.units[pick] // shape.units, out=fit)
     if shape.devices:
-        np.minimum(fit, _device_fit(columns.devices[rows], shape), out=fit)
+        np.minimum(fit, _device_fit(columns.devices[pick], shape), out=fit)
     if shape.mig_count:
-        np.minimum(fit, columns.mig[rows, shape.mig_profile] // shape.mig_count, out=fit)
+        np.minimum(fit, columns.mig[pick, shape.mig_profile] // shape.mig_count, out=fit)
     for column, amount in shape.extended:
-        np.minimum(fit, columns.extended[rows, column] // amount, out=fit)
-    fit[~shape.zones[columns.zone[rows]] | columns.closed[rows]] = 0
+        np.minimum(fit, columns.extended[pick, column] // amount, out=fit)
+    if not shape.everywhere:
+        fit[~shape.zones[columns.zone[pick]]] = 0
+    if columns.any_closed:
+        fit[columns.closed[pick] > 0] = 0
     return fit
+
+
+def fits_on_empty(shape: ShapeOnPool, empty: EmptyNode) -> int:
+    """:func:`capacity` on one empty node, in plain integers (it is asked for every distinct
+    request and pool, where numpy's per-call cost would dominate)."""
+    fit = UNBOUNDED
+    for free, need in ((empty.cpu, shape.cpu), (empty.memory, shape.memory),
+                       (empty.units, shape.units)):  # fmt: skip
+        if need:
+            fit = min(fit, free // need)
+    if shape.devices:
+        devices = empty.devices.tolist()
+        if shape.milli >= MILLI_PER_GPU:
+            fit = min(fit, sum(d >= MILLI_PER_GPU for d in devices) // shape.devices)
+        elif shape.devices == 1:
+            fit = min(fit, sum(d // shape.milli for d in devices))
+        else:
+            count, _ = _fullest_first(empty.devices[None, :], shape.devices, shape.milli)
+            fit = min(fit, int(count[0]))
+    if shape.mig_count:
+        fit = min(fit, int(empty.mig[shape.mig_profile]) // shape.mig_count)
+    for column, amount in shape.extended:
+        fit = min(fit, int(empty.extended[column]) // amount)
+    return int(fit)
 
 
 def _device_fit(devices: IntArray, shape: ShapeOnPool) -> IntArray:
@@ -225,17 +301,132 @@ def commit(columns: NodeColumns, shape: ShapeOnPool, rows: IntArray, counts: Int
     rows, counts = rows[keep], counts[keep]
     if rows.size == 0:
         return
+    columns._most = None
     columns.cpu[rows] -= counts * shape.cpu
     columns.memory[rows] -= counts * shape.memory
     columns.units[rows] -= counts * shape.units
     if shape.devices:
-        columns.devices[rows] = _take_devices(columns.devices[rows], shape, counts)
+        devices = _take_devices(columns.devices[rows], shape, counts)
+        columns.devices[rows] = devices
+        columns.best[rows] = devices.max(axis=1)
+        columns.whole[rows] = np.count_nonzero(devices >= MILLI_PER_GPU, axis=1)
     if shape.mig_count:
         columns.mig[rows, shape.mig_profile] -= counts * shape.mig_count
     for column, amount in shape.extended:
         columns.extended[rows, column] -= counts * amount
     if shape.alone:
-        columns.closed[rows] = True
+        columns.closed[rows] = 1
+        columns.any_closed = True
+
+
+def few_fits(
+    columns: NodeColumns, shape: ShapeOnPool, rows: IntArray
+) -> list[tuple[int, list[int], int]]:
+    """:func:`capacity` of a few ``rows``, in plain integers: (row, its values, pods that fit)
+    for :func:`take_few`. Where a pod fits on a handful of nodes, numpy's cost per call is most
+    of the work; the arithmetic is the column-wise one (a property test holds them together)."""
+    data, layout = columns.data, columns.layout
+    found = []
+    for r in rows.tolist():
+        values = data[r].tolist()
+        found.append((r, values, _row_fit(values, shape, layout)))
+    return found
+
+
+def take_few(
+    columns: NodeColumns, shape: ShapeOnPool, fits: Sequence[tuple[int, list[int], int]], count: int
+) -> int:
+    """:func:`commit` of ``count`` pods over the rows of :func:`few_fits` (each taking at most
+    its fit, first rows first); how many were taken."""
+    data, layout = columns.data, columns.layout
+    placed = 0
+    for r, values, fit in fits:
+        take = min(fit, count - placed)
+        if take <= 0:
+            continue
+        _row_take(values, shape, layout, take)
+        data[r] = values
+        placed += take
+        if placed >= count:
+            break
+    if placed:
+        columns._most = None
+        columns.any_closed = columns.any_closed or shape.alone
+    return placed
+
+
+def _row_fit(row: list[int], shape: ShapeOnPool, layout: tuple[int, int, int]) -> int:
+    """:func:`capacity` of one row (a list in the matrix's layout)."""
+    if row[6] or not shape.zones[row[0]]:
+        return 0
+    fit = UNBOUNDED
+    for column, need in ((1, shape.cpu), (2, shape.memory), (3, shape.units)):
+        if need:
+            fit = min(fit, row[column] // need)
+    devices_at, mig_at, extended_at = layout
+    if shape.devices:
+        devices = row[devices_at:mig_at]
+        k, milli = shape.devices, shape.milli
+        if milli >= MILLI_PER_GPU:
+            fit = min(fit, sum(d >= MILLI_PER_GPU for d in devices) // k)
+        elif k == 1:
+            fit = min(fit, sum(d // milli for d in devices))
+        else:
+            fit = min(fit, _replicas(devices, k, milli, UNBOUNDED))
+    if shape.mig_count:
+        fit = min(fit, row[mig_at + shape.mig_profile] // shape.mig_count)
+    for column, amount in shape.extended:
+        fit = min(fit, row[extended_at + column] // amount)
+    return fit
+
+
+def _row_take(row: list[int], shape: ShapeOnPool, layout: tuple[int, int, int], count: int) -> None:
+    """:func:`commit` of ``count`` pods on one row (a list, changed in place)."""
+    row[1] -= count * shape.cpu
+    row[2] -= count * shape.memory
+    row[3] -= count * shape.units
+    devices_at, mig_at, extended_at = layout
+    if shape.devices:
+        devices = row[devices_at:mig_at]
+        k, milli = shape.devices, shape.milli
+        if milli >= MILLI_PER_GPU:
+            left = count * k
+            for p, d in enumerate(devices):
+                if left and d >= MILLI_PER_GPU:
+                    devices[p] = d - MILLI_PER_GPU
+                    left -= 1
+        elif k == 1:  # the fullest device that fits first (best fit)
+            left = count
+            for p in sorted(range(len(devices)), key=lambda p: devices[p]):
+                if not left:
+                    break
+                take = min(left, devices[p] // milli)
+                devices[p] -= take * milli
+                left -= take
+        else:
+            _replicas(devices, k, milli, count)
+        row[devices_at:mig_at] = devices
+        row[4] = max(devices, default=0)
+        row[5] = sum(d >= MILLI_PER_GPU for d in devices)
+    if shape.mig_count:
+        row[mig_at + shape.mig_profile] -= count * shape.mig_count
+    for column, amount in shape.extended:
+        row[extended_at + column] -= count * amount
+    if shape.alone:
+        row[6] = 1
+
+
+def _replicas(devices: list[int], k: int, milli: int, limit: int) -> int:
+    """:func:`_fullest_first` on one row's ``devices`` (a list, changed in place)."""
+    count = 0
+    while count < limit:
+        fitting = sorted((d, p) for p, d in enumerate(devices) if d >= milli)
+        if len(fitting) < k:
+            break
+        for _, p in fitting[:k]:
+            devices[p] -= milli
+        count += 1
+    return count
 
 
 def _take_devices(devices: IntArray, shape: ShapeOnPool, counts: IntArray) -> IntArray:
@@ -260,4 +451,15 @@ def _take_devices(devices: IntArray, shape: ShapeOnPool, counts: IntArray) -> In
     return shared
 
 
-__all__ = ["UNBOUNDED", "EmptyNode", "NodeColumns", "ShapeOnPool", "capacity", "commit"]
+__all__ = [
+    "UNBOUNDED",
+    "EmptyNode",
+    "NodeColumns",
+    "ShapeOnPool",
+    "candidates",
+    "capacity",
+    "commit",
+    "few_fits",
+    "fits_on_empty",
+    "take_few",
+]

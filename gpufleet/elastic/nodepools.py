@@ -41,13 +41,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpufleet.elastic.packing import Item, PoolPacker, kept
+from gpufleet.elastic.packing import Item, PackerCache, PoolPacker
 from gpufleet.elastic.pool_choice import choose
 from gpufleet.elastic.pool_shapes import PoolCatalog
 from gpufleet.model.capacity import CapacityType
 from gpufleet.model.nodepools import NodePool
 from gpufleet.model.workload import Workload
-from gpufleet.scheduling.capacity import CapacityNeed, capacity_need
+from gpufleet.scheduling.capacity import is_critical
 from gpufleet.scheduling.engine import describe_request
 
 #: Cluster Autoscaler's ``--max-node-provision-time`` default.
@@ -118,19 +118,67 @@ class _Pool:
         return sum(self.in_zone)
 
 
+class ScaleUpPlanner:
+    """Scale-up decisions for one set of pools, turn after turn (:meth:`decide`). What it
+    works out of pod shapes (compiled against the pools' nodes) and of the units pending work
+    makes on each pool is kept from one turn to the next, as pending pods come in the same
+    few shapes turn after turn; decisions depend on the arguments of :meth:`decide` only."""
+
+    #: Pod shapes kept at most before the caches start over (a long-running world sees
+    #: new shapes now and then; this bounds what they take).
+    MAX_SHAPES = 50_000
+
+    def __init__(
+        self, pools: Sequence[NodePool], max_provision_time: float = MAX_PROVISION_TIME
+    ) -> None:
+        self.pools = tuple(pools)
+        self.max_provision_time = max_provision_time
+        self._start()
+
+    def _start(self) -> None:
+        self.catalog = PoolCatalog(self.pools)
+        self.caches = [PackerCache() for _ in self.pools]
+
+    def decide(
+        self, pending: Sequence[Workload], pools: Sequence[PoolNodes], now: float
+    ) -> ScaleUpDecision:
+        """See the module docstring; ``pools``: this planner's pools, in its order, with
+        their nodes now."""
+        if tuple(p.pool for p in pools) != self.pools:
+            raise ValueError("a planner decides for the pools it was made for, in their order")
+        if len(self.catalog.pods) > self.MAX_SHAPES:
+            self._start()
+        return _decide(self.catalog, self.caches, pending, pools, now, self.max_provision_time)
+
+
 def decide_scale_up(
     pending: Sequence[Workload],
     pools: Sequence[PoolNodes],
     now: float,
     max_provision_time: float = MAX_PROVISION_TIME,
 ) -> ScaleUpDecision:
-    """See the module docstring."""
-    catalog = PoolCatalog([p.pool for p in pools])
+    """One decision (see the module docstring): :meth:`ScaleUpPlanner.decide` of a new
+    planner. A world that decides every turn keeps a planner instead."""
+    planner = ScaleUpPlanner([p.pool for p in pools], max_provision_time)
+    return planner.decide(pending, pools, now)
+
+
+def _decide(
+    catalog: PoolCatalog,
+    caches: Sequence[PackerCache],
+    pending: Sequence[Workload],
+    pools: Sequence[PoolNodes],
+    now: float,
+    max_provision_time: float,
+) -> ScaleUpDecision:
     states = [_state(i, nodes, now, max_provision_time) for i, nodes in enumerate(pools)]
     actions = _to_minimum(states, now)
     items = _items(catalog, pending)
     expected: dict[str, str] = {}
-    packers = [PoolPacker(catalog, s.index, s.headroom, s.in_zone, s.upcoming) for s in states]
+    packers = [
+        PoolPacker(catalog, s.index, s.headroom, s.in_zone, s.upcoming, caches[s.index])
+        for s in states
+    ]
     served = [0] * len(items)
     # Upcoming nodes first, cheapest pool first: what they hold needs no new node.
     for state in sorted(states, key=lambda s: (s.pool.hourly_price, s.index)):
@@ -144,7 +192,7 @@ def decide_scale_up(
                 _serve(item, served, i, placed, state.pool.name, expected)
         packer.headroom = state.headroom
         packers[state.index] = packer
-    never = _never(catalog, items, served, states)
+    never = _never(catalog, packers, items, served, states)
     # Work no pool could ever hold is not offered to the pools (it counts as served here).
     offered_from = [
         item.count if item.workloads[-1].key in never else count
@@ -217,22 +265,28 @@ def _items(catalog: PoolCatalog, pending: Sequence[Workload]) -> list[Item]:
     """The pending gangs grouped into items of identical units, largest first."""
     by_key: dict[tuple[object, ...], Item] = {}
     for workload in pending:
-        pods = workload.pods[: workload.gang_size]
-        counts: dict[int, int] = {}
-        for pod in pods:
-            shape = catalog.shape(pod)
-            counts[shape] = counts.get(shape, 0) + 1
-        shapes = tuple(sorted(counts.items()))
-        critical = capacity_need(workload, pods[0]) is CapacityNeed.CRITICAL
-        key = (shapes, workload.topology if len(pods) > 1 else None, critical)
+        size = workload.gang_size
+        topology = workload.topology if size > 1 else None
+        if size == 1:
+            shapes: tuple[tuple[int, int], ...] = ((catalog.shape(workload.pods[0]), 1),)
+        else:
+            counts: dict[int, int] = {}
+            for pod in workload.pods[:size]:
+                shape = catalog.shape(pod)
+                counts[shape] = counts.get(shape, 0) + 1
+            shapes = tuple(sorted(counts.items()))
+        critical = is_critical(workload)
+        key = (shapes, topology, critical)
         item = by_key.get(key)
         if item is None:
+            pods = workload.pods[:size]
             item = by_key[key] = Item(
                 shapes,
-                workload.topology if len(pods) > 1 else None,
+                topology,
                 critical,
                 gpu_milli=sum(p.gpu.total_milli + 1000 * p.gpu.mig_count for p in pods),
                 cpu_milli=sum(p.cpu_milli for p in pods),
+                kind=catalog.kind(shapes, topology),
             )
         item.workloads.append(workload)
     return sorted(by_key.values(), key=lambda item: (-item.gpu_milli, -item.cpu_milli))
@@ -248,21 +302,35 @@ def _serve(
 
 # --------------------------------------------------------------------------------- reports
 def _never(
-    catalog: PoolCatalog, items: Sequence[Item], served: Sequence[int], states: Sequence[_Pool]
+    catalog: PoolCatalog,
+    packers: Sequence[PoolPacker],
+    items: Sequence[Item],
+    served: Sequence[int],
+    states: Sequence[_Pool],
 ) -> dict[str, str]:
     """Why each item no pool could ever hold cannot be held."""
     never: dict[str, str] = {}
     for i, item in enumerate(items):
         if served[i] >= item.count:
             continue
-        why = _why_never(catalog, item, states)
+        why = _why_never(catalog, packers, item, states)
         if why is not None:
             for workload in item.workloads[served[i] :]:
                 never[workload.key] = why
     return never
 
 
-def _why_never(catalog: PoolCatalog, item: Item, states: Sequence[_Pool]) -> str | None:
+def _why_never(
+    catalog: PoolCatalog, packers: Sequence[PoolPacker], item: Item, states: Sequence[_Pool]
+) -> str | None:
+    for state in states:
+        unit = packers[state.index].unit(item)
+        if (
+            unit is not None
+            and _eligible(item, state.pool)
+            and packers[state.index].holds_one(unit, state.pool.max_nodes)
+        ):
+            return None
     fitting = [
         s
         for s in states
@@ -277,17 +345,7 @@ def _why_never(catalog: PoolCatalog, item: Item, states: Sequence[_Pool]) -> str
     eligible = [s for s in fitting if _eligible(item, s.pool)]
     if not eligible:
         return "it must not be interrupted and only spot pools fit it"
-    for state in eligible:
-        labels = catalog.table.nodes[int(catalog.rows[state.index][0])].labels
-        if kept(item, tuple(labels)) is None:
-            continue
-        empty = PoolPacker(catalog, state.index, state.pool.max_nodes, [0] * len(state.in_zone))
-        if empty.place(item, 1):
-            return None
-    if item.topology is not None and all(
-        kept(item, tuple(catalog.table.nodes[int(catalog.rows[s.index][0])].labels)) is None
-        for s in eligible
-    ):
+    if item.topology is not None and all(packers[s.index].unit(item) is None for s in eligible):
         return f"no pool's nodes carry its topology level {item.topology.level}"
     return f"its gang of {item.pods_per_unit} pods does not fit within any pool's maximum"
 
@@ -334,5 +392,6 @@ __all__ = [
     "PoolNodes",
     "Provisioning",
     "ScaleUpDecision",
+    "ScaleUpPlanner",
     "decide_scale_up",
 ]

@@ -27,12 +27,22 @@ from enum import Enum
 
 import numpy as np
 
-from gpufleet.elastic.node_columns import NodeColumns, ShapeOnPool, capacity, commit
+from gpufleet.elastic.node_columns import (
+    NodeColumns,
+    ShapeOnPool,
+    candidates,
+    capacity,
+    commit,
+    few_fits,
+    take_few,
+)
 from gpufleet.elastic.pool_shapes import PoolCatalog
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.scheduling.node_table import BoolArray, IntArray
 
+#: Up to this many nodes with room, pods are fitted on them in plain integers.
+_FEW_ROWS = 8
 #: Topology levels where every node is a domain of its own.
 PER_NODE_LEVELS = (GFD_LABELS.HOSTNAME, GFD_LABELS.NVLINK_DOMAIN)
 
@@ -55,24 +65,27 @@ class Item:
     topology: TopologyRequest | None
     critical: bool
     workloads: list[Workload] = field(default_factory=list)
+    #: Names (shapes, topology) as an integer the catalog gives out (-1: none asked), so that
+    #: what a pool makes of it is kept by a cheap key.
+    kind: int = -1
     #: For the order of packing (largest first): per unit.
     gpu_milli: int = 0
     cpu_milli: int = 0
+    pods_per_unit: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pods_per_unit = sum(n for _, n in self.shapes)
 
     @property
     def count(self) -> int:
         return len(self.workloads)
-
-    @property
-    def pods_per_unit(self) -> int:
-        return sum(n for _, n in self.shapes)
 
 
 def kept(item: Item, labels: Sequence[str]) -> Kept | None:
     """How ``item``'s topology is kept on nodes carrying the label keys ``labels`` (None: it
     cannot be)."""
     request = item.topology
-    if request is None or item.pods_per_unit == 1:
+    if request is None or (len(item.shapes) == 1 and item.shapes[0][1] == 1):
         return Kept.ANYWHERE
     if request.level not in labels:
         return None if request.mode is TopologyMode.REQUIRED else Kept.ANYWHERE
@@ -81,6 +94,33 @@ def kept(item: Item, labels: Sequence[str]) -> Kept | None:
     if request.level == GFD_LABELS.ZONE:
         return Kept.ONE_ZONE
     return Kept.ANYWHERE  # a label all the pool's nodes share: one domain
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """What one unit of an item takes on a pool: its pods' shapes there, largest first, and
+    how its topology is kept. Items whose units are equal here pack as one (``key``)."""
+
+    shapes: tuple[tuple[ShapeOnPool, int], ...]
+    way: Kept
+    key: tuple[object, ...]
+
+    @property
+    def lone_pod(self) -> bool:
+        return len(self.shapes) == 1 and self.shapes[0][1] == 1
+
+
+@dataclass(slots=True)
+class PackerCache:
+    """What one pool's packers learn that holds as long as the pool and the catalog do (kept
+    by a planner from turn to turn): each item's unit there, units per empty node, and an
+    empty node after some pods of a shape."""
+
+    units: dict[object, Unit | None] = field(default_factory=dict)
+    #: The unit of a lone pod, by what its shape takes on the pool (the object's id).
+    lone: dict[int, Unit] = field(default_factory=dict)
+    gangs_per_node: dict[tuple[object, ...], int] = field(default_factory=dict)
+    afters: dict[tuple[int, int], NodeColumns] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -102,6 +142,7 @@ class PoolPacker:
         headroom: int,
         in_zone: Sequence[int],
         upcoming: Sequence[int] = (),
+        cache: PackerCache | None = None,
     ) -> None:
         self.catalog = catalog
         self.pool = pool
@@ -114,7 +155,11 @@ class PoolPacker:
         self.headroom = max(0, headroom)
         self.in_zone = list(in_zone) or [0]
         self._labels = tuple(catalog.table.nodes[int(catalog.rows[pool][0])].labels)
-        self._gangs_per_node: dict[tuple[tuple[int, int], ...], int] = {}
+        cache = cache if cache is not None else PackerCache()
+        self._gangs_per_node = cache.gangs_per_node
+        self._units = cache.units
+        self._lone = cache.lone
+        self._afters = cache.afters
 
     # ----------------------------------------------------------------------------- trials
     def save(self) -> _Saved:
@@ -133,6 +178,9 @@ class PoolPacker:
         twin.columns = self.columns.copy()
         twin.headroom, twin.in_zone = self.headroom, list(self.in_zone)
         twin._gangs_per_node = self._gangs_per_node
+        twin._units = self._units
+        twin._lone = self._lone
+        twin._afters = self._afters
         return twin
 
     # ----------------------------------------------------------------------------- results
@@ -153,78 +201,181 @@ class PoolPacker:
         return int(self.columns.devices[start:end].sum()), int(self.columns.cpu[start:end].sum())
 
     # ----------------------------------------------------------------------------- packing
-    def shapes_of(self, item: Item) -> list[tuple[ShapeOnPool, int]] | None:
-        """What the item's pods take on this pool, largest first (None: one never fits)."""
+    def unit(self, item: Item) -> Unit | None:
+        """What a unit of ``item`` takes on this pool (None: it never fits here)."""
+        key: object = item.kind if item.kind >= 0 else (item.shapes, item.topology)
+        known = self._units.get(key, False)
+        if known is not False:
+            return known  # type: ignore[return-value]
+        if item.topology is None and len(item.shapes) == 1 and item.shapes[0][1] == 1:
+            # A lone pod: its unit is its shape's on this pool, shared by every pod that takes
+            # the same here.
+            on_pool = self.catalog.on_pool(item.shapes[0][0], self.pool)
+            lone = None
+            if on_pool is not None:
+                lone = self._lone.get(id(on_pool))
+                if lone is None:
+                    lone = Unit(((on_pool, 1),), Kept.ANYWHERE, (Kept.ANYWHERE, (id(on_pool), 1)))
+                    self._lone[id(on_pool)] = lone
+            self._units[key] = lone
+            return lone
+        unit = None
+        way = kept(item, self._labels)
         shapes = []
         for shape, count in item.shapes:
             on_pool = self.catalog.on_pool(shape, self.pool)
             if on_pool is None:
-                return None
+                way = None
+                break
             shapes.append((on_pool, count))
-        shapes.sort(key=lambda s: (-s[0].devices * s[0].milli, -s[0].cpu, -s[0].memory))
-        return shapes
+        if way is not None:
+            if len(shapes) > 1:
+                shapes.sort(key=lambda s: (-s[0].devices * s[0].milli, -s[0].cpu, -s[0].memory))
+            unit = Unit(tuple(shapes), way, (way, *((id(s), n) for s, n in shapes)))
+        self._units[key] = unit
+        return unit
+
+    def holds_one(self, unit: Unit, max_nodes: int) -> bool:
+        """Could ``max_nodes`` empty nodes of this pool hold one unit like ``unit``?"""
+        if max_nodes <= 0:
+            return False
+        if len(unit.shapes) == 1:
+            shape, pods = unit.shapes[0]
+            if unit.way is Kept.ONE_NODE:
+                return shape.per_empty_node >= pods
+            return -(-pods // shape.per_empty_node) <= max_nodes
+        fresh = PoolPacker(self.catalog, self.pool, max_nodes, [0] * len(self.in_zone))
+        return fresh.place_unit(unit, 1) == 1
 
     def place(self, item: Item, count: int | None = None) -> int:
         """Place up to ``count`` units of ``item`` (default: all); how many were placed."""
-        wanted = item.count if count is None else count
-        shapes = self.shapes_of(item)
-        way = kept(item, self._labels)
-        if shapes is None or way is None or wanted <= 0:
+        unit = self.unit(item)
+        if unit is None:
             return 0
-        if way is Kept.ONE_NODE:
-            return self._place_on_one_node(shapes, wanted)
-        if way is Kept.ONE_ZONE:
-            return self._place_in_one_zone(shapes, wanted)
-        if len(shapes) == 1 and shapes[0][1] == 1:  # lone pods: no unit to keep whole
-            return self.place_pods(shapes[0][0], wanted)
-        return self._place_whole(shapes, wanted)
+        return self.place_unit(unit, item.count if count is None else count)
 
-    def place_pods(self, shape: ShapeOnPool, count: int, zone: int | None = None) -> int:
-        """Place up to ``count`` pods of ``shape`` (in ``zone`` only, if given): on the
-        planned nodes with room first, then on new ones; how many were placed."""
+    def place_unit(self, unit: Unit, wanted: int) -> int:
+        """Place up to ``wanted`` units like ``unit``; how many were placed."""
+        if wanted <= 0:
+            return 0
+        if len(unit.shapes) == 1:  # a lone pod, or a gang of pods of one shape
+            shape, pods = unit.shapes[0]
+            if unit.way is Kept.ONE_ZONE:
+                placed = 0
+                for zone in sorted(np.flatnonzero(shape.zones).tolist(), key=self._in_zone):
+                    placed += self.place_pods(shape, (wanted - placed) * pods, zone, pods)
+                return placed // pods
+            one_node = unit.way is Kept.ONE_NODE
+            return self.place_pods(shape, wanted * pods, None, pods, one_node) // pods
+        if unit.way is Kept.ONE_NODE:
+            return self._place_on_one_node(unit, wanted)
+        if unit.way is Kept.ONE_ZONE:
+            return self._place_in_one_zone(unit.shapes, wanted)
+        return self._place_whole(unit.shapes, wanted)
+
+    def _in_zone(self, zone: int) -> int:
+        return self.in_zone[zone]
+
+    def place_pods(
+        self,
+        shape: ShapeOnPool,
+        count: int,
+        zone: int | None = None,
+        whole: int = 1,
+        one_node: bool = False,
+    ) -> int:
+        """Place up to ``count`` pods of ``shape`` (in ``zone`` only, if given), in multiples
+        of ``whole`` (each node taking multiples of it, with ``one_node``): on the planned
+        nodes with room first, then on new ones; how many were placed."""
         columns = self.columns
+        step = whole if one_node else 1
+        rows: IntArray | None = None
+        fit: IntArray | None = None
+        few: list[tuple[int, list[int], int]] | None = None
+        room = 0
+        if columns.size and not shape.alone and columns.might_fit(shape):
+            rows = candidates(columns, shape)
+            if zone is not None:
+                rows = rows[columns.zone[rows] == zone]
+            if rows.size <= _FEW_ROWS:
+                few = [(r, v, f - f % step) for r, v, f in few_fits(columns, shape, rows)]
+                room = sum(f for _, _, f in few)
+            else:
+                fit = capacity(columns, shape, rows)
+                if step > 1:
+                    fit -= fit % step
+                room = int(fit.sum())
+        per_node = shape.per_empty_node
+        per_node -= per_node % step
+        allowed = shape.zones
+        if zone is not None:
+            allowed = allowed & (np.arange(allowed.size) == zone)
+        new_room = per_node * self.headroom if per_node and allowed.any() else 0
+        count = min(count, room + new_room)
+        count -= count % whole
+        if count <= 0:
+            return 0
         placed = 0
-        if columns.size and not shape.alone:
-            rows = np.arange(columns.size, dtype=np.int64)
-            if zone is not None:
-                rows = rows[columns.zone[: columns.size] == zone]
-            fit = capacity(columns, shape, rows)
-            taken = _first_fit(fit, count)
-            commit(columns, shape, rows, taken)
-            placed = int(taken.sum())
+        if room and few is not None:
+            placed = take_few(columns, shape, few, count)
+        elif room:
+            assert rows is not None
+            assert fit is not None
+            placed = self._take_first_fit(shape, fit, rows, count)
         rest = count - placed
-        if rest and self.headroom and shape.per_empty_node:
-            allowed = shape.zones.copy()
-            if zone is not None:
-                allowed &= np.arange(allowed.size) == zone
-            if allowed.any():
-                new = min(-(-rest // shape.per_empty_node), self.headroom)
-                rows = self._open(new, allowed)
-                taken = _first_fit(np.full(new, shape.per_empty_node, np.int64), rest)
-                commit(columns, shape, rows, taken)
-                placed += int(taken.sum())
+        if rest:
+            new = -(-rest // per_node)
+            start = int(self._open(new, allowed)[0])
+            # New nodes are alike: all but the last take per_node pods, the last the rest.
+            if new > 1:
+                columns.set_rows(slice(start, start + new - 1), self._after(shape, per_node))
+            last = rest - (new - 1) * per_node
+            columns.set_rows(slice(start + new - 1, start + new), self._after(shape, last))
+            placed += rest
         return placed
 
-    def _units(self, shapes: Sequence[tuple[ShapeOnPool, int]], units: int) -> bool:
+    def _after(self, shape: ShapeOnPool, pods: int) -> NodeColumns:
+        """An empty node of this pool after taking ``pods`` pods of ``shape`` (kept)."""
+        key = (id(shape), pods)
+        known = self._afters.get(key)
+        if known is None:
+            known = self._afters[key] = NodeColumns.of_empty(self.columns.empty, 1)
+            commit(known, shape, np.zeros(1, np.int64), np.array([pods], np.int64))
+        return known
+
+    def _take_first_fit(self, shape: ShapeOnPool, fit: IntArray, rows: IntArray, count: int) -> int:
+        """Take ``count`` pods (at most) on the rows that take ``fit`` each, first rows first."""
+        total = fit.cumsum()
+        if not total.size or total[-1] == 0:
+            return 0
+        last = int(np.searchsorted(total, count))  # the first row that completes the count
+        touched = np.flatnonzero(fit[: last + 1])
+        taken = fit[touched]
+        if last < total.size:
+            taken[-1] -= int(total[last]) - count
+        commit(self.columns, shape, rows[touched], taken)
+        return min(count, int(total[-1]))
+
+    def _all_units(self, shapes: Sequence[tuple[ShapeOnPool, int]], units: int) -> bool:
         return all(
             self.place_pods(shape, units * count) == units * count for shape, count in shapes
         )
 
     def _place_whole(self, shapes: Sequence[tuple[ShapeOnPool, int]], wanted: int) -> int:
         saved = self.save()
-        if self._units(shapes, wanted):
+        if self._all_units(shapes, wanted):
             return wanted
         low, high = 0, wanted - 1  # the most units that fit lies in [low, high]
         while low < high:
             middle = (low + high + 1) // 2
             self.restore(saved)
-            if self._units(shapes, middle):
+            if self._all_units(shapes, middle):
                 low = middle
             else:
                 high = middle - 1
         self.restore(saved)
         if low:
-            self._units(shapes, low)
+            self._all_units(shapes, low)
         return low
 
     def _place_in_one_zone(self, shapes: Sequence[tuple[ShapeOnPool, int]], wanted: int) -> int:
@@ -243,9 +394,10 @@ class PoolPacker:
             placed += 1
         return placed
 
-    def _place_on_one_node(self, shapes: Sequence[tuple[ShapeOnPool, int]], wanted: int) -> int:
+    def _place_on_one_node(self, unit: Unit, wanted: int) -> int:
+        shapes = unit.shapes
         allowed = np.logical_and.reduce([shape.zones for shape, _ in shapes])
-        per_node = self._gangs_on_empty_node(shapes, allowed)
+        per_node = self._gangs_on_empty_node(unit, allowed)
         placed = 0
         while placed < wanted and per_node:
             fits, after = _one_unit_everywhere(self.columns, shapes)
@@ -260,12 +412,11 @@ class PoolPacker:
             self._open(new, allowed)
         return placed
 
-    def _gangs_on_empty_node(
-        self, shapes: Sequence[tuple[ShapeOnPool, int]], allowed: BoolArray
-    ) -> int:
+    def _gangs_on_empty_node(self, unit: Unit, allowed: BoolArray) -> int:
+        shapes = unit.shapes
         if not allowed.any():
             return 0
-        key = tuple((id(shape), count) for shape, count in shapes)
+        key = unit.key
         known = self._gangs_per_node.get(key)
         if known is not None:
             return known
@@ -281,25 +432,43 @@ class PoolPacker:
         return count
 
     def _open(self, count: int, allowed: BoolArray) -> IntArray:
-        """Add ``count`` nodes in the allowed zones, spread as the pool spreads them."""
+        """Add ``count`` nodes in the allowed zones, spread as the pool spreads them (to the
+        zone with the fewest, ties to the first listed: the counts
+        :meth:`~gpufleet.model.nodepools.NodePool.zones_for` ends with, in one step)."""
         self.headroom -= count
-        if not self.zone_names:
-            return self.columns.add([0] * count)
-        names = self.zone_names
-        have = {names[z]: self.in_zone[z] for z in range(len(names))}
-        only = [names[z] for z in np.flatnonzero(allowed)]
-        chosen = self.node_pool.zones_for(count, have, only)
-        zones = [names.index(zone) for zone in chosen if zone is not None]
-        for zone in zones:
-            self.in_zone[zone] += 1
-        return self.columns.add(zones)
+        if len(self.zone_names) <= 1:
+            return self.columns.add(np.zeros(count, np.int64))
+        zones = np.flatnonzero(allowed).tolist()
+        grown = _water_fill([self.in_zone[z] for z in zones], count)
+        for z, add in zip(zones, grown, strict=True):
+            self.in_zone[z] += add
+        return self.columns.add(np.repeat(np.asarray(zones, np.int64), grown))
 
 
-def _first_fit(fit: IntArray, count: int) -> IntArray:
-    """``count`` pods over rows that take ``fit`` each, first rows first."""
-    before = np.cumsum(fit) - fit
-    taken: IntArray = np.clip(count - before, 0, fit)
-    return taken
+def _water_fill(have: Sequence[int], count: int) -> list[int]:
+    """How many of ``count`` new nodes each zone gets, the emptiest first (ties: the first
+    listed), as :meth:`~gpufleet.model.nodepools.NodePool.zones_for` spreads them one at a
+    time."""
+    grown = [0] * len(have)
+    order = sorted(range(len(have)), key=lambda z: (have[z], z))
+    level, group, left = have[order[0]], 1, count
+    while left > 0:
+        if group < len(order) and have[order[group]] == level:
+            group += 1
+            continue
+        lowest = sorted(order[:group])
+        if group < len(order) and left >= (have[order[group]] - level) * group:
+            rise = have[order[group]] - level
+            for z in lowest:
+                grown[z] += rise
+            left -= rise * group
+            level += rise
+            continue
+        each, extra = divmod(left, group)
+        for position, z in enumerate(lowest):
+            grown[z] += each + (1 if position < extra else 0)
+        left = 0
+    return grown
 
 
 def _one_unit_everywhere(
@@ -316,4 +485,4 @@ def _one_unit_everywhere(
     return fits, trial
 
 
-__all__ = ["PER_NODE_LEVELS", "Item", "Kept", "PoolPacker", "kept"]
+__all__ = ["PER_NODE_LEVELS", "Item", "Kept", "PackerCache", "PoolPacker", "Unit", "kept"]

@@ -21,15 +21,14 @@ What it does not do: pack (:mod:`.packing`) or decide (:mod:`.nodepools`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
-from gpufleet.elastic.node_columns import EmptyNode, NodeColumns, ShapeOnPool, capacity
+from gpufleet.elastic.node_columns import EmptyNode, ShapeOnPool, fits_on_empty
 from gpufleet.model import MILLI_PER_GPU, Node, Pod
 from gpufleet.model.nodepools import NodePool
-from gpufleet.scheduling.demand import Demand, compile_demand
-from gpufleet.scheduling.node_table import IntArray, NodeTable
+from gpufleet.scheduling.demand import compile_demand
+from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
 
 
 class PoolCatalog:
@@ -47,9 +46,15 @@ class PoolCatalog:
                 templates.append(pool.node(f"pool-{index}-{zone or 'none'}", zone))
             self.rows.append(np.arange(first, len(templates), dtype=np.int64))
         self.table = NodeTable(templates)
+        self._starts = np.array([int(rows[0]) for rows in self.rows], np.int64)
         self._shapes: dict[tuple[object, ...], int] = {}
         self._on_pool: list[list[ShapeOnPool | None]] = []
+        self._empty: dict[int, EmptyNode] = {}
+        #: What each distinct request takes on each node shape (one object per request).
+        self._interned: dict[tuple[object, ...], ShapeOnPool | None] = {}
+        self._templates: dict[int, tuple[object, ...]] = {}
         self.pods: list[Pod] = []
+        self._kinds: dict[tuple[object, ...], int] = {}
 
     def shape(self, pod: Pod) -> int:
         """The id of ``pod``'s shape (compiled against every pool the first time it is seen)."""
@@ -61,17 +66,65 @@ class PoolCatalog:
         self._shapes[signature] = shape
         self.pods.append(pod)
         demand = compile_demand(self.table, pod)
-        self._on_pool.append([self._on_pool_of(pod, demand, p) for p in range(len(self.pools))])
+        on_pool: list[ShapeOnPool | None] = [None] * len(self.pools)
+        self._on_pool.append(on_pool)
+        if not self.pools or (demand.mig_count and demand.mig_profile < 0):
+            return shape
+        if any(column < 0 for column, _ in demand.extended):
+            return shape
+        static = demand.static_mask
+        somewhere = np.logical_or.reduceat(static, self._starts).tolist()
+        everywhere = np.logical_and.reduceat(static, self._starts).tolist()
+        if demand.milli_by_row is None:
+            milli = [demand.gpu_milli] * len(self.pools)
+        else:
+            milli = demand.milli_by_row[self._starts].tolist()
+        # What the request takes, less the node shape and zones (added per pool below).
+        request = (
+            demand.cpu_milli, demand.memory_mib, demand.gpu_count, demand.units,
+            demand.mig_profile if demand.mig_count else -1, demand.mig_count, demand.extended,
+            pod.rules is not None,
+        )  # fmt: skip
+        for pool, fits in enumerate(somewhere):
+            if not fits or (demand.gpu_count and not 0 < milli[pool] <= MILLI_PER_GPU):
+                continue
+            zones = None if everywhere[pool] else self._zones_of(static, pool).tobytes()
+            key = (self._template_key(pool), milli[pool], zones, request)
+            found = self._interned.get(key, False)
+            if found is False:
+                found = self._interned[key] = self._new_shape(
+                    request, milli[pool], self._zones_of(static, pool), pool
+                )
+            on_pool[pool] = found  # type: ignore[assignment]
         return shape
 
+    def _zones_of(self, static: BoolArray, pool: int) -> BoolArray:
+        start = int(self._starts[pool])
+        zones: BoolArray = static[start : start + self.rows[pool].size]
+        return zones
+
+    def kind(self, shapes: tuple[tuple[int, int], ...], topology: object) -> int:
+        """An integer for a unit of pending work of ``shapes`` (shape id, pods) and
+        ``topology``, the same every time it is asked."""
+        key = (shapes, topology)
+        known = self._kinds.get(key)
+        if known is None:
+            known = self._kinds[key] = len(self._kinds)
+        return known
+
     def on_pool(self, shape: int, pool: int) -> ShapeOnPool | None:
-        """What a pod of ``shape`` takes on a node of ``pool`` (None: it never fits there)."""
+        """What a pod of ``shape`` takes on a node of ``pool`` (None: it never fits there).
+        Shapes that take the same on a pool are the same object there (work of both packs
+        as one)."""
         return self._on_pool[shape][pool]
 
     def empty_node(self, pool: int) -> EmptyNode:
+        known = self._empty.get(pool)
+        if known is not None:
+            return known
         table = self.table
         row = int(self.rows[pool][0])
-        return EmptyNode(
+        empty = self._empty[pool] = EmptyNode(
             int(table.cpu_cap[row]),
             int(table.mem_cap[row]),
             int(table.units_cap[row]),
@@ -79,37 +132,29 @@ class PoolCatalog:
             table.mig_cap[row].copy(),
             table.ext_cap[row].copy(),
         )
+        return empty
 
-    def _on_pool_of(self, pod: Pod, demand: Demand, pool: int) -> ShapeOnPool | None:
-        rows = self.rows[pool]
-        zones = demand.static_mask[rows].copy()
-        if not zones.any():
+    def _new_shape(
+        self, request: tuple[object, ...], milli: int, zones: BoolArray, pool: int
+    ) -> ShapeOnPool | None:
+        cpu, memory, devices, units, mig_profile, mig_count, extended, alone = request
+        fields = (cpu, memory, devices, milli, units, mig_profile, mig_count, extended)
+        probe = ShapeOnPool(*fields, zones, 0, alone)  # type: ignore[arg-type]
+        fit = fits_on_empty(probe, self.empty_node(pool))
+        if not fit:
             return None
-        row = int(rows[0])
-        milli = demand.gpu_milli if demand.milli_by_row is None else int(demand.milli_by_row[row])
-        if demand.gpu_count and not 0 < milli <= MILLI_PER_GPU:
-            return None
-        if demand.mig_count and demand.mig_profile < 0:
-            return None
-        if any(column < 0 for column, _ in demand.extended):
-            return None
-        shape = ShapeOnPool(
-            cpu=demand.cpu_milli,
-            memory=demand.memory_mib,
-            devices=demand.gpu_count,
-            milli=milli,
-            units=demand.units,
-            mig_profile=demand.mig_profile if demand.mig_count else -1,
-            mig_count=demand.mig_count,
-            extended=demand.extended,
-            zones=zones,
-            alone=pod.rules is not None,
-        )
-        empty = NodeColumns.of_empty(self.empty_node(pool), 1, zone=int(np.argmax(zones)))
-        fit = int(capacity(empty, shape)[0])
-        if fit == 0:
-            return None
-        return replace(shape, per_empty_node=1 if shape.alone else fit)
+        per_node = 1 if alone else fit
+        return ShapeOnPool(*fields, zones.copy(), per_node, alone, bool(zones.all()))  # type: ignore[arg-type]
+
+    def _template_key(self, pool: int) -> tuple[object, ...]:
+        known = self._templates.get(pool)
+        if known is None:
+            empty = self.empty_node(pool)
+            known = self._templates[pool] = (
+                empty.cpu, empty.memory, empty.units, empty.devices.tobytes(),
+                empty.mig.tobytes(), empty.extended.tobytes(), len(self.rows[pool]),
+            )  # fmt: skip
+        return known
 
 
 __all__ = ["PoolCatalog"]

@@ -146,7 +146,7 @@ def test_the_reason_says_the_rule_and_the_price() -> None:
     (action,) = decision.actions
     assert action.reason == (
         "for 1 pending pod(s) of 1 workload(s): the cheapest pool that fits them all: "
-        "$20.00/h for 1 node(s) (the test's price); next dear at $30.00/h"
+        "$20.00/h for 1 node(s) (the test's price); next dear at $30.00/h or more"
     )
     assert decision.expected == {"default/w": "cheap"}
 
