@@ -75,7 +75,7 @@ class CapacityTypeScore:
         return tiers
 
     def normalize(self, scores: FloatArray) -> FloatArray:
-        if scores.size == 0:
+        if self._one_type or scores.size == 0:  # (zeros from :meth:`score`)
             return scores
         low = scores.min()
         if scores.max() == low:
