@@ -17,18 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
+from gpufleet.model.capacity import CapacityType
 from gpufleet.model.gpu import canonical_model, model_matches
 
-
-class CapacityType(StrEnum):
-    """How the capacity under a workload is bought (Karpenter's ``karpenter.sh/capacity-type``
-    spells the first two the same way)."""
-
-    ON_DEMAND = "on-demand"
-    SPOT = "spot"
-    RESERVED = "reserved"
+__all__ = ["CapacityType", "GpuPrice", "MissingPriceError", "PriceList", "Rate"]
 
 
 class MissingPriceError(LookupError):

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpufleet.economics.allocation import mig_fraction, milli_fraction
-from gpufleet.economics.prices import CapacityType
+from gpufleet.model.capacity import CAPACITY_TYPE_LABEL, CapacityType
 from gpufleet.model.gpu import GpuDevice
 from gpufleet.model.node import Node
 
@@ -23,7 +23,6 @@ from gpufleet.model.node import Node
 #: gpufleet's own first; Karpenter's ``on-demand``/``spot``/``reserved``; EKS managed node
 #: groups' ``ON_DEMAND``/``SPOT``/``CAPACITY_BLOCK``; GKE's Spot and preemptible VMs
 #: (``"true"``); AKS spot node pools (``spot``).
-CAPACITY_TYPE_LABEL = "gpufleet.dev/capacity-type"
 CAPACITY_LABELS: tuple[tuple[str, Mapping[str, CapacityType]], ...] = (
     (CAPACITY_TYPE_LABEL, {"spot": CapacityType.SPOT, "reserved": CapacityType.RESERVED}),
     ("karpenter.sh/capacity-type", {"spot": CapacityType.SPOT, "reserved": CapacityType.RESERVED}),

@@ -21,6 +21,7 @@ import numpy as np
 
 from gpufleet.model import MILLI_PER_GPU, Pod, Taint, Toleration
 from gpufleet.model.affinity import PreferredNodeTerm
+from gpufleet.model.capacity import CapacityNeed
 from gpufleet.model.gpu import model_matches
 from gpufleet.model.pod import GpuRequest, NodeSelectorRequirement, NodeSelectorTerm
 from gpufleet.model.sharing import IMPOSSIBLE_MILLI
@@ -77,6 +78,11 @@ class Demand:
     node_preference: FloatArray | None = None
     #: Has the pod preferences of its own (preferred node or pod affinity, soft spread)?
     prefers: bool = False
+    #: Does the pod accept spot nodes itself (a spot toleration or selector; the placement
+    #: engine sets it), and what its workload needs of capacity where it is placed (the
+    #: engine's variant of the shape for a workload that says so; scorers read it).
+    spot_ok: bool = False
+    capacity: CapacityNeed = CapacityNeed.ANY
 
     @property
     def pod_rules_filter(self) -> bool:

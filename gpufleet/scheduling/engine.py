@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from gpufleet.model import MILLI_PER_GPU, Placement, Pod
+from gpufleet.model.capacity import CapacityNeed
+from gpufleet.scheduling.capacity import accepts_spot, need_of
 from gpufleet.scheduling.demand import Demand, compile_demand
 from gpufleet.scheduling.filters import (
     GpuFit,
@@ -119,6 +121,7 @@ class PlacementEngine:
         self._gpus = GpuFit()
         self._tie_rank = tie_rank
         self._demands: dict[tuple[object, ...], Demand] = {}
+        self._needs: dict[tuple[object, ...], Demand] = {}
         self._demands_version = -1
         self._scores: OrderedDict[tuple[int, tuple[object, ...]], _ScoreCache] = OrderedDict()
         self._score_cache_size = score_cache_size
@@ -133,13 +136,30 @@ class PlacementEngine:
         table = self.table
         if self._demands_version != table.topology_version:
             self._demands.clear()
+            self._needs.clear()
             self._scores.clear()
             self._demands_version = table.topology_version
         signature = pod.signature
         demand = self._demands.get(signature)
         if demand is None:
             demand = self._demands[signature] = compile_demand(table, pod)
+            demand.spot_ok = accepts_spot(pod)
         return demand
+
+    def demand_for(self, pod: Pod, critical: bool = False, checkpointed: bool = False) -> Demand:
+        """:meth:`demand`, for a pod of a workload that is ``critical`` (not preemptible, or
+        inference-critical) or ``checkpointed``: what it needs of capacity set
+        (:func:`~gpufleet.scheduling.capacity.need_of`), a variant kept per shape and need.
+        Scorers read it; filters do not."""
+        demand = self.demand(pod)
+        need = need_of(critical, checkpointed, demand.spot_ok)
+        if need is CapacityNeed.ANY:
+            return demand
+        key = (pod.signature, need)
+        variant = self._needs.get(key)
+        if variant is None:
+            variant = self._needs[key] = replace(demand, capacity=need)
+        return variant
 
     def tie_rank(self) -> IntArray:
         """Rank of each row in the tie-break order (lower wins); rows added later rank last."""
@@ -361,10 +381,16 @@ class PlacementEngine:
                 observer.observe(demand)
 
     def place(
-        self, pod: Pod, explain: bool = True, restrict: BoolArray | None = None
+        self,
+        pod: Pod,
+        explain: bool = True,
+        restrict: BoolArray | None = None,
+        critical: bool = False,
+        checkpointed: bool = False,
     ) -> Bound | Unschedulable:
-        """Place one pod now (on the rows ``restrict`` allows, if given), or say why not."""
-        demand = self.demand(pod)
+        """Place one pod now (on the rows ``restrict`` allows, if given), or say why not; of a
+        ``critical`` or ``checkpointed`` workload (:meth:`demand_for`)."""
+        demand = self.demand_for(pod, critical, checkpointed)
         mask = self.feasible(demand)
         if restrict is not None:
             mask &= restrict[: mask.size]
@@ -413,13 +439,19 @@ class PlacementEngine:
         return Bound(pod, placement, allocation)
 
     def place_gang(
-        self, pods: Sequence[Pod], explain: bool = True, restrict: BoolArray | None = None
+        self,
+        pods: Sequence[Pod],
+        explain: bool = True,
+        restrict: BoolArray | None = None,
+        critical: bool = False,
+        checkpointed: bool = False,
     ) -> list[Bound] | Unschedulable:
-        """Place all of ``pods`` or none of them (on a trial of the table)."""
+        """Place all of ``pods`` or none of them (on a trial of the table), of a ``critical``
+        or ``checkpointed`` workload."""
         mark = self.table.begin_trial()
         bound: list[Bound] = []
         for pod in pods:
-            result = self.place(pod, explain=explain, restrict=restrict)
+            result = self.place(pod, explain, restrict, critical, checkpointed)
             if isinstance(result, Unschedulable):
                 self.table.rollback(mark)
                 return Unschedulable(

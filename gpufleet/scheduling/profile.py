@@ -14,8 +14,10 @@ weights. Data, not code: a YAML file or a flag gives it as a mapping, read by
     permit: {name: gang-ready-timeout, args: {timeout: 300}}
 
 Every key may be left out (the default profile, :data:`DEFAULT_PROFILE`: its only admission check
-is ``budget``, which limits nothing for queues without ``spec.budget``; a profile that lists
-``admissionChecks`` replaces it, so keep ``budget`` there for GPU-hour budgets).
+is ``budget``, which limits nothing for queues without ``spec.budget``; its only added scorer is
+``capacity-type``, which changes nothing on a cluster without capacity-type labels; a profile
+that lists ``admissionChecks`` or ``scores`` replaces the default's, so keep ``budget`` and
+``capacity-type`` there to keep what they do).
 A plugin is a name, or a mapping with ``name`` and optional ``args`` (and ``weight`` for a
 scorer). Names are looked up in a :class:`~gpufleet.scheduling.registry.Registry` when a core
 is built; an unknown one is an error that lists the known ones.
@@ -56,7 +58,9 @@ class Profile:
     #: GPU-hour budgets of queues (a queue without ``spec.budget`` is not limited).
     admission_checks: tuple[PluginSpec, ...] = (PluginSpec("budget"),)
     filters: tuple[PluginSpec, ...] = ()
-    scores: tuple[PluginSpec, ...] = ()
+    #: Reserved capacity first, then spot for fault-tolerant work and on-demand for critical
+    #: work (no effect on a cluster without capacity-type labels).
+    scores: tuple[PluginSpec, ...] = (PluginSpec("capacity-type"),)
     post_filter: PluginSpec = PluginSpec("classical-preemption")
     permit: PluginSpec = PluginSpec("gang-ready-timeout")
 
@@ -77,7 +81,7 @@ class Profile:
             _one(data, "queueSort", default.queue_sort),
             _many(data, "admissionChecks", default=default.admission_checks),
             _many(data, "filters"),
-            _many(data, "scores", weighted=True),
+            _many(data, "scores", weighted=True, default=default.scores),
             _one(data, "postFilter", default.post_filter),
             _one(data, "permit", default.permit),
         )

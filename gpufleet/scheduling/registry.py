@@ -27,6 +27,7 @@ from gpufleet.scheduling.framework import (
 )
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.plugins.budget import BudgetCheck
+from gpufleet.scheduling.plugins.capacity_type import CapacityTypeScore
 from gpufleet.scheduling.plugins.fair_share import FairShare
 from gpufleet.scheduling.plugins.gang_ready import GangReadyTimeout
 from gpufleet.scheduling.policies import POLICY_FACTORIES, PolicyFactory
@@ -157,6 +158,7 @@ class Registry:
         registry.admission_checks.register(BudgetCheck.name, _budget)
         registry.post_filters.register(ClassicalPreemption.name, _classical_preemption)
         registry.permits.register(GangReadyTimeout.name, _gang_ready_timeout)
+        registry.scores.register(CapacityTypeScore.name, _scorer(CapacityTypeScore))
         registry.scores.register("bestfit", _scorer(BestFitScore))
         registry.scores.register("dotprod", _scorer(DotProductScore))
         registry.scores.register("gpu-clustering", _scorer(GpuClusteringScore))

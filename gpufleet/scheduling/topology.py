@@ -21,6 +21,7 @@ import numpy as np
 
 from gpufleet.model import Pod
 from gpufleet.model.workload import TopologyMode, Workload
+from gpufleet.scheduling.capacity import is_critical
 from gpufleet.scheduling.engine import Bound, PlacementEngine, Unschedulable
 from gpufleet.scheduling.node_table import BoolArray
 
@@ -51,7 +52,7 @@ def place_workload(
     request = workload.topology
     if request is None:
         if len(pods) == 1:
-            single = engine.place(pods[0], explain=explain, restrict=restrict)
+            single = engine.place(pods[0], explain, restrict, *_stakes(workload))
             return single if isinstance(single, Unschedulable) else [single]
         return place_gang(engine, workload, restrict, explain)
     table = engine.table
@@ -103,11 +104,12 @@ def place_gang(
     """``engine.place_gang`` of the workload's gang, its GPU pods on one GPU model (see the
     module docstring)."""
     pods = workload.pods[: workload.gang_size]
+    stakes = _stakes(workload)
     if not one_model(workload):
-        return engine.place_gang(pods, explain=explain, restrict=restrict)
+        return engine.place_gang(pods, explain, restrict, *stakes)
     table = engine.table
     mark = table.begin_trial()
-    result = engine.place_gang(pods, explain=explain, restrict=restrict)
+    result = engine.place_gang(pods, explain, restrict, *stakes)
     if isinstance(result, Unschedulable):
         table.rollback(mark)
         return result
@@ -134,7 +136,7 @@ def place_gang(
             continue
         rows = (model_id == model) | no_gpu
         allowed = rows if restrict is None else rows & restrict[:n]
-        placed = engine.place_gang(pods, explain=False, restrict=allowed)
+        placed = engine.place_gang(pods, False, allowed, *stakes)
         if not isinstance(placed, Unschedulable):
             return placed
     return Unschedulable(
@@ -144,6 +146,12 @@ def place_gang(
         f"{workload.key} needs its {len(pods)} pods on one GPU model (annotate it "
         f'gpufleet.dev/mixed-gpu-models: "true" to allow mixing).',
     )
+
+
+def _stakes(workload: Workload) -> tuple[bool, bool]:
+    """Is ``workload`` critical, is it checkpointed (what placement prefers for it:
+    :mod:`.capacity`)?"""
+    return is_critical(workload), workload.checkpoint_interval is not None
 
 
 def _uses_gpu(bound: Bound) -> bool:

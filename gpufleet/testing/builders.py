@@ -27,7 +27,9 @@ from gpufleet.model.affinity import (
     SpreadConstraint,
     WeightedPodAffinityTerm,
 )
+from gpufleet.model.capacity import CapacityType
 from gpufleet.model.node import GFD_LABELS
+from gpufleet.model.nodepools import NodePool
 from gpufleet.model.priorities import PreemptionPolicy
 from gpufleet.model.queues import (
     FlavorFungibility,
@@ -273,4 +275,32 @@ def make_workload(
         checkpoint_interval=checkpoint,
         topology=topology,
         mixed_gpu_models=mixed_models,
+    )
+
+
+def make_node_pool(
+    name: str = "pool",
+    capacity: CapacityType = CapacityType.ON_DEMAND,
+    price: float = 10.0,
+    max_nodes: int = 10,
+    min_nodes: int = 0,
+    zones: Iterable[str] = (),
+    delay: float = 0.0,
+    spot_taint: bool = True,
+    **node_options: object,
+) -> NodePool:
+    """A node pool of nodes as :func:`make_node` makes them (``node_options``), at ``price``
+    per node-hour."""
+    template = make_node(name, **node_options)  # type: ignore[arg-type]
+    return NodePool(
+        name,
+        template,
+        capacity,
+        price,
+        max_nodes,
+        min_nodes,
+        tuple(zones),
+        delay,
+        spot_taint,
+        "the test's price",
     )

@@ -120,7 +120,8 @@ def test_without_the_check_in_its_profile_the_same_registry_admits_all() -> None
         ({"filters": ["no-spot"]}, "unknown filter 'no-spot'; known: none are registered"),
         (
             {"scores": [{"name": "spread", "weight": 2}]},
-            "unknown score 'spread'; known: bestfit, dotprod, gpu-clustering, gpu-packing",
+            "unknown score 'spread'; known: bestfit, capacity-type, dotprod, gpu-clustering, "
+            "gpu-packing",
         ),
         ({"postFilter": "kai"}, "unknown post-filter 'kai'; known: classical-preemption"),
         ({"permit": "coscheduling"}, "unknown permit 'coscheduling'; known: gang-ready-timeout"),
@@ -234,6 +235,9 @@ def test_a_profile_adds_scorers_to_the_policy_with_their_weights() -> None:
     core = make_core([make_node("n0")], [make_queue("q")], profile=profile)
     scorers = [(scorer.name, weight) for scorer, weight in core.engine.policy.scorers]
     assert scorers == [("BestFitScore", 1.0), ("GpuPackingScore", 0.5)]
+    default = make_core([make_node("n0")], [make_queue("q")])
+    scorers = [(scorer.name, weight) for scorer, weight in default.engine.policy.scorers]
+    assert scorers == [("BestFitScore", 1.0), ("capacity-type", 1.0)]
 
 
 def test_the_default_profile_written_out_is_the_default() -> None:
@@ -242,7 +246,7 @@ def test_the_default_profile_written_out_is_the_default() -> None:
         "queueSort": "fair-share",
         "admissionChecks": ["budget"],
         "filters": [],
-        "scores": [],
+        "scores": ["capacity-type"],
         "postFilter": "classical-preemption",
         "permit": {"name": "gang-ready-timeout"},
     }

@@ -1,0 +1,133 @@
+"""Lower bounds on what a pool's new nodes would cost for the pending work, without packing.
+
+Owns :class:`PoolBound`: for one pool and the pending items it may take (eligible, and whose
+units fit its nodes), grouped by the unit they make there (in packing order), how many pods
+those are and the fewest new nodes that could hold them: the larger of the fluid bound (their
+CPU, memory and milli-GPU over one node's, as if pods could be cut) and, per kind of unit, its
+count over how many fit on one empty node; less the nodes already being provisioned. A pool's
+cost is at least its price times that, so :mod:`.pool_choice` packs exactly (:mod:`.packing`)
+only the pools that could still beat the best found. And, for a pool that runs into its
+maximum, an estimate of the pods its headroom holds, kinds taken in packing order
+(:meth:`PoolBound.pods_in_order`). A handful of numpy operations per pool and round.
+
+What it does not do: pack, or choose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from gpufleet.elastic.packing import Item, Kept, PoolPacker, Unit
+from gpufleet.model.nodepools import NodePool
+from gpufleet.scheduling.node_table import IntArray
+
+
+class PoolBound:
+    """See the module docstring. ``packer``: the pool's state before it adds nodes."""
+
+    def __init__(
+        self,
+        packer: PoolPacker,
+        items: Sequence[Item],
+        eligible: Callable[[Item, NodePool], bool],
+    ) -> None:
+        self.packer = packer
+        pool = packer.node_pool
+        empty = packer.columns.empty
+        self.capacity = np.array([empty.cpu, empty.memory, int(empty.devices.sum())], np.float64)
+        self.upcoming = packer.first_new
+        groups: dict[tuple[object, ...], int] = {}
+        group_of = np.full(len(items), -1, np.int64)
+        demand: list[tuple[float, float, float]] = []
+        per_node: list[float] = []
+        pods: list[int] = []
+        #: Per kind of unit on this pool, in the order of the items: the unit and its items.
+        self.units: list[Unit] = []
+        self.members: list[list[int]] = []
+        for i, item in enumerate(items):
+            unit = packer.unit(item) if eligible(item, pool) else None
+            if unit is None:
+                continue
+            group = groups.get(unit.key)
+            if group is None:
+                group = groups[unit.key] = len(demand)
+                self.units.append(unit)
+                self.members.append([])
+                demand.append(
+                    (
+                        float(sum(s.cpu * n for s, n in unit.shapes)),
+                        float(sum(s.memory * n for s, n in unit.shapes)),
+                        float(sum(s.devices * s.milli * n for s, n in unit.shapes)),
+                    )
+                )
+                per_node.append(_units_per_node(unit.shapes, unit.way))
+                pods.append(item.pods_per_unit)
+            group_of[i] = group
+            self.members[group].append(i)
+        self.group_of = group_of
+        self.demand = np.array(demand, np.float64).reshape(-1, 3)
+        self.per_node = np.array(per_node, np.float64)
+        self.pods = np.array(pods, np.int64)
+
+    def bound(self, left: IntArray) -> tuple[int, int]:
+        """For ``left`` units of each item: the pods this pool may take, and the fewest new
+        nodes that could hold them all."""
+        if not self.pods.size:
+            return 0, 0
+        counts = self.counts(left)
+        pods = int(counts @ self.pods)
+        if not pods:
+            return 0, 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fluid = np.where(self.capacity > 0, (counts @ self.demand) / self.capacity, 0.0)
+            kinds = np.where(self.per_node > 0, counts / self.per_node, 0.0)
+        nodes = int(np.ceil(max(float(fluid.max()), float(kinds.max(initial=0.0))) - 1e-9))
+        return pods, max(0, nodes - self.upcoming)
+
+    def pods_in_order(self, left: IntArray, nodes: int) -> int:
+        """About how many pods of ``left`` units ``nodes`` nodes hold when packed in the
+        order of the kinds (largest first, as :mod:`.packing` packs them): kinds are taken in
+        order while their fluid need (the most of CPU, memory and GPU over a node's) fits. An
+        estimate, not a bound: packing may fit some smaller pods after the first that does
+        not fit."""
+        counts = self.counts(left)
+        if not counts.any():
+            return 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            need = np.where(
+                self.capacity > 0,
+                np.cumsum(counts[:, None] * self.demand, axis=0) / self.capacity,
+                0.0,
+            ).max(axis=1)
+        pods = counts * self.pods
+        full = int(np.searchsorted(need, nodes, side="right"))
+        taken = int(pods[:full].sum())
+        if full < counts.size:
+            before = float(need[full - 1]) if full else 0.0
+            share = (nodes - before) / max(float(need[full]) - before, 1e-9)
+            taken += int(pods[full] * min(1.0, max(0.0, share)))
+        return taken
+
+    def counts(self, left: IntArray) -> IntArray:
+        """Units left per kind of unit, from units left per item."""
+        mine = self.group_of >= 0
+        counts: IntArray = np.bincount(
+            self.group_of[mine], weights=left[mine], minlength=self.pods.size
+        ).astype(np.int64)
+        return counts
+
+
+def _units_per_node(shapes: Sequence[tuple[object, int]], way: Kept) -> float:
+    """How many units fit on one empty node at most (0: not known cheaply)."""
+    if len(shapes) != 1:
+        return 0.0
+    shape, pods = shapes[0]
+    per_empty = getattr(shape, "per_empty_node", 0)
+    if way is Kept.ONE_NODE:
+        return float(per_empty // pods)
+    return per_empty / pods
+
+
+__all__ = ["PoolBound"]
