@@ -17,9 +17,9 @@ from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.backends.sim.run import run_workloads
 from gpufleet.control.loop import Turn
 from gpufleet.control.loop import run as run_loop
-from gpufleet.economics.runs import CAPACITY_TYPE_LABEL
 from gpufleet.model import Node
 from gpufleet.model.actions import Bind
+from gpufleet.model.capacity import CAPACITY_TYPE_LABEL
 from gpufleet.model.events import ClusterEvent, NodeNotice, PodDeleted, PodEnd
 from gpufleet.model.node_faults import NodeFault, NodeFaultKind, NodeSelection
 from gpufleet.model.workload import TimedWorkload, Workload

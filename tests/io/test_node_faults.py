@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.economics.runs import CAPACITY_TYPE_LABEL
 from gpufleet.io.errors import InputError
 from gpufleet.io.faults import gpu_fault_from_object
 from gpufleet.io.node_faults import check_node_faults, node_fault_from_object, selected
 from gpufleet.io.workloads import read_scenario
+from gpufleet.model.capacity import CAPACITY_TYPE_LABEL
 from gpufleet.model.jobs import PodFailureAction, PodFailureRule
 from gpufleet.model.node_faults import (
     LLAMA3_FAILURES_PER_NODE_HOUR,
