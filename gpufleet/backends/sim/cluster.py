@@ -73,11 +73,15 @@ from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import (
     ClusterEvent,
+    NodeAdded,
+    NodeGone,
+    NodeRemoved,
     PodAdded,
     PodDeleted,
     PodEnd,
     WorkloadAdded,
     WorkloadDemoted,
+    WorkloadDisrupted,
 )
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.node_faults import NodeFault
@@ -346,6 +350,62 @@ class SimulatedCluster(PodLosses):
         elif remaining is not None:
             self._events.push(started + remaining, FINISH, (pod.key, work.run))
 
+    # ----------------------------------------------------------------------------- nodes
+    def join(self, node: Node) -> None:
+        """A node new to the cluster joins now, empty (a node pool's): told ``NodeAdded``;
+        the node faults whose selection takes it strike it from now. ValueError if a node of
+        its name is here."""
+        now = self.clock.now()
+        self._truth.restore_node(node)
+        self.recorder.nodes_changed()
+        if self.node_plan is not None:
+            self.node_plan.join(node, now)
+        self._immediate.append(NodeAdded(node))
+
+    def drain(self, name: str, reason: str) -> list[str]:
+        """Drain the node for its removal: nothing new goes there (``NodeRemoved`` to the
+        scheduler, the node cordoned), and each workload running there is told
+        ``WorkloadDisrupted``, so the scheduler evicts it whole and places it again, from its
+        last checkpoint. Returns the pods running there now."""
+        if not self._truth.is_up(name):
+            return []
+        self._truth.cordon(name)
+        self._immediate.append(NodeRemoved(name))
+        keys = [work.pod.key for work in self._running_on(name)]
+        for key in keys:
+            self._immediate.append(WorkloadDisrupted(key, reason))
+        return keys
+
+    def retire(self, name: str, reason: str) -> bool:
+        """Remove the node for good once no pod runs there (told ``NodeGone``); False while
+        some pod still runs there. A node already gone is left as it is (True)."""
+        if not self._truth.is_up(name):
+            return True
+        if next(self._running_on(name), None) is not None:
+            return False
+        self._truth.remove_node(name)
+        self.recorder.nodes_changed()
+        if self.node_plan is not None:
+            self.node_plan.retire(name, self.clock.now())
+        self._immediate.append(NodeRemoved(name))
+        self._immediate.append(NodeGone(name, reason))
+        return True
+
+    def running_pods(self) -> Iterator[tuple[Pod, Placement, Workload]]:
+        """(pod, where it runs, the workload it was admitted in) of every running pod."""
+        for key in self._running:
+            work = self._work[key]
+            if work.placement is not None:
+                yield work.pod, work.placement, work.unit or _alone(work.pod)
+
+    def knows_node(self, name: str) -> bool:
+        """Whether a node of this name is or was in the cluster."""
+        return name in self._truth.by_name
+
+    def pods_on(self, name: str) -> int:
+        """How many pods run on node ``name`` now."""
+        return sum(1 for _ in self._running_on(name))
+
     # ----------------------------------------------------------------------------- queries
     @property
     def job_runs(self) -> list[tuple[Workload, JobRun]]:
@@ -391,3 +451,8 @@ class SimulatedCluster(PodLosses):
     @property
     def running(self) -> dict[str, Allocation]:
         return dict(self._running)
+
+
+def _alone(pod: Pod) -> Workload:
+    """A pod that arrived on its own (a trace's), as a workload of one."""
+    return Workload(pod.name, pod.namespace, (pod,), queue="")

@@ -7,9 +7,10 @@ as a failed bind instead of a silently wrong result; and the GPU faults active n
 from the table (a bind on it fails) and is told as ``DeviceHealthChanged`` (the set of a node's
 unhealthy GPUs, with the XIDs as reasons) when that set changes. A GPU may fail again before it
 recovers; it is healthy once every fault on it has ended. Nodes come and go (a spot
-interruption, a node failure: :meth:`GroundTruth.remove_node`, :meth:`GroundTruth.restore_node`):
-a node that comes back is a new one of the same name and shape (a new row of the table), all its
-GPUs healthy; a GPU fault on a node that is gone changes nothing until it returns.
+interruption, a node failure, a node pool growing and shrinking: :meth:`GroundTruth.remove_node`,
+:meth:`GroundTruth.restore_node`): a node that comes back is a new one of the same name and shape
+(a new row of the table), all its GPUs healthy; a node new to the cluster is added the same
+way; a GPU fault on a node that is gone changes nothing until it returns.
 
 It does not schedule faults (the world's event queue does), release devices on its own, or
 decide what happens to the pods of a node that goes or of a GPU that fails (the world does).
@@ -31,11 +32,13 @@ from gpufleet.telemetry.source import XidLog
 class GroundTruth:
     """See the module docstring."""
 
-    __slots__ = ("_cordoned", "_faulty", "_gone", "_gpu_index", "nodes", "table", "xids")
+    __slots__ = ("_cordoned", "_faulty", "_gone", "_gpu_index", "by_name", "nodes", "table", "xids")
 
     def __init__(self, nodes: Sequence[Node]) -> None:
         self.table = NodeTable(nodes)
         self.nodes = tuple(nodes)
+        #: Every node that was ever in the cluster, by name (gone ones too).
+        self.by_name = {node.name: node for node in nodes}
         #: The last XID on each device (a fault records it; the telemetry reads it).
         self.xids = XidLog()
         #: Per node row, each GPU's index -> its position on the node.
@@ -137,7 +140,13 @@ class GroundTruth:
         self.table.remove_node(name)
 
     def restore_node(self, node: Node) -> None:
-        """A node of this name and shape joins again, every GPU healthy (a new row)."""
+        """A node of this name and shape joins again, every GPU healthy (a new row); or a
+        node new to the cluster joins (a node pool's)."""
+        if node.name not in self._gone:
+            if node.name in self.table.row_of:
+                raise ValueError(f"node {node.name!r} is already in the cluster")
+            self.nodes = (*self.nodes, node)
+            self.by_name[node.name] = node
         self._gone.discard(node.name)
         row = self.table.add_node(node)
         positions = {gpu.index: position for position, gpu in enumerate(node.gpus)}

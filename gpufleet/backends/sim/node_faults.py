@@ -122,6 +122,38 @@ class NodeFaultPlan:
         wait = float(rng.exponential(SECONDS_PER_HOUR / rate))
         self._events.push(now + wait, NOTICE, (fault, name, number))
 
+    # ----------------------------------------------------------------------------- pools
+    def join(self, node: Node, now: float) -> None:
+        """A node new to the cluster joins (a node pool's): the faults whose selection takes
+        it (by labels or how it is bought; a fault naming nodes names those it began with)
+        strike it from now, at their rates and at their listed times still to come."""
+        self.lives[node.name] = NodeLife(node, spans=[(now, None)])
+        for index, fault in enumerate(self.faults):
+            if fault.selection.names or not fault.selection.matches(node, capacity_type):
+                continue
+            self.chosen[index] = (*self.chosen[index], node.name)
+            if fault.rate_per_node_hour is not None:
+                self._rated.setdefault(node.name, []).append(index)
+                if self._work_left():
+                    self._draw(index, node.name, now)
+                else:
+                    self._paused.add(node.name)
+            for at in fault.times:
+                if at >= now:
+                    self._events.push(at, NOTICE, (fault, node.name, LISTED))
+
+    def retire(self, name: str, now: float) -> None:
+        """The node leaves for good (its pool removed it): no strike applies to it any more."""
+        life = self.lives.get(name)
+        if life is None or life.state is NodeState.DOWN:
+            return
+        life.state, life.fault = NodeState.DOWN, None
+        life.generation += 1
+        start, _ = life.spans[-1]
+        life.spans[-1] = (start, now)
+        self._rated.pop(name, None)
+        self._paused.discard(name)
+
     # ----------------------------------------------------------------------------- events
     def notice(self, fault: NodeFault, name: str, token: int, now: float) -> float | None:
         """``fault`` strikes node ``name``: when it goes (None: the strike does not apply, the

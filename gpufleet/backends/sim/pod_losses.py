@@ -109,7 +109,6 @@ class PodLosses(PodRuns):
         self._lost_by_cause: dict[str, float] = {}
         self._lost_to_spot: dict[str, float] = {}
         self._crash_rows: list[NodeFaultEvent] = []
-        self._nodes_by_name = {node.name: node for node in self.nodes}
 
     # ----------------------------------------------------------------------------- nodes
     def _running_on(self, node: str) -> Iterator[PodWork]:
@@ -270,7 +269,7 @@ class PodLosses(PodRuns):
         assert placement is not None
         ran = max(0.0, now - work.started)
         kept = kept_work(work, now)
-        node = self._nodes_by_name.get(placement.node)
+        node = self._truth.by_name.get(placement.node)
         gpus, _ = gpus_held(placement.gpu_milli, placement.mig_slices, node)
         if work.remaining is not None:
             work.remaining = max(0.0, work.remaining - kept)

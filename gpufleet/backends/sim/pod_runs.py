@@ -76,7 +76,6 @@ class PodRuns:
         self.mode = mode
         self._truth = GroundTruth(nodes)
         self.world = self._truth.table
-        self.nodes = self._truth.nodes
         self.recorder = Recorder(self.world, target)
         self.queue_recorder = queue_recorder
         self.arrivals_seen = 0
@@ -93,6 +92,11 @@ class PodRuns:
         self.run_starts = 0
         self._work: dict[str, PodWork] = {}
         self._pending: dict[str, Pod] = {}
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """Every node that was in the cluster, up or gone (nodes that joined too)."""
+        return self._truth.nodes
 
     # ----------------------------------------------------------------------------- arrivals
     def _arrive(

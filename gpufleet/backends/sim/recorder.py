@@ -40,11 +40,8 @@ class Recorder:
         self.frag = FragmentationModel(world, target)
         self.models = list(world.model_names)
         self._model_capacity = np.zeros(len(self.models), np.int64)
-        n = world.size
-        for model_id in range(len(self.models)):
-            rows = (world.model_id[:n] == model_id) & world.alive[:n]
-            self._model_capacity[model_id] = int(world.gpu_count[:n][rows].sum()) * 1000
         self._model_alloc = np.zeros(len(self.models), np.int64)
+        self.nodes_changed()
         self.arrived_milli = 0
         self.allocated_milli = 0
         self.classes: dict[str, ClassStats] = defaultdict(ClassStats)
@@ -56,13 +53,32 @@ class Recorder:
         self.pending = 0
         self.running = 0
         self._started: set[str] = set()
-        self._samples: list[tuple[float, int, int, float, int, int]] = []
-        self._model_samples: list[npt.NDArray[np.int64]] = []
+        #: (time, arrived, allocated, fragmentation, pending, running, capacity) in milli-GPU.
+        self._samples: list[tuple[float, int, int, float, int, int, int]] = []
+        #: Per sample, each GPU model's (allocated, capacity) in milli-GPU.
+        self._model_samples: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
         #: The scheduler's metrics: the loop observes into them; ``read`` gives its core's
         #: state (set by whoever runs the core).
         self.metrics = SchedulerMetrics()
         #: Every pod's runs, kept where a run is costed (None: not kept).
         self.holds: HoldLog | None = None
+
+    def nodes_changed(self) -> None:
+        """Nodes joined or left (a node pool's): the GPUs each model has, a model new to the
+        run counted from now on (fill-up runs keep their first capacity, their buckets'
+        unit)."""
+        world = self.world
+        self.models = list(world.model_names)
+        grow = len(self.models) - self._model_alloc.size
+        if grow > 0:
+            self._model_alloc = np.concatenate([self._model_alloc, np.zeros(grow, np.int64)])
+        n = world.size
+        capacity = np.zeros(len(self.models), np.int64)
+        for model_id in range(len(self.models)):
+            rows = (world.model_id[:n] == model_id) & world.alive[:n]
+            capacity[model_id] = int(world.gpu_count[:n][rows].sum()) * 1000
+        self._model_capacity = capacity
+        self.live_capacity = int(world.total_gpu_milli())
 
     # ----------------------------------------------------------------------------- events
     def arrived(self, pod: Pod, now: float) -> None:
@@ -131,23 +147,31 @@ class Recorder:
                 self.frag.cluster_frag(),
                 self.pending,
                 self.running,
+                self.live_capacity,
             )
         )
-        self._model_samples.append(self._model_alloc.copy())
+        self._model_samples.append((self._model_alloc.copy(), self._model_capacity))
 
     # ----------------------------------------------------------------------------- results
     def _columns(self) -> tuple[npt.NDArray[np.float64], ...]:
-        data = np.asarray(self._samples, np.float64).reshape(-1, 6)
-        return tuple(data[:, i] for i in range(6))
+        data = np.asarray(self._samples, np.float64).reshape(-1, 7)
+        return tuple(data[:, i] for i in range(7))
 
     def _model_pct(self) -> npt.NDArray[np.float64]:
-        allocs = np.asarray(self._model_samples, np.float64).reshape(-1, len(self.models))
-        return 100.0 * allocs / np.maximum(self._model_capacity, 1)
+        """Per sample and GPU model, the share of its GPUs allocated then (a model that joined
+        later reads 0 before)."""
+        width = len(self.models)
+        allocs = np.zeros((len(self._model_samples), width), np.float64)
+        capacity = np.ones((len(self._model_samples), width), np.float64)
+        for i, (alloc, cap) in enumerate(self._model_samples):
+            allocs[i, : alloc.size] = alloc
+            capacity[i, : cap.size] = np.maximum(cap, 1)
+        return 100.0 * allocs / capacity
 
     def fill_result(
         self, policy: str, seed: int, seconds: float, pods: int, impossible: int
     ) -> FillRun:
-        _, arrived, allocated, frag, _, _ = self._columns()
+        _, arrived, allocated, frag, _, _, _ = self._columns()
         arrived_i = arrived.astype(np.int64)
         allocated_pct = bucket_means(arrived_i, 100.0 * allocated / self.capacity, self.capacity)
         frag_pct = bucket_means(arrived_i, 100.0 * frag / self.capacity, self.capacity)
@@ -175,13 +199,14 @@ class Recorder:
     def replay_result(
         self, policy: str, seed: int, seconds: float, pods: int, never_ran: dict[str, str]
     ) -> ReplayRun:
-        time, _, allocated, frag, pending, running = self._columns()
+        time, _, allocated, frag, pending, running, live = self._columns()
+        live = np.maximum(live, 1.0)  # a node pool's cluster grows and shrinks
         keep = _thin(time.size, MAX_TIMELINE_POINTS)
         model_pct = self._model_pct()
         timeline = Timeline(
             time=_rounded(time[keep]),
-            allocated_gpu_pct=_rounded(100.0 * allocated[keep] / self.capacity),
-            fragmentation_pct=_rounded(100.0 * frag[keep] / self.capacity),
+            allocated_gpu_pct=_rounded(100.0 * allocated[keep] / live[keep]),
+            fragmentation_pct=_rounded(100.0 * frag[keep] / live[keep]),
             pending=[int(v) for v in pending[keep]],
             running=[int(v) for v in running[keep]],
             allocated_pct_by_model={

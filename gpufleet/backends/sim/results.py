@@ -265,6 +265,46 @@ class InterruptionReport:
     savings: SpotSavings | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class PoolUsage:
+    """One pool over a run: its nodes (at the start, at most at once, at the end), the nodes
+    asked for, removed as unneeded and lost to node faults, and what they cost (node-hours
+    billed from each node's asking to its leaving or the run's end)."""
+
+    pool: str
+    capacity_type: str
+    gpu_model: str | None
+    gpus_per_node: int
+    hourly_price: float
+    nodes_at_start: int
+    nodes_peak: int
+    nodes_at_end: int
+    added: int
+    removed: int
+    lost: int
+    node_hours: float
+    gpu_hours: float
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class PoolReport:
+    """What the pools did in a run: each pool's usage, the total cost and hours, the first
+    actions in words (``t=1h00m: +2 h100-spot (us-east-1a): ...``), what no pool could hold
+    (workload -> why, the last time it was asked), and each pool's nodes (joined, not yet
+    gone) after every change: (time, nodes per pool in the order of ``pools``)."""
+
+    pools: tuple[PoolUsage, ...]
+    cost: float
+    node_hours: float
+    gpu_hours: float
+    scale_ups: int
+    nodes_removed: int
+    actions: tuple[str, ...] = ()
+    never: tuple[tuple[str, str], ...] = ()
+    timeline: tuple[tuple[float, tuple[int, ...]], ...] = ()
+
+
 @dataclass(slots=True)
 class TenancyRun:
     """A multi-tenant replay: the pod-level replay, per-queue results, and the workloads still
@@ -288,3 +328,5 @@ class TenancyRun:
     serving: tuple[ServingReport, ...] = ()
     #: What its spot interruptions, node failures and GPU faults did (None: it had none).
     interruptions: InterruptionReport | None = None
+    #: What its node pools did and cost (None: it had none).
+    pools: PoolReport | None = None

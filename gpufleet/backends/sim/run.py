@@ -13,6 +13,7 @@ from gpufleet.backends.sim.holds import HoldLog
 from gpufleet.backends.sim.idle_reclaim import IdleTicking
 from gpufleet.backends.sim.inference import InferenceSettings, InferenceTicking
 from gpufleet.backends.sim.jobs import JobRun
+from gpufleet.backends.sim.node_pools import PoolScaling, PoolSettings
 from gpufleet.backends.sim.queue_recorder import QueueRecorder
 from gpufleet.backends.sim.results import (
     BudgetReport,
@@ -25,6 +26,7 @@ from gpufleet.backends.sim.results import (
 from gpufleet.backends.sim.usage_meter import UsageMeter
 from gpufleet.control.backend import ClusterBackend
 from gpufleet.control.factory import tie_rank
+from gpufleet.control.loop import TurnObserver
 from gpufleet.control.loop import run as run_loop
 from gpufleet.economics.reports import CostReport
 from gpufleet.metrics.state import read_state
@@ -79,13 +81,15 @@ def _run(
     core: SchedulerCore,
     on_iteration: Callable[[], None] | None,
     backend: ClusterBackend | None = None,
+    observers: Sequence[TurnObserver] = (),
 ) -> None:
     """The control loop over ``core`` and ``backend`` (default ``sim``; else what wraps it:
     the idle policies' ticking, the usage meter), the recorder's scheduler metrics observing
-    it and reading the core."""
+    it and reading the core, and ``observers`` too."""
     metrics = sim.recorder.metrics
     metrics.read = lambda: read_state(core)
-    run_loop(sim if backend is None else backend, core, on_iteration, observers=[metrics])
+    world = sim if backend is None else backend
+    run_loop(world, core, on_iteration, observers=[metrics, *observers])
 
 
 def run_fill(
@@ -165,6 +169,7 @@ def run_workloads(
     cost: CostSettings | None = None,
     inference: InferenceSettings | None = None,
     node_faults: Sequence[NodeFault] = (),
+    node_pools: PoolSettings | None = None,
 ) -> TenancyRun:
     """Replay workloads (pods and gangs) through queues, quotas, priorities, preemption and
     backfill: arrivals at their creation time, each pod running for its workload's duration
@@ -181,8 +186,14 @@ def run_workloads(
     their requests stop, and what they met is its ``serving``.
     ``node_faults``: spot interruptions and node failures (their random times drawn
     from ``seed``); what they and the GPU faults did, with what spot capacity saved at
-    ``cost``'s prices, is the run's ``interruptions``."""
+    ``cost``'s prices, is the run's ``interruptions``. ``node_pools``: pools whose nodes an
+    autoscaler adds for work that waits for capacity and removes when unneeded
+    (:mod:`gpufleet.backends.sim.node_pools`), each pool's minimum there from the start beside
+    ``nodes``; what they did and cost is the run's ``pools``."""
     started = time.perf_counter()
+    if node_pools is not None:
+        named = {node.name for node in nodes}
+        nodes = [*nodes, *(n for n in node_pools.start_nodes() if n.name not in named)]
     all_pods = [p for t in workloads for p in t.workload.pods]
     target = target if target is not None else typical_shapes(all_pods)
     table = NodeTable(nodes)
@@ -247,13 +258,16 @@ def run_workloads(
             given,
             seed,
         )
+    scaling = None
+    if node_pools is not None:
+        backend = scaling = PoolScaling(backend, sim, node_pools, core.time_format)
     meter = None
     if cost is not None:
         sim.recorder.holds = HoldLog()
         if cost.sample_every_s is not None:
             telemetry = idle.telemetry if idle is not None else None
             backend = meter = UsageMeter(backend, sim, telemetry, cost.sample_every_s)
-    _run(sim, core, on_iteration, backend)
+    _run(sim, core, on_iteration, backend, () if scaling is None else (scaling,))
     if progress is not None:
         progress(len(all_pods), len(all_pods))
     now = sim.clock.now()
@@ -285,6 +299,7 @@ def run_workloads(
             if faults or node_faults
             else None
         ),
+        pools=None if scaling is None else scaling.finish(now),
     )
 
 

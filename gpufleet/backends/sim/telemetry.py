@@ -88,7 +88,18 @@ class SimTelemetry(TelemetrySource):
         self._made: (
             tuple[tuple[int, int], list[Domain], dict[int, list[tuple[Pod, float]]]] | None
         ) = None
-        for node in world.nodes:
+        self._known = 0
+        self._add_nodes()
+
+    def _add_nodes(self) -> None:
+        """Lay out the nodes that joined since (all of them at the start; a node pool's
+        later)."""
+        nodes = self.world.nodes[self._known :]
+        if not nodes:
+            return
+        self._known += len(nodes)
+        self._made = None
+        for node in nodes:
             layout = _NodeLayout(node, first_domain=len(self._domain_template))
             for gpu in node.gpus:
                 position = len(self._specs)
@@ -137,6 +148,8 @@ class SimTelemetry(TelemetrySource):
         release or a run's restart changed them (a run samples every simulated minute, and
         most minutes nothing moved)."""
         world = self.world
+        if len(world.nodes) != self._known:
+            self._add_nodes()
         key = (world.world.clock, world.run_starts)
         if self._made is not None and self._made[0] == key:
             return self._made[1], self._made[2]
