@@ -33,6 +33,7 @@ from gpufleet.backends.sim.results import NodeFaultEvent
 from gpufleet.economics.runs import capacity_type
 from gpufleet.model import Node
 from gpufleet.model.node_faults import NodeFault
+from gpufleet.model.nodepools import NODE_POOL_LABEL
 from gpufleet.model.times import format_duration
 
 #: The token of a strike at a listed time (a drawn strike carries its draw's number).
@@ -187,9 +188,19 @@ class NodeFaultPlan:
         life.generation += 1
         start, _ = life.spans[-1]
         life.spans[-1] = (start, now)
-        if fault.back_after is not None:
-            self._events.push(now + fault.back_after, NODE_UP, (fault, name, life.generation))
+        back_after = self.back_after(fault, name)
+        if back_after is not None:
+            self._events.push(now + back_after, NODE_UP, (fault, name, life.generation))
         return True
+
+    def back_after(self, fault: NodeFault, name: str) -> float | None:
+        """How long after it goes a node of this name joins again (None: never). A node pool's
+        node is not brought back by the fault: its pool's autoscaler replaces it, if the
+        work needs it, as Karpenter and Cluster Autoscaler replace an interrupted node."""
+        life = self.lives.get(name)
+        if life is not None and NODE_POOL_LABEL in life.node.labels:
+            return None
+        return fault.back_after
 
     def up(self, fault: NodeFault, name: str, generation: int, now: float) -> Node | None:
         """A node of this name joins again (None: the event is stale); its rate-based faults
@@ -220,9 +231,12 @@ class NodeFaultPlan:
         self, fault: NodeFault, name: str, now: float, pods: int, gpu_hours: float
     ) -> None:
         """The row of a node gone, with the pods it took and the work they lost."""
-        back = fault.back_after
+        back = self.back_after(fault, name)
         when = "not replaced" if fault.is_spot else "does not recover"
-        if back is not None:
+        life = self.lives.get(name)
+        if life is not None and NODE_POOL_LABEL in life.node.labels:
+            when = "its pool adds a node if the work needs one"
+        elif back is not None:
             when = f"{'replaced' if fault.is_spot else 'back'} in {format_duration(back)}"
         self.rows.append(
             NodeFaultEvent(now, name, fault.label, "gone", pods, round(gpu_hours, 6),

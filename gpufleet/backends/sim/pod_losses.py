@@ -159,7 +159,8 @@ class PodLosses(PodRuns):
         self._truth.remove_node(name)
         if fault.notice <= 0:
             events.append(NodeRemoved(name))
-        back = None if fault.back_after is None else now + fault.back_after
+        back_after = plan.back_after(fault, name)
+        back = None if back_after is None else now + back_after
         events.append(NodeGone(name, f"{fault.label}: {fault.cause}", back))
         plan.record_gone(fault, name, now, len(keys), lost / SECONDS_PER_HOUR)
 
