@@ -54,6 +54,7 @@ from gpufleet.model.actions import Action
 from gpufleet.model.events import ClusterEvent, NodeAdded, NodeGone
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.nodepools import NODE_POOL_LABEL, NodePool
+from gpufleet.model.times import simulated_time
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.pending import Parked
@@ -126,7 +127,7 @@ class PoolScaling:
         inner: ClusterBackend,
         sim: SimulatedCluster,
         settings: PoolSettings,
-        time_format: Callable[[float], str] = lambda t: f"{t:g}s",
+        time_format: Callable[[float], str] = simulated_time,
     ) -> None:
         self.inner = inner
         self.sim = sim
@@ -210,6 +211,9 @@ class PoolScaling:
         self.inner.apply(actions)
 
     def wait(self, deadline: float) -> None:
+        if self.done:  # the run ends here: no look at the pools moves its clock past it
+            self.inner.wait(deadline)
+            return
         wake = min(deadline, min((b.ready_at for b in self.batches), default=math.inf))
         if self.waiting_for_capacity or self.underused or self.draining:
             wake = min(wake, self.next_tick)

@@ -318,7 +318,9 @@ def _cost(
     held = holds.holds()
     if all(h.end is not None for h in held):  # the run ends when its last pod stopped
         end = max((h.end for h in held if h.end is not None), default=end)
-    runs = pod_runs(held, nodes, workloads, end, kinds)
+    # Pods are priced on the node they ran on, a pool's too; the unheld capacity counted as
+    # idle is the nodes the run began with (a pool's nodes are billed in its own report).
+    runs = pod_runs(held, sim.nodes, workloads, end, kinds)
     utilisation = None if meter is None else meter.mean_utilisation()
     return run_cost(runs, nodes, settings, end, utilisation)
 
