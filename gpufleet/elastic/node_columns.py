@@ -152,11 +152,18 @@ class NodeColumns:
         self.any_closed = self.any_closed or other.any_closed
         self._most = None
 
-    def set_rows(self, rows: slice, like: NodeColumns) -> None:
-        """Make ``rows`` what the first row of ``like`` is (zones kept)."""
-        self.data[rows, 1:] = like.data[0, 1:]
-        self.any_closed = self.any_closed or like.any_closed
+    def set_rows(self, rows: slice, like: IntArray) -> None:
+        """Make ``rows`` what ``like`` is (a row of :meth:`row_after`; zones kept)."""
+        self.data[rows, 1:] = like[1:]
+        self.any_closed = self.any_closed or bool(like[6])
         self._most = None
+
+    def row_after(self, shape: ShapeOnPool, pods: int) -> IntArray:
+        """An empty node's row after taking ``pods`` pods of ``shape`` (within its
+        capacity), worked out in plain integers (:func:`commit` on one row)."""
+        values: list[int] = self._empty_row.tolist()
+        _row_take(values, shape, self.layout, pods)
+        return np.array(values, np.int64)
 
     def might_fit(self, shape: ShapeOnPool) -> bool:
         """Could a pod of ``shape`` fit on some row, by the most free of each cheap column

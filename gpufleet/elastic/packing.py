@@ -120,7 +120,7 @@ class PackerCache:
     #: The unit of a lone pod, by what its shape takes on the pool (the object's id).
     lone: dict[int, Unit] = field(default_factory=dict)
     gangs_per_node: dict[tuple[object, ...], int] = field(default_factory=dict)
-    afters: dict[tuple[int, int], NodeColumns] = field(default_factory=dict)
+    afters: dict[tuple[int, int], IntArray] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -334,13 +334,13 @@ class PoolPacker:
             placed += rest
         return placed
 
-    def _after(self, shape: ShapeOnPool, pods: int) -> NodeColumns:
-        """An empty node of this pool after taking ``pods`` pods of ``shape`` (kept)."""
+    def _after(self, shape: ShapeOnPool, pods: int) -> IntArray:
+        """An empty node of this pool after taking ``pods`` pods of ``shape``, as a row
+        (kept)."""
         key = (id(shape), pods)
         known = self._afters.get(key)
         if known is None:
-            known = self._afters[key] = NodeColumns.of_empty(self.columns.empty, 1)
-            commit(known, shape, np.zeros(1, np.int64), np.array([pods], np.int64))
+            known = self._afters[key] = self.columns.row_after(shape, pods)
         return known
 
     def _take_first_fit(self, shape: ShapeOnPool, fit: IntArray, rows: IntArray, count: int) -> int:

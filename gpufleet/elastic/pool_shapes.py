@@ -52,7 +52,10 @@ class PoolCatalog:
         self._empty: dict[int, EmptyNode] = {}
         #: What each distinct request takes on each node shape (one object per request).
         self._interned: dict[tuple[object, ...], ShapeOnPool | None] = {}
-        self._templates: dict[int, tuple[object, ...]] = {}
+        self._templates: dict[tuple[object, ...], int] = {}
+        self._template_ids: dict[int, int] = {}
+        self._requests: dict[tuple[object, ...], int] = {}
+        self._placements: dict[tuple[object, ...], _Placement | None] = {}
         self.pods: list[Pod] = []
         self._kinds: dict[tuple[object, ...], int] = {}
 
@@ -65,13 +68,47 @@ class PoolCatalog:
         shape = len(self.pods)
         self._shapes[signature] = shape
         self.pods.append(pod)
-        demand = compile_demand(self.table, pod)
         on_pool: list[ShapeOnPool | None] = [None] * len(self.pools)
         self._on_pool.append(on_pool)
+        placement = self._placement(pod)
+        if placement is None:
+            return shape
+        where, rest = placement
+        # What the request takes, less the node shape and zones (added per pool below), as a
+        # small integer: the key of each pool's interned answer is then cheap to hash.
+        request = (pod.cpu_milli, pod.memory_mib, *rest)
+        request_id = self._requests.get(request)
+        if request_id is None:
+            request_id = self._requests[request] = len(self._requests)
+        for pool, template, milli, zones_key, zones in where:
+            key = (template, milli, zones_key, request_id)
+            found = self._interned.get(key, False)
+            if found is False:
+                found = self._interned[key] = self._new_shape(request, milli, zones, pool)
+            on_pool[pool] = found  # type: ignore[assignment]
+        return shape
+
+    def _placement(self, pod: Pod) -> _Placement | None:
+        """Where pods like ``pod`` may go whatever CPU and memory they ask: what the catalog
+        reads of the core's compiled demand besides them (the static mask, milli-GPU per
+        device, MIG, extended resources) depends on the fields of this key only, so the core
+        compiles one pod per key and every shape of it shares the answer."""
+        key = (
+            pod.gpu, pod.gpu_models, pod.node_selector, pod.required_affinity, pod.tolerations,
+            pod.extended, pod.rules is not None,
+        )  # fmt: skip
+        known = self._placements.get(key, False)
+        if known is not False:
+            return known  # type: ignore[return-value]
+        found = self._placements[key] = self._compile_placement(pod)
+        return found
+
+    def _compile_placement(self, pod: Pod) -> _Placement | None:
+        demand = compile_demand(self.table, pod)
         if not self.pools or (demand.mig_count and demand.mig_profile < 0):
-            return shape
+            return None
         if any(column < 0 for column, _ in demand.extended):
-            return shape
+            return None
         static = demand.static_mask
         somewhere = np.logical_or.reduceat(static, self._starts).tolist()
         everywhere = np.logical_and.reduceat(static, self._starts).tolist()
@@ -79,24 +116,18 @@ class PoolCatalog:
             milli = [demand.gpu_milli] * len(self.pools)
         else:
             milli = demand.milli_by_row[self._starts].tolist()
-        # What the request takes, less the node shape and zones (added per pool below).
-        request = (
-            demand.cpu_milli, demand.memory_mib, demand.gpu_count, demand.units,
-            demand.mig_profile if demand.mig_count else -1, demand.mig_count, demand.extended,
-            pod.rules is not None,
-        )  # fmt: skip
+        where: list[tuple[int, int, int, bytes | None, BoolArray]] = []
         for pool, fits in enumerate(somewhere):
             if not fits or (demand.gpu_count and not 0 < milli[pool] <= MILLI_PER_GPU):
                 continue
-            zones = None if everywhere[pool] else self._zones_of(static, pool).tobytes()
-            key = (self._template_key(pool), milli[pool], zones, request)
-            found = self._interned.get(key, False)
-            if found is False:
-                found = self._interned[key] = self._new_shape(
-                    request, milli[pool], self._zones_of(static, pool), pool
-                )
-            on_pool[pool] = found  # type: ignore[assignment]
-        return shape
+            zones = self._zones_of(static, pool)
+            zones_key = None if everywhere[pool] else zones.tobytes()
+            where.append((pool, self._template_id(pool), milli[pool], zones_key, zones))
+        rest = (
+            demand.gpu_count, demand.units, demand.mig_profile if demand.mig_count else -1,
+            demand.mig_count, demand.extended, pod.rules is not None,
+        )  # fmt: skip
+        return where, rest
 
     def _zones_of(self, static: BoolArray, pool: int) -> BoolArray:
         start = int(self._starts[pool])
@@ -146,15 +177,23 @@ class PoolCatalog:
         per_node = 1 if alone else fit
         return ShapeOnPool(*fields, zones.copy(), per_node, alone, bool(zones.all()))  # type: ignore[arg-type]
 
-    def _template_key(self, pool: int) -> tuple[object, ...]:
-        known = self._templates.get(pool)
+    def _template_id(self, pool: int) -> int:
+        """Pools whose empty nodes are alike (and have as many zones) share an id."""
+        known = self._template_ids.get(pool)
         if known is None:
             empty = self.empty_node(pool)
-            known = self._templates[pool] = (
+            key = (
                 empty.cpu, empty.memory, empty.units, empty.devices.tobytes(),
                 empty.mig.tobytes(), empty.extended.tobytes(), len(self.rows[pool]),
             )  # fmt: skip
+            known = self._templates.setdefault(key, len(self._templates))
+            self._template_ids[pool] = known
         return known
+
+
+#: Per pool a pod may go to: (pool, its template id, milli-GPU per device there, its zones as
+#: a key (None: all), its zones); and the request's fields beyond CPU and memory.
+_Placement = tuple[list[tuple[int, int, int, bytes | None, BoolArray]], tuple[object, ...]]
 
 
 __all__ = ["PoolCatalog"]
