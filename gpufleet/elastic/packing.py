@@ -121,6 +121,14 @@ class PackerCache:
     lone: dict[int, Unit] = field(default_factory=dict)
     gangs_per_node: dict[tuple[object, ...], int] = field(default_factory=dict)
     afters: dict[tuple[int, int], IntArray] = field(default_factory=dict)
+    #: The distinct units items make on the pool (one per key), and their index by key.
+    distinct: list[Unit] = field(default_factory=list)
+    distinct_index: dict[tuple[object, ...], int] = field(default_factory=dict)
+    #: Per kind of item (:attr:`Item.kind`): its unit's index in ``distinct`` (-1: it never
+    #: fits here; -2: not asked yet).
+    kind_unit: IntArray = field(default_factory=lambda: np.full(64, -2, np.int64))
+    #: Per distinct unit, the numbers :mod:`.pool_bounds` reads of it (kept with the units).
+    numbers: list[tuple[float, ...]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -154,8 +162,10 @@ class PoolPacker:
         self.first_new = self.columns.size
         self.headroom = max(0, headroom)
         self.in_zone = list(in_zone) or [0]
+        self._every_zone = list(range(len(self.in_zone)))
         self._labels = tuple(catalog.table.nodes[int(catalog.rows[pool][0])].labels)
         cache = cache if cache is not None else PackerCache()
+        self.cache = cache
         self._gangs_per_node = cache.gangs_per_node
         self._units = cache.units
         self._lone = cache.lone
@@ -174,9 +184,10 @@ class PoolPacker:
         twin = object.__new__(PoolPacker)
         twin.catalog, twin.pool, twin.node_pool = self.catalog, self.pool, self.node_pool
         twin.zone_names, twin.first_new = self.zone_names, self.first_new
-        twin._labels = self._labels
+        twin._labels, twin._every_zone = self._labels, self._every_zone
         twin.columns = self.columns.copy()
         twin.headroom, twin.in_zone = self.headroom, list(self.in_zone)
+        twin.cache = self.cache
         twin._gangs_per_node = self._gangs_per_node
         twin._units = self._units
         twin._lone = self._lone
@@ -234,6 +245,28 @@ class PoolPacker:
             unit = Unit(tuple(shapes), way, (way, *((id(s), n) for s, n in shapes)))
         self._units[key] = unit
         return unit
+
+    def unit_ids(self, items: Sequence[Item], kinds: IntArray) -> IntArray:
+        """Per item (``kinds``: their :attr:`Item.kind`), the index of its unit here in the
+        cache's ``distinct`` units (-1: it never fits here); items whose kind is new are asked
+        of :meth:`unit` once, the rest are read by their kind."""
+        cache = self.cache
+        if kinds.size and int(kinds.max()) >= cache.kind_unit.size:
+            grown = np.full(max(2 * cache.kind_unit.size, int(kinds.max()) + 1), -2, np.int64)
+            grown[: cache.kind_unit.size] = cache.kind_unit
+            cache.kind_unit = grown
+        ids: IntArray = cache.kind_unit[np.maximum(kinds, 0)]
+        for i in np.flatnonzero((ids == -2) | (kinds < 0)).tolist():
+            unit = self.unit(items[i])
+            index = -1
+            if unit is not None:
+                index = cache.distinct_index.setdefault(unit.key, len(cache.distinct))
+                if index == len(cache.distinct):
+                    cache.distinct.append(unit)
+            ids[i] = index
+            if kinds[i] >= 0:
+                cache.kind_unit[kinds[i]] = index
+        return ids
 
     def holds_one(self, unit: Unit, max_nodes: int) -> bool:
         """Could ``max_nodes`` empty nodes of this pool hold one unit like ``unit``?"""
@@ -307,10 +340,13 @@ class PoolPacker:
                 room = int(fit.sum())
         per_node = shape.per_empty_node
         per_node -= per_node % step
-        allowed = shape.zones
-        if zone is not None:
-            allowed = allowed & (np.arange(allowed.size) == zone)
-        new_room = per_node * self.headroom if per_node and allowed.any() else 0
+        new_room = 0
+        if per_node and self.headroom:
+            if zone is None:
+                allowed = shape.everywhere or bool(shape.zones.any())
+            else:
+                allowed = bool(shape.zones[zone])
+            new_room = per_node * self.headroom if allowed else 0
         count = min(count, room + new_room)
         count -= count % whole
         if count <= 0:
@@ -325,7 +361,13 @@ class PoolPacker:
         rest = count - placed
         if rest:
             new = -(-rest // per_node)
-            start = int(self._open(new, allowed)[0])
+            if zone is not None:
+                zones = [zone]
+            elif shape.everywhere:
+                zones = self._every_zone
+            else:
+                zones = np.flatnonzero(shape.zones).tolist()
+            start = self._open(new, zones)
             # New nodes are alike: all but the last take per_node pods, the last the rest.
             if new > 1:
                 columns.set_rows(slice(start, start + new - 1), self._after(shape, per_node))
@@ -409,7 +451,7 @@ class PoolPacker:
             new = min(-(-(wanted - placed) // per_node), self.headroom)
             if not new:
                 break
-            self._open(new, allowed)
+            self._open(new, np.flatnonzero(allowed).tolist())
         return placed
 
     def _gangs_on_empty_node(self, unit: Unit, allowed: BoolArray) -> int:
@@ -431,18 +473,21 @@ class PoolPacker:
         self._gangs_per_node[key] = count
         return count
 
-    def _open(self, count: int, allowed: BoolArray) -> IntArray:
-        """Add ``count`` nodes in the allowed zones, spread as the pool spreads them (to the
-        zone with the fewest, ties to the first listed: the counts
-        :meth:`~gpufleet.model.nodepools.NodePool.zones_for` ends with, in one step)."""
+    def _open(self, count: int, zones: list[int]) -> int:
+        """Add ``count`` nodes in ``zones`` (indices, in order), spread as the pool spreads
+        them (to the zone with the fewest, ties to the first listed: the counts
+        :meth:`~gpufleet.model.nodepools.NodePool.zones_for` ends with, in one step); the
+        first new row."""
         self.headroom -= count
+        start = self.columns.size
         if len(self.zone_names) <= 1:
-            return self.columns.add(np.zeros(count, np.int64))
-        zones = np.flatnonzero(allowed).tolist()
+            self.columns.add(np.zeros(count, np.int64))
+            return start
         grown = _water_fill([self.in_zone[z] for z in zones], count)
         for z, add in zip(zones, grown, strict=True):
             self.in_zone[z] += add
-        return self.columns.add(np.repeat(np.asarray(zones, np.int64), grown))
+        self.columns.add(np.repeat(np.asarray(zones, np.int64), grown))
+        return start
 
 
 def _water_fill(have: Sequence[int], count: int) -> list[int]:

@@ -84,7 +84,8 @@ def choose(
     pending = int(left @ pods_per_unit) if items else 0
     if not pending or not packers:
         return []
-    bounds = [PoolBound(packer, items, eligible) for packer in packers]
+    kinds = np.fromiter((item.kind for item in items), np.int64, len(items))
+    bounds = [PoolBound(packer, items, eligible, kinds) for packer in packers]
     first: dict[int, Step] = {}
 
     def exact(k: int) -> Step:
