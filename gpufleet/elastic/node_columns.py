@@ -242,23 +242,40 @@ def capacity(columns: NodeColumns, shape: ShapeOnPool, rows: IntArray | None = N
 def fits_on_empty(shape: ShapeOnPool, empty: EmptyNode) -> int:
     """:func:`capacity` on one empty node, in plain integers (it is asked for every distinct
     request and pool, where numpy's per-call cost would dominate)."""
+    return fit_on_empty(
+        empty, shape.cpu, shape.memory, shape.units, shape.devices, shape.milli,
+        shape.mig_profile, shape.mig_count, shape.extended,
+    )  # fmt: skip
+
+
+def fit_on_empty(
+    empty: EmptyNode,
+    cpu: int,
+    memory: int,
+    units: int,
+    devices: int,
+    milli: int,
+    mig_profile: int,
+    mig_count: int,
+    extended: tuple[tuple[int, int], ...],
+) -> int:
+    """:func:`fits_on_empty` of a shape given by its fields (before it is made)."""
     fit = UNBOUNDED
-    for free, need in ((empty.cpu, shape.cpu), (empty.memory, shape.memory),
-                       (empty.units, shape.units)):  # fmt: skip
+    for free, need in ((empty.cpu, cpu), (empty.memory, memory), (empty.units, units)):
         if need:
             fit = min(fit, free // need)
-    if shape.devices:
-        devices = empty.devices.tolist()
-        if shape.milli >= MILLI_PER_GPU:
-            fit = min(fit, sum(d >= MILLI_PER_GPU for d in devices) // shape.devices)
-        elif shape.devices == 1:
-            fit = min(fit, sum(d // shape.milli for d in devices))
+    if devices:
+        free_devices = empty.devices.tolist()
+        if milli >= MILLI_PER_GPU:
+            fit = min(fit, sum(d >= MILLI_PER_GPU for d in free_devices) // devices)
+        elif devices == 1:
+            fit = min(fit, sum(d // milli for d in free_devices))
         else:
-            count, _ = _fullest_first(empty.devices[None, :], shape.devices, shape.milli)
+            count, _ = _fullest_first(empty.devices[None, :], devices, milli)
             fit = min(fit, int(count[0]))
-    if shape.mig_count:
-        fit = min(fit, int(empty.mig[shape.mig_profile]) // shape.mig_count)
-    for column, amount in shape.extended:
+    if mig_count:
+        fit = min(fit, int(empty.mig[mig_profile]) // mig_count)
+    for column, amount in extended:
         fit = min(fit, int(empty.extended[column]) // amount)
     return int(fit)
 
@@ -467,6 +484,7 @@ __all__ = [
     "capacity",
     "commit",
     "few_fits",
+    "fit_on_empty",
     "fits_on_empty",
     "take_few",
 ]

@@ -41,12 +41,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpufleet.elastic.packing import Item, PackerCache, PoolPacker
+from gpufleet.elastic.packing import Item, PackerCache, PoolPacker, UnitBook
 from gpufleet.elastic.pool_choice import choose
 from gpufleet.elastic.pool_shapes import PoolCatalog
 from gpufleet.model.capacity import CapacityType
 from gpufleet.model.nodepools import NodePool
-from gpufleet.model.workload import Workload
+from gpufleet.model.pod import Pod
+from gpufleet.model.workload import TopologyRequest, Workload
 from gpufleet.scheduling.capacity import is_critical
 from gpufleet.scheduling.engine import describe_request
 
@@ -137,7 +138,8 @@ class ScaleUpPlanner:
 
     def _start(self) -> None:
         self.catalog = PoolCatalog(self.pools)
-        self.caches = [PackerCache() for _ in self.pools]
+        book = UnitBook()
+        self.caches = [PackerCache(book=book) for _ in self.pools]
 
     def decide(
         self, pending: Sequence[Workload], pools: Sequence[PoolNodes], now: float
@@ -264,32 +266,57 @@ def _eligible(item: Item, pool: NodePool) -> bool:
 def _items(catalog: PoolCatalog, pending: Sequence[Workload]) -> list[Item]:
     """The pending gangs grouped into items of identical units, largest first."""
     by_key: dict[tuple[object, ...], Item] = {}
+    # Lone pods (most of the pending set) are grouped by (shape, critical) first: their
+    # shape's id is looked up by the pod's signature, the rest of the key is fixed.
+    lone: dict[tuple[int, bool], Item] = {}
+    known_shapes = catalog.known_shapes
     for workload in pending:
-        size = workload.gang_size
-        topology = workload.topology if size > 1 else None
-        if size == 1:
-            shapes: tuple[tuple[int, int], ...] = ((catalog.shape(workload.pods[0]), 1),)
-        else:
-            counts: dict[int, int] = {}
-            for pod in workload.pods[:size]:
-                shape = catalog.shape(pod)
-                counts[shape] = counts.get(shape, 0) + 1
-            shapes = tuple(sorted(counts.items()))
+        pods = workload.pods
+        size = workload.min_member or len(pods)
         critical = is_critical(workload)
-        key = (shapes, topology, critical)
-        item = by_key.get(key)
-        if item is None:
-            pods = workload.pods[:size]
-            item = by_key[key] = Item(
-                shapes,
-                topology,
-                critical,
-                gpu_milli=sum(p.gpu.total_milli + 1000 * p.gpu.mig_count for p in pods),
-                cpu_milli=sum(p.cpu_milli for p in pods),
-                kind=catalog.kind(shapes, topology),
-            )
-        item.workloads.append(workload)
+        if size == 1:
+            shape_id = known_shapes.get(pods[0].signature)
+            if shape_id is None:
+                shape_id = catalog.shape(pods[0])
+            item = lone.get((shape_id, critical))
+            if item is None:
+                item = lone[(shape_id, critical)] = _item(
+                    catalog, by_key, ((shape_id, 1),), None, critical, pods[:1]
+                )
+            item.workloads.append(workload)
+            continue
+        counts: dict[int, int] = {}
+        for pod in pods[:size]:
+            shape = catalog.shape(pod)
+            counts[shape] = counts.get(shape, 0) + 1
+        shapes = tuple(sorted(counts.items()))
+        _item(catalog, by_key, shapes, workload.topology, critical, pods[:size]).workloads.append(
+            workload
+        )
     return sorted(by_key.values(), key=lambda item: (-item.gpu_milli, -item.cpu_milli))
+
+
+def _item(
+    catalog: PoolCatalog,
+    by_key: dict[tuple[object, ...], Item],
+    shapes: tuple[tuple[int, int], ...],
+    topology: TopologyRequest | None,
+    critical: bool,
+    pods: Sequence[Pod],
+) -> Item:
+    """The item of units of ``shapes`` (of ``pods``) and ``topology``, made the first time."""
+    key = (shapes, topology, critical)
+    item = by_key.get(key)
+    if item is None:
+        item = by_key[key] = Item(
+            shapes,
+            topology,
+            critical,
+            gpu_milli=sum(p.gpu.total_milli + 1000 * p.gpu.mig_count for p in pods),
+            cpu_milli=sum(p.cpu_milli for p in pods),
+            kind=catalog.kind(shapes, topology),
+        )
+    return item
 
 
 def _serve(

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufleet.elastic.node_columns import (
     NodeColumns,
@@ -73,8 +74,13 @@ class Item:
     cpu_milli: int = 0
     pods_per_unit: int = field(init=False)
 
+    #: The shape id of a lone pod (no topology, one pod of one shape); -1 for a gang.
+    lone_shape: int = field(init=False)
+
     def __post_init__(self) -> None:
         self.pods_per_unit = sum(n for _, n in self.shapes)
+        lone = self.topology is None and len(self.shapes) == 1 and self.shapes[0][1] == 1
+        self.lone_shape = self.shapes[0][0] if lone else -1
 
     @property
     def count(self) -> int:
@@ -111,24 +117,68 @@ class Unit:
 
 
 @dataclass(slots=True)
+class UnitBook:
+    """The distinct units pending work makes on a planner's pools, numbered (one per key: a
+    unit's key names the catalog's shape objects, which pools with alike nodes share), with
+    what :mod:`.pool_bounds` reads of each; shared by the pools' caches, kept from turn to
+    turn with the catalog it was made for."""
+
+    distinct: list[Unit] = field(default_factory=list)
+    index: dict[tuple[object, ...], int] = field(default_factory=dict)
+    #: The unit of a lone pod, by what its shape takes on a pool (the object's id).
+    lone_units: dict[int, Unit] = field(default_factory=dict)
+    #: Per shape object of the catalog (:attr:`PoolCatalog.interned`), the number of a lone
+    #: pod's unit of it (-2: not made yet).
+    lone_numbers: IntArray = field(default_factory=lambda: np.full(0, -2, np.int64))
+    #: Per distinct unit, the numbers :mod:`.pool_bounds` reads of it.
+    number_table: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 5)))
+
+    def number(self, unit: Unit) -> int:
+        """``unit``'s number (given the first time it is seen)."""
+        known = self.index.get(unit.key)
+        if known is None:
+            known = self.index[unit.key] = len(self.distinct)
+            self.distinct.append(unit)
+        return known
+
+    def lone(self, shape: ShapeOnPool) -> Unit:
+        """The unit of a lone pod that takes ``shape`` on a pool."""
+        unit = self.lone_units.get(id(shape))
+        if unit is None:
+            unit = Unit(((shape, 1),), Kept.ANYWHERE, (Kept.ANYWHERE, (id(shape), 1)))
+            self.lone_units[id(shape)] = unit
+        return unit
+
+    def lone_numbers_of(self, interned: IntArray, catalog: PoolCatalog) -> IntArray:
+        """For lone pods taking ``interned`` (indices into the catalog's shape objects; -1:
+        none), their unit's number (-1: none)."""
+        if len(catalog.interned) > self.lone_numbers.size:
+            grown = np.full(2 * len(catalog.interned), -2, np.int64)
+            grown[: self.lone_numbers.size] = self.lone_numbers
+            self.lone_numbers = grown
+        found: IntArray = np.where(interned >= 0, self.lone_numbers[np.maximum(interned, 0)], -1)
+        missing = np.flatnonzero(found == -2)
+        if missing.size:
+            for shape in np.unique(interned[missing]).tolist():
+                self.lone_numbers[shape] = self.number(self.lone(catalog.interned[shape]))
+            found[missing] = self.lone_numbers[interned[missing]]
+        return found
+
+
+@dataclass(slots=True)
 class PackerCache:
     """What one pool's packers learn that holds as long as the pool and the catalog do (kept
     by a planner from turn to turn): each item's unit there, units per empty node, and an
-    empty node after some pods of a shape."""
+    empty node after some pods of a shape; the units' numbers are in ``book`` (shared by the
+    pools of one catalog)."""
 
     units: dict[object, Unit | None] = field(default_factory=dict)
-    #: The unit of a lone pod, by what its shape takes on the pool (the object's id).
-    lone: dict[int, Unit] = field(default_factory=dict)
     gangs_per_node: dict[tuple[object, ...], int] = field(default_factory=dict)
     afters: dict[tuple[int, int], IntArray] = field(default_factory=dict)
-    #: The distinct units items make on the pool (one per key), and their index by key.
-    distinct: list[Unit] = field(default_factory=list)
-    distinct_index: dict[tuple[object, ...], int] = field(default_factory=dict)
-    #: Per kind of item (:attr:`Item.kind`): its unit's index in ``distinct`` (-1: it never
-    #: fits here; -2: not asked yet).
+    book: UnitBook = field(default_factory=UnitBook)
+    #: Per kind of item (:attr:`Item.kind`) that is not a lone pod: its unit's number in
+    #: ``book`` (-1: it never fits here; -2: not asked yet).
     kind_unit: IntArray = field(default_factory=lambda: np.full(64, -2, np.int64))
-    #: Per distinct unit, the numbers :mod:`.pool_bounds` reads of it (kept with the units).
-    numbers: list[tuple[float, ...]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -168,7 +218,6 @@ class PoolPacker:
         self.cache = cache
         self._gangs_per_node = cache.gangs_per_node
         self._units = cache.units
-        self._lone = cache.lone
         self._afters = cache.afters
 
     # ----------------------------------------------------------------------------- trials
@@ -190,7 +239,6 @@ class PoolPacker:
         twin.cache = self.cache
         twin._gangs_per_node = self._gangs_per_node
         twin._units = self._units
-        twin._lone = self._lone
         twin._afters = self._afters
         return twin
 
@@ -222,12 +270,7 @@ class PoolPacker:
             # A lone pod: its unit is its shape's on this pool, shared by every pod that takes
             # the same here.
             on_pool = self.catalog.on_pool(item.shapes[0][0], self.pool)
-            lone = None
-            if on_pool is not None:
-                lone = self._lone.get(id(on_pool))
-                if lone is None:
-                    lone = Unit(((on_pool, 1),), Kept.ANYWHERE, (Kept.ANYWHERE, (id(on_pool), 1)))
-                    self._lone[id(on_pool)] = lone
+            lone = None if on_pool is None else self.cache.book.lone(on_pool)
             self._units[key] = lone
             return lone
         unit = None
@@ -246,26 +289,32 @@ class PoolPacker:
         self._units[key] = unit
         return unit
 
-    def unit_ids(self, items: Sequence[Item], kinds: IntArray) -> IntArray:
-        """Per item (``kinds``: their :attr:`Item.kind`), the index of its unit here in the
-        cache's ``distinct`` units (-1: it never fits here); items whose kind is new are asked
-        of :meth:`unit` once, the rest are read by their kind."""
-        cache = self.cache
-        if kinds.size and int(kinds.max()) >= cache.kind_unit.size:
-            grown = np.full(max(2 * cache.kind_unit.size, int(kinds.max()) + 1), -2, np.int64)
+    def unit_ids(self, items: Sequence[Item], kinds: IntArray, lone_shapes: IntArray) -> IntArray:
+        """Per item (``kinds``: their :attr:`Item.kind`; ``lone_shapes``: their
+        :attr:`Item.lone_shape`), its unit's number in the book (-1: it never fits here): for
+        lone pods read from the catalog's shape objects, for the rest by kind (items of a new
+        kind are asked of :meth:`unit` once)."""
+        cache, book = self.cache, self.cache.book
+        ids = np.full(len(items), -1, np.int64)
+        lone = np.flatnonzero(lone_shapes >= 0)
+        if lone.size:
+            interned = self.catalog.interned_ids(lone_shapes[lone], self.pool)
+            ids[lone] = book.lone_numbers_of(interned, self.catalog)
+        others = np.flatnonzero(lone_shapes < 0)
+        if not others.size:
+            return ids
+        own = kinds[others]
+        if int(own.max()) >= cache.kind_unit.size:
+            grown = np.full(max(2 * cache.kind_unit.size, int(own.max()) + 1), -2, np.int64)
             grown[: cache.kind_unit.size] = cache.kind_unit
             cache.kind_unit = grown
-        ids: IntArray = cache.kind_unit[np.maximum(kinds, 0)]
-        for i in np.flatnonzero((ids == -2) | (kinds < 0)).tolist():
-            unit = self.unit(items[i])
-            index = -1
-            if unit is not None:
-                index = cache.distinct_index.setdefault(unit.key, len(cache.distinct))
-                if index == len(cache.distinct):
-                    cache.distinct.append(unit)
-            ids[i] = index
-            if kinds[i] >= 0:
-                cache.kind_unit[kinds[i]] = index
+        found = cache.kind_unit[np.maximum(own, 0)]
+        for j in np.flatnonzero((found == -2) | (own < 0)).tolist():
+            unit = self.unit(items[int(others[j])])
+            found[j] = -1 if unit is None else book.number(unit)
+            if own[j] >= 0:
+                cache.kind_unit[own[j]] = found[j]
+        ids[others] = found
         return ids
 
     def holds_one(self, unit: Unit, max_nodes: int) -> bool:
@@ -530,4 +579,13 @@ def _one_unit_everywhere(
     return fits, trial
 
 
-__all__ = ["PER_NODE_LEVELS", "Item", "Kept", "PackerCache", "PoolPacker", "Unit", "kept"]
+__all__ = [
+    "PER_NODE_LEVELS",
+    "Item",
+    "Kept",
+    "PackerCache",
+    "PoolPacker",
+    "Unit",
+    "UnitBook",
+    "kept",
+]

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.elastic.packing import Item, Kept, PackerCache, PoolPacker
+from gpufleet.elastic.packing import Item, Kept, PoolPacker, UnitBook
 from gpufleet.model.nodepools import NodePool
 from gpufleet.scheduling.node_table import IntArray
 
@@ -36,32 +36,34 @@ class PoolBound:
         items: Sequence[Item],
         eligible: Callable[[Item, NodePool], bool],
         kinds: IntArray | None = None,
+        lone_shapes: IntArray | None = None,
     ) -> None:
         self.packer = packer
         pool = packer.node_pool
         empty = packer.columns.empty
         self.capacity = np.array([empty.cpu, empty.memory, int(empty.devices.sum())], np.float64)
         self.upcoming = packer.first_new
-        if kinds is None:
-            kinds = np.fromiter((item.kind for item in items), np.int64, len(items))
-        ids = packer.unit_ids(items, kinds)
+        if kinds is None or lone_shapes is None:
+            kinds, lone_shapes = item_keys(items)
+        ids = packer.unit_ids(items, kinds, lone_shapes)
+        book = packer.cache.book
         allowed = np.fromiter((eligible(item, pool) for item in items), np.bool_, len(items))
         ids[~allowed] = -1
         # Kinds of unit numbered in the order of the items that make them (packing order).
         mine = np.flatnonzero(ids >= 0)
         distinct, first = np.unique(ids[mine], return_index=True)
         chosen = distinct[np.argsort(first, kind="stable")]
-        renumber = np.empty(len(packer.cache.distinct), np.int64)
+        renumber = np.empty(len(book.distinct), np.int64)
         renumber[chosen] = np.arange(chosen.size)
         group_of = np.full(len(items), -1, np.int64)
         group_of[mine] = renumber[ids[mine]]
         self.group_of = group_of
         #: Per kind of unit on this pool, in the order of the items: the unit and its items.
-        self.units = [packer.cache.distinct[u] for u in chosen.tolist()]
+        self.units = [book.distinct[u] for u in chosen.tolist()]
         by_kind = mine[np.argsort(group_of[mine], kind="stable")].tolist()
         ends = np.cumsum(np.bincount(group_of[mine], minlength=chosen.size)).tolist()
         self.members = [by_kind[start:end] for start, end in zip([0, *ends], ends, strict=False)]
-        numbers = _numbers(packer.cache)[chosen]
+        numbers = _numbers(book)[chosen]
         self.demand = numbers[:, :3]
         self.per_node = numbers[:, 3]
         self.pods = numbers[:, 4].astype(np.int64)
@@ -114,11 +116,19 @@ class PoolBound:
         return counts
 
 
-def _numbers(cache: PackerCache) -> FloatArray:
-    """Per distinct unit of the pool: its CPU, memory and milli-GPU, how many fit on one empty
+def item_keys(items: Sequence[Item]) -> tuple[IntArray, IntArray]:
+    """The :attr:`~.packing.Item.kind` and :attr:`~.packing.Item.lone_shape` of each item."""
+    kinds = np.fromiter((item.kind for item in items), np.int64, len(items))
+    lone_shapes = np.fromiter((item.lone_shape for item in items), np.int64, len(items))
+    return kinds, lone_shapes
+
+
+def _numbers(book: UnitBook) -> FloatArray:
+    """Per distinct unit of the book: its CPU, memory and milli-GPU, how many fit on one empty
     node (0: not known cheaply) and its pods (worked out once per unit and kept)."""
-    for unit in cache.distinct[len(cache.numbers) :]:
-        cache.numbers.append(
+    known = book.number_table.shape[0]
+    if known < len(book.distinct):
+        new = [
             (
                 float(sum(s.cpu * n for s, n in unit.shapes)),
                 float(sum(s.memory * n for s, n in unit.shapes)),
@@ -126,8 +136,10 @@ def _numbers(cache: PackerCache) -> FloatArray:
                 _units_per_node(unit.shapes, unit.way),
                 float(sum(n for _, n in unit.shapes)),
             )
-        )
-    return np.array(cache.numbers, np.float64).reshape(-1, 5)
+            for unit in book.distinct[known:]
+        ]
+        book.number_table = np.concatenate([book.number_table, np.array(new, np.float64)])
+    return book.number_table
 
 
 def _units_per_node(shapes: Sequence[tuple[object, int]], way: Kept) -> float:
@@ -141,4 +153,4 @@ def _units_per_node(shapes: Sequence[tuple[object, int]], way: Kept) -> float:
     return per_empty / pods
 
 
-__all__ = ["PoolBound"]
+__all__ = ["PoolBound", "item_keys"]

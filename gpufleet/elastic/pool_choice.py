@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.elastic.packing import Item, Kept, PoolPacker
-from gpufleet.elastic.pool_bounds import PoolBound
+from gpufleet.elastic.pool_bounds import PoolBound, item_keys
 from gpufleet.model.nodepools import NodePool
 from gpufleet.scheduling.node_table import IntArray
 
@@ -84,8 +84,8 @@ def choose(
     pending = int(left @ pods_per_unit) if items else 0
     if not pending or not packers:
         return []
-    kinds = np.fromiter((item.kind for item in items), np.int64, len(items))
-    bounds = [PoolBound(packer, items, eligible, kinds) for packer in packers]
+    kinds, lone_shapes = item_keys(items)
+    bounds = [PoolBound(packer, items, eligible, kinds, lone_shapes) for packer in packers]
     first: dict[int, Step] = {}
 
     def exact(k: int) -> Step:

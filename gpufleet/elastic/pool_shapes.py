@@ -20,11 +20,11 @@ What it does not do: pack (:mod:`.packing`) or decide (:mod:`.nodepools`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from gpufleet.elastic.node_columns import EmptyNode, ShapeOnPool, fits_on_empty
+from gpufleet.elastic.node_columns import EmptyNode, ShapeOnPool, fit_on_empty
 from gpufleet.model import MILLI_PER_GPU, Node, Pod
 from gpufleet.model.nodepools import NodePool
 from gpufleet.scheduling.demand import compile_demand
@@ -50,14 +50,24 @@ class PoolCatalog:
         self._shapes: dict[tuple[object, ...], int] = {}
         self._on_pool: list[list[ShapeOnPool | None]] = []
         self._empty: dict[int, EmptyNode] = {}
-        #: What each distinct request takes on each node shape (one object per request).
-        self._interned: dict[tuple[object, ...], ShapeOnPool | None] = {}
+        #: What each distinct request takes on each node shape (one object per request, by
+        #: its index in ``interned``; -1: it does not fit).
+        self._interned: dict[tuple[object, ...], int] = {}
+        self.interned: list[ShapeOnPool] = []
+        #: Per shape id and pool: the index in ``interned`` of what it takes there (-1: none).
+        self._interned_ids = np.full((0, len(self.pools)), -1, np.int64)
         self._templates: dict[tuple[object, ...], int] = {}
         self._template_ids: dict[int, int] = {}
         self._requests: dict[tuple[object, ...], int] = {}
         self._placements: dict[tuple[object, ...], _Placement | None] = {}
         self.pods: list[Pod] = []
         self._kinds: dict[tuple[object, ...], int] = {}
+
+    @property
+    def known_shapes(self) -> Mapping[tuple[object, ...], int]:
+        """The ids of the shapes compiled so far, by pod signature (to read, not to change:
+        :meth:`shape` adds to it)."""
+        return self._shapes
 
     def shape(self, pod: Pod) -> int:
         """The id of ``pod``'s shape (compiled against every pool the first time it is seen)."""
@@ -70,6 +80,10 @@ class PoolCatalog:
         self.pods.append(pod)
         on_pool: list[ShapeOnPool | None] = [None] * len(self.pools)
         self._on_pool.append(on_pool)
+        if shape >= self._interned_ids.shape[0]:
+            grown = np.full((2 * shape + 16, len(self.pools)), -1, np.int64)
+            grown[:shape] = self._interned_ids[:shape]
+            self._interned_ids = grown
         placement = self._placement(pod)
         if placement is None:
             return shape
@@ -80,13 +94,26 @@ class PoolCatalog:
         request_id = self._requests.get(request)
         if request_id is None:
             request_id = self._requests[request] = len(self._requests)
+        ids = [-1] * len(self.pools)
         for pool, template, milli, zones_key, zones in where:
             key = (template, milli, zones_key, request_id)
-            found = self._interned.get(key, False)
-            if found is False:
-                found = self._interned[key] = self._new_shape(request, milli, zones, pool)
-            on_pool[pool] = found  # type: ignore[assignment]
+            index = self._interned.get(key)
+            if index is None:
+                found = self._new_shape(request, milli, zones, pool)
+                index = self._interned[key] = -1 if found is None else len(self.interned)
+                if found is not None:
+                    self.interned.append(found)
+            if index >= 0:
+                on_pool[pool] = self.interned[index]
+                ids[pool] = index
+        self._interned_ids[shape] = ids
         return shape
+
+    def interned_ids(self, shapes: IntArray, pool: int) -> IntArray:
+        """For each of ``shapes`` (ids), what it takes on ``pool`` as an index into
+        :attr:`interned` (-1: it never fits there)."""
+        found: IntArray = self._interned_ids[shapes, pool]
+        return found
 
     def _placement(self, pod: Pod) -> _Placement | None:
         """Where pods like ``pod`` may go whatever CPU and memory they ask: what the catalog
@@ -170,8 +197,10 @@ class PoolCatalog:
     ) -> ShapeOnPool | None:
         cpu, memory, devices, units, mig_profile, mig_count, extended, alone = request
         fields = (cpu, memory, devices, milli, units, mig_profile, mig_count, extended)
-        probe = ShapeOnPool(*fields, zones, 0, alone)  # type: ignore[arg-type]
-        fit = fits_on_empty(probe, self.empty_node(pool))
+        fit = fit_on_empty(
+            self.empty_node(pool), cpu, memory, units, devices, milli,  # type: ignore[arg-type]
+            mig_profile, mig_count, extended,  # type: ignore[arg-type]
+        )  # fmt: skip
         if not fit:
             return None
         per_node = 1 if alone else fit
