@@ -169,17 +169,25 @@ class NodeColumns:
         """Could a pod of ``shape`` fit on some row, by the most free of each cheap column
         (kept until the rows change: once a pool is full, pods that fit nowhere are turned
         away at once)."""
-        if not self.size:
+        most = self.most()
+        if most is None:
             return False
-        if self._most is None:
-            most = self.data[: self.size, 1:6].max(axis=0)
-            self._most = (int(most[0]), int(most[1]), int(most[3]), int(most[4]))
-        cpu, memory, best, whole = self._most
+        cpu, memory, best, whole = most
         if shape.cpu > cpu or shape.memory > memory:
             return False
         if shape.devices:
             return whole >= shape.devices if shape.milli >= MILLI_PER_GPU else best >= shape.milli
         return True
+
+    def most(self) -> tuple[int, int, int, int] | None:
+        """The most free CPU, memory, milli-GPU on one device, and fully free devices, of any
+        row (None: no rows); kept until the rows change."""
+        if not self.size:
+            return None
+        if self._most is None:
+            most = self.data[: self.size, 1:6].max(axis=0)
+            self._most = (int(most[0]), int(most[1]), int(most[3]), int(most[4]))
+        return self._most
 
     @classmethod
     def of_empty(cls, empty: EmptyNode, count: int, zone: int = 0) -> NodeColumns:

@@ -41,7 +41,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gpufleet.elastic.packing import Item, PackerCache, PoolPacker, UnitBook
+from gpufleet.elastic.pool_bounds import item_keys
 from gpufleet.elastic.pool_choice import choose
 from gpufleet.elastic.pool_shapes import PoolCatalog
 from gpufleet.model.capacity import CapacityType
@@ -50,6 +53,7 @@ from gpufleet.model.pod import Pod
 from gpufleet.model.workload import TopologyRequest, Workload
 from gpufleet.scheduling.capacity import is_critical
 from gpufleet.scheduling.engine import describe_request
+from gpufleet.scheduling.node_table import IntArray
 
 #: Cluster Autoscaler's ``--max-node-provision-time`` default.
 MAX_PROVISION_TIME = 15 * 60.0
@@ -182,16 +186,14 @@ def _decide(
         for s in states
     ]
     served = [0] * len(items)
+    keys = item_keys(items)
     # Upcoming nodes first, cheapest pool first: what they hold needs no new node.
     for state in sorted(states, key=lambda s: (s.pool.hourly_price, s.index)):
         if not any(state.upcoming):
             continue
         packer = packers[state.index].copy()
         packer.headroom = 0
-        for i, item in enumerate(items):
-            if _eligible(item, state.pool) and served[i] < item.count:
-                placed = packer.place(item, item.count - served[i])
-                _serve(item, served, i, placed, state.pool.name, expected)
+        _on_upcoming(packer, items, keys, served, expected)
         packer.headroom = state.headroom
         packers[state.index] = packer
     never = _never(catalog, packers, items, served, states)
@@ -231,6 +233,37 @@ def _state(index: int, nodes: PoolNodes, now: float, max_provision_time: float) 
     state = _Pool(index, nodes, in_zone, upcoming, overdue)
     state.headroom = max(0, pool.max_nodes - state.size)
     return state
+
+
+def _on_upcoming(
+    packer: PoolPacker,
+    items: Sequence[Item],
+    keys: tuple[IntArray, IntArray],
+    served: list[int],
+    expected: dict[str, str],
+) -> None:
+    """The items, in order, on ``packer``'s upcoming nodes (it adds none). An item of which
+    no pod fits on any of them (:meth:`~.packing.PoolPacker.might_take`, looked at again
+    after each that placed some: the nodes only fill up) is not tried: it would place none."""
+    pool = packer.node_pool
+    numbers = packer.unit_ids(items, *keys)
+    distinct = packer.cache.book.distinct
+    fits = np.flatnonzero(numbers >= 0)
+    maybe = np.zeros(len(items), np.bool_)
+    maybe[fits] = packer.might_take(numbers[fits])
+    i = 0
+    while True:
+        following = np.flatnonzero(maybe[i:])
+        if not following.size:
+            return
+        i += int(following[0])
+        item = items[i]
+        if _eligible(item, pool) and served[i] < item.count:
+            placed = packer.place_unit(distinct[numbers[i]], item.count - served[i])
+            if placed:
+                _serve(item, served, i, placed, pool.name, expected)
+                maybe[fits] &= packer.might_take(numbers[fits])
+        i += 1
 
 
 def _to_minimum(states: Sequence[_Pool], now: float) -> list[AddNodes]:
@@ -322,8 +355,9 @@ def _item(
 def _serve(
     item: Item, served: list[int], i: int, placed: int, pool: str, expected: dict[str, str]
 ) -> None:
-    for workload in item.workloads[served[i] : served[i] + placed]:
-        expected[workload.key] = pool
+    expected.update(
+        dict.fromkeys([w.key for w in item.workloads[served[i] : served[i] + placed]], pool)
+    )
     served[i] += placed
 
 

@@ -38,6 +38,7 @@ from gpufleet.elastic.node_columns import (
     take_few,
 )
 from gpufleet.elastic.pool_shapes import PoolCatalog
+from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.scheduling.node_table import BoolArray, IntArray
@@ -132,6 +133,9 @@ class UnitBook:
     lone_numbers: IntArray = field(default_factory=lambda: np.full(0, -2, np.int64))
     #: Per distinct unit, the numbers :mod:`.pool_bounds` reads of it.
     number_table: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 5)))
+    #: Per distinct unit, what its pods need of one planned node at least for any of them
+    #: to fit there (:meth:`needs`).
+    need_table: IntArray = field(default_factory=lambda: np.zeros((0, 5), np.int64))
 
     def number(self, unit: Unit) -> int:
         """``unit``'s number (given the first time it is seen)."""
@@ -149,6 +153,18 @@ class UnitBook:
             self.lone_units[id(shape)] = unit
         return unit
 
+    def needs(self) -> IntArray:
+        """Per distinct unit: the most CPU, memory, fully free devices and milli-GPU on one
+        device that one of its pods asks (whole devices and shares apart), and whether one
+        of them must be alone: a unit is placed on the planned nodes only if
+        :meth:`~.node_columns.NodeColumns.might_fit` holds for each of its shapes, that is
+        if the nodes' most free of each is at least this (and none must be alone)."""
+        known = self.need_table.shape[0]
+        if known < len(self.distinct):
+            new = [_needs(unit.shapes) for unit in self.distinct[known:]]
+            self.need_table = np.concatenate([self.need_table, np.array(new, np.int64)])
+        return self.need_table
+
     def lone_numbers_of(self, interned: IntArray, catalog: PoolCatalog) -> IntArray:
         """For lone pods taking ``interned`` (indices into the catalog's shape objects; -1:
         none), their unit's number (-1: none)."""
@@ -163,6 +179,18 @@ class UnitBook:
                 self.lone_numbers[shape] = self.number(self.lone(catalog.interned[shape]))
             found[missing] = self.lone_numbers[interned[missing]]
         return found
+
+
+def _needs(shapes: Sequence[tuple[ShapeOnPool, int]]) -> tuple[int, int, int, int, int]:
+    whole = [s.devices for s, _ in shapes if s.devices and s.milli >= MILLI_PER_GPU]
+    share = [s.milli for s, _ in shapes if s.devices and s.milli < MILLI_PER_GPU]
+    return (
+        max(s.cpu for s, _ in shapes),
+        max(s.memory for s, _ in shapes),
+        max(whole, default=0),
+        max(share, default=0),
+        int(any(s.alone for s, _ in shapes)),
+    )
 
 
 @dataclass(slots=True)
@@ -316,6 +344,24 @@ class PoolPacker:
                 cache.kind_unit[own[j]] = found[j]
         ids[others] = found
         return ids
+
+    def might_take(self, numbers: IntArray) -> BoolArray:
+        """For units (by their number in the book), could one of them be placed on the
+        planned nodes, without new ones? False is sure (a shape of it fits on none of them:
+        :meth:`~.node_columns.NodeColumns.might_fit`); True is a maybe."""
+        most = self.columns.most()
+        if most is None:
+            return np.zeros(numbers.size, np.bool_)
+        cpu, memory, best, whole = most
+        needs = self.cache.book.needs()[numbers]
+        maybe: BoolArray = (
+            (needs[:, 0] <= cpu)
+            & (needs[:, 1] <= memory)
+            & (needs[:, 2] <= whole)
+            & (needs[:, 3] <= best)
+            & (needs[:, 4] == 0)
+        )
+        return maybe
 
     def holds_one(self, unit: Unit, max_nodes: int) -> bool:
         """Could ``max_nodes`` empty nodes of this pool hold one unit like ``unit``?"""

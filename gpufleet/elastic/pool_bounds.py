@@ -60,6 +60,8 @@ class PoolBound:
         self.group_of = group_of
         #: Per kind of unit on this pool, in the order of the items: the unit and its items.
         self.units = [book.distinct[u] for u in chosen.tolist()]
+        #: Their numbers in the book.
+        self.unit_numbers = chosen
         by_kind = mine[np.argsort(group_of[mine], kind="stable")].tolist()
         ends = np.cumsum(np.bincount(group_of[mine], minlength=chosen.size)).tolist()
         self.members = [by_kind[start:end] for start, end in zip([0, *ends], ends, strict=False)]
