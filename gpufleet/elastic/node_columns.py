@@ -127,6 +127,28 @@ class NodeColumns:
         self._most = None
         return np.arange(start, end, dtype=np.int64)
 
+    def add_runs(self, zones: Sequence[int], counts: Sequence[int]) -> int:
+        """Append ``counts[i]`` empty nodes in ``zones[i]``, run after run; the first new row."""
+        start = self.size
+        end = start + sum(counts)
+        if end > self.data.shape[0]:
+            grown = np.zeros((max(2 * self.data.shape[0], end), self._empty_row.size), np.int64)
+            grown[:start] = self.data[:start]
+            self._bind(grown)
+        self.data[start:end] = self._empty_row
+        at = start
+        for zone, count in zip(zones, counts, strict=True):
+            self.zone[at : at + count] = zone
+            at += count
+        self.size = end
+        self._most = None
+        return start
+
+    @property
+    def most_known(self) -> bool:
+        """Is the most free of each column (:meth:`most`) known without working it out?"""
+        return self._most is not None
+
     def copy(self) -> NodeColumns:
         """A copy of the rows in use (for a trial; :meth:`restore` puts one back)."""
         twin = object.__new__(NodeColumns)

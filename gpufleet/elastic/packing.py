@@ -421,7 +421,13 @@ class PoolPacker:
         fit: IntArray | None = None
         few: list[tuple[int, list[int], int]] | None = None
         room = 0
-        if columns.size and not shape.alone and columns.might_fit(shape):
+        # The most free of each column is asked only when known: working it out costs what
+        # finding the candidate rows does, and those say the same (none: no room).
+        if (
+            columns.size
+            and not shape.alone
+            and (not columns.most_known or columns.might_fit(shape))
+        ):
             rows = candidates(columns, shape)
             if zone is not None:
                 rows = rows[columns.zone[rows] == zone]
@@ -574,15 +580,15 @@ class PoolPacker:
         :meth:`~gpufleet.model.nodepools.NodePool.zones_for` ends with, in one step); the
         first new row."""
         self.headroom -= count
-        start = self.columns.size
         if len(self.zone_names) <= 1:
-            self.columns.add(np.zeros(count, np.int64))
-            return start
+            return self.columns.add_runs([0], [count])
+        if len(zones) == 1:
+            self.in_zone[zones[0]] += count
+            return self.columns.add_runs(zones, [count])
         grown = _water_fill([self.in_zone[z] for z in zones], count)
         for z, add in zip(zones, grown, strict=True):
             self.in_zone[z] += add
-        self.columns.add(np.repeat(np.asarray(zones, np.int64), grown))
-        return start
+        return self.columns.add_runs(zones, grown)
 
 
 def _water_fill(have: Sequence[int], count: int) -> list[int]:
