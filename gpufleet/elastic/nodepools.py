@@ -196,7 +196,7 @@ def _decide(
         _on_upcoming(packer, items, keys, served, expected)
         packer.headroom = state.headroom
         packers[state.index] = packer
-    never = _never(catalog, packers, items, served, states)
+    never = _never(catalog, packers, items, served, states, keys)
     # Work no pool could ever hold is not offered to the pools (it counts as served here).
     offered_from = [
         item.count if item.workloads[-1].key in never else count
@@ -368,15 +368,30 @@ def _never(
     items: Sequence[Item],
     served: Sequence[int],
     states: Sequence[_Pool],
+    keys: tuple[IntArray, IntArray],
 ) -> dict[str, str]:
-    """Why each item no pool could ever hold cannot be held."""
+    """Why each item no pool could ever hold cannot be held. Pools are asked in turn for the
+    items none has held yet, each only for those whose units fit its nodes (read for all
+    items at once: :meth:`~.packing.PoolPacker.unit_ids`)."""
+    left = np.array([i for i, item in enumerate(items) if served[i] < item.count], np.int64)
+    held = np.zeros(len(items), np.bool_)
+    for state in states:
+        if not left.size:
+            break
+        packer = packers[state.index]
+        numbers = packer.unit_ids(items, *keys)
+        distinct = packer.cache.book.distinct
+        for i in left[numbers[left] >= 0].tolist():
+            if _eligible(items[i], state.pool) and packer.holds_one(
+                distinct[numbers[i]], state.pool.max_nodes
+            ):
+                held[i] = True
+        left = left[~held[left]]
     never: dict[str, str] = {}
-    for i, item in enumerate(items):
-        if served[i] >= item.count:
-            continue
-        why = _why_never(catalog, packers, item, states)
+    for i in left.tolist():
+        why = _why_never(catalog, packers, items[i], states)
         if why is not None:
-            for workload in item.workloads[served[i] :]:
+            for workload in items[i].workloads[served[i] :]:
                 never[workload.key] = why
     return never
 

@@ -168,8 +168,8 @@ class UnitBook:
     def lone_numbers_of(self, interned: IntArray, catalog: PoolCatalog) -> IntArray:
         """For lone pods taking ``interned`` (indices into the catalog's shape objects; -1:
         none), their unit's number (-1: none)."""
-        if len(catalog.interned) > self.lone_numbers.size:
-            grown = np.full(2 * len(catalog.interned), -2, np.int64)
+        if max(1, len(catalog.interned)) > self.lone_numbers.size:
+            grown = np.full(2 * len(catalog.interned) + 1, -2, np.int64)
             grown[: self.lone_numbers.size] = self.lone_numbers
             self.lone_numbers = grown
         found: IntArray = np.where(interned >= 0, self.lone_numbers[np.maximum(interned, 0)], -1)
