@@ -179,7 +179,7 @@ def _decide(
 ) -> ScaleUpDecision:
     states = [_state(i, nodes, now, max_provision_time) for i, nodes in enumerate(pools)]
     actions = _to_minimum(states, now)
-    items = _items(catalog, pending)
+    items, first_pods = _items(catalog, pending)
     expected: dict[str, str] = {}
     packers = [
         PoolPacker(catalog, s.index, s.headroom, s.in_zone, s.upcoming, caches[s.index])
@@ -196,7 +196,7 @@ def _decide(
         _on_upcoming(packer, items, keys, served, expected)
         packer.headroom = state.headroom
         packers[state.index] = packer
-    never = _never(catalog, packers, items, served, states, keys)
+    never = _never(catalog, packers, items, served, states, keys, first_pods)
     # Work no pool could ever hold is not offered to the pools (it counts as served here).
     offered_from = [
         item.count if item.workloads[-1].key in never else count
@@ -296,9 +296,12 @@ def _eligible(item: Item, pool: NodePool) -> bool:
 
 
 # --------------------------------------------------------------------------------- items
-def _items(catalog: PoolCatalog, pending: Sequence[Workload]) -> list[Item]:
-    """The pending gangs grouped into items of identical units, largest first."""
+def _items(catalog: PoolCatalog, pending: Sequence[Workload]) -> tuple[list[Item], dict[int, Pod]]:
+    """The pending gangs grouped into items of identical units, largest first; and the first
+    pending pod of each shape (a planner's catalog knows the shape from an earlier turn's pod,
+    which reports must not name)."""
     by_key: dict[tuple[object, ...], Item] = {}
+    first: dict[int, Pod] = {}
     # Lone pods (most of the pending set) are grouped by (shape, critical) first: their
     # shape's id is looked up by the pod's signature, the rest of the key is fixed.
     lone: dict[tuple[int, bool], Item] = {}
@@ -312,7 +315,8 @@ def _items(catalog: PoolCatalog, pending: Sequence[Workload]) -> list[Item]:
             if shape_id is None:
                 shape_id = catalog.shape(pods[0])
             item = lone.get((shape_id, critical))
-            if item is None:
+            if item is None:  # also the first lone pod of the shape
+                first.setdefault(shape_id, pods[0])
                 item = lone[(shape_id, critical)] = _item(
                     catalog, by_key, ((shape_id, 1),), None, critical, pods[:1]
                 )
@@ -322,11 +326,13 @@ def _items(catalog: PoolCatalog, pending: Sequence[Workload]) -> list[Item]:
         for pod in pods[:size]:
             shape = catalog.shape(pod)
             counts[shape] = counts.get(shape, 0) + 1
+            first.setdefault(shape, pod)
         shapes = tuple(sorted(counts.items()))
         _item(catalog, by_key, shapes, workload.topology, critical, pods[:size]).workloads.append(
             workload
         )
-    return sorted(by_key.values(), key=lambda item: (-item.gpu_milli, -item.cpu_milli))
+    items = sorted(by_key.values(), key=lambda item: (-item.gpu_milli, -item.cpu_milli))
+    return items, first
 
 
 def _item(
@@ -369,6 +375,7 @@ def _never(
     served: Sequence[int],
     states: Sequence[_Pool],
     keys: tuple[IntArray, IntArray],
+    first_pods: Mapping[int, Pod],
 ) -> dict[str, str]:
     """Why each item no pool could ever hold cannot be held. Pools are asked in turn for the
     items none has held yet, each only for those whose units fit its nodes (read for all
@@ -389,7 +396,7 @@ def _never(
         left = left[~held[left]]
     never: dict[str, str] = {}
     for i in left.tolist():
-        why = _why_never(catalog, packers, items[i], states)
+        why = _why_never(catalog, packers, items[i], states, first_pods)
         if why is not None:
             for workload in items[i].workloads[served[i] :]:
                 never[workload.key] = why
@@ -397,7 +404,11 @@ def _never(
 
 
 def _why_never(
-    catalog: PoolCatalog, packers: Sequence[PoolPacker], item: Item, states: Sequence[_Pool]
+    catalog: PoolCatalog,
+    packers: Sequence[PoolPacker],
+    item: Item,
+    states: Sequence[_Pool],
+    first_pods: Mapping[int, Pod],
 ) -> str | None:
     for state in states:
         unit = packers[state.index].unit(item)
@@ -415,7 +426,7 @@ def _why_never(
     if not fitting:
         for shape, _ in item.shapes:
             if all(catalog.on_pool(shape, s.index) is None for s in states):
-                pod = catalog.pods[shape]
+                pod = first_pods[shape]
                 return f"no pool's node fits pod {pod.key} ({describe_request(pod)})"
         return "no single pool's nodes fit all of its pods"
     eligible = [s for s in fitting if _eligible(item, s.pool)]
