@@ -302,22 +302,19 @@ def _items(catalog: PoolCatalog, pending: Sequence[Workload]) -> tuple[list[Item
     which reports must not name)."""
     by_key: dict[tuple[object, ...], Item] = {}
     first: dict[int, Pod] = {}
-    # Lone pods (most of the pending set) are grouped by (shape, critical) first: their
-    # shape's id is looked up by the pod's signature, the rest of the key is fixed.
-    lone: dict[tuple[int, bool], Item] = {}
-    known_shapes = catalog.known_shapes
+    # Lone pods (most of the pending set) are grouped by (signature, critical) first: one
+    # look-up each (a signature is one shape).
+    lone: dict[tuple[tuple[object, ...], bool], Item] = {}
     for workload in pending:
         pods = workload.pods
         size = workload.min_member or len(pods)
         critical = is_critical(workload)
         if size == 1:
-            shape_id = known_shapes.get(pods[0].signature)
-            if shape_id is None:
-                shape_id = catalog.shape(pods[0])
-            item = lone.get((shape_id, critical))
+            item = lone.get((pods[0].signature, critical))
             if item is None:  # also the first lone pod of the shape
+                shape_id = catalog.shape(pods[0])
                 first.setdefault(shape_id, pods[0])
-                item = lone[(shape_id, critical)] = _item(
+                item = lone[(pods[0].signature, critical)] = _item(
                     catalog, by_key, ((shape_id, 1),), None, critical, pods[:1]
                 )
             item.workloads.append(workload)

@@ -182,6 +182,12 @@ class UnitBook:
 
 
 def _needs(shapes: Sequence[tuple[ShapeOnPool, int]]) -> tuple[int, int, int, int, int]:
+    if len(shapes) == 1:
+        s = shapes[0][0]
+        whole_gpu = s.devices and s.milli >= MILLI_PER_GPU
+        share_gpu = s.devices and s.milli < MILLI_PER_GPU
+        return (s.cpu, s.memory, s.devices if whole_gpu else 0, s.milli if share_gpu else 0,
+                int(s.alone))  # fmt: skip
     whole = [s.devices for s, _ in shapes if s.devices and s.milli >= MILLI_PER_GPU]
     share = [s.milli for s, _ in shapes if s.devices and s.milli < MILLI_PER_GPU]
     return (

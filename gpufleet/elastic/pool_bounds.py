@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.elastic.node_columns import ShapeOnPool
 from gpufleet.elastic.packing import Item, Kept, PoolPacker, UnitBook
 from gpufleet.model.nodepools import NodePool
 from gpufleet.scheduling.node_table import IntArray
@@ -131,7 +132,9 @@ def _numbers(book: UnitBook) -> FloatArray:
     known = book.number_table.shape[0]
     if known < len(book.distinct):
         new = [
-            (
+            _lone_numbers(unit.shapes[0][0])
+            if unit.lone_pod and unit.way is Kept.ANYWHERE
+            else (
                 float(sum(s.cpu * n for s, n in unit.shapes)),
                 float(sum(s.memory * n for s, n in unit.shapes)),
                 float(sum(s.devices * s.milli * n for s, n in unit.shapes)),
@@ -142,6 +145,14 @@ def _numbers(book: UnitBook) -> FloatArray:
         ]
         book.number_table = np.concatenate([book.number_table, np.array(new, np.float64)])
     return book.number_table
+
+
+def _lone_numbers(shape: ShapeOnPool) -> tuple[float, float, float, float, float]:
+    """:func:`_numbers` of a lone pod's unit."""
+    return (
+        float(shape.cpu), float(shape.memory), float(shape.devices * shape.milli),
+        float(shape.per_empty_node), 1.0,
+    )  # fmt: skip
 
 
 def _units_per_node(shapes: Sequence[tuple[object, int]], way: Kept) -> float:
