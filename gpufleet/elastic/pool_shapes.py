@@ -3,13 +3,16 @@
 Owns :class:`PoolCatalog`: a :class:`~gpufleet.scheduling.node_table.NodeTable` holding one
 empty template node per pool and zone (made by :meth:`NodePool.node`, so with every label and
 taint a real node of the pool gets), against which each distinct pod shape (its
-:attr:`~gpufleet.model.Pod.signature`) is compiled once by the core's own
+:attr:`~gpufleet.model.Pod.signature`) is compiled by the core's own
 :func:`~gpufleet.scheduling.demand.compile_demand`: the GPU model, node selector and
 affinity, taints, the GPU resource the node advertises, extended resources, what the pod holds
-per device there (a share asked in GPU memory, a whole GPU on a time-sliced node). What comes
-out (:class:`ShapeOnPool`) is a handful of integers per (shape, pool) and the zones where the
-shape may go, which :mod:`.packing` packs by numpy. A pool's empty node, in the same columns, is
-:meth:`PoolCatalog.empty_node`.
+per device there (a share asked in GPU memory, a whole GPU on a time-sliced node). None of
+that depends on the pod's CPU and memory, so the core compiles one pod per placement (the
+signature less those two) and the shapes that differ only in them share it. What comes out
+(:class:`ShapeOnPool`) is a handful of integers per (shape, pool) and the zones where the
+shape may go, interned (pools with alike nodes share the object, numbered in
+:attr:`PoolCatalog.interned`), which :mod:`.packing` packs by numpy. A pool's empty node,
+in the same columns, is :meth:`PoolCatalog.empty_node`.
 
 Pods with inter-pod rules (affinity, anti-affinity, spread) depend on what else runs where,
 which a node that does not exist yet cannot answer: such a pod is given a node of its own
