@@ -195,7 +195,9 @@ def main() -> int:
     (RESULTS / "autoscaler.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "autoscaler.md").write_text(report(args, runs))
     print(report(args, runs))
-    return 0 if all(r["turn"]["median_ms"] <= TARGET_MS for r in runs) else 1
+    # The target holds for the first decision too: it is what a restarted autoscaler does.
+    met = all(r[part]["median_ms"] <= TARGET_MS for r in runs for part in ("cold", "turn"))
+    return 0 if met else 1
 
 
 def run(args: argparse.Namespace, draws: list[list[Workload]], most: int) -> dict[str, Any]:

@@ -127,6 +127,28 @@ class NodeColumns:
         self._most = None
         return np.arange(start, end, dtype=np.int64)
 
+    def add_runs(self, zones: Sequence[int], counts: Sequence[int]) -> int:
+        """Append ``counts[i]`` empty nodes in ``zones[i]``, run after run; the first new row."""
+        start = self.size
+        end = start + sum(counts)
+        if end > self.data.shape[0]:
+            grown = np.zeros((max(2 * self.data.shape[0], end), self._empty_row.size), np.int64)
+            grown[:start] = self.data[:start]
+            self._bind(grown)
+        self.data[start:end] = self._empty_row
+        at = start
+        for zone, count in zip(zones, counts, strict=True):
+            self.zone[at : at + count] = zone
+            at += count
+        self.size = end
+        self._most = None
+        return start
+
+    @property
+    def most_known(self) -> bool:
+        """Is the most free of each column (:meth:`most`) known without working it out?"""
+        return self._most is not None
+
     def copy(self) -> NodeColumns:
         """A copy of the rows in use (for a trial; :meth:`restore` puts one back)."""
         twin = object.__new__(NodeColumns)
@@ -152,27 +174,42 @@ class NodeColumns:
         self.any_closed = self.any_closed or other.any_closed
         self._most = None
 
-    def set_rows(self, rows: slice, like: NodeColumns) -> None:
-        """Make ``rows`` what the first row of ``like`` is (zones kept)."""
-        self.data[rows, 1:] = like.data[0, 1:]
-        self.any_closed = self.any_closed or like.any_closed
+    def set_rows(self, rows: slice, like: IntArray) -> None:
+        """Make ``rows`` what ``like`` is (a row of :meth:`row_after`; zones kept)."""
+        self.data[rows, 1:] = like[1:]
+        self.any_closed = self.any_closed or bool(like[6])
         self._most = None
+
+    def row_after(self, shape: ShapeOnPool, pods: int) -> IntArray:
+        """An empty node's row after taking ``pods`` pods of ``shape`` (within its
+        capacity), worked out in plain integers (:func:`commit` on one row)."""
+        values: list[int] = self._empty_row.tolist()
+        _row_take(values, shape, self.layout, pods)
+        return np.array(values, np.int64)
 
     def might_fit(self, shape: ShapeOnPool) -> bool:
         """Could a pod of ``shape`` fit on some row, by the most free of each cheap column
         (kept until the rows change: once a pool is full, pods that fit nowhere are turned
         away at once)."""
-        if not self.size:
+        most = self.most()
+        if most is None:
             return False
-        if self._most is None:
-            most = self.data[: self.size, 1:6].max(axis=0)
-            self._most = (int(most[0]), int(most[1]), int(most[3]), int(most[4]))
-        cpu, memory, best, whole = self._most
+        cpu, memory, best, whole = most
         if shape.cpu > cpu or shape.memory > memory:
             return False
         if shape.devices:
             return whole >= shape.devices if shape.milli >= MILLI_PER_GPU else best >= shape.milli
         return True
+
+    def most(self) -> tuple[int, int, int, int] | None:
+        """The most free CPU, memory, milli-GPU on one device, and fully free devices, of any
+        row (None: no rows); kept until the rows change."""
+        if not self.size:
+            return None
+        if self._most is None:
+            most = self.data[: self.size, 1:6].max(axis=0)
+            self._most = (int(most[0]), int(most[1]), int(most[3]), int(most[4]))
+        return self._most
 
     @classmethod
     def of_empty(cls, empty: EmptyNode, count: int, zone: int = 0) -> NodeColumns:
@@ -235,23 +272,40 @@ def capacity(columns: NodeColumns, shape: ShapeOnPool, rows: IntArray | None = N
 def fits_on_empty(shape: ShapeOnPool, empty: EmptyNode) -> int:
     """:func:`capacity` on one empty node, in plain integers (it is asked for every distinct
     request and pool, where numpy's per-call cost would dominate)."""
+    return fit_on_empty(
+        empty, shape.cpu, shape.memory, shape.units, shape.devices, shape.milli,
+        shape.mig_profile, shape.mig_count, shape.extended,
+    )  # fmt: skip
+
+
+def fit_on_empty(
+    empty: EmptyNode,
+    cpu: int,
+    memory: int,
+    units: int,
+    devices: int,
+    milli: int,
+    mig_profile: int,
+    mig_count: int,
+    extended: tuple[tuple[int, int], ...],
+) -> int:
+    """:func:`fits_on_empty` of a shape given by its fields (before it is made)."""
     fit = UNBOUNDED
-    for free, need in ((empty.cpu, shape.cpu), (empty.memory, shape.memory),
-                       (empty.units, shape.units)):  # fmt: skip
+    for free, need in ((empty.cpu, cpu), (empty.memory, memory), (empty.units, units)):
         if need:
             fit = min(fit, free // need)
-    if shape.devices:
-        devices = empty.devices.tolist()
-        if shape.milli >= MILLI_PER_GPU:
-            fit = min(fit, sum(d >= MILLI_PER_GPU for d in devices) // shape.devices)
-        elif shape.devices == 1:
-            fit = min(fit, sum(d // shape.milli for d in devices))
+    if devices:
+        free_devices = empty.devices.tolist()
+        if milli >= MILLI_PER_GPU:
+            fit = min(fit, sum(d >= MILLI_PER_GPU for d in free_devices) // devices)
+        elif devices == 1:
+            fit = min(fit, sum(d // milli for d in free_devices))
         else:
-            count, _ = _fullest_first(empty.devices[None, :], shape.devices, shape.milli)
+            count, _ = _fullest_first(empty.devices[None, :], devices, milli)
             fit = min(fit, int(count[0]))
-    if shape.mig_count:
-        fit = min(fit, int(empty.mig[shape.mig_profile]) // shape.mig_count)
-    for column, amount in shape.extended:
+    if mig_count:
+        fit = min(fit, int(empty.mig[mig_profile]) // mig_count)
+    for column, amount in extended:
         fit = min(fit, int(empty.extended[column]) // amount)
     return int(fit)
 
@@ -460,6 +514,7 @@ __all__ = [
     "capacity",
     "commit",
     "few_fits",
+    "fit_on_empty",
     "fits_on_empty",
     "take_few",
 ]

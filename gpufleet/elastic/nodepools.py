@@ -41,14 +41,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpufleet.elastic.packing import Item, PackerCache, PoolPacker
+import numpy as np
+
+from gpufleet.elastic.packing import Item, PackerCache, PoolPacker, UnitBook
+from gpufleet.elastic.pool_bounds import item_keys
 from gpufleet.elastic.pool_choice import choose
 from gpufleet.elastic.pool_shapes import PoolCatalog
 from gpufleet.model.capacity import CapacityType
 from gpufleet.model.nodepools import NodePool
-from gpufleet.model.workload import Workload
+from gpufleet.model.pod import Pod
+from gpufleet.model.workload import TopologyRequest, Workload
 from gpufleet.scheduling.capacity import is_critical
 from gpufleet.scheduling.engine import describe_request
+from gpufleet.scheduling.node_table import IntArray
 
 #: Cluster Autoscaler's ``--max-node-provision-time`` default.
 MAX_PROVISION_TIME = 15 * 60.0
@@ -137,7 +142,8 @@ class ScaleUpPlanner:
 
     def _start(self) -> None:
         self.catalog = PoolCatalog(self.pools)
-        self.caches = [PackerCache() for _ in self.pools]
+        book = UnitBook()
+        self.caches = [PackerCache(book=book) for _ in self.pools]
 
     def decide(
         self, pending: Sequence[Workload], pools: Sequence[PoolNodes], now: float
@@ -173,26 +179,24 @@ def _decide(
 ) -> ScaleUpDecision:
     states = [_state(i, nodes, now, max_provision_time) for i, nodes in enumerate(pools)]
     actions = _to_minimum(states, now)
-    items = _items(catalog, pending)
+    items, first_pods = _items(catalog, pending)
     expected: dict[str, str] = {}
     packers = [
         PoolPacker(catalog, s.index, s.headroom, s.in_zone, s.upcoming, caches[s.index])
         for s in states
     ]
     served = [0] * len(items)
+    keys = item_keys(items)
     # Upcoming nodes first, cheapest pool first: what they hold needs no new node.
     for state in sorted(states, key=lambda s: (s.pool.hourly_price, s.index)):
         if not any(state.upcoming):
             continue
         packer = packers[state.index].copy()
         packer.headroom = 0
-        for i, item in enumerate(items):
-            if _eligible(item, state.pool) and served[i] < item.count:
-                placed = packer.place(item, item.count - served[i])
-                _serve(item, served, i, placed, state.pool.name, expected)
+        _on_upcoming(packer, items, keys, served, expected)
         packer.headroom = state.headroom
         packers[state.index] = packer
-    never = _never(catalog, packers, items, served, states)
+    never = _never(catalog, packers, items, served, states, keys, first_pods)
     # Work no pool could ever hold is not offered to the pools (it counts as served here).
     offered_from = [
         item.count if item.workloads[-1].key in never else count
@@ -231,6 +235,37 @@ def _state(index: int, nodes: PoolNodes, now: float, max_provision_time: float) 
     return state
 
 
+def _on_upcoming(
+    packer: PoolPacker,
+    items: Sequence[Item],
+    keys: tuple[IntArray, IntArray],
+    served: list[int],
+    expected: dict[str, str],
+) -> None:
+    """The items, in order, on ``packer``'s upcoming nodes (it adds none). An item of which
+    no pod fits on any of them (:meth:`~.packing.PoolPacker.might_take`, looked at again
+    after each that placed some: the nodes only fill up) is not tried: it would place none."""
+    pool = packer.node_pool
+    numbers = packer.unit_ids(items, *keys)
+    distinct = packer.cache.book.distinct
+    fits = np.flatnonzero(numbers >= 0)
+    maybe = np.zeros(len(items), np.bool_)
+    maybe[fits] = packer.might_take(numbers[fits])
+    i = 0
+    while True:
+        following = np.flatnonzero(maybe[i:])
+        if not following.size:
+            return
+        i += int(following[0])
+        item = items[i]
+        if _eligible(item, pool) and served[i] < item.count:
+            placed = packer.place_unit(distinct[numbers[i]], item.count - served[i])
+            if placed:
+                _serve(item, served, i, placed, pool.name, expected)
+                maybe[fits] &= packer.might_take(numbers[fits])
+        i += 1
+
+
 def _to_minimum(states: Sequence[_Pool], now: float) -> list[AddNodes]:
     """Pools below their minimum (and not backed off) are raised to it; the nodes asked for
     count as upcoming from then on."""
@@ -261,42 +296,71 @@ def _eligible(item: Item, pool: NodePool) -> bool:
 
 
 # --------------------------------------------------------------------------------- items
-def _items(catalog: PoolCatalog, pending: Sequence[Workload]) -> list[Item]:
-    """The pending gangs grouped into items of identical units, largest first."""
+def _items(catalog: PoolCatalog, pending: Sequence[Workload]) -> tuple[list[Item], dict[int, Pod]]:
+    """The pending gangs grouped into items of identical units, largest first; and the first
+    pending pod of each shape (a planner's catalog knows the shape from an earlier turn's pod,
+    which reports must not name)."""
     by_key: dict[tuple[object, ...], Item] = {}
+    first: dict[int, Pod] = {}
+    # Lone pods (most of the pending set) are grouped by (signature, critical) first: one
+    # look-up each (a signature is one shape).
+    lone: dict[tuple[tuple[object, ...], bool], Item] = {}
     for workload in pending:
-        size = workload.gang_size
-        topology = workload.topology if size > 1 else None
-        if size == 1:
-            shapes: tuple[tuple[int, int], ...] = ((catalog.shape(workload.pods[0]), 1),)
-        else:
-            counts: dict[int, int] = {}
-            for pod in workload.pods[:size]:
-                shape = catalog.shape(pod)
-                counts[shape] = counts.get(shape, 0) + 1
-            shapes = tuple(sorted(counts.items()))
+        pods = workload.pods
+        size = workload.min_member or len(pods)
         critical = is_critical(workload)
-        key = (shapes, topology, critical)
-        item = by_key.get(key)
-        if item is None:
-            pods = workload.pods[:size]
-            item = by_key[key] = Item(
-                shapes,
-                topology,
-                critical,
-                gpu_milli=sum(p.gpu.total_milli + 1000 * p.gpu.mig_count for p in pods),
-                cpu_milli=sum(p.cpu_milli for p in pods),
-                kind=catalog.kind(shapes, topology),
-            )
-        item.workloads.append(workload)
-    return sorted(by_key.values(), key=lambda item: (-item.gpu_milli, -item.cpu_milli))
+        if size == 1:
+            item = lone.get((pods[0].signature, critical))
+            if item is None:  # also the first lone pod of the shape
+                shape_id = catalog.shape(pods[0])
+                first.setdefault(shape_id, pods[0])
+                item = lone[(pods[0].signature, critical)] = _item(
+                    catalog, by_key, ((shape_id, 1),), None, critical, pods[:1]
+                )
+            item.workloads.append(workload)
+            continue
+        counts: dict[int, int] = {}
+        for pod in pods[:size]:
+            shape = catalog.shape(pod)
+            counts[shape] = counts.get(shape, 0) + 1
+            first.setdefault(shape, pod)
+        shapes = tuple(sorted(counts.items()))
+        _item(catalog, by_key, shapes, workload.topology, critical, pods[:size]).workloads.append(
+            workload
+        )
+    items = sorted(by_key.values(), key=lambda item: (-item.gpu_milli, -item.cpu_milli))
+    return items, first
+
+
+def _item(
+    catalog: PoolCatalog,
+    by_key: dict[tuple[object, ...], Item],
+    shapes: tuple[tuple[int, int], ...],
+    topology: TopologyRequest | None,
+    critical: bool,
+    pods: Sequence[Pod],
+) -> Item:
+    """The item of units of ``shapes`` (of ``pods``) and ``topology``, made the first time."""
+    key = (shapes, topology, critical)
+    item = by_key.get(key)
+    if item is None:
+        item = by_key[key] = Item(
+            shapes,
+            topology,
+            critical,
+            gpu_milli=sum(p.gpu.total_milli + 1000 * p.gpu.mig_count for p in pods),
+            cpu_milli=sum(p.cpu_milli for p in pods),
+            kind=catalog.kind(shapes, topology),
+        )
+    return item
 
 
 def _serve(
     item: Item, served: list[int], i: int, placed: int, pool: str, expected: dict[str, str]
 ) -> None:
-    for workload in item.workloads[served[i] : served[i] + placed]:
-        expected[workload.key] = pool
+    expected.update(
+        dict.fromkeys([w.key for w in item.workloads[served[i] : served[i] + placed]], pool)
+    )
     served[i] += placed
 
 
@@ -307,21 +371,41 @@ def _never(
     items: Sequence[Item],
     served: Sequence[int],
     states: Sequence[_Pool],
+    keys: tuple[IntArray, IntArray],
+    first_pods: Mapping[int, Pod],
 ) -> dict[str, str]:
-    """Why each item no pool could ever hold cannot be held."""
+    """Why each item no pool could ever hold cannot be held. Pools are asked in turn for the
+    items none has held yet, each only for those whose units fit its nodes (read for all
+    items at once: :meth:`~.packing.PoolPacker.unit_ids`)."""
+    left = np.array([i for i, item in enumerate(items) if served[i] < item.count], np.int64)
+    held = np.zeros(len(items), np.bool_)
+    for state in states:
+        if not left.size:
+            break
+        packer = packers[state.index]
+        numbers = packer.unit_ids(items, *keys)
+        distinct = packer.cache.book.distinct
+        for i in left[numbers[left] >= 0].tolist():
+            if _eligible(items[i], state.pool) and packer.holds_one(
+                distinct[numbers[i]], state.pool.max_nodes
+            ):
+                held[i] = True
+        left = left[~held[left]]
     never: dict[str, str] = {}
-    for i, item in enumerate(items):
-        if served[i] >= item.count:
-            continue
-        why = _why_never(catalog, packers, item, states)
+    for i in left.tolist():
+        why = _why_never(catalog, packers, items[i], states, first_pods)
         if why is not None:
-            for workload in item.workloads[served[i] :]:
+            for workload in items[i].workloads[served[i] :]:
                 never[workload.key] = why
     return never
 
 
 def _why_never(
-    catalog: PoolCatalog, packers: Sequence[PoolPacker], item: Item, states: Sequence[_Pool]
+    catalog: PoolCatalog,
+    packers: Sequence[PoolPacker],
+    item: Item,
+    states: Sequence[_Pool],
+    first_pods: Mapping[int, Pod],
 ) -> str | None:
     for state in states:
         unit = packers[state.index].unit(item)
@@ -339,7 +423,7 @@ def _why_never(
     if not fitting:
         for shape, _ in item.shapes:
             if all(catalog.on_pool(shape, s.index) is None for s in states):
-                pod = catalog.pods[shape]
+                pod = first_pods[shape]
                 return f"no pool's node fits pod {pod.key} ({describe_request(pod)})"
         return "no single pool's nodes fit all of its pods"
     eligible = [s for s in fitting if _eligible(item, s.pool)]

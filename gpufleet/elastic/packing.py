@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufleet.elastic.node_columns import (
     NodeColumns,
@@ -37,6 +38,7 @@ from gpufleet.elastic.node_columns import (
     take_few,
 )
 from gpufleet.elastic.pool_shapes import PoolCatalog
+from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.node import GFD_LABELS
 from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.scheduling.node_table import BoolArray, IntArray
@@ -73,8 +75,13 @@ class Item:
     cpu_milli: int = 0
     pods_per_unit: int = field(init=False)
 
+    #: The shape id of a lone pod (no topology, one pod of one shape); -1 for a gang.
+    lone_shape: int = field(init=False)
+
     def __post_init__(self) -> None:
         self.pods_per_unit = sum(n for _, n in self.shapes)
+        lone = self.topology is None and len(self.shapes) == 1 and self.shapes[0][1] == 1
+        self.lone_shape = self.shapes[0][0] if lone else -1
 
     @property
     def count(self) -> int:
@@ -111,16 +118,101 @@ class Unit:
 
 
 @dataclass(slots=True)
+class UnitBook:
+    """The distinct units pending work makes on a planner's pools, numbered (one per key: a
+    unit's key names the catalog's shape objects, which pools with alike nodes share), with
+    what :mod:`.pool_bounds` reads of each; shared by the pools' caches, kept from turn to
+    turn with the catalog it was made for."""
+
+    distinct: list[Unit] = field(default_factory=list)
+    index: dict[tuple[object, ...], int] = field(default_factory=dict)
+    #: The unit of a lone pod, by what its shape takes on a pool (the object's id).
+    lone_units: dict[int, Unit] = field(default_factory=dict)
+    #: Per shape object of the catalog (:attr:`PoolCatalog.interned`), the number of a lone
+    #: pod's unit of it (-2: not made yet).
+    lone_numbers: IntArray = field(default_factory=lambda: np.full(0, -2, np.int64))
+    #: Per distinct unit, the numbers :mod:`.pool_bounds` reads of it.
+    number_table: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 5)))
+    #: Per distinct unit, what its pods need of one planned node at least for any of them
+    #: to fit there (:meth:`needs`).
+    need_table: IntArray = field(default_factory=lambda: np.zeros((0, 5), np.int64))
+
+    def number(self, unit: Unit) -> int:
+        """``unit``'s number (given the first time it is seen)."""
+        known = self.index.get(unit.key)
+        if known is None:
+            known = self.index[unit.key] = len(self.distinct)
+            self.distinct.append(unit)
+        return known
+
+    def lone(self, shape: ShapeOnPool) -> Unit:
+        """The unit of a lone pod that takes ``shape`` on a pool."""
+        unit = self.lone_units.get(id(shape))
+        if unit is None:
+            unit = Unit(((shape, 1),), Kept.ANYWHERE, (Kept.ANYWHERE, (id(shape), 1)))
+            self.lone_units[id(shape)] = unit
+        return unit
+
+    def needs(self) -> IntArray:
+        """Per distinct unit: the most CPU, memory, fully free devices and milli-GPU on one
+        device that one of its pods asks (whole devices and shares apart), and whether one
+        of them must be alone: a unit is placed on the planned nodes only if
+        :meth:`~.node_columns.NodeColumns.might_fit` holds for each of its shapes, that is
+        if the nodes' most free of each is at least this (and none must be alone)."""
+        known = self.need_table.shape[0]
+        if known < len(self.distinct):
+            new = [_needs(unit.shapes) for unit in self.distinct[known:]]
+            self.need_table = np.concatenate([self.need_table, np.array(new, np.int64)])
+        return self.need_table
+
+    def lone_numbers_of(self, interned: IntArray, catalog: PoolCatalog) -> IntArray:
+        """For lone pods taking ``interned`` (indices into the catalog's shape objects; -1:
+        none), their unit's number (-1: none)."""
+        if max(1, len(catalog.interned)) > self.lone_numbers.size:
+            grown = np.full(2 * len(catalog.interned) + 1, -2, np.int64)
+            grown[: self.lone_numbers.size] = self.lone_numbers
+            self.lone_numbers = grown
+        found: IntArray = np.where(interned >= 0, self.lone_numbers[np.maximum(interned, 0)], -1)
+        missing = np.flatnonzero(found == -2)
+        if missing.size:
+            for shape in np.unique(interned[missing]).tolist():
+                self.lone_numbers[shape] = self.number(self.lone(catalog.interned[shape]))
+            found[missing] = self.lone_numbers[interned[missing]]
+        return found
+
+
+def _needs(shapes: Sequence[tuple[ShapeOnPool, int]]) -> tuple[int, int, int, int, int]:
+    if len(shapes) == 1:
+        s = shapes[0][0]
+        whole_gpu = s.devices and s.milli >= MILLI_PER_GPU
+        share_gpu = s.devices and s.milli < MILLI_PER_GPU
+        return (s.cpu, s.memory, s.devices if whole_gpu else 0, s.milli if share_gpu else 0,
+                int(s.alone))  # fmt: skip
+    whole = [s.devices for s, _ in shapes if s.devices and s.milli >= MILLI_PER_GPU]
+    share = [s.milli for s, _ in shapes if s.devices and s.milli < MILLI_PER_GPU]
+    return (
+        max(s.cpu for s, _ in shapes),
+        max(s.memory for s, _ in shapes),
+        max(whole, default=0),
+        max(share, default=0),
+        int(any(s.alone for s, _ in shapes)),
+    )
+
+
+@dataclass(slots=True)
 class PackerCache:
     """What one pool's packers learn that holds as long as the pool and the catalog do (kept
     by a planner from turn to turn): each item's unit there, units per empty node, and an
-    empty node after some pods of a shape."""
+    empty node after some pods of a shape; the units' numbers are in ``book`` (shared by the
+    pools of one catalog)."""
 
     units: dict[object, Unit | None] = field(default_factory=dict)
-    #: The unit of a lone pod, by what its shape takes on the pool (the object's id).
-    lone: dict[int, Unit] = field(default_factory=dict)
     gangs_per_node: dict[tuple[object, ...], int] = field(default_factory=dict)
-    afters: dict[tuple[int, int], NodeColumns] = field(default_factory=dict)
+    afters: dict[tuple[int, int], IntArray] = field(default_factory=dict)
+    book: UnitBook = field(default_factory=UnitBook)
+    #: Per kind of item (:attr:`Item.kind`) that is not a lone pod: its unit's number in
+    #: ``book`` (-1: it never fits here; -2: not asked yet).
+    kind_unit: IntArray = field(default_factory=lambda: np.full(64, -2, np.int64))
 
 
 @dataclass(slots=True)
@@ -154,11 +246,12 @@ class PoolPacker:
         self.first_new = self.columns.size
         self.headroom = max(0, headroom)
         self.in_zone = list(in_zone) or [0]
+        self._every_zone = list(range(len(self.in_zone)))
         self._labels = tuple(catalog.table.nodes[int(catalog.rows[pool][0])].labels)
         cache = cache if cache is not None else PackerCache()
+        self.cache = cache
         self._gangs_per_node = cache.gangs_per_node
         self._units = cache.units
-        self._lone = cache.lone
         self._afters = cache.afters
 
     # ----------------------------------------------------------------------------- trials
@@ -174,12 +267,12 @@ class PoolPacker:
         twin = object.__new__(PoolPacker)
         twin.catalog, twin.pool, twin.node_pool = self.catalog, self.pool, self.node_pool
         twin.zone_names, twin.first_new = self.zone_names, self.first_new
-        twin._labels = self._labels
+        twin._labels, twin._every_zone = self._labels, self._every_zone
         twin.columns = self.columns.copy()
         twin.headroom, twin.in_zone = self.headroom, list(self.in_zone)
+        twin.cache = self.cache
         twin._gangs_per_node = self._gangs_per_node
         twin._units = self._units
-        twin._lone = self._lone
         twin._afters = self._afters
         return twin
 
@@ -211,12 +304,7 @@ class PoolPacker:
             # A lone pod: its unit is its shape's on this pool, shared by every pod that takes
             # the same here.
             on_pool = self.catalog.on_pool(item.shapes[0][0], self.pool)
-            lone = None
-            if on_pool is not None:
-                lone = self._lone.get(id(on_pool))
-                if lone is None:
-                    lone = Unit(((on_pool, 1),), Kept.ANYWHERE, (Kept.ANYWHERE, (id(on_pool), 1)))
-                    self._lone[id(on_pool)] = lone
+            lone = None if on_pool is None else self.cache.book.lone(on_pool)
             self._units[key] = lone
             return lone
         unit = None
@@ -234,6 +322,52 @@ class PoolPacker:
             unit = Unit(tuple(shapes), way, (way, *((id(s), n) for s, n in shapes)))
         self._units[key] = unit
         return unit
+
+    def unit_ids(self, items: Sequence[Item], kinds: IntArray, lone_shapes: IntArray) -> IntArray:
+        """Per item (``kinds``: their :attr:`Item.kind`; ``lone_shapes``: their
+        :attr:`Item.lone_shape`), its unit's number in the book (-1: it never fits here): for
+        lone pods read from the catalog's shape objects, for the rest by kind (items of a new
+        kind are asked of :meth:`unit` once)."""
+        cache, book = self.cache, self.cache.book
+        ids = np.full(len(items), -1, np.int64)
+        lone = np.flatnonzero(lone_shapes >= 0)
+        if lone.size:
+            interned = self.catalog.interned_ids(lone_shapes[lone], self.pool)
+            ids[lone] = book.lone_numbers_of(interned, self.catalog)
+        others = np.flatnonzero(lone_shapes < 0)
+        if not others.size:
+            return ids
+        own = kinds[others]
+        if int(own.max()) >= cache.kind_unit.size:
+            grown = np.full(max(2 * cache.kind_unit.size, int(own.max()) + 1), -2, np.int64)
+            grown[: cache.kind_unit.size] = cache.kind_unit
+            cache.kind_unit = grown
+        found = cache.kind_unit[np.maximum(own, 0)]
+        for j in np.flatnonzero((found == -2) | (own < 0)).tolist():
+            unit = self.unit(items[int(others[j])])
+            found[j] = -1 if unit is None else book.number(unit)
+            if own[j] >= 0:
+                cache.kind_unit[own[j]] = found[j]
+        ids[others] = found
+        return ids
+
+    def might_take(self, numbers: IntArray) -> BoolArray:
+        """For units (by their number in the book), could one of them be placed on the
+        planned nodes, without new ones? False is sure (a shape of it fits on none of them:
+        :meth:`~.node_columns.NodeColumns.might_fit`); True is a maybe."""
+        most = self.columns.most()
+        if most is None:
+            return np.zeros(numbers.size, np.bool_)
+        cpu, memory, best, whole = most
+        needs = self.cache.book.needs()[numbers]
+        maybe: BoolArray = (
+            (needs[:, 0] <= cpu)
+            & (needs[:, 1] <= memory)
+            & (needs[:, 2] <= whole)
+            & (needs[:, 3] <= best)
+            & (needs[:, 4] == 0)
+        )
+        return maybe
 
     def holds_one(self, unit: Unit, max_nodes: int) -> bool:
         """Could ``max_nodes`` empty nodes of this pool hold one unit like ``unit``?"""
@@ -293,7 +427,13 @@ class PoolPacker:
         fit: IntArray | None = None
         few: list[tuple[int, list[int], int]] | None = None
         room = 0
-        if columns.size and not shape.alone and columns.might_fit(shape):
+        # The most free of each column is asked only when known: working it out costs what
+        # finding the candidate rows does, and those say the same (none: no room).
+        if (
+            columns.size
+            and not shape.alone
+            and (not columns.most_known or columns.might_fit(shape))
+        ):
             rows = candidates(columns, shape)
             if zone is not None:
                 rows = rows[columns.zone[rows] == zone]
@@ -307,10 +447,13 @@ class PoolPacker:
                 room = int(fit.sum())
         per_node = shape.per_empty_node
         per_node -= per_node % step
-        allowed = shape.zones
-        if zone is not None:
-            allowed = allowed & (np.arange(allowed.size) == zone)
-        new_room = per_node * self.headroom if per_node and allowed.any() else 0
+        new_room = 0
+        if per_node and self.headroom:
+            if zone is None:
+                allowed = shape.everywhere or bool(shape.zones.any())
+            else:
+                allowed = bool(shape.zones[zone])
+            new_room = per_node * self.headroom if allowed else 0
         count = min(count, room + new_room)
         count -= count % whole
         if count <= 0:
@@ -325,7 +468,13 @@ class PoolPacker:
         rest = count - placed
         if rest:
             new = -(-rest // per_node)
-            start = int(self._open(new, allowed)[0])
+            if zone is not None:
+                zones = [zone]
+            elif shape.everywhere:
+                zones = self._every_zone
+            else:
+                zones = np.flatnonzero(shape.zones).tolist()
+            start = self._open(new, zones)
             # New nodes are alike: all but the last take per_node pods, the last the rest.
             if new > 1:
                 columns.set_rows(slice(start, start + new - 1), self._after(shape, per_node))
@@ -334,13 +483,13 @@ class PoolPacker:
             placed += rest
         return placed
 
-    def _after(self, shape: ShapeOnPool, pods: int) -> NodeColumns:
-        """An empty node of this pool after taking ``pods`` pods of ``shape`` (kept)."""
+    def _after(self, shape: ShapeOnPool, pods: int) -> IntArray:
+        """An empty node of this pool after taking ``pods`` pods of ``shape``, as a row
+        (kept)."""
         key = (id(shape), pods)
         known = self._afters.get(key)
         if known is None:
-            known = self._afters[key] = NodeColumns.of_empty(self.columns.empty, 1)
-            commit(known, shape, np.zeros(1, np.int64), np.array([pods], np.int64))
+            known = self._afters[key] = self.columns.row_after(shape, pods)
         return known
 
     def _take_first_fit(self, shape: ShapeOnPool, fit: IntArray, rows: IntArray, count: int) -> int:
@@ -409,7 +558,7 @@ class PoolPacker:
             new = min(-(-(wanted - placed) // per_node), self.headroom)
             if not new:
                 break
-            self._open(new, allowed)
+            self._open(new, np.flatnonzero(allowed).tolist())
         return placed
 
     def _gangs_on_empty_node(self, unit: Unit, allowed: BoolArray) -> int:
@@ -431,18 +580,21 @@ class PoolPacker:
         self._gangs_per_node[key] = count
         return count
 
-    def _open(self, count: int, allowed: BoolArray) -> IntArray:
-        """Add ``count`` nodes in the allowed zones, spread as the pool spreads them (to the
-        zone with the fewest, ties to the first listed: the counts
-        :meth:`~gpufleet.model.nodepools.NodePool.zones_for` ends with, in one step)."""
+    def _open(self, count: int, zones: list[int]) -> int:
+        """Add ``count`` nodes in ``zones`` (indices, in order), spread as the pool spreads
+        them (to the zone with the fewest, ties to the first listed: the counts
+        :meth:`~gpufleet.model.nodepools.NodePool.zones_for` ends with, in one step); the
+        first new row."""
         self.headroom -= count
         if len(self.zone_names) <= 1:
-            return self.columns.add(np.zeros(count, np.int64))
-        zones = np.flatnonzero(allowed).tolist()
+            return self.columns.add_runs([0], [count])
+        if len(zones) == 1:
+            self.in_zone[zones[0]] += count
+            return self.columns.add_runs(zones, [count])
         grown = _water_fill([self.in_zone[z] for z in zones], count)
         for z, add in zip(zones, grown, strict=True):
             self.in_zone[z] += add
-        return self.columns.add(np.repeat(np.asarray(zones, np.int64), grown))
+        return self.columns.add_runs(zones, grown)
 
 
 def _water_fill(have: Sequence[int], count: int) -> list[int]:
@@ -485,4 +637,13 @@ def _one_unit_everywhere(
     return fits, trial
 
 
-__all__ = ["PER_NODE_LEVELS", "Item", "Kept", "PackerCache", "PoolPacker", "Unit", "kept"]
+__all__ = [
+    "PER_NODE_LEVELS",
+    "Item",
+    "Kept",
+    "PackerCache",
+    "PoolPacker",
+    "Unit",
+    "UnitBook",
+    "kept",
+]

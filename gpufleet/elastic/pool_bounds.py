@@ -18,10 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
-from gpufleet.elastic.packing import Item, Kept, PoolPacker, Unit
+from gpufleet.elastic.node_columns import ShapeOnPool
+from gpufleet.elastic.packing import Item, Kept, PoolPacker, UnitBook
 from gpufleet.model.nodepools import NodePool
 from gpufleet.scheduling.node_table import IntArray
+
+FloatArray = npt.NDArray[np.float64]
 
 
 class PoolBound:
@@ -32,44 +36,40 @@ class PoolBound:
         packer: PoolPacker,
         items: Sequence[Item],
         eligible: Callable[[Item, NodePool], bool],
+        kinds: IntArray | None = None,
+        lone_shapes: IntArray | None = None,
     ) -> None:
         self.packer = packer
         pool = packer.node_pool
         empty = packer.columns.empty
         self.capacity = np.array([empty.cpu, empty.memory, int(empty.devices.sum())], np.float64)
         self.upcoming = packer.first_new
-        groups: dict[tuple[object, ...], int] = {}
+        if kinds is None or lone_shapes is None:
+            kinds, lone_shapes = item_keys(items)
+        ids = packer.unit_ids(items, kinds, lone_shapes)
+        book = packer.cache.book
+        allowed = np.fromiter((eligible(item, pool) for item in items), np.bool_, len(items))
+        ids[~allowed] = -1
+        # Kinds of unit numbered in the order of the items that make them (packing order).
+        mine = np.flatnonzero(ids >= 0)
+        distinct, first = np.unique(ids[mine], return_index=True)
+        chosen = distinct[np.argsort(first, kind="stable")]
+        renumber = np.empty(len(book.distinct), np.int64)
+        renumber[chosen] = np.arange(chosen.size)
         group_of = np.full(len(items), -1, np.int64)
-        demand: list[tuple[float, float, float]] = []
-        per_node: list[float] = []
-        pods: list[int] = []
-        #: Per kind of unit on this pool, in the order of the items: the unit and its items.
-        self.units: list[Unit] = []
-        self.members: list[list[int]] = []
-        for i, item in enumerate(items):
-            unit = packer.unit(item) if eligible(item, pool) else None
-            if unit is None:
-                continue
-            group = groups.get(unit.key)
-            if group is None:
-                group = groups[unit.key] = len(demand)
-                self.units.append(unit)
-                self.members.append([])
-                demand.append(
-                    (
-                        float(sum(s.cpu * n for s, n in unit.shapes)),
-                        float(sum(s.memory * n for s, n in unit.shapes)),
-                        float(sum(s.devices * s.milli * n for s, n in unit.shapes)),
-                    )
-                )
-                per_node.append(_units_per_node(unit.shapes, unit.way))
-                pods.append(item.pods_per_unit)
-            group_of[i] = group
-            self.members[group].append(i)
+        group_of[mine] = renumber[ids[mine]]
         self.group_of = group_of
-        self.demand = np.array(demand, np.float64).reshape(-1, 3)
-        self.per_node = np.array(per_node, np.float64)
-        self.pods = np.array(pods, np.int64)
+        #: Per kind of unit on this pool, in the order of the items: the unit and its items.
+        self.units = [book.distinct[u] for u in chosen.tolist()]
+        #: Their numbers in the book.
+        self.unit_numbers = chosen
+        by_kind = mine[np.argsort(group_of[mine], kind="stable")].tolist()
+        ends = np.cumsum(np.bincount(group_of[mine], minlength=chosen.size)).tolist()
+        self.members = [by_kind[start:end] for start, end in zip([0, *ends], ends, strict=False)]
+        numbers = _numbers(book)[chosen]
+        self.demand = numbers[:, :3]
+        self.per_node = numbers[:, 3]
+        self.pods = numbers[:, 4].astype(np.int64)
 
     def bound(self, left: IntArray) -> tuple[int, int]:
         """For ``left`` units of each item: the pods this pool may take, and the fewest new
@@ -119,6 +119,42 @@ class PoolBound:
         return counts
 
 
+def item_keys(items: Sequence[Item]) -> tuple[IntArray, IntArray]:
+    """The :attr:`~.packing.Item.kind` and :attr:`~.packing.Item.lone_shape` of each item."""
+    kinds = np.fromiter((item.kind for item in items), np.int64, len(items))
+    lone_shapes = np.fromiter((item.lone_shape for item in items), np.int64, len(items))
+    return kinds, lone_shapes
+
+
+def _numbers(book: UnitBook) -> FloatArray:
+    """Per distinct unit of the book: its CPU, memory and milli-GPU, how many fit on one empty
+    node (0: not known cheaply) and its pods (worked out once per unit and kept)."""
+    known = book.number_table.shape[0]
+    if known < len(book.distinct):
+        new = [
+            _lone_numbers(unit.shapes[0][0])
+            if unit.lone_pod and unit.way is Kept.ANYWHERE
+            else (
+                float(sum(s.cpu * n for s, n in unit.shapes)),
+                float(sum(s.memory * n for s, n in unit.shapes)),
+                float(sum(s.devices * s.milli * n for s, n in unit.shapes)),
+                _units_per_node(unit.shapes, unit.way),
+                float(sum(n for _, n in unit.shapes)),
+            )
+            for unit in book.distinct[known:]
+        ]
+        book.number_table = np.concatenate([book.number_table, np.array(new, np.float64)])
+    return book.number_table
+
+
+def _lone_numbers(shape: ShapeOnPool) -> tuple[float, float, float, float, float]:
+    """:func:`_numbers` of a lone pod's unit."""
+    return (
+        float(shape.cpu), float(shape.memory), float(shape.devices * shape.milli),
+        float(shape.per_empty_node), 1.0,
+    )  # fmt: skip
+
+
 def _units_per_node(shapes: Sequence[tuple[object, int]], way: Kept) -> float:
     """How many units fit on one empty node at most (0: not known cheaply)."""
     if len(shapes) != 1:
@@ -130,4 +166,4 @@ def _units_per_node(shapes: Sequence[tuple[object, int]], way: Kept) -> float:
     return per_empty / pods
 
 
-__all__ = ["PoolBound"]
+__all__ = ["PoolBound", "item_keys"]

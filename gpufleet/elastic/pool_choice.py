@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpufleet.elastic.packing import Item, Kept, PoolPacker
-from gpufleet.elastic.pool_bounds import PoolBound
+from gpufleet.elastic.pool_bounds import PoolBound, item_keys
 from gpufleet.model.nodepools import NodePool
 from gpufleet.scheduling.node_table import IntArray
 
@@ -84,7 +84,8 @@ def choose(
     pending = int(left @ pods_per_unit) if items else 0
     if not pending or not packers:
         return []
-    bounds = [PoolBound(packer, items, eligible) for packer in packers]
+    kinds, lone_shapes = item_keys(items)
+    bounds = [PoolBound(packer, items, eligible, kinds, lone_shapes) for packer in packers]
     first: dict[int, Step] = {}
 
     def exact(k: int) -> Step:
@@ -130,10 +131,19 @@ def _trial(bound: PoolBound, items: Sequence[Item], left: IntArray) -> Step:
     not matter once the pool is eligible), the units placed going to the items in order."""
     packer = bound.packer.copy()
     wanted = bound.counts(left).tolist()
-    took = [
-        packer.place_unit(unit, count) if count else 0
-        for unit, count in zip(bound.units, wanted, strict=True)
-    ]
+    took = [0] * len(wanted)
+    for k, count in enumerate(wanted):
+        if not count:
+            continue
+        if not packer.headroom:
+            # No node can be added any more: the kinds left that fit on none of the planned
+            # nodes would place nothing, so only the others are tried (in order, as before).
+            maybe = np.flatnonzero(packer.might_take(bound.unit_numbers[k:])) + k
+            for j in maybe.tolist():
+                if wanted[j]:
+                    took[j] = packer.place_unit(bound.units[j], wanted[j])
+            break
+        took[k] = packer.place_unit(bound.units[k], count)
     cost = packer.added_count() * packer.node_pool.hourly_price
     step = Step(packer, {}, 0, cost, packer.waste(), wanted=wanted, took=took)
     _share(step, bound, items, left)

@@ -3,13 +3,16 @@
 Owns :class:`PoolCatalog`: a :class:`~gpufleet.scheduling.node_table.NodeTable` holding one
 empty template node per pool and zone (made by :meth:`NodePool.node`, so with every label and
 taint a real node of the pool gets), against which each distinct pod shape (its
-:attr:`~gpufleet.model.Pod.signature`) is compiled once by the core's own
+:attr:`~gpufleet.model.Pod.signature`) is compiled by the core's own
 :func:`~gpufleet.scheduling.demand.compile_demand`: the GPU model, node selector and
 affinity, taints, the GPU resource the node advertises, extended resources, what the pod holds
-per device there (a share asked in GPU memory, a whole GPU on a time-sliced node). What comes
-out (:class:`ShapeOnPool`) is a handful of integers per (shape, pool) and the zones where the
-shape may go, which :mod:`.packing` packs by numpy. A pool's empty node, in the same columns, is
-:meth:`PoolCatalog.empty_node`.
+per device there (a share asked in GPU memory, a whole GPU on a time-sliced node). None of
+that depends on the pod's CPU and memory, so the core compiles one pod per placement (the
+signature less those two) and the shapes that differ only in them share it. What comes out
+(:class:`ShapeOnPool`) is a handful of integers per (shape, pool) and the zones where the
+shape may go, interned (pools with alike nodes share the object, numbered in
+:attr:`PoolCatalog.interned`), which :mod:`.packing` packs by numpy. A pool's empty node,
+in the same columns, is :meth:`PoolCatalog.empty_node`.
 
 Pods with inter-pod rules (affinity, anti-affinity, spread) depend on what else runs where,
 which a node that does not exist yet cannot answer: such a pod is given a node of its own
@@ -20,11 +23,11 @@ What it does not do: pack (:mod:`.packing`) or decide (:mod:`.nodepools`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from gpufleet.elastic.node_columns import EmptyNode, ShapeOnPool, fits_on_empty
+from gpufleet.elastic.node_columns import EmptyNode, ShapeOnPool, fit_on_empty
 from gpufleet.model import MILLI_PER_GPU, Node, Pod
 from gpufleet.model.nodepools import NodePool
 from gpufleet.scheduling.demand import compile_demand
@@ -50,11 +53,24 @@ class PoolCatalog:
         self._shapes: dict[tuple[object, ...], int] = {}
         self._on_pool: list[list[ShapeOnPool | None]] = []
         self._empty: dict[int, EmptyNode] = {}
-        #: What each distinct request takes on each node shape (one object per request).
-        self._interned: dict[tuple[object, ...], ShapeOnPool | None] = {}
-        self._templates: dict[int, tuple[object, ...]] = {}
+        #: What each distinct request takes on each node shape (one object per request, by
+        #: its index in ``interned``; -1: it does not fit).
+        self._interned: dict[tuple[object, ...], int] = {}
+        self.interned: list[ShapeOnPool] = []
+        #: Per shape id and pool: the index in ``interned`` of what it takes there (-1: none).
+        self._interned_ids = np.full((0, len(self.pools)), -1, np.int64)
+        self._templates: dict[tuple[object, ...], int] = {}
+        self._template_ids: dict[int, int] = {}
+        self._requests: dict[tuple[object, ...], int] = {}
+        self._placements: dict[tuple[object, ...], _Placement | None] = {}
         self.pods: list[Pod] = []
         self._kinds: dict[tuple[object, ...], int] = {}
+
+    @property
+    def known_shapes(self) -> Mapping[tuple[object, ...], int]:
+        """The ids of the shapes compiled so far, by pod signature (to read, not to change:
+        :meth:`shape` adds to it)."""
+        return self._shapes
 
     def shape(self, pod: Pod) -> int:
         """The id of ``pod``'s shape (compiled against every pool the first time it is seen)."""
@@ -65,13 +81,64 @@ class PoolCatalog:
         shape = len(self.pods)
         self._shapes[signature] = shape
         self.pods.append(pod)
-        demand = compile_demand(self.table, pod)
         on_pool: list[ShapeOnPool | None] = [None] * len(self.pools)
         self._on_pool.append(on_pool)
+        if shape >= self._interned_ids.shape[0]:
+            grown = np.full((2 * shape + 16, len(self.pools)), -1, np.int64)
+            grown[:shape] = self._interned_ids[:shape]
+            self._interned_ids = grown
+        placement = self._placement(pod)
+        if placement is None:
+            return shape
+        where, rest = placement
+        # What the request takes, less the node shape and zones (added per pool below), as a
+        # small integer: the key of each pool's interned answer is then cheap to hash.
+        request = (pod.cpu_milli, pod.memory_mib, *rest)
+        request_id = self._requests.get(request)
+        if request_id is None:
+            request_id = self._requests[request] = len(self._requests)
+        ids = [-1] * len(self.pools)
+        for pool, template, milli, zones_key, zones in where:
+            key = (template, milli, zones_key, request_id)
+            index = self._interned.get(key)
+            if index is None:
+                found = self._new_shape(request, milli, zones, pool)
+                index = self._interned[key] = -1 if found is None else len(self.interned)
+                if found is not None:
+                    self.interned.append(found)
+            if index >= 0:
+                on_pool[pool] = self.interned[index]
+                ids[pool] = index
+        self._interned_ids[shape] = ids
+        return shape
+
+    def interned_ids(self, shapes: IntArray, pool: int) -> IntArray:
+        """For each of ``shapes`` (ids), what it takes on ``pool`` as an index into
+        :attr:`interned` (-1: it never fits there)."""
+        found: IntArray = self._interned_ids[shapes, pool]
+        return found
+
+    def _placement(self, pod: Pod) -> _Placement | None:
+        """Where pods like ``pod`` may go whatever CPU and memory they ask: what the catalog
+        reads of the core's compiled demand besides them (the static mask, milli-GPU per
+        device, MIG, extended resources) depends on the fields of this key only, so the core
+        compiles one pod per key and every shape of it shares the answer."""
+        key = (
+            pod.gpu, pod.gpu_models, pod.node_selector, pod.required_affinity, pod.tolerations,
+            pod.extended, pod.rules is not None,
+        )  # fmt: skip
+        known = self._placements.get(key, False)
+        if known is not False:
+            return known  # type: ignore[return-value]
+        found = self._placements[key] = self._compile_placement(pod)
+        return found
+
+    def _compile_placement(self, pod: Pod) -> _Placement | None:
+        demand = compile_demand(self.table, pod)
         if not self.pools or (demand.mig_count and demand.mig_profile < 0):
-            return shape
+            return None
         if any(column < 0 for column, _ in demand.extended):
-            return shape
+            return None
         static = demand.static_mask
         somewhere = np.logical_or.reduceat(static, self._starts).tolist()
         everywhere = np.logical_and.reduceat(static, self._starts).tolist()
@@ -79,24 +146,18 @@ class PoolCatalog:
             milli = [demand.gpu_milli] * len(self.pools)
         else:
             milli = demand.milli_by_row[self._starts].tolist()
-        # What the request takes, less the node shape and zones (added per pool below).
-        request = (
-            demand.cpu_milli, demand.memory_mib, demand.gpu_count, demand.units,
-            demand.mig_profile if demand.mig_count else -1, demand.mig_count, demand.extended,
-            pod.rules is not None,
-        )  # fmt: skip
+        where: list[tuple[int, int, int, bytes | None, BoolArray]] = []
         for pool, fits in enumerate(somewhere):
             if not fits or (demand.gpu_count and not 0 < milli[pool] <= MILLI_PER_GPU):
                 continue
-            zones = None if everywhere[pool] else self._zones_of(static, pool).tobytes()
-            key = (self._template_key(pool), milli[pool], zones, request)
-            found = self._interned.get(key, False)
-            if found is False:
-                found = self._interned[key] = self._new_shape(
-                    request, milli[pool], self._zones_of(static, pool), pool
-                )
-            on_pool[pool] = found  # type: ignore[assignment]
-        return shape
+            zones = self._zones_of(static, pool)
+            zones_key = None if everywhere[pool] else zones.tobytes()
+            where.append((pool, self._template_id(pool), milli[pool], zones_key, zones))
+        rest = (
+            demand.gpu_count, demand.units, demand.mig_profile if demand.mig_count else -1,
+            demand.mig_count, demand.extended, pod.rules is not None,
+        )  # fmt: skip
+        return where, rest
 
     def _zones_of(self, static: BoolArray, pool: int) -> BoolArray:
         start = int(self._starts[pool])
@@ -139,22 +200,32 @@ class PoolCatalog:
     ) -> ShapeOnPool | None:
         cpu, memory, devices, units, mig_profile, mig_count, extended, alone = request
         fields = (cpu, memory, devices, milli, units, mig_profile, mig_count, extended)
-        probe = ShapeOnPool(*fields, zones, 0, alone)  # type: ignore[arg-type]
-        fit = fits_on_empty(probe, self.empty_node(pool))
+        fit = fit_on_empty(
+            self.empty_node(pool), cpu, memory, units, devices, milli,  # type: ignore[arg-type]
+            mig_profile, mig_count, extended,  # type: ignore[arg-type]
+        )  # fmt: skip
         if not fit:
             return None
         per_node = 1 if alone else fit
         return ShapeOnPool(*fields, zones.copy(), per_node, alone, bool(zones.all()))  # type: ignore[arg-type]
 
-    def _template_key(self, pool: int) -> tuple[object, ...]:
-        known = self._templates.get(pool)
+    def _template_id(self, pool: int) -> int:
+        """Pools whose empty nodes are alike (and have as many zones) share an id."""
+        known = self._template_ids.get(pool)
         if known is None:
             empty = self.empty_node(pool)
-            known = self._templates[pool] = (
+            key = (
                 empty.cpu, empty.memory, empty.units, empty.devices.tobytes(),
                 empty.mig.tobytes(), empty.extended.tobytes(), len(self.rows[pool]),
             )  # fmt: skip
+            known = self._templates.setdefault(key, len(self._templates))
+            self._template_ids[pool] = known
         return known
+
+
+#: Per pool a pod may go to: (pool, its template id, milli-GPU per device there, its zones as
+#: a key (None: all), its zones); and the request's fields beyond CPU and memory.
+_Placement = tuple[list[tuple[int, int, int, bytes | None, BoolArray]], tuple[object, ...]]
 
 
 __all__ = ["PoolCatalog"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 
 MILLI_PER_GPU = 1000
 #: The extended resource the NVIDIA device plugin advertises GPUs as.
@@ -39,6 +40,9 @@ _MIG_PROFILE = re.compile(r"^(?P<g>[1-7])g\.(?P<mem>\d+)gb(?:\+me)?$")
 _VENDOR_PREFIXES = ("nvidia-", "tesla-", "geforce-", "quadro-")
 
 
+# A cluster has a handful of model and product names; compiling a pod's demand asks for them
+# over and over.
+@lru_cache(maxsize=4096)
 def canonical_model(name: str) -> str:
     """A GPU model or product name as :func:`model_matches` compares it: lower case, ``-`` for
     spaces and underscores, vendor prefixes dropped (``NVIDIA-H100-80GB-HBM3`` ->

@@ -255,6 +255,26 @@ def test_the_few_rows_path_takes_what_the_column_path_takes(
         np.testing.assert_array_equal(by_rows.data[:3], by_columns.data[:3])
 
 
+@settings(max_examples=150, deadline=None)
+@given(pool=pools(), pod=pods(), count=st.integers(1, 12))
+def test_a_new_node_written_whole_is_the_node_that_took_the_pods(
+    pool: NodePool, pod: Pod, count: int
+) -> None:
+    """The row a new node is written with (``row_after``, plain integers) is the empty node
+    after ``commit`` of the same pods, and writing it keeps the node's zone."""
+    catalog = PoolCatalog([pool])
+    on_pool = catalog.on_pool(catalog.shape(pod), 0)
+    if on_pool is None:
+        return
+    taken = min(count, on_pool.per_empty_node)
+    by_columns = NodeColumns.of_empty(catalog.empty_node(0), 1, zone=1)
+    commit(by_columns, on_pool, np.zeros(1, np.int64), np.array([taken], np.int64))
+    written = NodeColumns.of_empty(catalog.empty_node(0), 1, zone=1)
+    written.set_rows(slice(0, 1), written.row_after(on_pool, taken))
+    np.testing.assert_array_equal(written.data[:1], by_columns.data[:1])
+    assert written.any_closed == by_columns.any_closed
+
+
 def test_a_share_goes_to_the_fullest_device_that_fits_in_both_paths() -> None:
     """600, then 700, then 300 milli on two devices: the 300 goes to the device with 300 left
     (the fullest that fits, as the engine's best fit puts it), not to the first one."""

@@ -15,6 +15,7 @@ from gpufleet.elastic.nodepools import (
     PoolNodes,
     Provisioning,
     ScaleUpDecision,
+    ScaleUpPlanner,
     decide_scale_up,
 )
 from gpufleet.model import Toleration
@@ -297,3 +298,40 @@ def test_when_one_pool_can_hold_the_pending_set_the_nodes_added_hold_it(
     decision = decide_scale_up(pending, [PoolNodes(pool)], now=0.0)
     assert set(decision.expected) == {w.key for w in pending}
     assert all_placed(nodes_added(decision, [pool])["p"], pending)
+
+
+@st.composite
+def turns_of_work(draw: st.DrawFn) -> list[list[Workload]]:
+    """Pending sets of a few turns: pods of overlapping shapes, some critical, some asking
+    for a GPU model no pool has (B200), gangs with and without a topology."""
+    turns = []
+    for turn in range(draw(st.integers(1, 4))):
+        pending = []
+        for index in range(draw(st.integers(0, 10))):
+            pending.append(
+                job(
+                    f"t{turn}-w{index}",
+                    gpus=draw(st.sampled_from([1, 2, 4, 8])),
+                    pods=draw(st.integers(1, 3)),
+                    cpu=draw(st.integers(1, 4)) * 1000,
+                    tolerations=[SPOT_TOLERATION] if draw(st.booleans()) else [],
+                    topology=draw(st.sampled_from([None, NVLINK])),
+                    preemptible=draw(st.booleans()),
+                    models=draw(st.sampled_from([None, None, ["H100"], ["B200"]])),
+                )
+            )
+        turns.append(pending)
+    return turns
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenario=scenarios(), turns=turns_of_work())
+def test_a_planner_decides_each_turn_as_a_fresh_decision_would(
+    scenario: tuple[list[Workload], list[PoolNodes]], turns: list[list[Workload]]
+) -> None:
+    """What a planner keeps from earlier turns (compiled shapes, units, their numbers) only
+    saves work: every turn's decision, reasons included, is the one made from nothing."""
+    _, pools = scenario
+    planner = ScaleUpPlanner([p.pool for p in pools])
+    for pending in turns:
+        assert planner.decide(pending, pools, 0.0) == decide_scale_up(pending, pools, 0.0)
