@@ -223,7 +223,12 @@ class PoolScaling:
     def done(self) -> bool:
         """The world is done, no node is on its way or draining, and nothing waits for
         capacity that a node could still be added for."""
-        settled = not self.waiting_for_capacity or self.stalled
+        # Work that waits for a pool at its maximum may fit once an unneeded node of it
+        # leaves (a gang is packed on new nodes only): the run goes on while a node is on
+        # its way out, or may be once the next look at scale-down sees what changed.
+        looked = not self.underused or self.sim.world.clock == self._table_seen
+        removal = bool(self.unneeded_since) or not looked
+        settled = not self.waiting_for_capacity or (self.stalled and not removal)
         return self.inner.done and not self.batches and not self.draining and settled
 
     # ----------------------------------------------------------------------------- ticks
