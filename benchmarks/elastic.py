@@ -1,6 +1,6 @@
 """Elastic capacity against static on-demand capacity sized for the peak (issue 15's benchmark).
 
-    python benchmarks/elastic.py [--days 7] [--seeds 0 1 2] [--jobs-per-day 300] [--quick]
+    python benchmarks/elastic.py [--days 7] [--seeds 0 1 2] [--jobs-per-day 600] [--quick]
 
 Two parts, each its own simulated run (mixing them in one run changes nothing they measure and
 would make one run slower; the inference service does not share nodes with the batch work):
@@ -833,7 +833,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--days", type=float, default=7.0)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--jobs-per-day", type=float, default=300.0)
+    parser.add_argument("--jobs-per-day", type=float, default=600.0)
     parser.add_argument("--max-runtime", type=float, default=24 * HOUR, help="Seconds.")
     parser.add_argument("--max-nodes", type=int, default=64, help="Per pool.")
     parser.add_argument("--stress", action="store_true", help=f"Also spot rate x{STRESS_FACTOR:g}.")
