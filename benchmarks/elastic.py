@@ -31,7 +31,7 @@ Prices from gpufleet/data/prices.yaml through :func:`~gpufleet.economics.node_pr
 (no price of the pools' own): on-demand $98.32 per node-hour, the list's p5.48xlarge figure
 (usage.ai, the pre-June-2025 list price; the file says it is likely high); spot: the list has no
 H100 spot price, so its documented estimate, 0.6 x on-demand for the GPUs (the smallest saving
-of the "40-70% less" its source gives) plus OpenCost's spot vCPU and memory prices: $52.70 per
+of the "40-70% less" its source gives) plus OpenCost's spot vCPU and memory prices: $53.25 per
 node-hour, marked estimated. Spot interruptions: a ``SpotInterruption`` on every spot node at
 the AWS Spot Instance Advisor's highest frequency band, ">20%" a month (where GPU instance types
 mostly sit; taken at 20% a month, 3.06e-4 per node-hour: :func:`~gpufleet.model.node_faults.
@@ -61,10 +61,12 @@ on requests outstanding, 2 per replica, i.e. a replica at two thirds of its 3 sl
 replicas, 15-minute scale-down stabilisation) on an on-demand pool of AWS g5.xlarge nodes (one
 A10G each: $1.006 per node-hour, the list's figure), 5-minute provisioning: a replica waits for
 its node, then loads its model. The replicas are inference-critical (priority 1,000,000) and do
-not tolerate the spot taint: never on spot. Static: as many replicas as the autoscaled run's
-peak, on as many g5.xlarge nodes, all week. Measured: minutes whose p95 latency met the
-objective, and GPU-hours: the nodes' (what is paid: the autoscaled pool's from each node's
-asking to its leaving) and the replicas' (from placement).
+not tolerate the spot taint: never on spot. Static, sized for the peak: the replicas the
+highest rate (the bursts' 450 requests per second) needs at the same two thirds of a replica's
+slots the autoscaler aims at (57), on as many g5.xlarge nodes, all week. Measured: minutes
+whose p95 latency met the objective, and GPU-hours: the nodes' (what is paid: the autoscaled
+pool's from each node's asking to its leaving) and the replicas' (from placement). The pool
+keeps the minimum replicas' 2 nodes from the start.
 
 Targets (issue 15): batch cost at least 40% lower with every job completed and at most 5% of
 GPU-hours lost to interruptions (lost / GPU-hours of work done); inference objective met in at
@@ -770,8 +772,10 @@ def write_markdown(
         f"model load, p95 objective 1 s; {PEAK_RPS:g} req/s weekday peak, trough "
         f"{TROUGH_SHARE:.0%}, weekends {INFERENCE_WEEKEND_FACTOR:.0%}, two 1.5x 20-minute "
         "bursts; autoscaled on requests outstanding (2 per replica, 2-96 replicas, 15-minute "
-        "scale-down window) on an on-demand pool (5-minute provisioning), against static "
-        "replicas as many as the autoscaled peak. A separate run from the batch part.",
+        "scale-down window) on an on-demand pool (5-minute provisioning, the pool keeping the "
+        f"minimum's {MIN_REPLICAS} nodes), against {static_replicas()} static replicas (the "
+        "highest rate, bursts included, at the same 2 of 3 slots per replica). A separate "
+        "run from the batch part.",
         "",
         "## Targets",
         "",
