@@ -98,7 +98,7 @@ class SlotReserve:
         if demand.mig_count or not demand.gpu_count or demand.milli_by_row is not None:
             return -1
         static = demand.static_mask
-        if static.size != n:
+        if n == 0 or static.size != n:  # no nodes yet (pools at zero): nothing to keep
             return -1
         if demand.gpu_count == 1:
             gpu_nodes = table.schedulable[:n] & (table.gpu_count[:n] > 0)

@@ -1,0 +1,88 @@
+"""benchmarks/elastic.py small: its week has the shape it says, and a --quick run writes both
+parts' results with their invariants (no target asserted: the full run measures those)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from benchmarks.elastic import DAY, NEEDS, arrivals, batch_week, main
+from gpufleet.io.shapes import bundled_shape_table
+from gpufleet.model.capacity import SPOT_TAINT
+from gpufleet.scheduling.capacity import tolerates_spot
+
+
+def test_arrivals_are_busier_on_weekday_afternoons_than_nights_and_weekends() -> None:
+    times = arrivals(20_000, 7, np.random.default_rng(0))
+    assert len(times) == 20_000
+    assert bool(np.all(np.diff(times) >= 0))
+    assert times[0] >= 0
+    assert times[-1] <= 7 * DAY
+    day, hour = times // DAY, (times % DAY) // 3600
+    weekday_afternoons = np.sum((day < 5) & (hour >= 12) & (hour < 16))
+    weekday_nights = np.sum((day < 5) & (hour < 4))
+    weekend_afternoons = np.sum((day >= 5) & (hour >= 12) & (hour < 16))
+    assert weekday_afternoons > 2 * weekday_nights
+    assert weekday_afternoons / 5 > 2 * weekend_afternoons / 2
+
+
+def test_the_week_mixes_gangs_spot_tolerant_and_non_preemptible_jobs() -> None:
+    week = batch_week(bundled_shape_table(), 2, 200, 0, 4 * 3600)
+    assert len(week.workloads) == 400
+    assert sum(week.needs.values()) == 400
+    assert set(week.needs) == set(NEEDS)
+    assert week.gangs == sum(t.workload.gang_size > 1 for t in week.workloads) > 0
+    for timed in week.workloads:
+        workload = timed.workload
+        spot = all(tolerates_spot(p.tolerations) for p in workload.pods)
+        assert spot == (workload.checkpoint_interval is not None)
+        assert not (spot and not workload.preemptible)
+        assert timed.duration is not None
+        assert 60 <= timed.duration <= 4 * 3600
+        assert all(p.gpu.count >= 1 for p in workload.pods)
+    assert SPOT_TAINT.key == "gpufleet.dev/capacity-type"
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("elastic")
+    assert main(["--quick", "--out", str(out)]) == 0
+    assert (out / "elastic.md").read_text().startswith("# Elastic capacity")
+    loaded: dict[str, Any] = json.loads((out / "elastic.json").read_text())
+    return loaded
+
+
+def test_a_quick_run_reports_the_batch_part(quick: dict[str, Any]) -> None:
+    (batch,) = quick["batch"]
+    elastic = batch["elastic"]
+    assert elastic["cost"] > 0
+    assert elastic["node_hours"] > 0
+    assert 0 < elastic["completed"] <= elastic["jobs"] == batch["workload"]["jobs"]
+    assert elastic["gpu_hours_done"] > 0
+    assert elastic["gpu_hours_lost"] >= 0
+    assert sum(elastic["node_hours_by_pool"].values()) == pytest.approx(elastic["node_hours"], 1e-4)
+    tried = batch["static_tried"]
+    assert tried[0]["peak_nodes"] == elastic["peak_nodes"]  # the first size tried: the peak
+    assert batch["baseline"] in {s["label"] for s in tried}
+    for static in tried:
+        hours = static["node_hours"] / static["peak_nodes"]
+        assert static["cost"] == pytest.approx(static["node_hours"] * 98.32, rel=1e-3)
+        assert hours == pytest.approx(static["hours"], rel=1e-3)
+    baseline = next(s for s in tried if s["label"] == batch["baseline"])
+    assert batch["cost_reduction"] == pytest.approx(1 - elastic["cost"] / baseline["cost"], 1e-3)
+
+
+def test_a_quick_run_reports_the_inference_part(quick: dict[str, Any]) -> None:
+    (serving,) = quick["inference"]
+    scaled, static = serving["autoscaled"], serving["static"]
+    assert static["serving"]["replicas_min"] == static["serving"]["replicas_max"]
+    assert scaled["serving"]["scaled_by"].startswith("annotations")
+    for side in (scaled, static):
+        assert 0 <= side["serving"]["minutes_met_pct"] <= 100
+        assert side["serving"]["minutes"] == 24 * 60
+        assert side["node_gpu_hours"] >= side["serving"]["gpu_hours"] * 0.99 > 0
+    checks = {c["check"] for c in quick["checks"]}
+    assert len(checks) == 5
