@@ -39,14 +39,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from gpufleet.economics.runs import gpus_held
 from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.nodepools import NODE_POOL_LABEL, NodePool
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import PlacementEngine, Unschedulable
-from gpufleet.scheduling.node_table import BoolArray, NodeTable
+from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies.bestfit import bestfit_policy
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -112,13 +110,44 @@ def decide_scale_down(
     unneeded_since: Mapping[str, float] | None = None,
     last_scale_up: float | None = None,
     config: ScaleDownConfig | None = None,
+    snapshot: PlacementEngine | None = None,
 ) -> ScaleDownDecision:
-    """See the module docstring."""
+    """See the module docstring. ``snapshot``: a placement engine whose table already holds
+    ``nodes`` with ``running`` on them (the scheduler's own, at the end of its turn), used on
+    a trial that is rolled back before this returns; None: one is built, when some node's pods
+    must be tried elsewhere."""
     config = config or ScaleDownConfig()
+    if snapshot is None:
+        return _decide(nodes, running, pools, now, unneeded_since, last_scale_up, config, None)
+    table = snapshot.table
+    mark = table.begin_trial()
+    try:
+        return _decide(nodes, running, pools, now, unneeded_since, last_scale_up, config, snapshot)
+    finally:
+        table.rollback(mark)
+
+
+def _decide(
+    nodes: Sequence[Node],
+    running: Sequence[RunningPod],
+    pools: Sequence[NodePool],
+    now: float,
+    unneeded_since: Mapping[str, float] | None,
+    last_scale_up: float | None,
+    config: ScaleDownConfig,
+    snapshot: PlacementEngine | None,
+) -> ScaleDownDecision:
     previous = unneeded_since or {}
     by_name = {pool.name: pool for pool in pools}
-    engine = _snapshot(nodes, running)
-    table = engine.table
+    engine: PlacementEngine | None = snapshot
+
+    def trial_engine() -> PlacementEngine:
+        nonlocal engine
+        if engine is None:
+            engine = _snapshot(nodes, running)
+        return engine
+
+    gone: set[str] = set()  # simulated away, in the order they were found unneeded
     on_node: dict[str, list[RunningPod]] = {node.name: [] for node in nodes}
     for run in running:
         if run.placement.node in on_node:
@@ -143,7 +172,6 @@ def decide_scale_down(
         )
     )
     cooling = last_scale_up is not None and now < last_scale_up + config.delay_after_add
-    gone = np.zeros(table.size, np.bool_)
     actions: list[RemoveNode] = []
     kept: dict[str, str] = {}
     since: dict[str, float] = {}
@@ -157,8 +185,8 @@ def decide_scale_down(
         if why_not is None and members[pool.name] <= pool.min_nodes:
             why_not = f"its pool {pool.name} is at its minimum of {pool.min_nodes} node(s)"
         moved: list[RunningPod] = []
-        if why_not is None:
-            why_not = _move_elsewhere(engine, candidate, gone, moved)
+        if why_not is None and candidate.pods:
+            why_not = _move_elsewhere(trial_engine(), candidate, gone, moved)
         if why_not is not None:
             kept[node.name] = why_not
             continue
@@ -166,7 +194,7 @@ def decide_scale_down(
             on_node[run.placement.node].append(run)
         moves = {run.pod.key: run.placement.node for run in moved}
         # Unneeded: simulated away from here on (its pods now count where they moved).
-        gone[table.row_of[node.name]] = True
+        gone.add(node.name)
         members[pool.name] -= 1
         start = since[node.name] = previous.get(node.name, now)
         waited = now - start
@@ -265,16 +293,16 @@ def _blocked(candidate: _Candidate, config: ScaleDownConfig) -> str | None:
 
 
 def _move_elsewhere(
-    engine: PlacementEngine, candidate: _Candidate, gone: BoolArray, moved: list[RunningPod]
+    engine: PlacementEngine, candidate: _Candidate, gone: set[str], moved: list[RunningPod]
 ) -> str | None:
     """Place the candidate's pods on the other nodes that stay, on a trial kept when all fit
     (None) and rolled back otherwise (why not)."""
-    if not candidate.pods:
-        return None
     table = engine.table
-    row = table.row_of[candidate.node.name]
-    allowed = table.alive[: table.size] & ~gone
-    allowed[row] = False
+    allowed = table.alive[: table.size].copy()
+    for name in (candidate.node.name, *gone):
+        row = table.row_of.get(name)
+        if row is not None:
+            allowed[row] = False
     mark = table.begin_trial()
     for run in candidate.pods:
         placed = engine.place(run.pod, explain=False, restrict=allowed)

@@ -213,3 +213,36 @@ def test_scale_down_removes_only_nodes_whose_pods_fit_elsewhere_and_may_move(
             target[table.row_of[final[run.pod.key]]] = True
             assert not isinstance(engine.place(run.pod, restrict=target), Unschedulable)
     assert len(staying) >= POOL.min_nodes
+
+
+def lent(cluster: list[Node], running: list[RunningPod]) -> PlacementEngine:
+    """A placement engine holding ``running`` on ``cluster``, as the scheduler's is."""
+    engine = PlacementEngine(NodeTable(cluster), bestfit_policy())
+    table = engine.table
+    for run in running:
+        row = table.row_of[run.placement.node]
+        positions = table.position_of(row)
+        devices = tuple(positions[i] for i in run.placement.gpu_indices)
+        table.allocate(row, run.pod.cpu_milli, run.pod.memory_mib, devices, 1000)
+    return engine
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenario=clusters())
+def test_a_lent_snapshot_decides_alike_and_is_given_back_as_it_was(
+    scenario: tuple[list[Node], list[RunningPod]],
+) -> None:
+    cluster, running = scenario
+    config = ScaleDownConfig(max_drain=10)
+    built = twice(cluster, running, config=config)
+    engine = lent(cluster, running)
+    table = engine.table
+    before = (table.gpu_free.copy(), table.cpu_free.copy(), table.mem_free.copy(), table.state)
+    first = decide_scale_down(cluster, running, [POOL], 0.0, config=config, snapshot=engine)
+    second = decide_scale_down(
+        cluster, running, [POOL], 600.0, first.unneeded_since, config=config, snapshot=engine
+    )
+    assert second == built
+    after = (table.gpu_free, table.cpu_free, table.mem_free, table.state)
+    assert all(np.array_equal(b, a) for b, a in zip(before[:3], after[:3], strict=True))
+    assert before[3] == after[3]

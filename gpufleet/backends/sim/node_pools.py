@@ -344,6 +344,8 @@ class PoolScaling:
             self.unneeded_since,
             self.last_scale_up,
             self.settings.scale_down,
+            # The scheduler's own placement, as it stands after its turn (tried, rolled back).
+            snapshot=None if self.core is None else self.core.engine,
         )
         self.unneeded_since = dict(decision.unneeded_since)
         for action in decision.actions:
