@@ -22,26 +22,43 @@ a watch), so Allocate stays well under a millisecond. It does not list devices
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpufleet.agent.bound_pods import BoundPod
 from gpufleet.agent.events import AgentEvent
-from gpufleet.agent.resources import ResourceKind, base_uuid, mig_instance, resource_kind
+from gpufleet.agent.resources import ResourceKind, base_uuid, resource_kind
 from gpufleet.backends.kube.devices import (
     GPU_INDEX_ANNOTATION,
     MIG_SLICES_ANNOTATION,
     placement_from_annotations,
 )
+from gpufleet.devices.visibility import (
+    GPU_MILLI_ENV,
+    MPS_MEMORY_ENV,
+    MPS_THREADS_ENV,
+    VISIBLE_DEVICES_ENV,
+    DeviceNotFoundError,
+    gpu_uuids,
+    mig_instance,
+    mps_limits,
+)
 from gpufleet.model.gpu import GPU_RESOURCE, MILLI_PER_GPU, NO_SHARING, GpuSharing
 from gpufleet.model.inventory import NodeInventory
 
-VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
-GPU_MILLI_ENV = "GPUFLEET_GPU_MILLI"
-MPS_THREADS_ENV = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
-MPS_MEMORY_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+__all__ = [
+    "GPU_MILLI_ENV",
+    "MPS_MEMORY_ENV",
+    "MPS_THREADS_ENV",
+    "VISIBLE_DEVICES_ENV",
+    "AllocationMismatchError",
+    "AllocationSettings",
+    "Allocator",
+    "ContainerGrant",
+    "Mount",
+    "MpsSettings",
+]
 MPS_PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 MPS_LOG_ENV = "CUDA_MPS_LOG_DIRECTORY"
 #: The CDI kind the NVIDIA container toolkit generates GPU (and MIG) devices under.
@@ -308,13 +325,11 @@ class Allocator:
         milli = binding.gpu_milli_per_device or MILLI_PER_GPU
         if milli == MILLI_PER_GPU and not kind.exclusive and not kind.token:
             milli = self._settings.sharing.replica_milli
-        targets: list[str] = []
-        for index in binding.gpu_indices:
-            device = self._inventory.device(index)
-            if device is None or device.mig_enabled:
-                return _Plan(demands, (), 0, f"it was bound to GPU {index}, which serves no GPU")
-            targets.append(device.uuid)
-        return _Plan(demands, tuple(targets), milli)
+        try:
+            targets = gpu_uuids(self._inventory, binding.gpu_indices)
+        except DeviceNotFoundError as error:
+            return _Plan(demands, (), 0, f"it was bound to {error}")
+        return _Plan(demands, targets, milli)
 
     def _mig_plan(
         self,
@@ -402,11 +417,7 @@ class Allocator:
         if mps is not None and not kind.mig_profile and plan.milli < MILLI_PER_GPU:
             mps_envs, mounts = mps.grant()
             envs.update(mps_envs)
-            envs[MPS_THREADS_ENV] = str(max(1, math.ceil(plan.milli / 10)))
-            envs[MPS_MEMORY_ENV] = ",".join(
-                f"{n}={self._memory.get(uuid, 0) * plan.milli // MILLI_PER_GPU}M"
-                for n, uuid in enumerate(devices)
-            )
+            envs.update(mps_limits(devices, plan.milli, self._memory))
         return ContainerGrant(envs, mounts, cdi, devices)
 
     def _forget_gone(self, pods: Sequence[BoundPod]) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from gpufleet.io.mig_layout import MIG_RESOURCE_PREFIX
 from gpufleet.model.gpu import NO_SHARING, SHARE_RESOURCE, GpuSharing
-from gpufleet.model.inventory import MigInstance, NodeInventory
+from gpufleet.model.inventory import NodeInventory
 
 #: Share slots each GPU offers by default (the agent's ``--shares-per-gpu``).
 DEFAULT_SHARES_PER_GPU = 10
@@ -121,11 +121,3 @@ def served_resources(
 def capacity(served: Mapping[str, tuple[ServedDevice, ...]]) -> dict[str, int]:
     """Units per resource, as the kubelet will put them in the Node's capacity."""
     return {resource: len(devices) for resource, devices in served.items()}
-
-
-def mig_instance(inventory: NodeInventory, gpu_index: int, slot: int) -> MigInstance | None:
-    """The MIG instance at ``slot`` of device ``gpu_index`` (the scheduler's ``gpu:slot``)."""
-    device = inventory.device(gpu_index)
-    if device is None:
-        return None
-    return next((m for m in device.mig if m.slot == slot), None)

@@ -1,0 +1,136 @@
+"""From submit to process start on an idle local machine (issue 16's target: <= 100 ms).
+
+    python benchmarks/local_start.py [--jobs 30]
+
+A :class:`~gpufleet.backends.local.machine.LocalMachine` over eight fake GPUs (the fake NVML)
+and a scheduling core, joined by the control loop as ``serve --local`` will join them. One job
+at a time (1 GPU; its command ``/bin/date +%s.%N``, which prints the wall time as soon as it is
+executed): the time from ``submit`` to the time it printed, and the part of it until the
+core's turn was done and the run's shim spawned (the rest is the shim's Python start and the
+exec). Each job ends before the next is submitted (an
+idle machine). Median and 90th percentile over the jobs; the machine and its load are
+recorded. Results: benchmarks/results/local_start.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpufleet.backends.local.machine import LocalMachine
+from gpufleet.backends.local.node import machine_node
+from gpufleet.control.loop import ControlLoop, sync
+from gpufleet.devices.discovery import discover
+from gpufleet.devices.fake import FakeNvml
+from gpufleet.devices.fake_spec import parse_fake_spec
+from gpufleet.model.processes import ProcessSpec
+from gpufleet.testing.builders import make_queue, make_workload
+from gpufleet.testing.fakes import make_core
+
+RESULTS = Path(__file__).resolve().parent / "results"
+EIGHT_GPUS = {
+    "node": "bench",
+    "devices": [{"product": "NVIDIA H100 80GB HBM3", "count": 8}],
+}
+
+
+def measure(jobs: int) -> dict[str, Any]:
+    nvml = FakeNvml(parse_fake_spec(yaml.safe_load(yaml.safe_dump(EIGHT_GPUS))), clock=lambda: 0)
+    nvml.nvmlInit()
+    inventory = discover(nvml)
+    state = Path(tempfile.mkdtemp(prefix="gpufleet-bench-"))
+    node = machine_node(inventory, "bench", 16_000, 65_536)
+    machine = LocalMachine(inventory, state, node=node, allow_root=True)
+    core = make_core([node], [make_queue("default")])
+    loop = ControlLoop(machine, lambda: core)
+    sync(core, machine.list_state())
+    root = machine.tenant_root("default")
+    totals: list[float] = []
+    to_bind: list[float] = []
+    try:
+        for i in range(jobs):
+            workload = make_workload(f"job-{i}", gpus=1)
+            spec = ProcessSpec(
+                ("date", "+%s.%N"), "/bin/date", {"PATH": "/usr/bin:/bin"}, str(root)
+            )
+            submitted = time.time()
+            machine.submit(workload, {workload.pods[0].key: spec})
+            bound_at: float | None = None
+            run: str | None = None
+            while True:
+                timer = loop.turn()
+                if run is None:
+                    run = machine.run_of(workload.pods[0].key)
+                    bound_at = time.time() if run is not None else None
+                if run is not None and not machine.supervisor.running:
+                    break  # its end was taken in
+                machine.wait(min(timer, machine.clock.now() + 0.05))
+            assert run is not None
+            assert bound_at is not None
+            printed = float(machine.supervisor.log_path(run).read_text().split()[0])
+            totals.append(printed - submitted)
+            to_bind.append(bound_at - submitted)
+    finally:
+        machine.close()
+        shutil.rmtree(state, ignore_errors=True)
+    return {
+        "jobs": jobs,
+        "submit_to_start_ms": summary(totals),
+        "submit_to_bind_ms": summary(to_bind),
+    }
+
+
+def summary(seconds: list[float]) -> dict[str, float]:
+    ordered = sorted(s * 1000 for s in seconds)
+    return {
+        "median": round(statistics.median(ordered), 1),
+        "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 1),
+        "max": round(ordered[-1], 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=30)
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    results = {
+        "machine": f"{platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "load_1min_before": round(load, 2),
+        **measure(args.jobs),
+    }
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "local_start.json").write_text(json.dumps(results, indent=2) + "\n")
+    start, bind = results["submit_to_start_ms"], results["submit_to_bind_ms"]
+    lines = [
+        "# Local machine: submit to process start",
+        "",
+        f"`python benchmarks/local_start.py --jobs {args.jobs}` on {results['machine']} "
+        f"(1-minute load {results['load_1min_before']} before the run); one 1-GPU job at a "
+        "time on eight fake GPUs, its command `/bin/date +%s.%N`.",
+        "",
+        "| from submit to | median (ms) | p90 (ms) | max (ms) |",
+        "|---|---|---|---|",
+        f"| the core's turn done, the shim spawned | {bind['median']} | {bind['p90']} "
+        f"| {bind['max']} |",
+        f"| the process printing | {start['median']} | {start['p90']} | {start['max']} |",
+        "",
+        "Target (issue 16): <= 100 ms from submit to process start on an idle machine.",
+        "",
+    ]
+    (RESULTS / "local_start.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,10 @@
+"""The local machine as a world: its GPUs, and workloads run as processes on them.
+
+``gpufleet serve --local``'s backend (see README "How it works"): :mod:`.machine` (the
+ClusterBackend), :mod:`.supervisor` and :mod:`.shim` (processes that outlive the server),
+:mod:`.run_state` (what each run left on disk), :mod:`.devices_env` (devices and gangs as
+environment variables), :mod:`.node` (this machine as the scheduler's one node).
+
+Kept free of imports: ``python -m gpufleet.backends.local.shim`` starts one shim per run, and
+every module imported here would slow each start.
+"""

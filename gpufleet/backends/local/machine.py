@@ -1,0 +1,427 @@
+"""This machine as a world: :class:`LocalMachine`, a ClusterBackend whose pods are processes.
+
+One node (this machine, :func:`~gpufleet.backends.local.node.machine_node`); work comes in with
+:meth:`LocalMachine.submit` (a workload and, for each of its pods, the
+:class:`~gpufleet.model.processes.ProcessSpec` the caller read: the scheduling Pod has no
+command); what the core decides is carried out by a :class:`~.supervisor.Supervisor`:
+
+* ``Bind``: the pod's process starts at once with its devices' variables
+  (:func:`~.devices_env.placement_env`), reported ``PodBound`` then ``PodReady``. A gang (a
+  workload of several pods) starts when all its pods are bound (the core binds a gang whole,
+  in one cycle), each with torchrun's variables for its rank (its place in the workload) and
+  one port chosen for the gang; its pods are ready together, which the core's gang permit
+  waits for. A bind that cannot be carried out (no spec, a device the machine lacks, a run
+  the supervisor refuses) is ``BindFailed``.
+* ``Evict``: the process is stopped, SIGTERM then SIGKILL after the grace period (30 s by
+  default, as Kubernetes' ``terminationGracePeriodSeconds``), and reported ``PodDeleted``
+  ``EVICTED`` when it has ended: only then are its GPUs free for another.
+* A process that ends is ``PodDeleted``: ``SUCCEEDED`` on exit code 0, ``FAILED`` otherwise
+  (the exit code or signal in the message), ``LOST`` when its shim vanished without a record.
+  When a pod of a gang fails, the rest of its gang is stopped and fails with it (as torchrun's
+  agent stops the other workers).
+* :meth:`LocalMachine.cancel` stops (or forgets, if waiting) pods: ``PodDeleted`` ``DELETED``.
+
+Restarts: each run keeps its pod's key, workload, rank and placement with it, so a new server
+calls :meth:`LocalMachine.recover` with the pods it believes run, and gets back the running
+ones in :meth:`~LocalMachine.list_state` and the ones that ended (or were lost) meanwhile as
+events. Nothing is started twice: a run id (``<namespace>_<name>_<attempt>``) is used once.
+
+Each tenant works under ``<state>/tenants/<tenant>/`` (:meth:`~LocalMachine.tenant_root`,
+made on demand, owned by the tenant's uid where one is given). :meth:`~LocalMachine.wait` wakes
+when a process ends (the shims' FIFO) or another thread calls :meth:`~LocalMachine.wake`.
+It is not thread-safe otherwise: the control plane calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.backends.local.devices_env import free_port, placement_env, rendezvous_env
+from gpufleet.backends.local.node import machine_node
+from gpufleet.backends.local.supervisor import (
+    DEFAULT_GRACE_S,
+    AdoptedRun,
+    RunEnd,
+    RunStatus,
+    Supervisor,
+)
+from gpufleet.control.backend import ClusterState
+from gpufleet.devices.visibility import DeviceNotFoundError
+from gpufleet.model import Node, Placement, Pod, Workload
+from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
+from gpufleet.model.events import (
+    BindFailed,
+    ClusterEvent,
+    PodBound,
+    PodDeleted,
+    PodEnd,
+    PodReady,
+    WorkloadAdded,
+)
+from gpufleet.model.inventory import NodeInventory
+from gpufleet.model.processes import ProcessSpec
+
+log = logging.getLogger(__name__)
+
+TENANTS_DIR = "tenants"
+#: The longest a wait sleeps without looking again (so that a stop is noticed promptly).
+MAX_SLEEP_S = 0.5
+_TENANT = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class SubmitRefusedError(ValueError):
+    """A workload the machine cannot run (nothing of it is submitted)."""
+
+
+class WallClock:
+    """Seconds since the epoch: times that mean the same after a restart."""
+
+    def now(self) -> float:
+        return time.time()
+
+
+@dataclass(slots=True)
+class _Bound:
+    pod: Pod
+    placement: Placement
+    workload: str
+    rank: int
+    run_id: str | None = None
+    #: Why it is being stopped: the end to report when it has ended.
+    stopping: tuple[PodEnd, str] | None = None
+
+
+@dataclass(slots=True)
+class _Gang:
+    workload: Workload
+    specs: Mapping[str, ProcessSpec]
+    bound: set[str] = field(default_factory=set)
+
+
+class LocalMachine:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        inventory: NodeInventory,
+        state_dir: Path,
+        node: Node | None = None,
+        mps: bool = False,
+        grace_s: float = DEFAULT_GRACE_S,
+        allow_root: bool = False,
+        supervisor: Supervisor | None = None,
+    ) -> None:
+        self.inventory = inventory
+        self.state_dir = Path(state_dir)
+        self.node = node or machine_node(inventory)
+        self.mps = mps
+        self.grace_s = grace_s
+        self.supervisor = supervisor or Supervisor(self.state_dir, allow_root=allow_root)
+        self.clock = WallClock()
+        self._events: list[ClusterEvent] = []
+        self._gangs: dict[str, _Gang] = {}
+        self._workload_of: dict[str, str] = {}
+        self._bound: dict[str, _Bound] = {}
+        self._by_run: dict[str, str] = {}
+        #: Why each pod waits, as the core last said (``MarkUnschedulable``).
+        self.unschedulable: dict[str, str] = {}
+        self._stopped = False
+
+    # ----------------------------------------------------------------------------- inputs
+    def tenant_root(self, tenant: str, uid: int | None = None, gid: int | None = None) -> Path:
+        """``<state>/tenants/<tenant>/``, made now if missing (mode 0700, owned by ``uid``)."""
+        if not _TENANT.match(tenant):
+            raise SubmitRefusedError(
+                f"tenant {tenant!r}: expected a DNS label (lower-case letters, digits, '-')"
+            )
+        root = self.state_dir / TENANTS_DIR / tenant
+        if not root.exists():
+            root.mkdir(parents=True, mode=0o700)
+            if uid is not None and gid is not None and os.geteuid() == 0:
+                os.chown(root, uid, gid)
+        return root
+
+    def submit(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
+        """A workload to run: each pod's process in ``specs`` (by pod key). Raises
+        :class:`SubmitRefusedError` (nothing submitted) when a pod has no process, the machine
+        could never hold a pod, or a gang is elastic (``min_member`` below its size)."""
+        for pod in workload.pods:
+            if pod.key not in specs:
+                raise SubmitRefusedError(f"pod {pod.key}: no process given for it")
+            problem = self._never_fits(pod)
+            if problem:
+                raise SubmitRefusedError(f"pod {pod.key}: {problem}")
+        size = len(workload.pods)
+        if size > 1 and workload.min_member not in (0, size):
+            raise SubmitRefusedError(
+                f"workload {workload.key}: the local machine starts a gang whole; "
+                f"min_member {workload.min_member} of {size} pods is not supported"
+            )
+        if workload.key in self._gangs:
+            raise SubmitRefusedError(f"workload {workload.key} was submitted already")
+        self._gangs[workload.key] = _Gang(workload, dict(specs))
+        for pod in workload.pods:
+            self._workload_of[pod.key] = workload.key
+        self._events.append(WorkloadAdded(workload))
+        self.wake()
+
+    def _never_fits(self, pod: Pod) -> str:
+        node, gpu = self.node, pod.gpu
+        whole = [g for g in node.gpus if not g.partitioned]
+        if gpu.count > len(whole):
+            return f"asks for {gpu.count} GPUs; this machine has {len(whole)}"
+        if gpu.mig_profile is not None:
+            slices = sum(s.profile == gpu.mig_profile for g in node.gpus for s in g.mig_slices)
+            if gpu.mig_count > slices:
+                return f"asks for {gpu.mig_count} MIG {gpu.mig_profile}; this machine has {slices}"
+        if pod.cpu_milli > node.cpu_milli:
+            return f"asks for {pod.cpu_milli}m CPU; this machine has {node.cpu_milli}m"
+        if pod.memory_mib > node.memory_mib:
+            return f"asks for {pod.memory_mib} MiB; this machine has {node.memory_mib} MiB"
+        return ""
+
+    def cancel(self, pod_keys: Iterable[str]) -> list[str]:
+        """Stop these pods (running) or forget them (waiting); each comes back ``PodDeleted``
+        ``DELETED`` (a running one once it has ended). Returns those that were here."""
+        found = []
+        for key in pod_keys:
+            bound = self._bound.get(key)
+            if bound is not None:
+                self._stop(bound, PodEnd.DELETED, "cancelled")
+                found.append(key)
+            elif key in self._workload_of:
+                # A gang cannot start without all its pods: the core drops the workload, so
+                # does the machine.
+                self._events.append(PodDeleted(key, PodEnd.DELETED, "cancelled"))
+                self._drop_workload(self._workload_of[key])
+                found.append(key)
+        self.wake()
+        return found
+
+    def recover(self, pods: Mapping[str, Pod]) -> None:
+        """After a restart: find the runs of the state directory again (see the module
+        docstring). ``pods``: the pods the caller believes run, by key (a run of another pod
+        is stopped: nobody waits for it)."""
+        latest: dict[str, tuple[int, AdoptedRun]] = {}
+        for run in self.supervisor.adopt():
+            key = run.labels.get("pod", "")
+            attempt = int(run.labels.get("attempt", "0"))
+            if key not in latest or latest[key][0] < attempt:
+                latest[key] = (attempt, run)
+        for key, (_, run) in latest.items():
+            if key not in pods:
+                if run.status is RunStatus.RUNNING:
+                    log.warning("run %s of unknown pod %s: stopping it", run.run_id, key)
+                    self.supervisor.stop(run.run_id, self.grace_s)
+                continue
+            if run.status is RunStatus.RUNNING:
+                labels = run.labels
+                placement = placement_from_text(labels["placement"])
+                bound = _Bound(
+                    pods[key], placement, labels["workload"], int(labels["rank"]), run.run_id
+                )
+                self._bound[key] = bound
+                self._by_run[run.run_id] = key
+            elif run.end is not None:
+                self._events.append(self._deleted(key, run.end, None))
+
+    # ----------------------------------------------------------------------------- protocol
+    def list_state(self) -> ClusterState:
+        running = [(b.pod, b.placement) for b in self._bound.values() if b.run_id is not None]
+        return ClusterState(nodes=(self.node,), running=tuple(running))
+
+    def poll_events(self) -> Sequence[ClusterEvent]:
+        for end in self.supervisor.poll():
+            self._ended(end)
+        events, self._events = self._events, []
+        return events
+
+    def apply(self, actions: Sequence[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Bind):
+                self._bind(action.pod, action.placement)
+            elif isinstance(action, Evict):
+                bound = self._bound.get(action.pod.key)
+                if bound is not None:
+                    self._stop(bound, PodEnd.EVICTED, action.reason)
+            elif isinstance(action, MarkUnschedulable):
+                self.unschedulable[action.pod.key] = action.message
+
+    def wait(self, deadline: float = math.inf) -> None:
+        if self._events or self._stopped:
+            return
+        seconds = min(deadline - self.clock.now(), MAX_SLEEP_S)
+        self.supervisor.wait(max(0.0, seconds))
+
+    @property
+    def done(self) -> bool:
+        return self._stopped
+
+    def wake(self) -> None:
+        """Cut a :meth:`wait` short (thread-safe)."""
+        self.supervisor.wake()
+
+    def stop(self) -> None:
+        """The server stops: the loop ends; the processes run on."""
+        self._stopped = True
+        self.wake()
+
+    def close(self) -> None:
+        self.supervisor.close()
+
+    # ----------------------------------------------------------------------------- queries
+    def run_of(self, pod_key: str) -> str | None:
+        """The run of a pod that runs (None otherwise): for its logs and process."""
+        bound = self._bound.get(pod_key)
+        return None if bound is None else bound.run_id
+
+    # ----------------------------------------------------------------------------- binds
+    def _bind(self, pod: Pod, placement: Placement) -> None:
+        workload_key = self._workload_of.get(pod.key)
+        gang = None if workload_key is None else self._gangs.get(workload_key)
+        if gang is None:
+            self._events.append(BindFailed(pod.key, "no process was submitted for this pod"))
+            return
+        try:
+            placement_env(placement, self.inventory, self.mps)
+        except DeviceNotFoundError as error:
+            self._events.append(BindFailed(pod.key, f"this machine has no {error}"))
+            return
+        rank = next(i for i, p in enumerate(gang.workload.pods) if p.key == pod.key)
+        self._bound[pod.key] = _Bound(pod, placement, gang.workload.key, rank)
+        self._events.append(PodBound(pod, placement))
+        gang.bound.add(pod.key)
+        if len(gang.bound) == len(gang.workload.pods):
+            self._start_gang(gang)
+
+    def _start_gang(self, gang: _Gang) -> None:
+        pods = gang.workload.pods
+        port = free_port() if len(pods) > 1 else 0
+        started: list[str] = []
+        for pod in pods:
+            bound = self._bound[pod.key]
+            env = placement_env(bound.placement, self.inventory, self.mps)
+            if len(pods) > 1:
+                env.update(rendezvous_env(bound.rank, len(pods), port))
+            spec = gang.specs[pod.key].with_env(env)
+            run_id = self._next_run_id(pod)
+            labels = {
+                "pod": pod.key,
+                "workload": gang.workload.key,
+                "rank": str(bound.rank),
+                "attempt": run_id.rsplit("_", 1)[1],
+                "placement": placement_to_text(bound.placement),
+            }
+            try:
+                self.supervisor.start(run_id, spec, labels, self.grace_s)
+            except (ValueError, OSError) as error:
+                # The gang starts whole or not at all: what started is stopped again.
+                for key in started:
+                    self._stop(self._bound[key], PodEnd.FAILED, f"gang member failed: {error}")
+                for other in pods:
+                    if other.key not in started:
+                        self._bound.pop(other.key, None)
+                        self._events.append(BindFailed(other.key, str(error)))
+                gang.bound.clear()
+                return
+            bound.run_id = run_id
+            self._by_run[run_id] = pod.key
+            started.append(pod.key)
+        gang.bound.clear()
+        self._events.extend(PodReady(key) for key in started)
+
+    def _next_run_id(self, pod: Pod) -> str:
+        prefix = f"{pod.namespace}_{pod.name}_"
+        attempts = [
+            int(name[len(prefix) :])
+            for name in os.listdir(self.supervisor.runs_dir)
+            if name.startswith(prefix) and name[len(prefix) :].isdigit()
+        ]
+        return f"{prefix}{max(attempts, default=0) + 1}"
+
+    # ----------------------------------------------------------------------------- ends
+    def _stop(self, bound: _Bound, end: PodEnd, reason: str) -> None:
+        if bound.stopping is not None:
+            return
+        bound.stopping = (end, reason)
+        if bound.run_id is None:  # bound, its gang not started: nothing runs
+            self._forget(bound.pod.key)
+            self._events.append(PodDeleted(bound.pod.key, end, reason))
+            return
+        self.supervisor.stop(bound.run_id, self.grace_s)
+
+    def _forget(self, key: str) -> None:
+        bound = self._bound.pop(key, None)
+        if bound is None:
+            return
+        if bound.run_id is not None:
+            self._by_run.pop(bound.run_id, None)
+        gang = self._gangs.get(bound.workload)
+        if gang is not None:
+            gang.bound.discard(key)
+
+    def _ended(self, end: RunEnd) -> None:
+        key = self._by_run.get(end.run_id)
+        if key is None:
+            return
+        bound = self._bound[key]
+        self._forget(key)
+        self._events.append(self._deleted(key, end, bound.stopping))
+        failed = not end.succeeded and bound.stopping is None
+        if failed:
+            why = f"{key} of its gang failed ({end.describe()})"
+            for other in list(self._bound.values()):
+                if other.workload == bound.workload and other.pod.key != key:
+                    self._stop(other, PodEnd.FAILED, why)
+        evicted = bound.stopping is not None and bound.stopping[0] is PodEnd.EVICTED
+        if not evicted and not any(b.workload == bound.workload for b in self._bound.values()):
+            # It is over (an evicted workload waits to be bound again, with its processes).
+            self._drop_workload(bound.workload)
+
+    def _drop_workload(self, workload_key: str) -> None:
+        gang = self._gangs.pop(workload_key, None)
+        if gang is None:
+            return
+        for pod in gang.workload.pods:
+            self._workload_of.pop(pod.key, None)
+            self.unschedulable.pop(pod.key, None)
+
+    @staticmethod
+    def _deleted(key: str, end: RunEnd, stopping: tuple[PodEnd, str] | None) -> PodDeleted:
+        if stopping is not None:
+            why, reason = stopping
+            return PodDeleted(key, why, f"{reason}; {end.describe()}" if reason else end.describe())
+        if end.lost:
+            return PodDeleted(key, PodEnd.LOST, end.describe())
+        if end.succeeded:
+            return PodDeleted(key, PodEnd.SUCCEEDED, end.describe())
+        return PodDeleted(key, PodEnd.FAILED, end.describe())
+
+
+def placement_to_text(placement: Placement) -> str:
+    return json.dumps(
+        {
+            "node": placement.node,
+            "gpu_indices": list(placement.gpu_indices),
+            "gpu_milli_per_device": placement.gpu_milli_per_device,
+            "mig_slices": [list(s) for s in placement.mig_slices],
+        }
+    )
+
+
+def placement_from_text(text: str) -> Placement:
+    data = json.loads(text)
+    return Placement(
+        str(data["node"]),
+        tuple(int(i) for i in data["gpu_indices"]),
+        int(data["gpu_milli_per_device"]),
+        tuple((int(g), int(s)) for g, s in data["mig_slices"]),
+    )

@@ -1,0 +1,156 @@
+"""What a run leaves on disk, and how a process is told apart from a later one with its PID.
+
+Owns the layout of a run's state directory (``<state>/runs/<run id>/``) and the reading and
+atomic writing (a temporary file, then ``rename``) of its files, so that a reader sees a whole
+file or none, whoever crashes when:
+
+* ``spec.json``: what to run (a :meth:`~gpufleet.model.processes.ProcessSpec.to_json`, plus the
+  stop grace and the caller's labels), written by the supervisor before the shim starts;
+* ``shim.json`` and ``child.json``: the shim's and its child's :class:`ProcessId` (PID and
+  start time), written as each starts;
+* ``stop.json``: a stop asked for, with its grace period (read by the shim when told to stop);
+* ``exit.json``: how the child ended (:class:`ExitRecord`), written by the shim;
+* ``output.log``: the child's stdout and stderr (unless its spec names another log).
+
+A PID alone does not name a process: PIDs are reused. A process is its PID and its start time
+(``/proc/<pid>/stat`` field 22, clock ticks since boot), as systemd and procps tell processes
+apart; :func:`alive` is true only for that pair, and never for a zombie.
+
+Standard library only: the shim imports this module at each start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RUNS_DIR = "runs"
+SPEC_FILE = "spec.json"
+SHIM_FILE = "shim.json"
+CHILD_FILE = "child.json"
+STOP_FILE = "stop.json"
+EXIT_FILE = "exit.json"
+LOG_FILE = "output.log"
+#: The FIFO every shim writes a byte to as it ends, so that a waiting server wakes at once.
+WAKE_FIFO = "wake.fifo"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessId:
+    """One process, for good: its PID and its start time in clock ticks since boot."""
+
+    pid: int
+    start_ticks: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExitRecord:
+    """How a run's process ended: its exit code, or the signal that killed it; ``error``: it
+    could not be started at all (then ``exit_code`` is the shell's 126 or 127)."""
+
+    exit_code: int | None
+    signal: int | None
+    ended_at: float
+    error: str = ""
+
+    def describe(self) -> str:
+        """``exit code 3``, ``killed by signal 9 (SIGKILL)``, or why it never started."""
+        if self.error:
+            return self.error
+        if self.signal is not None:
+            return f"killed by signal {self.signal} ({signal_name(self.signal)})"
+        return f"exit code {self.exit_code}"
+
+
+def signal_name(number: int) -> str:
+    import signal  # kept here: the name is wanted only when a message is written
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically: readers see the old file, or the whole new one."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object at ``path``, or None when there is none (or it is not an object)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_process(path: Path, process: ProcessId) -> None:
+    write_json(path, {"pid": process.pid, "start_ticks": process.start_ticks})
+
+
+def read_process(path: Path) -> ProcessId | None:
+    data = read_json(path)
+    if data is None:
+        return None
+    return ProcessId(int(data["pid"]), int(data["start_ticks"]))
+
+
+def write_exit(path: Path, record: ExitRecord) -> None:
+    write_json(
+        path,
+        {
+            "exit_code": record.exit_code,
+            "signal": record.signal,
+            "ended_at": record.ended_at,
+            "error": record.error,
+        },
+    )
+
+
+def read_exit(path: Path) -> ExitRecord | None:
+    data = read_json(path)
+    if data is None:
+        return None
+    code, number = data.get("exit_code"), data.get("signal")
+    return ExitRecord(
+        None if code is None else int(code),
+        None if number is None else int(number),
+        float(data.get("ended_at", 0.0)),
+        str(data.get("error", "")),
+    )
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (field 3 onwards), or None
+    when there is no such process. The name is in parentheses and may hold anything, ``)``
+    included, so the split is at the last ``)``."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def process_id(pid: int) -> ProcessId | None:
+    """``pid`` with its start time now (None when it is gone)."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    return ProcessId(pid, int(fields[19]))  # field 22, starttime; fields[0] is field 3
+
+
+def alive(process: ProcessId) -> bool:
+    """Whether that very process runs (its PID is taken by it, not reused, and not a zombie)."""
+    fields = _stat_fields(process.pid)
+    return fields is not None and fields[0] != "Z" and int(fields[19]) == process.start_ticks

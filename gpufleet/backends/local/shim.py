@@ -1,0 +1,195 @@
+"""The shim between the server and one run's process: ``python -m gpufleet.backends.local.shim
+RUN_DIR [WAKE_FIFO]``.
+
+containerd's idea (containerd-shim): the server does not parent the work directly. The
+supervisor starts one shim per run in its own session (``start_new_session``), so it outlives
+the server and a restart of it; the shim parents the process, keeps its exit status and leaves
+everything the server needs to find the run again in the run's state directory
+(:mod:`.run_state`):
+
+1. it records itself (``shim.json``), reads ``spec.json`` and opens the log (stdout and stderr
+   both go there, appended, so a resumed run's output follows its earlier output);
+2. it starts the command with exactly the spec's environment and working directory, in a new
+   session and process group of its own, as the spec's uid/gid (with no supplementary groups)
+   when given, and records it (``child.json``: PID and start time);
+3. when told to stop (SIGTERM), it sends SIGTERM to the process's whole group and, after the
+   grace period (``stop.json``'s, else the spec's), SIGKILL: Slurm's and systemd's way
+   (``KillWait``, ``TimeoutStopSec``), and Kubernetes' ``terminationGracePeriodSeconds``;
+4. when the process ends, whatever is left of its group is killed (as a container's processes
+   end with its first), and the end is recorded (``exit.json``: exit code, or the signal);
+   a command that cannot be started at all is recorded as the shell would (127: not found,
+   126: cannot be executed), with why in the log; then a byte to ``WAKE_FIFO`` wakes the
+   server.
+
+It checks nothing about who may run what (the supervisor does, before it starts a shim) and
+imports only the standard library and :mod:`.run_state`, so that it starts in tens of
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from gpufleet.backends.local.run_state import (
+    CHILD_FILE,
+    EXIT_FILE,
+    LOG_FILE,
+    SHIM_FILE,
+    SPEC_FILE,
+    STOP_FILE,
+    ExitRecord,
+    ProcessId,
+    process_id,
+    read_json,
+    write_exit,
+    write_process,
+)
+
+#: The grace period when neither the stop nor the spec says one.
+DEFAULT_GRACE_S = 30.0
+
+
+class _StopRequestedError(Exception):
+    """Raised by the SIGTERM handler to cut a wait short."""
+
+
+class Shim:
+    """One run, from start to its recorded end (see the module docstring)."""
+
+    def __init__(self, run_dir: Path, wake_fifo: str | None) -> None:
+        self.run_dir = run_dir
+        self.wake_fifo = wake_fifo
+        self.child: subprocess.Popen[bytes] | None = None
+        self.stop_asked = False
+        self.waiting = False
+
+    # ------------------------------------------------------------------------- signals
+    def on_sigterm(self, _signum: int, _frame: FrameType | None) -> None:
+        if not self.stop_asked:
+            self.stop_asked = True
+            self.signal_group(signal.SIGTERM)
+        if self.waiting:
+            raise _StopRequestedError
+
+    def signal_group(self, number: int) -> None:
+        if self.child is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.child.pid, number)
+
+    def grace_s(self, spec: dict[str, object]) -> float:
+        for source in (read_json(self.run_dir / STOP_FILE), spec):
+            if source is not None and source.get("grace_s") is not None:
+                return float(str(source["grace_s"]))
+        return DEFAULT_GRACE_S
+
+    # ------------------------------------------------------------------------- the run
+    def run(self) -> int:
+        me = process_id(os.getpid())
+        if me is not None:
+            write_process(self.run_dir / SHIM_FILE, me)
+        signal.signal(signal.SIGTERM, self.on_sigterm)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        spec = read_json(self.run_dir / SPEC_FILE)
+        if spec is None:
+            self.record(ExitRecord(None, None, time.time(), f"no readable {SPEC_FILE}"))
+            return 1
+        log_path = str(spec.get("log_path") or self.run_dir / LOG_FILE)
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640)
+        try:
+            record = self.supervise(spec, log)
+        finally:
+            os.close(log)
+        self.record(record)
+        return 0
+
+    def supervise(self, spec: dict[str, object], log: int) -> ExitRecord:
+        uid, gid = spec.get("uid"), spec.get("gid")
+        if uid is not None and gid is not None:
+            with contextlib.suppress(OSError):
+                os.fchown(log, int(str(uid)), int(str(gid)))
+        try:
+            self.child = subprocess.Popen(
+                [str(a) for a in spec["argv"]],  # type: ignore[attr-defined]
+                executable=str(spec["executable"]),
+                env={str(k): str(v) for k, v in spec["env"].items()},  # type: ignore[attr-defined]
+                cwd=str(spec["working_dir"]),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                user=None if uid is None else int(str(uid)),
+                group=None if gid is None else int(str(gid)),
+                extra_groups=None if uid is None else [],
+            )
+        except OSError as error:
+            code = 127 if isinstance(error, FileNotFoundError) else 126
+            message = f"gpufleet: cannot start {spec.get('executable')}: {error}"
+            os.write(log, (message + "\n").encode())
+            return ExitRecord(code, None, time.time(), message)
+        child = self.child
+        started = process_id(child.pid)
+        if started is not None:
+            write_process(self.run_dir / CHILD_FILE, started)
+        if self.stop_asked:  # told to stop before the child existed
+            self.signal_group(signal.SIGTERM)
+        returncode = self.wait(child, spec)
+        self.signal_group(signal.SIGKILL)  # what the process left behind in its group
+        if returncode < 0:
+            return ExitRecord(None, -returncode, time.time())
+        return ExitRecord(returncode, None, time.time())
+
+    def wait(self, child: subprocess.Popen[bytes], spec: dict[str, object]) -> int:
+        deadline: float | None = None
+        killed = False
+        while True:
+            if self.stop_asked and deadline is None:
+                deadline = time.monotonic() + self.grace_s(spec)
+            timeout = None if deadline is None or killed else deadline - time.monotonic()
+            try:
+                self.waiting = True
+                return child.wait(timeout=None if timeout is None else max(0.0, timeout))
+            except _StopRequestedError:
+                pass
+            except subprocess.TimeoutExpired:
+                self.signal_group(signal.SIGKILL)
+                killed = True
+            finally:
+                self.waiting = False
+            if child.returncode is not None:
+                return child.returncode
+
+    def record(self, record: ExitRecord) -> None:
+        write_exit(self.run_dir / EXIT_FILE, record)
+        if self.wake_fifo is None:
+            return
+        try:
+            fifo = os.open(self.wake_fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # no server listens now (ENXIO): it reads exit.json when it is back
+            return
+        try:
+            with contextlib.suppress(OSError):
+                os.write(fifo, b"x")
+        finally:
+            os.close(fifo)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (2, 3):
+        sys.stderr.write("usage: python -m gpufleet.backends.local.shim RUN_DIR [WAKE_FIFO]\n")
+        return 2
+    return Shim(Path(argv[1]), argv[2] if len(argv) == 3 else None).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
+
+
+__all__ = ["DEFAULT_GRACE_S", "ProcessId", "Shim", "main"]

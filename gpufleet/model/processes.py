@@ -1,0 +1,69 @@
+"""What a process is, on a machine that runs workloads as local processes.
+
+Owns :class:`ProcessSpec`: the executable and its argv (a container's ``command`` and
+``args``), the exact environment it starts with (nothing is inherited by the process itself:
+whoever builds a spec decides the base), its working directory, the identity it runs as and
+where its output goes. Plain data: reading a Pod manifest into one is
+:mod:`gpufleet.io.process_specs`; adding the devices' and a gang's variables and running it is
+:mod:`gpufleet.backends.local`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSpec:
+    """One process to run. ``executable`` is the resolved path of ``argv[0]`` (what is
+    executed; ``argv[0]`` is what the program sees as its name). ``uid``/``gid`` None: the
+    server's own identity. ``log_path`` None: the run's own log in its state directory."""
+
+    argv: tuple[str, ...]
+    executable: str
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    working_dir: str = "/"
+    uid: int | None = None
+    gid: int | None = None
+    log_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.argv:
+            raise ValueError("a process needs a command: argv is empty")
+        if not self.executable.startswith("/"):
+            raise ValueError(f"the executable must be an absolute path, got {self.executable!r}")
+        if (self.uid is None) != (self.gid is None):
+            raise ValueError("give both uid and gid, or neither")
+
+    def with_env(self, extra: Mapping[str, str]) -> ProcessSpec:
+        """This spec with ``extra`` laid over its environment (``extra`` wins)."""
+        return replace(self, env={**self.env, **extra})
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "argv": list(self.argv),
+            "executable": self.executable,
+            "env": dict(self.env),
+            "working_dir": self.working_dir,
+            "uid": self.uid,
+            "gid": self.gid,
+            "log_path": self.log_path,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> ProcessSpec:
+        """The inverse of :meth:`to_json` (a ValueError, or TypeError, on a malformed one)."""
+        argv, env = data["argv"], data["env"]
+        if not isinstance(argv, list) or not isinstance(env, dict):
+            raise ValueError("a process spec needs argv (a list) and env (a mapping)")
+        uid, gid, log_path = data.get("uid"), data.get("gid"), data.get("log_path")
+        return cls(
+            tuple(str(a) for a in argv),
+            str(data["executable"]),
+            {str(k): str(v) for k, v in env.items()},
+            str(data["working_dir"]),
+            None if uid is None else int(str(uid)),
+            None if gid is None else int(str(gid)),
+            None if log_path is None else str(log_path),
+        )

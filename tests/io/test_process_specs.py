@@ -1,0 +1,209 @@
+"""Reading a workload's process from its Pod manifest or a command line."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.io.errors import InputError
+from gpufleet.io.process_specs import expand, one_liner, process_spec_from_object
+from gpufleet.model import GpuRequest
+
+BASE_ENV = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def pod(container: dict[str, Any], kind: str = "Pod") -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": [container]}
+    if kind != "Pod":
+        spec = {"template": {"spec": spec}}
+    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": "train"}, "spec": spec}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "tenant" / "work").mkdir(parents=True)
+    (tmp_path / "tenant" / "notes.txt").write_text("not a program\n")
+    return tmp_path / "tenant"
+
+
+def test_command_args_env_and_working_dir(root: Path) -> None:
+    spec = process_spec_from_object(
+        pod(
+            {
+                "command": ["python", "-c"],
+                "args": ["print('$(GREETING)')", "$$HOME"],
+                "env": [{"name": "GREETING", "value": "hi $(LANG)"}, {"name": "EMPTY"}],
+                "workingDir": "work",
+            }
+        ),
+        "train.yaml",
+        root,
+        BASE_ENV,
+    )
+    assert spec.argv == ("python", "-c", "print('hi C.UTF-8')", "$HOME")
+    assert os.access(spec.executable, os.X_OK)
+    assert os.path.basename(spec.executable).startswith("python")
+    assert spec.env == {**BASE_ENV, "GREETING": "hi C.UTF-8", "EMPTY": ""}
+    assert spec.working_dir == str((root / "work").resolve())
+    assert (spec.uid, spec.gid, spec.log_path) == (None, None, None)
+
+
+def test_a_jobs_pods_run_its_templates_process_in_the_tenant_root(root: Path) -> None:
+    spec = process_spec_from_object(
+        pod({"command": [sys.executable, "train.py"]}, kind="Job"), "job.yaml", root, BASE_ENV
+    )
+    assert spec.argv == (sys.executable, "train.py")
+    assert spec.working_dir == str(root.resolve())
+
+
+def test_a_command_relative_to_the_working_dir(root: Path) -> None:
+    script = root / "work" / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    spec = process_spec_from_object(
+        pod({"command": ["./run.sh"], "workingDir": "work"}), "p.yaml", root, BASE_ENV
+    )
+    assert spec.executable == str(script.resolve())
+
+
+def test_path_comes_from_the_containers_env_first(root: Path) -> None:
+    (root / "bin").mkdir()
+    tool = root / "bin" / "mytool"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    spec = process_spec_from_object(
+        pod({"command": ["mytool"], "env": [{"name": "PATH", "value": str(root / "bin")}]}),
+        "p.yaml",
+        root,
+        BASE_ENV,
+    )
+    assert spec.executable == str(tool)
+
+
+@pytest.mark.parametrize(
+    ("container", "field", "words"),
+    [
+        pytest.param(
+            {"command": ["no-such-command-xyz"]},
+            "spec.containers[0].command[0]",
+            "not found on PATH",
+            id="not-on-path",
+        ),
+        pytest.param(
+            {"command": ["/no/such/file"]},
+            "spec.containers[0].command[0]",
+            "does not exist",
+            id="absolute-missing",
+        ),
+        pytest.param(
+            {"command": ["./notes.txt"]},
+            "spec.containers[0].command[0]",
+            "is not executable",
+            id="not-executable",
+        ),
+        pytest.param(
+            {"args": ["train.py"]},
+            "spec.containers[0].command",
+            "no image entrypoint",
+            id="args-without-command",
+        ),
+        pytest.param(
+            {"command": ["python"], "workingDir": "/etc"},
+            "spec.containers[0].workingDir",
+            "inside the tenant's root",
+            id="cwd-outside",
+        ),
+        pytest.param(
+            {"command": ["python"], "workingDir": "../../"},
+            "spec.containers[0].workingDir",
+            "inside the tenant's root",
+            id="cwd-escapes-by-dots",
+        ),
+        pytest.param(
+            {"command": ["python"], "env": [{"name": "X", "valueFrom": {"secretKeyRef": {}}}]},
+            "spec.containers[0].env[0].valueFrom",
+            "give X's value",
+            id="value-from",
+        ),
+        pytest.param(
+            {"command": ["python"], "env": [{"value": "1"}]},
+            "spec.containers[0].env[0].name",
+            "required",
+            id="env-without-name",
+        ),
+        pytest.param(
+            {"command": "python"},
+            "spec.containers[0].command",
+            "expected a list",
+            id="command-not-a-list",
+        ),
+    ],
+)
+def test_bad_input_names_the_file_object_and_field(
+    root: Path, container: dict[str, Any], field: str, words: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        process_spec_from_object(pod(container), "train.yaml", root, BASE_ENV)
+    assert caught.value.source == "train.yaml"
+    assert caught.value.location == "Pod default/train"
+    assert caught.value.field == field
+    assert words in caught.value.reason
+
+
+def test_a_symlink_out_of_the_root_is_outside(root: Path) -> None:
+    (root / "escape").symlink_to("/etc")
+    with pytest.raises(InputError, match="inside the tenant's root"):
+        process_spec_from_object(
+            pod({"command": ["python"], "workingDir": "escape"}), "p.yaml", root, BASE_ENV
+        )
+
+
+def test_no_containers_and_unsupported_kinds() -> None:
+    with pytest.raises(InputError, match=r"spec\.containers: required"):
+        process_spec_from_object(
+            {"kind": "Pod", "metadata": {"name": "x"}, "spec": {}}, "p.yaml", Path("/"), BASE_ENV
+        )
+    with pytest.raises(InputError, match="expected one of Pod, Job"):
+        process_spec_from_object(
+            {"kind": "Service", "metadata": {"name": "x"}}, "p.yaml", Path("/"), BASE_ENV
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "expanded"),
+    [
+        pytest.param("$(A)-$(B)", "1-$(B)", id="undefined-stays"),
+        pytest.param("$$(A)", "$(A)", id="escaped"),
+        pytest.param("$A $(A)", "$A 1", id="shell-form-untouched"),
+    ],
+)
+def test_expand(text: str, expanded: str) -> None:
+    assert expand(text, {"A": "1"}) == expanded
+
+
+def test_one_liner(root: Path) -> None:
+    made, spec = one_liner(["python", "train.py", "--lr", "3e-4"], 2, "train-1", root, BASE_ENV)
+    assert made.gpu == GpuRequest.whole(2)
+    assert made.key == "default/train-1"
+    assert spec.argv == ("python", "train.py", "--lr", "3e-4")
+    assert spec.working_dir == str(root.resolve())
+
+
+@pytest.mark.parametrize(
+    ("argv", "gpus", "name", "field"),
+    [
+        pytest.param([], 1, "x", "command", id="no-command"),
+        pytest.param(["no-such-command-xyz"], 1, "x", "command", id="not-found"),
+        pytest.param(["python"], -1, "x", "--gpus", id="negative-gpus"),
+        pytest.param(["python"], 1, "Not_A_Name", "--name", id="bad-name"),
+    ],
+)
+def test_one_liner_errors(root: Path, argv: list[str], gpus: int, name: str, field: str) -> None:
+    with pytest.raises(InputError) as caught:
+        one_liner(argv, gpus, name, root, BASE_ENV)
+    assert caught.value.source == "command line"
+    assert caught.value.field == field
