@@ -115,7 +115,7 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
     # --cost-by is told at once.
     profile = DEFAULT_PROFILE if args.profile is None else load_profile(args.profile)
     costing = cost_options(args.prices, args.cost_by)
-    scenarios = load_scenarios(args.scenario, seeds, args.options)
+    scenarios = load_scenarios(args.scenario, seeds, args.options, costing.prices)
     variants = [Variant.QUEUES] + ([Variant.FIFO] if args.baseline is Baseline.FIFO else [])
     tasks = [ScenarioTask(p, s, v) for p in policies for s in seeds for v in variants]
     console.print(f"cluster:  {scenarios.cluster_label}")
@@ -127,6 +127,8 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
     )
     first = scenarios.by_seed[seeds[0]]
     models = [n.gpu_model for n in first.nodes if n.gpu_model is not None]
+    if first.node_pools is not None:
+        models += [p.gpu_model for p in first.node_pools.pools if p.gpu_model is not None]
     for message in model_quota_warnings(first.scenario.queues, models):
         warn(message)
     config = AdmissionConfig(backfill=args.backfill)

@@ -191,7 +191,9 @@ def run_workloads(
     (:mod:`gpufleet.backends.sim.node_pools`), each pool's minimum there from the start beside
     ``nodes``; what they did and cost is the run's ``pools``."""
     started = time.perf_counter()
+    quota_capacity = None
     if node_pools is not None:
+        quota_capacity = _capacity_at_most(nodes, node_pools)
         named = {node.name for node in nodes}
         nodes = [*nodes, *(n for n in node_pools.start_nodes() if n.name not in named)]
     all_pods = [p for t in workloads for p in t.workload.pods]
@@ -206,6 +208,7 @@ def run_workloads(
         resource_quotas=resource_quotas,
         config=config,
         profile=profile,
+        quota_capacity=quota_capacity,
     )
     span = max((t.created for t in workloads), default=0.0) - min(
         (t.created for t in workloads), default=0.0
@@ -303,6 +306,16 @@ def run_workloads(
     )
 
 
+def _capacity_at_most(nodes: Sequence[Node], pools: PoolSettings) -> dict[str, int]:
+    """What the cluster may grow to: ``nodes`` and every pool at its maximum (the top of the
+    quota tree, as Kueue's quotas do not shrink to the nodes there now)."""
+    capacity = cluster_capacity(nodes)
+    for pool in pools.pools:
+        for key, amount in cluster_capacity([pool.template]).items():
+            capacity[key] = capacity.get(key, 0) + amount * pool.max_nodes
+    return capacity
+
+
 def _cost(
     sim: SimulatedCluster,
     nodes: Sequence[Node],
@@ -318,7 +331,9 @@ def _cost(
     held = holds.holds()
     if all(h.end is not None for h in held):  # the run ends when its last pod stopped
         end = max((h.end for h in held if h.end is not None), default=end)
-    runs = pod_runs(held, nodes, workloads, end, kinds)
+    # Every node the run had (nodes that joined too) says what a pod on it held; the
+    # unheld GPU time (__idle__) stays that of ``nodes``, those there from the start.
+    runs = pod_runs(held, sim.nodes, workloads, end, kinds)
     utilisation = None if meter is None else meter.mean_utilisation()
     return run_cost(runs, nodes, settings, end, utilisation)
 
