@@ -44,6 +44,8 @@ def test_work_within_quota_gets_nodes_when_the_cluster_starts_without_gpus() -> 
     assert result.waiting_at_end == []
     assert result.replay.never_ran == 0
     assert result.tenancy.queues["team"].gpu_hours_used == pytest.approx(16.0)
+    # Entitled to its quota while it waited for the nodes too, not to the GPUs there at first.
+    assert result.tenancy.queues["team"].gpu_hours_entitled >= 16.0
     assert result.pools is not None
     (usage,) = result.pools.pools
     assert (usage.added, usage.nodes_peak) == (2, 2)

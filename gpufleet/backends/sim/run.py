@@ -226,7 +226,8 @@ def run_workloads(
     queue_recorder = sim.queue_recorder = QueueRecorder(
         sim.world,
         core.quotas.queues,
-        cluster_capacity(nodes),
+        # Entitlements divide what the quotas count (with pools: the cluster at their maximum).
+        cluster_capacity(nodes) if quota_capacity is None else quota_capacity,
         entitlement_every=max(span / 2000, 1.0),
         busy_until=span,
     )
