@@ -99,6 +99,10 @@ def _place_scenario(cluster: Path, paths: Sequence[str], policy: str, seed: int)
     nodes = read_cluster(cluster, skipped)
     scenario = read_scenario(paths, skipped)
     warn_skipped(skipped)
+    if scenario.node_pools:
+        names = ", ".join(pool.name for pool in scenario.node_pools)
+        warn(f"NodePool {names}: node pools grow a simulated cluster (simulate --scenario); "
+             "placed on the cluster's nodes only")  # fmt: skip
     pods = [p for t in scenario.workloads for p in t.workload.pods]
     table = NodeTable(nodes)
     core = SchedulerCore(

@@ -3,7 +3,7 @@
 tasks through :func:`~gpufleet.backends.sim.run.run_workloads` (the FIFO variant through the
 scenario's :meth:`~gpufleet.backends.sim.scenarios.TenantScenario.fifo`, without the scenario's
 IdlePolicies: the baseline is a plain scheduler, with no idle reclaim; both are costed alike,
-and both lose the same nodes and GPUs).
+both lose the same nodes and GPUs, and both grow and shrink the same node pools).
 Results come back as :class:`~gpufleet.report.scenario_summary.LabelledRun`.
 """
 
@@ -80,6 +80,7 @@ def run_task(shared: Shared, task: ScenarioTask, report: Report) -> LabelledRun:
         idle_dry_run=shared.idle_dry_run,
         cost=shared.cost,
         inference=inference,
+        node_pools=prepared.node_pools,
     )
     return LabelledRun(task.policy, task.seed, task.variant, result)
 

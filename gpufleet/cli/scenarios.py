@@ -4,7 +4,10 @@ Owns turning the option (and the options that shape a scenario: ``--cluster``, `
 ``--load``, ``--racks``, ``--nodes-per-rack``, ``--node-fraction``, ``--max-runtime``) into one
 :class:`Prepared` cluster and scenario per seed, with a clear error for options that do not
 apply. YAML scenarios are read once (the seed only breaks placement ties); built-ins are drawn
-per seed. Running them is :mod:`gpufleet.cli.scenario_pool`'s job.
+per seed. A YAML scenario's NodePools (priced from ``--prices``' list where they give no price)
+become the runs' :class:`~gpufleet.backends.sim.node_pools.PoolSettings`: the cluster's nodes
+stay as they are beside them, and without ``--cluster`` the pools are the whole cluster (rather
+than the bundled one). Running them is :mod:`gpufleet.cli.scenario_pool`'s job.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.backends.sim.inference import InferenceSettings
+from gpufleet.backends.sim.node_pools import PoolSettings
 from gpufleet.backends.sim.scenarios import TenantScenario, from_trace, large_gangs, sample_nodes
 from gpufleet.cli.common import fail, warn_skipped
+from gpufleet.economics.prices import PriceList
 from gpufleet.io.alibaba import read_nodes, read_pods
 from gpufleet.io.assembly import Scenario
 from gpufleet.io.cluster_spec import read_cluster_spec
@@ -29,6 +34,7 @@ from gpufleet.io.traces import NODES_FILE, PODS_FILE, TRACE_DIR_ENV, find_alibab
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import Node
 from gpufleet.model.idle import IdlePolicy
+from gpufleet.model.nodepools import NodePool
 from gpufleet.model.queues import ResourceQuota
 
 LARGE_GANGS = "large-gangs"
@@ -50,6 +56,8 @@ class Prepared:
     kinds: Mapping[str, str] = field(default_factory=dict)
     #: The inference services the scenario loads with requests, and their autoscalers.
     inference: InferenceSettings | None = None
+    #: The scenario's node pools (None: it has none), whose minimums join ``nodes`` at the start.
+    node_pools: PoolSettings | None = None
 
     @property
     def pods(self) -> int:
@@ -79,8 +87,14 @@ class Scenarios:
     description: str
 
 
-def load_scenarios(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scenarios:
-    """Resolve ``--scenario`` values (see the module docstring)."""
+def load_scenarios(
+    names: list[str],
+    seeds: list[int],
+    options: ScenarioOptions,
+    prices: PriceList | None = None,
+) -> Scenarios:
+    """Resolve ``--scenario`` values (see the module docstring); ``prices`` prices the
+    scenario's NodePools that give no price of their own (default: gpufleet's list)."""
     builtins = [n for n in names if n in BUILTINS]
     if builtins and len(names) > 1:
         raise fail(
@@ -92,7 +106,7 @@ def load_scenarios(names: list[str], seeds: list[int], options: ScenarioOptions)
         return _large_gangs(seeds, options)
     if builtins == [ALIBABA]:
         return _alibaba(seeds, options)
-    return _files(names, seeds, options)
+    return _files(names, seeds, options, prices)
 
 
 def _check_numbers(options: ScenarioOptions) -> None:
@@ -189,7 +203,9 @@ def _alibaba(seeds: list[int], options: ScenarioOptions) -> Scenarios:
     )
 
 
-def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scenarios:
+def _files(
+    names: list[str], seeds: list[int], options: ScenarioOptions, prices: PriceList | None
+) -> Scenarios:
     _reject(options, "<files>", {"--cluster"})
     for name in names:
         if not Path(name).exists():
@@ -198,20 +214,27 @@ def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scen
                 f"{', '.join(BUILTINS)})"
             )
     skipped = Skipped()
-    scenario = read_scenario(names, skipped)
+    scenario = read_scenario(names, skipped, prices)
     if not scenario.workloads:
         raise fail(f"--scenario {' '.join(names)}: the files define no workloads")
-    if options.cluster is None:
-        nodes = read_cluster_spec(bundled_path(BUNDLED_CLUSTER))
-        cluster_label = f"bundled Alibaba-like cluster ({len(nodes)} nodes)"
-    else:
+    pools = PoolSettings(tuple(scenario.node_pools)) if scenario.node_pools else None
+    if options.cluster is not None:
         nodes = read_cluster(options.cluster, skipped)
         cluster_label = f"{options.cluster} ({len(nodes)} nodes)"
+    elif pools is not None:
+        nodes, cluster_label = [], "no nodes but the node pools'"
+    else:
+        nodes = read_cluster_spec(bundled_path(BUNDLED_CLUSTER))
+        cluster_label = f"bundled Alibaba-like cluster ({len(nodes)} nodes)"
     warn_skipped(skipped)
-    if not nodes:
+    if not nodes and pools is None:
         raise fail("the cluster has no nodes")
-    check_faults(scenario.faults, nodes)
-    check_node_faults(scenario.node_faults, nodes)
+    if pools is not None:
+        cluster_label += f"; node pools: {_pools_label(pools.pools)}"
+        if not nodes and not any(p.max_nodes for p in pools.pools):
+            raise fail("the cluster has no nodes and its node pools may have none (maxNodes 0)")
+    check_faults(scenario.faults, [*nodes, *(pools.start_nodes() if pools else ())])
+    check_node_faults(scenario.node_faults, [*nodes, *_pool_nodes(pools)])
     name = ", ".join(names)
     pods = sum(len(t.workload.pods) for t in scenario.workloads)
     queues = [q for q in scenario.queues if q != "default"] or ["default"]
@@ -232,8 +255,33 @@ def _files(names: list[str], seeds: list[int], options: ScenarioOptions) -> Scen
         tuple(scenario.idle_policies),
         dict(scenario.kinds),
         inference_settings(scenario) if scenario.inference else None,
+        pools,
     )
     return Scenarios(name, dict.fromkeys(seeds, prepared), cluster_label, tenant.description)
+
+
+def _pools_label(pools: tuple[NodePool, ...]) -> str:
+    """``h100-spot (spot, 0-6 x 8 H100, $33.60/h)`` for each pool."""
+    described = []
+    for pool in pools:
+        shape = f"{pool.gpus_per_node} {pool.gpu_model}" if pool.gpu_model else "CPU"
+        described.append(
+            f"{pool.name} ({pool.capacity.value}, {pool.min_nodes}-{pool.max_nodes} x {shape}, "
+            f"{pool.hourly_price:,.2f}/h)"
+        )
+    return ", ".join(described)
+
+
+def _pool_nodes(pools: PoolSettings | None) -> list[Node]:
+    """The nodes the pools start with, and one of each pool that starts with none: what a
+    SpotInterruption or NodeFailure may choose (a pool's nodes carry its capacity type)."""
+    if pools is None:
+        return []
+    nodes = pools.start_nodes()
+    for pool in pools.pools:
+        if pool.min_nodes == 0 and pool.max_nodes > 0:
+            nodes.append(pool.node(pool.node_name(0), pool.zones_for(1)[0]))
+    return nodes
 
 
 def inference_settings(scenario: Scenario) -> InferenceSettings:

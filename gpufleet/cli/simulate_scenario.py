@@ -4,7 +4,8 @@ gangs and preemption, optionally against the FIFO baseline, with explanations of
 Owns the command's flow (scenario, runs with progress bars, terminal tables, report and JSON).
 The scenario comes from :mod:`gpufleet.cli.scenarios`, the runs from
 :mod:`gpufleet.cli.scenario_pool`, the numbers from :mod:`gpufleet.report.scenario_summary`
-(the cost's from :mod:`gpufleet.report.scenario_cost`), the terminal tables from
+(the cost's from :mod:`gpufleet.report.scenario_cost`, the node pools' from
+:mod:`gpufleet.report.scenario_pools`), the terminal tables from
 :mod:`gpufleet.cli.scenario_terminal` (the cost's, and its options, from
 :mod:`gpufleet.cli.scenario_cost`).
 """
@@ -54,6 +55,7 @@ from gpufleet.report.scenario_interruptions import (
     node_fault_rows,
     summarize_interruptions,
 )
+from gpufleet.report.scenario_pools import PoolSummary, pools_section, summarize_pools
 from gpufleet.report.scenario_serving import ServingSummary, serving_section, summarize_serving
 from gpufleet.report.scenario_summary import (
     NO_CLASS,
@@ -115,7 +117,7 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
     # --cost-by is told at once.
     profile = DEFAULT_PROFILE if args.profile is None else load_profile(args.profile)
     costing = cost_options(args.prices, args.cost_by)
-    scenarios = load_scenarios(args.scenario, seeds, args.options)
+    scenarios = load_scenarios(args.scenario, seeds, args.options, costing.prices)
     variants = [Variant.QUEUES] + ([Variant.FIFO] if args.baseline is Baseline.FIFO else [])
     tasks = [ScenarioTask(p, s, v) for p in policies for s in seeds for v in variants]
     console.print(f"cluster:  {scenarios.cluster_label}")
@@ -127,6 +129,8 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
     )
     first = scenarios.by_seed[seeds[0]]
     models = [n.gpu_model for n in first.nodes if n.gpu_model is not None]
+    if first.node_pools is not None:
+        models += [p.gpu_model for p in first.node_pools.pools if p.gpu_model is not None]
     for message in model_quota_warnings(first.scenario.queues, models):
         warn(message)
     config = AdmissionConfig(backfill=args.backfill)
@@ -148,7 +152,13 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
     shared = Shared(scenarios.by_seed, config, explain_at, profile, args.idle_dry_run, cost)
     runs = _run_with_progress(shared, tasks, args.workers)
 
-    summaries = summarize(runs, scenarios.by_seed[seeds[0]].scenario, policies, args.idle_dry_run)
+    summaries = summarize(
+        runs,
+        scenarios.by_seed[seeds[0]].scenario,
+        policies,
+        args.idle_dry_run,
+        costing.prices.currency,
+    )
     print_queue_table(summaries.queues, len(seeds))
     for row in summaries.runs:
         print_run_line(row)
@@ -158,6 +168,8 @@ def simulate_scenarios(args: ScenarioArgs) -> None:
         console.print(f"[bold]{lost.run} interruptions[/]: {escape(lost.line)}")
     for note in dict.fromkeys(n for lost in summaries.interruptions for n in lost.notes):
         warn(escape(f"spot savings: {note}"))
+    for pools in summaries.pools:
+        console.print(f"[bold]{pools.run} node pools[/]: {escape(pools.line)}")
     print_cost(summaries.cost)
     for serving in summaries.serving:
         console.print(f"[bold]{serving.run} served[/] {escape(serving.line)}")
@@ -226,6 +238,8 @@ class Summaries:
     serving: list[ServingSummary] = field(default_factory=list)
     #: What spot interruptions, node failures and GPU faults did, per run label that had them.
     interruptions: list[InterruptionSummary] = field(default_factory=list)
+    #: What the node pools did and cost, per run label that had them.
+    pools: list[PoolSummary] = field(default_factory=list)
 
 
 def summarize(
@@ -233,7 +247,9 @@ def summarize(
     scenario: TenantScenario,
     policies: Sequence[str],
     idle_dry_run: bool = False,
+    currency: str = "",
 ) -> Summaries:
+    """The numbers of every table (``currency``: the price list's, for the pools' cost)."""
     tree = QueueTree({name: q.parent for name, q in scenario.queues.items()})
     values = {name: c.value for name, c in scenario.priority_classes.items()}
     used = sorted({t.workload.priority_class or NO_CLASS for t in scenario.workloads})
@@ -246,6 +262,7 @@ def summarize(
         summarize_cost(runs),
         summarize_serving(runs),
         summarize_interruptions(runs),
+        summarize_pools(runs, currency),
     )
 
 
@@ -383,6 +400,7 @@ def _write_report(
             s
             for s in [
                 cost_section(summaries.cost, prices),
+                pools_section(summaries.pools, runs),
                 serving_section(summaries.serving, runs),
             ]
             if s is not None

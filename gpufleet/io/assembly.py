@@ -59,6 +59,7 @@ from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.jobs import JobKind, JobSpec
 from gpufleet.model.node_faults import NodeFault
+from gpufleet.model.nodepools import NodePool
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
 from gpufleet.model.serving import InferenceService
@@ -119,6 +120,8 @@ class Scenario:
     #: as read (what an autoscaler adds more of, even to an object read at 0 replicas).
     replica_owner: dict[str, str] = dataclasses.field(default_factory=dict)
     replica_templates: dict[str, TimedWorkload] = dataclasses.field(default_factory=dict)
+    #: Node pools an autoscaler grows and shrinks in a simulation (``NodePool`` objects).
+    node_pools: list[NodePool] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

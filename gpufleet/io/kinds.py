@@ -57,6 +57,7 @@ READ_ELSEWHERE = {
     "SimulatedTelemetry": "the simulated GPUs' usage profiles: simulate or serve --scenario",
     "IdlePolicy": "what to do with idle GPU holders: simulate or serve --scenario",
     "InferenceLoad": "the requests an inference workload gets: simulate --scenario",
+    "NodePool": "nodes an autoscaler adds and removes: simulate --scenario",
 }
 
 #: Kinds that make pods, or carry scheduling meaning, that gpufleet does not read: why it matters

@@ -34,7 +34,9 @@ not price is an error naming ``spec.node.gpu.model``; one whose model the list p
 on its capacity type (with no estimate) is an error naming ``spec.price``.
 
 Errors name the file, the document, the pool and the field (``spec.maxNodes``,
-``spec.node.gpu.count``). It decides nothing about scaling.
+``spec.node.gpu.count``); two pools of one name are an error naming the second
+(:class:`NodePoolSet`, which a scenario's reader uses too: a scenario's pools are these).
+It decides nothing about scaling.
 """
 
 from __future__ import annotations
@@ -236,14 +238,37 @@ def _price(
     return rate.hourly, f"{how}{listed}, {spec.capacity_type.value}"
 
 
+class NodePoolSet:
+    """NodePools read one object at a time, each name once: what :func:`read_node_pools` and
+    a scenario's reader (:func:`gpufleet.io.workloads.read_scenario`) collect. ``prices``
+    prices pools that give no price of their own (default: the list gpufleet ships)."""
+
+    def __init__(self, prices: PriceList | None = None) -> None:
+        self.prices = prices if prices is not None else default_prices()
+        self.pools: list[NodePool] = []
+        self._seen: dict[str, str] = {}
+
+    def add(self, manifest: Mapping[str, Any], source: str, location: str | None) -> NodePool:
+        """Read one NodePool object (an InputError naming the file, the pool and the field)."""
+        pool = node_pool_from_object(manifest, source, location, self.prices)
+        if pool.name in self._seen:
+            first = self._seen[pool.name]
+            raise InputError(
+                source,
+                f"a second {KIND} named {quoted(pool.name)}; the first is at {first}",
+                location,
+                "metadata.name",
+            )
+        self._seen[pool.name] = f"{source}:{location}"
+        self.pools.append(pool)
+        return pool
+
+
 def read_node_pools(path: str | Path, prices: PriceList | None = None) -> list[NodePool]:
     """Every NodePool of a file or of a directory's ``*.yaml`` files, in order; another
     kind, or two pools of one name, is an error. ``prices`` prices pools that give no price
     of their own (default: the list gpufleet ships)."""
-    if prices is None:
-        prices = default_prices()
-    pools: list[NodePool] = []
-    seen: dict[str, str] = {}
+    pools = NodePoolSet(prices)
     for file in input_files(path):
         source = str(file)
         for manifest in load_manifests(file):
@@ -255,17 +280,8 @@ def read_node_pools(path: str | Path, prices: PriceList | None = None) -> list[N
                     manifest.location,
                     "kind",
                 )
-            pool = node_pool_from_object(manifest, source, manifest.location, prices)
-            if pool.name in seen:
-                raise InputError(
-                    source,
-                    f"a second {KIND} named {quoted(pool.name)}; the first is at {seen[pool.name]}",
-                    manifest.location,
-                    "metadata.name",
-                )
-            seen[pool.name] = f"{source}:{manifest.location}"
-            pools.append(pool)
-    return pools
+            pools.add(manifest, source, manifest.location)
+    return pools.pools
 
 
-__all__ = ["API_VERSIONS", "KIND", "node_pool_from_object", "read_node_pools"]
+__all__ = ["API_VERSIONS", "KIND", "NodePoolSet", "node_pool_from_object", "read_node_pools"]

@@ -24,7 +24,9 @@ and ``operator_jobs``):
 * each pod's work: its ``gpufleet.dev/sim-duration``, else the workload's expected run time;
 * the autoscaling of Deployments, StatefulSets and ReplicaSets: HorizontalPodAutoscalers, KEDA
   ScaledObjects and ``gpufleet.dev/`` autoscaling annotations, joined to the workloads they
-  scale (:mod:`gpufleet.io.autoscaling`).
+  scale (:mod:`gpufleet.io.autoscaling`);
+* ``NodePool`` objects, read by :mod:`gpufleet.io.nodepools` (each name once; a pool without
+  a price of its own priced from the price list given, else the one gpufleet ships).
 
 Everything is read before anything is returned: the first problem raises
 :class:`~gpufleet.io.errors.InputError` naming the file, the place, the object and the field.
@@ -40,6 +42,7 @@ import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
+from gpufleet.economics.prices import PriceList
 from gpufleet.io.assembly import (
     DEFAULT_QUEUE,
     OPERATOR_JOBS,
@@ -55,6 +58,8 @@ from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
 from gpufleet.io.manifests import input_files, load_manifests
 from gpufleet.io.node_faults import NODE_FAULT_KINDS
+from gpufleet.io.nodepools import KIND as NODE_POOL
+from gpufleet.io.nodepools import NodePoolSet
 from gpufleet.io.serving import INFERENCE_LOAD
 from gpufleet.io.sim_telemetry import SIMULATED_TELEMETRY
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
@@ -74,17 +79,23 @@ SCENARIO_KINDS = frozenset(
         *AUTOSCALER_KINDS,
         *WORKLOAD_API_VERSIONS,
         *OPERATOR_JOBS,
+        NODE_POOL,
     }
 )
+#: What a scenario's files may hold, for errors.
+SCENARIO_SUPPORTED = SUPPORTED.replace(" or ScaledObject", ", ScaledObject or NodePool")
 _NOT_A_SCENARIO = dict.fromkeys(CLUSTER_KINDS, "a cluster, not a scenario")
 
 
 def read_scenario(
-    paths: str | Path | Iterable[str | Path], skipped: Skipped | None = None
+    paths: str | Path | Iterable[str | Path],
+    skipped: Skipped | None = None,
+    prices: PriceList | None = None,
 ) -> Scenario:
     """Queues, priority classes, quotas and workloads of files and directories (all or nothing).
     Objects of kinds with no scheduling meaning (a ConfigMap) are set aside, counted in
-    ``skipped``."""
+    ``skipped``. ``prices`` prices the NodePools that give no price of their own (default: the
+    list gpufleet ships)."""
     if isinstance(paths, str | Path):
         paths = [paths]
     files: dict[Path, Path] = {}  # a file named twice (itself and in its directory) is read once
@@ -93,6 +104,7 @@ def read_scenario(
             files.setdefault(file.resolve(), file)
     builder = ScenarioBuilder()
     autoscaling = AutoscalingReader()
+    pools = NodePoolSet(prices)
     mine = Skipped()
     read = 0
     for file in files.values():
@@ -102,21 +114,30 @@ def read_scenario(
             continue
         manifests = load_manifests(file)
         if not manifests:
-            raise InputError(str(file), f"expected {SUPPORTED}, found no objects")
+            raise InputError(str(file), f"expected {SCENARIO_SUPPORTED}, found no objects")
         for manifest in manifests:
-            where = manifest.location
-            if triage(manifest, str(file), where, SCENARIO_KINDS, SUPPORTED, mine, _NOT_A_SCENARIO):
-                if manifest.get("kind") not in AUTOSCALER_KINDS:
-                    builder.add(manifest, str(file))
-                autoscaling.add(manifest, str(file))
-                read += 1
+            where, kind = manifest.location, manifest.get("kind")
+            if not triage(
+                manifest, str(file), where, SCENARIO_KINDS, SCENARIO_SUPPORTED, mine,
+                _NOT_A_SCENARIO,
+            ):  # fmt: skip
+                continue
+            read += 1
+            if kind == NODE_POOL:
+                pools.add(manifest, str(file), where)
+                continue
+            if kind not in AUTOSCALER_KINDS:
+                builder.add(manifest, str(file))
+            autoscaling.add(manifest, str(file))
     if not read and mine:
         raise InputError(
             ", ".join(map(str, files.values())), f"found nothing to read: {mine.note()}"
         )
     if skipped is not None:
         skipped.counts.update(mine.counts)
-    return dataclasses.replace(builder.scenario(), autoscaling=autoscaling.specs())
+    return dataclasses.replace(
+        builder.scenario(), autoscaling=autoscaling.specs(), node_pools=pools.pools
+    )
 
 
 def workloads_from_pods(pods: Iterable[TimedPod]) -> list[TimedWorkload]:

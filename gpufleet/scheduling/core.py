@@ -112,7 +112,12 @@ class SchedulerCore:
         time_format: TimeFormat = simulated_time,
         profile: Profile = DEFAULT_PROFILE,
         registry: Registry | None = None,
+        quota_capacity: Mapping[str, int] | None = None,
     ) -> None:
+        """``quota_capacity``: the cluster's capacity as the quotas count it at their top
+        (default: the table's nodes'); a cluster that grows (node pools) passes what it may
+        grow to, so that work within its quota is admitted and waits for nodes rather than
+        for a quota capped by the nodes there now."""
         registry = registry or Registry.default()
         registry.check(profile)
         name = profile.name
@@ -121,7 +126,9 @@ class SchedulerCore:
             policy = replace(policy, scorers=[*policy.scorers, *scores])
         filters = [registry.filters.build(spec, table, name) for spec in profile.filters]
         engine = PlacementEngine(table, policy, filters, tie_rank=tie_rank)
-        quotas = Quotas(queues or {}, cluster_capacity(table.nodes), resource_quotas)
+        if quota_capacity is None:
+            quota_capacity = cluster_capacity(table.nodes)
+        quotas = Quotas(queues or {}, quota_capacity, resource_quotas)
         state = CoreState(table, engine, quotas, config or AdmissionConfig(), time_format, explain)
         self.state = state
         self.profile = profile

@@ -80,6 +80,10 @@ class QueueRecorder:
         self.world = world
         self.busy_until = busy_until
         self.busy_gpu_seconds = 0.0
+        #: GPU-seconds of the live nodes over the busy window (nodes come and go: node pools,
+        #: node faults), each span at the GPUs live when it began.
+        self.busy_capacity_seconds = 0.0
+        self._live_gpus = world.total_gpu_milli() / 1000
         self.tree = QuotaTree(dict(queues), capacity)
         self.entitlement_every = entitlement_every
         self.names = list(queues)
@@ -254,10 +258,13 @@ class QueueRecorder:
 
     def _advance(self, now: float) -> None:
         dt = now - self._last
+        live, self._live_gpus = self._live_gpus, self.world.total_gpu_milli() / 1000
         if dt <= 0:
             return
         in_use = sum(self._gpu_used.values()) / 1000
-        self.busy_gpu_seconds += in_use * max(0.0, min(now, self.busy_until) - self._last)
+        busy = max(0.0, min(now, self.busy_until) - self._last)
+        self.busy_gpu_seconds += in_use * busy
+        self.busy_capacity_seconds += live * busy
         for name in self.names:
             self._gpu_seconds[name] += self._subtree_used[name] / 1000 * dt
             self._entitled_seconds[name] += self._entitled[name] * dt
@@ -335,11 +342,11 @@ class QueueRecorder:
 
     # ----------------------------------------------------------------------------- results
     def busy_allocation_pct(self) -> float:
-        """Mean share of the cluster's GPUs allocated from the first to the last arrival."""
-        capacity = self.world.total_gpu_milli() / 1000
-        if self.busy_until <= 0 or capacity <= 0:
+        """Mean share of the cluster's GPUs allocated from the first to the last arrival (of
+        the GPUs live at each moment, as nodes join and leave)."""
+        if self.busy_until <= 0 or self.busy_capacity_seconds <= 0:
             return 0.0
-        return round(100.0 * self.busy_gpu_seconds / (capacity * self.busy_until), 3)
+        return round(100.0 * self.busy_gpu_seconds / self.busy_capacity_seconds, 3)
 
     def result(self, now: float) -> TenancyStats:
         self._advance(now)

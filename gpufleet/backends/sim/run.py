@@ -191,7 +191,9 @@ def run_workloads(
     (:mod:`gpufleet.backends.sim.node_pools`), each pool's minimum there from the start beside
     ``nodes``; what they did and cost is the run's ``pools``."""
     started = time.perf_counter()
+    quota_capacity = None
     if node_pools is not None:
+        quota_capacity = _capacity_at_most(nodes, node_pools)
         named = {node.name for node in nodes}
         nodes = [*nodes, *(n for n in node_pools.start_nodes() if n.name not in named)]
     all_pods = [p for t in workloads for p in t.workload.pods]
@@ -206,6 +208,7 @@ def run_workloads(
         resource_quotas=resource_quotas,
         config=config,
         profile=profile,
+        quota_capacity=quota_capacity,
     )
     span = max((t.created for t in workloads), default=0.0) - min(
         (t.created for t in workloads), default=0.0
@@ -223,7 +226,8 @@ def run_workloads(
     queue_recorder = sim.queue_recorder = QueueRecorder(
         sim.world,
         core.quotas.queues,
-        cluster_capacity(nodes),
+        # Entitlements divide what the quotas count (with pools: the cluster at their maximum).
+        cluster_capacity(nodes) if quota_capacity is None else quota_capacity,
         entitlement_every=max(span / 2000, 1.0),
         busy_until=span,
     )
@@ -301,6 +305,16 @@ def run_workloads(
         ),
         pools=None if scaling is None else scaling.finish(now),
     )
+
+
+def _capacity_at_most(nodes: Sequence[Node], pools: PoolSettings) -> dict[str, int]:
+    """What the cluster may grow to: ``nodes`` and every pool at its maximum (the top of the
+    quota tree, as Kueue's quotas do not shrink to the nodes there now)."""
+    capacity = cluster_capacity(nodes)
+    for pool in pools.pools:
+        for key, amount in cluster_capacity([pool.template]).items():
+            capacity[key] = capacity.get(key, 0) + amount * pool.max_nodes
+    return capacity
 
 
 def _cost(
