@@ -244,7 +244,7 @@ class NodePoolSet:
     prices pools that give no price of their own (default: the list gpufleet ships)."""
 
     def __init__(self, prices: PriceList | None = None) -> None:
-        self.prices = prices if prices is not None else default_prices()
+        self.prices = prices  # None: the shipped list, read only if a pool needs it
         self.pools: list[NodePool] = []
         self._seen: dict[str, str] = {}
 
