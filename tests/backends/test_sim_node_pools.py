@@ -342,3 +342,20 @@ def test_work_waiting_for_a_full_pool_runs_once_an_unneeded_node_leaves() -> Non
     # "one" ends at 60; its node, empty, goes 600 s later; two nodes come for the gang.
     assert 660.0 <= start <= 660.0 + 70.0
     assert report.pools[0].added == 3
+
+
+def test_a_costed_pool_run_leaves_the_clusters_idle_time_to_the_pools_report() -> None:
+    workloads = [at(0.0, job("a", gpus=2), HOUR)]
+    pools = (make_node_pool("od", price=30.0, gpus=8, model="H100"),)
+    run = run_workloads(
+        [],
+        workloads,
+        "bestfit",
+        0,
+        node_pools=PoolSettings(pools),
+        cost=CostSettings(default_prices()),
+    )
+    (report,) = run.cost
+    assert [g.name for g in report.groups] == ["default"]  # no __idle__ line
+    assert not any("idle GPU time is left out" in note for note in report.notes)
+    assert any("node-pool report bills every node" in note for note in report.notes)

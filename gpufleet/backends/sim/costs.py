@@ -102,14 +102,26 @@ def run_cost(
     settings: CostSettings,
     end: float,
     utilisation: Mapping[tuple[str, str], float] | None,
+    pools: bool = False,
 ) -> tuple[CostReport, ...]:
     """A report per grouping of ``runs`` from t=0 to ``end``, without the pods' own lines.
-    ``utilisation``: each sampled pod's mean (0 to 1) by (namespace, pod); None: not sampled."""
+    ``utilisation``: each sampled pod's mean (0 to 1) by (namespace, pod); None: not sampled.
+    ``pools``: the run had node pools, whose nodes came and went: the cluster's unheld GPU
+    time (``__idle__``) is left out, the pools' own report bills their nodes."""
     window = Window(0.0, max(end, 0.0))
-    return tuple(
-        replace(
-            cost_of_runs(runs, nodes, settings.prices, window, grouping, utilisation),
-            runs=(),
+    reports = []
+    for grouping in settings.groupings:
+        report = cost_of_runs(
+            runs, nodes, settings.prices, window, grouping, utilisation, cluster_idle=not pools
         )
-        for grouping in settings.groupings
-    )
+        notes = report.notes
+        if pools:
+            notes += (POOLS_NOTE,)
+        reports.append(replace(report, runs=(), notes=notes))
+    return tuple(reports)
+
+
+POOLS_NOTE = (
+    "the run's nodes came and went with its node pools: the cluster's unheld GPU time "
+    "(__idle__) is left out; the node-pool report bills every node for the time it was there"
+)

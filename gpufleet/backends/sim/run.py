@@ -296,7 +296,7 @@ def run_workloads(
         jobs=jobs,
         budgets_at_end=budget_reports(core),
         idle=None if idle is None else idle.finish(now),
-        cost=_cost(sim, nodes, workloads, kinds, cost, meter, now),
+        cost=_cost(sim, nodes, workloads, kinds, cost, meter, now, scaling is not None),
         serving=() if serving is None else serving.finish(core.time_format),
         interruptions=(
             sim.interruption_report(now, None if cost is None else cost.prices)
@@ -325,6 +325,7 @@ def _cost(
     settings: CostSettings | None,
     meter: UsageMeter | None,
     end: float,
+    pools: bool = False,
 ) -> tuple[CostReport, ...]:
     holds = sim.recorder.holds
     if settings is None or holds is None:
@@ -336,7 +337,7 @@ def _cost(
     # idle is the nodes the run began with (a pool's nodes are billed in its own report).
     runs = pod_runs(held, sim.nodes, workloads, end, kinds)
     utilisation = None if meter is None else meter.mean_utilisation()
-    return run_cost(runs, nodes, settings, end, utilisation)
+    return run_cost(runs, nodes, settings, end, utilisation, pools)
 
 
 def budget_reports(core: SchedulerCore) -> list[BudgetReport]:
