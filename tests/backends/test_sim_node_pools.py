@@ -334,14 +334,33 @@ def test_a_costed_run_prices_pods_on_pool_nodes_by_their_capacity_type() -> None
     assert report.total.gpu_cost == pytest.approx(8 * spot_price + 8 * on_demand_price)
 
 
-def test_work_waiting_for_a_full_pool_runs_once_an_unneeded_node_leaves() -> None:
-    # The gang needs two new nodes; the pool may have two and has one (busy, then empty).
+def test_a_gang_takes_an_idle_node_of_a_full_pool_and_asks_only_for_the_rest() -> None:
+    # The gang needs two nodes; the pool may have two and has one, busy until 60, then idle.
     workloads = [at(0.0, job("one", gpus=1), 60.0), at(1.0, job("g", pods=2), 60.0)]
     _, binds, report = play(workloads, [on_demand(max_nodes=2)])
+    starts = sorted(binds.of("g-0") + binds.of("g-1"))
+    assert {t for t, _ in starts} == {starts[0][0]}
+    assert 60.0 <= starts[0][0] <= 70.0
+    assert {node for _, node in starts} == {"od-00000", "od-00001"}
+    assert report.pools[0].added == 2
+
+
+def test_work_waiting_for_a_full_pool_runs_once_an_unneeded_node_leaves() -> None:
+    # The gang needs three nodes; the pool may have three. "two" ends at 60 and its node
+    # idles: with it the gang needs two more, four in all, so it waits; the idle node leaves
+    # at 660; "one" (a GPU of eight: unneeded, but no other node could take it) keeps its
+    # node until it ends at 3000, and then the gang takes that node and two new ones.
+    pool = on_demand(max_nodes=3)
+    workloads = [
+        at(0.0, job("one", gpus=1), 3000.0),
+        at(0.0, job("two", gpus=8), 60.0),
+        at(1.0, job("g", pods=3), 60.0),
+    ]
+    _, binds, report = play(workloads, [pool])
     (start, _) = binds.of("g-0")[0]
-    # "one" ends at 60; its node, empty, goes 600 s later; two nodes come for the gang.
-    assert 660.0 <= start <= 660.0 + 70.0
-    assert report.pools[0].added == 3
+    assert 3000.0 <= start <= 3000.0 + 20.0
+    assert report.pools[0].removed == 1
+    assert report.pools[0].nodes_peak <= 3
 
 
 def test_a_costed_pool_run_leaves_the_clusters_idle_time_to_the_pools_report() -> None:

@@ -243,12 +243,20 @@ class PoolScaling:
             self._scale_down(now)
 
     def _pool_nodes(self, now: float) -> list[PoolNodes]:
+        """Each pool's nodes as the planner takes them. An empty node in service is handed
+        over as one being provisioned: the planner packs pending work on those first, so a
+        gang part of which fits on idle nodes of a pool asks only for the rest (the planner
+        packs a gang on nodes it treats as new; the scheduler places it across both)."""
+        busy = {placement.node for _, placement, _ in self.sim.running_pods()}
         ready: list[dict[str | None, int]] = [{} for _ in self.pools]
+        idle: list[dict[str | None, int]] = [{} for _ in self.pools]
         for name, billed in self.nodes.items():
             if billed.joined is not None and billed.left is None and name not in self.draining:
-                zones = ready[billed.pool]
+                zones = (ready if name in busy else idle)[billed.pool]
                 zones[billed.zone] = zones.get(billed.zone, 0) + 1
         asked: list[list[Provisioning]] = [[] for _ in self.pools]
+        for i, zones in enumerate(idle):
+            asked[i] += [Provisioning(count, now, zone) for zone, count in zones.items()]
         for batch in self.batches:
             asked[batch.pool].append(Provisioning(batch.count, batch.asked, batch.zone))
         return [PoolNodes(pool, ready[i], tuple(asked[i])) for i, pool in enumerate(self.pools)]
