@@ -123,6 +123,8 @@ class Quotas:
         if DEFAULT_QUEUE not in all_queues:
             all_queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
         self.queues = all_queues
+        #: What the cluster has now (the root of quotas), kept in step with the nodes.
+        self.capacity = dict(capacity)
         self.tree = QuotaTree(all_queues, capacity)
         #: Usage of non-preemptible work only, per queue (its subtree), like ``tree.usage``:
         #: KAI's rule keeps it within nominal quota, so that reclaiming every preemptible
@@ -148,6 +150,18 @@ class Quotas:
         if named is not None and named in self.queues:
             return named
         return self.default_for.get(pod.namespace, DEFAULT_QUEUE)
+
+    def change_capacity(self, nodes: Iterable[Node], sign: int) -> bool:
+        """``nodes`` joined the cluster (``sign`` 1) or left it (-1): the root of quotas grows
+        or shrinks by their capacity, so that a queue may use nodes an autoscaler adds (and
+        not those gone); whether any quota's limit changed."""
+        for key, amount in cluster_capacity(nodes).items():
+            self.capacity[key] = self.capacity.get(key, 0) + sign * amount
+        if not self.tree.set_capacity(self.capacity):
+            return False
+        self._checks.clear()
+        self._nominal.clear()
+        return True
 
     def vector(self, usage: Mapping[str, int]) -> IntArray:
         return self.tree.vector(usage)

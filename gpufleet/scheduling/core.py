@@ -44,7 +44,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
-from gpufleet.model import Placement, Pod
+from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict
 from gpufleet.model.events import (
     BindFailed,
@@ -189,9 +189,14 @@ class SchedulerCore:
             row = self.table.add_node(event.node)
             self.explainer.nodes_changed()
             self.parking.wake_for_rows([row])
+            self._capacity_changed(event.node, 1)
         elif isinstance(event, NodeRemoved):
+            row = self.table.row_of[event.name]
+            was_alive = bool(self.table.alive[row])
             self.table.remove_node(event.name)
             self.explainer.nodes_changed()
+            if was_alive:
+                self._capacity_changed(self.table.nodes[row], -1)
         elif isinstance(event, DeviceHealthChanged):
             self._device_health(event)
         elif isinstance(event, NodeSchedulingChanged):
@@ -200,6 +205,12 @@ class SchedulerCore:
             lifecycle.demote(event.key)
         elif isinstance(event, WorkloadDisrupted):
             lifecycle.disrupt(event.key, event.reason)
+
+    def _capacity_changed(self, node: Node, sign: int) -> None:
+        """``node`` joined (1) or left (-1): the quotas' root follows the cluster, and what
+        waits for quota may fit now (a scale-up) or be told again."""
+        if self.quotas.change_capacity((node,), sign):
+            self.state.pending.wake_all(Parked.QUOTA)
 
     def _node_scheduling(self, event: NodeSchedulingChanged) -> None:
         """A node stops or resumes taking new pods, or its taints change: applied at once,

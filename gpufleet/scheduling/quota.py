@@ -12,7 +12,8 @@ tree: with p the parent of q,
     avail(q) = min(N_q + B_q, avail(p) - sum over siblings s of max(U_s, N_s - L_s))
 
 where ``N_s - L_s`` is the part of a sibling's quota it never lends, and avail(root) is the
-cluster's capacity of the key. A parent that names no quota of a key has its children's
+cluster's capacity of the key, as it is now (:meth:`QuotaTree.set_capacity` as nodes join and
+leave: an autoscaler's new nodes count). A parent that names no quota of a key has its children's
 nominal quotas added up as its own (Kueue: a cohort's subtree quota). A workload of usage u
 fits in leaf q when U_x + u <= avail(x) for every queue x on the path from q to the top; it fits
 *within nominal* when also U_x + u <= N_x (it then borrows nothing).
@@ -233,6 +234,19 @@ class QuotaTree:
             np.array([s for s in (self.children[p] if p >= 0 else self.top) if s != i], np.int64)
             for i, p in enumerate(self.parent.tolist())
         ]
+
+    def set_capacity(self, capacity: Resources) -> bool:
+        """The cluster's capacity is now ``capacity`` (as in the constructor: nodes joined or
+        left); whether any accounted key's changed. Every limit derived from it is forgotten
+        (a new usage version)."""
+        folded = fold_models(capacity, self.model_keys)
+        new = np.array([folded.get(key, UNLIMITED) for key in self.keys], np.int64)
+        if np.array_equal(new, self.capacity):
+            return False
+        self.capacity = new
+        self._scalars = None
+        self.new_version()
+        return True
 
     def _depth(self, i: int) -> int:
         depth = 0

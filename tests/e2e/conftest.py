@@ -13,9 +13,11 @@ from tests.e2e.kube_cluster import KUBECONFIG_ENV, Cluster
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
     found = Cluster(os.environ[KUBECONFIG_ENV])
-    found.install_crds()
-    found.create_namespace()
     try:
+        # Inside: a setup that fails half-way must not leave its Queue, which would change
+        # how every later run's quota is counted.
+        found.install_crds()
+        found.create_namespace()
         yield found
     finally:
         found.cleanup()

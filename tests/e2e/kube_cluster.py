@@ -67,18 +67,19 @@ class Cluster:
         quota = {"nvidia.com/gpu": gpus} if gpus is not None else {}
         queue = ko.queue(self.namespace, quota, namespaces=[self.namespace])
         self.custom.create_cluster_custom_object("gpufleet.dev", "v1alpha1", "queues", queue)
-        # The ServiceAccount admission plugin refuses pods until the controller has made the
-        # namespace's "default" account (a moment after the namespace, longer on a cold server).
-        wait_for(self._has_default_account, timeout=60, what="the default ServiceAccount")
+        self._ensure_default_account()
 
-    def _has_default_account(self) -> bool:
+    def _ensure_default_account(self) -> None:
+        """The namespace's "default" ServiceAccount, without which the ServiceAccount admission
+        plugin refuses every pod. kube-controller-manager's service account controller makes it
+        a moment after the namespace, but a bare kube-apiserver runs no controller: make it
+        here (409 when the controller was first, which is as good)."""
+        account = {"metadata": {"name": "default", "namespace": self.namespace}}
         try:
-            self.core.read_namespaced_service_account("default", self.namespace)
+            self.core.create_namespaced_service_account(self.namespace, account)
         except ApiException as error:
-            if error.status == 404:
-                return False
-            raise
-        return True
+            if error.status != 409:
+                raise
 
     def add_gpu_node(self, name: str, gpus: int = 8) -> None:
         """A Ready Node object with GPUs in its status, as a kubelet with the device plugin

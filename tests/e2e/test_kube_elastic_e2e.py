@@ -181,3 +181,24 @@ def test_a_waiting_gang_is_not_scattered_over_nodes_added_one_by_one(
     finally:
         stop(scheduler)
         print(log.read_text()[-4000:])
+
+
+def test_a_queue_with_a_gpu_quota_gets_the_nodes_a_scale_up_adds(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # The root of quotas is the cluster's capacity: it must grow with the nodes that join
+    # after the scheduler started, or a queue within its quota waits for good.
+    cluster.custom.patch_cluster_custom_object(
+        "gpufleet.dev", "v1alpha1", "queues", cluster.namespace,
+        {"spec": {"quota": {"nvidia.com/gpu": 8}}},
+    )  # fmt: skip
+    log = tmp_path / "scheduler.log"
+    scheduler = cluster.start_scheduler(log)
+    try:
+        cluster.submit(ko.gpu_pod("train", gpus=8))
+        wait_for(lambda: bool(_scheduled_message(cluster, "train")), what="told why it waits")
+        cluster.add_gpu_node("gpu-0", gpus=8)  # the autoscaler's new node
+        wait_for(lambda: _node_of(cluster, "train") is not None, what="bound on the new node")
+    finally:
+        stop(scheduler)
+        print(log.read_text()[-4000:])

@@ -38,9 +38,9 @@ def free_port() -> int:
 @pytest.fixture
 def cluster() -> Iterator[Cluster]:
     found = Cluster(os.environ[KUBECONFIG_ENV])
-    found.install_crds()
-    found.create_namespace(gpus=8)
     try:
+        found.install_crds()
+        found.create_namespace(gpus=8)
         yield found
     finally:
         found.cleanup()

@@ -1,7 +1,8 @@
 """Nodes going away and the node autoscalers, against the fake API server: no pod placed on a
 node being removed or not ready (whatever it tolerates), busy nodes changed at once, gangs
 evicted whole from ending nodes and placed elsewhere, do-not-disrupt pods never preempted, the
-gang guard written at bind, and a gang never scattered across a scale-up."""
+gang guard written at bind, a gang never scattered across a scale-up, and a queue's quota
+growing with the nodes a scale-up adds."""
 
 from __future__ import annotations
 
@@ -298,3 +299,15 @@ def test_a_waiting_gang_is_not_scattered_over_nodes_that_arrive_one_by_one() -> 
         assert sorted(h.bound().values()) == ["new-0", "new-1", "new-2"]
         binds = [p for m, p in h.server.requests if m == "POST" and p.endswith("/binding")]
         assert len(binds) == 3
+
+
+def test_a_queue_with_a_gpu_quota_gets_the_nodes_a_scale_up_adds() -> None:
+    """The root of quotas is the cluster's capacity as it is now: a node that joins after the
+    scheduler started counts, or a queue within its quota would wait for good."""
+    team = ko.queue("team", {"nvidia.com/gpu": 8}, namespaces=["default"])
+    with harness(team) as h:
+        h.server.create(ko.gpu_pod("train", gpus=8))
+        h.settle()
+        assert "waiting for quota" in waiting_message(h, "train"), "no GPU in the cluster yet"
+        h.server.create(ko.gpu_node("new", gpus=8))
+        h.until(lambda: h.node_of("train") == "new", what="bound on the new node")
