@@ -115,9 +115,10 @@ class SchedulerCore:
         quota_capacity: Mapping[str, int] | None = None,
     ) -> None:
         """``quota_capacity``: the cluster's capacity as the quotas count it at their top
-        (default: the table's nodes'); a cluster that grows (node pools) passes what it may
-        grow to, so that work within its quota is admitted and waits for nodes rather than
-        for a quota capped by the nodes there now."""
+        (default: the table's nodes', following the nodes as they join and leave); a cluster
+        that grows (node pools) passes what it may grow to, fixed, so that work within its
+        quota is admitted and waits for nodes rather than for a quota capped by the nodes there
+        now."""
         registry = registry or Registry.default()
         registry.check(profile)
         name = profile.name
@@ -126,6 +127,8 @@ class SchedulerCore:
             policy = replace(policy, scorers=[*policy.scorers, *scores])
         filters = [registry.filters.build(spec, table, name) for spec in profile.filters]
         engine = PlacementEngine(table, policy, filters, tie_rank=tie_rank)
+        #: Whether the quotas' root follows the nodes (not when the caller fixed it).
+        self._capacity_follows_nodes = quota_capacity is None
         if quota_capacity is None:
             quota_capacity = cluster_capacity(table.nodes)
         quotas = Quotas(queues or {}, quota_capacity, resource_quotas)
@@ -208,8 +211,9 @@ class SchedulerCore:
 
     def _capacity_changed(self, node: Node, sign: int) -> None:
         """``node`` joined (1) or left (-1): the quotas' root follows the cluster, and what
-        waits for quota may fit now (a scale-up) or be told again."""
-        if self.quotas.change_capacity((node,), sign):
+        waits for quota may fit now (a scale-up) or be told again. A root the caller fixed
+        (what node pools may grow to) stays."""
+        if self._capacity_follows_nodes and self.quotas.change_capacity((node,), sign):
             self.state.pending.wake_all(Parked.QUOTA)
 
     def _node_scheduling(self, event: NodeSchedulingChanged) -> None:

@@ -101,3 +101,15 @@ def test_the_root_of_quotas_is_always_what_the_live_nodes_hold(
     }
     fresh = QuotaTree({"team": TEAM}, expected)
     assert core.quotas.tree.capacity.tolist() == fresh.capacity.tolist()
+
+
+def test_a_root_the_caller_fixed_does_not_follow_the_nodes() -> None:
+    """Node pools: the quotas count what the pools may grow to, whatever joins or leaves."""
+    table = NodeTable([make_node("start", gpus=8)])
+    policy = make_policy("bestfit", table, PolicyContext(TargetWorkload((), ())))
+    fixed = {GPU: 64}
+    core = SchedulerCore(table, policy, queues={"team": TEAM}, quota_capacity=fixed)
+    before = dict(core.quotas.capacity)
+    core.handle(NodeAdded(make_node("joined", gpus=8)))
+    core.handle(NodeRemoved("joined"))
+    assert core.quotas.capacity == before
