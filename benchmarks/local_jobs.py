@@ -194,7 +194,8 @@ def main() -> None:
         "API's submit path without HTTP) on eight fake GPUs; each job a 1-GPU Pod running "
         "`/bin/date +%s.%N` in the queue `jobs` (8 GPUs).",
         "",
-        f"Burst ({args.jobs} jobs submitted back to back; 1-minute load before: "
+        f"Burst ({args.jobs} jobs submitted back to back, each submit waiting for the plane's "
+        f"lock while a turn runs, so the loop paces the submitter; 1-minute load before: "
         f"{burst['load_1min_before']}):",
         "",
         f"- stored states: {burst['stored_states']}; exits: {burst['exits']}",

@@ -36,6 +36,7 @@ from gpufleet.backends.local.machine import LocalMachine, SubmitRefusedError
 from gpufleet.backends.local.supervisor import RunStatus
 from gpufleet.control.loop import sync
 from gpufleet.io.errors import InputError
+from gpufleet.io.kube_pods import REPLICATED_KINDS
 from gpufleet.io.manifests import Manifest
 from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
 from gpufleet.metrics.scheduler import SchedulerMetrics
@@ -123,6 +124,11 @@ class LocalControlPlane(LivePlane):
         for item in accepted:
             workload = item.timed.workload
             manifest = by_name.get((item.kind, workload.namespace, workload.name))
+            if manifest is None and item.kind in REPLICATED_KINDS:
+                # Each replica is a workload of its own, named <object>-<ordinal>.
+                owner, _, ordinal = workload.name.rpartition("-")
+                if ordinal.isdigit():
+                    manifest = by_name.get((item.kind, workload.namespace, owner))
             if item.kind not in PROCESS_KINDS or manifest is None:
                 raise InputError(
                     SOURCE,

@@ -220,3 +220,27 @@ def test_bad_input_is_a_422_with_nothing_stored_or_started(
     assert harness.store.workloads() == []
     assert harness.plane.records == {}
     assert list(harness.machine.supervisor.runs_dir.iterdir()) == []
+
+
+def test_each_replica_of_a_deployment_runs_its_template_on_its_own_gpu(
+    harness: LocalHarness,
+) -> None:
+    release = tenant_dir(harness) / "release"
+    template = pod("x", report(harness, "0", str(release)), gpus=1)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": template["spec"]},
+        },
+    }
+    assert harness.submit(deployment)["status"] == 201
+    harness.run_until(lambda: printed(harness, "web-0")() and printed(harness, "web-1")())
+    devices = {seen(harness, f"web-{i}")["CUDA_VISIBLE_DEVICES"] for i in range(2)}
+    assert len(devices) == 2
+    release.touch()
+    harness.run_until(harness.state_is("web-1", "Succeeded"))
+    harness.run_until(harness.state_is("web-0", "Succeeded"))
