@@ -38,6 +38,7 @@ from gpufleet.api.schemas import (
     EventView,
     Explanation,
     History,
+    LogChunk,
     NodeView,
     PriorityClassView,
     QueueView,
@@ -161,6 +162,32 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
         with plane.lock:
             key = plane.find(caller, namespace, name, kind).key
         return views.explanation(plane, caller, key)
+
+    @app.get(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/logs")
+    def logs(
+        caller: Caller,
+        namespace: str,
+        name: str,
+        kind: KindQuery = None,
+        pod: str | None = None,
+        attempt: Annotated[int | None, Query(ge=1)] = None,
+        offset: Annotated[int, Query(ge=0)] = 0,
+    ) -> LogChunk:
+        """The output of one run of a pod of the workload (its first pod and latest run
+        unless told), from byte ``offset``: ``serve --local`` keeps every run's log."""
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        found = plane.pod_log(caller, key, pod, attempt, offset)
+        return LogChunk(
+            pod=found.pod,
+            attempt=found.attempt,
+            attempts=found.attempts,
+            offset=found.offset,
+            next_offset=found.next_offset,
+            text=found.text,
+            running=found.running,
+            finished=found.finished,
+        )
 
     @app.get(f"{API_PREFIX}/queues")
     def list_queues(_: Caller) -> list[QueueView]:

@@ -236,8 +236,21 @@ class NodeView(_Schema):
     devices: list[DeviceView] = Field(default_factory=list)
 
 
+class LogChunk(_Schema):
+    """A slice of the output of one run of a pod (``serve --local``)."""
+
+    pod: str
+    attempt: int = Field(description="which run of the pod, 1 the first (0: none yet)")
+    attempts: int = Field(description="how many runs the pod has had")
+    offset: int = Field(description="byte offset of text in the run's log")
+    next_offset: int = Field(description="where to ask from next")
+    text: str
+    running: bool = Field(description="this run goes on: more may come")
+    finished: bool = Field(description="the workload has ended: no run will write more")
+
+
 class ClusterSummary(_Schema):
-    backend: str = Field(description="simulated or kubernetes")
+    backend: str = Field(description="simulated, local or kubernetes")
     time: float
     speed: float | None = Field(None, description="simulated seconds per second")
     nodes: int

@@ -30,6 +30,7 @@ from gpufleet.api.schemas import (
     EventView,
     Explanation,
     History,
+    LogChunk,
     NodeView,
     PriorityClassView,
     QueueView,
@@ -237,6 +238,25 @@ class ApiClient:
     def explain(self, namespace: str, name: str, kind: str | None = None) -> Explanation:
         path = _workload_path(namespace, name) + "/explain"
         return self._get(path, Explanation, _params(kind=kind))
+
+    def logs(
+        self,
+        namespace: str,
+        name: str,
+        kind: str | None = None,
+        *,
+        pod: str | None = None,
+        attempt: int | None = None,
+        offset: int = 0,
+    ) -> LogChunk:
+        """A slice of the output of a run of one of the workload's pods (``serve --local``)."""
+        params = _params(
+            kind=kind,
+            pod=pod,
+            attempt=None if attempt is None else str(attempt),
+            offset=str(offset),
+        )
+        return self._get(_workload_path(namespace, name) + "/logs", LogChunk, params)
 
     def delete_workload(
         self, namespace: str, name: str, kind: str | None = None

@@ -29,6 +29,8 @@ COMMANDS: dict[str, str] = {
     "agent": "gpufleet.cli.agent:agent",
     "admin": "gpufleet.cli.serve:admin",
     "submit": "gpufleet.cli.remote:submit",
+    "run": "gpufleet.cli.local_runs:run",
+    "logs": "gpufleet.cli.local_runs:logs",
     "get": "gpufleet.cli.remote:get",
     "describe": "gpufleet.cli.remote:describe",
     "explain": "gpufleet.cli.remote:explain",

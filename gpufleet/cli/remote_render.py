@@ -103,7 +103,7 @@ class Clock:
 
     @classmethod
     def of(cls, cluster: ClusterSummary) -> Clock:
-        return cls(cluster.time, cluster.backend != "kubernetes")
+        return cls(cluster.time, cluster.backend == "simulated")
 
     def at(self, time: float | None) -> str:
         return "-" if time is None else time_format(self.simulated)(time)

@@ -62,6 +62,20 @@ from gpufleet.service.store import Store, StoreError
 
 if TYPE_CHECKING:
     from gpufleet.service.kube_plane import KubeControlPlane
+    from gpufleet.service.local_plane import LocalControlPlane
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LocalSettings:
+    """``serve --local``'s options."""
+
+    fake_gpus: Path | None
+    state_dir: Path
+    run_as: list[str]
+    grace: float
+    mps: bool
+    allow_root: bool = False
+
 
 DEFAULT_DB = Path("gpufleet.db")
 
@@ -148,10 +162,55 @@ def serve(
     idle_policies: IdlePoliciesOption = None,
     idle_dry_run: IdleDryRunOption = False,
     replica_autoscaling: ReplicaAutoscalingOption = None,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local",
+            help="run on this machine's GPUs instead: workloads run as local processes, each "
+            "with exactly its GPUs visible (see README: One box)",
+        ),
+    ] = False,
+    fake_gpus: Annotated[
+        Path | None,
+        typer.Option(
+            help="with --local: read the GPUs from this fake NVML YAML instead of the driver "
+            "(demos, tests; e.g. examples/agent/fake-gpus.yaml)"
+        ),
+    ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="with --local: where runs (specs, logs, exit records) and the tenants' working "
+            "directories live (default: DB's name with .local, beside it)"
+        ),
+    ] = None,
+    run_as: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="with --local: TENANT=USER, the local user a tenant's processes run as "
+            "(needed for each tenant when the server runs as root; repeatable)"
+        ),
+    ] = None,
+    grace: Annotated[
+        float,
+        typer.Option(help="with --local: seconds from SIGTERM to SIGKILL when a run is stopped"),
+    ] = 30.0,
+    mps: Annotated[
+        bool,
+        typer.Option(help="with --local: GPU shares run under MPS, limited to their share"),
+    ] = False,
+    allow_root: Annotated[
+        bool,
+        typer.Option(
+            help="with --local, as root: tenants without --run-as run as root (a box whose "
+            "only user is root, such as a container)"
+        ),
+    ] = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
-    """Start the control plane: the scheduler on the embedded simulated cluster, the HTTP API
-    (/api/v1, /docs), Prometheus /metrics, /healthz, /readyz and the dashboard at /."""
+    """Start the control plane: the scheduler on the embedded simulated cluster (or, with
+    --local, this machine's GPUs), the HTTP API (/api/v1, /docs), Prometheus /metrics,
+    /healthz, /readyz and the dashboard at /."""
     if policy not in POLICY_NAMES:
         raise fail(f"unknown policy {policy!r} (expected one of {', '.join(POLICY_NAMES)})")
     if not speed > 0:
@@ -174,6 +233,27 @@ def serve(
         )
     except InputError as error:
         raise fail(escape(str(error))) from None
+    local_settings = None
+    if local:
+        if kubeconfig is not None or cluster is not None:
+            raise fail("--local runs on this machine: it takes neither --kubeconfig nor --cluster")
+        if observe.idle_policies or observe.replica_autoscaling or observe.routing is not None:
+            raise fail(
+                "--local has no GPU telemetry yet: no --idle-policies, --replica-autoscaling, "
+                "--alert-config or --alert-webhook"
+            )
+        if grace < 0:
+            raise fail(f"--grace must be 0 or more seconds, got {grace:g}")
+        local_settings = LocalSettings(
+            fake_gpus,
+            state_dir or db.with_name(db.name + ".local"),
+            run_as or [],
+            grace,
+            mps,
+            allow_root,
+        )
+    elif fake_gpus or state_dir or run_as or mps or allow_root:
+        raise fail("--fake-gpus, --state-dir, --run-as, --mps and --allow-root are for --local")
     if observe.prometheus_url is not None and kubeconfig is None:
         raise fail("--prometheus-url is for --kubeconfig: the simulated cluster observes itself")
     if observe.idle_policies and kubeconfig is not None and observe.prometheus_url is None:
@@ -185,7 +265,7 @@ def serve(
     try:
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
                   default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
-                  observe, log_level)  # fmt: skip
+                  observe, log_level, local_settings)  # fmt: skip
     finally:
         sock.close()
 
@@ -207,6 +287,7 @@ def _serve_on(
     telemetry: TelemetrySettings,
     observe: ObserveSettings,
     log_level: str,
+    local: LocalSettings | None = None,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     admission_rules = AdmissionRules()
@@ -254,6 +335,9 @@ def _serve_on(
             where += f", GPU series from {observe.prometheus_url}"
         if observe.replica_autoscaling:
             where += ", replicas of the workloads annotated gpufleet.dev/max-replicas autoscaled"
+    elif local is not None:
+        plane = reclaiming = _local_plane(local, store, options, scenario, fresh)
+        where = local_summary(plane)
     else:
         skipped = Skipped()
         nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
@@ -334,6 +418,75 @@ def _with_scenario_telemetry(
         telemetry_seed=told.seed if told.seed is not None else scenario.seed,
         faults=tuple(seed.faults),
         node_faults=tuple(seed.node_faults),
+    )
+
+
+def _local_plane(
+    local: LocalSettings,
+    store: Store,
+    options: ServeOptions,
+    scenario: list[Path] | None,
+    fresh: bool,
+) -> LocalControlPlane:
+    """The plane over this machine (its GPUs discovered through NVML, or the fake NVML), its
+    queues and priority classes seeded from ``scenario`` (on a new database: the bundled
+    one-box queues)."""
+    from gpufleet.backends.local.machine import LocalMachine
+    from gpufleet.devices.discovery import discover
+    from gpufleet.devices.fake import make_fake_nvml
+    from gpufleet.devices.fake_spec import FakeSpecError
+    from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
+    from gpufleet.service.local_plane import LocalControlPlane
+    from gpufleet.service.local_users import TenantUsers
+
+    try:
+        users = TenantUsers.parse(local.run_as, allow_root=local.allow_root)
+        nvml = make_fake_nvml(local.fake_gpus) if local.fake_gpus is not None else load_nvml()
+        try:
+            inventory = discover(nvml)
+        finally:
+            nvml.nvmlShutdown()
+        files = list(scenario or ([bundled("local-queues.yaml")] if fresh else []))
+        skipped = Skipped()
+        seed = plan_seed(store, files, options, fresh, skipped)
+        if seed.workloads or seed.faults or seed.node_faults or seed.idle_policies:
+            raise fail(
+                "--local reads only Queue and PriorityClass objects from --scenario: submit "
+                "workloads through the API (gpufleet submit, gpufleet run)"
+            )
+        write_seed(store, seed)
+    except NvmlUnavailableError as error:
+        store.close()
+        raise fail(f"cannot read this machine's GPUs: {error}") from None
+    except FakeSpecError as error:
+        store.close()
+        raise fail(escape(str(error))) from None
+    except (InputError, typer.Exit):
+        store.close()
+        raise
+    warn_skipped(skipped)
+    local.state_dir.mkdir(parents=True, exist_ok=True)
+    machine = LocalMachine(
+        inventory,
+        local.state_dir,
+        mps=local.mps,
+        grace_s=local.grace,
+        allow_root=local.allow_root,
+    )
+    plane = LocalControlPlane(store, machine, options, users)
+    for rejected in plane.catalog.rejected:
+        warn(escape(_set_aside(rejected, Path(store.path))))
+    return plane
+
+
+def local_summary(plane: LocalControlPlane) -> str:
+    """How the server says where it runs: ``this machine (box: 8 GPUs, state in ...), 2 runs
+    found again``."""
+    node = plane.machine.node
+    running = sum(r.active for r in plane.records.values())
+    return (
+        f"this machine ({node.name}: {node.gpu_count} GPUs, runs in {plane.machine.state_dir}), "
+        f"{running} workloads restored"
     )
 
 

@@ -45,7 +45,7 @@ from gpufleet.service.auth import (
 )
 from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.observatory import Observatory, ObservedRound
-from gpufleet.service.protocol import ExplainCache
+from gpufleet.service.protocol import ExplainCache, PodLog
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
@@ -62,6 +62,8 @@ HISTORY_EVERY_S = 1.0
 HISTORY_POINTS = 3600
 #: Queueing delays of the most recent starts, for the p50/p95 of the history.
 RECENT_DELAYS = 200
+#: The most of a log one request returns.
+LOG_CHUNK = 1 << 20
 
 
 class NotFoundError(Exception):
@@ -379,6 +381,23 @@ class PlaneBase:
         }
         self.history.append(point)
         self.store.add_history(now, point)
+
+    def pod_log(
+        self,
+        principal: Principal,
+        key: str,
+        pod: str | None = None,
+        attempt: int | None = None,
+        offset: int = 0,
+        limit: int = LOG_CHUNK,
+    ) -> PodLog:
+        """The output of a pod's run: kept by a plane whose pods are this machine's
+        processes (``serve --local``) only."""
+        self.visible(principal, key)
+        raise NotFoundError(
+            f"workload {key}: no logs here (this control plane runs on a {self.backend_name} "
+            "cluster; logs are kept by `gpufleet serve --local`)"
+        )
 
     # ----------------------------------------------------------------------------- idle GPUs
     def record_event(

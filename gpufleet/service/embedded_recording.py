@@ -24,7 +24,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpufleet.backends.sim.live import LiveSimCluster, health_message
+from gpufleet.backends.sim.live import health_message
 from gpufleet.control.loop import ControlLoop, Turn
 from gpufleet.model.actions import Evict, MarkUnschedulable
 from gpufleet.model.events import (
@@ -44,6 +44,7 @@ from gpufleet.model.times import simulated_time
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import HISTORY_EVERY_S, Change, PlaneBase
 from gpufleet.service.budget_events import budget_events
+from gpufleet.service.live_world import LiveWorld
 from gpufleet.service.records import (
     POD_FAILED,
     POD_PENDING,
@@ -76,8 +77,8 @@ class TurnNotes:
 class RecordingPlane(PlaneBase):
     """See the module docstring."""
 
-    #: The live simulated world (set by the plane).
-    world: LiveSimCluster
+    #: The live world (set by the plane): simulated, or this machine's processes.
+    world: LiveWorld
     #: Pod key -> its workload's key.
     _owner: dict[str, str]
     #: Who each pod evicted and not yet gone was evicted for (its workload's key).

@@ -31,7 +31,7 @@ from gpufleet.service.records import (
 )
 from gpufleet.service.sim_records import remaining_part
 from gpufleet.service.states import WorkloadState
-from gpufleet.service.store import StoredEvent
+from gpufleet.service.store import StoredEvent, StoredWorkload
 
 log = logging.getLogger(__name__)
 
@@ -51,23 +51,8 @@ class RestoringPlane(RecordingPlane):
         how far their jobs were."""
         job_states = self.store.job_states()
         for stored in self.store.workloads():
-            record = WorkloadRecord.new(
-                stored.seq, stored.tenant, stored.kind, stored.timed, stored.submitted
-            )
-            record.state = WorkloadState(stored.state)
-            record.started, record.finished = stored.started, stored.finished
-            for event in self.store.events(stored.key, limit=50):
-                record.events.append(event)
-            self._index(record)
-            if record.active and record.timed.workload.queue not in self.core.quotas.queues:
-                self._hold(record)
-                continue
-            if not record.active:
-                for pod_record in record.pods.values():
-                    pod_record.state = next(
-                        (p.state for p in stored.pods if p.key == pod_record.pod.key),
-                        POD_SUCCEEDED,
-                    )
+            record = self._restored_record(stored)
+            if record is None:
                 continue
             pending = []
             self.world.jobs.adopt(stored.timed, job_states.get(stored.key, {}))
@@ -99,6 +84,30 @@ class RestoringPlane(RecordingPlane):
                 self.world.submit(remaining_part(record.timed, pending))
             self._progress(record)
         sync(self.core, self.world.list_state())
+
+    def _restored_record(self, stored: StoredWorkload) -> WorkloadRecord | None:
+        """The record of a stored workload, indexed, with its events; returned when it is to
+        be put back in the world (None: it has finished, or its queue is set aside and it is
+        held)."""
+        record = WorkloadRecord.new(
+            stored.seq, stored.tenant, stored.kind, stored.timed, stored.submitted
+        )
+        record.state = WorkloadState(stored.state)
+        record.started, record.finished = stored.started, stored.finished
+        for event in self.store.events(stored.key, limit=50):
+            record.events.append(event)
+        self._index(record)
+        if record.active and record.timed.workload.queue not in self.core.quotas.queues:
+            self._hold(record)
+            return None
+        if not record.active:
+            for pod_record in record.pods.values():
+                pod_record.state = next(
+                    (p.state for p in stored.pods if p.key == pod_record.pod.key),
+                    POD_SUCCEEDED,
+                )
+            return None
+        return record
 
     def _hold(self, record: WorkloadRecord) -> None:
         """Keep a workload whose queue is set aside out of the world (its pods wait, stored as

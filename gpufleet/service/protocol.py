@@ -1,8 +1,9 @@
 """What the API needs of a control plane, whatever world it runs on.
 
 :class:`Plane` is met by :class:`~gpufleet.service.embedded_plane.EmbeddedControlPlane` (the
-embedded simulated cluster) and :class:`~gpufleet.service.kube_plane.KubeControlPlane` (a
-Kubernetes cluster). The views and routes are written against it only.
+embedded simulated cluster), :class:`~gpufleet.service.local_plane.LocalControlPlane` (this
+machine's GPUs) and :class:`~gpufleet.service.kube_plane.KubeControlPlane` (a Kubernetes
+cluster). The views and routes are written against it only.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpufleet.io.kinds import Skipped
@@ -26,6 +28,22 @@ from gpufleet.telemetry.source import TelemetrySource
 
 #: (scheduling turn, core identity) -> explanations computed then.
 ExplainCache = tuple[tuple[int, int], dict[str, PendingExplanation]]
+
+
+@dataclass(frozen=True, slots=True)
+class PodLog:
+    """A slice of one run's output (``serve --local``): ``text``, the bytes from ``offset`` to
+    ``next_offset`` of run ``attempt`` of ``attempts``; ``running``: that run goes on;
+    ``finished``: the workload has ended (nothing more will be written)."""
+
+    pod: str
+    attempt: int
+    attempts: int
+    offset: int
+    next_offset: int
+    text: str
+    running: bool
+    finished: bool
 
 
 class Plane(Protocol):
@@ -100,6 +118,16 @@ class Plane(Protocol):
     ) -> list[WorkloadRecord]: ...
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord: ...
+
+    def pod_log(
+        self,
+        principal: Principal,
+        key: str,
+        pod: str | None = None,
+        attempt: int | None = None,
+        offset: int = 0,
+        limit: int = ...,
+    ) -> PodLog: ...
 
     def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str: ...
 

@@ -3,22 +3,23 @@
 Holds what must survive a ``kill -9``: accepted workloads (their parsed model form, so a restart
 does not depend on the queues of the day), where each pod runs (node and devices, when it
 started, how much work it had left), how far their jobs are (completions, failures, restarts),
-queues and priority classes as submitted, API tokens (hashed), events and the cluster's
-history, the simulated clock, and the telemetry store's series (a blob). Every write is a
+the process each pod runs (``serve --local``), queues and priority classes as submitted, API
+tokens (hashed), events and the cluster's history, the simulated clock, and the telemetry
+store's series (a blob). Every write is a
 transaction that is committed before the caller answers anyone: a workload acknowledged to a
 client is on disk. WAL with ``synchronous=NORMAL`` survives a killed process (not a power cut
 between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that).
 
 The store is a plain repository: it does not decide anything, and it is not thread-safe on its
 own (the control plane serialises calls under its lock). sqlite3 from the standard library is
-used directly: the schema is eight small tables and an ORM would add nothing but weight.
+used directly: the schema is nine small tables and an ORM would add nothing but weight.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from gpufleet.model import Placement
+from gpufleet.model.processes import ProcessSpec
 from gpufleet.model.workload import TimedWorkload
 
 SCHEMA_VERSION = 1
@@ -86,6 +88,10 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE TABLE IF NOT EXISTS jobs (
     workload TEXT PRIMARY KEY REFERENCES workloads(key),
     state TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS processes (
+    workload TEXT PRIMARY KEY REFERENCES workloads(key),
+    specs TEXT NOT NULL
 );
 """
 
@@ -273,9 +279,27 @@ class Store:
         rows = self._db.execute("SELECT workload, state FROM jobs").fetchall()
         return {str(key): json.loads(state) for key, state in rows}
 
+    def set_processes(self, key: str, specs: Mapping[str, ProcessSpec]) -> None:
+        """The process of each pod of a workload (by pod key), as the local machine runs it."""
+        document = {pod: spec.to_json() for pod, spec in specs.items()}
+        self._db.execute(
+            "INSERT INTO processes (workload, specs) VALUES (?, ?) "
+            "ON CONFLICT(workload) DO UPDATE SET specs = excluded.specs",
+            (key, json.dumps(document, sort_keys=True)),
+        )
+
+    def processes(self) -> dict[str, dict[str, ProcessSpec]]:
+        """Every workload's processes, by workload key, then pod key."""
+        rows = self._db.execute("SELECT workload, specs FROM processes").fetchall()
+        return {
+            str(key): {pod: ProcessSpec.from_json(spec) for pod, spec in json.loads(specs).items()}
+            for key, specs in rows
+        }
+
     def delete_workload(self, key: str) -> None:
         """Forget a workload and its pods (its events stay, as history)."""
         self._db.execute("DELETE FROM jobs WHERE workload = ?", (key,))
+        self._db.execute("DELETE FROM processes WHERE workload = ?", (key,))
         self._db.execute("DELETE FROM pods WHERE workload = ?", (key,))
         self._db.execute("DELETE FROM workloads WHERE key = ?", (key,))
 

@@ -30,7 +30,7 @@ export function clusterNow() {
   return s.time + ((performance.now() - store.summaryAt) / 1000) * (s.speed || 0);
 }
 
-// "simulated" or "kubernetes", once the summary has been read
+// "simulated", "local" or "kubernetes", once the summary has been read
 export function clusterBackend() {
   return store.summary && store.summary.backend;
 }

@@ -34,6 +34,7 @@ It is not thread-safe otherwise: the control plane calls it under its lock.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -65,6 +66,7 @@ from gpufleet.model.events import (
     PodEnd,
     PodReady,
     WorkloadAdded,
+    WorkloadDemoted,
 )
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.processes import ProcessSpec
@@ -153,6 +155,31 @@ class LocalMachine:
         """A workload to run: each pod's process in ``specs`` (by pod key). Raises
         :class:`SubmitRefusedError` (nothing submitted) when a pod has no process, the machine
         could never hold a pod, or a gang is elastic (``min_member`` below its size)."""
+        self.check(workload, specs)
+        self._register(workload, specs)
+        self._events.append(WorkloadAdded(workload))
+        self.wake()
+
+    def resume(
+        self, workload: Workload, specs: Mapping[str, ProcessSpec], waiting: Sequence[Pod] = ()
+    ) -> None:
+        """After :meth:`recover`: a workload that was here before the restart, its running pods
+        recovered; ``waiting``: its pods to place again (told to the scheduler now, as a
+        workload of those pods). Raises :class:`SubmitRefusedError` as :meth:`submit` does."""
+        self.check(workload, specs)
+        self._register(workload, specs)
+        if waiting:
+            keys = {pod.key for pod in waiting}
+            part = dataclasses.replace(
+                workload,
+                pods=tuple(p for p in workload.pods if p.key in keys),
+                min_member=min(workload.min_member, len(keys)),
+            )
+            self._events.append(WorkloadAdded(part))
+        self.wake()
+
+    def check(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
+        """Raise :class:`SubmitRefusedError` if :meth:`submit` would refuse ``workload``."""
         for pod in workload.pods:
             if pod.key not in specs:
                 raise SubmitRefusedError(f"pod {pod.key}: no process given for it")
@@ -167,11 +194,11 @@ class LocalMachine:
             )
         if workload.key in self._gangs:
             raise SubmitRefusedError(f"workload {workload.key} was submitted already")
+
+    def _register(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
         self._gangs[workload.key] = _Gang(workload, dict(specs))
         for pod in workload.pods:
             self._workload_of[pod.key] = workload.key
-        self._events.append(WorkloadAdded(workload))
-        self.wake()
 
     def _never_fits(self, pod: Pod) -> str:
         node, gpu = self.node, pod.gpu
@@ -206,10 +233,12 @@ class LocalMachine:
         self.wake()
         return found
 
-    def recover(self, pods: Mapping[str, Pod]) -> None:
+    def recover(self, pods: Mapping[str, Pod]) -> dict[str, RunStatus]:
         """After a restart: find the runs of the state directory again (see the module
-        docstring). ``pods``: the pods the caller believes run, by key (a run of another pod
-        is stopped: nobody waits for it)."""
+        docstring). ``pods``: the pods the caller believes run or wait, by key (a run of
+        another pod is stopped: nobody waits for it). Returns what was found of each of them
+        that has a run: running, ended or lost (the last two reported as events too)."""
+        found: dict[str, RunStatus] = {}
         latest: dict[str, tuple[int, AdoptedRun]] = {}
         for run in self.supervisor.adopt():
             key = run.labels.get("pod", "")
@@ -232,6 +261,8 @@ class LocalMachine:
                 self._by_run[run.run_id] = key
             elif run.end is not None:
                 self._events.append(self._deleted(key, run.end, None))
+            found[key] = run.status
+        return found
 
     # ----------------------------------------------------------------------------- protocol
     def list_state(self) -> ClusterState:
@@ -277,11 +308,42 @@ class LocalMachine:
     def close(self) -> None:
         self.supervisor.close()
 
+    def demote(self, pod_keys: Iterable[str], reason: str) -> bool:
+        """Lower the workload of these running pods to preemptible at the lowest priority
+        (``WorkloadDemoted`` naming the first that runs, for the core). False when none runs."""
+        running = next((k for k in pod_keys if self.run_of(k) is not None), None)
+        if running is None:
+            return False
+        self._events.append(WorkloadDemoted(running, reason))
+        self.wake()
+        return True
+
     # ----------------------------------------------------------------------------- queries
     def run_of(self, pod_key: str) -> str | None:
         """The run of a pod that runs (None otherwise): for its logs and process."""
         bound = self._bound.get(pod_key)
         return None if bound is None else bound.run_id
+
+    def runs_of(self, pod_key: str) -> list[str]:
+        """Every run of a pod, running or ended, first attempt first (its logs are kept)."""
+        namespace, _, name = pod_key.partition("/")
+        prefix = f"{namespace}_{name}_"
+        attempts = [
+            int(entry[len(prefix) :])
+            for entry in os.listdir(self.supervisor.runs_dir)
+            if entry.startswith(prefix) and entry[len(prefix) :].isdigit()
+        ]
+        return [f"{prefix}{attempt}" for attempt in sorted(attempts)]
+
+    @property
+    def waiting(self) -> dict[str, Pod]:
+        """The pods submitted and not bound, by key."""
+        return {
+            pod.key: pod
+            for gang in self._gangs.values()
+            for pod in gang.workload.pods
+            if pod.key not in self._bound
+        }
 
     # ----------------------------------------------------------------------------- binds
     def _bind(self, pod: Pod, placement: Placement) -> None:

@@ -1,0 +1,339 @@
+"""The control plane of ``gpufleet serve --local``: this machine's GPUs, workloads as processes.
+
+:class:`LocalControlPlane` is a :class:`~gpufleet.service.live_plane.LivePlane` (the loop, the
+store, tokens, queues, the API's requests: read that module's docstring) over
+:class:`~gpufleet.service.local_world.LiveLocalMachine`. What it adds to the shared plane:
+
+* a submission's processes: each accepted workload's manifest (a Pod, or the pod template of a
+  Job, Deployment, StatefulSet or ReplicaSet) is read into a
+  :class:`~gpufleet.model.processes.ProcessSpec` (:func:`~gpufleet.io.process_specs.
+  process_spec_from_object`) in the tenant's root (``<state>/tenants/<tenant>/``), as the
+  tenant's local user (:class:`~gpufleet.service.local_users.TenantUsers`), and checked
+  against the machine, before anything is stored: a command that does not exist, a working
+  directory outside the tenant's root or GPU needs larger than the machine are a 422 with
+  nothing stored or started. The processes are stored with the workload.
+* a restart: the runs are found again by the machine (:meth:`~gpufleet.backends.local.machine.
+  LocalMachine.recover`, by PID and start time) for every pod the store says runs or waits;
+  a run found running is running (even one the store had not yet seen start), one that ended
+  meanwhile is recorded as ended, one whose shim vanished is recorded failed (lost), and the
+  rest wait again: no run is started twice.
+* each pod's end as an ``Exited`` event: the exit code (or signal) and how long it ran; a lost
+  run is a failure (a process is not restarted behind the user's back);
+* the logs of each pod's runs (:meth:`LocalControlPlane.pod_log`), kept on disk after the run.
+
+It has no GPU telemetry, series or alerts (the simulated plane's observatory) and no job
+controllers: a pod that ends is over (no Job retries, no replica restarts).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+from gpufleet.backends.local.machine import LocalMachine, SubmitRefusedError
+from gpufleet.backends.local.supervisor import RunStatus
+from gpufleet.control.loop import sync
+from gpufleet.io.errors import InputError
+from gpufleet.io.kube_pods import REPLICATED_KINDS
+from gpufleet.io.manifests import Manifest
+from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
+from gpufleet.metrics.scheduler import SchedulerMetrics
+from gpufleet.model import Placement
+from gpufleet.model.events import PodDeleted, PodEnd
+from gpufleet.model.processes import ProcessSpec
+from gpufleet.service.auth import Principal
+from gpufleet.service.base import LOG_CHUNK, NotFoundError, ServeOptions
+from gpufleet.service.live_plane import LivePlane
+from gpufleet.service.local_users import TenantUsers
+from gpufleet.service.local_world import LiveLocalMachine
+from gpufleet.service.protocol import PodLog
+from gpufleet.service.records import (
+    POD_FAILED,
+    POD_PENDING,
+    POD_RUNNING,
+    POD_TERMINAL,
+    PodRecord,
+    WorkloadRecord,
+)
+from gpufleet.service.states import WorkloadState
+from gpufleet.service.store import Store, StoredEvent
+from gpufleet.service.submissions import SOURCE, Submitted
+
+log = logging.getLogger(__name__)
+
+#: The server's environment variables a manifest's process starts with (before its own env).
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+
+
+class LocalControlPlane(LivePlane):
+    """See the module docstring."""
+
+    backend_name = "local"
+    world: LiveLocalMachine
+
+    def __init__(
+        self,
+        store: Store,
+        machine: LocalMachine,
+        options: ServeOptions | None = None,
+        users: TenantUsers | None = None,
+        wall: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.machine = machine
+        self.users = users or TenantUsers()
+        self._prepared: dict[str, dict[str, ProcessSpec]] = {}
+        super().__init__(
+            store, LiveLocalMachine(machine), SchedulerMetrics(), options or ServeOptions(), wall
+        )
+
+    @property
+    def speed(self) -> float | None:
+        return None  # real time
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop scheduling; the processes run on (a restarted server finds them again)."""
+        super().stop(timeout)
+        self.machine.close()
+
+    # ----------------------------------------------------------------------------- submit
+    def _prepare(
+        self,
+        principal: Principal,
+        manifests: Sequence[Manifest],
+        accepted: Sequence[Submitted],
+        dry_run: bool,
+    ) -> None:
+        uid, gid = self.users.identity(principal.tenant)
+        try:
+            root = self.machine.tenant_root(principal.tenant, uid, gid)
+        except SubmitRefusedError as error:
+            raise InputError(SOURCE, str(error), field="tenant") from None
+        base_env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+        base_env["HOME"] = str(root)
+        by_name = {
+            (
+                str(m.get("kind")),
+                str((m.get("metadata") or {}).get("namespace") or principal.default_namespace()),
+                str((m.get("metadata") or {}).get("name")),
+            ): m
+            for m in manifests
+        }
+        self._prepared = {}
+        for item in accepted:
+            workload = item.timed.workload
+            manifest = by_name.get((item.kind, workload.namespace, workload.name))
+            if manifest is None and item.kind in REPLICATED_KINDS:
+                # Each replica is a workload of its own, named <object>-<ordinal>.
+                owner, _, ordinal = workload.name.rpartition("-")
+                if ordinal.isdigit():
+                    manifest = by_name.get((item.kind, workload.namespace, owner))
+            if item.kind not in PROCESS_KINDS or manifest is None:
+                raise InputError(
+                    SOURCE,
+                    f"expected one of {', '.join(PROCESS_KINDS)}: the local machine runs a "
+                    f"pod's command, and reads no process from a {item.kind}",
+                    manifest.location if manifest is not None else None,
+                    "kind",
+                )
+            # As the workload was read: in the caller's namespace when it names none.
+            metadata = {**(manifest.get("metadata") or {}), "namespace": workload.namespace}
+            spec = process_spec_from_object(
+                {**manifest, "metadata": metadata}, SOURCE, root, base_env, manifest.location,
+                uid, gid,
+            )  # fmt: skip
+            env = {
+                **spec.env,
+                "GPUFLEET_WORKLOAD": workload.key,
+                "GPUFLEET_TENANT": principal.tenant,
+            }
+            specs = {
+                pod.key: spec.with_env({**env, "GPUFLEET_POD": pod.key}) for pod in workload.pods
+            }
+            try:
+                self.machine.check(workload, specs)
+            except SubmitRefusedError as error:
+                raise InputError(SOURCE, str(error), manifest.location, "resources") from None
+            self._prepared[workload.key] = specs
+
+    def _keep_prepared(self, accepted: Sequence[Submitted]) -> None:
+        for item in accepted:
+            key = item.timed.workload.key
+            specs = self._prepared.pop(key)
+            self.store.set_processes(key, specs)
+            self.world.give_processes(key, specs)
+
+    # ----------------------------------------------------------------------------- restore
+    def _restore(self) -> None:
+        processes = self.store.processes()
+        active: list[WorkloadRecord] = []
+        for stored in self.store.workloads():
+            if stored.key in processes:
+                self.world.give_processes(stored.key, processes[stored.key])
+            record = self._restored_record(stored)
+            if record is None:
+                continue
+            if stored.key not in processes:
+                self._fail_restored(record, "its processes were not stored")
+                continue
+            for stored_pod in stored.pods:
+                pod_record = record.pods[stored_pod.key]
+                pod_record.state = stored_pod.state
+                pod_record.placement = stored_pod.placement
+                pod_record.started = stored_pod.started
+            active.append(record)
+        waiting_or_running = {
+            key: pod_record.pod
+            for record in active
+            for key, pod_record in record.pods.items()
+            if pod_record.state not in POD_TERMINAL
+        }
+        found = self.machine.recover(waiting_or_running)
+        placements = {pod.key: placement for pod, placement in self.machine.list_state().running}
+        with self.store.transaction():
+            for record in active:
+                self._take_back(record, found, placements)
+        sync(self.core, self.world.list_state())
+
+    def _take_back(
+        self,
+        record: WorkloadRecord,
+        found: Mapping[str, RunStatus],
+        placements: Mapping[str, Placement],
+    ) -> None:
+        """Put one stored workload back: its running pods as found, the rest waiting again."""
+        waiting = []
+        alive = False
+        for key, pod_record in record.pods.items():
+            if pod_record.state in POD_TERMINAL:
+                continue
+            status = found.get(key)
+            if key in placements:
+                if pod_record.state != POD_RUNNING:  # started before the store saw it
+                    pod_record.state, pod_record.placement = POD_RUNNING, placements[key]
+                    pod_record.started = pod_record.started or self.now()
+                    self.store.set_pod(key, POD_RUNNING, placements[key], pod_record.started)
+                alive = True
+            elif status in (RunStatus.ENDED, RunStatus.LOST):
+                pass  # its end comes as an event in the first turn
+            else:
+                if pod_record.state == POD_RUNNING:
+                    log.warning("pod %s was running and has no run here: it waits again", key)
+                pod_record.state, pod_record.placement = POD_PENDING, None
+                self.store.set_pod(key, POD_PENDING)
+                waiting.append(pod_record.pod)
+        if not alive and not waiting:
+            return  # every run ended meanwhile: the machine has nothing to hold for it
+        specs = self.world.processes(record.key) or {}
+        try:
+            self.machine.resume(record.timed.workload, specs, waiting)
+        except SubmitRefusedError as error:
+            self._fail_restored(record, str(error))
+
+    def _fail_restored(self, record: WorkloadRecord, why: str) -> None:
+        now = self.now()
+        event = StoredEvent(now, record.key, "Warning", "Failed", f"cannot run it again: {why}")
+        with self.store.transaction():
+            for pod_record in record.pods.values():
+                if pod_record.state not in POD_TERMINAL:
+                    pod_record.state, pod_record.placement = POD_FAILED, None
+                    self.store.set_pod_state(pod_record.pod.key, POD_FAILED)
+            record.state, record.finished = WorkloadState.FAILED, now
+            self.store.set_workload_state(record.key, record.state.value, finished=now)
+            self.store.add_events([event])
+        record.events.append(event)
+        log.error("workload %s: %s", record.key, event.message)
+
+    # ----------------------------------------------------------------------------- ends
+    def _record_end(
+        self,
+        record: WorkloadRecord,
+        pod_record: PodRecord,
+        gone: PodDeleted,
+        evicted_for: str | None,
+        remaining: float | None,
+        now: float,
+    ) -> None:
+        """A process that ended: as the shared plane records it, and an ``Exited`` event with
+        its exit code and run time. A lost run is a failure here: nothing restarts it."""
+        if gone.end is PodEnd.LOST:
+            gone = PodDeleted(gone.key, PodEnd.FAILED, gone.message)
+        started = pod_record.started
+        super()._record_end(record, pod_record, gone, evicted_for, remaining, now)
+        if gone.end not in (PodEnd.SUCCEEDED, PodEnd.FAILED):
+            return
+        ran = "" if started is None else f" after {_duration(max(0.0, now - started))}"
+        self._notes.events.append(
+            StoredEvent(
+                now,
+                record.key,
+                "Normal" if gone.end is PodEnd.SUCCEEDED else "Warning",
+                "Exited",
+                f"pod {pod_record.pod.name}: {gone.message or 'ended'}{ran}",
+            )
+        )
+
+    # ----------------------------------------------------------------------------- logs
+    def pod_log(
+        self,
+        principal: Principal,
+        key: str,
+        pod: str | None = None,
+        attempt: int | None = None,
+        offset: int = 0,
+        limit: int = LOG_CHUNK,
+    ) -> PodLog:
+        """Output of one run of a pod of the workload ``key`` (its first pod, latest run by
+        default), from byte ``offset``."""
+        with self.lock:
+            record = self.visible(principal, key)
+            pods = list(record.pods.values())
+            chosen = (
+                pods[0]
+                if pod is None
+                else next((p for p in pods if p.pod.name == pod or p.pod.key == pod), None)
+            )
+            if chosen is None:
+                names = ", ".join(p.pod.name for p in pods)
+                raise NotFoundError(f"workload {key} has no pod {pod!r} (its pods: {names})")
+            pod_key = chosen.pod.key
+            runs = self.machine.runs_of(pod_key)
+            running_run = self.machine.run_of(pod_key)
+            finished = not record.active
+        if not runs:
+            return PodLog(chosen.pod.name, 0, 0, 0, 0, "", False, finished)
+        number = len(runs) if attempt is None else attempt
+        if not 1 <= number <= len(runs):
+            raise NotFoundError(f"pod {chosen.pod.name} has runs 1 to {len(runs)}, not {number}")
+        run = runs[number - 1]
+        path = self.machine.supervisor.log_path(run)
+        data = b""
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(max(0, offset))
+                data = handle.read(max(0, min(limit, LOG_CHUNK)))
+        except FileNotFoundError:
+            pass
+        return PodLog(
+            chosen.pod.name,
+            number,
+            len(runs),
+            offset,
+            offset + len(data),
+            data.decode("utf-8", errors="replace"),
+            running_run == run,
+            finished,
+        )
+
+
+def _duration(seconds: float) -> str:
+    """``0.4s``, ``12s``, ``3m05s``, ``2h07m``."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

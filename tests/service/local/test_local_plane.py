@@ -1,0 +1,246 @@
+"""``serve --local`` through its API: workloads submitted as YAML run as processes on the fake
+GPUs, with their devices, their logs, their ends; preemption, gangs, a restart, bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.testing.local_service import TENANT, LocalHarness
+from tests.backends.local.scripts import CHECKPOINTING, REPORT, write_script
+
+
+def pod(
+    name: str,
+    command: list[str],
+    gpus: int = 1,
+    priority_class: str | None = None,
+    **container: Any,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "main",
+                "command": command,
+                "resources": {"limits": {"nvidia.com/gpu": gpus}},
+                **container,
+            }
+        ]
+    }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def job(name: str, pods: int, command: list[str], gpus: int = 1) -> dict[str, Any]:
+    template = pod("x", command, gpus)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"parallelism": pods, "completions": pods, "template": {"spec": template["spec"]}},
+    }
+
+
+def tenant_dir(harness: LocalHarness) -> Path:
+    return harness.machine.tenant_root(TENANT)
+
+
+def report(harness: LocalHarness, *args: str) -> list[str]:
+    """``python report.py ARGS``: prints what it sees (``SEEN {json}``), then exits."""
+    script = write_script(tenant_dir(harness), "report.py", REPORT)
+    return [sys.executable, str(script), *args]
+
+
+def seen(harness: LocalHarness, name: str, **params: Any) -> dict[str, Any]:
+    text = harness.log(name, **params)["text"]
+    line = next(line for line in text.splitlines() if line.startswith("SEEN "))
+    found: dict[str, Any] = json.loads(line.removeprefix("SEEN "))
+    return found
+
+
+def printed(harness: LocalHarness, name: str, text: str = "SEEN ", **params: Any) -> Any:
+    def check() -> bool:
+        return text in str(harness.log(name, **params).get("text", ""))
+
+    check.__name__ = f"{text!r} in the log of {name}"
+    return check
+
+
+def events(harness: LocalHarness, name: str) -> list[tuple[str, str]]:
+    return [(e["reason"], e["message"]) for e in harness.workload(name)["events"]]
+
+
+def test_a_submitted_pod_runs_with_its_own_gpus_and_ends_with_its_exit_code(
+    harness: LocalHarness,
+) -> None:
+    release = tenant_dir(harness) / "release"
+    first = harness.submit(pod("first", report(harness, "0", str(release)), gpus=3))
+    second = harness.submit(pod("second", report(harness, "3", str(release)), gpus=2))
+    assert (first["status"], second["status"]) == (201, 201)
+    harness.run_until(lambda: printed(harness, "first")() and printed(harness, "second")())
+
+    devices = {n: seen(harness, n)["CUDA_VISIBLE_DEVICES"].split(",") for n in ("first", "second")}
+    assert [len(devices["first"]), len(devices["second"])] == [3, 2]
+    assert not set(devices["first"]) & set(devices["second"])
+    assert set(devices["first"]) | set(devices["second"]) <= {
+        d.uuid for d in harness.inventory.devices
+    }
+    assert seen(harness, "first")["cwd"] == str(tenant_dir(harness).resolve())
+    assert harness.workload("first")["state"] == "Running"
+
+    release.touch()
+    harness.run_until(harness.state_is("second", "Failed"))
+    harness.run_until(harness.state_is("first", "Succeeded"))
+    exited = dict(events(harness, "first"))["Exited"]
+    assert exited.startswith("pod first: exit code 0 after ")
+    assert dict(events(harness, "second"))["Exited"].startswith("pod second: exit code 3 after ")
+    log = harness.log("first")
+    assert (log["attempt"], log["attempts"], log["running"], log["finished"]) == (1, 1, False, True)
+
+
+def test_logs_are_read_from_an_offset(harness: LocalHarness) -> None:
+    command = [sys.executable, "-c", "print('hello'); print('world')"]
+    harness.submit(pod("hello", command, gpus=0))
+    harness.run_until(harness.state_is("hello", "Succeeded"))
+    whole = harness.log("hello")
+    assert whole["text"] == "hello\nworld\n"
+    rest = harness.log("hello", offset=6)
+    assert (rest["text"], rest["next_offset"]) == ("world\n", whole["next_offset"])
+
+
+def test_a_high_priority_job_evicts_a_low_one_which_checkpoints_and_resumes(
+    harness: LocalHarness,
+) -> None:
+    root = tenant_dir(harness)
+    script = write_script(root, "train.py", CHECKPOINTING)
+    checkpoint = root / "step.txt"
+    train = [sys.executable, str(script), str(checkpoint), "100000"]
+    harness.submit(pod("low", train, gpus=8, priority_class="low"))
+    harness.run_until(printed(harness, "low", "step 3\n"))
+
+    harness.submit(pod("high", [sys.executable, "-c", "pass"], gpus=8, priority_class="high"))
+    harness.run_until(harness.state_is("high", "Succeeded"))
+    assert any(reason == "Preempted" for reason, _ in events(harness, "low"))
+    assert "checkpoint at" in harness.log("low", attempt=1)["text"]
+    saved = int(checkpoint.read_text())
+
+    harness.run_until(printed(harness, "low", f"resumed from {saved}", attempt=2))
+    assert harness.workload("low")["state"] == "Running"
+
+
+def test_a_gang_of_two_starts_together_with_the_rendezvous_variables(
+    harness: LocalHarness,
+) -> None:
+    release = tenant_dir(harness) / "release"
+    harness.submit(job("ddp", 2, report(harness, "0", str(release))))
+    harness.run_until(
+        lambda: printed(harness, "ddp", pod="ddp-0")() and printed(harness, "ddp", pod="ddp-1")()
+    )
+    ranks = [seen(harness, "ddp", pod=f"ddp-{i}") for i in range(2)]
+    assert [r["RANK"] for r in ranks] == ["0", "1"]
+    assert {r["WORLD_SIZE"] for r in ranks} == {"2"}
+    assert ranks[0]["MASTER_PORT"] == ranks[1]["MASTER_PORT"] is not None
+    assert {r["MASTER_ADDR"] for r in ranks} == {"127.0.0.1"}
+    assert len({r["CUDA_VISIBLE_DEVICES"] for r in ranks}) == 2
+    release.touch()
+    harness.run_until(harness.state_is("ddp", "Succeeded"))
+
+
+def test_a_restarted_plane_finds_its_running_job_and_does_not_start_it_twice(
+    harness: LocalHarness,
+) -> None:
+    release = tenant_dir(harness) / "release"
+    harness.submit(pod("long", report(harness, "0", str(release)), gpus=2))
+    harness.run_until(printed(harness, "long"))
+    before = seen(harness, "long")
+
+    harness.restart()
+    assert harness.workload("long")["state"] == "Running"
+    assert set(harness.plane.core.owner) == {"research/long"}
+    assert seen(harness, "long")["pid"] == before["pid"]
+    release.touch()
+    harness.run_until(harness.state_is("long", "Succeeded"))
+    assert harness.machine.runs_of("research/long") == ["research_long_1"]
+    assert "SEEN " in harness.log("long")["text"]  # its output kept
+
+
+def test_a_run_that_ended_while_the_plane_was_down_is_recorded_on_restart(
+    harness: LocalHarness,
+) -> None:
+    release = tenant_dir(harness) / "release"
+    harness.submit(pod("short", report(harness, "4", str(release)), gpus=1))
+    harness.run_until(printed(harness, "short"))
+    harness.restart()
+    release.touch()
+    harness.run_until(harness.state_is("short", "Failed"))
+    assert dict(events(harness, "short"))["Exited"].startswith("pod short: exit code 4")
+    assert harness.machine.runs_of("research/short") == ["research_short_1"]
+
+
+@pytest.mark.parametrize(
+    ("document", "field", "message"),
+    [
+        pytest.param(
+            pod("x", ["no-such-command-xyz"]),
+            "spec.containers[0].command[0]",
+            "not found on PATH",
+            id="command-not-found",
+        ),
+        pytest.param(
+            pod("x", ["python3"], workingDir="/etc"),
+            "spec.containers[0].workingDir",
+            "inside the tenant's root",
+            id="workdir-outside-the-tenant",
+        ),
+        pytest.param(
+            pod("x", ["python3"], gpus=9), "resources", "asks for 9 GPUs; this machine has 8",
+            id="more-gpus-than-the-machine",
+        ),
+        pytest.param(
+            {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x"},
+             "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": pod(
+                 "m", ["python3"])}}}},
+            "kind", "reads no process from a PyTorchJob", id="kind-without-a-process",
+        ),
+    ],
+)  # fmt: skip
+def test_bad_input_is_a_422_with_nothing_stored_or_started(
+    harness: LocalHarness, document: dict[str, Any], field: str, message: str
+) -> None:
+    answer = harness.submit(document)
+    assert answer["status"] == 422, answer
+    assert answer["field"] == field
+    assert message in answer["message"]
+    harness.plane.turn()
+    assert harness.store.workloads() == []
+    assert harness.plane.records == {}
+    assert list(harness.machine.supervisor.runs_dir.iterdir()) == []
+
+
+def test_each_replica_of_a_deployment_runs_its_template_on_its_own_gpu(
+    harness: LocalHarness,
+) -> None:
+    release = tenant_dir(harness) / "release"
+    template = pod("x", report(harness, "0", str(release)), gpus=1)
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": template["spec"]},
+        },
+    }
+    assert harness.submit(deployment)["status"] == 201
+    harness.run_until(lambda: printed(harness, "web-0")() and printed(harness, "web-1")())
+    devices = {seen(harness, f"web-{i}")["CUDA_VISIBLE_DEVICES"] for i in range(2)}
+    assert len(devices) == 2
+    release.touch()
+    harness.run_until(harness.state_is("web-1", "Succeeded"))
+    harness.run_until(harness.state_is("web-0", "Succeeded"))
