@@ -165,7 +165,8 @@ def test_xid_withdraws_one_device_until_it_recovers(
         ),
         "the inventory to name GPU 1 unhealthy",
     )
-    assert condition(server)["status"] == "False"
+    # The condition is written apart from the inventory (a status patch after the node's).
+    eventually(lambda: condition(server)["status"] == "False", "the condition to turn False")
     assert "GPU 1" in condition(server)["message"]
     assert "79" in condition(server)["message"]
     eventually(
@@ -181,7 +182,7 @@ def test_xid_withdraws_one_device_until_it_recovers(
         lambda: not inventory_from_json(node_annotations(server)[INVENTORY_ANNOTATION]).unhealthy,
         "the inventory to be healthy again",
     )
-    assert condition(server)["status"] == "True"
+    eventually(lambda: condition(server)["status"] == "True", "the condition to turn True")
 
 
 @pytest.mark.parametrize(
