@@ -5,7 +5,9 @@ Owns the reading of a pod's first container into a
 image: ``command`` + ``args`` (``command`` is required: there is no image entrypoint to fall
 back on), ``env`` as name/value pairs (``valueFrom`` is refused: no Secrets or ConfigMaps
 here), ``$(VAR)`` references in env values, command and args expanded as Kubernetes expands
-them (``$$`` is a literal ``$``; an undefined name stays as written), and ``workingDir``. Every
+them (``$$`` is a literal ``$``; an undefined name stays as written), ``workingDir``, and the
+pod spec's ``activeDeadlineSeconds`` (a whole number >= 1, as the API server checks it: the
+process's time limit; a Job's own is the plane's to add, from the Job as already read). Every
 check that can fail is made here, before anything starts, each error naming the file, the
 object and the field:
 
@@ -149,7 +151,13 @@ def process_spec_from_pod_spec(
         f"{path}.workingDir",
     )
     executable = resolve_command(context, command[0], env, cwd, f"{path}.command[0]")
-    return ProcessSpec(tuple(command + args), executable, env, cwd, uid, gid)
+    deadline = pod_spec.get("activeDeadlineSeconds")
+    deadline_s = (
+        None
+        if deadline is None
+        else float(context.integer(deadline, f"{spec_path}.activeDeadlineSeconds", 1))
+    )
+    return ProcessSpec(tuple(command + args), executable, env, cwd, uid, gid, deadline_s=deadline_s)
 
 
 def process_spec_from_object(

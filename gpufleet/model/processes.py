@@ -3,7 +3,7 @@
 Owns :class:`ProcessSpec`: the executable and its argv (a container's ``command`` and
 ``args``), the exact environment it starts with (nothing is inherited by the process itself:
 whoever builds a spec decides the base), its working directory, the identity it runs as and
-where its output goes. Plain data: reading a Pod manifest into one is
+where its output goes, and its time limit. Plain data: reading a Pod manifest into one is
 :mod:`gpufleet.io.process_specs`; adding the devices' and a gang's variables and running it is
 :mod:`gpufleet.backends.local`.
 """
@@ -18,7 +18,9 @@ from dataclasses import dataclass, field, replace
 class ProcessSpec:
     """One process to run. ``executable`` is the resolved path of ``argv[0]`` (what is
     executed; ``argv[0]`` is what the program sees as its name). ``uid``/``gid`` None: the
-    server's own identity. ``log_path`` None: the run's own log in its state directory."""
+    server's own identity. ``log_path`` None: the run's own log in its state directory.
+    ``deadline_s``: the seconds it may run, from the start of its workload's run, before it is
+    stopped and failed (a Pod's or Job's ``activeDeadlineSeconds``; None: no limit)."""
 
     argv: tuple[str, ...]
     executable: str
@@ -27,6 +29,7 @@ class ProcessSpec:
     uid: int | None = None
     gid: int | None = None
     log_path: str | None = None
+    deadline_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -35,6 +38,8 @@ class ProcessSpec:
             raise ValueError(f"the executable must be an absolute path, got {self.executable!r}")
         if (self.uid is None) != (self.gid is None):
             raise ValueError("give both uid and gid, or neither")
+        if self.deadline_s is not None and not self.deadline_s > 0:
+            raise ValueError(f"a time limit must be positive, got {self.deadline_s!r}")
 
     def with_env(self, extra: Mapping[str, str]) -> ProcessSpec:
         """This spec with ``extra`` laid over its environment (``extra`` wins)."""
@@ -49,6 +54,7 @@ class ProcessSpec:
             "uid": self.uid,
             "gid": self.gid,
             "log_path": self.log_path,
+            "deadline_s": self.deadline_s,
         }
 
     @classmethod
@@ -58,6 +64,7 @@ class ProcessSpec:
         if not isinstance(argv, list) or not isinstance(env, dict):
             raise ValueError("a process spec needs argv (a list) and env (a mapping)")
         uid, gid, log_path = data.get("uid"), data.get("gid"), data.get("log_path")
+        deadline = data.get("deadline_s")
         return cls(
             tuple(str(a) for a in argv),
             str(data["executable"]),
@@ -66,4 +73,5 @@ class ProcessSpec:
             None if uid is None else int(str(uid)),
             None if gid is None else int(str(gid)),
             None if log_path is None else str(log_path),
+            None if deadline is None else float(str(deadline)),
         )

@@ -20,6 +20,10 @@ store, tokens, queues, the API's requests: read that module's docstring) over
 * each pod's end as an ``Exited`` event: the exit code (or signal) and how long it ran; a lost
   run is a failure (a process is not restarted behind the user's back);
 * the logs of each pod's runs (:meth:`LocalControlPlane.pod_log`), kept on disk after the run.
+* time limits: each process carries its workload's ``activeDeadlineSeconds`` (a Pod's own, read
+  with its process; a Job's, from the job rules the submission already read:
+  the shorter), which the machine enforces; a workload stopped for it is failed with a job
+  row ``Failed (DeadlineExceeded)`` in describe and a ``DeadlineExceeded`` event.
 
 It has no GPU telemetry, series or alerts (the simulated plane's observatory) and no job
 controllers: a pod that ends is over (no Job retries, no replica restarts).
@@ -27,6 +31,7 @@ controllers: a pod that ends is over (no Job retries, no replica restarts).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -41,7 +46,7 @@ from gpufleet.io.manifests import Manifest
 from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Placement
-from gpufleet.model.events import PodDeleted, PodEnd
+from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import LOG_CHUNK, NotFoundError, ServeOptions
@@ -54,6 +59,7 @@ from gpufleet.service.records import (
     POD_PENDING,
     POD_RUNNING,
     POD_TERMINAL,
+    JobProgress,
     PodRecord,
     WorkloadRecord,
 )
@@ -143,6 +149,10 @@ class LocalControlPlane(LivePlane):
                 {**manifest, "metadata": metadata}, SOURCE, root, base_env, manifest.location,
                 uid, gid,
             )  # fmt: skip
+            limits = [j.active_deadline for j in item.timed.jobs if j.active_deadline is not None]
+            if spec.deadline_s is not None:
+                limits.append(spec.deadline_s)
+            spec = dataclasses.replace(spec, deadline_s=min(limits) if limits else None)
             env = {
                 **spec.env,
                 "GPUFLEET_WORKLOAD": workload.key,
@@ -246,6 +256,26 @@ class LocalControlPlane(LivePlane):
         log.error("workload %s: %s", record.key, event.message)
 
     # ----------------------------------------------------------------------------- ends
+    def _record_news(
+        self,
+        record: WorkloadRecord,
+        pod_record: PodRecord,
+        event: ClusterEvent,
+        evicted_for: str | None,
+        now: float,
+    ) -> None:
+        """As the shared plane records it; a job the machine ended (its time limit passed) is
+        kept as the workload's job row too (there are no job controllers here to keep it)."""
+        if isinstance(event, JobEnded):
+            record.jobs[event.job] = JobProgress(
+                record.kind,
+                completions=len(record.pods),
+                outcome=event.outcome,
+                reason=event.reason,
+                message=event.message,
+            )
+        super()._record_news(record, pod_record, event, evicted_for, now)
+
     def _record_end(
         self,
         record: WorkloadRecord,

@@ -20,6 +20,12 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   When a pod of a gang fails, the rest of its gang is stopped and fails with it (as torchrun's
   agent stops the other workers).
 * :meth:`LocalMachine.cancel` stops (or forgets, if waiting) pods: ``PodDeleted`` ``DELETED``.
+* Time limits: a gang whose processes have a ``deadline_s`` (a Pod's or Job's
+  ``activeDeadlineSeconds``) may run that long from its start (the shortest of its pods'; a
+  start after an eviction counts anew, as a Job resumed by Kueue does). When it has passed,
+  ``JobEnded`` ``Failed`` ``DeadlineExceeded`` is reported and its processes are stopped as an
+  eviction's are (SIGTERM, the grace, SIGKILL), each then ``PodDeleted`` ``FAILED``. The
+  deadline is kept with the runs, so it holds across a restart of the server.
 
 Restarts: each run keeps its pod's key, workload, rank and placement with it, so a new server
 calls :meth:`LocalMachine.recover` with the pods it believes run, and gets back the running
@@ -61,6 +67,7 @@ from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
     ClusterEvent,
+    JobEnded,
     PodBound,
     PodDeleted,
     PodEnd,
@@ -76,6 +83,8 @@ log = logging.getLogger(__name__)
 TENANTS_DIR = "tenants"
 #: The longest a wait sleeps without looking again (so that a stop is noticed promptly).
 MAX_SLEEP_S = 0.5
+#: The reason Kubernetes gives a Pod or Job failed for its ``activeDeadlineSeconds``.
+DEADLINE_EXCEEDED = "DeadlineExceeded"
 _TENANT = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -99,6 +108,8 @@ class _Bound:
     run_id: str | None = None
     #: Why it is being stopped: the end to report when it has ended.
     stopping: tuple[PodEnd, str] | None = None
+    #: When its time limit passes (the clock's seconds), if it has one.
+    deadline_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -254,9 +265,11 @@ class LocalMachine:
             if run.status is RunStatus.RUNNING:
                 labels = run.labels
                 placement = placement_from_text(labels["placement"])
+                deadline_at = labels.get("deadline_at")
                 bound = _Bound(
-                    pods[key], placement, labels["workload"], int(labels["rank"]), run.run_id
-                )
+                    pods[key], placement, labels["workload"], int(labels["rank"]), run.run_id,
+                    deadline_at=None if deadline_at is None else float(deadline_at),
+                )  # fmt: skip
                 self._bound[key] = bound
                 self._by_run[run.run_id] = key
             elif run.end is not None:
@@ -270,6 +283,7 @@ class LocalMachine:
         return ClusterState(nodes=(self.node,), running=tuple(running))
 
     def poll_events(self) -> Sequence[ClusterEvent]:
+        self._enforce_deadlines()
         for end in self.supervisor.poll():
             self._ended(end)
         events, self._events = self._events, []
@@ -289,7 +303,8 @@ class LocalMachine:
     def wait(self, deadline: float = math.inf) -> None:
         if self._events or self._stopped:
             return
-        seconds = min(deadline - self.clock.now(), MAX_SLEEP_S)
+        now = self.clock.now()
+        seconds = min(deadline - now, MAX_SLEEP_S, self._next_deadline() - now)
         self.supervisor.wait(max(0.0, seconds))
 
     @property
@@ -368,6 +383,8 @@ class LocalMachine:
         pods = gang.workload.pods
         port = free_port() if len(pods) > 1 else 0
         started: list[str] = []
+        limits = [s.deadline_s for s in gang.specs.values() if s.deadline_s is not None]
+        deadline_at = self.clock.now() + min(limits) if limits else None
         for pod in pods:
             bound = self._bound[pod.key]
             env = placement_env(bound.placement, self.inventory, self.mps)
@@ -382,6 +399,8 @@ class LocalMachine:
                 "attempt": run_id.rsplit("_", 1)[1],
                 "placement": placement_to_text(bound.placement),
             }
+            if deadline_at is not None:
+                labels["deadline_at"] = repr(deadline_at)
             try:
                 self.supervisor.start(run_id, spec, labels, self.grace_s)
             except (ValueError, OSError) as error:
@@ -395,6 +414,7 @@ class LocalMachine:
                 gang.bound.clear()
                 return
             bound.run_id = run_id
+            bound.deadline_at = deadline_at
             self._by_run[run_id] = pod.key
             started.append(pod.key)
         gang.bound.clear()
@@ -408,6 +428,38 @@ class LocalMachine:
             if name.startswith(prefix) and name[len(prefix) :].isdigit()
         ]
         return f"{prefix}{max(attempts, default=0) + 1}"
+
+    # ----------------------------------------------------------------------------- deadlines
+    def _next_deadline(self) -> float:
+        """When the next time limit of a run not yet stopping passes (inf: none)."""
+        return min(
+            (
+                b.deadline_at
+                for b in self._bound.values()
+                if b.deadline_at is not None and b.stopping is None and b.run_id is not None
+            ),
+            default=math.inf,
+        )
+
+    def _enforce_deadlines(self) -> None:
+        """Stop the gangs whose time limit has passed (see the module docstring)."""
+        now = self.clock.now()
+        if self._next_deadline() > now:
+            return
+        expired: dict[str, list[_Bound]] = {}
+        for bound in self._bound.values():
+            if bound.run_id is None or bound.stopping is not None or bound.deadline_at is None:
+                continue
+            if bound.deadline_at <= now:
+                expired.setdefault(bound.workload, []).append(bound)
+        for workload_key, bounds in expired.items():
+            first = min(bounds, key=lambda b: b.rank)
+            name = workload_key.partition("/")[2] or workload_key
+            message = "active longer than its time limit (activeDeadlineSeconds)"
+            self._events.append(JobEnded(name, first.pod.key, "Failed", DEADLINE_EXCEEDED, message))
+            for bound in list(self._bound.values()):
+                if bound.workload == workload_key:
+                    self._stop(bound, PodEnd.FAILED, f"{DEADLINE_EXCEEDED}: {message}")
 
     # ----------------------------------------------------------------------------- ends
     def _stop(self, bound: _Bound, end: PodEnd, reason: str) -> None:
