@@ -5,6 +5,7 @@ ClusterBackend), :mod:`.supervisor` and :mod:`.shim` (processes that outlive the
 :mod:`.run_state` (what each run left on disk), :mod:`.devices_env` (devices and gangs as
 environment variables), :mod:`.node` (this machine as the scheduler's one node).
 
-Kept free of imports: ``python -m gpufleet.backends.local.shim`` starts one shim per run, and
-every module imported here would slow each start.
+Kept free of imports (as ``gpufleet/__init__.py`` and ``gpufleet/backends/__init__.py`` are):
+one shim starts per run (:func:`.supervisor.shim_command`), importing the packages above it,
+and every module imported here would slow each start.
 """

@@ -16,16 +16,21 @@ A PID alone does not name a process: PIDs are reused. A process is its PID and i
 (``/proc/<pid>/stat`` field 22, clock ticks since boot), as systemd and procps tell processes
 apart; :func:`alive` is true only for that pair, and never for a zombie.
 
-Standard library only: the shim imports this module at each start.
+Light: the shim imports this module at each start, so it imports only ``os`` and ``json``
+(no :mod:`dataclasses`, :mod:`pathlib` or :mod:`typing`, each milliseconds of every start);
+paths are ``str`` or any path-like, and the two records are small hand-written value classes.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+
+# Type checkers take the name as true (mypy and pyright know it); at run time :mod:`typing`
+# is not imported.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 RUNS_DIR = "runs"
 SPEC_FILE = "spec.json"
@@ -38,23 +43,68 @@ LOG_FILE = "output.log"
 WAKE_FIFO = "wake.fifo"
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessId:
+class _Record:
+    """An immutable value compared, hashed and shown by its fields (what a frozen dataclass
+    gives, without importing :mod:`dataclasses`, which pulls in :mod:`inspect`)."""
+
+    __slots__: tuple[str, ...] = ()
+    #: The fields in the constructor's order (compared, hashed and shown in it).
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self._fields)
+
+    def _set(self, **values: object) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot delete {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Record)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, *self._values()))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._fields)
+        return f"{type(self).__name__}({fields})"
+
+
+class ProcessId(_Record):
     """One process, for good: its PID and its start time in clock ticks since boot."""
 
+    __slots__ = ("pid", "start_ticks")
+    _fields = ("pid", "start_ticks")
     pid: int
     start_ticks: int
 
+    def __init__(self, pid: int, start_ticks: int) -> None:
+        self._set(pid=pid, start_ticks=start_ticks)
 
-@dataclass(frozen=True, slots=True)
-class ExitRecord:
+
+class ExitRecord(_Record):
     """How a run's process ended: its exit code, or the signal that killed it; ``error``: it
     could not be started at all (then ``exit_code`` is the shell's 126 or 127)."""
 
+    __slots__ = ("ended_at", "error", "exit_code", "signal")
+    _fields = ("exit_code", "signal", "ended_at", "error")
     exit_code: int | None
     signal: int | None
     ended_at: float
-    error: str = ""
+    error: str
+
+    def __init__(
+        self, exit_code: int | None, signal: int | None, ended_at: float, error: str = ""
+    ) -> None:
+        self._set(exit_code=exit_code, signal=signal, ended_at=ended_at, error=error)
 
     def describe(self) -> str:
         """``exit code 3``, ``killed by signal 9 (SIGKILL)``, or why it never started."""
@@ -74,9 +124,10 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically: readers see the old file, or the whole new one."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    directory, name = os.path.split(os.fspath(path))
+    temporary = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
     with open(temporary, "w", encoding="utf-8") as handle:
         json.dump(data, handle)
         handle.flush()
@@ -84,7 +135,7 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
-def read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The JSON object at ``path``, or None when there is none (or it is not an object)."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -94,18 +145,18 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_process(path: Path, process: ProcessId) -> None:
+def write_process(path: str | os.PathLike[str], process: ProcessId) -> None:
     write_json(path, {"pid": process.pid, "start_ticks": process.start_ticks})
 
 
-def read_process(path: Path) -> ProcessId | None:
+def read_process(path: str | os.PathLike[str]) -> ProcessId | None:
     data = read_json(path)
     if data is None:
         return None
     return ProcessId(int(data["pid"]), int(data["start_ticks"]))
 
 
-def write_exit(path: Path, record: ExitRecord) -> None:
+def write_exit(path: str | os.PathLike[str], record: ExitRecord) -> None:
     write_json(
         path,
         {
@@ -117,7 +168,7 @@ def write_exit(path: Path, record: ExitRecord) -> None:
     )
 
 
-def read_exit(path: Path) -> ExitRecord | None:
+def read_exit(path: str | os.PathLike[str]) -> ExitRecord | None:
     data = read_json(path)
     if data is None:
         return None

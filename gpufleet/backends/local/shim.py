@@ -1,5 +1,6 @@
-"""The shim between the server and one run's process: ``python -m gpufleet.backends.local.shim
-RUN_DIR [WAKE_FIFO]``.
+"""The shim between the server and one run's process: ``main([_, RUN_DIR, WAKE_FIFO])``, started
+by the supervisor as ``python -I -S -c ...`` (:func:`.supervisor.shim_command`; ``python -m
+gpufleet.backends.local.shim RUN_DIR [WAKE_FIFO]`` works too, only slower).
 
 containerd's idea (containerd-shim): the server does not parent the work directly. The
 supervisor starts one shim per run in its own session (``start_new_session``), so it outlives
@@ -22,8 +23,9 @@ everything the server needs to find the run again in the run's state directory
    server.
 
 It checks nothing about who may run what (the supervisor does, before it starts a shim) and
-imports only the standard library and :mod:`.run_state`, so that it starts in tens of
-milliseconds.
+imports only the standard library (and of it nothing that a bare ``subprocess`` does not load
+already, but :mod:`json`) and :mod:`.run_state`, so that it starts in a few tens of
+milliseconds; the package's ``__init__`` modules on its path import nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from types import FrameType
 
 from gpufleet.backends.local.run_state import (
@@ -63,7 +64,7 @@ class _StopRequestedError(Exception):
 class Shim:
     """One run, from start to its recorded end (see the module docstring)."""
 
-    def __init__(self, run_dir: Path, wake_fifo: str | None) -> None:
+    def __init__(self, run_dir: str, wake_fifo: str | None) -> None:
         self.run_dir = run_dir
         self.wake_fifo = wake_fifo
         self.child: subprocess.Popen[bytes] | None = None
@@ -84,7 +85,7 @@ class Shim:
                 os.killpg(self.child.pid, number)
 
     def grace_s(self, spec: dict[str, object]) -> float:
-        for source in (read_json(self.run_dir / STOP_FILE), spec):
+        for source in (read_json(os.path.join(self.run_dir, STOP_FILE)), spec):
             if source is not None and source.get("grace_s") is not None:
                 return float(str(source["grace_s"]))
         return DEFAULT_GRACE_S
@@ -93,15 +94,15 @@ class Shim:
     def run(self) -> int:
         me = process_id(os.getpid())
         if me is not None:
-            write_process(self.run_dir / SHIM_FILE, me)
+            write_process(os.path.join(self.run_dir, SHIM_FILE), me)
         signal.signal(signal.SIGTERM, self.on_sigterm)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        spec = read_json(self.run_dir / SPEC_FILE)
+        spec = read_json(os.path.join(self.run_dir, SPEC_FILE))
         if spec is None:
             self.record(ExitRecord(None, None, time.time(), f"no readable {SPEC_FILE}"))
             return 1
-        log_path = str(spec.get("log_path") or self.run_dir / LOG_FILE)
+        log_path = str(spec.get("log_path") or os.path.join(self.run_dir, LOG_FILE))
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640)
         try:
             record = self.supervise(spec, log)
@@ -137,7 +138,7 @@ class Shim:
         child = self.child
         started = process_id(child.pid)
         if started is not None:
-            write_process(self.run_dir / CHILD_FILE, started)
+            write_process(os.path.join(self.run_dir, CHILD_FILE), started)
         if self.stop_asked:  # told to stop before the child existed
             self.signal_group(signal.SIGTERM)
         returncode = self.wait(child, spec)
@@ -167,7 +168,7 @@ class Shim:
                 return child.returncode
 
     def record(self, record: ExitRecord) -> None:
-        write_exit(self.run_dir / EXIT_FILE, record)
+        write_exit(os.path.join(self.run_dir, EXIT_FILE), record)
         if self.wake_fifo is None:
             return
         try:
@@ -185,7 +186,7 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         sys.stderr.write("usage: python -m gpufleet.backends.local.shim RUN_DIR [WAKE_FIFO]\n")
         return 2
-    return Shim(Path(argv[1]), argv[2] if len(argv) == 3 else None).run()
+    return Shim(argv[1], argv[2] if len(argv) == 3 else None).run()
 
 
 if __name__ == "__main__":
