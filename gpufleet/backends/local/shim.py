@@ -96,8 +96,10 @@ class Shim:
         if me is not None:
             write_process(os.path.join(self.run_dir, SHIM_FILE), me)
         signal.signal(signal.SIGTERM, self.on_sigterm)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # Caught, not ignored: the shim goes on, and its child starts with the default
+        # actions (an ignored signal would stay ignored across exec).
+        signal.signal(signal.SIGHUP, _ignore)
+        signal.signal(signal.SIGINT, _ignore)
         spec = read_json(os.path.join(self.run_dir, SPEC_FILE))
         if spec is None:
             self.record(ExitRecord(None, None, time.time(), f"no readable {SPEC_FILE}"))
@@ -194,3 +196,7 @@ if __name__ == "__main__":
 
 
 __all__ = ["DEFAULT_GRACE_S", "ProcessId", "Shim", "main"]
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """A handler that does nothing (see :meth:`Shim.run`)."""

@@ -316,3 +316,20 @@ def test_wait_wakes_when_a_run_ends(supervisor: Supervisor, work: Path) -> None:
     assert [e.run_id for e in supervisor.poll()] == ["r1"]
     supervisor.wake()
     assert supervisor.wait(30.0)
+
+
+def test_the_process_starts_with_the_default_interrupt_and_hangup_actions(
+    supervisor: Supervisor, work: Path
+) -> None:
+    script = write_script(
+        work,
+        "signals.py",
+        "import json, signal\n"
+        "print('SEEN ' + json.dumps({s: str(signal.getsignal(getattr(signal, s)))"
+        " for s in ('SIGINT', 'SIGHUP')}), flush=True)\n",
+    )
+    supervisor.start("r1", python_spec(work, script))
+    assert wait_end(supervisor, "r1").succeeded
+    printed = seen(supervisor, "r1")
+    assert printed["SIGINT"] == str(signal.default_int_handler)  # Python's own, not ignored
+    assert printed["SIGHUP"] == str(signal.Handlers.SIG_DFL)
