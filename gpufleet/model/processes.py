@@ -3,9 +3,9 @@
 Owns :class:`ProcessSpec`: the executable and its argv (a container's ``command`` and
 ``args``), the exact environment it starts with (nothing is inherited by the process itself:
 whoever builds a spec decides the base), its working directory, the identity it runs as and
-where its output goes, and its time limit. Plain data: reading a Pod manifest into one is
-:mod:`gpufleet.io.process_specs`; adding the devices' and a gang's variables and running it is
-:mod:`gpufleet.backends.local`.
+where its output goes, its time limit and its retries. Plain data: reading a Pod manifest into
+one is :mod:`gpufleet.io.process_specs`; adding the devices' and a gang's variables and running
+it is :mod:`gpufleet.backends.local`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ class ProcessSpec:
     executed; ``argv[0]`` is what the program sees as its name). ``uid``/``gid`` None: the
     server's own identity. ``log_path`` None: the run's own log in its state directory.
     ``deadline_s``: the seconds it may run, from the start of its workload's run, before it is
-    stopped and failed (a Pod's or Job's ``activeDeadlineSeconds``; None: no limit)."""
+    stopped and failed (a Pod's or Job's ``activeDeadlineSeconds``; None: no limit).
+    ``backoff_limit``: how many failed runs of its workload are started again before the
+    workload fails (a Job's ``backoffLimit``; None: a failure ends it, as a bare Pod's does)."""
 
     argv: tuple[str, ...]
     executable: str
@@ -30,6 +32,7 @@ class ProcessSpec:
     gid: int | None = None
     log_path: str | None = None
     deadline_s: float | None = None
+    backoff_limit: int | None = None
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -40,6 +43,8 @@ class ProcessSpec:
             raise ValueError("give both uid and gid, or neither")
         if self.deadline_s is not None and not self.deadline_s > 0:
             raise ValueError(f"a time limit must be positive, got {self.deadline_s!r}")
+        if self.backoff_limit is not None and self.backoff_limit < 0:
+            raise ValueError(f"a backoff limit must be >= 0, got {self.backoff_limit!r}")
 
     def with_env(self, extra: Mapping[str, str]) -> ProcessSpec:
         """This spec with ``extra`` laid over its environment (``extra`` wins)."""
@@ -55,6 +60,7 @@ class ProcessSpec:
             "gid": self.gid,
             "log_path": self.log_path,
             "deadline_s": self.deadline_s,
+            "backoff_limit": self.backoff_limit,
         }
 
     @classmethod
@@ -64,7 +70,7 @@ class ProcessSpec:
         if not isinstance(argv, list) or not isinstance(env, dict):
             raise ValueError("a process spec needs argv (a list) and env (a mapping)")
         uid, gid, log_path = data.get("uid"), data.get("gid"), data.get("log_path")
-        deadline = data.get("deadline_s")
+        deadline, backoff = data.get("deadline_s"), data.get("backoff_limit")
         return cls(
             tuple(str(a) for a in argv),
             str(data["executable"]),
@@ -74,4 +80,5 @@ class ProcessSpec:
             None if gid is None else int(str(gid)),
             None if log_path is None else str(log_path),
             None if deadline is None else float(str(deadline)),
+            None if backoff is None else int(str(backoff)),
         )

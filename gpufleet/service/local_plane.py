@@ -24,9 +24,13 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   with its process; a Job's, from the job rules the submission already read:
   the shorter), which the machine enforces; a workload stopped for it is failed with a job
   row ``Failed (DeadlineExceeded)`` in describe and a ``DeadlineExceeded`` event.
+* retries: each process carries its Job's ``backoffLimit`` (from the same job rules), which
+  the machine honours by starting a failed run again (a ``BackOff`` event); the job row in
+  describe counts the failed pods and ends ``Failed (BackoffLimitExceeded)`` past the limit.
 
 It has no GPU telemetry, series or alerts (the simulated plane's observatory) and no job
-controllers: a pod that ends is over (no Job retries, no replica restarts).
+controllers: a pod that ends is over (no Job completions beyond its pods, no replica
+restarts), save for a Job's retries, which the machine makes.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from gpufleet.backends.local.machine import LocalMachine, SubmitRefusedError
+from gpufleet.backends.local.machine import BACKOFF_LIMIT_EXCEEDED, LocalMachine, SubmitRefusedError
 from gpufleet.backends.local.supervisor import RunStatus
 from gpufleet.control.loop import sync
 from gpufleet.io.errors import InputError
@@ -46,7 +50,7 @@ from gpufleet.io.manifests import Manifest
 from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Placement
-from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd
+from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd, PodRestarted
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import LOG_CHUNK, NotFoundError, ServeOptions
@@ -58,6 +62,7 @@ from gpufleet.service.records import (
     POD_FAILED,
     POD_PENDING,
     POD_RUNNING,
+    POD_SUCCEEDED,
     POD_TERMINAL,
     JobProgress,
     PodRecord,
@@ -152,7 +157,12 @@ class LocalControlPlane(LivePlane):
             limits = [j.active_deadline for j in item.timed.jobs if j.active_deadline is not None]
             if spec.deadline_s is not None:
                 limits.append(spec.deadline_s)
-            spec = dataclasses.replace(spec, deadline_s=min(limits) if limits else None)
+            backoffs = [j.backoff_limit for j in item.timed.jobs if j.backoff_limit is not None]
+            spec = dataclasses.replace(
+                spec,
+                deadline_s=min(limits) if limits else None,
+                backoff_limit=min(backoffs) if backoffs else None,
+            )
             env = {
                 **spec.env,
                 "GPUFLEET_WORKLOAD": workload.key,
@@ -240,6 +250,10 @@ class LocalControlPlane(LivePlane):
             self.machine.resume(record.timed.workload, specs, waiting)
         except SubmitRefusedError as error:
             self._fail_restored(record, str(error))
+            return
+        failures = self.machine.failures_of(record.key)
+        if failures:
+            self._job_row(record).failed_pods = failures
 
     def _fail_restored(self, record: WorkloadRecord, why: str) -> None:
         now = self.now()
@@ -264,17 +278,25 @@ class LocalControlPlane(LivePlane):
         evicted_for: str | None,
         now: float,
     ) -> None:
-        """As the shared plane records it; a job the machine ended (its time limit passed) is
-        kept as the workload's job row too (there are no job controllers here to keep it)."""
-        if isinstance(event, JobEnded):
-            record.jobs[event.job] = JobProgress(
-                record.kind,
-                completions=len(record.pods),
-                outcome=event.outcome,
-                reason=event.reason,
-                message=event.message,
-            )
+        """As the shared plane records it; a job the machine ended (its time limit passed, or
+        its failures its backoff limit) or retried is kept as the workload's job row too (there
+        are no job controllers here to keep it): its failed pods and how it ended."""
+        if isinstance(event, PodRestarted) and event.completion is None:
+            self._job_row(record).failed_pods += 1
+        elif isinstance(event, JobEnded):
+            row = self._job_row(record)
+            if event.reason == BACKOFF_LIMIT_EXCEEDED:
+                row.failed_pods += 1
+            row.outcome, row.reason, row.message = event.outcome, event.reason, event.message
         super()._record_news(record, pod_record, event, evicted_for, now)
+
+    @staticmethod
+    def _job_row(record: WorkloadRecord) -> JobProgress:
+        name = record.key.partition("/")[2] or record.key
+        row = record.jobs.get(name)
+        if row is None:
+            row = record.jobs[name] = JobProgress(record.kind, completions=len(record.pods))
+        return row
 
     def _record_end(
         self,
@@ -291,6 +313,10 @@ class LocalControlPlane(LivePlane):
             gone = PodDeleted(gone.key, PodEnd.FAILED, gone.message)
         started = pod_record.started
         super()._record_end(record, pod_record, gone, evicted_for, remaining, now)
+        if all(p.state == POD_SUCCEEDED for p in record.pods.values()):
+            for row in record.jobs.values():  # retried, then done
+                row.completed = row.completions
+                row.outcome = row.outcome or "Succeeded"
         if gone.end not in (PodEnd.SUCCEEDED, PodEnd.FAILED):
             return
         ran = "" if started is None else f" after {_duration(max(0.0, now - started))}"

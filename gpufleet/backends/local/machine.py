@@ -26,6 +26,15 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   ``JobEnded`` ``Failed`` ``DeadlineExceeded`` is reported and its processes are stopped as an
   eviction's are (SIGTERM, the grace, SIGKILL), each then ``PodDeleted`` ``FAILED``. The
   deadline is kept with the runs, so it holds across a restart of the server.
+* Retries: a workload whose processes have a ``backoff_limit`` (a Job's ``backoffLimit``) has
+  a failed run started again, as Kubernetes creates a new pod for a Job with ``restartPolicy``
+  Never: each failed run counts one failure (a gang's other members, stopped for it, do not);
+  while the failures do not exceed the limit, the gang is started again where it was bound
+  once all its processes have ended (``PodRestarted`` for each pod, a new run id, its log kept
+  apart), its time limit still counted from the first start; the failure past the limit is
+  ``JobEnded`` ``Failed`` ``BackoffLimitExceeded`` and the pods' ``PodDeleted`` ``FAILED``.
+  The count is kept with the runs, so it holds across a restart of the server (a run that
+  failed while the server was down ends its workload: it is not started again).
 
 Restarts: each run keeps its pod's key, workload, rank and placement with it, so a new server
 calls :meth:`LocalMachine.recover` with the pods it believes run, and gets back the running
@@ -72,6 +81,7 @@ from gpufleet.model.events import (
     PodDeleted,
     PodEnd,
     PodReady,
+    PodRestarted,
     WorkloadAdded,
     WorkloadDemoted,
 )
@@ -85,6 +95,8 @@ TENANTS_DIR = "tenants"
 MAX_SLEEP_S = 0.5
 #: The reason Kubernetes gives a Pod or Job failed for its ``activeDeadlineSeconds``.
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+#: The reason Kubernetes gives a Job failed for more failed pods than its ``backoffLimit``.
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 _TENANT = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -110,6 +122,8 @@ class _Bound:
     stopping: tuple[PodEnd, str] | None = None
     #: When its time limit passes (the clock's seconds), if it has one.
     deadline_at: float | None = None
+    #: Stopped (or ended) to be started again with its gang after a member failed.
+    restarting: bool = False
 
 
 @dataclass(slots=True)
@@ -117,6 +131,15 @@ class _Gang:
     workload: Workload
     specs: Mapping[str, ProcessSpec]
     bound: set[str] = field(default_factory=set)
+    #: Its failed runs so far (each counts one against its backoff limit).
+    failures: int = 0
+    #: When the time limit of its current start passes (kept for a retry).
+    deadline_at: float | None = None
+
+    @property
+    def backoff_limit(self) -> int | None:
+        limits = [s.backoff_limit for s in self.specs.values() if s.backoff_limit is not None]
+        return min(limits) if limits else None
 
 
 class LocalMachine:
@@ -144,6 +167,9 @@ class LocalMachine:
         self._workload_of: dict[str, str] = {}
         self._bound: dict[str, _Bound] = {}
         self._by_run: dict[str, str] = {}
+        #: Failures counted before a restart and the time limit of the runs then, by workload
+        #: key, until it is registered again.
+        self._recovered_failures: dict[str, tuple[int, float | None]] = {}
         #: Why each pod waits, as the core last said (``MarkUnschedulable``).
         self.unschedulable: dict[str, str] = {}
         self._stopped = False
@@ -207,7 +233,9 @@ class LocalMachine:
             raise SubmitRefusedError(f"workload {workload.key} was submitted already")
 
     def _register(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
-        self._gangs[workload.key] = _Gang(workload, dict(specs))
+        failures, deadline_at = self._recovered_failures.pop(workload.key, (0, None))
+        self._gangs[workload.key] = _Gang(workload, dict(specs), failures=failures)
+        self._gangs[workload.key].deadline_at = deadline_at
         for pod in workload.pods:
             self._workload_of[pod.key] = workload.key
 
@@ -272,6 +300,10 @@ class LocalMachine:
                 )  # fmt: skip
                 self._bound[key] = bound
                 self._by_run[run.run_id] = key
+                self._recovered_failures[labels["workload"]] = (
+                    int(labels.get("failures", "0")),
+                    bound.deadline_at,
+                )
             elif run.end is not None:
                 self._events.append(self._deleted(key, run.end, None))
             found[key] = run.status
@@ -350,6 +382,11 @@ class LocalMachine:
         ]
         return [f"{prefix}{attempt}" for attempt in sorted(attempts)]
 
+    def failures_of(self, workload_key: str) -> int:
+        """The failed runs counted against the workload's backoff limit so far (0 if gone)."""
+        gang = self._gangs.get(workload_key)
+        return 0 if gang is None else gang.failures
+
     @property
     def waiting(self) -> dict[str, Pod]:
         """The pods submitted and not bound, by key."""
@@ -379,12 +416,17 @@ class LocalMachine:
         if len(gang.bound) == len(gang.workload.pods):
             self._start_gang(gang)
 
-    def _start_gang(self, gang: _Gang) -> None:
+    def _start_gang(self, gang: _Gang, retry: bool = False) -> None:
+        """Start the gang's processes (``retry``: again after a failure; its time limit still
+        counts from the first start, and its pods were ready already)."""
         pods = gang.workload.pods
         port = free_port() if len(pods) > 1 else 0
         started: list[str] = []
         limits = [s.deadline_s for s in gang.specs.values() if s.deadline_s is not None]
         deadline_at = self.clock.now() + min(limits) if limits else None
+        if retry:
+            deadline_at = gang.deadline_at
+        gang.deadline_at = deadline_at
         for pod in pods:
             bound = self._bound[pod.key]
             env = placement_env(bound.placement, self.inventory, self.mps)
@@ -401,6 +443,8 @@ class LocalMachine:
             }
             if deadline_at is not None:
                 labels["deadline_at"] = repr(deadline_at)
+            if gang.failures:
+                labels["failures"] = str(gang.failures)
             try:
                 self.supervisor.start(run_id, spec, labels, self.grace_s)
             except (ValueError, OSError) as error:
@@ -418,7 +462,8 @@ class LocalMachine:
             self._by_run[run_id] = pod.key
             started.append(pod.key)
         gang.bound.clear()
-        self._events.extend(PodReady(key) for key in started)
+        if not retry:
+            self._events.extend(PodReady(key) for key in started)
 
     def _next_run_id(self, pod: Pod) -> str:
         prefix = f"{pod.namespace}_{pod.name}_"
@@ -487,9 +532,11 @@ class LocalMachine:
         if key is None:
             return
         bound = self._bound[key]
+        failed = not end.succeeded and bound.stopping is None
+        if bound.stopping is None and (failed or bound.restarting) and self._retry(bound, end):
+            return
         self._forget(key)
         self._events.append(self._deleted(key, end, bound.stopping))
-        failed = not end.succeeded and bound.stopping is None
         if failed:
             why = f"{key} of its gang failed ({end.describe()})"
             for other in list(self._bound.values()):
@@ -499,6 +546,43 @@ class LocalMachine:
         if not evicted and not any(b.workload == bound.workload for b in self._bound.values()):
             # It is over (an evicted workload waits to be bound again, with its processes).
             self._drop_workload(bound.workload)
+
+    def _retry(self, bound: _Bound, end: RunEnd) -> bool:
+        """A run of ``bound`` that failed or was stopped for a retry has ended: count the
+        failure and start its gang again when all have ended (see the module docstring).
+        False when it is not retried (no backoff limit, or past it: the Job has failed)."""
+        gang = self._gangs.get(bound.workload)
+        limit = None if gang is None else gang.backoff_limit
+        if gang is None or limit is None:
+            return False
+        key = bound.pod.key
+        if not bound.restarting:
+            gang.failures += 1
+            if gang.failures > limit:
+                name = bound.workload.partition("/")[2] or bound.workload
+                message = f"Job has reached the specified backoff limit ({limit})"
+                self._events.append(JobEnded(name, key, "Failed", BACKOFF_LIMIT_EXCEEDED, message))
+                return False
+            for other in self._bound.values():
+                if other.workload == bound.workload and other is not bound:
+                    other.restarting = True
+                    if other.run_id is not None and other.stopping is None:
+                        self.supervisor.stop(other.run_id, self.grace_s)
+            message = (
+                f"is started again ({end.describe()}; failure {gang.failures} of "
+                f"backoffLimit {limit})"
+            )
+            self._events.append(PodRestarted(key, message))
+        if bound.run_id is not None:
+            self._by_run.pop(bound.run_id, None)
+        bound.run_id, bound.restarting = None, True
+        members = [self._bound.get(pod.key) for pod in gang.workload.pods]
+        if all(m is not None and m.run_id is None and m.stopping is None for m in members):
+            for member in members:
+                if member is not None:
+                    member.restarting = False
+            self._start_gang(gang, retry=True)
+        return True
 
     def _drop_workload(self, workload_key: str) -> None:
         gang = self._gangs.pop(workload_key, None)
