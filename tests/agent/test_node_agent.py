@@ -121,7 +121,7 @@ def test_labels_inventory_and_served_resources(
     assert condition(server)["status"] == "True"
     kubelet.wait_for(lambda: {GPU_RESOURCE, SHARE_RESOURCE} <= kubelet.resources(), what="both")
     kubelet.wait_for(lambda: len(kubelet.devices(SHARE_RESOURCE)) == 4 * 10, what="share slots")
-    assert len(kubelet.devices(GPU_RESOURCE)) == 4
+    kubelet.wait_for(lambda: len(kubelet.devices(GPU_RESOURCE)) == 4, what="the GPUs listed")
 
 
 def test_bound_pod_gets_its_device_and_is_attributed_in_metrics(
@@ -226,7 +226,10 @@ def test_the_example_node_with_a_mig_gpu_starts_and_serves_its_slices(
             lambda: {"nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"} <= kubelet.resources(),
             what="the MIG resources",
         )
-        assert len(kubelet.devices("nvidia.com/mig-1g.10gb")) == 2
+        # Registered first, its devices listed after (ListAndWatch's first answer).
+        kubelet.wait_for(
+            lambda: len(kubelet.devices("nvidia.com/mig-1g.10gb")) == 2, what="the MIG slices"
+        )
         node = node_from_object(node_of(server), "test")
         assert [s.profile for s in node.gpus[7].mig_slices] == [
             "2g.20gb",
