@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.fields import check_object_fields
-from gpufleet.io.manifests import describe, input_files, load_manifests, named_object
+from gpufleet.io.manifests import describe, manifests_of_kind, named_object
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.io.validation import validation_error
 from gpufleet.model.alert_annotations import check_summary
@@ -226,28 +226,18 @@ def read_alert_rules(path: str | Path) -> list[AlertRule]:
     kind, or two rules of one name, is an error."""
     rules: list[AlertRule] = []
     seen: dict[str, str] = {}
-    for file in input_files(path):
-        source = str(file)
-        for manifest in load_manifests(file):
-            kind = manifest.get("kind")
-            if kind != KIND:
-                raise InputError(
-                    source,
-                    f"expected kind {KIND} (apiVersion {API_VERSIONS[0]}), got {describe(kind)}",
-                    manifest.location,
-                    "kind",
-                )
-            rule = alert_rule_from_object(manifest, source, manifest.location)
-            where = f"{source}:{manifest.location}"
-            if rule.name in seen:
-                raise InputError(
-                    source,
-                    f"a second {KIND} named {quoted(rule.name)}; the first is at {seen[rule.name]}",
-                    manifest.location,
-                    "metadata.name",
-                )
-            seen[rule.name] = where
-            rules.append(rule)
+    for manifest, source in manifests_of_kind(path, KIND, API_VERSIONS[0]):
+        rule = alert_rule_from_object(manifest, source, manifest.location)
+        where = f"{source}:{manifest.location}"
+        if rule.name in seen:
+            raise InputError(
+                source,
+                f"a second {KIND} named {quoted(rule.name)}; the first is at {seen[rule.name]}",
+                manifest.location,
+                "metadata.name",
+            )
+        seen[rule.name] = where
+        rules.append(rule)
     return rules
 
 

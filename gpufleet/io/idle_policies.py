@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.fields import check_object_fields
-from gpufleet.io.manifests import describe, input_files, load_manifests, named_object
+from gpufleet.io.manifests import describe, manifests_of_kind, named_object
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.io.validation import validation_error
 from gpufleet.model.idle import (
@@ -179,20 +179,10 @@ def read_idle_policies(path: str | Path) -> list[IdlePolicy]:
     kind, or two policies of one name, is an error."""
     policies: list[IdlePolicy] = []
     seen: dict[str, str] = {}
-    for file in input_files(path):
-        source = str(file)
-        for manifest in load_manifests(file):
-            kind = manifest.get("kind")
-            if kind != KIND:
-                raise InputError(
-                    source,
-                    f"expected kind {KIND} (apiVersion {API_VERSIONS[0]}), got {describe(kind)}",
-                    manifest.location,
-                    "kind",
-                )
-            policy = idle_policy_from_object(manifest, source, manifest.location)
-            check_unique(seen, policy.name, source, manifest.location)
-            policies.append(policy)
+    for manifest, source in manifests_of_kind(path, KIND, API_VERSIONS[0]):
+        policy = idle_policy_from_object(manifest, source, manifest.location)
+        check_unique(seen, policy.name, source, manifest.location)
+        policies.append(policy)
     return policies
 
 

@@ -459,3 +459,23 @@ def input_files(path: str | Path) -> list[Path]:
     if not path.exists():
         raise InputError(str(path), "no such file or directory")
     return [path]
+
+
+def manifests_of_kind(
+    path: str | Path, kind: str, api_version: str
+) -> Iterator[tuple[Manifest, str]]:
+    """(manifest, its file) of every object of a file or of a directory's ``*.yaml`` files,
+    in order; an object of another kind is an error naming it (``api_version``: the one the
+    message suggests)."""
+    for file in input_files(path):
+        source = str(file)
+        for manifest in load_manifests(file):
+            found = manifest.get("kind")
+            if found != kind:
+                raise InputError(
+                    source,
+                    f"expected kind {kind} (apiVersion {api_version}), got {describe(found)}",
+                    manifest.location,
+                    "kind",
+                )
+            yield manifest, source

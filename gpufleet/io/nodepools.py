@@ -53,7 +53,7 @@ from gpufleet.economics.prices import MissingPriceError, PriceList
 from gpufleet.io.cluster_spec import cluster_spec_from_dict
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.fields import check_object_fields, unknown_field
-from gpufleet.io.manifests import Context, describe, input_files, load_manifests, named_object
+from gpufleet.io.manifests import Context, manifests_of_kind, named_object
 from gpufleet.io.names import label_value_problem
 from gpufleet.io.prices import Price, default_prices
 from gpufleet.io.quantities import parse_duration_seconds
@@ -269,18 +269,8 @@ def read_node_pools(path: str | Path, prices: PriceList | None = None) -> list[N
     kind, or two pools of one name, is an error. ``prices`` prices pools that give no price
     of their own (default: the list gpufleet ships)."""
     pools = NodePoolSet(prices)
-    for file in input_files(path):
-        source = str(file)
-        for manifest in load_manifests(file):
-            kind = manifest.get("kind")
-            if kind != KIND:
-                raise InputError(
-                    source,
-                    f"expected kind {KIND} (apiVersion {API_VERSIONS[0]}), got {describe(kind)}",
-                    manifest.location,
-                    "kind",
-                )
-            pools.add(manifest, source, manifest.location)
+    for manifest, source in manifests_of_kind(path, KIND, API_VERSIONS[0]):
+        pools.add(manifest, source, manifest.location)
     return pools.pools
 
 
