@@ -1,15 +1,16 @@
 """From submit to process start on an idle local machine (issue 16's target: <= 100 ms).
 
-    python benchmarks/local_start.py [--jobs 30]
+    python benchmarks/local_start.py [--jobs 30] [--real-gpus] [--results DIR]
 
-A :class:`~gpufleet.backends.local.machine.LocalMachine` over eight fake GPUs (the fake NVML)
-and a scheduling core, joined by the control loop as ``serve --local`` will join them. One job
-at a time (1 GPU; its command ``/bin/date +%s.%N``, which prints the wall time as soon as it is
-executed): the time from ``submit`` to the time it printed, and the part of it until the
-core's turn was done and the run's shim spawned (the rest is the shim's Python start and the
-exec). Each job ends before the next is submitted (an
-idle machine). Median and 90th percentile over the jobs; the machine and its load are
-recorded. Results: benchmarks/results/local_start.md and .json.
+A :class:`~gpufleet.backends.local.machine.LocalMachine` over eight fake GPUs (the fake NVML;
+``--real-gpus``: this machine's, through NVML) and a scheduling core, joined by the control
+loop as ``serve --local`` joins them. One job at a time (1 GPU; its command
+``/bin/date +%s.%N``, which prints the wall time as soon as it is executed): the time from
+``submit`` to the time it printed, and the part of it until the core's turn was done and the
+run's shim spawned (the rest is the shim's Python start and the exec). Each job ends before
+the next is submitted (an idle machine). Median and 90th percentile over the jobs; the
+machine, its GPUs and its load are recorded. Results: benchmarks/results/local_start.md and
+.json (``--real-gpus``: local_start_gpu.md and .json; ``--results``: another directory).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from gpufleet.control.loop import ControlLoop, sync
 from gpufleet.devices.discovery import discover
 from gpufleet.devices.fake import FakeNvml
 from gpufleet.devices.fake_spec import parse_fake_spec
+from gpufleet.devices.nvml import load_nvml
+from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.testing.builders import make_queue, make_workload
 from gpufleet.testing.fakes import make_core
@@ -44,10 +47,20 @@ EIGHT_GPUS = {
 }
 
 
-def measure(jobs: int) -> dict[str, Any]:
+def machine_gpus(real: bool) -> NodeInventory:
+    """This machine's GPUs through NVML (``real``), else eight fake H100s."""
+    if real:
+        nvml = load_nvml()
+        try:
+            return discover(nvml)
+        finally:
+            nvml.nvmlShutdown()
     nvml = FakeNvml(parse_fake_spec(yaml.safe_load(yaml.safe_dump(EIGHT_GPUS))), clock=lambda: 0)
     nvml.nvmlInit()
-    inventory = discover(nvml)
+    return discover(nvml)
+
+
+def measure(jobs: int, inventory: NodeInventory) -> dict[str, Any]:
     state = Path(tempfile.mkdtemp(prefix="gpufleet-bench-"))
     node = machine_node(inventory, "bench", 16_000, 65_536)
     machine = LocalMachine(inventory, state, node=node, allow_root=True)
@@ -102,22 +115,34 @@ def summary(seconds: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=30)
+    parser.add_argument(
+        "--real-gpus", action="store_true", help="this machine's GPUs (NVML), not fake ones"
+    )
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where results go")
     args = parser.parse_args()
+    inventory = machine_gpus(args.real_gpus)
+    products = sorted({d.product for d in inventory.devices})
+    gpus = f"{len(inventory.devices)} {'/'.join(products)}" + (
+        f" (driver {inventory.driver_version})" if args.real_gpus else " (fake NVML)"
+    )
     load = os.getloadavg()[0]
     results = {
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "gpus": gpus,
         "load_1min_before": round(load, 2),
-        **measure(args.jobs),
+        **measure(args.jobs, inventory),
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "local_start.json").write_text(json.dumps(results, indent=2) + "\n")
+    name = "local_start_gpu" if args.real_gpus else "local_start"
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
     start, bind = results["submit_to_start_ms"], results["submit_to_bind_ms"]
     lines = [
         "# Local machine: submit to process start",
         "",
-        f"`python benchmarks/local_start.py --jobs {args.jobs}` on {results['machine']} "
+        f"`python benchmarks/local_start.py --jobs {args.jobs}"
+        f"{' --real-gpus' if args.real_gpus else ''}` on {results['machine']} "
         f"(1-minute load {results['load_1min_before']} before the run); one 1-GPU job at a "
-        "time on eight fake GPUs, its command `/bin/date +%s.%N`.",
+        f"time on {gpus}, its command `/bin/date +%s.%N`.",
         "",
         "| from submit to | median (ms) | p90 (ms) | max (ms) |",
         "|---|---|---|---|",
@@ -128,7 +153,7 @@ def main() -> None:
         "Target (issue 16): <= 100 ms from submit to process start on an idle machine.",
         "",
     ]
-    (RESULTS / "local_start.md").write_text("\n".join(lines))
+    (args.results / f"{name}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 

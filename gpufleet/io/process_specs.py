@@ -14,13 +14,17 @@ object and the field:
 * the command must exist: a bare name is looked up on the process's ``PATH`` (its own env's,
   else the base env's) as the shell does; a path with a ``/`` (relative paths from the working
   directory) must be an executable file;
+* where the process runs as another user than the server (``uid``), that user must be able to
+  run it: every directory on the way to it searchable, the file executable (and readable, for
+  a script), by the permission bits, for its uid and primary gid alone (the process starts with
+  no supplementary groups; ACLs are not read). The lookup on ``PATH`` skips what the user
+  cannot run, as ``execvp`` does;
 * the working directory must lie inside the tenant's root (symlinks resolved); a relative one
   is taken from the root, and none means the root itself.
 
 Pods of a Job, Deployment, StatefulSet or ReplicaSet share their template's process
-(:func:`process_spec_from_object`). :func:`one_liner` makes the pod and process of
-``gpufleet run --gpus N -- CMD ARGS...``. It reads no resources (``kube_pods`` does) and
-starts nothing (``gpufleet.backends.local`` does).
+(:func:`process_spec_from_object`; ``gpufleet run`` sends such a Pod). It reads no resources
+(``kube_pods`` does) and starts nothing (``gpufleet.backends.local`` does).
 """
 
 from __future__ import annotations
@@ -28,15 +32,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.kube_pods import REPLICATED_KINDS
 from gpufleet.io.manifests import Context, describe, object_name
-from gpufleet.io.names import name_problem
-from gpufleet.model import GpuRequest, Pod
 from gpufleet.model.processes import ProcessSpec
 
 #: The kinds whose process is read: a Pod's spec, or the pod template of the others.
@@ -75,25 +77,83 @@ def working_directory(context: Context, value: str | None, tenant_root: Path, fi
 
 
 def resolve_command(
-    context: Context, command: str, env: Mapping[str, str], cwd: str, field: str
+    context: Context,
+    command: str,
+    env: Mapping[str, str],
+    cwd: str,
+    field: str,
+    uid: int | None = None,
+    gid: int | None = None,
 ) -> str:
-    """The absolute path of the executable ``command`` names, as the shell finds it."""
+    """The absolute path of the executable ``command`` names, as the shell finds it (and, with
+    ``uid``, as that user may run it: see the module docstring)."""
     if not command:
         raise context.error(field, "expected a command, got an empty string")
+    other = uid is not None and uid != os.geteuid()
+    user = (uid, os.getegid() if gid is None else gid) if other and uid is not None else None
     if "/" in command:
         path = command if command.startswith("/") else os.path.join(cwd, command)
         if not os.path.isfile(path):
             raise context.error(field, f"command {quoted(command)} does not exist ({path})")
         if not os.access(path, os.X_OK):
             raise context.error(field, f"command {quoted(command)} is not executable ({path})")
+        why = None if user is None else cannot_run(path, *user)
+        if why is not None:
+            raise context.error(field, f"command {quoted(command)}: {why}")
         return os.path.abspath(path)
     search = env.get("PATH", "")
-    found = shutil.which(command, path=search) if search else None
-    if found is None:
-        raise context.error(
-            field, f"command {quoted(command)} not found on PATH ({quoted(search, 120)})"
-        )
-    return os.path.abspath(found)
+    first_refusal: str | None = None
+    for directory in search.split(os.pathsep) if search else ():
+        found = shutil.which(command, path=directory or ".")
+        if found is None:
+            continue
+        why = None if user is None else cannot_run(found, *user)
+        if why is None:
+            return os.path.abspath(found)
+        first_refusal = first_refusal or why
+    if first_refusal is not None:
+        raise context.error(field, f"command {quoted(command)}: {first_refusal}")
+    raise context.error(
+        field, f"command {quoted(command)} not found on PATH ({quoted(search, 120)})"
+    )
+
+
+def cannot_run(path: str, uid: int, gid: int) -> str | None:
+    """Why the user ``uid`` (primary group ``gid``, no others) cannot execute ``path``, by the
+    permission bits of the file and of every directory on the way to it, as given and with
+    its links resolved; None when it can."""
+    if uid == 0:
+        return None
+    real = os.path.realpath(path)
+    for way in dict.fromkeys((os.path.abspath(path), real)):
+        for directory in reversed(Path(way).parents):
+            try:
+                searchable = _allows(os.stat(directory), uid, gid, 0o1)
+            except OSError as error:
+                return f"{directory}: {error.strerror}"
+            if not searchable:
+                return f"uid {uid} cannot reach it: {directory} is not searchable by it"
+    status = os.stat(real)
+    if not _allows(status, uid, gid, 0o1):
+        return f"uid {uid} cannot execute {real} (mode {status.st_mode & 0o7777:o})"
+    try:
+        with open(real, "rb") as handle:
+            script = handle.read(2) == b"#!"
+    except OSError:
+        script = False
+    if script and not _allows(status, uid, gid, 0o4):
+        return f"uid {uid} cannot read the script {real} (mode {status.st_mode & 0o7777:o})"
+    return None
+
+
+def _allows(status: os.stat_result, uid: int, gid: int, bit: int) -> bool:
+    """Whether the permission bits of ``status`` grant ``bit`` (1: x, 4: r) to the user:
+    the owner's bits if it owns the file, else the group's if its group does, else others'."""
+    if status.st_uid == uid:
+        return bool(status.st_mode >> 6 & bit)
+    if status.st_gid == gid:
+        return bool(status.st_mode >> 3 & bit)
+    return bool(status.st_mode & bit)
 
 
 def process_spec_from_pod_spec(
@@ -150,7 +210,7 @@ def process_spec_from_pod_spec(
         tenant_root,
         f"{path}.workingDir",
     )
-    executable = resolve_command(context, command[0], env, cwd, f"{path}.command[0]")
+    executable = resolve_command(context, command[0], env, cwd, f"{path}.command[0]", uid, gid)
     deadline = pod_spec.get("activeDeadlineSeconds")
     deadline_s = (
         None
@@ -189,38 +249,10 @@ def process_spec_from_object(
     )
 
 
-def one_liner(
-    argv: Sequence[str],
-    gpus: int,
-    name: str,
-    tenant_root: Path,
-    base_env: Mapping[str, str],
-    namespace: str = "default",
-    working_dir: str | None = None,
-    uid: int | None = None,
-    gid: int | None = None,
-) -> tuple[Pod, ProcessSpec]:
-    """The pod and process of ``gpufleet run --gpus N -- CMD ARGS...``: ``gpus`` whole GPUs,
-    ``base_env`` as the process's environment (the submitting shell's, typically)."""
-    context = Context(COMMAND_LINE)
-    if not argv:
-        raise context.error("command", "required: expected a command after --")
-    if gpus < 0:
-        raise context.error("--gpus", f"expected 0 or more GPUs, got {gpus}")
-    problem = name_problem(name)
-    if problem is not None:
-        raise context.error("--name", f"{problem}; got {quoted(name)}")
-    cwd = working_directory(context, working_dir, tenant_root, "--workdir")
-    env = dict(base_env)
-    executable = resolve_command(context, argv[0], env, cwd, "command")
-    pod = Pod(name, namespace, gpu=GpuRequest.whole(gpus))
-    return pod, ProcessSpec(tuple(argv), executable, env, cwd, uid, gid)
-
-
 __all__ = [
     "InputError",
+    "cannot_run",
     "expand",
-    "one_liner",
     "process_spec_from_object",
     "process_spec_from_pod_spec",
     "resolve_command",

@@ -138,10 +138,11 @@ class LocalHarness:
             LivePlane.stop(self.plane)
 
     def shut_down(self) -> None:
-        """Stop what still runs (no grace) and wait for it to end: a test leaves nothing."""
+        """Stop what still runs (no grace), forget what waits (or a turn would start it),
+        and wait for the runs to end: a test leaves nothing."""
         machine = self.machine
         machine.grace_s = 0.0
-        machine.cancel(list(machine._bound))
+        machine.cancel([*machine._bound, *machine.waiting])
         self.run_until(lambda: not machine.supervisor.running)
         machine.close()
         self.store.close()

@@ -1,17 +1,19 @@
-"""Reading a workload's process from its Pod manifest or a command line."""
+"""Reading a workload's process from its Pod manifest, and who may run its command."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.process_specs import expand, one_liner, process_spec_from_object
-from gpufleet.model import GpuRequest
+from gpufleet.io.process_specs import cannot_run, expand, process_spec_from_object
 
 BASE_ENV = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -185,25 +187,77 @@ def test_expand(text: str, expanded: str) -> None:
     assert expand(text, {"A": "1"}) == expanded
 
 
-def test_one_liner(root: Path) -> None:
-    made, spec = one_liner(["python", "train.py", "--lr", "3e-4"], 2, "train-1", root, BASE_ENV)
-    assert made.gpu == GpuRequest.whole(2)
-    assert made.key == "default/train-1"
-    assert spec.argv == ("python", "train.py", "--lr", "3e-4")
-    assert spec.working_dir == str(root.resolve())
+@pytest.fixture
+def open_root() -> Iterator[Path]:
+    """A directory every user can reach (pytest's own tmp_path is its owner's alone)."""
+    made = Path(tempfile.mkdtemp(prefix="gpufleet-specs-"))
+    made.chmod(0o755)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
+OTHER_UID = 65534
 
 
 @pytest.mark.parametrize(
-    ("argv", "gpus", "name", "field"),
+    ("directory_mode", "file_mode", "content", "why"),
     [
-        pytest.param([], 1, "x", "command", id="no-command"),
-        pytest.param(["no-such-command-xyz"], 1, "x", "command", id="not-found"),
-        pytest.param(["python"], -1, "x", "--gpus", id="negative-gpus"),
-        pytest.param(["python"], 1, "Not_A_Name", "--name", id="bad-name"),
+        pytest.param(0o755, 0o755, b"#!/bin/sh\n", None, id="open"),
+        pytest.param(0o700, 0o755, b"#!/bin/sh\n", "is not searchable", id="closed-directory"),
+        pytest.param(0o755, 0o744, b"#!/bin/sh\n", "cannot execute", id="owner-only-x"),
+        pytest.param(0o755, 0o711, b"#!/bin/sh\n", "cannot read the script", id="script-no-r"),
+        pytest.param(0o755, 0o711, b"\x7fELF", None, id="binary-x-only"),
+        pytest.param(0o750, 0o750, b"#!/bin/sh\n", "is not searchable", id="group-not-its"),
     ],
 )
-def test_one_liner_errors(root: Path, argv: list[str], gpus: int, name: str, field: str) -> None:
-    with pytest.raises(InputError) as caught:
-        one_liner(argv, gpus, name, root, BASE_ENV)
-    assert caught.value.source == "command line"
-    assert caught.value.field == field
+def test_cannot_run_reads_the_permission_bits_for_the_user(
+    open_root: Path, directory_mode: int, file_mode: int, content: bytes, why: str | None
+) -> None:
+    directory = open_root / "bin"
+    directory.mkdir()
+    program = directory / "prog"
+    program.write_bytes(content)
+    program.chmod(file_mode)
+    directory.chmod(directory_mode)
+    found = cannot_run(str(program), OTHER_UID, OTHER_UID)
+    assert (found is None) == (why is None), found
+    if why is not None:
+        assert why in str(found)
+        assert f"uid {OTHER_UID}" in str(found)
+
+
+def test_the_group_bits_count_for_the_primary_group(open_root: Path) -> None:
+    program = open_root / "prog"
+    program.write_bytes(b"\x7fELF")
+    program.chmod(0o710)
+    group = program.stat().st_gid
+    assert cannot_run(str(program), OTHER_UID, group) is None
+    assert cannot_run(str(program), OTHER_UID, group + 1) is not None
+
+
+def test_the_path_lookup_skips_what_the_user_cannot_run(open_root: Path) -> None:
+    closed, opened = open_root / "closed", open_root / "open"
+    for directory, mode in ((closed, 0o700), (opened, 0o755)):
+        directory.mkdir()
+        (directory / "prog").write_bytes(b"\x7fELF")
+        (directory / "prog").chmod(0o755)
+        directory.chmod(mode)
+    env = {"PATH": f"{closed}:{opened}"}
+    made = process_spec_from_object(
+        pod({"command": ["prog"]}), "p.yaml", open_root, env, uid=OTHER_UID, gid=OTHER_UID
+    )
+    assert made.executable == str(opened / "prog")
+    with pytest.raises(InputError, match=r"cannot reach it: .*closed is not searchable") as caught:
+        process_spec_from_object(
+            pod({"command": ["prog"]}),
+            "p.yaml",
+            open_root,
+            {"PATH": str(closed)},
+            uid=OTHER_UID,
+            gid=OTHER_UID,
+        )
+    assert caught.value.field == "spec.containers[0].command[0]"
+    # The server's own user (no uid) is not checked: the server can run it.
+    assert process_spec_from_object(
+        pod({"command": ["prog"]}), "p.yaml", open_root, {"PATH": str(closed)}
+    ).executable == str(closed / "prog")
