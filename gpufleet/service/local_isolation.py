@@ -27,9 +27,9 @@ Probe = Callable[[int, int], str | None]
 
 #: How the operator gets out of a refusal.
 REMEDY = (
-    "run the server where it has CAP_SYS_ADMIN (as root on the host, or in a container given "
-    "--cap-add SYS_ADMIN), or start it with --shared-proc to let every tenant see the other "
-    "tenants' processes"
+    "run the server where it has CAP_SYS_ADMIN and may mount (as root on the host, or in a "
+    "container given --cap-add SYS_ADMIN and a security profile that allows mount), or start "
+    "it with --shared-proc to let every tenant see the other tenants' processes"
 )
 
 

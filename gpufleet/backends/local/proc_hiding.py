@@ -11,9 +11,10 @@ Owns:
   mount has its own options). A process of another uid is then absent from that ``/proc``
   (``ps``, ``/proc/<pid>/cmdline``, even its directory), for the caller's children and all
   they start; a process of the same uid stays visible (a gang's other workers, the tenant's
-  other runs). Where ``invisible`` is refused (an older kernel) it mounts with ``hidepid=2``
-  and checks that the option holds on the new mount (before 5.8 every procfs mount of a PID
-  namespace shared one set of options), so that a mount that hides nothing is an error,
+  other runs). Where ``invisible`` is refused (a kernel before 5.8) it mounts nothing: there
+  every procfs mount of a PID namespace shares one set of options, so a ``hidepid=2`` mount
+  would hide processes on the whole machine (or, on some kernels, be ignored). The host's own
+  ``/proc`` mounted ``hidepid=2`` is then taken as the hiding; without it, it is an error,
   never silent.
 * :func:`probe`: the same in a short-lived process of its own (the caller's mounts are left
   alone), then a check that a process running as a given uid there cannot see its root
@@ -47,9 +48,9 @@ class ProcessHidingError(Exception):
 
 
 def hide_other_processes() -> str:
-    """See the module docstring; returns the ``hidepid`` value in effect (``invisible`` or
-    ``2``). Raises :class:`ProcessHidingError` (the caller's mount namespace may then be its
-    own already: it must start nothing that should have been hidden)."""
+    """See the module docstring; returns the ``hidepid`` value in effect (``invisible``, or
+    ``2``: the host's). Raises :class:`ProcessHidingError` (the caller's mount namespace may
+    then be its own already: it must start nothing that should have been hidden)."""
     import ctypes  # here, not at import: a run that hides nothing does not pay for it
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -73,20 +74,22 @@ def hide_other_processes() -> str:
     if mount(None, b"/", None, MS_REC | MS_SLAVE, None) != 0:
         raise ProcessHidingError(_failed("mount --make-rslave /", _os_error(ctypes.get_errno())))
     flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
-    for hidepid in ("invisible", "2"):
-        if mount(b"proc", b"/proc", b"proc", flags, f"hidepid={hidepid}".encode()) == 0:
-            break
-        refused = _os_error(ctypes.get_errno())
-        if hidepid == "invisible" and refused.errno == errno.EINVAL:
-            continue  # a kernel before 5.8: try the older option
-        step = f"mount -t proc -o hidepid={hidepid} proc /proc"
+    if mount(b"proc", b"/proc", b"proc", flags, b"hidepid=invisible") == 0:
+        return "invisible"
+    refused = _os_error(ctypes.get_errno())
+    if refused.errno != errno.EINVAL:
+        step = "mount -t proc -o hidepid=invisible proc /proc"
         raise ProcessHidingError(_failed(step, refused))
-    if hidepid != "invisible" and not _proc_mounted_hiding():
-        raise ProcessHidingError(
-            "cannot hide other users' processes: /proc was mounted with hidepid=2 but the "
-            "option did not hold (a kernel before 5.8 shares one procfs's options)"
-        )
-    return hidepid
+    # A kernel before 5.8: every procfs of a PID namespace shares one set of options, so a
+    # mount with hidepid=2 would hide processes on the whole machine, not for this run alone.
+    if _proc_mounted_hiding():
+        return "2"  # the host's /proc hides them already
+    raise ProcessHidingError(
+        "cannot hide other users' processes: this kernel (before Linux 5.8) refused "
+        "hidepid=invisible, and its hidepid=2 would hold for every /proc of the machine: "
+        "mount the host's /proc with hidepid=2 (mount -o remount,hidepid=2 /proc) to hide "
+        "them from every user"
+    )
 
 
 def _os_error(number: int) -> OSError:
@@ -99,13 +102,20 @@ def _failed(step: str, error: OSError) -> str:
 
 
 def _proc_mounted_hiding() -> bool:
-    """Whether the procfs now on ``/proc`` hides processes (its options in mountinfo)."""
-    options = ""
+    """Whether the procfs on ``/proc`` hides processes (its options in mountinfo)."""
     with open("/proc/self/mountinfo", encoding="utf-8") as mounts:
-        for line in mounts:
-            fields, _, filesystem = line.partition(" - ")
-            if fields.split()[4] == "/proc" and filesystem.startswith("proc "):
-                options = filesystem.split()[2]  # the last mount on /proc is the one in use
+        return proc_hides(mounts.read())
+
+
+def proc_hides(mountinfo: str) -> bool:
+    """Whether, by ``mountinfo`` (``/proc/self/mountinfo``'s text), the procfs in use on
+    ``/proc`` (the last one mounted there) hides other users' processes."""
+    options = ""
+    for line in mountinfo.splitlines():
+        fields, _, filesystem = line.partition(" - ")
+        mount_point = fields.split()[4] if len(fields.split()) > 4 else ""
+        if mount_point == "/proc" and filesystem.startswith("proc "):
+            options = filesystem.split()[2] if len(filesystem.split()) > 2 else ""
     return any(o in ("hidepid=2", "hidepid=invisible") for o in options.split(","))
 
 
@@ -170,4 +180,4 @@ def probe_main(uid: int, gid: int) -> int:
     return code
 
 
-__all__ = ["ProcessHidingError", "hide_other_processes", "probe", "probe_main"]
+__all__ = ["ProcessHidingError", "hide_other_processes", "probe", "probe_main", "proc_hides"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.backends.local.proc_hiding import probe
+from gpufleet.backends.local.proc_hiding import probe, proc_hides
 from gpufleet.backends.local.run_state import read_json
 from gpufleet.backends.local.supervisor import RunEnd, RunStatus, Supervisor
 from gpufleet.model.processes import ProcessSpec
@@ -226,6 +226,7 @@ def test_a_run_the_kernel_will_not_hide_fails_and_never_starts(
         assert "unshare(CLONE_NEWNS)" in end.record.error
         assert "EPERM" in end.record.error
         assert end.record.error in refused.log_path("r1").read_text()
+        assert end.describe() == end.record.error  # what the pod's end and describe say
         assert refused.child("r1") is None
         assert not never.exists()
     finally:
@@ -237,3 +238,25 @@ def test_the_probe_says_what_the_kernel_refused(python_without_sys_admin: Path) 
     assert why is not None
     assert "unshare(CLONE_NEWNS)" in why
     assert "Operation not permitted (EPERM)" in why
+
+
+HOST_PROC = "22 27 0:21 / /proc rw,relatime shared:13 - proc proc rw"
+HIDING_PROC = "412 22 0:64 / /proc rw,nosuid,nodev,noexec - proc proc rw,hidepid=2"
+
+
+@pytest.mark.parametrize(
+    ("mountinfo", "hides"),
+    [
+        pytest.param(HOST_PROC, False, id="a-plain-proc"),
+        pytest.param(HOST_PROC.replace(" rw", " rw,hidepid=2"), True, id="hidepid-2"),
+        pytest.param(HOST_PROC + ",hidepid=invisible", True, id="hidepid-invisible"),
+        pytest.param(HOST_PROC + ",hidepid=1", False, id="hidepid-1-shows-directories"),
+        pytest.param(HOST_PROC + ",hidepid=ptraceable", False, id="ptraceable-is-not-hidden"),
+        pytest.param(f"{HOST_PROC}\n{HIDING_PROC}", True, id="the-last-mount-on-proc-wins"),
+        pytest.param(f"{HIDING_PROC}\n{HOST_PROC}", False, id="a-plain-one-over-a-hiding-one"),
+        pytest.param(HIDING_PROC.replace(" /proc ", " /mnt/proc "), False, id="not-on-proc"),
+        pytest.param("", False, id="no-proc-at-all"),
+    ],
+)
+def test_whether_the_proc_in_use_hides_processes(mountinfo: str, hides: bool) -> None:
+    assert proc_hides(mountinfo) is hides
