@@ -167,7 +167,7 @@ class Shim:
 
         try:
             hide_other_processes()
-        except ProcessHidingError as error:
+        except (ProcessHidingError, OSError) as error:  # OSError: mountinfo unreadable
             return (
                 f"gpufleet: not started: {error}; the run would have seen every user's "
                 f"processes (serve --local --shared-proc allows that)"
