@@ -1,6 +1,6 @@
 """From submit to process start on an idle local machine (issue 16's target: <= 100 ms).
 
-    python benchmarks/local_start.py [--jobs 30] [--real-gpus] [--results DIR]
+    python benchmarks/local_start.py [--jobs 30] [--real-gpus] [--uid UID] [--results DIR]
 
 A :class:`~gpufleet.backends.local.machine.LocalMachine` over eight fake GPUs (the fake NVML;
 ``--real-gpus``: this machine's, through NVML) and a scheduling core, joined by the control
@@ -11,6 +11,10 @@ run's shim spawned (the rest is the shim's Python start and the exec). Each job 
 the next is submitted (an idle machine). Median and 90th percentile over the jobs; the
 machine, its GPUs and its load are recorded. Results: benchmarks/results/local_start.md and
 .json (``--real-gpus``: local_start_gpu.md and .json; ``--results``: another directory).
+
+With ``--uid`` (as root), each job runs as that uid with its processes hidden from other users'
+(the shim's mount namespace and ``/proc``, as ``serve --local --run-as`` does): the cost of
+hiding. Results: local_start_hidden.md and .json.
 """
 
 from __future__ import annotations
@@ -60,21 +64,27 @@ def machine_gpus(real: bool) -> NodeInventory:
     return discover(nvml)
 
 
-def measure(jobs: int, inventory: NodeInventory) -> dict[str, Any]:
+def measure(jobs: int, inventory: NodeInventory, uid: int | None = None) -> dict[str, Any]:
     state = Path(tempfile.mkdtemp(prefix="gpufleet-bench-"))
+    state.chmod(0o755)  # a job's uid reaches its working directory
     node = machine_node(inventory, "bench", 16_000, 65_536)
     machine = LocalMachine(inventory, state, node=node, allow_root=True)
     core = make_core([node], [make_queue("default")])
     loop = ControlLoop(machine, lambda: core)
     sync(core, machine.list_state())
-    root = machine.tenant_root("default")
+    root = machine.tenant_root("default", uid, uid)
     totals: list[float] = []
     to_bind: list[float] = []
     try:
         for i in range(jobs):
             workload = make_workload(f"job-{i}", gpus=1)
             spec = ProcessSpec(
-                ("date", "+%s.%N"), "/bin/date", {"PATH": "/usr/bin:/bin"}, str(root)
+                ("date", "+%s.%N"),
+                "/bin/date",
+                {"PATH": "/usr/bin:/bin"},
+                str(root),
+                uid=uid,
+                gid=uid,
             )
             submitted = time.time()
             machine.submit(workload, {workload.pods[0].key: spec})
@@ -118,8 +128,13 @@ def main() -> None:
     parser.add_argument(
         "--real-gpus", action="store_true", help="this machine's GPUs (NVML), not fake ones"
     )
+    parser.add_argument(
+        "--uid", type=int, default=None, help="as root: run each job as this uid, hidden"
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help="where results go")
     args = parser.parse_args()
+    if args.uid is not None and os.geteuid() != 0:
+        parser.error("--uid needs root (only root runs processes as another user)")
     inventory = machine_gpus(args.real_gpus)
     products = sorted({d.product for d in inventory.devices})
     gpus = f"{len(inventory.devices)} {'/'.join(products)}" + (
@@ -130,19 +145,30 @@ def main() -> None:
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "gpus": gpus,
         "load_1min_before": round(load, 2),
-        **measure(args.jobs, inventory),
+        "uid": args.uid,
+        **measure(args.jobs, inventory, args.uid),
     }
     name = "local_start_gpu" if args.real_gpus else "local_start"
+    if args.uid is not None:
+        name = "local_start_hidden"
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
     start, bind = results["submit_to_start_ms"], results["submit_to_bind_ms"]
+    command = f"python benchmarks/local_start.py --jobs {args.jobs}"
+    command += " --real-gpus" if args.real_gpus else ""
+    as_whom = ""
+    if args.uid is not None:
+        command += f" --uid {args.uid}"
+        as_whom = (
+            f", run as uid {args.uid} with other users' processes hidden (a mount namespace "
+            "and a /proc of its own per run)"
+        )
     lines = [
-        "# Local machine: submit to process start",
+        "# Local machine: submit to process start" + (" (hidden runs)" if as_whom else ""),
         "",
-        f"`python benchmarks/local_start.py --jobs {args.jobs}"
-        f"{' --real-gpus' if args.real_gpus else ''}` on {results['machine']} "
+        f"`{command}` on {results['machine']} "
         f"(1-minute load {results['load_1min_before']} before the run); one 1-GPU job at a "
-        f"time on {gpus}, its command `/bin/date +%s.%N`.",
+        f"time on {gpus}, its command `/bin/date +%s.%N`{as_whom}.",
         "",
         "| from submit to | median (ms) | p90 (ms) | max (ms) |",
         "|---|---|---|---|",

@@ -75,6 +75,7 @@ class LocalSettings:
     grace: float
     mps: bool
     allow_root: bool = False
+    shared_proc: bool = False
 
 
 DEFAULT_DB = Path("gpufleet.db")
@@ -206,6 +207,14 @@ def serve(
             "only user is root, such as a container)"
         ),
     ] = False,
+    shared_proc: Annotated[
+        bool,
+        typer.Option(
+            help="with --local, as root with --run-as: let each tenant's processes see the "
+            "other tenants' in /proc (by default each run sees only its own user's; use this "
+            "where the kernel refuses that, e.g. an unprivileged container)"
+        ),
+    ] = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster (or, with
@@ -251,9 +260,13 @@ def serve(
             grace,
             mps,
             allow_root,
+            shared_proc,
         )
-    elif fake_gpus or state_dir or run_as or mps or allow_root:
-        raise fail("--fake-gpus, --state-dir, --run-as, --mps and --allow-root are for --local")
+    elif fake_gpus or state_dir or run_as or mps or allow_root or shared_proc:
+        raise fail(
+            "--fake-gpus, --state-dir, --run-as, --mps, --allow-root and --shared-proc are "
+            "for --local"
+        )
     if observe.prometheus_url is not None and kubeconfig is None:
         raise fail("--prometheus-url is for --kubeconfig: the simulated cluster observes itself")
     if observe.idle_policies and kubeconfig is not None and observe.prometheus_url is None:
@@ -436,11 +449,13 @@ def _local_plane(
     from gpufleet.devices.fake import make_fake_nvml
     from gpufleet.devices.fake_spec import FakeSpecError
     from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
+    from gpufleet.service.local_isolation import check_process_hiding
     from gpufleet.service.local_plane import LocalControlPlane
     from gpufleet.service.local_users import TenantUsers
 
     try:
         users = TenantUsers.parse(local.run_as, allow_root=local.allow_root)
+        hiding_warning = check_process_hiding(users, local.shared_proc)
         nvml = make_fake_nvml(local.fake_gpus) if local.fake_gpus is not None else load_nvml()
         try:
             inventory = discover(nvml)
@@ -465,6 +480,8 @@ def _local_plane(
         store.close()
         raise
     warn_skipped(skipped)
+    if hiding_warning is not None:
+        warn(escape(hiding_warning))
     local.state_dir.mkdir(parents=True, exist_ok=True)
     machine = LocalMachine(
         inventory,
@@ -472,6 +489,7 @@ def _local_plane(
         mps=local.mps,
         grace_s=local.grace,
         allow_root=local.allow_root,
+        shared_proc=local.shared_proc,
     )
     plane = LocalControlPlane(store, machine, options, users)
     for rejected in plane.catalog.rejected:

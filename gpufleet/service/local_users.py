@@ -6,7 +6,8 @@ as ``TENANT=USER`` (a user name or a numeric uid), read once at start with the u
 
 * the server runs as root: a tenant's processes run as its user, with that user's primary
   group, in a root owned by that user; a tenant with no user is refused (403), and so is a
-  user that is root itself (the supervisor never runs a tenant's process as root);
+  user that is root itself (the supervisor never runs a tenant's process as root); whether
+  they can be hidden from the other users' is :mod:`.local_isolation`'s;
 * the server runs as anyone else: it can only run processes as itself, so every tenant's
   processes run as the server's user (tenants are kept apart by the API, which shows and
   signals each tenant's workloads only, not by the operating system); ``--run-as`` may only

@@ -154,13 +154,16 @@ class LocalMachine:
         grace_s: float = DEFAULT_GRACE_S,
         allow_root: bool = False,
         supervisor: Supervisor | None = None,
+        shared_proc: bool = False,
     ) -> None:
         self.inventory = inventory
         self.state_dir = Path(state_dir)
         self.node = node or machine_node(inventory)
         self.mps = mps
         self.grace_s = grace_s
-        self.supervisor = supervisor or Supervisor(self.state_dir, allow_root=allow_root)
+        self.supervisor = supervisor or Supervisor(
+            self.state_dir, allow_root=allow_root, shared_proc=shared_proc
+        )
         self.clock = WallClock()
         self._events: list[ClusterEvent] = []
         self._gangs: dict[str, _Gang] = {}

@@ -5,7 +5,8 @@ atomic writing (a temporary file, then ``rename``) of its files, so that a reade
 file or none, whoever crashes when:
 
 * ``spec.json``: what to run (a :meth:`~gpufleet.model.processes.ProcessSpec.to_json`, plus the
-  stop grace and the caller's labels), written by the supervisor before the shim starts;
+  stop grace, the caller's labels and whether to hide other users' processes from it),
+  written by the supervisor before the shim starts;
 * ``shim.json`` and ``child.json``: the shim's and its child's :class:`ProcessId` (PID and
   start time), written as each starts;
 * ``stop.json``: a stop asked for, with its grace period (read by the shim when told to stop);

@@ -12,7 +12,12 @@ everything the server needs to find the run again in the run's state directory
    both go there, appended, so a resumed run's output follows its earlier output);
 2. it starts the command with exactly the spec's environment and working directory, in a new
    session and process group of its own, as the spec's uid/gid (with no supplementary groups)
-   when given, and records it (``child.json``: PID and start time);
+   when given, and records it (``child.json``: PID and start time). When the spec switches
+   user and says ``hide_processes`` (the supervisor's default as root), the shim first enters
+   a mount namespace of its own whose ``/proc`` shows only that uid's processes
+   (:mod:`.proc_hiding`, systemd's ``ProtectProc=invisible``): the child and all it starts see
+   neither other tenants' processes nor the shim (root); where the kernel refuses, the run is
+   not started (``exit.json``'s error, and the log, say why), never run unhidden;
 3. when told to stop (SIGTERM), it sends SIGTERM to the process's whole group and, after the
    grace period (``stop.json``'s, else the spec's), SIGKILL: Slurm's and systemd's way
    (``KillWait``, ``TimeoutStopSec``), and Kubernetes' ``terminationGracePeriodSeconds``;
@@ -24,8 +29,9 @@ everything the server needs to find the run again in the run's state directory
 
 It checks nothing about who may run what (the supervisor does, before it starts a shim) and
 imports only the standard library (and of it nothing that a bare ``subprocess`` does not load
-already, but :mod:`json`) and :mod:`.run_state`, so that it starts in a few tens of
-milliseconds; the package's ``__init__`` modules on its path import nothing.
+already, but :mod:`json`, and :mod:`ctypes` for a run whose processes are hidden) and
+:mod:`.run_state` (and :mod:`.proc_hiding` for a hidden run), so that it starts in a few tens
+of milliseconds; the package's ``__init__`` modules on its path import nothing.
 """
 
 from __future__ import annotations
@@ -118,6 +124,11 @@ class Shim:
         if uid is not None and gid is not None:
             with contextlib.suppress(OSError):
                 os.fchown(log, int(str(uid)), int(str(gid)))
+        if uid is not None and spec.get("hide_processes"):
+            refused = self.hide_other_processes()
+            if refused is not None:
+                os.write(log, (refused + "\n").encode())
+                return ExitRecord(None, None, time.time(), refused)
         try:
             self.child = subprocess.Popen(
                 [str(a) for a in spec["argv"]],  # type: ignore[attr-defined]
@@ -148,6 +159,20 @@ class Shim:
         if returncode < 0:
             return ExitRecord(None, -returncode, time.time())
         return ExitRecord(returncode, None, time.time())
+
+    def hide_other_processes(self) -> str | None:
+        """Enter a mount namespace whose ``/proc`` shows only the child's uid's processes
+        (:mod:`.proc_hiding`); None when done, else why the run is not started."""
+        from gpufleet.backends.local.proc_hiding import ProcessHidingError, hide_other_processes
+
+        try:
+            hide_other_processes()
+        except (ProcessHidingError, OSError) as error:  # OSError: mountinfo unreadable
+            return (
+                f"gpufleet: not started: {error}; the run would have seen every user's "
+                f"processes (serve --local --shared-proc allows that)"
+            )
+        return None
 
     def wait(self, child: subprocess.Popen[bytes], spec: dict[str, object]) -> int:
         deadline: float | None = None

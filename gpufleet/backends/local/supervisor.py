@@ -21,7 +21,11 @@ Owns :class:`Supervisor`, over one state directory (:mod:`.run_state` says what 
 
 Who may run what: where the server runs as root, a process runs as the uid/gid of its spec and
 never as root (unless ``allow_root``, for a machine whose only user is root); where it does
-not, a process runs as the server's user and a spec naming another uid is refused. It does not
+not, a process runs as the server's user and a spec naming another uid is refused. A process
+run as another uid sees in ``/proc`` only that uid's processes (its shim mounts a ``/proc`` of
+its own, :mod:`.proc_hiding`; a run the kernel will not hide fails, it never runs unhidden)
+unless ``shared_proc`` (``serve --local --shared-proc``). The supervisor itself stays in the
+host's namespace: it finds runs by PID and start time in the host's ``/proc``. It does not
 choose devices or environments (:mod:`.devices_env`), nor know about pods (:mod:`.machine`).
 """
 
@@ -149,11 +153,13 @@ class Supervisor:
         allow_root: bool = False,
         python: str = sys.executable,
         euid: int | None = None,
+        shared_proc: bool = False,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.runs_dir = self.state_dir / RUNS_DIR
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         self.allow_root = allow_root
+        self.shared_proc = shared_proc
         self.python = python
         self.euid = os.geteuid() if euid is None else euid
         self._watched: dict[str, _Watched] = {}
@@ -205,6 +211,7 @@ class Supervisor:
                 **spec.to_json(),
                 "uid": uid,
                 "gid": gid,
+                "hide_processes": uid is not None and not self.shared_proc,
                 "grace_s": grace_s,
                 "labels": dict(labels or {}),
             },

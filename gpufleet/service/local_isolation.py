@@ -1,0 +1,62 @@
+"""Whether ``serve --local`` may start: each tenant's processes hidden from the others', or the
+operator said they need not be (``--shared-proc``).
+
+Owns :func:`check_process_hiding`, asked once at start. Where the server runs as root and
+switches user for some tenant (``--run-as``), each run's ``/proc`` shows only its own uid's
+processes (:mod:`gpufleet.backends.local.proc_hiding`); that needs ``CAP_SYS_ADMIN``, which an
+unprivileged container lacks. A server that cannot hide them refuses to start, naming what the
+kernel refused and the two ways out, rather than run tenants that see each other's processes
+when nobody chose it; with ``--shared-proc`` it starts and says, once, that they will. Where
+no user is switched (the server is not root, or only ``--allow-root``'s root runs), there is
+nothing to hide from: each process sees what its user sees.
+
+It starts nothing itself but the probe, and decides nothing per run (the supervisor writes
+``hide_processes`` in each run's spec).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gpufleet.backends.local.proc_hiding import probe
+from gpufleet.io.errors import InputError
+from gpufleet.service.local_users import RUN_AS, TenantUsers
+
+#: A probe: given a tenant's uid and gid, None when processes can be hidden, else why not.
+Probe = Callable[[int, int], str | None]
+
+#: How the operator gets out of a refusal.
+REMEDY = (
+    "run the server where it has CAP_SYS_ADMIN and may mount (as root on the host, or in a "
+    "container given --cap-add SYS_ADMIN and a security profile that allows mount), or start "
+    "it with --shared-proc to let every tenant see the other tenants' processes"
+)
+
+
+def check_process_hiding(
+    users: TenantUsers, shared_proc: bool, probe_hiding: Probe = probe
+) -> str | None:
+    """None when nothing needs saying; a warning to print at start when ``shared_proc`` leaves
+    switched users' processes visible to each other; :class:`InputError` when they should be
+    hidden and this machine cannot (see the module docstring)."""
+    switched = sorted(users.users.items()) if users.euid == 0 else []
+    if not switched:
+        return None
+    if shared_proc:
+        return (
+            "--shared-proc: each tenant's processes are visible to the other tenants (ps, "
+            "/proc/<pid>/cmdline); they still cannot signal them"
+        )
+    tenant, (uid, gid) = switched[0]
+    refused = probe_hiding(uid, gid)
+    if refused is None:
+        return None
+    raise InputError(
+        RUN_AS,
+        f"each tenant's processes are hidden from the others (a /proc of their own, "
+        f"hidepid=invisible), but this machine refused it (tried as tenant {tenant}'s uid "
+        f"{uid}): {refused}; {REMEDY}",
+    )
+
+
+__all__ = ["REMEDY", "Probe", "check_process_hiding"]
