@@ -371,6 +371,11 @@ class LocalMachine:
         bound = self._bound.get(pod_key)
         return None if bound is None else bound.run_id
 
+    def spec_of(self, pod_key: str) -> ProcessSpec | None:
+        """The process submitted for a pod (None: no such pod here)."""
+        gang = self._gangs.get(self._workload_of.get(pod_key, ""))
+        return None if gang is None else gang.specs.get(pod_key)
+
     def runs_of(self, pod_key: str) -> list[str]:
         """Every run of a pod, running or ended, first attempt first (its logs are kept)."""
         namespace, _, name = pod_key.partition("/")
