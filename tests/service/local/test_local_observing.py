@@ -5,7 +5,7 @@ restart."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,23 +48,25 @@ POLICY = IdlePolicy(
 )
 
 
-def fake_gpus(clock: MovableClock) -> Callable[[], DeviceSource]:
-    """Opens the four fake GPUs, their schedule read on the test's clock."""
+class FakeGpus:
+    """Opens the four fake GPUs, their schedule read on the test's clock; keeps the latest
+    fake NVML opened (to inject faults into)."""
 
-    def open_source() -> DeviceSource:
-        nvml = FakeNvml(
-            parse_fake_spec(yaml.safe_load(FOUR_GPUS), "gpus.yaml"), lambda: clock.offset
-        )
-        nvml.nvmlInit()
-        return NvmlDeviceSource(nvml)
+    def __init__(self, clock: MovableClock) -> None:
+        self.clock = clock
+        self.nvml: FakeNvml | None = None
 
-    return open_source
+    def __call__(self) -> DeviceSource:
+        spec = parse_fake_spec(yaml.safe_load(FOUR_GPUS), "gpus.yaml")
+        self.nvml = FakeNvml(spec, lambda: self.clock.offset)
+        self.nvml.nvmlInit()
+        return NvmlDeviceSource(self.nvml)
 
 
 @pytest.fixture
 def observed(state_root: Path) -> Iterator[LocalHarness]:
     clock = MovableClock()
-    devices = fake_gpus(clock)
+    devices = FakeGpus(clock)
     source = devices()
     inventory = source.inventory()
     source.close()
@@ -255,3 +257,59 @@ def test_a_preemptible_step_lets_waiting_work_preempt_the_idle_run(
     assert observed.workload("idle")["state"] == "Pending"
     assert observed.machine.run_of(f"{TENANT}/idle") is None
     assert "Preempted" in [e["reason"] for e in observed.workload("idle")["events"]]
+
+
+def test_a_gpu_with_a_critical_xid_is_withdrawn_until_it_recovers(observed: LocalHarness) -> None:
+    fake = observed.devices
+    assert isinstance(fake, FakeGpus)
+    assert fake.nvml is not None
+    running(observed, "busy")
+    assert gpu_of(observed, "busy") == BUSY_GPU, "the first pod took the first GPU"
+    uuid = observed.inventory.devices[2].uuid
+    fake.nvml.inject_xid(2, 79)
+    (withdrawn,) = observed.plane.check_health(timeout_s=5.0)
+    assert (withdrawn.workload, withdrawn.type, withdrawn.reason) == (
+        None, "Warning", "GPUUnhealthy",
+    )  # fmt: skip
+    assert withdrawn.message.startswith(f"GPU 2 ({uuid}) withdrawn from scheduling: XID 79")
+    assert withdrawn in observed.store.events()
+    (node,) = observed.client("admin").get("/api/v1/nodes").json()
+    assert [d["index"] for d in node["devices"] if not d["healthy"]] == [2]
+    # Three GPUs are free but one is withdrawn: a pod asking for three waits.
+    body = observed.submit(pod("wide", report(observed, "0", "never"), gpus=3))
+    assert body["status"] == 201, body
+    observed.run_until(lambda: f"{TENANT}/wide" in observed.machine.unschedulable)
+    assert observed.workload("wide")["state"] == "Pending"
+    # The XID is in the samples: the built-in alert fires for that GPU.
+    rounds(observed, 60)
+    xid = [a for a in alerts(observed, state="firing") if a["rule"] == "gpu-xid-error"]
+    assert [a["labels"]["gpu"] for a in xid] == ["2"]
+    assert xid[0]["value"] == pytest.approx(79.0, abs=0.01)  # as the store keeps it
+    # Recovered (the driver says no action is needed any more): back in service, and used.
+    fake.nvml.recover(2)
+    (back,) = observed.plane.check_health(timeout_s=5.0)
+    assert (back.reason, back.message) == ("GPUHealthy", f"GPU 2 ({uuid}) is back in service")
+    observed.run_until(observed.state_is("wide", "Running"))
+
+
+def test_cost_prices_the_runs_with_their_measured_utilisation(observed: LocalHarness) -> None:
+    """``gpufleet cost`` from the local plane's records and series: each run's GPU-hours on
+    the machine's GPUs, split into used and idle by what NVML measured."""
+    running(observed, "busy", "idle")
+    rounds(observed, 60 * 60)
+    response = observed.client("admin").get(
+        "/api/v1/cost", params={"by": "workload", "window": "1h"}
+    )
+    assert response.status_code == 200, response.text
+    report = response.json()
+    assert report["measured"]
+    assert report["unpriced_models"] == []
+    lines = {line["name"]: line for line in report["lines"]}
+    for name, utilisation in (("busy", 0.95), ("idle", 0.02)):
+        line = lines[f"{TENANT}/{name}"]
+        assert line["gpu_hours"] == pytest.approx(1.0, abs=0.01)
+        assert line["utilisation"] == pytest.approx(utilisation, abs=0.001)
+        assert line["allocated"] > 0
+        assert line["used"] == pytest.approx(line["allocated"] * utilisation, rel=0.01)
+    assert lines["__idle__"]["gpu_hours"] == pytest.approx(2.0, abs=0.01), "GPUs nobody held"
+    assert [h["workload"] for h in report["idle_holders"]] == [f"{TENANT}/Pod/idle"]
