@@ -275,6 +275,9 @@ def test_a_gpu_with_a_critical_xid_is_withdrawn_until_it_recovers(observed: Loca
     assert withdrawn in observed.store.events()
     (node,) = observed.client("admin").get("/api/v1/nodes").json()
     assert [d["index"] for d in node["devices"] if not d["healthy"]] == [2]
+    observed.plane.turn()
+    metrics = observed.client("admin").get("/metrics").text
+    assert 'gpufleet_gpu_unhealthy{gpu="2",node="box"} 1.0' in metrics
     # Three GPUs are free but one is withdrawn: a pod asking for three waits.
     body = observed.submit(pod("wide", report(observed, "0", "never"), gpus=3))
     assert body["status"] == 201, body
