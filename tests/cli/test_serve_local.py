@@ -65,7 +65,7 @@ def test_idle_policies_act_on_a_local_plane_that_reads_its_gpus(
     code, output = serve(tmp_path, "--idle-policies", policies, "--scenario", scenario)
     assert code == 0, output
     assert "idle policies notebooks, debug" in output
-    ((plane, samples),) = served
+    plane, samples = served[0]
     # The README's fake DGX: eight GPUs, GPU 7's four MIG instances.
     assert samples == 12
     assert isinstance(plane.telemetry, LocalTelemetry)
@@ -78,6 +78,10 @@ def test_idle_policies_act_on_a_local_plane_that_reads_its_gpus(
     assert [sorted(p.name for p in r.engine.policies) for r in reclaimers] == [
         ["debug", "notebooks"]
     ]
+    # Alerts go out from a local plane too.
+    code, output = serve(tmp_path, "--alert-webhook", "http://127.0.0.1:9/hook")
+    assert code == 0, output
+    assert "alerts sent to 1 route(s)" in output
     # Stopped when serve ends: NVML shut down with it.
     devices = plane.devices
     assert isinstance(devices, NvmlDeviceSource)
