@@ -6,7 +6,8 @@ read from the plane's core; on Kubernetes also leadership and API calls) and add
 the control plane has: its workloads by state, its clock, what its book counted since start,
 the latency of API requests, what its workloads cost (:class:`~gpufleet.service.cost_meter.
 CostMeter`), and its world's device telemetry under dcgm-exporter's names
-(:mod:`gpufleet.metrics.dcgm`, where the world has telemetry: the simulated cluster). Every
+(:mod:`gpufleet.metrics.dcgm`, where the world has telemetry: the simulated cluster, this
+machine's GPUs under ``serve --local``). Every
 name comes from :mod:`gpufleet.metrics.families`.
 """
 

@@ -49,6 +49,7 @@ from gpufleet.io.node_faults import check_node_faults
 from gpufleet.io.readers import read_cluster
 from gpufleet.io.sim_telemetry import TelemetrySettings, parse_usage_profile, profile_choices
 from gpufleet.model import Node
+from gpufleet.model.idle import IdlePolicy
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
 from gpufleet.scheduling.profile import DEFAULT_PROFILE
@@ -246,10 +247,11 @@ def serve(
     if local:
         if kubeconfig is not None or cluster is not None:
             raise fail("--local runs on this machine: it takes neither --kubeconfig nor --cluster")
-        if observe.idle_policies or observe.replica_autoscaling or observe.routing is not None:
+        if replica_autoscaling:
             raise fail(
-                "--local has no GPU telemetry yet: no --idle-policies, --replica-autoscaling, "
-                "--alert-config or --alert-webhook"
+                "--replica-autoscaling is not for --local: it scales Deployments through their "
+                "replica controllers, and the local machine has none (a replica that ends is "
+                "not started again)"
             )
         if grace < 0:
             raise fail(f"--grace must be 0 or more seconds, got {grace:g}")
@@ -349,8 +351,15 @@ def _serve_on(
         if observe.replica_autoscaling:
             where += ", replicas of the workloads annotated gpufleet.dev/max-replicas autoscaled"
     elif local is not None:
-        plane = reclaiming = _local_plane(local, store, options, scenario, fresh)
-        where = local_summary(plane)
+        local_plane, seeded_idle = _local_plane(local, store, options, scenario, fresh)
+        plane = reclaiming = local_plane
+        where = local_summary(local_plane)
+        try:
+            idle = join_idle_policies([("--idle-policies", idle), ("--scenario", seeded_idle)])
+        except InputError:
+            local_plane.stop()
+            store.close()
+            raise
     else:
         skipped = Skipped()
         nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
@@ -440,44 +449,48 @@ def _local_plane(
     options: ServeOptions,
     scenario: list[Path] | None,
     fresh: bool,
-) -> LocalControlPlane:
-    """The plane over this machine (its GPUs discovered through NVML, or the fake NVML), its
-    queues and priority classes seeded from ``scenario`` (on a new database: the bundled
-    one-box queues)."""
+) -> tuple[LocalControlPlane, list[IdlePolicy]]:
+    """The plane over this machine (its GPUs discovered through NVML, or the fake NVML, which
+    stays open for the plane's samples until it stops), its queues and priority classes
+    seeded from ``scenario`` (on a new database: the bundled one-box queues); and the
+    scenario's IdlePolicy objects."""
     from gpufleet.backends.local.machine import LocalMachine
-    from gpufleet.devices.discovery import discover
     from gpufleet.devices.fake import make_fake_nvml
     from gpufleet.devices.fake_spec import FakeSpecError
     from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
+    from gpufleet.devices.nvml_source import NvmlDeviceSource
     from gpufleet.service.local_isolation import check_process_hiding
     from gpufleet.service.local_plane import LocalControlPlane
     from gpufleet.service.local_users import TenantUsers
 
+    devices: NvmlDeviceSource | None = None
     try:
         users = TenantUsers.parse(local.run_as, allow_root=local.allow_root)
         hiding_warning = check_process_hiding(users, local.shared_proc)
         nvml = make_fake_nvml(local.fake_gpus) if local.fake_gpus is not None else load_nvml()
         try:
-            inventory = discover(nvml)
-        finally:
+            devices = NvmlDeviceSource(nvml)
+        except BaseException:
             nvml.nvmlShutdown()
+            raise
+        inventory = devices.inventory()
         files = list(scenario or ([bundled("local-queues.yaml")] if fresh else []))
         skipped = Skipped()
         seed = plan_seed(store, files, options, fresh, skipped)
-        if seed.workloads or seed.faults or seed.node_faults or seed.idle_policies:
+        if seed.workloads or seed.faults or seed.node_faults:
             raise fail(
-                "--local reads only Queue and PriorityClass objects from --scenario: submit "
-                "workloads through the API (gpufleet submit, gpufleet run)"
+                "--local reads only Queue, PriorityClass and IdlePolicy objects from "
+                "--scenario: submit workloads through the API (gpufleet submit, gpufleet run)"
             )
         write_seed(store, seed)
-    except NvmlUnavailableError as error:
+    except BaseException as error:
+        if devices is not None:
+            devices.close()
         store.close()
-        raise fail(f"cannot read this machine's GPUs: {error}") from None
-    except FakeSpecError as error:
-        store.close()
-        raise fail(escape(str(error))) from None
-    except (InputError, typer.Exit):
-        store.close()
+        if isinstance(error, NvmlUnavailableError):
+            raise fail(f"cannot read this machine's GPUs: {error}") from None
+        if isinstance(error, FakeSpecError):
+            raise fail(escape(str(error))) from None
         raise
     warn_skipped(skipped)
     if hiding_warning is not None:
@@ -491,10 +504,10 @@ def _local_plane(
         allow_root=local.allow_root,
         shared_proc=local.shared_proc,
     )
-    plane = LocalControlPlane(store, machine, options, users)
+    plane = LocalControlPlane(store, machine, options, users, devices=devices)
     for rejected in plane.catalog.rejected:
         warn(escape(_set_aside(rejected, Path(store.path))))
-    return plane
+    return plane, list(seed.idle_policies)
 
 
 def local_summary(plane: LocalControlPlane) -> str:

@@ -217,7 +217,17 @@ def process_spec_from_pod_spec(
         if deadline is None
         else float(context.integer(deadline, f"{spec_path}.activeDeadlineSeconds", 1))
     )
-    return ProcessSpec(tuple(command + args), executable, env, cwd, uid, gid, deadline_s=deadline_s)
+    container_name = container.get("name")
+    return ProcessSpec(
+        tuple(command + args),
+        executable,
+        env,
+        cwd,
+        uid,
+        gid,
+        deadline_s=deadline_s,
+        container="" if container_name is None else context.text(container_name, f"{path}.name"),
+    )
 
 
 def process_spec_from_object(

@@ -22,7 +22,9 @@ class ProcessSpec:
     ``deadline_s``: the seconds it may run, from the start of its workload's run, before it is
     stopped and failed (a Pod's or Job's ``activeDeadlineSeconds``; None: no limit).
     ``backoff_limit``: how many failed runs of its workload are started again before the
-    workload fails (a Job's ``backoffLimit``; None: a failure ends it, as a bare Pod's does)."""
+    workload fails (a Job's ``backoffLimit``; None: a failure ends it, as a bare Pod's does).
+    ``container``: the name of the container it was read from (what telemetry labels its GPUs
+    with, as dcgm-exporter does; empty: not known)."""
 
     argv: tuple[str, ...]
     executable: str
@@ -33,6 +35,7 @@ class ProcessSpec:
     log_path: str | None = None
     deadline_s: float | None = None
     backoff_limit: int | None = None
+    container: str = ""
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -61,6 +64,7 @@ class ProcessSpec:
             "log_path": self.log_path,
             "deadline_s": self.deadline_s,
             "backoff_limit": self.backoff_limit,
+            "container": self.container,
         }
 
     @classmethod
@@ -81,4 +85,5 @@ class ProcessSpec:
             None if log_path is None else str(log_path),
             None if deadline is None else float(str(deadline)),
             None if backoff is None else int(str(backoff)),
+            str(data.get("container") or ""),
         )

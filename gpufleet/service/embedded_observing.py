@@ -1,9 +1,12 @@
-"""The embedded plane's observatory: its own series store, fed from the simulated GPUs, kept in
-the plane's SQLite file.
+"""The embedded planes' observatory: their own series store, fed from their GPUs, kept in the
+plane's SQLite file.
 
-Owns :class:`EmbeddedObserving`: each round (every 15 s of the plane's simulated clock) it
-reads every simulated GPU (the plane's ``TelemetrySource``), tags each pod's series with its
-queue, tenant, workload and kind from the plane's records, hands both to the
+Owns :class:`EmbeddedObserving`, used by the planes that keep their own series (no Prometheus):
+the simulated cluster's (:mod:`~gpufleet.service.embedded_plane`, on its scaled clock) and
+this machine's (:mod:`~gpufleet.service.local_plane`, on the wall clock, its GPUs read through
+NVML). Each round (every 15 s of the plane's clock by default) it reads every GPU (the plane's
+``TelemetrySource``; none: a round of no readings), tags each pod's series with its queue,
+tenant, workload and kind from the plane's records, hands both to the
 :class:`~gpufleet.service.observatory.Observatory`, and every :data:`SAVE_EVERY_S` writes the
 store's durable form (``SeriesStore.to_bytes``, compressed) and the pods' usage summaries into
 the plane's store, so a restarted ``gpufleet serve`` keeps its day of fine points and its 30

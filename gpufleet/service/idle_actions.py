@@ -7,8 +7,9 @@ plane's lock: :func:`idle_candidates`), asks its :class:`~gpufleet.telemetry.idl
 which step of which policy is due over the observatory's series (outside that lock: a
 Prometheus query may take seconds), and carries each out through the plane's hooks
 (:class:`~gpufleet.service.base.PlaneBase`): Notify is the event alone; Checkpoint,
-``request_checkpoint``; Stop, ``stop_idle`` (embedded: cancelled; Kubernetes: its pods
-evicted); ScaleToZero, ``scale_to_zero``; Preemptible, ``demote``. Every step is a Warning event
+``request_checkpoint``; Stop, ``stop_idle`` (embedded and local: cancelled, a local run with
+SIGTERM, the grace, SIGKILL; Kubernetes: its pods evicted); ScaleToZero, ``scale_to_zero``;
+Preemptible, ``demote``. Every step is a Warning event
 on the workload (reason ``IdleReclaim<Action>``) with the numbers that triggered it (mean
 utilisation, window, threshold, idle for, GPUs) and what the plane did; a dry run records a
 Normal event "dry run: would ..." and does nothing else. A step the world refused for now (an

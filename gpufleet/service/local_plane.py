@@ -28,9 +28,28 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   the machine honours by starting a failed run again (a ``BackOff`` event); the job row in
   describe counts the failed pods and ends ``Failed (BackoffLimitExceeded)`` past the limit.
 
-It has no GPU telemetry, series or alerts (the simulated plane's observatory) and no job
-controllers: a pod that ends is over (no Job completions beyond its pods, no replica
-restarts), save for a Job's retries, which the machine makes.
+* its GPUs observed: given the machine's GPUs through NVML (``devices``: the node agent's
+  :class:`~gpufleet.devices.nvml_source.NvmlDeviceSource` over the real or the fake NVML,
+  kept open until :meth:`LocalControlPlane.stop`), ``telemetry`` is a
+  :class:`~gpufleet.backends.local.telemetry.LocalTelemetry` (every GPU and MIG sample, the
+  pod holding each device, what is allocated: ``/metrics`` and the node map read it), and the
+  simulated plane's observatory (:class:`~gpufleet.service.embedded_observing.
+  EmbeddedObserving`) records it every ``observe_step_s`` (15 s) of the wall clock, evaluates
+  the alert rules, feeds the idle policies and keeps the series in the store across restarts.
+  Idle policies act through the shared plane: Stop cancels (SIGTERM, the grace, SIGKILL);
+  Preemptible lowers the workload in the core, so waiting work may preempt it; ScaleToZero
+  stops it (no replica controllers here, said in its event); Checkpoint is its event alone
+  (a run has no annotation to read; one that checkpoints on SIGTERM does so when stopped).
+
+* GPU health: a thread waits on NVML's health events (:class:`~gpufleet.backends.local.
+  health.GpuHealthWatch`, the node agent's verdicts: a lost GPU, a critical XID, a
+  double-bit ECC error); a failed GPU is withdrawn from scheduling (what runs on it runs on)
+  and given back when NVML says it recovered, each change a ``GPUUnhealthy`` or
+  ``GPUHealthy`` event of the machine (:meth:`LocalControlPlane.check_health`).
+
+It has no job controllers: a pod that ends is over (no Job completions beyond its pods, no
+replica restarts, hence no replica autoscaling), save for a Job's retries, which the machine
+makes.
 """
 
 from __future__ import annotations
@@ -38,12 +57,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from gpufleet.backends.local.health import GpuHealthWatch
 from gpufleet.backends.local.machine import BACKOFF_LIMIT_EXCEEDED, LocalMachine, SubmitRefusedError
 from gpufleet.backends.local.supervisor import RunStatus
+from gpufleet.backends.local.telemetry import LocalTelemetry
 from gpufleet.control.loop import sync
+from gpufleet.devices.source import DeviceSource
+from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import REPLICATED_KINDS
 from gpufleet.io.manifests import Manifest
@@ -52,11 +76,14 @@ from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Placement
 from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd, PodRestarted
 from gpufleet.model.processes import ProcessSpec
+from gpufleet.model.telemetry import HealthEvent
 from gpufleet.service.auth import Principal
-from gpufleet.service.base import LOG_CHUNK, NotFoundError, ServeOptions
+from gpufleet.service.base import LOG_CHUNK, IdleOutcome, NotFoundError, ServeOptions
+from gpufleet.service.embedded_observing import EmbeddedObserving
 from gpufleet.service.live_plane import LivePlane
 from gpufleet.service.local_users import TenantUsers
 from gpufleet.service.local_world import LiveLocalMachine
+from gpufleet.service.observatory import STEP_S, ObservatoryThread
 from gpufleet.service.protocol import PodLog
 from gpufleet.service.records import (
     POD_FAILED,
@@ -73,6 +100,9 @@ from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import SOURCE, Submitted
 
 log = logging.getLogger(__name__)
+
+#: How long the health thread waits on NVML's events per turn (also how soon it stops).
+HEALTH_WAIT_S = 0.5
 
 #: The server's environment variables a manifest's process starts with (before its own env).
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
@@ -91,22 +121,95 @@ class LocalControlPlane(LivePlane):
         options: ServeOptions | None = None,
         users: TenantUsers | None = None,
         wall: Callable[[], float] = time.monotonic,
+        devices: DeviceSource | None = None,
+        observe_step_s: float = STEP_S,
     ) -> None:
         self.machine = machine
         self.users = users or TenantUsers()
+        #: This machine's GPUs through NVML, open until :meth:`stop` (None: no samples).
+        self.devices = devices
         self._prepared: dict[str, dict[str, ProcessSpec]] = {}
         super().__init__(
             store, LiveLocalMachine(machine), SchedulerMetrics(), options or ServeOptions(), wall
         )
+        #: The GPUs NVML reports lost or failed, withdrawn from scheduling (None: no NVML).
+        self.health: GpuHealthWatch | None = None
+        if devices is not None:
+            self.telemetry = LocalTelemetry(machine, devices, self.lock)
+            self.health = GpuHealthWatch(machine, devices, self.lock)
+        self._health_thread: threading.Thread | None = None
+        rules = self.options.alert_rules
+        self.observing = EmbeddedObserving(
+            self, builtin_alert_rules() if rules is None else rules, observe_step_s
+        )
+        # The GPUs' series and the alerts on them, on the wall clock (see embedded_observing).
+        self.watch(self.observing.observatory)
+        self._observe = ObservatoryThread(self.observing.round, observe_step_s)
 
     @property
     def speed(self) -> float | None:
         return None  # real time
 
+    def start(self) -> None:
+        """Run the scheduling loop and the observatory in threads (until :meth:`stop`)."""
+        running = self.running
+        super().start()
+        if not running:
+            self._observe.start()
+            if self.health is not None:
+                self._health_thread = threading.Thread(
+                    target=self._watch_health, name="gpufleet-gpu-health", daemon=True
+                )
+                self._health_thread.start()
+
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop scheduling; the processes run on (a restarted server finds them again)."""
+        """Stop scheduling and observing (the series saved, NVML shut down); the processes run
+        on (a restarted server finds them again)."""
+        self._observe.stop(timeout)
         super().stop(timeout)
+        if self._health_thread is not None:
+            self._health_thread.join(timeout)
+            self._health_thread = None
+        self.observing.save()
         self.machine.close()
+        if self.devices is not None:
+            self.devices.close()
+
+    # ----------------------------------------------------------------------------- health
+    def check_health(self, timeout_s: float = HEALTH_WAIT_S) -> list[StoredEvent]:
+        """Wait up to ``timeout_s`` for GPUs to fail or recover; withdraw (or restore) them and
+        record an event for each change (the health thread's turn; tests call it)."""
+        if self.health is None:
+            return []
+        changes = self.health.poll(timeout_s)
+        if not changes:
+            return []
+        with self.lock:
+            now = self.now()
+            events = [_health_event(now, change) for change in changes]
+            with self.store.transaction():
+                self.store.add_events(events)
+        for event in events:
+            log.warning("%s", event.message)
+        self.publish([], events)
+        return events
+
+    def _watch_health(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self.check_health()
+            except Exception:
+                log.exception("GPU health check failed; trying again")
+                self._stopping.wait(HEALTH_WAIT_S)
+
+    # ----------------------------------------------------------------------------- idle GPUs
+    def request_checkpoint(self, key: str, at: float) -> IdleOutcome:
+        """A process has no checkpoint annotation to set: the event is the request, and a
+        program that checkpoints on SIGTERM does so when a later step stops it."""
+        return IdleOutcome(
+            note="no checkpoint request on the local machine: a run checkpoints on SIGTERM "
+            "when it is stopped"
+        )
 
     # ----------------------------------------------------------------------------- submit
     def _prepare(
@@ -381,6 +484,22 @@ class LocalControlPlane(LivePlane):
             running_run == run,
             finished,
         )
+
+
+def _health_event(now: float, change: HealthEvent) -> StoredEvent:
+    """``GPUUnhealthy``: ``GPU 2 (GPU-...) withdrawn from scheduling: XID 79 ...``, or
+    ``GPUHealthy`` when it is back."""
+    gpu = f"GPU {change.gpu} ({change.uuid})"
+    if change.healthy:
+        return StoredEvent(now, None, "Normal", "GPUHealthy", f"{gpu} is back in service")
+    why = change.reason or "unhealthy"
+    return StoredEvent(
+        now,
+        None,
+        "Warning",
+        "GPUUnhealthy",
+        f"{gpu} withdrawn from scheduling: {why} (what runs on it runs on)",
+    )
 
 
 def _duration(seconds: float) -> str:

@@ -7,6 +7,11 @@ GPUs; priority classes ``low`` and ``high``). Tests drive the loop themselves
 (:meth:`LocalHarness.run_until`: a turn, then a wait on the machine's FIFO, never a fixed
 sleep); :meth:`LocalHarness.restart` drops the plane as a killed server would (the processes
 run on) and opens a new one on the same database and state directory.
+
+Given a ``devices`` factory (a :class:`~gpufleet.devices.source.DeviceSource`, such as the
+node agent's over the fake NVML), the plane observes the GPUs: a test moves the plane's clock
+with :class:`MovableClock` (``clock``: the machine's wall clock plus an offset the test adds
+to) and calls ``plane.observing.round()`` itself.
 """
 
 from __future__ import annotations
@@ -23,18 +28,33 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from gpufleet.api.app import create_app
-from gpufleet.backends.local.machine import LocalMachine
+from gpufleet.backends.local.machine import LocalMachine, WallClock
 from gpufleet.backends.local.node import machine_node
+from gpufleet.devices.source import DeviceSource
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
 from gpufleet.service.live_plane import LivePlane
 from gpufleet.service.local_plane import LocalControlPlane
 from gpufleet.service.local_users import TenantUsers
+from gpufleet.service.observatory import STEP_S
 from gpufleet.service.store import Store
 from gpufleet.testing.service import priority_class_doc, queue_doc
 
 TENANT = "research"
+
+
+class MovableClock(WallClock):
+    """The wall clock (seconds since the epoch) plus an offset a test moves forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def now(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
 
 
 @dataclass
@@ -44,13 +64,25 @@ class LocalHarness:
     inventory: NodeInventory
     root: Path
     tokens: dict[str, str] = field(default_factory=dict)
+    #: Opens the GPUs the plane observes (None: it reads no samples).
+    devices: Callable[[], DeviceSource] | None = None
+    #: The machine's clock, when a test moves it (None: the wall clock).
+    clock: MovableClock | None = None
+    observe_step_s: float = STEP_S
     plane: LocalControlPlane = field(init=False)
     machine: LocalMachine = field(init=False)
     store: Store = field(init=False)
     app: FastAPI = field(init=False)
 
     @classmethod
-    def start(cls, inventory: NodeInventory, root: Path) -> LocalHarness:
+    def start(
+        cls,
+        inventory: NodeInventory,
+        root: Path,
+        devices: Callable[[], DeviceSource] | None = None,
+        clock: MovableClock | None = None,
+        observe_step_s: float = STEP_S,
+    ) -> LocalHarness:
         store = Store(root / "plane.db")
         store.put_object(QUEUE, TENANT, queue_doc(TENANT, 8, namespaces=[TENANT]))
         for name, value in (("low", 0), ("high", 1000)):
@@ -60,7 +92,7 @@ class LocalHarness:
             TENANT: create_token(store, TENANT, "tenant"),
         }
         store.close()
-        harness = cls(inventory, root, tokens)
+        harness = cls(inventory, root, tokens, devices, clock, observe_step_s)
         harness.open()
         return harness
 
@@ -75,15 +107,28 @@ class LocalHarness:
         self.machine = LocalMachine(
             self.inventory, self.state_dir, node=node, grace_s=5.0, allow_root=True
         )
+        if self.clock is not None:
+            self.machine.clock = self.clock
         options = ServeOptions(admission=AdmissionConfig(min_runtime=0.0))
         self.plane = LocalControlPlane(
-            self.store, self.machine, options, TenantUsers(allow_root=True)
+            self.store,
+            self.machine,
+            options,
+            TenantUsers(allow_root=True),
+            devices=None if self.devices is None else self.devices(),
+            observe_step_s=self.observe_step_s,
         )
         self.app = create_app(self.plane)
 
-    def restart(self) -> None:
-        """Drop the plane as a killed server would (its processes run on) and open again."""
-        self.machine.close()
+    def restart(self, clean: bool = False) -> None:
+        """Drop the plane as a killed server would (its processes run on) and open again;
+        ``clean``: stop it as a server stopping does first (its series saved)."""
+        if clean:
+            self.plane.stop()
+        else:
+            self.machine.close()
+            if self.plane.devices is not None:
+                self.plane.devices.close()
         self.store.close()
         self.open()
 
@@ -145,4 +190,6 @@ class LocalHarness:
         machine.cancel([*machine._bound, *machine.waiting])
         self.run_until(lambda: not machine.supervisor.running)
         machine.close()
+        if self.plane.devices is not None:
+            self.plane.devices.close()
         self.store.close()

@@ -14,6 +14,7 @@ import pytest
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.process_specs import cannot_run, expand, process_spec_from_object
+from gpufleet.model.processes import ProcessSpec
 
 BASE_ENV = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -40,6 +41,7 @@ def test_command_args_env_and_working_dir(root: Path) -> None:
                 "args": ["print('$(GREETING)')", "$$HOME"],
                 "env": [{"name": "GREETING", "value": "hi $(LANG)"}, {"name": "EMPTY"}],
                 "workingDir": "work",
+                "name": "trainer",
             }
         ),
         "train.yaml",
@@ -47,6 +49,10 @@ def test_command_args_env_and_working_dir(root: Path) -> None:
         BASE_ENV,
     )
     assert spec.argv == ("python", "-c", "print('hi C.UTF-8')", "$HOME")
+    assert spec.container == "trainer"
+    assert ProcessSpec.from_json(spec.to_json()) == spec
+    stored_before_names = {k: v for k, v in spec.to_json().items() if k != "container"}
+    assert ProcessSpec.from_json(stored_before_names).container == ""
     assert os.access(spec.executable, os.X_OK)
     assert os.path.basename(spec.executable).startswith("python")
     assert spec.env == {**BASE_ENV, "GREETING": "hi C.UTF-8", "EMPTY": ""}

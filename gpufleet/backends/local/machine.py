@@ -36,6 +36,10 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   The count is kept with the runs, so it holds across a restart of the server (a run that
   failed while the server was down ends its workload: it is not started again).
 
+GPU health: :meth:`LocalMachine.set_gpu_health` withdraws the GPUs the caller found unhealthy
+(NVML's lost devices and critical XIDs, :mod:`.health`) from scheduling, as the node agent's
+health marks them on a cluster (``DeviceHealthChanged``); runs already there run on.
+
 Restarts: each run keeps its pod's key, workload, rank and placement with it, so a new server
 calls :meth:`LocalMachine.recover` with the pods it believes run, and gets back the running
 ones in :meth:`~LocalMachine.list_state` and the ones that ended (or were lost) meanwhile as
@@ -76,6 +80,7 @@ from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import (
     BindFailed,
     ClusterEvent,
+    DeviceHealthChanged,
     JobEnded,
     PodBound,
     PodDeleted,
@@ -86,6 +91,7 @@ from gpufleet.model.events import (
     WorkloadDemoted,
 )
 from gpufleet.model.inventory import NodeInventory
+from gpufleet.model.node import with_gpu_health
 from gpufleet.model.processes import ProcessSpec
 
 log = logging.getLogger(__name__)
@@ -368,11 +374,31 @@ class LocalMachine:
         self.wake()
         return True
 
+    def set_gpu_health(self, unhealthy: Mapping[int, str]) -> bool:
+        """Exactly the GPUs ``unhealthy`` (index: why) are withdrawn from scheduling from now
+        on (``DeviceHealthChanged`` for the core; what runs on them runs on). False: no
+        change."""
+        node = with_gpu_health(self.node, unhealthy)
+        if node is self.node:
+            return False
+        self.node = node
+        sick = tuple(sorted(unhealthy))
+        self._events.append(
+            DeviceHealthChanged(node.name, sick, tuple((i, unhealthy[i]) for i in sick))
+        )
+        self.wake()
+        return True
+
     # ----------------------------------------------------------------------------- queries
     def run_of(self, pod_key: str) -> str | None:
         """The run of a pod that runs (None otherwise): for its logs and process."""
         bound = self._bound.get(pod_key)
         return None if bound is None else bound.run_id
+
+    def spec_of(self, pod_key: str) -> ProcessSpec | None:
+        """The process submitted for a pod (None: no such pod here)."""
+        gang = self._gangs.get(self._workload_of.get(pod_key, ""))
+        return None if gang is None else gang.specs.get(pod_key)
 
     def runs_of(self, pod_key: str) -> list[str]:
         """Every run of a pod, running or ended, first attempt first (its logs are kept)."""
