@@ -192,6 +192,19 @@ class Quotas:
             known = self._checks[memo_key] = self._check(workload, usage, amounts)
         return known
 
+    def owed_but_taken(
+        self, workload: Workload, usage: Mapping[str, int], refused: QuotaCheck
+    ) -> bool:
+        """Whether ``refused`` (:meth:`check` of ``usage`` for this workload) stops it although
+        it stays within its queue's nominal quota on every level: the GPUs it is owed are
+        taken (lent to other queues, or the cluster holds fewer than its quotas promise), and
+        it waits for them to free as for room on the nodes. Not when it would borrow (what it
+        borrows is not owed to it), nor when the nominal rule of non-preemptible work or a
+        namespace's cap refuses it."""
+        if refused.admits or refused.scope != "queue" or refused.why:
+            return False
+        return self.within_nominal(workload.queue, usage)
+
     def _check(
         self, workload: Workload, usage: Mapping[str, int], amounts: tuple[int, ...]
     ) -> QuotaCheck:

@@ -323,6 +323,11 @@ class SchedulerCore:
             # 4. Preemption, for quota.
             if allow_preemption and self._preempt(workload, actions):
                 return PREEMPTED
+            if quotas.owed_but_taken(workload, request, check):
+                # The GPUs its quota owes it are taken (the quota tree's top is the cluster's
+                # capacity): a gang waits for them as for room on the nodes, and keeps them
+                # from small work that would outlast its start.
+                self.backfill.plan(workload)
             self.parking.park(group, actions, Parked.QUOTA, f"waiting for quota: {check.message()}")
             return BLOCKED
         restrict = holds.restrict_for(workload, keep_reservation=not nominated)

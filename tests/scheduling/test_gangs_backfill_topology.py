@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
+from gpufleet.model.queues import Queue
 from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.testing.builders import make_cluster, make_node, make_queue, make_workload
@@ -159,6 +162,50 @@ def test_estimated_start_of_the_reservation_owner() -> None:
     assert waiting.waiting_for == "capacity"
     assert waiting.estimated_start == 2_000.0
     assert "Capacity reserved for it from t=33m20s." in waiting.message
+
+
+@pytest.mark.parametrize(
+    ("queues", "reserved"),
+    [
+        # A quota larger than the machine: the gang is owed the GPUs, the job holds them.
+        pytest.param([make_queue("q", 16)], True, id="owed-but-taken"),
+        # Owed 4 of them, it would borrow 4 of the other queue's idle ones: not owed those.
+        pytest.param([make_queue("q", 4), make_queue("other", 4)], False, id="would-borrow"),
+        # Its queue's quota is the machine, half used by itself: over its nominal quota.
+        pytest.param([make_queue("q", 8)], False, id="over-its-nominal-quota"),
+    ],
+)
+def test_a_gang_refused_by_quota_though_owed_the_gpus_gets_a_reservation(
+    queues: list[Queue], reserved: bool
+) -> None:
+    # One 8-GPU machine, whose capacity is the top of the quota tree: a gang that waits for
+    # busy GPUs is refused by quota, not by placement; when its queue's nominal quota owes it
+    # the GPUs, it gets a reservation as it would had the nodes had no room.
+    core = make_core([make_node("box", gpus=8)], queues)
+    cluster = EchoCluster(core)
+    cluster.submit(make_workload("running", "q", gpus=4, runtime=1_000), now=0)
+    gang = make_workload("gang", "q", pods=2, gpus=4)
+    cluster.submit(gang, now=5)
+    assert nodes_of(cluster, gang) == set()
+    assert (core.reservation is not None and core.reservation.owner == gang.key) is reserved
+    if reserved:
+        assert core.reservation is not None
+        assert core.reservation.start == 1_000.0
+
+
+def test_short_jobs_backfill_a_gang_refused_by_quota_long_ones_wait() -> None:
+    core = make_core([make_node("box", gpus=8)], [make_queue("q", 16)])
+    cluster = EchoCluster(core)
+    cluster.submit(make_workload("running", "q", gpus=4, runtime=1_000), now=0)
+    gang = make_workload("gang", "q", pods=2, gpus=4)
+    cluster.submit(gang, now=5)
+    long = make_workload("long", "q", gpus=2, runtime=5_000)
+    short = make_workload("short", "q", gpus=2, runtime=500)  # ends at 510, before 1000
+    cluster.submit(long, short, now=10)
+    assert (nodes_of(cluster, short), nodes_of(cluster, long)) == ({"box"}, set())
+    cluster.finish("default/running", now=1_000)
+    cluster.finish("default/short", now=1_000)
+    assert nodes_of(cluster, gang) == {"box"}
 
 
 # ----------------------------------------------------------------------------- topology
