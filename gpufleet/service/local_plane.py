@@ -14,11 +14,13 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   nothing stored or started. The processes are stored with the workload.
 * a restart: the runs are found again by the machine (:meth:`~gpufleet.backends.local.machine.
   LocalMachine.recover`, by PID and start time) for every pod the store says runs or waits;
-  a run found running is running (even one the store had not yet seen start), one that ended
-  meanwhile is recorded as ended, one whose shim vanished is recorded failed (lost), and the
-  rest wait again: no run is started twice.
+  a run found running is running (even one the store had not yet seen start), and the rest
+  wait again; the runs that ended meanwhile (or were lost: their shim vanished) are taken in
+  by the machine as if the server had been up (:meth:`~gpufleet.backends.local.machine.
+  LocalMachine.resume`: a Job's retries, a gang's failure stopping the rest): no run is
+  started twice, and no gang is left part running.
 * each pod's end as an ``Exited`` event: the exit code (or signal) and how long it ran; a lost
-  run is a failure (a process is not restarted behind the user's back);
+  run is a failure (retried only as a Job's failure is);
 * the logs of each pod's runs (:meth:`LocalControlPlane.pod_log`), kept on disk after the run.
 * time limits: each process carries its workload's ``activeDeadlineSeconds`` (a Pod's own, read
   with its process; a Job's, from the job rules the submission already read:
@@ -222,9 +224,11 @@ class LocalControlPlane(LivePlane):
         found: Mapping[str, RunStatus],
         placements: Mapping[str, Placement],
     ) -> None:
-        """Put one stored workload back: its running pods as found, the rest waiting again."""
+        """Put one stored workload back: its running pods as found, the rest waiting again;
+        the runs that ended meanwhile are taken in by the machine (retries, a gang's failure)
+        as if the server had been up."""
         waiting = []
-        alive = False
+        alive = ended = False
         for key, pod_record in record.pods.items():
             if pod_record.state in POD_TERMINAL:
                 continue
@@ -236,22 +240,25 @@ class LocalControlPlane(LivePlane):
                     self.store.set_pod(key, POD_RUNNING, placements[key], pod_record.started)
                 alive = True
             elif status in (RunStatus.ENDED, RunStatus.LOST):
-                pass  # its end comes as an event in the first turn
+                ended = True  # what follows its end comes as events in the first turn
             else:
                 if pod_record.state == POD_RUNNING:
                     log.warning("pod %s was running and has no run here: it waits again", key)
                 pod_record.state, pod_record.placement = POD_PENDING, None
                 self.store.set_pod(key, POD_PENDING)
                 waiting.append(pod_record.pod)
-        if not alive and not waiting:
-            return  # every run ended meanwhile: the machine has nothing to hold for it
+        if not alive and not waiting and not ended:
+            return
         specs = self.world.processes(record.key) or {}
+        # Counted before the restart (those counted now come as events).
+        failures = self.machine.failures_of(record.key)
+        succeeded = [k for k, p in record.pods.items() if p.state == POD_SUCCEEDED]
+        failed = [k for k, p in record.pods.items() if p.state == POD_FAILED]
         try:
-            self.machine.resume(record.timed.workload, specs, waiting)
+            self.machine.resume(record.timed.workload, specs, waiting, succeeded, failed)
         except SubmitRefusedError as error:
             self._fail_restored(record, str(error))
             return
-        failures = self.machine.failures_of(record.key)
         if failures:
             self._job_row(record).failed_pods = failures
 

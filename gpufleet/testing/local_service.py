@@ -81,10 +81,13 @@ class LocalHarness:
         )
         self.app = create_app(self.plane)
 
-    def restart(self) -> None:
-        """Drop the plane as a killed server would (its processes run on) and open again."""
+    def restart(self, while_down: Callable[[], None] | None = None) -> None:
+        """Drop the plane as a killed server would (its processes run on) and open again;
+        ``while_down`` is called in between (what happens while no server runs)."""
         self.machine.close()
         self.store.close()
+        if while_down is not None:
+            while_down()
         self.open()
 
     def client(self, who: str = TENANT) -> TestClient:

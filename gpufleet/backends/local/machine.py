@@ -33,13 +33,22 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   once all its processes have ended (``PodRestarted`` for each pod, a new run id, its log kept
   apart), its time limit still counted from the first start; the failure past the limit is
   ``JobEnded`` ``Failed`` ``BackoffLimitExceeded`` and the pods' ``PodDeleted`` ``FAILED``.
-  The count is kept with the runs, so it holds across a restart of the server (a run that
-  failed while the server was down ends its workload: it is not started again).
+  A lost run counts as a failure (as a pod lost with its node counts for a Job). A member
+  that succeeded is done: a retry starts the others. The count is kept with the runs, so it
+  holds across a restart of the server.
 
-Restarts: each run keeps its pod's key, workload, rank and placement with it, so a new server
-calls :meth:`LocalMachine.recover` with the pods it believes run, and gets back the running
-ones in :meth:`~LocalMachine.list_state` and the ones that ended (or were lost) meanwhile as
-events. Nothing is started twice: a run id (``<namespace>_<name>_<attempt>``) is used once.
+Restarts: each run keeps its pod's key, workload, rank and placement with it, and a stop
+asked for keeps why (evicted, cancelled, failed, to be started again), so a new server calls
+:meth:`LocalMachine.recover` with the pods it believes run or wait, and gets back the running
+ones in :meth:`~LocalMachine.list_state`; then :meth:`LocalMachine.resume` for each workload
+takes in the runs of its pods that ended (or were lost) meanwhile, in the order they ended, as
+if the server had been up: a failure counted against the backoff limit (the gang started
+again where it was, or, when a GPU of its is gone or taken, ``PodDeleted`` ``REPLACED`` and
+``WorkloadAdded``: placed again whole), a gang's failure stopping the rest. A gang is never
+left part running: a member the server recorded failed stops the rest (failed); one with no
+run stops the rest, and the gang is placed again whole. Ends of a workload not resumed are
+reported as they were at the next poll. Nothing is started twice: a run id
+(``<namespace>_<name>_<attempt>``) is used once.
 
 Each tenant works under ``<state>/tenants/<tenant>/`` (:meth:`~LocalMachine.tenant_root`,
 made on demand, owned by the tenant's uid where one is given). :meth:`~LocalMachine.wait` wakes
@@ -85,6 +94,7 @@ from gpufleet.model.events import (
     WorkloadAdded,
     WorkloadDemoted,
 )
+from gpufleet.model.gpu import MILLI_PER_GPU
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.processes import ProcessSpec
 
@@ -98,6 +108,8 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 #: The reason Kubernetes gives a Job failed for more failed pods than its ``backoffLimit``.
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 _TENANT = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: Why a run was stopped, kept with it (``stop.json``): to be started again with its gang.
+_RESTARTING = "restarting"
 
 
 class SubmitRefusedError(ValueError):
@@ -135,11 +147,24 @@ class _Gang:
     failures: int = 0
     #: When the time limit of its current start passes (kept for a retry).
     deadline_at: float | None = None
+    #: Its pods that succeeded (they are not started again with the rest).
+    succeeded: set[str] = field(default_factory=set)
+    #: Why it failed for good, found at a restart (a member's failure the server recorded).
+    failed_for_good: str | None = None
+    #: Its members are stopped to be placed again whole (not started again where they were).
+    place_again: bool = False
+    #: Its next start keeps the time limit of the first (placed again after a failure).
+    keep_deadline: bool = False
 
     @property
     def backoff_limit(self) -> int | None:
         limits = [s.backoff_limit for s in self.specs.values() if s.backoff_limit is not None]
         return min(limits) if limits else None
+
+    @property
+    def needed(self) -> tuple[Pod, ...]:
+        """Its pods that have yet to succeed: those a start runs."""
+        return tuple(p for p in self.workload.pods if p.key not in self.succeeded)
 
 
 class LocalMachine:
@@ -170,6 +195,9 @@ class LocalMachine:
         #: Failures counted before a restart and the time limit of the runs then, by workload
         #: key, until it is registered again.
         self._recovered_failures: dict[str, tuple[int, float | None]] = {}
+        #: Runs that ended while the server was down, by pod key, until their workload is
+        #: resumed (then taken in as if the server had been up) or the next poll.
+        self._recovered_ends: dict[str, tuple[_Bound, RunEnd]] = {}
         #: Why each pod waits, as the core last said (``MarkUnschedulable``).
         self.unschedulable: dict[str, str] = {}
         self._stopped = False
@@ -198,14 +226,51 @@ class LocalMachine:
         self.wake()
 
     def resume(
-        self, workload: Workload, specs: Mapping[str, ProcessSpec], waiting: Sequence[Pod] = ()
+        self,
+        workload: Workload,
+        specs: Mapping[str, ProcessSpec],
+        waiting: Sequence[Pod] = (),
+        succeeded: Iterable[str] = (),
+        failed: Iterable[str] = (),
     ) -> None:
         """After :meth:`recover`: a workload that was here before the restart, its running pods
         recovered; ``waiting``: its pods to place again (told to the scheduler now, as a
-        workload of those pods). Raises :class:`SubmitRefusedError` as :meth:`submit` does."""
+        workload of those pods); ``succeeded`` and ``failed``: its pods whose end the caller
+        recorded before the restart. The runs of its pods that ended while the server was
+        down are taken in as if it had been up (see the module docstring: retries, a gang's
+        failure); a gang is never left part running: with a member failed for good the rest
+        is stopped and failed, with a member waiting the rest is stopped and the gang placed
+        again whole. Raises :class:`SubmitRefusedError` as :meth:`submit` does."""
         self.check(workload, specs)
         self._register(workload, specs)
-        if waiting:
+        gang = self._gangs[workload.key]
+        gang.succeeded.update(succeeded)
+        failed_before = sorted(failed, key=lambda k: self._rank(gang, k))
+        if failed_before:
+            gang.failed_for_good = f"{failed_before[0]} of its gang failed"
+            for bound in self._holding(workload.key):
+                self._stop(bound, PodEnd.FAILED, gang.failed_for_good)
+        ended = [
+            self._recovered_ends.pop(p.key) for p in workload.pods if p.key in self._recovered_ends
+        ]
+        for bound, end in ended:
+            self._bound[bound.pod.key] = bound
+            self._by_run[end.run_id] = bound.pod.key
+        # In the order they ended (a lost run last: when it went is not known).
+        ended.sort(key=lambda item: (_ended_at(item[1]), item[0].rank))
+        for _, end in ended:
+            self._ended(end)
+        if waiting and gang.failed_for_good is not None:
+            for pod in waiting:
+                self._events.append(PodDeleted(pod.key, PodEnd.FAILED, gang.failed_for_good))
+            self._drop_if_over(workload.key)
+        elif waiting and self._holding(workload.key):
+            # A gang starts whole: what still runs of it is stopped, and it is placed again.
+            gang.place_again = True
+            for bound in self._holding(workload.key):
+                self._stop_to_restart(bound)
+            self._gang_down(gang)
+        elif waiting:
             keys = {pod.key for pod in waiting}
             part = dataclasses.replace(
                 workload,
@@ -231,6 +296,9 @@ class LocalMachine:
             )
         if workload.key in self._gangs:
             raise SubmitRefusedError(f"workload {workload.key} was submitted already")
+
+    def _rank(self, gang: _Gang, pod_key: str) -> int:
+        return next((i for i, p in enumerate(gang.workload.pods) if p.key == pod_key), -1)
 
     def _register(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
         failures, deadline_at = self._recovered_failures.pop(workload.key, (0, None))
@@ -290,31 +358,37 @@ class LocalMachine:
                     log.warning("run %s of unknown pod %s: stopping it", run.run_id, key)
                     self.supervisor.stop(run.run_id, self.grace_s)
                 continue
+            found[key] = run.status
+            if not {"placement", "workload", "rank"} <= set(run.labels):
+                if run.end is not None:  # not a run of this machine's: its end as it is
+                    self._events.append(self._deleted(key, run.end, None))
+                continue
+            bound = _recovered_bound(pods[key], run)
+            counted, _ = self._recovered_failures.get(bound.workload, (0, None))
+            failures = max(counted, int(run.labels.get("failures", "0")))
+            self._recovered_failures[bound.workload] = (failures, bound.deadline_at)
             if run.status is RunStatus.RUNNING:
-                labels = run.labels
-                placement = placement_from_text(labels["placement"])
-                deadline_at = labels.get("deadline_at")
-                bound = _Bound(
-                    pods[key], placement, labels["workload"], int(labels["rank"]), run.run_id,
-                    deadline_at=None if deadline_at is None else float(deadline_at),
-                )  # fmt: skip
                 self._bound[key] = bound
                 self._by_run[run.run_id] = key
-                self._recovered_failures[labels["workload"]] = (
-                    int(labels.get("failures", "0")),
-                    bound.deadline_at,
-                )
             elif run.end is not None:
-                self._events.append(self._deleted(key, run.end, None))
-            found[key] = run.status
+                self._recovered_ends[key] = (bound, run.end)
         return found
 
     # ----------------------------------------------------------------------------- protocol
     def list_state(self) -> ClusterState:
-        running = [(b.pod, b.placement) for b in self._bound.values() if b.run_id is not None]
+        # A pod waiting to be started again with its gang holds its GPUs too.
+        running = [
+            (b.pod, b.placement)
+            for b in self._bound.values()
+            if b.run_id is not None or b.restarting
+        ]
         return ClusterState(nodes=(self.node,), running=tuple(running))
 
     def poll_events(self) -> Sequence[ClusterEvent]:
+        # Ends found at a restart whose workload was not resumed: reported as they were.
+        for key, (bound, end) in self._recovered_ends.items():
+            self._events.append(self._deleted(key, end, bound.stopping))
+        self._recovered_ends.clear()
         self._enforce_deadlines()
         for end in self.supervisor.poll():
             self._ended(end)
@@ -383,9 +457,12 @@ class LocalMachine:
         return [f"{prefix}{attempt}" for attempt in sorted(attempts)]
 
     def failures_of(self, workload_key: str) -> int:
-        """The failed runs counted against the workload's backoff limit so far (0 if gone)."""
+        """The failed runs counted against the workload's backoff limit so far (0 if gone;
+        before it is resumed, those its runs counted before the restart)."""
         gang = self._gangs.get(workload_key)
-        return 0 if gang is None else gang.failures
+        if gang is None:
+            return self._recovered_failures.get(workload_key, (0, None))[0]
+        return gang.failures
 
     @property
     def waiting(self) -> dict[str, Pod]:
@@ -413,25 +490,27 @@ class LocalMachine:
         self._bound[pod.key] = _Bound(pod, placement, gang.workload.key, rank)
         self._events.append(PodBound(pod, placement))
         gang.bound.add(pod.key)
-        if len(gang.bound) == len(gang.workload.pods):
+        if len(gang.bound) == len(gang.needed):
             self._start_gang(gang)
 
     def _start_gang(self, gang: _Gang, retry: bool = False) -> None:
-        """Start the gang's processes (``retry``: again after a failure; its time limit still
-        counts from the first start, and its pods were ready already)."""
-        pods = gang.workload.pods
-        port = free_port() if len(pods) > 1 else 0
+        """Start the gang's processes, those that have yet to succeed (``retry``: again after
+        a failure, where they were; its time limit still counts from the first start, and its
+        pods were ready already)."""
+        pods = gang.needed
+        size = len(gang.workload.pods)
+        port = free_port() if size > 1 else 0
         started: list[str] = []
         limits = [s.deadline_s for s in gang.specs.values() if s.deadline_s is not None]
         deadline_at = self.clock.now() + min(limits) if limits else None
-        if retry:
+        if (retry or gang.keep_deadline) and gang.deadline_at is not None:
             deadline_at = gang.deadline_at
-        gang.deadline_at = deadline_at
+        gang.deadline_at, gang.keep_deadline = deadline_at, False
         for pod in pods:
             bound = self._bound[pod.key]
             env = placement_env(bound.placement, self.inventory, self.mps)
-            if len(pods) > 1:
-                env.update(rendezvous_env(bound.rank, len(pods), port))
+            if size > 1:
+                env.update(rendezvous_env(bound.rank, size, port))
             spec = gang.specs[pod.key].with_env(env)
             run_id = self._next_run_id(pod)
             labels = {
@@ -515,7 +594,19 @@ class LocalMachine:
             self._forget(bound.pod.key)
             self._events.append(PodDeleted(bound.pod.key, end, reason))
             return
-        self.supervisor.stop(bound.run_id, self.grace_s)
+        self.supervisor.stop(bound.run_id, self.grace_s, {"end": end.value, "reason": reason})
+
+    def _stop_to_restart(self, bound: _Bound) -> None:
+        """Stop a gang member to start it again with its gang (or place it again)."""
+        if bound.stopping is not None or bound.restarting:
+            return
+        bound.restarting = True
+        if bound.run_id is not None:
+            self.supervisor.stop(bound.run_id, self.grace_s, {"end": _RESTARTING})
+
+    def _holding(self, workload_key: str) -> list[_Bound]:
+        """The gang's members that hold their place (running, stopping, or to start again)."""
+        return [b for b in self._bound.values() if b.workload == workload_key]
 
     def _forget(self, key: str) -> None:
         bound = self._bound.pop(key, None)
@@ -532,57 +623,115 @@ class LocalMachine:
         if key is None:
             return
         bound = self._bound[key]
-        failed = not end.succeeded and bound.stopping is None
-        if bound.stopping is None and (failed or bound.restarting) and self._retry(bound, end):
+        gang = self._gangs.get(bound.workload)
+        if bound.stopping is None and bound.restarting and gang is not None:
+            self._member_down(gang, bound)  # stopped (or ended) to start again with its gang
             return
+        failed = not end.succeeded and bound.stopping is None
+        if failed and self._retry(bound, end):
+            return
+        if end.succeeded and bound.stopping is None and gang is not None:
+            gang.succeeded.add(key)
         self._forget(key)
         self._events.append(self._deleted(key, end, bound.stopping))
         if failed:
             why = f"{key} of its gang failed ({end.describe()})"
-            for other in list(self._bound.values()):
-                if other.workload == bound.workload and other.pod.key != key:
-                    self._stop(other, PodEnd.FAILED, why)
+            for other in self._holding(bound.workload):
+                self._stop(other, PodEnd.FAILED, why)
         evicted = bound.stopping is not None and bound.stopping[0] is PodEnd.EVICTED
-        if not evicted and not any(b.workload == bound.workload for b in self._bound.values()):
+        if not evicted:
             # It is over (an evicted workload waits to be bound again, with its processes).
-            self._drop_workload(bound.workload)
+            self._drop_if_over(bound.workload)
+
+    def _drop_if_over(self, workload_key: str) -> None:
+        """Forget the workload if none of it holds a place any more."""
+        if not self._holding(workload_key):
+            self._drop_workload(workload_key)
 
     def _retry(self, bound: _Bound, end: RunEnd) -> bool:
-        """A run of ``bound`` that failed or was stopped for a retry has ended: count the
-        failure and start its gang again when all have ended (see the module docstring).
-        False when it is not retried (no backoff limit, or past it: the Job has failed)."""
+        """A run of ``bound`` failed: count the failure and start its gang again when all
+        have ended (see the module docstring). False when it is not retried (no backoff
+        limit, past it, or its gang failed for good: the Job has failed)."""
         gang = self._gangs.get(bound.workload)
         limit = None if gang is None else gang.backoff_limit
-        if gang is None or limit is None:
+        if gang is None or limit is None or gang.failed_for_good is not None:
             return False
         key = bound.pod.key
-        if not bound.restarting:
-            gang.failures += 1
-            if gang.failures > limit:
-                name = bound.workload.partition("/")[2] or bound.workload
-                message = f"Job has reached the specified backoff limit ({limit})"
-                self._events.append(JobEnded(name, key, "Failed", BACKOFF_LIMIT_EXCEEDED, message))
-                return False
-            for other in self._bound.values():
-                if other.workload == bound.workload and other is not bound:
-                    other.restarting = True
-                    if other.run_id is not None and other.stopping is None:
-                        self.supervisor.stop(other.run_id, self.grace_s)
-            message = (
-                f"is started again ({end.describe()}; failure {gang.failures} of "
-                f"backoffLimit {limit})"
-            )
-            self._events.append(PodRestarted(key, message))
+        gang.failures += 1
+        if gang.failures > limit:
+            name = bound.workload.partition("/")[2] or bound.workload
+            message = f"Job has reached the specified backoff limit ({limit})"
+            self._events.append(JobEnded(name, key, "Failed", BACKOFF_LIMIT_EXCEEDED, message))
+            return False
+        for other in self._holding(bound.workload):
+            if other is not bound:
+                self._stop_to_restart(other)
+        message = (
+            f"is started again ({end.describe()}; failure {gang.failures} of backoffLimit {limit})"
+        )
+        self._events.append(PodRestarted(key, message))
+        bound.restarting = True
+        self._member_down(gang, bound)
+        return True
+
+    def _member_down(self, gang: _Gang, bound: _Bound) -> None:
+        """A member to start again with its gang has ended: once all have, the gang starts
+        again where it was, or, when it cannot (a member has no place, or its GPUs are taken:
+        after a restart), is placed again whole."""
         if bound.run_id is not None:
             self._by_run.pop(bound.run_id, None)
-        bound.run_id, bound.restarting = None, True
-        members = [self._bound.get(pod.key) for pod in gang.workload.pods]
-        if all(m is not None and m.run_id is None and m.stopping is None for m in members):
-            for member in members:
-                if member is not None:
-                    member.restarting = False
+        bound.run_id = None
+        self._gang_down(gang)
+
+    def _gang_down(self, gang: _Gang) -> None:
+        """If every member to start again has ended: start or place the gang again."""
+        holding = self._holding(gang.workload.key)
+        if not all(m.run_id is None and m.stopping is None and m.restarting for m in holding):
+            return
+        for member in holding:
+            member.restarting = False
+        placed = all(p.key in self._bound for p in gang.needed)
+        if gang.place_again or not placed or not self._places_free(holding):
+            self._place_again(gang, holding)
+        else:
             self._start_gang(gang, retry=True)
+
+    def _places_free(self, members: Sequence[_Bound]) -> bool:
+        """Whether these members' devices exist and no other workload holds them."""
+        workload_key = members[0].workload if members else ""
+        used: dict[int, int] = {}
+        slices: set[tuple[int, int]] = set()
+        for other in self._bound.values():
+            if other.workload != workload_key:
+                for index in other.placement.gpu_indices:
+                    used[index] = used.get(index, 0) + other.placement.milli_per_device
+                slices.update(other.placement.mig_slices)
+        for member in members:
+            placement = member.placement
+            try:
+                placement_env(placement, self.inventory, self.mps)
+            except DeviceNotFoundError:
+                return False
+            if placement.node != self.node.name or slices & set(placement.mig_slices):
+                return False
+            for index in placement.gpu_indices:
+                if used.get(index, 0) + placement.milli_per_device > MILLI_PER_GPU:
+                    return False
         return True
+
+    def _place_again(self, gang: _Gang, holding: Sequence[_Bound]) -> None:
+        """The gang gives its places back and waits to be placed again, whole (those of its
+        pods that have yet to succeed), its time limit kept."""
+        why = "its gang is placed again"
+        for member in holding:
+            self._forget(member.pod.key)
+            self._events.append(PodDeleted(member.pod.key, PodEnd.REPLACED, why))
+        gang.place_again, gang.keep_deadline = False, True
+        needed = gang.needed
+        part = dataclasses.replace(
+            gang.workload, pods=needed, min_member=min(gang.workload.min_member, len(needed))
+        )
+        self._events.append(WorkloadAdded(part))
 
     def _drop_workload(self, workload_key: str) -> None:
         gang = self._gangs.pop(workload_key, None)
@@ -602,6 +751,27 @@ class LocalMachine:
         if end.succeeded:
             return PodDeleted(key, PodEnd.SUCCEEDED, end.describe())
         return PodDeleted(key, PodEnd.FAILED, end.describe())
+
+
+def _ended_at(end: RunEnd) -> float:
+    return math.inf if end.record is None else end.record.ended_at
+
+
+def _recovered_bound(pod: Pod, run: AdoptedRun) -> _Bound:
+    """A pod's latest run found at a restart, with why it was being stopped, if it was."""
+    labels = run.labels
+    deadline_at = labels.get("deadline_at")
+    bound = _Bound(
+        pod, placement_from_text(labels["placement"]), labels["workload"], int(labels["rank"]),
+        run.run_id, deadline_at=None if deadline_at is None else float(deadline_at),
+    )  # fmt: skip
+    why = run.stop_why or {}
+    end = why.get("end", "")
+    if end == _RESTARTING:
+        bound.restarting = True
+    elif end in {e.value for e in PodEnd}:
+        bound.stopping = (PodEnd(end), why.get("reason", ""))
+    return bound
 
 
 def placement_to_text(placement: Placement) -> str:
