@@ -266,3 +266,25 @@ def test_a_gang_member_stopped_for_its_peers_failure_before_a_restart_still_fail
     failed = [m for r, m in events(harness, NAME) if r == "Failed"]
     assert any("g-0" in m and "research/g-1 of its gang failed" in m for m in failed), failed
     assert harness.machine.runs_of(pod_key(0, 2)) == ["research_g-0_1"]
+
+
+@pytest.mark.parametrize("while_down", [False, True], ids=["while-up", "while-down"])
+def test_a_retry_starts_again_only_the_members_yet_to_succeed(
+    harness: LocalHarness, while_down: bool
+) -> None:
+    """Rank 1 succeeds, then rank 0 fails within the limit: rank 0 alone starts again."""
+    assert harness.submit(ranked_job(harness, 2, 1))["status"] == 201
+    harness.run_until(running_both(harness, 2))
+    if while_down:
+        harness.restart(lambda: (succeed_while_down(1, 2)(harness), fail_while_down(0, 2)(harness)))
+    else:
+        release(harness, 1, 0)
+        harness.run_until(lambda: harness.machine.run_of(pod_key(1, 2)) is None)
+        release(harness, 0, 3)
+    harness.run_until(lambda: attempts(harness, 0) == 2)
+    assert harness.machine.runs_of(pod_key(1, 2)) == ["research_g-1_1"]
+    assert harness.machine.run_of(pod_key(0, 2)) == "research_g-0_2"
+    release(harness, 0, 0)
+    harness.run_until(harness.state_is(NAME, "Succeeded"))
+    assert job_row(harness) == ("Succeeded", 1, None)
+    assert attempts(harness, 1) == 1
