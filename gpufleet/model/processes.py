@@ -3,15 +3,17 @@
 Owns :class:`ProcessSpec`: the executable and its argv (a container's ``command`` and
 ``args``), the exact environment it starts with (nothing is inherited by the process itself:
 whoever builds a spec decides the base), its working directory, the identity it runs as and
-where its output goes, its time limit and its retries. Plain data: reading a Pod manifest into
-one is :mod:`gpufleet.io.process_specs`; adding the devices' and a gang's variables and running
-it is :mod:`gpufleet.backends.local`.
+where its output goes, its time limit, its retries and its restart policy. Plain data: reading
+a Pod manifest into one is :mod:`gpufleet.io.process_specs`; adding the devices' and a gang's
+variables and running it is :mod:`gpufleet.backends.local`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+
+from gpufleet.model.jobs import RestartPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +24,10 @@ class ProcessSpec:
     ``deadline_s``: the seconds it may run, from the start of its workload's run, before it is
     stopped and failed (a Pod's or Job's ``activeDeadlineSeconds``; None: no limit).
     ``backoff_limit``: how many failed runs of its workload are started again before the
-    workload fails (a Job's ``backoffLimit``; None: a failure ends it, as a bare Pod's does)."""
+    workload fails (a Job's ``backoffLimit``; None: a failure ends it, as a bare Pod's does).
+    ``restart_policy``: ``Always`` (a Deployment's replica) restarts its process in place
+    whenever it ends, ``OnFailure`` when it fails, after the kubelet's back-off; None (or
+    ``Never``): an end is its end (a Job's failures are its ``backoff_limit``'s)."""
 
     argv: tuple[str, ...]
     executable: str
@@ -33,6 +38,7 @@ class ProcessSpec:
     log_path: str | None = None
     deadline_s: float | None = None
     backoff_limit: int | None = None
+    restart_policy: RestartPolicy | None = None
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -61,6 +67,7 @@ class ProcessSpec:
             "log_path": self.log_path,
             "deadline_s": self.deadline_s,
             "backoff_limit": self.backoff_limit,
+            "restart_policy": None if self.restart_policy is None else self.restart_policy.value,
         }
 
     @classmethod
@@ -71,6 +78,7 @@ class ProcessSpec:
             raise ValueError("a process spec needs argv (a list) and env (a mapping)")
         uid, gid, log_path = data.get("uid"), data.get("gid"), data.get("log_path")
         deadline, backoff = data.get("deadline_s"), data.get("backoff_limit")
+        policy = data.get("restart_policy")
         return cls(
             tuple(str(a) for a in argv),
             str(data["executable"]),
@@ -81,4 +89,5 @@ class ProcessSpec:
             None if log_path is None else str(log_path),
             None if deadline is None else float(str(deadline)),
             None if backoff is None else int(str(backoff)),
+            None if policy is None else RestartPolicy(str(policy)),
         )

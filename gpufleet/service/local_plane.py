@@ -29,10 +29,13 @@ store, tokens, queues, the API's requests: read that module's docstring) over
 * retries: each process carries its Job's ``backoffLimit`` (from the same job rules), which
   the machine honours by starting a failed run again (a ``BackOff`` event); the job row in
   describe counts the failed pods and ends ``Failed (BackoffLimitExceeded)`` past the limit.
+* restarts in place: each process carries its restart policy (a replica's ``Always``, a Pod's
+  own), which the machine honours after the kubelet's back-off; each restart is a ``BackOff``
+  event (how the run ended, the delay) and counts in the pods' restarts in describe.
 
 It has no GPU telemetry, series or alerts (the simulated plane's observatory) and no job
-controllers: a pod that ends is over (no Job completions beyond its pods, no replica
-restarts), save for a Job's retries, which the machine makes.
+controllers: a pod that ends is over (no Job completions beyond its pods), save for a Job's
+retries and a restart policy's restarts, which the machine makes.
 """
 
 from __future__ import annotations
@@ -261,6 +264,7 @@ class LocalControlPlane(LivePlane):
             return
         if failures:
             self._job_row(record).failed_pods = failures
+        self._count_restarts(record)
 
     def _fail_restored(self, record: WorkloadRecord, why: str) -> None:
         now = self.now()
@@ -287,7 +291,17 @@ class LocalControlPlane(LivePlane):
     ) -> None:
         """As the shared plane records it; a job the machine ended (its time limit passed, or
         its failures its backoff limit) or retried is kept as the workload's job row too (there
-        are no job controllers here to keep it): its failed pods and how it ended."""
+        are no job controllers here to keep it): its failed pods and how it ended. A restart
+        in place (a restart policy's) is counted on the workload's pods, with a ``BackOff``
+        event saying how the run ended and how long the back-off is."""
+        if isinstance(event, PodRestarted) and self._restarts_in_place(record.key):
+            self._count_restarts(record)
+            self.counters["restarted"] += 1
+            self._notes.events.append(
+                StoredEvent(now, record.key, "Warning", "BackOff",
+                            f"pod {pod_record.pod.name} {event.message}")
+            )  # fmt: skip
+            return
         if isinstance(event, PodRestarted) and event.completion is None:
             self._job_row(record).failed_pods += 1
         elif isinstance(event, JobEnded):
@@ -296,6 +310,17 @@ class LocalControlPlane(LivePlane):
                 row.failed_pods += 1
             row.outcome, row.reason, row.message = event.outcome, event.reason, event.message
         super()._record_news(record, pod_record, event, evicted_for, now)
+
+    def _restarts_in_place(self, workload_key: str) -> bool:
+        """Whether the workload's processes have a restart policy (restart in place)."""
+        specs = self.world.processes(workload_key) or {}
+        return any(spec.restart_policy is not None for spec in specs.values())
+
+    def _count_restarts(self, record: WorkloadRecord) -> None:
+        """Each pod of the workload restarts with it: its count is the machine's."""
+        restarts = self.machine.restarts_of(record.key)
+        for pod_record in record.pods.values():
+            pod_record.restarts = restarts
 
     @staticmethod
     def _job_row(record: WorkloadRecord) -> JobProgress:

@@ -25,6 +25,7 @@ from fastapi.testclient import TestClient
 from gpufleet.api.app import create_app
 from gpufleet.backends.local.machine import LocalMachine
 from gpufleet.backends.local.node import machine_node
+from gpufleet.backends.local.restarts import CrashBackoff
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
@@ -44,6 +45,8 @@ class LocalHarness:
     inventory: NodeInventory
     root: Path
     tokens: dict[str, str] = field(default_factory=dict)
+    #: The back-off before a restart in place: short, so that tests need not wait 10 s.
+    crash_backoff: CrashBackoff = field(default_factory=lambda: CrashBackoff(0.05, 0.2, 60.0))
     plane: LocalControlPlane = field(init=False)
     machine: LocalMachine = field(init=False)
     store: Store = field(init=False)
@@ -73,8 +76,9 @@ class LocalHarness:
         self.store = Store(self.root / "plane.db")
         node = machine_node(self.inventory, "box", 64_000, 262_144)
         self.machine = LocalMachine(
-            self.inventory, self.state_dir, node=node, grace_s=5.0, allow_root=True
-        )
+            self.inventory, self.state_dir, node=node, grace_s=5.0, allow_root=True,
+            crash_backoff=self.crash_backoff,
+        )  # fmt: skip
         options = ServeOptions(admission=AdmissionConfig(min_runtime=0.0))
         self.plane = LocalControlPlane(
             self.store, self.machine, options, TenantUsers(allow_root=True)

@@ -12,6 +12,8 @@ import pytest
 from gpufleet.io.errors import InputError
 from gpufleet.io.process_specs import expand, one_liner, process_spec_from_object
 from gpufleet.model import GpuRequest
+from gpufleet.model.jobs import RestartPolicy
+from gpufleet.model.processes import ProcessSpec
 
 BASE_ENV = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "LANG": "C.UTF-8"}
 
@@ -207,3 +209,49 @@ def test_one_liner_errors(root: Path, argv: list[str], gpus: int, name: str, fie
         one_liner(argv, gpus, name, root, BASE_ENV)
     assert caught.value.source == "command line"
     assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("kind", "given", "expected"),
+    [
+        pytest.param("Pod", None, None, id="pod-none-given-none"),
+        pytest.param("Pod", "Always", RestartPolicy.ALWAYS, id="pod-always"),
+        pytest.param("Pod", "OnFailure", RestartPolicy.ON_FAILURE, id="pod-on-failure"),
+        pytest.param("Pod", "Never", RestartPolicy.NEVER, id="pod-never"),
+        pytest.param("Deployment", None, RestartPolicy.ALWAYS, id="deployment-default"),
+        pytest.param("StatefulSet", "Always", RestartPolicy.ALWAYS, id="statefulset-always"),
+        pytest.param("ReplicaSet", None, RestartPolicy.ALWAYS, id="replicaset-default"),
+        pytest.param("Job", "OnFailure", None, id="job-its-backoff-limit-instead"),
+    ],
+)
+def test_the_restart_policy_of_each_kind(
+    root: Path, kind: str, given: str | None, expected: RestartPolicy | None
+) -> None:
+    document = pod({"command": [sys.executable]}, kind=kind)
+    pod_spec = document["spec"] if kind == "Pod" else document["spec"]["template"]["spec"]
+    if given is not None:
+        pod_spec["restartPolicy"] = given
+    spec = process_spec_from_object(document, "w.yaml", root, BASE_ENV)
+    assert spec.restart_policy is expected
+    assert ProcessSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("kind", "given", "field", "message"),
+    [
+        pytest.param("Pod", "Sometimes", "spec.restartPolicy", "got 'Sometimes'", id="pod-bad"),
+        pytest.param(
+            "Deployment", "Never", "spec.template.spec.restartPolicy",
+            "expected 'Always', got 'Never'", id="deployment-never",
+        ),
+    ],
+)  # fmt: skip
+def test_a_bad_restart_policy_is_refused(
+    root: Path, kind: str, given: str, field: str, message: str
+) -> None:
+    document = pod({"command": [sys.executable]}, kind=kind)
+    pod_spec = document["spec"] if kind == "Pod" else document["spec"]["template"]["spec"]
+    pod_spec["restartPolicy"] = given
+    with pytest.raises(InputError, match=message) as raised:
+        process_spec_from_object(document, "w.yaml", root, BASE_ENV)
+    assert raised.value.field == field

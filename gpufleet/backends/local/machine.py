@@ -36,6 +36,14 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   A lost run counts as a failure (as a pod lost with its node counts for a Job). A member
   that succeeded is done: a retry starts the others. The count is kept with the runs, so it
   holds across a restart of the server.
+* Restarts in place: a workload whose processes have a ``restart_policy`` (a Deployment's
+  replica: ``Always``; a Pod's ``OnFailure``) has a run that ends (``Always``) or fails
+  (``OnFailure``), and was not stopped, started again where it is after the kubelet's
+  back-off (:class:`~.restarts.CrashBackoff`, counted from its end; the rest of a gang is
+  stopped and started with it): ``PodRestarted`` saying how it ended and the delay, a new run
+  id and log, the count (:meth:`LocalMachine.restarts_of`) and the back-off kept with the runs
+  across a restart of the server. It holds its GPUs while it backs off; a cancellation,
+  eviction or time limit stops it for good.
 
 Restarts: each run keeps its pod's key, workload, rank and placement with it, and a stop
 asked for keeps why (evicted, cancelled, failed, to be started again), so a new server calls
@@ -71,6 +79,7 @@ from pathlib import Path
 
 from gpufleet.backends.local.devices_env import free_port, placement_env, rendezvous_env
 from gpufleet.backends.local.node import machine_node
+from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
 from gpufleet.backends.local.supervisor import (
     DEFAULT_GRACE_S,
     AdoptedRun,
@@ -96,6 +105,7 @@ from gpufleet.model.events import (
 )
 from gpufleet.model.gpu import MILLI_PER_GPU
 from gpufleet.model.inventory import NodeInventory
+from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 
 log = logging.getLogger(__name__)
@@ -136,6 +146,8 @@ class _Bound:
     deadline_at: float | None = None
     #: Stopped (or ended) to be started again with its gang after a member failed.
     restarting: bool = False
+    #: When its run started (the clock's seconds; None: not known).
+    started_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -155,11 +167,20 @@ class _Gang:
     place_again: bool = False
     #: Its next start keeps the time limit of the first (placed again after a failure).
     keep_deadline: bool = False
+    #: Its restarts in place (its restart policy's), and those since the back-off was reset.
+    restarts: int = 0
+    streak: int = 0
+    #: When its restart in place is due (the clock's seconds), while it backs off.
+    restart_at: float | None = None
 
     @property
     def backoff_limit(self) -> int | None:
         limits = [s.backoff_limit for s in self.specs.values() if s.backoff_limit is not None]
         return min(limits) if limits else None
+
+    @property
+    def restart_policy(self) -> RestartPolicy | None:
+        return next((s.restart_policy for s in self.specs.values() if s.restart_policy), None)
 
     @property
     def needed(self) -> tuple[Pod, ...]:
@@ -179,12 +200,14 @@ class LocalMachine:
         grace_s: float = DEFAULT_GRACE_S,
         allow_root: bool = False,
         supervisor: Supervisor | None = None,
+        crash_backoff: CrashBackoff | None = None,
     ) -> None:
         self.inventory = inventory
         self.state_dir = Path(state_dir)
         self.node = node or machine_node(inventory)
         self.mps = mps
         self.grace_s = grace_s
+        self.crash_backoff = crash_backoff or CrashBackoff()
         self.supervisor = supervisor or Supervisor(self.state_dir, allow_root=allow_root)
         self.clock = WallClock()
         self._events: list[ClusterEvent] = []
@@ -192,9 +215,9 @@ class LocalMachine:
         self._workload_of: dict[str, str] = {}
         self._bound: dict[str, _Bound] = {}
         self._by_run: dict[str, str] = {}
-        #: Failures counted before a restart and the time limit of the runs then, by workload
-        #: key, until it is registered again.
-        self._recovered_failures: dict[str, tuple[int, float | None]] = {}
+        #: What the runs counted before a restart (failures, restarts, the time limit), by
+        #: workload key, until it is registered again.
+        self._recovered_counts: dict[str, RunCounts] = {}
         #: Runs that ended while the server was down, by pod key, until their workload is
         #: resumed (then taken in as if the server had been up) or the next poll.
         self._recovered_ends: dict[str, tuple[_Bound, RunEnd]] = {}
@@ -301,9 +324,11 @@ class LocalMachine:
         return next((i for i, p in enumerate(gang.workload.pods) if p.key == pod_key), -1)
 
     def _register(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
-        failures, deadline_at = self._recovered_failures.pop(workload.key, (0, None))
-        self._gangs[workload.key] = _Gang(workload, dict(specs), failures=failures)
-        self._gangs[workload.key].deadline_at = deadline_at
+        counts = self._recovered_counts.pop(workload.key, RunCounts())
+        self._gangs[workload.key] = _Gang(
+            workload, dict(specs), failures=counts.failures, deadline_at=counts.deadline_at,
+            restarts=counts.restarts, streak=counts.streak,
+        )  # fmt: skip
         for pod in workload.pods:
             self._workload_of[pod.key] = workload.key
 
@@ -364,9 +389,8 @@ class LocalMachine:
                     self._events.append(self._deleted(key, run.end, None))
                 continue
             bound = _recovered_bound(pods[key], run)
-            counted, _ = self._recovered_failures.get(bound.workload, (0, None))
-            failures = max(counted, int(run.labels.get("failures", "0")))
-            self._recovered_failures[bound.workload] = (failures, bound.deadline_at)
+            counted = self._recovered_counts.get(bound.workload, RunCounts())
+            self._recovered_counts[bound.workload] = counted.most(RunCounts.of(run.labels))
             if run.status is RunStatus.RUNNING:
                 self._bound[key] = bound
                 self._by_run[run.run_id] = key
@@ -389,6 +413,7 @@ class LocalMachine:
         for key, (bound, end) in self._recovered_ends.items():
             self._events.append(self._deleted(key, end, bound.stopping))
         self._recovered_ends.clear()
+        self._restart_due()
         self._enforce_deadlines()
         for end in self.supervisor.poll():
             self._ended(end)
@@ -410,7 +435,8 @@ class LocalMachine:
         if self._events or self._stopped:
             return
         now = self.clock.now()
-        seconds = min(deadline - now, MAX_SLEEP_S, self._next_deadline() - now)
+        due = min(self._next_deadline(), self._next_restart())
+        seconds = min(deadline - now, MAX_SLEEP_S, due - now)
         self.supervisor.wait(max(0.0, seconds))
 
     @property
@@ -461,8 +487,16 @@ class LocalMachine:
         before it is resumed, those its runs counted before the restart)."""
         gang = self._gangs.get(workload_key)
         if gang is None:
-            return self._recovered_failures.get(workload_key, (0, None))[0]
+            return self._recovered_counts.get(workload_key, RunCounts()).failures
         return gang.failures
+
+    def restarts_of(self, workload_key: str) -> int:
+        """The restarts in place (its restart policy's) of the workload so far (0 if gone;
+        before it is resumed, those its runs counted before the restart)."""
+        gang = self._gangs.get(workload_key)
+        if gang is None:
+            return self._recovered_counts.get(workload_key, RunCounts()).restarts
+        return gang.restarts
 
     @property
     def waiting(self) -> dict[str, Pod]:
@@ -505,7 +539,9 @@ class LocalMachine:
         deadline_at = self.clock.now() + min(limits) if limits else None
         if (retry or gang.keep_deadline) and gang.deadline_at is not None:
             deadline_at = gang.deadline_at
-        gang.deadline_at, gang.keep_deadline = deadline_at, False
+        gang.deadline_at, gang.keep_deadline, gang.restart_at = deadline_at, False, None
+        counts = RunCounts(gang.failures, gang.restarts, gang.streak, deadline_at)
+        started_at = self.clock.now()
         for pod in pods:
             bound = self._bound[pod.key]
             env = placement_env(bound.placement, self.inventory, self.mps)
@@ -519,11 +555,9 @@ class LocalMachine:
                 "rank": str(bound.rank),
                 "attempt": run_id.rsplit("_", 1)[1],
                 "placement": placement_to_text(bound.placement),
+                "started_at": repr(started_at),
+                **counts.labels(),
             }
-            if deadline_at is not None:
-                labels["deadline_at"] = repr(deadline_at)
-            if gang.failures:
-                labels["failures"] = str(gang.failures)
             try:
                 self.supervisor.start(run_id, spec, labels, self.grace_s)
             except (ValueError, OSError) as error:
@@ -537,7 +571,7 @@ class LocalMachine:
                 gang.bound.clear()
                 return
             bound.run_id = run_id
-            bound.deadline_at = deadline_at
+            bound.deadline_at, bound.started_at = deadline_at, started_at
             self._by_run[run_id] = pod.key
             started.append(pod.key)
         gang.bound.clear()
@@ -590,9 +624,11 @@ class LocalMachine:
         if bound.stopping is not None:
             return
         bound.stopping = (end, reason)
-        if bound.run_id is None:  # bound, its gang not started: nothing runs
+        if bound.run_id is None:  # bound, its gang not started (or backing off): nothing runs
             self._forget(bound.pod.key)
             self._events.append(PodDeleted(bound.pod.key, end, reason))
+            if end is not PodEnd.EVICTED:
+                self._drop_if_over(bound.workload)
             return
         self.supervisor.stop(bound.run_id, self.grace_s, {"end": end.value, "reason": reason})
 
@@ -626,6 +662,14 @@ class LocalMachine:
         gang = self._gangs.get(bound.workload)
         if bound.stopping is None and bound.restarting and gang is not None:
             self._member_down(gang, bound)  # stopped (or ended) to start again with its gang
+            return
+        if (
+            bound.stopping is None
+            and gang is not None
+            and gang.failed_for_good is None
+            and restarts_after(gang.restart_policy, end.succeeded)
+        ):
+            self._restart_in_place(gang, bound, end)
             return
         failed = not end.succeeded and bound.stopping is None
         if failed and self._retry(bound, end):
@@ -674,6 +718,41 @@ class LocalMachine:
         self._member_down(gang, bound)
         return True
 
+    def _restart_in_place(self, gang: _Gang, bound: _Bound, end: RunEnd) -> None:
+        """A run whose restart policy says so has ended: its gang starts again where it is
+        after the kubelet's back-off (counted from its end), the restart counted."""
+        ended_at = self.clock.now() if end.record is None else end.record.ended_at
+        started_at = ended_at if bound.started_at is None else bound.started_at
+        if ended_at - started_at >= self.crash_backoff.reset_after_s:
+            gang.streak = 0
+        delay = self.crash_backoff.delay(gang.streak)
+        gang.streak += 1
+        gang.restarts += 1
+        gang.restart_at = ended_at + delay
+        for other in self._holding(bound.workload):
+            if other is not bound:
+                self._stop_to_restart(other)
+        message = (
+            f"ended ({end.describe()}) and is restarted in place after a back-off of "
+            f"{delay:g}s (restart {gang.restarts}, restartPolicy {gang.restart_policy})"
+        )
+        self._events.append(PodRestarted(bound.pod.key, message))
+        bound.restarting = True
+        self._member_down(gang, bound)
+
+    def _next_restart(self) -> float:
+        """When the next restart in place is due (inf: none)."""
+        due = (g.restart_at for g in self._gangs.values() if g.restart_at is not None)
+        return min(due, default=math.inf)
+
+    def _restart_due(self) -> None:
+        """Start the gangs whose back-off has passed (those all of whose members ended)."""
+        now = self.clock.now()
+        for gang in list(self._gangs.values()):
+            if gang.restart_at is not None and gang.restart_at <= now:
+                gang.restart_at = None
+                self._gang_down(gang)
+
     def _member_down(self, gang: _Gang, bound: _Bound) -> None:
         """A member to start again with its gang has ended: once all have, the gang starts
         again where it was, or, when it cannot (a member has no place, or its GPUs are taken:
@@ -686,6 +765,8 @@ class LocalMachine:
     def _gang_down(self, gang: _Gang) -> None:
         """If every member to start again has ended: start or place the gang again."""
         holding = self._holding(gang.workload.key)
+        if not holding or gang.restart_at is not None:
+            return  # gone (cancelled, evicted), or backing off
         if not all(m.run_id is None and m.stopping is None and m.restarting for m in holding):
             return
         for member in holding:
@@ -760,10 +841,11 @@ def _ended_at(end: RunEnd) -> float:
 def _recovered_bound(pod: Pod, run: AdoptedRun) -> _Bound:
     """A pod's latest run found at a restart, with why it was being stopped, if it was."""
     labels = run.labels
-    deadline_at = labels.get("deadline_at")
+    deadline_at, started_at = labels.get("deadline_at"), labels.get("started_at")
     bound = _Bound(
         pod, placement_from_text(labels["placement"]), labels["workload"], int(labels["rank"]),
         run.run_id, deadline_at=None if deadline_at is None else float(deadline_at),
+        started_at=None if started_at is None else float(started_at),
     )  # fmt: skip
     why = run.stop_why or {}
     end = why.get("end", "")

@@ -83,7 +83,9 @@ def fail_while_down(
     return happen
 
 
-succeed_while_down = lambda rank, pods: fail_while_down(rank, pods, 0)  # noqa: E731
+def succeed_while_down(rank: int, pods: int) -> Callable[[LocalHarness], None]:
+    """The rank's process exits with 0; waits until its shim has recorded it."""
+    return fail_while_down(rank, pods, 0)
 
 
 def lost_while_down(rank: int, pods: int) -> Callable[[LocalHarness], None]:
@@ -276,7 +278,12 @@ def test_a_retry_starts_again_only_the_members_yet_to_succeed(
     assert harness.submit(ranked_job(harness, 2, 1))["status"] == 201
     harness.run_until(running_both(harness, 2))
     if while_down:
-        harness.restart(lambda: (succeed_while_down(1, 2)(harness), fail_while_down(0, 2)(harness)))
+
+        def both() -> None:
+            succeed_while_down(1, 2)(harness)
+            fail_while_down(0, 2)(harness)
+
+        harness.restart(both)
     else:
         release(harness, 1, 0)
         harness.run_until(lambda: harness.machine.run_of(pod_key(1, 2)) is None)
