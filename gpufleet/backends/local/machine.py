@@ -54,8 +54,10 @@ if the server had been up: a failure counted against the backoff limit (the gang
 again where it was, or, when a GPU of its is gone or taken, ``PodDeleted`` ``REPLACED`` and
 ``WorkloadAdded``: placed again whole), a gang's failure stopping the rest. A gang is never
 left part running: a member the server recorded failed stops the rest (failed); one with no
-run stops the rest, and the gang is placed again whole. Ends of a workload not resumed are
-reported as they were at the next poll. Nothing is started twice: a run id
+run stops the rest, and the gang is placed again whole. A run found being stopped ends as
+it was to (its workload, if it was evicted, told again with ``WorkloadAdded`` to wait: the
+scheduler that evicted it is gone). Ends of a workload not resumed are reported as they were
+at the next poll. Nothing is started twice: a run id
 (``<namespace>_<name>_<attempt>``) is used once.
 
 Each tenant works under ``<state>/tenants/<tenant>/`` (:meth:`~LocalMachine.tenant_root`,
@@ -148,6 +150,9 @@ class _Bound:
     restarting: bool = False
     #: When its run started (the clock's seconds; None: not known).
     started_at: float | None = None
+    #: Found being evicted at a restart: the scheduler that evicted it is gone, so its
+    #: workload is told again (to wait) once it has ended.
+    requeue: bool = False
 
 
 @dataclass(slots=True)
@@ -295,11 +300,7 @@ class LocalMachine:
             self._gang_down(gang)
         elif waiting:
             keys = {pod.key for pod in waiting}
-            part = dataclasses.replace(
-                workload,
-                pods=tuple(p for p in workload.pods if p.key in keys),
-                min_member=min(workload.min_member, len(keys)),
-            )
+            part = _part(workload, tuple(p for p in workload.pods if p.key in keys))
             self._events.append(WorkloadAdded(part))
         self.wake()
 
@@ -686,6 +687,8 @@ class LocalMachine:
         if not evicted:
             # It is over (an evicted workload waits to be bound again, with its processes).
             self._drop_if_over(bound.workload)
+        elif bound.requeue and gang is not None and not self._holding(bound.workload):
+            self._events.append(WorkloadAdded(_part(gang.workload, gang.needed)))
 
     def _drop_if_over(self, workload_key: str) -> None:
         """Forget the workload if none of it holds a place any more."""
@@ -808,11 +811,7 @@ class LocalMachine:
             self._forget(member.pod.key)
             self._events.append(PodDeleted(member.pod.key, PodEnd.REPLACED, why))
         gang.place_again, gang.keep_deadline = False, True
-        needed = gang.needed
-        part = dataclasses.replace(
-            gang.workload, pods=needed, min_member=min(gang.workload.min_member, len(needed))
-        )
-        self._events.append(WorkloadAdded(part))
+        self._events.append(WorkloadAdded(_part(gang.workload, gang.needed)))
 
     def _drop_workload(self, workload_key: str) -> None:
         gang = self._gangs.pop(workload_key, None)
@@ -834,6 +833,11 @@ class LocalMachine:
         return PodDeleted(key, PodEnd.FAILED, end.describe())
 
 
+def _part(workload: Workload, pods: tuple[Pod, ...]) -> Workload:
+    """Some pods of a workload, as a workload to place."""
+    return dataclasses.replace(workload, pods=pods, min_member=min(workload.min_member, len(pods)))
+
+
 def _ended_at(end: RunEnd) -> float:
     return math.inf if end.record is None else end.record.ended_at
 
@@ -853,6 +857,7 @@ def _recovered_bound(pod: Pod, run: AdoptedRun) -> _Bound:
         bound.restarting = True
     elif end in {e.value for e in PodEnd}:
         bound.stopping = (PodEnd(end), why.get("reason", ""))
+        bound.requeue = bound.stopping[0] is PodEnd.EVICTED
     return bound
 
 

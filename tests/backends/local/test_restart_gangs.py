@@ -17,12 +17,13 @@ from gpufleet.backends.local.node import machine_node
 from gpufleet.backends.local.run_state import EXIT_FILE, SHIM_FILE, read_process
 from gpufleet.control.loop import ControlLoop, sync
 from gpufleet.model import Pod, Workload
+from gpufleet.model.actions import Evict
 from gpufleet.model.events import PodDeleted, PodEnd, PodRestarted, WorkloadAdded
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.testing.builders import make_queue, make_workload
 from gpufleet.testing.fakes import make_core
-from tests.backends.local.scripts import wait_until
+from tests.backends.local.scripts import STUBBORN, log_has, python_spec, wait_until, write_script
 from tests.backends.local.test_machine import Recorder, World, report_specs
 
 
@@ -185,3 +186,31 @@ def kill_run(world: World, pod_key: str) -> None:
     for pid in (child.pid, shim.pid):
         os.kill(pid, signal.SIGKILL)
     world.machine.supervisor.poll()  # reaps the shim
+
+
+def test_a_run_being_evicted_at_a_restart_waits_again_once_it_has_ended(
+    eight_gpus: NodeInventory, state_root: Path
+) -> None:
+    """The scheduler that evicted it is gone: the machine tells its workload again."""
+    first = World(eight_gpus, state_root / "state")
+    first.machine.grace_s = 0.3
+    root = first.machine.tenant_root("default")
+    script = write_script(root, "stubborn.py", STUBBORN)
+    job = make_workload("stubborn", gpus=1)
+    spec = python_spec(root, script)
+    first.machine.submit(job, {"default/stubborn": spec})
+    first.run_until(lambda: first.machine.run_of("default/stubborn") is not None)
+    run = first.machine.run_of("default/stubborn")
+    assert run is not None
+    wait_until(log_has(first.machine.supervisor, run, "ready"))
+    first.machine.apply([Evict(job.pods[0], "made room")])  # SIGTERM ignored: in its grace
+
+    second = reopen(first, eight_gpus, [(job, {"default/stubborn": spec})])
+    try:
+        second.run_until(lambda: len(second.machine.runs_of("default/stubborn")) == 2)
+        evicted = [e for e in second.recorder.events if isinstance(e, PodDeleted)]
+        assert [(e.key, e.end) for e in evicted] == [("default/stubborn", PodEnd.EVICTED)]
+        assert evicted[0].message.startswith("made room; killed by signal 9")
+        assert second.machine.run_of("default/stubborn") == "default_stubborn_2"
+    finally:
+        second.shut_down()
