@@ -34,8 +34,8 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   event (how the run ended, the delay) and counts in the pods' restarts in describe.
 
 It has no GPU telemetry, series or alerts (the simulated plane's observatory) and no job
-controllers: a pod that ends is over (no Job completions beyond its pods), save for a Job's
-retries and a restart policy's restarts, which the machine makes.
+controllers: a pod that ends is over (a Job of more completions than pods is refused), save
+for a Job's retries and a restart policy's restarts, which the machine makes.
 """
 
 from __future__ import annotations
@@ -153,6 +153,16 @@ class LocalControlPlane(LivePlane):
                     manifest.location if manifest is not None else None,
                     "kind",
                 )
+            for rules in item.timed.jobs:
+                if rules.completions > len(workload.pods):
+                    raise InputError(
+                        SOURCE,
+                        f"{rules.completions} completions, {len(workload.pods)} at a time: the "
+                        f"local machine runs each pod of a Job once (completions up to "
+                        f"parallelism)",
+                        manifest.location,
+                        "spec.completions",
+                    )
             # As the workload was read: in the caller's namespace when it names none.
             metadata = {**(manifest.get("metadata") or {}), "namespace": workload.namespace}
             spec = process_spec_from_object(
