@@ -32,10 +32,12 @@ store, tokens, queues, the API's requests: read that module's docstring) over
 * restarts in place: each process carries its restart policy (a replica's ``Always``, a Pod's
   own), which the machine honours after the kubelet's back-off; each restart is a ``BackOff``
   event (how the run ended, the delay) and counts in the pods' restarts in describe.
+* completions: each process carries its Job's ``completions`` and ``completionMode`` (from the
+  job rules), which the machine runs in turn on the Job's pods; the job row counts those done.
 
 It has no GPU telemetry, series or alerts (the simulated plane's observatory) and no job
-controllers: a pod that ends is over (a Job of more completions than pods is refused), save
-for a Job's retries and a restart policy's restarts, which the machine makes.
+controllers: a pod that ends is over, save for a Job's retries and completions and a restart
+policy's restarts, which the machine makes.
 """
 
 from __future__ import annotations
@@ -153,16 +155,6 @@ class LocalControlPlane(LivePlane):
                     manifest.location if manifest is not None else None,
                     "kind",
                 )
-            for rules in item.timed.jobs:
-                if rules.completions > len(workload.pods):
-                    raise InputError(
-                        SOURCE,
-                        f"{rules.completions} completions, {len(workload.pods)} at a time: the "
-                        f"local machine runs each pod of a Job once (completions up to "
-                        f"parallelism)",
-                        manifest.location,
-                        "spec.completions",
-                    )
             # As the workload was read: in the caller's namespace when it names none.
             metadata = {**(manifest.get("metadata") or {}), "namespace": workload.namespace}
             spec = process_spec_from_object(
@@ -173,10 +165,13 @@ class LocalControlPlane(LivePlane):
             if spec.deadline_s is not None:
                 limits.append(spec.deadline_s)
             backoffs = [j.backoff_limit for j in item.timed.jobs if j.backoff_limit is not None]
+            completions = [j.completions for j in item.timed.jobs if j.completions]
             spec = dataclasses.replace(
                 spec,
                 deadline_s=min(limits) if limits else None,
                 backoff_limit=min(backoffs) if backoffs else None,
+                completions=max(completions) if completions else None,
+                indexed=any(j.indexed for j in item.timed.jobs),
             )
             env = {
                 **spec.env,
@@ -274,6 +269,9 @@ class LocalControlPlane(LivePlane):
             return
         if failures:
             self._job_row(record).failed_pods = failures
+        done = self.machine.completions_done(record.key)
+        if done:
+            self._job_row(record).completed = done
         self._count_restarts(record)
 
     def _fail_restored(self, record: WorkloadRecord, why: str) -> None:
@@ -312,7 +310,9 @@ class LocalControlPlane(LivePlane):
                             f"pod {pod_record.pod.name} {event.message}")
             )  # fmt: skip
             return
-        if isinstance(event, PodRestarted) and event.completion is None:
+        if isinstance(event, PodRestarted) and event.completion is not None:
+            self._job_row(record).completed = self.machine.completions_done(record.key)
+        elif isinstance(event, PodRestarted) and event.completion is None:
             self._job_row(record).failed_pods += 1
         elif isinstance(event, JobEnded):
             row = self._job_row(record)
@@ -332,12 +332,14 @@ class LocalControlPlane(LivePlane):
         for pod_record in record.pods.values():
             pod_record.restarts = restarts
 
-    @staticmethod
-    def _job_row(record: WorkloadRecord) -> JobProgress:
+    def _job_row(self, record: WorkloadRecord) -> JobProgress:
         name = record.key.partition("/")[2] or record.key
         row = record.jobs.get(name)
         if row is None:
-            row = record.jobs[name] = JobProgress(record.kind, completions=len(record.pods))
+            specs = (self.world.processes(record.key) or {}).values()
+            completions = max((s.completions or 0 for s in specs), default=0)
+            completions = max(completions, len(record.pods))
+            row = record.jobs[name] = JobProgress(record.kind, completions=completions)
         return row
 
     def _record_end(

@@ -8,8 +8,8 @@ The plane reads each workload's processes from its manifest before it accepts it
 them here (:meth:`~LiveLocalMachine.give_processes`); a workload that then arrives
 (:meth:`~LiveLocalMachine.submit`, the same call as the simulator's) goes to the machine with
 them. What a simulated world has and this one has not: job controllers (:class:`NoJobs`: a
-Job's retries and a restart policy's restarts are the machine's, on its processes; there are
-no completions beyond a Job's pods), and run times known in advance.
+Job's retries and completions and a restart policy's restarts are the machine's, on its
+processes), and run times known in advance.
 
 A restart is not put back pod by pod (:meth:`~LiveLocalMachine.restore`, the simulator's way,
 is refused): the plane calls :meth:`LocalMachine.recover` once with every pod it believes runs

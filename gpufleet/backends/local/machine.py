@@ -36,6 +36,12 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   A lost run counts as a failure (as a pod lost with its node counts for a Job). A member
   that succeeded is done: a retry starts the others. The count is kept with the runs, so it
   holds across a restart of the server.
+* Completions: a workload whose processes have ``completions`` (a Job's, beyond its pods) has
+  each pod run one completion at a time (the lowest neither done nor run by another; an
+  Indexed Job's index in ``JOB_COMPLETION_INDEX``): a pod whose completion succeeded runs the
+  next at once in place (``PodRestarted`` with the completion, a new run), and ends
+  (``PodDeleted`` ``SUCCEEDED``) when none is left. Each run keeps its completion, so the ones
+  done hold across a restart of the server.
 * Restarts in place: a workload whose processes have a ``restart_policy`` (a Deployment's
   replica: ``Always``; a Pod's ``OnFailure``) has a run that ends (``Always``) or fails
   (``OnFailure``), and was not stopped, started again where it is after the kubelet's
@@ -122,6 +128,8 @@ BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 _TENANT = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 #: Why a run was stopped, kept with it (``stop.json``): to be started again with its gang.
 _RESTARTING = "restarting"
+#: The variable that gives an Indexed Job's pod its completion's index, as Kubernetes sets it.
+JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 
 
 class SubmitRefusedError(ValueError):
@@ -153,6 +161,8 @@ class _Bound:
     #: Found being evicted at a restart: the scheduler that evicted it is gone, so its
     #: workload is told again (to wait) once it has ended.
     requeue: bool = False
+    #: The Job completion its run runs (None: not known).
+    completion: int | None = None
 
 
 @dataclass(slots=True)
@@ -177,6 +187,9 @@ class _Gang:
     streak: int = 0
     #: When its restart in place is due (the clock's seconds), while it backs off.
     restart_at: float | None = None
+    #: Its Job's completions done, and the one each pod runs (or will run again).
+    done: set[int] = field(default_factory=set)
+    completion_of: dict[str, int] = field(default_factory=dict)
 
     @property
     def backoff_limit(self) -> int | None:
@@ -186,6 +199,21 @@ class _Gang:
     @property
     def restart_policy(self) -> RestartPolicy | None:
         return next((s.restart_policy for s in self.specs.values() if s.restart_policy), None)
+
+    @property
+    def completions(self) -> int:
+        """Its Job's completions (one per pod unless its processes say more)."""
+        given = [s.completions for s in self.specs.values() if s.completions is not None]
+        return max(given) if given else len(self.workload.pods)
+
+    @property
+    def indexed(self) -> bool:
+        return any(s.indexed for s in self.specs.values())
+
+    def next_completion(self) -> int | None:
+        """The lowest completion neither done nor run by a pod (None: none is left)."""
+        taken = self.done | set(self.completion_of.values())
+        return next((i for i in range(self.completions) if i not in taken), None)
 
     @property
     def needed(self) -> tuple[Pod, ...]:
@@ -226,6 +254,8 @@ class LocalMachine:
         #: Runs that ended while the server was down, by pod key, until their workload is
         #: resumed (then taken in as if the server had been up) or the next poll.
         self._recovered_ends: dict[str, tuple[_Bound, RunEnd]] = {}
+        #: The Job completions that succeeded before a restart, by workload key.
+        self._recovered_done: dict[str, set[int]] = {}
         #: Why each pod waits, as the core last said (``MarkUnschedulable``).
         self.unschedulable: dict[str, str] = {}
         self._stopped = False
@@ -284,6 +314,9 @@ class LocalMachine:
         for bound, end in ended:
             self._bound[bound.pod.key] = bound
             self._by_run[end.run_id] = bound.pod.key
+        for bound in self._holding(workload.key):
+            if bound.completion is not None:
+                gang.completion_of[bound.pod.key] = bound.completion
         # In the order they ended (a lost run last: when it went is not known).
         ended.sort(key=lambda item: (_ended_at(item[1]), item[0].rank))
         for _, end in ended:
@@ -329,6 +362,7 @@ class LocalMachine:
         self._gangs[workload.key] = _Gang(
             workload, dict(specs), failures=counts.failures, deadline_at=counts.deadline_at,
             restarts=counts.restarts, streak=counts.streak,
+            done=self._recovered_done.pop(workload.key, set()),
         )  # fmt: skip
         for pod in workload.pods:
             self._workload_of[pod.key] = workload.key
@@ -374,6 +408,7 @@ class LocalMachine:
         found: dict[str, RunStatus] = {}
         latest: dict[str, tuple[int, AdoptedRun]] = {}
         for run in self.supervisor.adopt():
+            self._recover_completion(run)
             key = run.labels.get("pod", "")
             attempt = int(run.labels.get("attempt", "0"))
             if key not in latest or latest[key][0] < attempt:
@@ -398,6 +433,15 @@ class LocalMachine:
             elif run.end is not None:
                 self._recovered_ends[key] = (bound, run.end)
         return found
+
+    def _recover_completion(self, run: AdoptedRun) -> None:
+        """Count a run found at a restart that succeeded (not stopped) as its completion done."""
+        completion, workload = run.labels.get("completion"), run.labels.get("workload")
+        end = run.end
+        if completion is None or workload is None or end is None or run.stop_why is not None:
+            return
+        if end.succeeded:
+            self._recovered_done.setdefault(workload, set()).add(int(completion))
 
     # ----------------------------------------------------------------------------- protocol
     def list_state(self) -> ClusterState:
@@ -491,6 +535,11 @@ class LocalMachine:
             return self._recovered_counts.get(workload_key, RunCounts()).failures
         return gang.failures
 
+    def completions_done(self, workload_key: str) -> int:
+        """The Job completions of the workload done so far (0 if gone)."""
+        gang = self._gangs.get(workload_key)
+        return 0 if gang is None else len(gang.done)
+
     def restarts_of(self, workload_key: str) -> int:
         """The restarts in place (its restart policy's) of the workload so far (0 if gone;
         before it is resumed, those its runs counted before the restart)."""
@@ -541,26 +590,11 @@ class LocalMachine:
         if (retry or gang.keep_deadline) and gang.deadline_at is not None:
             deadline_at = gang.deadline_at
         gang.deadline_at, gang.keep_deadline, gang.restart_at = deadline_at, False, None
-        counts = RunCounts(gang.failures, gang.restarts, gang.streak, deadline_at)
-        started_at = self.clock.now()
         for pod in pods:
             bound = self._bound[pod.key]
-            env = placement_env(bound.placement, self.inventory, self.mps)
-            if size > 1:
-                env.update(rendezvous_env(bound.rank, size, port))
-            spec = gang.specs[pod.key].with_env(env)
-            run_id = self._next_run_id(pod)
-            labels = {
-                "pod": pod.key,
-                "workload": gang.workload.key,
-                "rank": str(bound.rank),
-                "attempt": run_id.rsplit("_", 1)[1],
-                "placement": placement_to_text(bound.placement),
-                "started_at": repr(started_at),
-                **counts.labels(),
-            }
+            env = {} if size == 1 else dict(rendezvous_env(bound.rank, size, port))
             try:
-                self.supervisor.start(run_id, spec, labels, self.grace_s)
+                self._start_run(gang, bound, env)
             except (ValueError, OSError) as error:
                 # The gang starts whole or not at all: what started is stopped again.
                 for key in started:
@@ -571,13 +605,56 @@ class LocalMachine:
                         self._events.append(BindFailed(other.key, str(error)))
                 gang.bound.clear()
                 return
-            bound.run_id = run_id
-            bound.deadline_at, bound.started_at = deadline_at, started_at
-            self._by_run[run_id] = pod.key
             started.append(pod.key)
         gang.bound.clear()
         if not retry:
             self._events.extend(PodReady(key) for key in started)
+
+    def _start_run(self, gang: _Gang, bound: _Bound, env: dict[str, str]) -> None:
+        """Start one run of a bound pod of the gang: ``env`` and its devices' variables laid
+        over its process's, its Job completion's index given (an Indexed Job's), and what a
+        restarted server needs kept with it (see the module docstring)."""
+        pod = bound.pod
+        completion = gang.completion_of.get(pod.key)
+        if completion is None:
+            completion = gang.next_completion()
+            if completion is not None:
+                gang.completion_of[pod.key] = completion
+        env.update(placement_env(bound.placement, self.inventory, self.mps))
+        if gang.indexed and completion is not None:
+            env[JOB_COMPLETION_INDEX] = str(completion)
+        run_id = self._next_run_id(pod)
+        started_at = self.clock.now()
+        labels = {
+            "pod": pod.key,
+            "workload": gang.workload.key,
+            "rank": str(bound.rank),
+            "attempt": run_id.rsplit("_", 1)[1],
+            "placement": placement_to_text(bound.placement),
+            "started_at": repr(started_at),
+            **RunCounts(gang.failures, gang.restarts, gang.streak, gang.deadline_at).labels(),
+        }
+        if completion is not None:
+            labels["completion"] = str(completion)
+        self.supervisor.start(run_id, gang.specs[pod.key].with_env(env), labels, self.grace_s)
+        bound.run_id, bound.completion = run_id, completion
+        bound.deadline_at, bound.started_at = gang.deadline_at, started_at
+        self._by_run[run_id] = pod.key
+
+    def _run_next_completion(self, gang: _Gang, bound: _Bound, completion: int) -> bool:
+        """A pod whose completion succeeded runs the next one in place, at once (as the
+        simulator's Job does: its place and quota stay taken). False if it cannot start."""
+        self._by_run.pop(bound.run_id or "", None)
+        gang.completion_of[bound.pod.key] = completion
+        try:
+            self._start_run(gang, bound, {})
+        except (ValueError, OSError) as error:
+            log.error("pod %s: completion %d cannot start: %s", bound.pod.key, completion, error)
+            gang.completion_of.pop(bound.pod.key, None)
+            return False
+        message = f"runs completion {completion} ({len(gang.done)} of {gang.completions} done)"
+        self._events.append(PodRestarted(bound.pod.key, message, completion))
+        return True
 
     def _next_run_id(self, pod: Pod) -> str:
         prefix = f"{pod.namespace}_{pod.name}_"
@@ -676,6 +753,12 @@ class LocalMachine:
         if failed and self._retry(bound, end):
             return
         if end.succeeded and bound.stopping is None and gang is not None:
+            done = gang.completion_of.pop(key, None)
+            if done is not None:
+                gang.done.add(done)
+            following = gang.next_completion()
+            if following is not None and self._run_next_completion(gang, bound, following):
+                return
             gang.succeeded.add(key)
         self._forget(key)
         self._events.append(self._deleted(key, end, bound.stopping))
@@ -846,10 +929,12 @@ def _recovered_bound(pod: Pod, run: AdoptedRun) -> _Bound:
     """A pod's latest run found at a restart, with why it was being stopped, if it was."""
     labels = run.labels
     deadline_at, started_at = labels.get("deadline_at"), labels.get("started_at")
+    completion = labels.get("completion")
     bound = _Bound(
         pod, placement_from_text(labels["placement"]), labels["workload"], int(labels["rank"]),
         run.run_id, deadline_at=None if deadline_at is None else float(deadline_at),
         started_at=None if started_at is None else float(started_at),
+        completion=None if completion is None else int(completion),
     )  # fmt: skip
     why = run.stop_why or {}
     end = why.get("end", "")

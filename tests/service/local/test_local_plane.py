@@ -207,11 +207,6 @@ def test_a_run_that_ended_while_the_plane_was_down_is_recorded_on_restart(
                  "m", ["python3"])}}}},
             "kind", "reads no process from a PyTorchJob", id="kind-without-a-process",
         ),
-        pytest.param(
-            {**job("x", 2, ["python3"]),
-             "spec": {**job("x", 2, ["python3"])["spec"], "completions": 6}},
-            "spec.completions", "6 completions, 2 at a time", id="completions-beyond-parallelism",
-        ),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_422_with_nothing_stored_or_started(
