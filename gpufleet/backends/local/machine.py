@@ -74,18 +74,26 @@ It is not thread-safe otherwise: the control plane calls it under its lock.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import math
 import os
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.backends.local.devices_env import free_port, placement_env, rendezvous_env
+from gpufleet.backends.local.gangs import (
+    RESTARTING,
+    BoundPod,
+    Gang,
+    deleted_event,
+    ended_at,
+    part,
+    placement_to_text,
+    places_free,
+    recovered_bound,
+)
 from gpufleet.backends.local.node import machine_node
 from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
 from gpufleet.backends.local.supervisor import (
@@ -111,9 +119,7 @@ from gpufleet.model.events import (
     WorkloadAdded,
     WorkloadDemoted,
 )
-from gpufleet.model.gpu import MILLI_PER_GPU
 from gpufleet.model.inventory import NodeInventory
-from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 
 log = logging.getLogger(__name__)
@@ -126,8 +132,6 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 #: The reason Kubernetes gives a Job failed for more failed pods than its ``backoffLimit``.
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 _TENANT = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-#: Why a run was stopped, kept with it (``stop.json``): to be started again with its gang.
-_RESTARTING = "restarting"
 #: The variable that gives an Indexed Job's pod its completion's index, as Kubernetes sets it.
 JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 
@@ -141,84 +145,6 @@ class WallClock:
 
     def now(self) -> float:
         return time.time()
-
-
-@dataclass(slots=True)
-class _Bound:
-    pod: Pod
-    placement: Placement
-    workload: str
-    rank: int
-    run_id: str | None = None
-    #: Why it is being stopped: the end to report when it has ended.
-    stopping: tuple[PodEnd, str] | None = None
-    #: When its time limit passes (the clock's seconds), if it has one.
-    deadline_at: float | None = None
-    #: Stopped (or ended) to be started again with its gang after a member failed.
-    restarting: bool = False
-    #: When its run started (the clock's seconds; None: not known).
-    started_at: float | None = None
-    #: Found being evicted at a restart: the scheduler that evicted it is gone, so its
-    #: workload is told again (to wait) once it has ended.
-    requeue: bool = False
-    #: The Job completion its run runs (None: not known).
-    completion: int | None = None
-
-
-@dataclass(slots=True)
-class _Gang:
-    workload: Workload
-    specs: Mapping[str, ProcessSpec]
-    bound: set[str] = field(default_factory=set)
-    #: Its failed runs so far (each counts one against its backoff limit).
-    failures: int = 0
-    #: When the time limit of its current start passes (kept for a retry).
-    deadline_at: float | None = None
-    #: Its pods that succeeded (they are not started again with the rest).
-    succeeded: set[str] = field(default_factory=set)
-    #: Why it failed for good, found at a restart (a member's failure the server recorded).
-    failed_for_good: str | None = None
-    #: Its members are stopped to be placed again whole (not started again where they were).
-    place_again: bool = False
-    #: Its next start keeps the time limit of the first (placed again after a failure).
-    keep_deadline: bool = False
-    #: Its restarts in place (its restart policy's), and those since the back-off was reset.
-    restarts: int = 0
-    streak: int = 0
-    #: When its restart in place is due (the clock's seconds), while it backs off.
-    restart_at: float | None = None
-    #: Its Job's completions done, and the one each pod runs (or will run again).
-    done: set[int] = field(default_factory=set)
-    completion_of: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def backoff_limit(self) -> int | None:
-        limits = [s.backoff_limit for s in self.specs.values() if s.backoff_limit is not None]
-        return min(limits) if limits else None
-
-    @property
-    def restart_policy(self) -> RestartPolicy | None:
-        return next((s.restart_policy for s in self.specs.values() if s.restart_policy), None)
-
-    @property
-    def completions(self) -> int:
-        """Its Job's completions (one per pod unless its processes say more)."""
-        given = [s.completions for s in self.specs.values() if s.completions is not None]
-        return max(given) if given else len(self.workload.pods)
-
-    @property
-    def indexed(self) -> bool:
-        return any(s.indexed for s in self.specs.values())
-
-    def next_completion(self) -> int | None:
-        """The lowest completion neither done nor run by a pod (None: none is left)."""
-        taken = self.done | set(self.completion_of.values())
-        return next((i for i in range(self.completions) if i not in taken), None)
-
-    @property
-    def needed(self) -> tuple[Pod, ...]:
-        """Its pods that have yet to succeed: those a start runs."""
-        return tuple(p for p in self.workload.pods if p.key not in self.succeeded)
 
 
 class LocalMachine:
@@ -244,16 +170,16 @@ class LocalMachine:
         self.supervisor = supervisor or Supervisor(self.state_dir, allow_root=allow_root)
         self.clock = WallClock()
         self._events: list[ClusterEvent] = []
-        self._gangs: dict[str, _Gang] = {}
+        self._gangs: dict[str, Gang] = {}
         self._workload_of: dict[str, str] = {}
-        self._bound: dict[str, _Bound] = {}
+        self._bound: dict[str, BoundPod] = {}
         self._by_run: dict[str, str] = {}
         #: What the runs counted before a restart (failures, restarts, the time limit), by
         #: workload key, until it is registered again.
         self._recovered_counts: dict[str, RunCounts] = {}
         #: Runs that ended while the server was down, by pod key, until their workload is
         #: resumed (then taken in as if the server had been up) or the next poll.
-        self._recovered_ends: dict[str, tuple[_Bound, RunEnd]] = {}
+        self._recovered_ends: dict[str, tuple[BoundPod, RunEnd]] = {}
         #: The Job completions that succeeded before a restart, by workload key.
         self._recovered_done: dict[str, set[int]] = {}
         #: Why each pod waits, as the core last said (``MarkUnschedulable``).
@@ -318,7 +244,7 @@ class LocalMachine:
             if bound.completion is not None:
                 gang.completion_of[bound.pod.key] = bound.completion
         # In the order they ended (a lost run last: when it went is not known).
-        ended.sort(key=lambda item: (_ended_at(item[1]), item[0].rank))
+        ended.sort(key=lambda item: (ended_at(item[1]), item[0].rank))
         for _, end in ended:
             self._ended(end)
         if waiting and gang.failed_for_good is not None:
@@ -333,8 +259,8 @@ class LocalMachine:
             self._gang_down(gang)
         elif waiting:
             keys = {pod.key for pod in waiting}
-            part = _part(workload, tuple(p for p in workload.pods if p.key in keys))
-            self._events.append(WorkloadAdded(part))
+            waiting_part = part(workload, tuple(p for p in workload.pods if p.key in keys))
+            self._events.append(WorkloadAdded(waiting_part))
         self.wake()
 
     def check(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
@@ -354,12 +280,12 @@ class LocalMachine:
         if workload.key in self._gangs:
             raise SubmitRefusedError(f"workload {workload.key} was submitted already")
 
-    def _rank(self, gang: _Gang, pod_key: str) -> int:
+    def _rank(self, gang: Gang, pod_key: str) -> int:
         return next((i for i, p in enumerate(gang.workload.pods) if p.key == pod_key), -1)
 
     def _register(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
         counts = self._recovered_counts.pop(workload.key, RunCounts())
-        self._gangs[workload.key] = _Gang(
+        self._gangs[workload.key] = Gang(
             workload, dict(specs), failures=counts.failures, deadline_at=counts.deadline_at,
             restarts=counts.restarts, streak=counts.streak,
             done=self._recovered_done.pop(workload.key, set()),
@@ -422,9 +348,9 @@ class LocalMachine:
             found[key] = run.status
             if not {"placement", "workload", "rank"} <= set(run.labels):
                 if run.end is not None:  # not a run of this machine's: its end as it is
-                    self._events.append(self._deleted(key, run.end, None))
+                    self._events.append(deleted_event(key, run.end, None))
                 continue
-            bound = _recovered_bound(pods[key], run)
+            bound = recovered_bound(pods[key], run)
             counted = self._recovered_counts.get(bound.workload, RunCounts())
             self._recovered_counts[bound.workload] = counted.most(RunCounts.of(run.labels))
             if run.status is RunStatus.RUNNING:
@@ -456,7 +382,7 @@ class LocalMachine:
     def poll_events(self) -> Sequence[ClusterEvent]:
         # Ends found at a restart whose workload was not resumed: reported as they were.
         for key, (bound, end) in self._recovered_ends.items():
-            self._events.append(self._deleted(key, end, bound.stopping))
+            self._events.append(deleted_event(key, end, bound.stopping))
         self._recovered_ends.clear()
         self._restart_due()
         self._enforce_deadlines()
@@ -571,13 +497,13 @@ class LocalMachine:
             self._events.append(BindFailed(pod.key, f"this machine has no {error}"))
             return
         rank = next(i for i, p in enumerate(gang.workload.pods) if p.key == pod.key)
-        self._bound[pod.key] = _Bound(pod, placement, gang.workload.key, rank)
+        self._bound[pod.key] = BoundPod(pod, placement, gang.workload.key, rank)
         self._events.append(PodBound(pod, placement))
         gang.bound.add(pod.key)
         if len(gang.bound) == len(gang.needed):
             self._start_gang(gang)
 
-    def _start_gang(self, gang: _Gang, retry: bool = False) -> None:
+    def _start_gang(self, gang: Gang, retry: bool = False) -> None:
         """Start the gang's processes, those that have yet to succeed (``retry``: again after
         a failure, where they were; its time limit still counts from the first start, and its
         pods were ready already)."""
@@ -610,7 +536,7 @@ class LocalMachine:
         if not retry:
             self._events.extend(PodReady(key) for key in started)
 
-    def _start_run(self, gang: _Gang, bound: _Bound, env: dict[str, str]) -> None:
+    def _start_run(self, gang: Gang, bound: BoundPod, env: dict[str, str]) -> None:
         """Start one run of a bound pod of the gang: ``env`` and its devices' variables laid
         over its process's, its Job completion's index given (an Indexed Job's), and what a
         restarted server needs kept with it (see the module docstring)."""
@@ -641,7 +567,7 @@ class LocalMachine:
         bound.deadline_at, bound.started_at = gang.deadline_at, started_at
         self._by_run[run_id] = pod.key
 
-    def _run_next_completion(self, gang: _Gang, bound: _Bound, completion: int) -> bool:
+    def _run_next_completion(self, gang: Gang, bound: BoundPod, completion: int) -> bool:
         """A pod whose completion succeeded runs the next one in place, at once (as the
         simulator's Job does: its place and quota stay taken). False if it cannot start."""
         self._by_run.pop(bound.run_id or "", None)
@@ -682,7 +608,7 @@ class LocalMachine:
         now = self.clock.now()
         if self._next_deadline() > now:
             return
-        expired: dict[str, list[_Bound]] = {}
+        expired: dict[str, list[BoundPod]] = {}
         for bound in self._bound.values():
             if bound.run_id is None or bound.stopping is not None or bound.deadline_at is None:
                 continue
@@ -698,7 +624,7 @@ class LocalMachine:
                     self._stop(bound, PodEnd.FAILED, f"{DEADLINE_EXCEEDED}: {message}")
 
     # ----------------------------------------------------------------------------- ends
-    def _stop(self, bound: _Bound, end: PodEnd, reason: str) -> None:
+    def _stop(self, bound: BoundPod, end: PodEnd, reason: str) -> None:
         if bound.stopping is not None:
             return
         bound.stopping = (end, reason)
@@ -710,15 +636,15 @@ class LocalMachine:
             return
         self.supervisor.stop(bound.run_id, self.grace_s, {"end": end.value, "reason": reason})
 
-    def _stop_to_restart(self, bound: _Bound) -> None:
+    def _stop_to_restart(self, bound: BoundPod) -> None:
         """Stop a gang member to start it again with its gang (or place it again)."""
         if bound.stopping is not None or bound.restarting:
             return
         bound.restarting = True
         if bound.run_id is not None:
-            self.supervisor.stop(bound.run_id, self.grace_s, {"end": _RESTARTING})
+            self.supervisor.stop(bound.run_id, self.grace_s, {"end": RESTARTING})
 
-    def _holding(self, workload_key: str) -> list[_Bound]:
+    def _holding(self, workload_key: str) -> list[BoundPod]:
         """The gang's members that hold their place (running, stopping, or to start again)."""
         return [b for b in self._bound.values() if b.workload == workload_key]
 
@@ -761,7 +687,7 @@ class LocalMachine:
                 return
             gang.succeeded.add(key)
         self._forget(key)
-        self._events.append(self._deleted(key, end, bound.stopping))
+        self._events.append(deleted_event(key, end, bound.stopping))
         if failed:
             why = f"{key} of its gang failed ({end.describe()})"
             for other in self._holding(bound.workload):
@@ -771,14 +697,14 @@ class LocalMachine:
             # It is over (an evicted workload waits to be bound again, with its processes).
             self._drop_if_over(bound.workload)
         elif bound.requeue and gang is not None and not self._holding(bound.workload):
-            self._events.append(WorkloadAdded(_part(gang.workload, gang.needed)))
+            self._events.append(WorkloadAdded(part(gang.workload, gang.needed)))
 
     def _drop_if_over(self, workload_key: str) -> None:
         """Forget the workload if none of it holds a place any more."""
         if not self._holding(workload_key):
             self._drop_workload(workload_key)
 
-    def _retry(self, bound: _Bound, end: RunEnd) -> bool:
+    def _retry(self, bound: BoundPod, end: RunEnd) -> bool:
         """A run of ``bound`` failed: count the failure and start its gang again when all
         have ended (see the module docstring). False when it is not retried (no backoff
         limit, past it, or its gang failed for good: the Job has failed)."""
@@ -804,7 +730,7 @@ class LocalMachine:
         self._member_down(gang, bound)
         return True
 
-    def _restart_in_place(self, gang: _Gang, bound: _Bound, end: RunEnd) -> None:
+    def _restart_in_place(self, gang: Gang, bound: BoundPod, end: RunEnd) -> None:
         """A run whose restart policy says so has ended: its gang starts again where it is
         after the kubelet's back-off (counted from its end), the restart counted."""
         ended_at = self.clock.now() if end.record is None else end.record.ended_at
@@ -839,7 +765,7 @@ class LocalMachine:
                 gang.restart_at = None
                 self._gang_down(gang)
 
-    def _member_down(self, gang: _Gang, bound: _Bound) -> None:
+    def _member_down(self, gang: Gang, bound: BoundPod) -> None:
         """A member to start again with its gang has ended: once all have, the gang starts
         again where it was, or, when it cannot (a member has no place, or its GPUs are taken:
         after a restart), is placed again whole."""
@@ -848,7 +774,7 @@ class LocalMachine:
         bound.run_id = None
         self._gang_down(gang)
 
-    def _gang_down(self, gang: _Gang) -> None:
+    def _gang_down(self, gang: Gang) -> None:
         """If every member to start again has ended: start or place the gang again."""
         holding = self._holding(gang.workload.key)
         if not holding or gang.restart_at is not None:
@@ -858,35 +784,14 @@ class LocalMachine:
         for member in holding:
             member.restarting = False
         placed = all(p.key in self._bound for p in gang.needed)
-        if gang.place_again or not placed or not self._places_free(holding):
+        others = [b.placement for b in self._bound.values() if b.workload != gang.workload.key]
+        free = places_free([m.placement for m in holding], others, self.inventory, self.node.name)
+        if gang.place_again or not placed or not free:
             self._place_again(gang, holding)
         else:
             self._start_gang(gang, retry=True)
 
-    def _places_free(self, members: Sequence[_Bound]) -> bool:
-        """Whether these members' devices exist and no other workload holds them."""
-        workload_key = members[0].workload if members else ""
-        used: dict[int, int] = {}
-        slices: set[tuple[int, int]] = set()
-        for other in self._bound.values():
-            if other.workload != workload_key:
-                for index in other.placement.gpu_indices:
-                    used[index] = used.get(index, 0) + other.placement.milli_per_device
-                slices.update(other.placement.mig_slices)
-        for member in members:
-            placement = member.placement
-            try:
-                placement_env(placement, self.inventory, self.mps)
-            except DeviceNotFoundError:
-                return False
-            if placement.node != self.node.name or slices & set(placement.mig_slices):
-                return False
-            for index in placement.gpu_indices:
-                if used.get(index, 0) + placement.milli_per_device > MILLI_PER_GPU:
-                    return False
-        return True
-
-    def _place_again(self, gang: _Gang, holding: Sequence[_Bound]) -> None:
+    def _place_again(self, gang: Gang, holding: Sequence[BoundPod]) -> None:
         """The gang gives its places back and waits to be placed again, whole (those of its
         pods that have yet to succeed), its time limit kept."""
         why = "its gang is placed again"
@@ -894,7 +799,7 @@ class LocalMachine:
             self._forget(member.pod.key)
             self._events.append(PodDeleted(member.pod.key, PodEnd.REPLACED, why))
         gang.place_again, gang.keep_deadline = False, True
-        self._events.append(WorkloadAdded(_part(gang.workload, gang.needed)))
+        self._events.append(WorkloadAdded(part(gang.workload, gang.needed)))
 
     def _drop_workload(self, workload_key: str) -> None:
         gang = self._gangs.pop(workload_key, None)
@@ -903,65 +808,3 @@ class LocalMachine:
         for pod in gang.workload.pods:
             self._workload_of.pop(pod.key, None)
             self.unschedulable.pop(pod.key, None)
-
-    @staticmethod
-    def _deleted(key: str, end: RunEnd, stopping: tuple[PodEnd, str] | None) -> PodDeleted:
-        if stopping is not None:
-            why, reason = stopping
-            return PodDeleted(key, why, f"{reason}; {end.describe()}" if reason else end.describe())
-        if end.lost:
-            return PodDeleted(key, PodEnd.LOST, end.describe())
-        if end.succeeded:
-            return PodDeleted(key, PodEnd.SUCCEEDED, end.describe())
-        return PodDeleted(key, PodEnd.FAILED, end.describe())
-
-
-def _part(workload: Workload, pods: tuple[Pod, ...]) -> Workload:
-    """Some pods of a workload, as a workload to place."""
-    return dataclasses.replace(workload, pods=pods, min_member=min(workload.min_member, len(pods)))
-
-
-def _ended_at(end: RunEnd) -> float:
-    return math.inf if end.record is None else end.record.ended_at
-
-
-def _recovered_bound(pod: Pod, run: AdoptedRun) -> _Bound:
-    """A pod's latest run found at a restart, with why it was being stopped, if it was."""
-    labels = run.labels
-    deadline_at, started_at = labels.get("deadline_at"), labels.get("started_at")
-    completion = labels.get("completion")
-    bound = _Bound(
-        pod, placement_from_text(labels["placement"]), labels["workload"], int(labels["rank"]),
-        run.run_id, deadline_at=None if deadline_at is None else float(deadline_at),
-        started_at=None if started_at is None else float(started_at),
-        completion=None if completion is None else int(completion),
-    )  # fmt: skip
-    why = run.stop_why or {}
-    end = why.get("end", "")
-    if end == _RESTARTING:
-        bound.restarting = True
-    elif end in {e.value for e in PodEnd}:
-        bound.stopping = (PodEnd(end), why.get("reason", ""))
-        bound.requeue = bound.stopping[0] is PodEnd.EVICTED
-    return bound
-
-
-def placement_to_text(placement: Placement) -> str:
-    return json.dumps(
-        {
-            "node": placement.node,
-            "gpu_indices": list(placement.gpu_indices),
-            "gpu_milli_per_device": placement.gpu_milli_per_device,
-            "mig_slices": [list(s) for s in placement.mig_slices],
-        }
-    )
-
-
-def placement_from_text(text: str) -> Placement:
-    data = json.loads(text)
-    return Placement(
-        str(data["node"]),
-        tuple(int(i) for i in data["gpu_indices"]),
-        int(data["gpu_milli_per_device"]),
-        tuple((int(g), int(s)) for g, s in data["mig_slices"]),
-    )

@@ -148,6 +148,7 @@ def test_a_failure_while_down_is_retried_within_the_backoff_limit(
     gpus_before = harness.workload(NAME)["pod_views"][0]["gpu_indices"]
     harness.run_until(lambda: run_dir(harness, 0, 1, 2).exists())
     harness.run_until(lambda: attempts(harness, 0) == 2)
+    harness.run_until(lambda: "BackOff" in dict(events(harness, NAME)))  # told in a turn
 
     assert harness.workload(NAME)["state"] == "Running"
     assert harness.workload(NAME)["pod_views"][0]["gpu_indices"] == gpus_before  # the same GPUs
