@@ -664,7 +664,12 @@ class LocalMachine:
             return
         bound = self._bound[key]
         gang = self._gangs.get(bound.workload)
-        if bound.stopping is None and bound.restarting and gang is not None:
+        if (
+            bound.stopping is None
+            and bound.restarting
+            and gang is not None
+            and gang.failed_for_good is None
+        ):
             self._member_down(gang, bound)  # stopped (or ended) to start again with its gang
             return
         if (
@@ -696,7 +701,11 @@ class LocalMachine:
         if not evicted:
             # It is over (an evicted workload waits to be bound again, with its processes).
             self._drop_if_over(bound.workload)
-        elif bound.requeue and gang is not None and not self._holding(bound.workload):
+        if gang is None or bound.workload not in self._gangs:
+            return
+        if gang.place_again:  # the rest of its gang may wait for it to be placed again
+            self._gang_down(gang)
+        elif evicted and bound.requeue and not self._holding(bound.workload):
             self._events.append(WorkloadAdded(part(gang.workload, gang.needed)))
 
     def _drop_if_over(self, workload_key: str) -> None:
@@ -777,6 +786,9 @@ class LocalMachine:
     def _gang_down(self, gang: Gang) -> None:
         """If every member to start again has ended: start or place the gang again."""
         holding = self._holding(gang.workload.key)
+        if not holding and gang.place_again:  # its last member was evicted meanwhile
+            self._place_again(gang, holding)
+            return
         if not holding or gang.restart_at is not None:
             return  # gone (cancelled, evicted), or backing off
         if not all(m.run_id is None and m.stopping is None and m.restarting for m in holding):
