@@ -296,3 +296,29 @@ def test_a_retry_starts_again_only_the_members_yet_to_succeed(
     harness.run_until(harness.state_is(NAME, "Succeeded"))
     assert job_row(harness) == ("Succeeded", 1, None)
     assert attempts(harness, 1) == 1
+
+
+def test_a_gang_preempted_after_a_member_succeeded_starts_again_without_it(
+    harness: LocalHarness,
+) -> None:
+    """Rank 1 succeeded; rank 0 is preempted, waits, and starts again alone (a new run)."""
+    document = ranked_job(harness, 2, 0)
+    document["spec"]["template"]["spec"]["priorityClassName"] = "low"
+    document["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"][
+        "nvidia.com/gpu"
+    ] = 4
+    assert harness.submit(document)["status"] == 201
+    harness.run_until(running_both(harness, 2))
+    release(harness, 1, 0)
+    harness.run_until(lambda: harness.machine.run_of(pod_key(1, 2)) is None)
+
+    high = job("urgent", 1, [sys.executable, "-c", "pass"], gpus=8)
+    high["spec"]["template"]["spec"]["priorityClassName"] = "high"
+    assert harness.submit(high)["status"] == 201
+    harness.run_until(harness.state_is("urgent", "Succeeded"))
+    harness.run_until(lambda: attempts(harness, 0) == 2)
+
+    assert harness.machine.runs_of(pod_key(0, 2)) == ["research_g-0_1", "research_g-0_2"]
+    assert harness.machine.runs_of(pod_key(1, 2)) == ["research_g-1_1"]
+    release(harness, 0, 0)
+    harness.run_until(harness.state_is(NAME, "Succeeded"))
