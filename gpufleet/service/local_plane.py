@@ -352,7 +352,8 @@ class LocalControlPlane(LivePlane):
         now: float,
     ) -> None:
         """A process that ended: as the shared plane records it, and an ``Exited`` event with
-        its exit code and run time. A lost run is a failure here: nothing restarts it."""
+        its exit code and run time. A lost run is a failure here (one the machine retried or
+        restarted in place is not reported as ended)."""
         if gone.end is PodEnd.LOST:
             gone = PodDeleted(gone.key, PodEnd.FAILED, gone.message)
         started = pod_record.started
