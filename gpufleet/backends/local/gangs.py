@@ -95,16 +95,17 @@ class Gang:
 
     @property
     def completions(self) -> int:
-        """Its Job's completions (one per pod unless its processes say more)."""
+        """Its Job's completions (0: it is no Job, and counts none)."""
         given = [s.completions for s in self.specs.values() if s.completions is not None]
-        return max(given) if given else len(self.workload.pods)
+        return max(given) if given else 0
 
     @property
     def indexed(self) -> bool:
         return any(s.indexed for s in self.specs.values())
 
     def next_completion(self) -> int | None:
-        """The lowest completion neither done nor run by a pod (None: none is left)."""
+        """The lowest completion neither done nor run by a pod (None: none is left, or it
+        is no Job)."""
         taken = self.done | set(self.completion_of.values())
         return next((i for i in range(self.completions) if i not in taken), None)
 

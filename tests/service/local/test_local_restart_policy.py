@@ -166,6 +166,7 @@ def test_a_replica_that_ended_while_the_plane_was_down_is_restarted_and_its_coun
     assert "restart 2," in backoffs(harness, "web-0")[-1]
     assert harness.machine.runs_of("research/web-0") == [f"research_web-0_{n}" for n in range(1, 4)]
     assert harness.workload("web-0")["state"] == "Running"
+    assert harness.workload("web-0")["jobs"] == []  # a replica is no Job: no completions
 
 
 @pytest.mark.parametrize(
