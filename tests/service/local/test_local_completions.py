@@ -95,3 +95,33 @@ def test_the_completions_done_hold_across_a_restart(harness: LocalHarness) -> No
 
     assert Counter(indices(harness, 2)) == {"0": 1, "1": 1, "2": 1, "3": 1}
     assert harness.workload("sweep")["jobs"][0]["completed"] == 4
+
+
+#: ``flaky_index.py``: like indexed.py (no wait), but index 2 fails (exit 3) on its first run,
+#: counting its runs in ./runs-2.
+FLAKY_INDEX = """
+import os, sys
+index = os.environ.get("JOB_COMPLETION_INDEX")
+print(f"INDEX {index}", flush=True)
+if index == "2":
+    count = int(open("runs-2").read()) + 1 if os.path.exists("runs-2") else 1
+    open("runs-2", "w").write(str(count))
+    sys.exit(3 if count == 1 else 0)
+"""
+
+
+def test_a_failed_completion_is_retried_and_every_index_completes_once(
+    harness: LocalHarness,
+) -> None:
+    script = write_script(tenant_dir(harness), "flaky_index.py", FLAKY_INDEX)
+    document = job("sweep", 2, [sys.executable, str(script)])
+    document["spec"].update(completions=5, completionMode="Indexed", backoffLimit=1)
+    assert harness.submit(document)["status"] == 201
+    harness.run_until(harness.state_is("sweep", "Succeeded"))
+
+    printed = Counter(indices(harness, 2))
+    assert set(printed) == {"0", "1", "2", "3", "4"}
+    assert printed["2"] == 2  # its failed run and its retry
+    [row] = harness.workload("sweep")["jobs"]
+    assert (row["completed"], row["failed_pods"], row["state"]) == (5, 1, "Succeeded")
+    assert len([m for r, m in events(harness, "sweep") if r == "BackOff"]) == 1
