@@ -187,3 +187,24 @@ def test_a_replica_restart_policy_other_than_always_is_refused(
     assert answer["field"] == "spec.template.spec.restartPolicy"
     assert f"expected 'Always', got '{policy}'" in answer["message"]
     assert harness.store.workloads() == []
+
+
+def test_a_preempted_replica_is_not_restarted_in_place_but_placed_again(
+    harness: LocalHarness,
+) -> None:
+    document = deployment("web", planned(harness, ""))  # runs until ./stop
+    template = document["spec"]["template"]["spec"]
+    template["priorityClassName"] = "low"
+    template["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 8
+    assert harness.submit(document)["status"] == 201
+    harness.run_until(lambda: attempts(harness) == 1)
+
+    urgent = pod("urgent", [sys.executable, "-c", "pass"], gpus=8, priority_class="high")
+    assert harness.submit(urgent)["status"] == 201
+    harness.run_until(harness.state_is("urgent", "Succeeded"))
+    harness.run_until(lambda: attempts(harness) == 2)  # placed again: a new run
+
+    assert any(reason == "Preempted" for reason, _ in events(harness, "web-0"))
+    assert backoffs(harness, "web-0") == []
+    assert pod_view(harness, "web-0")["restarts"] == 0
+    assert harness.machine.runs_of("research/web-0") == ["research_web-0_1", "research_web-0_2"]
