@@ -20,8 +20,8 @@ import pytest
 
 from gpufleet.backends.local.run_state import EXIT_FILE, SHIM_FILE, read_process
 from gpufleet.testing.local_service import LocalHarness
-from tests.backends.local.scripts import wait_until, write_script
-from tests.service.local.test_local_plane import events, job, tenant_dir
+from tests.backends.local.scripts import CHECKPOINTING, wait_until, write_script
+from tests.service.local.test_local_plane import events, job, pod, printed, report, tenant_dir
 
 #: ``ranked.py``: counts its attempts in ./attempts-<rank>, prints ``RANK r ATTEMPT n``, waits
 #: for ./release-<rank> and exits with the code written in it (then removes it, so that the
@@ -322,3 +322,29 @@ def test_a_gang_preempted_after_a_member_succeeded_starts_again_without_it(
     assert harness.machine.runs_of(pod_key(1, 2)) == ["research_g-1_1"]
     release(harness, 0, 0)
     harness.run_until(harness.state_is(NAME, "Succeeded"))
+
+
+def test_a_preempted_job_waiting_at_a_restart_waits_and_resumes_after(
+    harness: LocalHarness,
+) -> None:
+    """Its run ended when it was preempted (exit 0 after its checkpoint): that end is no
+    success; after the restart it still waits, and resumes when the GPUs are free again."""
+    root = tenant_dir(harness)
+    train = write_script(root, "train.py", CHECKPOINTING)
+    checkpoint = root / "step.txt"
+    low = pod("low", [sys.executable, str(train), str(checkpoint), "100000"], gpus=8,
+              priority_class="low")  # fmt: skip
+    assert harness.submit(low)["status"] == 201
+    harness.run_until(printed(harness, "low", "step 3\n"))
+    high = pod("high", report(harness, "0", str(root / "release")), gpus=8, priority_class="high")
+    assert harness.submit(high)["status"] == 201
+    harness.run_until(printed(harness, "high"))
+    assert harness.workload("low")["state"] == "Pending"
+
+    harness.restart()
+    harness.plane.turn()
+    assert harness.workload("low")["state"] == "Pending"
+    (root / "release").touch()
+    harness.run_until(harness.state_is("high", "Succeeded"))
+    harness.run_until(printed(harness, "low", "resumed from", attempt=2))
+    assert harness.workload("low")["state"] == "Running"
