@@ -31,7 +31,8 @@ import os, sys, time
 rank = os.environ.get("RANK", "0")
 counter = f"attempts-{rank}"
 count = int(open(counter).read()) + 1 if os.path.exists(counter) else 1
-open(counter, "w").write(str(count))
+open(counter + ".tmp", "w").write(str(count))
+os.replace(counter + ".tmp", counter)  # whole, for the test that reads it
 print(f"RANK {rank} ATTEMPT {count}", flush=True)
 release = f"release-{rank}"
 while not os.path.exists(release):

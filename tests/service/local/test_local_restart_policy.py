@@ -25,7 +25,8 @@ from tests.service.local.test_local_plane import events, pod, tenant_dir
 PLANNED = """
 import os, sys, time
 count = int(open("attempts").read()) + 1 if os.path.exists("attempts") else 1
-open("attempts", "w").write(str(count))
+open("attempts.tmp", "w").write(str(count))
+os.replace("attempts.tmp", "attempts")  # whole, for the test that reads it
 print(f"ATTEMPT {count} on {os.environ.get('CUDA_VISIBLE_DEVICES')}", flush=True)
 plan = [p for p in sys.argv[1].split(",") if p]
 if count > len(plan):
