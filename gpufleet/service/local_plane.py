@@ -58,6 +58,7 @@ from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Placement
 from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd, PodRestarted
+from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import LOG_CHUNK, NotFoundError, ServeOptions
@@ -81,6 +82,8 @@ from gpufleet.service.submissions import SOURCE, Submitted
 
 log = logging.getLogger(__name__)
 
+#: The restart policies that restart a process in place.
+_IN_PLACE = (RestartPolicy.ALWAYS, RestartPolicy.ON_FAILURE)
 #: The server's environment variables a manifest's process starts with (before its own env).
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 
@@ -322,9 +325,9 @@ class LocalControlPlane(LivePlane):
         super()._record_news(record, pod_record, event, evicted_for, now)
 
     def _restarts_in_place(self, workload_key: str) -> bool:
-        """Whether the workload's processes have a restart policy (restart in place)."""
+        """Whether the workload's processes restart in place (``Always``, ``OnFailure``)."""
         specs = self.world.processes(workload_key) or {}
-        return any(spec.restart_policy is not None for spec in specs.values())
+        return any(spec.restart_policy in _IN_PLACE for spec in specs.values())
 
     def _count_restarts(self, record: WorkloadRecord) -> None:
         """Each pod of the workload restarts with it: its count is the machine's."""
