@@ -23,12 +23,17 @@ object and the field:
   is taken from the root, and none means the root itself.
 
 Pods of a Job, Deployment, StatefulSet or ReplicaSet share their template's process
-(:func:`process_spec_from_object`; ``gpufleet run`` sends such a Pod). It reads no resources
-(``kube_pods`` does) and starts nothing (``gpufleet.backends.local`` does).
+(:func:`process_spec_from_object`). The restart policy: a Pod's ``restartPolicy`` as given
+(none given: none, its end is its end: a Pod here is a one-off command, not the kubelet's
+``Always`` default); a Deployment's, StatefulSet's or ReplicaSet's ``Always`` (the only value
+Kubernetes accepts there); a Job's none (its failures are its ``backoffLimit``'s).
+``gpufleet run`` sends such a Pod. It reads no resources (``kube_pods`` does) and starts
+nothing (``gpufleet.backends.local`` does).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -37,8 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.io.errors import InputError, quoted
+from gpufleet.io.job_rules import restart_policy
 from gpufleet.io.kube_pods import REPLICATED_KINDS
 from gpufleet.io.manifests import Context, describe, object_name
+from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 
 #: The kinds whose process is read: a Pod's spec, or the pod template of the others.
@@ -251,12 +258,20 @@ def process_spec_from_object(
     context = context.naming(f"{kind} {namespace or 'default'}/{name}")
     spec = context.mapping(obj.get("spec"), "spec", required=True)
     if kind == "Pod":
-        return process_spec_from_pod_spec(context, spec, "spec", tenant_root, base_env, uid, gid)
+        process = process_spec_from_pod_spec(context, spec, "spec", tenant_root, base_env, uid, gid)
+        policy = restart_policy(context, spec.get("restartPolicy"), "spec.restartPolicy")
+        return dataclasses.replace(process, restart_policy=policy)
     template = context.mapping(spec.get("template"), "spec.template", required=True)
     pod_spec = context.mapping(template.get("spec"), "spec.template.spec", required=True)
-    return process_spec_from_pod_spec(
+    process = process_spec_from_pod_spec(
         context, pod_spec, "spec.template.spec", tenant_root, base_env, uid, gid
     )
+    if kind in REPLICATED_KINDS:
+        field = "spec.template.spec.restartPolicy"
+        always = (RestartPolicy.ALWAYS,)
+        restart_policy(context, pod_spec.get("restartPolicy"), field, always)
+        return dataclasses.replace(process, restart_policy=RestartPolicy.ALWAYS)
+    return process
 
 
 __all__ = [

@@ -3,15 +3,18 @@
 Owns :class:`ProcessSpec`: the executable and its argv (a container's ``command`` and
 ``args``), the exact environment it starts with (nothing is inherited by the process itself:
 whoever builds a spec decides the base), its working directory, the identity it runs as and
-where its output goes, its time limit and its retries. Plain data: reading a Pod manifest into
-one is :mod:`gpufleet.io.process_specs`; adding the devices' and a gang's variables and running
-it is :mod:`gpufleet.backends.local`.
+where its output goes, its time limit, its retries, its restart policy and its Job's
+completions. Plain data: reading
+a Pod manifest into one is :mod:`gpufleet.io.process_specs`; adding the devices' and a gang's
+variables and running it is :mod:`gpufleet.backends.local`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+
+from gpufleet.model.jobs import RestartPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +27,12 @@ class ProcessSpec:
     ``backoff_limit``: how many failed runs of its workload are started again before the
     workload fails (a Job's ``backoffLimit``; None: a failure ends it, as a bare Pod's does).
     ``container``: the name of the container it was read from (what telemetry labels its GPUs
-    with, as dcgm-exporter does; empty: not known)."""
+    with, as dcgm-exporter does; empty: not known).
+    ``restart_policy``: ``Always`` (a Deployment's replica) restarts its process in place
+    whenever it ends, ``OnFailure`` when it fails, after the kubelet's back-off; None (or
+    ``Never``): an end is its end (a Job's failures are its ``backoff_limit``'s).
+    ``completions``: its Job's completions (None: one per pod), run by its workload's pods in
+    turn; ``indexed``: each completion has an index (``JOB_COMPLETION_INDEX``)."""
 
     argv: tuple[str, ...]
     executable: str
@@ -36,6 +44,9 @@ class ProcessSpec:
     deadline_s: float | None = None
     backoff_limit: int | None = None
     container: str = ""
+    restart_policy: RestartPolicy | None = None
+    completions: int | None = None
+    indexed: bool = False
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -48,6 +59,8 @@ class ProcessSpec:
             raise ValueError(f"a time limit must be positive, got {self.deadline_s!r}")
         if self.backoff_limit is not None and self.backoff_limit < 0:
             raise ValueError(f"a backoff limit must be >= 0, got {self.backoff_limit!r}")
+        if self.completions is not None and self.completions < 1:
+            raise ValueError(f"completions must be >= 1, got {self.completions!r}")
 
     def with_env(self, extra: Mapping[str, str]) -> ProcessSpec:
         """This spec with ``extra`` laid over its environment (``extra`` wins)."""
@@ -65,6 +78,9 @@ class ProcessSpec:
             "deadline_s": self.deadline_s,
             "backoff_limit": self.backoff_limit,
             "container": self.container,
+            "restart_policy": None if self.restart_policy is None else self.restart_policy.value,
+            "completions": self.completions,
+            "indexed": self.indexed,
         }
 
     @classmethod
@@ -75,6 +91,7 @@ class ProcessSpec:
             raise ValueError("a process spec needs argv (a list) and env (a mapping)")
         uid, gid, log_path = data.get("uid"), data.get("gid"), data.get("log_path")
         deadline, backoff = data.get("deadline_s"), data.get("backoff_limit")
+        policy, completions = data.get("restart_policy"), data.get("completions")
         return cls(
             tuple(str(a) for a in argv),
             str(data["executable"]),
@@ -86,4 +103,7 @@ class ProcessSpec:
             None if deadline is None else float(str(deadline)),
             None if backoff is None else int(str(backoff)),
             str(data.get("container") or ""),
+            None if policy is None else RestartPolicy(str(policy)),
+            None if completions is None else int(str(completions)),
+            bool(data.get("indexed", False)),
         )

@@ -14,11 +14,13 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   nothing stored or started. The processes are stored with the workload.
 * a restart: the runs are found again by the machine (:meth:`~gpufleet.backends.local.machine.
   LocalMachine.recover`, by PID and start time) for every pod the store says runs or waits;
-  a run found running is running (even one the store had not yet seen start), one that ended
-  meanwhile is recorded as ended, one whose shim vanished is recorded failed (lost), and the
-  rest wait again: no run is started twice.
+  a run found running is running (even one the store had not yet seen start), and the rest
+  wait again; the runs that ended meanwhile (or were lost: their shim vanished) are taken in
+  by the machine as if the server had been up (:meth:`~gpufleet.backends.local.machine.
+  LocalMachine.resume`: a Job's retries, a gang's failure stopping the rest): no run is
+  started twice, and no gang is left part running.
 * each pod's end as an ``Exited`` event: the exit code (or signal) and how long it ran; a lost
-  run is a failure (a process is not restarted behind the user's back);
+  run is a failure (retried only as a Job's failure is);
 * the logs of each pod's runs (:meth:`LocalControlPlane.pod_log`), kept on disk after the run.
 * time limits: each process carries its workload's ``activeDeadlineSeconds`` (a Pod's own, read
   with its process; a Job's, from the job rules the submission already read:
@@ -27,6 +29,11 @@ store, tokens, queues, the API's requests: read that module's docstring) over
 * retries: each process carries its Job's ``backoffLimit`` (from the same job rules), which
   the machine honours by starting a failed run again (a ``BackOff`` event); the job row in
   describe counts the failed pods and ends ``Failed (BackoffLimitExceeded)`` past the limit.
+* restarts in place: each process carries its restart policy (a replica's ``Always``, a Pod's
+  own), which the machine honours after the kubelet's back-off; each restart is a ``BackOff``
+  event (how the run ended, the delay) and counts in the pods' restarts in describe.
+* completions: each process carries its Job's ``completions`` and ``completionMode`` (from the
+  job rules), which the machine runs in turn on the Job's pods; the job row counts those done.
 
 * its GPUs observed: given the machine's GPUs through NVML (``devices``: the node agent's
   :class:`~gpufleet.devices.nvml_source.NvmlDeviceSource` over the real or the fake NVML,
@@ -47,9 +54,8 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   and given back when NVML says it recovered, each change a ``GPUUnhealthy`` or
   ``GPUHealthy`` event of the machine (:meth:`LocalControlPlane.check_health`).
 
-It has no job controllers: a pod that ends is over (no Job completions beyond its pods, no
-replica restarts, hence no replica autoscaling), save for a Job's retries, which the machine
-makes.
+It has no job controllers: a pod that ends is over, save for a Job's retries and completions
+and a restart policy's restarts, which the machine makes (no replica autoscaling).
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Placement
 from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd, PodRestarted
+from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.model.telemetry import HealthEvent
 from gpufleet.service.auth import Principal
@@ -104,6 +111,8 @@ log = logging.getLogger(__name__)
 #: How long the health thread waits on NVML's events per turn (also how soon it stops).
 HEALTH_WAIT_S = 0.5
 
+#: The restart policies that restart a process in place.
+_IN_PLACE = (RestartPolicy.ALWAYS, RestartPolicy.ON_FAILURE)
 #: The server's environment variables a manifest's process starts with (before its own env).
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 
@@ -261,10 +270,13 @@ class LocalControlPlane(LivePlane):
             if spec.deadline_s is not None:
                 limits.append(spec.deadline_s)
             backoffs = [j.backoff_limit for j in item.timed.jobs if j.backoff_limit is not None]
+            completions = [j.completions for j in item.timed.jobs if j.completions]
             spec = dataclasses.replace(
                 spec,
                 deadline_s=min(limits) if limits else None,
                 backoff_limit=min(backoffs) if backoffs else None,
+                completions=max(completions) if completions else None,
+                indexed=any(j.indexed for j in item.timed.jobs),
             )
             env = {
                 **spec.env,
@@ -325,9 +337,11 @@ class LocalControlPlane(LivePlane):
         found: Mapping[str, RunStatus],
         placements: Mapping[str, Placement],
     ) -> None:
-        """Put one stored workload back: its running pods as found, the rest waiting again."""
+        """Put one stored workload back: its running pods as found, the rest waiting again;
+        the runs that ended meanwhile are taken in by the machine (retries, a gang's failure)
+        as if the server had been up."""
         waiting = []
-        alive = False
+        alive = ended = False
         for key, pod_record in record.pods.items():
             if pod_record.state in POD_TERMINAL:
                 continue
@@ -339,24 +353,31 @@ class LocalControlPlane(LivePlane):
                     self.store.set_pod(key, POD_RUNNING, placements[key], pod_record.started)
                 alive = True
             elif status in (RunStatus.ENDED, RunStatus.LOST):
-                pass  # its end comes as an event in the first turn
+                ended = True  # what follows its end comes as events in the first turn
             else:
                 if pod_record.state == POD_RUNNING:
                     log.warning("pod %s was running and has no run here: it waits again", key)
                 pod_record.state, pod_record.placement = POD_PENDING, None
                 self.store.set_pod(key, POD_PENDING)
                 waiting.append(pod_record.pod)
-        if not alive and not waiting:
-            return  # every run ended meanwhile: the machine has nothing to hold for it
+        if not alive and not waiting and not ended:
+            return
         specs = self.world.processes(record.key) or {}
+        # Counted before the restart (those counted now come as events).
+        failures = self.machine.failures_of(record.key)
+        succeeded = [k for k, p in record.pods.items() if p.state == POD_SUCCEEDED]
+        failed = [k for k, p in record.pods.items() if p.state == POD_FAILED]
         try:
-            self.machine.resume(record.timed.workload, specs, waiting)
+            self.machine.resume(record.timed.workload, specs, waiting, succeeded, failed)
         except SubmitRefusedError as error:
             self._fail_restored(record, str(error))
             return
-        failures = self.machine.failures_of(record.key)
         if failures:
             self._job_row(record).failed_pods = failures
+        done = self.machine.completions_done(record.key)
+        if done:
+            self._job_row(record).completed = done
+        self._count_restarts(record)
 
     def _fail_restored(self, record: WorkloadRecord, why: str) -> None:
         now = self.now()
@@ -383,8 +404,20 @@ class LocalControlPlane(LivePlane):
     ) -> None:
         """As the shared plane records it; a job the machine ended (its time limit passed, or
         its failures its backoff limit) or retried is kept as the workload's job row too (there
-        are no job controllers here to keep it): its failed pods and how it ended."""
-        if isinstance(event, PodRestarted) and event.completion is None:
+        are no job controllers here to keep it): its failed pods and how it ended. A restart
+        in place (a restart policy's) is counted on the workload's pods, with a ``BackOff``
+        event saying how the run ended and how long the back-off is."""
+        if isinstance(event, PodRestarted) and self._restarts_in_place(record.key):
+            self._count_restarts(record)
+            self.counters["restarted"] += 1
+            self._notes.events.append(
+                StoredEvent(now, record.key, "Warning", "BackOff",
+                            f"pod {pod_record.pod.name} {event.message}")
+            )  # fmt: skip
+            return
+        if isinstance(event, PodRestarted) and event.completion is not None:
+            self._job_row(record).completed = self.machine.completions_done(record.key)
+        elif isinstance(event, PodRestarted) and event.completion is None:
             self._job_row(record).failed_pods += 1
         elif isinstance(event, JobEnded):
             row = self._job_row(record)
@@ -393,12 +426,25 @@ class LocalControlPlane(LivePlane):
             row.outcome, row.reason, row.message = event.outcome, event.reason, event.message
         super()._record_news(record, pod_record, event, evicted_for, now)
 
-    @staticmethod
-    def _job_row(record: WorkloadRecord) -> JobProgress:
+    def _restarts_in_place(self, workload_key: str) -> bool:
+        """Whether the workload's processes restart in place (``Always``, ``OnFailure``)."""
+        specs = self.world.processes(workload_key) or {}
+        return any(spec.restart_policy in _IN_PLACE for spec in specs.values())
+
+    def _count_restarts(self, record: WorkloadRecord) -> None:
+        """Each pod of the workload restarts with it: its count is the machine's."""
+        restarts = self.machine.restarts_of(record.key)
+        for pod_record in record.pods.values():
+            pod_record.restarts = restarts
+
+    def _job_row(self, record: WorkloadRecord) -> JobProgress:
         name = record.key.partition("/")[2] or record.key
         row = record.jobs.get(name)
         if row is None:
-            row = record.jobs[name] = JobProgress(record.kind, completions=len(record.pods))
+            specs = (self.world.processes(record.key) or {}).values()
+            completions = max((s.completions or 0 for s in specs), default=0)
+            completions = max(completions, len(record.pods))
+            row = record.jobs[name] = JobProgress(record.kind, completions=completions)
         return row
 
     def _record_end(
@@ -411,7 +457,8 @@ class LocalControlPlane(LivePlane):
         now: float,
     ) -> None:
         """A process that ended: as the shared plane records it, and an ``Exited`` event with
-        its exit code and run time. A lost run is a failure here: nothing restarts it."""
+        its exit code and run time. A lost run is a failure here (one the machine retried or
+        restarted in place is not reported as ended)."""
         if gone.end is PodEnd.LOST:
             gone = PodDeleted(gone.key, PodEnd.FAILED, gone.message)
         started = pod_record.started

@@ -7,8 +7,9 @@ simulator's job controllers that the protocol names).
 The plane reads each workload's processes from its manifest before it accepts it and hands
 them here (:meth:`~LiveLocalMachine.give_processes`); a workload that then arrives
 (:meth:`~LiveLocalMachine.submit`, the same call as the simulator's) goes to the machine with
-them. What a simulated world has and this one has not: job controllers (a pod that ends is
-over: no Job retries, no replica restarts; :class:`NoJobs`), and run times known in advance.
+them. What a simulated world has and this one has not: job controllers (:class:`NoJobs`: a
+Job's retries and completions and a restart policy's restarts are the machine's, on its
+processes), and run times known in advance.
 
 A restart is not put back pod by pod (:meth:`~LiveLocalMachine.restore`, the simulator's way,
 is refused): the plane calls :meth:`LocalMachine.recover` once with every pod it believes runs

@@ -30,6 +30,7 @@ from fastapi.testclient import TestClient
 from gpufleet.api.app import create_app
 from gpufleet.backends.local.machine import LocalMachine, WallClock
 from gpufleet.backends.local.node import machine_node
+from gpufleet.backends.local.restarts import CrashBackoff
 from gpufleet.devices.source import DeviceSource
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.scheduling.admission import AdmissionConfig
@@ -69,6 +70,8 @@ class LocalHarness:
     #: The machine's clock, when a test moves it (None: the wall clock).
     clock: MovableClock | None = None
     observe_step_s: float = STEP_S
+    #: The back-off before a restart in place: short, so that tests need not wait 10 s.
+    crash_backoff: CrashBackoff = field(default_factory=lambda: CrashBackoff(0.05, 0.2, 60.0))
     plane: LocalControlPlane = field(init=False)
     machine: LocalMachine = field(init=False)
     store: Store = field(init=False)
@@ -105,8 +108,9 @@ class LocalHarness:
         self.store = Store(self.root / "plane.db")
         node = machine_node(self.inventory, "box", 64_000, 262_144)
         self.machine = LocalMachine(
-            self.inventory, self.state_dir, node=node, grace_s=5.0, allow_root=True
-        )
+            self.inventory, self.state_dir, node=node, grace_s=5.0, allow_root=True,
+            crash_backoff=self.crash_backoff,
+        )  # fmt: skip
         if self.clock is not None:
             self.machine.clock = self.clock
         options = ServeOptions(admission=AdmissionConfig(min_runtime=0.0))
@@ -120,9 +124,10 @@ class LocalHarness:
         )
         self.app = create_app(self.plane)
 
-    def restart(self, clean: bool = False) -> None:
+    def restart(self, while_down: Callable[[], None] | None = None, *, clean: bool = False) -> None:
         """Drop the plane as a killed server would (its processes run on) and open again;
-        ``clean``: stop it as a server stopping does first (its series saved)."""
+        ``clean``: stop it as a server stopping does first (its series saved); ``while_down``
+        is called in between (what happens while no server runs)."""
         if clean:
             self.plane.stop()
         else:
@@ -130,6 +135,8 @@ class LocalHarness:
             if self.plane.devices is not None:
                 self.plane.devices.close()
         self.store.close()
+        if while_down is not None:
+            while_down()
         self.open()
 
     def client(self, who: str = TENANT) -> TestClient:

@@ -14,6 +14,7 @@ import pytest
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.process_specs import cannot_run, expand, process_spec_from_object
+from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 
 BASE_ENV = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "LANG": "C.UTF-8"}
@@ -267,3 +268,49 @@ def test_the_path_lookup_skips_what_the_user_cannot_run(open_root: Path) -> None
     assert process_spec_from_object(
         pod({"command": ["prog"]}), "p.yaml", open_root, {"PATH": str(closed)}
     ).executable == str(closed / "prog")
+
+
+@pytest.mark.parametrize(
+    ("kind", "given", "expected"),
+    [
+        pytest.param("Pod", None, None, id="pod-none-given-none"),
+        pytest.param("Pod", "Always", RestartPolicy.ALWAYS, id="pod-always"),
+        pytest.param("Pod", "OnFailure", RestartPolicy.ON_FAILURE, id="pod-on-failure"),
+        pytest.param("Pod", "Never", RestartPolicy.NEVER, id="pod-never"),
+        pytest.param("Deployment", None, RestartPolicy.ALWAYS, id="deployment-default"),
+        pytest.param("StatefulSet", "Always", RestartPolicy.ALWAYS, id="statefulset-always"),
+        pytest.param("ReplicaSet", None, RestartPolicy.ALWAYS, id="replicaset-default"),
+        pytest.param("Job", "OnFailure", None, id="job-its-backoff-limit-instead"),
+    ],
+)
+def test_the_restart_policy_of_each_kind(
+    root: Path, kind: str, given: str | None, expected: RestartPolicy | None
+) -> None:
+    document = pod({"command": [sys.executable]}, kind=kind)
+    pod_spec = document["spec"] if kind == "Pod" else document["spec"]["template"]["spec"]
+    if given is not None:
+        pod_spec["restartPolicy"] = given
+    spec = process_spec_from_object(document, "w.yaml", root, BASE_ENV)
+    assert spec.restart_policy is expected
+    assert ProcessSpec.from_json(spec.to_json()) == spec
+
+
+@pytest.mark.parametrize(
+    ("kind", "given", "field", "message"),
+    [
+        pytest.param("Pod", "Sometimes", "spec.restartPolicy", "got 'Sometimes'", id="pod-bad"),
+        pytest.param(
+            "Deployment", "Never", "spec.template.spec.restartPolicy",
+            "expected 'Always', got 'Never'", id="deployment-never",
+        ),
+    ],
+)  # fmt: skip
+def test_a_bad_restart_policy_is_refused(
+    root: Path, kind: str, given: str, field: str, message: str
+) -> None:
+    document = pod({"command": [sys.executable]}, kind=kind)
+    pod_spec = document["spec"] if kind == "Pod" else document["spec"]["template"]["spec"]
+    pod_spec["restartPolicy"] = given
+    with pytest.raises(InputError, match=message) as raised:
+        process_spec_from_object(document, "w.yaml", root, BASE_ENV)
+    assert raised.value.field == field

@@ -33,17 +33,42 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   once all its processes have ended (``PodRestarted`` for each pod, a new run id, its log kept
   apart), its time limit still counted from the first start; the failure past the limit is
   ``JobEnded`` ``Failed`` ``BackoffLimitExceeded`` and the pods' ``PodDeleted`` ``FAILED``.
-  The count is kept with the runs, so it holds across a restart of the server (a run that
-  failed while the server was down ends its workload: it is not started again).
+  A lost run counts as a failure (as a pod lost with its node counts for a Job). A member
+  that succeeded is done: a retry starts the others. The count is kept with the runs, so it
+  holds across a restart of the server.
+* Completions: a workload whose processes have ``completions`` (a Job's, beyond its pods) has
+  each pod run one completion at a time (the lowest neither done nor run by another; an
+  Indexed Job's index in ``JOB_COMPLETION_INDEX``): a pod whose completion succeeded runs the
+  next at once in place (``PodRestarted`` with the completion, a new run), and ends
+  (``PodDeleted`` ``SUCCEEDED``) when none is left. Each run keeps its completion, so the ones
+  done hold across a restart of the server.
+* Restarts in place: a workload whose processes have a ``restart_policy`` (a Deployment's
+  replica: ``Always``; a Pod's ``OnFailure``) has a run that ends (``Always``) or fails
+  (``OnFailure``), and was not stopped, started again where it is after the kubelet's
+  back-off (:class:`~.restarts.CrashBackoff`, counted from its end; the rest of a gang is
+  stopped and started with it): ``PodRestarted`` saying how it ended and the delay, a new run
+  id and log, the count (:meth:`LocalMachine.restarts_of`) and the back-off kept with the runs
+  across a restart of the server. It holds its GPUs while it backs off; a cancellation,
+  eviction or time limit stops it for good.
 
 GPU health: :meth:`LocalMachine.set_gpu_health` withdraws the GPUs the caller found unhealthy
 (NVML's lost devices and critical XIDs, :mod:`.health`) from scheduling, as the node agent's
 health marks them on a cluster (``DeviceHealthChanged``); runs already there run on.
 
-Restarts: each run keeps its pod's key, workload, rank and placement with it, so a new server
-calls :meth:`LocalMachine.recover` with the pods it believes run, and gets back the running
-ones in :meth:`~LocalMachine.list_state` and the ones that ended (or were lost) meanwhile as
-events. Nothing is started twice: a run id (``<namespace>_<name>_<attempt>``) is used once.
+Restarts: each run keeps its pod's key, workload, rank and placement with it, and a stop
+asked for keeps why (evicted, cancelled, failed, to be started again), so a new server calls
+:meth:`LocalMachine.recover` with the pods it believes run or wait, and gets back the running
+ones in :meth:`~LocalMachine.list_state`; then :meth:`LocalMachine.resume` for each workload
+takes in the runs of its pods that ended (or were lost) meanwhile, in the order they ended, as
+if the server had been up: a failure counted against the backoff limit (the gang started
+again where it was, or, when a GPU of its is gone or taken, ``PodDeleted`` ``REPLACED`` and
+``WorkloadAdded``: placed again whole), a gang's failure stopping the rest. A gang is never
+left part running: a member the server recorded failed stops the rest (failed); one with no
+run stops the rest, and the gang is placed again whole. A run found being stopped ends as
+it was to (its workload, if it was evicted, told again with ``WorkloadAdded`` to wait: the
+scheduler that evicted it is gone). Ends of a workload not resumed are reported as they were
+at the next poll. Nothing is started twice: a run id
+(``<namespace>_<name>_<attempt>``) is used once.
 
 Each tenant works under ``<state>/tenants/<tenant>/`` (:meth:`~LocalMachine.tenant_root`,
 made on demand, owned by the tenant's uid where one is given). :meth:`~LocalMachine.wait` wakes
@@ -53,19 +78,28 @@ It is not thread-safe otherwise: the control plane calls it under its lock.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import math
 import os
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.backends.local.devices_env import free_port, placement_env, rendezvous_env
+from gpufleet.backends.local.gangs import (
+    RESTARTING,
+    BoundPod,
+    Gang,
+    deleted_event,
+    ended_at,
+    part,
+    placement_to_text,
+    places_free,
+    recovered_bound,
+)
 from gpufleet.backends.local.node import machine_node
+from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
 from gpufleet.backends.local.supervisor import (
     DEFAULT_GRACE_S,
     AdoptedRun,
@@ -104,6 +138,8 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 #: The reason Kubernetes gives a Job failed for more failed pods than its ``backoffLimit``.
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 _TENANT = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+#: The variable that gives an Indexed Job's pod its completion's index, as Kubernetes sets it.
+JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 
 
 class SubmitRefusedError(ValueError):
@@ -115,37 +151,6 @@ class WallClock:
 
     def now(self) -> float:
         return time.time()
-
-
-@dataclass(slots=True)
-class _Bound:
-    pod: Pod
-    placement: Placement
-    workload: str
-    rank: int
-    run_id: str | None = None
-    #: Why it is being stopped: the end to report when it has ended.
-    stopping: tuple[PodEnd, str] | None = None
-    #: When its time limit passes (the clock's seconds), if it has one.
-    deadline_at: float | None = None
-    #: Stopped (or ended) to be started again with its gang after a member failed.
-    restarting: bool = False
-
-
-@dataclass(slots=True)
-class _Gang:
-    workload: Workload
-    specs: Mapping[str, ProcessSpec]
-    bound: set[str] = field(default_factory=set)
-    #: Its failed runs so far (each counts one against its backoff limit).
-    failures: int = 0
-    #: When the time limit of its current start passes (kept for a retry).
-    deadline_at: float | None = None
-
-    @property
-    def backoff_limit(self) -> int | None:
-        limits = [s.backoff_limit for s in self.specs.values() if s.backoff_limit is not None]
-        return min(limits) if limits else None
 
 
 class LocalMachine:
@@ -161,24 +166,31 @@ class LocalMachine:
         allow_root: bool = False,
         supervisor: Supervisor | None = None,
         shared_proc: bool = False,
+        crash_backoff: CrashBackoff | None = None,
     ) -> None:
         self.inventory = inventory
         self.state_dir = Path(state_dir)
         self.node = node or machine_node(inventory)
         self.mps = mps
         self.grace_s = grace_s
+        self.crash_backoff = crash_backoff or CrashBackoff()
         self.supervisor = supervisor or Supervisor(
             self.state_dir, allow_root=allow_root, shared_proc=shared_proc
         )
         self.clock = WallClock()
         self._events: list[ClusterEvent] = []
-        self._gangs: dict[str, _Gang] = {}
+        self._gangs: dict[str, Gang] = {}
         self._workload_of: dict[str, str] = {}
-        self._bound: dict[str, _Bound] = {}
+        self._bound: dict[str, BoundPod] = {}
         self._by_run: dict[str, str] = {}
-        #: Failures counted before a restart and the time limit of the runs then, by workload
-        #: key, until it is registered again.
-        self._recovered_failures: dict[str, tuple[int, float | None]] = {}
+        #: What the runs counted before a restart (failures, restarts, the time limit), by
+        #: workload key, until it is registered again.
+        self._recovered_counts: dict[str, RunCounts] = {}
+        #: Runs that ended while the server was down, by pod key, until their workload is
+        #: resumed (then taken in as if the server had been up) or the next poll.
+        self._recovered_ends: dict[str, tuple[BoundPod, RunEnd]] = {}
+        #: The Job completions that succeeded before a restart, by workload key.
+        self._recovered_done: dict[str, set[int]] = {}
         #: Why each pod waits, as the core last said (``MarkUnschedulable``).
         self.unschedulable: dict[str, str] = {}
         self._stopped = False
@@ -207,21 +219,57 @@ class LocalMachine:
         self.wake()
 
     def resume(
-        self, workload: Workload, specs: Mapping[str, ProcessSpec], waiting: Sequence[Pod] = ()
+        self,
+        workload: Workload,
+        specs: Mapping[str, ProcessSpec],
+        waiting: Sequence[Pod] = (),
+        succeeded: Iterable[str] = (),
+        failed: Iterable[str] = (),
     ) -> None:
         """After :meth:`recover`: a workload that was here before the restart, its running pods
         recovered; ``waiting``: its pods to place again (told to the scheduler now, as a
-        workload of those pods). Raises :class:`SubmitRefusedError` as :meth:`submit` does."""
+        workload of those pods); ``succeeded`` and ``failed``: its pods whose end the caller
+        recorded before the restart. The runs of its pods that ended while the server was
+        down are taken in as if it had been up (see the module docstring: retries, a gang's
+        failure); a gang is never left part running: with a member failed for good the rest
+        is stopped and failed, with a member waiting the rest is stopped and the gang placed
+        again whole. Raises :class:`SubmitRefusedError` as :meth:`submit` does."""
         self.check(workload, specs)
         self._register(workload, specs)
-        if waiting:
+        gang = self._gangs[workload.key]
+        gang.succeeded.update(succeeded)
+        failed_before = sorted(failed, key=lambda k: self._rank(gang, k))
+        if failed_before:
+            gang.failed_for_good = f"{failed_before[0]} of its gang failed"
+            for bound in self._holding(workload.key):
+                self._stop(bound, PodEnd.FAILED, gang.failed_for_good)
+        ended = [
+            self._recovered_ends.pop(p.key) for p in workload.pods if p.key in self._recovered_ends
+        ]
+        for bound, end in ended:
+            self._bound[bound.pod.key] = bound
+            self._by_run[end.run_id] = bound.pod.key
+        for bound in self._holding(workload.key):
+            if bound.completion is not None:
+                gang.completion_of[bound.pod.key] = bound.completion
+        # In the order they ended (a lost run last: when it went is not known).
+        ended.sort(key=lambda item: (ended_at(item[1]), item[0].rank))
+        for _, end in ended:
+            self._ended(end)
+        if waiting and gang.failed_for_good is not None:
+            for pod in waiting:
+                self._events.append(PodDeleted(pod.key, PodEnd.FAILED, gang.failed_for_good))
+            self._drop_if_over(workload.key)
+        elif waiting and self._holding(workload.key):
+            # A gang starts whole: what still runs of it is stopped, and it is placed again.
+            gang.place_again = True
+            for bound in self._holding(workload.key):
+                self._stop_to_restart(bound)
+            self._gang_down(gang)
+        elif waiting:
             keys = {pod.key for pod in waiting}
-            part = dataclasses.replace(
-                workload,
-                pods=tuple(p for p in workload.pods if p.key in keys),
-                min_member=min(workload.min_member, len(keys)),
-            )
-            self._events.append(WorkloadAdded(part))
+            waiting_part = part(workload, tuple(p for p in workload.pods if p.key in keys))
+            self._events.append(WorkloadAdded(waiting_part))
         self.wake()
 
     def check(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
@@ -241,10 +289,16 @@ class LocalMachine:
         if workload.key in self._gangs:
             raise SubmitRefusedError(f"workload {workload.key} was submitted already")
 
+    def _rank(self, gang: Gang, pod_key: str) -> int:
+        return next((i for i, p in enumerate(gang.workload.pods) if p.key == pod_key), -1)
+
     def _register(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
-        failures, deadline_at = self._recovered_failures.pop(workload.key, (0, None))
-        self._gangs[workload.key] = _Gang(workload, dict(specs), failures=failures)
-        self._gangs[workload.key].deadline_at = deadline_at
+        counts = self._recovered_counts.pop(workload.key, RunCounts())
+        self._gangs[workload.key] = Gang(
+            workload, dict(specs), failures=counts.failures, deadline_at=counts.deadline_at,
+            restarts=counts.restarts, streak=counts.streak,
+            done=self._recovered_done.pop(workload.key, set()),
+        )  # fmt: skip
         for pod in workload.pods:
             self._workload_of[pod.key] = workload.key
 
@@ -289,6 +343,7 @@ class LocalMachine:
         found: dict[str, RunStatus] = {}
         latest: dict[str, tuple[int, AdoptedRun]] = {}
         for run in self.supervisor.adopt():
+            self._recover_completion(run)
             key = run.labels.get("pod", "")
             attempt = int(run.labels.get("attempt", "0"))
             if key not in latest or latest[key][0] < attempt:
@@ -299,31 +354,46 @@ class LocalMachine:
                     log.warning("run %s of unknown pod %s: stopping it", run.run_id, key)
                     self.supervisor.stop(run.run_id, self.grace_s)
                 continue
+            found[key] = run.status
+            if not {"placement", "workload", "rank"} <= set(run.labels):
+                if run.end is not None:  # not a run of this machine's: its end as it is
+                    self._events.append(deleted_event(key, run.end, None))
+                continue
+            bound = recovered_bound(pods[key], run)
+            counted = self._recovered_counts.get(bound.workload, RunCounts())
+            self._recovered_counts[bound.workload] = counted.most(RunCounts.of(run.labels))
             if run.status is RunStatus.RUNNING:
-                labels = run.labels
-                placement = placement_from_text(labels["placement"])
-                deadline_at = labels.get("deadline_at")
-                bound = _Bound(
-                    pods[key], placement, labels["workload"], int(labels["rank"]), run.run_id,
-                    deadline_at=None if deadline_at is None else float(deadline_at),
-                )  # fmt: skip
                 self._bound[key] = bound
                 self._by_run[run.run_id] = key
-                self._recovered_failures[labels["workload"]] = (
-                    int(labels.get("failures", "0")),
-                    bound.deadline_at,
-                )
             elif run.end is not None:
-                self._events.append(self._deleted(key, run.end, None))
-            found[key] = run.status
+                self._recovered_ends[key] = (bound, run.end)
         return found
+
+    def _recover_completion(self, run: AdoptedRun) -> None:
+        """Count a run found at a restart that succeeded (not stopped) as its completion done."""
+        completion, workload = run.labels.get("completion"), run.labels.get("workload")
+        end = run.end
+        if completion is None or workload is None or end is None or run.stop_why is not None:
+            return
+        if end.succeeded:
+            self._recovered_done.setdefault(workload, set()).add(int(completion))
 
     # ----------------------------------------------------------------------------- protocol
     def list_state(self) -> ClusterState:
-        running = [(b.pod, b.placement) for b in self._bound.values() if b.run_id is not None]
+        # A pod waiting to be started again with its gang holds its GPUs too.
+        running = [
+            (b.pod, b.placement)
+            for b in self._bound.values()
+            if b.run_id is not None or b.restarting
+        ]
         return ClusterState(nodes=(self.node,), running=tuple(running))
 
     def poll_events(self) -> Sequence[ClusterEvent]:
+        # Ends found at a restart whose workload was not resumed: reported as they were.
+        for key, (bound, end) in self._recovered_ends.items():
+            self._events.append(deleted_event(key, end, bound.stopping))
+        self._recovered_ends.clear()
+        self._restart_due()
         self._enforce_deadlines()
         for end in self.supervisor.poll():
             self._ended(end)
@@ -345,7 +415,8 @@ class LocalMachine:
         if self._events or self._stopped:
             return
         now = self.clock.now()
-        seconds = min(deadline - now, MAX_SLEEP_S, self._next_deadline() - now)
+        due = min(self._next_deadline(), self._next_restart())
+        seconds = min(deadline - now, MAX_SLEEP_S, due - now)
         self.supervisor.wait(max(0.0, seconds))
 
     @property
@@ -412,9 +483,25 @@ class LocalMachine:
         return [f"{prefix}{attempt}" for attempt in sorted(attempts)]
 
     def failures_of(self, workload_key: str) -> int:
-        """The failed runs counted against the workload's backoff limit so far (0 if gone)."""
+        """The failed runs counted against the workload's backoff limit so far (0 if gone;
+        before it is resumed, those its runs counted before the restart)."""
         gang = self._gangs.get(workload_key)
-        return 0 if gang is None else gang.failures
+        if gang is None:
+            return self._recovered_counts.get(workload_key, RunCounts()).failures
+        return gang.failures
+
+    def completions_done(self, workload_key: str) -> int:
+        """The Job completions of the workload done so far (0 if gone)."""
+        gang = self._gangs.get(workload_key)
+        return 0 if gang is None else len(gang.done)
+
+    def restarts_of(self, workload_key: str) -> int:
+        """The restarts in place (its restart policy's) of the workload so far (0 if gone;
+        before it is resumed, those its runs counted before the restart)."""
+        gang = self._gangs.get(workload_key)
+        if gang is None:
+            return self._recovered_counts.get(workload_key, RunCounts()).restarts
+        return gang.restarts
 
     @property
     def waiting(self) -> dict[str, Pod]:
@@ -439,43 +526,30 @@ class LocalMachine:
             self._events.append(BindFailed(pod.key, f"this machine has no {error}"))
             return
         rank = next(i for i, p in enumerate(gang.workload.pods) if p.key == pod.key)
-        self._bound[pod.key] = _Bound(pod, placement, gang.workload.key, rank)
+        self._bound[pod.key] = BoundPod(pod, placement, gang.workload.key, rank)
         self._events.append(PodBound(pod, placement))
         gang.bound.add(pod.key)
-        if len(gang.bound) == len(gang.workload.pods):
+        if len(gang.bound) == len(gang.needed):
             self._start_gang(gang)
 
-    def _start_gang(self, gang: _Gang, retry: bool = False) -> None:
-        """Start the gang's processes (``retry``: again after a failure; its time limit still
-        counts from the first start, and its pods were ready already)."""
-        pods = gang.workload.pods
-        port = free_port() if len(pods) > 1 else 0
+    def _start_gang(self, gang: Gang, retry: bool = False) -> None:
+        """Start the gang's processes, those that have yet to succeed (``retry``: again after
+        a failure, where they were; its time limit still counts from the first start, and its
+        pods were ready already)."""
+        pods = gang.needed
+        size = len(gang.workload.pods)
+        port = free_port() if size > 1 else 0
         started: list[str] = []
         limits = [s.deadline_s for s in gang.specs.values() if s.deadline_s is not None]
         deadline_at = self.clock.now() + min(limits) if limits else None
-        if retry:
+        if (retry or gang.keep_deadline) and gang.deadline_at is not None:
             deadline_at = gang.deadline_at
-        gang.deadline_at = deadline_at
+        gang.deadline_at, gang.keep_deadline, gang.restart_at = deadline_at, False, None
         for pod in pods:
             bound = self._bound[pod.key]
-            env = placement_env(bound.placement, self.inventory, self.mps)
-            if len(pods) > 1:
-                env.update(rendezvous_env(bound.rank, len(pods), port))
-            spec = gang.specs[pod.key].with_env(env)
-            run_id = self._next_run_id(pod)
-            labels = {
-                "pod": pod.key,
-                "workload": gang.workload.key,
-                "rank": str(bound.rank),
-                "attempt": run_id.rsplit("_", 1)[1],
-                "placement": placement_to_text(bound.placement),
-            }
-            if deadline_at is not None:
-                labels["deadline_at"] = repr(deadline_at)
-            if gang.failures:
-                labels["failures"] = str(gang.failures)
+            env = {} if size == 1 else dict(rendezvous_env(bound.rank, size, port))
             try:
-                self.supervisor.start(run_id, spec, labels, self.grace_s)
+                self._start_run(gang, bound, env)
             except (ValueError, OSError) as error:
                 # The gang starts whole or not at all: what started is stopped again.
                 for key in started:
@@ -486,13 +560,56 @@ class LocalMachine:
                         self._events.append(BindFailed(other.key, str(error)))
                 gang.bound.clear()
                 return
-            bound.run_id = run_id
-            bound.deadline_at = deadline_at
-            self._by_run[run_id] = pod.key
             started.append(pod.key)
         gang.bound.clear()
         if not retry:
             self._events.extend(PodReady(key) for key in started)
+
+    def _start_run(self, gang: Gang, bound: BoundPod, env: dict[str, str]) -> None:
+        """Start one run of a bound pod of the gang: ``env`` and its devices' variables laid
+        over its process's, its Job completion's index given (an Indexed Job's), and what a
+        restarted server needs kept with it (see the module docstring)."""
+        pod = bound.pod
+        completion = gang.completion_of.get(pod.key)
+        if completion is None:
+            completion = gang.next_completion()
+            if completion is not None:
+                gang.completion_of[pod.key] = completion
+        env.update(placement_env(bound.placement, self.inventory, self.mps))
+        if gang.indexed and completion is not None:
+            env[JOB_COMPLETION_INDEX] = str(completion)
+        run_id = self._next_run_id(pod)
+        started_at = self.clock.now()
+        labels = {
+            "pod": pod.key,
+            "workload": gang.workload.key,
+            "rank": str(bound.rank),
+            "attempt": run_id.rsplit("_", 1)[1],
+            "placement": placement_to_text(bound.placement),
+            "started_at": repr(started_at),
+            **RunCounts(gang.failures, gang.restarts, gang.streak, gang.deadline_at).labels(),
+        }
+        if completion is not None:
+            labels["completion"] = str(completion)
+        self.supervisor.start(run_id, gang.specs[pod.key].with_env(env), labels, self.grace_s)
+        bound.run_id, bound.completion = run_id, completion
+        bound.deadline_at, bound.started_at = gang.deadline_at, started_at
+        self._by_run[run_id] = pod.key
+
+    def _run_next_completion(self, gang: Gang, bound: BoundPod, completion: int) -> bool:
+        """A pod whose completion succeeded runs the next one in place, at once (as the
+        simulator's Job does: its place and quota stay taken). False if it cannot start."""
+        self._by_run.pop(bound.run_id or "", None)
+        gang.completion_of[bound.pod.key] = completion
+        try:
+            self._start_run(gang, bound, {})
+        except (ValueError, OSError) as error:
+            log.error("pod %s: completion %d cannot start: %s", bound.pod.key, completion, error)
+            gang.completion_of.pop(bound.pod.key, None)
+            return False
+        message = f"runs completion {completion} ({len(gang.done)} of {gang.completions} done)"
+        self._events.append(PodRestarted(bound.pod.key, message, completion))
+        return True
 
     def _next_run_id(self, pod: Pod) -> str:
         prefix = f"{pod.namespace}_{pod.name}_"
@@ -520,7 +637,7 @@ class LocalMachine:
         now = self.clock.now()
         if self._next_deadline() > now:
             return
-        expired: dict[str, list[_Bound]] = {}
+        expired: dict[str, list[BoundPod]] = {}
         for bound in self._bound.values():
             if bound.run_id is None or bound.stopping is not None or bound.deadline_at is None:
                 continue
@@ -536,15 +653,29 @@ class LocalMachine:
                     self._stop(bound, PodEnd.FAILED, f"{DEADLINE_EXCEEDED}: {message}")
 
     # ----------------------------------------------------------------------------- ends
-    def _stop(self, bound: _Bound, end: PodEnd, reason: str) -> None:
+    def _stop(self, bound: BoundPod, end: PodEnd, reason: str) -> None:
         if bound.stopping is not None:
             return
         bound.stopping = (end, reason)
-        if bound.run_id is None:  # bound, its gang not started: nothing runs
+        if bound.run_id is None:  # bound, its gang not started (or backing off): nothing runs
             self._forget(bound.pod.key)
             self._events.append(PodDeleted(bound.pod.key, end, reason))
+            if end is not PodEnd.EVICTED:
+                self._drop_if_over(bound.workload)
             return
-        self.supervisor.stop(bound.run_id, self.grace_s)
+        self.supervisor.stop(bound.run_id, self.grace_s, {"end": end.value, "reason": reason})
+
+    def _stop_to_restart(self, bound: BoundPod) -> None:
+        """Stop a gang member to start it again with its gang (or place it again)."""
+        if bound.stopping is not None or bound.restarting:
+            return
+        bound.restarting = True
+        if bound.run_id is not None:
+            self.supervisor.stop(bound.run_id, self.grace_s, {"end": RESTARTING})
+
+    def _holding(self, workload_key: str) -> list[BoundPod]:
+        """The gang's members that hold their place (running, stopping, or to start again)."""
+        return [b for b in self._bound.values() if b.workload == workload_key]
 
     def _forget(self, key: str) -> None:
         bound = self._bound.pop(key, None)
@@ -561,57 +692,155 @@ class LocalMachine:
         if key is None:
             return
         bound = self._bound[key]
-        failed = not end.succeeded and bound.stopping is None
-        if bound.stopping is None and (failed or bound.restarting) and self._retry(bound, end):
+        gang = self._gangs.get(bound.workload)
+        if (
+            bound.stopping is None
+            and bound.restarting
+            and gang is not None
+            and gang.failed_for_good is None
+        ):
+            self._member_down(gang, bound)  # stopped (or ended) to start again with its gang
             return
+        if (
+            bound.stopping is None
+            and gang is not None
+            and gang.failed_for_good is None
+            and restarts_after(gang.restart_policy, end.succeeded)
+        ):
+            self._restart_in_place(gang, bound, end)
+            return
+        failed = not end.succeeded and bound.stopping is None
+        if failed and self._retry(bound, end):
+            return
+        if end.succeeded and bound.stopping is None and gang is not None:
+            done = gang.completion_of.pop(key, None)
+            if done is not None:
+                gang.done.add(done)
+            following = gang.next_completion()
+            if following is not None and self._run_next_completion(gang, bound, following):
+                return
+            gang.succeeded.add(key)
         self._forget(key)
-        self._events.append(self._deleted(key, end, bound.stopping))
+        self._events.append(deleted_event(key, end, bound.stopping))
         if failed:
             why = f"{key} of its gang failed ({end.describe()})"
-            for other in list(self._bound.values()):
-                if other.workload == bound.workload and other.pod.key != key:
-                    self._stop(other, PodEnd.FAILED, why)
+            for other in self._holding(bound.workload):
+                self._stop(other, PodEnd.FAILED, why)
         evicted = bound.stopping is not None and bound.stopping[0] is PodEnd.EVICTED
-        if not evicted and not any(b.workload == bound.workload for b in self._bound.values()):
+        if not evicted:
             # It is over (an evicted workload waits to be bound again, with its processes).
-            self._drop_workload(bound.workload)
+            self._drop_if_over(bound.workload)
+        if gang is None or bound.workload not in self._gangs:
+            return
+        if gang.place_again:  # the rest of its gang may wait for it to be placed again
+            self._gang_down(gang)
+        elif evicted and bound.requeue and not self._holding(bound.workload):
+            self._events.append(WorkloadAdded(part(gang.workload, gang.needed)))
 
-    def _retry(self, bound: _Bound, end: RunEnd) -> bool:
-        """A run of ``bound`` that failed or was stopped for a retry has ended: count the
-        failure and start its gang again when all have ended (see the module docstring).
-        False when it is not retried (no backoff limit, or past it: the Job has failed)."""
+    def _drop_if_over(self, workload_key: str) -> None:
+        """Forget the workload if none of it holds a place any more."""
+        if not self._holding(workload_key):
+            self._drop_workload(workload_key)
+
+    def _retry(self, bound: BoundPod, end: RunEnd) -> bool:
+        """A run of ``bound`` failed: count the failure and start its gang again when all
+        have ended (see the module docstring). False when it is not retried (no backoff
+        limit, past it, or its gang failed for good: the Job has failed)."""
         gang = self._gangs.get(bound.workload)
         limit = None if gang is None else gang.backoff_limit
-        if gang is None or limit is None:
+        if gang is None or limit is None or gang.failed_for_good is not None:
             return False
         key = bound.pod.key
-        if not bound.restarting:
-            gang.failures += 1
-            if gang.failures > limit:
-                name = bound.workload.partition("/")[2] or bound.workload
-                message = f"Job has reached the specified backoff limit ({limit})"
-                self._events.append(JobEnded(name, key, "Failed", BACKOFF_LIMIT_EXCEEDED, message))
-                return False
-            for other in self._bound.values():
-                if other.workload == bound.workload and other is not bound:
-                    other.restarting = True
-                    if other.run_id is not None and other.stopping is None:
-                        self.supervisor.stop(other.run_id, self.grace_s)
-            message = (
-                f"is started again ({end.describe()}; failure {gang.failures} of "
-                f"backoffLimit {limit})"
-            )
-            self._events.append(PodRestarted(key, message))
+        gang.failures += 1
+        if gang.failures > limit:
+            name = bound.workload.partition("/")[2] or bound.workload
+            message = f"Job has reached the specified backoff limit ({limit})"
+            self._events.append(JobEnded(name, key, "Failed", BACKOFF_LIMIT_EXCEEDED, message))
+            return False
+        for other in self._holding(bound.workload):
+            if other is not bound:
+                self._stop_to_restart(other)
+        message = (
+            f"is started again ({end.describe()}; failure {gang.failures} of backoffLimit {limit})"
+        )
+        self._events.append(PodRestarted(key, message))
+        bound.restarting = True
+        self._member_down(gang, bound)
+        return True
+
+    def _restart_in_place(self, gang: Gang, bound: BoundPod, end: RunEnd) -> None:
+        """A run whose restart policy says so has ended: its gang starts again where it is
+        after the kubelet's back-off (counted from its end), the restart counted."""
+        ended_at = self.clock.now() if end.record is None else end.record.ended_at
+        started_at = ended_at if bound.started_at is None else bound.started_at
+        if ended_at - started_at >= self.crash_backoff.reset_after_s:
+            gang.streak = 0
+        delay = self.crash_backoff.delay(gang.streak)
+        gang.streak += 1
+        gang.restarts += 1
+        gang.restart_at = ended_at + delay
+        for other in self._holding(bound.workload):
+            if other is not bound:
+                self._stop_to_restart(other)
+        message = (
+            f"ended ({end.describe()}) and is restarted in place after a back-off of "
+            f"{delay:g}s (restart {gang.restarts}, restartPolicy {gang.restart_policy})"
+        )
+        self._events.append(PodRestarted(bound.pod.key, message))
+        bound.restarting = True
+        self._member_down(gang, bound)
+
+    def _next_restart(self) -> float:
+        """When the next restart in place is due (inf: none)."""
+        due = (g.restart_at for g in self._gangs.values() if g.restart_at is not None)
+        return min(due, default=math.inf)
+
+    def _restart_due(self) -> None:
+        """Start the gangs whose back-off has passed (those all of whose members ended)."""
+        now = self.clock.now()
+        for gang in list(self._gangs.values()):
+            if gang.restart_at is not None and gang.restart_at <= now:
+                gang.restart_at = None
+                self._gang_down(gang)
+
+    def _member_down(self, gang: Gang, bound: BoundPod) -> None:
+        """A member to start again with its gang has ended: once all have, the gang starts
+        again where it was, or, when it cannot (a member has no place, or its GPUs are taken:
+        after a restart), is placed again whole."""
         if bound.run_id is not None:
             self._by_run.pop(bound.run_id, None)
-        bound.run_id, bound.restarting = None, True
-        members = [self._bound.get(pod.key) for pod in gang.workload.pods]
-        if all(m is not None and m.run_id is None and m.stopping is None for m in members):
-            for member in members:
-                if member is not None:
-                    member.restarting = False
+        bound.run_id = None
+        self._gang_down(gang)
+
+    def _gang_down(self, gang: Gang) -> None:
+        """If every member to start again has ended: start or place the gang again."""
+        holding = self._holding(gang.workload.key)
+        if not holding and gang.place_again:  # its last member was evicted meanwhile
+            self._place_again(gang, holding)
+            return
+        if not holding or gang.restart_at is not None:
+            return  # gone (cancelled, evicted), or backing off
+        if not all(m.run_id is None and m.stopping is None and m.restarting for m in holding):
+            return
+        for member in holding:
+            member.restarting = False
+        placed = all(p.key in self._bound for p in gang.needed)
+        others = [b.placement for b in self._bound.values() if b.workload != gang.workload.key]
+        free = places_free([m.placement for m in holding], others, self.inventory, self.node.name)
+        if gang.place_again or not placed or not free:
+            self._place_again(gang, holding)
+        else:
             self._start_gang(gang, retry=True)
-        return True
+
+    def _place_again(self, gang: Gang, holding: Sequence[BoundPod]) -> None:
+        """The gang gives its places back and waits to be placed again, whole (those of its
+        pods that have yet to succeed), its time limit kept."""
+        why = "its gang is placed again"
+        for member in holding:
+            self._forget(member.pod.key)
+            self._events.append(PodDeleted(member.pod.key, PodEnd.REPLACED, why))
+        gang.place_again, gang.keep_deadline = False, True
+        self._events.append(WorkloadAdded(part(gang.workload, gang.needed)))
 
     def _drop_workload(self, workload_key: str) -> None:
         gang = self._gangs.pop(workload_key, None)
@@ -620,35 +849,3 @@ class LocalMachine:
         for pod in gang.workload.pods:
             self._workload_of.pop(pod.key, None)
             self.unschedulable.pop(pod.key, None)
-
-    @staticmethod
-    def _deleted(key: str, end: RunEnd, stopping: tuple[PodEnd, str] | None) -> PodDeleted:
-        if stopping is not None:
-            why, reason = stopping
-            return PodDeleted(key, why, f"{reason}; {end.describe()}" if reason else end.describe())
-        if end.lost:
-            return PodDeleted(key, PodEnd.LOST, end.describe())
-        if end.succeeded:
-            return PodDeleted(key, PodEnd.SUCCEEDED, end.describe())
-        return PodDeleted(key, PodEnd.FAILED, end.describe())
-
-
-def placement_to_text(placement: Placement) -> str:
-    return json.dumps(
-        {
-            "node": placement.node,
-            "gpu_indices": list(placement.gpu_indices),
-            "gpu_milli_per_device": placement.gpu_milli_per_device,
-            "mig_slices": [list(s) for s in placement.mig_slices],
-        }
-    )
-
-
-def placement_from_text(text: str) -> Placement:
-    data = json.loads(text)
-    return Placement(
-        str(data["node"]),
-        tuple(int(i) for i in data["gpu_indices"]),
-        int(data["gpu_milli_per_device"]),
-        tuple((int(g), int(s)) for g, s in data["mig_slices"]),
-    )

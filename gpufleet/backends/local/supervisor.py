@@ -125,6 +125,8 @@ class AdoptedRun:
     status: RunStatus
     labels: Mapping[str, str]
     end: RunEnd | None = None
+    #: Why a stop was asked for (what :meth:`Supervisor.stop` was told; None: never stopped).
+    stop_why: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,13 +235,17 @@ class Supervisor:
         return RunHandle(run_id, run_dir, log_path, shim)
 
     # ----------------------------------------------------------------------------- stop
-    def stop(self, run_id: str, grace_s: float = DEFAULT_GRACE_S) -> bool:
+    def stop(
+        self, run_id: str, grace_s: float = DEFAULT_GRACE_S, why: Mapping[str, str] | None = None
+    ) -> bool:
         """Ask the run to stop: SIGTERM to its process group now, SIGKILL after ``grace_s``
-        (the shim counts it). Returns False when the run is not running here."""
+        (the shim counts it); ``why`` is kept with the run (:meth:`adopt` gives it back).
+        Returns False when the run is not running here."""
         watched = self._watched.get(run_id)
         if watched is None:
             return False
-        write_json(watched.run_dir / STOP_FILE, {"grace_s": grace_s, "at": time.time()})
+        asked = {"grace_s": grace_s, "at": time.time(), "why": dict(why or {})}
+        write_json(watched.run_dir / STOP_FILE, asked)
         if alive(watched.shim):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(watched.shim.pid, signal.SIGTERM)
@@ -286,31 +292,33 @@ class Supervisor:
     def adopt(self) -> list[AdoptedRun]:
         """Every run of the state directory (see the module docstring), in id order; the
         running ones are watched by this supervisor from now on. Lost ones are reported here
-        and not by a later :meth:`poll`; ended ones too."""
+        and not by a later :meth:`poll`; ended ones too. Each comes with why it was stopped,
+        if it was."""
         found: list[AdoptedRun] = []
         for run_dir in sorted(p for p in self.runs_dir.iterdir() if p.is_dir()):
             run_id = run_dir.name
             spec = read_json(run_dir / SPEC_FILE) or {}
             labels = {str(k): str(v) for k, v in dict(spec.get("labels") or {}).items()}
+            stop_why = _stop_why(run_dir)
             record = read_exit(run_dir / EXIT_FILE)
             if record is not None:
                 end = RunEnd(run_id, record, labels)
-                found.append(AdoptedRun(run_id, RunStatus.ENDED, labels, end))
+                found.append(AdoptedRun(run_id, RunStatus.ENDED, labels, end, stop_why))
                 continue
             shim = read_process(run_dir / SHIM_FILE)
             if shim is not None and alive(shim):
                 self._watched.setdefault(run_id, _Watched(run_dir, shim, labels))
-                found.append(AdoptedRun(run_id, RunStatus.RUNNING, labels))
+                found.append(AdoptedRun(run_id, RunStatus.RUNNING, labels, None, stop_why))
                 continue
             # The shim may have recorded the end just before it went.
             record = read_exit(run_dir / EXIT_FILE)
             if record is not None:
                 end = RunEnd(run_id, record, labels)
-                found.append(AdoptedRun(run_id, RunStatus.ENDED, labels, end))
+                found.append(AdoptedRun(run_id, RunStatus.ENDED, labels, end, stop_why))
                 continue
             self._kill_orphans(run_dir)
             lost = RunEnd(run_id, None, labels)
-            found.append(AdoptedRun(run_id, RunStatus.LOST, labels, lost))
+            found.append(AdoptedRun(run_id, RunStatus.LOST, labels, lost, stop_why))
         return found
 
     # ----------------------------------------------------------------------------- queries
@@ -358,3 +366,11 @@ class Supervisor:
                 watched.popen.poll()
         with contextlib.suppress(OSError):
             os.close(self._fifo)
+
+
+def _stop_why(run_dir: Path) -> dict[str, str] | None:
+    """Why the run was asked to stop (its ``stop.json``), or None when it never was."""
+    asked = read_json(run_dir / STOP_FILE)
+    if asked is None:
+        return None
+    return {str(k): str(v) for k, v in dict(asked.get("why") or {}).items()}

@@ -222,7 +222,7 @@ def test_bad_input_is_a_422_with_nothing_stored_or_started(
     assert list(harness.machine.supervisor.runs_dir.iterdir()) == []
 
 
-def test_each_replica_of_a_deployment_runs_its_template_on_its_own_gpu(
+def test_each_replica_of_a_deployment_runs_its_template_on_its_own_gpu_and_restarts(
     harness: LocalHarness,
 ) -> None:
     release = tenant_dir(harness) / "release"
@@ -241,6 +241,10 @@ def test_each_replica_of_a_deployment_runs_its_template_on_its_own_gpu(
     harness.run_until(lambda: printed(harness, "web-0")() and printed(harness, "web-1")())
     devices = {seen(harness, f"web-{i}")["CUDA_VISIBLE_DEVICES"] for i in range(2)}
     assert len(devices) == 2
-    release.touch()
-    harness.run_until(harness.state_is("web-1", "Succeeded"))
-    harness.run_until(harness.state_is("web-0", "Succeeded"))
+    release.touch()  # each ends, and is restarted in place (restartPolicy Always)
+    harness.run_until(lambda: all(len(harness.machine.runs_of(f"research/web-{i}")) > 1
+                                  for i in range(2)))  # fmt: skip
+    assert harness.workload("web-0")["state"] == "Running"
+    for i in range(2):
+        harness.client().delete(f"/api/v1/workloads/research/web-{i}")
+    harness.run_until(lambda: not harness.machine.supervisor.running)
