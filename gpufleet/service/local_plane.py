@@ -40,6 +40,8 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   Preemptible lowers the workload in the core, so waiting work may preempt it; ScaleToZero
   stops it (no replica controllers here, said in its event); Checkpoint is its event alone
   (a run has no annotation to read; one that checkpoints on SIGTERM does so when stopped).
+  Its book starts when a server first ran on the database (``book_start``, kept in it): a cost
+  window reaching further back starts there, so the GPUs are not idle cost from before.
 
 * GPU health: a thread waits on NVML's health events (:class:`~gpufleet.backends.local.
   health.GpuHealthWatch`, the node agent's verdicts: a lost GPU, a critical XID, a
@@ -104,6 +106,9 @@ log = logging.getLogger(__name__)
 #: How long the health thread waits on NVML's events per turn (also how soon it stops).
 HEALTH_WAIT_S = 0.5
 
+#: The database's note of when a local server first ran on it (the plane's ``book_start``).
+FIRST_START_META = "local_first_start"
+
 #: The server's environment variables a manifest's process starts with (before its own env).
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 
@@ -132,6 +137,7 @@ class LocalControlPlane(LivePlane):
         super().__init__(
             store, LiveLocalMachine(machine), SchedulerMetrics(), options or ServeOptions(), wall
         )
+        self.book_start = self._first_start()
         #: The GPUs NVML reports lost or failed, withdrawn from scheduling (None: no NVML).
         self.health: GpuHealthWatch | None = None
         if devices is not None:
@@ -175,6 +181,17 @@ class LocalControlPlane(LivePlane):
         if self.devices is not None:
             self.devices.close()
 
+    def _first_start(self) -> float:
+        """When a server first ran on this database (kept in it): before that, this machine's
+        GPUs were not its to account for. A database from before it was kept: its first
+        submission, if earlier than now."""
+        kept = self.store.meta(FIRST_START_META)
+        if kept is not None:
+            return float(kept)
+        first = min([self.now(), *(r.submitted for r in self.records.values())])
+        self.store.set_meta(FIRST_START_META, repr(first))
+        return first
+
     # ----------------------------------------------------------------------------- health
     def check_health(self, timeout_s: float = HEALTH_WAIT_S) -> list[StoredEvent]:
         """Wait up to ``timeout_s`` for GPUs to fail or recover; withdraw (or restore) them and
@@ -212,6 +229,10 @@ class LocalControlPlane(LivePlane):
         )
 
     # ----------------------------------------------------------------------------- submit
+    def default_runtime(self) -> float | None:
+        """None: a process runs until it ends (its expected runtime is what it declares)."""
+        return None
+
     def _prepare(
         self,
         principal: Principal,

@@ -244,3 +244,23 @@ def test_each_replica_of_a_deployment_runs_its_template_on_its_own_gpu(
     release.touch()
     harness.run_until(harness.state_is("web-1", "Succeeded"))
     harness.run_until(harness.state_is("web-0", "Succeeded"))
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        pytest.param({}, None, id="declares-none"),
+        pytest.param({"gpufleet.dev/expected-runtime": "2h"}, 7200.0, id="declares-2h"),
+    ],
+)
+def test_the_expected_runtime_is_what_the_workload_declares(
+    harness: LocalHarness, annotations: dict[str, str], expected: float | None
+) -> None:
+    """Not the simulated cluster's default run time: a process runs until it ends, and the
+    scheduler's estimates assume what it declares."""
+    manifest = pod("declared", [sys.executable, "-c", "pass"])
+    manifest["metadata"]["annotations"] = annotations
+    body = harness.submit(manifest)
+    assert body["status"] == 201, body
+    assert harness.workload("declared")["expected_runtime"] == expected
+    harness.run_until(harness.state_is("declared", "Succeeded"))
