@@ -221,8 +221,9 @@ def serve(
     observe_every: Annotated[
         float | None,
         typer.Option(
-            help="with --local: seconds of the wall clock between the rounds that record the "
-            f"GPUs' samples and evaluate the alert rules (default {STEP_S:g})"
+            help="with --local: seconds of the wall clock between the rounds that read the "
+            f"GPUs' samples and evaluate the alert rules (default {STEP_S:g}; the series keep "
+            "one point per 15 s, the newest reading in it)"
         ),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",

@@ -399,6 +399,7 @@ class PlaneBase:
         attempt: int | None = None,
         offset: int = 0,
         limit: int = LOG_CHUNK,
+        tail: int | None = None,
     ) -> PodLog:
         """The output of a pod's run: kept by a plane whose pods are this machine's
         processes (``serve --local``) only."""

@@ -19,7 +19,8 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   rest wait again: no run is started twice.
 * each pod's end as an ``Exited`` event: the exit code (or signal) and how long it ran; a lost
   run is a failure (a process is not restarted behind the user's back);
-* the logs of each pod's runs (:meth:`LocalControlPlane.pod_log`), kept on disk after the run.
+* the logs of each pod's runs (:meth:`LocalControlPlane.pod_log`: from an offset, or their
+  last bytes), kept on disk after the run.
 * time limits: each process carries its workload's ``activeDeadlineSeconds`` (a Pod's own, read
   with its process; a Job's, from the job rules the submission already read:
   the shorter), which the machine enforces; a workload stopped for it is failed with a job
@@ -463,9 +464,10 @@ class LocalControlPlane(LivePlane):
         attempt: int | None = None,
         offset: int = 0,
         limit: int = LOG_CHUNK,
+        tail: int | None = None,
     ) -> PodLog:
         """Output of one run of a pod of the workload ``key`` (its first pod, latest run by
-        default), from byte ``offset``."""
+        default), from byte ``offset``, or its last ``tail`` bytes (the log's size then)."""
         with self.lock:
             record = self.visible(principal, key)
             pods = list(record.pods.values())
@@ -491,6 +493,8 @@ class LocalControlPlane(LivePlane):
         data = b""
         try:
             with open(path, "rb") as handle:
+                if tail is not None:
+                    offset = max(0, handle.seek(0, os.SEEK_END) - max(0, tail))
                 handle.seek(max(0, offset))
                 data = handle.read(max(0, min(limit, LOG_CHUNK)))
         except FileNotFoundError:

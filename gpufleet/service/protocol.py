@@ -129,6 +129,7 @@ class Plane(Protocol):
         attempt: int | None = None,
         offset: int = 0,
         limit: int = ...,
+        tail: int | None = None,
     ) -> PodLog: ...
 
     def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str: ...

@@ -14,7 +14,8 @@ At the end the file appears (the runs exit 0), what still waits or runs is cance
 the API and the test waits for every workload to end before it stops the server: a run's shim
 outlives the server by design. Should the test fail before that, the runs' shims and process
 groups are killed from the state directory. Playwright drives the system chromium; the module
-skips without it (as ``test_dashboard_browser.py``, whose browser helpers it uses).
+skips without it (as ``test_dashboard_browser.py``, whose browser helpers it uses). The
+screenshot goes to the test's temporary directory, or to $GPUFLEET_DASHBOARD_LOCAL_PNG.
 """
 
 from __future__ import annotations
@@ -84,16 +85,20 @@ kind: GPUAlertRule
 metadata: {name: gpu-busy}
 spec: {metric: DCGM_FI_DEV_GPU_UTIL, comparison: ">", threshold: 30, for: 0s, severity: info}
 """
-#: Prints, then exits with argv[1] unless argv[2] names a file to wait for first.
+#: Prints, then exits with argv[1] unless argv[2] names a file to wait for first (and says
+#: when it appeared).
 WAIT_THEN_EXIT = """
 import os, sys, time
 print("started", flush=True)
 if len(sys.argv) > 2:
     while not os.path.exists(sys.argv[2]):
         time.sleep(0.05)
+    print("released", flush=True)
 sys.exit(int(sys.argv[1]))
 """
 NAMESPACE = "research"
+#: Where the screenshot goes when asked (else the test's temporary directory).
+SCREENSHOT_ENV = "GPUFLEET_DASHBOARD_LOCAL_PNG"
 WALL_CLOCK = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
 
 
@@ -430,6 +435,17 @@ def check_failed_detail(page: Page, server: LocalServer) -> None:
     assert "expected runtime" not in facts, facts
     pod_state = page.text_content(f"{row} tr[data-pod] td:nth-child(2)")
     assert pod_state == detail["pod_views"][0]["state"]
+    # its output, as the API keeps it
+    log = f"{row} .log[data-log-for='crash']"
+    assert page.text_content(f"{log} pre") == "started\n"
+    assert "run 1 of 1" in (page.text_content(f"{log} .log-head") or "")
+    assert page.get_attribute(log, "data-running") == "false"
+
+
+def log_of(page: Page, workload: str, pod: str) -> str:
+    return (
+        page.text_content(f"tr[data-detail-for='{workload}'] .log[data-log-for='{pod}'] pre") or ""
+    )
 
 
 def check_pending(page: Page, server: LocalServer) -> None:
@@ -465,7 +481,9 @@ def check_cost(page: Page, server: LocalServer) -> None:
 # ---- the test --------------------------------------------------------------------------
 
 
-def test_dashboard_of_a_local_server(submitted: LocalServer, browser: Browser) -> None:
+def test_dashboard_of_a_local_server(
+    submitted: LocalServer, browser: Browser, tmp_path: Path
+) -> None:
     server = submitted
     watched = new_page(browser)
     watch_requests(watched)
@@ -487,8 +505,15 @@ def test_dashboard_of_a_local_server(submitted: LocalServer, browser: Browser) -
             "date"
         )
 
-    # the runs end (exit 0), the waiting one runs and ends too: the page follows, no reload
+    # the runs end (exit 0), the waiting one runs and ends too: the page follows, no reload,
+    # and the open rows of the gang follows its pods' output
     page.click("#state-filter button[data-filter='all']")
+    gang_key = f"{NAMESPACE}/Job/gang"
+    page.click(f"tr[data-workload='{gang_key}'] button[data-toggle]")
+    page.wait_for_selector(f"tr[data-detail-for='{gang_key}'] .log[data-running='true']")
+    assert [log_of(page, gang_key, p) for p in ("gang-0", "gang-1")] == ["started\n"] * 2
+    screenshot = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "dashboard-local.png")
+    page.screenshot(path=str(screenshot), full_page=True)
     page.evaluate("() => { window.__sameDocument = true; }")
     server.release.touch()
     wait_for(server, dict.fromkeys(("hold", "gang", "waiter"), "Succeeded") | {"crash": "Failed"})
@@ -496,4 +521,6 @@ def test_dashboard_of_a_local_server(submitted: LocalServer, browser: Browser) -
     eventually(lambda: check_states(page, server, ended))
     assert page.evaluate("() => window.__sameDocument === true"), "the page reloaded"
     eventually(lambda: check_map(page, server, running=()))
+    for pod_name in ("gang-0", "gang-1"):
+        assert log_of(page, gang_key, pod_name) == "started\nreleased\n"
     assert watched.errors == []

@@ -338,6 +338,7 @@ def test_cost_counts_the_gpus_from_the_first_start_of_the_server(observed: Local
     assert report["start"] == pytest.approx(first_start, abs=1.0)
     lines = {line["name"]: line for line in report["lines"]}
     assert lines[f"{TENANT}/busy"]["gpu_hours"] == pytest.approx(1.0, abs=0.01)
+    assert lines[f"{TENANT}/busy"]["utilisation"] == pytest.approx(0.95, abs=0.001)
     assert lines["__idle__"]["gpu_hours"] == pytest.approx(3.0, abs=0.01), "GPUs nobody held"
     observed.restart()
     assert day()["start"] == pytest.approx(first_start, abs=1.0)

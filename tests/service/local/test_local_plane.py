@@ -111,6 +111,10 @@ def test_logs_are_read_from_an_offset(harness: LocalHarness) -> None:
     assert whole["text"] == "hello\nworld\n"
     rest = harness.log("hello", offset=6)
     assert (rest["text"], rest["next_offset"]) == ("world\n", whole["next_offset"])
+    # its last bytes, and where they start (the dashboard shows a log's tail, then follows it)
+    tail = harness.log("hello", tail=6)
+    assert (tail["text"], tail["offset"], tail["next_offset"]) == ("world\n", 6, 12)
+    assert harness.log("hello", tail=100)["text"] == "hello\nworld\n"
 
 
 def test_a_high_priority_job_evicts_a_low_one_which_checkpoints_and_resumes(
