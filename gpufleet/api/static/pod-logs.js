@@ -62,14 +62,18 @@ export function followingLogs() {
 }
 
 // the logs of a workload's pods that have run, for its detail row (null: none)
-export function logsBlock(key) {
+export function logsBlock(key, detail) {
   const logs = store.logs.get(key);
   if (!logs) return null;
   const shown = [...logs.entries()].filter(([, log]) => log.attempts > 0);
   if (!shown.length) return null;
+  const unread = detail.pod_views.length - logs.size;
   return h(
     "div",
     { class: "logs" },
+    unread > 0
+      ? h("p", { class: "log-head" }, `The first ${logs.size} pods' output; ${unread} more: gpufleet logs --pod NAME.`)
+      : null,
     shown.map(([pod, log]) =>
       h(
         "div",

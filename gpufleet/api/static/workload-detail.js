@@ -86,7 +86,7 @@ export function detailRow(key) {
       { colspan: "8" },
       h("p", { class: "facts" }, facts.join(" · ")),
       podsTable(detail),
-      logsBlock(key),
+      logsBlock(key, detail),
       events.length
         ? h(
           "ul",
