@@ -172,12 +172,14 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
         pod: str | None = None,
         attempt: Annotated[int | None, Query(ge=1)] = None,
         offset: Annotated[int, Query(ge=0)] = 0,
+        tail: Annotated[int | None, Query(ge=0)] = None,
     ) -> LogChunk:
         """The output of one run of a pod of the workload (its first pod and latest run
-        unless told), from byte ``offset``: ``serve --local`` keeps every run's log."""
+        unless told), from byte ``offset``, or its last ``tail`` bytes (``offset`` then
+        says where they start): ``serve --local`` keeps every run's log."""
         with plane.lock:
             key = plane.find(caller, namespace, name, kind).key
-        found = plane.pod_log(caller, key, pod, attempt, offset)
+        found = plane.pod_log(caller, key, pod, attempt, offset, tail=tail)
         return LogChunk(
             pod=found.pod,
             attempt=found.attempt,

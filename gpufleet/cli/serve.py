@@ -57,6 +57,7 @@ from gpufleet.service.auth import ROLES, AdmissionRules, rules_from_object
 from gpufleet.service.base import QUEUE, PlaneBase, ServeOptions, create_token
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.idle_actions import reclaimer_for
+from gpufleet.service.observatory import STEP_S
 from gpufleet.service.protocol import Plane
 from gpufleet.service.seeding import Seed, plan_seed, write_seed
 from gpufleet.service.store import Store, StoreError
@@ -77,6 +78,7 @@ class LocalSettings:
     mps: bool
     allow_root: bool = False
     shared_proc: bool = False
+    observe_every: float = STEP_S
 
 
 DEFAULT_DB = Path("gpufleet.db")
@@ -216,6 +218,14 @@ def serve(
             "where the kernel refuses that, e.g. an unprivileged container)"
         ),
     ] = False,
+    observe_every: Annotated[
+        float | None,
+        typer.Option(
+            help="with --local: seconds of the wall clock between the rounds that read the "
+            f"GPUs' samples and evaluate the alert rules (default {STEP_S:g}; the series keep "
+            "one point per 15 s, the newest reading in it)"
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster (or, with
@@ -255,6 +265,8 @@ def serve(
             )
         if grace < 0:
             raise fail(f"--grace must be 0 or more seconds, got {grace:g}")
+        if observe_every is not None and not observe_every > 0:
+            raise fail(f"--observe-every must be above 0 seconds, got {observe_every:g}")
         local_settings = LocalSettings(
             fake_gpus,
             state_dir or db.with_name(db.name + ".local"),
@@ -263,11 +275,17 @@ def serve(
             mps,
             allow_root,
             shared_proc,
+            STEP_S if observe_every is None else observe_every,
         )
     elif fake_gpus or state_dir or run_as or mps or allow_root or shared_proc:
         raise fail(
             "--fake-gpus, --state-dir, --run-as, --mps, --allow-root and --shared-proc are "
             "for --local"
+        )
+    elif observe_every is not None:
+        raise fail(
+            "--observe-every is for --local (the simulated cluster observes every 15 s of its "
+            "clock; with --kubeconfig, every 15 s of Prometheus' series)"
         )
     if observe.prometheus_url is not None and kubeconfig is None:
         raise fail("--prometheus-url is for --kubeconfig: the simulated cluster observes itself")
@@ -504,7 +522,9 @@ def _local_plane(
         allow_root=local.allow_root,
         shared_proc=local.shared_proc,
     )
-    plane = LocalControlPlane(store, machine, options, users, devices=devices)
+    plane = LocalControlPlane(
+        store, machine, options, users, devices=devices, observe_step_s=local.observe_every
+    )
     for rejected in plane.catalog.rejected:
         warn(escape(_set_aside(rejected, Path(store.path))))
     return plane, list(seed.idle_policies)

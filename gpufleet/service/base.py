@@ -126,6 +126,9 @@ class PlaneBase:
     """See the module docstring."""
 
     backend_name = "unknown"
+    #: The earliest instant the plane answers for: a cost window reaching before it starts
+    #: there (an embedded plane's clock starts at 0; a local server's book at its first start).
+    book_start = 0.0
 
     def __init__(
         self, store: Store, options: ServeOptions, wall: Callable[[], float] = time.monotonic
@@ -315,7 +318,7 @@ class PlaneBase:
             manifests,
             catalog,
             principal.default_namespace(),
-            self.options.default_runtime,
+            self.default_runtime(),
             self.home_queue(principal, queues),
         )
         checked = []
@@ -328,6 +331,12 @@ class PlaneBase:
                 raise ConflictError(f"pod {taken[0]} belongs to another workload")
             checked.append(Submitted(item.kind, replace(item.timed, workload=workload)))
         return checked
+
+    def default_runtime(self) -> float | None:
+        """How long a workload that declares no run time runs (a simulated pod runs for it;
+        the API shows it as the workload's expected runtime); None where a workload runs until
+        its processes end."""
+        return self.options.default_runtime
 
     def home_queue(self, principal: Principal, queues: Mapping[str, Queue]) -> str | None:
         """Where the caller's workloads go when they name no queue and their namespace is no
@@ -390,6 +399,7 @@ class PlaneBase:
         attempt: int | None = None,
         offset: int = 0,
         limit: int = LOG_CHUNK,
+        tail: int | None = None,
     ) -> PodLog:
         """The output of a pod's run: kept by a plane whose pods are this machine's
         processes (``serve --local``) only."""

@@ -52,13 +52,14 @@ def cost_report(
     visible: Callable[[WorkloadRecord], bool] | None = None,
 ) -> CostReport:
     """The cost of ``plane``'s workloads over the ``window_s`` seconds before ``now``
-    (clipped at the clock's 0: an embedded plane's clock starts there), grouped ``by``;
+    (clipped at the plane's ``book_start``: an embedded plane's clock starts at 0, a local
+    server's book at its first start: its GPUs were nobody's idle cost before), grouped ``by``;
     ``visible`` keeps the records a caller may see (and leaves the cluster's idle out, which
     is everyone's); ``series``: the plane's utilisation series (None: unmeasured)."""
     if not window_s > 0:
         raise ValueError(f"window: must be more than 0 seconds, got {window_s}")
     parse_by(by)
-    window = Window(min(max(now - window_s, 0.0), now), now)
+    window = Window(min(max(now - window_s, plane.book_start), now), now)
     with plane.lock:
         records = [r for r in plane.records.values() if visible is None or visible(r)]
         runs = pod_runs(records, plane.cluster_nodes(), now)

@@ -21,7 +21,8 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   started twice, and no gang is left part running.
 * each pod's end as an ``Exited`` event: the exit code (or signal) and how long it ran; a lost
   run is a failure (retried only as a Job's failure is);
-* the logs of each pod's runs (:meth:`LocalControlPlane.pod_log`), kept on disk after the run.
+* the logs of each pod's runs (:meth:`LocalControlPlane.pod_log`: from an offset, or their
+  last bytes), kept on disk after the run.
 * time limits: each process carries its workload's ``activeDeadlineSeconds`` (a Pod's own, read
   with its process; a Job's, from the job rules the submission already read:
   the shorter), which the machine enforces; a workload stopped for it is failed with a job
@@ -47,6 +48,8 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   Preemptible lowers the workload in the core, so waiting work may preempt it; ScaleToZero
   stops it (no replica controllers here, said in its event); Checkpoint is its event alone
   (a run has no annotation to read; one that checkpoints on SIGTERM does so when stopped).
+  Its book starts when a server first ran on the database (``book_start``, kept in it): a cost
+  window reaching further back starts there, so the GPUs are not idle cost from before.
 
 * GPU health: a thread waits on NVML's health events (:class:`~gpufleet.backends.local.
   health.GpuHealthWatch`, the node agent's verdicts: a lost GPU, a critical XID, a
@@ -113,6 +116,10 @@ HEALTH_WAIT_S = 0.5
 
 #: The restart policies that restart a process in place.
 _IN_PLACE = (RestartPolicy.ALWAYS, RestartPolicy.ON_FAILURE)
+
+#: The database's note of when a local server first ran on it (the plane's ``book_start``).
+FIRST_START_META = "local_first_start"
+
 #: The server's environment variables a manifest's process starts with (before its own env).
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 
@@ -141,6 +148,7 @@ class LocalControlPlane(LivePlane):
         super().__init__(
             store, LiveLocalMachine(machine), SchedulerMetrics(), options or ServeOptions(), wall
         )
+        self.book_start = self._first_start()
         #: The GPUs NVML reports lost or failed, withdrawn from scheduling (None: no NVML).
         self.health: GpuHealthWatch | None = None
         if devices is not None:
@@ -184,6 +192,17 @@ class LocalControlPlane(LivePlane):
         if self.devices is not None:
             self.devices.close()
 
+    def _first_start(self) -> float:
+        """When a server first ran on this database (kept in it): before that, this machine's
+        GPUs were not its to account for. A database from before it was kept: its first
+        submission, if earlier than now."""
+        kept = self.store.meta(FIRST_START_META)
+        if kept is not None:
+            return float(kept)
+        first = min([self.now(), *(r.submitted for r in self.records.values())])
+        self.store.set_meta(FIRST_START_META, repr(first))
+        return first
+
     # ----------------------------------------------------------------------------- health
     def check_health(self, timeout_s: float = HEALTH_WAIT_S) -> list[StoredEvent]:
         """Wait up to ``timeout_s`` for GPUs to fail or recover; withdraw (or restore) them and
@@ -221,6 +240,10 @@ class LocalControlPlane(LivePlane):
         )
 
     # ----------------------------------------------------------------------------- submit
+    def default_runtime(self) -> float | None:
+        """None: a process runs until it ends (its expected runtime is what it declares)."""
+        return None
+
     def _prepare(
         self,
         principal: Principal,
@@ -489,9 +512,10 @@ class LocalControlPlane(LivePlane):
         attempt: int | None = None,
         offset: int = 0,
         limit: int = LOG_CHUNK,
+        tail: int | None = None,
     ) -> PodLog:
         """Output of one run of a pod of the workload ``key`` (its first pod, latest run by
-        default), from byte ``offset``."""
+        default), from byte ``offset``, or its last ``tail`` bytes (the log's size then)."""
         with self.lock:
             record = self.visible(principal, key)
             pods = list(record.pods.values())
@@ -517,6 +541,8 @@ class LocalControlPlane(LivePlane):
         data = b""
         try:
             with open(path, "rb") as handle:
+                if tail is not None:
+                    offset = max(0, handle.seek(0, os.SEEK_END) - max(0, tail))
                 handle.seek(max(0, offset))
                 data = handle.read(max(0, min(limit, LOG_CHUNK)))
         except FileNotFoundError:

@@ -54,6 +54,8 @@ class Plane(Protocol):
     counters: dict[str, int]
     explained: ExplainCache | None
     backend_name: str
+    #: The earliest instant the plane answers for (a cost window starts there at the earliest).
+    book_start: float
     #: The scheduler's metrics (its loop counts into them; a scrape reads its core).
     metrics: SchedulerMetrics
     #: Device telemetry, read at scrape time (thread-safe; None: the world has none).
@@ -127,6 +129,7 @@ class Plane(Protocol):
         attempt: int | None = None,
         offset: int = 0,
         limit: int = ...,
+        tail: int | None = None,
     ) -> PodLog: ...
 
     def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str: ...

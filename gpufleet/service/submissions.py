@@ -148,17 +148,16 @@ def read_workloads(
     manifests: Sequence[Manifest],
     catalog: ScenarioBuilder,
     default_namespace: str,
-    default_runtime: float,
+    default_runtime: float | None,
     home_queue: str | None = None,
 ) -> list[Submitted]:
     """The workloads of ``manifests``, read against the control plane's queues and priority
     classes (``catalog``, from :meth:`~gpufleet.io.live_objects.LiveCatalog.request_builder`;
-    it is not changed). A workload's pods
-    run for its ``gpufleet.dev/sim-duration``, else its expected run time; one that declares
-    neither runs for ``default_runtime`` simulated seconds, except Deployment replicas and
-    RayClusters (services), which run until deleted. An
-    object that names no queue, in a namespace no queue is the default for, goes to
-    ``home_queue`` (the caller's own) when given. Each workload is keyed with its kind
+    it is not changed). A workload's pods run for its ``gpufleet.dev/sim-duration``, else its
+    expected run time; one that declares neither runs for ``default_runtime`` simulated seconds
+    (None: until it ends), except Deployment replicas and RayClusters (services), which run
+    until deleted. An object that names no queue, in a namespace no queue is the default for,
+    goes to ``home_queue`` (the caller's own) when given. Each workload is keyed with its kind
     (``namespace/Kind/name``: names are unique per kind and namespace, as in Kubernetes)."""
     builder = catalog.fork()
     known_queues = set(builder.queues)

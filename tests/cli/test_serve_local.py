@@ -115,3 +115,39 @@ def test_what_local_cannot_do_is_refused_before_it_serves(
     assert code != 0
     assert message in output
     assert served == []
+
+
+def test_observe_every_sets_the_rounds_of_the_local_plane(
+    tmp_path: Path, served: list[tuple[LocalControlPlane, int]]
+) -> None:
+    code, output = serve(tmp_path, "--observe-every", "2.5")
+    assert code == 0, output
+    plane, _ = served[0]
+    assert plane.observatory is not None
+    assert plane.observatory.step_s == 2.5
+    assert plane._observe._period == 2.5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["--local", "--observe-every", "0"],
+            "--observe-every must be above 0 seconds, got 0",
+            id="zero",
+        ),
+        pytest.param(
+            ["--observe-every", "5"],
+            "--observe-every is for --local",
+            id="without-local",
+        ),
+    ],
+)
+def test_observe_every_refused(
+    tmp_path: Path, served: list[tuple[LocalControlPlane, int]], args: list[str], message: str
+) -> None:
+    result = runner.invoke(app, ["serve", "--db", str(tmp_path / "g.db"), "--port", "0", *args])
+    output = " ".join(result.output.split())
+    assert result.exit_code != 0
+    assert message in output
+    assert served == []

@@ -102,6 +102,7 @@ function renderCost() {
   const table = $("#cost-table");
   table.dataset.by = by;
   table.dataset.window = report.window;
+  table.dataset.start = String(report.start);
   table.dataset.end = String(report.end);
   for (const el of document.querySelectorAll("[data-currency]")) el.textContent = `(${report.currency})`;
   $("#cost-span").textContent = windowText(report);

@@ -16,6 +16,7 @@ export const store = {
   filter: "active",
   expanded: new Set(), // workload keys whose detail row is open
   details: new Map(), // key -> {detail, explanation}
+  logs: new Map(), // key -> Map pod -> its latest run's last lines (serve --local; pod-logs.js)
   nodeFilter: "",
   costBy: "namespace", // the cost report's grouping key(s), as GET /api/v1/cost?by= takes them
   costWindow: "1d",

@@ -28,7 +28,8 @@ function renderSummary() {
   const s = store.summary;
   setText("summary-backend", s.backend, s.backend);
   renderClock();
-  setText("summary-speed", s.speed == null ? "–" : s.speed === 1 ? "real time" : `${s.speed}×`, s.speed);
+  // no speed: a world on the wall clock (this machine, Kubernetes) runs in real time
+  setText("summary-speed", s.speed == null || s.speed === 1 ? "real time" : `${s.speed}×`, s.speed);
   setText("summary-nodes", String(s.nodes), s.nodes);
   setText("summary-gpus", `${formatGpus(s.gpus_allocated)} / ${s.gpus}`, s.gpus);
   setText("gpu-allocation", pct(s.gpu_allocation), s.gpu_allocation);

@@ -1,9 +1,11 @@
 // A workload's detail row (tr[data-detail-for]): reads GET /api/v1/workloads/{ns}/{name}
 // ?kind={kind} (and .../explain while it is Pending) into store.details, and draws its facts,
-// its pods and where they run, and its latest events. The kind picks the workload where
+// its pods and where they run, their output where the server keeps it (pod-logs.js), and its
+// latest events. The kind picks the workload where
 // several kinds use its name (names are unique per kind and namespace, as in Kubernetes).
 
 import { api } from "./api.js";
+import { fetchLogs, logsBlock } from "./pod-logs.js";
 import { clusterBackend, store } from "./store.js";
 import { formatClock, formatDuration, formatGiB, formatGpus, h } from "./util.js";
 
@@ -15,6 +17,11 @@ export async function fetchDetail(key) {
   const detail = await api(path + query);
   const explanation = detail.state === "Pending" ? await api(`${path}/explain${query}`) : null;
   store.details.set(key, { detail, explanation });
+  try {
+    await fetchLogs(key, found, detail);
+  } catch {
+    /* the logs stay as last read; the detail is shown */
+  }
 }
 
 function podPlacement(pod) {
@@ -79,6 +86,7 @@ export function detailRow(key) {
       { colspan: "8" },
       h("p", { class: "facts" }, facts.join(" · ")),
       podsTable(detail),
+      logsBlock(key, detail),
       events.length
         ? h(
           "ul",

@@ -16,7 +16,12 @@ const STATE_ORDER = { Pending: 0, Admitted: 1, Running: 2, Failed: 3, Cancelled:
 export async function loadWorkloads() {
   store.workloads = await api("/workloads");
   const known = new Set(store.workloads.map((w) => w.key));
-  for (const key of store.expanded) if (!known.has(key)) store.expanded.delete(key);
+  for (const key of store.expanded) {
+    if (!known.has(key)) {
+      store.expanded.delete(key);
+      store.logs.delete(key);
+    }
+  }
   await Promise.allSettled([...store.expanded].map(fetchDetail)); // a stale one stays
   renderWorkloads();
 }
@@ -45,6 +50,7 @@ function renderFilterCounts() {
 async function toggleDetail(key) {
   if (store.expanded.has(key)) {
     store.expanded.delete(key);
+    store.logs.delete(key); // opened again, it shows the logs' tails afresh
   } else {
     store.expanded.add(key);
     try {

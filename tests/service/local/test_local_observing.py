@@ -316,3 +316,29 @@ def test_cost_prices_the_runs_with_their_measured_utilisation(observed: LocalHar
         assert line["used"] == pytest.approx(line["allocated"] * utilisation, rel=0.01)
     assert lines["__idle__"]["gpu_hours"] == pytest.approx(2.0, abs=0.01), "GPUs nobody held"
     assert [h["workload"] for h in report["idle_holders"]] == [f"{TENANT}/Pod/idle"]
+
+
+def test_cost_counts_the_gpus_from_the_first_start_of_the_server(observed: LocalHarness) -> None:
+    """A day's window over a box that has run one hour: its four GPUs cost one hour each
+    (three idle, one held), not a day's idle GPUs before the server ever ran; a restart
+    keeps that start."""
+    first_start = observed.plane.now()
+    running(observed, "busy")
+    rounds(observed, 60 * 60)
+
+    def day() -> dict[str, Any]:
+        response = observed.client("admin").get(
+            "/api/v1/cost", params={"by": "workload", "window": "1d"}
+        )
+        assert response.status_code == 200, response.text
+        report: dict[str, Any] = response.json()
+        return report
+
+    report = day()
+    assert report["start"] == pytest.approx(first_start, abs=1.0)
+    lines = {line["name"]: line for line in report["lines"]}
+    assert lines[f"{TENANT}/busy"]["gpu_hours"] == pytest.approx(1.0, abs=0.01)
+    assert lines[f"{TENANT}/busy"]["utilisation"] == pytest.approx(0.95, abs=0.001)
+    assert lines["__idle__"]["gpu_hours"] == pytest.approx(3.0, abs=0.01), "GPUs nobody held"
+    observed.restart()
+    assert day()["start"] == pytest.approx(first_start, abs=1.0)

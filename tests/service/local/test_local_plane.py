@@ -111,6 +111,10 @@ def test_logs_are_read_from_an_offset(harness: LocalHarness) -> None:
     assert whole["text"] == "hello\nworld\n"
     rest = harness.log("hello", offset=6)
     assert (rest["text"], rest["next_offset"]) == ("world\n", whole["next_offset"])
+    # its last bytes, and where they start (the dashboard shows a log's tail, then follows it)
+    tail = harness.log("hello", tail=6)
+    assert (tail["text"], tail["offset"], tail["next_offset"]) == ("world\n", 6, 12)
+    assert harness.log("hello", tail=100)["text"] == "hello\nworld\n"
 
 
 def test_a_high_priority_job_evicts_a_low_one_which_checkpoints_and_resumes(
@@ -248,3 +252,23 @@ def test_each_replica_of_a_deployment_runs_its_template_on_its_own_gpu_and_resta
     for i in range(2):
         harness.client().delete(f"/api/v1/workloads/research/web-{i}")
     harness.run_until(lambda: not harness.machine.supervisor.running)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        pytest.param({}, None, id="declares-none"),
+        pytest.param({"gpufleet.dev/expected-runtime": "2h"}, 7200.0, id="declares-2h"),
+    ],
+)
+def test_the_expected_runtime_is_what_the_workload_declares(
+    harness: LocalHarness, annotations: dict[str, str], expected: float | None
+) -> None:
+    """Not the simulated cluster's default run time: a process runs until it ends, and the
+    scheduler's estimates assume what it declares."""
+    manifest = pod("declared", [sys.executable, "-c", "pass"])
+    manifest["metadata"]["annotations"] = annotations
+    body = harness.submit(manifest)
+    assert body["status"] == 201, body
+    assert harness.workload("declared")["expected_runtime"] == expected
+    harness.run_until(harness.state_is("declared", "Succeeded"))
