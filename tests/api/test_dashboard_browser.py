@@ -14,16 +14,14 @@ missing. The screenshot goes to the test's temporary directory, or to $GPUFLEET_
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +33,7 @@ import yaml
 
 from gpufleet.model.times import format_duration, simulated_time, wall_clock_time
 from gpufleet.testing.server_process import wait_until_ready
+from tests.api.browser import BROWSER_MARKS, eventually, new_page
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page, Route
@@ -56,42 +55,7 @@ SPEED = 60  # a simulated minute per second: the charts move, the 10-hour worklo
 RUNTIME = "10h"
 
 
-def _chromium() -> str | None:
-    for candidate in (
-        os.environ.get("GPUFLEET_CHROMIUM"),
-        shutil.which("chromium"),
-        shutil.which("chromium-browser"),
-        "/usr/bin/chromium",
-    ):
-        if candidate and Path(candidate).is_file():
-            return candidate
-    return None
-
-
-CHROMIUM = _chromium()
-
-pytestmark = [
-    pytest.mark.slow,  # a server process and a browser
-    pytest.mark.skipif(
-        importlib.util.find_spec("playwright") is None,
-        reason="the playwright package is not installed (pip install -e '.[dev]')",
-    ),
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="no chromium found (apt-get install chromium, or set GPUFLEET_CHROMIUM)",
-    ),
-]
-
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+pytestmark = BROWSER_MARKS
 
 TOLERATE_GPU_TAINT = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
 
@@ -330,55 +294,6 @@ def busy(server: Server) -> list[dict[str, Any]]:
 
 
 # ---- the browser -----------------------------------------------------------------------
-
-
-@dataclass
-class Watched:
-    """A browser page, with every script error and console error it reported."""
-
-    page: Page
-    errors: list[str] = field(default_factory=list)
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-def new_page(browser: Browser) -> Watched:
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    watched = Watched(page=context.new_page())
-    watched.page.on("pageerror", lambda error: watched.errors.append(f"page error: {error}"))
-    watched.page.on(
-        "console",
-        lambda message: (
-            watched.errors.append(f"console {message.type}: {message.text}")
-            if message.type == "error"
-            else None
-        ),
-    )
-    return watched
-
-
-def eventually(check: Callable[[], None], timeout: float = 15.0) -> None:
-    """Retry ``check`` until it stops failing: page and API are read at slightly different
-    moments, and the page refreshes at most once a second."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            check()
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
 
 
 DOM_SNAPSHOT = """() => {

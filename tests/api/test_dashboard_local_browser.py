@@ -14,7 +14,7 @@ At the end the file appears (the runs exit 0), what still waits or runs is cance
 the API and the test waits for every workload to end before it stops the server: a run's shim
 outlives the server by design. Should the test fail before that, the runs' shims and process
 groups are killed from the state directory. Playwright drives the system chromium; the module
-skips without it (as ``test_dashboard_browser.py``, whose browser helpers it uses). The
+skips without it or playwright (the browser helpers: ``browser.py``). The
 screenshot goes to the test's temporary directory, or to $GPUFLEET_DASHBOARD_LOCAL_PNG.
 """
 
@@ -45,29 +45,13 @@ from gpufleet.backends.local.run_state import (
 )
 from gpufleet.model.times import wall_clock_time
 from gpufleet.testing.server_process import wait_until_ready
-from tests.api.test_dashboard_browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    Watched,
-    _cli,
-    _free_port,
-    close,
-    eventually,
-    new_page,
-    snapshot,
-)
+from tests.api.browser import BROWSER_MARKS, Watched, eventually, new_page
+from tests.api.test_dashboard_browser import _cli, _free_port, close, snapshot
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-pytestmark = [
-    pytest.mark.slow,  # a server process, its runs and a browser
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="no chromium found (apt-get install chromium, or set GPUFLEET_CHROMIUM)",
-    ),
-]
-pytest.importorskip("playwright", reason="the playwright package is not installed")
+pytestmark = BROWSER_MARKS
 
 #: Each fake GPU's utilisation (%), by index: what NVML reports whoever holds it.
 UTILISATION = [40, 75, 90, 5]
@@ -287,18 +271,6 @@ def submitted(server: LocalServer) -> LocalServer:
 
 
 # ---- the browser -----------------------------------------------------------------------
-
-
-@pytest.fixture
-def browser() -> Iterator[Browser]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def watch_requests(watched: Watched) -> None:
