@@ -1,5 +1,5 @@
-"""Fixtures for the local machine: fake GPUs, state directories, and a check that no process a
-test started outlives it."""
+"""Fixtures for the local machine: fake GPUs, state directories, a supervisor, and a check that
+no process a test started outlives it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpufleet.backends.local.supervisor import Supervisor
 from gpufleet.devices.discovery import discover
 from gpufleet.devices.fake import FakeNvml, make_fake_nvml
 from gpufleet.devices.fake_spec import parse_fake_spec
@@ -93,3 +94,11 @@ def state_root() -> Iterator[Path]:
     root.chmod(0o755)
     yield root
     shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def supervisor(state_root: Path) -> Iterator[Supervisor]:
+    """A supervisor of runs in ``state_root``, as root may run them (closed after)."""
+    made = Supervisor(state_root / "state", allow_root=True)
+    yield made
+    made.close()

@@ -13,7 +13,6 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,13 +67,6 @@ def work(state_root: Path) -> Path:
     directory = state_root / "work"
     directory.mkdir(mode=0o755)
     return directory
-
-
-@pytest.fixture
-def supervisor(state_root: Path) -> Iterator[Supervisor]:
-    made = Supervisor(state_root / "state", allow_root=True)
-    yield made
-    made.close()
 
 
 def shell(work: Path, name: str, text: str, *args: str, uid: int | None = None) -> ProcessSpec:

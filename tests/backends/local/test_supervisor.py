@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,13 +40,6 @@ def work(state_root: Path) -> Path:
     directory = state_root / "tenants" / "alice"
     directory.mkdir(parents=True)
     return directory
-
-
-@pytest.fixture
-def supervisor(state_root: Path) -> Iterator[Supervisor]:
-    made = Supervisor(state_root / "state", allow_root=True)
-    yield made
-    made.close()
 
 
 def seen(supervisor: Supervisor, run_id: str) -> dict[str, object]:
