@@ -5,6 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from gpufleet.service.base import PlaneBase
 
 
 @pytest.fixture
@@ -15,3 +19,17 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "config.yaml"
     monkeypatch.setenv("GPUFLEET_CONFIG", str(path))
     return path
+
+
+@pytest.fixture
+def served(monkeypatch: pytest.MonkeyPatch) -> list[PlaneBase]:
+    """``serve`` builds everything, then returns; the planes it would have served."""
+    planes: list[PlaneBase] = []
+
+    def run(server: uvicorn.Server, **_: object) -> None:
+        application = server.config.app
+        assert isinstance(application, FastAPI)
+        planes.append(application.state.plane)
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    return planes

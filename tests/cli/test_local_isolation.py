@@ -8,8 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from typer.testing import CliRunner
 
 from gpufleet.backends.local.proc_hiding import probe
@@ -20,20 +18,6 @@ runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
 FAKE_GPUS = REPO / "examples" / "agent" / "fake-gpus.yaml"
 NOBODY = 65534
-
-
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> list[LocalControlPlane]:
-    """``serve`` builds everything, then returns; the planes it would have served."""
-    planes: list[LocalControlPlane] = []
-
-    def run(server: uvicorn.Server, **_: object) -> None:
-        application = server.config.app
-        assert isinstance(application, FastAPI)
-        planes.append(application.state.plane)
-
-    monkeypatch.setattr(uvicorn.Server, "run", run)
-    return planes
 
 
 def serve_local(tmp_path: Path, *more: str) -> list[str]:

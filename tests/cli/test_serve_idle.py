@@ -13,7 +13,6 @@ from gpufleet.cli.main import app
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.idle_actions import IdleReclaimer
 from gpufleet.service.store import Store
-from tests.cli.test_serve_scenario import served  # noqa: F401  (fixture)
 
 runner = CliRunner()
 
@@ -54,7 +53,7 @@ def write(tmp_path: Path, file: str, text: str) -> str:
 
 def test_policies_from_options_and_the_scenario_act_on_the_plane(
     tmp_path: Path,
-    served: list[EmbeddedControlPlane],  # noqa: F811
+    served: list[EmbeddedControlPlane],
 ) -> None:
     policies = write(tmp_path, "idle.yaml", POLICY.replace("NAME", "notebooks"))
     scenario = write(tmp_path, "scenario.yaml", POLICY.replace("NAME", "debug"))
@@ -88,7 +87,7 @@ def test_policies_from_options_and_the_scenario_act_on_the_plane(
 )
 def test_bad_policies_are_refused_before_anything_is_stored(
     tmp_path: Path,
-    served: list[EmbeddedControlPlane],  # noqa: F811
+    served: list[EmbeddedControlPlane],
     args: list[str],
     message: str,
 ) -> None:

@@ -12,7 +12,6 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
-from tests.cli.test_serve_scenario import served  # noqa: F401  (fixture)
 
 runner = CliRunner()
 
@@ -42,7 +41,7 @@ def serve(tmp_path: Path, *args: str) -> tuple[int, str]:
 
 def test_rules_from_a_file_join_or_replace_the_built_in_ones(
     tmp_path: Path,
-    served: list[EmbeddedControlPlane],  # noqa: F811
+    served: list[EmbeddedControlPlane],
 ) -> None:
     rules = tmp_path / "rules.yaml"
     rules.write_text(RULE)
@@ -76,7 +75,7 @@ def test_rules_from_a_file_join_or_replace_the_built_in_ones(
 )
 def test_bad_options_are_refused_before_anything_is_stored(
     tmp_path: Path,
-    served: list[EmbeddedControlPlane],  # noqa: F811
+    served: list[EmbeddedControlPlane],
     args: list[str],
     message: str,
 ) -> None:

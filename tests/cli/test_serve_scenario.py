@@ -9,8 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
-from fastapi import FastAPI
 from typer.testing import CliRunner
 
 from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
@@ -23,20 +21,6 @@ from gpufleet.testing.service import as_yaml, pod_doc
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> list[EmbeddedControlPlane]:
-    """``serve`` builds everything, then returns; the planes it would have served."""
-    planes: list[EmbeddedControlPlane] = []
-
-    def run(server: uvicorn.Server, **_: object) -> None:
-        application = server.config.app
-        assert isinstance(application, FastAPI)
-        planes.append(application.state.plane)
-
-    monkeypatch.setattr(uvicorn.Server, "run", run)
-    return planes
 
 
 def fault(node: str = "t4-0001", gpu: int = 3) -> dict[str, Any]:
