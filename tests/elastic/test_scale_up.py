@@ -68,9 +68,16 @@ def nodes_added(decision: ScaleUpDecision, pools: list[NodePool]) -> dict[str, l
 
 
 def all_placed(nodes: list[Node], workloads: list[Workload]) -> bool:
-    """Does the core place every workload (largest first) on ``nodes``?"""
+    """Does the core place every workload on ``nodes``: those that need one topology domain
+    first, then the largest first? The planner packs so (a gang held to one domain takes its
+    node before pods that may go anywhere); largest first alone can scatter a gang that may
+    spread over the nodes so that one held to a domain finds no node whole, though a packing
+    exists (2 nodes of 8 GPUs: 3 x 2 GPUs anywhere, 3 x 2 GPUs in one domain, and 4 GPUs)."""
     engine = PlacementEngine(NodeTable(nodes), bestfit_policy())
-    order = sorted(workloads, key=lambda w: -sum(p.gpu.total_milli for p in w.pods))
+    order = sorted(
+        workloads,
+        key=lambda w: (w.topology is None, -sum(p.gpu.total_milli for p in w.pods)),
+    )
     for workload in order:
         mark = engine.table.begin_trial()
         if isinstance(place_workload(engine, workload), Unschedulable):
@@ -259,6 +266,21 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Workload], list[PoolNodes]]:
             )
         )
     return pending, pools
+
+
+def test_a_gang_held_to_one_domain_keeps_its_node_among_gangs_that_may_spread() -> None:
+    # The example hypothesis found: two 8-GPU nodes hold these 16 GPUs only with the gang held
+    # to one NVLink domain on a node of its own.
+    pool = gpu_pool("p0", 1.0, cpu=128_000, max_nodes=2)
+    pending = [
+        job("w0", gpus=4),
+        job("w1", gpus=2, pods=3),
+        job("w2", gpus=2, pods=3, cpu=2000, topology=NVLINK),
+    ]
+    decision = decide_scale_up(pending, [PoolNodes(pool)], now=0.0)
+    assert added(decision) == {"p0": 2}
+    assert set(decision.expected) == {w.key for w in pending}
+    assert all_placed(nodes_added(decision, [pool])["p0"], pending)
 
 
 @settings(max_examples=200, deadline=None)
