@@ -8,6 +8,8 @@ about a device nobody holds (heat, an XID) is everyone's to see, as the nodes ar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gpufleet.api.schemas import AlertList, AlertStateName, AlertView
 from gpufleet.model.alerts import Alert, AlertRule
 from gpufleet.service.auth import Principal
@@ -29,7 +31,8 @@ def alert_list(
         if state is not None and alert.state.value != state:
             continue
         owner = owners.get((alert.label("namespace"), alert.label("pod")))
-        if alert.label("pod") and not _may_see(principal, alert, owner, tenants):
+        owner_tenant = tenants.get(owner) if owner is not None else None
+        if not may_see_alert(principal, dict(alert.labels), owner_tenant):
             continue
         shown.append(view(alert, rules.get(alert.rule), owner))
     return AlertList(
@@ -40,15 +43,18 @@ def alert_list(
     )
 
 
-def _may_see(
-    principal: Principal, alert: Alert, owner: str | None, tenants: dict[str, str]
+def may_see_alert(
+    principal: Principal, labels: Mapping[str, str], owner_tenant: str | None
 ) -> bool:
-    if principal.is_admin:
+    """Whether ``principal`` may see an alert with ``labels`` (see the module docstring);
+    ``owner_tenant`` is the tenant of the workload holding the pod it names, None when
+    gpufleet knows no such workload. The API's list and its event stream both ask this."""
+    if principal.is_admin or not labels.get("pod"):
         return True
-    if owner is not None:
-        return principal.may_see(tenants[owner])
+    if owner_tenant is not None:
+        return principal.may_see(owner_tenant)
     # A pod gpufleet did not submit (on Kubernetes): its namespace's tenant sees it.
-    return alert.label("namespace") in principal.namespaces
+    return labels.get("namespace") in principal.namespaces
 
 
 def view(alert: Alert, rule: AlertRule | None, workload: str | None) -> AlertView:

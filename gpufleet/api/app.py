@@ -295,7 +295,7 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
             loop.call_soon_threadsafe(put)
 
         unsubscribe = plane.subscribe(deliver)
-        visible = _visibility(plane, caller)
+        visible_change = _visibility(plane, caller)
 
         async def messages() -> AsyncIterator[str]:
             seq = 0
@@ -317,8 +317,7 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
                         yield _sse(_change(seq, ChangeKind.CLUSTER, None, plane, {"resync": True}))
                         continue
                     for change in batch:
-                        private = change.kind in PRIVATE_CHANGES
-                        if private and change.key is not None and not visible(change.key):
+                        if not visible_change(change):
                             continue
                         seq += 1
                         yield _sse(
@@ -395,10 +394,26 @@ KindQuery = Annotated[
 ]
 
 
-def _visibility(plane: Plane, caller: Principal) -> Callable[[str], bool]:
-    def visible(key: str) -> bool:
-        record = plane.records.get(key)
-        return record is not None and caller.may_see(record.tenant)
+def _visibility(plane: Plane, caller: Principal) -> Callable[[PlaneChange], bool]:
+    """Whether the caller may see a change of the stream: a tenant sees changes about its
+    own workloads only, alerts as ``GET /alerts`` shows them (an alert on a pod gpufleet does
+    not own, only to its namespace's tenant), and other news (nodes, queues) as everyone."""
+
+    def tenant_of(key: str | None) -> str | None:
+        record = plane.records.get(key) if key is not None else None
+        return record.tenant if record is not None else None
+
+    def visible(change: PlaneChange) -> bool:
+        if caller.is_admin or change.kind not in PRIVATE_CHANGES:
+            return True
+        if change.kind is ChangeKind.ALERT:
+            labels = change.data.get("labels")
+            found = labels if isinstance(labels, dict) else {}
+            return alert_views.may_see_alert(caller, found, tenant_of(change.key))
+        if change.key is None:  # news of the cluster: a node, a budget
+            return True
+        owner = tenant_of(change.key)
+        return owner is not None and caller.may_see(owner)
 
     return visible
 

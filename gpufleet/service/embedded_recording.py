@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.backends.sim.live import health_message
 from gpufleet.control.loop import ControlLoop, Turn
-from gpufleet.model.actions import Evict, MarkUnschedulable
+from gpufleet.model.actions import Evict, MarkUnschedulable, told_to_victim
 from gpufleet.model.events import (
     BindFailed,
     ClusterEvent,
@@ -233,10 +233,11 @@ class RecordingPlane(PlaneBase):
             pod_record.state, pod_record.placement = POD_PENDING, None
             self.store.set_pod(key, POD_PENDING, remaining=remaining)
             if gone.end is PodEnd.EVICTED:
-                by = f" by {evicted_for}" if evicted_for else ""
+                preemptor, why = told_to_victim(gone.message, evicted_for, pod_record.pod.namespace)
+                by = f" by {preemptor}" if preemptor else ""
                 events.append(
                     StoredEvent(now, record.key, "Warning", "Preempted",
-                                f"pod {name} evicted{by}: {gone.message}")
+                                f"pod {name} evicted{by}: {why}")
                 )  # fmt: skip
                 self.counters["preempted"] += 1
             elif gone.end is PodEnd.LOST:

@@ -27,6 +27,8 @@ from gpufleet.service.auth import (
     hash_token,
     rules_from_object,
 )
+from gpufleet.service.base import Change
+from gpufleet.service.states import ChangeKind
 from gpufleet.service.store import Store, StoreError
 from gpufleet.testing.builders import make_pod
 from gpufleet.testing.service import (
@@ -36,6 +38,8 @@ from gpufleet.testing.service import (
     job_doc,
     make_harness,
     pod_doc,
+    priority_class_doc,
+    queue_doc,
 )
 
 YAML = {"Content-Type": "application/yaml"}
@@ -291,6 +295,80 @@ def test_event_stream_delivers_changes_of_visible_workloads(tmp_path: Path) -> N
     assert "team-a/Pod/seen" in keys
     assert "team-b/Pod/hidden" not in keys
     assert [c["seq"] for c in received] == sorted(c["seq"] for c in received)  # type: ignore[type-var]
+
+
+def test_event_stream_shows_a_tenant_alerts_only_on_its_own_pods(tmp_path: Path) -> None:
+    """An alert on a pod gpufleet does not own goes to its namespace's tenant only (as ``GET
+    /alerts`` shows it); one on a device nobody holds, to everyone."""
+    harness = make_harness(tmp_path)
+
+    def alert(rule: str, **labels: str) -> Change:
+        data: dict[str, object] = {"rule": rule, "state": "firing", "labels": labels}
+        return Change(ChangeKind.ALERT, None, 0.0, data)
+
+    received: list[dict[str, object]] = []
+    with harness.client("team-a").stream("GET", "/api/v1/stream") as response:
+        lines = response.iter_lines()
+        harness.plane.publish(
+            [
+                alert("Theirs", namespace="team-b", pod="their-pod"),
+                alert("Ours", namespace="team-a", pod="our-pod"),
+                alert("Device", gpu="3"),
+                Change(ChangeKind.CLUSTER, None, 0.0, {"end": True}),
+            ],
+            [],
+        )
+        for line in lines:
+            if line.startswith("data: "):
+                received.append(json.loads(line.removeprefix("data: ")))
+            if any(c["data"] == {"end": True} for c in received):
+                break
+    rules = [c["data"]["rule"] for c in received if c["kind"] == "alert"]  # type: ignore[index]
+    assert rules == ["Ours", "Device"]
+
+
+@pytest.mark.parametrize(
+    ("preemptor_tenant", "named"),
+    [("team-a", True), ("team-b", False)],
+    ids=["own-namespace-named", "other-tenant-not-named"],
+)
+def test_a_preempted_workload_is_told_its_preemptor_only_within_its_namespace(
+    tmp_path: Path, preemptor_tenant: str, named: bool
+) -> None:
+    """Two tenants share a queue; a higher priority preempts. The victim's event names the
+    preemptor only when it is of the victim's own namespace (as kube-scheduler's)."""
+    shared = queue_doc("shared", 4, namespaces=["team-a", "team-b"])
+    shared["spec"]["preemption"] = {"withinQueue": "LowerPriority"}
+    harness = make_harness(
+        tmp_path,
+        nodes=gpu_nodes(1, 4),
+        queues=[shared],
+        priority_classes=[priority_class_doc("low", 10), priority_class_doc("high", 1000)],
+    )
+    admin = harness.client()
+    for tenant in ("team-a", "team-b"):
+        made = admin.post("/api/v1/tokens", params={"tenant": tenant, "queue": "shared"}).json()
+        harness.tokens[tenant] = made["token"]
+    victim = pod_doc("victim", gpus=4, queue="shared", priority_class="low")
+    assert (
+        harness.client("team-a")
+        .post("/api/v1/workloads", content=as_yaml(victim), headers=YAML)
+        .is_success
+    )
+    harness.advance(1)
+    harness.advance(180)  # past the minimum run time before preemption
+    preemptor = pod_doc("urgent", gpus=4, queue="shared", priority_class="high")
+    assert (
+        harness.client(preemptor_tenant)
+        .post("/api/v1/workloads", content=as_yaml(preemptor), headers=YAML)
+        .is_success
+    )
+    harness.advance(60)
+    events = harness.client("team-a").get("/api/v1/workloads/team-a/victim").json()["events"]
+    told = [e["message"] for e in events if e["reason"] == "Preempted"]
+    assert told, events
+    assert (f"{preemptor_tenant}/" in told[0]) is named, told[0]
+    assert ("urgent" in told[0]) is named, told[0]
 
 
 # ---------------------------------------------------------------------------------- placement rules

@@ -25,6 +25,7 @@ from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BackendState, Told
 from gpufleet.io.disruption import gang_guard
 from gpufleet.model import Placement, Pod
+from gpufleet.model.actions import told_to_victim
 from gpufleet.model.events import BindFailed, ClusterEvent
 
 # The name these lines have always been logged under (before the backend was split in parts).
@@ -92,7 +93,8 @@ class ApiActions(BackendState):
         if preemptor is None and key in self._sent_away:
             self.reporter.gang_evicted(obj, reason)
         else:
-            self.reporter.preempted(obj, preemptor, reason)
+            namespace = key.split("/", 1)[0]
+            self.reporter.preempted(obj, *told_to_victim(reason, preemptor, namespace))
         self._call(self._evict_call, key, preemptor, reason)
 
     def _evict_call(self, key: str, preemptor: str | None, reason: str) -> None:

@@ -72,6 +72,34 @@ def test_higher_priority_preempts_through_eviction_and_binds_only_after_the_vict
         assert "default/serve" in preempted[0]["message"]
 
 
+@pytest.mark.parametrize(
+    ("preemptor_namespace", "told"),
+    [
+        ("default", "default/serve"),
+        ("team-b", "a workload of another namespace"),
+    ],
+    ids=["same-namespace-named", "other-namespace-not-named"],
+)
+def test_a_victim_is_told_its_preemptor_only_within_its_own_namespace(
+    preemptor_namespace: str, told: str
+) -> None:
+    """As kube-scheduler, which names no other namespace's pod to a victim: the Event in the
+    victim's namespace (readable by its tenant) does not say whose work took its GPUs."""
+    with harness(ko.gpu_node("n1", gpus=8), HIGH, LOW, min_runtime=0.0) as h:
+        h.server.create(ko.gpu_pod("batch", gpus=8, priority_class="training-batch"))
+        h.until(lambda: h.node_of("batch") == "n1", what="batch bound")
+        h.kubelet_runs("batch")
+        preemptor = ko.gpu_pod(
+            "serve", preemptor_namespace, gpus=4, priority_class="inference-critical"
+        )
+        h.server.create(preemptor)
+        h.until(lambda: bool(h.events("Preempted")), what="the victim told")
+        message = h.events("Preempted")[0]["message"]
+        assert told in message
+        if preemptor_namespace != "default":
+            assert preemptor_namespace not in message
+
+
 @pytest.mark.slow  # the retry comes EVICTION_RETRY_S later, in real time
 def test_an_eviction_a_disruption_budget_forbids_is_retried_not_forced() -> None:
     budget = ko.disruption_budget("keep-batch", {"app": "batch"}, min_available=1)
