@@ -18,7 +18,13 @@ tenant and admission rules) and then written to the cluster (the objects as
   scheduler);
 * a Job's templates also carry its completions (``gpufleet.dev/completions``), so that the
   book shows completions done of those to do;
-* nothing is half-applied: if one object is refused, those already written are deleted.
+* nothing is half-applied: if one object is refused, those already written are deleted;
+* a tenant's objects are written, rolled back and cancelled impersonating the tenant
+  (:meth:`KubeControlPlane.writer_for`; who that is: :mod:`gpufleet.service.tenant_identity`),
+  so that the API server's RBAC and Pod Security Admission judge them, not the plane's rights
+  (a refusal is a 403); a pod or template that names its node or another scheduler is refused
+  (:func:`~gpufleet.service.kube_writes.refuse_placement`). Admins' Queues and PriorityClasses,
+  the scheduler's calls and the idle actions use the plane's own identity.
 
 The book of workloads is rebuilt from the pods the informers hold (:meth:`refresh`, every
 second and after each change), grouped by pod group, by our workload annotation, or one pod
