@@ -1,6 +1,7 @@
 """Every error the API answers with is an :class:`ErrorBody` with the right status code.
 
-Maps the service's exceptions (bad input, forbidden, not found, conflict) and FastAPI's own
+Maps the service's exceptions (bad input, forbidden, not found, conflict; a write the
+Kubernetes API server refused the caller: forbidden too) and FastAPI's own
 (validation, unknown route, wrong method) to JSON bodies that name what is wrong and, for bad
 input, where; a message quotes at most a bounded part of what it was given.
 """
@@ -13,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpufleet.api.schemas import ErrorBody
+from gpufleet.backends.kube.api_types import ForbiddenApiError
 from gpufleet.io.errors import MAX_MESSAGE, MAX_PLACE, InputError, shorten
 from gpufleet.service.auth import ForbiddenError
 from gpufleet.service.base import ConflictError, NotFoundError
@@ -68,6 +70,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ForbiddenError)
     async def forbidden(_: Request, error: ForbiddenError) -> JSONResponse:
         return error_response(403, str(error))
+
+    @app.exception_handler(ForbiddenApiError)
+    async def refused_by_cluster(_: Request, error: ForbiddenApiError) -> JSONResponse:
+        # On Kubernetes a tenant's writes impersonate it: its RBAC or Pod Security refused.
+        return error_response(403, f"the Kubernetes API server refused it: {error.message}")
 
     @app.exception_handler(NotFoundError)
     async def not_found(_: Request, error: NotFoundError) -> JSONResponse:

@@ -61,6 +61,7 @@ from gpufleet.service.observatory import STEP_S
 from gpufleet.service.protocol import Plane
 from gpufleet.service.seeding import Seed, plan_seed, write_seed
 from gpufleet.service.store import Store, StoreError
+from gpufleet.service.tenant_identity import DEFAULT_GROUPS, DEFAULT_USER, TenantIdentity
 
 if TYPE_CHECKING:
     from gpufleet.service.kube_plane import KubeControlPlane
@@ -143,6 +144,29 @@ def serve(
     scheduler_name: Annotated[
         str, typer.Option(help="with --kubeconfig: schedule the pods whose schedulerName is this")
     ] = "gpufleet",
+    impersonate_user: Annotated[
+        str,
+        typer.Option(
+            help="with --kubeconfig: the user each tenant's objects are written as, impersonated "
+            "({tenant} is its name), so that the cluster's RBAC and Pod Security judge them"
+        ),
+    ] = DEFAULT_USER,
+    impersonate_group: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="with --kubeconfig: a group of that user ({tenant} is its name; repeatable; "
+            f"default: {' and '.join(DEFAULT_GROUPS)})"
+        ),
+    ] = None,
+    no_impersonation: Annotated[
+        bool,
+        typer.Option(
+            "--no-impersonation",
+            help="with --kubeconfig, UNSAFE with more than one tenant: write tenants' objects "
+            "with this server's own credentials (any tenant may then create whatever those "
+            "allow, privileged pods included)",
+        ),
+    ] = False,
     usage_profile: Annotated[
         str | None,
         typer.Option(
@@ -292,15 +316,41 @@ def serve(
     if observe.idle_policies and kubeconfig is not None and observe.prometheus_url is None:
         raise fail("--idle-policies with --kubeconfig needs --prometheus-url (the GPUs' series)")
     scaling = replica_autoscaling_on(replica_autoscaling, kubeconfig, observe.prometheus_url)
+    tenant_identity = _tenant_identity(
+        kubeconfig, impersonate_user, impersonate_group, no_impersonation
+    )
     observe = dataclasses.replace(observe, replica_autoscaling=scaling)
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
     try:
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
                   default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
-                  observe, log_level, local_settings)  # fmt: skip
+                  observe, log_level, tenant_identity, local_settings)  # fmt: skip
     finally:
         sock.close()
+
+
+def _tenant_identity(
+    kubeconfig: Path | None, user: str, groups: list[str] | None, off: bool
+) -> TenantIdentity | None:
+    """Who tenants' objects are written as on Kubernetes (None: ``--no-impersonation``)."""
+    told = user != DEFAULT_USER or groups is not None
+    if kubeconfig is None:
+        if off or told:
+            raise fail("--impersonate-user, --impersonate-group and --no-impersonation are for "
+                       "--kubeconfig")  # fmt: skip
+        return TenantIdentity()
+    if off:
+        if told:
+            raise fail("--no-impersonation writes as this server: it takes no "
+                       "--impersonate-user or --impersonate-group")  # fmt: skip
+        warn("--no-impersonation: every tenant's objects are written with this server's own "
+             "credentials; use it only where there is a single tenant")  # fmt: skip
+        return None
+    try:
+        return TenantIdentity(user, DEFAULT_GROUPS if groups is None else tuple(groups))
+    except ValueError as error:
+        raise fail(f"--impersonate-user/--impersonate-group: {escape(str(error))}") from None
 
 
 def _serve_on(
@@ -320,6 +370,7 @@ def _serve_on(
     telemetry: TelemetrySettings,
     observe: ObserveSettings,
     log_level: str,
+    tenant_identity: TenantIdentity | None,
     local: LocalSettings | None = None,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
@@ -348,6 +399,7 @@ def _serve_on(
         rules=admission_rules,
         usage_profile=telemetry.default_profile,
         alert_rules=observe.alert_rules,
+        tenant_identity=tenant_identity,
     )
     if kubeconfig is not None:
         if cluster is not None or scenario or telemetry.default_profile is not None:

@@ -50,6 +50,7 @@ from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import SOURCE, Submitted, read_workloads
+from gpufleet.service.tenant_identity import TenantIdentity
 from gpufleet.telemetry.profiles import UsageProfile
 from gpufleet.telemetry.source import TelemetrySource
 
@@ -97,6 +98,9 @@ class ServeOptions:
     node_faults: tuple[NodeFault, ...] = ()
     #: The alert rules the plane evaluates (None: gpufleet's built-in rules).
     alert_rules: tuple[AlertRule, ...] | None = None
+    #: On Kubernetes, the identity a tenant's objects are written as (impersonated); None
+    #: writes them with the plane's own credentials (``--no-impersonation``: one tenant only).
+    tenant_identity: TenantIdentity | None = field(default_factory=TenantIdentity)
 
 
 @dataclass(frozen=True, slots=True)

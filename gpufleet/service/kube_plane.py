@@ -18,7 +18,13 @@ tenant and admission rules) and then written to the cluster (the objects as
   scheduler);
 * a Job's templates also carry its completions (``gpufleet.dev/completions``), so that the
   book shows completions done of those to do;
-* nothing is half-applied: if one object is refused, those already written are deleted.
+* nothing is half-applied: if one object is refused, those already written are deleted;
+* a tenant's objects are written, rolled back and cancelled impersonating the tenant
+  (:meth:`KubeControlPlane.writer_for`; who that is: :mod:`gpufleet.service.tenant_identity`),
+  so that the API server's RBAC and Pod Security Admission judge them, not the plane's rights
+  (a refusal is a 403); a pod or template that names its node or another scheduler is refused
+  (:func:`~gpufleet.service.kube_writes.refuse_placement`). Admins' Queues and PriorityClasses,
+  the scheduler's calls and the idle actions use the plane's own identity.
 
 The book of workloads is rebuilt from the pods the informers hold (:meth:`refresh`, every
 second and after each change), grouped by pod group, by our workload annotation, or one pod
@@ -40,7 +46,15 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from gpufleet.backends.kube.api import NODES, PODS, PRIORITY_CLASSES, QUEUES, ApiError, KubeApi
+from gpufleet.backends.kube.api import (
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    QUEUES,
+    ApiError,
+    Impersonation,
+    KubeApi,
+)
 from gpufleet.backends.kube.pods import pod_group
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.backends.kube.writer import ObjectWriter
@@ -54,7 +68,7 @@ from gpufleet.model.times import wall_clock_time
 from gpufleet.model.workload import TimedWorkload, split_workload_key, workload_key
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service import kube_book, kube_idle
-from gpufleet.service.auth import Principal
+from gpufleet.service.auth import ForbiddenError, Principal
 from gpufleet.service.base import (
     HISTORY_EVERY_S,
     QUEUE,
@@ -77,6 +91,7 @@ from gpufleet.service.kube_writes import (
     WORKLOAD_ANNOTATION,
     objects_to_write,
     pod_group_of,
+    refuse_placement,
 )
 from gpufleet.service.observatory import STEP_S, Observatory, ObservatoryThread
 from gpufleet.service.records import (
@@ -131,7 +146,15 @@ class KubeControlPlane(PlaneBase):
         # Each turn of the scheduler runs under this plane's lock.
         self.scheduler = KubeScheduler(api, self.scheduler_options, lock=self.lock)
         self.metrics = self.scheduler.metrics
+        #: Writes as the plane itself (admins' Queues and PriorityClasses, idle actions);
+        #: tenants' objects go through :meth:`writer_for`.
         self.writer = ObjectWriter(api)
+        if options.tenant_identity is None:
+            log.warning(
+                "impersonation is off (--no-impersonation): every tenant's objects are written "
+                "with this plane's own credentials, so any tenant may create whatever those "
+                "allow, in any namespace gpufleet lets it use; keep this to single-tenant setups"
+            )
         #: Workloads submitted whose pods are not in the cache yet, with when.
         self._submitted: dict[str, tuple[WorkloadRecord, float]] = {}
         self._threads: list[threading.Thread] = []
@@ -391,6 +414,18 @@ class KubeControlPlane(PlaneBase):
         return record
 
     # ----------------------------------------------------------------------------- submit
+    def identity_of(self, tenant: str) -> Impersonation | None:
+        """Who ``tenant`` is to the API server (None: impersonation is off)."""
+        found = self.options.tenant_identity
+        if found is None:
+            return None
+        return Impersonation(found.user_of(tenant), found.groups_of(tenant))
+
+    def writer_for(self, tenant: str) -> ObjectWriter:
+        """The writer of ``tenant``'s objects: each request impersonates the tenant, so that
+        the API server's RBAC and Pod Security Admission judge it, not the plane's rights."""
+        return self.writer.acting_as(self.identity_of(tenant))
+
     def submit(
         self,
         principal: Principal,
@@ -400,6 +435,7 @@ class KubeControlPlane(PlaneBase):
         skipped: Skipped | None = None,
     ) -> list[WorkloadRecord]:
         manifests = parse_body(body, content_type, skipped)
+        refuse_placement(manifests, self.scheduler_options.scheduler_name)
         with self.lock:
             backend = self.scheduler.backend
             builder = backend.catalog.request_builder()
@@ -417,15 +453,19 @@ class KubeControlPlane(PlaneBase):
             manifests, principal, self.scheduler_options.scheduler_name,
             {w.key: (kind, w, jobs[w.key]) for kind, w in checked},
         )  # fmt: skip
+        writer = self.writer_for(principal.tenant)
         written: list[Obj] = []
         try:
             for obj in objects:
-                written.append(self.writer.create(obj))
+                written.append(writer.create(obj))
         except ApiError as error:
+            refused = objects[len(written)]
             for obj in reversed(written):
                 metadata = obj.get("metadata") or {}
-                self.writer.delete(str(obj.get("kind")), metadata.get("namespace"),
-                                   str(metadata.get("name")))  # fmt: skip
+                writer.delete(str(obj.get("kind")), metadata.get("namespace"),
+                              str(metadata.get("name")))  # fmt: skip
+            if error.status == 403:
+                raise ForbiddenError(_refused(principal, refused, writer, error)) from None
             if error.status == 409:
                 raise ConflictError(f"the cluster refused it: {error.message}") from None
             raise InputError("cluster", f"the API server refused it: {error.message}") from None
@@ -453,19 +493,20 @@ class KubeControlPlane(PlaneBase):
             finished = not record.active  # deleting it frees its name; it leaves the list
             pods = [p.pod for p in record.pods.values()]
         namespace, _, name = split_workload_key(key)
+        writer = self.writer_for(record.tenant if principal.is_admin else principal.tenant)
         if record.kind in CONTROLLED_KINDS:
-            if not self.writer.delete(record.kind, namespace, name) and record.kind == "MPIJob":
-                self.writer.delete(record.kind, namespace, name, "kubeflow.org/v1")
+            if not writer.delete(record.kind, namespace, name) and record.kind == "MPIJob":
+                writer.delete(record.kind, namespace, name, "kubeflow.org/v1")
         elif record.kind in REPLICATED_KINDS:
             owner = pods[0].annotations.get(OWNER_ANNOTATION, "") if pods else ""
             owner_name = owner.removeprefix(f"{record.kind}/") or name
-            self.writer.delete(record.kind, namespace, owner_name)
+            writer.delete(record.kind, namespace, owner_name)
         else:
             for pod in pods:
-                self.writer.delete("Pod", pod.namespace, pod.name)
+                writer.delete("Pod", pod.namespace, pod.name)
         group = pod_group_of(pods[0].labels) if pods else None
         if group:
-            self.writer.delete("PodGroup", namespace, group)
+            writer.delete("PodGroup", namespace, group)
         now = self.now()
         if finished:
             self.refresh()
@@ -574,3 +615,16 @@ class KubeControlPlane(PlaneBase):
             {str(o["metadata"]["name"]): o for o in backend.objects[QUEUES].values()},
             {str(o["metadata"]["name"]): o for o in backend.objects[PRIORITY_CLASSES].values()},
         )
+
+
+def _refused(principal: Principal, obj: Obj, writer: ObjectWriter, error: ApiError) -> str:
+    """Why a tenant's write was refused (its RBAC in the namespace, or Pod Security there)."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    who = f"tenant {principal.tenant!r}"
+    if writer.identity is not None:
+        who += f" (as user {writer.identity.user!r})"
+    return (
+        f"{obj.get('kind')} {namespace}/{metadata.get('name')}: the Kubernetes API server "
+        f"refused {who} in namespace {namespace!r}: {error.message}"
+    )

@@ -7,9 +7,10 @@ RayJob) gets this scheduler's name, the tenant label, the queue label and our ki
 annotations (the workload annotation is its key, ``namespace/Kind/name``); a gang (a Job with
 parallelism above one, an operator's job) also gets the pod-group label and a gpufleet PodGroup
 with its minMember, written first, named ``<kind>-<name>`` (:func:`gang_name`); a Job's
-templates carry its completions. It writes nothing itself (the plane does, through
-:class:`~gpufleet.backends.kube.writer.ObjectWriter`) and decides nothing about admission (the
-plane checks first).
+templates carry its completions. A pod or template that places itself (``nodeName``, another
+``schedulerName``) is refused (:func:`refuse_placement`), never rewritten. It writes nothing
+itself (the plane does, through :class:`~gpufleet.backends.kube.writer.ObjectWriter`) and
+decides nothing about admission (the plane checks first).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gpufleet.io.errors import InputError, quoted
 from gpufleet.model.jobs import JobSpec
 from gpufleet.model.queues import QUEUE_LABEL
 from gpufleet.model.workload import POD_GROUP_LABEL, Workload, workload_key
@@ -78,7 +80,7 @@ def objects_to_write(
             continue
         templates = _pod_templates(obj)
         gang = found is not None and len(found[1].pods) > 1 and kind in CONTROLLED_KINDS
-        for template in templates:
+        for _, template in templates:
             meta = template.setdefault("metadata", {})
             labels = meta.setdefault("labels", {})
             labels[TENANT_LABEL] = principal.tenant
@@ -106,26 +108,72 @@ def objects_to_write(
     return groups + objects
 
 
-def _pod_templates(obj: Obj) -> list[Obj]:
-    """The pod (for a Pod: the object itself) or pod templates of a workload object."""
+def refuse_placement(manifests: Sequence[Mapping[str, Any]], scheduler_name: str) -> None:
+    """Raise :class:`InputError` (a 422) for a pod or pod template that places itself: a
+    ``nodeName`` (the kubelet runs it without any scheduler, outside every quota) or a
+    ``schedulerName`` other than ``scheduler_name`` (another scheduler would place it, outside
+    gpufleet's quotas). No ``schedulerName`` is ours: it is set when written."""
+    for manifest in manifests:
+        kind = str(manifest.get("kind"))
+        if kind == "PodGroup":
+            continue
+        name = str((manifest.get("metadata") or {}).get("name"))
+        for path, template in _pod_templates(_deep_copy(manifest)):
+            spec = template.get("spec")
+            if not isinstance(spec, Mapping):
+                continue
+            where = f"{path}.spec" if path else "spec"
+            if spec.get("nodeName"):
+                raise InputError(
+                    f"{kind} {name}",
+                    f"{quoted(spec['nodeName'])}: a pod submitted here may not name its node: "
+                    "that bypasses gpufleet's scheduler and every quota (choose nodes with "
+                    "nodeSelector or node affinity instead)",
+                    field=f"{where}.nodeName",
+                )
+            chosen = spec.get("schedulerName")
+            if chosen and chosen != scheduler_name:
+                raise InputError(
+                    f"{kind} {name}",
+                    f"{quoted(chosen)}: pods submitted here are placed by gpufleet "
+                    f"({scheduler_name!r}, or leave it out): another scheduler would place "
+                    "them outside gpufleet's quotas",
+                    field=f"{where}.schedulerName",
+                )
+
+
+def _pod_templates(obj: Obj) -> list[tuple[str, Obj]]:
+    """The pod (for a Pod: the object itself, at path "") or pod templates of a workload
+    object, each with its path in the object (``spec.template``)."""
     kind = obj.get("kind")
     if kind == "Pod":
-        return [obj]
+        return [("", obj)]
     spec = obj.setdefault("spec", {})
     if kind in ("PyTorchJob", "MPIJob"):
-        replicas = spec.get("pytorchReplicaSpecs" if kind == "PyTorchJob" else "mpiReplicaSpecs")
+        field = "pytorchReplicaSpecs" if kind == "PyTorchJob" else "mpiReplicaSpecs"
+        replicas = spec.get(field)
         return [
-            r.setdefault("template", {}) for r in (replicas or {}).values() if isinstance(r, dict)
+            (f"spec.{field}.{role}.template", r.setdefault("template", {}))
+            for role, r in (replicas or {}).items()
+            if isinstance(r, dict)
         ]
     if kind in ("RayCluster", "RayJob"):
+        prefix = "spec.rayClusterSpec" if kind == "RayJob" else "spec"
         cluster = spec.get("rayClusterSpec") if kind == "RayJob" else spec
-        groups = [(cluster or {}).get("headGroupSpec")]
-        groups += list((cluster or {}).get("workerGroupSpecs") or [])
-        templates = [g.setdefault("template", {}) for g in groups if isinstance(g, dict)]
+        groups = [(f"{prefix}.headGroupSpec", (cluster or {}).get("headGroupSpec"))]
+        groups += [
+            (f"{prefix}.workerGroupSpecs[{i}]", g)
+            for i, g in enumerate((cluster or {}).get("workerGroupSpecs") or [])
+        ]
+        templates = [
+            (f"{path}.template", g.setdefault("template", {}))
+            for path, g in groups
+            if isinstance(g, dict)
+        ]
         if kind == "RayJob" and isinstance(spec.get("submitterPodTemplate"), dict):
-            templates.append(spec["submitterPodTemplate"])
+            templates.append(("spec.submitterPodTemplate", spec["submitterPodTemplate"]))
         return templates
-    return [spec.setdefault("template", {})]
+    return [("spec.template", spec.setdefault("template", {}))]
 
 
 def _deep_copy(value: Any) -> Any:

@@ -19,6 +19,9 @@ KUSTOMIZATION = DEPLOY / "kustomization.yaml"
 PROMETHEUS_RULES = DEPLOY / "prometheus-rules.yaml"
 #: The same rules as a plain Prometheus rule file (``groups:``), the chart's PrometheusRule spec.
 CHART_PROMETHEUS_RULES = CHART / "files" / "prometheus-rules.yaml"
+#: The identity of ``gpufleet serve --kubeconfig``: applied on its own where serve runs (it
+#: impersonates tenants), so not part of ``kubectl apply -k deploy/`` (the scheduler alone).
+SERVE_RBAC = DEPLOY / "serve-rbac.yaml"
 SCHEDULER_NAMESPACE = "gpufleet-system"
 
 
@@ -88,9 +91,11 @@ def is_manifest(path: Path) -> bool:
 
 def top_level_manifests() -> list[Path]:
     """deploy/*.yaml and deploy/crds/*.yaml: what kubectl apply -k deploy/ installs (all but
-    :data:`PROMETHEUS_RULES`)."""
+    :data:`PROMETHEUS_RULES` and :data:`SERVE_RBAC`)."""
     return sorted(
-        path for path in [*DEPLOY.glob("*.yaml"), *CRDS.glob("*.yaml")] if path != PROMETHEUS_RULES
+        path
+        for path in [*DEPLOY.glob("*.yaml"), *CRDS.glob("*.yaml")]
+        if path not in (PROMETHEUS_RULES, SERVE_RBAC)
     )
 
 
@@ -98,3 +103,19 @@ def object_key(obj: dict[str, Any]) -> tuple[str, str, str]:
     """(kind, namespace, name): identifies an object within an install."""
     metadata = obj.get("metadata") or {}
     return (str(obj.get("kind")), str(metadata.get("namespace", "")), str(metadata.get("name")))
+
+
+#: (apiGroup, resource, verb, resourceName or "" for any): one thing an RBAC rule grants.
+Grant = tuple[str, str, str, str]
+
+
+def rule_grants(rules: list[dict[str, Any]]) -> set[Grant]:
+    """Every (apiGroup, resource, verb, resourceName) a list of PolicyRules grants."""
+    found: set[Grant] = set()
+    for rule in rules:
+        names = rule.get("resourceNames") or [""]
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    found.update((group, resource, verb, name) for name in names)
+    return found

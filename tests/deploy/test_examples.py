@@ -20,7 +20,7 @@ SCENARIO_KINDS = frozenset(
     {"Queue", "PriorityClass", "PodGroup", "ResourceQuota", "Pod", "Job", "Deployment"}
 )
 #: Kinds the examples need on a real cluster that the scheduler does not read.
-CLUSTER_KINDS = frozenset({"Namespace", "Service", "ConfigMap"})
+CLUSTER_KINDS = frozenset({"Namespace", "Service", "ConfigMap", "RoleBinding"})
 WORKLOAD_KINDS = frozenset({"Pod", "Job", "Deployment"})
 
 EXAMPLE_FILES = sorted(DEPLOY_EXAMPLES.glob("*.yaml"))
@@ -36,6 +36,7 @@ def test_expected_example_files() -> None:
         "priority-classes.yaml",
         "pytorch-gang.yaml",
         "queues.yaml",
+        "tenant-rbac.yaml",
         "time-slicing-configmap.yaml",
     ]
 

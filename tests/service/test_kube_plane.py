@@ -17,11 +17,13 @@ from gpufleet.backends.kube.scheduler import SchedulerOptions
 from gpufleet.service.base import ServeOptions, create_token
 from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.store import Store
+from gpufleet.service.tenant_identity import TenantIdentity
 from gpufleet.testing import job_objects as jo
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.service import as_yaml, pod_doc
 from tests.backends.kube.harness import Harness
 from tests.fakes.kube_api import FakeApiServer
+from tests.fakes.kube_api.authz import Caller
 
 YAML = {"Content-Type": "application/yaml"}
 
@@ -62,7 +64,10 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """The plane with ``ServeOptions(policy="bestfit")``, or the options a test gives
+    (``indirect`` parametrization)."""
+    serve_options: ServeOptions = getattr(request, "param", ServeOptions(policy="bestfit"))
     with FakeApiServer() as server:
         for crd in [*ko.crds(), *jo.operator_crds()]:
             server.create(crd)
@@ -78,7 +83,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         }
         api = KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
         options = SchedulerOptions(policy="bestfit", leader_elect=False, status_every_s=0.0)
-        plane = KubeControlPlane(api, store, ServeOptions(policy="bestfit"), options)
+        plane = KubeControlPlane(api, store, serve_options, options)
         plane.scheduler.backend.start()
         assert plane.scheduler.backend.wait_synced(10)
         cluster = Cluster(server, plane, tokens)
@@ -175,6 +180,189 @@ def test_tenants_are_kept_apart(cluster: Cluster) -> None:
     assert [w["key"] for w in cluster.client("admin").get("/api/v1/workloads").json()] == [
         "team-b/Pod/b"
     ]
+
+
+# ----------------------------------------------------------------------------- impersonation
+TEAM_A_USER = "gpufleet:tenant:team-a"
+TEAM_A_GROUPS = ("gpufleet:tenants", "gpufleet:tenant:team-a")
+
+
+def writes(cluster: Cluster, pattern: str) -> list[Caller]:
+    """The writes (not reads) the fake API server received whose path matches ``pattern``."""
+    return [c for c in cluster.server.callers if c.method != "GET" and re.search(pattern, c.path)]
+
+
+def test_a_tenants_objects_are_written_and_cancelled_as_the_tenant(cluster: Cluster) -> None:
+    """Every write of team-a's gang (its PodGroup, its PyTorchJob) and of its cancel
+    impersonates team-a; the API server then judges them by team-a's RBAC, not the plane's."""
+    client = cluster.client("team-a")
+    response = client.post(
+        "/api/v1/workloads", content=as_yaml(jo.pytorch_job("pt", 1)), headers=YAML
+    )
+    assert response.status_code == 201, response.text
+    assert client.delete("/api/v1/workloads/team-a/pt").status_code == 200
+    written = writes(cluster, "/namespaces/team-a/")
+    assert [(c.method, c.path.rsplit("/", 2)[-2:]) for c in written] == [
+        ("POST", ["team-a", "podgroups"]),
+        ("POST", ["team-a", "pytorchjobs"]),
+        ("DELETE", ["pytorchjobs", "pt"]),
+    ]
+    assert {(c.user, c.groups) for c in written} == {(TEAM_A_USER, TEAM_A_GROUPS)}
+
+
+def test_an_admins_cancel_deletes_as_the_workloads_tenant(cluster: Cluster) -> None:
+    cluster.client("team-a").post("/api/v1/workloads", content=as_yaml(pod_doc("p")), headers=YAML)
+    cluster.until(lambda: "team-a/Pod/p" in cluster.plane.records, "the pod in the book")
+    assert cluster.client("admin").delete("/api/v1/workloads/team-a/p").status_code == 200
+    [delete] = [c for c in writes(cluster, "/pods/p$") if c.method == "DELETE"]
+    assert (delete.user, delete.groups) == (TEAM_A_USER, TEAM_A_GROUPS)
+
+
+def test_only_tenants_are_impersonated_the_admins_queues_are_the_planes(cluster: Cluster) -> None:
+    cluster.client("team-a").post("/api/v1/workloads", content=as_yaml(pod_doc("p")), headers=YAML)
+    queue = ko.queue("team-c", {"nvidia.com/gpu": 1})
+    put = cluster.client("admin").put("/api/v1/queues", content=as_yaml(queue), headers=YAML)
+    assert put.status_code == 200, put.text
+    assert [c.user for c in writes(cluster, "/namespaces/team-a/pods$")] == [TEAM_A_USER]
+    queue_writes = writes(cluster, "/queues")
+    assert queue_writes
+    assert {(c.user, c.groups) for c in queue_writes} == {(None, ())}
+
+
+def test_a_tenant_without_rights_in_the_namespace_gets_the_api_servers_403(
+    cluster: Cluster,
+) -> None:
+    """team-a may use namespace team-a in gpufleet, but the cluster's RBAC grants its
+    identity nothing there: the API server refuses, gpufleet answers 403 naming the namespace
+    and the identity, and nothing is written."""
+    cluster.server.grant_writes(TEAM_A_USER, "team-a-sandbox")
+    response = cluster.client("team-a").post(
+        "/api/v1/workloads", content=as_yaml(jo.pytorch_job("pt", 1)), headers=YAML
+    )
+    assert response.status_code == 403, response.text
+    message = response.json()["message"]
+    assert "in namespace 'team-a'" in message
+    assert f"as user '{TEAM_A_USER}'" in message
+    assert f'User "{TEAM_A_USER}" cannot create resource "podgroups"' in message
+    assert cluster.server.list("gpufleet.dev/v1alpha1", "PodGroup", "team-a") == []
+    assert cluster.server.list("kubeflow.org/v1", "PyTorchJob", "team-a") == []
+
+
+def test_a_refusal_half_way_is_rolled_back_as_the_tenant(cluster: Cluster) -> None:
+    """The gang's PodGroup is written, its PyTorchJob refused (Pod Security, say): the
+    PodGroup is deleted again, as team-a."""
+    cluster.server.fail_next("POST", "/pytorchjobs$", 403)
+    response = cluster.client("team-a").post(
+        "/api/v1/workloads", content=as_yaml(jo.pytorch_job("pt", 1)), headers=YAML
+    )
+    assert response.status_code == 403, response.text
+    assert "PyTorchJob team-a/pt" in response.json()["message"]
+    assert (
+        cluster.server.get("gpufleet.dev/v1alpha1", "PodGroup", "pytorchjob-pt", "team-a") is None
+    )
+    [rollback] = [c for c in writes(cluster, "/podgroups/") if c.method == "DELETE"]
+    assert rollback.user == TEAM_A_USER
+
+
+def test_a_cancel_the_tenants_rights_refuse_is_a_403(cluster: Cluster) -> None:
+    cluster.client("team-a").post("/api/v1/workloads", content=as_yaml(pod_doc("p")), headers=YAML)
+    cluster.until(lambda: "team-a/Pod/p" in cluster.plane.records, "the pod in the book")
+    cluster.server.grant_writes(TEAM_A_USER, "team-a-sandbox")
+    response = cluster.client("team-a").delete("/api/v1/workloads/team-a/p")
+    assert response.status_code == 403, response.text
+    assert 'in the namespace "team-a"' in response.json()["message"]
+    assert cluster.server.get("v1", "Pod", "p", "team-a") is not None
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        pytest.param(
+            ServeOptions(
+                policy="bestfit", tenant_identity=TenantIdentity("oidc:{tenant}", ("staff",))
+            ),
+            id="templates",
+        ),
+        pytest.param(ServeOptions(policy="bestfit", tenant_identity=None), id="turned-off"),
+    ],
+    indirect=True,
+)
+def test_the_impersonated_identity_is_configurable_or_off(cluster: Cluster) -> None:
+    response = cluster.client("team-a").post(
+        "/api/v1/workloads", content=as_yaml(pod_doc("p")), headers=YAML
+    )
+    assert response.status_code == 201, response.text
+    [write] = writes(cluster, "/namespaces/team-a/pods$")
+    identity = cluster.plane.options.tenant_identity
+    if identity is None:
+        assert (write.user, write.groups) == (None, ())
+    else:
+        assert (write.user, write.groups) == ("oidc:team-a", ("staff",))
+
+
+def _job_placed(**spec: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j"},
+        "spec": {"template": {"spec": {**pod_doc("x", 1)["spec"], **spec}}},
+    }
+
+
+def _pytorch_worker_placed(**spec: str) -> dict[str, Any]:
+    job = jo.pytorch_job("pt", 1)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"].update(spec)
+    return job
+
+
+def _pod_placed(**spec: str) -> dict[str, Any]:
+    pod = pod_doc("p", 1)
+    pod["spec"].update(spec)
+    return pod
+
+
+Placed = Callable[..., dict[str, Any]]
+
+
+@pytest.mark.parametrize(
+    ("make", "spec", "field", "why"),
+    [
+        pytest.param(
+            _pod_placed, {"nodeName": "gpu-0"}, "spec.nodeName", "bypasses gpufleet's scheduler",
+            id="pod-node-name",
+        ),
+        pytest.param(
+            _job_placed, {"nodeName": "gpu-0"}, "spec.template.spec.nodeName", "every quota",
+            id="job-template-node-name",
+        ),
+        pytest.param(
+            _pytorch_worker_placed, {"nodeName": "gpu-1"},
+            "spec.pytorchReplicaSpecs.Worker.template.spec.nodeName", "may not name its node",
+            id="operator-template-node-name",
+        ),
+        pytest.param(
+            _pod_placed, {"schedulerName": "default-scheduler"}, "spec.schedulerName",
+            "outside gpufleet's quotas", id="pod-default-scheduler",
+        ),
+        pytest.param(
+            _job_placed, {"schedulerName": "volcano"}, "spec.template.spec.schedulerName",
+            "'volcano'", id="job-other-scheduler",
+        ),
+    ],
+)  # fmt: skip
+def test_a_pod_that_places_itself_is_refused(
+    cluster: Cluster, make: Placed, spec: dict[str, str], field: str, why: str
+) -> None:
+    """Refused with a 422 naming the field, nothing written; the same object that leaves its
+    placement to gpufleet (naming it as its scheduler, or no scheduler) is accepted."""
+    client = cluster.client("team-a")
+    response = client.post("/api/v1/workloads", content=as_yaml(make(**spec)), headers=YAML)
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == field
+    assert why in response.json()["message"]
+    assert writes(cluster, "/namespaces/") == []
+    ours = make(schedulerName="gpufleet")
+    assert client.post("/api/v1/workloads", content=as_yaml(ours), headers=YAML).status_code == 201
 
 
 def test_pending_pod_is_explained_and_cancel_deletes_it(cluster: Cluster) -> None:

@@ -47,6 +47,11 @@ class ApiError(Exception):
         self.message = message
 
 
+class ForbiddenApiError(ApiError):
+    """A 403: the API server's RBAC or an admission plugin (Pod Security) refused the caller
+    (for a write impersonating a tenant: the tenant)."""
+
+
 def status_error(status: int, reason: str, body: str | bytes | None) -> ApiError:
     """An error answer: the message of its ``Status`` body where it has one."""
     message = reason
@@ -56,12 +61,32 @@ def status_error(status: int, reason: str, body: str | bytes | None) -> ApiError
         except (ValueError, AttributeError):
             text = body.decode(errors="replace") if isinstance(body, bytes) else str(body)
             message = text[:500]
-    return ApiError(status, reason, message)
+    return (ForbiddenApiError if status == 403 else ApiError)(status, reason, message)
 
 
 def quote_segment(segment: str) -> str:
     """One path segment (a name, a namespace), escaped."""
     return urllib.parse.quote(segment, safe="")
+
+
+#: The headers of a request the API server authorizes as another identity (the caller needs
+#: the ``impersonate`` verb on those users and groups): Kubernetes reads each group from a
+#: header line of its own, never a comma-separated list.
+IMPERSONATE_USER = "Impersonate-User"
+IMPERSONATE_GROUP = "Impersonate-Group"
+
+
+@dataclass(frozen=True, slots=True)
+class Impersonation:
+    """An identity to act as: the API server applies its RBAC and admission to the request as
+    if ``user``, a member of ``groups``, had sent it (kubectl's ``--as`` and ``--as-group``)."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+
+    def headers(self) -> list[tuple[str, str]]:
+        """The header lines, in order: the user's, then one per group."""
+        return [(IMPERSONATE_USER, self.user)] + [(IMPERSONATE_GROUP, g) for g in self.groups]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,22 +3,20 @@
 The scheduler only reads and binds; the control plane on Kubernetes also writes what tenants
 submit (Pods, Jobs, Deployments, StatefulSets, ReplicaSets, PyTorchJobs, MPIJobs, RayClusters,
 RayJobs, PodGroups) and what admins set (Queues, PriorityClasses). :class:`ObjectWriter` does
-that through the official client's generic ``call_api`` (one path per kind, below), under the
-same client-side rate limit as the scheduler's calls, and reads or merge-patches one of them (the
-idle reclaimer's pod annotations and labels, and the ``scale`` subresource of a Deployment or
-StatefulSet). It decides nothing about what is written.
+that through :meth:`KubeApi.request <gpufleet.backends.kube.api.KubeApi.request>` (one path per
+kind, below), under the same client-side rate limit as the scheduler's calls, as the client's
+own identity or, for a tenant's objects, impersonating the tenant (:meth:`acting_as`), and
+reads or merge-patches one of them (the idle reclaimer's pod annotations and labels, and the
+``scale`` subresource of a Deployment or StatefulSet). It decides nothing about what is written.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from kubernetes.client.exceptions import ApiException
-
-from gpufleet.backends.kube.api import ApiError, KubeApi
+from gpufleet.backends.kube.api import ApiError, Impersonation, KubeApi
 
 Obj = dict[str, Any]
 
@@ -63,10 +61,17 @@ def path_of(
 
 
 class ObjectWriter:
-    """See the module docstring."""
+    """See the module docstring. ``identity``: every request of this writer impersonates it
+    (a tenant's writes); None: the client's own (the plane's)."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, identity: Impersonation | None = None) -> None:
         self.api = api
+        self.identity = identity
+
+    def acting_as(self, identity: Impersonation | None) -> ObjectWriter:
+        """A writer on the same client whose requests impersonate ``identity`` (None: the
+        client's own identity)."""
+        return ObjectWriter(self.api, identity)
 
     def _request(
         self,
@@ -75,23 +80,7 @@ class ObjectWriter:
         body: Obj | None = None,
         content_type: str = "application/json",
     ) -> Obj | None:
-        self.api.limiter.acquire()
-        try:
-            response = self.api.client.call_api(
-                path,
-                method,
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
-                body=body,
-                auth_settings=["BearerToken"],
-                _return_http_data_only=True,
-                _preload_content=False,
-            )
-        except ApiException as error:
-            raise _error(error) from None
-        except OSError as error:
-            raise ApiError(0, "Unreachable", str(error)) from None
-        data = response.data
-        return json.loads(data) if data else None
+        return self.api.request(method, path, body, content_type, self.identity)
 
     def create(self, obj: Obj) -> Obj:
         metadata = obj.get("metadata") or {}
@@ -147,14 +136,3 @@ class ObjectWriter:
                 return False
             raise
         return True
-
-
-def _error(error: ApiException) -> ApiError:
-    message = error.reason or ""
-    body = error.body
-    if body:
-        try:
-            message = json.loads(body).get("message") or message
-        except (ValueError, AttributeError):
-            message = str(body)[:500]
-    return ApiError(int(error.status or 0), str(error.reason or ""), str(message))

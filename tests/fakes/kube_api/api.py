@@ -12,6 +12,7 @@ from types import TracebackType
 import kubernetes.client
 
 from tests.fakes.kube_api import errors
+from tests.fakes.kube_api.authz import Caller
 from tests.fakes.kube_api.resources import ResourceType
 from tests.fakes.kube_api.server import HttpServer, ServerState
 from tests.fakes.kube_api.store import Obj, Store
@@ -67,6 +68,19 @@ class FakeApiServer:
     def requests(self) -> builtins.list[tuple[str, str]]:
         """``(method, path)`` of every request handled, query strings left out."""
         return self._state.requests
+
+    @property
+    def callers(self) -> builtins.list[Caller]:
+        """Every request handled with who sent it: the user and groups it impersonated (None
+        and (): the kubeconfig's own identity)."""
+        return self._state.callers
+
+    def grant_writes(self, user: str, namespace: str) -> None:
+        """Let the impersonated ``user`` create, update, patch and delete in ``namespace``.
+        From the first grant on, an impersonated user's write anywhere it was not granted
+        (a cluster-scoped object included) is refused with RBAC's 403; reads and the
+        kubeconfig's own identity are never checked."""
+        self._state.authorizer.grant(user, namespace)
 
     def wait_for(self, check: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
         """Wait until ``check`` holds, looking again after each write to the store and each

@@ -3,7 +3,8 @@
 Plain answers carry ``Content-Length``; watches answer 200 with chunked transfer encoding, one
 JSON event per line, each flushed as it comes. A watch thread waits on its own queue, never
 under the store lock, and notices a client that went away while it idles. The server also
-keeps the request log and the injected faults, checked before a request is routed.
+keeps the request log (with who sent each request: :mod:`.authz`) and the injected faults,
+checked before a request is routed; then the writes of impersonated users are authorized.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes.kube_api import endpoints, errors
+from tests.fakes.kube_api.authz import Authorizer, Caller
+from tests.fakes.kube_api.routes import resolve
 from tests.fakes.kube_api.store import Store
 
 _IDLE_POLL_SECONDS = 0.5
@@ -37,19 +40,23 @@ class Fault:
 
 
 class ServerState:
-    """What request threads share besides the store: the request log and pending faults."""
+    """What request threads share besides the store: the request log (and who sent each),
+    the authorizer, and pending faults."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.requests: list[tuple[str, str]] = []
+        self.callers: list[Caller] = []
+        self.authorizer = Authorizer()
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         #: Notified after each request is logged.
         self.logged = threading.Condition(self._lock)
 
-    def log(self, method: str, path: str) -> None:
+    def log(self, caller: Caller) -> None:
         with self._lock:
-            self.requests.append((method, path))
+            self.requests.append((caller.method, caller.path))
+            self.callers.append(caller)
             self.logged.notify_all()
 
     def add_fault(self, method: str, pattern: str, status: int, times: int) -> None:
@@ -120,12 +127,18 @@ class _Handler(BaseHTTPRequestHandler):
         query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        state.log(self.command, path)
+        groups = tuple(self.headers.get_all("Impersonate-Group") or ())
+        caller = Caller(self.command, path, self.headers.get("Impersonate-User"), groups)
+        state.log(caller)
         status = state.take_fault(self.command, path)
         if status is not None:
             self._send_json(status, errors.status_body(status, f"injected failure ({status})"))
             return
         try:
+            with state.store.lock:
+                route = resolve(state.store.registry, path)
+            if route is not None:
+                state.authorizer.check(caller, route)
             body = json.loads(raw) if raw.strip() else None
             request = endpoints.Request(
                 self.command,
