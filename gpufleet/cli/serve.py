@@ -15,6 +15,7 @@ import uvicorn
 from rich.markup import escape
 
 from gpufleet.api.app import create_app
+from gpufleet.backends.kube.binding_signature import BindingKey, BindingKeyError, read_binding_key
 from gpufleet.cli.common import (
     console,
     fail,
@@ -143,6 +144,22 @@ def serve(
     scheduler_name: Annotated[
         str, typer.Option(help="with --kubeconfig: schedule the pods whose schedulerName is this")
     ] = "gpufleet",
+    binding_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GPUFLEET_BINDING_KEY_FILE",
+            help="with --kubeconfig: sign each binding's device annotations with this key "
+            "(the gpufleet-binding-key Secret the node agents verify them with)",
+            dir_okay=False,
+        ),
+    ] = None,
+    insecure_unsigned_bindings: Annotated[
+        bool,
+        typer.Option(
+            help="with --kubeconfig, INSECURE, for tests and demos only: bind without "
+            "--binding-key-file"
+        ),
+    ] = False,
     usage_profile: Annotated[
         str | None,
         typer.Option(
@@ -295,10 +312,17 @@ def serve(
     observe = dataclasses.replace(observe, replica_autoscaling=scaling)
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
+    binding_key = None
+    if kubeconfig is not None:
+        try:
+            binding_key = read_binding_key(binding_key_file, insecure_unsigned_bindings)
+        except BindingKeyError as error:
+            sock.close()
+            raise fail(escape(str(error))) from None
     try:
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
                   default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
-                  observe, log_level, local_settings)  # fmt: skip
+                  observe, log_level, local_settings, binding_key)  # fmt: skip
     finally:
         sock.close()
 
@@ -321,6 +345,7 @@ def _serve_on(
     observe: ObserveSettings,
     log_level: str,
     local: LocalSettings | None = None,
+    binding_key: BindingKey | None = None,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     admission_rules = AdmissionRules()
@@ -362,6 +387,7 @@ def _serve_on(
             scheduler_name,
             observe.prometheus_url,
             observe.replica_autoscaling,
+            binding_key,
         )
         where = f"Kubernetes ({kubeconfig})"
         if observe.prometheus_url is not None:
@@ -548,6 +574,7 @@ def _kube_plane(
     scheduler_name: str,
     prometheus_url: str | None = None,
     replica_autoscaling: bool = False,
+    binding_key: BindingKey | None = None,
 ) -> KubeControlPlane:
     """The plane over a Kubernetes cluster (imported here: the client is slow to import),
     observing the GPUs through the Prometheus server at ``prometheus_url`` when given, and
@@ -565,6 +592,7 @@ def _kube_plane(
         leader_elect=False,
         admission=options.admission,
         profile=options.profile,
+        binding_key=binding_key,
     )
     plane = KubeControlPlane(api, store, options, scheduler)
     if prometheus_url is not None:

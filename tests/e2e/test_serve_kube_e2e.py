@@ -57,7 +57,7 @@ def test_serve_on_kubernetes(cluster: Cluster, tmp_path: Path) -> None:
         str(Path(sys.executable).parent / "gpufleet"), "serve",
         "--kubeconfig", cluster.kubeconfig, "--scheduler-name", cluster.scheduler_name,
         "--policy", "bestfit", "--db", str(tmp_path / "gpufleet.db"), "--port", str(port),
-        "--log-level", "warning",
+        "--log-level", "warning", "--binding-key-file", str(cluster.binding_key_file),
     ]  # fmt: skip
     log = (tmp_path / "serve.log").open("ab")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

@@ -82,6 +82,25 @@ class BindingKey:
             raise BindingKeyError(f"{path}: {error}") from None
 
 
+def read_binding_key(path: Path | None, insecure_unsigned: bool) -> BindingKey | None:
+    """The key of ``--binding-key-file``; None only when ``--insecure-unsigned-bindings`` says
+    to go without one (the scheduler and the agent refuse to start otherwise)."""
+    if path is not None:
+        if insecure_unsigned:
+            raise BindingKeyError(
+                "--binding-key-file and --insecure-unsigned-bindings: give one, not both"
+            )
+        return BindingKey.from_file(path)
+    if not insecure_unsigned:
+        raise BindingKeyError(
+            "--binding-key-file is required: the key the scheduler signs device bindings with "
+            "and the node agents verify them with (the gpufleet-binding-key Secret; make one "
+            "with: openssl rand -hex 32). --insecure-unsigned-bindings runs without one, for "
+            "tests and demos only: any pod author can then claim any GPU of a node"
+        )
+    return None
+
+
 def canonical_binding(uid: str, node: str, annotations: Mapping[str, str]) -> bytes:
     """The text a signature covers: one JSON object with sorted keys, so that no two bindings
     (an annotation absent or empty, a comma moved between fields) read the same."""
