@@ -314,6 +314,12 @@ def serve(
     sock = listen_socket(host, port)
     binding_key = None
     if kubeconfig is not None:
+        if cluster is not None or scenario or telemetry.default_profile is not None:
+            sock.close()
+            raise fail(
+                "--cluster, --scenario and --usage-profile are for the simulated cluster, "
+                "not --kubeconfig"
+            )
         try:
             binding_key = read_binding_key(binding_key_file, insecure_unsigned_bindings)
         except BindingKeyError as error:
@@ -375,11 +381,6 @@ def _serve_on(
         alert_rules=observe.alert_rules,
     )
     if kubeconfig is not None:
-        if cluster is not None or scenario or telemetry.default_profile is not None:
-            raise fail(
-                "--cluster, --scenario and --usage-profile are for the simulated cluster, "
-                "not --kubeconfig"
-            )
         plane = reclaiming = _kube_plane(
             kubeconfig,
             store,
