@@ -45,11 +45,13 @@ import httpx
 import yaml
 
 from gpufleet.agent.kube_bridge import bound_pod
+from gpufleet.backends.kube.binding_signature import signed_binding
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, GPU_SHARE_ANNOTATION
 from gpufleet.backends.kube.node_pods import pod_view
 from gpufleet.io.kube_resources import GPU_MILLI_ANNOTATION
 from gpufleet.model.gpu import MILLI_PER_GPU, SHARE_RESOURCE
 from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.agent_builders import TEST_BINDING_KEY, write_binding_key
 from gpufleet.testing.fake_kubelet import FakeKubelet, short_tmp_root
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -104,6 +106,15 @@ def share_pod(i: int, gpus: int, pods: int) -> dict[str, Any]:
     )
 
 
+def signed_as_bound(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` with its binding signed for its UID, as gpufleet's scheduler binds it."""
+    metadata = pod["metadata"]
+    metadata["annotations"] = signed_binding(
+        TEST_BINDING_KEY, metadata["uid"], NODE, metadata["annotations"]
+    )
+    return pod
+
+
 def proc_times(pid: int) -> float:
     """User plus system CPU seconds of ``pid`` and its threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -141,6 +152,7 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
             "--device-plugin-dir", str(kubelet.plugin_dir),
             "--pod-resources-socket", str(kubelet.pod_resources_socket),
             "--metrics-address", f"127.0.0.1:{port}",
+            "--binding-key-file", str(write_binding_key(work / "binding.key")),
             "--log-level", "WARNING",
         ]  # fmt: skip
         agent = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
@@ -151,7 +163,8 @@ def one_run(args: argparse.Namespace, run: int) -> dict[str, float]:
                 what="the agent to register and list its share slots",
             )
             for i in range(args.pods):
-                created = server.create(share_pod(i, args.gpus, args.pods))
+                created = signed_as_bound(server.create(share_pod(i, args.gpus, args.pods)))
+                server.update(created)
                 pod = bound_pod(pod_view(created, i + 1))
                 deadline = time.monotonic() + 10
                 while True:  # until the agent's watch has the pod

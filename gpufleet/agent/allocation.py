@@ -15,6 +15,12 @@ with the pipe and log directories mounted where the NVIDIA device plugin mounts 
 are not the chosen devices, or no pod waiting, raise :class:`AllocationMismatchError`: the caller
 fails the call and raises an Event; nobody gets another pod's GPU.
 
+A binding counts only when :class:`~gpufleet.agent.binding_trust.BindingTrust` honours it (the
+pod is gpufleet's and the scheduler signed its devices): any other pod's plan holds no device,
+and when such a pod is the oldest one waiting, the call is refused naming it
+(``UntrustedGpuBinding``) rather than handing it a device chosen for a younger pod, since the
+kubelet admits pods oldest first and does not say which pod it admits.
+
 Pure and in memory: no grpc, no API calls (the bound pods come as a snapshot kept current by
 a watch), so Allocate stays well under a millisecond. It does not list devices
 (:mod:`gpufleet.agent.resources`) nor serve the kubelet (:mod:`gpufleet.agent.device_plugin`).
@@ -26,6 +32,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gpufleet.agent.binding_trust import NO_TRUST, UNTRUSTED_REASON, BindingTrust
 from gpufleet.agent.bound_pods import BoundPod
 from gpufleet.agent.events import AgentEvent
 from gpufleet.agent.resources import ResourceKind, base_uuid, resource_kind
@@ -112,6 +119,8 @@ class AllocationSettings:
     cdi: bool = False
     #: Set when the node runs CUDA MPS (``--mps``, or the device plugin's ``sharing.mps``).
     mps: MpsSettings | None = None
+    #: Whose bindings count (the default honours none: the agent passes its key).
+    trust: BindingTrust = NO_TRUST
 
 
 class AllocationMismatchError(Exception):
@@ -124,8 +133,10 @@ class AllocationMismatchError(Exception):
         chosen: Sequence[str],
         offered: Sequence[str],
         why: str,
+        reason: str = MISMATCH_REASON,
     ) -> None:
         self.resource = resource
+        self.reason = reason
         self.pod = pod
         self.chosen = tuple(chosen)
         self.offered = tuple(offered)
@@ -145,9 +156,9 @@ class AllocationMismatchError(Exception):
     def event(self, node: str) -> AgentEvent:
         """The Event to raise: about the pod, or about the node when no pod matched."""
         if self.pod is None:
-            return AgentEvent("Node", "", node, node, MISMATCH_REASON, str(self))
+            return AgentEvent("Node", "", node, node, self.reason, str(self))
         return AgentEvent(
-            "Pod", self.pod.namespace, self.pod.name, self.pod.uid, MISMATCH_REASON, str(self)
+            "Pod", self.pod.namespace, self.pod.name, self.pod.uid, self.reason, str(self)
         )
 
 
@@ -163,6 +174,8 @@ class _Plan:
     milli: int
     #: Why ``targets`` is empty, when it is.
     problem: str = ""
+    #: The Event's reason when the pod is refused for ``problem``.
+    reason: str = MISMATCH_REASON
 
 
 @dataclass(slots=True)
@@ -261,6 +274,11 @@ class Allocator:
             raise AllocationMismatchError(
                 resource, None, (), offered, "refusing devices no pod was bound to"
             )
+        oldest, oldest_plan, _ = pending[0]
+        if oldest_plan.reason == UNTRUSTED_REASON:
+            raise AllocationMismatchError(
+                resource, oldest, (), offered, oldest_plan.problem, UNTRUSTED_REASON
+            )
         match = next(
             (
                 (pod, plan, progress)
@@ -317,6 +335,9 @@ class Allocator:
             (c.name, c.limits[resource], c.init) for c in ordered if c.limits.get(resource, 0) > 0
         )
         kind = resource_kind(resource, self._settings.sharing)
+        untrusted = self._settings.trust.problem(pod)
+        if untrusted:
+            return _Plan(demands, (), 0, f"refusing its binding: {untrusted}", UNTRUSTED_REASON)
         binding = placement_from_annotations("", pod.annotations)
         if kind.mig_profile:
             return self._mig_plan(demands, binding.mig_slices if binding else (), kind)

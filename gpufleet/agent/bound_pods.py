@@ -1,11 +1,11 @@
 """The pods bound to this node, as the device plugin needs them to answer the kubelet.
 
 Owns the record of a bound pod (:class:`BoundPod`: identity, containers with their limits, the
-scheduler's binding annotations, bind order), the :class:`BoundPods` protocol the device plugin
-reads them through, and :class:`InMemoryBoundPods`, kept current by whoever watches the API
+scheduler's name and binding annotations, bind order), the :class:`BoundPods` protocol the device
+plugin reads them through, and :class:`InMemoryBoundPods`, kept current by whoever watches the API
 server (the Kubernetes adapter puts and removes pods as its watch reports them; tests put them
-directly). Reading is a lock-free snapshot, so Allocate never waits on the API server. It does
-not read annotations' meaning (:mod:`gpufleet.agent.allocation` does).
+directly). Reading is a lock-free snapshot, so Allocate never waits on the API server. It does not
+read annotations' meaning (:mod:`gpufleet.agent.allocation` does).
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ class BoundPod:
     bind_order: float = 0.0
     #: Breaks ties of ``bind_order`` (the order a watch first saw the pods).
     seen: int = 0
+    #: ``spec.schedulerName``: only gpufleet's pods may carry a binding the agent honours.
+    scheduler_name: str = ""
 
     @property
     def key(self) -> str:

@@ -9,8 +9,9 @@ Registration service (``kubelet.sock``: version v1beta1, endpoint, resource name
 and serves and registers again when ``kubelet.sock`` is created anew (a kubelet restart
 removes every plugin socket). The bound pods come from a :class:`BoundPods` view kept current
 by a watch, so no call here waits on the API server; an Allocate the scheduler's binding does
-not back is refused with ``FAILED_PRECONDITION`` and an Event (``GpuAllocationMismatch``)
-through the :class:`EventSink`.
+not back is refused with ``FAILED_PRECONDITION`` and an Event (``GpuAllocationMismatchError``,
+or ``UntrustedGpuBinding`` for a binding gpufleet's scheduler did not sign) through the
+:class:`EventSink`.
 
 It does not decide devices (:mod:`gpufleet.agent.allocation`, :mod:`gpufleet.agent.resources`)
 nor discover them (``gpufleet.devices``: the agent feeds :meth:`NodeDevicePlugins.update` its
@@ -36,6 +37,7 @@ from gpufleet.agent.allocation import (
     ContainerGrant,
     MpsSettings,
 )
+from gpufleet.agent.binding_trust import DEFAULT_SCHEDULER_NAMES, BindingTrust
 from gpufleet.agent.bound_pods import BoundPods
 from gpufleet.agent.events import EventSink
 from gpufleet.agent.kubelet_api import (
@@ -58,6 +60,7 @@ from gpufleet.agent.resources import (
     ServedDevice,
     served_resources,
 )
+from gpufleet.backends.kube.binding_signature import BindingKey
 from gpufleet.model.gpu import NO_SHARING, GpuSharing, SharingStrategy
 from gpufleet.model.inventory import NodeInventory
 
@@ -87,11 +90,20 @@ class PluginConfig:
     kubelet_poll_s: float = 0.5
     #: How often PodResources is read for pods allocated before this agent knew them.
     resync_s: float = 30.0
+    #: The key bindings must be signed with (``--binding-key-file``); None: see below.
+    binding_key: BindingKey | None = None
+    #: The ``spec.schedulerName``\ s whose pods' bindings count (``--scheduler-name``).
+    scheduler_names: frozenset[str] = DEFAULT_SCHEDULER_NAMES
+    #: Without a key, honour unsigned bindings (``--insecure-unsigned-bindings``); else none.
+    unsigned_bindings: bool = False
 
     def allocation_settings(self) -> AllocationSettings:
         mps = self.mps or self.sharing.strategy is SharingStrategy.MPS
+        trust = BindingTrust(
+            self.node_name, self.binding_key, self.scheduler_names, self.unsigned_bindings
+        )
         return AllocationSettings(
-            self.sharing, self.cdi, MpsSettings(str(self.plugin_dir)) if mps else None
+            self.sharing, self.cdi, MpsSettings(str(self.plugin_dir)) if mps else None, trust
         )
 
 

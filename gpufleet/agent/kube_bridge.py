@@ -54,6 +54,7 @@ def bound_pod(view: PodView) -> BoundPod:
         dict(view.annotations),
         view.bind_time,
         view.seen,
+        view.scheduler_name,
     )
 
 

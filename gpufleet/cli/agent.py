@@ -73,6 +73,29 @@ def agent(
         str | None,
         typer.Option(help="the ConfigMap key of the config (needed when it has several)"),
     ] = None,
+    binding_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GPUFLEET_BINDING_KEY_FILE",
+            help="the key gpufleet's scheduler signs bindings with (the gpufleet-binding-key "
+            "Secret, mounted): only pods whose device binding it signed get devices",
+            dir_okay=False,
+        ),
+    ] = None,
+    scheduler_name: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="the spec.schedulerName of gpufleet's scheduler (repeat for several); pods "
+            "of any other scheduler get no device by their annotations  [default: gpufleet]"
+        ),
+    ] = None,
+    insecure_unsigned_bindings: Annotated[
+        bool,
+        typer.Option(
+            help="INSECURE, for tests and demos only: without --binding-key-file, honour the "
+            "unsigned bindings of gpufleet's pods (any pod author can write them)"
+        ),
+    ] = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
 ) -> None:
     """Run the node agent: discover the GPUs through NVML, publish GPU Feature Discovery's
@@ -82,6 +105,7 @@ def agent(
 
     Example (no GPU, against a test cluster):
     gpufleet agent --node-name gpu-1 --fake-gpus examples/agent/fake-gpus.yaml
+    --binding-key-file binding.key
     --device-plugin-dir /tmp/dp --pod-resources-socket /tmp/dp/pod-resources.sock"""
     if log_level.upper() not in LOG_LEVELS:
         raise fail(f"--log-level: expected one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
@@ -91,9 +115,11 @@ def agent(
     if not node_name:
         raise fail("--node-name is required (or NODE_NAME in the environment)")
     # Heavy imports after the arguments are read: grpc, the kubernetes client, NVML.
+    from gpufleet.agent.binding_trust import DEFAULT_SCHEDULER_NAMES
     from gpufleet.agent.device_plugin import PluginConfig
     from gpufleet.agent.runner import AgentSettings, NodeAgent, split_address
     from gpufleet.backends.kube.api_types import ApiError
+    from gpufleet.backends.kube.binding_signature import BindingKeyError, read_binding_key
     from gpufleet.backends.kube.node_agent import NodeAgentApi
     from gpufleet.devices.fake import make_fake_nvml
     from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
@@ -114,6 +140,10 @@ def agent(
         raise fail(escape(str(error))) from None
     except NvmlUnavailableError as error:  # no driver here: a failure, not bad input
         raise fail(escape(str(error)), EXIT_FAILED) from None
+    try:
+        binding_key = read_binding_key(binding_key_file, insecure_unsigned_bindings)
+    except BindingKeyError as error:
+        raise fail(escape(str(error))) from None
     source = NvmlDeviceSource(nvml)
     try:
         api = NodeAgentApi.connect(node_name, str(kubeconfig) if kubeconfig else None)
@@ -128,6 +158,9 @@ def agent(
             shares_per_gpu=shares_per_gpu,
             cdi=cdi,
             mps=mps,
+            binding_key=binding_key,
+            scheduler_names=frozenset(scheduler_name or DEFAULT_SCHEDULER_NAMES),
+            unsigned_bindings=insecure_unsigned_bindings,
         ),
         pod_resources_socket=pod_resources_socket,
         metrics_address=metrics_address,

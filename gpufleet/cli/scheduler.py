@@ -82,11 +82,28 @@ def scheduler(
             "Karpenter leave their nodes alone (safe-to-evict: false, do-not-disrupt: true)"
         ),
     ] = True,
+    binding_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GPUFLEET_BINDING_KEY_FILE",
+            help="sign each binding's device annotations with this key (the "
+            "gpufleet-binding-key Secret, mounted); node agents honour no other binding",
+            dir_okay=False,
+        ),
+    ] = None,
+    insecure_unsigned_bindings: Annotated[
+        bool,
+        typer.Option(
+            help="INSECURE, for tests and demos only: bind without --binding-key-file (agents "
+            "holding a key refuse these pods; agents without one trust any pod's annotations)"
+        ),
+    ] = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
 ) -> None:
     """Run as the GPU scheduler of a Kubernetes cluster, for pods naming --scheduler-name.
 
     Example: gpufleet scheduler --kubeconfig ~/.kube/config --no-leader-elect
+    --binding-key-file binding.key
     """
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -103,6 +120,12 @@ def scheduler(
     metrics_socket = (
         listen_socket(METRICS_HOST, metrics_port, "--metrics-port") if metrics_port else None
     )
+    from gpufleet.backends.kube.binding_signature import BindingKeyError, read_binding_key
+
+    try:
+        binding_key = read_binding_key(binding_key_file, insecure_unsigned_bindings)
+    except BindingKeyError as error:
+        raise fail(escape(str(error))) from None
     # Until the first core is built, the start makes mostly long-lived objects: the cycle
     # collector would only scan them (the scheduler turns it on again, see control/allocation).
     gc.disable()
@@ -133,6 +156,7 @@ def scheduler(
         binders=binders,
         admission=AdmissionConfig(min_runtime=min_runtime, gang_ready_timeout=gang_ready_timeout),
         guard_gangs=guard_gangs,
+        binding_key=binding_key,
     )
     if scheduling_profile is not None:
         options = dataclasses.replace(options, profile=scheduling_profile)

@@ -15,6 +15,7 @@ import uvicorn
 from rich.markup import escape
 
 from gpufleet.api.app import create_app
+from gpufleet.backends.kube.binding_signature import BindingKey, BindingKeyError, read_binding_key
 from gpufleet.cli.common import (
     console,
     fail,
@@ -165,6 +166,22 @@ def serve(
             help="with --kubeconfig, UNSAFE with more than one tenant: write tenants' objects "
             "with this server's own credentials (any tenant may then create whatever those "
             "allow, privileged pods included)",
+        ),
+    ] = False,
+    binding_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="GPUFLEET_BINDING_KEY_FILE",
+            help="with --kubeconfig: sign each binding's device annotations with this key "
+            "(the gpufleet-binding-key Secret the node agents verify them with)",
+            dir_okay=False,
+        ),
+    ] = None,
+    insecure_unsigned_bindings: Annotated[
+        bool,
+        typer.Option(
+            help="with --kubeconfig, INSECURE, for tests and demos only: bind without "
+            "--binding-key-file"
         ),
     ] = False,
     usage_profile: Annotated[
@@ -322,10 +339,23 @@ def serve(
     observe = dataclasses.replace(observe, replica_autoscaling=scaling)
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
+    binding_key = None
+    if kubeconfig is not None:
+        if cluster is not None or scenario or telemetry.default_profile is not None:
+            sock.close()
+            raise fail(
+                "--cluster, --scenario and --usage-profile are for the simulated cluster, "
+                "not --kubeconfig"
+            )
+        try:
+            binding_key = read_binding_key(binding_key_file, insecure_unsigned_bindings)
+        except BindingKeyError as error:
+            sock.close()
+            raise fail(escape(str(error))) from None
     try:
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
                   default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
-                  observe, log_level, tenant_identity, local_settings)  # fmt: skip
+                  observe, log_level, tenant_identity, local_settings, binding_key)  # fmt: skip
     finally:
         sock.close()
 
@@ -372,6 +402,7 @@ def _serve_on(
     log_level: str,
     tenant_identity: TenantIdentity | None,
     local: LocalSettings | None = None,
+    binding_key: BindingKey | None = None,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     admission_rules = AdmissionRules()
@@ -402,11 +433,6 @@ def _serve_on(
         tenant_identity=tenant_identity,
     )
     if kubeconfig is not None:
-        if cluster is not None or scenario or telemetry.default_profile is not None:
-            raise fail(
-                "--cluster, --scenario and --usage-profile are for the simulated cluster, "
-                "not --kubeconfig"
-            )
         plane = reclaiming = _kube_plane(
             kubeconfig,
             store,
@@ -414,6 +440,7 @@ def _serve_on(
             scheduler_name,
             observe.prometheus_url,
             observe.replica_autoscaling,
+            binding_key,
         )
         where = f"Kubernetes ({kubeconfig})"
         if observe.prometheus_url is not None:
@@ -600,6 +627,7 @@ def _kube_plane(
     scheduler_name: str,
     prometheus_url: str | None = None,
     replica_autoscaling: bool = False,
+    binding_key: BindingKey | None = None,
 ) -> KubeControlPlane:
     """The plane over a Kubernetes cluster (imported here: the client is slow to import),
     observing the GPUs through the Prometheus server at ``prometheus_url`` when given, and
@@ -617,6 +645,7 @@ def _kube_plane(
         leader_elect=False,
         admission=options.admission,
         profile=options.profile,
+        binding_key=binding_key,
     )
     plane = KubeControlPlane(api, store, options, scheduler)
     if prometheus_url is not None:

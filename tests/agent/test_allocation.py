@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -20,17 +22,41 @@ from gpufleet.agent.allocation import (
     Allocator,
     MpsSettings,
 )
+from gpufleet.agent.binding_trust import NO_TRUST, UNTRUSTED_REASON, BindingTrust
 from gpufleet.agent.bound_pods import BoundPod
 from gpufleet.agent.resources import replica_id, served_resources, share_id
-from gpufleet.model.gpu import GPU_RESOURCE, SHARE_RESOURCE, GpuSharing, SharingStrategy
-from gpufleet.testing.agent_builders import bound_pod, gpu_inventory, gpu_uuid, mig_uuid
+from gpufleet.backends.kube.binding_signature import BINDING_SIGNATURE_ANNOTATION, BindingKey
+from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
+from gpufleet.model.gpu import (
+    GPU_RESOURCE,
+    NO_SHARING,
+    SHARE_RESOURCE,
+    GpuSharing,
+    SharingStrategy,
+)
+from gpufleet.testing.agent_builders import (
+    TEST_BINDING_KEY,
+    TEST_NODE,
+    bound_pod,
+    gpu_inventory,
+    gpu_uuid,
+    mig_uuid,
+)
 
 MIG_1G = "nvidia.com/mig-1g.10gb"
 ALL_GPUS = [gpu_uuid(i) for i in range(4)]
 
 
+TRUST = BindingTrust(TEST_NODE, TEST_BINDING_KEY)
+
+
+def signed_settings(sharing: GpuSharing = NO_SHARING, **settings: Any) -> AllocationSettings:
+    """The settings of an agent holding the tests' binding key on the tests' node."""
+    return AllocationSettings(sharing, **{"trust": TRUST, **settings})
+
+
 def allocator(settings: AllocationSettings | None = None, **inventory: object) -> Allocator:
-    return Allocator(gpu_inventory(**inventory), settings or AllocationSettings())  # type: ignore[arg-type]
+    return Allocator(gpu_inventory(**inventory), settings or signed_settings())  # type: ignore[arg-type]
 
 
 def test_preferred_is_the_chosen_devices_of_the_oldest_pending_pod() -> None:
@@ -67,7 +93,7 @@ def test_allocate_whole_gpus() -> None:
 
 def test_allocate_with_cdi_answers_device_names() -> None:
     pod = bound_pod("train", gpu_index=[2])
-    grant = allocator(AllocationSettings(cdi=True)).allocate(GPU_RESOURCE, [pod], (gpu_uuid(2),))
+    grant = allocator(signed_settings(cdi=True)).allocate(GPU_RESOURCE, [pod], (gpu_uuid(2),))
     assert grant.cdi_devices == (f"nvidia.com/gpu={gpu_uuid(2)}",)
     assert VISIBLE_DEVICES_ENV not in grant.envs
 
@@ -118,6 +144,140 @@ def test_mismatch_names_pod_and_devices(
         assert (event.kind, event.name) == ("Node", "gpu-1")
 
 
+OTHER_KEY = BindingKey(b"not-the-clusters-key-but-long-enough-0123456789")
+
+
+def _with_signature_of(pod: BoundPod, donor: BoundPod) -> BoundPod:
+    """``pod`` wearing ``donor``'s (valid) signature."""
+    signature = donor.annotations[BINDING_SIGNATURE_ANNOTATION]
+    return replace(pod, annotations={**pod.annotations, BINDING_SIGNATURE_ANNOTATION: signature})
+
+
+HOLDER = bound_pod("holder", namespace="team-a", gpu_index=[3])
+
+
+@pytest.mark.parametrize(
+    ("pod", "trust", "why"),
+    [
+        pytest.param(
+            bound_pod("thief", resource=SHARE_RESOURCE, gpu_index=[3], signed_with=None),
+            TRUST,
+            f"carries no {BINDING_SIGNATURE_ANNOTATION}",
+            id="unsigned",
+        ),
+        pytest.param(
+            bound_pod(
+                "thief",
+                resource=SHARE_RESOURCE,
+                gpu_index=[3],
+                signed_with=None,
+                scheduler_name="default-scheduler",
+            ),
+            TRUST,
+            "spec.schedulerName 'default-scheduler'",
+            id="default-scheduler",
+        ),
+        pytest.param(
+            bound_pod("thief", resource=SHARE_RESOURCE, gpu_index=[3], scheduler_name=""),
+            TRUST,
+            "spec.schedulerName 'unset'",
+            id="signed-but-not-gpufleets-pod",
+        ),
+        pytest.param(
+            bound_pod(
+                "thief",
+                resource=SHARE_RESOURCE,
+                gpu_index=[0],
+                extra_annotations={GPU_INDEX_ANNOTATION: "3"},
+            ),
+            TRUST,
+            "does not verify",
+            id="index-changed-after-signing",
+        ),
+        pytest.param(
+            _with_signature_of(
+                bound_pod("thief", resource=SHARE_RESOURCE, gpu_index=[3], signed_with=None),
+                HOLDER,
+            ),
+            TRUST,
+            "does not verify",
+            id="signature-of-another-pod",
+        ),
+        pytest.param(
+            bound_pod("thief", resource=SHARE_RESOURCE, gpu_index=[3], node="gpu-2"),
+            TRUST,
+            "does not verify",
+            id="signed-for-another-node",
+        ),
+        pytest.param(
+            bound_pod("thief", resource=SHARE_RESOURCE, gpu_index=[3], signed_with=OTHER_KEY),
+            TRUST,
+            "does not verify",
+            id="signed-with-another-key",
+        ),
+        pytest.param(
+            bound_pod("thief", resource=SHARE_RESOURCE, gpu_index=[3]),
+            NO_TRUST,
+            "no binding key",
+            id="agent-without-a-key",
+        ),
+        pytest.param(
+            bound_pod(
+                "thief",
+                resource=SHARE_RESOURCE,
+                gpu_index=[3],
+                signed_with=None,
+                scheduler_name="default-scheduler",
+            ),
+            BindingTrust(TEST_NODE, unsigned=True),
+            "spec.schedulerName 'default-scheduler'",
+            id="insecure-agent-still-checks-the-scheduler",
+        ),
+    ],
+)
+def test_a_binding_gpufleet_did_not_sign_gets_no_device(
+    pod: BoundPod, trust: BindingTrust, why: str
+) -> None:
+    alloc = allocator(signed_settings(trust=trust))
+    slot = (share_id(gpu_uuid(0), 0),)
+    assert alloc.preferred(SHARE_RESOURCE, [pod], [slot[0]], (), 1) == slot  # no preference
+    with pytest.raises(AllocationMismatchError, match=why) as caught:
+        alloc.allocate(SHARE_RESOURCE, [pod], slot)
+    assert caught.value.reason == UNTRUSTED_REASON
+    event = caught.value.event(TEST_NODE)
+    assert (event.reason, event.kind, event.name, event.type) == (
+        UNTRUSTED_REASON,
+        "Pod",
+        "thief",
+        "Warning",
+    )
+    assert why in event.message
+
+
+def test_an_insecure_agent_honours_gpufleets_unsigned_bindings() -> None:
+    alloc = allocator(signed_settings(trust=BindingTrust(TEST_NODE, unsigned=True)))
+    pod = bound_pod("notebook", resource=SHARE_RESOURCE, gpu_index=[2], signed_with=None)
+    grant = alloc.allocate(SHARE_RESOURCE, [pod], (share_id(gpu_uuid(0), 0),))
+    assert grant.devices == (gpu_uuid(2),)
+
+
+def test_an_untrusted_pod_waiting_first_is_refused_not_given_a_younger_pods_devices() -> None:
+    """Share slots are counting tokens: the kubelet's IDs do not say which pod they are for.
+    When the oldest waiting pod is a forger's, its Allocate is refused rather than matched to
+    the devices the scheduler chose for the next pod (which it would take from that pod)."""
+    thief = bound_pod(
+        "thief", resource=SHARE_RESOURCE, gpu_index=[3], signed_with=None, bind_order=0
+    )
+    honest = bound_pod("notebook", resource=SHARE_RESOURCE, gpu_index=[1], milli=500)
+    alloc = allocator()
+    with pytest.raises(AllocationMismatchError, match="ml/thief") as caught:
+        alloc.allocate(SHARE_RESOURCE, [thief, honest], (share_id(gpu_uuid(0), 0),))
+    assert caught.value.reason == UNTRUSTED_REASON
+    # The kubelet fails the refused pod; it leaves, and the honest one is admitted.
+    grant = alloc.allocate(SHARE_RESOURCE, [honest], (share_id(gpu_uuid(0), 0),))
+    assert grant.devices == (gpu_uuid(1),)
+
+
 def test_the_offered_ids_name_the_pod_when_two_wait() -> None:
     pods = [bound_pod("a", gpu_index=[0], bind_order=0), bound_pod("b", gpu_index=[1])]
     grant = allocator().allocate(GPU_RESOURCE, pods, (gpu_uuid(1),))
@@ -148,7 +308,7 @@ def test_init_container_devices_are_reused() -> None:
 
 def test_time_sliced_replicas_land_on_the_chosen_gpu() -> None:
     sharing = GpuSharing(SharingStrategy.TIME_SLICING, 4)
-    alloc = allocator(AllocationSettings(sharing))
+    alloc = allocator(signed_settings(sharing))
     pod = bound_pod("replica", gpu_index=[2], milli=250)
     available = [replica_id(gpu_uuid(g), n) for g in range(4) for n in range(4)]
     chosen = alloc.preferred(GPU_RESOURCE, [pod], available, (), 1)
@@ -162,7 +322,7 @@ def test_time_sliced_replicas_land_on_the_chosen_gpu() -> None:
 
 def test_share_on_an_mps_node_gets_the_mps_limits() -> None:
     mps = MpsSettings("/var/lib/kubelet/device-plugins")
-    alloc = allocator(AllocationSettings(mps=mps), memory_mib=40960)
+    alloc = allocator(signed_settings(mps=mps), memory_mib=40960)
     pod = bound_pod("notebook", resource=SHARE_RESOURCE, gpu_index=[3], milli=250)
     slots = [share_id(gpu_uuid(g), n) for g in range(4) for n in range(2)]
     chosen = alloc.preferred(SHARE_RESOURCE, [pod], slots, (), 1)
@@ -244,7 +404,7 @@ def test_no_two_containers_ever_get_the_same_whole_gpu(
     without a binding ask too. Whatever is granted is the pod's own and no GPU is granted
     twice."""
     inventory = gpu_inventory(8)
-    alloc = Allocator(inventory, AllocationSettings())
+    alloc = Allocator(inventory, signed_settings())
     ids = [d.id for d in served_resources(inventory)[GPU_RESOURCE]]
     pods = [bound_pod(f"p{i}", units=len(c), gpu_index=c) for i, c in enumerate(choices)]
     pods += [bound_pod(f"stray{i}", units=n) for i, n in enumerate(extra)]

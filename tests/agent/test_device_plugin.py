@@ -33,7 +33,14 @@ from gpufleet.model.gpu import (
 )
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.telemetry import DeviceUser
-from gpufleet.testing.agent_builders import bound_pod, gpu_inventory, gpu_uuid, mig_uuid
+from gpufleet.testing.agent_builders import (
+    TEST_BINDING_KEY,
+    TEST_NODE,
+    bound_pod,
+    gpu_inventory,
+    gpu_uuid,
+    mig_uuid,
+)
 from gpufleet.testing.fake_kubelet import FakeKubelet
 
 MIG_1G = "nvidia.com/mig-1g.10gb"
@@ -49,7 +56,13 @@ def running(
 ) -> Iterator[NodeDevicePlugins]:
     plugins = NodeDevicePlugins(
         replace(
-            PluginConfig("gpu-1", kubelet.plugin_dir, kubelet_poll_s=0.05, shares_per_gpu=2),
+            PluginConfig(
+                TEST_NODE,
+                kubelet.plugin_dir,
+                kubelet_poll_s=0.05,
+                shares_per_gpu=2,
+                binding_key=TEST_BINDING_KEY,
+            ),
             **config,  # type: ignore[arg-type]
         ),
         inventory,

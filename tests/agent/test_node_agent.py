@@ -18,6 +18,12 @@ from gpufleet.agent.device_plugin import PluginConfig
 from gpufleet.agent.kube_bridge import bound_pod
 from gpufleet.agent.runner import AgentSettings, NodeAgent, split_address
 from gpufleet.backends.kube.api import KubeApi, RateLimiter
+from gpufleet.backends.kube.api_types import Obj
+from gpufleet.backends.kube.binding_signature import (
+    BINDING_SIGNATURE_ANNOTATION,
+    BindingKey,
+    signed_binding,
+)
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
 from gpufleet.backends.kube.node_agent import GPU_HEALTH_CONDITION, NodeAgentApi
 from gpufleet.backends.kube.node_pods import pod_view
@@ -28,6 +34,7 @@ from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.model.gpu import GPU_RESOURCE, SHARE_RESOURCE
 from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.agent_builders import TEST_BINDING_KEY
 from gpufleet.testing.fake_kubelet import FakeKubelet
 from tests.fakes.kube_api import FakeApiServer
 
@@ -81,7 +88,12 @@ def agent(
     else:
         api = NodeAgentApi(KubeApi(server.api_client(), RateLimiter(10_000, 10_000)), NODE)
     settings = AgentSettings(
-        PluginConfig(node_name=NODE, plugin_dir=kubelet.plugin_dir, kubelet_poll_s=0.05),
+        PluginConfig(
+            node_name=NODE,
+            plugin_dir=kubelet.plugin_dir,
+            kubelet_poll_s=0.05,
+            binding_key=TEST_BINDING_KEY,
+        ),
         pod_resources_socket=kubelet.pod_resources_socket,
         metrics_address="127.0.0.1:0",
         pods_sync_timeout_s=10,
@@ -91,6 +103,21 @@ def agent(
         yield node_agent
     finally:
         node_agent.stop()
+
+
+def bind_as_the_scheduler(
+    server: FakeApiServer, pod: Obj, gpu_index: str, key: BindingKey = TEST_BINDING_KEY
+) -> Obj:
+    """``pod`` created pending, then bound to the node through the Binding subresource with
+    its devices signed, as gpufleet's scheduler binds it; the pod as the API server has it."""
+    created = server.create(pod)
+    metadata = created["metadata"]
+    binding = {GPU_INDEX_ANNOTATION: gpu_index, VISIBLE_DEVICES_ANNOTATION: gpu_index}
+    signed = signed_binding(key, metadata["uid"], NODE, binding)
+    KubeApi(server.api_client()).bind(metadata["namespace"], metadata["name"], NODE, signed)
+    bound = server.get("v1", "Pod", metadata["name"], metadata["namespace"])
+    assert bound is not None
+    return bound
 
 
 def node_of(server: FakeApiServer) -> dict[str, object]:
@@ -128,8 +155,7 @@ def test_bound_pod_gets_its_device_and_is_attributed_in_metrics(
     agent: NodeAgent, server: FakeApiServer, kubelet: FakeKubelet
 ) -> None:
     kubelet.wait_for(lambda: len(kubelet.devices(GPU_RESOURCE)) == 4, what="the GPUs listed")
-    binding = {GPU_INDEX_ANNOTATION: "2", VISIBLE_DEVICES_ANNOTATION: "2"}
-    created = server.create(ko.gpu_pod("train-0", "ml", node=NODE, annotations=binding))
+    created = bind_as_the_scheduler(server, ko.gpu_pod("train-0", "ml"), gpu_index="2")
     eventually(lambda: len(agent.bound_pods.pods()) == 1, "the agent to see the bound pod")
     result = kubelet.admit(bound_pod(pod_view(created, 1)))
     assert result.error is None
@@ -214,7 +240,7 @@ def test_the_example_node_with_a_mig_gpu_starts_and_serves_its_slices(
     nvml.nvmlInit()
     api = NodeAgentApi.connect(NODE, str(server.write_kubeconfig(tmp_path / "kubeconfig")))
     settings = AgentSettings(
-        PluginConfig(node_name=NODE, plugin_dir=kubelet.plugin_dir),
+        PluginConfig(node_name=NODE, plugin_dir=kubelet.plugin_dir, binding_key=TEST_BINDING_KEY),
         pod_resources_socket=kubelet.pod_resources_socket,
         metrics_address=None,
     )
@@ -237,3 +263,73 @@ def test_the_example_node_with_a_mig_gpu_starts_and_serves_its_slices(
             "1g.10gb",
             "3g.40gb",
         ]
+
+
+def _forged_share_pod(scheduler: str, copied_signature: str = "") -> Obj:
+    """Mallory's pod: one gpu-share slot, placed on the node by ``spec.nodeName`` (no scheduler
+    sees it), its annotations naming GPU 3 as if gpufleet had bound it there."""
+    annotations = {GPU_INDEX_ANNOTATION: "3", VISIBLE_DEVICES_ANNOTATION: "3"}
+    if copied_signature:
+        annotations[BINDING_SIGNATURE_ANNOTATION] = copied_signature
+    return ko.gpu_pod(
+        "thief",
+        "mallory",
+        gpus=0,
+        scheduler=scheduler,
+        node=NODE,
+        annotations=annotations,
+        extra_limits={SHARE_RESOURCE: "1"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "copy_signature", "why"),
+    [
+        pytest.param(
+            "default-scheduler", False, "not placed by gpufleet's scheduler", id="other-scheduler"
+        ),
+        pytest.param(
+            "gpufleet", False, f"carries no {BINDING_SIGNATURE_ANNOTATION}", id="unsigned"
+        ),
+        pytest.param("gpufleet", True, "does not verify", id="signature-copied-from-team-a"),
+    ],
+)
+def test_a_forged_binding_gets_no_gpu_but_an_allocate_error_and_an_event(
+    agent: NodeAgent,
+    server: FakeApiServer,
+    kubelet: FakeKubelet,
+    scheduler: str,
+    copy_signature: bool,
+    why: str,
+) -> None:
+    """The review's attack: team-a holds GPU 3 whole; a pod placed without gpufleet asks one
+    gpu-share slot and writes gpufleet.dev/gpu-index: "3". Allocate refuses it (the kubelet
+    fails the pod) and the agent raises an UntrustedGpuBinding Event on it."""
+    kubelet.wait_for(lambda: len(kubelet.devices(SHARE_RESOURCE)) == 40, what="share slots")
+    holder = bind_as_the_scheduler(server, ko.gpu_pod("trainer", "team-a"), gpu_index="3")
+    eventually(lambda: len(agent.bound_pods.pods()) == 1, "the agent to see team-a's pod")
+    held = kubelet.admit(bound_pod(pod_view(holder, 1)))
+    assert held.error is None
+    uuid_of_3 = agent.inventory().devices[3].uuid
+    assert held.allocations[0].grant.envs["NVIDIA_VISIBLE_DEVICES"] == uuid_of_3
+
+    signature = holder["metadata"]["annotations"][BINDING_SIGNATURE_ANNOTATION]
+    thief = server.create(_forged_share_pod(scheduler, signature if copy_signature else ""))
+    eventually(lambda: len(agent.bound_pods.pods()) == 2, "the agent to see the forged pod")
+    result = kubelet.admit(bound_pod(pod_view(thief, 2)))
+
+    assert result.error is not None, "a forged binding was honoured"
+    assert result.allocations == ()
+    assert "FAILED_PRECONDITION" in result.error.message
+    assert why in result.error.message
+    assert not [a for a in kubelet.allocations if a.pod == "mallory/thief"]
+    eventually(
+        lambda: any(
+            e.get("reason") == "UntrustedGpuBinding"
+            and e["involvedObject"].get("name") == "thief"
+            and e["involvedObject"].get("namespace") == "mallory"
+            and why in e.get("message", "")
+            for e in server.list("v1", "Event")
+        ),
+        "an UntrustedGpuBinding Event on the forged pod",
+    )

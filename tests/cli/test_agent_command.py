@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
+from gpufleet.testing.agent_builders import write_binding_key
 
 runner = CliRunner()
 
@@ -77,6 +78,8 @@ def test_a_node_the_api_server_does_not_have_is_a_failure_with_a_hint(tmp_path: 
                 str(tmp_path / "pr.sock"),
                 "--metrics-address",
                 "127.0.0.1:0",
+                "--binding-key-file",
+                str(write_binding_key(tmp_path / "binding.key")),
             ],
         )
     assert result.exit_code == 1

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from gpufleet.backends.prometheus.inference import PrometheusInferenceMetrics
 from gpufleet.cli.main import app
 from gpufleet.service.kube_plane import KubeControlPlane
+from gpufleet.testing.agent_builders import write_binding_key
 from tests.fakes.kube_api import FakeApiServer
 
 runner = CliRunner()
@@ -35,7 +36,9 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[KubeControlPlane]:
 
 
 def serve(tmp_path: Path, *args: str) -> tuple[int, str]:
-    result = runner.invoke(app, ["serve", "--db", str(tmp_path / "g.db"), "--port", "0", *args])
+    key = write_binding_key(tmp_path / "binding.key")
+    command = ["serve", "--db", str(tmp_path / "g.db"), "--port", "0"]
+    result = runner.invoke(app, [*command, "--binding-key-file", str(key), *args])
     return result.exit_code, " ".join(result.output.split())
 
 

@@ -8,7 +8,9 @@ none), so the chart is checked by rendering it here. The subset, and nothing mor
   ``{{ define "name" }}`` ... ``{{ end }}``;
 * operands: ``.`` and field chains (``.Values.a.b``, ``.Release.Namespace``, ``.Chart.Name``),
   ``.Files.Get "path"``, string and integer literals;
-* functions: ``include``, ``toYaml``, ``nindent``, ``indent``, ``quote``, ``default``;
+* functions: ``include``, ``toYaml``, ``nindent``, ``indent``, ``quote``, ``default``,
+  ``randAlphaNum``, ``b64enc`` and ``lookup`` (which finds nothing, as ``helm template`` without
+  a cluster);
 * pipelines ``a | f x``, which pass ``a`` as the last argument of ``f``, as Go does.
 
 Anything else (``range``, ``with``, variables, parentheses, other functions) is an error, as is
@@ -19,8 +21,11 @@ are split on ``---`` lines as Helm splits them.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import secrets
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,6 +253,19 @@ def _indent(count: object, text: object) -> str:
     return "\n".join(pad + line for line in printed(text).split("\n"))
 
 
+def _lookup_nothing(api_version: object, kind: object, namespace: object, name: object) -> object:
+    if not all(isinstance(part, str) for part in (api_version, kind, namespace, name)):
+        raise TemplateError("lookup needs four strings: apiVersion, kind, namespace, name")
+    return {}
+
+
+def _rand_alpha_num(count: object) -> str:
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+        raise TemplateError(f"randAlphaNum needs a positive number, got {count!r}")
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(count))
+
+
 @dataclass(frozen=True, slots=True)
 class _Files:
     root: Path
@@ -295,6 +313,10 @@ class _Renderer:
                 json.dumps(printed(v), ensure_ascii=False) for v in values
             ),
             "default": lambda fallback, value=None: value if truthy(value) else fallback,
+            # As ``helm template`` renders it: no cluster, so nothing is found.
+            "lookup": _lookup_nothing,
+            "randAlphaNum": _rand_alpha_num,
+            "b64enc": lambda text: base64.b64encode(printed(text).encode()).decode(),
         }
         if head in functions:
             return functions[head](*[self.operand(arg, dot) for arg in args], *piped)

@@ -161,6 +161,7 @@ def test_command_is_the_agents_command_line() -> None:
         "--pod-resources-socket": "/var/lib/kubelet/pod-resources/kubelet.sock",
         "--metrics-address": "0.0.0.0:9400",
         "--shares-per-gpu": "10",
+        "--binding-key-file": "/etc/gpufleet/binding-key/key",
     }
 
 

@@ -9,6 +9,7 @@ gpufleet-system --create-namespace`` makes it)."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import shutil
 import subprocess
@@ -34,6 +35,8 @@ from tests.deploy.support import (
 )
 
 RELEASE = "gpufleet"
+#: Objects only the chart makes: the binding key's Secret (deploy/ has its users create it).
+CHART_ONLY_KINDS = ("Secret",)
 HELM_ONLY_LABELS = ("helm.sh/chart", "app.kubernetes.io/managed-by")
 CHART_EXAMPLES = ("namespaces.yaml", "priority-classes.yaml", "queues.yaml")
 
@@ -148,7 +151,13 @@ def test_helpers_document_the_template_subset() -> None:
 
 # ------------------------------------------------------------------------- rendering
 def test_default_render_is_deploy_yaml(render_chart: Render) -> None:
-    rendered = _sorted([_without_helm_labels(obj) for obj in render_chart(SCHEDULER_NAMESPACE, {})])
+    rendered = _sorted(
+        [
+            _without_helm_labels(obj)
+            for obj in render_chart(SCHEDULER_NAMESPACE, {})
+            if obj["kind"] not in CHART_ONLY_KINDS
+        ]
+    )
     assert [object_key(obj) for obj in rendered] == [object_key(obj) for obj in _plain_install()]
     for got, expected in zip(rendered, _plain_install(), strict=True):
         assert got == expected, object_key(expected)
@@ -174,7 +183,7 @@ def test_examples_flag_adds_the_example_objects(render_chart: Render) -> None:
 def test_release_namespace_is_used_throughout(render_chart: Render) -> None:
     objects = render_chart("sched", {})
     for obj in objects:
-        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+        if obj["kind"] in CLUSTER_SCOPED:
             assert "namespace" not in obj["metadata"]
         else:
             assert obj["metadata"]["namespace"] == "sched", object_key(obj)
@@ -184,6 +193,64 @@ def test_release_namespace_is_used_throughout(render_chart: Render) -> None:
     assert command[command.index("--lease-namespace") + 1] == "sched"
     for kind in ("ClusterRoleBinding", "RoleBinding"):
         assert _by_kind(objects, kind)["subjects"][0]["namespace"] == "sched"
+
+
+CLUSTER_SCOPED = (
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
+
+
+def _binding_key_mounts(objects: list[dict[str, Any]]) -> dict[str, tuple[str, str]]:
+    """Per workload: the Secret mounted where its --binding-key-file points, and that path."""
+    found = {}
+    for obj in objects:
+        if obj["kind"] not in ("Deployment", "DaemonSet"):
+            continue
+        spec = obj["spec"]["template"]["spec"]
+        command = spec["containers"][0]["command"]
+        path = command[command.index("--binding-key-file") + 1]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        (mount,) = [
+            m
+            for m in spec["containers"][0]["volumeMounts"]
+            if path.startswith(m["mountPath"] + "/")
+        ]
+        assert mount["readOnly"] is True
+        found[obj["kind"]] = (volumes[mount["name"]]["secret"]["secretName"], path)
+    return found
+
+
+def test_the_chart_makes_one_binding_key_both_mount(render_chart: Render) -> None:
+    objects = render_chart(SCHEDULER_NAMESPACE, {})
+    (secret,) = [obj for obj in objects if obj["kind"] == "Secret"]
+    key = base64.b64decode(secret["data"]["key"])
+    assert len(key) == 64
+    assert key.isalnum()
+    assert secret["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    name = secret["metadata"]["name"]
+    assert _binding_key_mounts(objects) == {
+        "Deployment": (name, "/etc/gpufleet/binding-key/key"),
+        "DaemonSet": (name, "/etc/gpufleet/binding-key/key"),
+    }
+
+
+def test_a_binding_key_of_your_own(render_chart: Render) -> None:
+    overrides = {"bindingKey": {"create": False, "secretName": "mine"}}
+    objects = render_chart(SCHEDULER_NAMESPACE, overrides)
+    assert not [obj for obj in objects if obj["kind"] == "Secret"]
+    assert {secret for secret, _ in _binding_key_mounts(objects).values()} == {"mine"}
+
+
+def test_the_binding_policy_names_the_releases_scheduler(render_chart: Render) -> None:
+    objects = render_chart("sched", {"name": "gf2"})
+    (policy,) = [obj for obj in objects if obj["kind"] == "ValidatingAdmissionPolicy"]
+    (scheduler,) = [v for v in policy["spec"]["variables"] if v["name"] == "scheduler"]
+    assert scheduler["expression"] == "['system:serviceaccount:sched:gf2']"
+    off = render_chart("sched", {"bindingPolicy": {"enabled": False}})
+    assert not [obj for obj in off if obj["kind"].startswith("ValidatingAdmissionPolicy")]
 
 
 def _container(objects: list[dict[str, Any]]) -> dict[str, Any]:

@@ -107,6 +107,8 @@ COMMAND = [
     "default",
     "--metrics-port",
     "9090",
+    "--binding-key-file",
+    "/etc/gpufleet/binding-key/key",
     "--leader-elect",
     "--lease-namespace",
     SCHEDULER_NAMESPACE,

@@ -16,6 +16,7 @@ import yaml
 from gpufleet.agent.bound_pods import BoundPod
 from gpufleet.agent.device_plugin import PluginConfig
 from gpufleet.agent.runner import AgentSettings, NodeAgent
+from gpufleet.backends.kube.binding_signature import BindingKey
 from gpufleet.backends.kube.node_agent import NodeAgentApi
 from gpufleet.devices.fake import FakeNvml
 from gpufleet.devices.fake_spec import parse_fake_spec
@@ -62,7 +63,12 @@ class AgentNode:
         self._root = short_tmp_root()
         self.kubelet = FakeKubelet(self._root).start()
         settings = AgentSettings(
-            PluginConfig(node_name=self.name, plugin_dir=self.kubelet.plugin_dir),
+            PluginConfig(
+                node_name=self.name,
+                plugin_dir=self.kubelet.plugin_dir,
+                binding_key=BindingKey.from_file(self.cluster.binding_key_file),
+                scheduler_names=frozenset({self.cluster.scheduler_name}),
+            ),
             pod_resources_socket=self.kubelet.pod_resources_socket,
             metrics_address="127.0.0.1:0",
         )

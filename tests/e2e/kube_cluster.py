@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -19,6 +21,7 @@ import kubernetes
 from kubernetes.client.rest import ApiException
 
 from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.agent_builders import write_binding_key
 from gpufleet.testing.fake_nodes import register_fake_node
 
 Obj = dict[str, Any]
@@ -40,6 +43,9 @@ class Cluster:
         self.scheduler_name = f"gpufleet-{self.run_id}"
         self.nodes: list[str] = []
         self.classes: list[str] = []
+        #: The binding key the run's scheduler signs with and its agents verify with.
+        self.key_dir = Path(tempfile.mkdtemp(prefix=f"gpufleet-e2e-{self.run_id}-"))
+        self.binding_key_file = write_binding_key(self.key_dir / "binding.key")
 
     # ----------------------------------------------------------------------------- setup
     def install_crds(self) -> None:
@@ -124,6 +130,8 @@ class Cluster:
         self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
 
     def cleanup(self) -> None:
+        shutil.rmtree(self.key_dir, ignore_errors=True)
+
         def delete_queue(name: str) -> object:
             return self.custom.delete_cluster_custom_object(
                 "gpufleet.dev", "v1alpha1", "queues", name
@@ -150,6 +158,7 @@ class Cluster:
             "--metrics-port", "0",
             "--lease-namespace", self.namespace,
             "--identity", f"e2e-{os.getpid()}-{time.monotonic_ns()}",
+            "--binding-key-file", str(self.binding_key_file),
         ]  # fmt: skip
         handle = log.open("ab")
         return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)

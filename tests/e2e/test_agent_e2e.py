@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.backends.kube.binding_signature import BINDING_SIGNATURE_ANNOTATION
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
 from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.testing import kube_objects as ko
@@ -118,3 +119,53 @@ def test_agent_end_to_end(cluster: Cluster, gpu_node: AgentNode, tmp_path: Path)
         wait_for(lambda: _index_of(cluster, "fourth") == failed, what="fourth on the recovered GPU")
     finally:
         stop(scheduler)
+
+
+@pytest.mark.parametrize("signature_copied", [False, True], ids=["unsigned", "copied-signature"])
+def test_a_pod_placed_without_gpufleet_gets_no_gpu_by_forged_annotations(
+    cluster: Cluster, gpu_node: AgentNode, tmp_path: Path, signature_copied: bool
+) -> None:
+    """The review's attack on a real API server: team-a's pod holds a GPU whole; a pod placed
+    by spec.nodeName asks one gpu-share slot and names that GPU in gpufleet.dev/gpu-index (and
+    carries team-a's signature, copied). The agent refuses its Allocate and raises an Event."""
+    wait_for(
+        lambda: bool(gpu_node.kubelet.devices("gpufleet.dev/gpu-share")),
+        timeout=30,
+        what="the share slots served",
+    )
+    scheduler = cluster.start_scheduler(tmp_path / "scheduler.log")
+    try:
+        cluster.submit(ko.gpu_pod("holder", gpus=1))
+        wait_for(lambda: _index_of(cluster, "holder") is not None, what="holder bound")
+        held = _index_of(cluster, "holder")
+        holder_key = f"{cluster.namespace}/holder"
+        wait_for(lambda: holder_key in gpu_node.admitted, timeout=30, what="holder admitted")
+        assert gpu_node.admitted[holder_key].error is None
+    finally:
+        stop(scheduler)
+    annotations = {GPU_INDEX_ANNOTATION: str(held), "gpufleet.dev/visible-devices": str(held)}
+    if signature_copied:
+        signature = cluster.pod("holder")["metadata"]["annotations"][BINDING_SIGNATURE_ANNOTATION]
+        annotations[BINDING_SIGNATURE_ANNOTATION] = signature
+    thief = ko.gpu_pod(
+        "thief",
+        cluster.namespace,
+        gpus=0,
+        scheduler=cluster.scheduler_name if signature_copied else "default-scheduler",
+        node=gpu_node.name,
+        annotations=annotations,
+        extra_limits={"gpufleet.dev/gpu-share": "1"},
+    )
+    cluster.core.create_namespaced_pod(cluster.namespace, thief)
+    thief_key = f"{cluster.namespace}/thief"
+    wait_for(lambda: thief_key in gpu_node.admitted, timeout=30, what="the forged pod's Allocate")
+    result = gpu_node.admitted[thief_key]
+    assert result.error is not None, "a forged binding was honoured"
+    assert "FAILED_PRECONDITION" in result.error.message
+    wait_for(
+        lambda: any(
+            e["involvedObject"]["name"] == "thief" for e in cluster.events("UntrustedGpuBinding")
+        ),
+        timeout=30,
+        what="an UntrustedGpuBinding Event on the forged pod",
+    )

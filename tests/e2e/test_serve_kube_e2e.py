@@ -80,7 +80,7 @@ def start_serve(
         str(Path(sys.executable).parent / "gpufleet"), "serve",
         "--kubeconfig", cluster.kubeconfig, "--scheduler-name", cluster.scheduler_name,
         "--policy", "bestfit", "--db", str(tmp_path / "gpufleet.db"), "--port", str(port),
-        "--log-level", "warning",
+        "--log-level", "warning", "--binding-key-file", str(cluster.binding_key_file),
     ]  # fmt: skip
     log = (tmp_path / "serve.log").open("ab")
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

@@ -1,12 +1,13 @@
 """The core's actions carried out through the API.
 
 Owns :class:`ApiActions`: a Bind through the Binding subresource (the devices chosen go onto the pod
-as annotations in the same write, with, on a gang's pods, the autoscalers' do-not-disrupt
-annotations: :func:`gpufleet.io.disruption.gang_guard`) and an Evict through the Eviction API (told
-as ``GangEvicted`` for a gang sent away from an ending node, else ``Preempted``), each on a pool of
-binder threads and counted until it has its answer; a bind's outcome taken in at the next poll (a
-failed one gives its devices back and the pod waits again); an eviction a PodDisruptionBudget
-forbids retried ``EVICTION_RETRY_S`` later.
+as annotations in the same write, signed with the binding key when the scheduler has one,
+:mod:`gpufleet.backends.kube.binding_signature`, as node agents honour no other; with, on a gang's
+pods, the autoscalers' do-not-disrupt annotations: :func:`gpufleet.io.disruption.gang_guard`) and an
+Evict through the Eviction API (told as ``GangEvicted`` for a gang sent away from an ending node,
+else ``Preempted``), each on a pool of binder threads and counted until it has its answer; a bind's
+outcome taken in at the next poll (a failed one gives its devices back and the pod waits again); an
+eviction a PodDisruptionBudget forbids retried ``EVICTION_RETRY_S`` later.
 
 Does not decide what to bind or evict (the core) nor report why a pod waits (the Reporter).
 """
@@ -20,6 +21,7 @@ from collections.abc import Callable
 
 from gpufleet.backends.kube import pods as podinfo
 from gpufleet.backends.kube.api import PODS, ApiError
+from gpufleet.backends.kube.binding_signature import signed_binding
 from gpufleet.backends.kube.devices import placement_annotations
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BackendState, Told
@@ -47,6 +49,9 @@ class ApiActions(BackendState):
         self._ledger.take(placement)
         annotations = placement_annotations(placement)
         obj = self.objects[PODS].get(key)
+        if self.binding_key is not None and annotations:
+            uid = str(((obj or {}).get("metadata") or {}).get("uid", ""))
+            annotations = signed_binding(self.binding_key, uid, placement.node, annotations)
         if self.guard_gangs and obj is not None and podinfo.pod_group(obj) is not None:
             annotations.update(gang_guard(podinfo.annotations_of(obj)))
         self._call(self._bind_call, pod, placement, annotations)

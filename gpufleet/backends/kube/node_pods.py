@@ -6,7 +6,8 @@ server filters; RBAC cannot, see deploy/README.md) through the same
 a close that ends the open watch at once), kept as small read-only :class:`PodView`\\s: what
 ``Allocate`` needs to find a container's pod and the devices the scheduler chose for it
 (namespace, name, uid, phase, the order pods were bound, each container's limits, the
-annotations). It does not decide which pod an ``Allocate`` is for: the agent does.
+annotations, the scheduler that placed it). It does not decide which pod an ``Allocate`` is
+for: the agent does.
 
 Bind order: the pod's ``PodScheduled`` condition time when the API server set one (at the
 binding), else its creation time, ties broken by the order this view first saw the pod on the
@@ -63,6 +64,7 @@ class PodView:
     init_containers: tuple[ContainerView, ...]
     annotations: Mapping[str, str]
     deleting: bool  # deletionTimestamp set
+    scheduler_name: str = ""  # spec.schedulerName
 
     @property
     def key(self) -> str:
@@ -126,6 +128,7 @@ def pod_view(obj: Obj, seen: int) -> PodView:
         init_containers=_containers(spec.get("initContainers")),
         annotations=MappingProxyType(dict(metadata.get("annotations") or {})),
         deleting=bool(metadata.get("deletionTimestamp")),
+        scheduler_name=str(spec.get("schedulerName") or ""),
     )
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.backends.kube.api import NODES, PODS, KubeApi
 from gpufleet.backends.kube.backend import KubeBackend
+from gpufleet.backends.kube.binding_signature import BindingKey
 from gpufleet.backends.kube.informer import Informers
 from gpufleet.backends.kube.leader import LeaderElector
 from gpufleet.backends.kube.metrics import KubeMetrics
@@ -73,6 +74,8 @@ class SchedulerOptions:
     profile: Profile = DEFAULT_PROFILE
     #: Write the autoscalers' do-not-disrupt annotations on the gangs' pods it binds.
     guard_gangs: bool = True
+    #: Sign each binding's device annotations (``--binding-key-file``); None: unsigned.
+    binding_key: BindingKey | None = None
 
 
 class KubeScheduler:
@@ -104,6 +107,7 @@ class KubeScheduler:
             watch_timeout_s,
             informers,
             guard_gangs=options.guard_gangs,
+            binding_key=options.binding_key,
         )
         self.publisher = StatusPublisher(self.reporting_api)
         self.metrics = metrics or SchedulerMetrics()

@@ -38,6 +38,7 @@ from gpufleet.backends.kube.api import (
     Obj,
     Resource,
 )
+from gpufleet.backends.kube.binding_signature import BindingKey
 from gpufleet.backends.kube.devices import DeviceLedger
 from gpufleet.backends.kube.informer import DELETED, Change, Informers, object_key
 from gpufleet.backends.kube.pods import PodState
@@ -118,12 +119,16 @@ class BackendState:
         watch_timeout_s: int = 300,
         informers: Informers | None = None,
         guard_gangs: bool = True,
+        binding_key: BindingKey | None = None,
     ) -> None:
         """``guard_gangs``: write the autoscalers' do-not-disrupt annotations on the pods of
-        the gangs it binds (:func:`gpufleet.io.disruption.gang_guard`)."""
+        the gangs it binds (:func:`gpufleet.io.disruption.gang_guard`). ``binding_key``: sign
+        each binding's device annotations with it (None: unsigned, which node agents holding
+        a key refuse)."""
         self.api = api
         self.scheduler_name = scheduler_name
         self.guard_gangs = guard_gangs
+        self.binding_key = binding_key
         self.reporter: Reporter = reporter or NullReporter()
         self.clock = WallClock()
         self.counters = Counters()

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from gpufleet.backends.kube.api import PODS, KubeApi, RateLimiter
+from gpufleet.backends.kube.binding_signature import BindingKey
 from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.scheduling.admission import AdmissionConfig
@@ -118,7 +119,11 @@ class Harness:
 
 
 def make_scheduler(
-    server: FakeApiServer, identity: str = "replica-a", leader_elect: bool = False, **admission: Any
+    server: FakeApiServer,
+    identity: str = "replica-a",
+    leader_elect: bool = False,
+    binding_key: BindingKey | None = None,
+    **admission: Any,
 ) -> KubeScheduler:
     api = KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
     options = SchedulerOptions(
@@ -131,19 +136,22 @@ def make_scheduler(
         retry_period_s=0.2,
         status_every_s=0.0,
         admission=AdmissionConfig(**admission),
+        binding_key=binding_key,
     )
     return KubeScheduler(api, options, watch_timeout_s=5)
 
 
 @contextmanager
-def harness(*objects: Obj, crds: bool = True, **admission: Any) -> Iterator[Harness]:
+def harness(
+    *objects: Obj, crds: bool = True, binding_key: BindingKey | None = None, **admission: Any
+) -> Iterator[Harness]:
     with FakeApiServer() as server:
         if crds:
             for crd in ko.crds():
                 server.create(crd)
         for obj in objects:
             server.create(obj)
-        scheduler = make_scheduler(server, **admission)
+        scheduler = make_scheduler(server, binding_key=binding_key, **admission)
         scheduler.backend.start()
         assert scheduler.backend.wait_synced(10), "informers did not sync"
         h = Harness(server, scheduler)

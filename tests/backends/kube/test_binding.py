@@ -5,9 +5,17 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
+import pytest
+
+from gpufleet.backends.kube.binding_signature import (
+    BINDING_SIGNATURE_ANNOTATION,
+    BindingKey,
+    binding_signature_problem,
+)
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
 from gpufleet.metrics.endpoint import HealthServer
 from gpufleet.testing import kube_objects as ko
+from gpufleet.testing.agent_builders import TEST_BINDING_KEY
 from tests.backends.kube.harness import harness
 
 
@@ -24,6 +32,33 @@ def test_binds_a_gpu_pod_through_the_binding_subresource_with_its_devices() -> N
         exposed = h.scheduler.metrics.exposition().decode()
         assert "gpufleet_bind_calls_succeeded_total 1.0" in exposed
         assert "gpufleet_bind_calls_failed_total 0.0" in exposed
+
+
+@pytest.mark.parametrize("key", [TEST_BINDING_KEY, None], ids=["with-a-key", "without"])
+def test_the_binding_carries_a_signature_of_the_pod_node_and_devices(
+    key: BindingKey | None,
+) -> None:
+    """The signature goes with the devices in the Binding's own annotations (one write, which
+    the API server copies onto the pod) and verifies for the pod's UID on its node."""
+    with harness(ko.gpu_node("n1", gpus=8), ko.gpu_pod("train", gpus=2), binding_key=key) as h:
+        h.until(lambda: h.node_of("train") == "n1", what="train bound")
+        pod = h.pod("train")
+        annotations = pod["metadata"]["annotations"]
+        if key is None:
+            assert BINDING_SIGNATURE_ANNOTATION not in annotations
+            return
+        uid = pod["metadata"]["uid"]
+        assert binding_signature_problem(key, uid, "n1", annotations) == ""
+        assert "does not verify" in binding_signature_problem(key, "other-uid", "n1", annotations)
+
+
+def test_a_cpu_only_pod_is_bound_without_a_signature() -> None:
+    pod = ko.gpu_pod("web", gpus=0)
+    with harness(ko.gpu_node("n1", gpus=8), pod, binding_key=TEST_BINDING_KEY) as h:
+        h.until(lambda: h.node_of("web") == "n1", what="web bound")
+        assert BINDING_SIGNATURE_ANNOTATION not in (
+            h.pod("web")["metadata"].get("annotations") or {}
+        )
 
 
 def test_pods_of_other_schedulers_are_left_alone_but_count_against_capacity() -> None:

@@ -6,6 +6,7 @@ binary can be installed, and compare the result with deploy/*.yaml:
   {{ .Chart.Name }}  {{ .Chart.Version }}  {{ .Chart.AppVersion }}  {{ .Files.Get "path" }}
   {{- if X }} / {{- else }} / {{- end }}   {{- define "name" }} ... {{- end }}
   pipelines of: include "name" .   toYaml X   nindent N   indent N   quote   default X
+  lookup "v1" "Kind" NAMESPACE NAME (empty, as in helm template)   randAlphaNum N   b64enc
 Keep to it (no range, with, printf, tpl, lookup, ...) or teach the renderer first.
 */}}
 
@@ -38,6 +39,15 @@ app.kubernetes.io/component: agent
 {{/* Labels of every object of the node agent. */}}
 {{- define "gpufleet.agentLabels" -}}
 {{ include "gpufleet.agentSelectorLabels" . }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels of the binding key's Secret and the binding annotations' admission policy. */}}
+{{- define "gpufleet.bindingLabels" -}}
+app.kubernetes.io/name: gpufleet
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: binding-key
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
