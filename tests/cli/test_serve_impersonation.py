@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from gpufleet.cli.main import app
 from gpufleet.service.base import PlaneBase
 from gpufleet.service.tenant_identity import TenantIdentity
+from gpufleet.testing.agent_builders import write_binding_key
 from tests.fakes.kube_api import FakeApiServer
 
 runner = CliRunner()
@@ -40,7 +41,10 @@ def test_the_tenants_identity_on_kubernetes(
 ) -> None:
     with FakeApiServer() as server:
         kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
-        code, output = serve(tmp_path, "--kubeconfig", str(kubeconfig), *args)
+        key = write_binding_key(tmp_path / "binding.key")
+        code, output = serve(
+            tmp_path, "--kubeconfig", str(kubeconfig), "--binding-key-file", str(key), *args
+        )
     assert code == 0, output
     (plane,) = served
     assert plane.options.tenant_identity == identity
