@@ -8,7 +8,8 @@ tokens (hashed), events and the cluster's history, the simulated clock, and the 
 store's series (a blob). Every write is a
 transaction that is committed before the caller answers anyone: a workload acknowledged to a
 client is on disk. WAL with ``synchronous=NORMAL`` survives a killed process (not a power cut
-between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that).
+between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that). The file and its
+``-wal``/``-shm`` are its owner's only (mode 0600, :mod:`gpufleet.service.private_files`).
 
 The store is a plain repository: it does not decide anything, and it is not thread-safe on its
 own (the control plane serialises calls under its lock). sqlite3 from the standard library is
@@ -30,6 +31,7 @@ from pydantic import TypeAdapter
 from gpufleet.model import Placement
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.model.workload import TimedWorkload
+from gpufleet.service.private_files import prepare_private
 
 SCHEMA_VERSION = 1
 
@@ -144,6 +146,10 @@ class Store:
 
     def __init__(self, path: str | Path, durable: bool = False) -> None:
         self.path = str(path)
+        try:
+            prepare_private(self.path)
+        except OSError as error:
+            raise StoreError(f"{self.path}: cannot open the database ({error.strerror})") from None
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
