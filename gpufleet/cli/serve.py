@@ -1,5 +1,5 @@
-"""``gpufleet serve`` (the control plane: scheduler loop, HTTP API, dashboard) and
-``gpufleet admin`` (tokens, made on the server's host against its database)."""
+"""``gpufleet serve``: the control plane (scheduler loop, HTTP API, dashboard). Its tokens are
+made with ``gpufleet admin`` (:mod:`gpufleet.cli.admin`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import uvicorn
 from rich.markup import escape
 
 from gpufleet.api.app import create_app
+from gpufleet.cli.admin import DEFAULT_DB
 from gpufleet.cli.common import (
     console,
     fail,
@@ -53,8 +54,8 @@ from gpufleet.model.idle import IdlePolicy
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
 from gpufleet.scheduling.profile import DEFAULT_PROFILE
-from gpufleet.service.auth import ROLES, AdmissionRules, rules_from_object
-from gpufleet.service.base import QUEUE, PlaneBase, ServeOptions, create_token
+from gpufleet.service.auth import AdmissionRules, rules_from_object
+from gpufleet.service.base import QUEUE, PlaneBase, ServeOptions
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.idle_actions import reclaimer_for
 from gpufleet.service.observatory import STEP_S
@@ -79,11 +80,6 @@ class LocalSettings:
     allow_root: bool = False
     shared_proc: bool = False
     observe_every: float = STEP_S
-
-
-DEFAULT_DB = Path("gpufleet.db")
-
-admin = typer.Typer(help="Administer a control plane's database (on its host).")
 
 
 def bundled(name: str) -> Path:
@@ -588,27 +584,3 @@ def _set_aside(rejected: Rejected, db: Path) -> str:
         f"(or `gpufleet serve --db {db} --scenario FIXED.yaml`)"
         + (f", or delete it with DELETE /api/v1/queues/{name}" if kind == QUEUE else "")
     )
-
-
-@admin.command("create-token")
-@friendly_errors
-def create_token_command(
-    tenant: Annotated[str, typer.Option(help="the team the token acts for")],
-    role: Annotated[str, typer.Option(help=f"one of {', '.join(ROLES)}")] = "tenant",
-    queue: Annotated[
-        list[str] | None,
-        typer.Option(help="a queue it may submit to, beyond its own (repeatable)"),
-    ] = None,
-    db: Annotated[Path, typer.Option(help="the control plane's database")] = DEFAULT_DB,
-) -> None:
-    """Make an API token and print it (only its hash is stored: keep it now)."""
-    try:
-        store = Store(db)
-    except StoreError as error:
-        raise fail(str(error)) from None
-    try:
-        token = create_token(store, tenant, role, queue or [])
-        store.set_meta("tokens", "1")
-    finally:
-        store.close()
-    print(token)
