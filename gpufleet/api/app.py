@@ -392,8 +392,13 @@ class _Timing:
             )
 
 
+#: What is not a write (writes count against the tenant's rate).
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 async def _principal(request: Request, token: Annotated[str | None, Query()] = None) -> Principal:
-    """The caller, from ``Authorization: Bearer`` or ``?token=`` (401 without a valid one)."""
+    """The caller, from ``Authorization: Bearer`` or ``?token=`` (401 without a valid one;
+    429 for a write over its tenant's rate)."""
     header = request.headers.get("authorization", "")
     scheme, _, credentials = header.partition(" ")
     found = credentials.strip() if scheme.lower() == "bearer" else None
@@ -405,6 +410,8 @@ async def _principal(request: Request, token: Annotated[str | None, Query()] = N
         who = plane.authenticate(found)
     except TokenRefusedError as error:
         raise ApiError(401, str(error)) from None
+    if request.method not in READ_METHODS:
+        plane.throttle(who)
     return who
 
 

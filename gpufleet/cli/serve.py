@@ -24,6 +24,14 @@ from gpufleet.cli.common import (
     warn,
     warn_skipped,
 )
+from gpufleet.cli.serve_limits import (
+    LimitAdminsOption,
+    MaxActivePodsOption,
+    MaxActiveWorkloadsOption,
+    WriteBurstOption,
+    WriteRateOption,
+    tenant_limits,
+)
 from gpufleet.cli.serve_observing import (
     AlertConfigOption,
     AlertRulesOption,
@@ -58,6 +66,13 @@ from gpufleet.service.auth import AdmissionRules, rules_from_object
 from gpufleet.service.base import QUEUE, PlaneBase, ServeOptions
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.idle_actions import reclaimer_for
+from gpufleet.service.limits import (
+    DEFAULT_MAX_ACTIVE_PODS,
+    DEFAULT_MAX_ACTIVE_WORKLOADS,
+    DEFAULT_WRITE_BURST,
+    DEFAULT_WRITE_RATE,
+    TenantLimits,
+)
 from gpufleet.service.observatory import STEP_S
 from gpufleet.service.protocol import Plane
 from gpufleet.service.seeding import Seed, plan_seed, write_seed
@@ -222,6 +237,11 @@ def serve(
             "one point per 15 s, the newest reading in it)"
         ),
     ] = None,
+    max_active_workloads: MaxActiveWorkloadsOption = DEFAULT_MAX_ACTIVE_WORKLOADS,
+    max_active_pods: MaxActivePodsOption = DEFAULT_MAX_ACTIVE_PODS,
+    write_rate: WriteRateOption = DEFAULT_WRITE_RATE,
+    write_burst: WriteBurstOption = DEFAULT_WRITE_BURST,
+    limit_admins: LimitAdminsOption = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster (or, with
@@ -236,6 +256,9 @@ def serve(
     except ValueError as error:
         raise fail(f"--usage-profile: {error}") from None
     telemetry = TelemetrySettings(profile_default, seed, "the command line")
+    limits = tenant_limits(
+        max_active_workloads, max_active_pods, write_rate, write_burst, limit_admins
+    )
     try:
         observe = observe_settings(
             alert_rules,
@@ -294,7 +317,7 @@ def serve(
     try:
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
                   default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
-                  observe, log_level, local_settings)  # fmt: skip
+                  observe, log_level, local_settings, limits)  # fmt: skip
     finally:
         sock.close()
 
@@ -317,6 +340,7 @@ def _serve_on(
     observe: ObserveSettings,
     log_level: str,
     local: LocalSettings | None = None,
+    limits: TenantLimits | None = None,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     admission_rules = AdmissionRules()
@@ -344,6 +368,7 @@ def _serve_on(
         rules=admission_rules,
         usage_profile=telemetry.default_profile,
         alert_rules=observe.alert_rules,
+        limits=limits or TenantLimits(),
     )
     if kubeconfig is not None:
         if cluster is not None or scenario or telemetry.default_profile is not None:

@@ -40,6 +40,7 @@ from gpufleet.service.auth import (
     Principal,
     check_workload,
 )
+from gpufleet.service.limits import TenantLimits, WriteBuckets, check_active
 from gpufleet.service.observatory import Observatory, ObservedRound
 from gpufleet.service.protocol import ExplainCache, PodLog
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
@@ -101,6 +102,8 @@ class ServeOptions:
     node_faults: tuple[NodeFault, ...] = ()
     #: The alert rules the plane evaluates (None: gpufleet's built-in rules).
     alert_rules: tuple[AlertRule, ...] | None = None
+    #: What one tenant may hold and how fast it may write.
+    limits: TenantLimits = field(default_factory=TenantLimits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,7 @@ class PlaneBase:
         #: Alert notifications delivered and failed (served on /metrics, counted by whichever
         #: notifier sends this plane's alerts).
         self.notifications = NotificationMetrics()
+        self._writes = WriteBuckets(options.limits, wall)
 
     @property
     def policy(self) -> str:
@@ -324,13 +328,18 @@ class PlaneBase:
         except UnknownTokenError as error:
             raise (ConflictError if error.ambiguous else NotFoundError)(str(error)) from None
 
+    def throttle(self, principal: Principal) -> None:
+        """Count a write of the caller against its tenant's rate (RateLimitedError over it)."""
+        self._writes.take(principal)
+
     def accept(
         self, principal: Principal, manifests: Sequence[Manifest], catalog: ScenarioBuilder,
         queues: Mapping[str, Queue], taken_pods: Container[str] = (),
     ) -> list[Submitted]:  # fmt: skip
         """The workloads of a request read against ``catalog`` (queues, priority classes) and
         checked for ``principal`` (tenancy and admission rules; a pod's GPU models may be
-        narrowed): all or an InputError, ForbiddenError or ConflictError (under the lock)."""
+        narrowed; its tenant's limits on unfinished workloads and pods): all or an
+        InputError, ForbiddenError (QuotaExceededError) or ConflictError (under the lock)."""
         submitted = read_workloads(
             manifests,
             catalog,
@@ -347,6 +356,8 @@ class PlaneBase:
             if taken:
                 raise ConflictError(f"pod {taken[0]} belongs to another workload")
             checked.append(Submitted(item.kind, replace(item.timed, workload=workload)))
+        new_pods = sum(len(item.timed.workload.pods) for item in checked)
+        check_active(self.options.limits, principal, self.records.values(), len(checked), new_pods)
         return checked
 
     def default_runtime(self) -> float | None:

@@ -106,6 +106,8 @@ class Plane(Protocol):
 
     def authenticate(self, token: str) -> Principal: ...
 
+    def throttle(self, principal: Principal) -> None: ...
+
     def create_token(
         self,
         principal: Principal | None,
