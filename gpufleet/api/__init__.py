@@ -26,6 +26,9 @@ GET         /api/v1/nodes, /api/v1/nodes/{name}                   list[NodeView]
 GET         /api/v1/events?workload=                              list[EventView]
 GET         /api/v1/cost?by=namespace&window=7d                   CostReport
 GET         /api/v1/stream                                        text/event-stream of Change
-POST        /api/v1/tokens  (admin)                               TokenCreated
+POST        /api/v1/tokens?tenant=&role=&name=&expires_in=30d    TokenCreated
+            (admin; expires_in default 90d, or never)
+GET         /api/v1/tokens  (admin)                               list[TokenView]
+DELETE      /api/v1/tokens/{id}  (admin; revokes it)              TokenView
 ==========  ===================================================  =========================
 """

@@ -45,6 +45,7 @@ from gpufleet.api.schemas import (
     Role,
     SubmitResult,
     TokenCreated,
+    TokenView,
     WhoAmI,
     WorkloadDetail,
     WorkloadSummary,
@@ -53,10 +54,12 @@ from gpufleet.economics import PriceList
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import describe
 from gpufleet.io.prices import default_prices
+from gpufleet.io.quantities import parse_long_duration
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE
 from gpufleet.service.base import Change as PlaneChange
 from gpufleet.service.protocol import Plane
+from gpufleet.service.tokens import TokenRefusedError
 
 STATIC = Path(__file__).parent / "static"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
@@ -273,9 +276,27 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
         tenant: str,
         role: Role = Role.TENANT,
         queue: Annotated[list[str] | None, Query()] = None,
+        name: str = "",
+        expires_in: Annotated[
+            str, Query(description="how long it lasts: 30d, 12h, 90m... or never")
+        ] = "90d",
     ) -> TokenCreated:
-        token = plane.create_token(caller, tenant, role.value, queue or [])
-        return TokenCreated(token=token, tenant=tenant, role=role)
+        token, stored = plane.create_token(
+            caller, tenant, role.value, queue or [], name, _lifetime(expires_in)
+        )
+        return TokenCreated(
+            token=token, id=stored.id, tenant=tenant, role=role, name=name, expires=stored.expires
+        )
+
+    @app.get(f"{API_PREFIX}/tokens")
+    def list_tokens(caller: Caller) -> list[TokenView]:
+        """Every token (never a token itself: its id, tenant, times)."""
+        return [views.token_view(t) for t in plane.list_tokens(caller)]
+
+    @app.delete(f"{API_PREFIX}/tokens/{{token_id}}")
+    def revoke_token(caller: Caller, token_id: str) -> TokenView:
+        """Revoke a token: refused from the next request on."""
+        return views.token_view(plane.revoke_token(caller, token_id))
 
     # ----------------------------------------------------------------------------- stream
     @app.get(f"{API_PREFIX}/stream")
@@ -370,8 +391,13 @@ class _Timing:
             )
 
 
+#: What is not a write (writes count against the tenant's rate).
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 async def _principal(request: Request, token: Annotated[str | None, Query()] = None) -> Principal:
-    """The caller, from ``Authorization: Bearer`` or ``?token=`` (401 without a valid one)."""
+    """The caller, from ``Authorization: Bearer`` or ``?token=`` (401 without a valid one;
+    429 for a write over its tenant's rate)."""
     header = request.headers.get("authorization", "")
     scheme, _, credentials = header.partition(" ")
     found = credentials.strip() if scheme.lower() == "bearer" else None
@@ -379,10 +405,23 @@ async def _principal(request: Request, token: Annotated[str | None, Query()] = N
     if not found:
         raise ApiError(401, "authentication required: send Authorization: Bearer <token>")
     plane: Plane = request.app.state.plane
-    who = plane.authenticate(found)
-    if who is None:
-        raise ApiError(401, "invalid token")
+    try:
+        who = plane.authenticate(found)
+    except TokenRefusedError as error:
+        raise ApiError(401, str(error)) from None
+    if request.method not in READ_METHODS:
+        plane.throttle(who)
     return who
+
+
+def _lifetime(expires_in: str) -> float | None:
+    """Seconds from ``expires_in`` (``30d``, ``12h``); None for ``never``."""
+    if expires_in.strip().lower() == "never":
+        return None
+    try:
+        return parse_long_duration(expires_in)
+    except ValueError as error:
+        raise ApiError(422, str(error), "expires_in") from None
 
 
 Caller = Annotated[Principal, Depends(_principal)]

@@ -1,12 +1,14 @@
 """Every error the API answers with is an :class:`ErrorBody` with the right status code.
 
-Maps the service's exceptions (bad input, forbidden, not found, conflict; a write the
-Kubernetes API server refused the caller: forbidden too) and FastAPI's own
+Maps the service's exceptions (bad input, forbidden, not found, conflict, too many writes; a
+write the Kubernetes API server refused the caller: forbidden too) and FastAPI's own
 (validation, unknown route, wrong method) to JSON bodies that name what is wrong and, for bad
 input, where; a message quotes at most a bounded part of what it was given.
 """
 
 from __future__ import annotations
+
+import math
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,6 +20,7 @@ from gpufleet.backends.kube.api_types import ForbiddenApiError
 from gpufleet.io.errors import MAX_MESSAGE, MAX_PLACE, InputError, shorten
 from gpufleet.service.auth import ForbiddenError
 from gpufleet.service.base import ConflictError, NotFoundError
+from gpufleet.service.limits import RateLimitedError
 from gpufleet.service.store import StoreError
 
 _KINDS = {
@@ -30,6 +33,7 @@ _KINDS = {
     413: "too_large",
     415: "unsupported_media_type",
     422: "invalid",
+    429: "too_many_requests",
     503: "unavailable",
 }
 
@@ -44,7 +48,9 @@ class ApiError(Exception):
         self.field = field
 
 
-def error_response(status: int, message: str, field: str | None = None) -> JSONResponse:
+def error_response(
+    status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """The JSON answer; what it quotes is bounded (a message of at most
     :data:`~gpufleet.io.errors.MAX_MESSAGE` characters), whatever raised it."""
     body = ErrorBody(
@@ -52,7 +58,8 @@ def error_response(status: int, message: str, field: str | None = None) -> JSONR
         message=shorten(message, MAX_MESSAGE),
         field=None if field is None else shorten(field, MAX_PLACE),
     )
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    if status == 401:
+        headers = {**(headers or {}), "WWW-Authenticate": "Bearer"}
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
@@ -83,6 +90,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ConflictError)
     async def conflict(_: Request, error: ConflictError) -> JSONResponse:
         return error_response(409, str(error))
+
+    @app.exception_handler(RateLimitedError)
+    async def rate_limited(_: Request, error: RateLimitedError) -> JSONResponse:
+        retry = str(max(1, math.ceil(error.retry_after)))
+        return error_response(429, str(error), headers={"Retry-After": retry})
 
     @app.exception_handler(StoreError)
     async def store_error(_: Request, error: StoreError) -> JSONResponse:

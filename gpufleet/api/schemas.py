@@ -287,8 +287,25 @@ class Change(_Schema):
 
 class TokenCreated(_Schema):
     token: str = Field(description="shown once; only its hash is stored")
+    id: str = Field(description="how lists name it and how it is revoked")
     tenant: str
     role: Role
+    name: str = ""
+    expires: float | None = Field(description="Unix time; None: never")
+
+
+class TokenView(_Schema):
+    """A token as stored: never the token itself. Times are Unix time."""
+
+    id: str = Field(description="the start of the token's SHA-256: names it to revoke it")
+    tenant: str
+    role: Role
+    queues: list[str] = Field(description="queues it may submit to beyond its tenant's")
+    name: str
+    created: float
+    expires: float | None = Field(description="None: never")
+    last_used: float | None = Field(description="recorded at most once a minute")
+    revoked: float | None = None
 
 
 class CostLine(_Schema):

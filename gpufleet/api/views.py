@@ -25,6 +25,8 @@ from gpufleet.api.schemas import (
     PodView,
     PriorityClassView,
     QueueView,
+    Role,
+    TokenView,
     WorkloadDetail,
     WorkloadState,
     WorkloadSummary,
@@ -41,7 +43,7 @@ from gpufleet.service.auth import Principal
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
 from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord
-from gpufleet.service.store import StoredEvent
+from gpufleet.service.store import StoredEvent, StoredToken
 
 OTHER_TENANT = "(other tenant)"
 
@@ -64,6 +66,20 @@ def event_view(event: StoredEvent) -> EventView:
         reason=event.reason,
         message=event.message,
         workload=event.workload,
+    )
+
+
+def token_view(token: StoredToken) -> TokenView:
+    return TokenView(
+        id=token.id,
+        tenant=token.tenant,
+        role=Role(token.role),
+        queues=list(token.queues),
+        name=token.name,
+        created=token.created,
+        expires=token.expires,
+        last_used=token.last_used,
+        revoked=token.revoked,
     )
 
 

@@ -27,7 +27,7 @@ COMMANDS: dict[str, str] = {
     "scheduler": "gpufleet.cli.scheduler:scheduler",
     "serve": "gpufleet.cli.serve:serve",
     "agent": "gpufleet.cli.agent:agent",
-    "admin": "gpufleet.cli.serve:admin",
+    "admin": "gpufleet.cli.admin:admin",
     "submit": "gpufleet.cli.remote:submit",
     "run": "gpufleet.cli.local_runs:run",
     "logs": "gpufleet.cli.local_runs:logs",

@@ -1,5 +1,5 @@
-"""``gpufleet serve`` (the control plane: scheduler loop, HTTP API, dashboard) and
-``gpufleet admin`` (tokens, made on the server's host against its database)."""
+"""``gpufleet serve``: the control plane (scheduler loop, HTTP API, dashboard). Its tokens are
+made with ``gpufleet admin`` (:mod:`gpufleet.cli.admin`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from gpufleet.api.app import create_app
 from gpufleet.backends.kube.binding_signature import BindingKey, BindingKeyError, read_binding_key
+from gpufleet.cli.admin import DEFAULT_DB
 from gpufleet.cli.common import (
     console,
     fail,
@@ -23,6 +24,14 @@ from gpufleet.cli.common import (
     listen_socket,
     warn,
     warn_skipped,
+)
+from gpufleet.cli.serve_limits import (
+    LimitAdminsOption,
+    MaxActivePodsOption,
+    MaxActiveWorkloadsOption,
+    WriteBurstOption,
+    WriteRateOption,
+    tenant_limits,
 )
 from gpufleet.cli.serve_observing import (
     AlertConfigOption,
@@ -54,10 +63,17 @@ from gpufleet.model.idle import IdlePolicy
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
 from gpufleet.scheduling.profile import DEFAULT_PROFILE
-from gpufleet.service.auth import ROLES, AdmissionRules, rules_from_object
-from gpufleet.service.base import QUEUE, PlaneBase, ServeOptions, create_token
+from gpufleet.service.auth import AdmissionRules, rules_from_object
+from gpufleet.service.base import QUEUE, PlaneBase, ServeOptions
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.idle_actions import reclaimer_for
+from gpufleet.service.limits import (
+    DEFAULT_MAX_ACTIVE_PODS,
+    DEFAULT_MAX_ACTIVE_WORKLOADS,
+    DEFAULT_WRITE_BURST,
+    DEFAULT_WRITE_RATE,
+    TenantLimits,
+)
 from gpufleet.service.observatory import STEP_S
 from gpufleet.service.protocol import Plane
 from gpufleet.service.seeding import Seed, plan_seed, write_seed
@@ -81,11 +97,6 @@ class LocalSettings:
     allow_root: bool = False
     shared_proc: bool = False
     observe_every: float = STEP_S
-
-
-DEFAULT_DB = Path("gpufleet.db")
-
-admin = typer.Typer(help="Administer a control plane's database (on its host).")
 
 
 def bundled(name: str) -> Path:
@@ -267,6 +278,11 @@ def serve(
             "one point per 15 s, the newest reading in it)"
         ),
     ] = None,
+    max_active_workloads: MaxActiveWorkloadsOption = DEFAULT_MAX_ACTIVE_WORKLOADS,
+    max_active_pods: MaxActivePodsOption = DEFAULT_MAX_ACTIVE_PODS,
+    write_rate: WriteRateOption = DEFAULT_WRITE_RATE,
+    write_burst: WriteBurstOption = DEFAULT_WRITE_BURST,
+    limit_admins: LimitAdminsOption = False,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster (or, with
@@ -281,6 +297,9 @@ def serve(
     except ValueError as error:
         raise fail(f"--usage-profile: {error}") from None
     telemetry = TelemetrySettings(profile_default, seed, "the command line")
+    limits = tenant_limits(
+        max_active_workloads, max_active_pods, write_rate, write_burst, limit_admins
+    )
     try:
         observe = observe_settings(
             alert_rules,
@@ -355,7 +374,8 @@ def serve(
     try:
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
                   default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
-                  observe, log_level, tenant_identity, local_settings, binding_key)  # fmt: skip
+                  observe, log_level, tenant_identity, local_settings, binding_key,
+                  limits)  # fmt: skip
     finally:
         sock.close()
 
@@ -403,6 +423,7 @@ def _serve_on(
     tenant_identity: TenantIdentity | None,
     local: LocalSettings | None = None,
     binding_key: BindingKey | None = None,
+    limits: TenantLimits | None = None,
 ) -> None:
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     admission_rules = AdmissionRules()
@@ -431,6 +452,7 @@ def _serve_on(
         usage_profile=telemetry.default_profile,
         alert_rules=observe.alert_rules,
         tenant_identity=tenant_identity,
+        limits=limits or TenantLimits(),
     )
     if kubeconfig is not None:
         plane = reclaiming = _kube_plane(
@@ -669,27 +691,3 @@ def _set_aside(rejected: Rejected, db: Path) -> str:
         f"(or `gpufleet serve --db {db} --scenario FIXED.yaml`)"
         + (f", or delete it with DELETE /api/v1/queues/{name}" if kind == QUEUE else "")
     )
-
-
-@admin.command("create-token")
-@friendly_errors
-def create_token_command(
-    tenant: Annotated[str, typer.Option(help="the team the token acts for")],
-    role: Annotated[str, typer.Option(help=f"one of {', '.join(ROLES)}")] = "tenant",
-    queue: Annotated[
-        list[str] | None,
-        typer.Option(help="a queue it may submit to, beyond its own (repeatable)"),
-    ] = None,
-    db: Annotated[Path, typer.Option(help="the control plane's database")] = DEFAULT_DB,
-) -> None:
-    """Make an API token and print it (only its hash is stored: keep it now)."""
-    try:
-        store = Store(db)
-    except StoreError as error:
-        raise fail(str(error)) from None
-    try:
-        token = create_token(store, tenant, role, queue or [])
-        store.set_meta("tokens", "1")
-    finally:
-        store.close()
-    print(token)

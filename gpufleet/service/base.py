@@ -24,7 +24,7 @@ from gpufleet.io.catalog import check_change, object_key
 from gpufleet.io.errors import InputError, quoted, shorten
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, describe
-from gpufleet.io.names import label_value_problem, name_problem, rule_of
+from gpufleet.io.names import name_problem, rule_of
 from gpufleet.model import MILLI_PER_GPU, Node
 from gpufleet.model.alerts import AlertRule
 from gpufleet.model.faults import GpuFault
@@ -35,22 +35,27 @@ from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.service.alert_webhooks import NotificationMetrics
 from gpufleet.service.auth import (
     ADMIN,
-    ROLES,
     AdmissionRules,
     ForbiddenError,
     Principal,
     check_workload,
-    hash_token,
-    new_token,
 )
-from gpufleet.service.kube_writes import TENANT_LABEL
+from gpufleet.service.limits import TenantLimits, WriteBuckets, check_active
 from gpufleet.service.observatory import Observatory, ObservedRound
 from gpufleet.service.protocol import ExplainCache, PodLog
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
-from gpufleet.service.store import Store, StoredEvent
+from gpufleet.service.store import Store, StoredEvent, StoredToken
 from gpufleet.service.submissions import SOURCE, Submitted, read_workloads
 from gpufleet.service.tenant_identity import TenantIdentity
+from gpufleet.service.tokens import (
+    DEFAULT_LIFETIME_S,
+    UnknownTokenError,
+    check_token,
+    make_token,
+    revoke_token,
+)
+from gpufleet.service.tokens import create_token as create_token
 from gpufleet.telemetry.profiles import UsageProfile
 from gpufleet.telemetry.source import TelemetrySource
 
@@ -101,6 +106,8 @@ class ServeOptions:
     #: On Kubernetes, the identity a tenant's objects are written as (impersonated); None
     #: writes them with the plane's own credentials (``--no-impersonation``: one tenant only).
     tenant_identity: TenantIdentity | None = field(default_factory=TenantIdentity)
+    #: What one tenant may hold and how fast it may write.
+    limits: TenantLimits = field(default_factory=TenantLimits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +161,6 @@ class PlaneBase:
             ("submitted", "bound", "preempted", "finished", "restarted", "failed", "interrupted"),
             0,
         )
-        self._principals: dict[str, Principal] = {}
         #: Device telemetry for ``/metrics`` and the node map (None: this world has none).
         self.telemetry: TelemetrySource | None = None
         #: The GPUs' series and the alerts on them (None: this world observes nothing).
@@ -162,6 +168,7 @@ class PlaneBase:
         #: Alert notifications delivered and failed (served on /metrics, counted by whichever
         #: notifier sends this plane's alerts).
         self.notifications = NotificationMetrics()
+        self._writes = WriteBuckets(options.limits, wall)
 
     @property
     def policy(self) -> str:
@@ -287,29 +294,47 @@ class PlaneBase:
         return out
 
     def create_token(
-        self, principal: Principal | None, tenant: str, role: str, queues: Sequence[str] = ()
-    ) -> str:
-        """A new API token (only its hash is kept); ``principal`` None: from the host itself."""
+        self,
+        principal: Principal | None,
+        tenant: str,
+        role: str,
+        queues: Sequence[str] = (),
+        name: str = "",
+        lifetime: float | None = DEFAULT_LIFETIME_S,
+    ) -> tuple[str, StoredToken]:
+        """A new API token (only its hash is kept) and what is stored of it; ``principal``
+        None: from the host itself."""
         if principal is not None:
             require_admin(principal)
-        return create_token(self.store, tenant, role, queues)
+        return make_token(self.store, tenant, role, queues, name=name, lifetime=lifetime)
 
-    def authenticate(self, token: str) -> Principal | None:
-        """The caller a token stands for, or None. Tokens found are remembered (they are never
-        changed once made), so a request costs a hash and a dict lookup, not a query."""
-        token_hash = hash_token(token)
-        known = self._principals.get(token_hash)
-        if known is not None:
-            return known
-        with self.lock:
-            found = self.store.token(token_hash)
-        if found is None:
-            return None
-        principal = Principal(
+    def authenticate(self, token: str) -> Principal:
+        """The caller a token stands for, or :class:`~gpufleet.service.tokens.
+        TokenRefusedError` (unknown, expired, revoked). Its row is read on every request
+        (on the store's token connection, without the plane's lock): a token revoked by any
+        process is refused at once."""
+        found = check_token(self.store, token)
+        return Principal(
             found.tenant, found.role, found.queues, self.options.rules.for_tenant(found.tenant)
         )
-        self._principals[token_hash] = principal
-        return principal
+
+    def list_tokens(self, principal: Principal) -> list[StoredToken]:
+        """Every token as stored (never a token itself), for an admin."""
+        require_admin(principal)
+        return self.store.tokens()
+
+    def revoke_token(self, principal: Principal, token_id: str) -> StoredToken:
+        """Revoke the token named by ``token_id`` (its id or a longer part of its hash's
+        start), for an admin: NotFoundError or ConflictError (an id several tokens share)."""
+        require_admin(principal)
+        try:
+            return revoke_token(self.store, token_id)
+        except UnknownTokenError as error:
+            raise (ConflictError if error.ambiguous else NotFoundError)(str(error)) from None
+
+    def throttle(self, principal: Principal) -> None:
+        """Count a write of the caller against its tenant's rate (RateLimitedError over it)."""
+        self._writes.take(principal)
 
     def accept(
         self, principal: Principal, manifests: Sequence[Manifest], catalog: ScenarioBuilder,
@@ -317,7 +342,8 @@ class PlaneBase:
     ) -> list[Submitted]:  # fmt: skip
         """The workloads of a request read against ``catalog`` (queues, priority classes) and
         checked for ``principal`` (tenancy and admission rules; a pod's GPU models may be
-        narrowed): all or an InputError, ForbiddenError or ConflictError (under the lock)."""
+        narrowed; its tenant's limits on unfinished workloads and pods): all or an
+        InputError, ForbiddenError (QuotaExceededError) or ConflictError (under the lock)."""
         submitted = read_workloads(
             manifests,
             catalog,
@@ -334,6 +360,8 @@ class PlaneBase:
             if taken:
                 raise ConflictError(f"pod {taken[0]} belongs to another workload")
             checked.append(Submitted(item.kind, replace(item.timed, workload=workload)))
+        new_pods = sum(len(item.timed.workload.pods) for item in checked)
+        check_active(self.options.limits, principal, self.records.values(), len(checked), new_pods)
         return checked
 
     def default_runtime(self) -> float | None:
@@ -511,27 +539,6 @@ class PlaneBase:
                 subscriber(changes)
             except Exception:  # one broken subscriber must not stop the others
                 log.exception("event stream subscriber failed")
-
-
-def create_token(store: Store, tenant: str, role: str, queues: Sequence[str] = ()) -> str:
-    """Make a token for ``tenant`` with ``role``; only its hash is stored. Returns it. The
-    tenant's name is a label value (``gpufleet.dev/tenant`` on its pods), each queue's a Queue
-    name."""
-    if role not in ROLES:
-        raise InputError("token", f"role: expected one of {', '.join(ROLES)}, got {quoted(role)}")
-    problem = label_value_problem(tenant) if tenant else "must not be empty"
-    if problem is not None:
-        raise InputError(
-            "token", f"{problem} (it becomes the label {TENANT_LABEL}); got {quoted(tenant)}",
-            field="tenant",
-        )  # fmt: skip
-    for queue in queues:
-        problem = name_problem(queue, rule_of("Queue"), "Queue")
-        if problem is not None:
-            raise InputError("token", f"{problem}; got {quoted(queue)}", field="queue")
-    token = new_token()
-    store.add_token(hash_token(token), tenant, role, list(queues), time.time())
-    return token
 
 
 def require_admin(principal: Principal) -> None:

@@ -23,7 +23,7 @@ from gpufleet.service.alert_webhooks import NotificationMetrics
 from gpufleet.service.auth import Principal
 from gpufleet.service.observatory import Observatory
 from gpufleet.service.records import WorkloadRecord
-from gpufleet.service.store import StoredEvent
+from gpufleet.service.store import StoredEvent, StoredToken
 from gpufleet.telemetry.source import TelemetrySource
 
 #: (scheduling turn, core identity) -> explanations computed then.
@@ -104,11 +104,23 @@ class Plane(Protocol):
         self, principal: Principal, namespace: str, name: str, kind: str | None = None
     ) -> WorkloadRecord: ...
 
-    def authenticate(self, token: str) -> Principal | None: ...
+    def authenticate(self, token: str) -> Principal: ...
+
+    def throttle(self, principal: Principal) -> None: ...
 
     def create_token(
-        self, principal: Principal | None, tenant: str, role: str, queues: Sequence[str] = ()
-    ) -> str: ...
+        self,
+        principal: Principal | None,
+        tenant: str,
+        role: str,
+        queues: Sequence[str] = (),
+        name: str = "",
+        lifetime: float | None = ...,
+    ) -> tuple[str, StoredToken]: ...
+
+    def list_tokens(self, principal: Principal) -> list[StoredToken]: ...
+
+    def revoke_token(self, principal: Principal, token_id: str) -> StoredToken: ...
 
     def submit(
         self,

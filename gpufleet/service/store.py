@@ -8,7 +8,8 @@ tokens (hashed), events and the cluster's history, the simulated clock, and the 
 store's series (a blob). Every write is a
 transaction that is committed before the caller answers anyone: a workload acknowledged to a
 client is on disk. WAL with ``synchronous=NORMAL`` survives a killed process (not a power cut
-between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that).
+between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that). The file and its
+``-wal``/``-shm`` are its owner's only (mode 0600, :mod:`gpufleet.service.private_files`).
 
 The store is a plain repository: it does not decide anything, and it is not thread-safe on its
 own (the control plane serialises calls under its lock). sqlite3 from the standard library is
@@ -18,7 +19,9 @@ used directly: the schema is nine small tables and an ORM would add nothing but 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,8 +33,12 @@ from pydantic import TypeAdapter
 from gpufleet.model import Placement
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.model.workload import TimedWorkload
+from gpufleet.service.private_files import is_file_path, prepare_private
 
-SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
+
+#: 2: tokens have a name, an expiry, a last-used time and a revocation time.
+SCHEMA_VERSION = 2
 
 _TIMED = TypeAdapter(TimedWorkload)
 _PLACEMENT = TypeAdapter(Placement)
@@ -79,7 +86,11 @@ CREATE TABLE IF NOT EXISTS tokens (
     tenant TEXT NOT NULL,
     role TEXT NOT NULL,
     queues TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    name TEXT NOT NULL DEFAULT '',
+    expires REAL,
+    last_used REAL,
+    revoked REAL
 );
 CREATE TABLE IF NOT EXISTS history (
     time REAL PRIMARY KEY,
@@ -123,11 +134,39 @@ class StoredWorkload:
     pods: tuple[StoredPod, ...]
 
 
+#: What version 1 of the schema lacks, added by the migration to version 2.
+_TOKEN_COLUMNS_V2 = (
+    "name TEXT NOT NULL DEFAULT ''",
+    "expires REAL",
+    "last_used REAL",
+    "revoked REAL",
+)
+_TOKEN_FIELDS = "hash, tenant, role, queues, created, name, expires, last_used, revoked"
+
+
 @dataclass(frozen=True, slots=True)
 class StoredToken:
+    """A token as stored (never the token itself): times in seconds since the epoch."""
+
+    hash: str
     tenant: str
     role: str
     queues: tuple[str, ...]
+    created: float
+    name: str = ""
+    #: None: it never expires (made so, or made before tokens had an expiry).
+    expires: float | None = None
+    last_used: float | None = None
+    revoked: float | None = None
+
+    @property
+    def id(self) -> str:
+        """How people name it (list, revoke): the start of its hash, which tells nothing of
+        the token."""
+        return self.hash[:TOKEN_ID_LENGTH]
+
+
+TOKEN_ID_LENGTH = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +184,10 @@ class Store:
     def __init__(self, path: str | Path, durable: bool = False) -> None:
         self.path = str(path)
         try:
+            prepare_private(self.path)
+        except OSError as error:
+            raise StoreError(f"{self.path}: cannot open the database ({error.strerror})") from None
+        try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
@@ -160,9 +203,47 @@ class Store:
                 f"{self.path}: written by a newer gpufleet (schema {version}, "
                 f"this one reads {SCHEMA_VERSION})"
             )
+        elif int(version) < SCHEMA_VERSION:
+            self._migrate(int(version))
         self._in_tx = False
+        # Tokens are read and written on a connection of their own, under a lock of their
+        # own: a request is authenticated without waiting for the control plane's lock (a
+        # scheduling turn), and sees a token revoked by another process at once.
+        self._tokens_lock = threading.Lock()
+        self._tokens_db = (
+            self._db
+            if not is_file_path(self.path)
+            else sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        )
+
+    def _migrate(self, version: int) -> None:
+        """Bring a database of schema ``version`` to :data:`SCHEMA_VERSION`, in one
+        transaction."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if version < 2:
+                present = {row[1] for row in self._db.execute("PRAGMA table_info(tokens)")}
+                for column in _TOKEN_COLUMNS_V2:
+                    if column.split()[0] not in present:
+                        self._db.execute(f"ALTER TABLE tokens ADD COLUMN {column}")
+                count = self._db.execute("SELECT COUNT(*) FROM tokens").fetchone()[0]
+                if count:
+                    log.warning(
+                        "%s: %d token(s) made before tokens had an expiry never expire: list "
+                        "them with `gpufleet admin tokens list` and revoke those no longer "
+                        "needed (`gpufleet admin tokens revoke ID`)",
+                        self.path,
+                        count,
+                    )
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
+        if self._tokens_db is not self._db:
+            self._tokens_db.close()
         self._db.close()
 
     @contextmanager
@@ -380,22 +461,64 @@ class Store:
         return [json.loads(row[0]) for row in rows]
 
     # ----------------------------------------------------------------------------- tokens
+    # Thread-safe, on the tokens' own connection (see __init__).
     def add_token(
-        self, token_hash: str, tenant: str, role: str, queues: Sequence[str], created: float
+        self,
+        token_hash: str,
+        tenant: str,
+        role: str,
+        queues: Sequence[str],
+        created: float,
+        name: str = "",
+        expires: float | None = None,
     ) -> None:
-        with self.transaction():
-            self._db.execute(
-                "INSERT INTO tokens (hash, tenant, role, queues, created) VALUES (?, ?, ?, ?, ?)",
-                (token_hash, tenant, role, json.dumps(list(queues)), created),
+        with self._tokens_lock:
+            self._tokens_db.execute(
+                "INSERT INTO tokens (hash, tenant, role, queues, created, name, expires) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (token_hash, tenant, role, json.dumps(list(queues)), created, name, expires),
             )
 
     def token(self, token_hash: str) -> StoredToken | None:
-        row = self._db.execute(
-            "SELECT tenant, role, queues FROM tokens WHERE hash = ?", (token_hash,)
-        ).fetchone()
-        if row is None:
-            return None
-        return StoredToken(row[0], row[1], tuple(json.loads(row[2])))
+        """The token whose hash is ``token_hash``, as committed now (by any process)."""
+        with self._tokens_lock:
+            row = self._tokens_db.execute(
+                f"SELECT {_TOKEN_FIELDS} FROM tokens WHERE hash = ?", (token_hash,)
+            ).fetchone()
+        return None if row is None else _stored_token(row)
+
+    def tokens(self) -> list[StoredToken]:
+        """Every token, oldest first."""
+        with self._tokens_lock:
+            rows = self._tokens_db.execute(
+                f"SELECT {_TOKEN_FIELDS} FROM tokens ORDER BY created, hash"
+            ).fetchall()
+        return [_stored_token(row) for row in rows]
+
+    def tokens_with_id(self, token_id: str) -> list[StoredToken]:
+        """The tokens whose id (the start of the hash) starts with ``token_id``."""
+        with self._tokens_lock:
+            rows = self._tokens_db.execute(
+                f"SELECT {_TOKEN_FIELDS} FROM tokens WHERE substr(hash, 1, ?) = ? ORDER BY created",
+                (len(token_id), token_id.lower()),
+            ).fetchall()
+        return [_stored_token(row) for row in rows]
+
+    def revoke_token(self, token_hash: str, at: float) -> bool:
+        """Mark the token revoked at ``at`` (if it is not already); whether it was."""
+        with self._tokens_lock:
+            cursor = self._tokens_db.execute(
+                "UPDATE tokens SET revoked = ? WHERE hash = ? AND revoked IS NULL",
+                (at, token_hash),
+            )
+        return cursor.rowcount > 0
+
+    def touch_token(self, token_hash: str, at: float) -> None:
+        """Record that the token was used at ``at``."""
+        with self._tokens_lock:
+            self._tokens_db.execute(
+                "UPDATE tokens SET last_used = ? WHERE hash = ?", (at, token_hash)
+            )
 
     # ----------------------------------------------------------------------------- history
     def add_history(self, time: float, sample: dict[str, Any]) -> None:
@@ -409,3 +532,11 @@ class Store:
             "SELECT time, sample FROM history ORDER BY time DESC LIMIT ?", (limit,)
         ).fetchall()
         return [(float(t), json.loads(s)) for t, s in reversed(rows)]
+
+
+def _stored_token(row: Sequence[Any]) -> StoredToken:
+    token_hash, tenant, role, queues, created, name, expires, last_used, revoked = row
+    return StoredToken(
+        token_hash, tenant, role, tuple(json.loads(queues)), created, name, expires, last_used,
+        revoked,
+    )  # fmt: skip

@@ -304,7 +304,14 @@ def test_put_queue_sends_json_and_create_token_query_parameters() -> None:
         {
             ("PUT", "/api/v1/queues"): answer(dumped(queue())),
             ("POST", "/api/v1/tokens"): answer(
-                {"token": "gf_x", "tenant": "team-b", "role": "tenant"}, 201
+                {
+                    "token": "gf_x",
+                    "id": "0123456789ab",
+                    "tenant": "team-b",
+                    "role": "tenant",
+                    "expires": 1e9,
+                },
+                201,
             ),
         }
     )
