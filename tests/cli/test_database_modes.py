@@ -50,7 +50,11 @@ def modes_while_served(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 @pytest.mark.parametrize(
     "world",
-    [[], ["--local", "--fake-gpus", str(DGX_EXAMPLE)], ["--kubeconfig", "KUBECONFIG"]],
+    [
+        [],
+        ["--local", "--fake-gpus", str(DGX_EXAMPLE)],
+        ["--kubeconfig", "KUBECONFIG", "--insecure-unsigned-bindings"],
+    ],
     ids=["simulated", "local", "kubeconfig"],
 )
 def test_serve_keeps_the_database_private(
