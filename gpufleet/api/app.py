@@ -365,9 +365,11 @@ class _Timing:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = getattr(scope.get("route"), "path", "other")
-            self.metrics.latency.labels(scope["method"], route, str(status[0])).observe(
-                time.perf_counter() - started
+            self.metrics.observe_request(
+                scope["method"],
+                getattr(scope.get("route"), "path", None),
+                status[0],
+                time.perf_counter() - started,
             )
 
 
