@@ -330,7 +330,7 @@ def test_config_file_location_defaults_to_the_home_directory(tmp_path: Path) -> 
     ("text", "expected"),
     [
         pytest.param("server: [oops\n", "not valid YAML at line 2", id="bad-yaml"),
-        pytest.param("- a\n- b\n", "expected a mapping with the keys server and token, got a list",
+        pytest.param("- a\n- b\n", "expected a mapping with the keys server, token and ca_file, got a list",
                      id="not-a-mapping"),
         pytest.param("sever: http://x\n", "unknown key 'sever'", id="typo"),
         pytest.param("token: 12\n", "token must be a string, got int", id="number"),
