@@ -12,9 +12,10 @@ Each is taken from the first place that has it:
 4. for the server only, ``http://127.0.0.1:8080`` (what ``gpufleet serve`` listens on); for the
    CA file, none (the public authorities).
 
-The file is read only when a flag or variable leaves something unset, so a broken file never
-stands in the way of explicit flags. This module owns the precedence, reading and writing the
-file and checking the address; it does not talk to the server.
+The file is read only when a flag or variable leaves something unset (the CA file counts only
+for an ``https://`` server), so a broken file never stands in the way of explicit flags. This
+module owns the precedence, reading and writing the file and checking the address; it does not
+talk to the server.
 """
 
 from __future__ import annotations
@@ -148,7 +149,9 @@ def resolve(
     elif env.get(TOKEN_ENV):
         token, token_from = env[TOKEN_ENV], TOKEN_ENV
     ca_file = env.get(CA_FILE_ENV) or None
-    if not server or not token or not ca_file:
+    # the CA matters only over https: a plain address given by flags never reads the file
+    https = bool(server) and str(server).startswith("https://")
+    if not server or not token or (https and not ca_file):
         path = config_path(env)
         found = read_config_file(path)
         if not server and found.server:
