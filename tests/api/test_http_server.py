@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import selectors
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -199,3 +201,32 @@ def test_beyond_the_connection_cap_requests_get_503_until_slow_ones_are_cut_off(
 def test_limits_out_of_range_are_named(limits: HttpLimits, problem: str) -> None:
     assert any(problem in p for p in limits.problems())
     assert HttpLimits().problems() == []
+
+
+OPEN_FILES = """
+import resource, sys
+from gpufleet.api.http_server import raise_open_file_limit
+soft, hard = int(sys.argv[1]), int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+warning = raise_open_file_limit(1000)
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], warning is not None)
+"""
+
+
+@pytest.mark.parametrize(
+    ("soft", "hard", "after", "warned"),
+    [(512, 4096, 1256, False), (512, 900, 900, True), (2048, 4096, 2048, False)],
+    ids=["raised", "hard-limit-too-low", "already-enough"],
+)
+def test_the_open_file_limit_fits_the_connection_cap(
+    soft: int, hard: int, after: int, warned: bool
+) -> None:
+    # in a child process: the limit is the process's own
+    run = subprocess.run(
+        [sys.executable, "-c", OPEN_FILES, str(soft), str(hard)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert run.stdout.split() == [str(after), str(warned)]
