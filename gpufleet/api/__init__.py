@@ -1,9 +1,10 @@
 """The control plane's HTTP API (FastAPI): routes, authentication, the dashboard's files.
 
 Routes (JSON shapes in :mod:`gpufleet.api.schemas`; errors are :class:`ErrorBody` with the
-right 4xx code). Everything under ``/api/v1`` needs ``Authorization: Bearer <token>`` (the
-event stream and the dashboard may pass ``?token=`` instead, as EventSource cannot set
-headers):
+right 4xx code). Everything under ``/api/v1`` needs ``Authorization: Bearer <token>`` (only the
+event stream takes ``?token=`` instead, as the dashboard's EventSource cannot set headers).
+Every response carries the security headers and every request passes the Host check of
+:mod:`gpufleet.api.front_door`; :mod:`gpufleet.api.http_server` runs the app under uvicorn:
 
 ==========  ===================================================  =========================
 GET         /healthz, /readyz, /metrics                           no token

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gpufleet import __version__
 from gpufleet.api import alert_views, cost_views, errors, views
 from gpufleet.api.errors import ApiError
+from gpufleet.api.front_door import FrontDoor, HostPolicy
 from gpufleet.api.metrics import ApiMetrics
 from gpufleet.api.schemas import (
     API_PREFIX,
@@ -72,9 +73,16 @@ HEARTBEAT_S = 15.0
 POLL_S = 1.0
 
 
-def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None = None) -> FastAPI:
+def create_app(
+    plane: Plane,
+    max_body: int = MAX_BODY,
+    prices: PriceList | None = None,
+    hosts: HostPolicy | None = None,
+) -> FastAPI:
     """The API over ``plane`` (which the caller starts and stops); ``prices`` prices its cost
-    (None: gpufleet's default price list, read when first needed)."""
+    (None: gpufleet's default price list, read when first needed); ``hosts``: the Host headers
+    it answers (:mod:`~gpufleet.api.front_door`; None: any, for apps that no browser reaches,
+    such as tests'). Every response carries the security headers."""
     app = FastAPI(
         title="gpufleet",
         version=__version__,
@@ -93,6 +101,7 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
     app.state.price_list = price_list
 
     app.add_middleware(_Timing, metrics=metrics)
+    app.add_middleware(FrontDoor, hosts=hosts)  # outermost: a refused Host reaches nothing
 
     # ----------------------------------------------------------------------------- probes
     @app.get("/healthz", response_class=PlainTextResponse, include_in_schema=False)
@@ -300,7 +309,9 @@ def create_app(plane: Plane, max_body: int = MAX_BODY, prices: PriceList | None 
 
     # ----------------------------------------------------------------------------- stream
     @app.get(f"{API_PREFIX}/stream")
-    async def stream(caller: Caller, request: Request) -> StreamingResponse:
+    async def stream(caller: StreamCaller, request: Request) -> StreamingResponse:
+        """Server-sent events of every change the caller may see; the one route that takes
+        ``?token=`` (the dashboard's EventSource cannot send headers)."""
         loop = asyncio.get_running_loop()
         inbox: asyncio.Queue[Sequence[PlaneChange] | None] = asyncio.Queue(STREAM_BACKLOG)
 
@@ -385,9 +396,11 @@ class _Timing:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = getattr(scope.get("route"), "path", "other")
-            self.metrics.latency.labels(scope["method"], route, str(status[0])).observe(
-                time.perf_counter() - started
+            self.metrics.observe_request(
+                scope["method"],
+                getattr(scope.get("route"), "path", None),
+                status[0],
+                time.perf_counter() - started,
             )
 
 
@@ -395,15 +408,38 @@ class _Timing:
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-async def _principal(request: Request, token: Annotated[str | None, Query()] = None) -> Principal:
-    """The caller, from ``Authorization: Bearer`` or ``?token=`` (401 without a valid one;
-    429 for a write over its tenant's rate)."""
-    header = request.headers.get("authorization", "")
-    scheme, _, credentials = header.partition(" ")
-    found = credentials.strip() if scheme.lower() == "bearer" else None
-    found = found or token
+def _bearer(request: Request) -> str | None:
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    return (credentials.strip() if scheme.lower() == "bearer" else None) or None
+
+
+async def _principal(request: Request) -> Principal:
+    """The caller, from ``Authorization: Bearer`` (401 without a valid one; 429 for a write
+    over its tenant's rate). A ``?token=`` is refused: a token in an address ends up in logs,
+    histories and Referer headers."""
+    found = _bearer(request)
+    if found is None:
+        if "token" in request.query_params:
+            raise ApiError(
+                401,
+                f"?token= is accepted only by {API_PREFIX}/stream (where EventSource cannot "
+                "send headers): send Authorization: Bearer <token>",
+            )
+        raise ApiError(401, "authentication required: send Authorization: Bearer <token>")
+    return _authenticate(request, found)
+
+
+async def _stream_principal(
+    request: Request, token: Annotated[str | None, Query()] = None
+) -> Principal:
+    """The caller of the event stream: from ``Authorization: Bearer`` or ``?token=``."""
+    found = _bearer(request) or token
     if not found:
         raise ApiError(401, "authentication required: send Authorization: Bearer <token>")
+    return _authenticate(request, found)
+
+
+def _authenticate(request: Request, found: str) -> Principal:
     plane: Plane = request.app.state.plane
     try:
         who = plane.authenticate(found)
@@ -425,6 +461,7 @@ def _lifetime(expires_in: str) -> float | None:
 
 
 Caller = Annotated[Principal, Depends(_principal)]
+StreamCaller = Annotated[Principal, Depends(_stream_principal)]
 #: Which kind's workload a name means, where kinds share it (names are unique per kind and
 #: namespace, as in Kubernetes): Job, PyTorchJob... (any case).
 KindQuery = Annotated[

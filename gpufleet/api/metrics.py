@@ -9,6 +9,11 @@ CostMeter`), and its world's device telemetry under dcgm-exporter's names
 (:mod:`gpufleet.metrics.dcgm`, where the world has telemetry: the simulated cluster, this
 machine's GPUs under ``serve --local``). Every
 name comes from :mod:`gpufleet.metrics.families`.
+
+The API latency's labels take only values the server chose, never what a caller sent: a
+method outside HTTP's standard ones is ``other``, a path no route matched is ``unmatched``
+(else the route's template, ``/api/v1/workloads/{namespace}/{name}``, not the path itself), so
+that nobody can grow ``/metrics`` (and the server's memory) by sending made-up methods or paths.
 """
 
 from __future__ import annotations
@@ -85,6 +90,22 @@ class _CostCollector(Collector):
         yield idle
 
 
+#: The methods the API latency names; any other is counted as :data:`OTHER_METHOD`.
+KNOWN_METHODS = frozenset(
+    ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
+)
+OTHER_METHOD = "other"
+#: The route label of a request no route matched (404s, probes of random paths).
+UNMATCHED_ROUTE = "unmatched"
+
+
+def request_labels(method: str, route: str | None, status: int) -> tuple[str, str, str]:
+    """The API latency's labels for a request: its method if standard, else ``other``; the
+    template of the route that matched it, else ``unmatched``; its status code."""
+    known = method if method in KNOWN_METHODS else OTHER_METHOD
+    return known, route or UNMATCHED_ROUTE, str(status)
+
+
 class ApiMetrics:
     """The app's registry (see the module docstring); ``prices`` prices the cost counters
     (called at the first scrape, so that an app nobody scrapes reads no price file)."""
@@ -107,3 +128,7 @@ class ApiMetrics:
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
         )
+
+    def observe_request(self, method: str, route: str | None, status: int, seconds: float) -> None:
+        """One API request into the latency histogram, under :func:`request_labels`."""
+        self.latency.labels(*request_labels(method, route, status)).observe(seconds)

@@ -14,6 +14,7 @@ configuration: that is :mod:`gpufleet.cli.remote` and :mod:`gpufleet.cli.remote_
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -98,7 +99,9 @@ def error_body(response: httpx.Response) -> ErrorBody:
 
 
 class ApiClient:
-    """The control plane's API at ``server`` (``http://host:port``), as ``token``."""
+    """The control plane's API at ``server`` (``http://host:port``, ``https://...``), as
+    ``token``; over https, the server's certificate must be signed by a public authority or,
+    given ``ca_file`` (PEM), by one in that file."""
 
     def __init__(
         self,
@@ -108,11 +111,14 @@ class ApiClient:
         http: httpx.Client | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+        ca_file: str | None = None,
     ) -> None:
         self.server = server.rstrip("/")
         self.token = token
         self._owns_http = http is None
-        self._http = http or httpx.Client(transport=transport, timeout=timeout)
+        self._http = http or httpx.Client(
+            transport=transport, timeout=timeout, verify=_trusting(ca_file)
+        )
 
     def close(self) -> None:
         if self._owns_http:
@@ -161,6 +167,12 @@ class ApiClient:
             ) from error
         except httpx.TransportError as error:
             reason = str(error) or type(error).__name__
+            if "CERTIFICATE_VERIFY_FAILED" in reason:
+                raise ServerUnreachableError(
+                    f"the gpufleet server at {self.server} has a certificate this client does "
+                    f"not trust ({reason}); give the CA that signed it with GPUFLEET_CA_FILE "
+                    "or `gpufleet login --ca-file`"
+                ) from error
             raise ServerUnreachableError(
                 f"cannot reach the gpufleet server at {self.server} ({reason}); is "
                 "`gpufleet serve` running there? (set the address with --server, "
@@ -326,6 +338,20 @@ class ApiClient:
             raise ServerUnreachableError(
                 f"lost the event stream of the gpufleet server at {self.server} ({error})"
             ) from error
+
+
+def _trusting(ca_file: str | None) -> ssl.SSLContext | bool:
+    """What httpx verifies the server's certificate with: the public authorities, or the
+    ones in ``ca_file`` (ServerUnreachableError if it cannot be read)."""
+    if ca_file is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as error:
+        raise ServerUnreachableError(
+            f"cannot use the CA file {ca_file} ({error}); set it with GPUFLEET_CA_FILE or "
+            "`gpufleet login --ca-file`"
+        ) from None
 
 
 def parse_event_stream(lines: Iterator[str]) -> Iterator[Change]:

@@ -114,10 +114,12 @@ def use_http(factory: HttpFactory) -> Iterator[None]:
         _http_factory = previous
 
 
-def connect(server: str | None, token: str | None) -> ApiClient:
+def connect(server: str | None, token: str | None, ca_file: str | None = None) -> ApiClient:
+    """A client of the server the flags, environment and config file name (trusting the CA
+    in ``ca_file`` beyond theirs)."""
     config = resolve(server, token)
     http = _http_factory(config) if _http_factory else None
-    return ApiClient(config.server, config.token, http=http)
+    return ApiClient(config.server, config.token, http=http, ca_file=ca_file or config.ca_file)
 
 
 def api_error_message(error: ApiError, token_from: str | None = None) -> str:
@@ -546,17 +548,31 @@ def login(
     server: Annotated[str, typer.Option("--server", help="control plane address")],
     token: Annotated[str, typer.Option("--token", help="API token (gpufleet admin create-token)")],
     verify: Annotated[bool, typer.Option(help="check the token with the server first")] = True,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--ca-file",
+            help="for an https:// server whose certificate no public authority signed: the "
+            "PEM file of the CA that did (else GPUFLEET_CA_FILE)",
+        ),
+    ] = None,
 ) -> None:
-    """Save the server and token in the config file (mode 0600) for the other commands.
+    """Save the server, token and CA file in the config file (mode 0600) for the other
+    commands.
 
     The file is $GPUFLEET_CONFIG, else ~/.config/gpufleet/config.yaml.
     """
     address = normalize_server(server, "--server")
     path = config_path(os.environ)
+    ca = None
+    if ca_file is not None:
+        if not ca_file.is_file():
+            raise fail(f"--ca-file {ca_file}: no such file")
+        ca = str(ca_file.resolve())
     who = ""
     if verify:
-        with connect(address, token) as client:
+        with connect(address, token, ca) as client:
             me = client.whoami()
         who = f" as {me.tenant} ({me.role.value})"
-    write_config(path, address, token)
+    write_config(path, address, token, ca)
     console.print(f"logged in to {address}{who}; saved to {path}", markup=False)

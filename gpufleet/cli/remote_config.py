@@ -1,17 +1,21 @@
-"""Where the CLI finds the control plane: the server's address and the API token.
+"""Where the CLI finds the control plane: the server's address, the API token and, for a
+server on ``https://`` whose certificate no public authority signed, the CA file to trust.
 
-Each of the two is taken from the first place that has it:
+Each is taken from the first place that has it:
 
 1. the flag (``--server``, ``--token``);
-2. the environment (``GPUFLEET_SERVER``, ``GPUFLEET_TOKEN``; empty counts as unset);
+2. the environment (``GPUFLEET_SERVER``, ``GPUFLEET_TOKEN``, ``GPUFLEET_CA_FILE``; empty counts
+   as unset);
 3. the config file: ``$GPUFLEET_CONFIG``, else ``$XDG_CONFIG_HOME/gpufleet/config.yaml``, else
-   ``~/.config/gpufleet/config.yaml``, a YAML mapping with the keys ``server`` and ``token``
-   (``gpufleet login`` writes it, readable by its owner only);
-4. for the server only, ``http://127.0.0.1:8080`` (what ``gpufleet serve`` listens on).
+   ``~/.config/gpufleet/config.yaml``, a YAML mapping with the keys ``server``, ``token`` and
+   ``ca_file`` (``gpufleet login`` writes it, readable by its owner only);
+4. for the server only, ``http://127.0.0.1:8080`` (what ``gpufleet serve`` listens on); for the
+   CA file, none (the public authorities).
 
-The file is read only when a flag or variable leaves something unset, so a broken file never
-stands in the way of explicit flags. This module owns the precedence, reading and writing the
-file and checking the address; it does not talk to the server.
+The file is read only when a flag or variable leaves something unset (the CA file counts only
+for an ``https://`` server), so a broken file never stands in the way of explicit flags. This
+module owns the precedence, reading and writing the file and checking the address; it does not
+talk to the server.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ DEFAULT_SERVER = "http://127.0.0.1:8080"
 SERVER_ENV = "GPUFLEET_SERVER"
 TOKEN_ENV = "GPUFLEET_TOKEN"
 CONFIG_ENV = "GPUFLEET_CONFIG"
-CONFIG_KEYS = ("server", "token")
+CA_FILE_ENV = "GPUFLEET_CA_FILE"
+CONFIG_KEYS = ("server", "token", "ca_file")
 
 
 class ConfigError(Exception):
@@ -41,16 +46,19 @@ class ConfigError(Exception):
 class FileConfig:
     server: str | None = None
     token: str | None = None
+    ca_file: str | None = None
 
 
 @dataclass(frozen=True)
 class RemoteConfig:
-    """The server and token to use, and where each came from (for messages)."""
+    """The server and token to use, and where each came from (for messages); the CA file
+    that signed the server's certificate (None: the public authorities)."""
 
     server: str
     token: str | None
     server_from: str
     token_from: str | None
+    ca_file: str | None = None
 
 
 def config_path(env: Mapping[str, str]) -> Path:
@@ -82,13 +90,13 @@ def read_config_file(path: Path) -> FileConfig:
         return FileConfig()
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{path}: expected a mapping with the keys server and token, "
+            f"{path}: expected a mapping with the keys server, token and ca_file, "
             f"got a {type(data).__name__}"
         )
     unknown = sorted(str(key) for key in data if key not in CONFIG_KEYS)
     if unknown:
         raise ConfigError(
-            f"{path}: unknown key {quoted(unknown[0])} (expected {' and '.join(CONFIG_KEYS)})"
+            f"{path}: unknown key {quoted(unknown[0])} (expected {', '.join(CONFIG_KEYS)})"
         )
     values: dict[str, str | None] = {}
     for key in CONFIG_KEYS:
@@ -100,6 +108,7 @@ def read_config_file(path: Path) -> FileConfig:
     return FileConfig(
         server=normalize_server(server, f"{path}: server") if server else None,
         token=values["token"],
+        ca_file=values["ca_file"],
     )
 
 
@@ -126,7 +135,8 @@ def resolve(
     token: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> RemoteConfig:
-    """The server and token from the flags given, the environment and the config file."""
+    """The server, token and CA file from the flags given, the environment and the config
+    file."""
     env = os.environ if env is None else env
     server_from = token_from = None
     if server:
@@ -138,23 +148,30 @@ def resolve(
         token_from = "--token"
     elif env.get(TOKEN_ENV):
         token, token_from = env[TOKEN_ENV], TOKEN_ENV
-    if not server or not token:
+    ca_file = env.get(CA_FILE_ENV) or None
+    # the CA matters only over https: a plain address given by flags never reads the file
+    https = bool(server) and str(server).startswith("https://")
+    if not server or not token or (https and not ca_file):
         path = config_path(env)
         found = read_config_file(path)
         if not server and found.server:
             server, server_from = found.server, str(path)
         if not token and found.token:
             token, token_from = found.token, str(path)
+        ca_file = ca_file or found.ca_file
     if not server:
         server, server_from = DEFAULT_SERVER, "default"
     assert server_from is not None
-    return RemoteConfig(server, token or None, server_from, token_from)
+    return RemoteConfig(server, token or None, server_from, token_from, ca_file)
 
 
-def write_config(path: Path, server: str, token: str) -> None:
+def write_config(path: Path, server: str, token: str, ca_file: str | None = None) -> None:
     """Write the config file, readable and writable by its owner only (it holds a token)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    text = yaml.safe_dump({"server": server, "token": token}, sort_keys=False)
+    settings = {"server": server, "token": token}
+    if ca_file is not None:
+        settings["ca_file"] = ca_file
+    text = yaml.safe_dump(settings, sort_keys=False)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     # an existing file keeps its mode through O_CREAT; tighten it before writing the token
     os.fchmod(descriptor, 0o600)

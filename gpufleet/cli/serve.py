@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import socket
+import ssl
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -15,6 +16,16 @@ import uvicorn
 from rich.markup import escape
 
 from gpufleet.api.app import create_app
+from gpufleet.api.front_door import HostPolicy
+from gpufleet.api.http_server import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_KEEP_ALIVE,
+    DEFAULT_MAX_CONNECTIONS,
+    HttpLimits,
+    TlsFiles,
+    raise_open_file_limit,
+    server_config,
+)
 from gpufleet.backends.kube.binding_signature import BindingKey, BindingKeyError, read_binding_key
 from gpufleet.cli.admin import DEFAULT_DB
 from gpufleet.cli.common import (
@@ -97,6 +108,19 @@ class LocalSettings:
     allow_root: bool = False
     shared_proc: bool = False
     observe_every: float = STEP_S
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HttpSettings:
+    """How ``serve`` answers HTTP: its limits per client, the Host names it answers, TLS."""
+
+    limits: HttpLimits = dataclasses.field(default_factory=HttpLimits)
+    allowed_hosts: tuple[str, ...] = ()
+    tls: TlsFiles | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.tls is None else "https"
 
 
 def bundled(name: str) -> Path:
@@ -283,6 +307,40 @@ def serve(
     write_rate: WriteRateOption = DEFAULT_WRITE_RATE,
     write_burst: WriteBurstOption = DEFAULT_WRITE_BURST,
     limit_admins: LimitAdminsOption = False,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            help="seconds a client has to send a request's line and headers; then it gets 408 "
+            "and its connection is closed (slow clients holding connections open)"
+        ),
+    ] = DEFAULT_HEADER_TIMEOUT,
+    keep_alive: Annotated[
+        int, typer.Option(help="seconds an idle kept-alive connection stays open")
+    ] = DEFAULT_KEEP_ALIVE,
+    max_connections: Annotated[
+        int,
+        typer.Option(
+            help="open connections (and requests in progress) beyond which requests get 503"
+        ),
+    ] = DEFAULT_MAX_CONNECTIONS,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a name clients reach the server by, beyond localhost, this machine's names "
+            "and --host (repeatable; *.example.com for a domain, * for any): other Host "
+            "headers get 400 (DNS rebinding); IP addresses are always answered"
+        ),
+    ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(help="serve HTTPS with this PEM certificate (chain)"),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(
+            help="with --tls-cert: its PEM private key (default: in the certificate file)"
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster (or, with
@@ -356,6 +414,9 @@ def serve(
         kubeconfig, impersonate_user, impersonate_group, no_impersonation
     )
     observe = dataclasses.replace(observe, replica_autoscaling=scaling)
+    http = _http_settings(
+        HttpLimits(header_timeout, keep_alive, max_connections), allowed_host, tls_cert, tls_key
+    )
     # The port first: a busy one is told before anything is loaded, stored or said to serve.
     sock = listen_socket(host, port)
     binding_key = None
@@ -375,7 +436,7 @@ def serve(
         _serve_on(sock, host, cluster, scenario, db, speed, policy, rules, profile,
                   default_runtime, min_runtime, kubeconfig, scheduler_name, telemetry,
                   observe, log_level, tenant_identity, local_settings, binding_key,
-                  limits)  # fmt: skip
+                  limits, http)  # fmt: skip
     finally:
         sock.close()
 
@@ -424,7 +485,9 @@ def _serve_on(
     local: LocalSettings | None = None,
     binding_key: BindingKey | None = None,
     limits: TenantLimits | None = None,
+    http: HttpSettings | None = None,
 ) -> None:
+    http = http or HttpSettings()
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     admission_rules = AdmissionRules()
     if rules is not None:
@@ -514,36 +577,53 @@ def _serve_on(
         names = ", ".join(p.name for p in idle)
         where += f", idle policies {names}" + (" (dry run)" if observe.idle_dry_run else "")
     plane.start()
-    app = create_app(plane, prices=observe.prices)
+    hosts = HostPolicy.serving(host, http.allowed_hosts)
+    app = create_app(plane, prices=observe.prices, hosts=hosts)
     port = sock.getsockname()[1]
+    url = f"{http.scheme}://{host}:{port}"
     notifier = None
     if observe.routing is not None and plane.observatory is not None:
-        notifier = start_notifier(plane, observe.routing, f"http://{host}:{port}")
+        notifier = start_notifier(plane, observe.routing, url)
         where += f", alerts sent to {len(observe.routing.routes)} route(s)"
-    console.print(
-        f"gpufleet control plane on http://{host}:{port}/ ({where}, policy {policy}, database {db})"
-    )
+    console.print(f"gpufleet control plane on {url}/ ({where}, policy {policy}, database {db})")
+    files_warning = raise_open_file_limit(http.limits.max_connections)
+    if files_warning is not None:
+        warn(escape(files_warning))
     if store.meta("tokens") is None:
         console.print(
             f"no tokens yet: make one with `gpufleet admin create-token --db {db} "
             "--tenant admin --role admin`"
         )
     try:
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            log_level=log_level.lower(),
-            access_log=False,
-            timeout_graceful_shutdown=5,
-            timeout_keep_alive=30,
-        )
+        config = server_config(app, host, port, http.limits, http.tls, log_level)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         if notifier is not None:
             notifier.stop()
         plane.stop()
         store.close()
+
+
+def _http_settings(
+    limits: HttpLimits, allowed_hosts: list[str] | None, cert: Path | None, key: Path | None
+) -> HttpSettings:
+    """``serve``'s HTTP flags, checked (a missing certificate or key file is told before
+    anything starts)."""
+    problems = limits.problems()
+    if key is not None and cert is None:
+        problems.append("--tls-key needs --tls-cert")
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not path.is_file():
+            problems.append(f"{flag} {path}: no such file")
+    if problems:
+        raise fail("; ".join(problems))
+    tls = None if cert is None else TlsFiles(cert, key)
+    if tls is not None:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(tls.cert, tls.key)
+        except (ssl.SSLError, OSError) as error:
+            raise fail(escape(f"--tls-cert/--tls-key: cannot use them: {error}")) from None
+    return HttpSettings(limits, tuple(allowed_hosts or ()), tls)
 
 
 def _with_scenario_telemetry(

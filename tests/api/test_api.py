@@ -92,10 +92,11 @@ def test_unauthenticated_requests_are_refused(
         assert response.headers["www-authenticate"] == "Bearer"
 
 
-def test_token_in_query_is_accepted(harness: ServiceHarness) -> None:
+def test_token_in_query_is_refused_outside_the_stream(harness: ServiceHarness) -> None:
+    # only the event stream takes ?token= (tests/api/test_front_door.py)
     client = harness.client("nobody")
     token = harness.tokens["team-a"]
-    assert client.get(f"/api/v1/whoami?token={token}").json()["tenant"] == "team-a"
+    assert client.get(f"/api/v1/whoami?token={token}").status_code == 401
 
 
 def test_whoami(harness: ServiceHarness) -> None:

@@ -642,6 +642,34 @@ def check_idle_holder(server: Server) -> None:
     assert standby["idle"] > 0.0
 
 
+#: An annotation a tenant writes to have the admin's cost chart show a link and a huge text.
+HOSTILE_KEY = "note"
+HOSTILE_NOTE = '<a href="https://evil.example/">click</a><span style="font-size:60px">big</span>'
+HOSTILE_NOTE += "<br>two & <b>more</b>"
+
+HOSTILE_CHART = """() => {
+  const chart = document.querySelector('#chart-cost');
+  return {
+    y: (chart.data ?? []).flatMap((t) => [...t.y]),
+    links: chart.querySelectorAll('a').length,
+    styled: [...chart.querySelectorAll('.ytick text, .ytick tspan')]
+      .filter((t) => (t.getAttribute('style') ?? '').includes('font-size:60px')).length,
+    ticks: [...chart.querySelectorAll('.ytick text')].map((t) => t.textContent.trim()),
+  };
+}"""
+
+
+def check_hostile_label(page: Page) -> None:
+    """The chart's data holds the annotation escaped for Plotly, and Plotly drew it as text."""
+    chart: dict[str, Any] = page.evaluate(HOSTILE_CHART)
+    escaped = HOSTILE_NOTE.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    assert escaped in chart["y"], chart["y"]
+    assert HOSTILE_NOTE not in chart["y"]
+    assert chart["links"] == 0
+    assert chart["styled"] == 0
+    assert HOSTILE_NOTE in chart["ticks"], chart["ticks"]
+
+
 def filter_workloads(page: Page, state: str) -> None:
     page.click(f"#state-filter button[data-filter='{state}']")
 
@@ -736,7 +764,9 @@ def test_dashboard_in_a_browser(
     filter_workloads(page, "all")
     page.evaluate("() => { window.__sameDocument = true; }")
     replica = {"nvidia.com/gpu.shared": 1}  # a time-sliced T4 replica
-    server.submit(pod("live-probe", "research", "research", limits=replica, models="T4", milli=250))
+    probe = pod("live-probe", "research", "research", limits=replica, models="T4", milli=250)
+    probe["metadata"]["annotations"][HOSTILE_KEY] = HOSTILE_NOTE
+    server.submit(probe)
     page.wait_for_selector("tr[data-workload='research/Pod/live-probe']", timeout=15_000)
     assert page.evaluate("() => window.__sameDocument === true"), "the page reloaded"
     assert page.get_attribute("#live-indicator", "data-state") == "live"
@@ -750,6 +780,11 @@ def test_dashboard_in_a_browser(
     page.screenshot(path=str(screenshot), full_page=True)
     assert screenshot.stat().st_size > 10_000
     # the refused grouping key is an expected 400 in the console; nothing else may fail
+    assert [e for e in watched.errors if "status of 400" not in e] == []
+
+    # a tenant's annotation in the cost chart is text, not Plotly markup (a link, a style)
+    group_cost_by(page, f"annotation:{HOSTILE_KEY}", typed=True)
+    eventually(lambda: check_hostile_label(page), timeout=30.0)
     assert [e for e in watched.errors if "status of 400" not in e] == []
 
     # without a token: the sign-in form; a wrong token is refused, the right one works

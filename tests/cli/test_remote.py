@@ -314,6 +314,27 @@ def test_config_precedence(
     assert config.server_from == server_from.replace("FILE", str(path))
 
 
+@pytest.mark.parametrize(
+    ("server", "env", "file", "ca_file"),
+    [
+        ("https://s:1", {}, "ca_file: /f/ca.pem\n", "/f/ca.pem"),
+        ("https://s:1", {"GPUFLEET_CA_FILE": "/e/ca.pem"}, "ca_file: /f/ca.pem\n", "/e/ca.pem"),
+        ("https://s:1", {}, None, None),
+        (None, {}, "server: https://s:1\nca_file: /f/ca.pem\n", "/f/ca.pem"),
+        ("http://s:1", {}, "server: [oops\n", None),
+    ],
+    ids=["file", "env-over-file", "none", "file-server-and-ca", "http-skips-a-broken-file"],
+)
+def test_ca_file_precedence(
+    tmp_path: Path, server: str | None, env: dict[str, str], file: str | None, ca_file: str | None
+) -> None:
+    path = tmp_path / "config.yaml"
+    if file is not None:
+        path.write_text(file)
+    config = resolve(server, "t", env={**env, "GPUFLEET_CONFIG": str(path)})
+    assert config.ca_file == ca_file
+
+
 def test_config_file_location_defaults_to_the_home_directory(tmp_path: Path) -> None:
     path = tmp_path / ".config" / "gpufleet" / "config.yaml"
     path.parent.mkdir(parents=True)
@@ -330,7 +351,8 @@ def test_config_file_location_defaults_to_the_home_directory(tmp_path: Path) -> 
     ("text", "expected"),
     [
         pytest.param("server: [oops\n", "not valid YAML at line 2", id="bad-yaml"),
-        pytest.param("- a\n- b\n", "expected a mapping with the keys server and token, got a list",
+        pytest.param("- a\n- b\n",
+                     "expected a mapping with the keys server, token and ca_file, got a list",
                      id="not-a-mapping"),
         pytest.param("sever: http://x\n", "unknown key 'sever'", id="typo"),
         pytest.param("token: 12\n", "token must be a string, got int", id="number"),

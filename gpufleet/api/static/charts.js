@@ -11,6 +11,13 @@ const COLORS = {
 
 const CONFIG = { displayModeBar: false, responsive: true };
 
+// Text for Plotly, which reads its strings as markup (<a href>, <span style>, <br>, <b>...):
+// a tenant's name, label or annotation value must show as written, never as a link or a style.
+// Plotly turns &amp; &lt; &gt; back into the characters when it draws them.
+export function plotlyText(text) {
+  return String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
 function baseLayout(xTitle, yTitle) {
   return {
     margin: { l: 52, r: 12, t: 8, b: 40 },
@@ -115,7 +122,8 @@ export function renderCharts(history, summary) {
 
 const BAR_PX = 26; // the height of one group's bar in the cost chart
 
-// bars: [{label, used, idle, unmeasured}] in the order to show them, top first
+// bars: [{label, used, idle, unmeasured}] in the order to show them, top first; labels are
+// plain text (escaped here for Plotly)
 export function renderCostChart(id, bars, currency) {
   if (!window.Plotly) {
     placeholder(id, "Charts need /static/vendor/plotly.min.js, which did not load.");
@@ -128,7 +136,7 @@ export function renderCostChart(id, bars, currency) {
     return;
   }
   if (el.querySelector(".chart-empty")) el.replaceChildren();
-  const layout = baseLayout(`cost (${currency})`, "");
+  const layout = baseLayout(`cost (${plotlyText(currency)})`, "");
   layout.height = 70 + BAR_PX * bars.length;
   el.style.height = `${layout.height}px`;
   layout.barmode = "stack";
@@ -136,10 +144,10 @@ export function renderCostChart(id, bars, currency) {
   layout.legend.traceorder = "normal";
   layout.margin.l = 8;
   layout.yaxis = { autorange: "reversed", automargin: true, type: "category", ticksuffix: " " };
-  const labels = bars.map((b) => b.label);
+  const labels = bars.map((b) => plotlyText(b.label)); // group names are the tenants' values
   const trace = (key, name) => ({
     type: "bar", orientation: "h", name, y: labels, x: bars.map((b) => b[key]),
-    marker: { color: COLORS[key] }, hovertemplate: `%{x:,.2f} ${currency}`,
+    marker: { color: COLORS[key] }, hovertemplate: `%{x:,.2f} ${plotlyText(currency)}`,
   });
   window.Plotly.react(
     id,
