@@ -61,7 +61,8 @@ from gpufleet.model.jobs import JobKind, JobSpec
 from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.nodepools import NodePool
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
-from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
+from gpufleet.model.queues import DEFAULT_QUEUE as MODEL_DEFAULT_QUEUE
+from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota, implicit_default_queue
 from gpufleet.model.serving import InferenceService
 from gpufleet.model.workload import (
     PodGroup,
@@ -75,7 +76,7 @@ from gpufleet.model.workload import (
 
 T = TypeVar("T")
 
-DEFAULT_QUEUE = "default"
+DEFAULT_QUEUE = MODEL_DEFAULT_QUEUE
 #: Kinds whose replicas an InferenceLoad may load.
 REPLICATED_KINDS = frozenset(TARGET_KINDS)
 SUPPORTED = (
@@ -370,7 +371,7 @@ class ScenarioBuilder(Catalog):
             for owner, part in self.templates.items()
         }
         if any(w.workload.queue == DEFAULT_QUEUE for w in workloads) and not queues:
-            queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
+            queues[DEFAULT_QUEUE] = implicit_default_queue()
         return Scenario(
             queues,
             {name: setting.value for name, setting in self.classes.items()},

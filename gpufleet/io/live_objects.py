@@ -24,7 +24,7 @@ from gpufleet.io.kube_pods import pods_from_object
 from gpufleet.io.manifests import Context, Manifest
 from gpufleet.io.workload_settings import Setting, workload_settings
 from gpufleet.model.priorities import PriorityClass
-from gpufleet.model.queues import Queue, ResourceQuota
+from gpufleet.model.queues import Queue, ResourceQuota, implicit_default_queue
 from gpufleet.model.workload import TimedPod, Workload
 
 SOURCE = "kubernetes"
@@ -69,7 +69,7 @@ class LiveCatalog:
         self._declared = builder.queue_models()
         self.queues: dict[str, Queue] = dict(self._declared)
         if not self.queues:
-            self.queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
+            self.queues[DEFAULT_QUEUE] = implicit_default_queue()
         self.priority_classes: dict[str, PriorityClass] = builder.class_models()
         self.resource_quotas: list[ResourceQuota] = [s.value for s in builder.quotas.values()]
 
@@ -85,7 +85,7 @@ class LiveCatalog:
         builder.global_default = self._builder.global_default
         if DEFAULT_QUEUE not in builder.queues:
             context = Context(self._source, "implicit").naming(f"Queue {DEFAULT_QUEUE}")
-            builder.queues[DEFAULT_QUEUE] = Setting(Queue(DEFAULT_QUEUE), context, None)
+            builder.queues[DEFAULT_QUEUE] = Setting(implicit_default_queue(), context, None)
         return builder
 
     def workload(
