@@ -142,8 +142,10 @@ class Queue:
     dominant-resource share). ``namespaces`` names the namespaces this queue is the default for;
     it admits workloads of those and of ``admitted_namespaces`` only (Kueue's
     ``namespaceSelector``; None: of every namespace, an explicit opt-in), and with neither,
-    only of the namespace named like the queue. ``priority_classes``, when given, are the only
-    priority classes its workloads may name (None: any but Kubernetes' ``system-`` ones).
+    only of the namespace named like the queue or like one of its ancestors (as a tenant may
+    use the queue named like it and the queues below). ``priority_classes``, when given, are
+    the only priority classes its workloads may name (None: any but Kubernetes' ``system-``
+    ones).
     ``gpu_models``, when given, is the order in which its workloads try GPU models (Kueue's
     flavor order), with ``fungibility`` saying when to try the next one. ``budget``: GPU-hours
     per period for the queue and the queues below it (None: no budget).
@@ -164,12 +166,15 @@ class Queue:
     admitted_namespaces: frozenset[str] | None = frozenset()
     priority_classes: frozenset[str] | None = None
 
-    def admits_namespace(self, namespace: str) -> bool:
-        """May a workload of ``namespace`` use this queue? (See the class docstring.)"""
+    def admits_namespace(self, namespace: str, ancestors: tuple[str, ...] = ()) -> bool:
+        """May a workload of ``namespace`` use this queue? (See the class docstring;
+        ``ancestors``: the names of the queues above it.)"""
         admitted = self.admitted_namespaces
         if admitted is None or namespace in admitted or namespace in self.namespaces:
             return True
-        return not admitted and not self.namespaces and namespace == self.name
+        if admitted or self.namespaces:
+            return False
+        return namespace == self.name or namespace in ancestors
 
     def allows_priority_class(self, name: str) -> bool:
         """May a workload of this queue name the priority class ``name``?"""
@@ -177,13 +182,15 @@ class Queue:
             return not name.startswith(SYSTEM_PRIORITY_PREFIX)
         return name in self.priority_classes
 
-    def refusal(self, namespace: str, priority_class: str | None) -> tuple[str, str] | None:
+    def refusal(
+        self, namespace: str, priority_class: str | None, ancestors: tuple[str, ...] = ()
+    ) -> tuple[str, str] | None:
         """Why a workload of ``namespace`` naming ``priority_class`` may not use this queue:
         (reason, message), or None when it may."""
-        if not self.admits_namespace(namespace):
+        if not self.admits_namespace(namespace, ancestors):
             return NAMESPACE_NOT_ADMITTED, (
                 f"namespace {namespace} is not admitted by queue {self.name} "
-                f"(it admits {self.describe_namespaces()})"
+                f"(it admits {self.describe_namespaces(ancestors)})"
             )
         if priority_class is not None and not self.allows_priority_class(priority_class):
             allowed = (
@@ -197,11 +204,11 @@ class Queue:
             )
         return None
 
-    def describe_namespaces(self) -> str:
+    def describe_namespaces(self, ancestors: tuple[str, ...] = ()) -> str:
         """The namespaces it admits, in words."""
         if self.admitted_namespaces is None:
             return "every namespace"
-        names = {*self.namespaces, *self.admitted_namespaces} or {self.name}
+        names = {*self.namespaces, *self.admitted_namespaces} or {self.name, *ancestors}
         return ", ".join(sorted(names))
 
 

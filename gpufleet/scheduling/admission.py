@@ -131,6 +131,8 @@ class Quotas:
         self.namespace_caps = {rq.namespace: dict(rq.hard) for rq in resource_quotas}
         self.namespace_usage: dict[str, dict[str, int]] = {}
         self.default_for = {ns: q.name for q in all_queues.values() for ns in q.namespaces}
+        #: Each queue's ancestors' names (whose namespaces it admits when it names none).
+        self.ancestors = {name: self._ancestors(name) for name in all_queues}
         #: Verdicts of :meth:`check` and :meth:`within_nominal` by usage version and question
         #: (a cycle asks the same of many workloads of one queue while no usage changes; trials
         #: go through other versions and come back to it).
@@ -142,13 +144,31 @@ class Quotas:
             self._checks.clear()
             self._nominal.clear()
 
+    def _ancestors(self, name: str) -> tuple[str, ...]:
+        out: list[str] = []
+        parent = self.queues[name].parent
+        while parent is not None and parent in self.queues and parent not in out:
+            out.append(parent)
+            parent = self.queues[parent].parent
+        return tuple(out)
+
+    def refusal(self, workload: Workload) -> tuple[str, str] | None:
+        """Why ``workload``'s queue refuses it: (reason, message), or None when it admits its
+        namespace and priority class (:meth:`~gpufleet.model.queues.Queue.refusal`)."""
+        name = workload.queue
+        return self.queues[name].refusal(
+            workload.namespace, workload.priority_class, self.ancestors[name]
+        )
+
     def queue_for(self, pod: Pod, admitted_only: bool = False) -> str:
         """The queue of a lone pod: its queue label, its namespace's default, or ``default``.
         ``admitted_only``: the label counts only if that queue admits the pod's namespace (a
         pod placed without gpufleet charges no queue that would not admit it)."""
         named = pod.labels.get(QUEUE_LABEL)
         queue = None if named is None else self.queues.get(named)
-        if queue is not None and (not admitted_only or queue.admits_namespace(pod.namespace)):
+        if queue is not None and (
+            not admitted_only or queue.admits_namespace(pod.namespace, self.ancestors[queue.name])
+        ):
             return queue.name
         return self.default_for.get(pod.namespace, DEFAULT_QUEUE)
 

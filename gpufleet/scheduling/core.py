@@ -295,7 +295,7 @@ class SchedulerCore:
             return BLOCKED
         # 2. Admission: may it use its queue at all, the profile's checks, then quota (by GPU
         # model where the queue lists).
-        refusal = quotas.queues[workload.queue].refusal(workload.namespace, workload.priority_class)
+        refusal = quotas.refusal(workload)
         if refusal is not None:
             reason, message = refusal
             self.parking.park(group, actions, Parked.QUEUE_POLICY, message, reason)

@@ -33,6 +33,8 @@ class Case:
     priority_class: str | None = None
     #: None: it runs; else (reason, message) it waits with.
     waits: tuple[str, str] | None = None
+    #: Queues above ``queue``, defined too.
+    parents: tuple[Queue, ...] = ()
 
 
 def team(**fields: object) -> Queue:
@@ -50,6 +52,15 @@ CASES = {
         ),
     ),
     "listed-namespace": Case(team(namespaces=("ml",)), "ml"),
+    "ancestors-namespace": Case(
+        Queue("team-a-llm", parent="team-a"), "team-a", parents=(Queue("team-a"),)
+    ),
+    "other-namespace-under-a-parent": Case(
+        Queue("team-a", parent="org"),
+        "team-b",
+        waits=(NAMESPACE_NOT_ADMITTED, "(it admits org, team-a)"),
+        parents=(Queue("org"),),
+    ),
     "listing-replaces-the-name": Case(
         team(namespaces=("ml",)),
         "team-a",
@@ -105,7 +116,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
 def test_a_queue_admits_only_its_namespaces_and_classes(case: Case) -> None:
-    queues = [] if case.queue is None else [case.queue]
+    queues = [] if case.queue is None else [*case.parents, case.queue]
     cluster = EchoCluster(make_core([make_node("n", gpus=4)], queues))
     queue = "default" if case.queue is None else case.queue.name
     job = make_workload("job", queue, namespace=case.namespace, priority_class=case.priority_class)
