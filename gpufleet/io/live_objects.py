@@ -75,7 +75,8 @@ class LiveCatalog:
 
     def request_builder(self) -> ScenarioBuilder:
         """A builder that knows the good queues and priority classes, for reading the workloads
-        of requests against them (forked per request). It knows the implicit ``default`` queue
+        of requests against them (forked per request), refusing a pod's own ``spec.priority``
+        as the API server does. It knows the implicit ``default`` queue
         too, as the scheduler does: where a workload goes that names no queue and whose
         namespace no queue is the default for."""
         builder = ScenarioBuilder()
@@ -83,6 +84,7 @@ class LiveCatalog:
         builder.namespace_queues = dict(self._builder.namespace_queues)
         builder.classes = dict(self._builder.classes)
         builder.global_default = self._builder.global_default
+        builder.priority_admission = True
         if DEFAULT_QUEUE not in builder.queues:
             context = Context(self._source, "implicit").naming(f"Queue {DEFAULT_QUEUE}")
             builder.queues[DEFAULT_QUEUE] = Setting(implicit_default_queue(), context, None)

@@ -223,6 +223,24 @@ def implicit_default_queue() -> Queue:
     return Queue(DEFAULT_QUEUE, admitted_namespaces=None)
 
 
+def queue_ancestors(queues: Mapping[str, Queue], name: str) -> tuple[str, ...]:
+    """The names of the queues above ``name``, nearest first (a cycle or a missing parent
+    ends the walk: :func:`validate_queue_tree` reports those)."""
+    out: list[str] = []
+    parent = queues[name].parent
+    while parent is not None and parent in queues and parent not in out and parent != name:
+        out.append(parent)
+        parent = queues[parent].parent
+    return tuple(out)
+
+
+def queue_refusal(
+    queues: Mapping[str, Queue], name: str, namespace: str, priority_class: str | None
+) -> tuple[str, str] | None:
+    """:meth:`Queue.refusal` of the queue ``name`` of ``queues``, its ancestors known."""
+    return queues[name].refusal(namespace, priority_class, queue_ancestors(queues, name))
+
+
 #: Why a workload may not use its queue (what explain says it waits for).
 NAMESPACE_NOT_ADMITTED = "namespace"
 PRIORITY_CLASS_NOT_ALLOWED = "priority-class"

@@ -17,7 +17,13 @@ import numpy as np
 
 from gpufleet.model import MILLI_PER_GPU, Node, Pod
 from gpufleet.model.queues import DEFAULT_QUEUE as DEFAULT_QUEUE  # where it was
-from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota, implicit_default_queue
+from gpufleet.model.queues import (
+    QUEUE_LABEL,
+    Queue,
+    ResourceQuota,
+    implicit_default_queue,
+    queue_ancestors,
+)
 from gpufleet.model.resources import CPU, GPU, MEMORY, gpu_model_key
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.config import AdmissionConfig as AdmissionConfig  # where it was
@@ -132,7 +138,7 @@ class Quotas:
         self.namespace_usage: dict[str, dict[str, int]] = {}
         self.default_for = {ns: q.name for q in all_queues.values() for ns in q.namespaces}
         #: Each queue's ancestors' names (whose namespaces it admits when it names none).
-        self.ancestors = {name: self._ancestors(name) for name in all_queues}
+        self.ancestors = {name: queue_ancestors(all_queues, name) for name in all_queues}
         #: Verdicts of :meth:`check` and :meth:`within_nominal` by usage version and question
         #: (a cycle asks the same of many workloads of one queue while no usage changes; trials
         #: go through other versions and come back to it).
@@ -143,14 +149,6 @@ class Quotas:
         if len(self._checks) + len(self._nominal) > _MEMO_SIZE:
             self._checks.clear()
             self._nominal.clear()
-
-    def _ancestors(self, name: str) -> tuple[str, ...]:
-        out: list[str] = []
-        parent = self.queues[name].parent
-        while parent is not None and parent in self.queues and parent not in out:
-            out.append(parent)
-            parent = self.queues[parent].parent
-        return tuple(out)
 
     def refusal(self, workload: Workload) -> tuple[str, str] | None:
         """Why ``workload``'s queue refuses it: (reason, message), or None when it admits its

@@ -42,6 +42,7 @@ from gpufleet.service.auth import (
     check_workload,
     hash_token,
     new_token,
+    refuse_by_queue,
 )
 from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.observatory import Observatory, ObservedRound
@@ -324,6 +325,7 @@ class PlaneBase:
         checked = []
         for item in submitted:
             workload = check_workload(principal, self.options.rules, item.timed.workload, queues)
+            refuse_by_queue(workload, queues)
             if workload.key in self.records:
                 raise ConflictError(f"workload {workload.key} exists already")
             taken = [p.key for p in workload.pods if p.key in taken_pods]
