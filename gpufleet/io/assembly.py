@@ -61,7 +61,8 @@ from gpufleet.model.jobs import JobKind, JobSpec
 from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.nodepools import NodePool
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
-from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
+from gpufleet.model.queues import DEFAULT_QUEUE as MODEL_DEFAULT_QUEUE
+from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota, implicit_default_queue
 from gpufleet.model.serving import InferenceService
 from gpufleet.model.workload import (
     PodGroup,
@@ -75,7 +76,7 @@ from gpufleet.model.workload import (
 
 T = TypeVar("T")
 
-DEFAULT_QUEUE = "default"
+DEFAULT_QUEUE = MODEL_DEFAULT_QUEUE
 #: Kinds whose replicas an InferenceLoad may load.
 REPLICATED_KINDS = frozenset(TARGET_KINDS)
 SUPPORTED = (
@@ -174,6 +175,10 @@ class ScenarioBuilder(Catalog):
         #: each such object's key -> one replica of it, as read.
         self.replica_owner: dict[tuple[str, str, str], str] = {}
         self.templates: dict[str, ObjectPods] = {}
+        #: Refuse a pod's own ``spec.priority`` unless it is what its class (or the default)
+        #: gives, as the API server's Priority admission plugin does (requests to a control
+        #: plane; a scenario file may set priorities directly).
+        self.priority_admission = False
 
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
@@ -339,6 +344,7 @@ class ScenarioBuilder(Catalog):
         builder.global_default = self.global_default
         builder.pod_groups = dict(self.pod_groups)
         builder.quotas = dict(self.quotas)
+        builder.priority_admission = self.priority_admission
         return builder
 
     # --------------------------------------------------------------------------- assembly
@@ -370,7 +376,7 @@ class ScenarioBuilder(Catalog):
             for owner, part in self.templates.items()
         }
         if any(w.workload.queue == DEFAULT_QUEUE for w in workloads) and not queues:
-            queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
+            queues[DEFAULT_QUEUE] = implicit_default_queue()
         return Scenario(
             queues,
             {name: setting.value for name, setting in self.classes.items()},
@@ -497,7 +503,11 @@ class ScenarioBuilder(Catalog):
                 raise named.error(
                     f"priority class {named.value!r} is not defined ({_listing(self.classes)})"
                 )
+            self._admit_priority(settings, setting.value.value)
             return setting.value.value, setting.value.name, setting.value.preemption_policy
+        if self.priority_admission:
+            default = None if self.global_default is None else self.global_default.value
+            self._admit_priority(settings, 0 if default is None else default.value)
         explicit = _agreed([s.priority for s in settings], label, "agree on spec.priority")
         if explicit is not None:
             return explicit.value, None, PreemptionPolicy.PREEMPT_LOWER_PRIORITY
@@ -505,6 +515,20 @@ class ScenarioBuilder(Catalog):
             found = self.global_default.value
             return found.value, found.name, found.preemption_policy
         return 0, None, PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+
+    def _admit_priority(self, settings: list[WorkloadSettings], computed: int) -> None:
+        """With :attr:`priority_admission`: refuse a ``spec.priority`` other than ``computed``
+        (its class's value, the default class's, or 0) with the API server's message."""
+        if not self.priority_admission:
+            return
+        for setting in settings:
+            given = setting.priority
+            if given is not None and given.value != computed:
+                raise given.error(
+                    f"the integer value of priority ({given.value}) must not be provided in "
+                    f"pod spec; priority admission controller computed {computed} from the "
+                    "given PriorityClass name"
+                )
 
 
 # ---------------------------------------------------------------------------------- helpers

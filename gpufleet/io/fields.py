@@ -22,8 +22,9 @@ PRIORITY_CLASS_FIELDS = (
     "apiVersion", "kind", "metadata", "value", "globalDefault", "description", "preemptionPolicy",
 )  # fmt: skip
 QUEUE_SPEC_FIELDS = (
-    "parent", "quota", "borrowingLimit", "lendingLimit", "weight", "namespaces", "preemption",
-    "queueingStrategy", "gpuModels", "flavorFungibility", "budget",
+    "parent", "quota", "borrowingLimit", "lendingLimit", "weight", "namespaces",
+    "namespaceSelector", "priorityClasses", "preemption", "queueingStrategy", "gpuModels",
+    "flavorFungibility", "budget",
 )  # fmt: skip
 QUEUE_BUDGET_FIELDS = ("gpuHours", "period", "warnAt", "action")
 QUEUE_PREEMPTION_FIELDS = (
@@ -47,10 +48,6 @@ KUEUE_SPEC_HINTS: dict[str, str] = {
     "resources": f"Kueue's resources are {_QUOTA}",
     "cohort": "Kueue's cohort is spec.parent here (a queue's parent is its cohort)",
     "cohortName": "Kueue's cohortName is spec.parent here (a queue's parent is its cohort)",
-    "namespaceSelector": (
-        "Kueue's namespaceSelector is spec.namespaces here (the namespaces whose workloads "
-        "without a gpufleet.dev/queue label go to this queue)"
-    ),
     "fairSharing": "Kueue's fairSharing.weight is spec.weight here",
     "clusterQueue": (
         "a LocalQueue's clusterQueue has no counterpart: a workload names its Queue with the "

@@ -226,11 +226,11 @@ class _PodTerms:
         }
         if term.get("namespaceSelector") is None:
             return frozenset(names or {self.namespace})
-        selected = _namespace_names(context, term["namespaceSelector"], f"{path}.namespaceSelector")
+        selected = namespace_names(context, term["namespaceSelector"], f"{path}.namespaceSelector")
         return None if selected is None else frozenset(names | selected)
 
 
-def _namespace_names(context: Context, value: object, path: str) -> set[str] | None:
+def namespace_names(context: Context, value: object, path: str) -> set[str] | None:
     """The namespaces a ``namespaceSelector`` picks by name (None: all of them)."""
     selector = label_selector(context, value, path)
     assert selector is not None

@@ -189,7 +189,7 @@ def _pod(
         ),
         required_affinity=required_node_affinity(context, affinity, affinity_path),
         tolerations=_tolerations(context, spec.get("tolerations"), f"{spec_path}.tolerations"),
-        priority=0 if priority is None else context.integer(priority, f"{spec_path}.priority"),
+        priority=0 if priority is None else context.int32(priority, f"{spec_path}.priority"),
         labels=labels,
         annotations=dict(annotations.values),
         extended=requests.extended,

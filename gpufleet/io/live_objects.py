@@ -24,7 +24,7 @@ from gpufleet.io.kube_pods import pods_from_object
 from gpufleet.io.manifests import Context, Manifest
 from gpufleet.io.workload_settings import Setting, workload_settings
 from gpufleet.model.priorities import PriorityClass
-from gpufleet.model.queues import Queue, ResourceQuota
+from gpufleet.model.queues import Queue, ResourceQuota, implicit_default_queue
 from gpufleet.model.workload import TimedPod, Workload
 
 SOURCE = "kubernetes"
@@ -69,13 +69,14 @@ class LiveCatalog:
         self._declared = builder.queue_models()
         self.queues: dict[str, Queue] = dict(self._declared)
         if not self.queues:
-            self.queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
+            self.queues[DEFAULT_QUEUE] = implicit_default_queue()
         self.priority_classes: dict[str, PriorityClass] = builder.class_models()
         self.resource_quotas: list[ResourceQuota] = [s.value for s in builder.quotas.values()]
 
     def request_builder(self) -> ScenarioBuilder:
         """A builder that knows the good queues and priority classes, for reading the workloads
-        of requests against them (forked per request). It knows the implicit ``default`` queue
+        of requests against them (forked per request), refusing a pod's own ``spec.priority``
+        as the API server does. It knows the implicit ``default`` queue
         too, as the scheduler does: where a workload goes that names no queue and whose
         namespace no queue is the default for."""
         builder = ScenarioBuilder()
@@ -83,9 +84,10 @@ class LiveCatalog:
         builder.namespace_queues = dict(self._builder.namespace_queues)
         builder.classes = dict(self._builder.classes)
         builder.global_default = self._builder.global_default
+        builder.priority_admission = True
         if DEFAULT_QUEUE not in builder.queues:
             context = Context(self._source, "implicit").naming(f"Queue {DEFAULT_QUEUE}")
-            builder.queues[DEFAULT_QUEUE] = Setting(Queue(DEFAULT_QUEUE), context, None)
+            builder.queues[DEFAULT_QUEUE] = Setting(implicit_default_queue(), context, None)
         return builder
 
     def workload(

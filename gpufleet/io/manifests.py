@@ -40,6 +40,8 @@ _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: per object); bigger files are refused before they are read.
 MAX_MANIFEST_BYTES = 64 << 20
 LIMIT_VARIABLE = "GPUFLEET_MAX_MANIFEST_SIZE"
+#: The range of a Kubernetes ``int32`` field (a priority).
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 #: Kinds without a namespace, named ``Kind name`` in errors (others ``Kind namespace/name``),
 #: besides those whose name says so (``ClusterRole``, Kueue's ``ClusterQueue``).
 CLUSTER_SCOPED = frozenset(
@@ -332,12 +334,20 @@ class Context:
             raise self.error(field, f"expected text, got {describe(value)}")
         return found
 
-    def integer(self, value: object, field: str, minimum: int | None = None) -> int:
+    def integer(
+        self, value: object, field: str, minimum: int | None = None, maximum: int | None = None
+    ) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(field, f"expected a whole number, got {describe(value)}")
         if minimum is not None and value < minimum:
             raise self.error(field, f"expected a whole number >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise self.error(field, f"expected a whole number <= {maximum}, got {value}")
         return value
+
+    def int32(self, value: object, field: str) -> int:
+        """A Kubernetes ``int32`` field (a priority): a whole number from -2^31 to 2^31-1."""
+        return self.integer(value, field, INT32_MIN, INT32_MAX)
 
     def string_map(self, value: object, field: str) -> dict[str, str]:
         """Labels, annotations, a nodeSelector: text keys to text values."""

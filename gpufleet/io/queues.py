@@ -6,7 +6,10 @@ Owns the reading of one object (already loaded by ``manifests``) into a model va
 * ``gpufleet.dev/v1alpha1`` ``Queue``: parent, quota / borrowingLimit / lendingLimit maps of
   ``cpu``, ``memory``, ``nvidia.com/gpu``, ``nvidia.com/gpu.<model>`` (GPU counts may be
   fractional: ``0.5`` is 500 milli-GPU) and extended resources such as ``rdma/hca`` (whole
-  units), weight, default namespaces and ``budget`` (``gpuHours`` per ``period``: a calendar
+  units), weight, ``namespaces`` (those it is the default for, and admits), Kueue's
+  ``namespaceSelector`` (by the ``kubernetes.io/metadata.name`` label only, ``{}`` for every
+  namespace: gpufleet reads no Namespace objects), ``priorityClasses`` (the only classes its
+  workloads may name) and ``budget`` (``gpuHours`` per ``period``: a calendar
   ``day``, ISO ``week`` or calendar ``month`` in UTC; ``warnAt``, a fraction; ``action`` at
   100%: ``Block``, ``NominalOnly`` or ``Preemptible``);
 * ``scheduling.k8s.io/v1`` ``PriorityClass`` (value, preemptionPolicy, globalDefault: top-level
@@ -48,14 +51,16 @@ from gpufleet.io.fields import (
     check_object_fields,
     quota_value_hint,
 )
+from gpufleet.io.kube_affinity import namespace_names
 from gpufleet.io.kube_resources import is_extended_resource
 from gpufleet.io.manifests import Context, describe, named_object
 from gpufleet.io.names import NameRule, rule_of
 from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mib, parse_quantity
 from gpufleet.model import MILLI_PER_GPU
-from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
+from gpufleet.model.priorities import HIGHEST_USER_PRIORITY, PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import (
     DEFAULT_WARN_AT,
+    SYSTEM_PRIORITY_PREFIX,
     BorrowWithinCohortPolicy,
     BudgetAction,
     BudgetPeriod,
@@ -120,6 +125,16 @@ def queue_from_object(obj: Mapping[str, Any], source: str, location: str | None 
     namespaces: list[str] = []
     for i, item in enumerate(context.sequence(spec.get("namespaces"), "spec.namespaces")):
         namespaces.append(context.name(item, f"spec.namespaces[{i}]", NameRule.LABEL))
+    admitted: frozenset[str] | None = frozenset()
+    if spec.get("namespaceSelector") is not None:
+        selected = namespace_names(context, spec["namespaceSelector"], "spec.namespaceSelector")
+        admitted = None if selected is None else frozenset(selected)
+    classes: frozenset[str] | None = None
+    if spec.get("priorityClasses") is not None:
+        names = context.sequence(spec["priorityClasses"], "spec.priorityClasses")
+        classes = frozenset(
+            context.name(item, f"spec.priorityClasses[{i}]") for i, item in enumerate(names)
+        )
     return Queue(
         name,
         parent=None if parent is None else context.name(parent, "spec.parent", QUEUE_NAME, "Queue"),
@@ -138,6 +153,8 @@ def queue_from_object(obj: Mapping[str, Any], source: str, location: str | None 
         gpu_models=_gpu_models(context, spec.get("gpuModels")),
         fungibility=_fungibility(context, spec.get("flavorFungibility")),
         budget=_budget(context, spec.get("budget")),
+        admitted_namespaces=admitted,
+        priority_classes=classes,
     )
 
 
@@ -311,7 +328,13 @@ def priority_class_from_object(
     check_fields(context, obj, None, PRIORITY_CLASS_FIELDS)
     if "value" not in obj:
         raise context.error("value", "required: expected a whole number, got nothing")
-    value = context.integer(obj["value"], "value")
+    value = context.int32(obj["value"], "value")
+    if value > HIGHEST_USER_PRIORITY and not name.startswith(SYSTEM_PRIORITY_PREFIX):
+        raise context.error(
+            "value",
+            f"maximum allowed value of a user defined priority is {HIGHEST_USER_PRIORITY}, "
+            f"got {value} (as Kubernetes refuses it)",
+        )
     policy_text = context.text(
         obj.get("preemptionPolicy"),
         "preemptionPolicy",

@@ -127,7 +127,7 @@ def workload_settings(
         else Setting(context.name(class_name, class_path), context, class_path),
         priority=None
         if priority is None
-        else Setting(context.integer(priority, priority_path), context, priority_path),
+        else Setting(context.int32(priority, priority_path), context, priority_path),
         preemptible=_parsed(annotations.get(PREEMPTIBLE_ANNOTATION), _boolean),
         expected_runtime=_parsed(
             annotations.get(EXPECTED_RUNTIME_ANNOTATION), parse_duration_seconds

@@ -13,6 +13,9 @@ from enum import StrEnum
 #: workload lowered to preemptible (an idle policy's ``Preemptible``, a spent ``Preemptible``
 #: budget), below every priority class, so that any waiting workload may preempt it.
 LOWEST_PRIORITY = -(2**31)
+#: The highest value a PriorityClass not named ``system-...`` may have (Kubernetes'
+#: ``HighestUserDefinablePriority``).
+HIGHEST_USER_PRIORITY = 1_000_000_000
 
 
 class PreemptionPolicy(StrEnum):

@@ -3,7 +3,9 @@
 A :class:`Queue` is a node of the tree (org > team > project) with a nominal quota per resource
 key (:mod:`gpufleet.model.resources`), borrowing and lending limits, a fair-share weight, the
 policies Kueue's ClusterQueue has (preemption, queueing strategy, GPU models as flavors) and a
-GPU-hour budget per period (:class:`QueueBudget`: its arithmetic is :mod:`gpufleet.economics`).
+GPU-hour budget per period (:class:`QueueBudget`: its arithmetic is :mod:`gpufleet.economics`),
+and who may use it: the namespaces whose workloads it admits and the priority classes they may
+name (:meth:`Queue.admits_namespace`, :meth:`Queue.allows_priority_class`).
 :func:`validate_queue_tree` checks a whole tree. Workloads name their queue with
 :data:`QUEUE_LABEL`. Reading Queues from YAML is io's; admitting workloads under them is the
 scheduling core's.
@@ -18,6 +20,9 @@ from enum import StrEnum
 from gpufleet.model.resources import Resources, quantity
 
 QUEUE_LABEL = "gpufleet.dev/queue"
+#: Priority classes of this prefix are Kubernetes' own (``system-cluster-critical``,
+#: ``system-node-critical``): no queue allows them unless it lists them.
+SYSTEM_PRIORITY_PREFIX = "system-"
 
 
 class WithinQueuePolicy(StrEnum):
@@ -134,7 +139,13 @@ class Queue:
     nominal among its children, who may borrow what siblings leave unused (at most
     ``borrowing_limit`` beyond their nominal) and lend at most ``lending_limit`` of their own
     unused nominal. A missing limit means "no limit". ``weight`` divides the surplus (weighted
-    dominant-resource share). ``namespaces`` names the namespaces this queue is the default for.
+    dominant-resource share). ``namespaces`` names the namespaces this queue is the default for;
+    it admits workloads of those and of ``admitted_namespaces`` only (Kueue's
+    ``namespaceSelector``; None: of every namespace, an explicit opt-in), and with neither,
+    only of the namespace named like the queue or like one of its ancestors (as a tenant may
+    use the queue named like it and the queues below). ``priority_classes``, when given, are
+    the only priority classes its workloads may name (None: any but Kubernetes' ``system-``
+    ones).
     ``gpu_models``, when given, is the order in which its workloads try GPU models (Kueue's
     flavor order), with ``fungibility`` saying when to try the next one. ``budget``: GPU-hours
     per period for the queue and the queues below it (None: no budget).
@@ -152,6 +163,87 @@ class Queue:
     gpu_models: tuple[str, ...] = ()
     fungibility: FlavorFungibility = FlavorFungibility()
     budget: QueueBudget | None = None
+    admitted_namespaces: frozenset[str] | None = frozenset()
+    priority_classes: frozenset[str] | None = None
+
+    def admits_namespace(self, namespace: str, ancestors: tuple[str, ...] = ()) -> bool:
+        """May a workload of ``namespace`` use this queue? (See the class docstring;
+        ``ancestors``: the names of the queues above it.)"""
+        admitted = self.admitted_namespaces
+        if admitted is None or namespace in admitted or namespace in self.namespaces:
+            return True
+        if admitted or self.namespaces:
+            return False
+        return namespace == self.name or namespace in ancestors
+
+    def allows_priority_class(self, name: str) -> bool:
+        """May a workload of this queue name the priority class ``name``?"""
+        if self.priority_classes is None:
+            return not name.startswith(SYSTEM_PRIORITY_PREFIX)
+        return name in self.priority_classes
+
+    def refusal(
+        self, namespace: str, priority_class: str | None, ancestors: tuple[str, ...] = ()
+    ) -> tuple[str, str] | None:
+        """Why a workload of ``namespace`` naming ``priority_class`` may not use this queue:
+        (reason, message), or None when it may."""
+        if not self.admits_namespace(namespace, ancestors):
+            return NAMESPACE_NOT_ADMITTED, (
+                f"namespace {namespace} is not admitted by queue {self.name} "
+                f"(it admits {self.describe_namespaces(ancestors)})"
+            )
+        if priority_class is not None and not self.allows_priority_class(priority_class):
+            allowed = (
+                "any class but system-*"
+                if self.priority_classes is None
+                else ", ".join(sorted(self.priority_classes)) or "none"
+            )
+            return PRIORITY_CLASS_NOT_ALLOWED, (
+                f"priority class {priority_class} is not allowed by queue {self.name} "
+                f"(it allows {allowed})"
+            )
+        return None
+
+    def describe_namespaces(self, ancestors: tuple[str, ...] = ()) -> str:
+        """The namespaces it admits, in words."""
+        if self.admitted_namespaces is None:
+            return "every namespace"
+        names = {*self.namespaces, *self.admitted_namespaces} or {self.name, *ancestors}
+        return ", ".join(sorted(names))
+
+
+#: The queue every workload without a queue of its own goes to (no quota unless defined).
+DEFAULT_QUEUE = "default"
+
+
+def implicit_default_queue() -> Queue:
+    """The ``default`` queue where none is defined: no quota of its own, and every namespace
+    may use it (it is where a workload goes that names no queue and whose namespace no queue
+    is the default for). A ``default`` Queue that is defined follows the rules of any other."""
+    return Queue(DEFAULT_QUEUE, admitted_namespaces=None)
+
+
+def queue_ancestors(queues: Mapping[str, Queue], name: str) -> tuple[str, ...]:
+    """The names of the queues above ``name``, nearest first (a cycle or a missing parent
+    ends the walk: :func:`validate_queue_tree` reports those)."""
+    out: list[str] = []
+    parent = queues[name].parent
+    while parent is not None and parent in queues and parent not in out and parent != name:
+        out.append(parent)
+        parent = queues[parent].parent
+    return tuple(out)
+
+
+def queue_refusal(
+    queues: Mapping[str, Queue], name: str, namespace: str, priority_class: str | None
+) -> tuple[str, str] | None:
+    """:meth:`Queue.refusal` of the queue ``name`` of ``queues``, its ancestors known."""
+    return queues[name].refusal(namespace, priority_class, queue_ancestors(queues, name))
+
+
+#: Why a workload may not use its queue (what explain says it waits for).
+NAMESPACE_NOT_ADMITTED = "namespace"
+PRIORITY_CLASS_NOT_ALLOWED = "priority-class"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,15 +16,19 @@ from dataclasses import replace
 import numpy as np
 
 from gpufleet.model import MILLI_PER_GPU, Node, Pod
-from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota
+from gpufleet.model.queues import DEFAULT_QUEUE as DEFAULT_QUEUE  # where it was
+from gpufleet.model.queues import (
+    QUEUE_LABEL,
+    Queue,
+    ResourceQuota,
+    implicit_default_queue,
+    queue_ancestors,
+)
 from gpufleet.model.resources import CPU, GPU, MEMORY, gpu_model_key
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.config import AdmissionConfig as AdmissionConfig  # where it was
 from gpufleet.scheduling.engine import Bound
 from gpufleet.scheduling.quota import IntArray, ModelKeys, QuotaCheck, QuotaTree, Verdict
-
-#: The queue every workload without a queue of its own goes to (no quota unless defined).
-DEFAULT_QUEUE = "default"
 
 
 def cluster_capacity(nodes: Iterable[Node]) -> dict[str, int]:
@@ -121,7 +125,7 @@ class Quotas:
     ) -> None:
         all_queues = dict(queues)
         if DEFAULT_QUEUE not in all_queues:
-            all_queues[DEFAULT_QUEUE] = Queue(DEFAULT_QUEUE)
+            all_queues[DEFAULT_QUEUE] = implicit_default_queue()
         self.queues = all_queues
         #: What the cluster has now (the root of quotas), kept in step with the nodes.
         self.capacity = dict(capacity)
@@ -133,6 +137,8 @@ class Quotas:
         self.namespace_caps = {rq.namespace: dict(rq.hard) for rq in resource_quotas}
         self.namespace_usage: dict[str, dict[str, int]] = {}
         self.default_for = {ns: q.name for q in all_queues.values() for ns in q.namespaces}
+        #: Each queue's ancestors' names (whose namespaces it admits when it names none).
+        self.ancestors = {name: queue_ancestors(all_queues, name) for name in all_queues}
         #: Verdicts of :meth:`check` and :meth:`within_nominal` by usage version and question
         #: (a cycle asks the same of many workloads of one queue while no usage changes; trials
         #: go through other versions and come back to it).
@@ -144,11 +150,24 @@ class Quotas:
             self._checks.clear()
             self._nominal.clear()
 
-    def queue_for(self, pod: Pod) -> str:
-        """The queue of a lone pod: its queue label, its namespace's default, or ``default``."""
+    def refusal(self, workload: Workload) -> tuple[str, str] | None:
+        """Why ``workload``'s queue refuses it: (reason, message), or None when it admits its
+        namespace and priority class (:meth:`~gpufleet.model.queues.Queue.refusal`)."""
+        name = workload.queue
+        return self.queues[name].refusal(
+            workload.namespace, workload.priority_class, self.ancestors[name]
+        )
+
+    def queue_for(self, pod: Pod, admitted_only: bool = False) -> str:
+        """The queue of a lone pod: its queue label, its namespace's default, or ``default``.
+        ``admitted_only``: the label counts only if that queue admits the pod's namespace (a
+        pod placed without gpufleet charges no queue that would not admit it)."""
         named = pod.labels.get(QUEUE_LABEL)
-        if named is not None and named in self.queues:
-            return named
+        queue = None if named is None else self.queues.get(named)
+        if queue is not None and (
+            not admitted_only or queue.admits_namespace(pod.namespace, self.ancestors[queue.name])
+        ):
+            return queue.name
         return self.default_for.get(pod.namespace, DEFAULT_QUEUE)
 
     def change_capacity(self, nodes: Iterable[Node], sign: int) -> bool:

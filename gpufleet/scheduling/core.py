@@ -10,9 +10,11 @@ configures is a plugin (:mod:`.framework`, :mod:`.profile`):
    then give up to one admission to each queue with work, from the queue whose key is least
    under the profile's QueueSort (fair share by default), each queue's heads by priority,
    then arrival (:mod:`.ordering`).
-2. **Admission.** The profile's admission checks, then quota (queue tree and namespace caps;
-   one GPU model at a time where the queue lists models, :mod:`.flavors`), on the rows not
-   held for preemptors or reserved for a blocked gang (:mod:`.holds`).
+2. **Admission.** Whether its queue admits its namespace and priority class (a workload it
+   does not waits, told why, as Kueue's does), the profile's admission checks, then quota
+   (queue tree and namespace caps; one GPU model at a time where the queue lists models,
+   :mod:`.flavors`), on the rows not held for preemptors or reserved for a blocked gang
+   (:mod:`.holds`).
 3. **Placement** of every pod of the gang on a trial of the node table, all or none (inside
    one topology domain if it asks); then the exact quota, GPUs counted per model.
 4. **Preemption** if quota or capacity kept it out: the profile's PostFilter chooses victims
@@ -291,7 +293,13 @@ class SchedulerCore:
         if freed is not None and not state.fits.fits_some_row(workload, freed):
             self.parking.park_unchanged(group)
             return BLOCKED
-        # 2. Admission: the profile's checks, then quota (by GPU model where the queue lists).
+        # 2. Admission: may it use its queue at all, the profile's checks, then quota (by GPU
+        # model where the queue lists).
+        refusal = quotas.refusal(workload)
+        if refusal is not None:
+            reason, message = refusal
+            self.parking.park(group, actions, Parked.QUEUE_POLICY, message, reason)
+            return BLOCKED
         _, request, amounts = state.requests.entry(workload)
         for admission_check in self.admission_checks:
             refused = admission_check.check(workload, request, state.now)

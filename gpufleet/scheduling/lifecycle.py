@@ -56,9 +56,12 @@ class Lifecycle:
         self._disrupted: list[tuple[str, str]] = []
 
     # ----------------------------------------------------------------------------- arrivals
-    def lone(self, pod: Pod, preemptible: bool = True) -> Workload:
+    def lone(self, pod: Pod, preemptible: bool = True, bound: bool = False) -> Workload:
+        """A pod's workload of its own; ``bound``: a pod placed already, which charges only a
+        queue that admits its namespace."""
+        queue = self.state.quotas.queue_for(pod, admitted_only=bound)
         return Workload(
-            pod.name, pod.namespace, (pod,), self.state.quotas.queue_for(pod), pod.priority,
+            pod.name, pod.namespace, (pod,), queue, pod.priority,
             preemptible=preemptible, labels=pod.labels,
         )  # fmt: skip
 
@@ -284,7 +287,7 @@ class Lifecycle:
         )
         bound = Bound(pod, placement, allocation)
         usage = state.requests.usage_of([bound])
-        workload = self.lone(pod, preemptible)
+        workload = self.lone(pod, preemptible, bound=True)
         state.quotas.charge(workload, usage)
         state.running.track(
             RunningWorkload(workload, {pod.key: bound}, usage, state.now, state.now)

@@ -40,6 +40,7 @@ def group_key(workload: Workload) -> GroupKey:
         workload.topology,
         workload.preemptible,
         workload.priority,
+        workload.priority_class,  # its queue may allow one class and not another of equal value
         workload.preemption_policy,
         workload.expected_runtime,  # a short one may backfill where a long one may not
     )
@@ -50,6 +51,9 @@ class Parked:
 
     CAPACITY = "capacity"
     QUOTA = "quota"
+    #: Its queue does not admit its namespace or priority class: only a new core (new queues)
+    #: changes that, so nothing wakes it but waking every group.
+    QUEUE_POLICY = "queue policy"
 
 
 @dataclass(slots=True)
@@ -63,7 +67,8 @@ class PendingWorkload:
     not_before: float = 0.0
     #: The last reason this workload was told it waits (told again only when it changes).
     told: str = ""
-    #: Why it waits, for explain: "quota", "capacity", "preempting", "backoff" or "".
+    #: Why it waits, for explain: "quota", "capacity", "preempting", "backoff", "namespace"
+    #: or "priority-class" (its queue refuses it), an admission check's name, or "".
     reason: str = ""
 
 

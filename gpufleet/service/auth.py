@@ -35,7 +35,7 @@ from gpufleet.io.manifests import Context, describe
 from gpufleet.io.names import NameRule, rule_of
 from gpufleet.model import Pod
 from gpufleet.model.node import GFD_LABELS, TaintEffect
-from gpufleet.model.queues import Queue
+from gpufleet.model.queues import NAMESPACE_NOT_ADMITTED, Queue, queue_refusal
 from gpufleet.model.workload import Workload
 from gpufleet.service.records import requested_gpus
 
@@ -122,6 +122,22 @@ def _within(queues: Mapping[str, Queue], name: str, root: str) -> bool:
         current = queue.parent if queue is not None else None
         seen += 1
     return False
+
+
+def refuse_by_queue(workload: Workload, queues: Mapping[str, Queue]) -> None:
+    """Refuse a workload whose queue does not admit its namespace or priority class (the
+    scheduler would leave it waiting: the caller hears it at once), naming the field."""
+    if workload.queue not in queues:
+        return
+    refusal = queue_refusal(queues, workload.queue, workload.namespace, workload.priority_class)
+    if refusal is not None:
+        reason, message = refusal
+        field = "metadata.namespace" if reason == NAMESPACE_NOT_ADMITTED else PRIORITY_CLASS_FIELD
+        raise InputError("request", message, field=field)
+
+
+#: Where a pod names its priority class.
+PRIORITY_CLASS_FIELD = "spec.priorityClassName"
 
 
 def check_workload(

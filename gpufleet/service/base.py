@@ -39,6 +39,7 @@ from gpufleet.service.auth import (
     ForbiddenError,
     Principal,
     check_workload,
+    refuse_by_queue,
 )
 from gpufleet.service.limits import TenantLimits, WriteBuckets, check_active
 from gpufleet.service.observatory import Observatory, ObservedRound
@@ -354,6 +355,7 @@ class PlaneBase:
         checked = []
         for item in submitted:
             workload = check_workload(principal, self.options.rules, item.timed.workload, queues)
+            refuse_by_queue(workload, queues)
             if workload.key in self.records:
                 raise ConflictError(f"workload {workload.key} exists already")
             taken = [p.key for p in workload.pods if p.key in taken_pods]

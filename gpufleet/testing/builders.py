@@ -207,10 +207,15 @@ def make_queue(
     gpu_models: Iterable[str] = (),
     fungibility: FlavorFungibility | None = None,
     budget: QueueBudget | None = None,
+    admitted_namespaces: Iterable[str] | None = None,
+    priority_classes: Iterable[str] | None = None,
 ) -> Queue:
     """A queue with a nominal quota of ``gpus`` GPUs (of ``model`` only, if given) and optional
     borrowing and lending limits, in GPUs; Kueue-style preemption policies, queueing strategy,
-    GPU model order, fungibility and a GPU-hour budget when given."""
+    GPU model order, fungibility and a GPU-hour budget when given. It admits every namespace
+    unless ``admitted_namespaces`` are given (tests of quotas are not about who may use one:
+    the model's default is stricter), and the priority classes ``priority_classes`` when
+    given."""
     key = gpu_model_key(model) if model is not None else GPU
 
     def amounts(value: float | None) -> dict[str, int]:
@@ -229,6 +234,8 @@ def make_queue(
         tuple(gpu_models),
         fungibility or FlavorFungibility(),
         budget,
+        None if admitted_namespaces is None else frozenset(admitted_namespaces),
+        None if priority_classes is None else frozenset(priority_classes),
     )
 
 
@@ -246,6 +253,7 @@ def make_workload(
     topology: TopologyRequest | None = None,
     namespace: str = "default",
     mixed_models: bool = False,
+    priority_class: str | None = None,
     **pod_options: object,
 ) -> Workload:
     """A workload of ``pods`` identical pods of ``gpus`` GPUs each (a gang if more than one)."""
@@ -266,6 +274,7 @@ def make_workload(
         members,
         queue,
         priority,
+        priority_class=priority_class,
         preemption_policy=(
             PreemptionPolicy.NEVER if never_preempt else PreemptionPolicy.PREEMPT_LOWER_PRIORITY
         ),

@@ -89,6 +89,32 @@ def queue_yaml(spec: str) -> dict[str, Any]:
             id="namespaces",
         ),
         pytest.param(
+            "spec: {namespaceSelector: {}}",
+            Queue("q", admitted_namespaces=None),
+            id="namespace-selector-every-namespace",
+        ),
+        pytest.param(
+            "spec: {namespaces: [ml], namespaceSelector: {matchExpressions: [{key: "
+            "kubernetes.io/metadata.name, operator: In, values: [ml-dev, ml-prod]}]}}",
+            Queue("q", namespaces=("ml",), admitted_namespaces=frozenset({"ml-dev", "ml-prod"})),
+            id="namespace-selector-by-name",
+        ),
+        pytest.param(
+            "spec: {namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ml}}}",
+            Queue("q", admitted_namespaces=frozenset({"ml"})),
+            id="namespace-selector-match-labels",
+        ),
+        pytest.param(
+            "spec: {priorityClasses: [batch, high]}",
+            Queue("q", priority_classes=frozenset({"batch", "high"})),
+            id="priority-classes",
+        ),
+        pytest.param(
+            "spec: {priorityClasses: []}",
+            Queue("q", priority_classes=frozenset()),
+            id="priority-classes-none",
+        ),
+        pytest.param(
             "spec: {preemption: {withinQueue: LowerOrNewerEqualPriority, reclaimWithinCohort: "
             "LowerPriority, borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: "
             "100}}}",
@@ -155,6 +181,7 @@ PC = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: pc
     [
         pytest.param("value: 1000", PriorityClass("pc", 1000), id="value"),
         pytest.param("value: -5", PriorityClass("pc", -5), id="negative-value"),
+        pytest.param("value: 1000000000", PriorityClass("pc", 10**9), id="user-maximum"),
         pytest.param(
             "value: 0\npreemptionPolicy: Never",
             PriorityClass("pc", 0, PreemptionPolicy.NEVER),
@@ -245,6 +272,34 @@ class Bad(NamedTuple):
 
 
 BAD = {
+    "queue-namespace-selector-by-other-labels": Bad(
+        queue_from_object,
+        queue_yaml("spec: {namespaceSelector: {matchLabels: {team: ml}}}"),
+        f"{WHERE}, Queue q",
+        "spec.namespaceSelector",
+        "not supported: team In (gpufleet does not read Namespace objects",
+    ),
+    "queue-priority-class-bad-name": Bad(
+        queue_from_object,
+        queue_yaml("spec: {priorityClasses: [High_Priority]}"),
+        f"{WHERE}, Queue q",
+        "spec.priorityClasses[0]",
+        "got 'High_Priority'",
+    ),
+    "priority-class-above-int32": Bad(
+        priority_class_from_object,
+        parse(PC + "value: 100000000000000000000"),
+        f"{WHERE}, PriorityClass pc",
+        "value",
+        "expected a whole number <= 2147483647, got 100000000000000000000",
+    ),
+    "priority-class-above-user-maximum": Bad(
+        priority_class_from_object,
+        parse(PC + "value: 1000000001"),
+        f"{WHERE}, PriorityClass pc",
+        "value",
+        "maximum allowed value of a user defined priority is 1000000000",
+    ),
     "queue-unknown-resource": Bad(
         queue_from_object,
         queue_yaml("spec: {quota: {nvidia.com/gpus: 1}}"),
@@ -430,11 +485,6 @@ UNKNOWN_FIELDS = {
         "spec: {resourceGroups: []}",
         "spec.resourceGroups",
         "Kueue's resourceGroups are spec.quota here",
-    ),
-    "kueue-namespace-selector": (
-        "spec: {namespaceSelector: {}}",
-        "spec.namespaceSelector",
-        "Kueue's namespaceSelector is spec.namespaces here",
     ),
     "kueue-fair-sharing": (
         "spec: {fairSharing: {weight: 2}}",

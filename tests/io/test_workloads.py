@@ -13,7 +13,7 @@ from gpufleet.io.readers import read_cluster
 from gpufleet.io.workloads import read_scenario, workloads_from_pods
 from gpufleet.model import GpuRequest, Pod
 from gpufleet.model.priorities import PreemptionPolicy
-from gpufleet.model.queues import Queue
+from gpufleet.model.queues import implicit_default_queue
 from gpufleet.model.resources import GPU, GPU_MODEL_PREFIX
 from gpufleet.model.workload import TimedPod, TopologyMode, TopologyRequest
 from tests.conftest import REPO_ROOT
@@ -235,7 +235,8 @@ def test_queue_resolution(write_file: WriteFile, objects: list[Obj], expected: s
 
 
 def test_implicit_default_queue_is_added_only_without_queues(write_file: WriteFile) -> None:
-    assert read(write_file, pod("p")).queues == {"default": Queue("default")}
+    # every namespace may use it: it is where a workload goes that names no queue
+    assert read(write_file, pod("p")).queues == {"default": implicit_default_queue()}
     assert list(read(write_file, *TREE, pod("p", "ml")).queues) == ["org", "team"]
 
 

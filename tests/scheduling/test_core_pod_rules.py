@@ -101,7 +101,12 @@ def test_preemption_evicts_the_pod_an_anti_affinity_refuses() -> None:
 def test_extended_resources_are_placed_and_quota_can_cap_them() -> None:
     nodes = [make_node(f"ib-{i}", extended={"rdma/hca": 1}) for i in range(2)]
     nodes.append(make_node("plain"))
-    queue = Queue("ib", nominal={"rdma/hca": 1}, borrowing_limit={"rdma/hca": 0})
+    queue = Queue(
+        "ib",
+        nominal={"rdma/hca": 1},
+        borrowing_limit={"rdma/hca": 0},
+        admitted_namespaces=frozenset({"default"}),
+    )
     cluster = EchoCluster(make_core(nodes, [queue]))
     jobs = [make_workload(f"j{i}", "ib", extended={"rdma/hca": 1}) for i in range(2)]
     cluster.submit(*jobs, now=0)

@@ -62,6 +62,7 @@ def trees(draw: st.DrawFn) -> tuple[QuotaTree, list[str]]:
                     queue.borrowing_limit,
                     queue.lending_limit,
                     queue.weight,
+                    admitted_namespaces=queue.admitted_namespaces,
                 )
             queues.append(queue)
             leaves.append(name)

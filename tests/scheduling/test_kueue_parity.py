@@ -60,6 +60,7 @@ def model_queue(
         queue.queueing_strategy,
         queue.gpu_models,
         queue.fungibility,
+        admitted_namespaces=queue.admitted_namespaces,
     )
 
 

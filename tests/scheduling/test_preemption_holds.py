@@ -76,8 +76,9 @@ def test_non_preemptible_pod_goes_to_the_model_its_queue_has_nominal_quota_of() 
     # within nominal for the model too: it goes to the H100 rather than waiting forever.
     a100 = make_node("a100", gpus=2, model="A100")
     h100 = make_node("h100", gpus=2, model="H100")
-    chat = Queue("chat", nominal={GPU: 1000, gpu_model_key("H100"): 1000})
-    batch = Queue("batch", nominal={GPU: 1000, gpu_model_key("A100"): 1000})
+    ns = frozenset({"default"})
+    chat = Queue("chat", nominal={GPU: 1000, gpu_model_key("H100"): 1000}, admitted_namespaces=ns)
+    batch = Queue("batch", nominal={GPU: 1000, gpu_model_key("A100"): 1000}, admitted_namespaces=ns)
     core = make_core([a100, h100], [chat, batch])
     cluster = EchoCluster(core)
     serve = make_workload(

@@ -310,13 +310,15 @@ def test_a_database_with_a_bad_queue_starts_says_which_and_how_to_fix_it(
     """A database whose Queue names a parent that does not exist (an older gpufleet accepted
     it), with a workload in it: the server starts, names the object and the fix; the workload
     waits; fixing the queue through the API lets it run."""
-    harness = make_harness(tmp_path, queues=[queue("org", 8), queue("team", 4, parent="org")])
+    team = queue("team", 4, parent="org", namespaces=["ml"])  # it admits ml
+    harness = make_harness(tmp_path, queues=[queue("org", 8), team])
     submitted = harness.client("admin").post(
         "/api/v1/workloads", content=as_yaml(pod_doc("job", queue="team", namespace="ml"))
     )
     assert submitted.status_code == 201, submitted.text
     harness.advance(1)
-    harness.store.put_object(QUEUE, "team", queue("team", 4, parent="gone"))  # as stored by old
+    stale = queue("team", 4, parent="gone", namespaces=["ml"])  # as stored by an older gpufleet
+    harness.store.put_object(QUEUE, "team", stale)
     harness.store.set_meta("seeded", "1")
     harness.close()
 
@@ -335,7 +337,7 @@ def test_a_database_with_a_bad_queue_starts_says_which_and_how_to_fix_it(
     plane = harness.plane
     assert plane.held == {"ml/Pod/job": "team"}
     assert plane.records["ml/Pod/job"].events[-1].reason == "QueueInvalid"
-    fixed = harness.client("admin").put("/api/v1/queues", json=queue("team", 4, parent="org"))
+    fixed = harness.client("admin").put("/api/v1/queues", json=team)
     assert fixed.status_code == 200, fixed.text
     harness.advance(1)
     assert plane.held == {}
