@@ -16,6 +16,9 @@ from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import ApiError, FakeApiServer
 
 Obj = dict[str, Any]
+#: The identity the scheduler's client names to the fake API server, which records its
+#: requests under it (tests/deploy/test_rbac_evidence.py checks them against its roles).
+CLIENT = "gpufleet-scheduler"
 
 
 class Harness:
@@ -120,7 +123,7 @@ class Harness:
 def make_scheduler(
     server: FakeApiServer, identity: str = "replica-a", leader_elect: bool = False, **admission: Any
 ) -> KubeScheduler:
-    api = KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
+    api = KubeApi(server.api_client(CLIENT), RateLimiter(10_000, 10_000))
     options = SchedulerOptions(
         policy="bestfit",
         leader_elect=leader_elect,
@@ -153,4 +156,4 @@ def harness(*objects: Obj, crds: bool = True, **admission: Any) -> Iterator[Harn
             h.close()
 
 
-__all__ = ["PODS", "Harness", "harness", "make_scheduler"]
+__all__ = ["CLIENT", "PODS", "Harness", "harness", "make_scheduler"]

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes.kube_api import endpoints, errors
+from tests.fakes.kube_api.access import AccessLog, identity_of
 from tests.fakes.kube_api.store import Store
 
 _IDLE_POLL_SECONDS = 0.5
@@ -37,11 +38,13 @@ class Fault:
 
 
 class ServerState:
-    """What request threads share besides the store: the request log and pending faults."""
+    """What request threads share besides the store: the request log, the RBAC questions the
+    requests asked (:class:`~tests.fakes.kube_api.access.AccessLog`) and pending faults."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.requests: list[tuple[str, str]] = []
+        self.access = AccessLog()
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         #: Notified after each request is logged.
@@ -121,6 +124,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         state.log(self.command, path)
+        client = identity_of(self.headers.get("Authorization"))
+        state.access.record(client, self.command, path, query)
         status = state.take_fault(self.command, path)
         if status is not None:
             self._send_json(status, errors.status_body(status, f"injected failure ({status})"))
@@ -233,3 +238,4 @@ class HttpServer:
                 with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=5)
+        self._server.state.access.append_to_env_file()
