@@ -1,6 +1,7 @@
 """requirements.lock is current: it pins, with hashes, exactly what pyproject.toml asks for
 (its dependencies, the dev extra and the build's requirements) and what those need in turn, and
-the environment the tests run in is that set at those versions.
+the environment the tests run in is that set at those versions. requirements-runtime.lock, which
+the container image installs, is the same without the dev extra: the same pins and hashes.
 
 Offline: the closure of pyproject.toml's requirements is followed through the installed
 distributions' own metadata, not resolved again (``make lock`` does that, from PyPI). A lock
@@ -23,14 +24,15 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
+RUNTIME_LOCK = ROOT / "requirements-runtime.lock"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 _HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}\b")
 
 
-def locked(text: str) -> dict[str, tuple[str, int]]:
-    """Each pinned package (canonical name) → (version, how many sha256 hashes it has)."""
-    pins: dict[str, tuple[str, int]] = {}
+def locked(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """Each pinned package (canonical name) → (version, the sha256 hashes of its files)."""
+    pins: dict[str, tuple[str, frozenset[str]]] = {}
     name = ""
     for line in text.splitlines():
         if line.startswith("#") or not line.strip() or line.lstrip().startswith("#"):
@@ -38,20 +40,20 @@ def locked(text: str) -> dict[str, tuple[str, int]]:
         if match := _PIN.match(line):
             name = canonicalize_name(match.group(1))
             assert name not in pins, f"{name} pinned twice"
-            pins[name] = (match.group(2).rstrip(" \\"), 0)
+            pins[name] = (match.group(2).rstrip(" \\"), frozenset())
         else:
             assert line.startswith("    --hash="), f"not a pin or a hash: {line!r}"
             assert _HASH.search(line), f"not a sha256 hash: {line!r}"
         version, hashes = pins[name]
-        pins[name] = (version, hashes + len(_HASH.findall(line)))
+        pins[name] = (version, hashes | set(_HASH.findall(line)))
     return pins
 
 
-def project_requirements() -> list[Requirement]:
+def project_requirements(dev: bool = True) -> list[Requirement]:
     project = PYPROJECT["project"]
     texts = [
         *project["dependencies"],
-        *project["optional-dependencies"]["dev"],
+        *(project["optional-dependencies"]["dev"] if dev else []),
         *PYPROJECT["build-system"]["requires"],
     ]
     return [Requirement(text) for text in texts]
@@ -88,11 +90,13 @@ def closure(roots: list[Requirement]) -> set[str]:
 
 
 PINS = locked(LOCK.read_text())
+RUNTIME_PINS = locked(RUNTIME_LOCK.read_text())
 
 
-def test_every_pin_is_exact_and_hashed() -> None:
-    assert PINS, "requirements.lock pins nothing"
-    assert {name for name, (_, hashes) in PINS.items() if hashes == 0} == set()
+@pytest.mark.parametrize("pins", [PINS, RUNTIME_PINS], ids=["dev", "runtime"])
+def test_every_pin_is_exact_and_hashed(pins: dict[str, tuple[str, frozenset[str]]]) -> None:
+    assert pins, "the lock pins nothing"
+    assert {name for name, (_, hashes) in pins.items() if not hashes} == set()
 
 
 @pytest.mark.parametrize("requirement", project_requirements(), ids=str)
@@ -115,6 +119,12 @@ def test_the_lock_holds_exactly_what_the_project_needs() -> None:
     assert sorted(set(PINS) - needed) == [], "locked, not needed: run `make lock`"
 
 
+def test_the_runtime_lock_is_the_dev_lock_without_the_dev_extra() -> None:
+    needed = closure(project_requirements(dev=False))
+    assert sorted(set(RUNTIME_PINS) ^ needed) == [], "run `make lock`"
+    assert {name: pin for name, pin in RUNTIME_PINS.items() if PINS.get(name) != pin} == {}
+
+
 def test_the_environment_is_the_locked_set() -> None:
     """The tests ran on what the lock pins (``make`` installs .venv from it)."""
     installed = {name: _installed(name) for name in PINS}
@@ -130,15 +140,16 @@ def _installed(name: str) -> str:
 
 
 LOCK_CASES = [
-    pytest.param("a==1.0 \\\n    --hash=sha256:" + "0" * 64 + "\n", {"a": ("1.0", 1)}, id="pin"),
-    pytest.param("A_b==2 \\\n    --hash=sha256:" + "1" * 64 + "\n    # via x\n", {"a-b": ("2", 1)},
-                 id="canonical-name"),
-    pytest.param("a==1.0\n", {"a": ("1.0", 0)}, id="no-hash"),
+    pytest.param("a==1.0 \\\n    --hash=sha256:" + "0" * 64 + "\n",
+                 {"a": ("1.0", frozenset(["--hash=sha256:" + "0" * 64]))}, id="pin"),
+    pytest.param("A_b==2 \\\n    --hash=sha256:" + "1" * 64 + "\n    # via x\n",
+                 {"a-b": ("2", frozenset(["--hash=sha256:" + "1" * 64]))}, id="canonical-name"),
+    pytest.param("a==1.0\n", {"a": ("1.0", frozenset())}, id="no-hash"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("text", "expected"), LOCK_CASES)
-def test_lock_parsing(text: str, expected: dict[str, tuple[str, int]]) -> None:
+def test_lock_parsing(text: str, expected: dict[str, tuple[str, frozenset[str]]]) -> None:
     assert locked(text) == expected
 
 
