@@ -16,10 +16,16 @@ it prints, per component (the identity its test client's token names), every acc
 shipped roles do not grant, and exits 1 if there is one. (Unused grants are only checked by
 tests/deploy/test_rbac_evidence.py, whose workloads are meant to use everything: a partial run
 would leave grants unused that are not.)
+
+The same check over a real API server's audit log (JSON lines, level Metadata or more), for
+components that ran there as their ServiceAccounts (docs/security/supply-chain.md says how)::
+
+    python -m tests.deploy.rbac_evidence --audit /path/to/audit.log
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -124,6 +130,42 @@ def unused(grants: set[Grant], accesses: Iterable[Access]) -> set[Grant]:
     return {grant for grant in grants if not any(grant.allows(a) for a in accesses)}
 
 
+def service_account_user(component: Component) -> str:
+    """The user name the API server gives ``component``'s ServiceAccount."""
+    return f"system:serviceaccount:{component.namespace}:{component.service_account}"
+
+
+def audit_accesses(lines: Iterable[str]) -> list[Access]:
+    """The accesses of an API server's audit log (one ``audit.k8s.io/v1`` Event a line), each
+    under the component whose ServiceAccount made it (or was impersonated); others' are left
+    out, as are non-resource requests and the RequestReceived stage (a request's later stages
+    repeat it)."""
+    users = {service_account_user(c): c.client for c in COMPONENTS}
+    found: list[Access] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        event = json.loads(line)
+        user = (event.get("impersonatedUser") or event.get("user") or {}).get("username", "")
+        ref = event.get("objectRef")
+        if user not in users or ref is None or event.get("stage") == "RequestReceived":
+            continue
+        resource = ref.get("resource", "")
+        if ref.get("subresource"):
+            resource = f"{resource}/{ref['subresource']}"
+        found.append(
+            Access(
+                users[user],
+                event["verb"],
+                ref.get("apiGroup", ""),
+                resource,
+                ref.get("namespace", ""),
+                ref.get("name", ""),
+            )
+        )
+    return found
+
+
 def deploy_objects() -> list[Obj]:
     """Every object of deploy/*.yaml (what ``kubectl apply -k deploy/`` installs and more)."""
     return [item.obj for path in sorted(DEPLOY.glob("*.yaml")) for item in load_objects(path)]
@@ -136,10 +178,15 @@ def chart_objects() -> list[Obj]:
 
 def main(argv: list[str]) -> int:
     """See the module docstring."""
-    if len(argv) != 1:
-        print("usage: python -m tests.deploy.rbac_evidence ACCESS_LOG", file=sys.stderr)
+    if len(argv) == 2 and argv[0] == "--audit":
+        with Path(argv[1]).open() as lines:
+            records = [("audit log", access) for access in audit_accesses(lines)]
+    elif len(argv) == 1:
+        records = read_access_log(Path(argv[0]))
+    else:
+        usage = "usage: python -m tests.deploy.rbac_evidence [--audit] LOG"
+        print(usage, file=sys.stderr)
         return 2
-    records = read_access_log(Path(argv[0]))
     failed = False
     for source, objects in (("deploy/", deploy_objects()), ("the chart", chart_objects())):
         for component in COMPONENTS:

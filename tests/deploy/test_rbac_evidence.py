@@ -5,20 +5,23 @@ privilege), in deploy/*.yaml and in the Helm chart alike.
 
 A grant the fake API server cannot show being used, because only the real API server's path
 needs it, belongs in ``REAL_SERVER_ONLY`` with the reason; there is none today. The real
-cluster's side of the same check: docs/security/supply.md ("RBAC from an audit log").
+cluster's side of the same check: docs/security/supply-chain.md ("RBAC from an audit log").
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tests.deploy.rbac_evidence import (
     COMPONENTS,
+    SCHEDULER,
     Component,
     Grant,
     account_grants,
+    audit_accesses,
     chart_objects,
     deploy_objects,
     missing,
@@ -154,5 +157,46 @@ def test_an_unbound_account_has_nothing_and_a_grant_unused_is_reported() -> None
     assert unused(grants, used) == {Grant("coordination.k8s.io", "leases", "update", "l", "s")}
 
 
-def test_the_workloads_cover_every_component(tmp_path: Path) -> None:
+AUDIT_LOG = [
+    {  # the scheduler's binding, as its ServiceAccount
+        "kind": "Event", "stage": "ResponseComplete", "verb": "create",
+        "user": {"username": "system:serviceaccount:gpufleet-system:gpufleet-scheduler"},
+        "objectRef": {"resource": "pods", "subresource": "binding", "namespace": "ml",
+                      "name": "p", "apiVersion": "v1"},
+    },
+    {  # the same request's first stage: not counted again
+        "kind": "Event", "stage": "RequestReceived", "verb": "create",
+        "user": {"username": "system:serviceaccount:gpufleet-system:gpufleet-scheduler"},
+        "objectRef": {"resource": "pods", "subresource": "binding", "namespace": "ml",
+                      "name": "p", "apiVersion": "v1"},
+    },
+    {  # an admin impersonating the agent
+        "kind": "Event", "stage": "ResponseComplete", "verb": "patch",
+        "user": {"username": "kube-e2e-admin"},
+        "impersonatedUser": {"username": "system:serviceaccount:gpufleet-system:gpufleet-agent"},
+        "objectRef": {"resource": "nodes", "name": "gpu-1", "apiVersion": "v1"},
+    },
+    {  # someone else
+        "kind": "Event", "stage": "ResponseComplete", "verb": "delete",
+        "user": {"username": "kube-e2e-admin"},
+        "objectRef": {"resource": "pods", "namespace": "ml", "name": "p", "apiVersion": "v1"},
+    },
+    {  # a non-resource request
+        "kind": "Event", "stage": "ResponseComplete", "verb": "get",
+        "user": {"username": "system:serviceaccount:gpufleet-system:gpufleet-scheduler"},
+        "requestURI": "/version",
+    },
+]  # fmt: skip
+
+
+def test_an_audit_log_gives_each_components_accesses() -> None:
+    found = audit_accesses(json.dumps(event) for event in AUDIT_LOG)
+    assert found == [
+        Access("gpufleet-scheduler", "create", "", "pods/binding", "ml", "p"),
+        Access("gpufleet-agent", "patch", "", "nodes", "", "gpu-1"),
+    ]
+    assert missing(account_grants(deploy_objects(), SCHEDULER), found[:1]) == set()
+
+
+def test_the_workloads_cover_every_component() -> None:
     assert set(WORKLOADS) == {component.client for component in COMPONENTS}
