@@ -11,7 +11,6 @@ cluster's side of the same check: docs/security/supply-chain.md ("RBAC from an a
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
