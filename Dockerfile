@@ -8,19 +8,28 @@
 # is not exercised by the tests; tests/deploy/test_dockerfile.py only checks it against the
 # manifests (user id, entrypoint, what the build context keeps).
 
+# The base image is pinned by digest (the tag is for readers; Docker pulls by the digest):
+# python:3.11-slim's multi-arch image index of Python 3.11.16 on Debian 13 (trixie). Moving it
+# is a change like any other: docker buildx imagetools inspect python:3.11-slim prints the
+# current digest; set it on both FROM lines (tests/deploy/test_dockerfile.py checks each FROM
+# is pinned).
+#
 # ---- build: install gpufleet and its dependencies into a virtual environment
-FROM python:3.11-slim AS build
+FROM python:3.11-slim@sha256:1042b61448fef4ba92d16a8c7eb4996d027568ce64792a7877fd88511e0af7c6 AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/gpufleet
 ENV PATH=/opt/gpufleet/bin:$PATH
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md requirements-runtime.lock ./
 COPY gpufleet ./gpufleet
-RUN pip install .
+# The runtime dependencies at the tested versions, each file checked against its hash (the
+# lock holds setuptools and wheel too, so the build needs nothing unpinned), then gpufleet.
+RUN pip install --require-hashes -r requirements-runtime.lock
+RUN pip install --no-deps --no-build-isolation .
 
 # ---- runtime: the virtual environment only, run as a non-root user
-FROM python:3.11-slim
+FROM python:3.11-slim@sha256:1042b61448fef4ba92d16a8c7eb4996d027568ce64792a7877fd88511e0af7c6
 LABEL org.opencontainers.image.title="gpufleet" \
       org.opencontainers.image.description="A GPU-aware scheduler for AI workloads"
 # The uid/gid match runAsUser/runAsGroup of deploy/scheduler.yaml (numeric, so that

@@ -3,14 +3,38 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Every package of .[dev], and the build's setuptools and wheel, at the version the tests ran
+# with and with the sha256 of each of its files on PyPI (pip refuses any other file).
+LOCK := requirements.lock
+# The same pins, less the dev extra: what the container image installs (Dockerfile).
+RUNTIME_LOCK := requirements-runtime.lock
+LOCK_TOOLS := .lock-tools
+PIP_TOOLS := pip-tools==7.5.3
 
-.PHONY: demo test lint typecheck unit bench clean browser promtool alertmanager
+.PHONY: demo test lint typecheck unit bench clean browser promtool alertmanager lock
 
-$(STAMP): pyproject.toml
+# The lock first, hashes required; then gpufleet itself, without resolving anything more and
+# built with the locked setuptools (build isolation would fetch an unpinned one).
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
+
+# After changing pyproject.toml's dependencies: `make lock` (pins that still fit are kept, and
+# the runtime lock takes the dev lock's);
+# `make lock UPGRADE=1` moves every pin to the newest release that fits. pip-tools runs from a
+# venv of its own, never the project's; the lock is resolved for the Python it runs on (3.11,
+# Linux x86_64 in CI). tests/test_lock.py checks the lock against pyproject.toml and .venv.
+lock:
+	$(PYTHON) -m venv $(LOCK_TOOLS)
+	$(LOCK_TOOLS)/bin/python -m pip install --quiet '$(PIP_TOOLS)'
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_TOOLS)/bin/pip-compile --quiet --generate-hashes \
+		--allow-unsafe --all-build-deps --extra dev --strip-extras --no-emit-index-url \
+		--no-emit-find-links $(if $(UPGRADE),--upgrade) -o $(LOCK) pyproject.toml
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_TOOLS)/bin/pip-compile --quiet --generate-hashes \
+		--allow-unsafe --all-build-deps --strip-extras --no-emit-index-url --no-emit-find-links \
+		-c $(LOCK) -o $(RUNTIME_LOCK) pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/gpufleet demo
@@ -59,4 +83,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/speed.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache gpufleet-results
+	rm -rf $(VENV) $(LOCK_TOOLS) .mypy_cache .ruff_cache .pytest_cache gpufleet-results

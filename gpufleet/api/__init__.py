@@ -9,7 +9,8 @@ Every response carries the security headers and every request passes the Host ch
 ==========  ===================================================  =========================
 GET         /healthz, /readyz, /metrics                           no token
 GET         /, /static/...                                        the dashboard, no token
-GET         /openapi.json, /docs                                  no token
+GET         /openapi.json, /docs, /redoc                          no token
+GET         /static/vendor/api-docs/...  (the docs' own assets)   no token
 GET         /api/v1/whoami                                        WhoAmI
 GET         /api/v1/cluster                                       ClusterSummary
 GET         /api/v1/history                                       History

@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufleet import __version__
-from gpufleet.api import alert_views, cost_views, errors, views
+from gpufleet.api import alert_views, cost_views, docs, errors, views
 from gpufleet.api.errors import ApiError
 from gpufleet.api.front_door import FrontDoor, HostPolicy
 from gpufleet.api.metrics import ApiMetrics
@@ -87,8 +87,11 @@ def create_app(
         title="gpufleet",
         version=__version__,
         description="The gpufleet control plane: submit GPU workloads, watch queues and nodes.",
+        docs_url=None,  # /docs and /redoc from the app's own assets, not a CDN: api.docs
+        redoc_url=None,
     )
     errors.install(app)
+    docs.install(app)
     priced: list[PriceList] = [prices] if prices is not None else []
 
     def price_list() -> PriceList:

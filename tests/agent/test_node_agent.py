@@ -39,6 +39,8 @@ from gpufleet.testing.fake_kubelet import FakeKubelet
 from tests.fakes.kube_api import FakeApiServer
 
 NODE = "gpu-1"
+#: The agent's requests are recorded under this identity (tests/deploy/rbac_evidence.py).
+AGENT_CLIENT = "gpufleet-agent"
 SPEC = """
 node: gpu-1
 driver_version: "550.54.15"
@@ -84,9 +86,11 @@ def agent(
     """The agent as ``gpufleet agent`` connects it (LightKubeApi, from a kubeconfig), and over
     the scheduler's official client (the same calls through the other client)."""
     if request.param == "light-client":
-        api = NodeAgentApi.connect(NODE, str(server.write_kubeconfig(tmp_path / "kubeconfig")))
+        kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig", AGENT_CLIENT)
+        api = NodeAgentApi.connect(NODE, str(kubeconfig))
     else:
-        api = NodeAgentApi(KubeApi(server.api_client(), RateLimiter(10_000, 10_000)), NODE)
+        client = server.api_client(AGENT_CLIENT)
+        api = NodeAgentApi(KubeApi(client, RateLimiter(10_000, 10_000)), NODE)
     settings = AgentSettings(
         PluginConfig(
             node_name=NODE,

@@ -341,7 +341,7 @@ AGENT_CASES: list[tuple[str, dict[str, Any], Callable[[list[dict[str, Any]]], ob
             for x in o
             if x["metadata"]["labels"]["app.kubernetes.io/component"] == "agent"
         ),
-        ["gfa", "gfa", "gfa", "gfa", "gfa-metrics"],
+        ["gfa", "gfa", "gfa", "gfa", "gfa", "gfa-metrics"],  # DaemonSet, SA, roles, NetworkPolicy
     ),
 ]
 

@@ -1,6 +1,7 @@
-"""The Dockerfile (not buildable here: no docker daemon) agrees with the manifests: base image,
-non-root numeric user = the pod's runAsUser, gpufleet entrypoint, metrics port; and the
-.dockerignore keeps what ``pip install .`` needs."""
+"""The Dockerfile (not buildable here: no docker daemon) agrees with the manifests: base image
+(pinned by digest), locked dependencies installed by hash, non-root numeric user = the pod's
+runAsUser, gpufleet entrypoint, metrics port; and the .dockerignore keeps what the build
+needs."""
 
 from __future__ import annotations
 
@@ -36,14 +37,48 @@ def _ignored(path: str) -> bool:
     )
 
 
+#: ``image:tag@sha256:<64 hex digits>``: pulled by its digest, whatever the tag points to later.
+PINNED = re.compile(r"^(?P<image>[^@\s]+)@sha256:[0-9a-f]{64}$")
+
+
+def _bases() -> list[str]:
+    return [line.split()[0] for line in _instructions("FROM")]
+
+
 def test_bases_are_python_311_slim() -> None:
-    bases = [line.split()[0] for line in _instructions("FROM")]
+    bases = _bases()
     assert bases
-    assert set(bases) == {"python:3.11-slim"}
+    assert {base.split("@")[0] for base in bases} == {"python:3.11-slim"}
 
 
-def test_installs_the_project_with_pip() -> None:
-    assert any(line.strip() == "pip install ." for line in _instructions("RUN"))
+@pytest.mark.parametrize(
+    ("base", "pinned"),
+    [
+        pytest.param("python:3.11-slim@sha256:" + "0" * 64, True, id="digest"),
+        pytest.param("python:3.11-slim", False, id="tag"),
+        pytest.param("python@sha256:abc", False, id="short-digest"),
+        pytest.param("python:3.11-slim@sha512:" + "0" * 64, False, id="other-algorithm"),
+    ],
+)
+def test_pinned_means_a_full_sha256_digest(base: str, pinned: bool) -> None:
+    assert bool(PINNED.match(base)) == pinned
+
+
+def test_every_base_is_pinned_by_digest() -> None:
+    """A tag moves (python:3.11-slim is rebuilt for every Debian and Python fix); a digest names
+    one image. Issue 26: the base was a tag."""
+    assert [base for base in _bases() if not PINNED.match(base)] == []
+    assert len(set(_bases())) == 1, "both stages on the same base"
+
+
+def test_installs_the_locked_dependencies_by_hash_then_the_project() -> None:
+    runs = [line.strip() for line in _instructions("RUN")]
+    lock = "pip install --require-hashes -r requirements-runtime.lock"
+    project = "pip install --no-deps --no-build-isolation ."
+    assert lock in runs
+    assert project in runs
+    assert runs.index(lock) < runs.index(project)
+    assert (REPO_ROOT / "requirements-runtime.lock").is_file()
 
 
 def test_runs_as_the_pods_non_root_user() -> None:
@@ -70,7 +105,13 @@ def test_notes_that_it_cannot_be_built_here() -> None:
     assert "cannot be built on the development machine" in DOCKERFILE
 
 
-KEPT = ["pyproject.toml", "README.md", "gpufleet/__init__.py", "gpufleet/data/x.csv"]
+KEPT = [
+    "pyproject.toml",
+    "README.md",
+    "requirements-runtime.lock",
+    "gpufleet/__init__.py",
+    "gpufleet/data/x.csv",
+]
 DROPPED = [
     ".venv/bin/python",
     ".git/HEAD",

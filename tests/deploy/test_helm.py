@@ -294,7 +294,17 @@ OVERRIDE_CASES: list[
             sorted(obj["kind"] for obj in _component(o, "scheduler")),
             [arg for arg in _container(o)["command"] if arg.startswith("--lease")],
         ),
-        (["ClusterRole", "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"], []),
+        (
+            [
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Deployment",
+                "NetworkPolicy",
+                "Service",
+                "ServiceAccount",
+            ],
+            [],
+        ),
     ),
     (
         "lease-elsewhere",
@@ -339,7 +349,50 @@ OVERRIDE_CASES: list[
         "name",
         {"name": "gf2"},
         lambda o: sorted(obj["metadata"]["name"] for obj in _component(o, "scheduler")),
-        ["gf2", "gf2", "gf2", "gf2", "gf2-leader-election", "gf2-leader-election", "gf2-metrics"],
+        [
+            "gf2",
+            "gf2",
+            "gf2",
+            "gf2",
+            "gf2",
+            "gf2-leader-election",
+            "gf2-leader-election",
+            "gf2-metrics",
+        ],
+    ),
+    (
+        "network-policies-off",
+        {"networkPolicy": {"enabled": False}},
+        lambda o: [obj for obj in o if obj["kind"] == "NetworkPolicy"],
+        [],
+    ),
+    (
+        "api-server-address",
+        {"networkPolicy": {"apiServer": {"to": [{"ipBlock": {"cidr": "10.0.0.10/32"}}]}}},
+        lambda o: sorted(
+            str(obj["spec"]["egress"][0]["to"])
+            for obj in o
+            if obj["kind"] == "NetworkPolicy" and "Egress" in obj["spec"]["policyTypes"]
+        ),
+        ["[{'ipBlock': {'cidr': '10.0.0.10/32'}}]"] * 2,
+    ),
+    (
+        "serve-clients",
+        {"networkPolicy": {"serve": {"port": 9000, "from": [{"podSelector": {}}]}}},
+        lambda o: next(
+            obj["spec"]["ingress"][0] for obj in o if obj["metadata"]["name"] == "gpufleet-serve"
+        ),
+        {
+            "from": [
+                {"podSelector": {}},
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
+                    }
+                },
+            ],
+            "ports": [{"port": 9000, "protocol": "TCP"}],
+        },
     ),
 ]
 

@@ -18,33 +18,30 @@ LEASE_ROLE = f"{NAME}-leader-election"
 Grant = tuple[str, str, str, str]
 
 CLUSTER_GRANTS: set[Grant] = {
-    *{("", "nodes", verb, "") for verb in ("get", "list", "watch")},
-    *{("", "pods", verb, "") for verb in ("get", "list", "watch", "patch")},
+    *{
+        ("", resource, verb, "")
+        for resource in ("nodes", "pods", "resourcequotas")
+        for verb in ("list", "watch")
+    },
     ("", "pods/binding", "create", ""),
     ("", "pods/eviction", "create", ""),
-    *{("", "pods/status", verb, "") for verb in ("patch", "update")},
-    *{
-        (group, "events", verb, "")
-        for group in ("", "events.k8s.io")
-        for verb in ("create", "patch", "update")
-    },
+    ("", "pods/status", "patch", ""),
+    *{("", "events", verb, "") for verb in ("create", "patch")},
     *{
         ("gpufleet.dev", resource, verb, "")
         for resource in ("queues", "podgroups")
-        for verb in ("get", "list", "watch")
+        for verb in ("list", "watch")
     },
     *{
-        ("gpufleet.dev", resource, verb, "")
+        ("gpufleet.dev", resource, "patch", "")
         for resource in ("queues/status", "podgroups/status")
-        for verb in ("get", "patch", "update")
     },
     *{
         (group, "podgroups", verb, "")
         for group in ("scheduling.x-k8s.io", "scheduling.volcano.sh")
-        for verb in ("get", "list", "watch")
+        for verb in ("list", "watch")
     },
-    *{("scheduling.k8s.io", "priorityclasses", verb, "") for verb in ("get", "list", "watch")},
-    *{("", "resourcequotas", verb, "") for verb in ("get", "list", "watch")},
+    *{("scheduling.k8s.io", "priorityclasses", verb, "") for verb in ("list", "watch")},
 }
 LEASE_GRANTS: set[Grant] = {
     ("coordination.k8s.io", "leases", "create", ""),
@@ -108,7 +105,14 @@ def test_nothing_broader(kind: str, name: str) -> None:
 def test_no_secrets_or_node_writes() -> None:
     everything = grants(OBJECTS[("ClusterRole", NAME)]["rules"])
     assert not {grant for grant in everything if grant[1] in ("secrets", "configmaps")}
-    assert {grant[2] for grant in everything if grant[1] == "nodes"} == {"get", "list", "watch"}
+    assert {grant[2] for grant in everything if grant[1] == "nodes"} == {"list", "watch"}
+
+
+def test_pods_are_never_patched_or_written() -> None:
+    """Issue 26: ``patch`` on pods was granted and never used; the scheduler binds through
+    pods/binding and writes conditions through pods/status only."""
+    everything = grants(OBJECTS[("ClusterRole", NAME)]["rules"])
+    assert {grant[2] for grant in everything if grant[1] == "pods"} == {"list", "watch"}
 
 
 def test_lease_role_lives_in_the_scheduler_namespace() -> None:

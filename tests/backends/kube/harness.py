@@ -17,6 +17,9 @@ from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import ApiError, FakeApiServer
 
 Obj = dict[str, Any]
+#: The identity the scheduler's client names to the fake API server, which records its
+#: requests under it (tests/deploy/test_rbac_evidence.py checks them against its roles).
+CLIENT = "gpufleet-scheduler"
 
 
 class Harness:
@@ -125,7 +128,7 @@ def make_scheduler(
     binding_key: BindingKey | None = None,
     **admission: Any,
 ) -> KubeScheduler:
-    api = KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
+    api = KubeApi(server.api_client(CLIENT), RateLimiter(10_000, 10_000))
     options = SchedulerOptions(
         policy="bestfit",
         leader_elect=leader_elect,
@@ -161,4 +164,4 @@ def harness(
             h.close()
 
 
-__all__ = ["PODS", "Harness", "harness", "make_scheduler"]
+__all__ = ["CLIENT", "PODS", "Harness", "harness", "make_scheduler"]

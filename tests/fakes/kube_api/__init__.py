@@ -9,9 +9,10 @@ given). It lives with the tests, not in the product package: nothing under ``gpu
 ``benchmarks/`` uses it (``benchmarks/kube_bind.py`` runs against a real API server). This
 package is standard library only on the server side: ``http.server.ThreadingHTTPServer`` on
 127.0.0.1 at a port the OS picks, HTTP/1.1, chunked watch streams, no TLS, no authentication
-(the kubeconfig it writes carries a dummy bearer token the server ignores). It records the
-identity each request impersonates (``Impersonate-User``/``-Group``) and, once a test grants
-any, authorizes impersonated users' writes per namespace (:mod:`.authz`).
+(the kubeconfig it writes carries a dummy bearer token, which may name a client identity the
+server records but never checks). It records the identity each request impersonates
+(``Impersonate-User``/``-Group``) and, once a test grants any, authorizes impersonated users'
+writes per namespace (:mod:`.authz`).
 
 It follows the real server where our scheduler backend can tell the difference: one global
 resourceVersion, optimistic concurrency, 201/404/409/410/429 with ``Status`` bodies, status
@@ -28,6 +29,8 @@ Modules:
 
 * :mod:`.api` — :class:`FakeApiServer`, the public face.
 * :mod:`.server` — HTTP handling, watch streaming, request log and fault injection.
+* :mod:`.access` — each request's RBAC attributes (verb, group, resource, namespace), per
+  client: the evidence tests/deploy checks the shipped roles against.
 * :mod:`.endpoints` — verbs on routed requests (get, list, watch, create, update, patch, delete).
 * :mod:`.routes` — URL paths to resources.
 * :mod:`.authz` — who sent each request; impersonated users' write grants and RBAC's 403.

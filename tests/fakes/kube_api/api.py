@@ -12,12 +12,11 @@ from types import TracebackType
 import kubernetes.client
 
 from tests.fakes.kube_api import errors
+from tests.fakes.kube_api.access import Access, token_for
 from tests.fakes.kube_api.authz import Caller
 from tests.fakes.kube_api.resources import ResourceType
 from tests.fakes.kube_api.server import HttpServer, ServerState
 from tests.fakes.kube_api.store import Obj, Store
-
-TOKEN = "gpufleet-fake-token"
 
 
 class FakeApiServer:
@@ -82,6 +81,11 @@ class FakeApiServer:
         kubeconfig's own identity are never checked."""
         self._state.authorizer.grant(user, namespace)
 
+    def accesses(self, client: str | None = None) -> set[Access]:
+        """The RBAC attributes of every request handled (:mod:`~tests.fakes.kube_api.access`),
+        or of those ``client`` (the identity its token names) made."""
+        return self._state.access.accesses(client)
+
     def wait_for(self, check: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
         """Wait until ``check`` holds, looking again after each write to the store and each
         watch opened (a bind, a kubelet's update, a lease renewed). ``check`` runs under the
@@ -102,13 +106,14 @@ class FakeApiServer:
 
     # ---- client configuration ------------------------------------------------------------
 
-    def write_kubeconfig(self, path: str | Path) -> Path:
-        """Write a kubeconfig (JSON, which is YAML) for this server; returns its path."""
+    def write_kubeconfig(self, path: str | Path, identity: str = "") -> Path:
+        """Write a kubeconfig (JSON, which is YAML) for this server; returns its path. Its
+        token names ``identity`` (see :meth:`accesses`)."""
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": TOKEN}}],
+            "users": [{"name": "fake", "user": {"token": token_for(identity)}}],
             "contexts": [
                 {
                     "name": "fake",
@@ -121,17 +126,18 @@ class FakeApiServer:
         out.write_text(json.dumps(config, indent=2))
         return out
 
-    def configuration(self) -> kubernetes.client.Configuration:
-        """A client ``Configuration`` for this server (not made the default)."""
+    def configuration(self, identity: str = "") -> kubernetes.client.Configuration:
+        """A client ``Configuration`` for this server (not made the default), whose token
+        names ``identity``."""
         config = kubernetes.client.Configuration()
         config.host = self.url
-        config.api_key = {"authorization": TOKEN}
+        config.api_key = {"authorization": token_for(identity)}
         config.api_key_prefix = {"authorization": "Bearer"}
         return config
 
-    def api_client(self) -> kubernetes.client.ApiClient:
+    def api_client(self, identity: str = "") -> kubernetes.client.ApiClient:
         """A ``kubernetes.client.ApiClient`` on :meth:`configuration`."""
-        return kubernetes.client.ApiClient(self.configuration())
+        return kubernetes.client.ApiClient(self.configuration(identity))
 
     # ---- direct store access -------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes.kube_api import endpoints, errors
+from tests.fakes.kube_api.access import AccessLog, identity_of
 from tests.fakes.kube_api.authz import Authorizer, Caller
 from tests.fakes.kube_api.routes import resolve
 from tests.fakes.kube_api.store import Store
@@ -41,13 +42,15 @@ class Fault:
 
 class ServerState:
     """What request threads share besides the store: the request log (and who sent each),
-    the authorizer, and pending faults."""
+    the authorizer, the RBAC questions the requests asked
+    (:class:`~tests.fakes.kube_api.access.AccessLog`) and pending faults."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.requests: list[tuple[str, str]] = []
         self.callers: list[Caller] = []
         self.authorizer = Authorizer()
+        self.access = AccessLog()
         self._faults: list[Fault] = []
         self._lock = threading.Lock()
         #: Notified after each request is logged.
@@ -130,6 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
         groups = tuple(self.headers.get_all("Impersonate-Group") or ())
         caller = Caller(self.command, path, self.headers.get("Impersonate-User"), groups)
         state.log(caller)
+        client = identity_of(self.headers.get("Authorization"))
+        state.access.record(client, self.command, path, query)
         status = state.take_fault(self.command, path)
         if status is not None:
             self._send_json(status, errors.status_body(status, f"injected failure ({status})"))
@@ -246,3 +251,4 @@ class HttpServer:
                 with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=5)
+        self._server.state.access.append_to_env_file()
