@@ -4,15 +4,18 @@ Holds what must survive a ``kill -9``: accepted workloads (their parsed model fo
 does not depend on the queues of the day), where each pod runs (node and devices, when it
 started, how much work it had left), how far their jobs are (completions, failures, restarts),
 the process each pod runs (``serve --local``), queues and priority classes as submitted, API
-tokens (hashed), events and the cluster's history, the simulated clock, and the telemetry
-store's series (a blob). Every write is a
+tokens (hashed), events and the cluster's history, the simulated clock, the telemetry
+store's series (a blob), and (``serve --kubeconfig``) each Kubernetes object the plane created
+for a submission, with its UID, tenant and workload: what the plane may delete, and whose
+pods are whose (see :mod:`gpufleet.service.kube_identity`). Every write is a
 transaction that is committed before the caller answers anyone: a workload acknowledged to a
 client is on disk. WAL with ``synchronous=NORMAL`` survives a killed process (not a power cut
 between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that).
 
 The store is a plain repository: it does not decide anything, and it is not thread-safe on its
 own (the control plane serialises calls under its lock). sqlite3 from the standard library is
-used directly: the schema is nine small tables and an ORM would add nothing but weight.
+used directly: the schema is ten small tables and an ORM would add nothing but weight. A schema
+change is a numbered step in ``_MIGRATIONS``, run once on a file of an older schema.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from gpufleet.model import Placement
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.model.workload import TimedWorkload
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _TIMED = TypeAdapter(TimedWorkload)
 _PLACEMENT = TypeAdapter(Placement)
@@ -94,6 +97,23 @@ CREATE TABLE IF NOT EXISTS processes (
     specs TEXT NOT NULL
 );
 """
+#: The steps from each schema to the next: ``_MIGRATIONS[n]`` takes a file of schema n - 1 to n.
+_MIGRATIONS: dict[int, str] = {
+    2: """
+CREATE TABLE IF NOT EXISTS created_objects (
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    api_version TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    PRIMARY KEY (namespace, kind, name)
+);
+CREATE INDEX IF NOT EXISTS created_objects_workload ON created_objects(workload);
+CREATE INDEX IF NOT EXISTS created_objects_uid ON created_objects(uid);
+""",
+}
 
 
 class StoreError(Exception):
@@ -131,6 +151,20 @@ class StoredToken:
 
 
 @dataclass(frozen=True, slots=True)
+class CreatedObject:
+    """A Kubernetes object the control plane created for a submission (its create response's
+    UID), the tenant that submitted it and the workload it was filed under."""
+
+    namespace: str
+    kind: str
+    name: str
+    api_version: str
+    uid: str
+    tenant: str
+    workload: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoredEvent:
     time: float
     workload: str | None
@@ -152,15 +186,26 @@ class Store:
             self._db.executescript(_SCHEMA)
         except sqlite3.DatabaseError as error:
             raise StoreError(f"{self.path}: not a usable gpufleet database ({error})") from None
+        self._in_tx = False
         version = self.meta("schema_version")
-        if version is None:
-            self.set_meta("schema_version", str(SCHEMA_VERSION))
-        elif int(version) > SCHEMA_VERSION:
+        found = 0 if version is None else int(version)
+        if found > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: written by a newer gpufleet (schema {version}, "
                 f"this one reads {SCHEMA_VERSION})"
             )
-        self._in_tx = False
+        self._migrate(found)
+
+    def _migrate(self, found: int) -> None:
+        """Take a file of schema ``found`` (0: a new file) to :data:`SCHEMA_VERSION`."""
+        if found == SCHEMA_VERSION:
+            return
+        with self.transaction():
+            for step in range(max(found, 1) + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
 
     def close(self) -> None:
         self._db.close()
@@ -396,6 +441,36 @@ class Store:
         if row is None:
             return None
         return StoredToken(row[0], row[1], tuple(json.loads(row[2])))
+
+    # ----------------------------------------------------------------------------- created
+    def add_created(self, created: Sequence[CreatedObject]) -> None:
+        """Record objects the plane created (one of the same kind, namespace and name before
+        it is replaced: names are reused once an object is gone)."""
+        with self.transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO created_objects "
+                "(namespace, kind, name, api_version, uid, tenant, workload) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (c.namespace, c.kind, c.name, c.api_version, c.uid, c.tenant, c.workload)
+                    for c in created
+                ],
+            )
+
+    def created_objects(self) -> list[CreatedObject]:
+        """Every object the plane recorded as created, in the order it created them."""
+        rows = self._db.execute(
+            "SELECT namespace, kind, name, api_version, uid, tenant, workload "
+            "FROM created_objects ORDER BY rowid"
+        ).fetchall()
+        return [CreatedObject(*row) for row in rows]
+
+    def forget_created(self, namespace: str, kind: str, name: str, uid: str) -> None:
+        """Drop the record of an object (only the one of that UID: a newer one keeps its)."""
+        self._db.execute(
+            "DELETE FROM created_objects WHERE namespace = ? AND kind = ? AND name = ? AND uid = ?",
+            (namespace, kind, name, uid),
+        )
 
     # ----------------------------------------------------------------------------- history
     def add_history(self, time: float, sample: dict[str, Any]) -> None:
