@@ -233,8 +233,8 @@ def rules_from_object(obj: Mapping[str, Any], source: str) -> AdmissionRules:
             if other != name:
                 raise context.error(
                     f"{path}.namespaces[{i}]",
-                    f"namespace {namespace!r} is tenant {other!r}'s already; a namespace "
-                    "belongs to one tenant",
+                    f"namespace {namespace!r} is listed for tenant {other!r} already; a "
+                    "namespace belongs to one tenant",
                 )
         tenants[str(name)] = TenantRules(
             _names(context, fields.get("queues"), f"{path}.queues", rule_of("Queue")),
