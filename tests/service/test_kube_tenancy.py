@@ -13,7 +13,7 @@ import pytest
 
 from gpufleet.backends.kube.api import PODS
 from gpufleet.testing import job_objects as jo
-from gpufleet.testing.service import as_yaml, pod_doc
+from gpufleet.testing.service import alias_bomb, as_yaml, pod_doc
 from tests.service import test_kube_plane
 from tests.service.test_kube_plane import YAML, Cluster
 
@@ -250,18 +250,8 @@ def test_cancel_deletes_nothing_once_the_uid_changed(cluster: Cluster) -> None:
     assert found["metadata"]["uid"] == second["metadata"]["uid"]
 
 
-def _alias_bomb(levels: int = 9) -> bytes:
-    """A Pod whose env is ``9 ** levels`` strings through nested aliases (under a kilobyte)."""
-    lines = ["apiVersion: v1", "kind: Pod", "metadata: {name: bomb}",
-             "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]  # fmt: skip
-    for level in range(1, levels + 1):
-        lines.append(f"x{level}: &a{level} [{', '.join([f'*a{level - 1}'] * 9)}]")
-    lines.append(f"spec: {{containers: [{{name: c, image: i, args: *a{levels}}}]}}")
-    return "\n".join(lines).encode()
-
-
 def test_a_yaml_alias_bomb_is_refused_before_it_is_built(cluster: Cluster) -> None:
-    body = _alias_bomb()
+    body = alias_bomb()
     assert len(body) < 1024
     answer = cluster.client("team-a").post("/api/v1/workloads", content=body, headers=YAML)
     assert answer.status_code == 422
