@@ -73,7 +73,7 @@ from gpufleet.service.base import (
 )
 from gpufleet.service.budget_events import budget_events
 from gpufleet.service.kube_autoscaling import KubeReplicaScaler, WorkloadMetrics
-from gpufleet.service.kube_identity import CLUSTER_TENANT, CreatedIndex, PodIdentity
+from gpufleet.service.kube_identity import CreatedIndex, PodIdentity
 from gpufleet.service.kube_writes import (
     CONTROLLED_KINDS,
     objects_to_write,
@@ -100,7 +100,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-__all__ = ["CLUSTER_TENANT", "KubeControlPlane"]
 REFRESH_EVERY_S = 1.0
 #: A submitted object whose pods have not appeared yet is listed this long as Pending.
 SUBMITTED_GRACE_S = 120.0
