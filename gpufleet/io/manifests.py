@@ -31,6 +31,7 @@ from gpufleet.io.names import (
     rule_of,
 )
 from gpufleet.io.quantities import parse_quantity
+from gpufleet.io.request_shape import check_node
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -175,10 +176,12 @@ def load_documents(path: str | Path) -> list[tuple[int, int, object]]:
     ]
 
 
-def parse_manifests(text: str, source: str) -> list[Manifest]:
-    """Like :func:`load_manifests`, for text already read; ``source`` names it in errors."""
+def parse_manifests(text: str, source: str, untrusted: bool = False) -> list[Manifest]:
+    """Like :func:`load_manifests`, for text already read; ``source`` names it in errors.
+    ``untrusted`` (a request body): no YAML aliases, and bounded in size and nesting
+    (:mod:`gpufleet.io.request_shape`), checked before anything is constructed."""
     manifests: list[Manifest] = []
-    for document, node, data in _documents(text, source):
+    for document, node, data in _documents(text, source, untrusted):
         if data is None:
             continue
         line = node.start_mark.line + 1
@@ -214,7 +217,9 @@ def parse_manifests(text: str, source: str) -> list[Manifest]:
     return manifests
 
 
-def _documents(text: str, source: str) -> Iterator[tuple[int, yaml.Node, object]]:
+def _documents(
+    text: str, source: str, untrusted: bool = False
+) -> Iterator[tuple[int, yaml.Node, object]]:
     loader = _Loader(text)
     document = 0
     try:
@@ -223,6 +228,8 @@ def _documents(text: str, source: str) -> Iterator[tuple[int, yaml.Node, object]
                 if not loader.check_node():
                     return
                 node = loader.get_node()
+                if untrusted and node is not None:
+                    check_node(node, source, f"document {document + 1}")
                 data = loader.construct_document(node)
             except yaml.MarkedYAMLError as error:
                 mark = error.problem_mark or error.context_mark
@@ -235,6 +242,8 @@ def _documents(text: str, source: str) -> Iterator[tuple[int, yaml.Node, object]
                     since = "" if started is None else f" started on line {started.line + 1}"
                     problem = f"{problem} ({error.context}{since})"
                 raise InputError(source, f"not valid YAML: {problem}", place) from error
+            except InputError:
+                raise
             except yaml.YAMLError as error:
                 raise InputError(
                     source, f"not valid YAML: {error}", f"document {document + 1}"

@@ -17,7 +17,8 @@ SHA-256 is stored (a slow password hash buys nothing for secrets of that entropy
       tenants:
         team-a:
           queues: [team-a, shared]        # default: the queue named like the tenant and its
-          namespaces: [team-a]            #   children; the namespace named like the tenant
+          namespaces: [team-a]            #   children; the namespace named like the tenant;
+                                          #   a namespace is one tenant's (two: an error)
           gpuModels: [A100, T4]           # default: any
 """
 
@@ -75,6 +76,15 @@ class AdmissionRules:
 
     def for_tenant(self, tenant: str) -> TenantRules:
         return self.tenants.get(tenant, TenantRules())
+
+    def namespace_tenants(self) -> dict[str, str]:
+        """The tenant of each namespace a tenant's rules name (``tenants.<t>.namespaces``):
+        the admin's map of whose a namespace is (a namespace no rule names is no tenant's)."""
+        return {
+            namespace: tenant
+            for tenant, rules in self.tenants.items()
+            for namespace in rules.namespaces or ()
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,14 +236,25 @@ def rules_from_object(obj: Mapping[str, Any], source: str) -> AdmissionRules:
             )
         limits[str(queue)] = float(value)
     tenants: dict[str, TenantRules] = {}
+    owners: dict[str, str] = {}
     for name, body in context.mapping(spec.get("tenants"), "spec.tenants").items():
         path = f"spec.tenants.{name}"
         context.label_value(name, path)  # a tenant's name is its pods' gpufleet.dev/tenant label
         fields = context.mapping(body, path)
         check_fields(context, fields, path, ("queues", "namespaces", "gpuModels"))
+        namespaces = _names(context, fields.get("namespaces"), f"{path}.namespaces", NameRule.LABEL)
+        for i, namespace in enumerate(namespaces or ()):
+            # A namespace is one tenant's: the Kubernetes plane files its pods under it.
+            other = owners.setdefault(namespace, str(name))
+            if other != name:
+                raise context.error(
+                    f"{path}.namespaces[{i}]",
+                    f"namespace {namespace!r} is listed for tenant {other!r} already; a "
+                    "namespace belongs to one tenant",
+                )
         tenants[str(name)] = TenantRules(
             _names(context, fields.get("queues"), f"{path}.queues", rule_of("Queue")),
-            _names(context, fields.get("namespaces"), f"{path}.namespaces", NameRule.LABEL),
+            namespaces,
             None
             if fields.get("gpuModels") is None
             else frozenset(_names(context, fields.get("gpuModels"), f"{path}.gpuModels") or ()),

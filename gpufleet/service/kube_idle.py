@@ -7,7 +7,7 @@ Owns the calls behind :class:`~gpufleet.service.kube_plane.KubeControlPlane`'s i
   next round, as ``kubectl drain`` retries; a pod already gone (404) counts as evicted.
 * ScaleToZero: ``spec.replicas: 0`` on the ``scale`` subresource of the Deployment or
   StatefulSet that makes its pods, found through the pods' controller ``ownerReferences``
-  (a ReplicaSet's own controller is its Deployment), else gpufleet's owner annotation.
+  (a ReplicaSet's own controller is its Deployment), never from an annotation.
 * Checkpoint: the annotation :data:`~gpufleet.model.idle.CHECKPOINT_REQUESTED_ANNOTATION`
   (the time asked) on each pod, for the workload's own checkpointing to watch.
 * Preemptible: the label :data:`~gpufleet.model.idle.PREEMPTIBLE_LABEL` on each pod, which the
@@ -33,7 +33,6 @@ from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.io.disruption import protection
 from gpufleet.model.idle import CHECKPOINT_REQUESTED_ANNOTATION, PREEMPTIBLE_LABEL
 from gpufleet.service.base import IdleOutcome
-from gpufleet.service.kube_writes import OWNER_ANNOTATION
 
 Obj = dict[str, Any]
 #: The kinds whose ``scale`` subresource ScaleToZero patches.
@@ -86,7 +85,8 @@ def controller_of(obj: Obj | None) -> tuple[str, str] | None:
 
 def owner_to_scale(writer: ObjectWriter, namespace: str, pods: Sequence[Obj]) -> tuple[str, str]:
     """The (kind, name) whose replicas make ``pods``: their controller (a ReplicaSet's own
-    Deployment when it has one), else gpufleet's owner annotation; ("", "") for none."""
+    Deployment when it has one); ("", "") for none. Never an annotation: anyone who writes a
+    pod may write one, naming any Deployment of its namespace."""
     for obj in pods:
         owner = controller_of(obj)
         if owner is not None and owner[0] == "ReplicaSet":
@@ -94,11 +94,6 @@ def owner_to_scale(writer: ObjectWriter, namespace: str, pods: Sequence[Obj]) ->
             return above if above is not None and above[0] == "Deployment" else owner
         if owner is not None and owner[0] in SCALED_KINDS:
             return owner
-        annotated = str(((obj.get("metadata") or {}).get("annotations") or {}).get(
-            OWNER_ANNOTATION) or "")  # fmt: skip
-        kind, _, name = annotated.partition("/")
-        if kind in SCALED_KINDS and name:
-            return kind, name
     return "", ""
 
 

@@ -26,15 +26,20 @@ tenant and admission rules) and then written to the cluster (the objects as
   (:func:`~gpufleet.service.kube_writes.refuse_placement`). Admins' Queues and PriorityClasses,
   the scheduler's calls and the idle actions use the plane's own identity.
 
-The book of workloads is rebuilt from the pods the informers hold (:meth:`refresh`, every
-second and after each change), grouped by pod group, by our workload annotation, or one pod
-each; their state comes from the pods' phase and node, their devices from the scheduler's
-annotations, a job's progress from its pods (succeeded and failed pods, container restarts;
-the Job and operator objects themselves are not read). Cancelling deletes the submitted object
-(its pods go with it). Tokens, events of our own (Submitted, Scheduled, Cancelled) and the
-history stay in the local SQLite file. With :meth:`KubeControlPlane.autoscale_replicas`, the
-Deployments, StatefulSets and ReplicaSets annotated for gpufleet's autoscaling are scaled after
-every observatory round (:mod:`gpufleet.service.kube_autoscaling`).
+Each object written is recorded in the local SQLite file with the UID the API server gave it,
+the tenant and the workload (:class:`~gpufleet.service.store.CreatedObject`). The book of
+workloads is rebuilt from the pods the informers hold (:meth:`refresh`, every second and after
+each change), each filed under its workload and tenant by :mod:`gpufleet.service.kube_identity`
+(the pod's namespace, its controller's ownerReference and that record: never a label or an
+annotation anyone may write); their state comes from the pods' phase and node, their devices
+from the scheduler's annotations, a job's progress from its pods (succeeded and failed pods,
+container restarts; the Job and operator objects themselves are not read). Cancelling deletes
+the objects recorded for the workload, each only if its UID is still the recorded one (its pods
+go with it); a workload gpufleet did not create cannot be cancelled through it. Tokens, events
+of our own (Submitted, Scheduled, Cancelled) and the history stay in the local SQLite file.
+With :meth:`KubeControlPlane.autoscale_replicas`, the Deployments, StatefulSets and ReplicaSets
+annotated for gpufleet's autoscaling are scaled after every observatory round
+(:mod:`gpufleet.service.kube_autoscaling`).
 """
 
 from __future__ import annotations
@@ -65,7 +70,7 @@ from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node
 from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.times import wall_clock_time
-from gpufleet.model.workload import TimedWorkload, split_workload_key, workload_key
+from gpufleet.model.workload import TimedWorkload, split_workload_key
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service import kube_book, kube_idle
 from gpufleet.service.auth import ForbiddenError, Principal
@@ -82,16 +87,13 @@ from gpufleet.service.base import (
 )
 from gpufleet.service.budget_events import budget_events
 from gpufleet.service.kube_autoscaling import KubeReplicaScaler, WorkloadMetrics
+from gpufleet.service.kube_identity import CreatedIndex, PodIdentity
 from gpufleet.service.kube_writes import (
     CONTROLLED_KINDS,
-    KIND_ANNOTATION,
-    OWNER_ANNOTATION,
-    REPLICATED_KINDS,
-    TENANT_LABEL,
-    WORKLOAD_ANNOTATION,
     objects_to_write,
-    pod_group_of,
+    refuse_own_marks,
     refuse_placement,
+    submission_of,
 )
 from gpufleet.service.observatory import STEP_S, Observatory, ObservatoryThread
 from gpufleet.service.records import (
@@ -103,7 +105,7 @@ from gpufleet.service.records import (
     pods_of,
 )
 from gpufleet.service.states import ChangeKind, WorkloadState
-from gpufleet.service.store import Store, StoredEvent
+from gpufleet.service.store import CreatedObject, Store, StoredEvent
 from gpufleet.service.submissions import parse_body
 from gpufleet.telemetry.observed_series import WithStartTimes
 from gpufleet.telemetry.series_query import GroupedSeriesQuery
@@ -113,8 +115,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-#: Tenant of pods that were not submitted through the control plane (seen by admins only).
-CLUSTER_TENANT = "cluster"
 REFRESH_EVERY_S = 1.0
 #: A submitted object whose pods have not appeared yet is listed this long as Pending.
 SUBMITTED_GRACE_S = 120.0
@@ -149,6 +149,11 @@ class KubeControlPlane(PlaneBase):
         #: Writes as the plane itself (admins' Queues and PriorityClasses, idle actions);
         #: tenants' objects go through :meth:`writer_for`.
         self.writer = ObjectWriter(api)
+        #: The objects this plane created, and the tenant of each namespace of the admin's map.
+        self.created = CreatedIndex(store.created_objects())
+        self._namespace_tenants = options.rules.namespace_tenants()
+        #: The submission (its key) each workload of the book comes from, where gpufleet made it.
+        self._submissions: dict[str, str] = {}
         if options.tenant_identity is None:
             log.warning(
                 "impersonation is off (--no-impersonation): every tenant's objects are written "
@@ -294,15 +299,24 @@ class KubeControlPlane(PlaneBase):
             self.scheduler.backend.drain()
             now = self.now()
             groups: dict[str, list[Obj]] = {}
+            identities: dict[str, PodIdentity] = {}
             for obj in list(self.scheduler.backend.objects[PODS].values()):
-                key = self._workload_key(obj)
-                if key is not None:
-                    groups.setdefault(key, []).append(obj)
+                identity = self._identify(obj)
+                if identity is not None:
+                    groups.setdefault(identity.key, []).append(obj)
+                    identities.setdefault(identity.key, identity)
             records: dict[str, WorkloadRecord] = {}
+            submissions: dict[str, str] = {}
             for key, pods in groups.items():
-                record = self._record(key, pods, self.records.get(key), now, events)
+                identity = identities[key]
+                record = self._record(
+                    key, identity.tenant, pods, self.records.get(key), now, events
+                )
                 if record is not None:
                     records[key] = record
+                    if identity.submission is not None:
+                        submissions[key] = identity.submission
+            self._submissions = submissions
             for key, (record, at) in list(self._submitted.items()):
                 if key in records or now - at > SUBMITTED_GRACE_S:
                     del self._submitted[key]
@@ -327,35 +341,25 @@ class KubeControlPlane(PlaneBase):
                 changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
         self.publish(changes, events)
 
-    def _workload_key(self, obj: Obj) -> str | None:
-        metadata = obj.get("metadata") or {}
+    def _identify(self, obj: Obj) -> PodIdentity | None:
+        """The workload and tenant of a pod this scheduler places or this plane created; None
+        for any other pod."""
         spec = obj.get("spec") or {}
         ours = (spec.get("schedulerName") or "") == self.scheduler_options.scheduler_name
-        labels = metadata.get("labels") or {}
-        if not ours and TENANT_LABEL not in labels:
+        if not ours and self.created.creator(obj) is None:
             return None
-        namespace = str(metadata.get("namespace") or "default")
-        annotations = metadata.get("annotations") or {}
-        kind = str(annotations.get(KIND_ANNOTATION) or "Pod")
-        named = annotations.get(WORKLOAD_ANNOTATION)
-        if named:  # ours: namespace/Kind/name (namespace/name from an older gpufleet)
-            found_namespace, found_kind, name = split_workload_key(str(named))
-            return workload_key(found_namespace, name, found_kind or kind)
-        group = pod_group(obj)
-        if group:
-            return workload_key(namespace, group, "PodGroup")
-        return workload_key(namespace, str(metadata.get("name")), kind)
+        return self.created.identify(obj, self._namespace_tenants)
 
     def _record(
         self,
         key: str,
+        tenant: str,
         pods: list[Obj],
         old: WorkloadRecord | None,
         now: float,
         events: list[StoredEvent],
     ) -> WorkloadRecord | None:
         pods.sort(key=lambda o: str((o.get("metadata") or {}).get("name")))
-        head = pods[0].get("metadata") or {}
         group = pod_group(pods[0])
         try:
             workload = self.scheduler.backend.catalog.workload(pods, group)
@@ -365,7 +369,6 @@ class KubeControlPlane(PlaneBase):
         core_key = workload.key  # the scheduler's: its pod group's, or its lone pod's
         namespace, kind, name = split_workload_key(key)
         workload = dataclasses.replace(workload, name=name, namespace=namespace, kind=kind)
-        tenant = str((head.get("labels") or {}).get(TENANT_LABEL) or CLUSTER_TENANT)
         submitted = min(kube_book.created(o) for o in pods)
         record = WorkloadRecord.new(
             old.seq if old else 0, tenant, kind,
@@ -440,6 +443,7 @@ class KubeControlPlane(PlaneBase):
             backend = self.scheduler.backend
             builder = backend.catalog.request_builder()
             accepted = self.accept(principal, manifests, builder, self.core.quotas.queues)
+            refuse_own_marks(manifests)
             checked = [(item.kind, item.timed.workload) for item in accepted]
             jobs = {item.timed.workload.key: item.timed.jobs for item in accepted}
             now = self.now()
@@ -449,10 +453,10 @@ class KubeControlPlane(PlaneBase):
             ]
             if dry_run:
                 return records
+        workloads = {w.key: (kind, w, jobs[w.key]) for kind, w in checked}
         objects = objects_to_write(
-            manifests, principal, self.scheduler_options.scheduler_name,
-            {w.key: (kind, w, jobs[w.key]) for kind, w in checked},
-        )  # fmt: skip
+            manifests, principal, self.scheduler_options.scheduler_name, workloads
+        )
         writer = self.writer_for(principal.tenant)
         written: list[Obj] = []
         try:
@@ -474,7 +478,14 @@ class KubeControlPlane(PlaneBase):
                         f"{r.kind} by tenant {principal.tenant} to queue {r.timed.workload.queue}")
             for r in records
         ]  # fmt: skip
+        created = [
+            _created(obj, answer, principal.tenant, submission_of(obj, workloads))
+            for obj, answer in zip(objects, written, strict=True)
+        ]
         with self.lock:
+            self.store.add_created(created)
+            for found in created:
+                self.created.add(found)
             self.store.add_events(events)
             for record, event in zip(records, events, strict=True):
                 record.events.append(event)
@@ -488,25 +499,32 @@ class KubeControlPlane(PlaneBase):
         return records
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord:
+        """Delete the objects this plane created for the workload (a replica's: its
+        Deployment, StatefulSet or ReplicaSet), each only while its UID is the one recorded;
+        ForbiddenError for a workload gpufleet did not create, ConflictError for an object
+        replaced since (a new one of that name is not deleted)."""
         with self.lock:
             record = self.visible(principal, key)
             finished = not record.active  # deleting it frees its name; it leaves the list
-            pods = [p.pod for p in record.pods.values()]
-        namespace, _, name = split_workload_key(key)
-        writer = self.writer_for(record.tenant if principal.is_admin else principal.tenant)
-        if record.kind in CONTROLLED_KINDS:
-            if not writer.delete(record.kind, namespace, name) and record.kind == "MPIJob":
-                writer.delete(record.kind, namespace, name, "kubeflow.org/v1")
-        elif record.kind in REPLICATED_KINDS:
-            owner = pods[0].annotations.get(OWNER_ANNOTATION, "") if pods else ""
-            owner_name = owner.removeprefix(f"{record.kind}/") or name
-            writer.delete(record.kind, namespace, owner_name)
-        else:
-            for pod in pods:
-                writer.delete("Pod", pod.namespace, pod.name)
-        group = pod_group_of(pods[0].labels) if pods else None
-        if group:
-            writer.delete("PodGroup", namespace, group)
+            objects = self.created.of_submission(self._submissions.get(key, key))
+        if not objects:
+            raise ForbiddenError(
+                f"workload {key} was not created through gpufleet: gpufleet deletes only "
+                "what it created (delete it with kubectl, as whoever created it)"
+            )
+        for obj in objects:
+            writer = self.writer_for(obj.tenant)  # as whoever it was created for
+            try:
+                writer.delete(obj.kind, obj.namespace, obj.name, obj.api_version, obj.uid)
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+                self._forget(obj)
+                raise ConflictError(
+                    f"{obj.kind} {obj.namespace}/{obj.name} is no longer the one gpufleet "
+                    f"created (its UID changed): not deleted ({error.message})"
+                ) from None
+            self._forget(obj)
         now = self.now()
         if finished:
             self.refresh()
@@ -522,6 +540,11 @@ class KubeControlPlane(PlaneBase):
             self._submitted.pop(key, None)
         self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
         return record
+
+    def _forget(self, obj: CreatedObject) -> None:
+        with self.lock:
+            self.store.forget_created(obj.namespace, obj.kind, obj.name, obj.uid)
+            self.created.forget(obj)
 
     # ----------------------------------------------------------------------------- idle GPUs
     def stop_idle(self, key: str, by: str) -> IdleOutcome:
@@ -627,4 +650,18 @@ def _refused(principal: Principal, obj: Obj, writer: ObjectWriter, error: ApiErr
     return (
         f"{obj.get('kind')} {namespace}/{metadata.get('name')}: the Kubernetes API server "
         f"refused {who} in namespace {namespace!r}: {error.message}"
+    )
+
+
+def _created(obj: Obj, answer: Obj, tenant: str, submission: str) -> CreatedObject:
+    """The record of ``obj`` as the API server created it (``answer``, with its UID)."""
+    metadata = answer.get("metadata") or {}
+    return CreatedObject(
+        str(metadata.get("namespace") or (obj.get("metadata") or {}).get("namespace")),
+        str(obj["kind"]),
+        str(metadata.get("name") or (obj.get("metadata") or {}).get("name")),
+        str(obj.get("apiVersion") or answer.get("apiVersion") or ""),
+        str(metadata.get("uid") or ""),
+        tenant,
+        submission,
     )

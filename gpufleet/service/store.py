@@ -4,8 +4,10 @@ Holds what must survive a ``kill -9``: accepted workloads (their parsed model fo
 does not depend on the queues of the day), where each pod runs (node and devices, when it
 started, how much work it had left), how far their jobs are (completions, failures, restarts),
 the process each pod runs (``serve --local``), queues and priority classes as submitted, API
-tokens (hashed), events and the cluster's history, the simulated clock, and the telemetry
-store's series (a blob). Every write is a
+tokens (hashed), events and the cluster's history, the simulated clock, the telemetry
+store's series (a blob), and (``serve --kubeconfig``) each Kubernetes object the plane created
+for a submission, with its UID, tenant and workload: what the plane may delete, and whose
+pods are whose (see :mod:`gpufleet.service.kube_identity`). Every write is a
 transaction that is committed before the caller answers anyone: a workload acknowledged to a
 client is on disk. WAL with ``synchronous=NORMAL`` survives a killed process (not a power cut
 between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that). The file and its
@@ -13,7 +15,8 @@ between checkpoints; use ``synchronous=FULL`` via ``durable=True`` for that). Th
 
 The store is a plain repository: it does not decide anything, and it is not thread-safe on its
 own (the control plane serialises calls under its lock). sqlite3 from the standard library is
-used directly: the schema is nine small tables and an ORM would add nothing but weight.
+used directly: the schema is ten small tables and an ORM would add nothing but weight. A schema
+change is a step of ``Store._migrate``, run once on a file of an older schema.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from gpufleet.service.private_files import is_file_path, prepare_private
 log = logging.getLogger(__name__)
 
 #: 2: tokens have a name, an expiry, a last-used time and a revocation time.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _TIMED = TypeAdapter(TimedWorkload)
 _PLACEMENT = TypeAdapter(Placement)
@@ -107,6 +110,23 @@ CREATE TABLE IF NOT EXISTS processes (
 """
 
 
+#: What version 3 of the schema adds: what the control plane on Kubernetes created, for whom
+_CREATED_OBJECTS_V3 = """
+CREATE TABLE IF NOT EXISTS created_objects (
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    api_version TEXT NOT NULL,
+    uid TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    workload TEXT NOT NULL,
+    PRIMARY KEY (namespace, kind, name)
+);
+CREATE INDEX IF NOT EXISTS created_objects_workload ON created_objects(workload);
+CREATE INDEX IF NOT EXISTS created_objects_uid ON created_objects(uid);
+"""
+
+
 class StoreError(Exception):
     """The database file cannot be used (another program's file, a newer schema...)."""
 
@@ -170,6 +190,20 @@ TOKEN_ID_LENGTH = 12
 
 
 @dataclass(frozen=True, slots=True)
+class CreatedObject:
+    """A Kubernetes object the control plane created for a submission (its create response's
+    UID), the tenant that submitted it and the workload it was filed under."""
+
+    namespace: str
+    kind: str
+    name: str
+    api_version: str
+    uid: str
+    tenant: str
+    workload: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoredEvent:
     time: float
     workload: str | None
@@ -196,15 +230,14 @@ class Store:
         except sqlite3.DatabaseError as error:
             raise StoreError(f"{self.path}: not a usable gpufleet database ({error})") from None
         version = self.meta("schema_version")
-        if version is None:
-            self.set_meta("schema_version", str(SCHEMA_VERSION))
-        elif int(version) > SCHEMA_VERSION:
+        found = 0 if version is None else int(version)  # 0: a new file
+        if found > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: written by a newer gpufleet (schema {version}, "
                 f"this one reads {SCHEMA_VERSION})"
             )
-        elif int(version) < SCHEMA_VERSION:
-            self._migrate(int(version))
+        if found < SCHEMA_VERSION:
+            self._migrate(found)
         self._in_tx = False
         # Tokens are read and written on a connection of their own, under a lock of their
         # own: a request is authenticated without waiting for the control plane's lock (a
@@ -217,8 +250,8 @@ class Store:
         )
 
     def _migrate(self, version: int) -> None:
-        """Bring a database of schema ``version`` to :data:`SCHEMA_VERSION`, in one
-        transaction."""
+        """Bring a database of schema ``version`` (0: a new file) to :data:`SCHEMA_VERSION`,
+        in one transaction: each step runs once, on a file older than the version it makes."""
         self._db.execute("BEGIN IMMEDIATE")
         try:
             if version < 2:
@@ -235,6 +268,10 @@ class Store:
                         self.path,
                         count,
                     )
+            if version < 3:
+                for statement in _CREATED_OBJECTS_V3.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
             self.set_meta("schema_version", str(SCHEMA_VERSION))
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -519,6 +556,36 @@ class Store:
             self._tokens_db.execute(
                 "UPDATE tokens SET last_used = ? WHERE hash = ?", (at, token_hash)
             )
+
+    # ----------------------------------------------------------------------------- created
+    def add_created(self, created: Sequence[CreatedObject]) -> None:
+        """Record objects the plane created (one of the same kind, namespace and name before
+        it is replaced: names are reused once an object is gone)."""
+        with self.transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO created_objects "
+                "(namespace, kind, name, api_version, uid, tenant, workload) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (c.namespace, c.kind, c.name, c.api_version, c.uid, c.tenant, c.workload)
+                    for c in created
+                ],
+            )
+
+    def created_objects(self) -> list[CreatedObject]:
+        """Every object the plane recorded as created, in the order it created them."""
+        rows = self._db.execute(
+            "SELECT namespace, kind, name, api_version, uid, tenant, workload "
+            "FROM created_objects ORDER BY rowid"
+        ).fetchall()
+        return [CreatedObject(*row) for row in rows]
+
+    def forget_created(self, namespace: str, kind: str, name: str, uid: str) -> None:
+        """Drop the record of an object (only the one of that UID: a newer one keeps its)."""
+        self._db.execute(
+            "DELETE FROM created_objects WHERE namespace = ? AND kind = ? AND name = ? AND uid = ?",
+            (namespace, kind, name, uid),
+        )
 
     # ----------------------------------------------------------------------------- history
     def add_history(self, time: float, sample: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from gpufleet.io.assembly import ScenarioBuilder
 from gpufleet.io.errors import InputError, shorten
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.manifests import Manifest, decode_text, describe, parse_manifests
+from gpufleet.io.request_shape import check_data
 from gpufleet.model.queues import QUEUE_LABEL
 from gpufleet.model.workload import TimedWorkload
 
@@ -56,7 +57,9 @@ def parse_body(body: bytes, content_type: str, skipped: Skipped | None = None) -
     JSON document is YAML too). Objects of kinds with no scheduling meaning (a ConfigMap) are
     set aside and counted in ``skipped`` (never written anywhere); a body of nothing else, or
     with an object that makes pods but is not read (a DaemonSet), raises InputError, as does
-    anything else wrong, naming the document at fault."""
+    anything else wrong, naming the document at fault. A YAML alias is refused, and a body
+    bounded in size and nesting, before anything is built of it
+    (:mod:`gpufleet.io.request_shape`)."""
     mine = Skipped()
     workloads = [
         m
@@ -98,6 +101,7 @@ def _objects(body: bytes, content_type: str) -> list[Manifest]:
             ) from None
         except (ValueError, RecursionError) as error:  # 5,000-digit numbers, deep nesting
             raise InputError(SOURCE, f"invalid JSON: {shorten(str(error))}") from None
+        check_data(data, SOURCE, "the body")
         items = data if isinstance(data, list) else [data]
         manifests = []
         for i, item in enumerate(items):
@@ -105,7 +109,7 @@ def _objects(body: bytes, content_type: str) -> list[Manifest]:
                 raise InputError(SOURCE, f"expected an object, got {describe(item)}", f"item {i}")
             manifests.append(Manifest(item, i, 0, where=f"item {i}"))
     else:
-        manifests = parse_manifests(text, SOURCE)
+        manifests = parse_manifests(text, SOURCE, untrusted=True)
     out: list[Manifest] = []
     for manifest in manifests:
         if manifest.get("kind") == "List":

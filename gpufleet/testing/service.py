@@ -144,6 +144,17 @@ def as_yaml(*documents: dict[str, Any]) -> str:
     return yaml.safe_dump_all(list(documents), sort_keys=False)
 
 
+def alias_bomb(levels: int = 9) -> bytes:
+    """A Pod whose container args are ``9 ** levels`` strings through nested YAML aliases, in
+    under a kilobyte (a billion at 9 levels once anything expands it)."""
+    lines = ["apiVersion: v1", "kind: Pod", "metadata: {name: bomb}",
+             "x0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]  # fmt: skip
+    for level in range(1, levels + 1):
+        lines.append(f"x{level}: &a{level} [{', '.join([f'*a{level - 1}'] * 9)}]")
+    lines.append(f"spec: {{containers: [{{name: c, image: i, args: *a{levels}}}]}}")
+    return "\n".join(lines).encode()
+
+
 @dataclass
 class ServiceHarness:
     """See the module docstring."""

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from gpufleet.testing.service import ServiceHarness, as_yaml, make_harness, pod_doc, queue_doc
+from gpufleet.testing.service import (
+    ServiceHarness,
+    alias_bomb,
+    as_yaml,
+    make_harness,
+    pod_doc,
+    queue_doc,
+)
 
 YAML = {"Content-Type": "application/yaml"}
 JSON = {"Content-Type": "application/json"}
@@ -150,8 +157,22 @@ def test_a_huge_scalar_is_not_quoted_back(harness: ServiceHarness) -> None:
         pytest.param(b"[" * 5000 + b"]" * 5000, JSON, 422, "invalid JSON", id="deep-json"),
         pytest.param(b'{"spec": ' + b"9" * 5000 + b"}", JSON, 422, "invalid JSON", id="huge-int"),
         pytest.param(b"metadata: {name: 2024-13-01}\n", YAML, 422, "month must be", id="date"),
+        pytest.param(
+            alias_bomb(), YAML, 422, "YAML aliases are not accepted in a request", id="alias-bomb"
+        ),
+        pytest.param(
+            b"base: &b {name: p}\nmetadata: *b\n", YAML, 422, "YAML aliases are not accepted",
+            id="one-alias",
+        ),
+        pytest.param(b"[" * 150 + b"]" * 150, JSON, 422, "nested deeper than 100", id="deep"),
+        pytest.param(
+            b"a: " + b"[" * 150 + b"]" * 150, YAML, 422, "nested deeper than 100", id="deep-yaml"
+        ),
+        pytest.param(
+            b"[" + b"0," * 200_001 + b"0]", JSON, 422, "more than 200,000 values", id="wide"
+        ),
     ],
-)
+)  # fmt: skip
 def test_odd_bodies_get_short_answers(
     harness: ServiceHarness, body: bytes, headers: dict[str, str], status: int, message: str
 ) -> None:

@@ -3,10 +3,14 @@ a tenant submits through the HTTP API, the pod is written with our scheduler's n
 its devices, described, and cancelled; another tenant's queue is refused. The tenant's writes
 impersonate it (the server's RBAC mode must include RBAC): without a RoleBinding in its
 namespace it can create nothing there, with one to ``edit`` it can, and Pod Security Admission
-refuses its privileged pod where the namespace enforces ``baseline``."""
+refuses its privileged pod where the namespace enforces ``baseline``. A pod another tenant
+makes with gpufleet's annotations naming a workload of another namespace (a tenant's, or a
+Deployment in kube-system gpufleet never made) neither lists nor deletes it (issue 26, item 1).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -14,15 +18,18 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import kubernetes
 import pytest
+import yaml
 from kubernetes.client.rest import ApiException
 
 from gpufleet.service.base import create_token
 from gpufleet.service.store import Store
 from gpufleet.service.tenant_identity import TenantIdentity
+from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.server_process import wait_until_ready
 from gpufleet.testing.service import as_yaml, pod_doc
 from tests.e2e.kube_cluster import KUBECONFIG_ENV, RUN_LABEL, Cluster, stop, wait_for
@@ -142,6 +149,150 @@ def test_serve_on_kubernetes(cluster: Cluster, tmp_path: Path) -> None:
 def _pod_exists(cluster: Cluster, name: str) -> bool:
     try:
         cluster.pod(name)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+def serve(cluster: Cluster, tmp_path: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``gpufleet serve --kubeconfig`` as a child process, ready; and its address."""
+    port = free_port()
+    command = [
+        str(Path(sys.executable).parent / "gpufleet"), "serve",
+        "--kubeconfig", cluster.kubeconfig, "--scheduler-name", cluster.scheduler_name,
+        "--policy", "bestfit", "--db", str(tmp_path / "gpufleet.db"), "--port", str(port),
+        "--log-level", "warning", "--binding-key-file", str(cluster.binding_key_file), *options,
+    ]  # fmt: skip
+    log = (tmp_path / "serve.log").open("ab")
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    wait_until_ready(base, server, tmp_path / "serve.log")
+    return server, base
+
+
+def forged_pod(cluster: Cluster, namespace: str, annotations: dict[str, str]) -> dict[str, Any]:
+    """A pod made with kubectl for gpufleet's scheduler, carrying gpufleet's marks."""
+    doc = pod_doc("forged", 1, queue=namespace, namespace=namespace)
+    doc["metadata"]["labels"]["gpufleet.dev/tenant"] = namespace
+    doc["metadata"]["annotations"].update(annotations)
+    doc["spec"]["schedulerName"] = cluster.scheduler_name
+    doc["spec"]["nodeSelector"] = {RUN_LABEL: cluster.run_id}
+    return doc
+
+
+def test_annotations_naming_other_namespaces_delete_nothing(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The two deletions of issue 26, item 1, on a real API server: another tenant's
+    Deployment, and a Deployment in kube-system that gpufleet never made."""
+    victim, attacker = cluster.namespace, f"{cluster.namespace}-b"
+    apps = kubernetes.client.AppsV1Api(cluster.client)
+    cluster.core.create_namespace({"metadata": {"name": attacker}})
+    cluster.core.create_namespaced_service_account(
+        attacker, {"metadata": {"name": "default", "namespace": attacker}}
+    )
+    cluster.custom.create_cluster_custom_object(
+        "gpufleet.dev", "v1alpha1", "queues", ko.queue(attacker, {}, namespaces=[attacker])
+    )
+    system = f"coredns-{cluster.run_id}"
+    apps.create_namespaced_deployment("kube-system", deployment(system, "kube-system", 0))
+    rules = {
+        "apiVersion": "gpufleet.dev/v1alpha1", "kind": "AdmissionPolicy",
+        "metadata": {"name": "e2e"},
+        "spec": {"tenants": {victim: {"namespaces": [victim]},
+                             attacker: {"namespaces": [attacker]}}},
+    }  # fmt: skip
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules))
+    store = Store(tmp_path / "gpufleet.db")
+    tokens = {who: create_token(store, who, "tenant") for who in (victim, attacker)}
+    admin = create_token(store, "admin", "admin")
+    store.close()
+    bind_tenant_to_edit(cluster, victim)  # its writes impersonate it
+    server, base = serve(cluster, tmp_path, "--rules", str(tmp_path / "rules.yaml"))
+
+    def client(token: str) -> httpx.Client:
+        return httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+
+    yaml_body = {"Content-Type": "application/yaml"}
+    try:
+        with client(tokens[victim]) as owner:
+            submitted = owner.post(
+                "/api/v1/workloads", content=as_yaml(deployment("web")), headers=yaml_body
+            )
+            assert submitted.status_code == 201, submitted.text
+        assert apps.read_namespaced_deployment("web", victim) is not None
+        marks = {
+            "gpufleet.dev/workload": f"{victim}/Deployment/web",
+            "gpufleet.dev/owner": "Deployment/web",
+            "gpufleet.dev/kind": "Deployment",
+        }
+        cluster.core.create_namespaced_pod(attacker, forged_pod(cluster, attacker, marks))
+        with client(tokens[attacker]) as thief:
+            wait_for(lambda: listed(thief, attacker, victim), 60, "the forged pod listed")
+            assert thief.get(f"/api/v1/workloads/{victim}/web?kind=Deployment").status_code == 404
+            stolen = thief.delete(f"/api/v1/workloads/{victim}/web?kind=Deployment")
+            assert stolen.status_code == 404
+            assert thief.delete(f"/api/v1/workloads/{attacker}/forged").status_code == 403
+        cluster.core.delete_namespaced_pod("forged", attacker, grace_period_seconds=0)
+        marks = {
+            "gpufleet.dev/workload": f"kube-system/Deployment/{system}",
+            "gpufleet.dev/owner": f"Deployment/{system}",
+            "gpufleet.dev/kind": "Deployment",
+        }
+        wait_for(lambda: not _exists(cluster, attacker, "forged"), 30, "the first pod gone")
+        cluster.core.create_namespaced_pod(attacker, forged_pod(cluster, attacker, marks))
+        for token in (tokens[attacker], admin):
+            with client(token) as caller:
+                wait_for(
+                    lambda: listed(caller, attacker, "kube-system"), 60, "the forged pod listed"
+                )
+                gone = caller.delete(f"/api/v1/workloads/kube-system/{system}?kind=Deployment")
+                assert gone.status_code == 404
+                assert caller.delete(f"/api/v1/workloads/{attacker}/forged").status_code == 403
+        time.sleep(2)  # a deletion would have been answered by now
+        assert apps.read_namespaced_deployment("web", victim) is not None
+        assert apps.read_namespaced_deployment(system, "kube-system") is not None
+    finally:
+        stop(server)
+        with contextlib.suppress(ApiException):
+            apps.delete_namespaced_deployment(system, "kube-system")
+        with contextlib.suppress(ApiException):
+            cluster.core.delete_namespace(attacker)
+        with contextlib.suppress(ApiException):
+            cluster.custom.delete_cluster_custom_object(
+                "gpufleet.dev", "v1alpha1", "queues", attacker
+            )
+
+
+def deployment(name: str, namespace: str | None = None, replicas: int = 1) -> dict[str, Any]:
+    """A Deployment of one CPU pod (no controller need run: its pods are not waited for)."""
+    template = {"metadata": {"labels": {"app": name}}, "spec": pod_doc(name, 0)["spec"]}
+    metadata: dict[str, Any] = {"name": name}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": template,
+        },
+    }
+
+
+def listed(client: httpx.Client, *namespaces: str) -> bool:
+    """Whether the caller is shown a workload of one of ``namespaces``: the forged pod's own
+    (as it is now), or the one its annotations name (as it was)."""
+    return any(w["namespace"] in namespaces for w in client.get("/api/v1/workloads").json())
+
+
+def _exists(cluster: Cluster, namespace: str, name: str) -> bool:
+    try:
+        cluster.core.read_namespaced_pod(name, namespace)
     except ApiException as error:
         if error.status == 404:
             return False

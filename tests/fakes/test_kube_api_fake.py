@@ -15,6 +15,9 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
+from gpufleet.backends.kube.api import ApiError as KubeApiError
+from gpufleet.backends.kube.api import KubeApi
+from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.fake_nodes import register_fake_node
 from tests.fakes.kube_api import ApiError, FakeApiServer
@@ -484,6 +487,34 @@ def test_pod_delete_grace(
     assert api.get("v1", "Pod", "p", NS) is None
     seen = events(core.list_namespaced_pod, NS, resource_version=since, count=2)
     assert seen == [("MODIFIED", "p"), ("DELETED", "p")]
+
+
+@pytest.mark.parametrize(
+    ("kind", "api_version", "obj"),
+    [
+        pytest.param("Pod", "v1", pod("p"), id="pod"),
+        pytest.param(
+            "Deployment", "apps/v1",
+            {"apiVersion": "apps/v1", "kind": "Deployment",
+             "metadata": {"name": "p", "namespace": NS}, "spec": {"replicas": 1}},
+            id="deployment",
+        ),
+    ],
+)  # fmt: skip
+def test_delete_with_a_uid_precondition_deletes_only_that_object(
+    api: FakeApiServer, client: Any, kind: str, api_version: str, obj: Obj
+) -> None:
+    """As the API server: DeleteOptions.preconditions.uid of another object is a 409 that
+    deletes nothing; the object's own UID deletes it."""
+    writer = ObjectWriter(KubeApi(client))
+    uid = writer.create(obj)["metadata"]["uid"]
+    with pytest.raises(KubeApiError) as refused:
+        writer.delete(kind, NS, "p", uid="not-" + uid)
+    assert refused.value.status == 409
+    assert "Precondition failed: uid" in refused.value.message
+    assert api.get(api_version, kind, "p", NS) is not None
+    assert writer.delete(kind, NS, "p", uid=uid)
+    assert api.get(api_version, kind, "p", NS) is None
 
 
 EVICTION_CASES = [

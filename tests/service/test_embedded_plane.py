@@ -217,9 +217,16 @@ def test_allowed_queues_are_the_named_subtrees(extra: list[str], tenant: str) ->
         ({"tenants": {"a": {"queue": ["x"]}}}, "unknown field"),
         ({"tenants": {"a": {"gpuModels": [3]}}}, "expected a name"),
         ({"extra": 1}, "unknown field"),
+        (
+            {"tenants": {"a": {"namespaces": ["ml"]}, "b": {"namespaces": ["x", "ml"]}}},
+            r"spec.tenants.b.namespaces\[1\]: namespace 'ml' is listed for tenant 'a' already",
+        ),
     ],
-    ids=["toleration-not-bool", "negative-limit", "tenant-typo", "model-not-text", "spec-typo"],
-)
+    ids=[
+        "toleration-not-bool", "negative-limit", "tenant-typo", "model-not-text", "spec-typo",
+        "namespace-of-two-tenants",
+    ],
+)  # fmt: skip
 def test_bad_admission_policies_name_the_field(spec: dict[str, object], message: str) -> None:
     with pytest.raises(InputError, match=message):
         rules_from_object({"kind": "AdmissionPolicy", "spec": spec}, "rules.yaml")
@@ -240,6 +247,13 @@ def test_admission_policy_is_read() -> None:
     assert rules == AdmissionRules(
         True, {"*": 16.0, "a": 4.0}, {"a": TenantRules(("x",), None, frozenset({"T4"}))}
     )
+
+
+def test_the_namespace_map_names_each_listed_namespaces_tenant() -> None:
+    rules = AdmissionRules(
+        tenants={"a": TenantRules(namespaces=("a", "ml")), "b": TenantRules(queues=("b",))}
+    )
+    assert rules.namespace_tenants() == {"a": "a", "ml": "a"}
 
 
 # ---------------------------------------------------------------------------------- restart

@@ -3,6 +3,7 @@ API server speaking HTTP, so the real client and the real scheduler run)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from fastapi.testclient import TestClient
 from gpufleet.api.app import create_app
 from gpufleet.backends.kube.api import KubeApi, RateLimiter
 from gpufleet.backends.kube.scheduler import SchedulerOptions
+from gpufleet.service.auth import AdmissionRules, TenantRules
 from gpufleet.service.base import ServeOptions, create_token
 from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.store import Store
@@ -26,6 +28,7 @@ from tests.fakes.kube_api import FakeApiServer
 from tests.fakes.kube_api.authz import Caller
 
 YAML = {"Content-Type": "application/yaml"}
+TENANTS = ("team-a", "team-b")
 
 
 class Cluster:
@@ -83,7 +86,10 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]
         }
         api = KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
         options = SchedulerOptions(policy="bestfit", leader_elect=False, status_every_s=0.0)
-        plane = KubeControlPlane(api, store, serve_options, options)
+        # The admin's map of whose each namespace is (for pods gpufleet did not create).
+        rules = AdmissionRules(tenants={t: TenantRules(namespaces=(t,)) for t in TENANTS})
+        serve = dataclasses.replace(serve_options, rules=rules)
+        plane = KubeControlPlane(api, store, serve, options)
         plane.scheduler.backend.start()
         assert plane.scheduler.backend.wait_synced(10)
         cluster = Cluster(server, plane, tokens)
@@ -515,11 +521,11 @@ def test_pods_an_operator_makes_run_as_one_gang_with_their_progress(cluster: Clu
     launcher, worker = _templates(written)
     # Play the MPI operator: the workers first, then the launcher (the gang needs all three).
     for i in range(2):
-        cluster.server.create(_pod_from(worker, f"mpi-worker-{i}"))
+        cluster.server.create(_pod_from(worker, f"mpi-worker-{i}", written))
     cluster.until(lambda: "team-a/MPIJob/mpi" in cluster.plane.records, "the workers in the book")
     cluster.settle()
     assert cluster.workload("team-a", "team-a/mpi")["pods_running"] == 0
-    cluster.server.create(_pod_from(launcher, "mpi-launcher"))
+    cluster.server.create(_pod_from(launcher, "mpi-launcher", written))
     cluster.until(
         lambda: cluster.workload("team-a", "team-a/mpi")["pods_running"] == 3, "the whole gang"
     )
@@ -540,8 +546,13 @@ def test_pods_an_operator_makes_run_as_one_gang_with_their_progress(cluster: Clu
     assert sorted(p["restarts"] for p in detail["pod_views"]) == [0, 0, 2]
 
 
-def _pod_from(template: dict[str, Any], name: str) -> dict[str, Any]:
+def _pod_from(template: dict[str, Any], name: str, owner: dict[str, Any]) -> dict[str, Any]:
+    """A pod of ``template`` as ``owner``'s controller makes it (its controller reference)."""
     metadata = template.get("metadata") or {}
+    reference = {
+        "apiVersion": owner["apiVersion"], "kind": owner["kind"],
+        "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"], "controller": True,
+    }  # fmt: skip
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -550,6 +561,7 @@ def _pod_from(template: dict[str, Any], name: str) -> dict[str, Any]:
             "namespace": "team-a",
             "labels": dict(metadata.get("labels") or {}),
             "annotations": dict(metadata.get("annotations") or {}),
+            "ownerReferences": [reference],
         },
         "spec": template["spec"],
     }
@@ -573,7 +585,7 @@ def test_a_statefulset_is_written_and_its_config_map_is_not(cluster: Cluster) ->
     assert written is not None
     pod_template = written["spec"]["template"]
     assert pod_template["metadata"]["annotations"]["gpufleet.dev/owner"] == "StatefulSet/db"
-    cluster.server.create(_pod_from(pod_template, "db-0"))  # play the StatefulSet controller
+    cluster.server.create(_pod_from(pod_template, "db-0", written))  # the StatefulSet controller
 
     def seen() -> bool:  # the live pod, not only the record of the submission
         record = cluster.plane.records.get("team-a/StatefulSet/db-0")

@@ -125,10 +125,21 @@ class ObjectWriter:
         return self._request("PUT", path, body) or {}
 
     def delete(
-        self, kind: str, namespace: str | None, name: str, api_version: str | None = None
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        api_version: str | None = None,
+        uid: str | None = None,
     ) -> bool:
-        """Delete (its dependents in the background); False when it was not there."""
-        options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        """Delete (its dependents in the background); False when it was not there. With
+        ``uid``, only the object of that UID: another of the same name (the one meant was
+        deleted and the name reused) is left alone, an ApiError 409 from the API server."""
+        options: Obj = {
+            "kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"
+        }  # fmt: skip
+        if uid:
+            options["preconditions"] = {"uid": uid}
         try:
             self._request("DELETE", path_of(kind, namespace, name, api_version), options)
         except ApiError as error:
