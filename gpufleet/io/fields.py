@@ -92,6 +92,10 @@ def unknown_field(key: str, known: Collection[str], hints: Mapping[str, str] | N
     return f"unknown field (expected one of: {', '.join(known)})"
 
 
+#: A metav1.LabelSelector's fields (a namespaceSelector, an affinity term's labelSelector).
+LABEL_SELECTOR_FIELDS = ("matchLabels", "matchExpressions")
+
+
 def check_fields(
     context: Context,
     mapping: Mapping[str, Any],

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpufleet.io.errors import quoted
+from gpufleet.io.fields import LABEL_SELECTOR_FIELDS, check_fields
 from gpufleet.io.manifests import Context, describe, scalar_text
 from gpufleet.io.names import NameRule
 from gpufleet.model import NodeSelectorRequirement, NodeSelectorTerm
@@ -258,6 +259,7 @@ def label_selector(context: Context, value: object, path: str) -> LabelSelector 
     if value is None:
         return None
     selector = context.mapping(value, path)
+    check_fields(context, selector, path, LABEL_SELECTOR_FIELDS)
     requirements = [
         LabelRequirement(key, "In", (text,))
         for key, text in sorted(

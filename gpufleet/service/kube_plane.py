@@ -512,7 +512,7 @@ class KubeControlPlane(PlaneBase):
                 f"workload {key} was not created through gpufleet: gpufleet deletes only "
                 "what it created (delete it with kubectl, as whoever created it)"
             )
-        for obj in objects:
+        for obj in objects:  # a gang's PodGroup last
             writer = self.writer_for(obj.tenant)  # as whoever it was created for
             try:
                 writer.delete(obj.kind, obj.namespace, obj.name, obj.api_version, obj.uid)

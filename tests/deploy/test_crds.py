@@ -154,6 +154,7 @@ READER_FIELDS = {
         "spec.preemption.borrowWithinCohort": set(fields.BORROW_WITHIN_COHORT_FIELDS),
         "spec.flavorFungibility": set(fields.FLAVOR_FUNGIBILITY_FIELDS),
         "spec.budget": set(fields.QUEUE_BUDGET_FIELDS),
+        "spec.namespaceSelector": set(fields.LABEL_SELECTOR_FIELDS),
     },
     "PodGroup": {"": set(fields.OBJECT_FIELDS), "spec": set(fields.POD_GROUP_SPEC_FIELDS)},
 }

@@ -279,6 +279,13 @@ BAD = {
         "spec.namespaceSelector",
         "not supported: team In (gpufleet does not read Namespace objects",
     ),
+    "queue-namespace-selector-misspelt": Bad(
+        queue_from_object,
+        queue_yaml("spec: {namespaceSelector: {matchLabel: {kubernetes.io/metadata.name: ml}}}"),
+        f"{WHERE}, Queue q",
+        "spec.namespaceSelector.matchLabel",
+        "unknown field",
+    ),
     "queue-priority-class-bad-name": Bad(
         queue_from_object,
         queue_yaml("spec: {priorityClasses: [High_Priority]}"),

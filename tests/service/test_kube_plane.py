@@ -212,6 +212,7 @@ def test_a_tenants_objects_are_written_and_cancelled_as_the_tenant(cluster: Clus
         ("POST", ["team-a", "podgroups"]),
         ("POST", ["team-a", "pytorchjobs"]),
         ("DELETE", ["pytorchjobs", "pt"]),
+        ("DELETE", ["podgroups", "pytorchjob-pt"]),
     ]
     assert {(c.user, c.groups) for c in written} == {(TEAM_A_USER, TEAM_A_GROUPS)}
 

@@ -1,10 +1,12 @@
 """The store's record of the Kubernetes objects the control plane created, and the migration
-that adds it to a file of the first schema."""
+that adds it to a file of an older schema."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 from gpufleet.service.store import SCHEMA_VERSION, CreatedObject, Store
 
@@ -13,14 +15,15 @@ def created(name: str, uid: str, workload: str = "team-a/Pod/p") -> CreatedObjec
     return CreatedObject("team-a", "Pod", name, "v1", uid, "team-a", workload)
 
 
-def test_a_file_of_schema_1_gets_the_table_once_opened(tmp_path: Path) -> None:
+@pytest.mark.parametrize("older", [1, 2], ids=["schema-1", "schema-2-tokens-only"])
+def test_a_file_of_an_older_schema_gets_the_table_once_opened(tmp_path: Path, older: int) -> None:
     path = tmp_path / "gpufleet.db"
     Store(path).close()
     with sqlite3.connect(path) as db:  # as gpufleet before the record was written
         db.execute("DROP TABLE created_objects")
-        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        db.execute(f"UPDATE meta SET value = '{older}' WHERE key = 'schema_version'")
     store = Store(path)
-    assert store.meta("schema_version") == str(SCHEMA_VERSION) == "2"
+    assert store.meta("schema_version") == str(SCHEMA_VERSION) == "3"
     store.add_created([created("p", "u1")])
     assert store.created_objects() == [created("p", "u1")]
     store.close()
