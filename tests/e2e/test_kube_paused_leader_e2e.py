@@ -15,6 +15,7 @@ from typing import Any
 
 import kubernetes
 import pytest
+import urllib3
 
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
 from gpufleet.testing import kube_objects as ko
@@ -36,8 +37,8 @@ def _holder(cluster: Cluster) -> str:
     coordination = kubernetes.client.CoordinationV1Api(cluster.client)
     try:
         lease = coordination.read_namespaced_lease("gpufleet-scheduler", cluster.namespace)
-    except kubernetes.client.rest.ApiException:
-        return ""
+    except (kubernetes.client.rest.ApiException, urllib3.exceptions.HTTPError):
+        return ""  # none yet, or the API server is away a moment
     return str(lease.spec.holder_identity or "")
 
 
@@ -72,27 +73,25 @@ def test_a_leader_paused_past_its_lease_binds_nothing_when_it_resumes(
                 wait_for(lambda: bool(_bound(cluster)), timeout=60, what="binding under way")
                 leader.send_signal(signal.SIGSTOP)
         paused_at = time.monotonic()
+        bound_at_pause = len(_bound(cluster))
         wait_for(
             lambda: _holder(cluster) not in ("", leader_identity),
             timeout=LEASE_S * 3,
             what="the standby taking the lease",
         )
         wait_for(
-            lambda: len(_bound(cluster)) == NODES * GPUS,
-            timeout=90,
-            what="the standby filling the cluster",
+            lambda: len(_bound(cluster)) > bound_at_pause, timeout=90, what="the standby binding"
         )
         time.sleep(max(0.0, LEASE_S + 10 - (time.monotonic() - paused_at)))
         leader.send_signal(signal.SIGCONT)
         time.sleep(8)  # the resumed replica's queue, had it been sent, lands by now
-        # Some pods end; the new leader binds what waits in their place.
-        for pod in _bound(cluster)[:6]:
-            cluster.kubelet_removes(str(pod["metadata"]["name"]))
-        wait_for(
-            lambda: len(_bound(cluster)) == NODES * GPUS, timeout=60, what="the freed GPUs reused"
-        )
-        time.sleep(3)
-        bound = _bound(cluster)
+        # Every pod on the run's nodes (other runs' schedulers may bind there too).
+        everyone = [
+            cluster.client.sanitize_for_serialization(p)
+            for p in cluster.core.list_pod_for_all_namespaces().items
+        ]
+        ours = {f"pause-{cluster.run_id}-{i}" for i in range(NODES)}
+        bound = [p for p in everyone if p["spec"].get("nodeName") in ours]
         used = Counter(str(p["spec"]["nodeName"]) for p in bound for _ in range(_gpus_of(p)))
         assert all(n <= GPUS for n in used.values()), f"a node over its GPUs: {used}"
         devices: Counter[tuple[str, str]] = Counter()
