@@ -168,6 +168,11 @@ EVICTION_CALLS_BLOCKED = Family(
 INVALID_OBJECTS = Family(
     "gpufleet_invalid_objects_total", Kind.COUNTER, "Objects reported as InvalidSpec"
 )
+OVERCOMMITTED_PODS = Family(
+    "gpufleet_overcommitted_pods",
+    Kind.GAUGE,
+    "Pods seen bound to a node beyond what it has free (the core refused to count them)",
+)
 REPORTS_DROPPED = Family(
     "gpufleet_reports_dropped_total",
     Kind.COUNTER,
@@ -181,6 +186,7 @@ KUBERNETES = (
     EVICTION_CALLS_BLOCKED,
     INVALID_OBJECTS,
     REPORTS_DROPPED,
+    OVERCOMMITTED_PODS,
 )
 
 # ----------------------------------------------------------------------------- control plane

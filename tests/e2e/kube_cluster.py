@@ -148,7 +148,10 @@ class Cluster:
                 delete(name)
 
     # ----------------------------------------------------------------------------- scheduler
-    def start_scheduler(self, log: Path) -> subprocess.Popen[bytes]:
+    def start_scheduler(self, log: Path, identity: str = "") -> subprocess.Popen[bytes]:
+        """``gpufleet scheduler`` for this run, as ``identity`` in its leader election (else
+        one of its own)."""
+        identity = identity or f"e2e-{os.getpid()}-{time.monotonic_ns()}"
         command = [
             str(Path(sys.executable).parent / "gpufleet"), "scheduler",
             "--kubeconfig", self.kubeconfig,
@@ -157,7 +160,7 @@ class Cluster:
             "--min-runtime", "0",
             "--metrics-port", "0",
             "--lease-namespace", self.namespace,
-            "--identity", f"e2e-{os.getpid()}-{time.monotonic_ns()}",
+            "--identity", identity,
             "--binding-key-file", str(self.binding_key_file),
         ]  # fmt: skip
         handle = log.open("ab")

@@ -1,150 +1,184 @@
-"""The core's actions carried out through the API.
+"""The core's binds carried out through the API, and their outcomes taken in.
 
-Owns :class:`ApiActions`: a Bind through the Binding subresource (the devices chosen go onto the pod
-as annotations in the same write, signed with the binding key when the scheduler has one,
+Owns :class:`ApiActions`: a Bind through the Binding subresource (the devices chosen go onto the
+pod as annotations in the same write, signed with the binding key when the scheduler has one,
 :mod:`gpufleet.backends.kube.binding_signature`, as node agents honour no other; with, on a gang's
-pods, the autoscalers' do-not-disrupt annotations: :func:`gpufleet.io.disruption.gang_guard`) and an
-Evict through the Eviction API (told as ``GangEvicted`` for a gang sent away from an ending node,
-else ``Preempted``), each on a pool of binder threads and counted until it has its answer; a bind's
-outcome taken in at the next poll (a failed one gives its devices back and the pod waits again); an
-eviction a PodDisruptionBudget forbids retried ``EVICTION_RETRY_S`` later.
+pods, the autoscalers' do-not-disrupt annotations: :func:`gpufleet.io.disruption.gang_guard`) on a
+pool of binder threads, fenced (calls.py), and its outcome taken in at the next poll:
 
-Does not decide what to bind or evict (the core) nor report why a pod waits (the Reporter).
+* answered 2xx: bound (the informers confirm it);
+* refused for good (404, 400, 403, 422): not bound; its devices are given back and the pod waits
+  again (``BindFailed``, which rolls its gang back: the core evicts the members bound);
+* no answer, a timeout or reset, 409 or 5xx: unknown (etcd unavailable reads as 409, and a write
+  the API server timed out may still commit). The pod is read (a GET) to learn the truth, again
+  every ``CHECK_RETRY_S`` while that fails, unless the informers show it first; only then is the
+  core told. A 409 for a pod that did bind is so taken as bound.
+
+Every bind is a :class:`BindCall` tagged with the term that decided it. An outcome of an earlier
+term (a resync or a lost leadership since) is never handed to the core as it is: when the bind is
+one the current core was told as in flight, the pod is read again for it; else it is dropped.
+
+Does not decide what to bind (the core) nor evict (evictions.py), nor report why a pod waits.
 """
 
 from __future__ import annotations
 
-import logging
 import queue
 import time
-from collections.abc import Callable
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import PODS, ApiError
+from gpufleet.backends.kube.api import PODS, ApiError, FencedError
 from gpufleet.backends.kube.binding_signature import signed_binding
+from gpufleet.backends.kube.calls import log
 from gpufleet.backends.kube.devices import placement_annotations
+from gpufleet.backends.kube.evictions import EVICTION_RETRY_S, ApiEvictions
 from gpufleet.backends.kube.pods import PodState
-from gpufleet.backends.kube.state import BackendState, Told
+from gpufleet.backends.kube.state import BindCall, Outcome, Told
 from gpufleet.io.disruption import gang_guard
 from gpufleet.model import Placement, Pod
-from gpufleet.model.actions import told_to_victim
 from gpufleet.model.events import BindFailed, ClusterEvent
 
-# The name these lines have always been logged under (before the backend was split in parts).
-log = logging.getLogger("gpufleet.backends.kube.backend")
+__all__ = ["CHECK_RETRY_S", "EVICTION_RETRY_S", "ApiActions", "bind_outcome"]
 
-EVICTION_RETRY_S = 5.0
+#: How long after a failed read of a pod whose bind has no known outcome it is read again.
+CHECK_RETRY_S = 1.0
+
+#: Answers to a Binding that say for sure it was not carried out.
+REFUSED = frozenset({400, 403, 404, 405, 415, 422})
 
 
-class ApiActions(BackendState):
-    """Binds and evictions through the API (see the module docstring)."""
+def bind_outcome(status: int) -> str:
+    """What an error answer to a Binding says of it: ``failed`` (refused, nothing written) or
+    ``unknown`` (no answer, 409, 429, 5xx: it may have been written, or be yet)."""
+    return "failed" if status in REFUSED else "unknown"
+
+
+class ApiActions(ApiEvictions):
+    """Binds and their outcomes through the API (see the module docstring)."""
 
     def _bind(self, pod: Pod, placement: Placement) -> None:
         key = pod.key
+        obj = self.objects[PODS].get(key)
+        call = BindCall(key, podinfo.uid_of(obj or {}), placement, self.term)
         told = self._told.get(key)
         if told is None:  # the pod left between the cycle and now: let the core know
-            self._results.put(("failed", key, "the pod no longer exists"))
+            self._results.put(Outcome("failed", call, "the pod no longer exists", self.term))
             return
         told.state, told.placement, told.in_flight = PodState.BOUND, placement, True
+        told.call = call
         self._ledger.take(placement)
         annotations = placement_annotations(placement)
-        obj = self.objects[PODS].get(key)
         if self.binding_key is not None and annotations:
-            uid = str(((obj or {}).get("metadata") or {}).get("uid", ""))
-            annotations = signed_binding(self.binding_key, uid, placement.node, annotations)
+            annotations = signed_binding(self.binding_key, call.uid, placement.node, annotations)
         if self.guard_gangs and obj is not None and podinfo.pod_group(obj) is not None:
             annotations.update(gang_guard(podinfo.annotations_of(obj)))
-        self._call(self._bind_call, pod, placement, annotations)
+        self._call(self._bind_call, call, annotations)
 
-    def _bind_call(self, pod: Pod, placement: Placement, annotations: dict[str, str]) -> None:
+    def _bind_call(self, call: BindCall, annotations: dict[str, str]) -> None:
+        namespace, name = call.key.split("/", 1)
         sent = time.perf_counter()
         try:
-            self.api.bind(pod.namespace, pod.name, placement.node, annotations)
+            self.api.bind(
+                namespace,
+                name,
+                call.placement.node,
+                annotations,
+                lambda: self._fence(call.term, call),
+            )
+        except FencedError:
+            self._results.put(Outcome("dropped", call, "not sent: its term ended", call.term))
+            self._wake.set()
+            return
         except ApiError as error:
-            self._results.put(("failed", pod.key, error.message or str(error)))
+            kind = bind_outcome(error.status)
+            self._results.put(Outcome(kind, call, error.message or str(error), call.term))
         except Exception as error:  # never lose a bind outcome
-            self._results.put(("failed", pod.key, repr(error)))
+            self._results.put(Outcome("unknown", call, repr(error), call.term))
         else:
-            self._results.put(("bound", pod.key, placement.node))
+            self._results.put(Outcome("bound", call, call.placement.node, call.term))
         self.bind_answered(time.perf_counter() - sent)
         self._wake.set()
+
+    def _check_call(self, call: BindCall, term: int) -> None:
+        """Read the pod of a bind with no known outcome, for ``term``: bound to its node (the
+        same pod) or not."""
+        namespace, name = call.key.split("/", 1)
+        try:
+            pod = self.api.get_pod(namespace, name)
+        except ApiError as error:
+            self._results.put(Outcome("unknown", call, str(error), term, checked=True))
+        else:
+            if pod is None or podinfo.uid_of(pod) != call.uid:
+                outcome = Outcome("failed", call, "the pod is gone", term, checked=True)
+            elif podinfo.node_name(pod) == call.placement.node:
+                outcome = Outcome("bound", call, call.placement.node, term, checked=True)
+            else:
+                where = podinfo.node_name(pod) or "no node"
+                outcome = Outcome("failed", call, f"the pod is on {where}", term, checked=True)
+            self._results.put(outcome)
+        self._wake.set()
+
+    def _check_later(self, call: BindCall, delay: float) -> None:
+        with self._lock:
+            self._checks_due.append((time.monotonic() + delay, call))
+            self._checks_due.sort(key=lambda due: due[0])
+
+    def _run_checks(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            due = [c for at, c in self._checks_due if at <= now]
+            self._checks_due = [(at, c) for at, c in self._checks_due if at > now]
+        for call in due:
+            told = self._told.get(call.key)
+            if told is not None and told.call is call:
+                self._call(self._check_call, call, self.term)
 
     def _take_results(self, out: list[ClusterEvent]) -> None:
         while True:
             try:
-                outcome, key, detail = self._results.get_nowait()
+                outcome = self._results.get_nowait()
             except queue.Empty:
                 return
-            told = self._told.get(key)
-            if outcome == "bound":
+            self._take_outcome(outcome, out)
+
+    def _take_outcome(self, outcome: Outcome, out: list[ClusterEvent]) -> None:
+        call, key = outcome.call, outcome.call.key
+        told = self._told.get(key)
+        current = told is not None and told.call is call
+        if not outcome.checked:
+            if outcome.kind == "bound":
                 self.counters.binds += 1
-                obj = self.objects[PODS].get(key)
-                if obj is not None and told is not None and told.placement is not None:
-                    self.reporter.scheduled(obj, told.placement)
-                continue
-            self.counters.bind_failures += 1
-            log.info("bind of %s failed: %s", key, detail)
-            if told is not None and told.in_flight:
-                assert told.placement is not None
-                self._ledger.give_back(told.placement)
-                self._told[key] = Told(PodState.WAITING)
-                self._dirty_pods.add(key)  # if it was bound by someone else, say so next
-            out.append(BindFailed(key, detail))
-
-    def _evict(self, key: str, preemptor: str | None, reason: str) -> None:
-        obj = self.objects[PODS].get(key)
-        if obj is None:
+            elif outcome.kind != "dropped":
+                self.counters.bind_failures += 1
+                log.info("bind of %s: %s (%s)", key, outcome.detail, outcome.kind)
+        if outcome.term != self.term:
+            # Decided, or learnt, for an earlier core: not this core's fact as it is. A bind
+            # this core was told as in flight is learnt again, by reading its pod.
+            if current and outcome.kind != "bound":
+                call.answered = True
+                self._check_later(call, 0.0)
+            elif current:
+                call.answered = call.bound = True
             return
-        if preemptor is None and key in self._sent_away:
-            self.reporter.gang_evicted(obj, reason)
-        else:
-            namespace = key.split("/", 1)[0]
-            self.reporter.preempted(obj, *told_to_victim(reason, preemptor, namespace))
-        self._call(self._evict_call, key, preemptor, reason)
-
-    def _evict_call(self, key: str, preemptor: str | None, reason: str) -> None:
-        namespace, name = key.split("/", 1)
-        try:
-            self.api.evict(namespace, name)
-            self.counters.evictions += 1
-        except ApiError as error:
-            if error.status == 404:
-                return
-            self.counters.evictions_blocked += 1
+        if told is None:
+            if outcome.kind != "bound":  # the pod left before its bind was sent
+                out.append(BindFailed(key, outcome.detail))
+            return
+        if not current:
+            return  # the informers showed it bound meanwhile (or another bind followed)
+        call.answered = True
+        if outcome.kind == "bound":
+            call.bound = True
             obj = self.objects[PODS].get(key)
-            if obj is not None:
-                self.reporter.eviction_blocked(obj, error.message or str(error))
-            with self._lock:
-                due = time.monotonic() + EVICTION_RETRY_S
-                self._evictions_due.append((due, key, preemptor, reason))
-                self._evictions_due.sort()
-            self._wake.set()
-
-    def _retry_evictions(self) -> None:
-        now = time.monotonic()
-        with self._lock:
-            due = [e for e in self._evictions_due if e[0] <= now]
-            self._evictions_due = [e for e in self._evictions_due if e[0] > now]
-        for _, key, preemptor, reason in due:
-            if key in self._told:
-                self._call(self._evict_call, key, preemptor, reason)
-
-    def _call(self, call: Callable[..., None], *args: object) -> None:
-        """``call`` on a binder thread, counted until it has its answer."""
-        with self._calls_answered:
-            self._calls_open += 1
-        self._binders.submit(self._counted, call, *args)
-
-    def _counted(self, call: Callable[..., None], *args: object) -> None:
-        try:
-            call(*args)
-        finally:
-            with self._calls_answered:
-                self._calls_open -= 1
-                self._calls_answered.notify_all()
-
-    def wait_calls_answered(self, timeout: float) -> bool:
-        """Whether every bind and eviction sent so far has its answer within ``timeout``
-        seconds (its outcome queued for the next poll): a turn's writes are done."""
-        with self._calls_answered:
-            return self._calls_answered.wait_for(lambda: self._calls_open == 0, timeout)
+            if obj is not None and not outcome.checked:
+                self.reporter.scheduled(obj, call.placement)
+            return
+        if outcome.kind == "unknown":
+            self._check_later(call, CHECK_RETRY_S if outcome.checked else 0.0)
+            return
+        # Known not bound ("failed", or "dropped": never sent).
+        self._ledger.give_back(call.placement)
+        self._told[key] = Told(PodState.WAITING)
+        self._dirty_pods.add(key)  # if it was bound by someone else, say so next
+        if key not in self._evict_after_bind:  # else its eviction is dropped: see there
+            out.append(BindFailed(key, outcome.detail))

@@ -44,6 +44,7 @@ from gpufleet.backends.kube.api_types import (
     WATCH_TIMEOUT_S,
     WATCHED,
     ApiError,
+    FencedError,
     ForbiddenApiError,
     Impersonation,
     NamedTLSConnection,
@@ -73,6 +74,7 @@ __all__ = [
     "WATCHED",
     "WATCH_TIMEOUT_S",
     "ApiError",
+    "FencedError",
     "ForbiddenApiError",
     "Impersonation",
     "JsonPoster",
@@ -85,6 +87,9 @@ __all__ = [
     "micro_time",
     "rfc3339",
 ]
+
+#: Asked just before a write is sent; False: it is not sent (:class:`FencedError`).
+Fence = Callable[[], bool]
 
 #: What urllib3 raises when the server cannot be reached or a stream breaks (most are not
 #: OSErrors: MaxRetryError, ProtocolError).
@@ -210,6 +215,9 @@ class KubeApi:
     # ----------------------------------------------------------------------------- plumbing
     def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self.limiter.acquire()
+        return self._call_unlimited(method, *args, **kwargs)
+
+    def _call_unlimited(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         try:
             response = method(*args, _preload_content=False, **kwargs)
         except ApiException as error:
@@ -219,12 +227,28 @@ class KubeApi:
         data = response.data
         return json.loads(data) if data else None
 
-    def _post(self, path: str, body: Obj, method: Callable[..., Any], *args: Any) -> Any:
+    def _post(
+        self,
+        path: str,
+        body: Obj,
+        method: Callable[..., Any],
+        *args: Any,
+        fence: Fence | None = None,
+    ) -> Any:
         """POST ``body`` to ``path`` through the poster, or through the client's ``method``
-        (called with ``args`` and the body) where there is no poster."""
+        (called with ``args`` and the body) where there is no poster. ``fence`` is asked after
+        the rate limit's wait, the last moment before the request goes out; when it says no,
+        nothing is sent and :class:`FencedError` raised."""
         if self.poster is None:
-            return self._call(method, *args, body)
+            if fence is None:
+                return self._call(method, *args, body)
+            self.limiter.acquire()
+            if not fence():
+                raise FencedError(path)
+            return self._call_unlimited(method, *args, body)
         self.limiter.acquire()
+        if fence is not None and not fence():
+            raise FencedError(path)
         return self.poster.post(path, body)
 
     def _list_method(self, resource: Resource) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -348,9 +372,16 @@ class KubeApi:
         return found
 
     # ----------------------------------------------------------------------------- pods
-    def bind(self, namespace: str, name: str, node: str, annotations: Mapping[str, str]) -> None:
+    def bind(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        annotations: Mapping[str, str],
+        fence: Fence | None = None,
+    ) -> None:
         """Bind through the Binding subresource; the API server copies the binding's
-        annotations onto the pod in the same write."""
+        annotations onto the pod in the same write. ``fence``: see :meth:`_post`."""
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -358,17 +389,39 @@ class KubeApi:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         path = f"/api/v1/namespaces/{_quote(namespace)}/pods/{_quote(name)}/binding"
-        self._post(path, body, self.core.create_namespaced_pod_binding, name, namespace)
+        self._post(
+            path, body, self.core.create_namespaced_pod_binding, name, namespace, fence=fence
+        )
 
-    def evict(self, namespace: str, name: str) -> None:
-        """Evict through the Eviction API (PodDisruptionBudgets apply: 429 when one forbids)."""
-        body = {
+    def evict(self, namespace: str, name: str, uid: str = "", fence: Fence | None = None) -> None:
+        """Evict through the Eviction API (PodDisruptionBudgets apply: 429 when one forbids).
+        ``uid``: only the pod of that UID (a precondition the API server checks: another pod
+        of the same name is refused with 409). ``fence``: see :meth:`_post`."""
+        body: Obj = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        if uid:
+            body["deleteOptions"] = {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": {"uid": uid},
+            }
         path = f"/api/v1/namespaces/{_quote(namespace)}/pods/{_quote(name)}/eviction"
-        self._post(path, body, self.core.create_namespaced_pod_eviction, name, namespace)
+        self._post(
+            path, body, self.core.create_namespaced_pod_eviction, name, namespace, fence=fence
+        )
+
+    def get_pod(self, namespace: str, name: str) -> Obj | None:
+        """The pod as etcd holds it now (a quorum read), or None when there is none."""
+        try:
+            pod: Obj = self._call(self.core.read_namespaced_pod, name, namespace)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        return pod
 
     def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> None:
         self._call(self.core.patch_namespaced_pod_status, name, namespace, patch)

@@ -47,6 +47,11 @@ class ApiError(Exception):
         self.message = message
 
 
+class FencedError(Exception):
+    """A write not sent: the check made just before it (this replica still leads, the turn that
+    decided it is still the current one) said no."""
+
+
 class ForbiddenApiError(ApiError):
     """A 403: the API server's RBAC or an admission plugin (Pod Security) refused the caller
     (for a write impersonating a tenant: the tenant)."""

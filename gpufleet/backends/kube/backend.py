@@ -137,16 +137,25 @@ class KubeBackend(
 
     def resync(self) -> list[Node]:
         """Forget what the core was told: the next poll tells a new core everything but the
-        nodes returned (by name), which the new core is to be built with."""
+        nodes returned (by name), which the new core is to be built with. A new term starts:
+        nothing an earlier core decided is sent after this (calls.py)."""
         self.drain()
         with self._lock:
-            in_flight = {k: t for k, t in self._told.items() if t.in_flight}
+            self.term += 1
+            # Binds sent are facts for the new core too: it must not place those pods again.
+            # One not sent yet never will be now, and its pod waits for the new core.
+            sent = [t.call for t in self._told.values() if t.call is not None and t.call.sent]
+            self._evictions_due.clear()
+            self._evict_after_bind.clear()
+            self._checks_due.clear()
         self._nodes.clear()
         self._deferred_nodes.clear()
         self._ledger = DeviceLedger()
         self._told = {}
-        # Binds in flight are facts for the new core too: it must not place those pods again.
-        self._replay_binds = [(k, t.placement) for k, t in in_flight.items() if t.placement]
+        self._replay_binds = sent
+        for call in sent:
+            if call.answered and not call.bound:  # its outcome was unknown: read the pod
+                self._check_later(call, 0.0)
         self._ends.clear()
         self._sent_away.clear()
         for name in sorted(self.objects[NODES]):
@@ -161,11 +170,12 @@ class KubeBackend(
     def poll_events(self) -> Sequence[ClusterEvent]:
         self.drain()
         out: list[ClusterEvent] = []
-        for key, placement in self._replay_binds:
+        for call in self._replay_binds:
+            key, placement = call.key, call.placement
             obj = self.objects[PODS].get(key)
             pod = self.parse_pod(obj)
             if obj is not None and pod is not None and key not in self._told:
-                self._told[key] = Told(PodState.BOUND, placement, in_flight=True)
+                self._told[key] = Told(PodState.BOUND, placement, in_flight=True, call=call)
                 self._ledger.take(placement)
                 out.append(PodBound(pod, placement, is_preemptible(obj)))
         self._replay_binds = []
@@ -187,10 +197,17 @@ class KubeBackend(
             self._deferred_nodes.discard(name)
             self._reconcile_node(name, out)
         self._send_gangs_away(out)
+        self._send_deferred_evictions(out)
         self._retry_evictions()
+        self._run_checks()
         return out
 
     def apply(self, actions: Sequence[Action]) -> None:
+        """Carry out a cycle's actions, if this replica still leads (else the term ends, and
+        none of them is)."""
+        if actions and not self.leading():
+            self.abandon(f"no longer leading: {len(actions)} actions of a turn not carried out")
+            return
         for action in actions:
             if isinstance(action, Bind):
                 self._bind(action.pod, action.placement)
@@ -203,8 +220,9 @@ class KubeBackend(
 
     def wait(self, deadline: float) -> None:
         timeout = min(deadline - self.clock.now(), self.ends_due_in())
-        if self._evictions_due:
-            timeout = min(timeout, self._evictions_due[0][0] - time.monotonic())
+        for due in (self._evictions_due, self._checks_due):
+            if due:
+                timeout = min(timeout, due[0][0] - time.monotonic())
         if timeout > 0 and not self._wake.is_set():
             self._wake.wait(min(timeout, 1.0) if math.isfinite(timeout) else 1.0)
         self._wake.clear()

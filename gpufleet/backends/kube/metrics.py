@@ -1,5 +1,6 @@
 """What only a scheduler on Kubernetes counts, in the scheduler's registry: leadership, and
-the API calls the backend and the reporter made.
+the API calls the backend and the reporter made, and the pods seen bound beyond their node's
+capacity.
 
 Owns :class:`KubeMetrics`, which adds the :data:`~gpufleet.metrics.families.KUBERNETES`
 families to a :class:`~gpufleet.metrics.scheduler.SchedulerMetrics` registry (names from
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from prometheus_client import Gauge
-from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gpufleet.backends.kube.backend import KubeBackend
@@ -28,15 +29,19 @@ class KubeMetrics:
         self, metrics: SchedulerMetrics, backend: KubeBackend, reporter: ApiReporter
     ) -> None:
         self.leader = Gauge(f.LEADER.name, f.LEADER.help, registry=metrics.registry)
-        metrics.registry.register(_ApiCalls(backend, reporter))
+        #: Pods seen bound beyond what their node has free (kept by the scheduler).
+        self.overcommitted: set[str] = set()
+        metrics.registry.register(_ApiCalls(backend, reporter, self.overcommitted))
         backend.bind_answered = metrics.observe_bind
 
 
 class _ApiCalls(Collector):
     """What the backend and reporter count as they go, read at each scrape."""
 
-    def __init__(self, backend: KubeBackend, reporter: ApiReporter) -> None:
-        self.backend, self.reporter = backend, reporter
+    def __init__(
+        self, backend: KubeBackend, reporter: ApiReporter, overcommitted: set[str]
+    ) -> None:
+        self.backend, self.reporter, self.overcommitted = backend, reporter, overcommitted
 
     def collect(self) -> Iterable[Metric]:
         counters = self.backend.counters
@@ -49,3 +54,5 @@ class _ApiCalls(Collector):
             (f.REPORTS_DROPPED, self.reporter.dropped),
         ):
             yield CounterMetricFamily(family.name, family.help, value=value)
+        family = f.OVERCOMMITTED_PODS
+        yield GaugeMetricFamily(family.name, family.help, value=len(self.overcommitted))

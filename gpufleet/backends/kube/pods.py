@@ -81,6 +81,10 @@ def node_name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("spec") or {}).get("nodeName") or "")
 
 
+def uid_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
 #: The annotations by which Volcano's PodGroups claim their pods (KubeRay, the training and
 #: MPI operators write the first with their Volcano integration).
 VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")

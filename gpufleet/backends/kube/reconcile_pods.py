@@ -88,7 +88,7 @@ class PodReconciliation(BackendState):
                 del self._told[key]
                 out.append(PodDeleted(key))
                 return self._reconcile_pod(key, out, orphans)
-            told.in_flight = False
+            told.in_flight, told.call = False, None
             if not told.ready and podinfo.is_ready(obj):
                 told.ready = True
                 out.append(PodReady(key))

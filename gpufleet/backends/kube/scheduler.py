@@ -15,6 +15,13 @@ PriorityClasses or ResourceQuotas change; each new core is told the whole cluste
 (``KubeBackend.resync``), which is also how a restarted scheduler picks up where the last one
 stopped. Each turn runs under :attr:`KubeScheduler.lock`, which the metrics' scrape and the
 control plane on Kubernetes take too.
+
+Leadership is asked before each turn, before a cycle's actions are carried out and just before
+each bind and eviction is sent (the backend's fence); a replica that finds it no longer leads ends
+the backend's term (everything queued is dropped) and builds a new core when it leads again. A
+pod the core refuses because it is bound beyond what its node has free (bound by another
+scheduler, or by a leader paused past its lease) gets a Warning ``Overcommitted`` Event and is
+counted in ``gpufleet_overcommitted_pods``.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import ControlLoop, Turn
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.metrics.state import SchedulerState, read_state
-from gpufleet.model.events import ClusterEvent
+from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted
 from gpufleet.model.times import wall_clock_time
 from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
@@ -113,6 +120,7 @@ class KubeScheduler:
         self.metrics = metrics or SchedulerMetrics()
         self.metrics.read = self._read_state
         self.kube_metrics = KubeMetrics(self.metrics, self.backend, self.reporter)
+        self.backend.leading = self.is_leader
         self.elector = (
             LeaderElector(
                 api,
@@ -131,6 +139,7 @@ class KubeScheduler:
         self.heartbeat = time.monotonic()
         self.stop_event = threading.Event()
         self._core_config = -1
+        self._core_term = -1
         self._published_at = 0.0
         self.loop = ControlLoop(
             self.backend,
@@ -191,6 +200,7 @@ class KubeScheduler:
         if self.core is not None:
             log.warning("%s lost leadership; standing by", self.options.identity)
             with self.lock:
+                self.backend.abandon("leadership lost")
                 self._drop_core()
         self.backend.read_ahead()
         self.stop_event.wait(0.5)
@@ -200,7 +210,11 @@ class KubeScheduler:
         """The core of this turn: a new one when there is none or Queues, PriorityClasses or
         ResourceQuotas changed."""
         backend = self.backend
-        if self.core is None or backend.config_version != self._core_config:
+        if (
+            self.core is None
+            or backend.config_version != self._core_config
+            or backend.term != self._core_term  # its term ended: what it decided is dropped
+        ):
             # A new core is told the whole cluster: a burst of long-lived objects.
             self._drop_core()
             with long_lived_burst():
@@ -210,7 +224,13 @@ class KubeScheduler:
         return self.core
 
     def events_in(self, events: Sequence[ClusterEvent]) -> None:
-        """(Status is published from the core, after the turn.)"""
+        """Pods gone are no longer overcommitted. (Status is published from the core, after
+        the turn.)"""
+        overcommitted = self.kube_metrics.overcommitted
+        if overcommitted:
+            for event in events:
+                if isinstance(event, PodDeleted):
+                    overcommitted.discard(event.key)
 
     def turn_done(self, core: SchedulerCore, turn: Turn) -> None:
         now = time.monotonic()
@@ -232,6 +252,8 @@ class KubeScheduler:
         backend = self.backend
         self._core_config = backend.config_version
         nodes = backend.resync()
+        self._core_term = backend.term
+        self.kube_metrics.overcommitted.clear()  # the new core is told every pod again
         pods, counts = backend.known_pods()
         catalog = backend.catalog
         self.core = core = build_core(
@@ -258,10 +280,23 @@ class KubeScheduler:
         return core
 
     def _refused(self, event: ClusterEvent, error: ValueError) -> None:
-        # A pod bound by another scheduler beyond what the node has left, a workload naming a
-        # queue that vanished: report it and keep scheduling everything else.
+        # A pod bound by another scheduler (or an earlier leader) beyond what the node has
+        # left, a workload naming a queue that vanished: report it and keep scheduling
+        # everything else.
         log.warning("ignored %s: %s", type(event).__name__, error)
         self.metrics.refused()
+        if isinstance(event, PodBound):
+            key = event.pod.key
+            self.kube_metrics.overcommitted.add(key)
+            obj = self.backend.objects[PODS].get(key)
+            if obj is not None:
+                self.reporter.event(
+                    obj,
+                    "Warning",
+                    "Overcommitted",
+                    f"bound to {event.placement.node} beyond what the node has free "
+                    f"(its devices may be shared with another pod): {error}",
+                )
 
     def _read_state(self) -> SchedulerState | None:
         """The core's state for a scrape (under the lock: the loop's thread changes it)."""

@@ -86,6 +86,50 @@ class NullReporter:
     def forget(self, pod_key: str) -> None: ...
 
 
+@dataclass(slots=True, eq=False)
+class BindCall:
+    """One Binding of one pod, decided in ``term`` (see :attr:`BackendState.term`)."""
+
+    key: str
+    uid: str
+    placement: Placement
+    term: int
+    #: Set under the backend's lock by the fence just before the POST goes out: a call not
+    #: sent when its term ended never will be.
+    sent: bool = False
+    #: An outcome of it was taken in (by the loop's thread).
+    answered: bool = False
+    #: The API server answered it 2xx (or the pod was read bound to its node): it is bound.
+    bound: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a binder learnt of a :class:`BindCall`, in the term it was learnt for.
+
+    ``kind``: ``bound``; ``failed`` (known not bound: refused, or the pod read without it);
+    ``unknown`` (no answer, a timeout, a reset, 409 or 5xx: it may have been carried out);
+    ``dropped`` (never sent: the fence said no). ``checked``: learnt by reading the pod."""
+
+    kind: str
+    call: BindCall
+    detail: str
+    term: int
+    checked: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEviction:
+    """An eviction the core decided in ``term``, of the pod of ``uid`` bound to ``node``."""
+
+    key: str
+    uid: str
+    node: str
+    preemptor: str | None
+    reason: str
+    term: int
+
+
 @dataclass(slots=True)
 class Told:
     """What the core knows of one pod."""
@@ -95,6 +139,8 @@ class Told:
     ready: bool = False
     in_flight: bool = False  # a bind we issued that the API has not confirmed yet
     demoted: bool = False  # the core was told to lower its workload (its preemptible label)
+    #: Our bind of it while the informers have not shown it bound (None: none, or confirmed).
+    call: BindCall | None = None
 
 
 @dataclass(slots=True)
@@ -138,7 +184,7 @@ class BackendState:
         self._stop = self.watching.stop
         self._wake = self.watching.wake
         self._changes = self.watching.changes
-        self._results: queue.SimpleQueue[tuple[str, str, str]] = queue.SimpleQueue()
+        self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self.informers = self.watching.by_resource
         self._binders = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="binder")
         #: API calls (binds, evictions) sent to the binders and not answered yet.
@@ -158,9 +204,21 @@ class BackendState:
         #: Nodes changed while pods ran on them: taken in once they are empty.
         self._deferred_nodes: set[str] = set()
         self._group_members: dict[tuple[str, str], set[str]] = defaultdict(set)
-        self._replay_binds: list[tuple[str, Placement]] = []
-        self._evictions_due: list[tuple[float, str, str | None, str]] = []
+        self._replay_binds: list[BindCall] = []
+        #: Evictions a PodDisruptionBudget refused, by when to try them again.
+        self._evictions_due: list[tuple[float, PlannedEviction]] = []
+        #: Evictions of pods whose bind has no known outcome yet: sent once it is bound.
+        self._evict_after_bind: dict[str, PlannedEviction] = {}
+        #: Binds whose outcome is unknown, by when to read their pod (again).
+        self._checks_due: list[tuple[float, BindCall]] = []
         self._lock = threading.Lock()
+        #: The term: bumped by each resync (a new core) and each loss of leadership. What is
+        #: queued is tagged with the term that decided it, and nothing of an earlier term is
+        #: sent or handed to the core as it is (actions.py).
+        self.term = 0
+        #: Whether this replica may act now (the scheduler's leader election; asked before
+        #: each turn's actions are applied and before each bind and eviction is sent).
+        self.leading: Callable[[], bool] = _always
         #: Pods read once per shape; nodes once per resourceVersion (None: does not read);
         #: objects changed but not read yet.
         self.readings = PodReadings()
@@ -261,6 +319,10 @@ class BackendState:
         """``obj`` read as a pod, once per resourceVersion: the core's build, bound pods and
         the workloads of waiting ones all use one reading. Raises :class:`InputError`."""
         return self.readings.timed_pod(obj)
+
+
+def _always() -> bool:
+    return True
 
 
 def _ignore(seconds: float) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -195,7 +196,18 @@ class FakeApiServer:
         """End every open watch stream cleanly, as a server-side timeout would."""
         self.store.close_watches()
 
-    def fail_next(self, method: str, path_pattern: str, status: int, times: int = 1) -> None:
+    def fail_next(
+        self,
+        method: str,
+        path_pattern: str,
+        status: int,
+        times: int = 1,
+        commit: bool = False,
+        hold: threading.Event | None = None,
+    ) -> None:
         """Answer the next ``times`` requests of ``method`` (``"*"``: any) whose path matches
-        the regex ``path_pattern`` (``re.search``) with a ``Status`` of code ``status``."""
-        self._state.add_fault(method, path_pattern, status, times)
+        the regex ``path_pattern`` (``re.search``) with a ``Status`` of code ``status`` (0:
+        the connection is closed, no answer). ``commit``: carry the request out all the same
+        (an answer lost, a write that timed out and committed). ``hold``: answer only once
+        that event is set (a request held in the API server, as while etcd is away)."""
+        self._state.add_fault(method, path_pattern, status, times, commit, hold)

@@ -5,7 +5,9 @@
   already bound or being deleted is a 409. The node is not checked. The answer is a ``Status``
   (as on the real server), which the python client cannot deserialize into ``V1Binding``
   (it raises ``ValueError`` on the missing ``target``); call it with ``_preload_content=False``.
-* Eviction checks the PodDisruptionBudgets of the namespace live (there is no disruption
+* Eviction honours ``deleteOptions.preconditions`` (``uid``, ``resourceVersion``): another
+  pod of the name, or another version, is a 409 Conflict and nothing is deleted. It checks the
+  PodDisruptionBudgets of the namespace live (there is no disruption
   controller). As that controller does for pods without a scale, the *expected* count is every
   pod the budget selects, and the *healthy* count those not being deleted whose Ready condition
   is True, or that have no Ready condition and phase Running. ``minAvailable`` and
@@ -165,8 +167,19 @@ def _check_budget(store: Store, namespace: str, pod: Obj) -> None:
 def evict(store: Store, namespace: str, name: str, eviction: Obj) -> Obj:
     """Carry out a policy/v1 Eviction."""
     options = eviction.get("deleteOptions") or {}
+    preconditions = options.get("preconditions") or {}
     with store.lock:
         pod = store.get(PODS, namespace, name)
+        for field in ("uid", "resourceVersion"):
+            wanted, held = preconditions.get(field), pod["metadata"].get(field)
+            if wanted is not None and wanted != held:
+                raise errors.conflict(
+                    "pods",
+                    name,
+                    "",
+                    f"Precondition failed: {field} in precondition: {wanted}, "
+                    f"{field} in object meta: {held}",
+                )
         if pod["metadata"].get("deletionTimestamp"):
             return success(200)
         if (pod.get("status") or {}).get("phase") not in ("Pending", "Succeeded", "Failed"):

@@ -34,10 +34,17 @@ _IDLE_POLL_SECONDS = 0.5
 
 @dataclass
 class Fault:
+    """Answer matching requests with ``status`` (0: close the connection, no answer). With
+    ``commit`` the request is carried out first (an answer lost, a write the API server timed
+    out that committed); with ``hold`` the answer waits until that event is set (a request
+    held in the API server)."""
+
     method: str
     pattern: re.Pattern[str]
     status: int
     remaining: int
+    commit: bool = False
+    hold: threading.Event | None = None
 
 
 class ServerState:
@@ -62,19 +69,28 @@ class ServerState:
             self.callers.append(caller)
             self.logged.notify_all()
 
-    def add_fault(self, method: str, pattern: str, status: int, times: int) -> None:
+    def add_fault(
+        self,
+        method: str,
+        pattern: str,
+        status: int,
+        times: int,
+        commit: bool = False,
+        hold: threading.Event | None = None,
+    ) -> None:
         with self._lock:
-            self._faults.append(Fault(method.upper(), re.compile(pattern), status, times))
+            fault = Fault(method.upper(), re.compile(pattern), status, times, commit, hold)
+            self._faults.append(fault)
 
-    def take_fault(self, method: str, path: str) -> int | None:
-        """The status to fail this request with, using up one of its fault's ``times``."""
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        """The fault to answer this request with, using up one of its ``times``."""
         with self._lock:
             for fault in self._faults:
                 if fault.method in ("*", method) and fault.pattern.search(path):
                     fault.remaining -= 1
                     if fault.remaining <= 0:
                         self._faults.remove(fault)
-                    return fault.status
+                    return fault
         return None
 
 
@@ -135,9 +151,11 @@ class _Handler(BaseHTTPRequestHandler):
         state.log(caller)
         client = identity_of(self.headers.get("Authorization"))
         state.access.record(client, self.command, path, query)
-        status = state.take_fault(self.command, path)
-        if status is not None:
-            self._send_json(status, errors.status_body(status, f"injected failure ({status})"))
+        fault = state.take_fault(self.command, path)
+        if fault is not None and fault.hold is not None:
+            fault.hold.wait()  # held in the API server; then carried out or not
+        if fault is not None and not fault.commit:
+            self._fail(fault)
             return
         try:
             with state.store.lock:
@@ -163,10 +181,22 @@ class _Handler(BaseHTTPRequestHandler):
             traceback.print_exc(file=sys.stderr)
             self._send_json(500, errors.status_body(500, f"fake API server error: {exc!r}"))
             return
+        if fault is not None:  # carried out; the answer is lost or replaced
+            self._fail(fault)
+            return
         if isinstance(result, endpoints.Response):
             self._send_json(result.code, result.body)
         else:
             self._stream(result)
+
+    def _fail(self, fault: Fault) -> None:
+        if fault.status == 0:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        message = f"injected failure ({fault.status})"
+        self._send_json(fault.status, errors.status_body(fault.status, message))
 
     def _send_json(self, code: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
