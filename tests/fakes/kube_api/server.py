@@ -63,6 +63,10 @@ class ServerState:
         with self._lock:
             self._faults.append(Fault(method.upper(), re.compile(pattern), status, times))
 
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
     def take_fault(self, method: str, path: str) -> int | None:
         """The status to fail this request with, using up one of its fault's ``times``."""
         with self._lock:
@@ -78,11 +82,11 @@ class ServerState:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, state: ServerState) -> None:
+    def __init__(self, state: ServerState, port: int = 0) -> None:
         self.state = state
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -218,10 +222,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class HttpServer:
-    """Serves :class:`ServerState` on 127.0.0.1 at a port the OS chooses."""
+    """Serves :class:`ServerState` on 127.0.0.1 at ``port`` (0: one the OS chooses)."""
 
-    def __init__(self, state: ServerState) -> None:
-        self._server = _HTTPServer(state)
+    def __init__(self, state: ServerState, port: int = 0) -> None:
+        self._server = _HTTPServer(state, port)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.02},
@@ -233,6 +237,10 @@ class HttpServer:
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
 
     def start(self) -> None:
         self._thread.start()
