@@ -223,3 +223,33 @@ def test_backoff(failures: int, expected_s: float) -> None:
     backoff = Backoff(initial_s=0.5, max_s=30.0, jitter=0.2)
     assert backoff.delay(failures, draw=lambda: 0.0) == pytest.approx(expected_s)
     assert backoff.delay(failures, draw=lambda: 1.0) == pytest.approx(expected_s * 0.8)
+
+
+def test_an_api_server_failing_at_start_does_not_stop_the_agent(
+    start_agent: AgentFactory, server: FakeApiServer, kubelet: FakeKubelet
+) -> None:
+    """503s at start: the agent serves the kubelet and publishes once the API answers (a Node
+    that is not there, 404, still fails the start: tests/cli/test_agent_command.py)."""
+    server.fail_next("*", rf"^/api/v1/nodes/{NODE}(/status)?$", 503, times=3)
+    start_agent(60.0)
+    kubelet.wait_for(lambda: len(kubelet.devices(GPU_RESOURCE)) == 4, what="the GPUs listed")
+    eventually(
+        lambda: INVENTORY_ANNOTATION in node_annotations(server),
+        "the inventory published",
+        timeout_s=HEALED_WITHIN_S,
+    )
+    # The condition is a status patch after the metadata's.
+    eventually(
+        lambda: condition_status(server) == "True",
+        "GpuDevicesHealthy=True",
+        timeout_s=HEALED_WITHIN_S,
+    )
+
+
+def condition_status(server: FakeApiServer) -> str | None:
+    node = server.get("v1", "Node", NODE)
+    assert node is not None
+    for found in (node.get("status") or {}).get("conditions") or []:
+        if found["type"] == "GpuDevicesHealthy":
+            return str(found["status"])
+    return None
