@@ -9,7 +9,9 @@ fed by a watch of the pods bound to the node), and serves dcgm-exporter's metric
 ``/metrics``. A health thread waits on NVML's events: a device that turns unhealthy (or
 healthy again) is withdrawn from (or back in) ``ListAndWatch`` at once, the inventory
 annotation that the scheduler acts on is rewritten, the Node condition ``GpuDevicesHealthy``
-says which GPU and why, and an Event names the GPU and the XID.
+says which GPU and why, and an Event names the GPU and the XID. What the Node shows is kept by
+:class:`~gpufleet.agent.node_sync.NodeSync`: after every change and every resync period, tried
+again with back-off while the API server refuses or the Node is gone.
 
 It decides nothing about devices itself (allocation.py, resources.py) and speaks to the API
 server only through :class:`~gpufleet.backends.kube.node_agent.NodeAgentApi`.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.agent.bound_pods import InMemoryBoundPods
@@ -28,10 +30,17 @@ from gpufleet.agent.device_plugin import NodeDevicePlugins, PluginConfig
 from gpufleet.agent.kube_bridge import KubeEventSink, feed
 from gpufleet.agent.kubelet_api import POD_RESOURCES_SOCKET
 from gpufleet.agent.metrics_server import MetricsServer
+from gpufleet.agent.node_sync import (
+    DEFAULT_PERIOD_S,
+    Backoff,
+    DesiredNode,
+    HealthCondition,
+    NodeSync,
+)
 from gpufleet.agent.pod_resources import PodResourcesReader
 from gpufleet.agent.telemetry import AgentTelemetry
+from gpufleet.backends.kube.api_types import ApiError
 from gpufleet.backends.kube.node_agent import (
-    GPU_HEALTH_CONDITION,
     NORMAL,
     WARNING,
     NodeAgentApi,
@@ -60,6 +69,10 @@ class AgentSettings:
     metrics_address: str | None = "0.0.0.0:9400"
     #: How long to wait for the first listing of the node's pods before serving the kubelet.
     pods_sync_timeout_s: float = 30.0
+    #: How often the Node is compared with what the agent knows when nothing changed.
+    node_resync_s: float = DEFAULT_PERIOD_S
+    #: The waits between attempts while the API server refuses the Node's state.
+    node_retry: Backoff = field(default_factory=Backoff)
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -68,6 +81,12 @@ def split_address(address: str) -> tuple[str, int]:
     if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"expected HOST:PORT (e.g. 0.0.0.0:9400), got {address!r}")
     return host or "0.0.0.0", int(port)
+
+
+def is_transient(error: ApiError) -> bool:
+    """Whether an API error may pass by itself (no answer, throttled, the server failing),
+    rather than say the agent is misconfigured (the Node not found, the account refused)."""
+    return error.status == 0 or error.status == 429 or error.status >= 500
 
 
 class NodeAgent:
@@ -93,6 +112,9 @@ class NodeAgent:
             self.bound_pods,
             self.pod_resources.device_users,
         )
+        self.node_sync = NodeSync(
+            api, self.node, self.desired_node, settings.node_resync_s, settings.node_retry
+        )
         self._stop = threading.Event()
         self._stopped = False
         self._health_thread: threading.Thread | None = None
@@ -110,7 +132,17 @@ class NodeAgent:
 
     # ----------------------------------------------------------------------------- lifecycle
     def start(self) -> NodeAgent:
-        self.publish()
+        """Publish the Node's state (raising ApiError when the Node is missing or the
+        account may not write it; an API server that does not answer is tried again in the
+        background), then serve."""
+        published = False
+        try:
+            self.publish()
+            published = True
+        except ApiError as error:
+            if not is_transient(error):
+                raise
+            log.warning("cannot publish node %s's GPUs yet (%s); trying again", self.node, error)
         view = self.api.watch_pods(self.node, on_change=feed(self.bound_pods))
         if not view.wait_synced(self.settings.pods_sync_timeout_s):
             log.warning(
@@ -127,6 +159,7 @@ class NodeAgent:
             target=self._watch_health, name="gpu-health", daemon=True
         )
         self._health_thread.start()
+        self.node_sync.start(pending=not published)
         log.info(
             "gpufleet agent on %s: %d GPU(s), resources %s, metrics on %s",
             self.node,
@@ -143,6 +176,7 @@ class NodeAgent:
         self._stop.set()
         if self._health_thread is not None:
             self._health_thread.join(timeout=5)
+        self.node_sync.stop()
         if self._metrics_server is not None:
             self._metrics_server.close()
         self.plugins.stop()
@@ -166,6 +200,10 @@ class NodeAgent:
 
     # ----------------------------------------------------------------------------- the Node
     def publish(self) -> None:
+        """Make the Node show :meth:`desired_node` now; raises what the API raised."""
+        self.node_sync.sync()
+
+    def desired_node(self) -> DesiredNode:
         """Labels, the inventory annotation and the health condition, as the devices are now."""
         inventory = self.inventory()
         labels = gfd_node_labels(
@@ -174,23 +212,8 @@ class NodeAgent:
             sharing=self.settings.plugin.sharing,
             fabric=getattr(self.source, "fabric", None),
         )
-        self.api.publish(self.node, labels, {INVENTORY_ANNOTATION: inventory_to_json(inventory)})
-        self._set_condition(inventory)
-
-    def _set_condition(self, inventory: NodeInventory) -> None:
-        unhealthy = [d for d in inventory.devices if not d.healthy]
-        if unhealthy:
-            message = "; ".join(
-                gpu_health_message(d.index, d.uuid, None, d.reason) for d in unhealthy
-            )
-            self.api.set_condition(
-                self.node, GPU_HEALTH_CONDITION, "False", "GpuUnhealthy", message
-            )
-        else:
-            count = len(inventory.devices)
-            self.api.set_condition(
-                self.node, GPU_HEALTH_CONDITION, "True", "GpusHealthy", f"{count} GPU(s) healthy"
-            )
+        annotations = {INVENTORY_ANNOTATION: inventory_to_json(inventory)}
+        return DesiredNode(labels, annotations, health_condition(inventory))
 
     # ----------------------------------------------------------------------------- health
     def _watch_health(self) -> None:
@@ -209,7 +232,7 @@ class NodeAgent:
         with self._lock:
             self._inventory = inventory
         self.plugins.update(inventory)
-        self.publish()
+        self.node_sync.request()
         node = self.api.node_ref(self.node)
         for event in events:
             if event.healthy:
@@ -222,3 +245,12 @@ class NodeAgent:
                 message = gpu_health_message(event.gpu, event.uuid, None, reason)
                 self.api.event(node, WARNING, "GpuUnhealthy", message)
                 log.warning("%s", message)
+
+
+def health_condition(inventory: NodeInventory) -> HealthCondition:
+    """``GpuDevicesHealthy``: False naming each unhealthy GPU and why, True otherwise."""
+    unhealthy = [d for d in inventory.devices if not d.healthy]
+    if unhealthy:
+        message = "; ".join(gpu_health_message(d.index, d.uuid, None, d.reason) for d in unhealthy)
+        return HealthCondition("False", "GpuUnhealthy", message)
+    return HealthCondition("True", "GpusHealthy", f"{len(inventory.devices)} GPU(s) healthy")

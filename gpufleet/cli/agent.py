@@ -96,6 +96,16 @@ def agent(
             "unsigned bindings of gpufleet's pods (any pod author can write them)"
         ),
     ] = False,
+    node_resync_period: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            help="seconds between comparisons of the Node's labels, inventory and GPU health "
+            "condition with what the agent knows, each difference written back (as GPU Feature "
+            "Discovery relabels); a change is written at once, a refused write tried again "
+            "with back-off",
+        ),
+    ] = 60.0,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR")] = "INFO",
 ) -> None:
     """Run the node agent: discover the GPUs through NVML, publish GPU Feature Discovery's
@@ -164,6 +174,7 @@ def agent(
         ),
         pod_resources_socket=pod_resources_socket,
         metrics_address=metrics_address,
+        node_resync_s=node_resync_period,
     )
     node_agent = NodeAgent(source, api, settings)
 

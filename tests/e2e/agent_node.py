@@ -6,6 +6,7 @@ admit each pod bound to the node by calling the agent's Allocate, then mark it R
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from gpufleet.testing.fake_nodes import register_fake_node
 from tests.e2e.kube_cluster import RUN_LABEL, Cluster
 
 SYNC_S = 0.05
+
+log = logging.getLogger(__name__)
 
 
 def fake_gpus(name: str, gpus: int, product: str = "NVIDIA H100 80GB HBM3") -> str:
@@ -95,10 +98,13 @@ class AgentNode:
     # ----------------------------------------------------------------------------- the kubelet
     def _play_kubelet(self) -> None:
         while not self._stop.wait(SYNC_S):
-            self._sync_capacity()
-            for pod in self.agent.bound_pods.pods():
-                if pod.key not in self.admitted:
-                    self._admit(pod)
+            try:
+                self._sync_capacity()
+                for pod in self.agent.bound_pods.pods():
+                    if pod.key not in self.admitted:
+                        self._admit(pod)
+            except Exception as error:  # the API server restarted by a fault test: go on
+                log.warning("fake kubelet of %s: %s; trying again", self.name, error)
 
     def _sync_capacity(self) -> None:
         resources = {r: self.kubelet.devices(r) for r in self.kubelet.resources()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -26,6 +27,10 @@ from gpufleet.testing.fake_nodes import register_fake_node
 
 Obj = dict[str, Any]
 KUBECONFIG_ENV = "GPUFLEET_E2E_KUBECONFIG"
+#: A command that stops the API server (``COMMAND stop``) and starts it again (``COMMAND
+#: start``, returning once it is ready), e.g. ``/work/kube-e2e/start.sh``: the fault tests that
+#: restart the API server run only with it (it stops the server for everyone using it).
+APISERVER_CTL_ENV = "GPUFLEET_E2E_APISERVER_CTL"
 RUN_LABEL = "gpufleet.dev/e2e-run"
 
 
@@ -180,3 +185,9 @@ def wait_for(check: Callable[[], bool], timeout: float = 60.0, what: str = "") -
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what or check}")
+
+
+def apiserver_ctl(action: str) -> None:
+    """``stop`` or ``start`` the API server with the command in APISERVER_CTL_ENV."""
+    command = [*shlex.split(os.environ[APISERVER_CTL_ENV]), action]
+    subprocess.run(command, check=True, timeout=180, stdout=subprocess.DEVNULL)

@@ -6,6 +6,7 @@ a :class:`~gpufleet.backends.kube.light_api.LightKubeApi` (not the official clie
 agent's memory budget), and the scheduler's :class:`~gpufleet.backends.kube.api.KubeApi` fits
 too (the same calls, rate limit and errors: :class:`~gpufleet.backends.kube.api_types.ApiError`):
 
+* :meth:`NodeAgentApi.read_node`: the Node as the API server has it now;
 * :meth:`NodeAgentApi.publish`: labels and annotations of the Node
   (:mod:`~gpufleet.backends.kube.node_status`);
 * :meth:`NodeAgentApi.set_condition`: a Node condition (``GpuDevicesHealthy``);
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from gpufleet.backends.kube.api_types import NodeAgentCalls, RateLimiter
+from gpufleet.backends.kube.api_types import NodeAgentCalls, Obj, RateLimiter
 from gpufleet.backends.kube.light_api import LightKubeApi
 from gpufleet.backends.kube.node_events import NORMAL, WARNING, EventRecorder, ObjectRef
 from gpufleet.backends.kube.node_pods import BoundPodsView, ContainerView, PodListener, PodView
@@ -101,21 +102,36 @@ class NodeAgentApi:
         labels: Mapping[str, str],
         annotations: Mapping[str, str],
         owned_label_prefixes: Iterable[str] = DEFAULT_OWNED_LABEL_PREFIXES,
+        current: Obj | None = None,
     ) -> bool:
         """Set the agent's labels and annotations on ``node`` in one patch, removing the
-        agent's labels it no longer sets; whether it wrote (False: nothing changed)."""
-        return self.labeler.publish(node, labels, annotations, owned_label_prefixes)
+        agent's labels it no longer sets; whether it wrote (False: nothing changed).
+        ``current``: the Node as just read by :meth:`read_node` (read again when None)."""
+        return self.labeler.publish(node, labels, annotations, owned_label_prefixes, current)
 
-    def set_condition(self, node: str, type: str, status: str, reason: str, message: str) -> bool:
+    def set_condition(
+        self,
+        node: str,
+        type: str,
+        status: str,
+        reason: str,
+        message: str,
+        current: Obj | None = None,
+    ) -> bool:
         """Set Node condition ``type`` (``status`` "True", "False" or "Unknown"); whether it
-        wrote."""
-        return self.conditions.set_condition(node, type, status, reason, message)
+        wrote. With ``current`` (the Node as just read) it is compared with what the Node
+        shows, not with the last write: a Node re-created bare gets it again."""
+        return self.conditions.set_condition(node, type, status, reason, message, current)
 
     def event(self, involved: ObjectRef, type: str, reason: str, message: str) -> None:
         """Record an Event (Normal or Warning) about a Node or Pod, in the background."""
         self.recorder.event(involved, type, reason, message)
 
     # ----------------------------------------------------------------------------- reads
+    def read_node(self, node: str | None = None) -> Obj:
+        """The Node (this agent's by default) as the API server has it now."""
+        return self.api.get_node(node or self.node)
+
     def watch_pods(
         self,
         node: str | None = None,

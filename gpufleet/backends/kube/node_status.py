@@ -20,6 +20,11 @@ Conditions. ``set_condition`` patches one ``status.conditions`` entry (strategic
 A write happens when status, reason or message change, or when ``heartbeat_s`` have passed
 since the last one; a condition already on the Node (an agent restarted) keeps its transition
 time.
+
+Both take the Node as just read (``current``) when the caller has it: the labels are compared
+with it instead of a read of their own, and the condition is compared with what the Node shows
+rather than with what was written last, so that a Node re-created bare (a kubelet registering
+again) or a condition changed by someone else is written again at once.
 """
 
 from __future__ import annotations
@@ -124,10 +129,13 @@ class NodeLabeler:
         labels: Mapping[str, str],
         annotations: Mapping[str, str],
         owned_label_prefixes: Iterable[str] = DEFAULT_OWNED_LABEL_PREFIXES,
+        current: Mapping[str, Any] | None = None,
     ) -> bool:
         """Make the Node show ``labels`` and ``annotations``; whether it had to write.
-        Raises ValueError before any write for a bad label, ApiError when the API refuses."""
-        current = self.api.get_node(node)
+        ``current``: the Node as just read (read here when None). Raises ValueError before any
+        write for a bad label, ApiError when the API refuses."""
+        if current is None:
+            current = self.api.get_node(node)
         patch = label_patch(current, labels, annotations, owned_label_prefixes)
         if patch is None:
             return False
@@ -163,8 +171,17 @@ class NodeConditions:
         self._written: dict[tuple[str, str], _Written] = {}
         self._lock = threading.Lock()
 
-    def set_condition(self, node: str, type: str, status: str, reason: str, message: str) -> bool:
-        """Set condition ``type`` of ``node``; whether it wrote (see the module docstring)."""
+    def set_condition(
+        self,
+        node: str,
+        type: str,
+        status: str,
+        reason: str,
+        message: str,
+        current: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Set condition ``type`` of ``node``; whether it wrote (see the module docstring).
+        ``current``: the Node as just read, to compare with instead of the last write."""
         if status not in _STATUSES:
             raise ValueError(f"condition {type}: status {status!r} is not one of {_STATUSES}")
         if not type or not reason:
@@ -172,7 +189,12 @@ class NodeConditions:
         with self._lock:
             key = (node, type)
             last = self._written.get(key)
-            if last is None:
+            if current is not None:
+                shown = _condition_in(current, type)
+                if last is None or shown is None or _says(shown) != _says(last):
+                    # Gone (a Node re-created bare) or changed by someone else: the Node wins.
+                    last = shown
+            elif last is None:
                 last = self._from_node(node, type)
             now = self.clock()
             same = last is not None and (last.status, last.reason, last.message) == (
@@ -201,14 +223,23 @@ class NodeConditions:
 
     def _from_node(self, node: str, type: str) -> _Written | None:
         """The condition as the Node shows it now (an agent that restarted), or None."""
-        conditions = (self.api.get_node(node).get("status") or {}).get("conditions") or []
-        for condition in conditions:
-            if condition.get("type") == type:
-                return _Written(
-                    str(condition.get("status", "")),
-                    str(condition.get("reason", "")),
-                    str(condition.get("message", "")),
-                    str(condition.get("lastTransitionTime") or ""),
-                    None,
-                )
-        return None
+        return _condition_in(self.api.get_node(node), type)
+
+
+def _says(written: _Written) -> tuple[str, str, str]:
+    return written.status, written.reason, written.message
+
+
+def _condition_in(node: Mapping[str, Any], type: str) -> _Written | None:
+    """Condition ``type`` as ``node`` shows it, or None."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    for condition in conditions:
+        if condition.get("type") == type:
+            return _Written(
+                str(condition.get("status", "")),
+                str(condition.get("reason", "")),
+                str(condition.get("message", "")),
+                str(condition.get("lastTransitionTime") or ""),
+                None,
+            )
+    return None

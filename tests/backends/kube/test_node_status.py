@@ -5,7 +5,7 @@ nothing, bad labels write nothing, and condition times move as the kubelet's do.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -267,6 +267,61 @@ def test_a_restarted_agent_keeps_the_transition_time(
     after = condition_of(server)
     assert after["lastTransitionTime"] == transition
     assert after["lastHeartbeatTime"] != transition
+
+
+def _drop_conditions(server: FakeApiServer) -> None:
+    """The Node re-created bare: a kubelet registering again shows none of the agent's."""
+    node = server.get("v1", "Node", NODE)
+    assert node is not None
+    server.delete("v1", "Node", NODE)
+    server.create(ko.gpu_node(NODE, labels=node["metadata"].get("labels")))
+
+
+def _overwrite_message(server: FakeApiServer) -> None:
+    node = server.get("v1", "Node", NODE)
+    assert node is not None
+    for found in node["status"]["conditions"]:
+        if found["type"] == GPU_HEALTH_CONDITION:
+            found["message"] = "someone else's"
+    server.update(node)
+
+
+def _leave_alone(server: FakeApiServer) -> None:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("change", "rewritten"),
+    [
+        pytest.param(_drop_conditions, True, id="node-recreated-bare"),
+        pytest.param(_overwrite_message, True, id="changed-by-someone-else"),
+        pytest.param(_leave_alone, False, id="as-written"),
+    ],
+)
+def test_a_condition_is_compared_with_the_node_as_read(
+    server: FakeApiServer,
+    conditions: NodeConditions,
+    clocks: Clocks,
+    change: Callable[[FakeApiServer], None],
+    rewritten: bool,
+) -> None:
+    """Given the Node as just read, what it shows decides, not the last write (which alone
+    left a re-created Node without the condition until the heartbeat, or for ever)."""
+    conditions.set_condition(NODE, GPU_HEALTH_CONDITION, "False", "GpuUnhealthy", "GPU 2")
+    change(server)
+    clocks.advance(5)
+    current = server.get("v1", "Node", NODE)
+    assert current is not None
+    wrote = conditions.set_condition(
+        NODE, GPU_HEALTH_CONDITION, "False", "GpuUnhealthy", "GPU 2", current=current
+    )
+    assert wrote == rewritten
+    shown = condition_of(server)
+    assert (shown["status"], shown["reason"], shown["message"]) == (
+        "False",
+        "GpuUnhealthy",
+        "GPU 2",
+    )
 
 
 @pytest.mark.parametrize(

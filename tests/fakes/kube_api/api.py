@@ -32,16 +32,22 @@ class FakeApiServer:
         self.store = Store()
         self._state = ServerState(self.store)
         self._http: HttpServer | None = None
+        #: The port of the first start: a server stopped and started again comes back there,
+        #: as a restarted API server does (its clients' configuration still points at it).
+        self._port = 0
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> FakeApiServer:
         if self._http is None:
-            self._http = HttpServer(self._state)
+            self._http = HttpServer(self._state, self._port)
+            self._port = self._http.port
             self._http.start()
         return self
 
     def stop(self) -> None:
+        """Stop answering (connections are refused; the objects are kept until
+        :meth:`start` again)."""
         if self._http is not None:
             self._http.stop()
             self._http = None
@@ -211,3 +217,7 @@ class FakeApiServer:
         (an answer lost, a write that timed out and committed). ``hold``: answer only once
         that event is set (a request held in the API server, as while etcd is away)."""
         self._state.add_fault(method, path_pattern, status, times, commit, hold)
+
+    def clear_faults(self) -> None:
+        """Forget the faults not used up yet: every request is served again."""
+        self._state.clear_faults()

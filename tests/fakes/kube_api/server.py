@@ -82,6 +82,10 @@ class ServerState:
             fault = Fault(method.upper(), re.compile(pattern), status, times, commit, hold)
             self._faults.append(fault)
 
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
     def take_fault(self, method: str, path: str) -> Fault | None:
         """The fault to answer this request with, using up one of its ``times``."""
         with self._lock:
@@ -97,11 +101,11 @@ class ServerState:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, state: ServerState) -> None:
+    def __init__(self, state: ServerState, port: int = 0) -> None:
         self.state = state
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -253,10 +257,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class HttpServer:
-    """Serves :class:`ServerState` on 127.0.0.1 at a port the OS chooses."""
+    """Serves :class:`ServerState` on 127.0.0.1 at ``port`` (0: one the OS chooses)."""
 
-    def __init__(self, state: ServerState) -> None:
-        self._server = _HTTPServer(state)
+    def __init__(self, state: ServerState, port: int = 0) -> None:
+        self._server = _HTTPServer(state, port)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.02},
@@ -268,6 +272,10 @@ class HttpServer:
     def url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
 
     def start(self) -> None:
         self._thread.start()
