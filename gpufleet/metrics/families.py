@@ -173,6 +173,12 @@ REPORTS_DROPPED = Family(
     Kind.COUNTER,
     "Conditions and Events dropped on a full backlog",
 )
+API_ERRORS = Family(
+    "gpufleet_api_errors_total",
+    Kind.COUNTER,
+    "API calls that failed, by verb and HTTP code (<error>: no answer: refused, reset, timed out)",
+    ("verb", "code"),
+)
 KUBERNETES = (
     LEADER,
     BIND_CALLS_SUCCEEDED,
@@ -181,6 +187,7 @@ KUBERNETES = (
     EVICTION_CALLS_BLOCKED,
     INVALID_OBJECTS,
     REPORTS_DROPPED,
+    API_ERRORS,
 )
 
 # ----------------------------------------------------------------------------- control plane

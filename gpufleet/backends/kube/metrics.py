@@ -1,5 +1,5 @@
 """What only a scheduler on Kubernetes counts, in the scheduler's registry: leadership, and
-the API calls the backend and the reporter made.
+the API calls the backend and the reporter made, and those that failed (by verb and code).
 
 Owns :class:`KubeMetrics`, which adds the :data:`~gpufleet.metrics.families.KUBERNETES`
 families to a :class:`~gpufleet.metrics.scheduler.SchedulerMetrics` registry (names from
@@ -49,3 +49,10 @@ class _ApiCalls(Collector):
             (f.REPORTS_DROPPED, self.reporter.dropped),
         ):
             yield CounterMetricFamily(family.name, family.help, value=value)
+        # The reporter's client shares the backend's Reachability (KubeApi.with_own_limit).
+        errors = CounterMetricFamily(
+            f.API_ERRORS.name, f.API_ERRORS.help, labels=list(f.API_ERRORS.labels)
+        )
+        for (verb, code), count in sorted(self.backend.api.reachability.error_counts().items()):
+            errors.add_metric([verb, code], count)
+        yield errors

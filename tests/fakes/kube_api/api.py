@@ -70,6 +70,22 @@ class FakeApiServer:
         return self._state.requests
 
     @property
+    def queries(self) -> builtins.list[dict[str, str]]:
+        """The query of each request in :attr:`requests`, in the same order."""
+        return self._state.queries
+
+    def lists_and_watches(self, path: str) -> tuple[int, int]:
+        """How many GETs of the collection ``path`` were lists, and how many watches."""
+        watches = lists = 0
+        for (method, seen), query in zip(self.requests, self.queries, strict=True):
+            if method == "GET" and seen == path:
+                if query.get("watch") in ("true", "1"):
+                    watches += 1
+                else:
+                    lists += 1
+        return lists, watches
+
+    @property
     def callers(self) -> builtins.list[Caller]:
         """Every request handled with who sent it: the user and groups it impersonated (None
         and (): the kubeconfig's own identity)."""
@@ -188,6 +204,21 @@ class FakeApiServer:
     def close_watches(self) -> None:
         """End every open watch stream cleanly, as a server-side timeout would."""
         self.store.close_watches()
+
+    def freeze(self) -> None:
+        """Hold every request from now on unanswered (connections are accepted and requests
+        read and logged) until :meth:`thaw`, which carries them out, as a paused API server
+        would; open watches stay open and quiet."""
+        self._state.answering.clear()
+
+    def thaw(self) -> None:
+        self._state.answering.set()
+
+    def drop_connections(self) -> None:
+        """Lose every open connection at once (watches end mid-stream, with no last chunk),
+        as a restarted API server or a broken network path does; new ones are served."""
+        if self._http is not None:
+            self._http.drop_connections()
 
     def fail_next(self, method: str, path_pattern: str, status: int, times: int = 1) -> None:
         """Answer the next ``times`` requests of ``method`` (``"*"``: any) whose path matches
