@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -213,6 +214,20 @@ class FakeApiServer:
 
     def thaw(self) -> None:
         self._state.answering.set()
+
+    @contextmanager
+    def outage(self) -> Iterator[None]:
+        """The API server down for the body of the ``with`` (connections refused, open ones
+        closed), then up again at the same address with the same objects."""
+        if self._http is None:
+            raise RuntimeError("FakeApiServer is not started")
+        port = int(self.url.rsplit(":", 1)[1])
+        self.stop()
+        try:
+            yield
+        finally:
+            self._http = HttpServer(self._state, port)
+            self._http.start()
 
     def drop_connections(self) -> None:
         """Lose every open connection at once (watches end mid-stream, with no last chunk),

@@ -86,11 +86,11 @@ class ServerState:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, state: ServerState) -> None:
+    def __init__(self, state: ServerState, port: int) -> None:
         self.state = state
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(("127.0.0.1", port), _Handler)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -129,6 +129,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch()
 
     def _dispatch(self) -> None:
+        try:
+            self._route()
+        except (BrokenPipeError, ConnectionResetError):  # the client went (after a freeze)
+            self.close_connection = True
+
+    def _route(self) -> None:
         state = self.server.state
         split = urlsplit(self.path)
         path = split.path
@@ -227,10 +233,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class HttpServer:
-    """Serves :class:`ServerState` on 127.0.0.1 at a port the OS chooses."""
+    """Serves :class:`ServerState` on 127.0.0.1 at ``port`` (0: one the OS chooses)."""
 
-    def __init__(self, state: ServerState) -> None:
-        self._server = _HTTPServer(state)
+    def __init__(self, state: ServerState, port: int = 0) -> None:
+        self._server = _HTTPServer(state, port)
         self._thread = threading.Thread(
             target=self._server.serve_forever,
             kwargs={"poll_interval": 0.02},
