@@ -80,7 +80,7 @@ class FakeApiServer:
         watches = lists = 0
         for (method, seen), query in zip(self.requests, self.queries, strict=True):
             if method == "GET" and seen == path:
-                if query.get("watch") in ("true", "1"):
+                if query.get("watch", "").lower() in ("true", "1"):
                     watches += 1
                 else:
                     lists += 1
