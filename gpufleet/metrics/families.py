@@ -178,6 +178,12 @@ REPORTS_DROPPED = Family(
     Kind.COUNTER,
     "Conditions and Events dropped on a full backlog",
 )
+API_ERRORS = Family(
+    "gpufleet_api_errors_total",
+    Kind.COUNTER,
+    "API calls that failed, by verb and HTTP code (<error>: no answer: refused, reset, timed out)",
+    ("verb", "code"),
+)
 KUBERNETES = (
     LEADER,
     BIND_CALLS_SUCCEEDED,
@@ -186,6 +192,7 @@ KUBERNETES = (
     EVICTION_CALLS_BLOCKED,
     INVALID_OBJECTS,
     REPORTS_DROPPED,
+    API_ERRORS,
     OVERCOMMITTED_PODS,
 )
 

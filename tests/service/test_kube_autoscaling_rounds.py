@@ -16,6 +16,7 @@ from gpufleet.backends.kube.api_types import (
     Resource,
 )
 from gpufleet.backends.kube.informer import ADDED, DELETED, MODIFIED, Change
+from gpufleet.backends.kube.reachability import Reachability
 from gpufleet.backends.prometheus.inference import ServingPods
 from gpufleet.model.autoscaling import InferenceMetric, MetricReading
 from gpufleet.service.kube_autoscaling import KubeReplicaScaler
@@ -26,6 +27,8 @@ Obj = dict[str, Any]
 
 class NoApi:
     """The informers are never started here."""
+
+    reachability = Reachability()
 
     def list(self, resource: Resource, resource_version: str = "") -> tuple[list[Obj], str]:
         raise AssertionError("not listed in these tests")

@@ -14,6 +14,14 @@ do (the one exception: a POST on a kept-alive connection the server has closed m
 sent again on a new one, as urllib3 does). The types and helpers that need no client (errors,
 :class:`Resource`, :class:`RateLimiter`, timestamps) live in :mod:`.api_types` and are
 re-exported here. The node agent uses :mod:`.light_api` instead (its memory budget).
+
+Every call has a deadline: :data:`CONNECT_TIMEOUT_S` to connect and, by default,
+:data:`CALL_TIMEOUT_S` for each read of its answer (a caller with a deadline of its own, the
+lease renewal, passes a shorter one); a watch waits :data:`WATCH_GRACE_S` past its
+``timeoutSeconds``. Connections carry TCP keepalive, so a half-open one is found, and urllib3
+does not retry (each caller retries as it sees fit: an informer with back-off, the lease at
+its next round), which would multiply a deadline and log a warning per attempt. Every call's
+outcome goes to the client's :class:`~gpufleet.backends.kube.reachability.Reachability`.
 """
 
 from __future__ import annotations
@@ -30,10 +38,15 @@ import urllib3.exceptions
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
+from urllib3.connection import HTTPConnection as Urllib3Connection
+from urllib3.util.retry import Retry
 
 from gpufleet.backends.kube.api_types import (
     AUTOSCALING_WATCHED,
+    CALL_TIMEOUT_S,
+    CONNECT_TIMEOUT_S,
     COSCHEDULING_POD_GROUPS,
+    KEEPALIVE_OPTIONS,
     NODES,
     POD_GROUPS,
     PODS,
@@ -41,12 +54,14 @@ from gpufleet.backends.kube.api_types import (
     QUEUES,
     RESOURCE_QUOTAS,
     VOLCANO_POD_GROUPS,
+    WATCH_GRACE_S,
     WATCH_TIMEOUT_S,
     WATCHED,
     ApiError,
     FencedError,
     ForbiddenApiError,
     Impersonation,
+    KeptAliveConnection,
     NamedTLSConnection,
     Obj,
     RateLimiter,
@@ -57,11 +72,14 @@ from gpufleet.backends.kube.api_types import (
 )
 from gpufleet.backends.kube.api_types import quote_segment as _quote
 from gpufleet.backends.kube.api_types import status_error as _status_error
+from gpufleet.backends.kube.reachability import Reachability
 
 #: The plain types live in api_types (the node agent imports them without the client);
 #: they stay importable from here.
 __all__ = [
     "AUTOSCALING_WATCHED",
+    "CALL_TIMEOUT_S",
+    "CONNECT_TIMEOUT_S",
     "COSCHEDULING_POD_GROUPS",
     "NODES",
     "PODS",
@@ -72,6 +90,7 @@ __all__ = [
     "UNREACHABLE",
     "VOLCANO_POD_GROUPS",
     "WATCHED",
+    "WATCH_GRACE_S",
     "WATCH_TIMEOUT_S",
     "ApiError",
     "FencedError",
@@ -81,6 +100,7 @@ __all__ = [
     "KubeApi",
     "Obj",
     "RateLimiter",
+    "Reachability",
     "Resource",
     "WatchExpiredError",
     "load_client",
@@ -162,7 +182,7 @@ class JsonPoster:
                 self._host, self._port, self._context, self._server_name, self.TIMEOUT_S
             )
         else:
-            connection = http.client.HTTPConnection(self._host, self._port, timeout=self.TIMEOUT_S)
+            connection = KeptAliveConnection(self._host, self._port, timeout=self.TIMEOUT_S)
         self._local.connection = connection
         return connection, False
 
@@ -192,11 +212,49 @@ def load_client(kubeconfig: str | None, pool_size: int = 32) -> k8s.ApiClient:
     return k8s.ApiClient(configuration)
 
 
+def _harden_pool(api_client: k8s.ApiClient) -> None:
+    """The client's connection pool without urllib3's retries (see the module docstring) and
+    with TCP keepalive: set on the pool manager, whose pools take them as they are made (the
+    official client's configuration offers neither socket options nor a retry per call)."""
+    pool_manager = api_client.rest_client.pool_manager
+    pool_manager.connection_pool_kw["retries"] = Retry(total=False)
+    options = list(Urllib3Connection.default_socket_options) + list(KEEPALIVE_OPTIONS)
+    pool_manager.connection_pool_kw["socket_options"] = options
+    pool_manager.clear()  # pools made before now: made again with these
+
+
+def _deadline(read_s: float) -> tuple[float, float]:
+    """``_request_timeout`` for a call answered within ``read_s`` a read."""
+    return (min(CONNECT_TIMEOUT_S, read_s), read_s)
+
+
+_HTTP_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch"}
+
+#: The verb of a call, from the generated client's method name (its first word).
+_VERBS = {"read": "get", "replace": "update"}
+
+
+def _verb(method: Callable[..., Any]) -> str:
+    first = getattr(method, "__name__", "call").split("_", 1)[0]
+    return _VERBS.get(first, first)
+
+
 class KubeApi:
     """See the module docstring. Thread-safe: binders, informers and reporters share one."""
 
-    def __init__(self, api_client: k8s.ApiClient, limiter: RateLimiter | None = None) -> None:
+    def __init__(
+        self,
+        api_client: k8s.ApiClient,
+        limiter: RateLimiter | None = None,
+        reachability: Reachability | None = None,
+        timeout_s: float = CALL_TIMEOUT_S,
+    ) -> None:
+        """``timeout_s``: each call's deadline for a read of its answer, unless it passes its
+        own."""
+        _harden_pool(api_client)
         self.client = api_client
+        self.reachability = reachability or Reachability()
+        self.timeout_s = timeout_s
         self.core = k8s.CoreV1Api(api_client)
         self.custom = k8s.CustomObjectsApi(api_client)
         self.scheduling = k8s.SchedulingV1Api(api_client)
@@ -210,21 +268,45 @@ class KubeApi:
         """The same client behind a rate limit of its own, at the same qps and burst:
         kube-scheduler sends its Events through a second clientset so, so that telling users
         never slows binding down."""
-        return KubeApi(self.client, RateLimiter(self.limiter.qps, self.limiter.burst))
+        limiter = RateLimiter(self.limiter.qps, self.limiter.burst)
+        return KubeApi(self.client, limiter, self.reachability, self.timeout_s)
 
     # ----------------------------------------------------------------------------- plumbing
-    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(
+        self,
+        method: Callable[..., Any],
+        *args: Any,
+        timeout_s: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``method`` called with ``args``, ``kwargs`` and a deadline: ``timeout_s`` for each
+        read of the answer (None: the client's own)."""
         self.limiter.acquire()
-        return self._call_unlimited(method, *args, **kwargs)
+        return self._call_unlimited(method, *args, timeout_s=timeout_s, **kwargs)
 
-    def _call_unlimited(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call_unlimited(
+        self,
+        method: Callable[..., Any],
+        *args: Any,
+        timeout_s: float | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """:meth:`_call` past the rate limit (its caller waited for it)."""
+        deadline = _deadline(self.timeout_s if timeout_s is None else timeout_s)
         try:
-            response = method(*args, _preload_content=False, **kwargs)
-        except ApiException as error:
-            raise _api_error(error) from None
-        except UNREACHABLE as error:
-            raise ApiError(0, "Unreachable", str(error)) from None
-        data = response.data
+            try:
+                response = method(
+                    *args, _preload_content=False, _request_timeout=deadline, **kwargs
+                )
+                data = response.data
+            except ApiException as error:
+                raise _api_error(error) from None
+            except UNREACHABLE as error:
+                raise ApiError(0, "Unreachable", str(error)) from None
+        except ApiError as error:
+            self.reachability.failed(_verb(method), error)
+            raise
+        self.reachability.answered()
         return json.loads(data) if data else None
 
     def _post(
@@ -249,7 +331,13 @@ class KubeApi:
         self.limiter.acquire()
         if fence is not None and not fence():
             raise FencedError(path)
-        return self.poster.post(path, body)
+        try:
+            answer = self.poster.post(path, body)
+        except ApiError as error:
+            self.reachability.failed("create", error)
+            raise
+        self.reachability.answered()
+        return answer
 
     def _list_method(self, resource: Resource) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         if resource.group in (
@@ -279,7 +367,7 @@ class KubeApi:
         watch cache holds (fast, possibly a moment old; the watch that follows catches up),
         "" a consistent read from etcd."""
         method, args = self._list_method(resource)
-        extra: dict[str, str] = {"resource_version": resource_version} if resource_version else {}
+        extra: dict[str, Any] = {"resource_version": resource_version} if resource_version else {}
         if resource.field_selector:
             extra["field_selector"] = resource.field_selector
         listing = self._call(method, *args, **extra)
@@ -304,21 +392,27 @@ class KubeApi:
         extra = {"field_selector": resource.field_selector} if resource.field_selector else {}
         self.limiter.acquire()
         try:
-            response = method(
-                *args,
-                **extra,
-                watch=True,
-                resource_version=resource_version,
-                timeout_seconds=timeout_s,
-                allow_watch_bookmarks=True,
-                _preload_content=False,
-            )
-        except ApiException as error:
-            if error.status == 410:
-                raise WatchExpiredError(str(error.reason)) from None
-            raise _api_error(error) from None
-        except UNREACHABLE as error:
-            raise ApiError(0, "Unreachable", str(error)) from None
+            try:
+                response = method(
+                    *args,
+                    **extra,
+                    watch=True,
+                    resource_version=resource_version,
+                    timeout_seconds=timeout_s,
+                    allow_watch_bookmarks=True,
+                    _preload_content=False,
+                    _request_timeout=_deadline(timeout_s + WATCH_GRACE_S),
+                )
+            except ApiException as error:
+                if error.status == 410:
+                    raise WatchExpiredError(str(error.reason)) from None
+                raise _api_error(error) from None
+            except UNREACHABLE as error:
+                raise ApiError(0, "Unreachable", str(error)) from None
+        except ApiError as error:
+            self.reachability.failed("watch", error)
+            raise
+        self.reachability.answered()
         if on_open is not None:
             on_open(response)
         try:
@@ -333,7 +427,9 @@ class KubeApi:
                 obj.setdefault("apiVersion", resource.api_version)
                 yield str(kind), obj
         except UNREACHABLE as error:
-            raise ApiError(0, "Unreachable", f"watch of {resource.plural} broke: {error}") from None
+            broke = ApiError(0, "Unreachable", f"watch of {resource.plural} broke: {error}")
+            self.reachability.failed("watch", broke)
+            raise broke from None
         finally:
             response.release_conn()
 
@@ -360,14 +456,24 @@ class KubeApi:
         url = self.client.configuration.host + path
         self.limiter.acquire()
         try:
-            response = self.client.rest_client.request(
-                method, url, headers=headers, body=body, _preload_content=False
-            )
-        except ApiException as error:
-            raise _api_error(error) from None
-        except UNREACHABLE as error:
-            raise ApiError(0, "Unreachable", str(error)) from None
-        data = response.data
+            try:
+                response = self.client.rest_client.request(
+                    method,
+                    url,
+                    headers=headers,
+                    body=body,
+                    _preload_content=False,
+                    _request_timeout=_deadline(self.timeout_s),
+                )
+                data = response.data
+            except ApiException as error:
+                raise _api_error(error) from None
+            except UNREACHABLE as error:
+                raise ApiError(0, "Unreachable", str(error)) from None
+        except ApiError as error:
+            self.reachability.failed(_HTTP_VERBS.get(method.upper(), method.lower()), error)
+            raise
+        self.reachability.answered()
         found: Obj | None = json.loads(data) if data else None
         return found
 
@@ -451,21 +557,30 @@ class KubeApi:
         self._call(self.core.patch_namespaced_event, name, namespace, patch)
 
     # ----------------------------------------------------------------------------- leases
-    def get_lease(self, namespace: str, name: str) -> Obj | None:
+    # ``timeout_s``: the leader elector's deadline (what is left of its renew deadline).
+    def get_lease(self, namespace: str, name: str, timeout_s: float | None = None) -> Obj | None:
         try:
-            lease: Obj = self._call(self.coordination.read_namespaced_lease, name, namespace)
+            lease: Obj = self._call(
+                self.coordination.read_namespaced_lease, name, namespace, timeout_s=timeout_s
+            )
         except ApiError as error:
             if error.status == 404:
                 return None
             raise
         return lease
 
-    def create_lease(self, namespace: str, body: Obj) -> Obj:
-        result: Obj = self._call(self.coordination.create_namespaced_lease, namespace, body)
+    def create_lease(self, namespace: str, body: Obj, timeout_s: float | None = None) -> Obj:
+        result: Obj = self._call(
+            self.coordination.create_namespaced_lease, namespace, body, timeout_s=timeout_s
+        )
         return result
 
-    def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
-        result: Obj = self._call(self.coordination.replace_namespaced_lease, name, namespace, body)
+    def replace_lease(
+        self, namespace: str, name: str, body: Obj, timeout_s: float | None = None
+    ) -> Obj:
+        result: Obj = self._call(
+            self.coordination.replace_namespaced_lease, name, namespace, body, timeout_s=timeout_s
+        )
         return result
 
     # ----------------------------------------------------------------------------- custom

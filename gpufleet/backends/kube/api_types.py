@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import ssl
 import threading
 import time
@@ -25,12 +26,41 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from gpufleet.backends.kube.reachability import Reachability
 
 Obj = dict[str, Any]
 
 #: How long one watch request stays open before it is renewed from its last resourceVersion.
 WATCH_TIMEOUT_S = 300
+#: Every call's deadlines: to connect, and for each read of its answer (a server that
+#: accepts and never answers, or a half-open connection, fails the call after this long).
+CONNECT_TIMEOUT_S = 5.0
+CALL_TIMEOUT_S = 30.0
+#: How much longer than its ``timeoutSeconds`` a watch waits for its next line before it takes
+#: the connection for dead (the server ends the stream at ``timeoutSeconds``; bookmarks and
+#: changes come well within).
+WATCH_GRACE_S = 30.0
+
+#: TCP keepalive on every connection to the API server, as Go's dialer sets it for client-go
+#: (probes after 30 s idle): a connection whose other end vanished without a FIN (a node or a
+#: NAT gone, a half-open connection) is found within a minute, not after the kernel's hours.
+KEEPALIVE_OPTIONS: tuple[tuple[int, int, int], ...] = (
+    (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+    *(
+        (socket.IPPROTO_TCP, option, value)
+        for name, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
+        if (option := getattr(socket, name, None)) is not None
+    ),
+)
+
+
+def keep_alive(sock: socket.socket) -> None:
+    """Turn :data:`KEEPALIVE_OPTIONS` on for a connected socket."""
+    for level, option, value in KEEPALIVE_OPTIONS:
+        sock.setsockopt(level, option, value)
 
 
 class WatchExpiredError(Exception):
@@ -191,7 +221,10 @@ def rfc3339(at: float | None = None) -> str:
 
 
 class ListWatchApi(Protocol):
-    """What an informer calls: list a kind, then watch its changes."""
+    """What an informer calls: list a kind, then watch its changes; and whether the server
+    answers, as all the client's calls see it."""
+
+    reachability: Reachability
 
     def list(self, resource: Resource, resource_version: str = "") -> tuple[list[Obj], str]:
         """Every object of ``resource`` (kind and apiVersion set) and the list's
@@ -225,9 +258,17 @@ class NodeAgentCalls(ListWatchApi, Protocol):
     def patch_event(self, namespace: str, name: str, patch: Obj) -> None: ...
 
 
+class KeptAliveConnection(http.client.HTTPConnection):
+    """A plain HTTP connection with TCP keepalive (:data:`KEEPALIVE_OPTIONS`)."""
+
+    def connect(self) -> None:
+        super().connect()
+        keep_alive(self.sock)
+
+
 class NamedTLSConnection(http.client.HTTPSConnection):
     """An HTTPS connection that may verify the server under another name (the kubeconfig's
-    ``tls-server-name``)."""
+    ``tls-server-name``), with TCP keepalive."""
 
     def __init__(
         self,
@@ -243,6 +284,7 @@ class NamedTLSConnection(http.client.HTTPSConnection):
 
     def connect(self) -> None:
         http.client.HTTPConnection.connect(self)
+        keep_alive(self.sock)
         self.sock = self._tls_context.wrap_socket(
             self.sock, server_hostname=self._server_name or self.host
         )

@@ -5,8 +5,15 @@ Owns one replica's side of the protocol: every ``retry_period_s`` it tries to ta
 write from a stale resourceVersion fails with 409 and changes nothing); it leads while its last
 renewal is younger than ``renew_deadline_s``, and another replica takes over once a lease is
 ``lease_duration_s`` old. Times are judged by this replica's own clock from when it last saw the
-lease change (as client-go does), never by comparing clocks across machines. It does not stop
-anything itself: the scheduler loop asks :meth:`LeaderElector.is_leader` before it acts.
+lease change (as client-go does), never by comparing clocks across machines. Each round's calls
+have a deadline (as client-go's renewal runs under a context of ``renew_deadline_s``): while it
+leads, what is left of its renew deadline, so that a frozen server or a half-open connection
+cannot hold the round past the moment leadership lapses; else the renew deadline. A renewal is
+dated when its call returned (a call that hung 8 s of a 10 s deadline renews for 10 s from
+its answer, not for the 2 s left), but never later than its start plus ``lease_duration_s -
+renew_deadline_s``: the other replicas count the lease's duration from when they saw the
+write, which is no earlier than when it was sent. It does not stop anything itself: the
+scheduler loop asks :meth:`LeaderElector.is_leader` before it acts.
 """
 
 from __future__ import annotations
@@ -81,10 +88,26 @@ class LeaderElector:
             self._stop.wait(self.retry_period_s)
 
     # ----------------------------------------------------------------------------- protocol
+    def _round_deadline(self, now: float) -> float:
+        """When this round's calls must have been answered: the renew deadline of the last
+        renewal while leading, else ``renew_deadline_s`` from now."""
+        renewed = self._renewed_at
+        if renewed is not None and now - renewed < self.renew_deadline_s:
+            return renewed + self.renew_deadline_s
+        return now + self.renew_deadline_s
+
+    def _left(self, deadline: float) -> float:
+        """Seconds left for a call before ``deadline``; an ApiError when none are."""
+        left = deadline - self.clock()
+        if left <= 0:
+            raise ApiError(0, "Timeout", "the renew deadline passed before the call")
+        return left
+
     def try_acquire_or_renew(self) -> bool:
         """One round of the protocol; True when this replica holds the lease after it."""
         now = self.clock()
-        lease = self.api.get_lease(self.namespace, self.name)
+        deadline = self._round_deadline(now)
+        lease = self.api.get_lease(self.namespace, self.name, self._left(deadline))
         if lease is None:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
@@ -92,7 +115,9 @@ class LeaderElector:
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": self._spec(acquired=True, transitions=0),
             }
-            return self._write(lambda: self.api.create_lease(self.namespace, body), now)
+            return self._write(
+                lambda: self.api.create_lease(self.namespace, body, self._left(deadline))
+            )
         spec: dict[str, Any] = lease.get("spec") or {}
         holder = str(spec.get("holderIdentity") or "")
         observed = (holder, str(spec.get("renewTime") or ""))
@@ -110,7 +135,9 @@ class LeaderElector:
         }
         if mine:
             lease["spec"]["acquireTime"] = spec.get("acquireTime") or micro_time()
-        taken = self._write(lambda: self.api.replace_lease(self.namespace, self.name, lease), now)
+        taken = self._write(
+            lambda: self.api.replace_lease(self.namespace, self.name, lease, self._left(deadline))
+        )
         if taken and not mine:
             self.transitions += 1
             log.info("%s now leads (lease %s/%s)", self.identity, self.namespace, self.name)
@@ -127,7 +154,8 @@ class LeaderElector:
             spec["acquireTime"] = micro_time()
         return spec
 
-    def _write(self, call: Callable[[], object], now: float) -> bool:
+    def _write(self, call: Callable[[], object]) -> bool:
+        sent = self.clock()
         try:
             call()
         except ApiError as error:
@@ -135,7 +163,8 @@ class LeaderElector:
                 self._renewed_at = None
                 return False
             raise
-        self._renewed_at = now
+        latest_safe = sent + self.lease_duration_s - self.renew_deadline_s
+        self._renewed_at = min(self.clock(), latest_safe)
         return True
 
     def _release(self) -> None:

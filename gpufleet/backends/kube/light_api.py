@@ -37,8 +37,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gpufleet.backends.kube.api_types import (
+    WATCH_GRACE_S,
     WATCH_TIMEOUT_S,
     ApiError,
+    KeptAliveConnection,
     NamedTLSConnection,
     Obj,
     RateLimiter,
@@ -53,6 +55,7 @@ from gpufleet.backends.kube.light_config import (
     in_cluster,
     load_kubeconfig,
 )
+from gpufleet.backends.kube.reachability import Reachability
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 USER_AGENT = "gpufleet-agent"
@@ -89,13 +92,12 @@ class LightKubeApi:
     agent's main loop share one (each thread has its own connection)."""
 
     TIMEOUT_S = 60.0
-    #: How much longer than its ``timeoutSeconds`` a watch waits for its next line before it
-    #: takes the connection for dead (the server ends the stream at ``timeoutSeconds``).
-    WATCH_GRACE_S = 30.0
+    WATCH_GRACE_S = WATCH_GRACE_S
 
     def __init__(self, access: ClusterAccess, limiter: RateLimiter | None = None) -> None:
         self.access = access
         self.limiter = limiter or RateLimiter(qps=50, burst=100)
+        self.reachability = Reachability()
         url = urllib.parse.urlsplit(access.server)
         if url.scheme not in ("http", "https"):
             message = f"{access.source}: server {access.server!r} is not an http:// or https:// URL"
@@ -134,7 +136,7 @@ class LightKubeApi:
                 self._host, self._port, self._context, server_name, timeout
             )
         else:
-            connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+            connection = KeptAliveConnection(self._host, self._port, timeout=timeout)
         with self._open_lock:
             self._open.add(connection)
         return connection
@@ -178,6 +180,22 @@ class LightKubeApi:
         content_type: str = "application/json",
     ) -> Any:
         """The answer's JSON; :class:`ApiError` on an error status or no answer."""
+        try:
+            answer = self._send(method, path, body, params, content_type)
+        except ApiError as error:
+            self.reachability.failed(method.lower(), error)
+            raise
+        self.reachability.answered()
+        return answer
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Obj | None,
+        params: dict[str, str] | None,
+        content_type: str,
+    ) -> Any:
         self.limiter.acquire()
         data = json.dumps(body).encode() if body is not None else None
         headers = self._headers(content_type if body is not None else None)
@@ -249,12 +267,17 @@ class LightKubeApi:
                 response = connection.getresponse()
             except (OSError, http.client.HTTPException) as error:
                 message = f"watch of {resource.plural}: {_described(error)}"
-                raise ApiError(0, "Unreachable", message) from None
+                unreachable = ApiError(0, "Unreachable", message)
+                self.reachability.failed("watch", unreachable)
+                raise unreachable from None
+            self.reachability.answered()
             if not 200 <= response.status < 300:
                 body = _read_quietly(response)
                 if response.status == 410:
                     raise WatchExpiredError(response.reason)
-                raise status_error(response.status, response.reason, body)
+                refused = status_error(response.status, response.reason, body)
+                self.reachability.failed("watch", refused)
+                raise refused
             if on_open is not None:
                 on_open(WatchHandle(connection))
             try:

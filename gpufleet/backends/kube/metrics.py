@@ -1,6 +1,6 @@
 """What only a scheduler on Kubernetes counts, in the scheduler's registry: leadership, and
-the API calls the backend and the reporter made, and the pods seen bound beyond their node's
-capacity.
+the API calls the backend and the reporter made, those that failed (by verb and code), and
+the pods seen bound beyond their node's capacity.
 
 Owns :class:`KubeMetrics`, which adds the :data:`~gpufleet.metrics.families.KUBERNETES`
 families to a :class:`~gpufleet.metrics.scheduler.SchedulerMetrics` registry (names from
@@ -56,3 +56,10 @@ class _ApiCalls(Collector):
             yield CounterMetricFamily(family.name, family.help, value=value)
         family = f.OVERCOMMITTED_PODS
         yield GaugeMetricFamily(family.name, family.help, value=len(self.overcommitted))
+        # The reporter's client shares the backend's Reachability (KubeApi.with_own_limit).
+        errors = CounterMetricFamily(
+            f.API_ERRORS.name, f.API_ERRORS.help, labels=list(f.API_ERRORS.labels)
+        )
+        for (verb, code), count in sorted(self.backend.api.reachability.error_counts().items()):
+            errors.add_metric([verb, code], count)
+        yield errors

@@ -13,7 +13,12 @@ Rate limits, as client-go's event correlator does: the same (object, reason, mes
 at most once per ``repeat_s`` (later repeats patch the Event's count), a pod's condition is
 patched only when its message changes or ``repeat_s`` has passed, and everything goes through
 one worker thread with a bounded backlog (what overflows is dropped and counted, never
-blocking scheduling). :class:`StatusPublisher` keeps Queue and PodGroup status current.
+blocking scheduling). A failed call is told once per ``repeat_s`` for each status code, with
+how many were not told; one that got no answer is not told here at all (the client's
+:class:`~gpufleet.backends.kube.reachability.Reachability` tells an outage in two lines).
+:class:`StatusPublisher` keeps Queue and PodGroup status current: it works out what changed
+in the scheduler's turn and sends the patches through the same worker, so that the turn
+never waits on the API server; a patch that fails is sent again at the next publish.
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ class ApiReporter:
         self._jobs: queue.Queue[Callable[[], object] | None] = queue.Queue(maxsize=backlog)
         self._told: dict[tuple[str, str, str], tuple[float, str, int]] = {}
         self._conditions: dict[str, tuple[str, float]] = {}
+        #: Per status code of failed calls: when last told, and how many since not told.
+        self._failures: dict[int, tuple[float, int]] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="reporter", daemon=True)
         self._thread.start()
@@ -174,6 +181,10 @@ class ApiReporter:
         self._submit(lambda: self.api.create_event(namespace, body))
 
     # ----------------------------------------------------------------------------- worker
+    def submit(self, job: Callable[[], object]) -> None:
+        """Run ``job`` on the worker (dropped and counted when the backlog is full)."""
+        self._submit(job)
+
     def _submit(self, job: Callable[[], object]) -> None:
         try:
             self._jobs.put_nowait(job)
@@ -189,12 +200,22 @@ class ApiReporter:
                 job()
                 self.sent += 1
             except ApiError as error:
-                if error.status not in (404, 409):
-                    log.info("reporting failed: %s", error)
+                if error.status not in (0, 404, 409):  # 0: no answer, told by Reachability
+                    self._tell_failure(error)
             except Exception:
                 log.exception("reporting failed")
             finally:
                 self._jobs.task_done()
+
+    def _tell_failure(self, error: ApiError) -> None:
+        now = self.clock()
+        told_at, untold = self._failures.get(error.status, (None, 0))
+        if told_at is not None and now - told_at < self.repeat_s:
+            self._failures[error.status] = (told_at, untold + 1)
+            return
+        self._failures[error.status] = (now, 0)
+        more = f" ({untold} more like it not told)" if untold else ""
+        log.info("reporting failed: %s%s", error, more)
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Whether the backlog is sent within ``timeout`` seconds (tests, shutdown)."""
@@ -224,42 +245,50 @@ def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, A
 # --------------------------------------------------------------------------------- status
 class StatusPublisher:
     """Writes each Queue's usage, borrowed amount, pending and running counts and share, and
-    each PodGroup's phase and placed members, when they change."""
+    each PodGroup's phase and placed members, when they change; the patches go through
+    ``submit`` (the reporter's worker)."""
 
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, submit: Callable[[Callable[[], object]], None]) -> None:
         self.api = api
+        self.submit = submit
         self._last: dict[tuple[str, str], dict[str, Any]] = {}
+        self._lock = threading.Lock()  # _last: the turn's thread and the worker's
 
     def publish(self, core: SchedulerCore, backend: KubeBackend) -> int:
-        """Patch what changed since the last call; returns the number of patches sent."""
+        """Queue a patch of what changed since the last call; returns how many."""
         sent = 0
         for name, status in queue_status(core).items():
             if name in backend.objects[QUEUES] and self._changed(("Queue", name), status):
                 valid = _condition("Valid", "True", "Accepted", "the scheduler uses this queue")
                 body = {"status": {**status, "conditions": [valid]}}
-                sent += self._patch(partial(self.api.patch_custom_status, QUEUES, name, None, body))
+                call = partial(self.api.patch_custom_status, QUEUES, name, None, body)
+                sent += self._patch(("Queue", name), call)
         for key, status in pod_group_status(core, backend).items():
             if self._changed(("PodGroup", key), status):
                 namespace, name = key.split("/", 1)
                 body = {"status": status}
-                sent += self._patch(
-                    partial(self.api.patch_custom_status, POD_GROUPS, name, namespace, body)
-                )
+                call = partial(self.api.patch_custom_status, POD_GROUPS, name, namespace, body)
+                sent += self._patch(("PodGroup", key), call)
         return sent
 
     def _changed(self, key: tuple[str, str], status: dict[str, Any]) -> bool:
-        if self._last.get(key) == status:
-            return False
-        self._last[key] = status
-        return True
+        with self._lock:
+            if self._last.get(key) == status:
+                return False
+            self._last[key] = status
+            return True
 
-    def _patch(self, call: Callable[[], object]) -> int:
-        try:
-            call()
-        except ApiError as error:
-            if error.status != 404:
-                log.info("status update failed: %s", error)
-            return 0
+    def _patch(self, key: tuple[str, str], call: Callable[[], object]) -> int:
+        def send() -> None:
+            try:
+                call()
+            except ApiError as error:
+                if error.status != 404:
+                    with self._lock:  # not written: the next publish sends it again
+                        self._last.pop(key, None)
+                raise
+
+        self.submit(send)
         return 1
 
 

@@ -10,11 +10,13 @@ soon as it ends (the cycles are the simulator's ``run_until_idle``, so the decis
 only the first binds of a backlog leave sooner), publishes Queue and PodGroup status every few
 seconds, and sleeps until the next change or timer. Conditions, Events and status go through a
 rate limit of their own, as kube-scheduler's Events do, so that telling users never holds a
-bind back. A core is built when this replica starts leading and again whenever Queues,
-PriorityClasses or ResourceQuotas change; each new core is told the whole cluster again
-(``KubeBackend.resync``), which is also how a restarted scheduler picks up where the last one
-stopped. Each turn runs under :attr:`KubeScheduler.lock`, which the metrics' scrape and the
-control plane on Kubernetes take too.
+bind back, and are sent from the reporter's thread, so that a turn (and the metrics' scrape,
+which waits for the turn's lock) never waits on the API server. A core is built when this
+replica starts leading and again whenever Queues, PriorityClasses or ResourceQuotas change;
+each new core is told the whole cluster again (``KubeBackend.resync``), which is also how a
+restarted scheduler picks up where the last one stopped. Each turn runs under
+:attr:`KubeScheduler.lock`, which the metrics' scrape and the control plane on Kubernetes take
+too.
 
 Leadership is asked before each turn, before a cycle's actions are carried out and just before
 each bind and eviction is sent (the backend's fence); a replica that finds it no longer leads ends
@@ -116,7 +118,7 @@ class KubeScheduler:
             guard_gangs=options.guard_gangs,
             binding_key=options.binding_key,
         )
-        self.publisher = StatusPublisher(self.reporting_api)
+        self.publisher = StatusPublisher(self.reporting_api, self.reporter.submit)
         self.metrics = metrics or SchedulerMetrics()
         self.metrics.read = self._read_state
         self.kube_metrics = KubeMetrics(self.metrics, self.backend, self.reporter)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from gpufleet.backends.kube.api import PODS, WATCHED, KubeApi, RateLimiter, Resource
 from gpufleet.backends.kube.informer import Informers
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
@@ -15,34 +17,54 @@ from tests.fakes.kube_api import FakeApiServer
 
 class ListingApi(KubeApi):
     """The real client, remembering the resourceVersion each listing asked for (``relisted``
-    set once there are two)."""
+    set once there are ``wanted``)."""
 
     asked: list[tuple[str, str]]
     relisted: threading.Event
+    wanted = 2
 
     def list(self, resource: Resource, resource_version: str = "") -> tuple[list[dict], str]:  # type: ignore[type-arg]
         self.asked.append((resource.plural, resource_version))
-        if len(self.asked) >= 2:
-            self.relisted.set()
-        return super().list(resource, resource_version)
+        try:
+            return super().list(resource, resource_version)
+        finally:
+            if len(self.asked) >= self.wanted:
+                self.relisted.set()
 
 
-def test_the_first_listing_is_the_watch_cache_and_a_relist_after_410_reads_etcd() -> None:
+@pytest.mark.parametrize(
+    ("refused_at_that_version", "relists"),
+    [
+        pytest.param(False, ["last"], id="watch-cache-at-the-last-version"),
+        pytest.param(True, ["last", ""], id="etcd-when-that-version-is-gone-too"),
+    ],
+)
+def test_the_first_listing_and_a_relist_after_410_read_the_watch_cache(
+    refused_at_that_version: bool, relists: list[str]
+) -> None:
+    """As client-go's reflector: list at "0", and after a 410 at the last resourceVersion seen
+    (served from the watch cache, no older than that); "" (etcd) only when that is refused."""
     with FakeApiServer() as server:
         server.create(ko.gpu_node("n1"))
         api = ListingApi(server.api_client(), RateLimiter(10_000, 10_000))
         api.asked, api.relisted = [], threading.Event()
+        api.wanted = 1 + len(relists)
         informers = Informers(api, [PODS], watch_timeout_s=5)
         informers.start()
         pods = informers.by_resource[PODS]
         assert pods.synced.wait(10)
-        server.create(ko.gpu_pod("p"))
+        written = server.create(ko.gpu_pod("p"))
+        last = written["metadata"]["resourceVersion"]
+        assert pods.wait_until_seen("default/p", last, 10)
         server.compact()
+        if refused_at_that_version:  # the watch again, then the list at that version
+            server.fail_next("GET", "^/api/v1/pods$", 410, times=2)
         server.close_watches()
         assert api.relisted.wait(10), "no listing after the 410"
         informers.stop.set()
         server.close_watches()
-        assert api.asked[:2] == [("pods", "0"), ("pods", "")]
+        expected = [("pods", "0")] + [("pods", last if v == "last" else v) for v in relists]
+        assert api.asked[: len(expected)] == expected
 
 
 def test_a_scheduler_takes_informers_started_before_it() -> None:

@@ -87,19 +87,29 @@ def test_rate_limiter_allows_a_burst_then_paces() -> None:
 class FakeLeases:
     """The three lease calls with the API server's optimistic concurrency."""
 
-    def __init__(self) -> None:
+    def __init__(self, now: list[float] | None = None) -> None:
         self.lease: Obj | None = None
         self.version = 0
+        #: The clock a write's answer takes ``write_takes_s`` of, and each call's deadline.
+        self.now = now if now is not None else [0.0]
+        self.write_takes_s = 0.0
+        self.deadlines: list[float | None] = []
 
-    def get_lease(self, namespace: str, name: str) -> Obj | None:
+    def get_lease(self, namespace: str, name: str, timeout_s: float | None = None) -> Obj | None:
+        self.deadlines.append(timeout_s)
         return copy.deepcopy(self.lease)
 
-    def create_lease(self, namespace: str, body: Obj) -> Obj:
+    def create_lease(self, namespace: str, body: Obj, timeout_s: float | None = None) -> Obj:
+        self.deadlines.append(timeout_s)
         if self.lease is not None:
             raise ApiError(409, "AlreadyExists", "exists")
         return self._store(body)
 
-    def replace_lease(self, namespace: str, name: str, body: Obj) -> Obj:
+    def replace_lease(
+        self, namespace: str, name: str, body: Obj, timeout_s: float | None = None
+    ) -> Obj:
+        self.deadlines.append(timeout_s)
+        self.now[0] += self.write_takes_s
         assert self.lease is not None
         sent = body["metadata"].get("resourceVersion")
         if sent != self.lease["metadata"]["resourceVersion"]:
@@ -134,6 +144,31 @@ def test_leader_election_one_leader_and_takeover_after_the_lease_expires() -> No
     assert b.try_acquire_or_renew(), "15 s after the last renewal b takes over"
     assert leases.lease is not None
     assert leases.lease["spec"]["leaseTransitions"] == 1
+
+
+@pytest.mark.parametrize(
+    ("write_takes_s", "leads_until"),
+    [
+        pytest.param(0.0, 5 + 10, id="answered-at-once"),
+        pytest.param(4.0, 5 + 4 + 10, id="answered-after-4s-dated-then"),
+        # Others count 15 s from when they saw the write, at the earliest when it was sent.
+        pytest.param(8.0, 5 + 5 + 10, id="answered-after-8s-dated-at-most-5s-after-sent"),
+    ],
+)
+def test_a_renewal_is_dated_when_it_was_answered(write_takes_s: float, leads_until: float) -> None:
+    now = [0.0]
+    leases = FakeLeases(now)
+    a = LeaderElector(leases, "ns", "lease", "a", 15, 10, 2, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert a.try_acquire_or_renew()
+    now[0] = 5.0
+    leases.write_takes_s = write_takes_s
+    leases.deadlines.clear()
+    assert a.try_acquire_or_renew()
+    assert leases.deadlines == [5.0, 5.0], "each call bounded by what is left of the deadline"
+    now[0] = leads_until - 0.01
+    assert a.is_leader()
+    now[0] = leads_until
+    assert not a.is_leader()
 
 
 def test_a_stale_write_loses_the_race() -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import builtins
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -74,6 +75,22 @@ class FakeApiServer:
     def requests(self) -> builtins.list[tuple[str, str]]:
         """``(method, path)`` of every request handled, query strings left out."""
         return self._state.requests
+
+    @property
+    def queries(self) -> builtins.list[dict[str, str]]:
+        """The query of each request in :attr:`requests`, in the same order."""
+        return self._state.queries
+
+    def lists_and_watches(self, path: str) -> tuple[int, int]:
+        """How many GETs of the collection ``path`` were lists, and how many watches."""
+        watches = lists = 0
+        for (method, seen), query in zip(self.requests, self.queries, strict=True):
+            if method == "GET" and seen == path:
+                if query.get("watch", "").lower() in ("true", "1"):
+                    watches += 1
+                else:
+                    lists += 1
+        return lists, watches
 
     @property
     def callers(self) -> builtins.list[Caller]:
@@ -201,6 +218,33 @@ class FakeApiServer:
     def close_watches(self) -> None:
         """End every open watch stream cleanly, as a server-side timeout would."""
         self.store.close_watches()
+
+    def freeze(self) -> None:
+        """Hold every request from now on unanswered (connections are accepted and requests
+        read and logged) until :meth:`thaw`, which carries them out, as a paused API server
+        would; open watches stay open and quiet."""
+        self._state.answering.clear()
+
+    def thaw(self) -> None:
+        self._state.answering.set()
+
+    @contextmanager
+    def outage(self) -> Iterator[None]:
+        """The API server down for the body of the ``with`` (connections refused, open ones
+        closed), then up again at the same address with the same objects."""
+        if self._http is None:
+            raise RuntimeError("FakeApiServer is not started")
+        self.stop()
+        try:
+            yield
+        finally:
+            self.start()
+
+    def drop_connections(self) -> None:
+        """Lose every open connection at once (watches end mid-stream, with no last chunk),
+        as a restarted API server or a broken network path does; new ones are served."""
+        if self._http is not None:
+            self._http.drop_connections()
 
     def fail_next(
         self,

@@ -3,8 +3,11 @@
 Plain answers carry ``Content-Length``; watches answer 200 with chunked transfer encoding, one
 JSON event per line, each flushed as it comes. A watch thread waits on its own queue, never
 under the store lock, and notices a client that went away while it idles. The server also
-keeps the request log (with who sent each request: :mod:`.authz`) and the injected faults,
-checked before a request is routed; then the writes of impersonated users are authorized.
+keeps the request log (with who sent each request: :mod:`.authz`, and each query) and the
+injected faults, checked before a request is routed: a status to answer with, or a freeze (a
+request is read and logged, then held unanswered until the thaw, and carried out then, as a
+paused server does); then the writes of impersonated users are authorized. Every open
+connection can be dropped at once, without ending its stream (a connection lost).
 """
 
 from __future__ import annotations
@@ -55,7 +58,11 @@ class ServerState:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.requests: list[tuple[str, str]] = []
+        self.queries: list[dict[str, str]] = []
         self.callers: list[Caller] = []
+        #: Cleared while the server is frozen: requests wait for it before they are handled.
+        self.answering = threading.Event()
+        self.answering.set()
         self.authorizer = Authorizer()
         self.access = AccessLog()
         self._faults: list[Fault] = []
@@ -63,9 +70,10 @@ class ServerState:
         #: Notified after each request is logged.
         self.logged = threading.Condition(self._lock)
 
-    def log(self, caller: Caller) -> None:
+    def log(self, caller: Caller, query: dict[str, str]) -> None:
         with self._lock:
             self.requests.append((caller.method, caller.path))
+            self.queries.append(query)
             self.callers.append(caller)
             self.logged.notify_all()
 
@@ -144,6 +152,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch()
 
     def _dispatch(self) -> None:
+        try:
+            self._route()
+        except (BrokenPipeError, ConnectionResetError):  # the client went (after a freeze)
+            self.close_connection = True
+
+    def _route(self) -> None:
         state = self.server.state
         split = urlsplit(self.path)
         path = split.path
@@ -152,7 +166,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         groups = tuple(self.headers.get_all("Impersonate-Group") or ())
         caller = Caller(self.command, path, self.headers.get("Impersonate-User"), groups)
-        state.log(caller)
+        state.log(caller, query)
+        state.answering.wait()
         client = identity_of(self.headers.get("Authorization"))
         state.access.record(client, self.command, path, query)
         fault = state.take_fault(self.command, path)
@@ -280,7 +295,15 @@ class HttpServer:
     def start(self) -> None:
         self._thread.start()
 
+    def drop_connections(self) -> None:
+        """Shut every open connection down at once, watches mid-stream included."""
+        with self._server.connections_lock:
+            for conn in list(self._server.connections):
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+
     def stop(self) -> None:
+        self._server.state.answering.set()
         self._server.state.store.close_watches()
         self._server.shutdown()
         self._server.server_close()
