@@ -87,7 +87,7 @@ class ApiActions(BackendState):
             if told is not None and told.in_flight:
                 assert told.placement is not None
                 self._ledger.give_back(told.placement)
-                self._told[key] = Told(PodState.WAITING)
+                self._told[key] = Told(PodState.WAITING, gang=told.gang)
                 self._dirty_pods.add(key)  # if it was bound by someone else, say so next
             out.append(BindFailed(key, detail))
 

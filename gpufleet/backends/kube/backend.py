@@ -145,6 +145,7 @@ class KubeBackend(
         self._deferred_nodes.clear()
         self._ledger = DeviceLedger()
         self._told = {}
+        self._regroup.clear()
         # Binds in flight are facts for the new core too: it must not place those pods again.
         self._replay_binds = [(k, t.placement) for k, t in in_flight.items() if t.placement]
         self._ends.clear()

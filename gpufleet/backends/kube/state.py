@@ -2,7 +2,8 @@
 
 Owns :class:`BackendState`, the base every part of :class:`~gpufleet.backends.kube.backend.
 KubeBackend` builds on: the objects as the API last showed them, which of them changed since the
-last poll (nodes, pods, the pods of a PodGroup that changed), the pods of each gang, the Queues,
+last poll (nodes, pods, the pods of a PodGroup that changed), the pods of each gang and those to
+assemble again, the Queues,
 PriorityClasses and ResourceQuotas read into the :class:`LiveCatalog` (and its version, bumped
 when they change), invalid objects reported once per version, and the record of what the core
 has been told (:class:`Told` per pod, the nodes, the device ledger), which the reconcilers keep.
@@ -95,6 +96,9 @@ class Told:
     ready: bool = False
     in_flight: bool = False  # a bind we issued that the API has not confirmed yet
     demoted: bool = False  # the core was told to lower its workload (its preemptible label)
+    #: The pods of the gang workload it waits in (one set shared by them all); None: it waits
+    #: as a workload of its own, or is bound.
+    gang: frozenset[str] | None = None
 
 
 @dataclass(slots=True)
@@ -158,6 +162,9 @@ class BackendState:
         #: Nodes changed while pods ran on them: taken in once they are empty.
         self._deferred_nodes: set[str] = set()
         self._group_members: dict[tuple[str, str], set[str]] = defaultdict(set)
+        #: Waiting pods of gangs to assemble again at the next poll: those whose gang the core
+        #: dropped (a member left it) and those waiting for their gang to start.
+        self._regroup: set[str] = set()
         self._replay_binds: list[tuple[str, Placement]] = []
         self._evictions_due: list[tuple[float, str, str | None, str]] = []
         self._lock = threading.Lock()
