@@ -43,7 +43,7 @@ class WorkloadAssembly(BackendState):
         gangs to assemble again."""
         regroup, self._regroup = self._regroup, set()
         pod_objects = self.objects[PODS]
-        waiting |= {
+        waiting = waiting | {
             key
             for key in regroup
             if key not in self._told
