@@ -276,6 +276,7 @@ class SchedulerCore:
         for group in turns:
             if self._attempt(group, actions, allow_preemption=True) != BLOCKED:
                 turns.took()
+        self.parking.tell_joined(actions)
         return actions
 
     def _attempt(

@@ -2,7 +2,9 @@
 
 A workload that could not start parks with its group (:mod:`.pending`), for capacity or for
 quota, and every pod of the group is told why, once per distinct message (a kube-scheduler
-style ``MarkUnschedulable``; the backfill reservation it holds, if any, is named). Then:
+style ``MarkUnschedulable``; the backfill reservation it holds, if any, is named). A workload
+that joins a group while it is parked waits with it, untried, and is told what its group was
+told at the end of the next cycle that leaves the group parked. Then:
 
 * capacity freed on some rows wakes the groups parked for capacity one of whose pods could go
   on one of those rows (scalar reads per row: a pod ending must not cost a pass over nodes);
@@ -70,6 +72,17 @@ class Parking:
         workload = group.head.workload
         may_preempt = workload.preemption_policy is not PreemptionPolicy.NEVER
         self.state.pending.park(group, Parked.CAPACITY, may_preempt)
+
+    def tell_joined(self, actions: list[Action]) -> None:
+        """Workloads that joined a parked group wait with it untried (the cycle's end, the
+        group parked still): tell each of their pods what the group was told."""
+        for pending, group in self.state.pending.take_joined_parked():
+            told = next((p for p in group.items if p is not pending and p.told), None)
+            if told is None or pending.told == told.told:
+                continue
+            pending.told, pending.reason = told.told, told.reason
+            for pod in pending.workload.pods:
+                actions.append(MarkUnschedulable(pod, told.told))
 
     def wake_for_rows(self, rows: list[int]) -> None:
         """Capacity freed on ``rows``."""

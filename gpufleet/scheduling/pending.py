@@ -114,6 +114,8 @@ class PendingWorkloads:
         self._by_queue: dict[str, dict[int, Group]] = {}
         self._seq = 0
         self._numbered = 0
+        #: Workloads that joined a group while it was parked, not told why yet.
+        self._joined_parked: list[PendingWorkload] = []
 
     def __len__(self) -> int:
         return len(self._where) + len(self._backoff)
@@ -155,11 +157,13 @@ class PendingWorkloads:
             self._where[workload.key] = key
             if was_head:
                 self._push(group)
-            return
-        group.items.append(pending)
-        self._where[workload.key] = key
-        if len(group.items) == 1:
-            self._push(group)
+        else:
+            group.items.append(pending)
+            self._where[workload.key] = key
+            if len(group.items) == 1:
+                self._push(group)
+        if group.parked is not None:
+            self._joined_parked.append(pending)
 
     def _push(self, group: Group) -> None:
         if group.parked is not None:
@@ -307,6 +311,23 @@ class PendingWorkloads:
             group.may_preempt = False
             self._parked.pop(group.number, None)
             self._push(group)
+
+    def take_joined_parked(self) -> list[tuple[PendingWorkload, Group]]:
+        """Workloads that joined a parked group and wait in it parked now, with their group
+        (each returned once). One whose group was woken meanwhile is kept for a later call
+        (its group's next attempt may park it again as it was told); one that left is
+        dropped."""
+        joined, self._joined_parked = self._joined_parked, []
+        out: list[tuple[PendingWorkload, Group]] = []
+        for pending in joined:
+            group = self.group_of(pending.workload.key)
+            if group is None:
+                continue
+            if group.parked is None:
+                self._joined_parked.append(pending)
+            else:
+                out.append((pending, group))
+        return out
 
     def parked_groups(self) -> list[Group]:
         return list(self._parked.values())

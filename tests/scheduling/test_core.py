@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
+
 from gpufleet.model import Node, Placement
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
 from gpufleet.model.events import BindFailed, NodeAdded, PodAdded, PodBound, PodDeleted
@@ -42,6 +46,36 @@ def test_waiting_pods_are_told_once_and_wake_when_capacity_frees() -> None:
     assert core.run_until_idle() == []  # parked: not retried, not told again
     core.handle(PodDeleted("default/a"))
     assert binds(core.run_until_idle()) == ["b"]
+
+
+def _refill(core: SchedulerCore) -> None:
+    """The GPU that frees is taken again by a pod bound by someone else before the next
+    cycle: the waiting group is woken for that row and parked again as it was told."""
+    core.handle(PodDeleted("default/running"))
+    core.handle(PodBound(make_pod(name="elsewhere", gpus=1), Placement("node-0", (0,))))
+
+
+@pytest.mark.parametrize("meanwhile", [None, _refill], ids=["parked", "woken-then-refilled"])
+def test_a_workload_joining_a_parked_group_is_told_why_in_the_next_cycle(
+    meanwhile: Callable[[SchedulerCore], None] | None,
+) -> None:
+    """Issue 27 item 7: interchangeable pods that arrive after the first one parked wait
+    untried in its group; each is told the group's reason at once, not when the group is
+    next attempted (in a quiet cluster, never)."""
+    core = core_for(make_cluster(1, gpus=1))
+    core.handle(PodAdded(make_pod(name="running", gpus=1)))
+    assert binds(core.run_until_idle()) == ["running"]
+    core.handle(PodAdded(make_pod(name="wait-0", gpus=1)))
+    (first,) = [a for a in core.run_until_idle() if isinstance(a, MarkUnschedulable)]
+    for name in ("wait-1", "wait-2"):
+        core.handle(PodAdded(make_pod(name=name, gpus=1)))
+    if meanwhile is not None:
+        meanwhile(core)
+    actions = core.cycle()
+    told = {a.pod.name: a.message for a in actions if isinstance(a, MarkUnschedulable)}
+    assert told == {"wait-1": first.message, "wait-2": first.message}
+    assert binds(actions) == []
+    assert core.run_until_idle() == [], "told once"
 
 
 def test_freed_capacity_wakes_only_groups_that_could_use_it() -> None:

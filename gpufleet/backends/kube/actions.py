@@ -178,7 +178,8 @@ class ApiActions(ApiEvictions):
             return
         # Known not bound ("failed", or "dropped": never sent).
         self._ledger.give_back(call.placement)
-        self._told[key] = Told(PodState.WAITING)
+        before = self._told.get(key)
+        self._told[key] = Told(PodState.WAITING, gang=before.gang if before else None)
         self._dirty_pods.add(key)  # if it was bound by someone else, say so next
         if key not in self._evict_after_bind:  # else its eviction is dropped: see there
             out.append(BindFailed(key, outcome.detail))

@@ -23,7 +23,8 @@ Gangs: pods labelled with a pod group (ours, scheduler-plugins') or annotated wi
 group name (as KubeRay and the Kubeflow operators do with their gang-scheduling integration)
 wait until their PodGroup object exists and minMember of them exist, then go to the core as
 one workload; pods of a group that arrive once the gang runs
-are workloads of their own. An evicted pod does not come back in Kubernetes (its controller
+are workloads of their own, and a gang that waits is all or nothing whatever order its pods
+come and go in (workloads.py). An evicted pod does not come back in Kubernetes (its controller
 makes a new one), so a deleted pod is reported twice: the first report ends its run, the second
 drops the copy the core requeues after an eviction.
 
@@ -152,6 +153,7 @@ class KubeBackend(
         self._deferred_nodes.clear()
         self._ledger = DeviceLedger()
         self._told = {}
+        self._regroup.clear()
         self._replay_binds = sent
         for call in sent:
             if call.answered and not call.bound:  # its outcome was unknown: read the pod

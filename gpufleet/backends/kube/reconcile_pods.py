@@ -6,7 +6,9 @@ and one pod's change compared with what the core was told of it (:class:`Told`):
 twice, see the backend's docstring; so is a bound pod found waiting again: a new pod of its name),
 bound by anyone (on the devices its annotations name, or the ledger's guess; preemptible or not, as
 its annotations say), bound elsewhere than we bound it, ready, labelled to lower its workload to
-preemptible (once); the device ledger taken and given back as it goes.
+preemptible (once); the device ledger taken and given back as it goes. A pod that leaves a
+gang waiting in the core (gone, or bound by someone else) takes the gang out of the core with
+it: its other pods are no longer told, and are assembled again (workloads).
 
 Does not turn waiting pods into workloads (workloads) nor bind them (actions).
 """
@@ -102,6 +104,7 @@ class PodReconciliation(BackendState):
         if pod is None:
             return False
         if told is not None:  # it waited in the core: bound elsewhere meanwhile
+            self._release_gang(key, told)
             out.append(PodDeleted(key))
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         placement = placement_from_annotations(node, annotations)
@@ -118,10 +121,25 @@ class PodReconciliation(BackendState):
 
     def _gone(self, key: str, told: Told, out: list[ClusterEvent]) -> None:
         del self._told[key]
+        self._release_gang(key, told)
         self._sent_away.discard(key)
         if told.placement is not None and told.state is PodState.BOUND:
             self._ledger.give_back(told.placement)
         out.extend((PodDeleted(key), PodDeleted(key)))
+
+    def _release_gang(self, key: str, told: Told) -> None:
+        """``key`` no longer waits in the core: if it waited in a gang, the core drops that
+        whole gang (a gang without all its pods cannot start), so its other waiting pods are
+        the core's no more: they are assembled again, with any replacement, at this poll."""
+        if told.state is not PodState.WAITING or told.gang is None:
+            return
+        for mate in told.gang - {key}:
+            mate_told = self._told.get(mate)
+            if mate_told is None or mate_told.gang is not told.gang:
+                continue  # gone, or in a gang offered since
+            if mate_told.state is PodState.WAITING:
+                del self._told[mate]
+                self._regroup.add(mate)
 
     @staticmethod
     def _tell_demoted(key: str, obj: Obj, told: Told, out: list[ClusterEvent]) -> None:

@@ -2,7 +2,8 @@
 
 Owns :class:`BackendState`, the base every part of :class:`~gpufleet.backends.kube.backend.
 KubeBackend` builds on: the objects as the API last showed them, which of them changed since the
-last poll (nodes, pods, the pods of a PodGroup that changed), the pods of each gang, the Queues,
+last poll (nodes, pods, the pods of a PodGroup that changed), the pods of each gang and those to
+assemble again, the Queues,
 PriorityClasses and ResourceQuotas read into the :class:`LiveCatalog` (and its version, bumped
 when they change), invalid objects reported once per version, and the record of what the core
 has been told (:class:`Told` per pod, the nodes, the device ledger), which the reconcilers keep.
@@ -141,6 +142,9 @@ class Told:
     demoted: bool = False  # the core was told to lower its workload (its preemptible label)
     #: Our bind of it while the informers have not shown it bound (None: none, or confirmed).
     call: BindCall | None = None
+    #: The pods of the gang workload it waits in (one set shared by them all); None: it waits
+    #: as a workload of its own, or is bound.
+    gang: frozenset[str] | None = None
 
 
 @dataclass(slots=True)
@@ -204,6 +208,9 @@ class BackendState:
         #: Nodes changed while pods ran on them: taken in once they are empty.
         self._deferred_nodes: set[str] = set()
         self._group_members: dict[tuple[str, str], set[str]] = defaultdict(set)
+        #: Waiting pods of gangs to assemble again at the next poll: those whose gang the core
+        #: dropped (a member left it) and those waiting for their gang to start.
+        self._regroup: set[str] = set()
         self._replay_binds: list[BindCall] = []
         #: Evictions a PodDisruptionBudget refused, by when to try them again.
         self._evictions_due: list[tuple[float, PlannedEviction]] = []

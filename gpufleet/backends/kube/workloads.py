@@ -4,14 +4,16 @@ Owns :class:`WorkloadAssembly`: waiting pods the core does not have yet offered 
 order of creation (then name), as a queue sees arrivals: a lone pod as its own workload, a gang
 (pods of one pod group) once its PodGroup (ours, scheduler-plugins' or Volcano's) exists and
 minMember of its pods exist, and pods of a gang that already runs as workloads of their own.
+A gang is all or nothing whatever order its pods come and go in, as the coscheduling plugin's
+Permit: a pod that arrives while its gang waits in the core waits for the gang to start; when
+a pod leaves a gang waiting in the core, the core drops the gang and its other pods are
+assembled again, with any replacement (reconcile_pods), never started short of minMember.
 Why a gang still waits is reported on its pods; pods that do not read are reported invalid.
 
 Does not tell the core about bound pods (reconcile_pods).
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
 
 from gpufleet.backends.kube import pods as podinfo
 from gpufleet.backends.kube.api import (
@@ -21,6 +23,7 @@ from gpufleet.backends.kube.api import (
     VOLCANO_POD_GROUPS,
     Obj,
 )
+from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BackendState, Told
 from gpufleet.io.errors import InputError
@@ -34,12 +37,20 @@ GROUP_KINDS = (POD_GROUPS, COSCHEDULING_POD_GROUPS, VOLCANO_POD_GROUPS)
 class WorkloadAssembly(BackendState):
     """Waiting pods offered to the core as workloads (see the module docstring)."""
 
-    def _assemble(self, waiting: Iterable[str], out: list[ClusterEvent]) -> None:
+    def _assemble(self, waiting: set[str], out: list[ClusterEvent]) -> None:
         """Workloads for waiting pods the core does not have yet: lone pods and complete gangs,
-        in order of creation (then name), as a queue sees arrivals."""
+        in order of creation (then name), as a queue sees arrivals; with them, the pods of
+        gangs to assemble again."""
+        regroup, self._regroup = self._regroup, set()
+        pod_objects = self.objects[PODS]
+        waiting = waiting | {
+            key
+            for key in regroup
+            if key not in self._told
+            and podinfo.pod_state(pod_objects.get(key), self.scheduler_name) is PodState.WAITING
+        }
         offers: dict[tuple[str, str], tuple[str, str] | None] = {}
         offered_groups: set[tuple[str, str]] = set()
-        pod_objects = self.objects[PODS]
         for key in waiting:
             obj = pod_objects[key]
             group = podinfo.pod_group(obj)
@@ -70,8 +81,20 @@ class WorkloadAssembly(BackendState):
         ]
         if not waiting:
             return
-        running = [k for k in members if k in self._told]
-        if running:  # the gang has started: later pods are workloads of their own
+        told = [self._told[k] for k in members if k in self._told]
+        gang = next((t.gang for t in told if t.gang and t.state is PodState.WAITING), None)
+        if gang is not None:
+            # The gang waits in the core with the pods it had: all or nothing, so a newcomer
+            # starts only once the gang has (it is looked at again at every poll till then).
+            message = (
+                f"waiting for gang {namespace}/{group} to start: it is being scheduled "
+                f"with the {len(gang)} pods it had"
+            )
+            for obj in waiting:
+                self.reporter.unschedulable(obj, message)
+                self._regroup.add(object_key(obj))
+            return
+        if told:  # the gang has started: later pods are workloads of their own
             for obj in waiting:
                 self._offer([obj], None, 0, out)
             return
@@ -114,6 +137,7 @@ class WorkloadAssembly(BackendState):
             return
         if group is not None:
             workload = with_min_member(workload, needed)
+        gang = None if group is None else frozenset(pod.key for pod in workload.pods)
         for pod in workload.pods:
-            self._told[pod.key] = Told(PodState.WAITING)
+            self._told[pod.key] = Told(PodState.WAITING, gang=gang)
         out.append(WorkloadAdded(workload))
