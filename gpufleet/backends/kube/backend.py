@@ -7,7 +7,8 @@ added or gone, a pod bound by anyone, ready, deleted or finished, a workload com
 admit). A node whose devices changed health (its agent's inventory annotation) is told as
 ``DeviceHealthChanged`` at once, and one cordoned, tainted or announcing its end (being removed by
 an autoscaler, about to be terminated, not ready) as ``NodeSchedulingChanged``, pods running there
-or not; any other change to a node is taken in once no pod runs there. When a node's end reaches a
+or not; any other change to a node (allocatable, devices) at once too, as the node leaving and
+joining again, the pods running there counted on it throughout. When a node's end reaches a
 gang running there, every pod of the gang is told as ``WorkloadDisrupted`` (node_ends.py): the core
 evicts the gang whole. A new core (a restart, a leader change, changed Queues) is told everything
 again by :meth:`KubeBackend.resync`, from the same objects, so it rebuilds exactly the state the API
@@ -142,7 +143,6 @@ class KubeBackend(
         with self._lock:
             in_flight = {k: t for k, t in self._told.items() if t.in_flight}
         self._nodes.clear()
-        self._deferred_nodes.clear()
         self._ledger = DeviceLedger()
         self._told = {}
         # Binds in flight are facts for the new core too: it must not place those pods again.
@@ -183,9 +183,6 @@ class KubeBackend(
                 waiting.add(key)
         self._dirty_pods = orphans
         self._assemble(waiting, out)
-        for name in [n for n in self._deferred_nodes if not self._node_busy(n)]:
-            self._deferred_nodes.discard(name)
-            self._reconcile_node(name, out)
         self._send_gangs_away(out)
         self._retry_evictions()
         return out

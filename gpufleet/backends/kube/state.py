@@ -155,8 +155,6 @@ class BackendState:
         self._ledger = DeviceLedger()
         self._dirty_nodes: set[str] = set()
         self._dirty_pods: set[str] = set()
-        #: Nodes changed while pods ran on them: taken in once they are empty.
-        self._deferred_nodes: set[str] = set()
         self._group_members: dict[tuple[str, str], set[str]] = defaultdict(set)
         self._replay_binds: list[tuple[str, Placement]] = []
         self._evictions_due: list[tuple[float, str, str | None, str]] = []
