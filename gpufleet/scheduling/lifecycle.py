@@ -165,7 +165,9 @@ class Lifecycle:
     def disrupt(self, key: str, reason: str) -> None:
         """Evict the running workload ``key`` (or the one that owns the pod ``key``) whole
         next cycle: its node goes away. See :class:`~gpufleet.model.events.WorkloadDisrupted`."""
-        self._disrupted.append((key, reason))
+        if not isinstance(key, str):  # kept for the next cycle: checked now, not there
+            raise ValueError(f"a disrupted workload's key must be a name, got {key!r}")
+        self._disrupted.append((key, str(reason)))
 
     def evict_failed(self, actions: list[Action]) -> None:
         """Gangs with a failed bind, and gangs whose permit ended: released, retried later.
