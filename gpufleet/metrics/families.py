@@ -168,6 +168,11 @@ EVICTION_CALLS_BLOCKED = Family(
 INVALID_OBJECTS = Family(
     "gpufleet_invalid_objects_total", Kind.COUNTER, "Objects reported as InvalidSpec"
 )
+PODS_ON_WITHDRAWN_DEVICES = Family(
+    "gpufleet_pods_on_withdrawn_devices",
+    Kind.GAUGE,
+    "Bound pods holding GPUs their node no longer lists (kept and counted)",
+)
 REPORTS_DROPPED = Family(
     "gpufleet_reports_dropped_total",
     Kind.COUNTER,
@@ -180,6 +185,7 @@ KUBERNETES = (
     EVICTION_CALLS_SUCCEEDED,
     EVICTION_CALLS_BLOCKED,
     INVALID_OBJECTS,
+    PODS_ON_WITHDRAWN_DEVICES,
     REPORTS_DROPPED,
 )
 

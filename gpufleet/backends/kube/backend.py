@@ -62,7 +62,7 @@ from gpufleet.control.backend import ClusterState
 from gpufleet.io.errors import InputError
 from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
-from gpufleet.model.events import ClusterEvent, PodBound
+from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted
 
 __all__ = [
     "CONFIG_KINDS",
@@ -170,6 +170,7 @@ class KubeBackend(
                 out.append(PodBound(pod, placement, is_preemptible(obj)))
         self._replay_binds = []
         self._take_results(out)
+        nodes_changed = bool(self._dirty_nodes)
         for name in sorted(self._dirty_nodes):
             self._note_ends(name)
             self._reconcile_node(name, out)
@@ -183,9 +184,45 @@ class KubeBackend(
                 waiting.add(key)
         self._dirty_pods = orphans
         self._assemble(waiting, out)
+        if nodes_changed or any(isinstance(e, PodBound | PodDeleted) for e in out):
+            self._report_withdrawn()
         self._send_gangs_away(out)
         self._retry_evictions()
         return out
+
+    def _report_withdrawn(self) -> None:
+        """Find the bound pods holding GPUs their node no longer lists (the device plugin
+        withdrew them; the core keeps them counted) and report each new one on the pod and
+        the node."""
+        listed: dict[str, set[int] | None] = {}
+        found: dict[str, tuple[int, ...]] = {}
+        for key, told in self._told.items():
+            placement = told.placement
+            if placement is None or told.state is not PodState.BOUND:
+                continue
+            if placement.node not in listed:
+                node = self._nodes.get(placement.node)
+                listed[placement.node] = None if node is None else {g.index for g in node.gpus}
+            indices = listed[placement.node]
+            if indices is None:
+                continue
+            gone = tuple(i for i in placement.gpu_indices if i not in indices)
+            if gone:
+                found[key] = gone
+        for key, gone in found.items():
+            if self.on_withdrawn_devices.get(key) == gone:
+                continue
+            obj = self.objects[PODS].get(key)
+            placement = self._told[key].placement
+            if obj is None or placement is None:
+                continue
+            message = (
+                f"node {placement.node} no longer lists GPU(s) "
+                f"{', '.join(map(str, gone))} that pod {key} holds: the pod is kept and its "
+                "GPUs stay counted; nothing new goes there until usage fits the node again"
+            )
+            self.reporter.devices_withdrawn(obj, self.objects[NODES].get(placement.node), message)
+        self.on_withdrawn_devices = found
 
     def apply(self, actions: Sequence[Action]) -> None:
         for action in actions:

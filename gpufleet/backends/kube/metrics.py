@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from prometheus_client import Gauge
-from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gpufleet.backends.kube.backend import KubeBackend
@@ -49,3 +49,7 @@ class _ApiCalls(Collector):
             (f.REPORTS_DROPPED, self.reporter.dropped),
         ):
             yield CounterMetricFamily(family.name, family.help, value=value)
+        withdrawn = f.PODS_ON_WITHDRAWN_DEVICES
+        yield GaugeMetricFamily(
+            withdrawn.name, withdrawn.help, value=len(self.backend.on_withdrawn_devices)
+        )

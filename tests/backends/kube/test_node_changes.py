@@ -88,6 +88,10 @@ def test_a_new_core_with_a_pod_on_a_device_the_node_no_longer_lists_keeps_schedu
         h.kubelet_runs("big")
         set_gpus(h, "n1", 7)
         h.settle()
+        assert h.backend.on_withdrawn_devices == {"default/big": (7,)}
+        h.until(lambda: len(h.events("DevicesWithdrawn")) == 2, what="pod and node told")
+        involved = {e["involvedObject"]["kind"] for e in h.events("DevicesWithdrawn")}
+        assert involved == {"Pod", "Node"}
         built = h.scheduler.cores_built
         h.server.create(ko.priority_class("urgent", 1000))
         h.server.create(ko.gpu_pod("one", gpus=1))
@@ -97,3 +101,4 @@ def test_a_new_core_with_a_pod_on_a_device_the_node_no_longer_lists_keeps_schedu
         assert h.scheduler.metrics.ignored_events == 0
         h.kubelet_removes("big")
         h.until(lambda: h.node_of("one") == "n1", what="one bound once big ended")
+        assert h.backend.on_withdrawn_devices == {}
