@@ -17,9 +17,10 @@ What differs per world plugs in; the loop is not copied:
 * ``guard``: what each turn runs inside (the control plane's lock and store transaction);
 * observers (:class:`TurnObserver`): what sees the events and the turns (metrics, the control
   plane's book and store, Kubernetes Queue status);
-* ``refused``: what to do with an event the core refuses (on Kubernetes, a pod another
-  scheduler bound beyond what a node has left: logged and counted; elsewhere it is a bug and
-  raises);
+* ``refused``: what to do with an event the core refuses or fails on (on Kubernetes, a pod
+  another scheduler bound beyond what a node has left, or any object whose contents the core
+  cannot take: logged, counted and skipped, so that no single object crashes the loop, nor
+  every replica that leads after it; elsewhere it is a bug and raises);
 * GPU-hour budgets: the loop counts what each queue ran, turn by turn
   (:class:`~gpufleet.control.budget_usage.BudgetUsage`, ``budget_usage``), and gives the
   core's budget admission check its count before each turn's cycles; the world takes the
@@ -95,7 +96,7 @@ class ControlLoop:
         core: Callable[[], SchedulerCore],
         observers: Sequence[TurnObserver] = (),
         guard: Callable[[], AbstractContextManager[object]] = _unguarded,
-        refused: Callable[[ClusterEvent, ValueError], None] | None = None,
+        refused: Callable[[ClusterEvent, Exception], None] | None = None,
         stopwatch: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.backend = backend
@@ -110,15 +111,15 @@ class ControlLoop:
         self.budget_usage = BudgetUsage()
 
     def handle(self, core: SchedulerCore, events: Sequence[ClusterEvent]) -> None:
-        """Hand ``events`` to ``core``; one it refuses goes to ``refused`` (if given), and the
-        rest are still handed over."""
+        """Hand ``events`` to ``core``; one it refuses or fails on (whatever it raises) goes to
+        ``refused`` (if given), and the rest are still handed over."""
         if self.refused is None:
             core.handle_all(events)
             return
         for event in events:
             try:
                 core.handle(event)
-            except ValueError as error:
+            except Exception as error:  # one object's contents must not end the loop
                 self.refused(event, error)
 
     def turn(self) -> float:

@@ -173,6 +173,11 @@ OVERCOMMITTED_PODS = Family(
     Kind.GAUGE,
     "Pods seen bound to a node beyond what it has free (the core refused to count them)",
 )
+PODS_ON_WITHDRAWN_DEVICES = Family(
+    "gpufleet_pods_on_withdrawn_devices",
+    Kind.GAUGE,
+    "Bound pods holding GPUs their node no longer lists (kept and counted)",
+)
 REPORTS_DROPPED = Family(
     "gpufleet_reports_dropped_total",
     Kind.COUNTER,
@@ -191,6 +196,7 @@ KUBERNETES = (
     EVICTION_CALLS_SUCCEEDED,
     EVICTION_CALLS_BLOCKED,
     INVALID_OBJECTS,
+    PODS_ON_WITHDRAWN_DEVICES,
     REPORTS_DROPPED,
     API_ERRORS,
     OVERCOMMITTED_PODS,

@@ -191,7 +191,7 @@ class SchedulerCore:
         elif isinstance(event, BindFailed):
             lifecycle.bind_failed(event.key, event.reason)
         elif isinstance(event, NodeAdded):
-            row = self.table.add_node(event.node)
+            row = self._node_added(event.node)
             self.explainer.nodes_changed()
             self.parking.wake_for_rows([row])
             self._capacity_changed(event.node, 1)
@@ -210,6 +210,20 @@ class SchedulerCore:
             lifecycle.demote(event.key)
         elif isinstance(event, WorkloadDisrupted):
             lifecycle.disrupt(event.key, event.reason)
+
+    def _node_added(self, node: Node) -> int:
+        """A node joins: a new row; or, when pods still hold the row of a node of its name
+        that left (deleted and re-created under running pods, or changed: the backend tells a
+        change as the node leaving and joining), that row again, with what those pods hold
+        counted on it, as kube-scheduler keeps a removed node's entry while pods name it."""
+        table = self.table
+        row = table.row_of.get(node.name)
+        if row is not None and not table.alive[row]:
+            held = self.lifecycle.held_on(row)
+            if held:
+                self.lifecycle.renew_node(row, node, held)
+                return row
+        return table.add_node(node)
 
     def _capacity_changed(self, node: Node, sign: int) -> None:
         """``node`` joined (1) or left (-1): the quotas' root follows the cluster, and what

@@ -23,12 +23,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gpufleet.model import MILLI_PER_GPU, Placement, Pod
+from gpufleet.model import MILLI_PER_GPU, Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict
 from gpufleet.model.priorities import LOWEST_PRIORITY
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Bound
 from gpufleet.scheduling.framework import Permit
+from gpufleet.scheduling.node_table import Allocation
 from gpufleet.scheduling.parking import Parking
 from gpufleet.scheduling.pending import Parked
 from gpufleet.scheduling.running import RunningWorkload
@@ -164,7 +165,9 @@ class Lifecycle:
     def disrupt(self, key: str, reason: str) -> None:
         """Evict the running workload ``key`` (or the one that owns the pod ``key``) whole
         next cycle: its node goes away. See :class:`~gpufleet.model.events.WorkloadDisrupted`."""
-        self._disrupted.append((key, reason))
+        if not isinstance(key, str):  # kept for the next cycle: checked now, not there
+            raise ValueError(f"a disrupted workload's key must be a name, got {key!r}")
+        self._disrupted.append((key, str(reason)))
 
     def evict_failed(self, actions: list[Action]) -> None:
         """Gangs with a failed bind, and gangs whose permit ended: released, retried later.
@@ -252,46 +255,101 @@ class Lifecycle:
 
     def pod_bound(self, pod: Pod, placement: Placement, preemptible: bool = True) -> None:
         """Take exactly the devices a pod already holds (bound by someone else, or a resync);
-        ``preemptible`` False: never evict it."""
+        ``preemptible`` False: never evict it. Devices its node no longer lists (the device
+        plugin withdrew them) stay counted: see :meth:`hold`."""
         state = self.state
         if pod.key in state.running.owner:
             return
+        if placement.node not in state.table.row_of:
+            raise ValueError(f"pod {pod.key} is bound to {placement.node!r}, a node not known")
         waiting = self._waiting_pod.get(pod.key)
         if waiting is not None:
             self.dequeue(waiting)
-        table = state.table
-        row = table.row_of[placement.node]
-        demand = state.engine.demand(pod)
-        node = table.nodes[row]
-        position_of = {gpu.index: p for p, gpu in enumerate(node.gpus)}
-        slots = tuple((position_of[g], slot) for g, slot in placement.mig_slices)
-        milli = placement.gpu_milli_per_device or (MILLI_PER_GPU if placement.gpu_indices else 0)
-        allocation = table.allocate(
-            row,
-            pod.cpu_milli,
-            pod.memory_mib,
-            tuple(position_of[i] for i in placement.gpu_indices),
-            milli,
-            demand.mig_profile if slots else -1,
-            slots,
-            demand.tag,
-            # What it holds, as far as the node has it: a bound pod is a fact, not a request.
-            tuple(
-                (rid, min(amount, int(table.ext_free[row, rid])))
-                for rid, amount in demand.extended
-                if rid >= 0
-            ),
-            table.pod_index.identity(pod),
-            demand.units if placement.gpu_indices else 0,
-            existing=True,  # it may run on a device that is unhealthy now
-        )
-        bound = Bound(pod, placement, allocation)
+        bound = Bound(pod, placement, self.hold(pod, placement))
         usage = state.requests.usage_of([bound])
         workload = self.lone(pod, preemptible, bound=True)
         state.quotas.charge(workload, usage)
         state.running.track(
             RunningWorkload(workload, {pod.key: bound}, usage, state.now, state.now)
         )
+
+    def hold(self, pod: Pod, placement: Placement, beyond: bool = False) -> Allocation:
+        """Take on the node table what a pod running at ``placement`` holds there: the devices
+        the node lists, and those it no longer lists counted apart (the allocation keeps them;
+        its units count against what the node advertises, so nothing new goes there until
+        usage fits again, as kube-scheduler counts a node's requested resources). ``beyond``:
+        it ran there before the node shrank, so it is counted even beyond what is free."""
+        table = self.state.table
+        row = table.row_of[placement.node]
+        demand = self.state.engine.demand(pod)
+        position_of = table.position_of(row)
+        free_slices = (
+            set(table.free_mig_slices(row, demand.mig_profile))
+            if beyond and placement.mig_slices and demand.mig_profile >= 0
+            else None
+        )
+        slots = tuple(
+            (position_of[g], slot)
+            for g, slot in placement.mig_slices
+            if g in position_of and (free_slices is None or (position_of[g], slot) in free_slices)
+        )
+        milli = placement.gpu_milli_per_device or (MILLI_PER_GPU if placement.gpu_indices else 0)
+        missing = tuple(i for i in placement.gpu_indices if i not in position_of)
+        return table.allocate(
+            row,
+            pod.cpu_milli,
+            pod.memory_mib,
+            tuple(position_of[i] for i in placement.gpu_indices if i in position_of),
+            milli,
+            demand.mig_profile if slots else -1,
+            slots,
+            demand.tag,
+            # What it holds, as far as the node has it: a bound pod is a fact, not a request.
+            tuple(
+                (rid, amount if beyond else min(amount, int(table.ext_free[row, rid])))
+                for rid, amount in demand.extended
+                if rid >= 0
+            ),
+            table.pod_index.identity(pod),
+            demand.units if placement.gpu_indices else 0,
+            existing=True,  # it may run on a device that is unhealthy now
+            missing=missing,
+            beyond=beyond,
+        )
+
+    # ----------------------------------------------------------------------------- nodes
+    def held_on(self, row: int) -> list[tuple[RunningWorkload, Bound]]:
+        """The pods (running or being evicted) that hold something on ``row``."""
+        running = self.state.running
+        return [
+            (r, bound)
+            for group in (running.workloads, running.evicting)
+            for r in group.values()
+            for bound in r.bound.values()
+            if bound.allocation.row == row
+        ]
+
+    def renew_node(self, row: int, node: Node, held: list[tuple[RunningWorkload, Bound]]) -> None:
+        """``node`` comes back under the name of ``row`` (re-created, or changed: allocatable
+        lowered, devices withdrawn) while the pods ``held`` still hold the row: the row takes
+        the new node and those pods hold on it again what they hold, counted even beyond
+        what it offers now (a pod whose devices the node no longer lists keeps them)."""
+        state = self.state
+        for _, bound in held:
+            state.table.release(bound.allocation)
+        state.table.renew_node(row, node)
+        for running, bound in held:
+            retaken = Bound(bound.pod, bound.placement, self.hold(bound.pod, bound.placement, True))
+            running.bound[bound.pod.key] = retaken
+            before = state.requests.usage_of([bound])
+            after = state.requests.usage_of([retaken])
+            if after != before:  # another GPU model: the quota keys of its GPUs move
+                state.quotas.refund(running.workload, before)
+                state.quotas.charge(running.workload, after)
+                for k, v in after.items():
+                    running.usage[k] = running.usage.get(k, 0) + v
+                state.running.shrink(running, before)
+        state.holds.changed()
 
     def _forget(self, running: RunningWorkload) -> None:
         """A workload whose pods are all gone (finished)."""

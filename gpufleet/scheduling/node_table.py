@@ -271,7 +271,39 @@ class NodeTable:
         row = self.size
         self.size += 1
         self.nodes.append(node)
+        self.row_models.append(None)
+        self._free_slices.append([])
+        self._positions.append({})
         self.row_of[node.name] = row
+        self._fill_row(row, node)
+        return row
+
+    def renew_node(self, row: int, node: Node) -> None:
+        """Take ``node`` (a node of the row's name, come back or changed) into ``row`` in
+        place, alive, as :meth:`add_node` would make it: the caller has released what pods
+        hold there and takes it again on the new shape (kube-scheduler keeps a node's entry,
+        with its pods, across its deletion and re-creation and across allocatable changes).
+        Not inside a trial."""
+        if self._undo is not None:
+            raise RuntimeError("a node cannot change inside a trial")
+        if self.nodes[row].name != node.name:
+            raise ValueError(f"row {row} is node {self.nodes[row].name!r}, not {node.name!r}")
+        self._grow(self.size, node.gpu_count)
+        self._sick.pop(row, None)
+        self.unschedulable_reasons.pop(row, None)
+        self.gpu_free[row] = 0
+        self.mig_cap[row] = self.mig_free[row] = 0
+        self.ext_cap[row] = self.ext_free[row] = 0
+        self.hard_taints[row] = False
+        self.model_id[row] = -1
+        self.resource_id[row] = -1
+        for column in self.label_ids.values():
+            column[row] = -1
+        self.nodes[row] = node
+        self._fill_row(row, node)
+
+    def _fill_row(self, row: int, node: Node) -> None:
+        """Write ``node`` into the columns of ``row`` (clear, or new), empty and alive."""
         self.cpu_cap[row] = self.cpu_free[row] = node.cpu_milli
         self.mem_cap[row] = self.mem_free[row] = node.memory_mib
         usable = [gpu.index for gpu in node.gpus if not gpu.partitioned]
@@ -292,15 +324,15 @@ class NodeTable:
         self.replicated |= sharing.replicas > 1
         self.time_sliced |= sharing.whole_milli < MILLI_PER_GPU
         model = node.gpu_model
-        self.row_models.append(model)
+        self.row_models[row] = model
         if model is not None:
             if model not in self.model_id_of:
                 self.model_id_of[model] = len(self.model_names)
                 self.model_names.append(model)
             self.model_id[row] = self.model_id_of[model]
         free_slices: list[list[tuple[int, int]]] = [[] for _ in self.mig_profiles]
-        self._free_slices.append(free_slices)
-        self._positions.append({gpu.index: p for p, gpu in enumerate(node.gpus)})
+        self._free_slices[row] = free_slices
+        self._positions[row] = {gpu.index: p for p, gpu in enumerate(node.gpus)}
         for position, gpu in enumerate(node.gpus):
             for mig in gpu.mig_slices:
                 pid = self.mig_profile_id.get(mig.profile)
@@ -333,7 +365,6 @@ class NodeTable:
         self._touch(row)
         self._forget_trial_states()
         self.topology_version += 1
-        return row
 
     def remove_node(self, name: str) -> int:
         """Mark a node dead; its row stays (allocations on it are the caller's to drop)."""
@@ -560,6 +591,8 @@ class NodeTable:
         identity: int = -1,
         units: int = 0,
         existing: bool = False,
+        missing: Sequence[int] = (),
+        beyond: bool = False,
     ) -> Allocation:
         """Take resources on one row. Raises if they are not free (callers filter first).
 
@@ -567,8 +600,15 @@ class NodeTable:
         identity in :attr:`pod_index` (``pod_index.identity(pod)``), so that the inter-pod
         rules count it (-1: it does not count). ``existing``: the holder already runs there
         (bound by someone else, or put back after a trial release): it may hold devices that
-        are unhealthy now, which nothing new may take.
+        are unhealthy now, which nothing new may take. ``missing``: GPU indices an existing
+        holder holds that the node no longer lists (the device plugin withdrew them): kept
+        in the allocation, and its ``units`` counted whatever the node advertises, so that
+        nothing new takes a unit until usage fits the node again. ``beyond``: an existing
+        holder counted even beyond what the row has free (CPU, memory, extended resources,
+        units going below zero): a pod that ran there before the node shrank.
         """
+        if missing or (beyond and units > self.units_free[row]):
+            self.replicated = True  # units run out before devices do there
         sick = self._sick.get(row) if self._sick else None
         if sick is not None:
             return self._allocate_on_sick_row(
@@ -585,16 +625,20 @@ class NodeTable:
                 identity,
                 units,
                 existing,
+                missing,
+                beyond,
             )
         if not self.alive[row]:
             raise ValueError(f"node {self.nodes[row].name!r} has left the cluster")
-        if cpu_milli > self.cpu_free[row] or memory_mib > self.mem_free[row]:
+        if beyond:
+            pass
+        elif cpu_milli > self.cpu_free[row] or memory_mib > self.mem_free[row]:
             raise ValueError(f"not enough CPU or memory on {self.nodes[row].name!r}")
         for rid, amount in extended:
-            if rid < 0 or amount > self.ext_free[row, rid]:
+            if rid < 0 or (amount > self.ext_free[row, rid] and not beyond):
                 name = self.ext_names[rid] if rid >= 0 else "an unknown resource"
                 raise ValueError(f"not enough {name} on {self.nodes[row].name!r}")
-        if units > self.units_free[row]:
+        if units > self.units_free[row] and not (missing or beyond):
             node = self.nodes[row]
             raise ValueError(
                 f"{node.name!r} has {self.units_free[row]} {node.gpu_resource} free, {units} asked"
@@ -628,7 +672,7 @@ class NodeTable:
             self.pod_index.add(row, identity, 1)
         self._refresh_gpu_summary(row)
         self._touch(row)
-        devices = tuple(self.device_index(row, p) for p in positions)
+        devices = tuple(self.device_index(row, p) for p in positions) + tuple(missing)
         return Allocation(
             row,
             cpu_milli,
@@ -658,6 +702,8 @@ class NodeTable:
         identity: int,
         units: int,
         existing: bool,
+        missing: Sequence[int],
+        beyond: bool,
     ) -> Allocation:
         """:meth:`allocate` on a row with unhealthy devices: what lies on them comes out of
         the withheld part, and only for an ``existing`` holder; the rest as usual."""
@@ -667,7 +713,7 @@ class NodeTable:
         if (hidden or hidden_slices) and not existing:
             index = self.device_index(row, (hidden or [hidden_slices[0][0]])[0])
             raise ValueError(f"GPU {index} of {name!r} is unhealthy")
-        if units and units > self.units_free[row] and not existing:
+        if units and units > self.units_free[row] and not (existing or missing or beyond):
             node = self.nodes[row]
             raise ValueError(
                 f"{name!r} has {self.units_free[row]} {node.gpu_resource} free, {units} asked"
@@ -677,7 +723,7 @@ class NodeTable:
         with self._unwithheld(row, sick):
             return self.allocate(
                 row, cpu_milli, memory_mib, positions, milli_per_device, mig_profile, mig_slices,
-                tag, extended, identity, units,
+                tag, extended, identity, units, missing=missing, beyond=beyond,
             )  # fmt: skip
 
     @contextmanager
@@ -699,11 +745,12 @@ class NodeTable:
         back by a preemption search)."""
         a = allocation
         position = self._positions[a.row]
+        missing = tuple(i for i in a.gpu_indices if i not in position)
         return self.allocate(
             a.row,
             a.cpu_milli,
             a.memory_mib,
-            tuple(position[i] for i in a.gpu_indices),
+            tuple(position[i] for i in a.gpu_indices if i in position),
             a.gpu_milli_per_device,
             a.mig_profile,
             a.mig_slices,
@@ -712,6 +759,8 @@ class NodeTable:
             a.identity,
             a.units,
             existing=True,
+            missing=missing,
+            beyond=True,  # what it held, even where the node advertises less now
         )
 
     def release(self, allocation: Allocation) -> None:
@@ -729,7 +778,9 @@ class NodeTable:
         self.mem_free[row] += allocation.memory_mib
         self.units_free[row] += allocation.units
         for index in allocation.gpu_indices:
-            self.gpu_free[row, position_of[index]] += allocation.gpu_milli_per_device
+            position = position_of.get(index)
+            if position is not None:  # else a device the node no longer lists
+                self.gpu_free[row, position] += allocation.gpu_milli_per_device
         if allocation.mig_slices:
             self._free_slices[row][allocation.mig_profile].extend(allocation.mig_slices)
             self.mig_free[row, allocation.mig_profile] += len(allocation.mig_slices)

@@ -7,15 +7,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import cast, get_args
 
 import pytest
 
 from gpufleet.control.backend import ClusterState, ManualClock
 from gpufleet.control.loop import ControlLoop, Turn, run
+from gpufleet.model import events as ev
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
 from gpufleet.model.events import ClusterEvent, WorkloadAdded
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.testing.builders import make_node, make_workload
+from gpufleet.testing.builders import make_node, make_pod, make_workload
 from gpufleet.testing.fakes import make_core
 
 
@@ -149,3 +151,50 @@ def test_a_simulation_ends_when_its_world_is_done_and_the_core_has_nothing_timed
     assert run(backend, core, on_iteration=lambda: seen.append(len(core.running))) == 2
     assert seen == [1, 2]
     assert core.next_timer(aging=False) == math.inf
+
+
+def _malformed(cls: type, **fields: object) -> ClusterEvent:
+    """An event of ``cls`` carrying contents no backend should send (wrong types, unknown
+    names): what a bad object read into an event may look like."""
+    return cast(ClusterEvent, cls(**fields))
+
+
+#: One malformed event per kind of event the loop hands the core.
+MALFORMED: list[ClusterEvent] = [
+    _malformed(ev.NodeAdded, node=None),
+    _malformed(ev.NodeRemoved, name="ghost"),
+    _malformed(ev.NodeNotice, node=None, leaves_at="soon", reason=None),
+    _malformed(ev.NodeGone, node=None, reason=None),
+    _malformed(ev.DeviceHealthChanged, node="n", unhealthy=(99,)),
+    _malformed(ev.NodeSchedulingChanged, node=["n"], unschedulable="yes"),
+    _malformed(ev.PodAdded, pod=None),
+    _malformed(ev.WorkloadAdded, workload=None),
+    _malformed(ev.PodBound, pod=make_pod("stray", gpus=1), placement=None),
+    _malformed(ev.PodReady, key=["x"]),
+    _malformed(ev.PodDeleted, key=["x"]),
+    _malformed(ev.BindFailed, key=["x"], reason=None),
+    _malformed(ev.PodRestarted, key=None, message=None),
+    _malformed(ev.JobEnded, job=None, pod_key=None, outcome=None, reason=None, message=None),
+    _malformed(ev.WorkloadDemoted, key=["x"]),
+    _malformed(ev.WorkloadDisrupted, key=["x"], reason=None),
+]
+
+
+def test_the_malformed_table_covers_every_kind_of_event() -> None:
+    assert {type(e) for e in MALFORMED} == set(get_args(ClusterEvent))
+
+
+@pytest.mark.parametrize("event", MALFORMED, ids=lambda e: type(e).__name__)
+def test_no_single_malformed_event_crashes_the_loop(event: ClusterEvent) -> None:
+    """What the core cannot take is refused (logged and counted by the world), the rest of
+    the turn and the next turns go on."""
+    core = make_core([make_node("n", gpus=2)])
+    backend = ScriptedCluster([], [event, *arrivals(1)], arrivals(1, prefix="next"))
+    refused: list[tuple[ClusterEvent, Exception]] = []
+    loop = ControlLoop(
+        backend, lambda: core, refused=lambda event, error: refused.append((event, error))
+    )
+    loop.turn()
+    loop.turn()
+    assert [type(a) for batch in backend.applied for a in batch] == [Bind, Bind]
+    assert all(e is event for e, _ in refused)

@@ -7,7 +7,8 @@ added or gone, a pod bound by anyone, ready, deleted or finished, a workload com
 admit). A node whose devices changed health (its agent's inventory annotation) is told as
 ``DeviceHealthChanged`` at once, and one cordoned, tainted or announcing its end (being removed by
 an autoscaler, about to be terminated, not ready) as ``NodeSchedulingChanged``, pods running there
-or not; any other change to a node is taken in once no pod runs there. When a node's end reaches a
+or not; any other change to a node (allocatable, devices) at once too, as the node leaving and
+joining again, the pods running there counted on it throughout. When a node's end reaches a
 gang running there, every pod of the gang is told as ``WorkloadDisrupted`` (node_ends.py): the core
 evicts the gang whole. A new core (a restart, a leader change, changed Queues) is told everything
 again by :meth:`KubeBackend.resync`, from the same objects, so it rebuilds exactly the state the API
@@ -62,7 +63,7 @@ from gpufleet.control.backend import ClusterState
 from gpufleet.io.errors import InputError
 from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
-from gpufleet.model.events import ClusterEvent, PodBound
+from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted
 
 __all__ = [
     "CONFIG_KINDS",
@@ -150,7 +151,6 @@ class KubeBackend(
             self._evict_after_bind.clear()
             self._checks_due.clear()
         self._nodes.clear()
-        self._deferred_nodes.clear()
         self._ledger = DeviceLedger()
         self._told = {}
         self._regroup.clear()
@@ -182,6 +182,7 @@ class KubeBackend(
                 out.append(PodBound(pod, placement, is_preemptible(obj)))
         self._replay_binds = []
         self._take_results(out)
+        nodes_changed = bool(self._dirty_nodes)
         for name in sorted(self._dirty_nodes):
             self._note_ends(name)
             self._reconcile_node(name, out)
@@ -195,14 +196,47 @@ class KubeBackend(
                 waiting.add(key)
         self._dirty_pods = orphans
         self._assemble(waiting, out)
-        for name in [n for n in self._deferred_nodes if not self._node_busy(n)]:
-            self._deferred_nodes.discard(name)
-            self._reconcile_node(name, out)
+        if nodes_changed or any(isinstance(e, PodBound | PodDeleted) for e in out):
+            self._report_withdrawn()
         self._send_gangs_away(out)
         self._send_deferred_evictions(out)
         self._retry_evictions()
         self._run_checks()
         return out
+
+    def _report_withdrawn(self) -> None:
+        """Find the bound pods holding GPUs their node no longer lists (the device plugin
+        withdrew them; the core keeps them counted) and report each new one on the pod and
+        the node."""
+        listed: dict[str, set[int] | None] = {}
+        found: dict[str, tuple[int, ...]] = {}
+        for key, told in self._told.items():
+            placement = told.placement
+            if placement is None or told.state is not PodState.BOUND:
+                continue
+            if placement.node not in listed:
+                node = self._nodes.get(placement.node)
+                listed[placement.node] = None if node is None else {g.index for g in node.gpus}
+            indices = listed[placement.node]
+            if indices is None:
+                continue
+            gone = tuple(i for i in placement.gpu_indices if i not in indices)
+            if gone:
+                found[key] = gone
+        for key, gone in found.items():
+            if self.on_withdrawn_devices.get(key) == gone:
+                continue
+            obj = self.objects[PODS].get(key)
+            placement = self._told[key].placement
+            if obj is None or placement is None:
+                continue
+            message = (
+                f"node {placement.node} no longer lists GPU(s) "
+                f"{', '.join(map(str, gone))} that pod {key} holds: the pod is kept and its "
+                "GPUs stay counted; nothing new goes there until usage fits the node again"
+            )
+            self.reporter.devices_withdrawn(obj, self.objects[NODES].get(placement.node), message)
+        self.on_withdrawn_devices = found
 
     def apply(self, actions: Sequence[Action]) -> None:
         """Carry out a cycle's actions, if this replica still leads (else the term ends, and

@@ -63,3 +63,7 @@ class _ApiCalls(Collector):
         for (verb, code), count in sorted(self.backend.api.reachability.error_counts().items()):
             errors.add_metric([verb, code], count)
         yield errors
+        withdrawn = f.PODS_ON_WITHDRAWN_DEVICES
+        yield GaugeMetricFamily(
+            withdrawn.name, withdrawn.help, value=len(self.backend.on_withdrawn_devices)
+        )

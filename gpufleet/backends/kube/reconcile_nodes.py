@@ -5,13 +5,13 @@ is reported), a changed Node compared with what the core was told of it, device 
 agent's inventory annotation) told at once as ``DeviceHealthChanged`` and whether and which new
 pods may go there (a cordon, its taints: being removed by an autoscaler, not ready, or lifted)
 at once as ``NodeSchedulingChanged``, whether pods run there or not, any other change to a node
-that pods still hold deferred until it is empty, and a node added or gone told as such (the
-pods bound there then looked at again). (A node whose taints changed while DaemonSet pods held
-it, as every new node's ``not-ready`` taint is lifted, used to wait for it to be empty: for
-ever.)
+(allocatable lowered, devices withdrawn, labels) at once too, as the node leaving and joining
+again (the core keeps what pods hold there counted across it), and a node added or gone told as
+such (the pods bound there then looked at again). (Changes used to wait until no pod ran
+there, which a busy node never is: a node whose allocatable dropped from 8 GPUs to 4 kept
+taking up to 8.)
 
-Does not tell the core about pods (reconcile_pods) nor decide when deferred nodes are taken in
-(the backend's poll does, once :meth:`NodeReconciliation._node_busy` says a node is empty).
+Does not tell the core about pods (reconcile_pods).
 """
 
 from __future__ import annotations
@@ -62,22 +62,23 @@ class NodeReconciliation(BackendState):
         known = self._nodes.get(name)
         if known is not None and node is not None and _same_node(known, node):
             return
-        if known is not None and node is not None and obj is not None:
-            in_place = _same_but_in_place(known, node)
-            if in_place or self._node_busy(name):
-                # Device health and scheduling are applied at once, pods running there or not.
-                self._tell_health(name, known, node, obj, out)
-                self._tell_scheduling(name, node, out)
-            if in_place:
-                self._nodes[name] = node
-                return
+        if (
+            known is not None
+            and node is not None
+            and obj is not None
+            and _same_but_in_place(known, node)
+        ):
+            # Device health and scheduling are applied in place, pods running there or not.
+            self._tell_health(name, known, node, obj, out)
+            self._tell_scheduling(name, node, out)
+            self._nodes[name] = node
+            return
         if known is not None:
-            if obj is not None and self._node_busy(name):
-                # The core keeps a node's rows while pods hold them; a changed node is taken
-                # in once it is empty (or at the next resync). So is one that does not read
-                # for now (reported): its pods still hold what they hold on it.
-                self._deferred_nodes.add(name)
-                return
+            # Any other change (allocatable, devices, labels), a node deleted, or one that
+            # does not read for now (reported): it leaves the core and, if it is there, joins
+            # again as it is now. The pods running there stay counted on it all along (the
+            # core keeps a node's row while pods hold it and takes them in again on the new
+            # shape, beyond what it offers if it shrank), so a change applies at once.
             del self._nodes[name]
             out.append(NodeRemoved(name))
         if node is not None:
@@ -118,11 +119,6 @@ class NodeReconciliation(BackendState):
         )
         out.append(
             NodeSchedulingChanged(name, node.unschedulable, node.unschedulable_reason, node.taints)
-        )
-
-    def _node_busy(self, name: str) -> bool:
-        return any(
-            t.placement is not None and t.placement.node == name for t in self._told.values()
         )
 
 

@@ -6,7 +6,8 @@ Owns :class:`ApiReporter` (the backend's :class:`~gpufleet.backends.kube.backend
   style of message, and a ``FailedScheduling`` Event;
 * ``Scheduled`` on a bind (with the devices), ``Preempted`` on a victim (naming its preemptor),
   ``GangEvicted`` on each pod of a gang evicted whole because one of its nodes goes away,
-  ``EvictionBlocked`` when a PodDisruptionBudget forbids an eviction, ``InvalidSpec`` on an
+  ``EvictionBlocked`` when a PodDisruptionBudget forbids an eviction, ``DevicesWithdrawn`` on a
+  pod and its node when the node no longer lists GPUs the pod holds, ``InvalidSpec`` on an
   object the scheduler cannot read (and a ``Valid=False`` condition on a Queue's status).
 
 Rate limits, as client-go's event correlator does: the same (object, reason, message) is told
@@ -127,6 +128,11 @@ class ApiReporter:
             condition = _condition("Valid", "False", "InvalidSpec", message)
             patch = {"status": {"conditions": [condition]}}
             self._submit(lambda: self.api.patch_custom_status(QUEUES, name, None, patch))
+
+    def devices_withdrawn(self, pod: Obj, node: Obj | None, message: str) -> None:
+        self.event(pod, "Warning", "DevicesWithdrawn", message)
+        if node is not None:
+            self.event({"kind": "Node", **node}, "Warning", "DevicesWithdrawn", message)
 
     def forget(self, pod_key: str) -> None:
         with self._lock:

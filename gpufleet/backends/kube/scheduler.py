@@ -281,13 +281,23 @@ class KubeScheduler:
         )
         return core
 
-    def _refused(self, event: ClusterEvent, error: ValueError) -> None:
-        # A pod bound by another scheduler (or an earlier leader) beyond what the node has
-        # left, a workload naming a queue that vanished: report it and keep scheduling
-        # everything else.
-        log.warning("ignored %s: %s", type(event).__name__, error)
+    def _refused(self, event: ClusterEvent, error: Exception) -> None:
+        # A pod bound by another scheduler (or an earlier leader) beyond what the node has left, a workload naming a
+        # queue that vanished, an object whose contents the core cannot take: report it and
+        # keep scheduling everything else (a crash would crash every replica that leads next).
+        if isinstance(error, ValueError):
+            log.warning("ignored %s: %s", type(event).__name__, error)
+        else:
+            log.error(
+                "ignored %s the core failed on: %s: %s (%r)",
+                type(event).__name__,
+                type(error).__name__,
+                error,
+                event,
+                exc_info=error,
+            )
         self.metrics.refused()
-        if isinstance(event, PodBound):
+        if isinstance(event, PodBound) and isinstance(error, ValueError):
             key = event.pod.key
             self.kube_metrics.overcommitted.add(key)
             obj = self.backend.objects[PODS].get(key)

@@ -70,6 +70,10 @@ class Reporter(Protocol):
         ...
 
     def invalid(self, kind: str, obj: Obj, message: str) -> None: ...
+    def devices_withdrawn(self, pod: Obj, node: Obj | None, message: str) -> None:
+        """``pod`` holds GPUs its node (``node``) no longer lists: kept and counted."""
+        ...
+
     def forget(self, pod_key: str) -> None:
         """``pod_key`` is gone: drop what was remembered to rate-limit its reports."""
         ...
@@ -84,6 +88,7 @@ class NullReporter:
         """``pod`` is evicted with its whole gang: a node of the gang goes away."""
 
     def invalid(self, kind: str, obj: Obj, message: str) -> None: ...
+    def devices_withdrawn(self, pod: Obj, node: Obj | None, message: str) -> None: ...
     def forget(self, pod_key: str) -> None: ...
 
 
@@ -205,8 +210,6 @@ class BackendState:
         self._ledger = DeviceLedger()
         self._dirty_nodes: set[str] = set()
         self._dirty_pods: set[str] = set()
-        #: Nodes changed while pods ran on them: taken in once they are empty.
-        self._deferred_nodes: set[str] = set()
         self._group_members: dict[tuple[str, str], set[str]] = defaultdict(set)
         #: Waiting pods of gangs to assemble again at the next poll: those whose gang the core
         #: dropped (a member left it) and those waiting for their gang to start.
@@ -240,6 +243,9 @@ class BackendState:
         self._ends_due = math.inf
         #: Pods the core was told to evict with their gang (each told once).
         self._sent_away: set[str] = set()
+        #: Bound pods holding GPUs their node no longer lists -> those GPUs (reported once
+        #: per change; the core keeps them counted).
+        self.on_withdrawn_devices: dict[str, tuple[int, ...]] = {}
 
     # ----------------------------------------------------------------------------- changes in
     def drain(self) -> None:
