@@ -282,9 +282,10 @@ class KubeScheduler:
         return core
 
     def _refused(self, event: ClusterEvent, error: Exception) -> None:
-        # A pod bound by another scheduler (or an earlier leader) beyond what the node has left, a workload naming a
-        # queue that vanished, an object whose contents the core cannot take: report it and
-        # keep scheduling everything else (a crash would crash every replica that leads next).
+        # A pod bound by another scheduler (or an earlier leader) beyond what the node has
+        # left, a workload naming a queue that vanished, an object whose contents the core
+        # cannot take: report it and keep scheduling everything else (a crash would crash
+        # every replica that leads next).
         if isinstance(error, ValueError):
             log.warning("ignored %s: %s", type(event).__name__, error)
         else:
