@@ -69,6 +69,7 @@ class AuditBindings:
         self.path = path
         self.namespace = namespace
         self.offset = path.stat().st_size if path.exists() else 0
+        self.inode = path.stat().st_ino if path.exists() else 0
         self.bindings: Counter[str] = Counter()
         self.evictions: Counter[str] = Counter()
         self._partial = b""
@@ -76,9 +77,9 @@ class AuditBindings:
     def read(self) -> None:
         if not self.path.exists():
             return
-        size = self.path.stat().st_size
-        if size < self.offset:  # rotated
-            self.offset, self._partial = 0, b""
+        stat = self.path.stat()
+        if stat.st_ino != self.inode or stat.st_size < self.offset:  # rotated
+            self.offset, self.inode, self._partial = 0, stat.st_ino, b""
         with self.path.open("rb") as handle:
             handle.seek(self.offset)
             chunk = handle.read()
