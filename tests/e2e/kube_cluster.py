@@ -29,7 +29,9 @@ Obj = dict[str, Any]
 KUBECONFIG_ENV = "GPUFLEET_E2E_KUBECONFIG"
 #: A command that stops the API server (``COMMAND stop``) and starts it again (``COMMAND
 #: start``, returning once it is ready), e.g. ``/work/kube-e2e/start.sh``: the fault tests that
-#: restart the API server run only with it (it stops the server for everyone using it).
+#: restart the API server run only with it (it stops the server for everyone using it). The
+#: fault suite also uses ``stop-apiserver``, ``kill-apiserver``, ``kill-etcd``,
+#: ``freeze-apiserver SECONDS`` and ``compact-etcd`` (README: "Fault suite").
 APISERVER_CTL_ENV = "GPUFLEET_E2E_APISERVER_CTL"
 RUN_LABEL = "gpufleet.dev/e2e-run"
 
@@ -187,7 +189,8 @@ def wait_for(check: Callable[[], bool], timeout: float = 60.0, what: str = "") -
     raise AssertionError(f"timed out waiting for {what or check}")
 
 
-def apiserver_ctl(action: str) -> None:
-    """``stop`` or ``start`` the API server with the command in APISERVER_CTL_ENV."""
-    command = [*shlex.split(os.environ[APISERVER_CTL_ENV]), action]
+def apiserver_ctl(action: str, *args: str) -> None:
+    """``stop`` or ``start`` the API server (or another fault of the suite's, with its
+    ``args``) with the command in APISERVER_CTL_ENV."""
+    command = [*shlex.split(os.environ[APISERVER_CTL_ENV]), action, *args]
     subprocess.run(command, check=True, timeout=180, stdout=subprocess.DEVNULL)
