@@ -51,7 +51,8 @@ def test_a_pod_naming_its_node_goes_there_or_is_refused(
         assert f"default/cuda-smoke-test │ {node} │" in text, text
         assert "1 of 1 pods placed" in text, text
     else:
-        assert message is not None and message in text, text
+        assert message is not None
+        assert message in text, text
         assert "0 of 1 pods placed" in text, text
 
 
