@@ -62,7 +62,13 @@ from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.nodepools import NodePool
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import DEFAULT_QUEUE as MODEL_DEFAULT_QUEUE
-from gpufleet.model.queues import QUEUE_LABEL, Queue, ResourceQuota, implicit_default_queue
+from gpufleet.model.queues import (
+    KUEUE_QUEUE_LABEL,
+    QUEUE_LABEL,
+    Queue,
+    ResourceQuota,
+    implicit_default_queue,
+)
 from gpufleet.model.serving import InferenceService
 from gpufleet.model.workload import (
     PodGroup,
@@ -476,7 +482,11 @@ class ScenarioBuilder(Catalog):
         named = _agreed([p.settings.queue for p in parts], label, "name the same queue")
         if named is not None:
             if named.value not in queues:
-                raise named.error(f"queue {named.value!r} is not defined ({_listing(queues)})")
+                kueue = (named.field or "").endswith(f"[{KUEUE_QUEUE_LABEL}]")
+                hint = f"; {KUEUE_QUEUE_LABEL} is read as {QUEUE_LABEL}" if kueue else ""
+                raise named.error(
+                    f"queue {named.value!r} is not defined ({_listing(queues)}){hint}"
+                )
             return named.value
         head = parts[0]
         default = self.namespace_queues.get(head.namespace)

@@ -18,6 +18,7 @@ from typing import Any
 
 from gpufleet.io.quantities import format_cpu, format_memory
 from gpufleet.model import GFD_LABELS, SHARED_GPU_RESOURCE, GpuSharing, Node, SharingStrategy
+from gpufleet.model.node import well_known_labels
 
 API_VERSION = "gpufleet.dev/v1alpha1"
 KIND = "ClusterSpec"
@@ -100,7 +101,13 @@ def _pool_of(node: Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
         sharing = _sharing_of(node.gpu_sharing)
         pool.update(sharing)
         gpu_shape = (model, memory, len(node.gpus), repr(pool.get("mig")), node.gpu_sharing)
-    labels = {k: v for k, v in sorted(node.labels.items()) if k not in GENERATED_LABELS}
+    # The well-known labels a spec writes itself are left out where they have its values.
+    written = well_known_labels(node.name, node.labels.get(GFD_LABELS.ZONE))
+    labels = {
+        k: v
+        for k, v in sorted(node.labels.items())
+        if k not in GENERATED_LABELS and written.get(k) != v
+    }
     if labels:
         pool["labels"] = labels
     if node.taints:

@@ -52,6 +52,7 @@ from gpufleet.model import (
     TaintEffect,
     gfd_labels,
 )
+from gpufleet.model.node import well_known_labels
 
 __all__ = [
     "API_VERSION",
@@ -301,7 +302,13 @@ def _pool_nodes(pool: PoolSpec) -> list[Node]:
     nodes: list[Node] = []
     for i in range(pool.count):
         name = pool.node_name(i)
-        labels = {GFD_LABELS.HOSTNAME: name, **hardware, **_topology_labels(pool, i), **pool.labels}
+        zone = None if pool.topology is None else pool.topology.zone
+        labels = {
+            **well_known_labels(name, zone),
+            **hardware,
+            **_topology_labels(pool, i),
+            **pool.labels,
+        }
         extended = tuple(sorted((k, v) for k, v in pool.extended_resources.items() if v))
         nodes.append(
             Node(

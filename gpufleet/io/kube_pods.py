@@ -26,7 +26,7 @@ from gpufleet.io.kube_resources import Annotations, pod_requests
 from gpufleet.io.manifests import Context, describe, object_name
 from gpufleet.io.names import NameRule, name_problem
 from gpufleet.io.quantities import parse_duration_seconds
-from gpufleet.model import Pod, TaintEffect, Toleration
+from gpufleet.model import GFD_LABELS, Pod, TaintEffect, Toleration
 from gpufleet.model.workload import TimedPod
 
 SUBMIT_AT_ANNOTATION = "gpufleet.dev/submit-at"
@@ -120,6 +120,21 @@ def pods_from_object(
     return pods
 
 
+def _node_selector(
+    context: Context, spec: Mapping[str, Any], spec_path: str
+) -> tuple[tuple[str, str], ...]:
+    """``nodeSelector``, and ``nodeName`` as the node's host name label: a pod that names its
+    node goes there or nowhere (the kubelet admits it if it fits), through its queue as any
+    other. On Kubernetes such a pod is bound already: its backend reads it as placed."""
+    selector = context.labels(spec.get("nodeSelector"), f"{spec_path}.nodeSelector")
+    node_name = spec.get("nodeName")
+    if node_name is None:
+        return tuple(sorted(selector.items()))
+    named = context.name(node_name, f"{spec_path}.nodeName")
+    pairs = {*selector.items(), (GFD_LABELS.HOSTNAME, named)}
+    return tuple(sorted(pairs))
+
+
 def _check_pod_names(context: Context, name: str, count: int, kind: str, indexed: bool) -> None:
     """The names of an object's pods (``<name>-<i>``) must be valid too: DNS-1123 labels where
     they are the pods' hostnames (a StatefulSet's; an Indexed Job's, as Kubernetes checks),
@@ -184,9 +199,7 @@ def _pod(
         requests.memory_mib,
         requests.gpu,
         gpu_models=_gpu_models(context, annotations),
-        node_selector=tuple(
-            sorted(context.labels(spec.get("nodeSelector"), f"{spec_path}.nodeSelector").items())
-        ),
+        node_selector=_node_selector(context, spec, spec_path),
         required_affinity=required_node_affinity(context, affinity, affinity_path),
         tolerations=_tolerations(context, spec.get("tolerations"), f"{spec_path}.tolerations"),
         priority=0 if priority is None else context.int32(priority, f"{spec_path}.priority"),

@@ -1,5 +1,6 @@
 """What a workload object (or its pod template; the object wins) says about admission: the
-``gpufleet.dev/queue`` and pod-group labels, ``priorityClassName`` / ``priority``, the
+``gpufleet.dev/queue`` label (or Kueue's ``kueue.x-k8s.io/queue-name``), the pod-group labels,
+``priorityClassName`` / ``priority``, the
 ``gpufleet.dev/`` annotations preemptible, expected-runtime, checkpoint-interval,
 checkpoint-on-notice, topology, topology-level and mixed-gpu-models, and the autoscalers'
 annotations that protect it from disruption (:mod:`.disruption`: it is then not preemptible
@@ -23,7 +24,7 @@ from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION
 from gpufleet.io.manifests import Context
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.model.node import GFD_LABELS
-from gpufleet.model.queues import QUEUE_LABEL
+from gpufleet.model.queues import KUEUE_QUEUE_LABEL, QUEUE_LABEL
 from gpufleet.model.workload import (
     COSCHEDULING_POD_GROUP_LABEL,
     POD_GROUP_LABEL,
@@ -116,12 +117,19 @@ def workload_settings(
         raise other.error(
             f"names pod group {other.value!r}, but {POD_GROUP_LABEL} names {group.value!r}"
         )
+    queue = labels.get(QUEUE_LABEL)
+    kueue_queue = labels.get(KUEUE_QUEUE_LABEL)
+    if queue is not None and kueue_queue is not None and queue.value != kueue_queue.value:
+        raise kueue_queue.error(
+            f"names queue {kueue_queue.value!r}, but {QUEUE_LABEL} names {queue.value!r}: "
+            f"give one queue (gpufleet reads Kueue's label as its own)"
+        )
     class_path, priority_path = f"{pod_spec_path}.priorityClassName", f"{pod_spec_path}.priority"
     class_name, priority = pod_spec.get("priorityClassName"), pod_spec.get("priority")
     return WorkloadSettings(
         {key: setting.value for key, setting in labels.items()},
         group=group or other,
-        queue=labels.get(QUEUE_LABEL),
+        queue=queue or kueue_queue,
         priority_class=None
         if class_name is None
         else Setting(context.name(class_name, class_path), context, class_path),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,34 @@ class GFD_LABELS:  # noqa: N801 - a namespace of constants, named like the label
     RACK = "gpufleet.dev/rack"
     NVLINK_DOMAIN = "gpufleet.dev/nvlink-domain"
     HOSTNAME = "kubernetes.io/hostname"
+    REGION = "topology.kubernetes.io/region"
+    OS = "kubernetes.io/os"
+    ARCH = "kubernetes.io/arch"
+
+
+_AWS_ZONE = re.compile(r"^(.*\d)[a-z]$")
+_SUFFIXED_ZONE = re.compile(r"^(.+)-[a-z0-9]+$")
+
+
+def zone_region(zone: str) -> str:
+    """The region of a zone, as the clouds name them: ``us-east-1a`` (AWS) is in
+    ``us-east-1``, ``us-central1-a`` (GCP) in ``us-central1``, ``eastus-1`` (Azure) in
+    ``eastus``; a zone that names no region is its own."""
+    found = _AWS_ZONE.match(zone) or _SUFFIXED_ZONE.match(zone)
+    return found.group(1) if found else zone
+
+
+def well_known_labels(
+    name: str, zone: str | None = None, os: str = "linux", arch: str = "amd64"
+) -> dict[str, str]:
+    """The labels the kubelet and the cloud give every Kubernetes node, which manifests written
+    for a real cluster select on (``kubernetes.io/os: linux``): host name, OS, architecture,
+    and with a zone, the zone and its region."""
+    labels = {GFD_LABELS.HOSTNAME: name, GFD_LABELS.OS: os, GFD_LABELS.ARCH: arch}
+    if zone is not None:
+        labels[GFD_LABELS.ZONE] = zone
+        labels[GFD_LABELS.REGION] = zone_region(zone)
+    return labels
 
 
 #: Models whose GPUs can be MIG-partitioned (matched by prefix of the product name).

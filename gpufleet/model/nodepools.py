@@ -28,7 +28,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from gpufleet.model.capacity import CAPACITY_TYPE_LABEL, SPOT_TAINT, CapacityType
-from gpufleet.model.node import GFD_LABELS, Node
+from gpufleet.model.node import GFD_LABELS, Node, well_known_labels
 
 #: The label that names a node's pool (Karpenter's is ``karpenter.sh/nodepool``).
 NODE_POOL_LABEL = "gpufleet.dev/node-pool"
@@ -101,11 +101,11 @@ class NodePool:
         if zone is None and self.zones:
             raise ValueError(f"node pool {self.name} spreads over zones: name one")
         labels = dict(self.template.labels)
-        labels[GFD_LABELS.HOSTNAME] = name
-        labels[NODE_POOL_LABEL] = self.name
-        labels[CAPACITY_TYPE_LABEL] = self.capacity.value
+        labels = {**well_known_labels(name, zone), **labels, GFD_LABELS.HOSTNAME: name}
         if zone is not None:
             labels[GFD_LABELS.ZONE] = zone
+        labels[NODE_POOL_LABEL] = self.name
+        labels[CAPACITY_TYPE_LABEL] = self.capacity.value
         if self.template.gpus:
             # Each node is its own NVLink domain, as a cluster spec's pool is by default.
             labels[GFD_LABELS.NVLINK_DOMAIN] = f"{name}-nvl"

@@ -7,8 +7,8 @@ GPU-hour budget per period (:class:`QueueBudget`: its arithmetic is :mod:`gpufle
 and who may use it: the namespaces whose workloads it admits and the priority classes they may
 name (:meth:`Queue.admits_namespace`, :meth:`Queue.allows_priority_class`).
 :func:`validate_queue_tree` checks a whole tree. Workloads name their queue with
-:data:`QUEUE_LABEL`. Reading Queues from YAML is io's; admitting workloads under them is the
-scheduling core's.
+:data:`QUEUE_LABEL` (or Kueue's :data:`KUEUE_QUEUE_LABEL`; :func:`queue_named_by`). Reading
+Queues from YAML is io's; admitting workloads under them is the scheduling core's.
 """
 
 from __future__ import annotations
@@ -20,9 +20,21 @@ from enum import StrEnum
 from gpufleet.model.resources import Resources, quantity
 
 QUEUE_LABEL = "gpufleet.dev/queue"
+#: Kueue's queue label: read as :data:`QUEUE_LABEL` (gpufleet's own wins), so that a Kueue
+#: user's manifests run unchanged.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: The labels that name a workload's queue, the one that wins first.
+QUEUE_LABELS = (QUEUE_LABEL, KUEUE_QUEUE_LABEL)
 #: Priority classes of this prefix are Kubernetes' own (``system-cluster-critical``,
 #: ``system-node-critical``): no queue allows them unless it lists them.
 SYSTEM_PRIORITY_PREFIX = "system-"
+
+
+def queue_named_by(labels: Mapping[str, str]) -> str | None:
+    """The queue ``labels`` name: gpufleet's label, else Kueue's (readers refuse both given and
+    different before a pod reaches the core)."""
+    named = labels.get(QUEUE_LABEL)
+    return labels.get(KUEUE_QUEUE_LABEL) if named is None else named
 
 
 class WithinQueuePolicy(StrEnum):

@@ -18,11 +18,11 @@ import numpy as np
 from gpufleet.model import MILLI_PER_GPU, Node, Pod
 from gpufleet.model.queues import DEFAULT_QUEUE as DEFAULT_QUEUE  # where it was
 from gpufleet.model.queues import (
-    QUEUE_LABEL,
     Queue,
     ResourceQuota,
     implicit_default_queue,
     queue_ancestors,
+    queue_named_by,
 )
 from gpufleet.model.resources import CPU, GPU, MEMORY, gpu_model_key
 from gpufleet.model.workload import Workload
@@ -162,7 +162,7 @@ class Quotas:
         """The queue of a lone pod: its queue label, its namespace's default, or ``default``.
         ``admitted_only``: the label counts only if that queue admits the pod's namespace (a
         pod placed without gpufleet charges no queue that would not admit it)."""
-        named = pod.labels.get(QUEUE_LABEL)
+        named = queue_named_by(pod.labels)
         queue = None if named is None else self.queues.get(named)
         if queue is not None and (
             not admitted_only or queue.admits_namespace(pod.namespace, self.ancestors[queue.name])

@@ -29,7 +29,7 @@ from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.manifests import Manifest
 from gpufleet.model.idle import EXEMPT_LABEL
 from gpufleet.model.jobs import JobSpec
-from gpufleet.model.queues import QUEUE_LABEL
+from gpufleet.model.queues import QUEUE_LABEL, queue_named_by
 from gpufleet.model.workload import POD_GROUP_LABEL, Workload, workload_key
 from gpufleet.service.auth import Principal
 from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION
@@ -233,9 +233,9 @@ def _checked_queue(
         return checked[1].queue
     if obj.get("kind") == "Pod":
         return None
-    named = ((obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+    named = queue_named_by((obj.get("metadata") or {}).get("labels") or {})
     if named is None and len(templates) == 1:
-        named = ((templates[0].get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+        named = queue_named_by((templates[0].get("metadata") or {}).get("labels") or {})
     return None if named is None else str(named)
 
 

@@ -21,7 +21,7 @@ from gpufleet.io.errors import InputError, shorten
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.manifests import Manifest, decode_text, describe, parse_manifests
 from gpufleet.io.request_shape import check_data
-from gpufleet.model.queues import QUEUE_LABEL
+from gpufleet.model.queues import QUEUE_LABEL, QUEUE_LABELS
 from gpufleet.model.workload import TimedWorkload
 
 SOURCE = "request"
@@ -140,8 +140,10 @@ def _defaulted(
     if home_queue is not None and (labels is None or isinstance(labels, dict)):
         template = (manifest.get("spec") or {}).get("template") if manifest.get("spec") else None
         template_labels = ((template or {}).get("metadata") or {}).get("labels") or {}
-        named = QUEUE_LABEL in (labels or {}) or (
-            isinstance(template_labels, dict) and QUEUE_LABEL in template_labels
+        named = any(
+            label in (labels or {})
+            or (isinstance(template_labels, dict) and label in template_labels)
+            for label in QUEUE_LABELS
         )
         if not named and str(metadata["namespace"]) not in builder.namespace_queues:
             metadata["labels"] = {**(labels or {}), QUEUE_LABEL: home_queue}

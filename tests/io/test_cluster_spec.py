@@ -99,6 +99,9 @@ def test_labels() -> None:
     labels = [dict(n.labels) for n in nodes]
     assert labels[0] == {
         GFD_LABELS.HOSTNAME: "h100-0000",
+        GFD_LABELS.OS: "linux",
+        GFD_LABELS.ARCH: "amd64",
+        GFD_LABELS.REGION: "zone",
         GFD_LABELS.PRODUCT: "H100",
         GFD_LABELS.MEMORY: "81920",
         GFD_LABELS.COUNT: "8",
@@ -118,7 +121,11 @@ def test_labels() -> None:
     assert [d[GFD_LABELS.NVLINK_DOMAIN] for d in labels[3:5]] == ["t4-nvl-0", "t4-nvl-0"]
     assert GFD_LABELS.ZONE not in labels[3]
     assert GFD_LABELS.RACK not in labels[3]
-    assert labels[5] == {GFD_LABELS.HOSTNAME: "cpu-0000"}
+    assert labels[5] == {
+        GFD_LABELS.HOSTNAME: "cpu-0000",
+        GFD_LABELS.OS: "linux",
+        GFD_LABELS.ARCH: "amd64",
+    }
 
 
 def edit(path: tuple[str | int, ...], value: Any) -> dict[str, Any]:

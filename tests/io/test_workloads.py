@@ -104,6 +104,7 @@ def read(write_file: WriteFile, *objects: Obj) -> Scenario:
 GROUP = "gpufleet.dev/pod-group"
 COSCHEDULING = "scheduling.x-k8s.io/pod-group"
 QUEUE = "gpufleet.dev/queue"
+KUEUE = "kueue.x-k8s.io/queue-name"
 
 
 # --------------------------------------------------------------------------------------- gangs
@@ -225,6 +226,20 @@ TREE = [queue("org"), queue("team", "org", namespaces=["ml"])]
             ],
             "org",
             id="gang-label-on-one-pod",
+        ),
+        pytest.param([*TREE, pod("p", "ml", labels={KUEUE: "org"})], "org", id="kueue-label"),
+        pytest.param(
+            [*TREE, job("j", 2, "ml", labels={KUEUE: "org"})], "org", id="kueue-label-on-a-job"
+        ),
+        pytest.param(
+            [*TREE, job("j", 2, "ml", pod_template=template(labels={KUEUE: "org"}))],
+            "org",
+            id="kueue-template-label",
+        ),
+        pytest.param(
+            [*TREE, pod("p", "ml", labels={KUEUE: "org", QUEUE: "org"})],
+            "org",
+            id="kueue-and-own-label-agree",
         ),
     ],
 )
@@ -652,6 +667,19 @@ BAD = {
         at(1, "Pod default/a"),
         "metadata.labels[scheduling.x-k8s.io/pod-group]",
         "names pod group 'h', but gpufleet.dev/pod-group names 'g'",
+    ),
+    "kueue-and-own-queue-labels-differ": Case(
+        [*TREE, pod("a", "ml", labels={QUEUE: "org", KUEUE: "team"})],
+        at(3, "Pod ml/a"),
+        "metadata.labels[kueue.x-k8s.io/queue-name]",
+        "names queue 'team', but gpufleet.dev/queue names 'org': give one queue",
+    ),
+    "kueue-label-names-an-unknown-queue": Case(
+        [*TREE, pod("a", "ml", labels={KUEUE: "lq"})],
+        at(3, "Pod ml/a"),
+        "metadata.labels[kueue.x-k8s.io/queue-name]",
+        "queue 'lq' is not defined (defined: org, team); kueue.x-k8s.io/queue-name is read as "
+        "gpufleet.dev/queue",
     ),
     "unknown-kind": Case(
         [

@@ -46,6 +46,8 @@ def test_a_pools_node_says_its_pool_capacity_zone_and_carries_the_spot_taint(
     assert made.name == "h100-1"
     assert made.labels[GFD_LABELS.HOSTNAME] == "h100-1"
     assert made.labels[GFD_LABELS.ZONE] == "b"
+    assert made.labels[GFD_LABELS.REGION] == "b"
+    assert (made.labels[GFD_LABELS.OS], made.labels[GFD_LABELS.ARCH]) == ("linux", "amd64")
     assert made.labels[NODE_POOL_LABEL] == "h100"
     assert made.labels[CAPACITY_TYPE_LABEL] == capacity.value
     assert made.labels[GFD_LABELS.NVLINK_DOMAIN] == "h100-1-nvl"

@@ -14,6 +14,7 @@ from gpufleet.model import Placement
 from gpufleet.model.actions import Evict
 from gpufleet.model.events import PodBound
 from gpufleet.model.queues import (
+    KUEUE_QUEUE_LABEL,
     NAMESPACE_NOT_ADMITTED,
     PRIORITY_CLASS_NOT_ALLOWED,
     QUEUE_LABEL,
@@ -160,6 +161,17 @@ def test_a_pod_placed_elsewhere_charges_no_queue_that_does_not_admit_it() -> Non
     cluster = EchoCluster(core)
     cluster.submit(make_workload("train", "team-a", gpus=2, namespace="team-a"), now=0)
     assert "team-a/train" in cluster.running_workloads()
+
+
+@pytest.mark.parametrize("label", [QUEUE_LABEL, KUEUE_QUEUE_LABEL], ids=["own", "kueue"])
+def test_a_pod_placed_elsewhere_is_charged_to_the_queue_its_label_names(label: str) -> None:
+    """A bound pod's queue label, gpufleet's or Kueue's, names the queue it is charged to."""
+    queues = [Queue("team-a", admitted_namespaces=None), Queue("team-b", namespaces=("ml",))]
+    core = make_core([make_node("n", gpus=4)], queues)
+    pod = make_pod("p", gpus=2, namespace="ml", labels={label: "team-a"})
+    core.handle(PodBound(pod, Placement("n", (0, 1))))
+    (running,) = core.view().running
+    assert running.queue == "team-a"
 
 
 @st.composite

@@ -4,21 +4,25 @@ Owns :func:`machine_node`: the GPUs of a :class:`~gpufleet.model.inventory.NodeI
 (found by the node agent's discovery, :func:`gpufleet.devices.discovery.discover`, over NVML
 or the fake NVML) read as the scheduler reads a Kubernetes node's ``gpufleet.dev/gpu-inventory``
 annotation (:func:`gpufleet.io.kube_inventory.inventory_devices`: UUIDs, health, MIG slices),
-labelled with GPU Feature Discovery's labels as the scheduler reads them (the node agent's
-richer labels, :mod:`gpufleet.devices.labels`, sit behind pynvml, which only ``devices`` may
-import), with this machine's CPUs and memory (:func:`machine_resources`). It discovers nothing
+labelled with the labels every Kubernetes node has (host name, this machine's OS and
+architecture: :func:`machine_os`, :func:`machine_arch`) and with GPU Feature Discovery's labels
+as the scheduler reads them (the node agent's richer labels, :mod:`gpufleet.devices.labels`,
+sit behind pynvml, which only ``devices`` may import), with this machine's CPUs and memory
+(:func:`machine_resources`). It discovers nothing
 itself: the caller discovers the inventory (``gpufleet.devices.discovery.discover``).
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import socket
 
 from gpufleet.io.kube_inventory import inventory_devices
 from gpufleet.io.manifests import Context
-from gpufleet.model import GFD_LABELS, NO_SHARING, GpuSharing, Node, gfd_labels
+from gpufleet.model import NO_SHARING, GpuSharing, Node, gfd_labels
 from gpufleet.model.inventory import NodeInventory
+from gpufleet.model.node import well_known_labels
 
 MEMINFO = "/proc/meminfo"
 
@@ -51,5 +55,21 @@ def machine_node(
         cpu_milli = cpus if cpu_milli is None else cpu_milli
         memory_mib = memory if memory_mib is None else memory_mib
     devices = inventory_devices(Context(f"GPU inventory of {name}"), inventory)
-    labels = {**gfd_labels(devices, sharing), GFD_LABELS.HOSTNAME: name}
+    labels = {**well_known_labels(name, os=machine_os(), arch=machine_arch())}
+    labels.update(gfd_labels(devices, sharing))
     return Node(name, cpu_milli, memory_mib, devices, labels, gpu_sharing=sharing)
+
+
+#: ``platform.machine()`` names of architectures, as Go (and so ``kubernetes.io/arch``) names them.
+_GO_ARCHES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def machine_os() -> str:
+    """This machine's OS as ``kubernetes.io/os`` names it (``linux``)."""
+    return platform.system().lower() or "linux"
+
+
+def machine_arch() -> str:
+    """This machine's architecture as ``kubernetes.io/arch`` names it (``amd64``, ``arm64``)."""
+    machine = platform.machine().lower()
+    return _GO_ARCHES.get(machine, machine or "amd64")

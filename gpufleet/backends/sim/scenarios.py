@@ -35,7 +35,7 @@ import numpy as np
 from gpufleet.backends.sim.workloads import cap_runtimes, resample, retime_for_load
 from gpufleet.model import GpuDevice, GpuRequest, Node, Pod, PodClass, gfd_labels
 from gpufleet.model.faults import GpuFault
-from gpufleet.model.node import GFD_LABELS
+from gpufleet.model.node import GFD_LABELS, well_known_labels
 from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import Queue
@@ -344,7 +344,7 @@ def large_gangs(
         for n in range(nodes_per_rack):
             devices = tuple(GpuDevice(i, "H100", 80 * 1024) for i in range(8))
             labels = {
-                GFD_LABELS.HOSTNAME: f"rack{r}-node{n}",
+                **well_known_labels(f"rack{r}-node{n}"),
                 GFD_LABELS.RACK: f"rack{r}",
                 GFD_LABELS.NVLINK_DOMAIN: f"rack{r}-node{n}",
                 **gfd_labels(devices),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.model.queues import QUEUE_LABEL
+from gpufleet.model.queues import KUEUE_QUEUE_LABEL, QUEUE_LABEL
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import Harness, harness
 
@@ -35,6 +35,15 @@ def test_a_pod_from_a_namespace_the_queue_does_not_admit_waits_with_an_event() -
         h.server.create(ko.gpu_pod("own", namespace="team-a", labels={QUEUE_LABEL: "team-a"}))
         h.until(lambda: h.node_of("own", "team-a") is not None, what="team-a's pod bound")
         assert h.node_of("grab", "team-b") is None
+
+
+def test_kueues_queue_label_names_the_queue_on_kubernetes() -> None:
+    """A Kueue user's pod names its queue with Kueue's label: the same queue, the same rules."""
+    queues = (ko.queue("team-a", GPUS), ko.queue("team-b", GPUS))
+    grab = ko.gpu_pod("grab", namespace="team-b", gpus=2, labels={KUEUE_QUEUE_LABEL: "team-a"})
+    with harness(ko.gpu_node("n1"), *queues, grab) as h:
+        message = unschedulable(h, "grab", "team-b")
+        assert message == "namespace team-b is not admitted by queue team-a (it admits team-a)"
 
 
 def test_a_pod_naming_a_class_its_queue_does_not_allow_waits() -> None:

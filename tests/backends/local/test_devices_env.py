@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import socket
 
 import pytest
@@ -166,6 +167,8 @@ def test_machine_node_from_the_inventory(eight_gpus: NodeInventory) -> None:
     assert node.gpus[0].model == "NVIDIA-H100-80GB-HBM3"
     assert node.labels[GFD_LABELS.COUNT] == "8"
     assert node.labels[GFD_LABELS.HOSTNAME] == "box"
+    assert node.labels[GFD_LABELS.OS] == platform.system().lower()
+    assert node.labels[GFD_LABELS.ARCH] in ("amd64", "arm64")
 
 
 def test_machine_node_with_mig_has_slices(dgx: NodeInventory) -> None:
