@@ -14,7 +14,11 @@ Rate limits, as client-go's event correlator does: the same (object, reason, mes
 at most once per ``repeat_s`` (later repeats patch the Event's count), a pod's condition is
 patched only when its message changes or ``repeat_s`` has passed, and everything goes through
 one worker thread with a bounded backlog (what overflows is dropped and counted, never
-blocking scheduling). A failed call is told once per ``repeat_s`` for each status code, with
+blocking scheduling). A pod's condition whose patch fails (no answer, a 5xx: etcd away) is
+sent again after a back-off (``retry_s``, doubling to ``repeat_s``) until it is taken, the pod
+is bound or gone, or a newer message replaces it: a pod that waits is told why eventually, even
+across an outage (the core tells each message once). A failed call is told once per
+``repeat_s`` for each status code, with
 how many were not told; one that got no answer is not told here at all (the client's
 :class:`~gpufleet.backends.kube.reachability.Reachability` tells an outage in two lines).
 :class:`StatusPublisher` keeps Queue and PodGroup status current: it works out what changed
@@ -56,8 +60,10 @@ class ApiReporter:
         repeat_s: float = 60.0,
         backlog: int = 20_000,
         clock: Callable[[], float] = time.monotonic,
+        retry_s: float = 1.0,
     ) -> None:
         self.api = api
+        self.retry_s = retry_s
         self.component = component
         self.instance = instance or component
         self.repeat_s = repeat_s
@@ -69,12 +75,17 @@ class ApiReporter:
         self._conditions: dict[str, tuple[str, float]] = {}
         #: Per status code of failed calls: when last told, and how many since not told.
         self._failures: dict[int, tuple[float, int]] = {}
+        #: Pods' conditions whose patch failed, by pod: when to send it again, the back-off
+        #: so far, and the patch.
+        self._retries: dict[str, tuple[float, float, Callable[[], object]]] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._work, name="reporter", daemon=True)
         self._thread.start()
 
     # ----------------------------------------------------------------------------- Reporter
     def scheduled(self, pod: Obj, placement: Placement) -> None:
+        with self._lock:
+            self._retries.pop(object_key(pod), None)  # bound: why it waited is no news
         devices = placement.visible_devices
         where = f" (GPUs {devices})" if devices else ""
         self.event(
@@ -108,8 +119,34 @@ class ApiReporter:
                 ]
             }
         }
-        self._submit(lambda: self.api.patch_pod_status(namespace, name, patch))
+        with self._lock:
+            self._retries.pop(key, None)  # this message replaces one waiting to be sent again
+        self._submit(partial(self._send_condition, key, namespace, name, patch, 0.0))
         self.event(pod, "Warning", "FailedScheduling", message)
+
+    def _send_condition(
+        self, key: str, namespace: str, name: str, patch: Obj, backoff: float
+    ) -> None:
+        """Patch a pod's condition; if that fails but for the pod being gone, send it again
+        later (see the module docstring)."""
+        try:
+            self.api.patch_pod_status(namespace, name, patch)
+        except ApiError as error:
+            if error.status != 404:
+                delay = min(self.repeat_s, max(self.retry_s, backoff * 2))
+                again = partial(self._send_condition, key, namespace, name, patch, delay)
+                with self._lock:
+                    self._retries[key] = (self.clock() + delay, delay, again)
+            raise
+
+    def _retry_due(self) -> None:
+        """Queue the conditions whose time to be sent again has come."""
+        now = self.clock()
+        with self._lock:
+            due = [k for k, (at, _, _) in self._retries.items() if at <= now]
+            jobs = [self._retries.pop(k)[2] for k in due]
+        for job in jobs:
+            self._submit(job)
 
     def preempted(self, pod: Obj, preemptor: str | None, reason: str) -> None:
         by = f"Preempted by {preemptor}" if preemptor else "Evicted"
@@ -137,6 +174,7 @@ class ApiReporter:
     def forget(self, pod_key: str) -> None:
         with self._lock:
             self._conditions.pop(pod_key, None)
+            self._retries.pop(pod_key, None)
 
     # ----------------------------------------------------------------------------- events
     def event(self, obj: Obj, kind: str, reason: str, message: str) -> None:
@@ -199,7 +237,11 @@ class ApiReporter:
 
     def _work(self) -> None:
         while True:
-            job = self._jobs.get()
+            self._retry_due()
+            try:
+                job = self._jobs.get(timeout=self.retry_s / 2)
+            except queue.Empty:
+                continue
             if job is None:
                 return
             try:

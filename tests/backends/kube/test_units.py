@@ -4,6 +4,7 @@ the device ledger, the client-side rate limit, leader election's protocol, the l
 from __future__ import annotations
 
 import copy
+import time
 from typing import Any
 
 import pytest
@@ -213,6 +214,54 @@ class RecordingApi:
 
     def patch_event(self, namespace: str, name: str, patch: Obj) -> None:
         self.calls.append(f"event count {patch['count']}")
+
+
+class FailingApi(RecordingApi):
+    """Answers the first ``failures`` condition patches with a 500 (etcd away)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def patch_pod_status(self, namespace: str, name: str, patch: Obj) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            self.calls.append("condition refused")
+            raise ApiError(500, "InternalError", "etcdserver: request timed out")
+        super().patch_pod_status(namespace, name, patch)
+
+
+@pytest.mark.parametrize(
+    ("then", "told"),
+    [("waits", True), ("is bound", False), ("is gone", False)],
+    ids=["sent-again-until-taken", "bound-meanwhile", "gone-meanwhile"],
+)
+def test_a_condition_refused_during_an_outage_is_sent_again(then: str, told: bool) -> None:
+    """The core tells each message once: a condition patch refused while etcd is away is sent
+    again after a back-off until it is taken, unless the pod was bound or deleted meanwhile
+    (the fault suite's etcd kill -9 left a pod untold for good)."""
+    api = FailingApi(failures=2)
+    now = [0.0]
+    reporter = ApiReporter(api, clock=lambda: now[0], retry_s=0.05)  # type: ignore[arg-type]
+    pod = ko.gpu_pod("p")
+    try:
+        reporter.unschedulable(pod, "0/1 nodes are available")
+        assert reporter.flush()
+        assert api.calls[0] == "condition refused"
+        if then == "is bound":
+            reporter.scheduled(pod, Placement("n1", (0,), 1000))
+        elif then == "is gone":
+            reporter.forget("default/p")
+        deadline = time.monotonic() + 5.0  # the worker looks every retry_s / 2 (0.025 s)
+        while "condition default/p" not in api.calls and time.monotonic() < deadline:
+            now[0] += 1.0  # past the back-off, however far it has doubled
+            time.sleep(0.1 if told else 0.5)  # a refusal left to retry would be sent by then
+            if not told:
+                break
+        assert reporter.flush()
+        assert ("condition default/p" in api.calls) is told, api.calls
+    finally:
+        reporter.close()
 
 
 def test_reporter_tells_a_repeat_once_per_interval_and_again_after_forget() -> None:
