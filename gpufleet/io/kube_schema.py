@@ -48,6 +48,9 @@ DEFAULT_API_VERSIONS = {
     "RayCluster": "ray.io/v1",
     "ScaledObject": "keda.sh/v1alpha1",
 }
+#: apiVersions gpufleet reads with another's shape: a kubeflow.org/v1 MPIJob is read as the MPI
+#: operator's v2beta1 (runLauncherAsWorker included), not as the training operator's v1 CRD.
+SAME_SHAPE = {"kubeflow.org/v1/MPIJob": "kubeflow.org/v2beta1/MPIJob"}
 _MAP = "{}"
 #: Types whose ``name`` Kubernetes checks as a DNS-1123 label (containers, volumes).
 _LABEL_NAMED = frozenset({"V1Container", "V1EphemeralContainer", "V1Volume"})
@@ -72,7 +75,8 @@ def root_type(obj: Mapping[str, Any]) -> str | None:
         return None
     api_version = obj.get("apiVersion", DEFAULT_API_VERSIONS.get(kind))
     roots, _, _ = tables()
-    return roots.get(f"{api_version}/{kind}")
+    key = f"{api_version}/{kind}"
+    return roots.get(SAME_SHAPE.get(key, key))
 
 
 def check_kube_object(obj: Mapping[str, Any], source: str, location: str | None) -> None:

@@ -45,8 +45,6 @@ CORE_ROOTS = {
 CRD_SOURCES = {
     "pytorchjobs.yaml": "kubeflow/training-operator v1.9.0 "
     "manifests/base/crds/kubeflow.org_pytorchjobs.yaml",
-    "mpijobs-v1.yaml": "kubeflow/training-operator v1.9.0 "
-    "manifests/base/crds/kubeflow.org_mpijobs.yaml",
     "mpijobs.yaml": "kubeflow/mpi-operator v0.8.0 manifests/base/kubeflow.org_mpijobs.yaml",
     "rayjobs.yaml": "ray-project/kuberay v1.7.0 "
     "helm-chart/kuberay-operator/crds/ray.io_rayjobs.yaml",
