@@ -56,6 +56,7 @@ _MAP = "{}"
 _LABEL_NAMED = frozenset({"V1Container", "V1EphemeralContainer", "V1Volume"})
 #: Types whose ``name`` is an IANA service name (ports a Service may name).
 _PORT_NAMED = frozenset({"V1ContainerPort"})
+_NAMED = _LABEL_NAMED | _PORT_NAMED
 
 Types = dict[str, dict[str, str]]
 
@@ -97,37 +98,56 @@ def check_kube_object(obj: Mapping[str, Any], source: str, location: str | None)
 
 def _check(value: object, type_name: str, path: str, types: Types) -> tuple[str, str] | None:
     """The first problem under ``value`` of type ``type_name``: (field path, message)."""
+    found = _find(value, type_name, types)
+    if found is None:
+        return None
+    steps, message = found
+    field = path
+    for step in reversed(steps):
+        field = (
+            f"{field}[{step}]" if isinstance(step, int) else f"{field}.{step}" if field else step
+        )
+    return field, message
+
+
+#: A problem found: the steps to it, innermost first (built only when there is one).
+_Found = tuple[list[str | int], str]
+
+
+def _find(value: object, type_name: str, types: Types) -> _Found | None:
     if isinstance(value, list):
         for index, item in enumerate(value):
-            problem = _check(item, type_name, f"{path}[{index}]", types)
-            if problem is not None:
-                return problem
+            found = _find(item, type_name, types)
+            if found is not None:
+                found[0].append(index)
+                return found
         return None
     if not isinstance(value, dict):
         return None  # a wrong type is the reader's to say
     if type_name.startswith(_MAP):
         inner = type_name[len(_MAP) :]
         for key, item in value.items():
-            problem = _check(item, inner, f"{path}.{key}" if path else str(key), types)
-            if problem is not None:
-                return problem
+            found = _find(item, inner, types)
+            if found is not None:
+                found[0].append(str(key))
+                return found
         return None
     fields = types[type_name]
     for key, item in value.items():
-        field = f"{path}.{key}" if path else str(key)
         child = fields.get(key) if isinstance(key, str) else None
         if child is None:
-            return field, unknown_field(str(key), sorted(fields))
-        if child:
-            problem = _check(item, child, field, types)
-            if problem is not None:
-                return problem
-    if type_name in _LABEL_NAMED or type_name in _PORT_NAMED:
-        return _name_problem(value.get("name"), type_name, path)
+            return [str(key)], unknown_field(str(key), sorted(fields))
+        if child and isinstance(item, dict | list):
+            found = _find(item, child, types)
+            if found is not None:
+                found[0].append(key)
+                return found
+    if type_name in _NAMED:
+        return _name_problem(value.get("name"), type_name)
     return None
 
 
-def _name_problem(name: object, type_name: str, path: str) -> tuple[str, str] | None:
+def _name_problem(name: object, type_name: str) -> _Found | None:
     if not isinstance(name, str):
         return None  # absent, or not text: the reader's to say
     if type_name in _PORT_NAMED:
@@ -136,4 +156,4 @@ def _name_problem(name: object, type_name: str, path: str) -> tuple[str, str] | 
         problem = name_problem(name, NameRule.LABEL)
     if problem is None:
         return None
-    return f"{path}.name", f"{problem}; got {quoted(name)}"
+    return ["name"], f"{problem}; got {quoted(name)}"
