@@ -33,6 +33,7 @@ from gpufleet.io.kube_pods import (
     WORKLOAD_API_VERSIONS,
     pods_from_object,
 )
+from gpufleet.io.kube_schema import check_kube_object
 from gpufleet.io.manifests import Context, Manifest, describe
 from gpufleet.io.node_faults import NODE_FAULT_KINDS, node_fault_from_object
 from gpufleet.io.pytorch_jobs import OperatorJob
@@ -189,6 +190,8 @@ class ScenarioBuilder(Catalog):
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
         kind, where = manifest.get("kind"), manifest.location
+        if self.strict:  # files and requests; not objects a live API server validated
+            check_kube_object(manifest, source, where)
         if kind in CATALOG_KINDS:
             self.add_catalog_object(manifest, source)
         elif kind == "PodGroup":

@@ -46,6 +46,7 @@ from typing import Any
 from gpufleet.io import autoscaling_hpa, autoscaling_keda
 from gpufleet.io.errors import quoted
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
+from gpufleet.io.kube_schema import check_kube_object
 from gpufleet.io.manifests import Context, Manifest, input_files, load_manifests, object_name
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.model.autoscaling import (
@@ -265,7 +266,10 @@ class AutoscalingReader:
     """Collects autoscalers and workload objects (:meth:`add`), then joins them
     (:meth:`specs`); see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, strict: bool = True) -> None:
+        """``strict``: refuse an HPA's or ScaledObject's unknown fields (files, requests; not
+        objects a live API server validated)."""
+        self.strict = strict
         self._declared: list[_Declared] = []
         self._workloads: dict[str, _Workload] = {}
 
@@ -274,6 +278,8 @@ class AutoscalingReader:
         if location is None and isinstance(manifest, Manifest):
             location = manifest.location
         kind = manifest.get("kind")
+        if self.strict and kind in (autoscaling_hpa.KIND, autoscaling_keda.KIND):
+            check_kube_object(manifest, source, location)
         if kind == autoscaling_hpa.KIND:
             spec = autoscaling_hpa.hpa_from_object(manifest, source, location)
             self._declare(spec, manifest, source, location, "spec.scaleTargetRef.name")

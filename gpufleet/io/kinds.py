@@ -196,7 +196,7 @@ def _find_pods(value: object, path: str, depth: int) -> str | None:
     return None
 
 
-def _shown_name(obj: Mapping[str, Any], kind: str) -> str:
+def shown_name(obj: Mapping[str, Any], kind: str) -> str:
     """``namespace/name`` (``name`` for cluster-scoped kinds) as far as ``obj`` says."""
     metadata = obj.get("metadata")
     if not isinstance(metadata, Mapping) or not isinstance(metadata.get("name"), str):
@@ -225,7 +225,7 @@ def triage(
         return True
     place = location
     if isinstance(kind, str):
-        what = f"{shorten(kind, 60)} {_shown_name(obj, kind)}".rstrip()
+        what = f"{shorten(kind, 60)} {shown_name(obj, kind)}".rstrip()
         place = f"{location}, {what}" if location else what
     if not isinstance(kind, str) or not kind:
         raise InputError(

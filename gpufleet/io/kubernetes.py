@@ -18,6 +18,7 @@ from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.kube_nodes import MIG_LAYOUT_ANNOTATION, node_from_object
 from gpufleet.io.kube_pods import SUPPORTED, WORKLOAD_API_VERSIONS, pods_from_object
+from gpufleet.io.kube_schema import check_kube_object
 from gpufleet.io.manifests import Manifest, load_manifests
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedPod
@@ -59,6 +60,7 @@ def nodes_from_manifests(manifests: Iterable[Manifest], source: str) -> list[Nod
     nodes: list[Node] = []
     first_seen: dict[str, str] = {}
     for manifest in manifests:
+        check_kube_object(manifest, source, manifest.location)
         node = node_from_object(manifest, source, manifest.location)
         if node.name in first_seen:
             raise InputError(
@@ -97,6 +99,7 @@ def pods_from_manifests(manifests: Iterable[Manifest], source: str) -> list[Time
     pods: list[TimedPod] = []
     first_seen: dict[str, str] = {}
     for manifest in manifests:
+        check_kube_object(manifest, source, manifest.location)
         for timed in pods_from_object(manifest, source, manifest.location):
             key = timed.pod.key
             if key in first_seen:

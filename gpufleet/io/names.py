@@ -9,6 +9,8 @@ The rules are apimachinery's (``k8s.io/apimachinery/pkg/util/validation``):
   starting and ending with a letter or digit;
 * a *label value*: empty, or at most 63 letters (either case), digits, ``-``, ``_`` and ``.``,
   starting and ending with a letter or digit;
+* a *port name* (an IANA service name): at most 15 lowercase letters, digits and ``-``, at
+  least one letter, not starting or ending with ``-`` and without ``--``;
 * a *label key* (a qualified name): an optional DNS-1123 subdomain prefix and ``/``, then a name
   of at most 63 characters of the label-value alphabet, starting and ending alphanumeric.
 
@@ -138,6 +140,29 @@ def label_value_problem(value: str) -> str | None:
     if value == "":
         return None
     return _problem(value, QUALIFIED_NAME, LABEL_VALUE_MAX, _LABEL_VALUE, _QUALIFIED_CHARS)
+
+
+#: An IANA service name's (a port name's) most characters.
+PORT_NAME_MAX = 15
+_PORT_NAME = re.compile(r"[a-z0-9](?:-?[a-z0-9])*")
+_PORT_RULE = (
+    "an IANA service name (at most 15 lowercase letters, digits and '-', with at least one "
+    "letter, not starting or ending with '-', and no '--')"
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def port_name_problem(name: str) -> str | None:
+    """What is wrong with a port name (an IANA service name, as Kubernetes checks it), or None."""
+    if not name:
+        return f"must not be empty: it must be {_PORT_RULE}"
+    if len(name) > PORT_NAME_MAX:
+        return f"must be at most {PORT_NAME_MAX} characters (it has {len(name):,}): {_PORT_RULE}"
+    if not _PORT_NAME.fullmatch(name) or not any(c.isalpha() for c in name):
+        wrong = next((c for c in name if c not in _LABEL_CHARS), None)
+        detail = "" if wrong is None else f": {quoted(wrong)} is not allowed"
+        return f"must be {_PORT_RULE}{detail}"
+    return None
 
 
 def _problem(

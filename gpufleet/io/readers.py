@@ -22,6 +22,7 @@ from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS, pods_from_object
+from gpufleet.io.kube_schema import check_kube_object
 from gpufleet.io.manifests import input_files, load_manifests
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedPod
@@ -62,6 +63,7 @@ def read_cluster(path: str | Path, skipped: Skipped | None = None) -> list[Node]
                         (node, where) for node in cluster_spec_from_dict(manifest, source, where)
                     )
                 else:
+                    check_kube_object(manifest, source, where)
                     found.append((node_from_object(manifest, source, where), where))
         for node, place in found:
             if node.name in origin:
@@ -117,6 +119,7 @@ def read_workload(path: str | Path, skipped: Skipped | None = None) -> list[Time
                     _NOT_A_WORKLOAD,
                 ):
                     continue
+                check_kube_object(manifest, source, where)
                 found.extend((timed, where) for timed in pods_from_object(manifest, source, where))
         for timed, place in found:
             key = timed.pod.key

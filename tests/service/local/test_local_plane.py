@@ -207,8 +207,8 @@ def test_a_run_that_ended_while_the_plane_was_down_is_recorded_on_restart(
         ),
         pytest.param(
             {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x"},
-             "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": pod(
-                 "m", ["python3"])}}}},
+             "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {
+                 "spec": pod("m", ["python3"])["spec"]}}}}},
             "kind", "reads no process from a PyTorchJob", id="kind-without-a-process",
         ),
     ],

@@ -1,0 +1,28 @@
+"""The shipped field tables are what the installed ``kubernetes`` client's models say: a moved
+client without regenerating them fails here."""
+
+from __future__ import annotations
+
+import kubernetes
+import pytest
+
+from gpufleet.backends.kube.field_tables import CORE_ROOTS, core_tables
+from gpufleet.io.kube_schema import tables
+
+
+def test_the_core_tables_are_the_installed_clients() -> None:
+    _, shipped_types, sources = tables()
+    if kubernetes.__version__ not in sources["v1/Pod"]:
+        pytest.skip(f"tables from another client than {kubernetes.__version__}")
+    roots, types = core_tables()
+    shipped_roots, _, _ = tables()
+    assert {key: shipped_roots[key] for key in roots} == roots
+    assert {name: shipped_types[name] for name in types} == types
+    assert len(roots) == len(CORE_ROOTS)
+
+
+def test_a_crd_pod_template_is_the_core_pod_template() -> None:
+    _, types, _ = tables()
+    worker = types["kubeflow.org/v1/PyTorchJob.spec.pytorchReplicaSpecs.*"]
+    assert worker["template"] == "V1PodTemplateSpec"
+    assert types["ray.io/v1/RayJob"]["metadata"] == "V1ObjectMeta"
