@@ -471,7 +471,9 @@ def test_failures_per_queue_in_the_report(tmp_path: Path) -> None:
         "k", 1, 1, backoffLimit=0, labels={"gpufleet.dev/queue": "a"},
         annotations=sim_notes("10m", 1),
     )  # fmt: skip
-    scenario = read_scenario(scenario_file(tmp_path, [queue("a"), job, doomed]))
+    scenario = read_scenario(
+        scenario_file(tmp_path, [queue("a", namespaces=["default"]), job, doomed])
+    )
     run = run_workloads(make_cluster(1, gpus=4), scenario.workloads, "default", 0, scenario.queues)
     stats = run.tenancy.queues["a"]
     assert (stats.completed, stats.failed, stats.pod_failures, stats.restarts) == (1, 1, 3, 2)

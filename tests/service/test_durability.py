@@ -55,7 +55,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         (tmp_path / "cluster.yaml").write_text(CLUSTER)
         store = Store(self.db)
-        store.put_object(QUEUE, "team", queue_doc("team", GPUS))
+        store.put_object(QUEUE, "team", queue_doc("team", GPUS, namespaces=["default"]))
         self.token = create_token(store, "admin", "admin")
         store.set_meta("seeded", "1")
         store.close()
