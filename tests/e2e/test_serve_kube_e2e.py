@@ -31,7 +31,7 @@ from gpufleet.service.store import Store
 from gpufleet.service.tenant_identity import TenantIdentity
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.server_process import wait_until_ready
-from gpufleet.testing.service import as_yaml, pod_doc
+from gpufleet.testing.service import alias_bomb, as_yaml, pod_doc
 from tests.e2e.kube_cluster import KUBECONFIG_ENV, RUN_LABEL, Cluster, stop, wait_for
 
 pytestmark = [
@@ -344,6 +344,14 @@ def test_a_tenants_writes_are_judged_by_its_own_rights(cluster: Cluster, tmp_pat
         assert answer.status_code == 422, answer.text
         assert answer.json()["field"] == "spec.nodeName"
         assert not _pod_exists(cluster, "pinned")
+
+        # A sub-kilobyte YAML alias bomb is refused before anything is built or written, and
+        # the server still answers (issue 26, item 5, on the real API server).
+        bomb = client.post("/api/v1/workloads", content=alias_bomb(), headers=YAML)
+        assert bomb.status_code == 422, bomb.text
+        assert "YAML aliases are not accepted" in bomb.json()["message"]
+        assert client.get("/api/v1/workloads").status_code == 200
+        assert not _pod_exists(cluster, "bomb")
     finally:
         client.close()
         stop(server)
