@@ -241,6 +241,9 @@ def test_nodes_deleted_recreated_shrunk_and_tainted_under_running_gangs(
             )
             for name in names:
                 cluster.kubelet_runs(name)
+            # Seen bound before the nodes change: a pod first seen on a node already shrunk
+            # would read as bound beyond it (the monitor judges pods new to a node).
+            assert monitor.check(), "the API server did not answer the monitor"
             deleted, recreated, shrunk, tainted = nodes
             cluster.core.delete_node(deleted)
             cluster.core.delete_node(recreated)
