@@ -816,7 +816,8 @@ AUTH_CASES = [
      "authentication required: send Authorization: Bearer <token> (401 unauthorized) — no "
      "token given"),
     ("unknown-token", "gf_nope", ["top", "nodes"], 1,
-     "invalid token (401 unauthorized) — the token from --token was refused"),
+     "another database, or another server's, is unknown here) (401 unauthorized) — the token "
+     "from --token was refused"),
     ("other-tenant-describe", "team-b", ["describe", "workload", "team-a/train"], 1,
      "workload team-a/train not found (404 not_found)"),
     ("other-tenant-delete", "team-b", ["delete", "workload", "team-a/train"], 1,
