@@ -22,6 +22,7 @@ from gpufleet.service.store import Store, StoredToken, StoreError
 from gpufleet.service.tokens import (
     DEFAULT_LIFETIME_S,
     UnknownTokenError,
+    check_token_request,
     instant,
     make_token,
     revoke_token,
@@ -71,12 +72,16 @@ def create_token_command(
     """Make an API token and print it (only its hash is stored: keep it now)."""
     if no_expiry and expires_in is not None:
         raise fail("--expires-in and --no-expiry: give one")
-    lifetime = DEFAULT_LIFETIME_S if expires_in is None else parse_duration(expires_in)
+    lifetime = (
+        None
+        if no_expiry
+        else (DEFAULT_LIFETIME_S if expires_in is None else parse_duration(expires_in))
+    )
+    # Checked before the database is opened: a refused token creates no database file.
+    check_token_request(tenant, role, queue or [], name=name, lifetime=lifetime)
     store = _open(db, create=True)
     try:
-        token, _ = make_token(
-            store, tenant, role, queue or [], name=name, lifetime=None if no_expiry else lifetime
-        )
+        token, _ = make_token(store, tenant, role, queue or [], name=name, lifetime=lifetime)
         store.set_meta("tokens", "1")
     finally:
         store.close()

@@ -152,6 +152,8 @@ def cost(
         clock = Clock.of(client.cluster()) if chosen in (None, CostOutput.WIDE) else None
     if chosen is CostOutput.CSV:
         sys.stdout.write(cost_csv(report))
+        for note in report.notes:  # on stderr: the CSV stays a table
+            warn(escape(note))
     elif chosen in (CostOutput.JSON, CostOutput.YAML):
         sys.stdout.write(dump(report, Output(chosen.value)))
     else:

@@ -76,6 +76,7 @@ from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import read_limited
 from gpufleet.io.names import NameRule, name_problem, rule_of
+from gpufleet.service.submissions import SOURCE as SUBMITTED_SOURCE
 from gpufleet.service.submissions import WORKLOAD_KINDS, nothing_to_submit
 
 P = ParamSpec("P")
@@ -358,7 +359,10 @@ def submit(
                 skipped.counts.update(set_aside.counts)
                 continue
             sent += 1
-            result = client.submit(data, content_type, dry_run=dry_run)
+            try:
+                result = client.submit(data, content_type, dry_run=dry_run)
+            except ApiError as error:
+                raise naming_file(error, name) from None
             verdict = "valid (dry run)" if dry_run else "accepted"
             for w in result.accepted:
                 console.print(
@@ -372,6 +376,18 @@ def submit(
     if not sent:
         raise fail(escape(f"no workloads in {', '.join(filename)}: {skipped.note()}"))
     warn_skipped(skipped)
+
+
+def naming_file(error: ApiError, name: str) -> ApiError:
+    """The server's refusal of a file's request with the file named where the server, which
+    sees only a body, names the request: ``pod.yaml:document 2 (line 9), Pod ml/x: ...``."""
+    prefix = f"{SUBMITTED_SOURCE}:"
+    if error.status != 422 or not error.body.message.startswith(prefix):
+        return error
+    body = error.body.model_copy(
+        update={"message": name + error.body.message[len(SUBMITTED_SOURCE) :]}
+    )
+    return ApiError(error.status, body, error.method, error.url)
 
 
 @remote_errors

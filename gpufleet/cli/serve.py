@@ -92,6 +92,7 @@ from gpufleet.service.store import Store, StoreError
 from gpufleet.service.tenant_identity import DEFAULT_GROUPS, DEFAULT_USER, TenantIdentity
 
 if TYPE_CHECKING:
+    from gpufleet.backends.kube.api import KubeApi
     from gpufleet.service.kube_plane import KubeControlPlane
     from gpufleet.service.local_plane import LocalControlPlane
 
@@ -496,10 +497,9 @@ def _serve_on(
             raise fail(f"{rules}: expected one AdmissionPolicy document, got {len(documents)}")
         admission_rules = rules_from_object(documents[0], str(rules))
     scheduling_profile = DEFAULT_PROFILE if profile is None else load_profile(profile, policy)
-    try:
-        store = Store(db)
-    except StoreError as error:
-        raise fail(str(error)) from None
+    # Everything is checked against the database, or an empty one in memory where there is
+    # none yet: a start refused for any reason creates no file.
+    store = _planning_store(db)
     fresh = store.meta("seeded") is None
     plane: Plane
     reclaiming: PlaneBase
@@ -518,8 +518,14 @@ def _serve_on(
         limits=limits or TenantLimits(),
     )
     if kubeconfig is not None:
+        try:
+            api = _kube_api(kubeconfig)
+        except BaseException:
+            store.close()
+            raise
+        store = _opened(store, db)
         plane = reclaiming = _kube_plane(
-            kubeconfig,
+            api,
             store,
             options,
             scheduler_name,
@@ -533,30 +539,30 @@ def _serve_on(
         if observe.replica_autoscaling:
             where += ", replicas of the workloads annotated gpufleet.dev/max-replicas autoscaled"
     elif local is not None:
-        local_plane, seeded_idle = _local_plane(local, store, options, scenario, fresh)
+        local_plane, idle = _local_plane(local, store, db, options, scenario, fresh, idle)
+        store = local_plane.store
         plane = reclaiming = local_plane
         where = local_summary(local_plane)
-        try:
-            idle = join_idle_policies([("--idle-policies", idle), ("--scenario", seeded_idle)])
-        except InputError:
-            local_plane.stop()
-            store.close()
-            raise
     else:
         skipped = Skipped()
-        nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
         files = list(scenario or ([bundled("queues.yaml")] if fresh else []))
         try:
             # Everything checked first, then written in one transaction: a bad scenario
             # leaves the database as it was.
+            nodes: list[Node] = read_cluster(cluster or bundled("cluster.yaml"), skipped)
             seed = plan_seed(store, files, options, fresh, skipped)
             check_faults(seed.faults, nodes)
             check_node_faults(seed.node_faults, nodes)
             idle = join_idle_policies(
                 [("--idle-policies", idle), ("--scenario", seed.idle_policies)]
             )
+        except BaseException:
+            store.close()
+            raise
+        store = _opened(store, db)
+        try:
             write_seed(store, seed)
-        except InputError:
+        except BaseException:
             store.close()
             raise
         warn_skipped(skipped)
@@ -604,6 +610,27 @@ def _serve_on(
         store.close()
 
 
+def _planning_store(db: Path) -> Store:
+    """The database a start is checked against: ``db`` when it exists, else an empty one in
+    memory (:func:`_opened` creates the file once everything is checked)."""
+    try:
+        return Store(db if db.exists() else ":memory:")
+    except StoreError as error:
+        raise fail(str(error)) from None
+
+
+def _opened(planning: Store, db: Path) -> Store:
+    """The database to serve on, the start checked: ``planning`` itself, or, where that was
+    the stand-in in memory, ``db``, created now."""
+    if planning.path == str(db):
+        return planning
+    planning.close()
+    try:
+        return Store(db)
+    except StoreError as error:
+        raise fail(str(error)) from None
+
+
 def _http_settings(
     limits: HttpLimits, allowed_hosts: list[str] | None, cert: Path | None, key: Path | None
 ) -> HttpSettings:
@@ -644,15 +671,18 @@ def _with_scenario_telemetry(
 
 def _local_plane(
     local: LocalSettings,
-    store: Store,
+    planning: Store,
+    db: Path,
     options: ServeOptions,
     scenario: list[Path] | None,
     fresh: bool,
+    idle: list[IdlePolicy],
 ) -> tuple[LocalControlPlane, list[IdlePolicy]]:
     """The plane over this machine (its GPUs discovered through NVML, or the fake NVML, which
     stays open for the plane's samples until it stops), its queues and priority classes
-    seeded from ``scenario`` (on a new database: the bundled one-box queues); and the
-    scenario's IdlePolicy objects."""
+    seeded from ``scenario`` (on a new database: the bundled one-box queues); and the idle
+    policies it acts on (``idle`` and the scenario's). Everything is checked against
+    ``planning`` (:func:`_planning_store`) before the database is opened for good."""
     from gpufleet.backends.local.machine import LocalMachine
     from gpufleet.devices.fake import make_fake_nvml
     from gpufleet.devices.fake_spec import FakeSpecError
@@ -663,6 +693,7 @@ def _local_plane(
     from gpufleet.service.local_users import TenantUsers
 
     devices: NvmlDeviceSource | None = None
+    store = planning
     try:
         users = TenantUsers.parse(local.run_as, allow_root=local.allow_root)
         hiding_warning = check_process_hiding(users, local.shared_proc)
@@ -673,14 +704,18 @@ def _local_plane(
             nvml.nvmlShutdown()
             raise
         inventory = devices.inventory()
+        if not inventory.devices:
+            raise fail(escape(no_gpus(local.fake_gpus)))
         files = list(scenario or ([bundled("local-queues.yaml")] if fresh else []))
         skipped = Skipped()
-        seed = plan_seed(store, files, options, fresh, skipped)
+        seed = plan_seed(planning, files, options, fresh, skipped)
         if seed.workloads or seed.faults or seed.node_faults:
             raise fail(
                 "--local reads only Queue, PriorityClass and IdlePolicy objects from "
                 "--scenario: submit workloads through the API (gpufleet submit, gpufleet run)"
             )
+        idle = join_idle_policies([("--idle-policies", idle), ("--scenario", seed.idle_policies)])
+        store = _opened(planning, db)
         write_seed(store, seed)
     except BaseException as error:
         if devices is not None:
@@ -708,7 +743,14 @@ def _local_plane(
     )
     for rejected in plane.catalog.rejected:
         warn(escape(_set_aside(rejected, Path(store.path))))
-    return plane, list(seed.idle_policies)
+    return plane, idle
+
+
+def no_gpus(fake_gpus: Path | None) -> str:
+    """Why ``serve --local`` refuses a machine without GPUs (it would schedule nothing)."""
+    if fake_gpus is not None:
+        return f"{fake_gpus}: describes no GPUs (devices: is empty); --local needs at least one"
+    return "this machine has no GPUs that NVML can see; --local needs at least one"
 
 
 def local_summary(plane: LocalControlPlane) -> str:
@@ -722,8 +764,18 @@ def local_summary(plane: LocalControlPlane) -> str:
     )
 
 
+def _kube_api(kubeconfig: Path) -> KubeApi:
+    """The cluster's API as ``kubeconfig`` reaches it (the client is imported here: it is
+    slow to import)."""
+    from gpufleet.backends.kube.api import KubeApi, load_client
+
+    if not kubeconfig.is_file():
+        raise fail(f"{kubeconfig}: no such file")
+    return KubeApi(load_client(str(kubeconfig)))
+
+
 def _kube_plane(
-    kubeconfig: Path,
+    api: KubeApi,
     store: Store,
     options: ServeOptions,
     scheduler_name: str,
@@ -731,16 +783,13 @@ def _kube_plane(
     replica_autoscaling: bool = False,
     binding_key: BindingKey | None = None,
 ) -> KubeControlPlane:
-    """The plane over a Kubernetes cluster (imported here: the client is slow to import),
-    observing the GPUs through the Prometheus server at ``prometheus_url`` when given, and
-    scaling the workloads annotated for it on the metrics there if ``replica_autoscaling``."""
-    from gpufleet.backends.kube.api import KubeApi, load_client
+    """The plane over a Kubernetes cluster through ``api`` (imported here: the client is slow
+    to import), observing the GPUs through the Prometheus server at ``prometheus_url`` when
+    given, and scaling the workloads annotated for it on the metrics there if
+    ``replica_autoscaling``."""
     from gpufleet.backends.kube.scheduler import SchedulerOptions
     from gpufleet.service.kube_plane import KubeControlPlane
 
-    if not kubeconfig.is_file():
-        raise fail(f"{kubeconfig}: no such file")
-    api = KubeApi(load_client(str(kubeconfig)))
     scheduler = SchedulerOptions(
         scheduler_name=scheduler_name,
         policy=options.policy,

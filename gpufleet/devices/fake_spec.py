@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Self, get_args
 
 import yaml
 from pydantic import (
@@ -49,8 +49,10 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from gpufleet.devices.mig import MIG_CAPABLE_COMPUTE, device_memory_gb, parse_mig_profile
+from gpufleet.io.fields import unknown_field
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -258,12 +260,43 @@ def _cross_check(spec: FakeSpec) -> list[tuple[str, str]]:
     return errors
 
 
+def _model_in(annotation: object) -> type[BaseModel] | None:
+    """The model a field's type holds (``tuple[DeviceSpec, ...]``, ``MigSpec | None``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _known_fields(loc: tuple[int | str, ...]) -> tuple[str, ...]:
+    """The fields of the object at ``loc`` (that of an unknown field: its last part)."""
+    model: type[BaseModel] | None = FakeSpec
+    for part in loc[:-1]:
+        if isinstance(part, str) and model is not None and part in model.model_fields:
+            model = _model_in(model.model_fields[part].annotation)
+    return tuple(model.model_fields) if model is not None else ()
+
+
+def _message(error: ErrorDetails) -> str:
+    """pydantic's message, or for an unknown field the project's (a did-you-mean)."""
+    loc = error["loc"]
+    if error["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
+        return unknown_field(loc[-1], _known_fields(loc))
+    if error["type"] == "missing":
+        return "required"
+    return error["msg"]
+
+
 def parse_fake_spec(data: object, source: str = "<fake gpus>") -> FakeSpec:
-    """Validate parsed YAML; FakeSpecError naming ``source`` and the field otherwise."""
+    """Validate parsed YAML; FakeSpecError naming ``source`` and the field otherwise (an
+    unknown field with a did-you-mean, as every reader of gpufleet's says it)."""
     try:
         spec = FakeSpec.model_validate(data)
     except ValidationError as error:
-        lines = [f"{source}: {_loc(e['loc'])}: {e['msg']}" for e in error.errors()]
+        lines = [f"{source}: {_loc(e['loc'])}: {_message(e)}" for e in error.errors()]
         raise FakeSpecError("\n".join(lines)) from None
     problems = _cross_check(spec)
     if problems:
@@ -280,4 +313,8 @@ def load_fake_spec(path: str | Path) -> FakeSpec:
         raise FakeSpecError(f"{path}: cannot read: {error.strerror or error}") from None
     except yaml.YAMLError as error:
         raise FakeSpecError(f"{path}: not YAML: {error}") from None
-    return parse_fake_spec({} if data is None else data, str(path))
+    if data is None:  # an empty file is a mistake; a node without GPUs says devices: []
+        raise FakeSpecError(
+            f"{path}: expected a fake GPU description (node, devices, faults), found no objects"
+        )
+    return parse_fake_spec(data, str(path))

@@ -11,6 +11,7 @@ not price anything (:mod:`gpufleet.economics.allocation` does).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -30,6 +31,9 @@ class GroupKey:
 
     text: str
     value: Callable[[Holding], str]
+    #: The label or annotation key it reads (None: a field of the holding), and where.
+    looks_up: str | None = None
+    looks_in: str = "label or annotation"
 
 
 def group_key(text: str) -> GroupKey:
@@ -50,11 +54,41 @@ def group_key(text: str) -> GroupKey:
         return GroupKey(key, lambda h: h.tenant)
     if key.startswith(_LABEL):
         name = _named(key, _LABEL, text)
-        return GroupKey(key, lambda h: h.labels.get(name, ""))
+        return GroupKey(key, lambda h: h.labels.get(name, ""), name, "label")
     if key.startswith(_ANNOTATION):
         name = _named(key, _ANNOTATION, text)
-        return GroupKey(key, lambda h: h.annotations.get(name, ""))
-    return GroupKey(key, lambda h: h.labels.get(key) or h.annotations.get(key, ""))
+        return GroupKey(key, lambda h: h.annotations.get(name, ""), name, "annotation")
+    return GroupKey(key, lambda h: h.labels.get(key) or h.annotations.get(key, ""), key)
+
+
+def missing_key_notes(keys: Sequence[GroupKey], holdings: Sequence[Holding]) -> list[str]:
+    """A note for each label or annotation key no holding has a value for (every workload
+    would read as ``__unallocated__``, silently): it names the keys the holdings do carry
+    that are closest to it (a misspelt ``teem``)."""
+    if not holdings:
+        return []
+    notes = []
+    for key in keys:
+        if key.looks_up is None or any(key.value(h) for h in holdings):
+            continue
+        carried = sorted({name for h in holdings for name in _carried(h, key.looks_in) if name})
+        close = difflib.get_close_matches(key.looks_up, carried, n=3, cutoff=0.6)
+        hint = (
+            f"; did you mean {' or '.join(map(repr, close))}?"
+            if close
+            else (f" (they carry: {', '.join(carried[:10])})" if carried else "")
+        )
+        notes.append(
+            f"no workload has the {key.looks_in} {key.looks_up!r}: every one is in "
+            f"{UNALLOCATED}{hint}"
+        )
+    return notes
+
+
+def _carried(holding: Holding, where: str) -> list[str]:
+    """The keys a holding carries where a grouping key looks."""
+    labels = [] if where == "annotation" else list(holding.labels)
+    return labels + ([] if where == "label" else list(holding.annotations))
 
 
 def _named(key: str, prefix: str, text: str) -> str:

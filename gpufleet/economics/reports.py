@@ -23,7 +23,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from gpufleet.economics.aggregation import UNALLOCATED, GroupKey, group_key, group_name
+from gpufleet.economics.aggregation import (
+    UNALLOCATED,
+    GroupKey,
+    group_key,
+    group_name,
+    missing_key_notes,
+)
 from gpufleet.economics.allocation import IDLE, GpuCapacity, Holding, Window, allocate
 from gpufleet.economics.prices import CapacityType, MissingPriceError, PriceList
 from gpufleet.economics.runs import PodRun, capacity_type
@@ -221,6 +227,7 @@ def cost_of_runs(
     total = CostGroup("__total__")
     for line in lines:
         total = total.plus(line, "__total__")
+    notes.extend(missing_key_notes(keys, [_holding(item.run, 0.0) for item in costed]))
     if utilisation is None:
         notes.append("no utilisation could be read: GPU cost is allocated only (unmeasured)")
     if unpriced:

@@ -165,6 +165,16 @@ def load_manifests(path: str | Path) -> list[Manifest]:
     return parse_manifests(read_text(path), str(path))
 
 
+def load_objects(path: str | Path, expected: str) -> list[Manifest]:
+    """:func:`load_manifests`, refusing a file that holds no object (empty, or only comments):
+    ``FILE: expected EXPECTED, found no objects``, as every reader of scenarios and clusters
+    says it."""
+    manifests = load_manifests(path)
+    if not manifests:
+        raise InputError(str(path), f"expected {expected}, found no objects")
+    return manifests
+
+
 def load_documents(path: str | Path) -> list[tuple[int, int, object]]:
     """The non-empty YAML (or JSON) documents of a file that holds something other than
     Kubernetes objects (a scheduling profile): (document number, first line, data) each."""

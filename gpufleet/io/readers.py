@@ -23,7 +23,7 @@ from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS, pods_from_object
 from gpufleet.io.kube_schema import check_kube_object
-from gpufleet.io.manifests import input_files, load_manifests
+from gpufleet.io.manifests import input_files, load_objects
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedPod
 
@@ -49,10 +49,7 @@ def read_cluster(path: str | Path, skipped: Skipped | None = None) -> list[Node]
             found = [(node, None) for node in alibaba.read_nodes(file, include_cpu_only=True)]
         else:
             found = []
-            manifests = load_manifests(file)
-            if not manifests:
-                raise InputError(source, f"expected {_CLUSTER_EXPECTED}, found no objects")
-            for manifest in manifests:
+            for manifest in load_objects(file, _CLUSTER_EXPECTED):
                 where = manifest.location
                 if not triage(
                     manifest, source, where, CLUSTER_KINDS, _CLUSTER_EXPECTED, mine, _NOT_A_CLUSTER
@@ -104,10 +101,7 @@ def read_workload(path: str | Path, skipped: Skipped | None = None) -> list[Time
             found = [(timed, None) for timed in alibaba.read_pods(file)]
         else:
             found = []
-            manifests = load_manifests(file)
-            if not manifests:
-                raise InputError(source, f"expected {_WORKLOAD_EXPECTED}, found no objects")
-            for manifest in manifests:
+            for manifest in load_objects(file, _WORKLOAD_EXPECTED):
                 where = manifest.location
                 if not triage(
                     manifest,

@@ -56,7 +56,7 @@ from gpufleet.io.faults import GPU_FAULT
 from gpufleet.io.idle_policies import KIND as IDLE_POLICY
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
-from gpufleet.io.manifests import input_files, load_manifests
+from gpufleet.io.manifests import input_files, load_objects
 from gpufleet.io.node_faults import NODE_FAULT_KINDS
 from gpufleet.io.nodepools import KIND as NODE_POOL
 from gpufleet.io.nodepools import NodePoolSet
@@ -112,10 +112,7 @@ def read_scenario(
             builder.add_csv(file)
             read += 1
             continue
-        manifests = load_manifests(file)
-        if not manifests:
-            raise InputError(str(file), f"expected {SCENARIO_SUPPORTED}, found no objects")
-        for manifest in manifests:
+        for manifest in load_objects(file, SCENARIO_SUPPORTED):
             where, kind = manifest.location, manifest.get("kind")
             if not triage(
                 manifest, str(file), where, SCENARIO_KINDS, SCENARIO_SUPPORTED, mine,

@@ -18,7 +18,7 @@ its cluster, :func:`~gpufleet.io.faults.check_faults` and
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from gpufleet.io.idle_policies import KIND as IDLE_POLICY
 from gpufleet.io.idle_policies import check_unique, idle_policy_from_object
 from gpufleet.io.kinds import Skipped, triage
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
-from gpufleet.io.manifests import Manifest, load_manifests
+from gpufleet.io.manifests import Manifest, input_files, load_objects
 from gpufleet.io.node_faults import NODE_FAULT_KINDS, node_fault_from_object
 from gpufleet.io.sim_telemetry import (
     SIMULATED_TELEMETRY,
@@ -78,7 +78,7 @@ def plan_seed(
     written). Workloads are read only on a ``fresh`` database (a later start has them).
     Objects of kinds with no scheduling meaning are set aside, counted in ``skipped``."""
     objects: dict[tuple[str, str], tuple[Manifest, str]] = {}  # with the file it came from
-    bodies: list[Manifest] = []
+    bodies: list[tuple[Manifest, str]] = []  # with the file it came from
     faults: list[GpuFault] = []
     node_faults: list[NodeFault] = []
     node_fault_seen: dict[tuple[str, str], str] = {}
@@ -94,8 +94,8 @@ def plan_seed(
         IDLE_POLICY,
     )
     expected = f"one of {', '.join(reads)}"
-    for file in files:
-        for manifest in load_manifests(file):
+    for path in files:
+        for file, manifest in _objects_of(path, expected):
             if not triage(manifest, str(file), manifest.location, reads, expected, skipped):
                 continue
             kind = manifest.get("kind")
@@ -122,7 +122,7 @@ def plan_seed(
                 telemetry = merge_settings(telemetry, settings)
                 continue
             if kind not in CATALOG_KINDS:
-                bodies.append(manifest)
+                bodies.append((manifest, str(file)))
                 continue
             key = (str(kind), object_key(manifest))
             if key in objects:
@@ -162,6 +162,14 @@ def plan_seed(
     )
 
 
+def _objects_of(path: Path, expected: str) -> Iterator[tuple[Path, Manifest]]:
+    """(file, object) of a file or a directory's YAML files, each file holding at least one
+    object (an empty scenario is refused, as ``place --scenario`` refuses it)."""
+    for file in input_files(path):
+        for manifest in load_objects(file, expected):
+            yield file, manifest
+
+
 def write_seed(store: Store, seed: Seed) -> None:
     """Everything of ``seed`` in one transaction, and the database marked as seeded."""
     now = float(store.meta("clock") or 0.0)
@@ -184,13 +192,19 @@ def write_seed(store: Store, seed: Seed) -> None:
 
 
 def _read_workloads(
-    bodies: Sequence[Manifest], catalog: LiveCatalog, options: ServeOptions
+    bodies: Sequence[tuple[Manifest, str]], catalog: LiveCatalog, options: ServeOptions
 ) -> list[Submitted]:
-    """The workloads of a scenario, checked as the operator's submission would be."""
+    """The workloads of a scenario (each object with its file), checked as the operator's
+    submission would be."""
     builder = catalog.request_builder()
     queues = builder.queue_models()
     submitted = read_workloads(
-        bodies, builder, OPERATOR.default_namespace(), options.default_runtime, DEFAULT_QUEUE
+        [manifest for manifest, _ in bodies],
+        builder,
+        OPERATOR.default_namespace(),
+        options.default_runtime,
+        DEFAULT_QUEUE,
+        sources=[file for _, file in bodies],
     )
     return [
         Submitted(

@@ -156,6 +156,7 @@ def read_workloads(
     default_namespace: str,
     default_runtime: float | None,
     home_queue: str | None = None,
+    sources: Sequence[str] | None = None,
 ) -> list[Submitted]:
     """The workloads of ``manifests``, read against the control plane's queues and priority
     classes (``catalog``, from :meth:`~gpufleet.io.live_objects.LiveCatalog.request_builder`;
@@ -164,12 +165,13 @@ def read_workloads(
     (None: until it ends), except Deployment replicas and RayClusters (services), which run
     until deleted. An object that names no queue, in a namespace no queue is the default for,
     goes to ``home_queue`` (the caller's own) when given. Each workload is keyed with its kind
-    (``namespace/Kind/name``: names are unique per kind and namespace, as in Kubernetes)."""
+    (``namespace/Kind/name``: names are unique per kind and namespace, as in Kubernetes).
+    ``sources``: the file each manifest came from, named in errors (default: the request)."""
     builder = catalog.fork()
     known_queues = set(builder.queues)
-    for manifest in manifests:
-        triage(manifest, SOURCE, manifest.location, WORKLOAD_KINDS, _EXPECTED, None, _NOT_SUBMITTED)
-        builder.add(_defaulted(manifest, builder, default_namespace, home_queue), SOURCE)
+    for manifest, source in zip(manifests, sources or [SOURCE] * len(manifests), strict=True):
+        triage(manifest, source, manifest.location, WORKLOAD_KINDS, _EXPECTED, None, _NOT_SUBMITTED)
+        builder.add(_defaulted(manifest, builder, default_namespace, home_queue), source)
     scenario = builder.scenario()
     out: list[Submitted] = []
     for timed in scenario.workloads:

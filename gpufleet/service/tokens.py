@@ -39,6 +39,13 @@ LAST_USED_EVERY_S = 60.0
 MIN_ID_LENGTH = 6
 MAX_NAME_LENGTH = 200
 _HEX = re.compile(r"[0-9a-f]+")
+#: Why a token is unknown, where it is most often so: it was made against another database.
+#: (The database's file is not named: the caller is not authenticated.)
+UNKNOWN_TOKEN = (
+    "invalid token: this server's database holds no such token (tokens live in the database "
+    "of the server that checks them: one made with `gpufleet admin create-token --db` against "
+    "another database, or another server's, is unknown here)"
+)
 
 
 class TokenRefusedError(Exception):
@@ -72,7 +79,25 @@ def make_token(
     """Make a token for ``tenant`` with ``role`` that expires ``lifetime`` seconds from now
     (None: never); returns it (shown once, only its hash is stored) and what is stored. The
     tenant's name is a label value (``gpufleet.dev/tenant`` on its pods), each queue's a Queue
-    name."""
+    name (checked first: :func:`check_token_request`)."""
+    check_token_request(tenant, role, queues, name=name, lifetime=lifetime)
+    made = time.time() if now is None else now
+    expires = None if lifetime is None else made + lifetime
+    token = new_token()
+    stored = StoredToken(hash_token(token), tenant, role, tuple(queues), made, name, expires)
+    store.add_token(stored.hash, tenant, role, list(queues), made, name, expires)
+    return token, stored
+
+
+def check_token_request(
+    tenant: str,
+    role: str,
+    queues: Sequence[str] = (),
+    *,
+    name: str = "",
+    lifetime: float | None = DEFAULT_LIFETIME_S,
+) -> None:
+    """InputError if :func:`make_token` would refuse these (before any database is opened)."""
     if role not in ROLES:
         raise InputError("token", f"role: expected one of {', '.join(ROLES)}, got {quoted(role)}")
     problem = label_value_problem(tenant) if tenant else "must not be empty"
@@ -93,12 +118,6 @@ def make_token(
         raise InputError(
             "token", f"expected a lifetime above 0, got {lifetime:g} seconds", field="expires_in"
         )
-    made = time.time() if now is None else now
-    expires = None if lifetime is None else made + lifetime
-    token = new_token()
-    stored = StoredToken(hash_token(token), tenant, role, tuple(queues), made, name, expires)
-    store.add_token(stored.hash, tenant, role, list(queues), made, name, expires)
-    return token, stored
 
 
 def create_token(
@@ -120,7 +139,7 @@ def check_token(store: Store, token: str, now: float | None = None) -> StoredTok
     at = time.time() if now is None else now
     found = store.token(hash_token(token))
     if found is None:
-        raise TokenRefusedError("invalid token")
+        raise TokenRefusedError(UNKNOWN_TOKEN)
     if found.revoked is not None:
         raise TokenRefusedError(
             f"token {found.id} was revoked at {instant(found.revoked)}: ask an admin for a new one"

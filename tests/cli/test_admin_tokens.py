@@ -115,3 +115,21 @@ def test_list_and_revoke_make_no_database(tmp_path: Path, command: list[str]) ->
     assert code == 2
     assert "no such database (pass --db)" in output
     assert not (tmp_path / "g.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tenant", "team-a", "--role", "bogus"], "role: expected one of admin, tenant"),
+        (["--tenant", "Team A"], "tenant:"),
+        (["--tenant", "team-a", "--queue", "Not_A_Queue"], "queue:"),
+        (["--tenant", "team-a", "--expires-in", "0"], "expected a lifetime above 0"),
+        (["--tenant", "team-a", "--expires-in", "soon"], "expected a duration"),
+    ],
+    ids=["role", "tenant", "queue", "zero-lifetime", "not-a-duration"],
+)
+def test_a_refused_token_creates_no_database(tmp_path: Path, args: list[str], message: str) -> None:
+    code, output = admin(tmp_path / "g.db", "create-token", *args)
+    assert code == 2
+    assert message in output
+    assert list(tmp_path.iterdir()) == []

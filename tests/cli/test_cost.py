@@ -112,3 +112,41 @@ def test_bad_input_is_one_line_and_exit_2(
     assert out == ""
     assert err.startswith(f"error: {message}")
     assert err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "warning"),
+    [
+        pytest.param(
+            ["--by", "teem"],
+            "no workload has the label or annotation 'teem': every one is in __unallocated__; "
+            "did you mean 'team'?",
+            id="misspelt",
+        ),
+        pytest.param(
+            ["--by", "label:team", "-o", "csv"],
+            None,
+            id="present",
+        ),
+        pytest.param(
+            ["--by", "namespace,annotation:team", "-o", "csv"],
+            "no workload has the annotation 'team': every one is in __unallocated__",
+            id="label-not-annotation",
+        ),
+        pytest.param(
+            ["--by", "label:colour", "-o", "csv"],
+            "no workload has the label 'colour': every one is in __unallocated__ (they carry: ",
+            id="nothing-close",
+        ),
+    ],
+)
+def test_a_key_no_workload_has_is_warned_of(
+    served: ServiceHarness, args: list[str], warning: str | None
+) -> None:
+    code, _, err = run(served, *args)
+    assert code == 0, err
+    said = " ".join(err.split())
+    if warning is None:
+        assert "no workload has" not in said
+    else:
+        assert warning in said

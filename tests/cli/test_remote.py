@@ -704,6 +704,35 @@ def test_app_submit_prints_what_was_accepted(served: ServiceHarness, tmp_path: P
     assert [w["name"] for w in json.loads(listed.out)] == ["train", "one", "from-json"]
 
 
+@pytest.mark.parametrize(
+    ("documents", "error"),
+    [
+        pytest.param(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: 3}\n",
+            "FILE:document 1 (line 1), Pod team-a/x: spec.containers: expected a list",
+            id="bad-field",
+        ),
+        pytest.param(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: ok}\nspec: {containers: [{name: c, "
+            "image: i}]}\n---\napiVersion: v1\nkind: Pod\nmetadata: {}\n",
+            "FILE:document 2 (line 6), Pod (unnamed): metadata.name: required",
+            id="second-document",
+        ),
+        pytest.param("apiVersion: v1\nkind: DaemonSet\n", "FILE:document 1", id="not-read"),
+    ],
+)
+def test_app_submit_errors_name_the_file_given(
+    served: ServiceHarness, tmp_path: Path, documents: str, error: str
+) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(documents)
+    result = as_(served, "team-a", "submit", "-f", str(manifest))
+    assert result.code == 2, result.err
+    message = " ".join(result.err.split())
+    assert error.replace("FILE", str(manifest)) in message
+    assert "request" not in message
+
+
 def test_app_get_workloads_queues_and_nodes(served: ServiceHarness) -> None:
     _busy(served)
     mine = as_(served, "team-a", "get", "workloads")
@@ -816,7 +845,8 @@ AUTH_CASES = [
      "authentication required: send Authorization: Bearer <token> (401 unauthorized) — no "
      "token given"),
     ("unknown-token", "gf_nope", ["top", "nodes"], 1,
-     "invalid token (401 unauthorized) — the token from --token was refused"),
+     "another database, or another server's, is unknown here) (401 unauthorized) — the token "
+     "from --token was refused"),
     ("other-tenant-describe", "team-b", ["describe", "workload", "team-a/train"], 1,
      "workload team-a/train not found (404 not_found)"),
     ("other-tenant-delete", "team-b", ["delete", "workload", "team-a/train"], 1,

@@ -5,9 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gpufleet.devices.fake import make_fake_nvml
-from gpufleet.devices.fake_spec import FakeSpecError, load_fake_spec, parse_duration
+from gpufleet.devices.fake_spec import (
+    FakeSpecError,
+    load_fake_spec,
+    parse_duration,
+    parse_fake_spec,
+)
 from tests.devices.conftest import EXAMPLE
 
 
@@ -31,7 +37,11 @@ def test_durations(text: object, seconds: float) -> None:
 @pytest.mark.parametrize(
     ("body", "where", "what"),
     [
-        ("devices: [{product: NVIDIA H100 80GB HBM3, colour: red}]", "devices[0].colour", "Extra"),
+        (
+            "devices: [{product: NVIDIA H100 80GB HBM3, colour: red}]",
+            "devices[0].colour",
+            "unknown field (expected one of: product, count,",
+        ),
         ("devices: [{product: Mystery GPU}]", "devices[0]", "unknown product"),
         (
             "devices: [{product: NVIDIA H100 80GB HBM3, mig: {instances: [{profile: 3x.40}]}}]",
@@ -113,3 +123,49 @@ def test_errors_name_the_file_and_field(tmp_path: Path, body: str, where: str, w
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(FakeSpecError, match=r"nope\.yaml: cannot read"):
         load_fake_spec(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ("nodee: gpu-1", "nodee: unknown field; did you mean 'node'?"),
+        (
+            "devices: [{product: Tesla T4, cont: 2}]",
+            "devices[0].cont: unknown field; did you mean 'count'?",
+        ),
+        (
+            "devices: [{product: NVIDIA A100-SXM4-80GB, mig: {instances: [{profil: 1g.10gb}]}}]",
+            "devices[0].mig.instances[0].profil: unknown field; did you mean 'profile'?",
+        ),
+        (
+            "devices: [{product: Tesla T4, utilization: {gpu_utl: 5}}]",
+            "devices[0].utilization[0].gpu_utl: unknown field; did you mean 'gpu_util'?",
+        ),
+        (
+            "devices: [{product: Tesla T4}]\nfaults: [{at: 1s, gpu: 0, recovr: true}]",
+            "faults[0].recovr: unknown field; did you mean 'recover'?",
+        ),
+        ("devices: [{count: 2}]", "devices[0].product: required"),
+    ],
+    ids=["top", "device", "mig-instance", "usage-point", "fault", "missing"],
+)
+def test_errors_read_as_every_reader_of_gpufleet_says_them(
+    tmp_path: Path, body: str, error: str
+) -> None:
+    path = tmp_path / "gpus.yaml"
+    path.write_text(body)
+    with pytest.raises(FakeSpecError) as raised:
+        load_fake_spec(path)
+    assert f"{path}: {error}" in str(raised.value).splitlines()
+
+
+@pytest.mark.parametrize("body", ["", "# nothing yet\n"], ids=["empty", "comments"])
+def test_an_empty_file_is_refused(tmp_path: Path, body: str) -> None:
+    path = tmp_path / "gpus.yaml"
+    path.write_text(body)
+    with pytest.raises(FakeSpecError, match=r"expected a fake GPU description .*found no objects"):
+        load_fake_spec(path)
+
+
+def test_a_node_without_gpus_says_devices_empty() -> None:
+    assert parse_fake_spec(yaml.safe_load("devices: []"), "gpus.yaml").devices == ()

@@ -69,8 +69,21 @@ def test_a_token_is_accepted_until_it_expires_or_is_revoked(store: Store, case: 
 
 
 def test_an_unknown_token_is_invalid(store: Store) -> None:
-    with pytest.raises(TokenRefusedError, match=r"^invalid token$"):
+    with pytest.raises(TokenRefusedError) as refused:
         check_token(store, "gf_never-made")
+    assert str(refused.value).startswith("invalid token: ")
+
+
+def test_a_token_of_another_database_is_told_where_tokens_live(
+    tmp_path: Path, store: Store
+) -> None:
+    other = Store(tmp_path / "other.db")
+    token, _ = make_token(other, "team-a", "tenant", now=MADE)
+    other.close()
+    with pytest.raises(TokenRefusedError) as refused:
+        check_token(store, token, now=MADE + 1)
+    assert "this server's database holds no such token" in str(refused.value)
+    assert "tokens live in the database of the server that checks them" in str(refused.value)
 
 
 @pytest.mark.parametrize("how", ["revoked", "row-deleted"])
