@@ -117,7 +117,12 @@ class LiveCatalog:
 
 
 def timed_pod(obj: Mapping[str, Any]) -> TimedPod:
-    """One Pod object of the API as the readers read it. Raises :class:`InputError`."""
+    """One Pod object of the API as the readers read it. Raises :class:`InputError`. A live
+    pod's ``nodeName`` is where it is bound (the backend reads that), not a choice of node to
+    place it on, as a manifest's is: it is left out, as the backend's shared readings do."""
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and "nodeName" in spec:
+        obj = {**obj, "spec": {k: v for k, v in spec.items() if k != "nodeName"}}
     manifest = live_manifest({"kind": "Pod", "apiVersion": "v1", **obj})
     return pods_from_object(manifest, SOURCE, manifest.location)[0]
 
