@@ -238,7 +238,10 @@ class KubeControlPlane(PlaneBase):
 
     @property
     def running(self) -> bool:
-        return bool(self._threads) and self.scheduler.ready and not self.stopping
+        # Ready once the scheduler's core is built from the synced caches: before, the
+        # queues and priority classes a submission is judged against are not read yet.
+        synced = self.scheduler.ready and self.scheduler.core is not None
+        return bool(self._threads) and synced and not self.stopping
 
     def healthy(self, within: float = 30.0) -> bool:
         return self.running and time.monotonic() - self.scheduler.heartbeat < within
