@@ -139,9 +139,13 @@ class InvariantMonitor:
         """One sample; False when the API server did not answer (nothing judged)."""
         with self._lock:
             try:
+                # Pods before nodes: a node read after its pods is at least as new as the
+                # binds it is judged by (read the other way, a pod bound a moment after the
+                # node was read, to a node re-created or grown meanwhile, reads as bound
+                # beyond what the node had then).
                 pods = self.cluster.pods()
-                nodes = {n: self._node(n) for n in self.cluster.nodes}
                 on_nodes = {n: self._pods_on(n) for n in self.cluster.nodes}
+                nodes = {n: self._node(n) for n in self.cluster.nodes}
                 overcommitted = self.cluster.events("Overcommitted")
             except Exception:
                 return False
