@@ -139,6 +139,12 @@ class ApiReporter:
                     self._retries[key] = (self.clock() + delay, delay, again)
             raise
 
+    @property
+    def retrying(self) -> frozenset[str]:
+        """The pods whose condition waits to be sent again."""
+        with self._lock:
+            return frozenset(self._retries)
+
     def _retry_due(self) -> None:
         """Queue the conditions whose time to be sent again has come."""
         now = self.clock()

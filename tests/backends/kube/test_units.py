@@ -248,16 +248,17 @@ def test_a_condition_refused_during_an_outage_is_sent_again(then: str, told: boo
         reporter.unschedulable(pod, "0/1 nodes are available")
         assert reporter.flush()
         assert api.calls[0] == "condition refused"
+        assert reporter.retrying == {"default/p"}
         if then == "is bound":
             reporter.scheduled(pod, Placement("n1", (0,), 1000))
         elif then == "is gone":
             reporter.forget("default/p")
+        if not told:
+            assert reporter.retrying == frozenset(), "nothing is left to send again"
         deadline = time.monotonic() + 5.0  # the worker looks every retry_s / 2 (0.025 s)
-        while "condition default/p" not in api.calls and time.monotonic() < deadline:
+        while told and "condition default/p" not in api.calls and time.monotonic() < deadline:
             now[0] += 1.0  # past the back-off, however far it has doubled
-            time.sleep(0.1 if told else 0.5)  # a refusal left to retry would be sent by then
-            if not told:
-                break
+            time.sleep(0.05)
         assert reporter.flush()
         assert ("condition default/p" in api.calls) is told, api.calls
     finally:
