@@ -312,8 +312,8 @@ class SeriesStore:
         codes = block[:, 0]
         kept = stamped & (codes != self.shape.fine.missing)
         lo, hi = self._lo[series_id], self._hi[series_id]
-        times = np.flatnonzero(kept) + first
-        return times * float(self.shape.fine_step_s), self.shape.fine.decode(codes[kept], lo, hi)
+        times = (np.flatnonzero(kept) + first).astype(np.float64) * self.shape.fine_step_s
+        return times, self.shape.fine.decode(codes[kept], lo, hi)
 
     def coarse_points(self, series_id: int) -> CoarsePoints:
         """A series' coarse points, oldest first (the current bucket included, as it stands)."""
@@ -329,7 +329,7 @@ class SeriesStore:
         lo, hi = self._lo[series_id], self._hi[series_id]
         decode = self.shape.coarse.decode
         return CoarsePoints(
-            (np.flatnonzero(kept) + first) * float(self.shape.coarse_step_s),
+            (np.flatnonzero(kept) + first).astype(np.float64) * self.shape.coarse_step_s,
             decode(mean[kept], lo, hi),
             decode(highest[kept], lo, hi),
             decode(lowest[kept], lo, hi),

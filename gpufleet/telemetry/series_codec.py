@@ -214,7 +214,7 @@ def read(
 def _chunk_of(
     prefix: str, ring: str, start: int, version: int, sealed: bool, arrays: Arrays
 ) -> ChunkForm:
-    planes = []
+    planes: list[npt.NDArray[Any]] = []
     while f"{prefix}p{len(planes)}" in arrays:
         planes.append(arrays[f"{prefix}p{len(planes)}"])
     return ChunkForm(
