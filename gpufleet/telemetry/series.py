@@ -5,12 +5,14 @@ Owns :class:`SeriesStore`: which series exist (a metric and its labels: node, gp
 workload, namespace, queue, tenant for workload series), their column in the rings, vectorised
 appends of whole snapshots (one time, arrays of series ids and values), dropping a series that
 went away, window queries (:class:`~gpufleet.telemetry.series_query.SeriesQuery`) and the
-durable form (``to_bytes``/``from_bytes``, in ``series_codec.py``). Memory is two rings per
-series and grows only with the number of series. Time is what callers pass (seconds since the
-epoch); a point is stamped with the start of its fine step, one point per step and series
-(a later append in the same step replaces it, as a gauge's newest reading).
+durable form (``durable``, ``to_bytes``/``from_bytes``, in ``series_codec.py``). Memory is
+two rings of time chunks, each holding only the series written in it (``series_rings.py``):
+a series costs the chunks it was written in (a pod's series of an hour costs an hour), and
+only the per-id columns here (a few bytes an id) grow by doubling. Time is what callers pass
+(seconds since the epoch); a point is stamped with the start of its fine step, one point per
+step and series (a later append in the same step replaces it, as a gauge's newest reading).
 
-Not here: the arithmetic of reductions (``series_window.py``), the rings' arrays
+Not here: the arithmetic of reductions (``series_window.py``), the rings' chunks
 (``series_rings.py``), codes and shapes (``series_layout.py``), where samples come from (a
 ``TelemetrySource``), and rules (the alert engine calls ``query``).
 """
