@@ -244,13 +244,14 @@ def child(
         db_mb = (Path(folder) / "plane.db").stat().st_size / 1e6
         now = t - FINE_S
         util = "DCGM_FI_DEV_GPU_UTIL"
+        workload = "gpufleet_workload_gpu_util"
         queries = {
-            "avg_1h_all_util_ms": median_s(lambda: store.query(util, "avg", 3_600, now), repeats),
-            "avg_7d_all_util_ms": median_s(lambda: store.query(util, "avg", 7 * DAY, now), repeats),
-            "avg_1h_by_queue_ms": median_s(
-                lambda: store.query("gpufleet_workload_gpu_util", "avg", 3_600, now, by=("queue",)),
-                repeats,
-            ),
+            "avg_1h_all_util_ms": 1e3
+            * median_s(lambda: store.query(util, "avg", 3_600, now), repeats),
+            "avg_7d_all_util_ms": 1e3
+            * median_s(lambda: store.query(util, "avg", 7 * DAY, now), repeats),
+            "avg_1h_by_queue_ms": 1e3
+            * median_s(lambda: store.query(workload, "avg", 3_600, now, by=("queue",)), repeats),
         }
         restore_began = time.perf_counter()
         again, _ = EmbeddedObserving._restored_store(plane.store)
