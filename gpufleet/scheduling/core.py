@@ -62,6 +62,7 @@ from gpufleet.model.events import (
     WorkloadAdded,
     WorkloadDemoted,
     WorkloadDisrupted,
+    WorkloadReleased,
 )
 from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.times import TimeFormat, simulated_time
@@ -210,6 +211,8 @@ class SchedulerCore:
             lifecycle.demote(event.key)
         elif isinstance(event, WorkloadDisrupted):
             lifecycle.disrupt(event.key, event.reason)
+        elif isinstance(event, WorkloadReleased):
+            lifecycle.release(event.workload)
 
     def _node_added(self, node: Node) -> int:
         """A node joins: a new row; or, when pods still hold the row of a node of its name

@@ -1,7 +1,8 @@
 """Explain: why a workload waits, where it stands in its queue, and when it may start.
 
 For every waiting workload, queue by queue in the order they will be tried: what it waits for
-(the reason it was last parked with, "preempting" while its victims leave, "backoff", "queue
+(``SchedulingGated`` or ``Suspended`` for a held one, behind all its queue tries; the reason it
+was last parked with, "preempting" while its victims leave, "backoff", "queue
 order" behind the first workload of a StrictFIFO queue, or "not tried yet"), what it was told,
 and an estimated start: the backfill plan's for the head of a group blocked by capacity, when
 enough running work ends (as expected) for a workload blocked by quota, the end of its backoff.
@@ -24,6 +25,7 @@ from gpufleet.model.workload import Workload
 from gpufleet.scheduling.admission import requested
 from gpufleet.scheduling.backfill import Backfill
 from gpufleet.scheduling.engine import Unschedulable
+from gpufleet.scheduling.gates import Held
 from gpufleet.scheduling.ordering import QueueOrder
 from gpufleet.scheduling.pending import Parked, PendingWorkload
 from gpufleet.scheduling.topology import place_workload
@@ -95,6 +97,12 @@ class Explainer:
 
     # ----------------------------------------------------------------------------- waiting
     def explanations(self, estimate: bool = True) -> list[PendingExplanation]:
+        held = [
+            PendingExplanation(
+                h.workload.key, h.workload.queue, position, h.reason, h.message, None
+            )
+            for h, position in self._held_positions()
+        ]
         return [
             PendingExplanation(
                 s.pending.workload.key,
@@ -105,7 +113,21 @@ class Explainer:
                 s.start,
             )
             for s in self._standings(estimate)
-        ]
+        ] + held
+
+    def _held_positions(self) -> list[tuple[Held, int]]:
+        """The held workloads, each placed behind everything its queue would try."""
+        state = self.state
+        queued: dict[str, int] = {}
+        for pending in state.pending.workloads():
+            queue = pending.workload.queue
+            queued[queue] = queued.get(queue, 0) + 1
+        out = []
+        for held in state.held.all():
+            queue = held.workload.queue
+            queued[queue] = queued.get(queue, 0) + 1
+            out.append((held, queued[queue]))
+        return out
 
     def waiting(self, estimate: bool = True) -> list[WaitingWorkload]:
         state = self.state
@@ -135,6 +157,30 @@ class Explainer:
                     pending.not_before,
                     s.start,
                     tuple(sorted(nominated.get(workload.key, ()))),
+                )
+            )
+        for held, position in self._held_positions():
+            workload = held.workload
+            gang = workload.pods[: workload.gang_size]
+            out.append(
+                WaitingWorkload(
+                    workload.key,
+                    workload.queue,
+                    workload.namespace,
+                    workload.priority,
+                    len(workload.pods),
+                    len(gang),
+                    MappingProxyType(requested(gang, least)),
+                    held.since,
+                    held.since,
+                    0,
+                    position,
+                    held.reason,
+                    held.message,
+                    held.reason,
+                    0.0,
+                    None,
+                    (),
                 )
             )
         return out

@@ -30,8 +30,9 @@ class PendingExplanation:
     #: 1 for the next workload its queue will try.
     position: int
     #: "quota", "capacity", "preempting" (victims are leaving), "backoff", "queue order" (behind
-    #: the first workload of a StrictFIFO queue), "not tried yet", or the name of the admission
-    #: check that refused it.
+    #: the first workload of a StrictFIFO queue), "not tried yet", the name of the admission
+    #: check that refused it, or "SchedulingGated" / "Suspended" for a workload held out of its
+    #: queue (a pod with scheduling gates, a suspended Job), behind all its queue tries.
     waiting_for: str
     message: str
     #: Seconds of simulated or wall time; None when no plan gives one.
