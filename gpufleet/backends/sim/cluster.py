@@ -276,6 +276,8 @@ class SimulatedCluster(PodLosses):
                 self.recorder.pending -= 1
             else:
                 continue
+            if self.queue_recorder is not None and work is not None:
+                self.queue_recorder.deleted(work.pod, allocation, now)
             self._work.pop(key, None)
             self._immediate.append(PodDeleted(key))
             gone.append(key)

@@ -138,6 +138,9 @@ class InferenceTicking:
         self.sim = sim
         self.step_s = step_s
         self.served: list[ServedWorkload] = []
+        #: Every replica an autoscaler made in the run (its queue, labels and kind are the
+        #: template's: the cost report and the queues count them as the service's).
+        self.made: list[TimedWorkload] = []
         for i, service in enumerate(services):
             template = templates[service.workload]
             spec = autoscaling.get(service.workload)
@@ -223,6 +226,7 @@ class InferenceTicking:
         for _ in range(desired - current):
             replica = self._new_replica(served, now)
             served.replicas[replica.workload.key] = replica
+            self.made.append(replica)
             self.sim.arrive(replica, now)
         if desired < current:
             for key in self._to_remove(served, current - desired, now):

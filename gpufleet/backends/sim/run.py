@@ -296,7 +296,16 @@ def run_workloads(
         jobs=jobs,
         budgets_at_end=budget_reports(core),
         idle=None if idle is None else idle.finish(now),
-        cost=_cost(sim, nodes, workloads, kinds, cost, meter, now, scaling is not None),
+        cost=_cost(
+            sim,
+            nodes,
+            [*workloads, *(() if serving is None else serving.made)],
+            kinds,
+            cost,
+            meter,
+            now,
+            scaling is not None,
+        ),
         serving=() if serving is None else serving.finish(core.time_format),
         interruptions=(
             sim.interruption_report(now, None if cost is None else cost.prices)
