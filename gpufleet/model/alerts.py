@@ -78,6 +78,8 @@ METRIC_UNITS: dict[AlertMetric, str] = {
 WORKLOAD_START_TIME = "kube_pod_start_time"
 #: The labels that name a workload in per-workload series, and join them with their start.
 WORKLOAD_LABELS = ("namespace", "pod")
+#: The label a device series carries (non-empty) while a pod holds the device.
+HOLDER_LABEL = "pod"
 
 
 class Aggregation(StrEnum):
@@ -143,11 +145,19 @@ class AlertState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class AlertScope:
-    """Which series a rule looks at: every one (the default), or those whose labels match."""
+    """Which series a rule looks at: every one (the default), or those whose labels match;
+    with ``allocated``, only devices a pod holds (their series carry a non-empty ``pod``, as
+    dcgm-exporter labels a device held by a pod: ``pod!=""`` in PromQL)."""
 
     namespace: str | None = None
     queue: str | None = None
     labels: LabelSet = ()
+    allocated: bool = False
+
+    def admits(self, series: LabelSet) -> bool:
+        """Whether series with these labels are in scope beyond the equality matchers (only
+        ``allocated`` says more: a non-empty ``pod``)."""
+        return not self.allocated or any(name == HOLDER_LABEL and v for name, v in series)
 
     def matchers(self) -> dict[str, str]:
         """Equality matchers on series labels (``namespace``, ``queue``, then ``labels``)."""
@@ -222,11 +232,13 @@ class AlertRule:
 
     @property
     def condition(self) -> str:
-        """The rule in one line: ``avg(DCGM_FI_DEV_GPU_UTIL[1h]) < 20 for 2h``."""
+        """The rule in one line: ``avg(DCGM_FI_DEV_GPU_UTIL[1h]) < 20 for 2h`` (``{pod!=""}``
+        after the metric when it looks only at allocated GPUs)."""
         fn = self.aggregation.value
         if self.quantile is not None:
             fn = f"quantile({self.quantile:g})"
-        text = f"{fn}({self.metric.value}[{short_duration(self.lookback_s)}])"
+        held = '{pod!=""}' if self.scope.allocated else ""
+        text = f"{fn}({self.metric.value}{held}[{short_duration(self.lookback_s)}])"
         text += f" {self.comparison.value} {self.threshold:g}"
         if self.for_s:
             text += f" for {short_duration(self.for_s)}"
