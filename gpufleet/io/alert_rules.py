@@ -16,8 +16,9 @@ Owns the format (pydantic, ``extra="forbid"``)::
       threshold: 20
       for: 2h                        # default 0: fires in the first round it holds
       severity: warning              # info | warning (default) | critical
-      scope: {namespace: ml, queue: research, labels: {team: vision}}
-      # or scope: {allocated: true}: only GPUs a pod holds (their series carry pod)
+      scope: {namespace: ml, labels: {modelName: NVIDIA H100 80GB HBM3}}
+      # labels the metric's series carry only (``series_labels``: a queue or a team label is
+      # refused, Prometheus would match nothing); allocated: true, only GPUs a pod holds
       minRunning: 1h                 # workload metrics only: how long it must have run
       summary: GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is idle
 

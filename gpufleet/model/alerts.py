@@ -80,6 +80,25 @@ WORKLOAD_START_TIME = "kube_pod_start_time"
 WORKLOAD_LABELS = ("namespace", "pod")
 #: The label a device series carries (non-empty) while a pod holds the device.
 HOLDER_LABEL = "pod"
+#: The labels of a device series, dcgm-exporter's (``GPU_I_*`` on MIG instances,
+#: ``DCGM_FI_DRIVER_VERSION`` where the driver is known, the holder's ``container``,
+#: ``namespace`` and ``pod`` on a device a pod holds), in both engines.
+DEVICE_SERIES_LABELS = (
+    "gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID",
+    "Hostname", "DCGM_FI_DRIVER_VERSION", "container", "namespace", "pod",
+)  # fmt: skip
+#: What ``DCGM_FI_DEV_XID_ERRORS`` adds: the XID and NVIDIA's name of it.
+XID_LABELS = ("err_code", "err_msg")
+
+
+def series_labels(metric: AlertMetric) -> tuple[str, ...]:
+    """The labels ``metric``'s series carry in Prometheus (and so in gpufleet's engine): what
+    a rule's scope may select on. A workload's utilisation is ``avg by (namespace, pod)``."""
+    if metric.per_workload:
+        return WORKLOAD_LABELS
+    if metric is AlertMetric.XID_ERRORS:
+        return (*DEVICE_SERIES_LABELS, *XID_LABELS)
+    return DEVICE_SERIES_LABELS
 
 
 class Aggregation(StrEnum):
@@ -214,6 +233,24 @@ class AlertRule:
         for key, _ in self.scope.labels:
             if not LABEL_NAME.fullmatch(key):
                 raise ValueError(f"scope label {key!r} is not a Prometheus label name")
+        self._check_scope_labels()
+
+    def _check_scope_labels(self) -> None:
+        """A scope selects only on labels the metric's series carry: on any other (a queue,
+        a team) the exported rule would match nothing in Prometheus, and the engine either."""
+        if self.scope.queue is not None:
+            raise ValueError(
+                f"scope queue: {self.metric} series carry no queue label (dcgm-exporter's "
+                "series name the pod, not its queue), so Prometheus would never fire the rule; "
+                "scope by the queue's namespace instead"
+            )
+        known = series_labels(self.metric)
+        for key, _ in self.scope.labels:
+            if key not in known:
+                raise ValueError(
+                    f"scope label {key!r}: {self.metric} series carry no such label, so the "
+                    f"rule would match nothing (they carry {', '.join(known)})"
+                )
 
     @property
     def alert_name(self) -> str:

@@ -110,8 +110,8 @@ def rule(**changes: object) -> AlertRule:
             "DCGM_FI_DEV_FB_FREE))[5m:]) > 97.5",
         ),
         (
-            {"scope": AlertScope("ml", "research", label_set({"team": 'a"b\\c'}))},
-            'DCGM_FI_DEV_GPU_UTIL{namespace="ml", queue="research", team="a\\"b\\\\c"} < 20',
+            {"scope": AlertScope("ml", None, label_set({"modelName": 'a"b\\c'}))},
+            'DCGM_FI_DEV_GPU_UTIL{modelName="a\\"b\\\\c", namespace="ml"} < 20',
         ),
         (
             {

@@ -137,18 +137,18 @@ def test_the_query_asks_for_the_rules_aggregation_window_and_scope(
         window_s=3600.0,
         quantile=quantile,
         threshold=0.0,
-        scope=AlertScope(namespace="ml", labels=label_set({"team": "a"})),
+        scope=AlertScope(namespace="ml", labels=label_set({"modelName": "a"})),
     )
     series = FakeSeries()
     for at, value in ((0, 99), (1000, 10), (2000, 50), (3000, 90)):  # t=0 is outside (0, 3600]
-        series.add(TEMP, {**GPU0, "namespace": "ml", "team": "a"}, at, value)
-    series.add(TEMP, {**GPU1, "namespace": "other", "team": "a"}, 3000, 99)
+        series.add(TEMP, {**GPU0, "namespace": "ml", "modelName": "a"}, at, value)
+    series.add(TEMP, {**GPU1, "namespace": "other", "modelName": "a"}, 3000, 99)
     assert list(matching_series(rule, series, 3600).values()) == [expected]
     assert series.queries[0][1:] == (
         aggregation.value,
         3600.0,
         3600,
-        {"team": "a", "namespace": "ml"},
+        {"modelName": "a", "namespace": "ml"},
     )
 
 
