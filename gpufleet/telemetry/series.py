@@ -24,6 +24,7 @@ from typing import NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.model.alerts import LOOKBACK_S
 from gpufleet.telemetry import series_codec
 from gpufleet.telemetry.series_layout import (
     RULE_METRICS,
@@ -219,7 +220,9 @@ class SeriesStore:
         is not finite is left out), applied to its window value before ``where`` and the
         grouping: a series over a constant of its own, such as memory used over each device's
         memory. A window that fits the fine ring's retention is answered exactly from it; a
-        longer one from the coarse ring, aligned to its buckets (see ``series_window``)."""
+        longer one from the coarse ring, aligned to its buckets (see ``series_window``).
+        ``last`` over :data:`~gpufleet.model.alerts.LOOKBACK_S` is an instant query, as in
+        PromQL: a series missing from the newest snapshot is stale and left out."""
         if fn not in WINDOW_FNS:
             raise ValueError(f"query: fn {fn!r} is not one of {list(WINDOW_FNS)}")
         if across not in ACROSS_FNS:
@@ -233,6 +236,8 @@ class SeriesStore:
         if not rows.size or self._rings.newest is None:
             return {}
         values, has = self._reduce(cast(WindowFn, fn), rows, window_s, now, phi)
+        if fn == "last" and window_s == LOOKBACK_S:
+            has &= self._fresh(rows, now)
         if scale is not None:
             factors = scale(labels)
             has &= np.isfinite(factors)
@@ -300,6 +305,19 @@ class SeriesStore:
             recent, in_fine = reduce_fine("last", fine, shape.fine, lo, hi)
             values = np.where(in_fine, recent, values)
         return values, has
+
+    def _fresh(self, rows: npt.NDArray[np.int64], now: float) -> npt.NDArray[np.bool_]:
+        """Which series are not stale at ``now``: an instant query (``last`` over the
+        lookback, :data:`LOOKBACK_S`) leaves out a series the newest snapshot at or before
+        ``now`` did not have, as Prometheus marks a series stale at the first scrape without it
+        (a GPU that stops reporting resolves its alerts then, not 5 minutes later)."""
+        newest = self._rings.newest
+        assert newest is not None
+        step = min(math.floor(now / self.shape.fine_step_s), newest)
+        if self._rings.fine_step[step % self.shape.fine_points] != step:
+            return np.ones(rows.size, np.bool_)  # no snapshot at that step: nothing to judge by
+        fresh: npt.NDArray[np.bool_] = self._last_step[rows] >= step
+        return fresh
 
     def _fine_slots(self, first: int, last: int) -> npt.NDArray[np.int64]:
         steps = np.arange(first, last + 1)
