@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpufleet.model.alerts import DEVICE_SERIES_LABELS
+
 
 class Kind(StrEnum):
     COUNTER = "counter"
@@ -308,20 +310,7 @@ SERVE = (
 #: The labels of every device series, in dcgm-exporter's order; ``GPU_I_PROFILE`` and
 #: ``GPU_I_ID`` only on MIG instances, ``DCGM_FI_DRIVER_VERSION`` where the driver is known,
 #: ``container``, ``namespace`` and ``pod`` on a device a pod holds.
-DEVICE_LABELS = (
-    "gpu",
-    "UUID",
-    "pci_bus_id",
-    "device",
-    "modelName",
-    "GPU_I_PROFILE",
-    "GPU_I_ID",
-    "Hostname",
-    "DCGM_FI_DRIVER_VERSION",
-    "container",
-    "namespace",
-    "pod",
-)
+DEVICE_LABELS = DEVICE_SERIES_LABELS
 DCGM_GPU_UTIL = Family("DCGM_FI_DEV_GPU_UTIL", Kind.GAUGE, "GPU utilization (in %).", DEVICE_LABELS)
 DCGM_MEM_COPY_UTIL = Family(
     "DCGM_FI_DEV_MEM_COPY_UTIL", Kind.GAUGE, "Memory utilization (in %).", DEVICE_LABELS

@@ -76,13 +76,16 @@ class EmbeddedObserving:
         self._saved_at: float | None = None
 
     def round(self) -> ObservedRound | None:
-        """Read, record and evaluate once, if a step of the plane's clock has passed."""
+        """Read, record and evaluate at the newest instant of the step's grid, after
+        evaluating any instants missed since the last round (``Observatory.catch_up``)."""
         source = self.plane.telemetry
         with self.plane.lock:
-            now = self.plane.now()
-            last = self.observatory.last_round
-            if last is not None and now - last < self.observatory.step_s:
-                return None
+            clock = self.plane.now()
+        due = self.observatory.catch_up(clock)
+        if not due:
+            return None
+        [now] = due  # a fixed instant: the reading is stamped with it
+        with self.plane.lock:
             readings = source.read() if source is not None else []
             tags, starts = pods_of(self.plane.records)
         self._starts = starts

@@ -197,7 +197,8 @@ class KubeControlPlane(PlaneBase):
                 fresh = pods_of(self.records)[1]
             starts.clear()
             starts.update(fresh)
-            observatory.observe(self.now())
+            for at in observatory.catch_up(self.now()):  # fixed instants, missed ones too
+                observatory.observe(at)
 
         self.watch(observatory)
         self._observe = ObservatoryThread(round_, step_s)

@@ -80,10 +80,11 @@ def matching_series(rule: AlertRule, source: SeriesQuery, now: float) -> dict[La
         values = source.query_where(metric, fn, window, now, matchers, rule.quantile, where)
     else:
         values = source.query(metric, fn, window, now, matchers, rule.quantile)
+    scope = rule.scope
     holding = {
         labels: value
         for labels, value in values.items()
-        if rule.comparison.holds(value, rule.threshold)
+        if rule.comparison.holds(value, rule.threshold) and scope.admits(labels)
     }
     if rule.min_running_s > 0 and holding:
         started = _workload_starts(source, now, matchers)

@@ -24,6 +24,7 @@ from typing import NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.model.alerts import LOOKBACK_S
 from gpufleet.telemetry import series_codec
 from gpufleet.telemetry.series_layout import (
     RULE_METRICS,
@@ -84,7 +85,10 @@ class SeriesStore:
         self._keys: list[SeriesKey | None] = [None] * capacity
         self._free: list[int] = []
         self._used = 0
+        #: Each series' range (values are clipped to it) and the value of its top code (the
+        #: range's top, or above it for a metric coded in steps of its resolution).
         self._lo = np.zeros(capacity)
+        self._top = np.ones(capacity)
         self._hi = np.ones(capacity)
         self._last_step = np.full(capacity, -1, np.int64)
         self._by_metric: dict[str, tuple[list[Labels], npt.NDArray[np.int64]]] = {}
@@ -112,7 +116,7 @@ class SeriesStore:
             row, self._used = self._used, self._used + 1
         self._ids[metric][key] = row
         self._keys[row] = (metric, key)
-        self._lo[row], self._hi[row] = spec.lo, spec.hi
+        self._set_range(row, spec)
         self._last_step[row] = -1
         self._by_metric.pop(metric, None)
         return row
@@ -187,9 +191,10 @@ class SeriesStore:
             raise ValueError(f"append: ids {dead[:5]} are not live series (dropped or never added)")
         if np.unique(columns).size != columns.size:
             raise ValueError("append: an id appears more than once in one snapshot")
-        lo, hi = self._lo[columns], self._hi[columns]
-        self.clipped += int(np.count_nonzero((readings < lo) | (readings > hi)))
-        self._rings.write(step, columns, self.shape.fine.encode(readings, lo, hi))
+        lo, top = self._lo[columns], self._top[columns]
+        self.clipped += int(np.count_nonzero((readings < lo) | (readings > top)))
+        readings = np.clip(readings, lo, top)
+        self._rings.write(step, columns, self.shape.fine.encode(readings, lo, self._hi[columns]))
         self._last_step[columns[~np.isnan(readings)]] = step
 
     # -- queries ------------------------------------------------------------------------------
@@ -215,7 +220,9 @@ class SeriesStore:
         is not finite is left out), applied to its window value before ``where`` and the
         grouping: a series over a constant of its own, such as memory used over each device's
         memory. A window that fits the fine ring's retention is answered exactly from it; a
-        longer one from the coarse ring, aligned to its buckets (see ``series_window``)."""
+        longer one from the coarse ring, aligned to its buckets (see ``series_window``).
+        ``last`` over :data:`~gpufleet.model.alerts.LOOKBACK_S` is an instant query, as in
+        PromQL: a series missing from the newest snapshot is stale and left out."""
         if fn not in WINDOW_FNS:
             raise ValueError(f"query: fn {fn!r} is not one of {list(WINDOW_FNS)}")
         if across not in ACROSS_FNS:
@@ -229,6 +236,8 @@ class SeriesStore:
         if not rows.size or self._rings.newest is None:
             return {}
         values, has = self._reduce(cast(WindowFn, fn), rows, window_s, now, phi)
+        if fn == "last" and window_s == LOOKBACK_S:
+            has &= self._fresh(rows, now)
         if scale is not None:
             factors = scale(labels)
             has &= np.isfinite(factors)
@@ -297,6 +306,19 @@ class SeriesStore:
             values = np.where(in_fine, recent, values)
         return values, has
 
+    def _fresh(self, rows: npt.NDArray[np.int64], now: float) -> npt.NDArray[np.bool_]:
+        """Which series are not stale at ``now``: an instant query (``last`` over the
+        lookback, :data:`LOOKBACK_S`) leaves out a series the newest snapshot at or before
+        ``now`` did not have, as Prometheus marks a series stale at the first scrape without it
+        (a GPU that stops reporting resolves its alerts then, not 5 minutes later)."""
+        newest = self._rings.newest
+        assert newest is not None
+        step = min(math.floor(now / self.shape.fine_step_s), newest)
+        if self._rings.fine_step[step % self.shape.fine_points] != step:
+            return np.ones(rows.size, np.bool_)  # no snapshot at that step: nothing to judge by
+        fresh: npt.NDArray[np.bool_] = self._last_step[rows] >= step
+        return fresh
+
     def _fine_slots(self, first: int, last: int) -> npt.NDArray[np.int64]:
         steps = np.arange(first, last + 1)
         slots = steps % self.shape.fine_points
@@ -359,7 +381,8 @@ class SeriesStore:
     @property
     def nbytes(self) -> int:
         """Bytes of every array the store keeps (the rings and the per-series columns)."""
-        return self._rings.nbytes() + self._lo.nbytes + self._hi.nbytes + self._last_step.nbytes
+        columns = self._lo.nbytes + self._top.nbytes + self._hi.nbytes + self._last_step.nbytes
+        return self._rings.nbytes() + columns
 
     def to_bytes(self, compress: bool = False) -> bytes:
         """The whole store, versioned, to keep in a database and restore with
@@ -396,8 +419,7 @@ class SeriesStore:
         for row, metric, labels in header.series:
             store._keys[row] = (metric, labels)
             store._ids[metric][labels] = row
-            spec = store.metrics[metric]
-            store._lo[row], store._hi[row] = spec.lo, spec.hi
+            store._set_range(row, store.metrics[metric])
         store._free = [row for row in range(store._used) if store._keys[row] is None]
         return store
 
@@ -409,11 +431,16 @@ class SeriesStore:
             raise UnknownMetricError(metric, list(self.metrics))
         return spec
 
+    def _set_range(self, row: int, spec: MetricSpec) -> None:
+        self._lo[row], self._top[row] = spec.lo, spec.hi
+        self._hi[row] = spec.code_top(self.shape.fine.levels)
+
     def _grow(self, capacity: int) -> None:
         extra = capacity - self._rings.capacity
         self._rings.grow(capacity)
         self._keys.extend([None] * extra)
         self._lo = np.concatenate([self._lo, np.zeros(extra)])
+        self._top = np.concatenate([self._top, np.ones(extra)])
         self._hi = np.concatenate([self._hi, np.ones(extra)])
         self._last_step = np.concatenate([self._last_step, np.full(extra, -1, np.int64)])
 

@@ -308,5 +308,5 @@ def test_store_answers_both_query_protocols() -> None:
 
 def test_memory_is_fixed_per_series_at_the_default_shape() -> None:
     store = SeriesStore(capacity=10)
-    per_series = (5_760 * 2 + 4_320 * 3) + 8 * 3
+    per_series = (5_760 * 2 + 4_320 * 3) + 8 * 4
     assert store.nbytes == 10 * per_series + 5_760 * 8 + 4_320 * (8 + 2)

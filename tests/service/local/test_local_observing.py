@@ -187,7 +187,9 @@ def test_an_idle_run_fires_the_built_in_idle_alert(observed: LocalHarness) -> No
     assert idle[0]["value"] == pytest.approx(2.0, abs=0.01)  # as the store keeps it
     assert idle[0]["labels"]["queue"] == TENANT
     low = {a["labels"]["gpu"] for a in firing if a["rule"] == "gpu-utilisation-low"}
-    assert low == {"1", "2", "3"}, "the three idle GPUs, not the busy one"
+    assert low == {str(gpu_of(observed, "idle"))}, (
+        "the idle run's GPU: not the busy one, nor the two nobody holds (issue 29 item 7)"
+    )
 
 
 def test_the_series_and_usage_survive_a_restart(observed: LocalHarness) -> None:
