@@ -18,7 +18,7 @@ from gpufleet.devices.fake_spec import parse_fake_spec
 from gpufleet.devices.nvml_source import NvmlDeviceSource
 from gpufleet.devices.source import DeviceSource
 from gpufleet.model.idle import IdleAction, IdlePolicy, IdleScope, IdleStep
-from gpufleet.service.idle_actions import reclaimer_for
+from gpufleet.service.idle_actions import idle_candidates, reclaimer_for
 from gpufleet.service.store import StoredEvent
 from gpufleet.testing.local_service import TENANT, LocalHarness, MovableClock
 from tests.service.local.test_local_plane import pod, report
@@ -243,7 +243,8 @@ def test_a_preemptible_step_lets_waiting_work_preempt_the_idle_run(
         window_s=300.0,
         grace_s=600.0,
     )
-    assert reclaimer_for(observed.plane, [policy]) is not None
+    reclaimer = reclaimer_for(observed.plane, [policy])
+    assert reclaimer is not None
     running(observed, "busy")
     for name, gpus in (("idle", 3), ("waiter", 2)):
         body = observed.submit(pod(name, report(observed, "0", "never"), gpus=gpus))
@@ -252,7 +253,12 @@ def test_a_preemptible_step_lets_waiting_work_preempt_the_idle_run(
     rounds(observed, 5 * 60)
     assert observed.workload("waiter")["state"] == "Pending", "nothing lower to preempt yet"
     rounds(observed, 10 * 60)
-    (lowered,) = idle_events(observed, f"{TENANT}/Pod/idle")
+    found = idle_events(observed, f"{TENANT}/Pod/idle")
+    assert len(found) == 1, (
+        f"decisions {list(reclaimer.decisions)}; candidates "
+        f"{idle_candidates(observed.plane.records)}; at {observed.plane.now()}"
+    )
+    (lowered,) = found
     assert lowered.reason == "IdleReclaimPreemptible"
     assert "lowered to preemptible" in lowered.message, lowered.message
     observed.run_until(observed.state_is("waiter", "Running"))
