@@ -79,7 +79,10 @@ class JobStatusView(_Schema):
     completions: int
     failed_pods: int = Field(description="pods that failed and were not restarted in place")
     restarts: int = Field(description="containers restarted in place")
-    state: str = Field(description="Running, Succeeded or Failed")
+    state: str = Field(
+        description="Succeeded or Failed once it ended; else its workload's state (Pending, "
+        "Admitted, Running)"
+    )
     reason: str | None = Field(None, description="BackoffLimitExceeded, DeadlineExceeded, ...")
     message: str | None = None
 

@@ -184,7 +184,9 @@ def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDet
                     completions=job.completions,
                     failed_pods=job.failed_pods,
                     restarts=job.restarts,
-                    state=job.outcome or "Running",
+                    # A job that has not ended is in its workload's state: Pending while
+                    # it waits (for a budget, say), never Running before it runs.
+                    state=job.outcome or record.state.value,
                     reason=job.reason or None,
                     message=job.message or None,
                 )
