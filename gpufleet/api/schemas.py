@@ -232,7 +232,11 @@ class NodeView(_Schema):
     cpu_allocated: float
     memory_mib: int
     memory_allocated_mib: int
-    gpus: int
+    gpus: int = Field(description="its GPUs (capacity)")
+    gpus_allocatable: int = Field(
+        description="its GPUs less those withdrawn as unhealthy (allocatable, as the kubelet "
+        "advertises once the device plugin withdrew them)"
+    )
     gpus_allocated: float
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[str] = Field(default_factory=list)

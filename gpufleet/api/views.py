@@ -374,6 +374,7 @@ def nodes(plane: Plane, principal: Principal, name: str | None = None) -> list[N
                     memory_mib=node.memory_mib,
                     memory_allocated_mib=memory,
                     gpus=node.gpu_count,
+                    gpus_allocatable=sum(d.healthy for d in devices),
                     gpus_allocated=round(sum(d.allocated for d in devices), 3),
                     labels=dict(node.labels),
                     taints=[f"{t.key}={t.value}:{t.effect.value}" for t in node.taints],
