@@ -146,6 +146,9 @@ class Explanation(_Schema):
     waiting_for: str | None = None
     message: str
     estimated_start: float | None = None
+    never: bool = Field(
+        False, description="it can never fit on the cluster as it stands (Kueue: Inadmissible)"
+    )
 
 
 class SubmitResult(_Schema):

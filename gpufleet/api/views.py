@@ -212,6 +212,7 @@ def explanation(plane: Plane, principal: Principal, key: str) -> Explanation:
                 waiting_for=why.waiting_for,
                 message=why.message,
                 estimated_start=why.estimated_start,
+                never=why.never,
             )
         at = plane.core.time_format  # the world's clock: simulated, or the wall clock
         message = {

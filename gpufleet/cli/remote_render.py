@@ -507,6 +507,8 @@ def describe_node(node: NodeView) -> Group:
 
 
 def _estimate(explanation: Explanation, clock: Clock) -> str:
+    if explanation.never:
+        return "never"
     if explanation.estimated_start is None:
         return "unknown"
     wait = explanation.estimated_start - clock.now
@@ -522,8 +524,12 @@ def describe_explanation(explanation: Explanation, clock: Clock) -> Group:
     ]
     if explanation.state is WorkloadState.PENDING:
         position = f"{explanation.position}" if explanation.position is not None else "-"
+        if explanation.never:
+            position += " (inadmissible: it can never fit as the cluster stands)"
+        elif explanation.position == 1:
+            position += " (next to be tried)"
         rows += [
-            ("Position", position + (" (next to be tried)" if explanation.position == 1 else "")),
+            ("Position", position),
             ("Waiting for", explanation.waiting_for or "-"),
             ("Estimated start", _estimate(explanation, clock)),
         ]

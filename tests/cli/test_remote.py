@@ -200,6 +200,16 @@ def test_explain_text_names_the_position_and_estimate() -> None:
     assert "Position" not in running
 
 
+def test_explain_of_a_workload_that_can_never_fit_says_never() -> None:
+    """Not "next to be tried" with an estimate (issue 29, item 14; Kueue: Inadmissible)."""
+    shown = explanation(position=1, never=True, estimated_start=None, waiting_for="capacity")
+    text = render(describe_explanation(shown, CLOCK))
+    assert lines_with(text, "Position") == [
+        "Position: 1 (inadmissible: it can never fit as the cluster stands)"
+    ]
+    assert lines_with(text, "Estimated start") == ["Estimated start: never"]
+
+
 def test_describe_node_lists_devices() -> None:
     text = render(describe_node(node()))
     assert lines_with(text, "GPUs:") == ["GPUs: 1.5/4 allocated"]
