@@ -37,6 +37,8 @@ class PendingExplanation:
     message: str
     #: Seconds of simulated or wall time; None when no plan gives one.
     estimated_start: float | None
+    #: It can never fit on the cluster as it stands (Kueue: Inadmissible): no estimate.
+    never: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,8 @@ class WaitingWorkload:
     estimated_start: float | None
     #: The running workloads it preempted and waits for (empty unless it is preempting).
     victims: tuple[str, ...]
+    #: As :attr:`PendingExplanation.never`.
+    never: bool = False
 
     def explanation(self) -> PendingExplanation:
         return PendingExplanation(
@@ -82,6 +86,7 @@ class WaitingWorkload:
             self.waiting_for,
             self.message,
             self.estimated_start,
+            self.never,
         )
 
 

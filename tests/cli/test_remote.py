@@ -200,10 +200,55 @@ def test_explain_text_names_the_position_and_estimate() -> None:
     assert "Position" not in running
 
 
+def test_explain_of_a_workload_that_can_never_fit_says_never() -> None:
+    """Not "next to be tried" with an estimate (issue 29, item 14; Kueue: Inadmissible)."""
+    shown = explanation(position=1, never=True, estimated_start=None, waiting_for="capacity")
+    text = render(describe_explanation(shown, CLOCK))
+    assert lines_with(text, "Position") == [
+        "Position: 1 (inadmissible: it can never fit as the cluster stands)"
+    ]
+    assert lines_with(text, "Estimated start") == ["Estimated start: never"]
+
+
 def test_describe_node_lists_devices() -> None:
     text = render(describe_node(node()))
     assert lines_with(text, "GPUs:") == ["GPUs: 1.5/4 allocated"]
     assert lines_with(text, "team-a/p1") == ["1 A100 80Gi █████░░░░░ 0.5 shared team-a/p1"]
+
+
+WITHDRAWN = node(allocations=(1.0, 1.0, 1.0, 0.0), withdrawn=(3,))
+
+
+@pytest.mark.parametrize(
+    ("shown", "pattern", "lines"),
+    [
+        pytest.param(nodes_table([WITHDRAWN]), "node-a",
+                     ["node-a A100 3/3 of 4 100% 8/64 32Gi/256Gi"], id="get-nodes"),
+        pytest.param(top_nodes([WITHDRAWN]), "node-a",
+                     ["node-a A100 ██████████ 3/3 of 4 100% 12% 12%"], id="top-nodes"),
+        pytest.param(top_nodes([WITHDRAWN]), "allocated",
+                     ["1 nodes, 3/3 GPUs allocated (100%); 1 GPU(s) withdrawn as unhealthy"],
+                     id="top-nodes-summary"),
+        pytest.param(top_nodes([WITHDRAWN]), "gpu3", ["gpu3 A100 ░░░░░░░░░░ 0 withdrawn 0% -"],
+                     id="top-nodes-device"),
+        pytest.param(describe_node(WITHDRAWN), "GPU", ["GPU model: A100", "GPUs: 3/3 allocated",
+                     "GPU capacity: 4, allocatable 3 (GPU 3 withdrawn: unhealthy)",
+                     "GPU MODEL MEMORY ALLOCATION GPUS PODS"], id="describe-node"),
+        pytest.param(describe_node(WITHDRAWN), "team-a/p2",
+                     ["2 A100 80Gi ██████████ 1 team-a/p2"], id="describe-node-device"),
+        pytest.param(describe_node(WITHDRAWN), "0 withdrawn",
+                     ["3 A100 80Gi ░░░░░░░░░░ 0 withdrawn -"], id="describe-node-withdrawn"),
+        pytest.param(describe_node(node()), "GPU capacity", ["GPU capacity: 4, allocatable 4"],
+                     id="describe-healthy-node"),
+    ],
+)  # fmt: skip
+def test_a_withdrawn_gpu_is_capacity_not_allocatable(
+    shown: RenderableType, pattern: str, lines: list[str]
+) -> None:
+    """A GPU withdrawn as unhealthy is no free room: every node view shows allocated of
+    allocatable, and the capacity beside it, as ``kubectl describe node`` does (issue 29,
+    item 15: ``GPUS 0/8`` hid it)."""
+    assert lines_with(render(shown), pattern) == lines
 
 
 @pytest.mark.parametrize(
