@@ -729,8 +729,7 @@ def _local_plane(
     warn_skipped(skipped)
     if hiding_warning is not None:
         warn(escape(hiding_warning))
-    local.state_dir.mkdir(parents=True, exist_ok=True)
-    machine = LocalMachine(
+    machine = LocalMachine(  # its supervisor makes the state directory, with its modes
         inventory,
         local.state_dir,
         mps=local.mps,
