@@ -37,6 +37,8 @@ class ErrorBody(_Schema):
 class Role(StrEnum):
     ADMIN = "admin"
     TENANT = "tenant"
+    #: Reads /metrics only (Prometheus' scrape credentials).
+    METRICS = "metrics"
 
 
 class WhoAmI(_Schema):

@@ -217,6 +217,7 @@ def make_harness(
     for pc in priority_classes:
         store.put_object(PRIORITY_CLASS, pc["metadata"]["name"], pc)
     tokens = {"admin": create_token(store, "admin", "admin")}
+    tokens["metrics"] = create_token(store, "prometheus", "metrics")  # /metrics only
     for tenant in tenants:
         tokens[tenant] = create_token(store, tenant, "tenant")
     store.close()
