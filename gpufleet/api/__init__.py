@@ -22,6 +22,9 @@ GET         /api/v1/workloads?state=&queue=&namespace=           list[WorkloadSu
 GET         /api/v1/workloads/{namespace}/{name}                  WorkloadDetail
 GET         /api/v1/workloads/{namespace}/{name}/explain          Explanation
 DELETE      /api/v1/workloads/{namespace}/{name}                  WorkloadSummary
+POST        /api/v1/workloads/{namespace}/{name}/ungate           WorkloadSummary
+            (body {"gates": [...]} optional: default all)
+POST        /api/v1/workloads/{namespace}/{name}/resume|suspend   WorkloadSummary
 GET         /api/v1/queues, /api/v1/queues/{name}                 list[QueueView], QueueView
 PUT         /api/v1/queues  (admin; a Queue object)               QueueView
 DELETE      /api/v1/queues/{name}  (admin)                        204

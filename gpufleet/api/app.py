@@ -47,6 +47,7 @@ from gpufleet.api.schemas import (
     SubmitResult,
     TokenCreated,
     TokenView,
+    UngateRequest,
     WhoAmI,
     WorkloadDetail,
     WorkloadSummary,
@@ -263,6 +264,42 @@ def create_app(
         with plane.lock:
             key = plane.find(caller, namespace, name, kind).key
         record = plane.cancel(caller, key)
+        return views.workload_summary(record, {})
+
+    @app.post(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/ungate")
+    def ungate(
+        caller: Caller,
+        namespace: str,
+        name: str,
+        kind: KindQuery = None,
+        body: UngateRequest | None = None,
+    ) -> WorkloadSummary:
+        """Remove scheduling gates (``spec.schedulingGates``) from the workload's pods: those
+        named, else all; once none is left it joins its queue (409: it has none of them)."""
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        record = plane.ungate(caller, key, body.gates if body is not None else ())
+        return views.workload_summary(record, {})
+
+    @app.post(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/resume")
+    def resume(
+        caller: Caller, namespace: str, name: str, kind: KindQuery = None
+    ) -> WorkloadSummary:
+        """Resume a suspended Job (``spec.suspend``): it joins its queue (409: not suspended)."""
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        record = plane.resume(caller, key)
+        return views.workload_summary(record, {})
+
+    @app.post(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/suspend")
+    def suspend(
+        caller: Caller, namespace: str, name: str, kind: KindQuery = None
+    ) -> WorkloadSummary:
+        """Suspend a waiting Job: it leaves its queue until resumed (409: not a Job, suspended
+        already, or started)."""
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        record = plane.suspend(caller, key)
         return views.workload_summary(record, {})
 
     @app.put(f"{API_PREFIX}/queues")

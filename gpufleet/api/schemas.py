@@ -153,6 +153,14 @@ class Explanation(_Schema):
     )
 
 
+class UngateRequest(_Schema):
+    """The body of ``POST .../ungate`` (optional): which scheduling gates to remove."""
+
+    gates: list[str] = Field(
+        default_factory=list, description="the gates to remove; none named: every gate"
+    )
+
+
 class SubmitResult(_Schema):
     accepted: list[WorkloadSummary]
     skipped: dict[str, int] = Field(

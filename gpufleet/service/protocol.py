@@ -133,6 +133,14 @@ class Plane(Protocol):
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord: ...
 
+    def ungate(
+        self, principal: Principal, key: str, gates: Sequence[str] = ()
+    ) -> WorkloadRecord: ...
+
+    def resume(self, principal: Principal, key: str) -> WorkloadRecord: ...
+
+    def suspend(self, principal: Principal, key: str) -> WorkloadRecord: ...
+
     def pod_log(
         self,
         principal: Principal,

@@ -445,6 +445,12 @@ def fake(env: Path) -> Iterator[FakeServer]:
             ("DELETE", f"{W}/team-a/train-1"): answer(
                 dumped(workload(state=WorkloadState.CANCELLED))
             ),
+            **{
+                ("POST", f"{W}/team-a/train-1/{action}"): answer(
+                    dumped(workload(state=WorkloadState.PENDING))
+                )
+                for action in ("ungate", "resume", "suspend")
+            },
             ("POST", W): answer(
                 dumped(SubmitResult(accepted=[workload(state=WorkloadState.PENDING)])), 201
             ),
@@ -476,6 +482,9 @@ COMMAND_CASES = [
     ("describe-node", ["describe", "node", "node-a"], ["GPU model: A100"]),
     ("explain", ["explain", "train-1", "-n", "team-a"], ["Position: 2", "Waiting for: quota"]),
     ("delete", ["delete", "wl", "team-a/train-1"], ["workload/team-a/train-1 (Job) cancelled"]),
+    ("ungate", ["ungate", "team-a/train-1"], ["workload/team-a/train-1 (Job) ungated"]),
+    ("resume", ["resume", "train-1", "-n", "team-a"], ["workload/team-a/train-1 (Job) resumed"]),
+    ("suspend", ["suspend", "team-a/train-1"], ["workload/team-a/train-1 (Job) suspended"]),
     ("top", ["top", "nodes"], ["2 nodes, 3/8 GPUs allocated (38%)", "gpu1 A100"]),
     ("whoami", ["whoami"], ["Tenant: team-a", "Role: tenant"]),
 ]  # fmt: skip
@@ -840,6 +849,51 @@ def test_app_delete_frees_the_gpus(served: ServiceHarness) -> None:
     assert top.out.startswith("4 nodes, 12/16 GPUs allocated (75%)")  # with team-b's late
     late = as_(served, "team-b", "get", "workload", "late")
     assert late.rows("late")[0].startswith("late Job team-b Running 2/2")
+
+
+@pytest.mark.parametrize(
+    ("args", "body"),
+    [
+        pytest.param([], None, id="all-gates"),
+        pytest.param(["--gate", "a", "--gate", "b"], {"gates": ["a", "b"]}, id="named-gates"),
+    ],
+)
+def test_ungate_sends_the_gates_named(
+    fake: FakeServer, args: list[str], body: dict[str, list[str]] | None
+) -> None:
+    code, _, err = cli("ungate", "team-a/train-1", *args)
+    assert (code, err) == (0, "")
+    (sent,) = [r for r in fake.requests if r.method == "POST"]
+    assert (json.loads(sent.content) if sent.content else None) == body
+
+
+def test_app_ungate_suspend_and_resume_a_waiting_job(served: ServiceHarness) -> None:
+    gated = job_doc("held", 1, gates=["example.com/a", "example.com/b"])
+    assert as_(served, "team-a", "submit", "-f", "-", input=as_yaml(gated)).code == 0
+    served.advance(1)
+    assert as_(served, "team-a", "explain", "held").rows("Waiting for") == [
+        "Waiting for: SchedulingGated"
+    ]
+    some = as_(served, "team-a", "ungate", "held", "--gate", "example.com/a")
+    assert (some.code, some.out) == (0, "workload/team-a/held (Job) ungated\n")
+    suspended = as_(served, "team-a", "suspend", "team-a/held")
+    assert (suspended.code, suspended.err) == (0, "")
+    assert as_(served, "team-a", "ungate", "held").code == 0
+    served.advance(1)
+    assert as_(served, "team-a", "explain", "held").rows("Waiting for") == [
+        "Waiting for: Suspended"
+    ]
+    again = as_(served, "team-a", "ungate", "held")
+    assert again.code == 1
+    assert "has no scheduling gates (409 conflict)" in again.err
+    assert as_(served, "team-b", "resume", "team-a/held").code == 1  # not found
+    assert as_(served, "team-a", "resume", "held").out == "workload/team-a/held (Job) resumed\n"
+    served.advance(1)
+    assert (
+        as_(served, "team-a", "get", "workload", "held")
+        .rows("held")[0]
+        .startswith("held Job team-a Running")
+    )
 
 
 def test_app_top_nodes_shows_every_device(served: ServiceHarness) -> None:

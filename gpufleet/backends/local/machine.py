@@ -131,6 +131,7 @@ from gpufleet.model.events import (
     PodRestarted,
     WorkloadAdded,
     WorkloadDemoted,
+    WorkloadReleased,
 )
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.node import with_gpu_health
@@ -452,6 +453,18 @@ class LocalMachine:
         if running is None:
             return False
         self._events.append(WorkloadDemoted(running, reason))
+        self.wake()
+        return True
+
+    def release(self, workload: Workload) -> bool:
+        """The owner of a held workload changed it (removed scheduling gates, resumed it): it
+        is kept in its new form and the core is told (``WorkloadReleased``). False when it is
+        not here."""
+        gang = self._gangs.get(workload.key)
+        if gang is None:
+            return False
+        gang.workload = workload
+        self._events.append(WorkloadReleased(workload))
         self.wake()
         return True
 

@@ -113,6 +113,11 @@ class LiveSimCluster(SimulatedCluster):
         self.wake()
         return found
 
+    def release(self, timed: TimedWorkload) -> None:
+        """See :meth:`SimulatedCluster.release`; the loop is woken to tell the core now."""
+        super().release(timed)
+        self.wake()
+
     def restore(
         self,
         pod: Pod,
