@@ -291,6 +291,29 @@ ALERT_NOTIFICATIONS_FAILED = Family(
 )
 #: Served by ``serve`` in every world (zero until a notifier sends).
 ALERTING = (ALERT_NOTIFICATIONS, ALERT_NOTIFICATIONS_FAILED)
+# ----------------------------------------------------------------------------- alert rounds
+# The observatory's rounds (gpufleet.service.observatory), as Prometheus counts its rule group's
+# (prometheus_rule_group_iterations_total, prometheus_rule_group_iterations_missed_total).
+OBSERVATORY_ROUNDS = Family(
+    "gpufleet_observatory_rounds_total",
+    Kind.COUNTER,
+    "Rounds of alert rule evaluation, at the fixed instants of the observatory's step (those "
+    "evaluated late to catch up included)",
+)
+OBSERVATORY_ROUNDS_CAUGHT_UP = Family(
+    "gpufleet_observatory_rounds_caught_up_total",
+    Kind.COUNTER,
+    "Rounds evaluated late, without a reading of their own, because the round thread ran "
+    "behind the observatory's step",
+)
+OBSERVATORY_ROUNDS_SKIPPED = Family(
+    "gpufleet_observatory_rounds_skipped_total",
+    Kind.COUNTER,
+    "Instants of the observatory's step never evaluated: the round thread fell further behind "
+    "than the rounds it catches up (40)",
+)
+#: Served by ``serve`` in every world (no sample where the plane observes nothing).
+OBSERVING = (OBSERVATORY_ROUNDS, OBSERVATORY_ROUNDS_CAUGHT_UP, OBSERVATORY_ROUNDS_SKIPPED)
 
 SERVE = (
     WORKLOADS,
@@ -300,6 +323,7 @@ SERVE = (
     COST_DOLLARS,
     IDLE_GPU_HOURS,
     *ALERTING,
+    *OBSERVING,
 )
 
 

@@ -11,7 +11,8 @@ tenant, workload and kind from the plane's records, hands both to the
 store's durable form (``SeriesStore.to_bytes``, compressed) and the pods' usage summaries into
 the plane's store, so a restarted ``gpufleet serve`` keeps its day of fine points and its 30
 days of coarse ones (a killed process loses what came after the last save, at most
-:data:`SAVE_EVERY_S` of the plane's clock; a clean stop saves). Lock order: the plane's lock
+:data:`SAVE_EVERY_S` of the plane's clock; a clean stop saves). The alerts' states are kept
+apart, at every change (:mod:`~gpufleet.service.alert_state`). Lock order: the plane's lock
 is never requested while holding the observatory's (what a round needs of the records is
 copied first).
 """
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from gpufleet.model.alerts import AlertRule
+from gpufleet.service.alert_state import AlertStateKeeper
 from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
 from gpufleet.service.records import WorkloadRecord, pods_of
 from gpufleet.service.store import Store
@@ -74,6 +76,8 @@ class EmbeddedObserving:
             step_s,
         )
         self._saved_at: float | None = None
+        # The alerts' states, kept in their own blob whenever one changes (``alert_state``).
+        AlertStateKeeper.attach(plane.store, self.observatory, plane.lock)
 
     def round(self) -> ObservedRound | None:
         """Read, record and evaluate at the newest instant of the step's grid, after

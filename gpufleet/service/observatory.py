@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.model.alerts import Alert, AlertRule, AlertState, AlertTransition
+from gpufleet.telemetry.alert_dispatch import WallTime, same_time
 from gpufleet.telemetry.recording import PodKey, PodTags, SeriesRecorder
 from gpufleet.telemetry.rules import RuleEngine
 from gpufleet.telemetry.series_layout import Labels
@@ -126,6 +127,9 @@ class Observatory:
         self.last_round: float | None = None
         #: Why the latest round could not read its series (None: it could).
         self.last_error: str | None = None
+        #: The plane's time -> Unix time, for what is sent out (the simulated cluster's is
+        #: ``wall_time.PlaneWallTime``; the identity where the clock is the wall's).
+        self.wall_time: WallTime = same_time
         self._raw = series
         self._clock = clock
         self._subscribers: list[RoundSubscriber] = []
