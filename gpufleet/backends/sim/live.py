@@ -97,8 +97,10 @@ class LiveSimCluster(SimulatedCluster):
 
     # ----------------------------------------------------------------------------- inputs
     def submit(self, timed: TimedWorkload) -> None:
-        """A workload arrives now; it runs for ``timed.duration`` simulated seconds once bound."""
-        self.arrive(timed, self.clock.now())
+        """A workload arrives now, or at ``timed.created`` when that is later (a scenario's
+        ``gpufleet.dev/submit-at``); it runs for ``timed.duration`` simulated seconds once
+        bound."""
+        self.arrive(timed, max(self.clock.now(), timed.created))
         self.wake()
 
     def cancel(self, pod_keys: Iterable[str]) -> list[str]:
