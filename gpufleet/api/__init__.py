@@ -2,12 +2,15 @@
 
 Routes (JSON shapes in :mod:`gpufleet.api.schemas`; errors are :class:`ErrorBody` with the
 right 4xx code). Everything under ``/api/v1`` needs ``Authorization: Bearer <token>`` (only the
-event stream takes ``?token=`` instead, as the dashboard's EventSource cannot set headers).
+event stream takes ``?token=`` instead, as the dashboard's EventSource cannot set headers), and
+so does ``/metrics``, from an admin or a metrics token only (it names every tenant's pods); a
+metrics token reads nothing else.
 Every response carries the security headers and every request passes the Host check of
 :mod:`gpufleet.api.front_door`; :mod:`gpufleet.api.http_server` runs the app under uvicorn:
 
 ==========  ===================================================  =========================
-GET         /healthz, /readyz, /metrics                           no token
+GET         /healthz, /readyz                                     no token
+GET         /metrics  (Prometheus text)                           admin or metrics token
 GET         /, /static/...                                        the dashboard, no token
 GET         /openapi.json, /docs, /redoc                          no token
 GET         /static/vendor/api-docs/...  (the docs' own assets)   no token
@@ -19,6 +22,9 @@ GET         /api/v1/workloads?state=&queue=&namespace=           list[WorkloadSu
 GET         /api/v1/workloads/{namespace}/{name}                  WorkloadDetail
 GET         /api/v1/workloads/{namespace}/{name}/explain          Explanation
 DELETE      /api/v1/workloads/{namespace}/{name}                  WorkloadSummary
+POST        /api/v1/workloads/{namespace}/{name}/ungate           WorkloadSummary
+            (body {"gates": [...]} optional: default all)
+POST        /api/v1/workloads/{namespace}/{name}/resume|suspend   WorkloadSummary
 GET         /api/v1/queues, /api/v1/queues/{name}                 list[QueueView], QueueView
 PUT         /api/v1/queues  (admin; a Queue object)               QueueView
 DELETE      /api/v1/queues/{name}  (admin)                        204

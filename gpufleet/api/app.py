@@ -47,6 +47,7 @@ from gpufleet.api.schemas import (
     SubmitResult,
     TokenCreated,
     TokenView,
+    UngateRequest,
     WhoAmI,
     WorkloadDetail,
     WorkloadSummary,
@@ -56,7 +57,7 @@ from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import describe
 from gpufleet.io.prices import default_prices
 from gpufleet.io.quantities import parse_long_duration
-from gpufleet.service.auth import Principal
+from gpufleet.service.auth import METRICS, Principal
 from gpufleet.service.base import PRIORITY_CLASS, QUEUE
 from gpufleet.service.base import Change as PlaneChange
 from gpufleet.service.protocol import Plane
@@ -120,7 +121,7 @@ def create_app(
         return PlainTextResponse("ok\n")
 
     @app.get("/metrics", include_in_schema=False)
-    def prometheus() -> Response:
+    def prometheus(_: Scraper) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     # ----------------------------------------------------------------------------- dashboard
@@ -263,6 +264,42 @@ def create_app(
         with plane.lock:
             key = plane.find(caller, namespace, name, kind).key
         record = plane.cancel(caller, key)
+        return views.workload_summary(record, {})
+
+    @app.post(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/ungate")
+    def ungate(
+        caller: Caller,
+        namespace: str,
+        name: str,
+        kind: KindQuery = None,
+        body: UngateRequest | None = None,
+    ) -> WorkloadSummary:
+        """Remove scheduling gates (``spec.schedulingGates``) from the workload's pods: those
+        named, else all; once none is left it joins its queue (409: it has none of them)."""
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        record = plane.ungate(caller, key, body.gates if body is not None else ())
+        return views.workload_summary(record, {})
+
+    @app.post(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/resume")
+    def resume(
+        caller: Caller, namespace: str, name: str, kind: KindQuery = None
+    ) -> WorkloadSummary:
+        """Resume a suspended Job (``spec.suspend``): it joins its queue (409: not suspended)."""
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        record = plane.resume(caller, key)
+        return views.workload_summary(record, {})
+
+    @app.post(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/suspend")
+    def suspend(
+        caller: Caller, namespace: str, name: str, kind: KindQuery = None
+    ) -> WorkloadSummary:
+        """Suspend a waiting Job: it leaves its queue until resumed (409: not a Job, suspended
+        already, or started)."""
+        with plane.lock:
+            key = plane.find(caller, namespace, name, kind).key
+        record = plane.suspend(caller, key)
         return views.workload_summary(record, {})
 
     @app.put(f"{API_PREFIX}/queues")
@@ -442,12 +479,36 @@ async def _stream_principal(
     return _authenticate(request, found)
 
 
-def _authenticate(request: Request, found: str) -> Principal:
+async def _scraper(request: Request) -> Principal:
+    """The caller of ``/metrics``: an admin or a metrics token (403 for a tenant's: the page
+    names every tenant's pods), from ``Authorization: Bearer`` (Prometheus' ``authorization``
+    in its scrape config)."""
+    found = _bearer(request)
+    if found is None:
+        raise ApiError(
+            401,
+            "authentication required: /metrics names every tenant's workloads; send "
+            "Authorization: Bearer <token> of an admin or of a metrics token (`gpufleet admin "
+            "create-token --role metrics`)",
+        )
+    who = _authenticate(request, found, scraping=True)
+    if not who.may_scrape:
+        raise ApiError(
+            403,
+            "/metrics names every tenant's workloads: it is served to an admin or a metrics "
+            "token (`gpufleet admin create-token --role metrics`), not to a tenant's",
+        )
+    return who
+
+
+def _authenticate(request: Request, found: str, scraping: bool = False) -> Principal:
     plane: Plane = request.app.state.plane
     try:
         who = plane.authenticate(found)
     except TokenRefusedError as error:
         raise ApiError(401, str(error)) from None
+    if who.role == METRICS and not scraping:
+        raise ApiError(403, "a metrics token reads /metrics only")
     if request.method not in READ_METHODS:
         plane.throttle(who)
     return who
@@ -465,6 +526,7 @@ def _lifetime(expires_in: str) -> float | None:
 
 Caller = Annotated[Principal, Depends(_principal)]
 StreamCaller = Annotated[Principal, Depends(_stream_principal)]
+Scraper = Annotated[Principal, Depends(_scraper)]
 #: Which kind's workload a name means, where kinds share it (names are unique per kind and
 #: namespace, as in Kubernetes): Job, PyTorchJob... (any case).
 KindQuery = Annotated[

@@ -4,11 +4,11 @@ One registry per app (several apps in one test process must not share counters).
 plane's :class:`~gpufleet.metrics.scheduler.SchedulerMetrics` (the families every world serves,
 read from the plane's core; on Kubernetes also leadership and API calls) and adds what only
 the control plane has: its workloads by state, its clock, what its book counted since start,
-the latency of API requests, what its workloads cost (:class:`~gpufleet.service.cost_meter.
-CostMeter`), and its world's device telemetry under dcgm-exporter's names
-(:mod:`gpufleet.metrics.dcgm`, where the world has telemetry: the simulated cluster, this
-machine's GPUs under ``serve --local``). Every
-name comes from :mod:`gpufleet.metrics.families`.
+the latency of API requests, its observatory's rounds (evaluated, caught up, skipped), what
+its workloads cost (:class:`~gpufleet.service.cost_meter.CostMeter`), and its world's device
+telemetry under dcgm-exporter's names (:mod:`gpufleet.metrics.dcgm`, where the world has
+telemetry: the simulated cluster, this machine's GPUs under ``serve --local``). Every name
+comes from :mod:`gpufleet.metrics.families`.
 
 The API latency's labels take only values the server chose, never what a caller sent: a
 method outside HTTP's standard ones is ``other``, a path no route matched is ``unmatched``
@@ -90,6 +90,30 @@ class _CostCollector(Collector):
         yield idle
 
 
+class _ObservatoryCollector(Collector):
+    """The observatory's rounds: evaluated, caught up late, skipped (families without a
+    sample where the plane observes nothing)."""
+
+    def __init__(self, plane: Plane) -> None:
+        self.plane = plane
+
+    def collect(self) -> Iterator[Metric]:
+        observatory = self.plane.observatory
+        counts: tuple[int, int, int] | None = None
+        if observatory is not None:
+            with observatory.lock:
+                counts = (
+                    observatory.rounds,
+                    observatory.rounds_caught_up,
+                    observatory.rounds_skipped,
+                )
+        for index, family in enumerate(f.OBSERVING):
+            metric = CounterMetricFamily(family.name, family.help)
+            if counts is not None:
+                metric.add_metric([], counts[index])
+            yield metric
+
+
 #: The methods the API latency names; any other is counted as :data:`OTHER_METHOD`.
 KNOWN_METHODS = frozenset(
     ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
@@ -118,6 +142,7 @@ class ApiMetrics:
             _CostCollector(CostMeter(plane, prices, lambda: plane_series(plane)))
         )
         self.registry.register(plane.notifications)
+        self.registry.register(_ObservatoryCollector(plane))
         if plane.telemetry is not None:
             self.registry.register(DcgmCollector(plane.telemetry))
         family = f.API_REQUEST_SECONDS

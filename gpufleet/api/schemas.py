@@ -37,6 +37,8 @@ class ErrorBody(_Schema):
 class Role(StrEnum):
     ADMIN = "admin"
     TENANT = "tenant"
+    #: Reads /metrics only (Prometheus' scrape credentials).
+    METRICS = "metrics"
 
 
 class WhoAmI(_Schema):
@@ -79,7 +81,10 @@ class JobStatusView(_Schema):
     completions: int
     failed_pods: int = Field(description="pods that failed and were not restarted in place")
     restarts: int = Field(description="containers restarted in place")
-    state: str = Field(description="Running, Succeeded or Failed")
+    state: str = Field(
+        description="Succeeded or Failed once it ended; else its workload's state (Pending, "
+        "Admitted, Running)"
+    )
     reason: str | None = Field(None, description="BackoffLimitExceeded, DeadlineExceeded, ...")
     message: str | None = None
 
@@ -143,6 +148,17 @@ class Explanation(_Schema):
     waiting_for: str | None = None
     message: str
     estimated_start: float | None = None
+    never: bool = Field(
+        False, description="it can never fit on the cluster as it stands (Kueue: Inadmissible)"
+    )
+
+
+class UngateRequest(_Schema):
+    """The body of ``POST .../ungate`` (optional): which scheduling gates to remove."""
+
+    gates: list[str] = Field(
+        default_factory=list, description="the gates to remove; none named: every gate"
+    )
 
 
 class SubmitResult(_Schema):
@@ -229,7 +245,11 @@ class NodeView(_Schema):
     cpu_allocated: float
     memory_mib: int
     memory_allocated_mib: int
-    gpus: int
+    gpus: int = Field(description="its GPUs (capacity)")
+    gpus_allocatable: int = Field(
+        description="its GPUs less those withdrawn as unhealthy (allocatable, as the kubelet "
+        "advertises once the device plugin withdrew them)"
+    )
     gpus_allocated: float
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[str] = Field(default_factory=list)

@@ -184,7 +184,9 @@ def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDet
                     completions=job.completions,
                     failed_pods=job.failed_pods,
                     restarts=job.restarts,
-                    state=job.outcome or "Running",
+                    # A job that has not ended is in its workload's state: Pending while
+                    # it waits (for a budget, say), never Running before it runs.
+                    state=job.outcome or record.state.value,
                     reason=job.reason or None,
                     message=job.message or None,
                 )
@@ -210,6 +212,7 @@ def explanation(plane: Plane, principal: Principal, key: str) -> Explanation:
                 waiting_for=why.waiting_for,
                 message=why.message,
                 estimated_start=why.estimated_start,
+                never=why.never,
             )
         at = plane.core.time_format  # the world's clock: simulated, or the wall clock
         message = {
@@ -372,6 +375,7 @@ def nodes(plane: Plane, principal: Principal, name: str | None = None) -> list[N
                     memory_mib=node.memory_mib,
                     memory_allocated_mib=memory,
                     gpus=node.gpu_count,
+                    gpus_allocatable=sum(d.healthy for d in devices),
                     gpus_allocated=round(sum(d.allocated for d in devices), 3),
                     labels=dict(node.labels),
                     taints=[f"{t.key}={t.value}:{t.effect.value}" for t in node.taints],

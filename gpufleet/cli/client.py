@@ -277,6 +277,25 @@ class ApiClient:
         response = self.request("DELETE", path, params=_params(kind=kind))
         return _parse(response, WorkloadSummary)
 
+    def ungate(
+        self, namespace: str, name: str, kind: str | None = None, gates: Sequence[str] = ()
+    ) -> WorkloadSummary:
+        """Remove scheduling gates from the workload's pods (those named, else all)."""
+        path = _workload_path(namespace, name) + "/ungate"
+        body = {"gates": list(gates)} if gates else None
+        response = self.request("POST", path, params=_params(kind=kind), json_body=body)
+        return _parse(response, WorkloadSummary)
+
+    def resume(self, namespace: str, name: str, kind: str | None = None) -> WorkloadSummary:
+        """Resume a suspended Job."""
+        path = _workload_path(namespace, name) + "/resume"
+        return _parse(self.request("POST", path, params=_params(kind=kind)), WorkloadSummary)
+
+    def suspend(self, namespace: str, name: str, kind: str | None = None) -> WorkloadSummary:
+        """Suspend a waiting Job."""
+        path = _workload_path(namespace, name) + "/suspend"
+        return _parse(self.request("POST", path, params=_params(kind=kind)), WorkloadSummary)
+
     def list_queues(self) -> list[QueueView]:
         return self._get_list(f"{API_PREFIX}/queues", QueueView)
 

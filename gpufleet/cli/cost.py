@@ -161,7 +161,8 @@ def cost(
         assert clock is not None
         console.print(
             f"{report.currency}, the {report.window} to {clock.at(report.end)}; unmeasured: "
-            "GPU cost of pods whose utilisation nobody measured; * estimated price",
+            "GPU cost of pods whose utilisation nobody measured"
+            + ("; * estimated price" if report.total.estimated else ""),
             markup=False,
         )
         for note in report.notes:

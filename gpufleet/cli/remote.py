@@ -529,6 +529,61 @@ def delete(
 
 
 @remote_errors
+def ungate(
+    name: Annotated[str, typer.Argument(help="[NAMESPACE/][KIND/]NAME of a workload")],
+    gate: Annotated[
+        list[str] | None,
+        typer.Option("--gate", help="a scheduling gate to remove (repeatable; default: all)"),
+    ] = None,
+    namespace: NamespaceOption = None,
+    workload_kind: KindOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Remove scheduling gates (spec.schedulingGates) from a waiting workload's pods: once none
+    is left it joins its queue. Example: gpufleet ungate train --gate example.com/quota"""
+    with connect(server, token) as client:
+        found = resolve_workload(client, name, namespace, workload_kind)
+        changed = client.ungate(*found, gates=gate or ())
+        _changed(changed, "ungated")
+
+
+@remote_errors
+def resume(
+    name: Annotated[str, typer.Argument(help="[NAMESPACE/][KIND/]NAME of a Job")],
+    namespace: NamespaceOption = None,
+    workload_kind: KindOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Resume a suspended Job (spec.suspend): it joins its queue. Example: gpufleet resume train"""
+    with connect(server, token) as client:
+        _changed(
+            client.resume(*resolve_workload(client, name, namespace, workload_kind)), "resumed"
+        )
+
+
+@remote_errors
+def suspend(
+    name: Annotated[str, typer.Argument(help="[NAMESPACE/][KIND/]NAME of a Job")],
+    namespace: NamespaceOption = None,
+    workload_kind: KindOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Suspend a waiting Job: it leaves its queue until resumed. Example: gpufleet suspend train"""
+    with connect(server, token) as client:
+        found = resolve_workload(client, name, namespace, workload_kind)
+        _changed(client.suspend(*found), "suspended")
+
+
+def _changed(summary: WorkloadSummary, what: str) -> None:
+    console.print(
+        f"workload/{summary.namespace}/{summary.name} ({summary.kind}) {what}", markup=False
+    )
+
+
+@remote_errors
 def top(
     resource: Annotated[str, typer.Argument(help="nodes")],
     devices: Annotated[bool, typer.Option(help="a row per GPU device under each node")] = True,

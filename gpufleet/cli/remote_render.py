@@ -248,8 +248,8 @@ def nodes_table(nodes: Sequence[NodeView], *, wide: bool = False) -> Table:
         columns += ["LABELS", "TAINTS"]
     table = _table(*columns)
     for n in nodes:
-        row = [n.name, n.gpu_model or "-", f"{format_gpus(n.gpus_allocated)}/{n.gpus}"]
-        row += [_percent(n.gpus_allocated, n.gpus)]
+        row = [n.name, n.gpu_model or "-", node_gpus(n)]
+        row += [_percent(n.gpus_allocated, n.gpus_allocatable)]
         row += [f"{format_cpu(n.cpu_allocated)}/{format_cpu(n.cpu)}"]
         row += [f"{format_mib(n.memory_allocated_mib)}/{format_mib(n.memory_mib)}"]
         if wide:
@@ -259,23 +259,33 @@ def nodes_table(nodes: Sequence[NodeView], *, wide: bool = False) -> Table:
     return table
 
 
+def node_gpus(node: NodeView) -> str:
+    """GPUs allocated of those allocatable, and the capacity when some are withdrawn (as
+    unhealthy): ``3/8``, ``0/7 of 8``."""
+    text = f"{format_gpus(node.gpus_allocated)}/{node.gpus_allocatable}"
+    return text if node.gpus_allocatable == node.gpus else f"{text} of {node.gpus}"
+
+
 def top_nodes(nodes: Sequence[NodeView], *, devices: bool = True) -> Group:
-    """GPU allocation per node and, indented under it, per device, with bars."""
-    total = sum(n.gpus for n in nodes)
+    """GPU allocation per node and, indented under it, per device, with bars. Allocation is
+    of the GPUs allocatable: a GPU withdrawn as unhealthy is no free room."""
+    total = sum(n.gpus_allocatable for n in nodes)
     allocated = sum(n.gpus_allocated for n in nodes)
+    withdrawn = sum(n.gpus - n.gpus_allocatable for n in nodes)
     summary = Text(
         f"{len(nodes)} nodes, {format_gpus(allocated)}/{total} GPUs allocated "
         f"({_percent(allocated, total)})"
+        + (f"; {withdrawn} GPU(s) withdrawn as unhealthy" if withdrawn else "")
     )
     table = _table("NAME", "MODEL", "GPU ALLOCATION", "GPUS", "GPU%", "CPU%", "MEMORY%", "PODS")
     for n in nodes:
-        fraction = n.gpus_allocated / n.gpus if n.gpus else 0.0
+        fraction = min(1.0, n.gpus_allocated / n.gpus_allocatable) if n.gpus_allocatable else 0.0
         table.add_row(
             Text(n.name, style="bold"),
             n.gpu_model or "-",
             gpu_bar(fraction),
-            f"{format_gpus(n.gpus_allocated)}/{n.gpus}",
-            _percent(n.gpus_allocated, n.gpus),
+            node_gpus(n),
+            _percent(n.gpus_allocated, n.gpus_allocatable),
             _percent(n.cpu_allocated, n.cpu),
             _percent(n.memory_allocated_mib, n.memory_mib),
             "",
@@ -286,8 +296,13 @@ def top_nodes(nodes: Sequence[NodeView], *, devices: bool = True) -> Group:
     return Group(summary, Text(""), table)
 
 
-def _device_row(device: DeviceView) -> list[RenderableType]:
+def _device_kind(device: DeviceView) -> str:
     kind = "mig" if device.mig else "shared" if device.shared else ""
+    return kind if device.healthy else f"{kind} withdrawn".strip()
+
+
+def _device_row(device: DeviceView) -> list[RenderableType]:
+    kind = _device_kind(device)
     return [
         f"  gpu{device.index}",
         device.model,
@@ -455,11 +470,20 @@ def events_table(detail: WorkloadDetail, clock: Clock) -> Table:
     return table
 
 
+def _capacity(node: NodeView) -> str:
+    """Capacity and allocatable, as ``kubectl describe node`` shows them, naming the GPUs
+    withdrawn as unhealthy."""
+    text = f"{node.gpus}, allocatable {node.gpus_allocatable}"
+    out = [str(d.index) for d in node.devices if not d.healthy]
+    return text + (f" (GPU {', '.join(out)} withdrawn: unhealthy)" if out else "")
+
+
 def describe_node(node: NodeView) -> Group:
     rows: list[tuple[str, str | Text]] = [
         ("Name", node.name),
         ("GPU model", node.gpu_model or "-"),
-        ("GPUs", f"{format_gpus(node.gpus_allocated)}/{node.gpus} allocated"),
+        ("GPUs", f"{format_gpus(node.gpus_allocated)}/{node.gpus_allocatable} allocated"),
+        ("GPU capacity", _capacity(node)),
         ("CPU", f"{format_cpu(node.cpu_allocated)}/{format_cpu(node.cpu)} allocated"),
         (
             "Memory",
@@ -470,7 +494,7 @@ def describe_node(node: NodeView) -> Group:
     ]
     devices = _table("  GPU", "MODEL", "MEMORY", "ALLOCATION", "GPUS", "PODS")
     for device in node.devices:
-        kind = "mig" if device.mig else "shared" if device.shared else ""
+        kind = _device_kind(device)
         devices.add_row(
             f"  {device.index}",
             device.model,
@@ -483,6 +507,8 @@ def describe_node(node: NodeView) -> Group:
 
 
 def _estimate(explanation: Explanation, clock: Clock) -> str:
+    if explanation.never:
+        return "never"
     if explanation.estimated_start is None:
         return "unknown"
     wait = explanation.estimated_start - clock.now
@@ -498,8 +524,12 @@ def describe_explanation(explanation: Explanation, clock: Clock) -> Group:
     ]
     if explanation.state is WorkloadState.PENDING:
         position = f"{explanation.position}" if explanation.position is not None else "-"
+        if explanation.never:
+            position += " (inadmissible: it can never fit as the cluster stands)"
+        elif explanation.position == 1:
+            position += " (next to be tried)"
         rows += [
-            ("Position", position + (" (next to be tried)" if explanation.position == 1 else "")),
+            ("Position", position),
             ("Waiting for", explanation.waiting_for or "-"),
             ("Estimated start", _estimate(explanation, clock)),
         ]

@@ -140,6 +140,17 @@ def _row(row: CostRow, label: str) -> list[str]:
     ]
 
 
+def cost_legend(rows: Sequence[CostRow]) -> str:
+    """The caption's explanations of the marks the table shows, and only those: ``__idle__``
+    where a row is the cluster's idle, ``*`` where a row's price was estimated."""
+    legend = ""
+    if any(row.group == "__idle__" for row in rows):
+        legend += "; __idle__: GPU time nobody held"
+    if any(row.estimated for row in rows):
+        legend += "; * estimated price"
+    return legend
+
+
 def print_cost(summaries: Sequence[CostSummary]) -> None:
     """The first grouping's lines per run label, and a line naming the others."""
     if not summaries:
@@ -148,13 +159,14 @@ def print_cost(summaries: Sequence[CostSummary]) -> None:
     shown = [s for s in summaries if s.by == first]
     seeds = max(len(s.seeds) for s in shown)
     others = list(dict.fromkeys(s.by for s in summaries if s.by != first))
+    rows = [row for summary in shown for row in summary.rows]
     table = Table(
         title=f"Cost by {first} ({shown[0].currency}"
         + (f"; the median run of {seeds} seeds" if seeds > 1 else "")
         + ")",
         caption="allocated = used + idle + unmeasured; used: GPU cost x measured utilisation, "
-        "plus CPU and memory; unmeasured: GPU cost of pods never sampled; __idle__: GPU time "
-        "nobody held; * estimated price"
+        "plus CPU and memory; unmeasured: GPU cost of pods never sampled"
+        + cost_legend(rows)
         + (f". Also by {', '.join(others)} in report.html and results.json" if others else ""),
     )
     table.add_column("run", no_wrap=True)

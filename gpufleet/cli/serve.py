@@ -345,7 +345,8 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Start the control plane: the scheduler on the embedded simulated cluster (or, with
-    --local, this machine's GPUs), the HTTP API (/api/v1, /docs), Prometheus /metrics,
+    --local, this machine's GPUs), the HTTP API (/api/v1, /docs), Prometheus /metrics (for an
+    admin or a --role metrics token),
     /healthz, /readyz and the dashboard at /."""
     if policy not in POLICY_NAMES:
         raise fail(f"unknown policy {policy!r} (expected one of {', '.join(POLICY_NAMES)})")
@@ -729,8 +730,7 @@ def _local_plane(
     warn_skipped(skipped)
     if hiding_warning is not None:
         warn(escape(hiding_warning))
-    local.state_dir.mkdir(parents=True, exist_ok=True)
-    machine = LocalMachine(
+    machine = LocalMachine(  # its supervisor makes the state directory, with its modes
         inventory,
         local.state_dir,
         mps=local.mps,

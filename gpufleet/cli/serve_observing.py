@@ -23,6 +23,7 @@ from gpufleet.io.idle_policies import read_idle_policies
 from gpufleet.io.prices import read_prices
 from gpufleet.model.alerts import AlertRule
 from gpufleet.model.idle import IdlePolicy
+from gpufleet.service.alert_state import DISPATCH_BLOB, keep_blob, read_blob
 from gpufleet.service.alert_webhooks import AlertNotifier, WebhookSender
 from gpufleet.service.protocol import Plane
 
@@ -195,7 +196,8 @@ def join_idle_policies(read: list[tuple[str, list[IdlePolicy]]]) -> list[IdlePol
 
 
 def start_notifier(plane: Plane, routing: AlertRouting, external_url: str) -> AlertNotifier:
-    """Send ``plane``'s alerts as ``routing`` says, from now on (the caller stops it)."""
+    """Send ``plane``'s alerts as ``routing`` says, from now on (the caller stops it), going
+    on from what an earlier server sent (kept in the plane's store), with wall-clock times."""
     observatory = plane.observatory
     if observatory is None:
         raise typer.BadParameter("this control plane evaluates no alerts to send")
@@ -205,6 +207,9 @@ def start_notifier(plane: Plane, routing: AlertRouting, external_url: str) -> Al
         rules=lambda: observatory.rules,
         external_url=external_url,
         sender=WebhookSender(plane.notifications),
+        wall=observatory.wall_time,
+        kept=read_blob(plane.store, DISPATCH_BLOB, plane.lock),
+        keep=keep_blob(plane.store, DISPATCH_BLOB, plane.lock),
     )
     observatory.subscribe(notifier.on_round)
     notifier.start()

@@ -113,10 +113,13 @@ def choose(
     mix_pods = sum(step.pods for step in mix)
     if single is not None and (mix_pods < pending or single.cost <= mix_cost):
         # The next cheapest: packed if it was, else what its bound says it costs at least.
+        # ``k`` is a position among the growing pools (``packers``); a packer's ``pool`` is
+        # the pool's index among all pools: the two are compared as pools, never as numbers.
         others = [
             (first[k].cost if k in first else least, k in first, packers[k].node_pool.name)
             for least, k in candidates
-            if k != single.packer.pool and (k not in first or first[k].pods == pending)
+            if packers[k].pool != single.packer.pool
+            and (k not in first or first[k].pods == pending)
         ]
         single.reason = _single_reason(single, min(others, default=None))
         return [single]

@@ -54,6 +54,14 @@ class ScaleHistory:
     last_active: float | None = None
     started: float | None = None
 
+    @classmethod
+    def seeded(cls, now: float, replicas: int, behavior: Behavior) -> ScaleHistory:
+        """The history of an autoscaler first met at ``now`` with ``replicas``: that count as
+        its first recommendation (the HPA controller's ``recordInitialRecommendation``), so
+        the count found holds for the scale-down window rather than dropping at the first
+        sync."""
+        return cls().recommended(now, replicas, behavior)
+
     def recommended(self, now: float, replicas: int, behavior: Behavior) -> ScaleHistory:
         """With ``replicas`` recommended at ``now``; those no window can see any more dropped."""
         cutoff = now - behavior.longest_window_s

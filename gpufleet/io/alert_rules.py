@@ -16,7 +16,9 @@ Owns the format (pydantic, ``extra="forbid"``)::
       threshold: 20
       for: 2h                        # default 0: fires in the first round it holds
       severity: warning              # info | warning (default) | critical
-      scope: {namespace: ml, queue: research, labels: {team: vision}}
+      scope: {namespace: ml, labels: {modelName: NVIDIA H100 80GB HBM3}}
+      # labels the metric's series carry only (``series_labels``: a queue or a team label is
+      # refused, Prometheus would match nothing); allocated: true, only GPUs a pod holds
       minRunning: 1h                 # workload metrics only: how long it must have run
       summary: GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is idle
 
@@ -123,6 +125,7 @@ class ScopeSpec(_Strict):
     namespace: str | None = Field(default=None, min_length=1)
     queue: str | None = Field(default=None, min_length=1)
     labels: dict[str, str] = Field(default_factory=dict)
+    allocated: bool = False
 
     @field_validator("labels")
     @classmethod
@@ -188,7 +191,12 @@ class AlertRuleSpec(_Strict):
             window_s=self.window,
             for_s=self.for_,
             severity=self.severity,
-            scope=AlertScope(self.scope.namespace, self.scope.queue, label_set(self.scope.labels)),
+            scope=AlertScope(
+                self.scope.namespace,
+                self.scope.queue,
+                label_set(self.scope.labels),
+                self.scope.allocated,
+            ),
             quantile=self.quantile,
             min_running_s=self.min_running,
             summary=self.summary,
@@ -247,6 +255,7 @@ def builtin_rules_path() -> Path:
 
 def builtin_alert_rules() -> list[AlertRule]:
     """The rules gpufleet ships (the seeds' recommendations): GPU memory above 90%, average
-    utilisation below 20% over 1 h, temperature above 85 C, any XID, and a workload below 40%
-    utilisation for an hour after running an hour."""
+    utilisation below 20% over 1 h on GPUs a pod holds (paid for and idle; not on GPUs nobody
+    holds), temperature above 85 C, any XID, and a workload below 40% utilisation for an hour
+    after running an hour."""
     return read_alert_rules(builtin_rules_path())

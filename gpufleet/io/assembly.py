@@ -130,6 +130,8 @@ class Scenario:
     replica_templates: dict[str, TimedWorkload] = dataclasses.field(default_factory=dict)
     #: Node pools an autoscaler grows and shrinks in a simulation (``NodePool`` objects).
     node_pools: list[NodePool] = dataclasses.field(default_factory=list)
+    #: What each Job of parallelism 0 is (it runs no pods, so it has no workload).
+    paused_jobs: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,8 @@ class ObjectPods:
     duration: float | None = None
     #: The rules of the object the pods came from (none for pods that end with their work).
     job: JobSpec | None = None
+    #: A Job's ``spec.suspend: true``: its workload waits, suspended, until resumed.
+    suspended: bool = False
 
     @property
     def gang(self) -> tuple[str, str, str]:
@@ -182,6 +186,8 @@ class ScenarioBuilder(Catalog):
         #: each such object's key -> one replica of it, as read.
         self.replica_owner: dict[tuple[str, str, str], str] = {}
         self.templates: dict[str, ObjectPods] = {}
+        #: Jobs of parallelism 0: read, valid, and running nothing (no workload), said so.
+        self.paused_jobs: list[str] = []
         #: Refuse a pod's own ``spec.priority`` unless it is what its class (or the default)
         #: gives, as the API server's Priority admission plugin does (requests to a control
         #: plane; a scenario file may set priorities directly).
@@ -294,7 +300,17 @@ class ScenarioBuilder(Catalog):
         part = object_pods(context, kind, name, namespace, pods, settings)
         if kind == "Job":
             job = job_rules.batch_job(context, name, spec, pods)
-            self._add_pods(dataclasses.replace(part, job=job))
+            suspended = spec.get("suspend", False)
+            if not isinstance(suspended, bool):
+                raise context.error(
+                    "spec.suspend", f"expected true or false, got {describe(suspended)}"
+                )
+            if not pods:
+                self.paused_jobs.append(
+                    f"Job {namespace}/{name}: parallelism 0 runs no pods (Kubernetes keeps such "
+                    "a Job active and paused until its parallelism is raised)"
+                )
+            self._add_pods(dataclasses.replace(part, job=job, suspended=suspended))
             return
         owner = workload_key(namespace, name, kind)
         for timed in pods:  # a Deployment, StatefulSet or ReplicaSet: a workload per replica
@@ -399,6 +415,7 @@ class ScenarioBuilder(Catalog):
             inference=self._check_inference_targets(),
             replica_owner=owners,
             replica_templates=templates,
+            paused_jobs=list(self.paused_jobs),
         )
 
     def assemble(
@@ -468,6 +485,7 @@ class ScenarioBuilder(Catalog):
             topology=None if topology is None else topology.value,
             mixed_gpu_models=mixed is not None and mixed.value,
             labels=settings[0].labels,
+            suspended=any(part.suspended for part in parts),
         )
         created = min((t.created for t in timed if t.created is not None), default=0.0)
         # Each pod runs for its gpufleet.dev/sim-duration, else its expected run time.

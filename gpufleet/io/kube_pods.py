@@ -4,11 +4,11 @@ ReplicaSet) as timed model pods.
 Owns the reading of one object into :class:`~gpufleet.model.workload.TimedPod` values: names
 (``<job>-<i>`` for the pods of a Job, ``min(parallelism, completions)`` of them, or of a
 Deployment's, StatefulSet's or ReplicaSet's ``replicas``; all checked as Kubernetes checks
-names: :mod:`gpufleet.io.names`), namespace, labels and annotations, the scheduling
-constraints (nodeSelector, tolerations, allowed GPU models, priority), the simulation times
-from ``gpufleet.dev/`` annotations, and each pod's restartPolicy and simulated failures (what a
-controller does with them is ``job_rules``'). Requests (extended resources included) come from
-``kube_resources``; node affinity, pod affinity and anti-affinity and topology spread
+names: :mod:`gpufleet.io.names`), namespace, labels and annotations, the scheduling constraints
+(nodeSelector, tolerations, allowed GPU models, priority, scheduling gates), the simulation
+times from ``gpufleet.dev/`` annotations, and each pod's restartPolicy and simulated failures
+(what a controller does with them is ``job_rules``'). Requests (extended resources included)
+come from ``kube_resources``; node affinity, pod affinity and anti-affinity and topology spread
 constraints from ``kube_affinity``. It does not read files or check that pod names are unique
 across a file (``kubernetes.read_pods`` does) or resolve PriorityClass names.
 """
@@ -207,6 +207,7 @@ def _pod(
         annotations=dict(annotations.values),
         extended=requests.extended,
         rules=placement_rules(context, spec, spec_path, namespace, labels),
+        scheduling_gates=scheduling_gates(context, spec, spec_path),
     )
     created = 0.0
     if SUBMIT_AT_ANNOTATION in annotations.values:
@@ -225,6 +226,21 @@ def _pod(
             break
     policy = restart_policy(context, spec.get("restartPolicy"), f"{spec_path}.restartPolicy")
     return TimedPod(pod, created, deleted, None, policy, sim_failures(context, annotations))
+
+
+def scheduling_gates(context: Context, spec: Mapping[str, Any], spec_path: str) -> tuple[str, ...]:
+    """``spec.schedulingGates``: a list of ``{name: <qualified name>}``, each name once, as
+    the API server checks them. While any is left kube-scheduler does not place the pod."""
+    path = f"{spec_path}.schedulingGates"
+    names: list[str] = []
+    for i, item in enumerate(context.sequence(spec.get("schedulingGates"), path)):
+        where = f"{path}[{i}]"
+        entry = context.mapping(item, where)
+        name = context.label_key(context.text(entry.get("name"), f"{where}.name"), f"{where}.name")
+        if name in names:
+            raise context.error(f"{where}.name", f"gate {quoted(name)} is given twice")
+        names.append(name)
+    return tuple(names)
 
 
 def _gpu_models(context: Context, annotations: Annotations) -> frozenset[str] | None:

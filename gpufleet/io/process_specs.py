@@ -18,9 +18,13 @@ object and the field:
   run it: every directory on the way to it searchable, the file executable (and readable, for
   a script), by the permission bits, for its uid and primary gid alone (the process starts with
   no supplementary groups; ACLs are not read). The lookup on ``PATH`` skips what the user
-  cannot run, as ``execvp`` does;
-* the working directory must lie inside the tenant's root (symlinks resolved); a relative one
-  is taken from the root, and none means the root itself.
+  cannot run, as ``execvp`` does. Every path is then looked at as that user would
+  (:func:`resolve_as`, links included), never as the server: a file it cannot reach gets the
+  error of a missing one, so that a tenant learns nothing of another tenant's private
+  directory from an error (issue 30);
+* the working directory must lie inside the tenant's root (symlinks resolved, as the user
+  would resolve them); a relative one is taken from the root, and none means the root
+  itself.
 
 Pods of a Job, Deployment, StatefulSet or ReplicaSet share their template's process
 (:func:`process_spec_from_object`). The restart policy: a Pod's ``restartPolicy`` as given
@@ -37,6 +41,7 @@ import dataclasses
 import os
 import re
 import shutil
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -52,6 +57,8 @@ from gpufleet.model.processes import ProcessSpec
 PROCESS_KINDS = ("Pod", "Job", *REPLICATED_KINDS)
 #: Where errors about a command line point.
 COMMAND_LINE = "command line"
+#: The links a path may pass through (Linux's MAXSYMLINKS).
+_MAX_LINKS = 40
 _REFERENCE = re.compile(r"\$\$|\$\(([-._a-zA-Z][-._a-zA-Z0-9]*)\)")
 
 
@@ -68,19 +75,84 @@ def expand(text: str, env: Mapping[str, str]) -> str:
     return _REFERENCE.sub(replace, text)
 
 
-def working_directory(context: Context, value: str | None, tenant_root: Path, field: str) -> str:
+def working_directory(
+    context: Context,
+    value: str | None,
+    tenant_root: Path,
+    field: str,
+    uid: int | None = None,
+    gid: int | None = None,
+) -> str:
     """The absolute working directory ``value`` names (the root when None), which must lie
-    inside ``tenant_root`` once symlinks are resolved."""
+    inside ``tenant_root`` once symlinks are resolved (as the user ``uid`` resolves them, when
+    it is another than the server's: one it cannot reach is outside, with the same error)."""
     root = Path(os.path.realpath(tenant_root))
     if value is None or value == "":
         return str(root)
     path = Path(value) if value.startswith("/") else root / value
-    resolved = Path(os.path.realpath(path))
-    if resolved != root and root not in resolved.parents:
+    user = _other_user(uid, gid)
+    seen = os.path.realpath(path) if user is None else resolve_as(str(path), *user)
+    resolved = None if seen is None else Path(seen)
+    if resolved is None or (resolved != root and root not in resolved.parents):
         raise context.error(
             field, f"expected a directory inside the tenant's root {root}, got {quoted(value)}"
         )
     return str(resolved)
+
+
+def _other_user(uid: int | None, gid: int | None) -> tuple[int, int] | None:
+    """(uid, gid) when the process runs as another user than the server; else None."""
+    if uid is None or uid == os.geteuid():
+        return None
+    return uid, os.getegid() if gid is None else gid
+
+
+def resolve_as(path: str, uid: int, gid: int, strict: bool = False) -> str | None:
+    """The absolute path ``path`` names once its links are followed, as the user ``uid``
+    (primary group ``gid``, no others) would follow them: by the permission bits of each
+    directory on the way (ACLs are not read), looking into none it may not search. None when
+    that user cannot reach it: a directory on the way it may not search, a name that is not a
+    directory, a loop of links, or (``strict``) a name that does not exist; the same None for
+    each, so that no caller can tell a user what lies behind a directory closed to it. Not
+    ``strict``: what follows the first missing name is kept as written (as ``realpath``)."""
+    pending = list(reversed(os.path.abspath(path).split("/")))
+    resolved = "/"
+    links = 0
+    while pending:
+        name = pending.pop()
+        if name in ("", "."):
+            continue
+        try:
+            if not _allows(os.stat(resolved), uid, gid, 0o1):
+                return None
+            if name == "..":
+                resolved = os.path.dirname(resolved)
+                continue
+            candidate = os.path.join(resolved, name)
+            status = os.lstat(candidate)
+        except FileNotFoundError:
+            if strict:
+                return None
+            return os.path.normpath(os.path.join(candidate, *reversed(pending)))
+        except OSError:
+            return None
+        if stat.S_ISLNK(status.st_mode):
+            links += 1
+            if links > _MAX_LINKS:
+                return None
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = "/"
+            pending.extend(reversed(target.split("/")))
+            continue
+        if (
+            pending
+            and not stat.S_ISDIR(status.st_mode)
+            and any(p not in ("", ".") for p in pending)
+        ):
+            return None
+        resolved = candidate
+    return resolved
 
 
 def resolve_command(
@@ -96,32 +168,69 @@ def resolve_command(
     ``uid``, as that user may run it: see the module docstring)."""
     if not command:
         raise context.error(field, "expected a command, got an empty string")
-    other = uid is not None and uid != os.geteuid()
-    user = (uid, os.getegid() if gid is None else gid) if other and uid is not None else None
+    user = _other_user(uid, gid)
+    if user is not None:
+        return _resolve_command_as(context, command, env, cwd, field, user)
     if "/" in command:
         path = command if command.startswith("/") else os.path.join(cwd, command)
         if not os.path.isfile(path):
             raise context.error(field, f"command {quoted(command)} does not exist ({path})")
         if not os.access(path, os.X_OK):
             raise context.error(field, f"command {quoted(command)} is not executable ({path})")
-        why = None if user is None else cannot_run(path, *user)
+        return os.path.abspath(path)
+    search = env.get("PATH", "")
+    for directory in search.split(os.pathsep) if search else ():
+        found = shutil.which(command, path=directory or ".")
+        if found is not None:
+            return os.path.abspath(found)
+    raise context.error(
+        field, f"command {quoted(command)} not found on PATH ({quoted(search, 120)})"
+    )
+
+
+def _resolve_command_as(
+    context: Context,
+    command: str,
+    env: Mapping[str, str],
+    cwd: str,
+    field: str,
+    user: tuple[int, int],
+) -> str:
+    """:func:`resolve_command` for a process that runs as another user: every path is looked
+    at as that user would (:func:`resolve_as`), so that the error says nothing it could not
+    see itself. A file it cannot reach reads as a missing one (one message for both: another
+    tenant's private files stay unknown to it); one it reaches but may not run says why (it
+    may see the modes itself). The lookup on ``PATH`` skips what it cannot reach or run, as
+    ``execvp`` does."""
+    uid = user[0]
+    if "/" in command:
+        path = command if command.startswith("/") else os.path.join(cwd, command)
+        real = resolve_as(path, *user, strict=True)
+        if real is None or not os.path.isfile(real):
+            raise context.error(
+                field, f"command {quoted(command)}: no file there that uid {uid} can reach ({path})"
+            )
+        why = cannot_run(real, *user)
         if why is not None:
             raise context.error(field, f"command {quoted(command)}: {why}")
         return os.path.abspath(path)
     search = env.get("PATH", "")
     first_refusal: str | None = None
     for directory in search.split(os.pathsep) if search else ():
-        found = shutil.which(command, path=directory or ".")
-        if found is None:
+        candidate = os.path.join(directory or cwd, command)
+        real = resolve_as(candidate, *user, strict=True)
+        if real is None or not os.path.isfile(real):
             continue
-        why = None if user is None else cannot_run(found, *user)
+        why = cannot_run(real, *user)
         if why is None:
-            return os.path.abspath(found)
+            return os.path.abspath(candidate)
         first_refusal = first_refusal or why
     if first_refusal is not None:
         raise context.error(field, f"command {quoted(command)}: {first_refusal}")
     raise context.error(
-        field, f"command {quoted(command)} not found on PATH ({quoted(search, 120)})"
+        field,
+        f"command {quoted(command)} not found on PATH as uid {uid} finds it "
+        f"({quoted(search, 120)})",
     )
 
 
@@ -216,6 +325,8 @@ def process_spec_from_pod_spec(
         else context.text(working_dir_value, f"{path}.workingDir"),
         tenant_root,
         f"{path}.workingDir",
+        uid,
+        gid,
     )
     executable = resolve_command(context, command[0], env, cwd, f"{path}.command[0]", uid, gid)
     deadline = pod_spec.get("activeDeadlineSeconds")
@@ -280,6 +391,7 @@ __all__ = [
     "expand",
     "process_spec_from_object",
     "process_spec_from_pod_spec",
+    "resolve_as",
     "resolve_command",
     "working_directory",
 ]

@@ -31,6 +31,7 @@ import yaml
 
 from gpufleet.model.alert_annotations import annotation_templates
 from gpufleet.model.alerts import (
+    HOLDER_LABEL,
     WORKLOAD_LABELS,
     WORKLOAD_START_TIME,
     Aggregation,
@@ -64,22 +65,26 @@ def selector(metric: str, matchers: Mapping[str, str], extra: Iterable[str] = ()
 
 def metric_expression(rule: AlertRule) -> tuple[str, bool]:
     """The rule's metric in PromQL over its scope, and whether it is a plain selector."""
-    return metric_query(rule.metric, rule.scope.matchers())
+    return metric_query(rule.metric, rule.scope.matchers(), allocated=rule.scope.allocated)
 
 
-def metric_query(metric: AlertMetric, matchers: Mapping[str, str]) -> tuple[str, bool]:
-    """``metric`` in PromQL over the series ``matchers`` select, and whether it is a plain
-    selector (the Prometheus reader, ``gpufleet.backends.prometheus``, asks the same)."""
+def metric_query(
+    metric: AlertMetric, matchers: Mapping[str, str], *, allocated: bool = False
+) -> tuple[str, bool]:
+    """``metric`` in PromQL over the series ``matchers`` select (``allocated``: only devices
+    a pod holds, ``pod!=""``), and whether it is a plain selector (the Prometheus reader,
+    ``gpufleet.backends.prometheus``, asks the same)."""
+    held_only = [f'{HOLDER_LABEL}!=""'] if allocated else []
     match metric:
         case AlertMetric.FB_USED_PERCENT:
-            used = selector(_FB_USED, matchers)
-            free = selector(_FB_FREE, matchers)
+            used = selector(_FB_USED, matchers, held_only)
+            free = selector(_FB_FREE, matchers, held_only)
             return f"100 * {used} / ({used} + {free})", False
         case AlertMetric.WORKLOAD_GPU_UTIL:
-            held = selector(_GPU_UTIL, matchers, ['pod!=""'])
+            held = selector(_GPU_UTIL, matchers, [f'{HOLDER_LABEL}!=""'])
             return f"avg by ({', '.join(WORKLOAD_LABELS)}) ({held})", False
         case _:
-            return selector(metric.value, matchers), True
+            return selector(metric.value, matchers, held_only), True
 
 
 def aggregated_expression(rule: AlertRule) -> str:

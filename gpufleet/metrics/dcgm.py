@@ -34,7 +34,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from gpufleet.metrics import families as f
-from gpufleet.metrics.dcgm_series import FIELDS, UNKNOWN_XID, XID_MESSAGES, series_of
+from gpufleet.metrics.dcgm_series import FIELDS, UNKNOWN_XID, XID_MESSAGES, series_of, xid_labels
 from gpufleet.telemetry.source import NodeTelemetry, TelemetrySource
 
 __all__ = ["FIELDS", "UNKNOWN_XID", "XID_MESSAGES", "DcgmCollector", "families"]
@@ -69,7 +69,7 @@ def families(nodes: Sequence[NodeTelemetry]) -> list[Metric]:
         if one.sample.mig_profile:
             continue
         code = one.sample.xid
-        extra = {"err_code": str(code), "err_msg": XID_MESSAGES.get(code, UNKNOWN_XID)}
+        extra = xid_labels(code)
         xid.samples.extend(
             Sample(xid.name, {**labels, **extra}, float(code)) for labels in one.per_pod
         )

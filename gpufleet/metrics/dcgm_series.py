@@ -13,32 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpufleet.metrics import families as f
-from gpufleet.model.telemetry import DeviceSample, DeviceUser
+from gpufleet.model.telemetry import UNKNOWN_XID, XID_MESSAGES, DeviceSample, DeviceUser, xid_labels
 from gpufleet.telemetry.source import NodeTelemetry
 
-#: NVIDIA's names of common XIDs (docs.nvidia.com/deploy/xid-errors), as dcgm-exporter labels
-#: them in ``err_msg``; others are "Unknown Error".
-XID_MESSAGES = {
-    0: "No Error",
-    13: "Graphics Engine Exception",
-    31: "GPU memory page fault",
-    43: "GPU stopped processing",
-    45: "Preemptive cleanup, due to previous errors -- "
-    "Most likely to see when running multiple cuda",
-    48: "Double Bit ECC Error",
-    61: "Internal micro-controller breakpoint/warning",
-    62: "Internal micro-controller halt",
-    63: "ECC page retirement or row remapping recording event",
-    64: "ECC page retirement or row remapper recording failure",
-    74: "NVLINK Error",
-    79: "GPU has fallen off the bus",
-    92: "High single-bit ECC error rate",
-    94: "Contained ECC error",
-    95: "Uncontained ECC error",
-    119: "GSP RPC Timeout",
-    120: "GSP Error",
-}
-UNKNOWN_XID = "Unknown Error"
+__all__ = [
+    "FIELDS",
+    "UNKNOWN_XID",
+    "XID_MESSAGES",
+    "Series",
+    "device_labels",
+    "series_of",
+    "xid_labels",
+]
+
 
 Value = Callable[[DeviceSample], float]
 #: Every DCGM family with what it reads of a sample, in exposition order; the flag says whether

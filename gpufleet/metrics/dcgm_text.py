@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from gpufleet.metrics import families as f
-from gpufleet.metrics.dcgm_series import FIELDS, UNKNOWN_XID, XID_MESSAGES, series_of
+from gpufleet.metrics.dcgm_series import FIELDS, series_of, xid_labels
 from gpufleet.telemetry.source import NodeTelemetry
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -61,7 +61,7 @@ def render(nodes: Sequence[NodeTelemetry]) -> str:
         if one.sample.mig_profile:
             continue
         code = one.sample.xid
-        extra = {"err_code": str(code), "err_msg": XID_MESSAGES.get(code, UNKNOWN_XID)}
+        extra = xid_labels(code)
         number = _number(code)
         lines.extend(f"{xid}{_labels({**labels, **extra})} {number}" for labels in one.per_pod)
     allocated = f.GPU_ALLOCATED.name

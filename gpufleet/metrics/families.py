@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from gpufleet.model.alerts import DEVICE_SERIES_LABELS
+
 
 class Kind(StrEnum):
     COUNTER = "counter"
@@ -289,6 +291,29 @@ ALERT_NOTIFICATIONS_FAILED = Family(
 )
 #: Served by ``serve`` in every world (zero until a notifier sends).
 ALERTING = (ALERT_NOTIFICATIONS, ALERT_NOTIFICATIONS_FAILED)
+# ----------------------------------------------------------------------------- alert rounds
+# The observatory's rounds (gpufleet.service.observatory), as Prometheus counts its rule group's
+# (prometheus_rule_group_iterations_total, prometheus_rule_group_iterations_missed_total).
+OBSERVATORY_ROUNDS = Family(
+    "gpufleet_observatory_rounds_total",
+    Kind.COUNTER,
+    "Rounds of alert rule evaluation, at the fixed instants of the observatory's step (those "
+    "evaluated late to catch up included)",
+)
+OBSERVATORY_ROUNDS_CAUGHT_UP = Family(
+    "gpufleet_observatory_rounds_caught_up_total",
+    Kind.COUNTER,
+    "Rounds evaluated late, without a reading of their own, because the round thread ran "
+    "behind the observatory's step",
+)
+OBSERVATORY_ROUNDS_SKIPPED = Family(
+    "gpufleet_observatory_rounds_skipped_total",
+    Kind.COUNTER,
+    "Instants of the observatory's step never evaluated: the round thread fell further behind "
+    "than the rounds it catches up (40)",
+)
+#: Served by ``serve`` in every world (no sample where the plane observes nothing).
+OBSERVING = (OBSERVATORY_ROUNDS, OBSERVATORY_ROUNDS_CAUGHT_UP, OBSERVATORY_ROUNDS_SKIPPED)
 
 SERVE = (
     WORKLOADS,
@@ -298,6 +323,7 @@ SERVE = (
     COST_DOLLARS,
     IDLE_GPU_HOURS,
     *ALERTING,
+    *OBSERVING,
 )
 
 
@@ -308,20 +334,7 @@ SERVE = (
 #: The labels of every device series, in dcgm-exporter's order; ``GPU_I_PROFILE`` and
 #: ``GPU_I_ID`` only on MIG instances, ``DCGM_FI_DRIVER_VERSION`` where the driver is known,
 #: ``container``, ``namespace`` and ``pod`` on a device a pod holds.
-DEVICE_LABELS = (
-    "gpu",
-    "UUID",
-    "pci_bus_id",
-    "device",
-    "modelName",
-    "GPU_I_PROFILE",
-    "GPU_I_ID",
-    "Hostname",
-    "DCGM_FI_DRIVER_VERSION",
-    "container",
-    "namespace",
-    "pod",
-)
+DEVICE_LABELS = DEVICE_SERIES_LABELS
 DCGM_GPU_UTIL = Family("DCGM_FI_DEV_GPU_UTIL", Kind.GAUGE, "GPU utilization (in %).", DEVICE_LABELS)
 DCGM_MEM_COPY_UTIL = Family(
     "DCGM_FI_DEV_MEM_COPY_UTIL", Kind.GAUGE, "Memory utilization (in %).", DEVICE_LABELS

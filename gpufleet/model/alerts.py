@@ -78,6 +78,27 @@ METRIC_UNITS: dict[AlertMetric, str] = {
 WORKLOAD_START_TIME = "kube_pod_start_time"
 #: The labels that name a workload in per-workload series, and join them with their start.
 WORKLOAD_LABELS = ("namespace", "pod")
+#: The label a device series carries (non-empty) while a pod holds the device.
+HOLDER_LABEL = "pod"
+#: The labels of a device series, dcgm-exporter's (``GPU_I_*`` on MIG instances,
+#: ``DCGM_FI_DRIVER_VERSION`` where the driver is known, the holder's ``container``,
+#: ``namespace`` and ``pod`` on a device a pod holds), in both engines.
+DEVICE_SERIES_LABELS = (
+    "gpu", "UUID", "pci_bus_id", "device", "modelName", "GPU_I_PROFILE", "GPU_I_ID",
+    "Hostname", "DCGM_FI_DRIVER_VERSION", "container", "namespace", "pod",
+)  # fmt: skip
+#: What ``DCGM_FI_DEV_XID_ERRORS`` adds: the XID and NVIDIA's name of it.
+XID_LABELS = ("err_code", "err_msg")
+
+
+def series_labels(metric: AlertMetric) -> tuple[str, ...]:
+    """The labels ``metric``'s series carry in Prometheus (and so in gpufleet's engine): what
+    a rule's scope may select on. A workload's utilisation is ``avg by (namespace, pod)``."""
+    if metric.per_workload:
+        return WORKLOAD_LABELS
+    if metric is AlertMetric.XID_ERRORS:
+        return (*DEVICE_SERIES_LABELS, *XID_LABELS)
+    return DEVICE_SERIES_LABELS
 
 
 class Aggregation(StrEnum):
@@ -143,11 +164,19 @@ class AlertState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class AlertScope:
-    """Which series a rule looks at: every one (the default), or those whose labels match."""
+    """Which series a rule looks at: every one (the default), or those whose labels match;
+    with ``allocated``, only devices a pod holds (their series carry a non-empty ``pod``, as
+    dcgm-exporter labels a device held by a pod: ``pod!=""`` in PromQL)."""
 
     namespace: str | None = None
     queue: str | None = None
     labels: LabelSet = ()
+    allocated: bool = False
+
+    def admits(self, series: LabelSet) -> bool:
+        """Whether series with these labels are in scope beyond the equality matchers (only
+        ``allocated`` says more: a non-empty ``pod``)."""
+        return not self.allocated or any(name == HOLDER_LABEL and v for name, v in series)
 
     def matchers(self) -> dict[str, str]:
         """Equality matchers on series labels (``namespace``, ``queue``, then ``labels``)."""
@@ -204,6 +233,24 @@ class AlertRule:
         for key, _ in self.scope.labels:
             if not LABEL_NAME.fullmatch(key):
                 raise ValueError(f"scope label {key!r} is not a Prometheus label name")
+        self._check_scope_labels()
+
+    def _check_scope_labels(self) -> None:
+        """A scope selects only on labels the metric's series carry: on any other (a queue,
+        a team) the exported rule would match nothing in Prometheus, and the engine either."""
+        if self.scope.queue is not None:
+            raise ValueError(
+                f"scope queue: {self.metric} series carry no queue label (dcgm-exporter's "
+                "series name the pod, not its queue), so Prometheus would never fire the rule; "
+                "scope by the queue's namespace instead"
+            )
+        known = series_labels(self.metric)
+        for key, _ in self.scope.labels:
+            if key not in known:
+                raise ValueError(
+                    f"scope label {key!r}: {self.metric} series carry no such label, so the "
+                    f"rule would match nothing (they carry {', '.join(known)})"
+                )
 
     @property
     def alert_name(self) -> str:
@@ -222,11 +269,13 @@ class AlertRule:
 
     @property
     def condition(self) -> str:
-        """The rule in one line: ``avg(DCGM_FI_DEV_GPU_UTIL[1h]) < 20 for 2h``."""
+        """The rule in one line: ``avg(DCGM_FI_DEV_GPU_UTIL[1h]) < 20 for 2h`` (``{pod!=""}``
+        after the metric when it looks only at allocated GPUs)."""
         fn = self.aggregation.value
         if self.quantile is not None:
             fn = f"quantile({self.quantile:g})"
-        text = f"{fn}({self.metric.value}[{short_duration(self.lookback_s)}])"
+        held = '{pod!=""}' if self.scope.allocated else ""
+        text = f"{fn}({self.metric.value}{held}[{short_duration(self.lookback_s)}])"
         text += f" {self.comparison.value} {self.threshold:g}"
         if self.for_s:
             text += f" for {short_duration(self.for_s)}"

@@ -148,6 +148,16 @@ class WorkloadAdded:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkloadReleased:
+    """A held workload (gated or suspended, :func:`~gpufleet.model.workload.held_reason`)
+    changed: ``workload`` replaces it, with the gates its owner removed or resumed. It joins
+    its queue once nothing holds it any more (as a new arrival: kube-scheduler queues a pod
+    whose last gate went, Kueue a resumed Job); a workload not held is left as it is."""
+
+    workload: Workload
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadDemoted:
     """The running workload ``key`` is lowered to preemptible at the lowest priority
     (:data:`~gpufleet.model.priorities.LOWEST_PRIORITY`), for the rest of its life: waiting
@@ -218,4 +228,5 @@ ClusterEvent = (
     | JobEnded
     | WorkloadDemoted
     | WorkloadDisrupted
+    | WorkloadReleased
 )

@@ -159,6 +159,9 @@ class Pod:
     extended: tuple[tuple[str, int], ...] = ()
     #: Pod affinity / anti-affinity, topology spread, preferred node affinity (None: none).
     rules: PlacementRules | None = None
+    #: ``spec.schedulingGates`` by name: while any is left the pod is not placed (nor is its
+    #: gang); not part of the signature (a gated pod is never tried).
+    scheduling_gates: tuple[str, ...] = ()
 
     #: ``namespace/name`` and the scheduling signature, computed once: both are hot.
     key: str = field(init=False, repr=False, hash=False, compare=False)

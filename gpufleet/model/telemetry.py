@@ -56,3 +56,33 @@ class DeviceUser:
     pod: str
     namespace: str
     container: str
+
+
+#: NVIDIA's names of common XIDs (docs.nvidia.com/deploy/xid-errors), as dcgm-exporter labels
+#: them in ``err_msg``; others are "Unknown Error".
+XID_MESSAGES = {
+    0: "No Error",
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "Preemptive cleanup, due to previous errors -- "
+    "Most likely to see when running multiple cuda",
+    48: "Double Bit ECC Error",
+    61: "Internal micro-controller breakpoint/warning",
+    62: "Internal micro-controller halt",
+    63: "ECC page retirement or row remapping recording event",
+    64: "ECC page retirement or row remapper recording failure",
+    74: "NVLINK Error",
+    79: "GPU has fallen off the bus",
+    92: "High single-bit ECC error rate",
+    94: "Contained ECC error",
+    95: "Uncontained ECC error",
+    119: "GSP RPC Timeout",
+    120: "GSP Error",
+}
+UNKNOWN_XID = "Unknown Error"
+
+
+def xid_labels(code: int) -> dict[str, str]:
+    """The labels dcgm-exporter adds to ``DCGM_FI_DEV_XID_ERRORS``: the XID and its name."""
+    return {"err_code": str(code), "err_msg": XID_MESSAGES.get(code, UNKNOWN_XID)}

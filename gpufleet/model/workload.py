@@ -81,6 +81,9 @@ class Workload:
     labels: Mapping[str, str] = field(default_factory=dict, hash=False, compare=False)
     kind: str = ""
     checkpoint_on_notice: bool = False
+    #: A suspended Job's (``spec.suspend: true``): it waits, none of its pods placed, until
+    #: resumed (the Job controller creates no pods for it meanwhile).
+    suspended: bool = False
     #: ``namespace/name`` or ``namespace/Kind/name``, computed once: the scheduling cycle
     #: reads it often.
     key: str = field(init=False, repr=False, hash=False, compare=False)
@@ -131,6 +134,35 @@ class Workload:
     def extra(self, pod: Pod) -> Workload:
         """A pod beyond minMember as a workload of its own, with this workload's settings."""
         return replace(self, name=pod.name, pods=(pod,), min_member=0, topology=None)
+
+
+#: Why a workload is held out of its queue: kube-scheduler's pod condition reason for a pod
+#: with scheduling gates, and the Job controller's (and Kueue's) for a suspended Job.
+SCHEDULING_GATED = "SchedulingGated"
+SUSPENDED = "Suspended"
+
+
+def held_reason(workload: Workload) -> str | None:
+    """:data:`SUSPENDED` or :data:`SCHEDULING_GATED` when ``workload`` may not be tried yet (a
+    gang waits whole while any of its pods has a gate), else None."""
+    if workload.suspended:
+        return SUSPENDED
+    if any(pod.scheduling_gates for pod in workload.pods):
+        return SCHEDULING_GATED
+    return None
+
+
+def held_message(workload: Workload) -> str:
+    """What a held workload is told: why, and what would release it."""
+    if workload.suspended:
+        return f"{workload.key} is suspended (spec.suspend: true): resume it to run it"
+    gated = [p for p in workload.pods if p.scheduling_gates]
+    shown = ", ".join(f"{p.key} ({', '.join(p.scheduling_gates)})" for p in gated[:3])
+    more = f" and {len(gated) - 3} more" if len(gated) > 3 else ""
+    return (
+        f"scheduling is blocked by the scheduling gates of {shown}{more}: the pods' owner "
+        "removes them to let the workload be scheduled"
+    )
 
 
 #: Every field of a Workload, its key included.

@@ -90,13 +90,15 @@ class PoolSummary:
 
     @property
     def line(self) -> str:
-        """``3 pools, 14 nodes added, 9 removed, 2 lost; 212.40 node-hours, 1,234.56 USD``."""
+        """``3 pools, 14 nodes added, 9 removed, 2 lost; 212.40 node-hours, 1,234.56 USD (the
+        bill)``."""
         total = self.total
         pools = len(self.rows) - 1
         return (
             f"{pools} pool{'s' if pools != 1 else ''}, {total.added} node(s) added, "
             f"{total.removed} removed, {total.lost} lost; {total.node_hours:,.2f} node-hours, "
             f"{total.gpu_hours:,.2f} GPU-hours, {total.cost:,.2f} {self.currency}".rstrip()
+            + " (the bill)"
         )
 
 

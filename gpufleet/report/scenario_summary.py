@@ -335,9 +335,9 @@ class ExplainRow:
 
 @dataclass(slots=True)
 class JobRow:
-    """How one job of a run fared: its state (Succeeded, Failed, Running), why, completions
-    done of those to do, failed pods (not restarted in place), containers restarted in place,
-    and new clusters made for a RayJob."""
+    """How one job of a run fared: its state (Succeeded, Failed, Running, Pending), why,
+    completions done of those to do, failed pods (not restarted in place), containers
+    restarted in place, and new clusters made for a RayJob."""
 
     run: str
     seed: int

@@ -62,6 +62,7 @@ from gpufleet.model.events import (
     WorkloadAdded,
     WorkloadDemoted,
     WorkloadDisrupted,
+    WorkloadReleased,
 )
 from gpufleet.model.queues import Queue, ResourceQuota
 from gpufleet.model.times import TimeFormat, simulated_time
@@ -83,6 +84,7 @@ from gpufleet.scheduling.node_table import IntArray, NodeTable
 from gpufleet.scheduling.ordering import QueueOrder
 from gpufleet.scheduling.parking import Parking
 from gpufleet.scheduling.pending import Group, Parked
+from gpufleet.scheduling.preemption.candidates import Candidates
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.scheduling.registry import Registry
 from gpufleet.scheduling.running import RunningWorkload
@@ -150,6 +152,8 @@ class SchedulerCore:
         self.parking = Parking(state)
         self.backfill = Backfill(state)
         self.explainer = Explainer(state, self.order, self.backfill)
+        found = getattr(self.post_filter, "candidates", None)
+        self.explainer.candidates = found if isinstance(found, Candidates) else None
         self.flavors = Flavors(state, self.explainer.unfit_message)
         self.lifecycle = Lifecycle(state, self.parking, self.permit)
         #: (time, preemptor, victim) of every preemption, for reports and invariants.
@@ -210,6 +214,8 @@ class SchedulerCore:
             lifecycle.demote(event.key)
         elif isinstance(event, WorkloadDisrupted):
             lifecycle.disrupt(event.key, event.reason)
+        elif isinstance(event, WorkloadReleased):
+            lifecycle.release(event.workload)
 
     def _node_added(self, node: Node) -> int:
         """A node joins: a new row; or, when pods still hold the row of a node of its name

@@ -269,18 +269,38 @@ class GpuFit:
         }
 
 
-#: Why a node fails a GPU pod whose only fitting devices there are unhealthy.
+#: Why a node fails a GPU pod that its unhealthy devices keep off it: it would fit if they
+#: were healthy, and its healthy devices could not hold it even with nothing running there.
 UNHEALTHY_GPUS = "node(s) had unhealthy GPUs"
 
 
 def _only_unhealthy_fit(table: NodeTable, demand: Demand, failing: BoolArray) -> BoolArray:
-    """Failing rows where the pod would fit if the row's unhealthy devices were healthy (a
-    loop over the rows with unhealthy devices only)."""
+    """Failing rows that the row's unhealthy devices are why (see :data:`UNHEALTHY_GPUS`; a
+    loop over the rows with unhealthy devices only). A row whose healthy devices are merely
+    busy is not: the pod waits for them as on any full node (Insufficient)."""
     sick = np.zeros(failing.size, np.bool_)
     for row in table.unhealthy_rows():
         if row < failing.size and failing[row]:
-            sick[row] = _fits_if_healthy(table, demand, row)
+            sick[row] = _fits_if_healthy(table, demand, row) and not _fits_healthy_empty(
+                table, demand, row
+            )
     return sick
+
+
+def _fits_healthy_empty(table: NodeTable, demand: Demand, row: int) -> bool:
+    """Would the pod's GPUs fit the row's healthy devices with nothing running there?"""
+    capacity, slices, units = table.healthy_capacity(row)
+    if demand.mig_count:
+        pid = demand.mig_profile
+        return pid >= 0 and int(slices[pid]) >= demand.mig_count
+    if demand.units and table.replicated and units < demand.units:
+        return False
+    need = demand.gpu_milli if demand.milli_by_row is None else int(demand.milli_by_row[row])
+    if demand.milli_by_row is None and not demand.shared:
+        need = MILLI_PER_GPU
+    if demand.shared:
+        return bool(capacity.max() >= need)
+    return int(np.count_nonzero(capacity >= need)) >= demand.gpu_count
 
 
 def _fits_if_healthy(table: NodeTable, demand: Demand, row: int) -> bool:

@@ -69,16 +69,35 @@ class Lifecycle:
     def add(self, workload: Workload) -> None:
         """A new workload to admit (a repeated key is ignored; an unknown queue is an error)."""
         state = self.state
-        if workload.key in state.running or workload.key in state.pending:
+        key = workload.key
+        if key in state.running or key in state.pending or key in state.held:
             return
         if workload.queue not in state.quotas.queues:
             raise ValueError(f"workload {workload.key} names unknown queue {workload.queue!r}")
+        if state.held.hold(workload, state.now):
+            return
         for pod in workload.pods:
             state.engine.observe(pod)
         self.enqueue(workload)
 
+    def release(self, workload: Workload) -> None:
+        """A held workload's gates went or it was resumed: queued once nothing holds it."""
+        state = self.state
+        if workload.queue not in state.quotas.queues:
+            raise ValueError(f"workload {workload.key} names unknown queue {workload.queue!r}")
+        released = state.held.release(workload, state.now)
+        if released is not None:
+            for pod in released.pods:
+                state.engine.observe(pod)
+            self.enqueue(released, again=True)
+
     def pod_added(self, pod: Pod) -> None:
-        if pod.key not in self.state.running.owner and pod.key not in self._waiting_pod:
+        state = self.state
+        if (
+            pod.key not in state.running.owner
+            and pod.key not in self._waiting_pod
+            and state.held.owner_of(pod.key) is None
+        ):
             self.add(self.lone(pod))
 
     def enqueue(self, workload: Workload, not_before: float = 0.0, again: bool = False) -> None:
@@ -196,6 +215,10 @@ class Lifecycle:
     # ----------------------------------------------------------------------------- pods gone
     def pod_deleted(self, key: str) -> None:
         state = self.state
+        held = state.held.owner_of(key)
+        if held is not None:  # a held gang without all its pods: gone too, as a waiting one
+            state.held.drop(held)
+            return
         waiting = self._waiting_pod.get(key)
         if waiting is not None:
             # A waiting pod is gone (deleted, or dropped by a fill-up run): so is its workload,

@@ -463,6 +463,22 @@ class NodeTable:
             slices[pid] = len(free)
         return gpus, slices, sick.units
 
+    def healthy_capacity(self, row: int) -> tuple[IntArray, IntArray, int]:
+        """What ``row``'s healthy devices offer with nothing running (its allocatable, as the
+        kubelet advertises it once a device plugin withdrew the unhealthy ones): milli-GPU per
+        position, MIG slices per profile id, units of its GPU resource."""
+        gpus = np.zeros(self.max_gpus, np.int64)
+        slices = self.mig_cap[row].copy()
+        sick = self._sick.get(row)
+        out = sick.positions if sick is not None else frozenset()
+        for position, gpu in enumerate(self.nodes[row].gpus):
+            if position in out:
+                for mig in gpu.mig_slices:
+                    slices[self.mig_profile_id[mig.profile]] -= 1
+            elif not gpu.partitioned:
+                gpus[position] = MILLI_PER_GPU
+        return gpus, slices, int(self.units_cap[row]) - (sick.units if sick is not None else 0)
+
     def set_unhealthy(self, row: int, indices: Sequence[int]) -> bool:
         """Exactly the devices ``indices`` (GPU indices) of ``row`` are unhealthy from now on;
         whether anything changed. Not inside a trial: health is a fact between cycles."""

@@ -1,11 +1,11 @@
 """What every part of the cycle shares, and what a plugin of the cycle is given.
 
 :class:`CoreState` holds the node table and its placement engine, the quotas, the admission
-knobs, the waiting workloads, the running set, the requests kept while workloads wait, the
-placement shortcuts, the room held for preemptors and the backfill reservation, and the core's
-``now`` (set by the core from the time each cycle is given: nothing here reads a clock). It is
-kube-scheduler's framework handle: plugins read it, and change it only through the parts'
-methods.
+knobs, the waiting workloads (and those held: gated or suspended), the running set, the
+requests kept while workloads wait, the placement shortcuts, the room held for preemptors and
+the backfill reservation, and the core's ``now`` (set by the core from the time each cycle is
+given: nothing here reads a clock). It is kube-scheduler's framework handle: plugins read it,
+and change it only through the parts' methods.
 
 What it does not do: decide anything; each part documents its own concern.
 """
@@ -17,6 +17,7 @@ from gpufleet.scheduling.admission import Quotas
 from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.engine import PlacementEngine
 from gpufleet.scheduling.fit_checks import PlacementChecks
+from gpufleet.scheduling.gates import HeldWorkloads
 from gpufleet.scheduling.holds import Holds
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.ordering import Arrivals, aged_priority
@@ -48,6 +49,8 @@ class CoreState:
         self.explain_failures = explain_failures
         self.now = 0.0
         self.pending = PendingWorkloads(self.priority)
+        #: Gated pods' and suspended Jobs' workloads, never tried until released.
+        self.held = HeldWorkloads()
         self.running = RunningSet()
         self.arrivals = Arrivals()
         self.requests = Requests(table, quotas)

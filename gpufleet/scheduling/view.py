@@ -30,12 +30,15 @@ class PendingExplanation:
     #: 1 for the next workload its queue will try.
     position: int
     #: "quota", "capacity", "preempting" (victims are leaving), "backoff", "queue order" (behind
-    #: the first workload of a StrictFIFO queue), "not tried yet", or the name of the admission
-    #: check that refused it.
+    #: the first workload of a StrictFIFO queue), "not tried yet", the name of the admission
+    #: check that refused it, or "SchedulingGated" / "Suspended" for a workload held out of its
+    #: queue (a pod with scheduling gates, a suspended Job), behind all its queue tries.
     waiting_for: str
     message: str
     #: Seconds of simulated or wall time; None when no plan gives one.
     estimated_start: float | None
+    #: It can never fit on the cluster as it stands (Kueue: Inadmissible): no estimate.
+    never: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,8 @@ class WaitingWorkload:
     estimated_start: float | None
     #: The running workloads it preempted and waits for (empty unless it is preempting).
     victims: tuple[str, ...]
+    #: As :attr:`PendingExplanation.never`.
+    never: bool = False
 
     def explanation(self) -> PendingExplanation:
         return PendingExplanation(
@@ -81,6 +86,7 @@ class WaitingWorkload:
             self.waiting_for,
             self.message,
             self.estimated_start,
+            self.never,
         )
 
 

@@ -32,7 +32,13 @@ from gpufleet.io.alert_routing import AlertRouting
 from gpufleet.metrics import families
 from gpufleet.model.alerts import Alert, AlertRule
 from gpufleet.service.observatory import ObservedRound
-from gpufleet.telemetry.alert_dispatch import Dispatcher, Notification, rule_annotations
+from gpufleet.telemetry.alert_dispatch import (
+    Dispatcher,
+    Notification,
+    WallTime,
+    rule_annotations,
+    same_time,
+)
 
 log = logging.getLogger(__name__)
 
@@ -195,7 +201,11 @@ class AlertNotifier:
     are queued to a :class:`WebhookSender` as they fall due. ``clock`` is the plane's clock,
     for :meth:`tick` (timers due between rounds); ``rules`` gives the current rules, whose
     summaries annotate the alerts; ``external_url`` is where gpufleet's API answers (the
-    payload's ``externalURL`` and each alert's ``generatorURL``)."""
+    payload's ``externalURL`` and each alert's ``generatorURL``); ``wall`` maps the plane's
+    time to the wall's for the payloads. ``kept`` is what an earlier server's dispatcher held
+    (``Dispatcher.snapshot``), and ``keep`` is called with the snapshot after every round that
+    changed an alert or sent something, so that a restart neither notifies a firing alert again
+    as new nor forgets to notify its resolution."""
 
     def __init__(
         self,
@@ -205,6 +215,9 @@ class AlertNotifier:
         rules: Callable[[], Sequence[AlertRule]] = tuple,
         external_url: str = "",
         sender: WebhookSender | None = None,
+        wall: WallTime = same_time,
+        kept: Mapping[str, Any] | None = None,
+        keep: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> None:
         self.config = config
         self.sender = sender or WebhookSender()
@@ -213,9 +226,15 @@ class AlertNotifier:
         self._lock = threading.Lock()
         self._annotate = rule_annotations(())
         self._last: Sequence[Alert] = ()
+        self._keep = keep
         self.dispatcher = Dispatcher(
-            config.routes, annotate=lambda alert: self._annotate(alert), external_url=external_url
+            config.routes,
+            annotate=lambda alert: self._annotate(alert),
+            external_url=external_url,
+            wall=wall,
         )
+        if kept is not None:
+            self.dispatcher.restore(kept)
 
     @property
     def metrics(self) -> NotificationMetrics:
@@ -232,7 +251,10 @@ class AlertNotifier:
         with self._lock:
             self._annotate = rule_annotations(self._rules())
             self._last = tuple(observed.alerts)
-            self._send(self.dispatcher.round(self._last, observed.now))
+            due = self.dispatcher.round(self._last, observed.now)
+            self._send(due)
+            if self._keep is not None and (due or observed.transitions):
+                self._keep(self.dispatcher.snapshot())
 
     def tick(self) -> None:
         """Queue what is due now by the clock, with the latest round's alerts."""
@@ -240,7 +262,10 @@ class AlertNotifier:
             now = self._clock()
             if self.dispatcher.last is not None and now < self.dispatcher.last:
                 return
-            self._send(self.dispatcher.round(self._last, now))
+            due = self.dispatcher.round(self._last, now)
+            self._send(due)
+            if self._keep is not None and due:
+                self._keep(self.dispatcher.snapshot())
 
     def _send(self, due: Sequence[Notification]) -> None:
         for notification in due:

@@ -16,7 +16,12 @@ from collections.abc import Iterable
 
 from gpufleet.model.alerts import Alert, AlertRule
 from gpufleet.service.alert_webhooks import Post, post_json
-from gpufleet.telemetry.alert_dispatch import postable_alerts, rule_annotations
+from gpufleet.telemetry.alert_dispatch import (
+    WallTime,
+    postable_alerts,
+    rule_annotations,
+    same_time,
+)
 
 API_PATH = "/api/v2/alerts"
 
@@ -34,11 +39,14 @@ def push_alerts(
     external_url: str = "",
     timeout_s: float = 10.0,
     post: Post = post_json,
+    wall: WallTime = same_time,
 ) -> int:
     """POST the firing and resolved ``alerts`` (annotated from ``rules``) to the Alertmanager
-    at ``url`` (``http://alertmanager:9093``); how many were sent (none: no request)."""
+    at ``url`` (``http://alertmanager:9093``); how many were sent (none: no request). ``now``
+    and the alerts' times are the plane's, sent as ``wall`` maps them (the observatory's
+    ``wall_time``: wall-clock times on the simulated cluster too)."""
     posted = postable_alerts(
-        alerts, now, annotate=rule_annotations(rules), external_url=external_url
+        alerts, now, annotate=rule_annotations(rules), external_url=external_url, wall=wall
     )
     if not posted:
         return 0

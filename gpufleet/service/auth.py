@@ -2,7 +2,9 @@
 
 A token maps to a tenant (a team) and a role. An admin manages queues, priority classes and
 tokens and sees everything; a tenant sees and changes only its own workloads, in its own
-namespaces, submitted to the queues it may use. Tokens are random 256-bit strings; only their
+namespaces, submitted to the queues it may use; a metrics token (Prometheus' scrape
+credentials) reads ``/metrics`` and nothing else. ``/metrics`` names every tenant's pods, so
+it is served to an admin or a metrics token only. Tokens are random 256-bit strings; only their
 SHA-256 is stored (a slow password hash buys nothing for secrets of that entropy).
 
 :class:`AdmissionRules` are the checks platform teams usually write in a policy engine
@@ -44,7 +46,9 @@ TOKEN_PREFIX = "gf_"
 GPU_TAINT_KEY = "nvidia.com/gpu"
 ADMIN = "admin"
 TENANT = "tenant"
-ROLES = (ADMIN, TENANT)
+#: Reads ``/metrics`` only (a scraper's token: it names no tenant's workloads to change).
+METRICS = "metrics"
+ROLES = (ADMIN, TENANT, METRICS)
 
 
 def new_token() -> str:
@@ -100,6 +104,11 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.role == ADMIN
+
+    @property
+    def may_scrape(self) -> bool:
+        """Whether it may read ``/metrics`` (every tenant's pods are named there)."""
+        return self.role in (ADMIN, METRICS)
 
     @property
     def namespaces(self) -> tuple[str, ...]:

@@ -443,6 +443,33 @@ class PlaneBase:
             "cluster; logs are kept by `gpufleet serve --local`)"
         )
 
+    # ----------------------------------------------------------------------------- owner's
+    def ungate(self, principal: Principal, key: str, gates: Sequence[str] = ()) -> WorkloadRecord:
+        """Remove scheduling gates of a waiting workload (the embedded planes: see
+        :mod:`gpufleet.service.owner_changes`); elsewhere the pods' owner does."""
+        self.visible(principal, key)
+        raise ConflictError(
+            f"workload {key}: on a {self.backend_name} cluster the pods' owner removes their "
+            "scheduling gates (kubectl patch, or the controller that set them); the scheduler "
+            "picks them up then"
+        )
+
+    def resume(self, principal: Principal, key: str) -> WorkloadRecord:
+        """Resume a suspended Job (the embedded planes); elsewhere the Job's update does."""
+        self.visible(principal, key)
+        raise ConflictError(self._job_update(key, "false"))
+
+    def suspend(self, principal: Principal, key: str) -> WorkloadRecord:
+        """Suspend a waiting Job (the embedded planes); elsewhere the Job's update does."""
+        self.visible(principal, key)
+        raise ConflictError(self._job_update(key, "true"))
+
+    def _job_update(self, key: str, suspend: str) -> str:
+        return (
+            f"workload {key}: on a {self.backend_name} cluster the Job's own update suspends "
+            f'or resumes it (kubectl patch job NAME -p \'{{"spec":{{"suspend":{suspend}}}}}\')'
+        )
+
     # ----------------------------------------------------------------------------- idle GPUs
     def record_event(
         self, key: str, type_: str, reason: str, message: str, at: float | None = None

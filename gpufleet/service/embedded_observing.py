@@ -20,7 +20,8 @@ summaries from a copy kept up to date with the pods changed since the last save.
 observatory's lock a save only takes that form and those pods (milliseconds: the rounds and
 the API's queries wait for it); it encodes and compresses after letting it go, and writes in
 one transaction under the plane's lock. A store saved whole by an older gpufleet (format 1,
-one blob) is read and converted, then saved in chunks. Lock order: the plane's lock
+one blob) is read and converted, then saved in chunks. The alerts' states are kept apart, at
+every change (:mod:`~gpufleet.service.alert_state`). Lock order: the plane's lock
 is never requested while holding the observatory's (what a round needs of the records is
 copied first).
 """
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from gpufleet.model.alerts import AlertRule
+from gpufleet.service.alert_state import AlertStateKeeper
 from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
 from gpufleet.service.records import WorkloadRecord, pods_of
 from gpufleet.service.store import Store
@@ -95,15 +97,20 @@ class EmbeddedObserving:
             step_s,
         )
         self._saved_at: float | None = None
+        # The alerts' states, kept in their own blob whenever one changes (``alert_state``).
+        AlertStateKeeper.attach(plane.store, self.observatory, plane.lock)
 
     def round(self) -> ObservedRound | None:
-        """Read, record and evaluate once, if a step of the plane's clock has passed."""
+        """Read, record and evaluate at the newest instant of the step's grid, after
+        evaluating any instants missed since the last round (``Observatory.catch_up``)."""
         source = self.plane.telemetry
         with self.plane.lock:
-            now = self.plane.now()
-            last = self.observatory.last_round
-            if last is not None and now - last < self.observatory.step_s:
-                return None
+            clock = self.plane.now()
+        due = self.observatory.catch_up(clock)
+        if not due:
+            return None
+        [now] = due  # a fixed instant: the reading is stamped with it
+        with self.plane.lock:
             readings = source.read() if source is not None else []
             tags, starts = pods_of(self.plane.records)
         self._starts = starts

@@ -4,7 +4,8 @@
 the store, the API's requests: read that module's docstring) over a :class:`LiveSimCluster`
 (the simulated cluster on a scaled wall clock, its clock kept in the store across restarts),
 with what only a simulated cluster has: telemetry of its simulated GPUs (from usage profiles),
-its series and alerts (:mod:`gpufleet.service.embedded_observing`), saved at stop.
+its series and alerts (:mod:`gpufleet.service.embedded_observing`), saved at stop, and the wall
+time of each instant of its clock (:mod:`gpufleet.service.wall_time`) for what it sends out.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gpufleet.service.live_plane import LivePlane
 from gpufleet.service.observatory import STEP_S, ObservatoryThread
 from gpufleet.service.sim_records import telemetry_seed
 from gpufleet.service.store import Store
+from gpufleet.service.wall_time import PlaneWallTime
 
 
 class EmbeddedControlPlane(LivePlane):
@@ -61,6 +63,10 @@ class EmbeddedControlPlane(LivePlane):
         self.observing = EmbeddedObserving(self, builtin_alert_rules() if rules is None else rules)
         # The simulated GPUs' series and the alerts on them (see ``embedded_observing``).
         self.watch(self.observing.observatory)
+        # What is sent out carries wall-clock times (the cluster's clock counts from 0).
+        self.observing.observatory.wall_time = PlaneWallTime.anchored(
+            store, self.world.clock.now(), self.options.speed
+        )
         self._observe = ObservatoryThread(self.observing.round, STEP_S, self.options.speed)
 
     def start(self) -> None:

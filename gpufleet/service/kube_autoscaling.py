@@ -238,7 +238,7 @@ class KubeReplicaScaler:
             if tracked is None:
                 # As the HPA controller's recordInitialRecommendation: the count found is the
                 # first recommendation, so a (re)started server scales down only after a window.
-                seeded = ScaleHistory().recommended(now, item.replicas, item.spec.behavior)
+                seeded = ScaleHistory.seeded(now, item.replicas, item.spec.behavior)
                 autoscaler = ReplicaAutoscaler(item.spec, seeded)
                 tracked = self.tracked[item.target.key] = _Tracked(autoscaler)
             tracked.autoscaler.spec = item.spec  # a changed spec keeps its history

@@ -73,6 +73,7 @@ from gpufleet.model.times import wall_clock_time
 from gpufleet.model.workload import TimedWorkload, split_workload_key
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service import kube_book, kube_idle
+from gpufleet.service.alert_state import AlertStateKeeper
 from gpufleet.service.auth import ForbiddenError, Principal
 from gpufleet.service.base import (
     HISTORY_EVERY_S,
@@ -197,8 +198,10 @@ class KubeControlPlane(PlaneBase):
                 fresh = pods_of(self.records)[1]
             starts.clear()
             starts.update(fresh)
-            observatory.observe(self.now())
+            for at in observatory.catch_up(self.now()):  # fixed instants, missed ones too
+                observatory.observe(at)
 
+        AlertStateKeeper.attach(self.store, observatory, self.lock)  # kept across restarts
         self.watch(observatory)
         self._observe = ObservatoryThread(round_, step_s)
         return observatory

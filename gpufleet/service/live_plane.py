@@ -17,9 +17,11 @@ The API reads its records through :mod:`gpufleet.api.views`; the plane owns the 
 and the loop. This module owns its life (start, stop, each turn's scope: the lock, the
 transaction, publishing once committed), what it reads out, and the API's requests (submit,
 cancel, Queue and PriorityClass objects); the layers it is built on own writing down each turn
-(:mod:`gpufleet.service.embedded_recording`) and keeping the world and the core in step with
-the store and the catalog (:mod:`gpufleet.service.embedded_restore`). What a world needs
-beyond the protocol (telemetry, what a submission carries) is its plane's subclass's.
+(:mod:`gpufleet.service.embedded_recording`), keeping the world and the core in step with
+the store and the catalog (:mod:`gpufleet.service.embedded_restore`) and what an owner
+changes of a waiting workload (:mod:`gpufleet.service.owner_changes`: ungate, resume,
+suspend). What a world needs beyond the protocol (telemetry, what a submission carries) is its
+plane's subclass's.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ from gpufleet.service.base import (
     require_admin,
 )
 from gpufleet.service.embedded_recording import TurnNotes
-from gpufleet.service.embedded_restore import RestoringPlane
 from gpufleet.service.live_world import LiveWorld
+from gpufleet.service.owner_changes import OwnerChangesPlane
 from gpufleet.service.records import POD_CANCELLED, POD_PENDING, POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
@@ -61,7 +63,7 @@ from gpufleet.service.submissions import Submitted, parse_body
 log = logging.getLogger(__name__)
 
 
-class LivePlane(RestoringPlane):
+class LivePlane(OwnerChangesPlane):
     """See the module docstring."""
 
     def __init__(

@@ -50,6 +50,10 @@ class LiveWorld(ClusterBackend, Protocol):
 
     def demote(self, pod_keys: Iterable[str], reason: str) -> bool: ...
 
+    def release(self, timed: TimedWorkload) -> None:
+        """The owner of a held workload changed it (gates removed, resumed): the world keeps
+        its new form and tells the core (``WorkloadReleased``)."""
+
     def restore(
         self,
         pod: Pod,

@@ -88,6 +88,9 @@ class LiveLocalMachine:
     def demote(self, pod_keys: Iterable[str], reason: str) -> bool:
         return self.machine.demote(pod_keys, reason)
 
+    def release(self, timed: TimedWorkload) -> None:
+        self.machine.release(timed.workload)
+
     def restore(
         self,
         pod: Pod,

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.model.alerts import Alert, AlertRule, AlertState, AlertTransition
+from gpufleet.telemetry.alert_dispatch import WallTime, same_time
 from gpufleet.telemetry.recording import PodKey, PodTags, SeriesRecorder
 from gpufleet.telemetry.rules import RuleEngine
 from gpufleet.telemetry.series_layout import Labels
@@ -34,6 +35,9 @@ from gpufleet.telemetry.source import NodeTelemetry
 
 log = logging.getLogger(__name__)
 
+#: Missed instants a late round evaluates to catch up, at most (older ones are skipped, and
+#: counted in ``Observatory.rounds_skipped``).
+CATCH_UP_ROUNDS = 40
 #: Seconds of the plane's clock between rounds (the store's fine step, dcgm-exporter's default
 #: collection interval is 30 s; Prometheus' rule evaluation default 1 m: 15 s is finer than both).
 STEP_S = 15.0
@@ -116,9 +120,16 @@ class Observatory:
         self.engine = RuleEngine(rules)
         self.step_s = step_s
         self.rounds = 0
+        #: Rounds evaluated late, without a reading of their own, to catch up (see ``due``).
+        self.rounds_caught_up = 0
+        #: Instants not evaluated at all: more were missed than ``CATCH_UP_ROUNDS``.
+        self.rounds_skipped = 0
         self.last_round: float | None = None
         #: Why the latest round could not read its series (None: it could).
         self.last_error: str | None = None
+        #: The plane's time -> Unix time, for what is sent out (the simulated cluster's is
+        #: ``wall_time.PlaneWallTime``; the identity where the clock is the wall's).
+        self.wall_time: WallTime = same_time
         self._raw = series
         self._clock = clock
         self._subscribers: list[RoundSubscriber] = []
@@ -151,6 +162,36 @@ class Observatory:
                     self._subscribers.remove(subscriber)
 
         return unsubscribe
+
+    def due(self, now: float) -> list[float]:
+        """The instants a round at ``now`` evaluates, oldest first: the multiples of the step
+        after the last round, up to ``now`` (none: not yet time). Rounds run at fixed instants
+        whenever the thread gets to run them, so a ``for`` is judged as Prometheus' rule manager
+        judges it; more than ``CATCH_UP_ROUNDS`` missed are skipped and counted."""
+        step = self.step_s
+        newest = (now // step) * step
+        with self.lock:
+            last = self.last_round
+        if last is None:
+            return [newest]
+        if newest <= last:
+            return []
+        missed = round((newest - last) / step)
+        if missed > CATCH_UP_ROUNDS:
+            with self.lock:
+                self.rounds_skipped += missed - CATCH_UP_ROUNDS
+            missed = CATCH_UP_ROUNDS
+        return [newest - step * k for k in range(missed - 1, -1, -1)]
+
+    def catch_up(self, now: float) -> list[float]:
+        """Evaluate every due instant but the newest (with the series as recorded so far) and
+        return the newest, for the caller's reading; empty when no round is due."""
+        instants = self.due(now)
+        for at in instants[:-1]:
+            self.observe(at)
+            with self.lock:
+                self.rounds_caught_up += 1
+        return instants[-1:]
 
     def observe(
         self,

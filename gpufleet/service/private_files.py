@@ -5,6 +5,10 @@ creates it 0600 before SQLite opens it (so there is no moment when another user 
 it); SQLite creates the ``-wal`` and ``-shm`` files with the main file's mode, so they are
 0600 too. A file found with a looser mode (made by an older gpufleet) is tightened, with a
 logged warning.
+
+The one-box state directory beside it (each run's spec, environment and output) is made the
+same way, by :mod:`gpufleet.backends.local.state_modes` (a layer below this one: the run's shim
+makes its files too); ``tests/backends/local/test_state_modes.py`` checks both as another user.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from gpufleet.service.alert_webhooks import NotificationMetrics
 from gpufleet.service.auth import Principal
 from gpufleet.service.observatory import Observatory
 from gpufleet.service.records import WorkloadRecord
-from gpufleet.service.store import StoredEvent, StoredToken
+from gpufleet.service.store import Store, StoredEvent, StoredToken
 from gpufleet.telemetry.source import TelemetrySource
 
 #: (scheduling turn, core identity) -> explanations computed then.
@@ -64,6 +64,8 @@ class Plane(Protocol):
     observatory: Observatory | None
     #: Alert notifications delivered and failed (for /metrics).
     notifications: NotificationMetrics
+    #: The plane's database (alert state and what was notified are kept in it).
+    store: Store
 
     def start(self) -> None: ...
 
@@ -132,6 +134,14 @@ class Plane(Protocol):
     ) -> list[WorkloadRecord]: ...
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord: ...
+
+    def ungate(
+        self, principal: Principal, key: str, gates: Sequence[str] = ()
+    ) -> WorkloadRecord: ...
+
+    def resume(self, principal: Principal, key: str) -> WorkloadRecord: ...
+
+    def suspend(self, principal: Principal, key: str) -> WorkloadRecord: ...
 
     def pod_log(
         self,

@@ -6,7 +6,9 @@ Queues and PriorityClasses as a change of those stored (the one check of every p
 :func:`~gpufleet.io.catalog.check_change`: an object of the files that is bad, or that breaks
 one stored, refuses the whole scenario), and, on a new database, their workloads read against
 the result as the operator (an admin) submits them. :func:`write_seed` then writes it all in
-one SQLite transaction. A bad scenario leaves the database as it was.
+one SQLite transaction. A bad scenario leaves the database as it was. A workload's
+``gpufleet.dev/submit-at`` is kept: it arrives that long after the start, on the plane's clock,
+as in ``simulate`` (until then it is listed, waiting, and may be cancelled).
 
 A scenario's ``GpuFault``, ``SpotInterruption`` and ``NodeFailure`` objects, its
 ``SimulatedTelemetry`` object and its ``IdlePolicy`` objects are read too (into :class:`Seed`),
@@ -42,6 +44,7 @@ from gpufleet.io.sim_telemetry import (
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.node_faults import NodeFault
+from gpufleet.model.times import format_duration
 from gpufleet.service.auth import ADMIN, Principal, check_workload
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.store import Store, StoredEvent
@@ -179,12 +182,16 @@ def write_seed(store: Store, seed: Seed) -> None:
             store.put_object(kind, name, document)
         events = []
         for i, item in enumerate(seed.workloads):
-            timed = dataclasses.replace(item.timed, created=now)
-            store.add_workload(seq + i, OPERATOR.tenant, item.kind, timed, now)
+            # A workload's gpufleet.dev/submit-at counts from the start: it arrives then.
+            offset = item.timed.created
+            timed = dataclasses.replace(item.timed, created=now + offset)
+            store.add_workload(seq + i, OPERATOR.tenant, item.kind, timed, timed.created)
+            later = f", arriving in {format_duration(offset)} (submit-at)" if offset > 0 else ""
             events.append(
                 StoredEvent(
                     now, timed.workload.key, "Normal", "Submitted",
-                    f"{item.kind} by tenant {OPERATOR.tenant} to queue {timed.workload.queue}",
+                    f"{item.kind} by tenant {OPERATOR.tenant} to queue {timed.workload.queue}"
+                    f"{later}",
                 )
             )  # fmt: skip
         store.add_events(events)
@@ -205,6 +212,7 @@ def _read_workloads(
         options.default_runtime,
         DEFAULT_QUEUE,
         sources=[file for _, file in bodies],
+        keep_submit_at=True,
     )
     return [
         Submitted(

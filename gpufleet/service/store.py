@@ -359,6 +359,14 @@ class Store:
                 [(pod.key, workload.key, timed.duration) for pod in workload.pods],
             )
 
+    def set_workload_model(self, timed: TimedWorkload) -> None:
+        """Replace a workload's model form (its owner removed scheduling gates, resumed or
+        suspended it): a restart takes it back so."""
+        self._db.execute(
+            "UPDATE workloads SET model = ? WHERE key = ?",
+            (_TIMED.dump_json(timed).decode(), timed.workload.key),
+        )
+
     def set_workload_state(
         self,
         key: str,

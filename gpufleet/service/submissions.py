@@ -157,6 +157,7 @@ def read_workloads(
     default_runtime: float | None,
     home_queue: str | None = None,
     sources: Sequence[str] | None = None,
+    keep_submit_at: bool = False,
 ) -> list[Submitted]:
     """The workloads of ``manifests``, read against the control plane's queues and priority
     classes (``catalog``, from :meth:`~gpufleet.io.live_objects.LiveCatalog.request_builder`;
@@ -166,7 +167,9 @@ def read_workloads(
     until deleted. An object that names no queue, in a namespace no queue is the default for,
     goes to ``home_queue`` (the caller's own) when given. Each workload is keyed with its kind
     (``namespace/Kind/name``: names are unique per kind and namespace, as in Kubernetes).
-    ``sources``: the file each manifest came from, named in errors (default: the request)."""
+    ``sources``: the file each manifest came from, named in errors (default: the request).
+    A workload's ``created`` is 0, or with ``keep_submit_at`` its ``gpufleet.dev/submit-at``
+    (a scenario's offset from the start: ``serve --scenario``)."""
     builder = catalog.fork()
     known_queues = set(builder.queues)
     for manifest, source in zip(manifests, sources or [SOURCE] * len(manifests), strict=True):
@@ -184,6 +187,7 @@ def read_workloads(
         duration = timed.duration  # sim-duration, else expected-runtime
         if duration is None and kind not in RUN_UNTIL_DELETED:
             duration = default_runtime
-        timed = dataclasses.replace(timed, workload=workload, created=0.0, duration=duration)
+        created = timed.created if keep_submit_at else 0.0
+        timed = dataclasses.replace(timed, workload=workload, created=created, duration=duration)
         out.append(Submitted(kind, timed))
     return out

@@ -6,7 +6,10 @@ Owns :class:`Route` (a receiver and how its notifications are grouped and timed)
 :class:`Notification` s due at ``now``), the payload (Alertmanager's webhook ``Message``,
 version 4), an alert's fingerprint, and :func:`postable_alerts` (alerts as Prometheus posts
 them to Alertmanager's ``/api/v2/alerts``). It sends nothing and reads no clock: the service's
-``alert_webhooks`` posts the payloads, ``io.alert_routing`` reads the routes from a file.
+``alert_webhooks`` posts the payloads, ``io.alert_routing`` reads the routes from a file. Times
+sent out are the plane's through a :data:`WallTime` (seconds since the epoch: the simulated
+cluster's clock counts from 0). A dispatcher's groups and what it sent are kept across a
+restart as data (:meth:`Dispatcher.snapshot`, :meth:`Dispatcher.restore`).
 
 The semantics are Alertmanager's (``dispatch/dispatch.go``, ``dispatch`` aggregation groups,
 ``notify.DedupStage``):
@@ -56,6 +59,16 @@ RESEND_DELAY_S = 60.0
 
 #: Annotations of an alert (``summary``, ``description``).
 Annotate = Callable[[Alert], Mapping[str, str]]
+#: The plane's time -> seconds since the epoch (the identity where the plane's clock is the
+#: wall's; the simulated cluster's: ``service/wall_time``): what everything sent out carries.
+WallTime = Callable[[float], float]
+#: The version of :meth:`Dispatcher.snapshot`'s form.
+SNAPSHOT_VERSION = 1
+
+
+def same_time(seconds: float) -> float:
+    """The plane's time is already seconds since the epoch."""
+    return seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,11 +157,13 @@ class Dispatcher:
         *,
         annotate: Annotate | None = None,
         external_url: str = "",
+        wall: WallTime = same_time,
     ) -> None:
         if not routes:
             raise ValueError("a dispatcher needs at least one route")
         self.routes = tuple(routes)
         self.external_url = external_url.rstrip("/")
+        self.wall = wall
         self._annotate = annotate or rule_annotations(())
         self._groups: dict[tuple[int, LabelSet], _Group] = {}
         self._log: dict[tuple[int, LabelSet], _Sent] = {}
@@ -203,6 +218,58 @@ class Dispatcher:
     def groups(self) -> int:
         return len(self._groups)
 
+    def snapshot(self) -> dict[str, Any]:
+        """What this dispatcher holds and has sent, as JSON-able data, for a restarted server
+        to go on from (:meth:`restore`): each group's alerts, timers and last notification,
+        under its route's receiver and key."""
+        groups = []
+        for (index, labels), group in sorted(self._groups.items()):
+            sent = self._log.get((index, labels))
+            groups.append(
+                {
+                    "route": _route_id(self.routes[index]),
+                    "labels": [list(pair) for pair in labels],
+                    "next_flush": group.next_flush,
+                    "flushed": group.flushed,
+                    "alerts": [_held_data(held) for held in group.alerts.values()],
+                    "sent": None if sent is None else _sent_data(sent),
+                }
+            )
+        logged = [
+            {"route": _route_id(self.routes[index]), "labels": [list(p) for p in labels],
+             "sent": _sent_data(sent)}
+            for (index, labels), sent in sorted(self._log.items())
+            if (index, labels) not in self._groups
+        ]  # fmt: skip
+        return {"version": SNAPSHOT_VERSION, "last": self._last, "groups": groups, "log": logged}
+
+    def restore(self, data: Mapping[str, Any]) -> None:
+        """Go on from a :meth:`snapshot` (of a server that stopped): groups and notifications
+        of routes this dispatcher has too (same receiver and key) come back, so an alert still
+        firing is not notified again as new and one that resolved meanwhile is notified
+        resolved. Called before the first round; a snapshot of another version is ignored."""
+        if data.get("version") != SNAPSHOT_VERSION:
+            return
+        by_id = {(r.receiver, r.key): index for index, r in enumerate(self.routes)}
+        for entry in data["groups"]:
+            index = by_id.get(_route_id_of(entry["route"]))
+            if index is None:
+                continue
+            labels = _labels_of(entry["labels"])
+            group = _Group(labels, float(entry["next_flush"]), bool(entry["flushed"]))
+            for held in entry["alerts"]:
+                restored = _held_of(held)
+                group.alerts[restored.alert.labels] = restored
+            self._groups[(index, labels)] = group
+            if entry["sent"] is not None:
+                self._log[(index, labels)] = _sent_of(entry["sent"])
+        for entry in data["log"]:
+            index = by_id.get(_route_id_of(entry["route"]))
+            if index is not None:
+                self._log[(index, _labels_of(entry["labels"]))] = _sent_of(entry["sent"])
+        last = data.get("last")
+        self._last = None if last is None else float(last)
+
     @property
     def last(self) -> float | None:
         """The time of the latest round (None before the first)."""
@@ -256,8 +323,8 @@ class Dispatcher:
                 "status": "firing" if h.ends_at is None else "resolved",
                 "labels": dict(h.alert.labels),
                 "annotations": dict(h.annotations),
-                "startsAt": rfc3339(h.starts_at),
-                "endsAt": ZERO_TIME if h.ends_at is None else rfc3339(h.ends_at),
+                "startsAt": rfc3339(self.wall(h.starts_at)),
+                "endsAt": ZERO_TIME if h.ends_at is None else rfc3339(self.wall(h.ends_at)),
                 "generatorURL": generator_url(self.external_url, h.alert.rule),
                 "fingerprint": fingerprint(h.alert.labels),
             }
@@ -275,6 +342,86 @@ class Dispatcher:
             "groupKey": group_key,
             "truncatedAlerts": truncated,
         }
+
+
+def _route_id(route: Route) -> list[str]:
+    return [route.receiver, route.key]
+
+
+def _route_id_of(data: Sequence[str]) -> tuple[str, str]:
+    receiver, key = data
+    return receiver, key
+
+
+def _labels_of(data: Iterable[Sequence[str]]) -> LabelSet:
+    return tuple((str(name), str(value)) for name, value in data)
+
+
+def alert_data(alert: Alert) -> dict[str, Any]:
+    """An alert as JSON-able data (:func:`alert_of` reads it back)."""
+    return {
+        "rule": alert.rule,
+        "labels": [list(pair) for pair in alert.labels],
+        "state": alert.state.value,
+        "value": alert.value,
+        "active_at": alert.active_at,
+        "fired_at": alert.fired_at,
+        "resolved_at": alert.resolved_at,
+    }
+
+
+def alert_of(data: Mapping[str, Any]) -> Alert:
+    """An alert from its JSON-able form (:func:`alert_data`, kept by ``service/alert_state``
+    too)."""
+
+    def time_of(key: str) -> float | None:
+        value = data.get(key)
+        return None if value is None else float(value)
+
+    return Alert(
+        str(data["rule"]),
+        _labels_of(data["labels"]),
+        AlertState(data["state"]),
+        float(data["value"]),
+        float(data["active_at"]),
+        time_of("fired_at"),
+        time_of("resolved_at"),
+    )
+
+
+def _held_data(held: _Held) -> dict[str, Any]:
+    return {
+        "alert": alert_data(held.alert),
+        "annotations": dict(held.annotations),
+        "starts_at": held.starts_at,
+        "ends_at": held.ends_at,
+    }
+
+
+def _held_of(data: Mapping[str, Any]) -> _Held:
+    ends = data.get("ends_at")
+    return _Held(
+        alert_of(data["alert"]),
+        {str(k): str(v) for k, v in data["annotations"].items()},
+        float(data["starts_at"]),
+        None if ends is None else float(ends),
+    )
+
+
+def _sent_data(sent: _Sent) -> dict[str, Any]:
+    return {
+        "at": sent.at,
+        "firing": sorted([list(p) for p in labels] for labels in sent.firing),
+        "resolved": sorted([list(p) for p in labels] for labels in sent.resolved),
+    }
+
+
+def _sent_of(data: Mapping[str, Any]) -> _Sent:
+    return _Sent(
+        float(data["at"]),
+        frozenset(_labels_of(labels) for labels in data["firing"]),
+        frozenset(_labels_of(labels) for labels in data["resolved"]),
+    )
 
 
 def _needs_update(
@@ -415,20 +562,26 @@ def postable_alerts(
     annotate: Annotate,
     external_url: str = "",
     resend_delay_s: float = RESEND_DELAY_S,
+    wall: WallTime = same_time,
 ) -> list[dict[str, Any]]:
     """Firing and resolved alerts as Prometheus posts them to Alertmanager (``/api/v2/alerts``:
     labels, annotations, startsAt = when it fired, endsAt = when it resolved, or 4 resend
-    delays ahead while firing, so that Alertmanager resolves it if the sender goes away)."""
+    delays ahead while firing, so that Alertmanager resolves it if the sender goes away).
+    Times are the plane's ``now`` and the alerts', through ``wall``; the resend delays are
+    seconds of the wall (Alertmanager's clock)."""
     posted: list[dict[str, Any]] = []
     for alert in alerts:
         if alert.fired_at is None or alert.state not in (AlertState.FIRING, AlertState.RESOLVED):
             continue
-        ends = alert.resolved_at if alert.resolved_at is not None else now + 4 * resend_delay_s
+        if alert.resolved_at is not None:
+            ends = wall(alert.resolved_at)
+        else:
+            ends = wall(now) + 4 * resend_delay_s
         posted.append(
             {
                 "labels": dict(alert.labels),
                 "annotations": dict(annotate(alert)),
-                "startsAt": rfc3339(alert.fired_at),
+                "startsAt": rfc3339(wall(alert.fired_at)),
                 "endsAt": rfc3339(ends),
                 "generatorURL": generator_url(external_url, alert.rule),
             }

@@ -11,6 +11,8 @@ It answers as a Prometheus scraping dcgm-exporter and kube-state-metrics would:
   ``recording``); Prometheus' per-pod series would cover only the holder's part of the window;
 * ``gpufleet_gpu_memory_used_percent`` is ``DCGM_FI_DEV_FB_USED`` over the device's memory
   (used + free, as its latest reading said), as the exported rules compute it;
+* ``DCGM_FI_DEV_XID_ERRORS`` adds dcgm-exporter's ``err_code`` and ``err_msg`` of the value
+  (the XID itself), so a rule's alert carries them as Prometheus' does;
 * ``gpufleet_workload_gpu_util`` comes from the store as recorded, with its tags;
 * ``kube_pod_start_time`` (``namespace``, ``pod``) is each running pod's start, given by the
   world (``starts``), not stored.
@@ -27,8 +29,8 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from gpufleet.model.alerts import WORKLOAD_LABELS, WORKLOAD_START_TIME, AlertMetric
-from gpufleet.model.telemetry import DeviceUser
+from gpufleet.model.alerts import WORKLOAD_LABELS, WORKLOAD_START_TIME, XID_LABELS, AlertMetric
+from gpufleet.model.telemetry import DeviceUser, xid_labels
 from gpufleet.telemetry.recording import HOLDER_LABELS, PodKey, SeriesRecorder
 from gpufleet.telemetry.series import Scale
 from gpufleet.telemetry.series_layout import Labels, as_labels, matches
@@ -112,6 +114,19 @@ class ObservedSeries:
             return self.recorder.store.query(
                 metric, fn, window_s, now, matchers, quantile, by=by, across=across, where=where
             )
+        elif metric == AlertMetric.XID_ERRORS.value:
+            on_xid = {k: v for k, v in (matchers or {}).items() if k in XID_LABELS}
+            rest = {k: v for k, v in (matchers or {}).items() if k not in XID_LABELS}
+            pushed = where if by is None else None
+            found = {
+                labelled: value
+                for labels, value in self._held_devices(
+                    metric, fn, window_s, now, rest, quantile, pushed
+                ).items()
+                if matches(labelled := _with_xid(labels, value), on_xid)
+            }
+            if pushed is not None:
+                return found
         else:
             pushed = where if by is None else None
             found = self._held_devices(metric, fn, window_s, now, matchers, quantile, pushed)
@@ -228,6 +243,14 @@ class ObservedSeries:
         ]
         self._held[labels] = (users, held)
         return held
+
+
+def _with_xid(labels: Labels, value: float) -> Labels:
+    """An XID series' labels with dcgm-exporter's ``err_code`` and ``err_msg`` of its value
+    (the XID the window's value is: the latest one for ``last``, as Prometheus' instant
+    series carries; for a window over several XIDs, the one the aggregation gave)."""
+    code = int(value) if math.isfinite(value) and float(value).is_integer() else -1
+    return as_labels({**dict(labels), **xid_labels(code)}) if code >= 0 else labels
 
 
 class WithStartTimes:

@@ -94,14 +94,22 @@ class PodUsage:
         self.last = max(self.last, now)
 
 
-def device_series_labels(hostname: str, sample: DeviceSample) -> Labels:
-    """A device's series labels (dcgm-exporter's names, without the holder)."""
+def device_series_labels(node: NodeTelemetry, sample: DeviceSample) -> Labels:
+    """A device's series labels: dcgm-exporter's, without the holder (``Hostname``, ``gpu``,
+    ``UUID``, ``modelName``, ``device``, ``pci_bus_id``, ``DCGM_FI_DRIVER_VERSION`` where the
+    driver is known, ``GPU_I_*`` on a MIG instance), so an alert of gpufleet's engine carries
+    the labels Prometheus' alert on dcgm-exporter's series carries."""
     labels = {
-        "Hostname": hostname,
+        "Hostname": node.hostname,
         "gpu": str(sample.gpu),
         "UUID": sample.uuid,
         "modelName": sample.model,
+        "device": f"nvidia{sample.gpu}",
     }
+    if node.pci_bus_ids.get(sample.gpu):  # an empty label is no label, in Prometheus too
+        labels["pci_bus_id"] = node.pci_bus_ids[sample.gpu]
+    if node.driver_version:
+        labels["DCGM_FI_DRIVER_VERSION"] = node.driver_version
     if sample.mig_profile:
         labels["GPU_I_PROFILE"] = sample.mig_profile
         labels["GPU_I_ID"] = str(sample.gpu_instance_id)
@@ -148,7 +156,7 @@ class SeriesRecorder:
             for user in node.users:
                 users.setdefault(user.uuid, []).append(user)
             for sample in node.samples:
-                labels = device_series_labels(node.hostname, sample)
+                labels = device_series_labels(node, sample)
                 devices[sample.uuid] = labels
                 for metric, field_name in DEVICE_FIELDS:
                     if sample.mig_profile and metric is not AlertMetric.FB_USED:

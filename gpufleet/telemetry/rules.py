@@ -41,6 +41,8 @@ from gpufleet.telemetry.series_query import FilteringQuery
 
 #: How long a resolved alert stays (Prometheus' ``resolvedRetention``).
 RESOLVED_RETENTION_S = 900.0
+#: The labels an alert adds to its series' (``AlertRule.alert_labels``).
+ALERT_ONLY_LABELS = ("alertname", "severity")
 #: Series label sets a rule keeps numbered, at most (then those with no alert are forgotten).
 IDENTITIES_KEPT = 100_000
 
@@ -80,10 +82,11 @@ def matching_series(rule: AlertRule, source: SeriesQuery, now: float) -> dict[La
         values = source.query_where(metric, fn, window, now, matchers, rule.quantile, where)
     else:
         values = source.query(metric, fn, window, now, matchers, rule.quantile)
+    scope = rule.scope
     holding = {
         labels: value
         for labels, value in values.items()
-        if rule.comparison.holds(value, rule.threshold)
+        if rule.comparison.holds(value, rule.threshold) and scope.admits(labels)
     }
     if rule.min_running_s > 0 and holding:
         started = _workload_starts(source, now, matchers)
@@ -157,6 +160,17 @@ class _RuleAlerts:
         self.ids = {labels: renumbered[number] for labels, number in series.items()}
         self.alerts = {renumbered[n]: alert for n, alert in self.alerts.items()}
         self.values = {renumbered[n]: value for n, value in self.values.items()}
+
+    def restore(self, alert: Alert) -> None:
+        """Hold ``alert`` (of a restart) under its series' labels: its own without
+        ``alertname`` and ``severity``."""
+        series = tuple(pair for pair in alert.labels if pair[0] not in ALERT_ONLY_LABELS)
+        number = self.ids.get(series)
+        if number is None:
+            number = self.ids[series] = len(self.labels)
+            self.labels.append(alert.labels)
+        self.alerts[number] = alert
+        self.values[number] = alert.value
 
     def current(self) -> list[Alert]:
         """The alerts, in label order, each with the last value compared."""
@@ -267,6 +281,19 @@ class RuleEngine:
             if self._rules.get(name) == rule:
                 fresh._state[name] = self._state[name]
         self._rules, self._state = fresh._rules, fresh._state
+
+    def restore(self, alerts: Iterable[Alert]) -> int:
+        """Hold ``alerts`` as a restarted server kept them (``service/alert_state``): each goes
+        back under its rule, in its state, with its ``active_at`` (a ``for`` continues from it)
+        and ``fired_at``; an alert of a rule not evaluated now is left out. How many were
+        restored. Called before the first round."""
+        restored = 0
+        for alert in alerts:
+            state = self._state.get(alert.rule)
+            if state is not None and alert.state is not AlertState.INACTIVE:
+                state.restore(alert)
+                restored += 1
+        return restored
 
     def alerts(self, rule: str | None = None) -> list[Alert]:
         """The alerts held now (pending, firing, and recently resolved), of one rule or all,

@@ -26,6 +26,7 @@ from typing import NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.model.alerts import LOOKBACK_S
 from gpufleet.telemetry import series_codec
 from gpufleet.telemetry.series_layout import (
     RULE_METRICS,
@@ -86,7 +87,10 @@ class SeriesStore:
         self._keys: list[SeriesKey | None] = [None] * capacity
         self._free: list[int] = []
         self._used = 0
+        #: Each series' range (values are clipped to it) and the value of its top code (the
+        #: range's top, or above it for a metric coded in steps of its resolution).
         self._lo = np.zeros(capacity)
+        self._top = np.ones(capacity)
         self._hi = np.ones(capacity)
         self._last_step = np.full(capacity, -1, np.int64)
         self._by_metric: dict[str, tuple[list[Labels], npt.NDArray[np.int64]]] = {}
@@ -115,7 +119,7 @@ class SeriesStore:
         self._ids[metric][key] = row
         self._keys[row] = (metric, key)
         self._rings.claim(row)
-        self._lo[row], self._hi[row] = spec.lo, spec.hi
+        self._set_range(row, spec)
         self._last_step[row] = -1
         self._by_metric.pop(metric, None)
         return row
@@ -190,9 +194,10 @@ class SeriesStore:
             raise ValueError(f"append: ids {dead[:5]} are not live series (dropped or never added)")
         if np.unique(columns).size != columns.size:
             raise ValueError("append: an id appears more than once in one snapshot")
-        lo, hi = self._lo[columns], self._hi[columns]
-        self.clipped += int(np.count_nonzero((readings < lo) | (readings > hi)))
-        self._rings.write(step, columns, self.shape.fine.encode(readings, lo, hi))
+        lo, top = self._lo[columns], self._top[columns]
+        self.clipped += int(np.count_nonzero((readings < lo) | (readings > top)))
+        readings = np.clip(readings, lo, top)
+        self._rings.write(step, columns, self.shape.fine.encode(readings, lo, self._hi[columns]))
         self._last_step[columns[~np.isnan(readings)]] = step
 
     # -- queries ------------------------------------------------------------------------------
@@ -218,7 +223,9 @@ class SeriesStore:
         is not finite is left out), applied to its window value before ``where`` and the
         grouping: a series over a constant of its own, such as memory used over each device's
         memory. A window that fits the fine ring's retention is answered exactly from it; a
-        longer one from the coarse ring, aligned to its buckets (see ``series_window``)."""
+        longer one from the coarse ring, aligned to its buckets (see ``series_window``).
+        ``last`` over :data:`~gpufleet.model.alerts.LOOKBACK_S` is an instant query, as in
+        PromQL: a series missing from the newest snapshot is stale and left out."""
         if fn not in WINDOW_FNS:
             raise ValueError(f"query: fn {fn!r} is not one of {list(WINDOW_FNS)}")
         if across not in ACROSS_FNS:
@@ -232,6 +239,8 @@ class SeriesStore:
         if not rows.size or self._rings.newest is None:
             return {}
         values, has = self._reduce(cast(WindowFn, fn), rows, window_s, now, phi)
+        if fn == "last" and window_s == LOOKBACK_S:
+            has &= self._fresh(rows, now)
         if scale is not None:
             factors = scale(labels)
             has &= np.isfinite(factors)
@@ -286,6 +295,19 @@ class SeriesStore:
             recent, in_fine = reduce_fine("last", fine[stamped], shape.fine, lo, hi)
             values = np.where(in_fine, recent, values)
         return values, has
+
+    def _fresh(self, rows: npt.NDArray[np.int64], now: float) -> npt.NDArray[np.bool_]:
+        """Which series are not stale at ``now``: an instant query (``last`` over the
+        lookback, :data:`LOOKBACK_S`) leaves out a series the newest snapshot at or before
+        ``now`` did not have, as Prometheus marks a series stale at the first scrape without it
+        (a GPU that stops reporting resolves its alerts then, not 5 minutes later)."""
+        newest = self._rings.newest
+        assert newest is not None
+        step = min(math.floor(now / self.shape.fine_step_s), newest)
+        if not self._rings.stamped(step):
+            return np.ones(rows.size, np.bool_)  # no snapshot at that step: nothing to judge by
+        fresh: npt.NDArray[np.bool_] = self._last_step[rows] >= step
+        return fresh
 
     def _rows_of(
         self, metric: str, matchers: Mapping[str, str] | None
@@ -343,7 +365,8 @@ class SeriesStore:
     @property
     def nbytes(self) -> int:
         """Bytes of every array the store keeps (the chunks and the per-series columns)."""
-        return self._rings.nbytes() + self._lo.nbytes + self._hi.nbytes + self._last_step.nbytes
+        columns = self._lo.nbytes + self._top.nbytes + self._hi.nbytes + self._last_step.nbytes
+        return self._rings.nbytes() + columns
 
     def durable(self) -> series_codec.Durable:
         """The store's durable form now, cheap enough to take under a lock: the open chunks
@@ -437,8 +460,7 @@ class SeriesStore:
         for row, metric, labels in header.series:
             self._keys[row] = (metric, labels)
             self._ids[metric][labels] = row
-            spec = self.metrics[metric]
-            self._lo[row], self._hi[row] = spec.lo, spec.hi
+            self._set_range(row, self.metrics[metric])
             self._rings.claim(row)
         self._free = [row for row in range(self._used) if self._keys[row] is None]
 
@@ -450,10 +472,15 @@ class SeriesStore:
             raise UnknownMetricError(metric, list(self.metrics))
         return spec
 
+    def _set_range(self, row: int, spec: MetricSpec) -> None:
+        self._lo[row], self._top[row] = spec.lo, spec.hi
+        self._hi[row] = spec.code_top(self.shape.fine.levels)
+
     def _grow(self, capacity: int) -> None:
         extra = capacity - self._rings.capacity
         self._rings.grow(capacity)
         self._keys.extend([None] * extra)
         self._lo = np.concatenate([self._lo, np.zeros(extra)])
+        self._top = np.concatenate([self._top, np.ones(extra)])
         self._hi = np.concatenate([self._hi, np.ones(extra)])
         self._last_step = np.concatenate([self._last_step, np.full(extra, -1, np.int64)])

@@ -14,10 +14,20 @@ a ``uint16`` code over the metric's range (error at most ``(hi - lo) / 131,068``
 utilisation, 1.5 MiB for memory over 0..192 GiB) and a coarse point three ``uint8`` codes
 (mean, max, min; error at most ``(hi - lo) / 508``: 0.2 % for utilisation, 0.25 C over 0..127 C).
 A value outside the range is clipped to it and counted (``SeriesStore.clipped``).
+
+Exact at integers: a metric with a ``resolution`` (a power of two: 1/512 for utilisation and
+temperature, 1/256 for XIDs, 1/32 W for power, 4 MiB for memory) is coded in fine steps of
+exactly that size (its code spans ``lo .. lo + levels * resolution``, a little wider than its
+range), so every multiple of the resolution, every integer among them, is stored and decoded
+exactly in binary floating point: an XID 79 reads back 79, 85 C reads back 85, a threshold
+compared with ``==``, ``>=`` or ``<=`` sees the value the device reported. Any other value is
+off by at most half a resolution (1/1024 %, 1/1024 C, 1/64 W, 2 MiB). A coarse point (windows
+longer than the fine ring) is still off by at most ``span / 508`` of that wider span.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -66,6 +76,9 @@ class MetricSpec:
     lo: float
     hi: float
     unit: str = ""
+    #: The size of one fine code (a power of two), so that its multiples (integers, with a
+    #: resolution of 1 or less) are exact; None: the range is split evenly over the codes.
+    resolution: float | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -74,25 +87,42 @@ class MetricSpec:
             raise ValueError(
                 f"metric {self.name}: range lo={self.lo} hi={self.hi} must be finite, lo < hi"
             )
+        if self.resolution is not None:
+            mantissa, _ = math.frexp(self.resolution)
+            if not (self.resolution > 0 and mantissa == 0.5):
+                raise ValueError(
+                    f"metric {self.name}: resolution {self.resolution} must be a power of two"
+                )
+            if not float(self.lo / self.resolution).is_integer():
+                raise ValueError(
+                    f"metric {self.name}: lo={self.lo} must be a multiple of the resolution"
+                )
+
+    def code_top(self, levels: int) -> float:
+        """The value of the highest of ``levels`` codes: ``lo + levels * resolution`` where
+        that covers the range (each code then is exactly one resolution), else ``hi``."""
+        if self.resolution is not None and self.lo + levels * self.resolution >= self.hi:
+            return self.lo + levels * self.resolution
+        return self.hi
 
 
 #: The device metrics dcgm-exporter names and the node agent and simulator give, with ranges
 #: wide enough for every GPU gpufleet knows (memory up to 192 GiB, power up to 1,500 W).
 DEVICE_METRICS = (
-    MetricSpec(AlertMetric.GPU_UTIL.value, 0.0, 100.0, "%"),
-    MetricSpec(AlertMetric.FB_USED.value, 0.0, 196_608.0, "MiB"),
-    MetricSpec(AlertMetric.GPU_TEMP.value, 0.0, 127.0, "C"),
-    MetricSpec(AlertMetric.POWER_USAGE.value, 0.0, 1_500.0, "W"),
-    # XIDs are integer codes; in 0..254 a uint8 coarse code (step 1) keeps them exact.
-    MetricSpec(AlertMetric.XID_ERRORS.value, 0.0, 254.0, ""),
+    MetricSpec(AlertMetric.GPU_UTIL.value, 0.0, 100.0, "%", 2.0**-9),
+    MetricSpec(AlertMetric.FB_USED.value, 0.0, 196_608.0, "MiB", 4.0),
+    MetricSpec(AlertMetric.GPU_TEMP.value, 0.0, 127.0, "C", 2.0**-9),
+    MetricSpec(AlertMetric.POWER_USAGE.value, 0.0, 1_500.0, "W", 2.0**-5),
+    # XIDs are integer codes, compared with == and >: exact at every integer.
+    MetricSpec(AlertMetric.XID_ERRORS.value, 0.0, 254.0, "", 2.0**-8),
 )
 #: Every metric an alert rule may watch (``AlertMetric``): the device metrics, memory used in
 #: percent and a workload's utilisation. (``kube_pod_start_time``, a timestamp, is no gauge to
 #: code over a range: whoever serves the rules answers it from the workloads' records.)
 RULE_METRICS = (
     *DEVICE_METRICS,
-    MetricSpec(AlertMetric.FB_USED_PERCENT.value, 0.0, 100.0, "%"),
-    MetricSpec(AlertMetric.WORKLOAD_GPU_UTIL.value, 0.0, 100.0, "%"),
+    MetricSpec(AlertMetric.FB_USED_PERCENT.value, 0.0, 100.0, "%", 2.0**-9),
+    MetricSpec(AlertMetric.WORKLOAD_GPU_UTIL.value, 0.0, 100.0, "%", 2.0**-9),
 )
 
 

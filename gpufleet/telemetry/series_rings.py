@@ -310,6 +310,13 @@ class Rings:
         self.born_fine[columns] = self.fine.open_start
         self.born_coarse[columns] = self.coarse.open_start
 
+    def stamped(self, step: int) -> bool:
+        """Whether a snapshot was taken at fine ``step`` (one the ring still holds)."""
+        if self.newest is None or not self.newest - self.shape.fine_points < step <= self.newest:
+            return False
+        _, marks = self.fine.gather(step, step, np.zeros(0, np.int64), self.born_fine)
+        return bool(marks[0])
+
     def fine_block(
         self, first: int, last: int, rows: IntArray
     ) -> tuple[CodeArray, npt.NDArray[np.bool_]]:

@@ -110,13 +110,14 @@ def make_pod(
     rules: PlacementRules | None = None,
     units: int = 0,
     resource: str = GPU_RESOURCE,
+    gates: Iterable[str] = (),
 ) -> Pod:
     """A pod: ``gpus`` whole GPUs, or ``milli``/``gpu_memory`` of one, or a MIG slice; plus
     ``extended`` resources and inter-pod ``rules`` (see :func:`pod_term`, :func:`spread`).
 
     A share takes ``units`` of the node's GPU resource: 0 (the default) for gpufleet's own
     share, 1 for one that also asks ``nvidia.com/gpu: 1``; ``resource`` is what whole GPUs and
-    shares ask units of."""
+    shares ask units of. ``gates``: its ``spec.schedulingGates``."""
     if mig is not None:
         gpu = GpuRequest.mig(mig, mig_count)
     elif milli is not None or gpu_memory:
@@ -140,6 +141,7 @@ def make_pod(
         labels=dict(labels or {}),
         extended=tuple(sorted((extended or {}).items())),
         rules=rules,
+        scheduling_gates=tuple(gates),
     )
 
 
@@ -254,9 +256,11 @@ def make_workload(
     namespace: str = "default",
     mixed_models: bool = False,
     priority_class: str | None = None,
+    suspended: bool = False,
     **pod_options: object,
 ) -> Workload:
-    """A workload of ``pods`` identical pods of ``gpus`` GPUs each (a gang if more than one)."""
+    """A workload of ``pods`` identical pods of ``gpus`` GPUs each (a gang if more than one);
+    ``suspended``: a suspended Job's."""
     name = name or f"job-{next(_names)}"
     members = tuple(
         make_pod(
@@ -284,6 +288,7 @@ def make_workload(
         checkpoint_interval=checkpoint,
         topology=topology,
         mixed_gpu_models=mixed_models,
+        suspended=suspended,
     )
 
 

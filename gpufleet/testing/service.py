@@ -87,6 +87,7 @@ def pod_doc(
     priority_class: str | None = None,
     gpu_milli: int | None = None,
     tolerate: bool = True,
+    gates: Sequence[str] = (),
 ) -> dict[str, Any]:
     labels = {"gpufleet.dev/queue": queue} if queue else {}
     annotations: dict[str, str] = {}
@@ -111,6 +112,8 @@ def pod_doc(
         ]
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if gates:
+        spec["schedulingGates"] = [{"name": gate} for gate in gates]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
@@ -121,8 +124,10 @@ def job_doc(
     queue: str | None = None,
     namespace: str | None = None,
     runtime: str = "10m",
+    suspend: bool = False,
+    gates: Sequence[str] = (),
 ) -> dict[str, Any]:
-    template = pod_doc("x", gpus, queue, runtime=runtime)
+    template = pod_doc("x", gpus, queue, runtime=runtime, gates=gates)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -136,6 +141,7 @@ def job_doc(
             "parallelism": pods,
             "completions": pods,
             "template": {"spec": template["spec"]},
+            **({"suspend": True} if suspend else {}),
         },
     }
 
@@ -217,6 +223,7 @@ def make_harness(
     for pc in priority_classes:
         store.put_object(PRIORITY_CLASS, pc["metadata"]["name"], pc)
     tokens = {"admin": create_token(store, "admin", "admin")}
+    tokens["metrics"] = create_token(store, "prometheus", "metrics")  # /metrics only
     for tenant in tenants:
         tokens[tenant] = create_token(store, tenant, "tenant")
     store.close()

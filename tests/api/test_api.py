@@ -45,7 +45,7 @@ def submit(client: TestClient, *documents: dict[str, object]) -> list[dict[str, 
 
 
 # ---------------------------------------------------------------------------------- probes
-def test_probes_and_metrics_need_no_token(harness: ServiceHarness) -> None:
+def test_probes_need_no_token(harness: ServiceHarness) -> None:
     client = harness.client("nobody")
     assert client.get("/readyz").status_code == 503  # the loop is not started in this harness
     assert client.get("/openapi.json").json()["info"]["title"] == "gpufleet"
@@ -55,16 +55,57 @@ def test_probes_and_metrics_need_no_token(harness: ServiceHarness) -> None:
         assert client.get("/healthz").text == "ok\n"
     finally:
         harness.plane.stop()
-    metrics = client.get("/metrics").text
+    metrics = harness.client("metrics").get("/metrics").text
     assert 'gpufleet_cluster_gpus{model="A100"} 16.0' in metrics
     assert 'gpufleet_queue_nominal_quota{queue="team-a",resource="nvidia.com/gpu"} 8.0' in metrics
+
+
+@pytest.mark.parametrize(
+    ("who", "status"),
+    [
+        ("nobody", 401),  # no token
+        ("team-a", 403),  # a tenant's: the page names every tenant's pods
+        ("admin", 200),
+        ("metrics", 200),  # Prometheus' scrape token
+    ],
+    ids=["no-token", "tenant", "admin", "metrics-token"],
+)
+def test_metrics_are_served_to_the_admin_and_a_metrics_token_only(
+    harness: ServiceHarness, who: str, status: int
+) -> None:
+    submit(harness.client("team-b"), pod_doc("secret-project", 1))
+    harness.advance(1)
+    response = harness.client(who).get("/metrics")
+    assert response.status_code == status, response.text
+    assert ("secret-project" in response.text) == (status == 200)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/v1/whoami"),
+        ("GET", "/api/v1/workloads"),
+        ("GET", "/api/v1/nodes"),
+        ("GET", "/api/v1/cluster"),
+        ("GET", "/api/v1/stream"),
+        ("POST", "/api/v1/workloads"),
+        ("GET", "/api/v1/tokens"),
+    ],
+    ids=lambda value: value if value.startswith("/") else None,
+)
+def test_a_metrics_token_reads_nothing_but_metrics(
+    harness: ServiceHarness, method: str, path: str
+) -> None:
+    response = harness.client("metrics").request(method, path)
+    assert response.status_code == 403, response.text
+    assert "metrics token reads /metrics only" in response.text
 
 
 def test_metrics_count_workloads_and_requests(harness: ServiceHarness) -> None:
     client = harness.client("team-a")
     submit(client, pod_doc("p", 2))
     harness.advance(1)
-    metrics = client.get("/metrics").text
+    metrics = harness.client("admin").get("/metrics").text
     assert 'gpufleet_workloads{state="Running"} 1.0' in metrics
     assert 'gpufleet_allocated_gpus{model="A100",queue="team-a"} 2.0' in metrics
     assert 'gpufleet_api_request_seconds_count{method="POST",route="/api/v1/workloads"' in metrics

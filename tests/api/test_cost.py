@@ -126,7 +126,7 @@ def test_measured_utilisation_splits_used_and_idle_and_finds_idle_holders(
 
 
 def scrape(harness: ServiceHarness) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
-    text = harness.client("nobody").get("/metrics").text
+    text = harness.client("metrics").get("/metrics").text
     return {
         family.name: {tuple(sorted(s.labels.items())): s.value for s in family.samples}
         for family in text_string_to_metric_families(text)

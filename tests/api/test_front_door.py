@@ -82,7 +82,7 @@ def test_a_request_for_another_host_is_refused_before_the_app(harness: ServiceHa
         ("/static/dashboard.css", 200, CSP),
         ("/static/vendor/plotly.min.js", 200, CSP),
         ("/healthz", 200, CSP),
-        ("/metrics", 200, CSP),
+        ("/metrics", 401, CSP),  # for the admin or a metrics token only
         ("/api/v1/whoami", 401, CSP),
         ("/api/v1/nowhere", 404, CSP),
         ("/openapi.json", 200, CSP),

@@ -32,7 +32,7 @@ def harness(tmp_path: Path) -> ServiceHarness:
 
 
 def scrape(harness: ServiceHarness) -> dict[str, list[tuple[dict[str, str], float]]]:
-    text = harness.client("nobody").get("/metrics").text
+    text = harness.client("metrics").get("/metrics").text
     return {
         family.name: [(s.labels, s.value) for s in family.samples]
         for family in text_string_to_metric_families(text)

@@ -133,3 +133,27 @@ def test_replicas_wait_for_gpus_like_any_workload(tmp_path: Path) -> None:
     report = serve(tmp_path, deployment(1, **SCALED), inference_load(STEADY), gpus=2)
     assert report.replicas_max == 2
     assert report.minutes_met_pct < 50
+
+
+@pytest.mark.parametrize(
+    ("window", "first_change", "minutes_held"),
+    [
+        pytest.param(None, "t=5m15s: 8 -> 1", 5, id="default-300s-window"),
+        pytest.param("60s", "t=1m15s: 8 -> 1", 1, id="60s-window"),
+    ],
+)
+def test_the_replicas_found_hold_for_the_scale_down_window(
+    tmp_path: Path, window: str | None, first_change: str, minutes_held: int
+) -> None:
+    """As Kubernetes seeds an HPA's history with the count it finds: 8 replicas (serving at
+    once: no model to load) under a light load stay 8 until the scale-down window has passed
+    since the first sync (15 s), not 1 at the first sync."""
+    light = inference_load({"trough": 4, "peak": 4, "duration": "30m"})
+    light["spec"]["replica"]["loadTime"] = "0s"
+    scaled = dict(SCALED, model_load_time="0s")
+    if window is not None:
+        scaled["scale_down_stabilization"] = window
+    report = serve(tmp_path, deployment(8, **scaled), light)
+    assert report.changes[0].startswith(first_change), report.changes[0]
+    placed = [row[1] for row in report.timeline[: minutes_held + 1]]
+    assert placed == [8] * minutes_held + [1]

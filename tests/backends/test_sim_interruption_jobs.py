@@ -83,7 +83,7 @@ def simulate(
     )  # fmt: skip
     recording = Recording(sim)
     run_loop(sim, make_core(nodes), observers=[recording])
-    return recording.log, job_reports(sim.job_runs), sim
+    return recording.log, job_reports(sim.job_runs, sim.holds), sim
 
 
 def node_down(*times: float, back: float = 60.0, node: str = "n1") -> NodeFault:

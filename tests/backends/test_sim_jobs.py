@@ -18,6 +18,7 @@ from gpufleet.backends.sim.results import JobReport
 from gpufleet.backends.sim.run import job_reports, run_workloads
 from gpufleet.control.loop import Turn
 from gpufleet.control.loop import run as run_loop
+from gpufleet.io.readers import read_cluster
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model import Node
 from gpufleet.model.actions import Bind
@@ -94,7 +95,7 @@ def simulate(
     )
     recording = Recording(sim)
     run_loop(sim, core, observers=[recording])
-    return recording.log, job_reports(sim.job_runs), sim
+    return recording.log, job_reports(sim.job_runs, sim.holds), sim
 
 
 def outcome(report: JobReport) -> tuple[str, str, int, int, int, int]:
@@ -478,6 +479,58 @@ def test_failures_per_queue_in_the_report(tmp_path: Path) -> None:
     stats = run.tenancy.queues["a"]
     assert (stats.completed, stats.failed, stats.pod_failures, stats.restarts) == (1, 1, 3, 2)
     assert {r.name: r.state for r in run.jobs} == {"j": "Succeeded", "k": "Failed"}
+
+
+BUDGETED = queue(
+    "a", {"nvidia.com/gpu": 4}, namespaces=["default"],
+    budget={"gpuHours": 1, "period": "day", "action": "Block"},
+)  # fmt: skip
+IN_A = {"gpufleet.dev/queue": "a"}
+RUNTIME = {"gpufleet.dev/expected-runtime": "2h"}
+LATER = {**RUNTIME, "gpufleet.dev/submit-at": "1m"}
+
+
+@pytest.mark.parametrize(
+    ("objects", "states"),
+    [
+        pytest.param(
+            [BUDGETED, batch_job("first", labels=IN_A, annotations=sim_notes("2h", more=RUNTIME)),
+             batch_job("second", labels=IN_A, annotations=sim_notes("2h", more=LATER))],
+            {"first": ("Succeeded", "Completed"), "second": ("Pending", "budget")},
+            id="blocked-by-its-budget",
+        ),
+        pytest.param(
+            [batch_job("huge", gpus=8), batch_job("small")],
+            {"huge": ("Pending", "capacity"), "small": ("Running", "")},
+            id="fits-no-node-beside-one-that-runs-on",
+        ),
+    ],
+)  # fmt: skip
+def test_a_job_that_never_ran_is_pending_never_running(
+    tmp_path: Path, objects: list[Obj], states: dict[str, tuple[str, str]]
+) -> None:
+    """A job that has not ended is Running only while a pod of it runs; one that waits is
+    Pending, for what it waits for (issue 29, item 18: the budgets example listed the job
+    its budget blocked as Running)."""
+    scenario = read_scenario(scenario_file(tmp_path, objects))
+    run = run_workloads(make_cluster(1, gpus=4), scenario.workloads, "default", 0, scenario.queues)
+    assert {r.name: (r.state, r.reason) for r in run.jobs} == states
+    waiting = {e.workload for e in run.waiting_at_end}
+    assert {r.workload for r in run.jobs if r.state == "Pending"} == waiting
+
+
+def test_the_budgets_example_lists_the_job_its_budget_blocks_as_pending() -> None:
+    """What examples/budgets says of itself: three sweeps run, the fourth waits on the
+    research queue's budget, and is listed so."""
+    examples = Path(__file__).parents[2] / "examples"
+    scenario = read_scenario(examples / "budgets")
+    nodes = read_cluster(examples / "clusters" / "small.yaml")
+    run = run_workloads(nodes, scenario.workloads, "default", 42, scenario.queues)
+    states = {r.name: (r.state, r.reason) for r in run.jobs}
+    assert states == {
+        **{f"sweep-{i}": ("Succeeded", "Completed") for i in (1, 2, 3)},
+        "sweep-4": ("Pending", "budget"),
+    }
 
 
 # ------------------------------------------------------------------------------- invariants

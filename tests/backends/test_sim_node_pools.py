@@ -377,4 +377,4 @@ def test_a_costed_pool_run_leaves_the_clusters_idle_time_to_the_pools_report() -
     (report,) = run.cost
     assert [g.name for g in report.groups] == ["default"]  # no __idle__ line
     assert not any("idle GPU time is left out" in note for note in report.notes)
-    assert any("node-pool report bills every node" in note for note in report.notes)
+    assert any("the bill is the node pools' cost" in note for note in report.notes)

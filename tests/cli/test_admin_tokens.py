@@ -120,7 +120,7 @@ def test_list_and_revoke_make_no_database(tmp_path: Path, command: list[str]) ->
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--tenant", "team-a", "--role", "bogus"], "role: expected one of admin, tenant"),
+        (["--tenant", "team-a", "--role", "bogus"], "role: expected one of admin, tenant, metrics"),
         (["--tenant", "Team A"], "tenant:"),
         (["--tenant", "team-a", "--queue", "Not_A_Queue"], "queue:"),
         (["--tenant", "team-a", "--expires-in", "0"], "expected a lifetime above 0"),

@@ -103,7 +103,9 @@ def detail(
     return WorkloadDetail(**base, pod_views=pods or [], events=events or [], **overrides)
 
 
-def device(index: int, allocated: float = 0.0, pods: list[str] | None = None) -> DeviceView:
+def device(
+    index: int, allocated: float = 0.0, pods: list[str] | None = None, healthy: bool = True
+) -> DeviceView:
     return DeviceView(
         index=index,
         model="A100",
@@ -111,10 +113,16 @@ def device(index: int, allocated: float = 0.0, pods: list[str] | None = None) ->
         allocated=allocated,
         shared=0 < allocated < 1 or len(pods or []) > 1,
         pods=pods or [],
+        healthy=healthy,
     )
 
 
-def node(name: str = "node-a", allocations: tuple[float, ...] = (1.0, 0.5, 0.0, 0.0)) -> NodeView:
+def node(
+    name: str = "node-a",
+    allocations: tuple[float, ...] = (1.0, 0.5, 0.0, 0.0),
+    withdrawn: tuple[int, ...] = (),
+) -> NodeView:
+    """A node of A100s allocated so per device; ``withdrawn``: indices of unhealthy ones."""
     return NodeView(
         name=name,
         gpu_model="A100",
@@ -123,10 +131,14 @@ def node(name: str = "node-a", allocations: tuple[float, ...] = (1.0, 0.5, 0.0, 
         memory_mib=262144,
         memory_allocated_mib=32768,
         gpus=len(allocations),
+        gpus_allocatable=len(allocations) - len(withdrawn),
         gpus_allocated=sum(allocations),
         labels={"gpufleet.dev/rack": "r1"},
         taints=["nvidia.com/gpu=present:NoSchedule"],
-        devices=[device(i, a, [f"team-a/p{i}"] if a else []) for i, a in enumerate(allocations)],
+        devices=[
+            device(i, a, [f"team-a/p{i}"] if a else [], i not in withdrawn)
+            for i, a in enumerate(allocations)
+        ],
     )
 
 

@@ -200,10 +200,55 @@ def test_explain_text_names_the_position_and_estimate() -> None:
     assert "Position" not in running
 
 
+def test_explain_of_a_workload_that_can_never_fit_says_never() -> None:
+    """Not "next to be tried" with an estimate (issue 29, item 14; Kueue: Inadmissible)."""
+    shown = explanation(position=1, never=True, estimated_start=None, waiting_for="capacity")
+    text = render(describe_explanation(shown, CLOCK))
+    assert lines_with(text, "Position") == [
+        "Position: 1 (inadmissible: it can never fit as the cluster stands)"
+    ]
+    assert lines_with(text, "Estimated start") == ["Estimated start: never"]
+
+
 def test_describe_node_lists_devices() -> None:
     text = render(describe_node(node()))
     assert lines_with(text, "GPUs:") == ["GPUs: 1.5/4 allocated"]
     assert lines_with(text, "team-a/p1") == ["1 A100 80Gi █████░░░░░ 0.5 shared team-a/p1"]
+
+
+WITHDRAWN = node(allocations=(1.0, 1.0, 1.0, 0.0), withdrawn=(3,))
+
+
+@pytest.mark.parametrize(
+    ("shown", "pattern", "lines"),
+    [
+        pytest.param(nodes_table([WITHDRAWN]), "node-a",
+                     ["node-a A100 3/3 of 4 100% 8/64 32Gi/256Gi"], id="get-nodes"),
+        pytest.param(top_nodes([WITHDRAWN]), "node-a",
+                     ["node-a A100 ██████████ 3/3 of 4 100% 12% 12%"], id="top-nodes"),
+        pytest.param(top_nodes([WITHDRAWN]), "allocated",
+                     ["1 nodes, 3/3 GPUs allocated (100%); 1 GPU(s) withdrawn as unhealthy"],
+                     id="top-nodes-summary"),
+        pytest.param(top_nodes([WITHDRAWN]), "gpu3", ["gpu3 A100 ░░░░░░░░░░ 0 withdrawn 0% -"],
+                     id="top-nodes-device"),
+        pytest.param(describe_node(WITHDRAWN), "GPU", ["GPU model: A100", "GPUs: 3/3 allocated",
+                     "GPU capacity: 4, allocatable 3 (GPU 3 withdrawn: unhealthy)",
+                     "GPU MODEL MEMORY ALLOCATION GPUS PODS"], id="describe-node"),
+        pytest.param(describe_node(WITHDRAWN), "team-a/p2",
+                     ["2 A100 80Gi ██████████ 1 team-a/p2"], id="describe-node-device"),
+        pytest.param(describe_node(WITHDRAWN), "0 withdrawn",
+                     ["3 A100 80Gi ░░░░░░░░░░ 0 withdrawn -"], id="describe-node-withdrawn"),
+        pytest.param(describe_node(node()), "GPU capacity", ["GPU capacity: 4, allocatable 4"],
+                     id="describe-healthy-node"),
+    ],
+)  # fmt: skip
+def test_a_withdrawn_gpu_is_capacity_not_allocatable(
+    shown: RenderableType, pattern: str, lines: list[str]
+) -> None:
+    """A GPU withdrawn as unhealthy is no free room: every node view shows allocated of
+    allocatable, and the capacity beside it, as ``kubectl describe node`` does (issue 29,
+    item 15: ``GPUS 0/8`` hid it)."""
+    assert lines_with(render(shown), pattern) == lines
 
 
 @pytest.mark.parametrize(
@@ -400,6 +445,12 @@ def fake(env: Path) -> Iterator[FakeServer]:
             ("DELETE", f"{W}/team-a/train-1"): answer(
                 dumped(workload(state=WorkloadState.CANCELLED))
             ),
+            **{
+                ("POST", f"{W}/team-a/train-1/{action}"): answer(
+                    dumped(workload(state=WorkloadState.PENDING))
+                )
+                for action in ("ungate", "resume", "suspend")
+            },
             ("POST", W): answer(
                 dumped(SubmitResult(accepted=[workload(state=WorkloadState.PENDING)])), 201
             ),
@@ -431,6 +482,9 @@ COMMAND_CASES = [
     ("describe-node", ["describe", "node", "node-a"], ["GPU model: A100"]),
     ("explain", ["explain", "train-1", "-n", "team-a"], ["Position: 2", "Waiting for: quota"]),
     ("delete", ["delete", "wl", "team-a/train-1"], ["workload/team-a/train-1 (Job) cancelled"]),
+    ("ungate", ["ungate", "team-a/train-1"], ["workload/team-a/train-1 (Job) ungated"]),
+    ("resume", ["resume", "train-1", "-n", "team-a"], ["workload/team-a/train-1 (Job) resumed"]),
+    ("suspend", ["suspend", "team-a/train-1"], ["workload/team-a/train-1 (Job) suspended"]),
     ("top", ["top", "nodes"], ["2 nodes, 3/8 GPUs allocated (38%)", "gpu1 A100"]),
     ("whoami", ["whoami"], ["Tenant: team-a", "Role: tenant"]),
 ]  # fmt: skip
@@ -795,6 +849,51 @@ def test_app_delete_frees_the_gpus(served: ServiceHarness) -> None:
     assert top.out.startswith("4 nodes, 12/16 GPUs allocated (75%)")  # with team-b's late
     late = as_(served, "team-b", "get", "workload", "late")
     assert late.rows("late")[0].startswith("late Job team-b Running 2/2")
+
+
+@pytest.mark.parametrize(
+    ("args", "body"),
+    [
+        pytest.param([], None, id="all-gates"),
+        pytest.param(["--gate", "a", "--gate", "b"], {"gates": ["a", "b"]}, id="named-gates"),
+    ],
+)
+def test_ungate_sends_the_gates_named(
+    fake: FakeServer, args: list[str], body: dict[str, list[str]] | None
+) -> None:
+    code, _, err = cli("ungate", "team-a/train-1", *args)
+    assert (code, err) == (0, "")
+    (sent,) = [r for r in fake.requests if r.method == "POST"]
+    assert (json.loads(sent.content) if sent.content else None) == body
+
+
+def test_app_ungate_suspend_and_resume_a_waiting_job(served: ServiceHarness) -> None:
+    gated = job_doc("held", 1, gates=["example.com/a", "example.com/b"])
+    assert as_(served, "team-a", "submit", "-f", "-", input=as_yaml(gated)).code == 0
+    served.advance(1)
+    assert as_(served, "team-a", "explain", "held").rows("Waiting for") == [
+        "Waiting for: SchedulingGated"
+    ]
+    some = as_(served, "team-a", "ungate", "held", "--gate", "example.com/a")
+    assert (some.code, some.out) == (0, "workload/team-a/held (Job) ungated\n")
+    suspended = as_(served, "team-a", "suspend", "team-a/held")
+    assert (suspended.code, suspended.err) == (0, "")
+    assert as_(served, "team-a", "ungate", "held").code == 0
+    served.advance(1)
+    assert as_(served, "team-a", "explain", "held").rows("Waiting for") == [
+        "Waiting for: Suspended"
+    ]
+    again = as_(served, "team-a", "ungate", "held")
+    assert again.code == 1
+    assert "has no scheduling gates (409 conflict)" in again.err
+    assert as_(served, "team-b", "resume", "team-a/held").code == 1  # not found
+    assert as_(served, "team-a", "resume", "held").out == "workload/team-a/held (Job) resumed\n"
+    served.advance(1)
+    assert (
+        as_(served, "team-a", "get", "workload", "held")
+        .rows("held")[0]
+        .startswith("held Job team-a Running")
+    )
 
 
 def test_app_top_nodes_shows_every_device(served: ServiceHarness) -> None:

@@ -15,6 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
+from gpufleet.cli.scenario_cost import cost_legend
+from gpufleet.report.scenario_cost import CostRow
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
@@ -186,3 +188,22 @@ def test_the_cost_options_need_a_scenario() -> None:
     code, text = invoke("--prices", "p.yaml", "--cost-by", "team")
     assert code == 2
     assert "--prices, --cost-by: only with --scenario" in text
+
+
+def _row(group: str, estimated: bool = False) -> CostRow:
+    return CostRow("r", 42, group, 1, 1.0, 1.0, 1.0, 0.0, 0.0, 100.0, 0.0, 0.0, 0.0, 1.0, 0.0,
+                   0.0, estimated)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "legend"),
+    [
+        pytest.param([_row("a"), _row("__total__")], "", id="no-marks"),
+        pytest.param([_row("a", True), _row("__total__", True)], "; * estimated price", id="star"),
+        pytest.param([_row("a"), _row("__idle__")], "; __idle__: GPU time nobody held", id="idle"),
+    ],
+)
+def test_the_cost_caption_explains_only_the_marks_its_table_shows(
+    rows: list[CostRow], legend: str
+) -> None:
+    assert cost_legend(rows) == legend

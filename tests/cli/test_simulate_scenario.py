@@ -91,16 +91,25 @@ def test_yaml_scenario_with_fifo_baseline_writes_report_and_per_queue_json(
     assert list(queues) == ["org", "research", "llm", "inference", "chat"]  # tree order
     assert [queues[q]["depth"] for q in queues] == [0, 1, 2, 1, 2]
     assert {q: queues[q]["workloads"] for q in queues} == {
-        "org": 0, "research": 3, "llm": 1, "inference": 0, "chat": 3,
+        "org": 0, "research": 3, "llm": 13, "inference": 0, "chat": 3,
     }  # fmt: skip
     assert queues["research"]["nominal_gpus"] == 56
     assert queues["chat"]["nominal_gpus"] == 12.5
-    # llm-pretrain 4 x 1 GPU x 6 h; research's subtree adds notebook 1 x 1 h, finetune
-    # 2 pods x 2 GPUs x 2 h and sweep 3 x 1 GPU x 45 min.
-    assert queues["llm"]["gpu_hours_used"] == pytest.approx(24.0)
-    assert queues["research"]["gpu_hours_used"] == pytest.approx(24 + 1 + 8 + 2.25)
+    # llm-pretrain 4 x 1 GPU x 6 h and eval 12 x 4 GPUs x 90 min (one preempted once, after
+    # about 2 minutes); research's subtree adds notebook 1 x 1 h, finetune 2 pods x 2 GPUs x
+    # 2 h and sweep 3 x 1 GPU x 45 min.
+    assert queues["llm"]["gpu_hours_used"] == pytest.approx(24 + 72, abs=0.2)
+    assert queues["research"]["gpu_hours_used"] == pytest.approx(
+        queues["llm"]["gpu_hours_used"] + 1 + 8 + 2.25
+    )
+    assert queues["llm"]["preemptions"] == 1
     fifo = [q for q in data["summary"]["queues"] if q["run"] == "default/fifo"]
-    assert [(q["queue"], q["workloads"]) for q in fifo] == [("default", 7)]
+    assert [(q["queue"], q["workloads"]) for q in fifo] == [("default", 19)]
+    # What the example is for: the queues let training-batch work preempt best-effort work
+    # (FIFO makes it wait for the burst of evaluations to end).
+    compared = {c["metric"]: (c["queues"], c["fifo"]) for c in data["summary"]["comparison"]}
+    queued, fifo_delay = compared["training-batch p95 delay"]
+    assert queued < fifo_delay
     metrics = {c["metric"] for c in data["summary"]["comparison"]}
     assert {"cluster GPU allocation (busy window)", "inference-critical p95 delay"} <= metrics
     page = (out / "report.html").read_text()

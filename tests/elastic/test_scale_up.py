@@ -159,6 +159,51 @@ def test_the_reason_says_the_rule_and_the_price() -> None:
     assert decision.expected == {"default/w": "cheap"}
 
 
+@pytest.mark.parametrize(
+    ("pools", "runner_up"),
+    [
+        pytest.param(
+            [PoolNodes(gpu_pool("cheap", 20.0)), PoolNodes(gpu_pool("dear", 30.0))],
+            "dear",
+            id="every-pool-grows",
+        ),
+        pytest.param(
+            [
+                PoolNodes(gpu_pool("full", 5.0, max_nodes=0)),
+                PoolNodes(gpu_pool("cheap", 20.0)),
+                PoolNodes(gpu_pool("dear", 30.0)),
+            ],
+            "dear",
+            id="a-pool-at-its-maximum-comes-first",
+        ),
+        pytest.param(
+            [
+                PoolNodes(gpu_pool("late", 5.0, delay=60.0), {}, (Provisioning(1, 0.0),)),
+                PoolNodes(gpu_pool("cheap", 20.0)),
+                PoolNodes(gpu_pool("dear", 30.0)),
+            ],
+            "dear",
+            id="an-overdue-pool-comes-first",
+        ),
+        pytest.param(
+            [PoolNodes(gpu_pool("full", 5.0, max_nodes=0)), PoolNodes(gpu_pool("cheap", 20.0))],
+            None,
+            id="no-runner-up",
+        ),
+    ],
+)
+def test_the_runner_up_is_another_pool_that_grows(
+    pools: list[PoolNodes], runner_up: str | None
+) -> None:
+    """The chosen pool is never its own runner-up: a pool's position among the pools that
+    grow is not its index among all pools (issue 29, item 16)."""
+    decision = decide_scale_up([job("w", gpus=8)], pools, now=60.0 + 15 * 60 + 1)
+    (action,) = decision.actions
+    assert action.pool == "cheap"
+    named = action.reason.partition("; next ")[2].partition(" at ")[0] or None
+    assert named == runner_up
+
+
 def test_upcoming_nodes_hold_pending_work_so_a_second_turn_adds_nothing() -> None:
     pool = gpu_pool("p", 10.0, zones=("a", "b"), delay=300.0)
     pending = [job(f"w{i}", gpus=4) for i in range(4)]
@@ -301,6 +346,11 @@ def test_scale_up_never_passes_a_pools_maximum_and_never_splits_a_gang(
         assert all_placed(nodes, mine), pool_name
     assert not set(decision.expected) & set(decision.never)
     assert not set(decision.waiting) & set(decision.never)
+    # A reason's runner-up is another pool, one that may grow (issue 29, item 16).
+    growing = {p.pool.name for p in pools if p.pool.max_nodes > sum(p.ready.values())}
+    for action in decision.actions:
+        named = action.reason.partition("; next ")[2].partition(" at ")[0]
+        assert not named or (named != action.pool and named in growing), action.reason
 
 
 @settings(max_examples=150, deadline=None)

@@ -43,7 +43,7 @@ def test_a_rule_reads_every_field(write_file: WriteFile) -> None:
             threshold: 650.5
             for: 10m
             severity: critical
-            scope: {namespace: ml, queue: research, labels: {team: vision}}
+            scope: {namespace: ml, labels: {modelName: NVIDIA H100 80GB HBM3}}
             summary: power draw high
             """.replace("            ", ""),
             name="power-high",
@@ -59,7 +59,7 @@ def test_a_rule_reads_every_field(write_file: WriteFile) -> None:
             window_s=5400.0,
             for_s=600.0,
             severity=Severity.CRITICAL,
-            scope=AlertScope("ml", "research", (("team", "vision"),)),
+            scope=AlertScope("ml", None, (("modelName", "NVIDIA H100 80GB HBM3"),)),
             quantile=0.95,
             summary="power draw high",
         )

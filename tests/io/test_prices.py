@@ -3,12 +3,15 @@ and bad input refused with the file, the place and the field."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
 from gpufleet.economics import CapacityType, MissingPriceError
 from gpufleet.io.errors import InputError
 from gpufleet.io.prices import default_prices, default_prices_path, read_prices
+from gpufleet.io.readers import read_cluster
 from tests.io.conftest import WriteFile
 
 GOOD = """
@@ -127,3 +130,30 @@ def test_a_price_file_holds_one_list(write_file: WriteFile, text: str, message: 
 def test_a_missing_file_is_an_input_error() -> None:
     with pytest.raises(InputError, match="cannot open"):
         read_prices("/nonexistent/prices.yaml")
+
+
+#: Every cluster the examples and ``serve`` use (a GPU model the default list does not price
+#: would make every run of it warn "no price for GPU model ...", and bill its GPUs at nothing).
+#: The Alibaba-like cluster is left out: it keeps the trace's own model codes (G2, G3, P100,
+#: V100M16...), which no public price list names.
+BUNDLED_CLUSTERS = sorted(
+    str(path)
+    for root in (Path("examples"), Path("gpufleet/data/serve"))
+    for path in root.rglob("*.yaml")
+    if "kind: ClusterSpec" in path.read_text(encoding="utf-8")
+    or ("kind: Node\n" in path.read_text(encoding="utf-8") and "cluster" in str(path))
+)
+
+
+@pytest.mark.parametrize("path", BUNDLED_CLUSTERS, ids=BUNDLED_CLUSTERS)
+def test_the_default_prices_price_every_gpu_model_a_bundled_cluster_uses(path: str) -> None:
+    prices = default_prices()
+    models = {node.gpu_model for node in read_cluster(path) if node.gpu_model}
+    for model in sorted(models):
+        for capacity in (CapacityType.ON_DEMAND, CapacityType.SPOT):
+            assert prices.gpu_rate(model, capacity).hourly > 0, f"{path}: {model} {capacity}"
+
+
+def test_the_bundled_clusters_are_found() -> None:
+    assert "examples/clusters/small.yaml" in BUNDLED_CLUSTERS
+    assert "gpufleet/data/serve/cluster.yaml" in BUNDLED_CLUSTERS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -254,7 +255,8 @@ def test_the_path_lookup_skips_what_the_user_cannot_run(open_root: Path) -> None
         pod({"command": ["prog"]}), "p.yaml", open_root, env, uid=OTHER_UID, gid=OTHER_UID
     )
     assert made.executable == str(opened / "prog")
-    with pytest.raises(InputError, match=r"cannot reach it: .*closed is not searchable") as caught:
+    # Said as for a missing program: what is in a directory closed to it is not its to know.
+    with pytest.raises(InputError, match=r"'prog' not found on PATH as uid 65534") as caught:
         process_spec_from_object(
             pod({"command": ["prog"]}),
             "p.yaml",
@@ -314,3 +316,52 @@ def test_a_bad_restart_policy_is_refused(
     with pytest.raises(InputError, match=message) as raised:
         process_spec_from_object(document, "w.yaml", root, BASE_ENV)
     assert raised.value.field == field
+
+
+#: Ways a tenant's manifest may name a path in another tenant's private directory (``{other}``:
+#: that directory; ``{name}``: a file in it, there or not; the tenant's root is the cwd).
+PROBES = [
+    pytest.param({"command": ["{other}/{name}"]}, {}, "command[0]", id="absolute-command"),
+    pytest.param({"command": ["../other/{name}"]}, {}, "command[0]", id="relative-command"),
+    pytest.param({"command": ["{name}"]}, {"PATH": "{other}"}, "command[0]", id="on-path"),
+    pytest.param({"command": ["link/{name}"]}, {}, "command[0]", id="through-a-link"),
+    pytest.param(
+        {"command": ["/bin/true"], "workingDir": "{other}/{name}"}, {}, "workingDir",
+        id="working-dir",
+    ),
+    pytest.param(
+        {"command": ["/bin/true"], "workingDir": "link/{name}"}, {}, "workingDir",
+        id="working-dir-through-a-link",
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("container", "env", "field"), PROBES)
+def test_another_tenants_files_read_as_missing(
+    open_root: Path, container: dict[str, object], env: dict[str, str], field: str
+) -> None:
+    """Issue 30: a 422 told whether a file exists in another tenant's private directory (the
+    server looked as root). The error for a file there is the error for one that is not."""
+    mine, other = open_root / "mine", open_root / "other"
+    mine.mkdir(mode=0o700)
+    other.mkdir(mode=0o700)
+    os.chown(mine, OTHER_UID, OTHER_UID)
+    (other / "secret.sh").write_bytes(b"#!/bin/sh\n")
+    (other / "secret.sh").chmod(0o755)
+    (other / "data").mkdir()
+    (mine / "link").symlink_to(other)
+    errors = {}
+    for name in ("secret.sh", "data", "missing"):
+        given = json.loads(
+            json.dumps(container).replace("{other}", str(other)).replace("{name}", name)
+        )
+        base = {k: v.replace("{other}", str(other)) for k, v in env.items()}
+        with pytest.raises(InputError) as caught:
+            process_spec_from_object(
+                pod(given), "p.yaml", mine, {"PATH": "/usr/bin:/bin", **base}, None,
+                OTHER_UID, OTHER_UID,
+            )  # fmt: skip
+        assert caught.value.field is not None
+        assert caught.value.field.endswith(field)
+        errors[name] = str(caught.value).replace(name, "NAME")
+    assert errors["secret.sh"] == errors["missing"] == errors["data"], errors

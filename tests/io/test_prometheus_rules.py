@@ -44,7 +44,7 @@ def test_the_built_in_rules_as_a_prometheus_rule() -> None:
             {"severity": "warning"},
         ),
         "GpuUtilisationLow": (
-            "avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h]) < 20",
+            'avg_over_time(DCGM_FI_DEV_GPU_UTIL{pod!=""}[1h]) < 20',
             "2h",
             {"severity": "info"},
         ),
@@ -110,8 +110,8 @@ def rule(**changes: object) -> AlertRule:
             "DCGM_FI_DEV_FB_FREE))[5m:]) > 97.5",
         ),
         (
-            {"scope": AlertScope("ml", "research", label_set({"team": 'a"b\\c'}))},
-            'DCGM_FI_DEV_GPU_UTIL{namespace="ml", queue="research", team="a\\"b\\\\c"} < 20',
+            {"scope": AlertScope("ml", None, label_set({"modelName": 'a"b\\c'}))},
+            'DCGM_FI_DEV_GPU_UTIL{modelName="a\\"b\\\\c", namespace="ml"} < 20',
         ),
         (
             {
@@ -122,6 +122,21 @@ def rule(**changes: object) -> AlertRule:
             '(avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{pod!="", namespace="ml"}) < 20) '
             'and on (namespace, pod) (time() - kube_pod_start_time{namespace="ml"}) >= 5400',
         ),
+        (
+            {"scope": AlertScope(allocated=True)},
+            'DCGM_FI_DEV_GPU_UTIL{pod!=""} < 20',
+        ),
+        (
+            {
+                "metric": AlertMetric.FB_USED_PERCENT,
+                "comparison": Comparison.GT,
+                "threshold": 90,
+                "scope": AlertScope(namespace="ml", allocated=True),
+            },
+            '100 * DCGM_FI_DEV_FB_USED{pod!="", namespace="ml"} / '
+            '(DCGM_FI_DEV_FB_USED{pod!="", namespace="ml"} + '
+            'DCGM_FI_DEV_FB_FREE{pod!="", namespace="ml"}) > 90',
+        ),
     ],
     ids=[
         "instant",
@@ -131,6 +146,8 @@ def rule(**changes: object) -> AlertRule:
         "memory-percent-subquery",
         "scope-quoted",
         "workload-min-running",
+        "allocated",
+        "allocated-memory-percent",
     ],
 )
 def test_promql_of_a_rule(changes: dict[str, object], expr: str) -> None:

@@ -755,6 +755,7 @@ def test_examples_load_together() -> None:
         "chat/chat-api-0",
         "chat/chat-api-1",
         "chat/chat-api-2",
+        *(f"llm/eval-{i}" for i in range(12)),
     ]
     pretrain = found["llm/llm-pretrain"]
     assert (pretrain.gang_size, pretrain.queue) == (4, "llm")

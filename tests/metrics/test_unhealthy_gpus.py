@@ -41,7 +41,7 @@ def serve_embedded(tmp_path: Path) -> Families:
     served = make_harness(tmp_path, [node_from_object(NODE, "test")], options=options)
     served.advance(1.0)
     try:
-        return scraped(served.client("nobody").get("/metrics").text)
+        return scraped(served.client("metrics").get("/metrics").text)
     finally:
         served.close()
 
@@ -72,7 +72,7 @@ def test_a_recovered_gpu_has_no_series_left(tmp_path: Path) -> None:
     options = ServeOptions(speed=60.0, faults=(GpuFault(0.0, "n1", 1, 79, recover_after=60),))
     served = make_harness(tmp_path, [node_from_object(NODE, "test")], options=options)
     served.advance(1.0)
-    assert scraped(served.client("nobody").get("/metrics").text)[NAME] == EXPECTED
+    assert scraped(served.client("metrics").get("/metrics").text)[NAME] == EXPECTED
     served.advance(120.0)
-    assert scraped(served.client("nobody").get("/metrics").text)[NAME] == {}
+    assert scraped(served.client("metrics").get("/metrics").text)[NAME] == {}
     served.close()

@@ -29,7 +29,7 @@ from gpufleet.io.workloads import read_scenario
 from gpufleet.metrics import families
 from gpufleet.metrics.endpoint import HealthServer
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.base import ServeOptions, create_token
 from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.store import Store
 from gpufleet.testing import kube_objects as ko
@@ -132,6 +132,7 @@ def serve_kubernetes(tmp_path: Path) -> Families:
         api = KubeApi(server.api_client(), RateLimiter(10_000, 10_000))
         options = SchedulerOptions(policy="bestfit", leader_elect=False, status_every_s=0.0)
         store = Store(tmp_path / "gpufleet.db")
+        token = create_token(store, "prometheus", "metrics")  # /metrics is a scraper's only
         plane = KubeControlPlane(api, store, ServeOptions(policy="bestfit"), options)
         plane.scheduler.backend.start()
         turned = Harness(server, plane.scheduler)
@@ -140,7 +141,8 @@ def serve_kubernetes(tmp_path: Path) -> Families:
             create_pods(server)
             turned.until(lambda: bound(server) == 2, what="a1 and b1 bound")
             turned.until(lambda: waiting(plane.scheduler.core) == 1, what="b2 waiting")
-            return scraped(TestClient(create_app(plane)).get("/metrics").text)
+            scraper = TestClient(create_app(plane), headers={"Authorization": f"Bearer {token}"})
+            return scraped(scraper.get("/metrics").text)
         finally:
             plane.stop()
             turned.close()

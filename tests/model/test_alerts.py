@@ -50,6 +50,17 @@ def test_comparisons(comparison: Comparison, value: float, holds: bool) -> None:
         ),
         ({"min_running_s": 60.0}, "minRunning applies to workload metrics"),
         ({"scope": AlertScope(labels=(("bad-name", "x"),))}, "not a Prometheus label name"),
+        ({"scope": AlertScope(queue="research")}, "carry no queue label"),
+        (
+            {"metric": AlertMetric.WORKLOAD_GPU_UTIL, "scope": AlertScope(queue="research")},
+            "carry no queue label",
+        ),
+        ({"scope": AlertScope(labels=(("team", "vision"),))}, "no such label"),
+        (
+            {"metric": AlertMetric.WORKLOAD_GPU_UTIL, "scope": AlertScope(labels=(("gpu", "0"),))},
+            "no such label",
+        ),
+        ({"scope": AlertScope(labels=(("err_code", "79"),))}, "no such label"),
     ],
     ids=[
         "no-name",
@@ -60,6 +71,11 @@ def test_comparisons(comparison: Comparison, value: float, holds: bool) -> None:
         "quantile-out-of-range",
         "min-running-on-device",
         "bad-label",
+        "queue-on-device",
+        "queue-on-workload",
+        "unknown-label-on-device",
+        "device-label-on-workload",
+        "xid-label-on-temperature",
     ],
 )
 def test_bad_rules_are_refused(changes: dict[str, object], message: str) -> None:
@@ -81,11 +97,11 @@ def test_an_alert_is_identified_by_its_series_labels_with_name_and_severity() ->
         Comparison.GT,
         90.0,
         severity=Severity.CRITICAL,
-        scope=AlertScope("ml", "q", label_set({"team": "a"})),
+        scope=AlertScope("ml", None, label_set({"Hostname": "a"})),
     )
     assert rule.alert_name == "GpuMemoryHigh"
     assert rule.lookback_s == 300.0
-    assert rule.scope.matchers() == {"team": "a", "namespace": "ml", "queue": "q"}
+    assert rule.scope.matchers() == {"Hostname": "a", "namespace": "ml"}
     assert rule.alert_labels(label_set({"gpu": "0", "severity": "x"})) == (
         ("alertname", "GpuMemoryHigh"),
         ("gpu", "0"),

@@ -52,7 +52,7 @@ def test_a_row_per_pool_then_the_total_and_a_line_for_the_terminal() -> None:
     assert total.nodes_peak <= reserved.nodes_peak + on_demand.nodes_peak
     assert on_demand.cost == pytest.approx(on_demand.node_hours * 20.0, abs=1e-3)
     assert summary.line.startswith(f"2 pools, {total.added} node(s) added, {total.removed} removed")
-    assert summary.line.endswith(f"{total.cost:,.2f} USD")
+    assert summary.line.endswith(f"{total.cost:,.2f} USD (the bill)")
 
 
 def test_several_seeds_show_the_median_run_and_keep_every_seeds_cost() -> None:

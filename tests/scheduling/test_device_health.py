@@ -139,12 +139,56 @@ def test_the_core_applies_health_at_once_and_wakes_what_waits_for_the_device() -
     core.handle(DeviceHealthChanged("n", (1,), ((1, "XID 79"),)))
     cluster.submit(one("second", gpus=1))
     assert "default/second" not in cluster.running
-    assert UNHEALTHY_GPUS in cluster.told["default/second"]
+    # Its healthy GPU is busy: it waits for that, as on any full node (issue 29, item 15).
+    assert "Insufficient nvidia.com/gpu" in cluster.told["default/second"]
     core.handle(DeviceHealthChanged("n", ()))
     cluster.settle()
     assert cluster.running["default/second"].gpu_indices == (1,)
     # a health change for a node that left is ignored
     core.handle(DeviceHealthChanged("gone", (0,)))
+
+
+@pytest.mark.parametrize(
+    ("node_kwargs", "running", "sick", "pod", "reason"),
+    [
+        ({"gpus": 4}, 3, [3], {"gpus": 1}, "1 Insufficient nvidia.com/gpu"),
+        ({"gpus": 4}, 4, [3], {"gpus": 1}, "1 Insufficient nvidia.com/gpu"),
+        ({"gpus": 4}, 1, [3], {"gpus": 3}, "1 Insufficient nvidia.com/gpu"),
+        ({"gpus": 4}, 0, [3], {"gpus": 4}, f"1 {UNHEALTHY_GPUS}"),
+        ({"gpus": 4}, 1, [2, 3], {"gpus": 3}, f"1 {UNHEALTHY_GPUS}"),
+        ({"gpus": 4}, 1, [0, 1, 2, 3], {"gpus": 1}, f"1 {UNHEALTHY_GPUS}"),
+        ({"gpus": 4}, 0, [3], {"gpus": 5}, "1 Insufficient nvidia.com/gpu"),
+        ({"gpus": 2, "sharing": TIME_SLICED}, 4, [1], {"gpus": 1, "units": 1},
+         "1 Insufficient nvidia.com/gpu"),
+        ({"gpus": 3, "mig": MIG}, 0, [1, 2], {"mig": "3g.40gb"}, f"1 {UNHEALTHY_GPUS}"),
+    ],
+    ids=[
+        "healthy-busy-one-withdrawn-free", "all-busy-one-withdrawn-busy",
+        "healthy-enough-but-busy", "needs-the-withdrawn-one", "healthy-too-few",
+        "every-gpu-withdrawn", "fits-no-node-at-all", "time-sliced-replicas-busy",
+        "only-withdrawn-mig-slices",
+    ],
+)  # fmt: skip
+def test_unhealthy_gpus_are_named_only_where_they_are_why_it_waits(
+    node_kwargs: dict[str, object],
+    running: int,
+    sick: list[int],
+    pod: dict[str, object],
+    reason: str,
+) -> None:
+    """A pod whose node's healthy devices are merely busy waits for them (Insufficient), as
+    the kubelet's lowered allocatable would say; unhealthy GPUs are named where the healthy
+    ones could never hold it (issue 29, item 15)."""
+    core = make_core([make_node("n", **node_kwargs)])  # type: ignore[arg-type]
+    cluster = EchoCluster(core)
+    shape = {"units": 1} if "sharing" in node_kwargs else {}
+    for i in range(running):
+        cluster.submit(one(f"w{i}", gpus=1, **shape))
+    assert len(cluster.running) == running
+    core.handle(DeviceHealthChanged("n", tuple(sick)))
+    cluster.submit(one("new", **pod))
+    assert "default/new" not in cluster.running
+    assert cluster.told["default/new"].endswith(f"0/1 nodes are available: {reason}.")
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ def harness_with(tmp_path: Path, *faults: GpuFault) -> ServiceHarness:
 
 def xids(harness: ServiceHarness) -> dict[str, float]:
     """DCGM_FI_DEV_XID_ERRORS by GPU index (of whole GPUs)."""
-    text = harness.client("nobody").get("/metrics").text
+    text = harness.client("metrics").get("/metrics").text
     return {
         sample.labels["gpu"]: sample.value
         for family in text_string_to_metric_families(text)
@@ -171,7 +171,7 @@ def test_a_spot_interruption_is_told_as_events_and_the_pod_runs_again_on_the_new
     assert any(e.workload is None and e.reason == "NodeLost" for e in events)
     assert gpus_of(harness, "first") is None
     assert harness.client("team-a").get("/api/v1/nodes").json() == []
-    assert interrupted(harness.client("nobody").get("/metrics").text) == 1.0
+    assert interrupted(harness.client("metrics").get("/metrics").text) == 1.0
     harness.advance(600)  # t=1021: a new node of its name; the pod runs again
     assert gpus_of(harness, "first") == (0,)
     assert [e.reason for e in harness.store.events() if e.workload is None][-1] == "NodeJoined"

@@ -160,3 +160,33 @@ def test_a_save_writes_only_the_chunks_not_yet_written(tmp_path: Path) -> None:
     by_uuid = {dict(k)["UUID"]: v for k, v in before.items()}
     assert {dict(k)["UUID"]: v for k, v in after.items()} == pytest.approx(by_uuid)
     harness.close()
+
+
+@pytest.mark.parametrize(
+    ("clock", "rounds_at", "caught_up"),
+    [
+        ([15, 30, 45, 60, 75], [15, 30, 45, 60, 75], 0),
+        # under load the thread ran at 15, 29, 59, 61, 89 of the plane's clock
+        ([15, 29, 59, 61, 89], [15, 30, 45, 60, 75], 1),
+        ([15, 44.9, 45.1], [15, 30, 45], 0),
+        ([15, 15 + 15 * 50], [15, *range(15 + 15 * 11, 15 + 15 * 51, 15)], 39),
+    ],
+    ids=["on-time", "late-rounds-catch-up", "just-before-and-after", "too-late-skips"],
+)
+def test_rounds_run_at_fixed_instants_and_catch_up(
+    clock: list[float], rounds_at: list[float], caught_up: int
+) -> None:
+    """Issue 29 item 4: late rounds ran at 15, 15, 30, 30 s apart and a ``for: 1m`` alert
+    fired after 90 s; rounds are at the step's instants, missed ones evaluated late."""
+    from gpufleet.service.observatory import Observatory
+    from gpufleet.telemetry.series import SeriesStore
+
+    observatory = Observatory(SeriesStore(), [], clock=lambda: 0.0)
+    seen: list[float] = []
+    observatory.subscribe(lambda observed: seen.append(observed.now))
+    for now in clock:
+        for at in observatory.catch_up(now):
+            observatory.observe(at)
+    assert seen == rounds_at
+    assert observatory.rounds_caught_up == caught_up
+    assert observatory.rounds_skipped == len(range(30, int(rounds_at[-1]) + 1, 15)) - len(seen) + 1

@@ -17,7 +17,7 @@ from gpufleet.control.factory import target_of
 from gpufleet.io.errors import InputError
 from gpufleet.model import GFD_LABELS, Placement
 from gpufleet.model.actions import Bind, Evict
-from gpufleet.model.events import PodBound, PodDeleted, PodEnd, WorkloadAdded
+from gpufleet.model.events import PodBound, PodDeleted, PodEnd, WorkloadAdded, WorkloadReleased
 from gpufleet.model.queues import Queue
 from gpufleet.model.workload import TimedWorkload, Workload
 from gpufleet.service.auth import (
@@ -132,6 +132,30 @@ def test_live_world_cancel_and_restore() -> None:
     assert world.cancel(["default/d"]) == ["default/d"]
     assert world.poll_events() == [PodDeleted("default/d")]
     assert world.list_state().running == []
+
+
+def gated(name: str, gates: tuple[str, ...]) -> TimedWorkload:
+    pod = make_pod(name, gpus=1, gates=gates)
+    return TimedWorkload(Workload(name, "default", (pod,), "default"), 0.0, 100.0)
+
+
+def test_a_released_workload_waits_in_its_new_form() -> None:
+    world = live_world(FakeWall())
+    world.submit(gated("g", ("example.com/q",)))
+    [added] = world.poll_events()
+    assert isinstance(added, WorkloadAdded)
+    released = gated("g", ())
+    world.release(released)
+    assert world.poll_events() == [WorkloadReleased(released.workload)]
+    assert world.pending["default/g"].scheduling_gates == ()
+
+
+def test_a_workload_released_before_it_arrived_arrives_released() -> None:
+    world = live_world(FakeWall())
+    world.submit(gated("g", ("example.com/q",)))
+    released = gated("g", ())
+    world.release(released)
+    assert world.poll_events() == [WorkloadAdded(released.workload)]
 
 
 def test_live_world_wait_is_cut_short_by_wake(monkeypatch: pytest.MonkeyPatch) -> None:

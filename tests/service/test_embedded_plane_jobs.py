@@ -107,3 +107,18 @@ def test_a_restarted_server_keeps_a_jobs_progress(tmp_path: Path) -> None:
     body = detail(harness, "steps")
     assert job_status(body) == ("Succeeded", "Succeeded", "Completed", 3, 3, 0, 0)
     assert 1800.0 <= body["finished"] < 1802.0  # seen at the next turn after it
+
+
+def test_a_job_that_waits_is_pending_not_running(tmp_path: Path) -> None:
+    """A job that has not ended is in its workload's state: one that waits is Pending (issue
+    29, item 18: a job blocked by its budget was listed as Running)."""
+    harness = make_harness(tmp_path)  # nodes of 4 GPUs
+    submit(harness, batch_job("huge", 1, gpus=8, annotations=sim_notes("10m")))
+    submit(harness, batch_job("small", 1, annotations=sim_notes("1h")))
+    harness.advance(60)
+    assert job_status(detail(harness, "small"))[:2] == ("Running", "Running")
+    body = detail(harness, "huge")
+    assert job_status(body)[:2] == ("Pending", "Pending")
+    console = Console(width=160, record=True)
+    console.print(describe_workload(WorkloadDetail(**body), Clock(harness.plane.now())))
+    assert re.search(r"^Job:\s+Pending\s*$", console.export_text(), re.M)

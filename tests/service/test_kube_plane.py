@@ -391,6 +391,28 @@ def test_pending_pod_is_explained_and_cancel_deletes_it(cluster: Cluster) -> Non
     assert cluster.server.get("v1", "Pod", "huge", "team-a") is None
 
 
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        ("ungate", "the pods' owner removes their scheduling gates (kubectl patch"),
+        ("resume", """kubectl patch job NAME -p '{"spec":{"suspend":false}}'"""),
+        ("suspend", """kubectl patch job NAME -p '{"spec":{"suspend":true}}'"""),
+    ],
+    ids=["ungate", "resume", "suspend"],
+)
+def test_the_owners_changes_are_the_clusters_own_updates(
+    cluster: Cluster, action: str, message: str
+) -> None:
+    client = cluster.client("team-a")
+    submitted = client.post("/api/v1/workloads", content=as_yaml(pod_doc("huge", 6)), headers=YAML)
+    assert submitted.status_code == 201, submitted.text
+    answer = client.post(f"/api/v1/workloads/team-a/huge/{action}")
+    assert answer.status_code == 409
+    assert message in answer.json()["message"]
+    other = cluster.client("team-b").post(f"/api/v1/workloads/team-a/huge/{action}")
+    assert other.status_code == 404
+
+
 def test_admin_writes_queues_to_the_cluster(cluster: Cluster) -> None:
     admin = cluster.client("admin")
     queue = ko.queue("team-c", {"nvidia.com/gpu": 1})

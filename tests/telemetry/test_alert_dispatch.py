@@ -233,3 +233,40 @@ def test_postable_alerts_are_what_prometheus_posts() -> None:
     posted = postable_alerts([HOT0, gone], T0 + 90, annotate=rule_annotations(()))
     assert [p["endsAt"] for p in posted] == [rfc3339(T0 + 330), rfc3339(T0 + 60)]
     assert all(p["startsAt"] == rfc3339(T0) for p in posted)
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [
+        ([HOT0, HOT1], []),
+        ([HOT1], [["resolved", "firing"]]),
+        ([HOT0, HOT1, XID], [["firing"]]),
+    ],
+    ids=["still-firing-nothing-sent", "one-resolved-is-sent", "a-new-one-is-sent"],
+)
+def test_a_restored_snapshot_goes_on_as_if_never_stopped(
+    after: list[Alert], expected: list[list[str]]
+) -> None:
+    """A restart (issue 29 item 6): the snapshot goes through JSON, as the store keeps it."""
+    import json
+
+    first = Dispatcher([ROUTE])
+    sent = run(first, {0: [HOT0, HOT1]}, until=60)
+    assert [n.payload["status"] for n in sent] == ["firing"]
+    second = Dispatcher([ROUTE])
+    second.restore(json.loads(json.dumps(first.snapshot())))
+    assert second.snapshot() == first.snapshot()
+    gone = {a.labels for a in [HOT0, HOT1]} - {a.labels for a in after}
+    now = [*after, *(resolved(a, T0 + 75) for a in [HOT0, HOT1] if a.labels in gone)]
+    later = run(second, {75: now}, until=75 + 600, start=75)
+    assert [[a["status"] for a in n.payload["alerts"]] for n in later] == expected
+
+
+def test_payload_times_are_wall_times() -> None:
+    dispatcher = Dispatcher([ROUTE], wall=lambda t: t + T0)
+    early = firing_alert("GpuHot", 15.0, gpu="0", Hostname="n1")
+    (sent,) = run(dispatcher, {0: [early]}, until=60, start=0)
+    assert sent.payload["alerts"][0]["startsAt"] == rfc3339(T0 + 15.0)
+    posted = postable_alerts([early], 60.0, annotate=rule_annotations(()), wall=lambda t: t + T0)
+    assert posted[0]["startsAt"] == rfc3339(T0 + 15.0)
+    assert posted[0]["endsAt"] == rfc3339(T0 + 60.0 + 240.0)

@@ -137,18 +137,18 @@ def test_the_query_asks_for_the_rules_aggregation_window_and_scope(
         window_s=3600.0,
         quantile=quantile,
         threshold=0.0,
-        scope=AlertScope(namespace="ml", labels=label_set({"team": "a"})),
+        scope=AlertScope(namespace="ml", labels=label_set({"modelName": "a"})),
     )
     series = FakeSeries()
     for at, value in ((0, 99), (1000, 10), (2000, 50), (3000, 90)):  # t=0 is outside (0, 3600]
-        series.add(TEMP, {**GPU0, "namespace": "ml", "team": "a"}, at, value)
-    series.add(TEMP, {**GPU1, "namespace": "other", "team": "a"}, 3000, 99)
+        series.add(TEMP, {**GPU0, "namespace": "ml", "modelName": "a"}, at, value)
+    series.add(TEMP, {**GPU1, "namespace": "other", "modelName": "a"}, 3000, 99)
     assert list(matching_series(rule, series, 3600).values()) == [expected]
     assert series.queries[0][1:] == (
         aggregation.value,
         3600.0,
         3600,
-        {"team": "a", "namespace": "ml"},
+        {"modelName": "a", "namespace": "ml"},
     )
 
 
@@ -279,3 +279,39 @@ def test_transitions_follow_the_state_machine(steps: list[tuple[int, dict[str, f
             assert t.before is (INACT if before is R else before)
             assert (t.before, t.after) in edges
             last[gpu] = t.after
+
+
+UTIL = AlertMetric.GPU_UTIL.value
+HELD = {"gpu": "0", "Hostname": "n1", "namespace": "ml", "pod": "train-0", "container": "c"}
+UNHELD = {"gpu": "1", "Hostname": "n1"}
+EMPTY_POD = {"gpu": "2", "Hostname": "n1", "pod": ""}
+
+
+@pytest.mark.parametrize(
+    ("allocated", "fired"),
+    [(True, ["0"]), (False, ["0", "1", "2"])],
+    ids=["allocated-only-held-gpus", "every-gpu"],
+)
+def test_an_allocated_scope_looks_only_at_gpus_a_pod_holds(
+    allocated: bool, fired: list[str]
+) -> None:
+    """Issue 29 item 7: an idle-GPU rule on every GPU fired on each one nobody holds."""
+    series = FakeSeries()
+    for labels in (HELD, UNHELD, EMPTY_POD):
+        series.add(UTIL, labels, 0, 0.0)
+    rule = AlertRule(
+        "idle", AlertMetric.GPU_UTIL, Comparison.LT, 20, scope=AlertScope(allocated=allocated)
+    )
+    assert sorted(dict(labels)["gpu"] for labels in matching_series(rule, series, 0)) == fired
+
+
+def test_the_built_in_idle_gpu_rule_is_about_allocated_gpus() -> None:
+    """The guard: the seeds' idle rule is about GPUs paid for and idle, so it says so."""
+    from gpufleet.io.alert_rules import builtin_alert_rules
+
+    [low] = [rule for rule in builtin_alert_rules() if rule.alert_name == "GpuUtilisationLow"]
+    assert low.scope.allocated
+    series = FakeSeries()
+    for labels in (HELD, UNHELD):
+        series.add(UTIL, labels, t := 0.0, 0.0)
+    assert [dict(labels)["gpu"] for labels in matching_series(low, series, t)] == ["0"]

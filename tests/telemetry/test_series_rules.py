@@ -30,7 +30,11 @@ def test_builtin_device_rules_agree_on_the_store_and_the_reference() -> None:
     store, reference = SeriesStore(), FakeSeries()
     on_store, on_reference = RuleEngine(rules), RuleEngine(rules)
     rng = np.random.default_rng(14)
-    gpus = [(name, {"Hostname": "node-0", "gpu": str(i)}) for i, name in enumerate(PROFILES)]
+    # every GPU held by a pod: the idle-GPU rule looks only at allocated GPUs
+    gpus = [
+        (name, {"Hostname": "node-0", "gpu": str(i), "namespace": "ml", "pod": f"p{i}"})
+        for i, name in enumerate(PROFILES)
+    ]
     metrics = (
         "DCGM_FI_DEV_GPU_UTIL",
         "gpufleet_gpu_memory_used_percent",

@@ -309,4 +309,4 @@ def test_store_answers_both_query_protocols() -> None:
 def test_an_empty_store_holds_no_points() -> None:
     # Points live in time chunks made as they are written (see test_series_chunks).
     store = SeriesStore(capacity=10)
-    assert store.nbytes == 10 * (8 * 3 + 1 + 8 * 2)
+    assert store.nbytes == 10 * (8 * 4 + 1 + 8 * 2)  # lo, top, hi, last step; alive, born

@@ -3,11 +3,12 @@
 Owns the reading of a pod's lifecycle fields (kube-scheduler's view): a pod with
 ``spec.nodeName`` holds its node's resources until it is deleted or reaches a terminal phase
 (Succeeded, Failed), terminating pods included; a pod without one waits for the scheduler its
-``spec.schedulerName`` names; a pod is ready when its Ready condition is True; a pod labelled
-``gpufleet.dev/preemptible: "true"`` (an idle policy's ``Preemptible``) asks that its workload
-be lowered to preemptible. Also the gang a pod belongs to (pod-group labels), whether a bound
-pod may be preempted (``gpufleet.dev/preemptible``, else the autoscalers' do-not-disrupt
-annotations: :mod:`gpufleet.io.disruption`), and the minMember of PodGroup objects.
+``spec.schedulerName`` names, once its ``spec.schedulingGates`` are gone; a pod is ready when
+its Ready condition is True; a pod labelled ``gpufleet.dev/preemptible: "true"`` (an idle
+policy's ``Preemptible``) asks that its workload be lowered to preemptible. Also the gang a pod
+belongs to (pod-group labels), whether a bound pod may be preempted
+(``gpufleet.dev/preemptible``, else the autoscalers' do-not-disrupt annotations:
+:mod:`gpufleet.io.disruption`), and the minMember of PodGroup objects.
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ def pod_state(obj: Mapping[str, Any] | None, scheduler_name: str) -> PodState:
     if (spec.get("schedulerName") or DEFAULT_SCHEDULER) == scheduler_name:
         return PodState.WAITING
     return PodState.GONE
+
+
+def scheduling_gates(obj: Mapping[str, Any]) -> list[str]:
+    """The names of the live pod's ``spec.schedulingGates``: while any is left kube-scheduler
+    does not place it, and neither does gpufleet (its owner removes them by updating it)."""
+    gates = (obj.get("spec") or {}).get("schedulingGates") or []
+    if not isinstance(gates, list):
+        return ["?"]
+    return [str(g.get("name")) if isinstance(g, Mapping) else str(g) for g in gates]
 
 
 def is_demoted(obj: Mapping[str, Any]) -> bool:

@@ -25,6 +25,7 @@ from gpufleet.io.live_objects import timed_pod
 from gpufleet.model import Pod
 from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted, PodReady, WorkloadDemoted
 from gpufleet.model.idle import PREEMPTIBLE_LABEL
+from gpufleet.model.workload import SCHEDULING_GATED
 
 
 class PodReconciliation(BackendState):
@@ -80,6 +81,13 @@ class PodReconciliation(BackendState):
                 # name (an operator makes a gang's pods again so), and the old one is gone.
                 self._gone(key, told, out)
                 return True
+            if told is None and podinfo.scheduling_gates(obj):
+                # Never offered while gated; its owner's update removing the last gate
+                # brings it back here (kube-scheduler's PreEnqueue: SchedulingGated).
+                gates = ", ".join(podinfo.scheduling_gates(obj))
+                message = f"Scheduling is blocked due to non-empty scheduling gates ({gates})"
+                self.reporter.unschedulable(obj, message, SCHEDULING_GATED)
+                return False
             return told is None
         # Bound (by us or anyone).
         node = podinfo.node_name(obj)

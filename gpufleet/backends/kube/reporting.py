@@ -44,6 +44,7 @@ from gpufleet.backends.kube.pods import is_ready, pod_group
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import Placement
 from gpufleet.model.resources import quantity
+from gpufleet.model.workload import SCHEDULING_GATED
 from gpufleet.scheduling.core import SchedulerCore
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,9 @@ class ApiReporter:
             f"Successfully assigned {object_key(pod)} to {placement.node}{where}",
         )
 
-    def unschedulable(self, pod: Obj, message: str) -> None:
+    def unschedulable(self, pod: Obj, message: str, reason: str = "Unschedulable") -> None:
+        """The PodScheduled condition, and a FailedScheduling event unless the pod is only
+        held by its scheduling gates (kube-scheduler sends none for those)."""
         key = object_key(pod)
         now = self.clock()
         with self._lock:
@@ -111,7 +114,7 @@ class ApiReporter:
                     {
                         "type": "PodScheduled",
                         "status": "False",
-                        "reason": "Unschedulable",
+                        "reason": reason,
                         "message": message,
                         "lastProbeTime": None,
                         "lastTransitionTime": rfc3339(),
@@ -122,7 +125,8 @@ class ApiReporter:
         with self._lock:
             self._retries.pop(key, None)  # this message replaces one waiting to be sent again
         self._submit(partial(self._send_condition, key, namespace, name, patch, 0.0))
-        self.event(pod, "Warning", "FailedScheduling", message)
+        if reason != SCHEDULING_GATED:
+            self.event(pod, "Warning", "FailedScheduling", message)
 
     def _send_condition(
         self, key: str, namespace: str, name: str, patch: Obj, backoff: float

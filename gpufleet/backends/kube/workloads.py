@@ -8,6 +8,8 @@ A gang is all or nothing whatever order its pods come and go in, as the coschedu
 Permit: a pod that arrives while its gang waits in the core waits for the gang to start; when
 a pod leaves a gang waiting in the core, the core drops the gang and its other pods are
 assembled again, with any replacement (reconcile_pods), never started short of minMember.
+A pod with ``spec.schedulingGates`` is never offered (its gang waits whole, its other pods
+told so, with kube-scheduler's reason ``SchedulingGated``) until an update removes them.
 Why a gang still waits is reported on its pods; pods that do not read are reported invalid.
 
 Does not tell the core about bound pods (reconcile_pods).
@@ -29,6 +31,7 @@ from gpufleet.backends.kube.state import BackendState, Told
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import with_min_member
 from gpufleet.model.events import ClusterEvent, WorkloadAdded
+from gpufleet.model.workload import SCHEDULING_GATED
 
 #: Where a gang's minMember may come from: our PodGroups, scheduler-plugins', Volcano's.
 GROUP_KINDS = (POD_GROUPS, COSCHEDULING_POD_GROUPS, VOLCANO_POD_GROUPS)
@@ -80,6 +83,17 @@ class WorkloadAssembly(BackendState):
             and podinfo.pod_state(pod_objects.get(k), self.scheduler_name) is PodState.WAITING
         ]
         if not waiting:
+            return
+        gated = [obj for obj in waiting if podinfo.scheduling_gates(obj)]
+        if gated:  # a gang with one gated pod waits whole
+            names = ", ".join(object_key(obj) for obj in gated[:3])
+            message = (
+                f"waiting for gang {namespace}/{group}: scheduling is blocked by the scheduling "
+                f"gates of {names}"
+            )
+            for obj in waiting:
+                if not podinfo.scheduling_gates(obj):
+                    self.reporter.unschedulable(obj, message, SCHEDULING_GATED)
             return
         told = [self._told[k] for k in members if k in self._told]
         gang = next((t.gang for t in told if t.gang and t.state is PodState.WAITING), None)

@@ -71,8 +71,9 @@ at the next poll. Nothing is started twice: a run id
 (``<namespace>_<name>_<attempt>``) is used once.
 
 Each tenant works under ``<state>/tenants/<tenant>/`` (:meth:`~LocalMachine.tenant_root`,
-made on demand, owned by the tenant's uid where one is given). :meth:`~LocalMachine.wait` wakes
-when a process ends (the shims' FIFO) or another thread calls :meth:`~LocalMachine.wake`.
+made on demand, mode 0700, owned by the tenant's uid where one is given: :mod:`.state_modes`).
+:meth:`~LocalMachine.wait` wakes when a process ends (the shims' FIFO) or another thread
+calls :meth:`~LocalMachine.wake`.
 It is not thread-safe otherwise: the control plane calls it under its lock.
 """
 
@@ -100,6 +101,13 @@ from gpufleet.backends.local.gangs import (
 )
 from gpufleet.backends.local.node import machine_node
 from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
+from gpufleet.backends.local.run_state import make_private_dir
+from gpufleet.backends.local.state_modes import (
+    PASSAGE_MODE,
+    TENANT_ROOT_MODE,
+    TENANTS_DIR,
+    prepare_state_dir,
+)
 from gpufleet.backends.local.supervisor import (
     DEFAULT_GRACE_S,
     AdoptedRun,
@@ -123,6 +131,7 @@ from gpufleet.model.events import (
     PodRestarted,
     WorkloadAdded,
     WorkloadDemoted,
+    WorkloadReleased,
 )
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.node import with_gpu_health
@@ -130,7 +139,6 @@ from gpufleet.model.processes import ProcessSpec
 
 log = logging.getLogger(__name__)
 
-TENANTS_DIR = "tenants"
 #: The longest a wait sleeps without looking again (so that a stop is noticed promptly).
 MAX_SLEEP_S = 0.5
 #: The reason Kubernetes gives a Pod or Job failed for its ``activeDeadlineSeconds``.
@@ -204,9 +212,12 @@ class LocalMachine:
             )
         root = self.state_dir / TENANTS_DIR / tenant
         if not root.exists():
-            root.mkdir(parents=True, mode=0o700)
-            if uid is not None and gid is not None and os.geteuid() == 0:
-                os.chown(root, uid, gid)
+            # Its parents with their modes (:mod:`.state_modes`).
+            if not self.state_dir.is_dir():
+                prepare_state_dir(self.state_dir)
+            make_private_dir(self.state_dir / TENANTS_DIR, PASSAGE_MODE)
+            owned = uid is not None and gid is not None and os.geteuid() == 0
+            make_private_dir(root, TENANT_ROOT_MODE, uid if owned else None, gid if owned else None)
         return root
 
     def submit(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
@@ -442,6 +453,18 @@ class LocalMachine:
         if running is None:
             return False
         self._events.append(WorkloadDemoted(running, reason))
+        self.wake()
+        return True
+
+    def release(self, workload: Workload) -> bool:
+        """The owner of a held workload changed it (removed scheduling gates, resumed it): it
+        is kept in its new form and the core is told (``WorkloadReleased``). False when it is
+        not here."""
+        gang = self._gangs.get(workload.key)
+        if gang is None:
+            return False
+        gang.workload = workload
+        self._events.append(WorkloadReleased(workload))
         self.wake()
         return True
 

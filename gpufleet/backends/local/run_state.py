@@ -13,6 +13,14 @@ file or none, whoever crashes when:
 * ``exit.json``: how the child ended (:class:`ExitRecord`), written by the shim;
 * ``output.log``: the child's stdout and stderr (unless its spec names another log).
 
+Every run directory and file is the server's alone (:data:`PRIVATE_DIR_MODE`,
+:data:`PRIVATE_FILE_MODE`): ``spec.json`` holds the command line and the whole environment a
+tenant gave (tokens included) and ``output.log`` what the run printed, so no other local user,
+and no other tenant's run, may read them. Each is made with its mode from the start
+(:func:`make_private_dir`, :func:`open_private`: ``mkdir``/``open`` with the mode, never an
+``open`` then ``chmod``), whatever the umask; which mode each path of the state directory has
+is :mod:`.state_modes`'s.
+
 A PID alone does not name a process: PIDs are reused. A process is its PID and its start time
 (``/proc/<pid>/stat`` field 22, clock ticks since boot), as systemd and procps tell processes
 apart; :func:`alive` is true only for that pair, and never for a zombie.
@@ -24,6 +32,7 @@ paths are ``str`` or any path-like, and the two records are small hand-written v
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -42,6 +51,36 @@ EXIT_FILE = "exit.json"
 LOG_FILE = "output.log"
 #: The FIFO every shim writes a byte to as it ends, so that a waiting server wakes at once.
 WAKE_FIFO = "wake.fifo"
+#: A run's directory and the ``runs`` directory: the server's user only.
+PRIVATE_DIR_MODE = 0o700
+#: Every file of a run (its spec and environment, its output, its records): the server's only.
+PRIVATE_FILE_MODE = 0o600
+
+
+def make_private_dir(
+    path: str | os.PathLike[str],
+    mode: int = PRIVATE_DIR_MODE,
+    uid: int | None = None,
+    gid: int | None = None,
+) -> bool:
+    """Make the directory ``path`` with ``mode`` (owned by ``uid``/``gid`` when given), never
+    looser at any moment: it is made with the owner's bits of ``mode`` only, given its owner,
+    then its mode (the umask cannot widen it, and another user never finds it open). False
+    when it exists already (left as it is)."""
+    try:
+        os.mkdir(path, mode & 0o700)
+    except FileExistsError:
+        return False
+    if uid is not None and gid is not None:
+        os.chown(path, uid, gid)
+    os.chmod(path, mode)
+    return True
+
+
+def open_private(path: str | os.PathLike[str], flags: int, mode: int = PRIVATE_FILE_MODE) -> int:
+    """``os.open`` that creates ``path`` with ``mode`` (an existing file keeps its own), does
+    not follow a link at ``path``, and is not inherited across ``exec``."""
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
 
 
 class _Record:
@@ -129,7 +168,10 @@ def write_json(path: str | os.PathLike[str], data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` atomically: readers see the old file, or the whole new one."""
     directory, name = os.path.split(os.fspath(path))
     temporary = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)  # left by a crash: made anew, with the private mode
+    fd = open_private(temporary, os.O_WRONLY | os.O_TRUNC | os.O_EXCL)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(data, handle)
         handle.flush()
         os.fsync(handle.fileno())

@@ -9,7 +9,9 @@ everything the server needs to find the run again in the run's state directory
 (:mod:`.run_state`):
 
 1. it records itself (``shim.json``), reads ``spec.json`` and opens the log (stdout and stderr
-   both go there, appended, so a resumed run's output follows its earlier output);
+   both go there, appended, so a resumed run's output follows its earlier output); every file
+   it writes is the server's user's alone (mode 0600, :func:`.run_state.open_private`): the
+   process writes its output through the descriptor it inherits, and reads none of them;
 2. it starts the command with exactly the spec's environment and working directory, in a new
    session and process group of its own, as the spec's uid/gid (with no supplementary groups)
    when given, and records it (``child.json``: PID and start time). When the spec switches
@@ -53,6 +55,7 @@ from gpufleet.backends.local.run_state import (
     STOP_FILE,
     ExitRecord,
     ProcessId,
+    open_private,
     process_id,
     read_json,
     write_exit,
@@ -111,7 +114,8 @@ class Shim:
             self.record(ExitRecord(None, None, time.time(), f"no readable {SPEC_FILE}"))
             return 1
         log_path = str(spec.get("log_path") or os.path.join(self.run_dir, LOG_FILE))
-        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o640)
+        # The server's alone (the run writes it through the descriptor it inherits).
+        log = open_private(log_path, os.O_WRONLY | os.O_APPEND)
         try:
             record = self.supervise(spec, log)
         finally:
@@ -121,9 +125,6 @@ class Shim:
 
     def supervise(self, spec: dict[str, object], log: int) -> ExitRecord:
         uid, gid = spec.get("uid"), spec.get("gid")
-        if uid is not None and gid is not None:
-            with contextlib.suppress(OSError):
-                os.fchown(log, int(str(uid)), int(str(gid)))
         if uid is not None and spec.get("hide_processes"):
             refused = self.hide_other_processes()
             if refused is not None:

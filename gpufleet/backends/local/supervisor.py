@@ -27,6 +27,9 @@ its own, :mod:`.proc_hiding`; a run the kernel will not hide fails, it never run
 unless ``shared_proc`` (``serve --local --shared-proc``). The supervisor itself stays in the
 host's namespace: it finds runs by PID and start time in the host's ``/proc``. It does not
 choose devices or environments (:mod:`.devices_env`), nor know about pods (:mod:`.machine`).
+
+Every path it makes in the state directory is the server's user's alone, from the moment it
+exists (:mod:`.state_modes`): a run's spec holds its whole environment.
 """
 
 from __future__ import annotations
@@ -55,12 +58,15 @@ from gpufleet.backends.local.run_state import (
     ExitRecord,
     ProcessId,
     alive,
+    make_private_dir,
+    open_private,
     process_id,
     read_exit,
     read_json,
     read_process,
     write_json,
 )
+from gpufleet.backends.local.state_modes import prepare_state_dir
 from gpufleet.model.processes import ProcessSpec
 
 #: The directory that holds the ``gpufleet`` package (a source tree or site-packages).
@@ -159,15 +165,13 @@ class Supervisor:
     ) -> None:
         self.state_dir = Path(state_dir)
         self.runs_dir = self.state_dir / RUNS_DIR
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        prepare_state_dir(self.state_dir)  # with every path's mode (:mod:`.state_modes`)
         self.allow_root = allow_root
         self.shared_proc = shared_proc
         self.python = python
         self.euid = os.geteuid() if euid is None else euid
         self._watched: dict[str, _Watched] = {}
         fifo = self.state_dir / WAKE_FIFO
-        if not fifo.exists():
-            os.mkfifo(fifo, 0o622)
         self.wake_fifo = fifo
         # Read and write: opening never blocks, and the FIFO never reads as closed.
         self._fifo = os.open(fifo, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -203,7 +207,8 @@ class Supervisor:
         with the run (the machine keeps its pod there) and come back with its end."""
         self.check(run_id, spec)
         run_dir = self.runs_dir / run_id
-        run_dir.mkdir()
+        if not make_private_dir(run_dir):
+            raise RunRefusedError(f"run {run_id} exists already: a run is started once")
         log_path = Path(spec.log_path) if spec.log_path else run_dir / LOG_FILE
         uid = None if self.euid != 0 else spec.uid
         gid = None if self.euid != 0 else spec.gid
@@ -218,7 +223,7 @@ class Supervisor:
                 "labels": dict(labels or {}),
             },
         )
-        with open(log_path, "ab") as log:
+        with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
             popen = subprocess.Popen(
                 shim_command(self.python, run_dir, self.wake_fifo),
                 stdin=subprocess.DEVNULL,

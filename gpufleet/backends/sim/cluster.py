@@ -82,6 +82,7 @@ from gpufleet.model.events import (
     WorkloadAdded,
     WorkloadDemoted,
     WorkloadDisrupted,
+    WorkloadReleased,
 )
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.node_faults import NodeFault
@@ -276,6 +277,8 @@ class SimulatedCluster(PodLosses):
                 self.recorder.pending -= 1
             else:
                 continue
+            if self.queue_recorder is not None and work is not None:
+                self.queue_recorder.deleted(work.pod, allocation, now)
             self._work.pop(key, None)
             self._immediate.append(PodDeleted(key))
             gone.append(key)
@@ -309,6 +312,29 @@ class SimulatedCluster(PodLosses):
             return False
         self._immediate.append(WorkloadDemoted(running, reason))
         return True
+
+    def release(self, timed: TimedWorkload) -> None:
+        """The owner of a held workload changed it (removed scheduling gates, resumed it):
+        its pods here take their new form, so that whatever brings them back to the scheduler
+        later (an eviction, a Job's next pod) brings them so, and the core is told
+        (``WorkloadReleased``). A workload that has not arrived yet arrives in its new form."""
+        workload = timed.workload
+        keys = {pod.key for pod in workload.pods}
+        if not any(key in self._work for key in keys):
+            self._events.drop_workloads(keys)
+            self.arrive(timed, self.clock.now())
+            return
+        for i, pod in enumerate(workload.pods):
+            work = self._work.get(pod.key)
+            if work is None:
+                continue
+            work.pod = pod
+            if pod.key in self._pending:
+                self._pending[pod.key] = pod
+            if work.workload is not None:
+                work.workload = workload
+            work.unit = workload if i < workload.gang_size else workload.extra(pod)
+        self._immediate.append(WorkloadReleased(workload))
 
     def put_back(
         self,

@@ -123,5 +123,7 @@ def run_cost(
 
 POOLS_NOTE = (
     "the run's nodes came and went with its node pools: the cluster's unheld GPU time "
-    "(__idle__) is left out; the node-pool report bills every node for the time it was there"
+    "(__idle__) is left out. This table prices what the pods held at the price list's rates; "
+    "the bill is the node pools' cost (every node at its pool's price for the time it was "
+    "there, held or not)"
 )

@@ -8,7 +8,8 @@ HorizontalPodAutoscaler's sync period), steps each service's requests
 and started at least the service's model-load time ago), records what they met
 (:class:`~gpufleet.backends.sim.serving.ServingRecord`), and asks the service's autoscaler, if
 it has one (:class:`~gpufleet.elastic.replicas.ReplicaAutoscaler`, every
-``spec.sync_period_s``), how many replicas to run, with what the world measured: the requests
+``spec.sync_period_s``; its history seeded at the first sync with the replicas found, as
+Kubernetes' is), how many replicas to run, with what the world measured: the requests
 waiting and arriving (the router's figure), the p95 latency, each ready replica's GPU
 utilisation (the share of its capacity in use).
 
@@ -36,6 +37,7 @@ import numpy as np
 from gpufleet.backends.sim.cluster import SimulatedCluster
 from gpufleet.backends.sim.serving import ServingQueue, ServingRecord, ServingStep
 from gpufleet.control.backend import Clock, ClusterBackend, ClusterState
+from gpufleet.elastic.replica_behavior import ScaleHistory
 from gpufleet.elastic.replicas import ReplicaAutoscaler, ScaleDecision
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.actions import Action
@@ -138,6 +140,9 @@ class InferenceTicking:
         self.sim = sim
         self.step_s = step_s
         self.served: list[ServedWorkload] = []
+        #: Every replica an autoscaler made in the run (its queue, labels and kind are the
+        #: template's: the cost report and the queues count them as the service's).
+        self.made: list[TimedWorkload] = []
         for i, service in enumerate(services):
             template = templates[service.workload]
             spec = autoscaling.get(service.workload)
@@ -198,6 +203,12 @@ class InferenceTicking:
                 continue
             if served.last_sync is not None and now - served.last_sync < spec.sync_period_s:
                 continue
+            if served.last_sync is None:
+                # As the HPA controller's recordInitialRecommendation (and `serve`'s): the
+                # count found is the first recommendation, held for the scale-down window.
+                served.autoscaler.history = ScaleHistory.seeded(
+                    now, len(served.replicas), spec.behavior
+                )
             served.last_sync = now
             decision = served.autoscaler.recommend(now, len(served.replicas), ready, readings(step))
             if decision.desired != len(served.replicas):
@@ -223,6 +234,7 @@ class InferenceTicking:
         for _ in range(desired - current):
             replica = self._new_replica(served, now)
             served.replicas[replica.workload.key] = replica
+            self.made.append(replica)
             self.sim.arrive(replica, now)
         if desired < current:
             for key in self._to_remove(served, current - desired, now):

@@ -97,8 +97,10 @@ class LiveSimCluster(SimulatedCluster):
 
     # ----------------------------------------------------------------------------- inputs
     def submit(self, timed: TimedWorkload) -> None:
-        """A workload arrives now; it runs for ``timed.duration`` simulated seconds once bound."""
-        self.arrive(timed, self.clock.now())
+        """A workload arrives now, or at ``timed.created`` when that is later (a scenario's
+        ``gpufleet.dev/submit-at``); it runs for ``timed.duration`` simulated seconds once
+        bound."""
+        self.arrive(timed, max(self.clock.now(), timed.created))
         self.wake()
 
     def cancel(self, pod_keys: Iterable[str]) -> list[str]:
@@ -112,6 +114,11 @@ class LiveSimCluster(SimulatedCluster):
         found = super().demote(pod_keys, reason)
         self.wake()
         return found
+
+    def release(self, timed: TimedWorkload) -> None:
+        """See :meth:`SimulatedCluster.release`; the loop is woken to tell the core now."""
+        super().release(timed)
+        self.wake()
 
     def restore(
         self,

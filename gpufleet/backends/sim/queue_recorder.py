@@ -83,6 +83,9 @@ class QueueRecorder:
         #: GPU-seconds of the live nodes over the busy window (nodes come and go: node pools,
         #: node faults), each span at the GPUs live when it began.
         self.busy_capacity_seconds = 0.0
+        #: The same from the start to now: the busy window's, once an arrival extends it.
+        self._all_gpu_seconds = 0.0
+        self._all_capacity_seconds = 0.0
         self._live_gpus = world.total_gpu_milli() / 1000
         self.tree = QuotaTree(dict(queues), capacity)
         self.entitlement_every = entitlement_every
@@ -130,6 +133,13 @@ class QueueRecorder:
             self.job_of[pod.key] = job
         self.stats[workload.queue].workloads += 1
         self._wait(job, True)
+        # The busy window runs to the last arrival, made during the run too (an autoscaled
+        # service's replicas arrive while its requests come).
+        if now > self.busy_until:
+            self._advance(now)
+            self.busy_until = now
+            self.busy_gpu_seconds = self._all_gpu_seconds
+            self.busy_capacity_seconds = self._all_capacity_seconds
 
     def _wait(self, job: _Job, waiting: bool) -> None:
         if job.waiting == waiting:
@@ -222,6 +232,20 @@ class QueueRecorder:
         self._maybe_complete(job, now)
         self._check_partial(job)
 
+    def deleted(self, pod: Pod, allocation: Allocation | None, now: float) -> None:
+        """A pod was deleted, waiting or running (a replica scaled away): what it held is its
+        queue's no more, and it waits for nothing; neither done nor failed."""
+        job = self.job_of.get(pod.key)
+        if job is None:
+            return
+        self._advance(now)
+        if allocation is not None:
+            self._charge(job.queue, allocation, -1)
+        if pod.key in job.gang:
+            self._wait(job, False)
+            job.bound.discard(pod.key)
+        self._check_partial(job)
+
     def job_failed(self, pod_keys: list[str]) -> None:
         """A job of these pods failed: their workload counts as failed once all have left."""
         for key in pod_keys:
@@ -265,6 +289,8 @@ class QueueRecorder:
         busy = max(0.0, min(now, self.busy_until) - self._last)
         self.busy_gpu_seconds += in_use * busy
         self.busy_capacity_seconds += live * busy
+        self._all_gpu_seconds += in_use * dt
+        self._all_capacity_seconds += live * dt
         for name in self.names:
             self._gpu_seconds[name] += self._subtree_used[name] / 1000 * dt
             self._entitled_seconds[name] += self._entitled[name] * dt

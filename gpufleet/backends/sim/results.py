@@ -176,9 +176,10 @@ class BudgetReport:
 @dataclass(slots=True)
 class JobReport:
     """How a job (a Job, a training job, a Ray cluster or job, a pod that may fail) of a
-    workload fared: its state at the end of the run (Succeeded, Failed, or Running when it had
-    not ended), why, completions done of those to do, failed attempts, pods that failed (not
-    restarted in place), containers restarted in place, and new clusters made (RayJob)."""
+    workload fared: its state at the end of the run (Succeeded, Failed; Running when it had
+    not ended and a pod of it ran, else Pending), why (for a Pending one, what it waits for),
+    completions done of those to do, failed attempts, pods that failed (not restarted in
+    place), containers restarted in place, and new clusters made (RayJob)."""
 
     workload: str
     kind: str

@@ -280,7 +280,9 @@ def run_workloads(
         policy, seed, time.perf_counter() - started, len(all_pods), never_ran
     )
     tenancy = queue_recorder.result(now)
-    jobs = job_reports(sim.job_runs)
+    waiting_at_end = core.explain_pending()
+    waiting = {e.workload: e.waiting_for for e in waiting_at_end}
+    jobs = job_reports(sim.job_runs, sim.holds, waiting)
     for report in jobs:
         stats = tenancy.queues.get(report.queue)
         if stats is not None:
@@ -290,13 +292,22 @@ def run_workloads(
         replay=replay,
         tenancy=tenancy,
         allocation_busy_pct=queue_recorder.busy_allocation_pct(),
-        waiting_at_end=[_report(e) for e in core.explain_pending()],
+        waiting_at_end=[_report(e) for e in waiting_at_end],
         explained_at=explain_at,
         waiting_at=[_report(e) for e in snapshot or ()],
         jobs=jobs,
         budgets_at_end=budget_reports(core),
         idle=None if idle is None else idle.finish(now),
-        cost=_cost(sim, nodes, workloads, kinds, cost, meter, now, scaling is not None),
+        cost=_cost(
+            sim,
+            nodes,
+            [*workloads, *(() if serving is None else serving.made)],
+            kinds,
+            cost,
+            meter,
+            now,
+            scaling is not None,
+        ),
         serving=() if serving is None else serving.finish(core.time_format),
         interruptions=(
             sim.interruption_report(now, None if cost is None else cost.prices)
@@ -358,19 +369,33 @@ def budget_reports(core: SchedulerCore) -> list[BudgetReport]:
     ]
 
 
-def job_reports(runs: Sequence[tuple[Workload, JobRun]]) -> list[JobReport]:
-    """How each job of a run fared (see :class:`JobReport`)."""
+def job_reports(
+    runs: Sequence[tuple[Workload, JobRun]],
+    holds: Callable[[str], bool],
+    waiting: Mapping[str, str] | None = None,
+) -> list[JobReport]:
+    """How each job of a run fared (see :class:`JobReport`). A job that has not ended is
+    Running only while ``holds`` (does the pod run now?) says one of its pods runs; else it is
+    Pending, for what ``waiting`` (workload key -> what it waits for) says it waits for."""
     reports = []
+    waiting = waiting or {}
     for workload, run in runs:
         done, total = run.completions
+        reason = run.reason
+        if run.outcome is not None:
+            state = str(run.outcome)
+        elif any(holds(key) for key in run.pod_keys):
+            state = "Running"
+        else:
+            state, reason = "Pending", reason or waiting.get(workload.key, "")
         reports.append(
             JobReport(
                 workload=workload.key,
                 kind=str(run.spec.kind),
                 name=run.spec.name,
                 queue=workload.queue,
-                state=str(run.outcome) if run.outcome is not None else "Running",
-                reason=run.reason,
+                state=state,
+                reason=reason,
                 message=run.message,
                 completed=done,
                 completions=total,

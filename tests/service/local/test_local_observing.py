@@ -18,7 +18,7 @@ from gpufleet.devices.fake_spec import parse_fake_spec
 from gpufleet.devices.nvml_source import NvmlDeviceSource
 from gpufleet.devices.source import DeviceSource
 from gpufleet.model.idle import IdleAction, IdlePolicy, IdleScope, IdleStep
-from gpufleet.service.idle_actions import reclaimer_for
+from gpufleet.service.idle_actions import idle_candidates, reclaimer_for
 from gpufleet.service.store import StoredEvent
 from gpufleet.testing.local_service import TENANT, LocalHarness, MovableClock
 from tests.service.local.test_local_plane import pod, report
@@ -187,7 +187,9 @@ def test_an_idle_run_fires_the_built_in_idle_alert(observed: LocalHarness) -> No
     assert idle[0]["value"] == pytest.approx(2.0, abs=0.01)  # as the store keeps it
     assert idle[0]["labels"]["queue"] == TENANT
     low = {a["labels"]["gpu"] for a in firing if a["rule"] == "gpu-utilisation-low"}
-    assert low == {"1", "2", "3"}, "the three idle GPUs, not the busy one"
+    assert low == {str(gpu_of(observed, "idle"))}, (
+        "the idle run's GPU: not the busy one, nor the two nobody holds (issue 29 item 7)"
+    )
 
 
 def test_the_series_and_usage_survive_a_restart(observed: LocalHarness) -> None:
@@ -241,7 +243,8 @@ def test_a_preemptible_step_lets_waiting_work_preempt_the_idle_run(
         window_s=300.0,
         grace_s=600.0,
     )
-    assert reclaimer_for(observed.plane, [policy]) is not None
+    reclaimer = reclaimer_for(observed.plane, [policy])
+    assert reclaimer is not None
     running(observed, "busy")
     for name, gpus in (("idle", 3), ("waiter", 2)):
         body = observed.submit(pod(name, report(observed, "0", "never"), gpus=gpus))
@@ -250,7 +253,12 @@ def test_a_preemptible_step_lets_waiting_work_preempt_the_idle_run(
     rounds(observed, 5 * 60)
     assert observed.workload("waiter")["state"] == "Pending", "nothing lower to preempt yet"
     rounds(observed, 10 * 60)
-    (lowered,) = idle_events(observed, f"{TENANT}/Pod/idle")
+    found = idle_events(observed, f"{TENANT}/Pod/idle")
+    assert len(found) == 1, (
+        f"decisions {list(reclaimer.decisions)}; candidates "
+        f"{idle_candidates(observed.plane.records)}; at {observed.plane.now()}"
+    )
+    (lowered,) = found
     assert lowered.reason == "IdleReclaimPreemptible"
     assert "lowered to preemptible" in lowered.message, lowered.message
     observed.run_until(observed.state_is("waiter", "Running"))

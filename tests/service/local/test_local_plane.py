@@ -83,6 +83,8 @@ def test_a_submitted_pod_runs_with_its_own_gpus_and_ends_with_its_exit_code(
     second = harness.submit(pod("second", report(harness, "3", str(release)), gpus=2))
     assert (first["status"], second["status"]) == (201, 201)
     harness.run_until(lambda: printed(harness, "first")() and printed(harness, "second")())
+    # A process may print before the turn after its bind reads it as started.
+    harness.run_until(harness.state_is("first", "Running"))
 
     devices = {n: seen(harness, n)["CUDA_VISIBLE_DEVICES"].split(",") for n in ("first", "second")}
     assert [len(devices["first"]), len(devices["second"])] == [3, 2]
@@ -91,7 +93,6 @@ def test_a_submitted_pod_runs_with_its_own_gpus_and_ends_with_its_exit_code(
         d.uuid for d in harness.inventory.devices
     }
     assert seen(harness, "first")["cwd"] == str(tenant_dir(harness).resolve())
-    assert harness.workload("first")["state"] == "Running"
 
     release.touch()
     harness.run_until(harness.state_is("second", "Failed"))
