@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.api.app import create_app
 from gpufleet.service.costing import cost_report
+from gpufleet.service.observatory import STEP_S
 from gpufleet.testing.builders import make_node
 from gpufleet.testing.economics_builders import price_list
 from gpufleet.testing.service import (
@@ -154,8 +155,9 @@ def owned(split: str) -> tuple[tuple[str, str], ...]:
 def test_the_simulated_telemetry_measures_the_pods(harness: ServiceHarness) -> None:
     submit(harness, "team-a", labelled("train", "team-a", 2, "red"))
     harness.advance(1)
-    for _ in range(20):  # 20 observed rounds, a minute apart
-        harness.advance(60)
+    harness.plane.observing.round()  # a sample stands for one step: a round every step
+    for _ in range(20):
+        harness.advance(STEP_S)
         harness.plane.observing.round()
     body = harness.client("admin").get("/api/v1/cost", params={"window": "1h"}).json()
     a = next(line for line in body["lines"] if line["name"] == "team-a")
