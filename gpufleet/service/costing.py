@@ -34,6 +34,9 @@ UTIL_METRIC = "gpufleet_workload_gpu_util"
 #: How far before a window a sample may lie and still stand for part of it: the longest a
 #: source's sample stands (the store's coarse bucket, 10 min; Prometheus' lookback, 5 min).
 REACH_S = 600.0
+#: How many of the observatory's steps a sample stands for at most: its own and the next, as
+#: a round runs a step after the previous one ends and so now and then stamps a step later.
+STEPS_STOOD = 2
 
 
 def mean_utilisation(series: GroupedSeriesQuery, window: Window) -> dict[tuple[str, str], float]:
@@ -56,15 +59,17 @@ def utilisation_spans(
     series: SampleQuery, window: Window, step_s: float = STEP_S
 ) -> dict[tuple[str, str], tuple[Span, ...]]:
     """The time each pod's utilisation samples stand for near ``window``, by (namespace, pod):
-    a sample stands until the next, for at most its source's step or ``step_s`` (the
-    observatory's), whichever is longer (:func:`gpufleet.economics.coverage.sample_spans`)."""
-    reach = max(REACH_S, step_s)
+    a sample stands until the next, for at most its source's step or :data:`STEPS_STOOD`
+    of ``step_s`` (the observatory's), whichever is longer
+    (:func:`gpufleet.economics.coverage.sample_spans`)."""
+    stood = STEPS_STOOD * step_s
+    reach = max(REACH_S, stood)
     found = series.samples(UTIL_METRIC, window.start - reach, max(window.end, window.start + 1e-9))
     by_pod: dict[tuple[str, str], list[Sample]] = defaultdict(list)
     for labels, points in found.items():
         named = dict(labels)
         pod = (named.get("namespace", ""), named.get("pod", ""))
-        by_pod[pod].extend(Sample(t, v / 100, max(span, step_s)) for t, v, span in points)
+        by_pod[pod].extend(Sample(t, v / 100, max(span, stood)) for t, v, span in points)
     return {pod: sample_spans(samples) for pod, samples in by_pod.items()}
 
 
