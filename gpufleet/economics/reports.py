@@ -9,9 +9,11 @@ OpenCost splits GPU cost), grouped by one or more keys (:func:`parse_by`:
 held (``__idle__``). The control plane's report (:mod:`gpufleet.service.costing`) and the
 simulator's (:mod:`gpufleet.backends.sim.costs`) are both this one.
 
-A pod whose utilisation nobody measured (absent from the utilisation given, or no utilisation
-at all) is *unmeasured*: its GPU cost counts as allocated and as ``unmeasured``, never as used
-or idle, so ``allocated = used + idle + unmeasured`` on every line and no unmeasured pod reads
+Held time whose utilisation nobody measured (no sample stands for it:
+:mod:`gpufleet.economics.coverage`, the definition the ``/metrics`` counters share; or a pod
+absent from the mean utilisation given, or no utilisation at all) is *unmeasured*: its GPU cost
+counts as allocated and as ``unmeasured``, never as used or idle, so
+``allocated = used + idle + unmeasured`` on every line and no unmeasured pod reads
 as 0 %. A GPU model the price list does not price is *unpriced*: its GPU-hours are reported,
 at no cost (those held and, in ``__idle__``, those nobody held), and the report names the
 model. Nothing here reads a clock, a file or a metric.
