@@ -330,8 +330,8 @@ class TokenView(_Schema):
 
 class CostLine(_Schema):
     """One group's GPU-hours and cost over the window, split as OpenCost splits GPU cost:
-    ``allocated = used + idle + unmeasured`` (``unmeasured``: the GPU cost of pods whose
-    utilisation nobody measured, counted neither as used nor as idle)."""
+    ``allocated = used + idle + unmeasured`` (``unmeasured``: the GPU cost of held time no
+    utilisation sample stands for, counted neither as used nor as idle)."""
 
     name: str = Field(
         description="the group ('__unallocated__': no value for the key; "
