@@ -3,7 +3,8 @@
 Quantities are in the units people read: CPU in cores, memory in MiB, GPUs in GPUs (0.5 is
 half a GPU); quota maps use the Kubernetes resource names (``cpu``, ``memory``,
 ``nvidia.com/gpu``, ``nvidia.com/gpu.<model>``). Times are seconds of the cluster's clock (the
-simulated clock in embedded mode, Unix time on Kubernetes); ``wall`` fields are Unix time.
+simulated clock in embedded mode, Unix time with ``--local`` and on Kubernetes); ``wall`` fields
+are Unix time.
 The service owns its types (:mod:`gpufleet.service.states`, its records); these shapes are the
 API's, built from them by :mod:`gpufleet.api.views`.
 """

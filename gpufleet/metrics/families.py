@@ -211,7 +211,7 @@ WORKLOADS = Family(
 CLUSTER_TIME = Family(
     "gpufleet_cluster_time_seconds",
     Kind.GAUGE,
-    "The cluster's clock (simulated seconds, or Unix time on Kubernetes)",
+    "The cluster's clock (simulated seconds, or Unix time with --local and on Kubernetes)",
 )
 SUBMITTED_WORKLOADS = Family(
     "gpufleet_submitted_workloads_total", Kind.COUNTER, "Workloads accepted by the API"

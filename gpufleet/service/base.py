@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from gpufleet.io.assembly import DEFAULT_QUEUE, ScenarioBuilder
 from gpufleet.io.catalog import check_change, object_key
@@ -30,6 +30,7 @@ from gpufleet.model.alerts import AlertRule
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.queues import Queue
+from gpufleet.model.times import TimeFormat, time_format
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.service.alert_webhooks import NotificationMetrics
@@ -138,6 +139,11 @@ class PlaneBase:
     """See the module docstring."""
 
     backend_name = "unknown"
+    #: Whether the world's clock is a simulated cluster's (seconds since it started: instants
+    #: read ``t=39m09s``) or the wall clock (Unix seconds: instants read as UTC dates). Each
+    #: plane says which; its core is built with :attr:`instants`, the one format of its world
+    #: (the CLI reads the same from the backend's name: ``simulated`` or not).
+    simulated_clock: ClassVar[bool]
     #: The earliest instant the plane answers for: a cost window reaching before it starts
     #: there (an embedded plane's clock starts at 0; a local server's book at its first start).
     book_start = 0.0
@@ -174,6 +180,11 @@ class PlaneBase:
     @property
     def policy(self) -> str:
         return self.options.policy
+
+    @property
+    def instants(self) -> TimeFormat:
+        """How this world's instants read (:attr:`simulated_clock`)."""
+        return time_format(self.simulated_clock)
 
     @property
     def stopping(self) -> bool:

@@ -31,6 +31,7 @@ class EmbeddedControlPlane(LivePlane):
     """See the module docstring."""
 
     backend_name = "simulated"
+    simulated_clock = True  # the simulated cluster's seconds, since it started
     world: LiveSimCluster
 
     def __init__(

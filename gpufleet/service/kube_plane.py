@@ -69,7 +69,6 @@ from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node
 from gpufleet.model.priorities import PriorityClass
-from gpufleet.model.times import wall_clock_time
 from gpufleet.model.workload import TimedWorkload, split_workload_key
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service import kube_book, kube_idle
@@ -127,6 +126,7 @@ class KubeControlPlane(PlaneBase):
     """See the module docstring."""
 
     backend_name = "kubernetes"
+    simulated_clock = False  # the wall clock: Unix seconds
 
     def __init__(
         self,
@@ -274,7 +274,7 @@ class KubeControlPlane(PlaneBase):
                 [],
                 self.options.policy,
                 queues=catalog.queues,
-                time_format=wall_clock_time,
+                time_format=self.instants,
                 profile=self.options.profile,
             )
             self._placeholder = (version, empty)

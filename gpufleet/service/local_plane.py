@@ -128,6 +128,7 @@ class LocalControlPlane(LivePlane):
     """See the module docstring."""
 
     backend_name = "local"
+    simulated_clock = False  # the wall clock: Unix seconds
     world: LiveLocalMachine
 
     def __init__(
