@@ -169,6 +169,11 @@ class SubmitResult(_Schema):
         description="objects set aside, by kind: kinds with no scheduling meaning (ConfigMap, "
         "Service...), neither read nor written",
     )
+    paused: list[str] = Field(
+        default_factory=list,
+        description="Jobs of parallelism 0, a line each: valid, they run no pods (Kubernetes "
+        "keeps such a Job active until its parallelism is raised), so no workload is made",
+    )
 
 
 class BudgetView(_Schema):

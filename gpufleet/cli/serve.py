@@ -33,6 +33,7 @@ from gpufleet.cli.common import (
     fail,
     friendly_errors,
     listen_socket,
+    note_paused,
     warn,
     warn_skipped,
 )
@@ -567,6 +568,7 @@ def _serve_on(
             store.close()
             raise
         warn_skipped(skipped)
+        note_paused(seed.paused_jobs)
         options = _with_scenario_telemetry(options, telemetry, seed)
         embedded = EmbeddedControlPlane(store, nodes, options)
         for rejected in embedded.catalog.rejected:
@@ -710,7 +712,7 @@ def _local_plane(
         files = list(scenario or ([bundled("local-queues.yaml")] if fresh else []))
         skipped = Skipped()
         seed = plan_seed(planning, files, options, fresh, skipped)
-        if seed.workloads or seed.faults or seed.node_faults:
+        if seed.workloads or seed.paused_jobs or seed.faults or seed.node_faults:
             raise fail(
                 "--local reads only Queue, PriorityClass and IdlePolicy objects from "
                 "--scenario: submit workloads through the API (gpufleet submit, gpufleet run)"

@@ -351,17 +351,20 @@ class PlaneBase:
     def accept(
         self, principal: Principal, manifests: Sequence[Manifest], catalog: ScenarioBuilder,
         queues: Mapping[str, Queue], taken_pods: Container[str] = (),
+        paused: list[str] | None = None,
     ) -> list[Submitted]:  # fmt: skip
         """The workloads of a request read against ``catalog`` (queues, priority classes) and
         checked for ``principal`` (tenancy and admission rules; a pod's GPU models may be
         narrowed; its tenant's limits on unfinished workloads and pods): all or an
-        InputError, ForbiddenError (QuotaExceededError) or ConflictError (under the lock)."""
+        InputError, ForbiddenError (QuotaExceededError) or ConflictError (under the lock).
+        Each Job of ``parallelism: 0`` (valid, no workload) is said in ``paused``."""
         submitted = read_workloads(
             manifests,
             catalog,
             principal.default_namespace(),
             self.default_runtime(),
             self.home_queue(principal, queues),
+            paused=paused,
         )
         checked = []
         for item in submitted:

@@ -442,13 +442,16 @@ class KubeControlPlane(PlaneBase):
         content_type: str,
         dry_run: bool = False,
         skipped: Skipped | None = None,
+        paused: list[str] | None = None,
     ) -> list[WorkloadRecord]:
         manifests = parse_body(body, content_type, skipped)
         refuse_placement(manifests, self.scheduler_options.scheduler_name)
         with self.lock:
             backend = self.scheduler.backend
             builder = backend.catalog.request_builder()
-            accepted = self.accept(principal, manifests, builder, self.core.quotas.queues)
+            accepted = self.accept(
+                principal, manifests, builder, self.core.quotas.queues, paused=paused
+            )
             refuse_own_marks(manifests)
             checked = [(item.kind, item.timed.workload) for item in accepted]
             jobs = {item.timed.workload.key: item.timed.jobs for item in accepted}
