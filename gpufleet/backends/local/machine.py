@@ -9,9 +9,10 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   (:func:`~.devices_env.placement_env`), reported ``PodBound`` then ``PodReady``. A gang (a
   workload of several pods) starts when all its pods are bound (the core binds a gang whole,
   in one cycle), each with torchrun's variables for its rank (its place in the workload) and
-  one port chosen for the gang; its pods are ready together, which the core's gang permit
-  waits for. A bind that cannot be carried out (no spec, a device the machine lacks, a run
-  the supervisor refuses) is ``BindFailed``.
+  one port chosen for the gang (one no other live gang holds until it ends: :mod:`.ports`);
+  its pods are ready together, which the core's gang permit waits for. A bind that cannot be
+  carried out (no spec, a device the machine lacks, a run the supervisor refuses) is
+  ``BindFailed``.
 * ``Evict``: the process is stopped, SIGTERM then SIGKILL after the grace period (30 s by
   default, as Kubernetes' ``terminationGracePeriodSeconds``), and reported ``PodDeleted``
   ``EVICTED`` when it has ended: only then are its GPUs free for another.
@@ -87,7 +88,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from gpufleet.backends.local.devices_env import free_port, placement_env, rendezvous_env
+from gpufleet.backends.local.devices_env import placement_env, rendezvous_env
 from gpufleet.backends.local.gangs import (
     RESTARTING,
     BoundPod,
@@ -100,6 +101,7 @@ from gpufleet.backends.local.gangs import (
     recovered_bound,
 )
 from gpufleet.backends.local.node import machine_node
+from gpufleet.backends.local.ports import PortBook
 from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
 from gpufleet.backends.local.run_state import make_private_dir
 from gpufleet.backends.local.state_modes import (
@@ -186,6 +188,8 @@ class LocalMachine:
             self.state_dir, allow_root=allow_root, shared_proc=shared_proc
         )
         self.clock = WallClock()
+        #: The rendezvous port each live gang holds (never handed to another meanwhile).
+        self.ports = PortBook()
         self._events: list[ClusterEvent] = []
         self._gangs: dict[str, Gang] = {}
         self._workload_of: dict[str, str] = {}
@@ -376,6 +380,8 @@ class LocalMachine:
             if run.status is RunStatus.RUNNING:
                 self._bound[key] = bound
                 self._by_run[run.run_id] = key
+                if run.labels.get("port", "").isdigit():
+                    self.ports.hold(bound.workload, int(run.labels["port"]))
             elif run.end is not None:
                 self._recovered_ends[key] = (bound, run.end)
         return found
@@ -561,7 +567,14 @@ class LocalMachine:
         pods were ready already)."""
         pods = gang.needed
         size = len(gang.workload.pods)
-        port = free_port() if size > 1 else 0
+        try:
+            port = self.ports.draw(gang.workload.key) if size > 1 else 0
+        except OSError as error:
+            for pod in pods:
+                self._bound.pop(pod.key, None)
+                self._events.append(BindFailed(pod.key, str(error)))
+            gang.bound.clear()
+            return
         started: list[str] = []
         limits = [s.deadline_s for s in gang.specs.values() if s.deadline_s is not None]
         deadline_at = self.clock.now() + min(limits) if limits else None
@@ -582,6 +595,8 @@ class LocalMachine:
                         self._bound.pop(other.key, None)
                         self._events.append(BindFailed(other.key, str(error)))
                 gang.bound.clear()
+                if not self._holding(gang.workload.key):
+                    self.ports.release(gang.workload.key)
                 return
             started.append(pod.key)
         gang.bound.clear()
@@ -614,6 +629,9 @@ class LocalMachine:
         }
         if completion is not None:
             labels["completion"] = str(completion)
+        port = self.ports.port_of(gang.workload.key)
+        if port is not None and len(gang.workload.pods) > 1:
+            labels["port"] = str(port)  # held again by a restarted server while it runs
         self.supervisor.start(run_id, gang.specs[pod.key].with_env(env), labels, self.grace_s)
         bound.run_id, bound.completion = run_id, completion
         bound.deadline_at, bound.started_at = gang.deadline_at, started_at
@@ -709,6 +727,8 @@ class LocalMachine:
         gang = self._gangs.get(bound.workload)
         if gang is not None:
             gang.bound.discard(key)
+        if not self._holding(bound.workload):  # none of the gang runs: its port is free
+            self.ports.release(bound.workload)
 
     def _ended(self, end: RunEnd) -> None:
         key = self._by_run.get(end.run_id)
@@ -866,6 +886,7 @@ class LocalMachine:
         self._events.append(WorkloadAdded(part(gang.workload, gang.needed)))
 
     def _drop_workload(self, workload_key: str) -> None:
+        self.ports.release(workload_key)
         gang = self._gangs.pop(workload_key, None)
         if gang is None:
             return
