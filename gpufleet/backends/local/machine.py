@@ -253,6 +253,8 @@ class LocalMachine:
         self._register(workload, specs)
         gang = self._gangs[workload.key]
         gang.succeeded.update(succeeded)
+        for pod in waiting:  # its last run's end was taken in before the restart
+            self._recovered_ends.pop(pod.key, None)
         failed_before = sorted(failed, key=lambda k: self._rank(gang, k))
         if failed_before:
             gang.failed_for_good = f"{failed_before[0]} of its gang failed"
@@ -386,6 +388,13 @@ class LocalMachine:
                 self._recovered_ends[key] = (bound, run.end)
         return found
 
+    def end_taken_in(self, pod_key: str) -> bool:
+        """Whether the run of ``pod_key`` found ended at :meth:`recover` had been stopped
+        (evicted, placed again, to start again): a pod the caller records waiting has had that
+        end taken in before the restart (its ``Preempted``, say), and is not told it again."""
+        found = self._recovered_ends.get(pod_key)
+        return found is not None and (found[0].stopping is not None or found[0].restarting)
+
     def _recover_completion(self, run: AdoptedRun) -> None:
         """Count a run found at a restart that succeeded (not stopped) as its completion done."""
         completion, workload = run.labels.get("completion"), run.labels.get("workload")
@@ -518,6 +527,12 @@ class LocalMachine:
         if gang is None:
             return self._recovered_counts.get(workload_key, RunCounts()).failures
         return gang.failures
+
+    def backing_off(self, pod_key: str) -> bool:
+        """Whether the pod's gang waits out the back-off before its restart in place (the
+        kubelet's ``CrashLoopBackOff``)."""
+        gang = self._gangs.get(self._workload_of.get(pod_key, ""))
+        return gang is not None and gang.restart_at is not None and pod_key in self._bound
 
     def completions_done(self, workload_key: str) -> int:
         """The Job completions of the workload done so far (0 if gone)."""
