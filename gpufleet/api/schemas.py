@@ -70,6 +70,9 @@ class PodView(_Schema):
         "'mig-1g.10gb'",
     )
     restarts: int = Field(0, description="its container's restarts in place")
+    reason: str | None = Field(
+        None, description="CrashLoopBackOff while it waits out the back-off of a restart in place"
+    )
     completion_index: int | None = Field(None, description="an Indexed Job's index it runs")
 
 
@@ -122,6 +125,9 @@ class WorkloadSummary(_Schema):
         None, description="quota, capacity, preempting, backoff, queue order"
     )
     message: str | None = Field(None, description="why it waits, when it does")
+    reason: str | None = Field(
+        None, description="CrashLoopBackOff while a pod of it waits out a restart's back-off"
+    )
 
 
 class EventView(_Schema):

@@ -24,14 +24,19 @@ everything the server needs to find the run again in the run's state directory
    grace period (``stop.json``'s, else the spec's), SIGKILL: Slurm's and systemd's way
    (``KillWait``, ``TimeoutStopSec``), and Kubernetes' ``terminationGracePeriodSeconds``;
 4. when the process ends, whatever is left of its group is killed (as a container's processes
-   end with its first), and the end is recorded (``exit.json``: exit code, or the signal);
-   a command that cannot be started at all is recorded as the shell would (127: not found,
-   126: cannot be executed), with why in the log; then a byte to ``WAKE_FIFO`` wakes the
-   server.
+   end with its first), and so is every other process it left behind: the shim is a child
+   subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``, as containerd-shim and tini are), so a
+   process that left the group and its parent (``setsid``, a double fork) is reparented to the
+   shim, not to init, and the shim kills every descendant it finds in ``/proc`` and reaps it
+   (:func:`kill_descendants`) before it records the end: the run's GPUs are never handed to
+   the next run while a process of it lives. Then the end is recorded (``exit.json``: exit
+   code, or the signal); a command that cannot be started at all is recorded as the shell
+   would (127: not found, 126: cannot be executed), with why in the log; then a byte to
+   ``WAKE_FIFO`` wakes the server.
 
 It checks nothing about who may run what (the supervisor does, before it starts a shim) and
 imports only the standard library (and of it nothing that a bare ``subprocess`` does not load
-already, but :mod:`json`, and :mod:`ctypes` for a run whose processes are hidden) and
+already, but :mod:`json` and :mod:`ctypes`) and
 :mod:`.run_state` (and :mod:`.proc_hiding` for a hidden run), so that it starts in a few tens
 of milliseconds; the package's ``__init__`` modules on its path import nothing.
 """
@@ -101,6 +106,7 @@ class Shim:
 
     # ------------------------------------------------------------------------- the run
     def run(self) -> int:
+        become_subreaper()
         me = process_id(os.getpid())
         if me is not None:
             write_process(os.path.join(self.run_dir, SHIM_FILE), me)
@@ -157,6 +163,7 @@ class Shim:
             self.signal_group(signal.SIGTERM)
         returncode = self.wait(child, spec)
         self.signal_group(signal.SIGKILL)  # what the process left behind in its group
+        kill_descendants(os.getpid())  # and outside it (setsid, double forks)
         if returncode < 0:
             return ExitRecord(None, -returncode, time.time())
         return ExitRecord(returncode, None, time.time())
@@ -210,6 +217,70 @@ class Shim:
             os.close(fifo)
 
 
+#: ``prctl``'s option that makes the caller its orphaned descendants' new parent.
+PR_SET_CHILD_SUBREAPER = 36
+#: How long :func:`kill_descendants` goes on killing and reaping before it gives up.
+REAP_LIMIT_S = 10.0
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux 3.4+); False where the kernel refuses."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root: int) -> set[int]:
+    """Every process whose parent chain leads to ``root`` (read from ``/proc``), zombies
+    included (they are reaped, not killed)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parents[int(entry)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def kill_descendants(root: int, limit_s: float = REAP_LIMIT_S) -> None:
+    """SIGKILL every descendant of ``root`` (this process, a subreaper) and reap it, until
+    none is left (their own orphans come to ``root`` as each dies) or ``limit_s`` passes."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        left = descendants(root)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        _reap()
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
+
+
+def _reap() -> None:
+    """Collect every child of this process that has ended (orphans it adopted)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         sys.stderr.write("usage: python -m gpufleet.backends.local.shim RUN_DIR [WAKE_FIFO]\n")
@@ -221,7 +292,15 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv))
 
 
-__all__ = ["DEFAULT_GRACE_S", "ProcessId", "Shim", "main"]
+__all__ = [
+    "DEFAULT_GRACE_S",
+    "ProcessId",
+    "Shim",
+    "become_subreaper",
+    "descendants",
+    "kill_descendants",
+    "main",
+]
 
 
 def _ignore(signum: int, frame: object) -> None:
