@@ -689,7 +689,7 @@ def _local_plane(
     from gpufleet.devices.fake_spec import FakeSpecError
     from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
     from gpufleet.devices.nvml_source import NvmlDeviceSource
-    from gpufleet.service.local_isolation import check_process_hiding
+    from gpufleet.service.local_isolation import check_process_hiding, check_resource_limits
     from gpufleet.service.local_plane import LocalControlPlane
     from gpufleet.service.local_users import TenantUsers
 
@@ -698,6 +698,7 @@ def _local_plane(
     try:
         users = TenantUsers.parse(local.run_as, allow_root=local.allow_root)
         hiding_warning = check_process_hiding(users, local.shared_proc)
+        cgroups, limits_warning = check_resource_limits()
         nvml = make_fake_nvml(local.fake_gpus) if local.fake_gpus is not None else load_nvml()
         try:
             devices = NvmlDeviceSource(nvml)
@@ -730,6 +731,8 @@ def _local_plane(
     warn_skipped(skipped)
     if hiding_warning is not None:
         warn(escape(hiding_warning))
+    if limits_warning is not None:
+        warn(escape(limits_warning))
     machine = LocalMachine(  # its supervisor makes the state directory, with its modes
         inventory,
         local.state_dir,
@@ -737,6 +740,7 @@ def _local_plane(
         grace_s=local.grace,
         allow_root=local.allow_root,
         shared_proc=local.shared_proc,
+        cgroups=cgroups,
     )
     plane = LocalControlPlane(
         store, machine, options, users, devices=devices, observe_step_s=local.observe_every

@@ -87,6 +87,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from gpufleet.backends.local.cgroups import Hierarchy, Limits
 from gpufleet.backends.local.devices_env import free_port, placement_env, rendezvous_env
 from gpufleet.backends.local.gangs import (
     RESTARTING,
@@ -175,6 +176,7 @@ class LocalMachine:
         supervisor: Supervisor | None = None,
         shared_proc: bool = False,
         crash_backoff: CrashBackoff | None = None,
+        cgroups: Hierarchy | None = None,
     ) -> None:
         self.inventory = inventory
         self.state_dir = Path(state_dir)
@@ -183,7 +185,7 @@ class LocalMachine:
         self.grace_s = grace_s
         self.crash_backoff = crash_backoff or CrashBackoff()
         self.supervisor = supervisor or Supervisor(
-            self.state_dir, allow_root=allow_root, shared_proc=shared_proc
+            self.state_dir, allow_root=allow_root, shared_proc=shared_proc, cgroups=cgroups
         )
         self.clock = WallClock()
         self._events: list[ClusterEvent] = []
@@ -614,7 +616,9 @@ class LocalMachine:
         }
         if completion is not None:
             labels["completion"] = str(completion)
-        self.supervisor.start(run_id, gang.specs[pod.key].with_env(env), labels, self.grace_s)
+        spec = gang.specs[pod.key]
+        limits = Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None)
+        self.supervisor.start(run_id, spec.with_env(env), labels, self.grace_s, limits)
         bound.run_id, bound.completion = run_id, completion
         bound.deadline_at, bound.started_at = gang.deadline_at, started_at
         self._by_run[run_id] = pod.key

@@ -62,6 +62,10 @@ from gpufleet.backends.local.run_state import (
     write_process,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpufleet.backends.local.cgroups import RunCgroup
+
 #: The grace period when neither the stop nor the spec says one.
 DEFAULT_GRACE_S = 30.0
 
@@ -130,7 +134,13 @@ class Shim:
             if refused is not None:
                 os.write(log, (refused + "\n").encode())
                 return ExitRecord(None, None, time.time(), refused)
+        cgroup, refused = self.make_cgroup(spec)
+        if refused is not None:
+            os.write(log, (refused + "\n").encode())
+            return ExitRecord(None, None, time.time(), refused)
         try:
+            if cgroup is not None:
+                cgroup.enter()  # the child is born in it; the shim leaves at once after
             self.child = subprocess.Popen(
                 [str(a) for a in spec["argv"]],  # type: ignore[attr-defined]
                 executable=str(spec["executable"]),
@@ -148,7 +158,12 @@ class Shim:
             code = 127 if isinstance(error, FileNotFoundError) else 126
             message = f"gpufleet: cannot start {spec.get('executable')}: {error}"
             os.write(log, (message + "\n").encode())
+            if cgroup is not None:
+                cgroup.leave()
+                cgroup.remove()
             return ExitRecord(code, None, time.time(), message)
+        if cgroup is not None:
+            cgroup.leave()
         child = self.child
         started = process_id(child.pid)
         if started is not None:
@@ -157,9 +172,32 @@ class Shim:
             self.signal_group(signal.SIGTERM)
         returncode = self.wait(child, spec)
         self.signal_group(signal.SIGKILL)  # what the process left behind in its group
+        reason = ""
+        if cgroup is not None:
+            cgroup.kill_all()  # and what left its group, but not its cgroup
+            reason = "OOMKilled" if cgroup.oom_killed() else ""
+            cgroup.remove()
         if returncode < 0:
-            return ExitRecord(None, -returncode, time.time())
-        return ExitRecord(returncode, None, time.time())
+            return ExitRecord(None, -returncode, time.time(), reason=reason)
+        return ExitRecord(returncode, None, time.time(), reason=reason)
+
+    def make_cgroup(self, spec: dict[str, object]) -> tuple[RunCgroup | None, str | None]:
+        """The run's cgroup with its limits written (:mod:`.cgroups`), when its spec has
+        one; else (None, None). (None, why) when it cannot be made: the run is not started,
+        never run unlimited."""
+        given = spec.get("cgroup")
+        if not isinstance(given, dict):
+            return None, None
+        from gpufleet.backends.local.cgroups import Hierarchy, Limits, RunCgroup
+
+        cgroup = RunCgroup(Hierarchy.from_json(given["hierarchy"]), os.path.basename(self.run_dir))
+        devices = given.get("devices")
+        try:
+            cgroup.create(Limits.from_json(given["limits"]), devices)
+        except OSError as error:
+            cgroup.remove(attempts=1)
+            return None, f"gpufleet: not started: cannot make its cgroup: {error}"
+        return cgroup, None
 
     def hide_other_processes(self) -> str | None:
         """Enter a mount namespace whose ``/proc`` shows only the child's uid's processes

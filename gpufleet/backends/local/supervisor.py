@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from gpufleet.backends.local.cgroups import DEFAULT_PIDS, Hierarchy, Limits
 from gpufleet.backends.local.run_state import (
     CHILD_FILE,
     EXIT_FILE,
@@ -162,8 +163,14 @@ class Supervisor:
         python: str = sys.executable,
         euid: int | None = None,
         shared_proc: bool = False,
+        cgroups: Hierarchy | None = None,
+        pids_limit: int | None = DEFAULT_PIDS,
     ) -> None:
         self.state_dir = Path(state_dir)
+        #: Where each run's cgroup goes (None: runs are not put in cgroups, nothing limits
+        #: them), and the tasks each may have.
+        self.cgroups = cgroups
+        self.pids_limit = pids_limit
         self.runs_dir = self.state_dir / RUNS_DIR
         prepare_state_dir(self.state_dir)  # with every path's mode (:mod:`.state_modes`)
         self.allow_root = allow_root
@@ -202,9 +209,12 @@ class Supervisor:
         spec: ProcessSpec,
         labels: Mapping[str, str] | None = None,
         grace_s: float = DEFAULT_GRACE_S,
+        limits: Limits | None = None,
     ) -> RunHandle:
         """Start ``spec`` as the run ``run_id`` (see the module docstring); ``labels`` are kept
-        with the run (the machine keeps its pod there) and come back with its end."""
+        with the run (the machine keeps its pod there) and come back with its end. Where the
+        supervisor has a cgroup hierarchy, the run gets a cgroup with ``limits`` (CPU and
+        memory; None: none) and the supervisor's pids limit."""
         self.check(run_id, spec)
         run_dir = self.runs_dir / run_id
         if not make_private_dir(run_dir):
@@ -221,6 +231,7 @@ class Supervisor:
                 "hide_processes": uid is not None and not self.shared_proc,
                 "grace_s": grace_s,
                 "labels": dict(labels or {}),
+                "cgroup": self._cgroup_spec(limits),
             },
         )
         with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
@@ -238,6 +249,18 @@ class Supervisor:
         write_json(run_dir / SHIM_FILE, {"pid": shim.pid, "start_ticks": shim.start_ticks})
         self._watched[run_id] = _Watched(run_dir, shim, dict(labels or {}), popen)
         return RunHandle(run_id, run_dir, log_path, shim)
+
+    def _cgroup_spec(self, limits: Limits | None) -> dict[str, object] | None:
+        """What the shim makes the run's cgroup from (None: no cgroup)."""
+        if self.cgroups is None:
+            return None
+        given = limits or Limits(None, None, None)
+        pids = given.pids if given.pids is not None else self.pids_limit
+        return {
+            "hierarchy": self.cgroups.to_json(),
+            "limits": Limits(given.cpu_milli, given.memory_bytes, pids).to_json(),
+            "devices": None,
+        }
 
     # ----------------------------------------------------------------------------- stop
     def stop(
