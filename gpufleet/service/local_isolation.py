@@ -13,7 +13,8 @@ nothing to hide from: each process sees what its user sees.
 Owns :func:`check_resource_limits` too, asked once at start: which cgroup hierarchy each run's
 cgroup goes in (:mod:`gpufleet.backends.local.cgroups`: CPU quota, memory limit, pids limit and,
 on v1, the devices a run may open), or, where none can be written, the warning serve prints
-once: then nothing holds a run to its CPU, memory or task limits.
+once: then nothing holds a run to its CPU, memory or task limits; and
+:func:`check_private_dev`: whether each run gets a ``/dev`` of its own GPUs' nodes only.
 
 It starts nothing itself but the probe, and decides nothing per run (the supervisor writes
 ``hide_processes`` and the cgroup in each run's spec).
@@ -24,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpufleet.backends.local.cgroups import Hierarchy, detect
+from gpufleet.backends.local.private_dev import probe as probe_private_dev
 from gpufleet.backends.local.proc_hiding import probe
 from gpufleet.io.errors import InputError
 from gpufleet.service.local_users import RUN_AS, TenantUsers
@@ -65,6 +67,27 @@ def check_process_hiding(
     )
 
 
+def check_private_dev(
+    users: TenantUsers, probe_dev: Callable[[], str | None] = probe_private_dev
+) -> tuple[bool, str | None]:
+    """Whether each run gets a private ``/dev`` holding only its GPUs' nodes
+    (:mod:`gpufleet.backends.local.private_dev`; the server must be root and allowed to
+    mount), and the warning to print once at start when it cannot."""
+    if users.euid != 0:
+        return False, (
+            "the server is not root: every run can open every /dev/nvidia* of this machine "
+            "(only CUDA_VISIBLE_DEVICES points it at its own)"
+        )
+    refused = probe_dev()
+    if refused is None:
+        return True, None
+    return False, (
+        f"runs get no private /dev ({refused}): every run can open every /dev/nvidia* of this "
+        f"machine (only CUDA_VISIBLE_DEVICES, and a v1 devices cgroup where there is one, "
+        f"point it at its own)"
+    )
+
+
 def check_resource_limits(
     find: Callable[[], Hierarchy | str] = detect,
 ) -> tuple[Hierarchy | None, str | None]:
@@ -81,4 +104,10 @@ def check_resource_limits(
     )
 
 
-__all__ = ["REMEDY", "Probe", "check_process_hiding", "check_resource_limits"]
+__all__ = [
+    "REMEDY",
+    "Probe",
+    "check_private_dev",
+    "check_process_hiding",
+    "check_resource_limits",
+]

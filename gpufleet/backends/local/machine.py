@@ -101,6 +101,7 @@ from gpufleet.backends.local.gangs import (
     recovered_bound,
 )
 from gpufleet.backends.local.node import machine_node
+from gpufleet.backends.local.private_dev import gpu_nodes
 from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
 from gpufleet.backends.local.run_state import make_private_dir
 from gpufleet.backends.local.state_modes import (
@@ -177,6 +178,8 @@ class LocalMachine:
         shared_proc: bool = False,
         crash_backoff: CrashBackoff | None = None,
         cgroups: Hierarchy | None = None,
+        private_dev: bool = False,
+        device_dir: str = "/dev",
     ) -> None:
         self.inventory = inventory
         self.state_dir = Path(state_dir)
@@ -185,8 +188,14 @@ class LocalMachine:
         self.grace_s = grace_s
         self.crash_backoff = crash_backoff or CrashBackoff()
         self.supervisor = supervisor or Supervisor(
-            self.state_dir, allow_root=allow_root, shared_proc=shared_proc, cgroups=cgroups
+            self.state_dir,
+            allow_root=allow_root,
+            shared_proc=shared_proc,
+            cgroups=cgroups,
+            private_dev=private_dev,
         )
+        #: Where this machine's GPU device nodes are (``/dev``; the fake GPUs' directory).
+        self.device_dir = device_dir
         self.clock = WallClock()
         self._events: list[ClusterEvent] = []
         self._gangs: dict[str, Gang] = {}
@@ -618,7 +627,10 @@ class LocalMachine:
             labels["completion"] = str(completion)
         spec = gang.specs[pod.key]
         limits = Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None)
-        self.supervisor.start(run_id, spec.with_env(env), labels, self.grace_s, limits)
+        placement = bound.placement
+        gpus = [*placement.gpu_indices, *(gpu for gpu, _ in placement.mig_slices)]
+        nodes = gpu_nodes(gpus, self.device_dir, mig=bool(placement.mig_slices))
+        self.supervisor.start(run_id, spec.with_env(env), labels, self.grace_s, limits, nodes)
         bound.run_id, bound.completion = run_id, completion
         bound.deadline_at, bound.started_at = gang.deadline_at, started_at
         self._by_run[run_id] = pod.key

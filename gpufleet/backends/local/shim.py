@@ -19,12 +19,18 @@ everything the server needs to find the run again in the run's state directory
    a mount namespace of its own whose ``/proc`` shows only that uid's processes
    (:mod:`.proc_hiding`, systemd's ``ProtectProc=invisible``): the child and all it starts see
    neither other tenants' processes nor the shim (root); where the kernel refuses, the run is
-   not started (``exit.json``'s error, and the log, say why), never run unhidden;
+   not started (``exit.json``'s error, and the log, say why), never run unhidden. When the
+   spec says ``private_dev``, the child's ``/dev`` holds only its own GPUs' nodes
+   (:mod:`.private_dev`); when it says ``cgroup``, the child is born in a cgroup of its own
+   with its CPU, memory, pids (and devices) limits (:mod:`.cgroups`: the shim steps in just
+   before it starts the child and out just after); either refused, the run is not started;
 3. when told to stop (SIGTERM), it sends SIGTERM to the process's whole group and, after the
    grace period (``stop.json``'s, else the spec's), SIGKILL: Slurm's and systemd's way
    (``KillWait``, ``TimeoutStopSec``), and Kubernetes' ``terminationGracePeriodSeconds``;
 4. when the process ends, whatever is left of its group is killed (as a container's processes
    end with its first), and the end is recorded (``exit.json``: exit code, or the signal);
+   with a cgroup, what is left in it is killed too, an OOM kill in it is recorded as the
+   reason ``OOMKilled``, and it is removed;
    a command that cannot be started at all is recorded as the shell would (127: not found,
    126: cannot be executed), with why in the log; then a byte to ``WAKE_FIFO`` wakes the
    server.
@@ -32,7 +38,8 @@ everything the server needs to find the run again in the run's state directory
 It checks nothing about who may run what (the supervisor does, before it starts a shim) and
 imports only the standard library (and of it nothing that a bare ``subprocess`` does not load
 already, but :mod:`json`, and :mod:`ctypes` for a run whose processes are hidden) and
-:mod:`.run_state` (and :mod:`.proc_hiding` for a hidden run), so that it starts in a few tens
+:mod:`.run_state` (and :mod:`.proc_hiding`, :mod:`.private_dev`, :mod:`.cgroups` for a run
+that needs them), so that it starts in a few tens
 of milliseconds; the package's ``__init__`` modules on its path import nothing.
 """
 
@@ -129,8 +136,15 @@ class Shim:
 
     def supervise(self, spec: dict[str, object], log: int) -> ExitRecord:
         uid, gid = spec.get("uid"), spec.get("gid")
-        if uid is not None and spec.get("hide_processes"):
+        hidden = uid is not None and bool(spec.get("hide_processes"))
+        if hidden:
             refused = self.hide_other_processes()
+            if refused is not None:
+                os.write(log, (refused + "\n").encode())
+                return ExitRecord(None, None, time.time(), refused)
+        nodes = spec.get("private_dev")
+        if isinstance(nodes, list):
+            refused = self.make_private_dev(nodes, hidden)
             if refused is not None:
                 os.write(log, (refused + "\n").encode())
                 return ExitRecord(None, None, time.time(), refused)
@@ -211,6 +225,19 @@ class Shim:
                 f"gpufleet: not started: {error}; the run would have seen every user's "
                 f"processes (serve --local --shared-proc allows that)"
             )
+        return None
+
+    def make_private_dev(self, nodes: list[object], own_namespace: bool) -> str | None:
+        """Give the child a ``/dev`` holding only its own GPUs' nodes (:mod:`.private_dev`);
+        None when done, else why the run is not started."""
+        from gpufleet.backends.local.private_dev import PrivateDevError, make_private_dev
+
+        pairs = [(str(n[0]), str(n[1])) for n in nodes if isinstance(n, list) and len(n) == 2]
+        staging = os.path.join(self.run_dir, "dev")
+        try:
+            make_private_dev(pairs, staging, own_namespace)
+        except (PrivateDevError, OSError) as error:
+            return f"gpufleet: not started: {error}; the run would have seen every GPU's node"
         return None
 
     def wait(self, child: subprocess.Popen[bytes], spec: dict[str, object]) -> int:
