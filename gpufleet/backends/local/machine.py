@@ -88,6 +88,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from gpufleet.backends.local.cgroups import Hierarchy, Limits
 from gpufleet.backends.local.devices_env import placement_env, rendezvous_env
 from gpufleet.backends.local.gangs import (
     RESTARTING,
@@ -102,6 +103,7 @@ from gpufleet.backends.local.gangs import (
 )
 from gpufleet.backends.local.node import machine_node
 from gpufleet.backends.local.ports import PortBook
+from gpufleet.backends.local.private_dev import gpu_nodes
 from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
 from gpufleet.backends.local.run_state import make_private_dir
 from gpufleet.backends.local.state_modes import (
@@ -177,6 +179,9 @@ class LocalMachine:
         supervisor: Supervisor | None = None,
         shared_proc: bool = False,
         crash_backoff: CrashBackoff | None = None,
+        cgroups: Hierarchy | None = None,
+        private_dev: bool = False,
+        device_dir: str = "/dev",
     ) -> None:
         self.inventory = inventory
         self.state_dir = Path(state_dir)
@@ -185,8 +190,14 @@ class LocalMachine:
         self.grace_s = grace_s
         self.crash_backoff = crash_backoff or CrashBackoff()
         self.supervisor = supervisor or Supervisor(
-            self.state_dir, allow_root=allow_root, shared_proc=shared_proc
+            self.state_dir,
+            allow_root=allow_root,
+            shared_proc=shared_proc,
+            cgroups=cgroups,
+            private_dev=private_dev,
         )
+        #: Where this machine's GPU device nodes are (``/dev``; the fake GPUs' directory).
+        self.device_dir = device_dir
         self.clock = WallClock()
         #: The rendezvous port each live gang holds (never handed to another meanwhile).
         self.ports = PortBook()
@@ -647,7 +658,12 @@ class LocalMachine:
         port = self.ports.port_of(gang.workload.key)
         if port is not None and len(gang.workload.pods) > 1:
             labels["port"] = str(port)  # held again by a restarted server while it runs
-        self.supervisor.start(run_id, gang.specs[pod.key].with_env(env), labels, self.grace_s)
+        spec = gang.specs[pod.key]
+        limits = Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None)
+        placement = bound.placement
+        gpus = [*placement.gpu_indices, *(gpu for gpu, _ in placement.mig_slices)]
+        nodes = gpu_nodes(gpus, self.device_dir, mig=bool(placement.mig_slices))
+        self.supervisor.start(run_id, spec.with_env(env), labels, self.grace_s, limits, nodes)
         bound.run_id, bound.completion = run_id, completion
         bound.deadline_at, bound.started_at = gang.deadline_at, started_at
         self._by_run[run_id] = pod.key
