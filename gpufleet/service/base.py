@@ -43,7 +43,7 @@ from gpufleet.service.auth import (
     refuse_by_queue,
 )
 from gpufleet.service.limits import TenantLimits, WriteBuckets, check_active
-from gpufleet.service.observatory import Observatory, ObservedRound
+from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
 from gpufleet.service.protocol import ExplainCache, PodLog
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
@@ -105,6 +105,9 @@ class ServeOptions:
     node_faults: tuple[NodeFault, ...] = ()
     #: The alert rules the plane evaluates (None: gpufleet's built-in rules).
     alert_rules: tuple[AlertRule, ...] | None = None
+    #: Seconds of the simulated cluster's clock between observatory rounds (readings of its
+    #: GPUs and evaluations of the alert rules): Prometheus' ``evaluation_interval``.
+    observe_step_s: float = STEP_S
     #: On Kubernetes, the identity a tenant's objects are written as (impersonated); None
     #: writes them with the plane's own credentials (``--no-impersonation``: one tenant only).
     tenant_identity: TenantIdentity | None = field(default_factory=TenantIdentity)
