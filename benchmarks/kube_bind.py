@@ -22,6 +22,7 @@ schedulers' runs alternate. Results: benchmarks/results/kube_bind.md and .json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -118,6 +119,29 @@ def _lines(response: Any) -> Iterator[bytes]:
         yield rest
 
 
+def _own_queue(core: Any, namespace: str) -> None:
+    """A Queue (no quota) whose namespace is the run's, where gpufleet's CRDs are served: once
+    any Queue exists, a pod must name one or be in a namespace a Queue lists (kube-scheduler
+    ignores Queues, so its runs are unchanged)."""
+    custom = kubernetes.client.CustomObjectsApi(core.api_client)
+    try:
+        custom.create_cluster_custom_object(
+            "gpufleet.dev", "v1alpha1", "queues", ko.queue(namespace, namespaces=[namespace])
+        )
+    except ApiException as error:
+        if error.status != 404:  # 404: no Queue CRD, so no Queue anywhere
+            raise
+
+
+def _binding_key(directory: Path) -> Path:
+    """A fresh key for the scheduler to sign device bindings with (``openssl rand -hex 32``)."""
+    key = directory / f"kube_bind_binding_key_{os.getpid()}"
+    if not key.exists():
+        key.write_text(os.urandom(32).hex() + "\n")
+        key.chmod(0o600)
+    return key
+
+
 def _start_scheduler(
     which: str, args: argparse.Namespace, name: str, log: Path, qps: float, burst: int
 ) -> Any:
@@ -128,6 +152,8 @@ def _start_scheduler(
             "--kubeconfig", args.kubeconfig, "--scheduler-name", name, "--policy", args.policy,
             "--no-leader-elect", "--metrics-port", "0", "--log-level", "WARNING",
             "--kube-api-qps", str(qps), "--kube-api-burst", str(burst),
+            # Signed device bindings, as a real installation runs (the signing is measured).
+            "--binding-key-file", str(_binding_key(log.parent)),
         ]  # fmt: skip
     else:
         command = [
@@ -154,6 +180,7 @@ def _measure(
     load_before = os.getloadavg()[0]
     namespace = f"bench-{run_id}"
     core.create_namespace({"metadata": {"name": namespace}})
+    _own_queue(core, namespace)
     _make_nodes(core, run_id, args.nodes, args.gpus_per_node)
     scheduler_name = f"gpufleet-{run_id}" if which == "gpufleet" else "default-scheduler"
     log = Path(tempfile.gettempdir()) / f"kube_bind_{which}_{run_id}.log"
@@ -224,6 +251,9 @@ def clean_up(core: Any, run_id: str, attempts: int = 10) -> None:
     server's request timeout: try again until none is left. The namespace stays (Terminating
     for ever without a controller manager), empty."""
     namespace = f"bench-{run_id}"
+    custom = kubernetes.client.CustomObjectsApi(core.api_client)
+    with contextlib.suppress(ApiException):
+        custom.delete_cluster_custom_object("gpufleet.dev", "v1alpha1", "queues", namespace)
     for _ in range(attempts):
         try:
             core.delete_collection_node(label_selector=f"bench={run_id}")

@@ -254,7 +254,7 @@ def child(
             * median_s(lambda: store.query(workload, "avg", 3_600, now, by=("queue",)), repeats),
         }
         restore_began = time.perf_counter()
-        again, _ = EmbeddedObserving._restored_store(plane.store)
+        again, _ = EmbeddedObserving._restored_store(plane.store, store.shape)
         restore_s = time.perf_counter() - restore_began
         restored_same = len(again) == len(store) and again.query(
             util, "avg", 7 * DAY, now

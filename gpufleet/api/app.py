@@ -248,13 +248,15 @@ def create_app(
         body = await _read_body(request, max_body)
         content_type = _content_type(request)
         skipped = Skipped()
+        paused: list[str] = []
         records = await asyncio.to_thread(
-            plane.submit, caller, body, content_type, dry_run, skipped
+            plane.submit, caller, body, content_type, dry_run, skipped, paused
         )
         explained: dict[str, Any] = {}
         return SubmitResult(
             accepted=[views.workload_summary(r, explained) for r in records],
             skipped=dict(skipped.counts),
+            paused=paused,
         )
 
     @app.delete(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}")

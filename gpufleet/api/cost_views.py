@@ -12,6 +12,7 @@ from gpufleet.economics.reports import CostReport as Report
 from gpufleet.service import costing
 from gpufleet.service.auth import Principal
 from gpufleet.service.cost_holdings import parse_window
+from gpufleet.service.observatory import STEP_S
 from gpufleet.service.protocol import Plane
 from gpufleet.service.records import WorkloadRecord
 from gpufleet.telemetry.series_query import GroupedSeriesQuery
@@ -21,6 +22,12 @@ def plane_series(plane: Plane) -> GroupedSeriesQuery | None:
     """The plane's utilisation series (its observatory's), None where it observes nothing."""
     observatory = plane.observatory
     return None if observatory is None else observatory.series
+
+
+def plane_step(plane: Plane) -> float:
+    """The step of the plane's observatory (how long a utilisation sample stands at least)."""
+    observatory = plane.observatory
+    return STEP_S if observatory is None else observatory.step_s
 
 
 def report_for(plane: Plane, caller: Principal, prices: PriceList, by: str, window: str) -> Report:
@@ -39,7 +46,7 @@ def report_for(plane: Plane, caller: Principal, prices: PriceList, by: str, wind
 
     return costing.cost_report(
         plane, window_s, by, plane.now(), prices, series=plane_series(plane),
-        visible=None if caller.is_admin else visible,
+        visible=None if caller.is_admin else visible, step_s=plane_step(plane),
     )  # fmt: skip
 
 

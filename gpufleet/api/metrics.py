@@ -5,10 +5,10 @@ plane's :class:`~gpufleet.metrics.scheduler.SchedulerMetrics` (the families ever
 read from the plane's core; on Kubernetes also leadership and API calls) and adds what only
 the control plane has: its workloads by state, its clock, what its book counted since start,
 the latency of API requests, its observatory's rounds (evaluated, caught up, skipped), what
-its workloads cost (:class:`~gpufleet.service.cost_meter.CostMeter`), and its world's device
-telemetry under dcgm-exporter's names (:mod:`gpufleet.metrics.dcgm`, where the world has
-telemetry: the simulated cluster, this machine's GPUs under ``serve --local``). Every name
-comes from :mod:`gpufleet.metrics.families`.
+its workloads cost (:class:`~gpufleet.service.cost_meter.CostMeter`, and up to when), and its
+world's device telemetry under dcgm-exporter's names (:mod:`gpufleet.metrics.dcgm`, where the
+world has telemetry: the simulated cluster, this machine's GPUs under ``serve --local``). Every
+name comes from :mod:`gpufleet.metrics.families`.
 
 The API latency's labels take only values the server chose, never what a caller sent: a
 method outside HTTP's standard ones is ``other``, a path no route matched is ``unmatched``
@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gpufleet.api.cost_views import plane_series
+from gpufleet.api.cost_views import plane_series, plane_step
 from gpufleet.economics import PriceList
 from gpufleet.metrics import families as f
 from gpufleet.metrics.dcgm import DcgmCollector
@@ -88,6 +88,10 @@ class _CostCollector(Collector):
         for owner, hours in sorted(idle_hours.items()):
             idle.add_metric(list(owner), hours)
         yield idle
+        until = self.meter.priced_until
+        if until is not None:
+            family = f.COST_PRICED_UNTIL
+            yield GaugeMetricFamily(family.name, family.help, value=until)
 
 
 class _ObservatoryCollector(Collector):
@@ -139,7 +143,9 @@ class ApiMetrics:
         self.registry.register(_Registry(plane.metrics.registry))
         self.registry.register(_PlaneCollector(plane))
         self.registry.register(
-            _CostCollector(CostMeter(plane, prices, lambda: plane_series(plane)))
+            _CostCollector(
+                CostMeter(plane, prices, lambda: plane_series(plane), lambda: plane_step(plane))
+            )
         )
         self.registry.register(plane.notifications)
         self.registry.register(_ObservatoryCollector(plane))

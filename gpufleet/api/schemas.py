@@ -3,7 +3,8 @@
 Quantities are in the units people read: CPU in cores, memory in MiB, GPUs in GPUs (0.5 is
 half a GPU); quota maps use the Kubernetes resource names (``cpu``, ``memory``,
 ``nvidia.com/gpu``, ``nvidia.com/gpu.<model>``). Times are seconds of the cluster's clock (the
-simulated clock in embedded mode, Unix time on Kubernetes); ``wall`` fields are Unix time.
+simulated clock in embedded mode, Unix time with ``--local`` and on Kubernetes); ``wall`` fields
+are Unix time.
 The service owns its types (:mod:`gpufleet.service.states`, its records); these shapes are the
 API's, built from them by :mod:`gpufleet.api.views`.
 """
@@ -69,6 +70,9 @@ class PodView(_Schema):
         "'mig-1g.10gb'",
     )
     restarts: int = Field(0, description="its container's restarts in place")
+    reason: str | None = Field(
+        None, description="CrashLoopBackOff while it waits out the back-off of a restart in place"
+    )
     completion_index: int | None = Field(None, description="an Indexed Job's index it runs")
 
 
@@ -121,6 +125,9 @@ class WorkloadSummary(_Schema):
         None, description="quota, capacity, preempting, backoff, queue order"
     )
     message: str | None = Field(None, description="why it waits, when it does")
+    reason: str | None = Field(
+        None, description="CrashLoopBackOff while a pod of it waits out a restart's back-off"
+    )
 
 
 class EventView(_Schema):
@@ -167,6 +174,11 @@ class SubmitResult(_Schema):
         default_factory=dict,
         description="objects set aside, by kind: kinds with no scheduling meaning (ConfigMap, "
         "Service...), neither read nor written",
+    )
+    paused: list[str] = Field(
+        default_factory=list,
+        description="Jobs of parallelism 0, a line each: valid, they run no pods (Kubernetes "
+        "keeps such a Job active until its parallelism is raised), so no workload is made",
     )
 
 
@@ -330,8 +342,8 @@ class TokenView(_Schema):
 
 class CostLine(_Schema):
     """One group's GPU-hours and cost over the window, split as OpenCost splits GPU cost:
-    ``allocated = used + idle + unmeasured`` (``unmeasured``: the GPU cost of pods whose
-    utilisation nobody measured, counted neither as used nor as idle)."""
+    ``allocated = used + idle + unmeasured`` (``unmeasured``: the GPU cost of held time no
+    utilisation sample stands for, counted neither as used nor as idle)."""
 
     name: str = Field(
         description="the group ('__unallocated__': no value for the key; "

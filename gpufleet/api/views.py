@@ -122,6 +122,7 @@ def workload_summary(
         expected_runtime=record.timed.duration,
         waiting_for=why.waiting_for if why else None,
         message=why.message if why else None,
+        reason=next((p.reason for p in record.pods.values() if p.reason), None),
     )
 
 
@@ -169,6 +170,7 @@ def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDet
                     gpus=round(pod_record.gpus, 3),
                     gpu_request=describe_request(pod.gpu),
                     restarts=pod_record.restarts,
+                    reason=pod_record.reason or None,
                     completion_index=pod_record.index,
                 )
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
@@ -35,6 +35,7 @@ __all__ = [
     "fail",
     "friendly_errors",
     "listen_socket",
+    "note_paused",
     "parse_duration",
     "parse_seeds",
     "warn",
@@ -50,6 +51,13 @@ def warn_skipped(skipped: Skipped) -> None:
     note = skipped.note()
     if note is not None:
         warn(escape(note))
+
+
+def note_paused(paused: Iterable[str]) -> None:
+    """Say each Job of ``parallelism: 0`` read (valid, runs no pods: not an error), a line
+    each on stdout: ``paused: Job ns/x: parallelism 0 runs no pods (...)``."""
+    for line in paused:
+        console.print(f"paused: {line}", markup=False)
 
 
 def friendly_errors(command: Callable[P, R]) -> Callable[P, R]:

@@ -161,7 +161,7 @@ def cost(
         assert clock is not None
         console.print(
             f"{report.currency}, the {report.window} to {clock.at(report.end)}; unmeasured: "
-            "GPU cost of pods whose utilisation nobody measured"
+            "GPU cost of held time no utilisation sample stands for"
             + ("; * estimated price" if report.total.estimated else ""),
             markup=False,
         )

@@ -71,15 +71,26 @@ def run_manifest(
     priority_class: str | None = None,
     workdir: str | None = None,
     env: dict[str, str] | None = None,
+    cpus: str | None = None,
+    memory: str | None = None,
 ) -> dict[str, Any]:
-    """The Pod that runs ``argv`` with ``gpus`` whole GPUs (see the module docstring)."""
+    """The Pod that runs ``argv`` with ``gpus`` whole GPUs (see the module docstring); ``cpus``
+    and ``memory`` (Kubernetes quantities: ``500m``, ``2``; ``100Mi``, ``4Gi``) are its
+    container's requests and limits, what its cgroup holds it to on the server."""
     container: dict[str, Any] = {
         "name": "main",
         "command": [_literal(a) for a in argv],
         "env": [{"name": k, "value": _literal(v)} for k, v in sorted((env or {}).items())],
     }
+    limits: dict[str, Any] = {}
     if gpus:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus}}
+        limits["nvidia.com/gpu"] = gpus
+    sized = {k: v for k, v in (("cpu", cpus), ("memory", memory)) if v is not None}
+    limits.update(sized)
+    if limits:
+        container["resources"] = {"limits": limits}
+    if sized:
+        container["resources"]["requests"] = dict(sized)
     if workdir:
         container["workingDir"] = workdir
     metadata: dict[str, Any] = {"name": name}
@@ -110,6 +121,13 @@ def run(
         typer.Argument(help="the command and its arguments, after --", show_default=False),
     ],
     gpus: Annotated[int, typer.Option(min=0, help="whole GPUs it needs")] = 0,
+    cpus: Annotated[
+        str | None, typer.Option(help="CPU it may use (500m, 2): a CFS quota on the server")
+    ] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option(help="memory it may use (100Mi, 4Gi): beyond it, it is OOMKilled"),
+    ] = None,
     queue: Annotated[str | None, typer.Option(help="queue (default: your own)")] = None,
     name: Annotated[str | None, typer.Option(help="its name (default: from the command)")] = None,
     priority_class: Annotated[
@@ -136,7 +154,16 @@ def run(
     checked_name(namespace, "namespace", NameRule.LABEL)
     checked_name(queue, "queue", rule_of("Queue"), "Queue")
     manifest = run_manifest(
-        command, gpus, chosen, namespace, queue, priority_class, workdir, _parsed_env(env or [])
+        command,
+        gpus,
+        chosen,
+        namespace,
+        queue,
+        priority_class,
+        workdir,
+        _parsed_env(env or []),
+        cpus,
+        memory,
     )
     with connect(server, token) as client:
         result = client.submit(yaml.safe_dump(manifest, sort_keys=False))

@@ -2,7 +2,8 @@
 
 With ``--scenario`` (queues, priority classes, quotas and gangs from YAML), every workload is
 admitted through its queue at once (submit times ignored) and the pending ones are explained:
-queue position, what they wait for, why, and an estimated start.
+queue position, what they wait for, why, and an estimated start. A Job of ``parallelism: 0``
+is valid and runs no pods: it is said as paused (``paused: Job ns/x: ...``), not an error.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from gpufleet.cli.common import (
     console,
     fail,
     friendly_errors,
+    note_paused,
     warn,
     warn_skipped,
 )
@@ -70,8 +72,10 @@ def _place(cluster: Path, workload: Path, policy: str, seed: int) -> None:
     check_policies([policy])
     skipped = Skipped()
     nodes = read_cluster(cluster, skipped)
-    pods = [t.pod for t in read_workload(workload, skipped)]
+    paused: list[str] = []
+    pods = [t.pod for t in read_workload(workload, skipped, paused)]
     warn_skipped(skipped)
+    note_paused(paused)
     table = NodeTable(nodes)
     core = SchedulerCore(
         table, make_policy(policy, table, PolicyContext(typical_shapes(pods), seed))
@@ -99,6 +103,7 @@ def _place_scenario(cluster: Path, paths: Sequence[str], policy: str, seed: int)
     nodes = read_cluster(cluster, skipped)
     scenario = read_scenario(paths, skipped)
     warn_skipped(skipped)
+    note_paused(scenario.paused_jobs)
     if scenario.node_pools:
         names = ", ".join(pool.name for pool in scenario.node_pools)
         warn(f"NodePool {names}: node pools grow a simulated cluster (simulate --scenario); "

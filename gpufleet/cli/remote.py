@@ -48,7 +48,14 @@ from gpufleet.cli.client import (
     ServerUnreachableError,
     UnexpectedResponseError,
 )
-from gpufleet.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, console, fail, warn_skipped
+from gpufleet.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    console,
+    fail,
+    note_paused,
+    warn_skipped,
+)
 from gpufleet.cli.remote_config import (
     ConfigError,
     RemoteConfig,
@@ -346,7 +353,8 @@ def submit(
     RayCluster, RayJob, PodGroup) from YAML or JSON.
 
     Each file goes in one request: its documents are all accepted or none; objects of kinds
-    with no scheduling meaning (ConfigMap, Service...) are skipped, and said so once. Example:
+    with no scheduling meaning (ConfigMap, Service...) are skipped, and said so once. A Job of
+    parallelism 0 is valid and runs no pods: it is said as paused, not an error. Example:
     gpufleet submit -f examples/pods/one-gpu.yaml
     """
     manifests = [_read_manifest(path) for path in _expand(filename)]
@@ -370,8 +378,9 @@ def submit(
                     f"GPU request {w.gpu_request}, queue {w.queue}, {w.state.value}",
                     markup=False,
                 )
+            note_paused(result.paused)
             skipped.counts.update(result.skipped)
-            if not result.accepted:
+            if not result.accepted and not result.paused:
                 console.print(f"{name}: no workloads in it", markup=False)
     if not sent:
         raise fail(escape(f"no workloads in {', '.join(filename)}: {skipped.note()}"))

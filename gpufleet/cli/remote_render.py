@@ -153,7 +153,7 @@ def workloads_table(
         columns += ["TENANT", "PRIORITY", "STARTED", "WAITING FOR", "MESSAGE"]
     table = _table(*columns)
     for w in workloads:
-        row: list[str | Text] = [w.name, w.kind, w.queue, _state(w.state)]
+        row: list[str | Text] = [w.name, w.kind, w.queue, _state(w.state, w.reason)]
         row += [f"{w.pods_running}/{w.pods}"]
         row += [format_gpus(w.gpus), w.gpu_request, clock.age(w.submitted)]
         if namespaces:
@@ -333,7 +333,10 @@ _STATE_STYLES = {
 }
 
 
-def _state(state: WorkloadState) -> Text:
+def _state(state: WorkloadState, reason: str | None = None) -> Text:
+    """Its state, or, as kubectl's STATUS, why it is not as that says (CrashLoopBackOff)."""
+    if reason:
+        return Text(reason, style="red")
     return Text(state.value, style=_STATE_STYLES.get(state, ""))
 
 
@@ -363,7 +366,7 @@ def describe_workload(
         ("Tenant", detail.tenant),
         ("Queue", detail.queue),
         ("Priority", priority),
-        ("State", _state(detail.state)),
+        ("State", _state(detail.state, detail.reason)),
     ]
     if detail.waiting_for or detail.message:
         rows.append(("Waiting for", detail.waiting_for or "-"))
@@ -437,7 +440,7 @@ def pods_table(detail: WorkloadDetail) -> Table:
         share = format_gpus(pod.gpu_share) if pod.gpu_share is not None else "-"
         cells = [
             f"  {pod.name}",
-            pod.state,
+            pod.reason or pod.state,
             pod.node or "-",
             indices,
             share,

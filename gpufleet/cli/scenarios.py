@@ -7,7 +7,9 @@ apply. YAML scenarios are read once (the seed only breaks placement ties); built
 per seed. A YAML scenario's NodePools (priced from ``--prices``' list where they give no price)
 become the runs' :class:`~gpufleet.backends.sim.node_pools.PoolSettings`: the cluster's nodes
 stay as they are beside them, and without ``--cluster`` the pools are the whole cluster (rather
-than the bundled one). Running them is :mod:`gpufleet.cli.scenario_pool`'s job.
+than the bundled one). Files whose only workloads are Jobs of ``parallelism: 0`` (valid, they
+run no pods) are run, each such Job said as paused; files that define no workload at all are
+refused. Running them is :mod:`gpufleet.cli.scenario_pool`'s job.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from gpufleet.backends.sim.inference import InferenceSettings
 from gpufleet.backends.sim.node_pools import PoolSettings
 from gpufleet.backends.sim.scenarios import TenantScenario, from_trace, large_gangs, sample_nodes
-from gpufleet.cli.common import fail, warn_skipped
+from gpufleet.cli.common import fail, note_paused, warn_skipped
 from gpufleet.economics.prices import PriceList
 from gpufleet.io.alibaba import read_nodes, read_pods
 from gpufleet.io.assembly import Scenario
@@ -215,7 +217,7 @@ def _files(
             )
     skipped = Skipped()
     scenario = read_scenario(names, skipped, prices)
-    if not scenario.workloads:
+    if not scenario.workloads and not scenario.paused_jobs:  # a paused Job is something
         raise fail(f"--scenario {' '.join(names)}: the files define no workloads")
     pools = PoolSettings(tuple(scenario.node_pools)) if scenario.node_pools else None
     if options.cluster is not None:
@@ -227,6 +229,7 @@ def _files(
         nodes = read_cluster_spec(bundled_path(BUNDLED_CLUSTER))
         cluster_label = f"bundled Alibaba-like cluster ({len(nodes)} nodes)"
     warn_skipped(skipped)
+    note_paused(scenario.paused_jobs)
     if not nodes and pools is None:
         raise fail("the cluster has no nodes")
     if pools is not None:

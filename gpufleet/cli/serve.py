@@ -33,6 +33,7 @@ from gpufleet.cli.common import (
     fail,
     friendly_errors,
     listen_socket,
+    note_paused,
     warn,
     warn_skipped,
 )
@@ -567,6 +568,7 @@ def _serve_on(
             store.close()
             raise
         warn_skipped(skipped)
+        note_paused(seed.paused_jobs)
         options = _with_scenario_telemetry(options, telemetry, seed)
         embedded = EmbeddedControlPlane(store, nodes, options)
         for rejected in embedded.catalog.rejected:
@@ -685,11 +687,15 @@ def _local_plane(
     policies it acts on (``idle`` and the scenario's). Everything is checked against
     ``planning`` (:func:`_planning_store`) before the database is opened for good."""
     from gpufleet.backends.local.machine import LocalMachine
-    from gpufleet.devices.fake import make_fake_nvml
+    from gpufleet.devices.fake import FakeNvml, make_fake_nvml
     from gpufleet.devices.fake_spec import FakeSpecError
     from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
     from gpufleet.devices.nvml_source import NvmlDeviceSource
-    from gpufleet.service.local_isolation import check_process_hiding
+    from gpufleet.service.local_isolation import (
+        check_private_dev,
+        check_process_hiding,
+        check_resource_limits,
+    )
     from gpufleet.service.local_plane import LocalControlPlane
     from gpufleet.service.local_users import TenantUsers
 
@@ -698,6 +704,8 @@ def _local_plane(
     try:
         users = TenantUsers.parse(local.run_as, allow_root=local.allow_root)
         hiding_warning = check_process_hiding(users, local.shared_proc)
+        cgroups, limits_warning = check_resource_limits()
+        private_dev, dev_warning = check_private_dev(users)
         nvml = make_fake_nvml(local.fake_gpus) if local.fake_gpus is not None else load_nvml()
         try:
             devices = NvmlDeviceSource(nvml)
@@ -710,7 +718,7 @@ def _local_plane(
         files = list(scenario or ([bundled("local-queues.yaml")] if fresh else []))
         skipped = Skipped()
         seed = plan_seed(planning, files, options, fresh, skipped)
-        if seed.workloads or seed.faults or seed.node_faults:
+        if seed.workloads or seed.paused_jobs or seed.faults or seed.node_faults:
             raise fail(
                 "--local reads only Queue, PriorityClass and IdlePolicy objects from "
                 "--scenario: submit workloads through the API (gpufleet submit, gpufleet run)"
@@ -730,6 +738,11 @@ def _local_plane(
     warn_skipped(skipped)
     if hiding_warning is not None:
         warn(escape(hiding_warning))
+    if limits_warning is not None:
+        warn(escape(limits_warning))
+    if dev_warning is not None:
+        warn(escape(dev_warning))
+    fake_dev = nvml.spec.device_dir if isinstance(nvml, FakeNvml) else None
     machine = LocalMachine(  # its supervisor makes the state directory, with its modes
         inventory,
         local.state_dir,
@@ -737,6 +750,9 @@ def _local_plane(
         grace_s=local.grace,
         allow_root=local.allow_root,
         shared_proc=local.shared_proc,
+        cgroups=cgroups,
+        private_dev=private_dev,
+        device_dir=fake_dev or "/dev",
     )
     plane = LocalControlPlane(
         store, machine, options, users, devices=devices, observe_step_s=local.observe_every

@@ -134,7 +134,7 @@ class BudgetUsage:
         check: BudgetCheck, queue: str, status: BudgetStatus, now: float
     ) -> BudgetNotice:
         budget = check.budgets[queue]
-        text = describe_status(queue, status, budget.action)
+        text = describe_status(queue, status, budget.action, check.state.time_format)
         if status.state is BudgetState.EXHAUSTED:
             return BudgetNotice(now, queue, BUDGET_EXHAUSTED, f"{text}: budget spent")
         percent = f"{budget.warn_at * 100:g}%"

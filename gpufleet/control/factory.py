@@ -15,7 +15,7 @@ import numpy as np
 
 from gpufleet.model import GpuRequest, Node, Pod
 from gpufleet.model.queues import Queue, ResourceQuota
-from gpufleet.model.times import TimeFormat, simulated_time
+from gpufleet.model.times import TimeFormat
 from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.node_table import NodeTable
@@ -53,12 +53,15 @@ def build_core(
     config: AdmissionConfig | None = None,
     target: TargetWorkload | None = None,
     explain: bool = True,
-    time_format: TimeFormat = simulated_time,
+    *,
+    time_format: TimeFormat,
     profile: Profile = DEFAULT_PROFILE,
     registry: Registry | None = None,
 ) -> SchedulerCore:
-    """A core over ``nodes``; ``time_format`` says how the instants in its messages read (the
-    simulated clock by default; the wall clock on Kubernetes). ``profile`` names its plugins,
+    """A core over ``nodes``; ``time_format`` says how the instants in its messages read, and
+    so which clock ``now`` is: ``simulated_time`` for a simulated cluster (seconds since it
+    started), ``wall_clock_time`` where the clock is the wall clock (Kubernetes, ``serve
+    --local``); no default, so that no world gets another's. ``profile`` names its plugins,
     looked up in ``registry`` (by default the built-in plugins and policies)."""
     registry = registry or Registry.default()
     table = NodeTable(list(nodes))

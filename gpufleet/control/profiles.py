@@ -19,6 +19,7 @@ from pathlib import Path
 from gpufleet.control.factory import build_core
 from gpufleet.io.errors import InputError
 from gpufleet.io.manifests import describe, load_documents
+from gpufleet.model.times import simulated_time
 from gpufleet.scheduling.profile import Profile, ProfileError
 from gpufleet.scheduling.registry import Registry, UnknownPluginError
 
@@ -44,7 +45,14 @@ def load_profile(
     try:
         profile = Profile.from_mapping(data)
         # Arguments are checked by each plugin's factory: build every plugin once, on no nodes.
-        build_core([], policy, profile=profile, registry=registry, explain=False)
+        build_core(
+            [],
+            policy,
+            explain=False,
+            time_format=simulated_time,
+            profile=profile,
+            registry=registry,
+        )
     except (ProfileError, UnknownPluginError) as error:
         raise InputError(source, str(error), where) from None
     return profile

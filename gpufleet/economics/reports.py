@@ -9,9 +9,11 @@ OpenCost splits GPU cost), grouped by one or more keys (:func:`parse_by`:
 held (``__idle__``). The control plane's report (:mod:`gpufleet.service.costing`) and the
 simulator's (:mod:`gpufleet.backends.sim.costs`) are both this one.
 
-A pod whose utilisation nobody measured (absent from the utilisation given, or no utilisation
-at all) is *unmeasured*: its GPU cost counts as allocated and as ``unmeasured``, never as used
-or idle, so ``allocated = used + idle + unmeasured`` on every line and no unmeasured pod reads
+Held time whose utilisation nobody measured (no sample stands for it:
+:mod:`gpufleet.economics.coverage`, the definition the ``/metrics`` counters share; or a pod
+absent from the mean utilisation given, or no utilisation at all) is *unmeasured*: its GPU cost
+counts as allocated and as ``unmeasured``, never as used or idle, so
+``allocated = used + idle + unmeasured`` on every line and no unmeasured pod reads
 as 0 %. A GPU model the price list does not price is *unpriced*: its GPU-hours are reported,
 at no cost (those held and, in ``__idle__``, those nobody held), and the report names the
 model. Nothing here reads a clock, a file or a metric.
@@ -31,6 +33,7 @@ from gpufleet.economics.aggregation import (
     missing_key_notes,
 )
 from gpufleet.economics.allocation import IDLE, GpuCapacity, Holding, Window, allocate
+from gpufleet.economics.coverage import Coverage, Span, coverage
 from gpufleet.economics.prices import CapacityType, MissingPriceError, PriceList
 from gpufleet.economics.runs import PodRun, capacity_type
 from gpufleet.model.gpu import canonical_model
@@ -197,17 +200,22 @@ def cost_of_runs(
     utilisation: Mapping[tuple[str, str], float] | None,
     *,
     cluster_idle: bool = True,
+    spans: Mapping[tuple[str, str], Sequence[Span]] | None = None,
 ) -> CostReport:
     """The report of ``runs`` within ``window``: see the module docstring. ``utilisation``:
-    each pod's mean GPU utilisation (0 to 1) by (namespace, pod), a pod absent unmeasured;
-    None: the world's utilisation could not be read at all (every pod unmeasured).
+    each pod's mean GPU utilisation (0 to 1) by (namespace, pod) over all its held time, a pod
+    absent unmeasured; None: the world's utilisation could not be read at all (every pod
+    unmeasured). ``spans``, where given, replaces it: each pod's utilisation samples as the
+    time they stand for (:func:`gpufleet.economics.coverage.sample_spans`), its held time
+    split used / idle / unmeasured by :func:`~gpufleet.economics.coverage.coverage`, which
+    adds up over consecutive windows (a pod absent: all its held time unmeasured).
     ``nodes``: the cluster's, taken as present over the whole window, for ``__idle__``
     (``cluster_idle`` False leaves that line out: a caller who sees only some workloads)."""
     keys = parse_by(by)
     notes: list[str] = []
     inside = [r for r in runs if window.overlap_hours(r.start, r.end) > 0]
     unpriced: set[str] = set()
-    costed = [_run_cost(r, prices, window, utilisation, unpriced) for r in inside]
+    costed = [_run_cost(r, prices, window, utilisation, spans, unpriced) for r in inside]
     groups: dict[str, CostGroup] = {}
     seen: dict[str, set[str]] = defaultdict(set)
     for item in costed:
@@ -228,7 +236,8 @@ def cost_of_runs(
     for line in lines:
         total = total.plus(line, "__total__")
     notes.extend(missing_key_notes(keys, [_holding(item.run, 0.0) for item in costed]))
-    if utilisation is None:
+    measured = utilisation is not None or spans is not None
+    if not measured:
         notes.append("no utilisation could be read: GPU cost is allocated only (unmeasured)")
     if unpriced:
         notes.append(
@@ -237,7 +246,7 @@ def cost_of_runs(
         )
     return CostReport(
         window, tuple(k.text for k in keys), prices.currency, tuple(lines), total,
-        tuple(costed), utilisation is not None, tuple(sorted(unpriced)), tuple(notes),
+        tuple(costed), measured, tuple(sorted(unpriced)), tuple(notes),
     )  # fmt: skip
 
 
@@ -255,9 +264,11 @@ def _run_cost(
     prices: PriceList,
     window: Window,
     utilisation: Mapping[tuple[str, str], float] | None,
+    spans: Mapping[tuple[str, str], Sequence[Span]] | None,
     unpriced: set[str],
 ) -> RunCost:
-    measured = None if utilisation is None else utilisation.get((run.namespace, run.pod))
+    split = _split(run, window, utilisation, spans)
+    measured = split.utilisation
     holding = _holding(run, measured or 0.0)
     priced = True
     try:
@@ -270,22 +281,46 @@ def _run_cost(
         cpu_only = replace(holding, gpus=0.0, gpu_model="")
         line = allocate([cpu_only], prices, window).workloads[0].cost
     hours = run.gpus * window.overlap_hours(run.start, run.end)
-    unmeasured = run.gpus > 0 and measured is None
+    held = split.held_s
+    used_f, idle_f, unmeasured_f = (
+        (split.used_s / held, split.idle_s / held, split.unmeasured_s / held)
+        if held > 0
+        else (0.0, 0.0, 0.0)
+    )
+    if run.gpus <= 0:
+        unmeasured_f = 0.0
     cost = CostGroup(
         line.name,
         1,
         hours,
-        hours * (1 - measured) if measured is not None and priced else 0.0,
-        hours if unmeasured and priced else 0.0,
+        hours * idle_f if priced else 0.0,
+        hours * unmeasured_f if priced else 0.0,
         0.0 if priced else hours,
         line.gpu_cost,
-        line.gpu_used_cost if measured is not None else 0.0,
-        line.gpu_cost if unmeasured else 0.0,
+        line.gpu_cost * used_f,
+        line.gpu_cost * unmeasured_f,
         line.cpu_cost,
         line.memory_cost,
         line.estimated,
     )
     return RunCost(run, cost, measured if run.gpus > 0 else None, priced)
+
+
+def _split(
+    run: PodRun,
+    window: Window,
+    utilisation: Mapping[tuple[str, str], float] | None,
+    spans: Mapping[tuple[str, str], Sequence[Span]] | None,
+) -> Coverage:
+    """The run's held time in ``window``, split used / idle / unmeasured."""
+    pod = (run.namespace, run.pod)
+    if spans is not None:
+        return coverage(run.start, run.end, spans.get(pod, ()), window)
+    held = 3600 * window.overlap_hours(run.start, run.end)
+    mean = None if utilisation is None else utilisation.get(pod)
+    if mean is None:
+        return Coverage(0.0, 0.0, held)
+    return Coverage(held * mean, held * (1 - mean), 0.0)
 
 
 def _cluster_idle(

@@ -305,11 +305,9 @@ class ScenarioBuilder(Catalog):
                 raise context.error(
                     "spec.suspend", f"expected true or false, got {describe(suspended)}"
                 )
-            if not pods:
-                self.paused_jobs.append(
-                    f"Job {namespace}/{name}: parallelism 0 runs no pods (Kubernetes keeps such "
-                    "a Job active and paused until its parallelism is raised)"
-                )
+            paused = job_rules.paused_job_note(namespace, name, spec)
+            if paused is not None:
+                self.paused_jobs.append(paused)
             self._add_pods(dataclasses.replace(part, job=job, suspended=suspended))
             return
         owner = workload_key(namespace, name, kind)

@@ -5,7 +5,8 @@ Owns the reading of what decides a pod's fate when it ends: a pod template's
 ``gpufleet.dev/sim-fail-after``, ``gpufleet.dev/sim-exit-code``), and a batch/v1 Job's
 ``completions``, ``completionMode``, ``backoffLimit`` (default 6), ``backoffLimitPerIndex``,
 ``maxFailedIndexes``, ``activeDeadlineSeconds`` and ``podFailurePolicy`` (its rules on exit
-codes and on pod conditions), checked as the API server checks them. The
+codes and on pod conditions), checked as the API server checks them; and what a Job of
+``parallelism: 0`` is (:func:`paused_job_note`: valid, it runs no pods). The
 training and Ray operators' rules are read by their own readers (``pytorch_jobs``,
 ``operator_jobs``) with the helpers here. What a rule does when a pod ends is the simulated
 cluster's business (:mod:`gpufleet.backends.sim.jobs`); this module only reads.
@@ -115,6 +116,19 @@ def pod_rules(kind: JobKind, name: str, pods: Sequence[TimedPod]) -> JobSpec | N
         for t in pods
     )
     return JobSpec(kind, name, replicas)
+
+
+def paused_job_note(namespace: str, name: str, spec: Mapping[str, Any]) -> str | None:
+    """What a batch/v1 Job of ``parallelism: 0`` is, in a line (every path shows it the same
+    way), or None for any other Job. Kubernetes takes such a Job: it runs no pods and stays
+    active, in effect paused, until its parallelism is raised; gpufleet reads it as valid and
+    makes no workload of it. ``spec`` has been read already (its parallelism is checked)."""
+    if spec.get("parallelism", 1) != 0:
+        return None
+    return (
+        f"Job {namespace}/{name}: parallelism 0 runs no pods (Kubernetes keeps it active "
+        "until its parallelism is raised)"
+    )
 
 
 def batch_job(

@@ -31,13 +31,15 @@ Pods of a Job, Deployment, StatefulSet or ReplicaSet share their template's proc
 (none given: none, its end is its end: a Pod here is a one-off command, not the kubelet's
 ``Always`` default); a Deployment's, StatefulSet's or ReplicaSet's ``Always`` (the only value
 Kubernetes accepts there); a Job's none (its failures are its ``backoffLimit``'s).
-``gpufleet run`` sends such a Pod. It reads no resources (``kube_pods`` does) and starts
-nothing (``gpufleet.backends.local`` does).
+``gpufleet run`` sends such a Pod. Of its resources it reads only the first container's CPU and
+memory limits (:func:`container_limits`: what the run's cgroup holds it to; requests are
+``kube_pods``'s), and it starts nothing (``gpufleet.backends.local`` does).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 import shutil
@@ -50,6 +52,7 @@ from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.job_rules import restart_policy
 from gpufleet.io.kube_pods import REPLICATED_KINDS
 from gpufleet.io.manifests import Context, describe, object_name
+from gpufleet.io.quantities import parse_quantity
 from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 
@@ -336,6 +339,7 @@ def process_spec_from_pod_spec(
         else float(context.integer(deadline, f"{spec_path}.activeDeadlineSeconds", 1))
     )
     container_name = container.get("name")
+    cpu_limit, memory_limit = container_limits(context, container, path)
     return ProcessSpec(
         tuple(command + args),
         executable,
@@ -345,7 +349,26 @@ def process_spec_from_pod_spec(
         gid,
         deadline_s=deadline_s,
         container="" if container_name is None else context.text(container_name, f"{path}.name"),
+        cpu_limit_milli=cpu_limit,
+        memory_limit_bytes=memory_limit,
     )
+
+
+def container_limits(
+    context: Context, container: Mapping[str, Any], path: str
+) -> tuple[int | None, int | None]:
+    """The container's ``resources.limits`` of CPU (millicores, at least 1) and memory (bytes):
+    what the run's cgroup holds it to (None: no limit, as the kubelet leaves it)."""
+    resources = context.mapping(container.get("resources"), f"{path}.resources")
+    limits = context.mapping(resources.get("limits"), f"{path}.resources.limits")
+    cpu = memory = None
+    if "cpu" in limits:
+        cores = context.parse(parse_quantity, limits["cpu"], f"{path}.resources.limits[cpu]")
+        cpu = max(1, math.ceil(cores * 1000)) if cores > 0 else None
+    if "memory" in limits:
+        amount = context.parse(parse_quantity, limits["memory"], f"{path}.resources.limits[memory]")
+        memory = math.ceil(amount) if amount > 0 else None
+    return cpu, memory
 
 
 def process_spec_from_object(

@@ -12,6 +12,7 @@ what was expected. The formats themselves live in ``alibaba``, ``cluster_spec`` 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from gpufleet.io import alibaba
 from gpufleet.io.cluster_spec import KIND as CLUSTER_SPEC_KIND
 from gpufleet.io.cluster_spec import cluster_spec_from_dict
 from gpufleet.io.errors import InputError, quoted
+from gpufleet.io.job_rules import paused_job_note
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
 from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS, pods_from_object
@@ -82,15 +84,27 @@ def _nothing_read(path: str | Path, found: list[Any], mine: Skipped, expected: s
         raise InputError(str(path), f"expected {expected}, found none: {mine.note()}")
 
 
+def _paused_note(obj: Mapping[str, Any]) -> str | None:
+    """:func:`~gpufleet.io.job_rules.paused_job_note` of a Job read already, else None."""
+    if obj.get("kind") != "Job":
+        return None
+    metadata = obj["metadata"]
+    namespace = str(metadata.get("namespace") or "default")
+    return paused_job_note(namespace, str(metadata["name"]), obj["spec"])
+
+
 def _merge(into: Skipped | None, mine: Skipped) -> None:
     if into is not None:
         into.counts.update(mine.counts)
 
 
-def read_workload(path: str | Path, skipped: Skipped | None = None) -> list[TimedPod]:
+def read_workload(
+    path: str | Path, skipped: Skipped | None = None, paused: list[str] | None = None
+) -> list[TimedPod]:
     """Timed pods from Kubernetes workload YAML, an Alibaba pod CSV, or a directory of YAML.
     Objects of kinds with no scheduling meaning (a ConfigMap) are set aside, counted in
-    ``skipped`` (see :mod:`gpufleet.io.kinds`)."""
+    ``skipped`` (see :mod:`gpufleet.io.kinds`); each Job of ``parallelism: 0`` (valid, no
+    pods) is said in ``paused``, a line each."""
     pods: list[TimedPod] = []
     origin: dict[str, str] = {}
     mine = Skipped()
@@ -115,6 +129,9 @@ def read_workload(path: str | Path, skipped: Skipped | None = None) -> list[Time
                     continue
                 check_kube_object(manifest, source, where)
                 found.extend((timed, where) for timed in pods_from_object(manifest, source, where))
+                note = _paused_note(manifest)
+                if note is not None and paused is not None:
+                    paused.append(note)
         for timed, place in found:
             key = timed.pod.key
             if key in origin:

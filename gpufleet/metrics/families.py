@@ -211,7 +211,7 @@ WORKLOADS = Family(
 CLUSTER_TIME = Family(
     "gpufleet_cluster_time_seconds",
     Kind.GAUGE,
-    "The cluster's clock (simulated seconds, or Unix time on Kubernetes)",
+    "The cluster's clock (simulated seconds, or Unix time with --local and on Kubernetes)",
 )
 SUBMITTED_WORKLOADS = Family(
     "gpufleet_submitted_workloads_total", Kind.COUNTER, "Workloads accepted by the API"
@@ -260,11 +260,19 @@ PLANE_COUNTERS = {
 COST_DOLLARS = Family(
     "gpufleet_cost_dollars_total",
     Kind.COUNTER,
-    "What the workloads' pods cost since the control plane started, in the price list's "
-    "currency, by split: allocated (GPU, CPU and memory held), used (the GPU part by measured "
-    "utilisation, plus CPU and memory), idle (GPU held but not used), unmeasured (GPU cost of "
-    "pods whose utilisation nobody measured; allocated = used + idle + unmeasured)",
+    "What the workloads' pods cost since the control plane started, up to "
+    "gpufleet_cost_priced_until_seconds, in the price list's currency, by split: allocated "
+    "(GPU, CPU and memory held), used (the GPU part by measured utilisation, plus CPU and "
+    "memory), idle (GPU held but not used), unmeasured (GPU cost of held time no utilisation "
+    "sample stands for; allocated = used + idle + unmeasured)",
     ("namespace", "queue", "tenant", "split"),
+)
+COST_PRICED_UNTIL = Family(
+    "gpufleet_cost_priced_until_seconds",
+    Kind.GAUGE,
+    "The control plane's time up to which the cost counters have priced (they stay two "
+    "observatory steps behind its clock, until every utilisation sample of that time is in)",
+    (),
 )
 IDLE_GPU_HOURS = Family(
     "gpufleet_idle_gpu_hours_total",
@@ -321,6 +329,7 @@ SERVE = (
     *PLANE_COUNTERS.values(),
     API_REQUEST_SECONDS,
     COST_DOLLARS,
+    COST_PRICED_UNTIL,
     IDLE_GPU_HOURS,
     *ALERTING,
     *OBSERVING,

@@ -125,11 +125,13 @@ class PodEnd(StrEnum):
 @dataclass(frozen=True, slots=True)
 class PodDeleted:
     """A pod is gone (finished, deleted or dropped), wherever it was; ``end`` says why and
-    ``message`` how, when the world knows."""
+    ``message`` how, when the world knows; ``ended_at``, when its process ended, where the
+    world recorded it (a local run's shim: it may have ended while nobody listened; None: now)."""
 
     key: str
     end: PodEnd = PodEnd.DELETED
     message: str = ""
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,9 @@ class ProcessSpec:
     whenever it ends, ``OnFailure`` when it fails, after the kubelet's back-off; None (or
     ``Never``): an end is its end (a Job's failures are its ``backoff_limit``'s).
     ``completions``: its Job's completions (None: one per pod), run by its workload's pods in
-    turn; ``indexed``: each completion has an index (``JOB_COMPLETION_INDEX``)."""
+    turn; ``indexed``: each completion has an index (``JOB_COMPLETION_INDEX``).
+    ``cpu_limit_milli`` and ``memory_limit_bytes``: its container's ``resources.limits`` (or
+    ``gpufleet run --cpus/--memory``), what its cgroup holds it to (None: no limit)."""
 
     argv: tuple[str, ...]
     executable: str
@@ -47,6 +49,8 @@ class ProcessSpec:
     restart_policy: RestartPolicy | None = None
     completions: int | None = None
     indexed: bool = False
+    cpu_limit_milli: int | None = None
+    memory_limit_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -61,6 +65,10 @@ class ProcessSpec:
             raise ValueError(f"a backoff limit must be >= 0, got {self.backoff_limit!r}")
         if self.completions is not None and self.completions < 1:
             raise ValueError(f"completions must be >= 1, got {self.completions!r}")
+        for name in ("cpu_limit_milli", "memory_limit_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be positive, got {value!r}")
 
     def with_env(self, extra: Mapping[str, str]) -> ProcessSpec:
         """This spec with ``extra`` laid over its environment (``extra`` wins)."""
@@ -81,6 +89,8 @@ class ProcessSpec:
             "restart_policy": None if self.restart_policy is None else self.restart_policy.value,
             "completions": self.completions,
             "indexed": self.indexed,
+            "cpu_limit_milli": self.cpu_limit_milli,
+            "memory_limit_bytes": self.memory_limit_bytes,
         }
 
     @classmethod
@@ -106,4 +116,10 @@ class ProcessSpec:
             None if policy is None else RestartPolicy(str(policy)),
             None if completions is None else int(str(completions)),
             bool(data.get("indexed", False)),
+            _optional_int(data.get("cpu_limit_milli")),
+            _optional_int(data.get("memory_limit_bytes")),
         )
+
+
+def _optional_int(value: object) -> int | None:
+    return None if value is None else int(str(value))

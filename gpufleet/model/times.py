@@ -2,9 +2,10 @@
 
 A duration reads ``0s``, ``8.1s``, ``59s``, ``39m09s``, ``2h05m``, ``1d03h``. An instant of a
 simulated cluster (seconds since it started) reads ``t=`` and a duration (``t=39m09s``); an
-instant on Kubernetes, where the clock is the wall clock (Unix seconds), reads as a UTC date
-(``2026-11-24 15:38:02 UTC``). Whoever makes a message gets a :data:`TimeFormat` from whoever
-knows the world (the scheduling core is given one when it is built), so that the same message
+instant on Kubernetes and on one box (``serve --local``), where the clock is the wall clock
+(Unix seconds), reads as a UTC date (``2026-11-24 15:38:02 UTC``). Whoever makes a message gets
+a :data:`TimeFormat` from whoever knows the world (the scheduling core is given one when it is
+built, with no default; a control plane says which clock it runs on), so that the same message
 says ``t=39m09s`` in the simulator and a date on a cluster. Pure functions: no clock is read.
 """
 

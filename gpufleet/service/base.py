@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from gpufleet.io.assembly import DEFAULT_QUEUE, ScenarioBuilder
 from gpufleet.io.catalog import check_change, object_key
@@ -30,6 +30,7 @@ from gpufleet.model.alerts import AlertRule
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.queues import Queue
+from gpufleet.model.times import TimeFormat, time_format
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.service.alert_webhooks import NotificationMetrics
@@ -42,7 +43,7 @@ from gpufleet.service.auth import (
     refuse_by_queue,
 )
 from gpufleet.service.limits import TenantLimits, WriteBuckets, check_active
-from gpufleet.service.observatory import Observatory, ObservedRound
+from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
 from gpufleet.service.protocol import ExplainCache, PodLog
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
@@ -104,6 +105,9 @@ class ServeOptions:
     node_faults: tuple[NodeFault, ...] = ()
     #: The alert rules the plane evaluates (None: gpufleet's built-in rules).
     alert_rules: tuple[AlertRule, ...] | None = None
+    #: Seconds of the simulated cluster's clock between observatory rounds (readings of its
+    #: GPUs and evaluations of the alert rules): Prometheus' ``evaluation_interval``.
+    observe_step_s: float = STEP_S
     #: On Kubernetes, the identity a tenant's objects are written as (impersonated); None
     #: writes them with the plane's own credentials (``--no-impersonation``: one tenant only).
     tenant_identity: TenantIdentity | None = field(default_factory=TenantIdentity)
@@ -138,6 +142,11 @@ class PlaneBase:
     """See the module docstring."""
 
     backend_name = "unknown"
+    #: Whether the world's clock is a simulated cluster's (seconds since it started: instants
+    #: read ``t=39m09s``) or the wall clock (Unix seconds: instants read as UTC dates). Each
+    #: plane says which; its core is built with :attr:`instants`, the one format of its world
+    #: (the CLI reads the same from the backend's name: ``simulated`` or not).
+    simulated_clock: ClassVar[bool]
     #: The earliest instant the plane answers for: a cost window reaching before it starts
     #: there (an embedded plane's clock starts at 0; a local server's book at its first start).
     book_start = 0.0
@@ -174,6 +183,11 @@ class PlaneBase:
     @property
     def policy(self) -> str:
         return self.options.policy
+
+    @property
+    def instants(self) -> TimeFormat:
+        """How this world's instants read (:attr:`simulated_clock`)."""
+        return time_format(self.simulated_clock)
 
     @property
     def stopping(self) -> bool:
@@ -340,17 +354,20 @@ class PlaneBase:
     def accept(
         self, principal: Principal, manifests: Sequence[Manifest], catalog: ScenarioBuilder,
         queues: Mapping[str, Queue], taken_pods: Container[str] = (),
+        paused: list[str] | None = None,
     ) -> list[Submitted]:  # fmt: skip
         """The workloads of a request read against ``catalog`` (queues, priority classes) and
         checked for ``principal`` (tenancy and admission rules; a pod's GPU models may be
         narrowed; its tenant's limits on unfinished workloads and pods): all or an
-        InputError, ForbiddenError (QuotaExceededError) or ConflictError (under the lock)."""
+        InputError, ForbiddenError (QuotaExceededError) or ConflictError (under the lock).
+        Each Job of ``parallelism: 0`` (valid, no workload) is said in ``paused``."""
         submitted = read_workloads(
             manifests,
             catalog,
             principal.default_namespace(),
             self.default_runtime(),
             self.home_queue(principal, queues),
+            paused=paused,
         )
         checked = []
         for item in submitted:

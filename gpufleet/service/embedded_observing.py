@@ -9,7 +9,8 @@ NVML). Each round (every 15 s of the plane's clock by default) it reads every GP
 tenant, workload and kind from the plane's records, hands both to the
 :class:`~gpufleet.service.observatory.Observatory`, and every :data:`SAVE_EVERY_S` saves the
 series and the pods' usage summaries into the plane's store, so a restarted ``gpufleet serve``
-keeps its day of fine points and its 30 days of coarse ones (a killed process loses what came
+keeps its day of fine points (one per round: :func:`store_shape`) and its 30 days of coarse
+ones (a killed process loses what came
 after the last save, at most :data:`SAVE_EVERY_S` of the plane's clock; a clean stop saves).
 
 Saves are incremental: the store's durable form (``SeriesStore.durable``) is a head (series,
@@ -32,6 +33,7 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from gpufleet.model.alerts import AlertRule
@@ -42,6 +44,7 @@ from gpufleet.service.store import Store
 from gpufleet.telemetry.observed_series import ObservedSeries
 from gpufleet.telemetry.recording import PodKey, PodUsage, SeriesRecorder
 from gpufleet.telemetry.series import SeriesStore
+from gpufleet.telemetry.series_layout import StoreShape
 from gpufleet.telemetry.source import TelemetrySource
 
 log = logging.getLogger(__name__)
@@ -54,6 +57,23 @@ USAGE_BLOB = "telemetry.usage"
 SAVE_EVERY_S = 300.0
 #: How long a pod's usage summary is kept after it was last seen (the coarse ring's 30 days).
 USAGE_KEEP_S = 30 * 86_400.0
+
+
+def store_shape(step_s: float) -> StoreShape:
+    """The series store's rings for rounds every ``step_s``: a point per round (the store keeps
+    one per fine step, stamped at its start, so a coarser step would leave a window shorter than
+    it without a point at most instants), a day of them; the default shape at the default step.
+    ValueError for a step that is not a whole number of seconds dividing the coarse step."""
+    default = StoreShape()
+    if step_s == default.fine_step_s:
+        return default
+    step = round(step_s)
+    if step != step_s or step < 1 or default.coarse_step_s % step:
+        raise ValueError(
+            f"the observatory's step must be a whole number of seconds dividing "
+            f"{default.coarse_step_s}, got {step_s}"
+        )
+    return replace(default, fine_step_s=step, fine_points=default.fine_span_s // step)
 
 
 class ObservedPlane(Protocol):
@@ -75,7 +95,7 @@ class EmbeddedObserving:
         step_s: float = STEP_S,
     ) -> None:
         self.plane = plane
-        store, chunks = self._restored_store(plane.store)
+        store, chunks = self._restored_store(plane.store, store_shape(step_s))
         self.recorder = SeriesRecorder(store)
         self.recorder.adopt()
         usage = self._restored_usage(plane.store)
@@ -152,23 +172,31 @@ class EmbeddedObserving:
             self._saved_at = at
 
     @staticmethod
-    def _restored_store(store: Store) -> tuple[SeriesStore, set[str]]:
-        """The series store kept in ``store`` (empty if none or unreadable) and the keys of
-        the sealed chunks found there."""
+    def _restored_store(store: Store, shape: StoreShape) -> tuple[SeriesStore, set[str]]:
+        """The series store kept in ``store`` (an empty one of ``shape`` if none or unreadable)
+        and the keys of the sealed chunks found there."""
         data = store.blob(SERIES_BLOB)
         found = store.blobs(CHUNK_PREFIX)
         chunks = {key.removeprefix(CHUNK_PREFIX): value for key, value in found.items()}
         if data is None:
-            return SeriesStore(), set(chunks)
+            return SeriesStore(shape=shape), set(chunks)
         try:
-            return SeriesStore.from_bytes(data, chunks), set(chunks)
+            restored = SeriesStore.from_bytes(data, chunks)
         except ValueError as error:
             log.error(
                 "%s: the stored telemetry series are unreadable (%s); starting empty",
                 store.path,
                 error,
             )
-            return SeriesStore(), set(chunks)
+            return SeriesStore(shape=shape), set(chunks)
+        if restored.shape.fine_step_s != shape.fine_step_s:
+            log.warning(
+                "%s: the stored series have a point every %d s, the rounds run every %d s; "
+                "windows shorter than %d s may find no point",
+                store.path, restored.shape.fine_step_s, shape.fine_step_s,
+                restored.shape.fine_step_s,
+            )  # fmt: skip
+        return restored, set(chunks)
 
     @staticmethod
     def _restored_usage(store: Store) -> dict[PodKey, PodUsage]:

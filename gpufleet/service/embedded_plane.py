@@ -21,7 +21,7 @@ from gpufleet.model import Node
 from gpufleet.service.base import ServeOptions
 from gpufleet.service.embedded_observing import EmbeddedObserving
 from gpufleet.service.live_plane import LivePlane
-from gpufleet.service.observatory import STEP_S, ObservatoryThread
+from gpufleet.service.observatory import ObservatoryThread
 from gpufleet.service.sim_records import telemetry_seed
 from gpufleet.service.store import Store
 from gpufleet.service.wall_time import PlaneWallTime
@@ -31,6 +31,7 @@ class EmbeddedControlPlane(LivePlane):
     """See the module docstring."""
 
     backend_name = "simulated"
+    simulated_clock = True  # the simulated cluster's seconds, since it started
     world: LiveSimCluster
 
     def __init__(
@@ -60,14 +61,18 @@ class EmbeddedControlPlane(LivePlane):
             self.lock,
         )
         rules = self.options.alert_rules
-        self.observing = EmbeddedObserving(self, builtin_alert_rules() if rules is None else rules)
+        self.observing = EmbeddedObserving(
+            self, builtin_alert_rules() if rules is None else rules, options.observe_step_s
+        )
         # The simulated GPUs' series and the alerts on them (see ``embedded_observing``).
         self.watch(self.observing.observatory)
         # What is sent out carries wall-clock times (the cluster's clock counts from 0).
         self.observing.observatory.wall_time = PlaneWallTime.anchored(
             store, self.world.clock.now(), self.options.speed
         )
-        self._observe = ObservatoryThread(self.observing.round, STEP_S, self.options.speed)
+        self._observe = ObservatoryThread(
+            self.observing.round, options.observe_step_s, self.options.speed
+        )
 
     def start(self) -> None:
         """Run the scheduling loop and the observatory in threads (until :meth:`stop`)."""

@@ -40,7 +40,6 @@ from gpufleet.model.events import (
     PodEnd,
     PodRestarted,
 )
-from gpufleet.model.times import simulated_time
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import HISTORY_EVERY_S, Change, PlaneBase
 from gpufleet.service.budget_events import budget_events
@@ -135,12 +134,12 @@ class RecordingPlane(PlaneBase):
             )
             return
         if isinstance(event, NodeGone):
-            back = "" if event.back_at is None else f"; back at {simulated_time(event.back_at)}"
+            back = "" if event.back_at is None else f"; back at {self.instants(event.back_at)}"
             message = f"node {event.node} is gone ({event.reason}){back}"
             log.warning("%s", message)
             events.append(StoredEvent(now, None, "Warning", "NodeLost", message))
             return
-        when = simulated_time(event.leaves_at)
+        when = self.instants(event.leaves_at)
         log.warning("node %s goes at %s (%s)", event.node, when, event.reason)
         saved = set(event.checkpointed)
         for key in event.told:

@@ -155,6 +155,7 @@ class RestoringPlane(RecordingPlane):
             self.options.seed,
             queues=self.catalog.queues,
             config=self.options.admission,
+            time_format=self.instants,  # the world's clock: simulated, or the wall clock
             profile=self.options.profile,
         )
         for message in core.quota_warnings():

@@ -69,7 +69,6 @@ from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node
 from gpufleet.model.priorities import PriorityClass
-from gpufleet.model.times import wall_clock_time
 from gpufleet.model.workload import TimedWorkload, split_workload_key
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service import kube_book, kube_idle
@@ -127,6 +126,7 @@ class KubeControlPlane(PlaneBase):
     """See the module docstring."""
 
     backend_name = "kubernetes"
+    simulated_clock = False  # the wall clock: Unix seconds
 
     def __init__(
         self,
@@ -274,7 +274,7 @@ class KubeControlPlane(PlaneBase):
                 [],
                 self.options.policy,
                 queues=catalog.queues,
-                time_format=wall_clock_time,
+                time_format=self.instants,
                 profile=self.options.profile,
             )
             self._placeholder = (version, empty)
@@ -442,13 +442,16 @@ class KubeControlPlane(PlaneBase):
         content_type: str,
         dry_run: bool = False,
         skipped: Skipped | None = None,
+        paused: list[str] | None = None,
     ) -> list[WorkloadRecord]:
         manifests = parse_body(body, content_type, skipped)
         refuse_placement(manifests, self.scheduler_options.scheduler_name)
         with self.lock:
             backend = self.scheduler.backend
             builder = backend.catalog.request_builder()
-            accepted = self.accept(principal, manifests, builder, self.core.quotas.queues)
+            accepted = self.accept(
+                principal, manifests, builder, self.core.quotas.queues, paused=paused
+            )
             refuse_own_marks(manifests)
             checked = [(item.kind, item.timed.workload) for item in accepted]
             jobs = {item.timed.workload.key: item.timed.jobs for item in accepted}

@@ -171,13 +171,19 @@ class LivePlane(OwnerChangesPlane):
         content_type: str,
         dry_run: bool = False,
         skipped: Skipped | None = None,
+        paused: list[str] | None = None,
     ) -> list[WorkloadRecord]:
         """Read, check and accept the workloads of a request body: all or none. Raises
         InputError (422), ForbiddenError (403) or ConflictError (409)."""
         manifests = parse_body(body, content_type, skipped)
         with self.lock:
             accepted = self.accept(
-                principal, manifests, self._catalog_builder, self.core.quotas.queues, self._owner
+                principal,
+                manifests,
+                self._catalog_builder,
+                self.core.quotas.queues,
+                self._owner,
+                paused,
             )
             checked = [(item.kind, item.timed) for item in accepted]
             self._prepare(principal, manifests, accepted, dry_run)

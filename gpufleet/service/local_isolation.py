@@ -10,14 +10,22 @@ when nobody chose it; with ``--shared-proc`` it starts and says, once, that they
 no user is switched (the server is not root, or only ``--allow-root``'s root runs), there is
 nothing to hide from: each process sees what its user sees.
 
+Owns :func:`check_resource_limits` too, asked once at start: which cgroup hierarchy each run's
+cgroup goes in (:mod:`gpufleet.backends.local.cgroups`: CPU quota, memory limit, pids limit and,
+on v1, the devices a run may open), or, where none can be written, the warning serve prints
+once: then nothing holds a run to its CPU, memory or task limits; and
+:func:`check_private_dev`: whether each run gets a ``/dev`` of its own GPUs' nodes only.
+
 It starts nothing itself but the probe, and decides nothing per run (the supervisor writes
-``hide_processes`` in each run's spec).
+``hide_processes`` and the cgroup in each run's spec).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from gpufleet.backends.local.cgroups import Hierarchy, detect
+from gpufleet.backends.local.private_dev import probe as probe_private_dev
 from gpufleet.backends.local.proc_hiding import probe
 from gpufleet.io.errors import InputError
 from gpufleet.service.local_users import RUN_AS, TenantUsers
@@ -59,4 +67,47 @@ def check_process_hiding(
     )
 
 
-__all__ = ["REMEDY", "Probe", "check_process_hiding"]
+def check_private_dev(
+    users: TenantUsers, probe_dev: Callable[[], str | None] = probe_private_dev
+) -> tuple[bool, str | None]:
+    """Whether each run gets a private ``/dev`` holding only its GPUs' nodes
+    (:mod:`gpufleet.backends.local.private_dev`; the server must be root and allowed to
+    mount), and the warning to print once at start when it cannot."""
+    if users.euid != 0:
+        return False, (
+            "the server is not root: every run can open every /dev/nvidia* of this machine "
+            "(only CUDA_VISIBLE_DEVICES points it at its own)"
+        )
+    refused = probe_dev()
+    if refused is None:
+        return True, None
+    return False, (
+        f"runs get no private /dev ({refused}): every run can open every /dev/nvidia* of this "
+        f"machine (only CUDA_VISIBLE_DEVICES, and a v1 devices cgroup where there is one, "
+        f"point it at its own)"
+    )
+
+
+def check_resource_limits(
+    find: Callable[[], Hierarchy | str] = detect,
+) -> tuple[Hierarchy | None, str | None]:
+    """The cgroup hierarchy runs go in, and None; or None and the warning to print once at
+    start (no cgroup can be written: limits are not enforced)."""
+    found = find()
+    if isinstance(found, Hierarchy):
+        return found, None
+    return None, (
+        f"no cgroup can be written here ({found}): runs are not held to their CPU and memory "
+        f"limits nor to a pids limit, an OOM is not reported as OOMKilled, and only the private "
+        f"/dev keeps a run from other GPUs' device nodes (run the server as root where "
+        f"/sys/fs/cgroup is writable)"
+    )
+
+
+__all__ = [
+    "REMEDY",
+    "Probe",
+    "check_private_dev",
+    "check_process_hiding",
+    "check_resource_limits",
+]

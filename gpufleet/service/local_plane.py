@@ -32,7 +32,8 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   describe counts the failed pods and ends ``Failed (BackoffLimitExceeded)`` past the limit.
 * restarts in place: each process carries its restart policy (a replica's ``Always``, a Pod's
   own), which the machine honours after the kubelet's back-off; each restart is a ``BackOff``
-  event (how the run ended, the delay) and counts in the pods' restarts in describe.
+  event (how the run ended, the delay) and counts in the pods' restarts in describe; while it
+  waits out the back-off the pod is ``CrashLoopBackOff`` (its reason in get and describe).
 * completions: each process carries its Job's ``completions`` and ``completionMode`` (from the
   job rules), which the machine runs in turn on the Job's pods; the job row counts those done.
 
@@ -74,7 +75,7 @@ from gpufleet.backends.local.health import GpuHealthWatch
 from gpufleet.backends.local.machine import BACKOFF_LIMIT_EXCEEDED, LocalMachine, SubmitRefusedError
 from gpufleet.backends.local.supervisor import RunStatus
 from gpufleet.backends.local.telemetry import LocalTelemetry
-from gpufleet.control.loop import sync
+from gpufleet.control.loop import Turn, sync
 from gpufleet.devices.source import DeviceSource
 from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.errors import InputError
@@ -87,6 +88,7 @@ from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd, Po
 from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.model.telemetry import HealthEvent
+from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import LOG_CHUNK, IdleOutcome, NotFoundError, ServeOptions
 from gpufleet.service.embedded_observing import EmbeddedObserving
@@ -128,6 +130,7 @@ class LocalControlPlane(LivePlane):
     """See the module docstring."""
 
     backend_name = "local"
+    simulated_clock = False  # the wall clock: Unix seconds
     world: LiveLocalMachine
 
     def __init__(
@@ -145,6 +148,8 @@ class LocalControlPlane(LivePlane):
         #: This machine's GPUs through NVML, open until :meth:`stop` (None: no samples).
         self.devices = devices
         self._prepared: dict[str, dict[str, ProcessSpec]] = {}
+        #: When the runs of a workload that ended this turn ended (their shims' record).
+        self._ended_at: dict[str, float] = {}
         super().__init__(
             store, LiveLocalMachine(machine), SchedulerMetrics(), options or ServeOptions(), wall
         )
@@ -375,7 +380,9 @@ class LocalControlPlane(LivePlane):
                     pod_record.started = pod_record.started or self.now()
                     self.store.set_pod(key, POD_RUNNING, placements[key], pod_record.started)
                 alive = True
-            elif status in (RunStatus.ENDED, RunStatus.LOST):
+            elif status in (RunStatus.ENDED, RunStatus.LOST) and not (
+                pod_record.state == POD_PENDING and self.machine.end_taken_in(key)
+            ):
                 ended = True  # what follows its end comes as events in the first turn
             else:
                 if pod_record.state == POD_RUNNING:
@@ -449,6 +456,15 @@ class LocalControlPlane(LivePlane):
             row.outcome, row.reason, row.message = event.outcome, event.reason, event.message
         super()._record_news(record, pod_record, event, evicted_for, now)
 
+    def turn_done(self, core: SchedulerCore, turn: Turn) -> None:
+        """As the shared plane records a turn; each pod that waits out the back-off of a
+        restart in place is ``CrashLoopBackOff`` (get, describe), as kubectl shows it."""
+        for record in self.records.values():
+            for key, pod_record in record.pods.items():
+                backing_off = record.active and self.machine.backing_off(key)
+                pod_record.reason = "CrashLoopBackOff" if backing_off else ""
+        super().turn_done(core, turn)
+
     def _restarts_in_place(self, workload_key: str) -> bool:
         """Whether the workload's processes restart in place (``Always``, ``OnFailure``)."""
         specs = self.world.processes(workload_key) or {}
@@ -485,23 +501,62 @@ class LocalControlPlane(LivePlane):
         if gone.end is PodEnd.LOST:
             gone = PodDeleted(gone.key, PodEnd.FAILED, gone.message)
         started = pod_record.started
+        # When it ended as its shim recorded it: a run that ended while the server was down
+        # is dated (and billed) to its end, not to the restart.
+        at = now if gone.ended_at is None else min(now, gone.ended_at)
+        if gone.ended_at is not None:
+            self._ended_at[record.key] = max(at, self._ended_at.get(record.key, at))
         super()._record_end(record, pod_record, gone, evicted_for, remaining, now)
         if all(p.state == POD_SUCCEEDED for p in record.pods.values()):
             for row in record.jobs.values():  # retried, then done
                 row.completed = row.completions
                 row.outcome = row.outcome or "Succeeded"
-        if gone.end not in (PodEnd.SUCCEEDED, PodEnd.FAILED):
-            return
-        ran = "" if started is None else f" after {_duration(max(0.0, now - started))}"
+        if gone.end in (PodEnd.SUCCEEDED, PodEnd.FAILED):
+            self._exited(record, pod_record, gone, started, at)
+
+    def _exited(
+        self,
+        record: WorkloadRecord,
+        pod_record: PodRecord,
+        gone: PodDeleted,
+        started: float | None,
+        at: float,
+    ) -> None:
+        """The ``Exited`` event of a pod's run that ended at ``at``: how, and how long it ran."""
+        ran = "" if started is None else f" after {_duration(max(0.0, at - started))}"
         self._notes.events.append(
             StoredEvent(
-                now,
+                at,
                 record.key,
-                "Normal" if gone.end is PodEnd.SUCCEEDED else "Warning",
+                "Warning" if gone.end is PodEnd.FAILED else "Normal",
                 "Exited",
                 f"pod {pod_record.pod.name}: {gone.message or 'ended'}{ran}",
             )
         )
+
+    def events_in(self, events: Sequence[ClusterEvent]) -> None:
+        """As the shared plane takes them in; the end of a cancelled pod's run (recorded
+        cancelled when asked, so the shared plane passes it over) is its ``Exited`` event."""
+        super().events_in(events)
+        for event in events:
+            if not isinstance(event, PodDeleted) or event.end is not PodEnd.DELETED:
+                continue
+            if event.ended_at is None:  # no run had started (or it was lost)
+                continue
+            record = self.records.get(self._owner.get(event.key, ""))
+            pod_record = None if record is None else record.pods.get(event.key)
+            if record is None or pod_record is None:
+                continue
+            at = min(self.world.clock.now(), event.ended_at)
+            self._exited(record, pod_record, event, pod_record.started, at)
+
+    def _settle(self, record: WorkloadRecord, now: float) -> None:
+        """As the shared plane settles it; a workload whose last run ended before ``now``
+        (while the server was down) finished when that run did."""
+        ended_at = self._ended_at.pop(record.key, None)
+        if ended_at is not None and all(p.state in POD_TERMINAL for p in record.pods.values()):
+            now = ended_at
+        super()._settle(record, now)
 
     # ----------------------------------------------------------------------------- logs
     def pod_log(

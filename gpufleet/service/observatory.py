@@ -28,7 +28,10 @@ from gpufleet.telemetry.series_layout import Labels
 from gpufleet.telemetry.series_query import (
     FilteringQuery,
     GroupedSeriesQuery,
+    RawSample,
+    SampleQuery,
     SeriesUnavailableError,
+    UnknownMetricError,
 )
 from gpufleet.telemetry.series_window import Where, filtered
 from gpufleet.telemetry.source import NodeTelemetry
@@ -99,6 +102,21 @@ class LockedSeries:
             if isinstance(inner, FilteringQuery):
                 return dict(inner.query_where(metric, fn, window_s, now, matchers, quantile, where))
             return filtered(inner.query(metric, fn, window_s, now, matchers, quantile), where)
+
+    def samples(
+        self,
+        metric: str,
+        start: float,
+        end: float,
+        matchers: Mapping[str, str] | None = None,
+    ) -> dict[Labels, list[RawSample]]:
+        """The inner series' raw samples (``SampleQuery``); UnknownMetricError where it keeps
+        none."""
+        inner = self.inner
+        if not isinstance(inner, SampleQuery):
+            raise UnknownMetricError(metric, [])
+        with self._lock:
+            return inner.samples(metric, start, end, matchers)
 
 
 class Observatory:

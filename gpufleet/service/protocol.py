@@ -131,6 +131,7 @@ class Plane(Protocol):
         content_type: str,
         dry_run: bool = False,
         skipped: Skipped | None = None,
+        paused: list[str] | None = None,
     ) -> list[WorkloadRecord]: ...
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord: ...

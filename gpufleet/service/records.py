@@ -51,6 +51,9 @@ class PodRecord:
     #: Its container's restarts in place, and its Job completion index (Indexed Jobs).
     restarts: int = 0
     index: int | None = None
+    #: Why it is not as its state says, as kubectl's STATUS tells it (``CrashLoopBackOff``:
+    #: its container waits out the back-off before it is restarted in place); "" if nothing.
+    reason: str = ""
 
     @property
     def gpus(self) -> float:

@@ -8,7 +8,8 @@ one stored, refuses the whole scenario), and, on a new database, their workloads
 the result as the operator (an admin) submits them. :func:`write_seed` then writes it all in
 one SQLite transaction. A bad scenario leaves the database as it was. A workload's
 ``gpufleet.dev/submit-at`` is kept: it arrives that long after the start, on the plane's clock,
-as in ``simulate`` (until then it is listed, waiting, and may be cancelled).
+as in ``simulate`` (until then it is listed, waiting, and may be cancelled). A Job of
+``parallelism: 0`` is valid and makes no workload: it is said in :attr:`Seed.paused_jobs`.
 
 A scenario's ``GpuFault``, ``SpotInterruption`` and ``NodeFailure`` objects, its
 ``SimulatedTelemetry`` object and its ``IdlePolicy`` objects are read too (into :class:`Seed`),
@@ -68,6 +69,8 @@ class Seed:
     idle_policies: list[IdlePolicy] = dataclasses.field(default_factory=list)
     #: Spot interruptions and node failures to play (times from the server's start).
     node_faults: list[NodeFault] = dataclasses.field(default_factory=list)
+    #: Each Job of parallelism 0 read, a line each: valid, it runs no pods, so no workload.
+    paused_jobs: list[str] = dataclasses.field(default_factory=list)
 
 
 def plan_seed(
@@ -147,6 +150,7 @@ def plan_seed(
         raise change.problems[0].error
     merged = {**stored, **{key: manifest for key, (manifest, _) in objects.items()}}
     workloads: list[Submitted] = []
+    paused: list[str] = []
     if fresh and bodies:
         catalog = LiveCatalog(
             [doc for (kind, _), doc in merged.items() if kind == QUEUE],
@@ -154,7 +158,7 @@ def plan_seed(
             source=store.path,
             where="stored",
         )
-        workloads = _read_workloads(bodies, catalog, options)
+        workloads = _read_workloads(bodies, catalog, options, paused)
     return Seed(
         {key: dict(manifest) for key, (manifest, _) in objects.items()},
         workloads,
@@ -162,6 +166,7 @@ def plan_seed(
         telemetry,
         idle,
         node_faults,
+        paused,
     )
 
 
@@ -199,10 +204,13 @@ def write_seed(store: Store, seed: Seed) -> None:
 
 
 def _read_workloads(
-    bodies: Sequence[tuple[Manifest, str]], catalog: LiveCatalog, options: ServeOptions
+    bodies: Sequence[tuple[Manifest, str]],
+    catalog: LiveCatalog,
+    options: ServeOptions,
+    paused: list[str],
 ) -> list[Submitted]:
     """The workloads of a scenario (each object with its file), checked as the operator's
-    submission would be."""
+    submission would be; each Job of parallelism 0 (no workload) said in ``paused``."""
     builder = catalog.request_builder()
     queues = builder.queue_models()
     submitted = read_workloads(
@@ -213,6 +221,7 @@ def _read_workloads(
         DEFAULT_QUEUE,
         sources=[file for _, file in bodies],
         keep_submit_at=True,
+        paused=paused,
     )
     return [
         Submitted(

@@ -4,7 +4,9 @@ The objects are read exactly as ``gpufleet simulate`` reads scenario files (the 
 so the same checks and the same workloads), against the queues and priority classes the
 control plane holds now; objects of kinds with no scheduling meaning (a ConfigMap beside a
 Deployment) are set aside and counted, as every reader does (:mod:`gpufleet.io.kinds`).
-Objects without a namespace go into the caller's default namespace.
+Objects without a namespace go into the caller's default namespace. A Job of
+``parallelism: 0`` is valid and runs nothing: it makes no workload and is said so (a line for
+the caller, as ``Scenario.paused_jobs``).
 What this module does not do: decide whether the caller may submit them (see
 :mod:`gpufleet.service.auth`) or store them.
 """
@@ -158,6 +160,7 @@ def read_workloads(
     home_queue: str | None = None,
     sources: Sequence[str] | None = None,
     keep_submit_at: bool = False,
+    paused: list[str] | None = None,
 ) -> list[Submitted]:
     """The workloads of ``manifests``, read against the control plane's queues and priority
     classes (``catalog``, from :meth:`~gpufleet.io.live_objects.LiveCatalog.request_builder`;
@@ -169,13 +172,16 @@ def read_workloads(
     (``namespace/Kind/name``: names are unique per kind and namespace, as in Kubernetes).
     ``sources``: the file each manifest came from, named in errors (default: the request).
     A workload's ``created`` is 0, or with ``keep_submit_at`` its ``gpufleet.dev/submit-at``
-    (a scenario's offset from the start: ``serve --scenario``)."""
+    (a scenario's offset from the start: ``serve --scenario``). A Job of ``parallelism: 0``
+    is valid and makes no workload: its line is added to ``paused``."""
     builder = catalog.fork()
     known_queues = set(builder.queues)
     for manifest, source in zip(manifests, sources or [SOURCE] * len(manifests), strict=True):
         triage(manifest, source, manifest.location, WORKLOAD_KINDS, _EXPECTED, None, _NOT_SUBMITTED)
         builder.add(_defaulted(manifest, builder, default_namespace, home_queue), source)
     scenario = builder.scenario()
+    if paused is not None:
+        paused.extend(scenario.paused_jobs)
     out: list[Submitted] = []
     for timed in scenario.workloads:
         kind = scenario.kinds.get(timed.workload.key, "Pod")

@@ -34,7 +34,14 @@ from gpufleet.model.telemetry import DeviceUser, xid_labels
 from gpufleet.telemetry.recording import HOLDER_LABELS, PodKey, SeriesRecorder
 from gpufleet.telemetry.series import Scale
 from gpufleet.telemetry.series_layout import Labels, as_labels, matches
-from gpufleet.telemetry.series_query import FilteringQuery, GroupedSeriesQuery
+from gpufleet.telemetry.series_query import (
+    FilteringQuery,
+    GroupedSeriesQuery,
+    RawSample,
+    SampleQuery,
+    UnknownMetricError,
+)
+from gpufleet.telemetry.series_samples import store_samples
 from gpufleet.telemetry.series_window import ACROSS_FNS, Across, Where, aggregate, filtered
 
 StartTimes = Callable[[], Mapping[PodKey, float]]
@@ -88,6 +95,17 @@ class ObservedSeries:
         """The rule engine's query with its condition pushed down to the store where the values
         are stored as compared (a device's series are expanded by holder only when they hold)."""
         return self._query(metric, fn, window_s, now, matchers, quantile, None, "sum", where)
+
+    def samples(
+        self,
+        metric: str,
+        start: float,
+        end: float,
+        matchers: Mapping[str, str] | None = None,
+    ) -> dict[Labels, list[RawSample]]:
+        """The store's raw samples of ``metric`` (``SampleQuery``), as recorded with their
+        tags: the workload series' (a device's carry no holder in the store)."""
+        return store_samples(self.recorder.store, metric, start, end, matchers)
 
     def _query(
         self,
@@ -295,6 +313,20 @@ class WithStartTimes:
         if metric == WORKLOAD_START_TIME or not isinstance(inner, FilteringQuery):
             return filtered(self.query(metric, fn, window_s, now, matchers, quantile), where)
         return dict(inner.query_where(metric, fn, window_s, now, matchers, quantile, where))
+
+    def samples(
+        self,
+        metric: str,
+        start: float,
+        end: float,
+        matchers: Mapping[str, str] | None = None,
+    ) -> dict[Labels, list[RawSample]]:
+        """The inner series' raw samples (``SampleQuery``); UnknownMetricError where it keeps
+        none."""
+        inner = self.inner
+        if not isinstance(inner, SampleQuery):
+            raise UnknownMetricError(metric, [])
+        return inner.samples(metric, start, end, matchers)
 
     def _own_starts(self, matchers: Mapping[str, str] | None) -> dict[Labels, float]:
         return {

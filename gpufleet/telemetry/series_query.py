@@ -77,3 +77,25 @@ class FilteringQuery(Protocol):
         quantile: float | None,
         where: Where,
     ) -> Mapping[Labels, float]: ...
+
+
+#: One raw sample: its time, its value, and for how long after it the value stands at most
+#: (the source's step: the store's fine step or coarse bucket, Prometheus' staleness).
+RawSample = tuple[float, float, float]
+
+
+@runtime_checkable
+class SampleQuery(Protocol):
+    """Raw samples rather than a window's reduction: the samples of each series of ``metric``
+    that match ``matchers``, timed within ``[start, end)``, oldest first, keyed as
+    :class:`GroupedSeriesQuery` keys them (series without samples there are absent). Cost
+    allocation weighs each sample by the time it stands for
+    (:mod:`gpufleet.economics.coverage`). Raises as :meth:`GroupedSeriesQuery.query` does."""
+
+    def samples(
+        self,
+        metric: str,
+        start: float,
+        end: float,
+        matchers: Mapping[str, str] | None = None,
+    ) -> dict[Labels, list[RawSample]]: ...

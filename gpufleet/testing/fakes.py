@@ -9,6 +9,7 @@ from gpufleet.model import Node, Placement
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import ClusterEvent, PodDeleted, PodReady, WorkloadAdded
 from gpufleet.model.queues import Queue, ResourceQuota
+from gpufleet.model.times import TimeFormat, simulated_time
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
@@ -26,10 +27,14 @@ def make_core(
     resource_quotas: Iterable[ResourceQuota] = (),
     profile: Profile = DEFAULT_PROFILE,
     registry: Registry | None = None,
+    time_format: TimeFormat = simulated_time,
     **config: object,
 ) -> SchedulerCore:
     """A core over ``nodes`` with ``queues``; ``config`` sets :class:`AdmissionConfig` fields;
-    ``profile`` names its plugins, looked up in ``registry`` (by default the built-in ones)."""
+    ``profile`` names its plugins, looked up in ``registry`` (by default the built-in ones).
+    ``time_format`` says which world's clock ``now`` is: a simulated cluster's (seconds since
+    it started, the default) or the wall clock's (:func:`~gpufleet.model.times.wall_clock_time`:
+    Unix seconds), as its messages read instants."""
     registry = registry or Registry.default()
     table = NodeTable(list(nodes))
     return SchedulerCore(
@@ -40,6 +45,7 @@ def make_core(
         config=AdmissionConfig(**config),  # type: ignore[arg-type]
         profile=profile,
         registry=registry,
+        time_format=time_format,
     )
 
 

@@ -116,8 +116,10 @@ def _tail(log: Path) -> str:
 
 class PrometheusProcess:
     """Prometheus on ``127.0.0.1:<port>`` scraping ``targets`` (``host:port`` of /metrics)
-    every ``scrape_interval_s``, with its data and log under ``directory``. :meth:`start`
-    returns once it answers queries; :meth:`stop` (or ``with``) ends it."""
+    every ``scrape_interval_s``, with its data and log under ``directory``; with
+    ``credentials_file``, each scrape sends ``Authorization: Bearer <the file's token>`` (what
+    ``gpufleet serve``'s /metrics asks: an admin's or a metrics token). :meth:`start` returns
+    once it answers queries; :meth:`stop` (or ``with``) ends it."""
 
     def __init__(
         self,
@@ -129,8 +131,10 @@ class PrometheusProcess:
         rule_files: Sequence[Path] = (),
         alertmanagers: Sequence[str] = (),
         binary: str | None = None,
+        credentials_file: Path | None = None,
     ) -> None:
         self.directory = directory
+        self.credentials_file = credentials_file
         self.targets = tuple(targets)
         self.scrape_interval_s = scrape_interval_s
         self.evaluation_interval_s = evaluation_interval_s
@@ -167,6 +171,9 @@ class PrometheusProcess:
                 }
             ],
         }
+        if self.credentials_file is not None:
+            scrape = config["scrape_configs"][0]
+            scrape["authorization"] = {"credentials_file": str(self.credentials_file)}
         if self.rule_files:
             config["rule_files"] = [str(path) for path in self.rule_files]
         if self.alertmanagers:

@@ -52,7 +52,7 @@ def test_a_budget_counts_what_ran_warns_once_and_blocks_at_100_percent(
     assert why["waiting_for"] == "budget"
     assert why["message"] == (
         "waiting for admission check budget: queue team-a has used 8.0 of 6 GPU-hours today "
-        "(budget Block); resets 1970-01-02T00:00Z"
+        "(budget Block); resets t=1d00h"  # the simulated cluster's clock: a day after it started
     )
     admin = harness.client("admin")
     reasons = [e["reason"] for e in admin.get("/api/v1/events").json() if e["workload"] is None]

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.api.app import create_app
 from gpufleet.service.costing import cost_report
+from gpufleet.service.observatory import STEP_S
 from gpufleet.testing.builders import make_node
 from gpufleet.testing.economics_builders import price_list
 from gpufleet.testing.service import (
@@ -154,8 +155,9 @@ def owned(split: str) -> tuple[tuple[str, str], ...]:
 def test_the_simulated_telemetry_measures_the_pods(harness: ServiceHarness) -> None:
     submit(harness, "team-a", labelled("train", "team-a", 2, "red"))
     harness.advance(1)
-    for _ in range(20):  # 20 observed rounds, a minute apart
-        harness.advance(60)
+    harness.plane.observing.round()  # a sample stands for one step: a round every step
+    for _ in range(20):
+        harness.advance(STEP_S)
         harness.plane.observing.round()
     body = harness.client("admin").get("/api/v1/cost", params={"window": "1h"}).json()
     a = next(line for line in body["lines"] if line["name"] == "team-a")
@@ -164,3 +166,46 @@ def test_the_simulated_telemetry_measures_the_pods(harness: ServiceHarness) -> N
     assert a["unmeasured"] == 0
     assert a["allocated"] == pytest.approx(a["used"] + a["idle"], abs=1e-5)
     assert a["idle_gpu_hours"] == pytest.approx(a["gpu_hours"] * (1 - a["utilisation"]), rel=1e-3)
+
+
+def counters(harness: ServiceHarness) -> tuple[dict[str, float], float]:
+    """The cost counters summed by split, and the time they have priced up to."""
+    scraped = scrape(harness)
+    by_split: dict[str, float] = {}
+    for labels, value in scraped["gpufleet_cost_dollars"].items():
+        split = dict(labels)["split"]
+        by_split[split] = by_split.get(split, 0.0) + value
+    [until] = scraped["gpufleet_cost_priced_until_seconds"].values()
+    return by_split, until
+
+
+def test_frequent_scrapes_add_up_to_the_report(harness: ServiceHarness) -> None:
+    """Issue 29 item 8: scraped every 3 s for 14 minutes, each scrape priced its own short
+    interval and found no sample in most, booking nearly all GPU cost as unmeasured where the
+    report said none. Now the counters are the report over the time they have priced."""
+    submit(harness, "team-a", labelled("train", "team-a", 2, "red"))
+    submit(harness, "team-b", labelled("nb", "team-b", 1, None))
+    harness.advance(1)
+    harness.plane.observing.round()
+    start = harness.plane.now()
+    while harness.plane.now() < start + 14 * 60:
+        harness.advance(3)
+        harness.plane.observing.round()  # a round when a step has passed
+        counters(harness)
+    got, until = counters(harness)
+    assert until > start + 13 * 60
+    report = cost_report(
+        harness.plane, until - harness.plane.book_start, "namespace", until, price_list(),
+        series=harness.plane.observatory.series if harness.plane.observatory else None,
+    )  # fmt: skip
+    workloads = [g for g in report.groups if g.name != "__idle__"]
+    want = {
+        "allocated": sum(g.allocated for g in workloads),
+        "used": sum(g.used for g in workloads),
+        "idle": sum(g.idle for g in workloads),
+        "unmeasured": sum(g.gpu_unmeasured_cost for g in workloads),
+    }
+    assert got == pytest.approx(want, rel=1e-9)
+    assert got["unmeasured"] < 0.01 * got["allocated"]  # a step at the start at most
+    assert got["used"] > 0
+    assert got["idle"] > 0

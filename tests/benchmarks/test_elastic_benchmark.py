@@ -49,8 +49,11 @@ def test_the_week_mixes_gangs_spot_tolerant_and_non_preemptible_jobs() -> None:
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("elastic")
-    assert main(["--quick", "--out", str(out)]) == 0
-    assert (out / "elastic.md").read_text().startswith("# Elastic capacity")
+    assert main(["--quick", "--stress", "--out", str(out)]) == 0
+    text = (out / "elastic.md").read_text()
+    assert text.startswith("# Elastic capacity")
+    assert "### Five ways to buy the week" in text
+    assert "### Spot interruption rate" in text
     loaded: dict[str, Any] = json.loads((out / "elastic.json").read_text())
     return loaded
 
@@ -68,11 +71,44 @@ def test_a_quick_run_reports_the_batch_part(quick: dict[str, Any]) -> None:
     assert tried[0]["peak_nodes"] == elastic["peak_nodes"]  # the first size tried: the peak
     assert batch["baseline"] in {s["label"] for s in tried}
     for static in tried:
-        hours = static["node_hours"] / static["peak_nodes"]
+        # a static fleet is paid for the period (--quick: one day), not for its run's drain
+        assert static["node_hours"] == pytest.approx(static["peak_nodes"] * 24, rel=1e-9)
         assert static["cost"] == pytest.approx(static["node_hours"] * 98.32, rel=1e-3)
-        assert hours == pytest.approx(static["hours"], rel=1e-3)
+        assert static["hours"] >= 0
     baseline = next(s for s in tried if s["label"] == batch["baseline"])
     assert batch["cost_reduction"] == pytest.approx(1 - elastic["cost"] / baseline["cost"], 1e-3)
+
+
+def test_a_quick_run_prices_the_five_ways_from_the_price_list(quick: dict[str, Any]) -> None:
+    (batch,) = quick["batch"]
+    tried = {s["label"]: s for s in batch["static_tried"]}
+    baseline, at_peak = tried[batch["baseline"]], tried[batch["static_at_peak"]]
+    assert at_peak["peak_nodes"] == batch["elastic"]["peak_nodes"]
+    reserved = batch["reserved"]
+    # the same fleet and run, at the list's reserved p5.48xlarge price (EC2 Capacity Blocks)
+    assert reserved["peak_nodes"] == baseline["peak_nodes"]
+    assert reserved["node_hours"] == baseline["node_hours"]
+    assert reserved["cost"] == pytest.approx(reserved["node_hours"] * 39.33, rel=1e-3)
+    assert reserved["cost"] < baseline["cost"]
+    on_demand = batch["on_demand_only"]
+    assert set(on_demand["node_hours_by_pool"]) == {"h100-on-demand"}
+    assert on_demand["spot_gpu_hours"] == 0
+    assert on_demand["spot_interruptions"] == 0
+    assert batch["autoscaling_only_reduction"] == pytest.approx(
+        1 - on_demand["cost"] / baseline["cost"], abs=1e-4
+    )
+
+
+def test_a_quick_run_sweeps_the_spot_interruption_rate(quick: dict[str, Any]) -> None:
+    (batch,) = quick["batch"]
+    assert batch["stress_factors"] == [10.0, 100.0]
+    assert [s["label"] for s in batch["stress"]] == [
+        "elastic (on-demand + spot), spot rate x10",
+        "elastic (on-demand + spot), spot rate x100",
+    ]
+    for side in batch["stress"]:
+        assert side["completed"] <= side["jobs"]
+        assert side["gpu_hours_lost"] >= 0
 
 
 def test_a_quick_run_reports_the_inference_part(quick: dict[str, Any]) -> None:

@@ -112,3 +112,21 @@ def test_a_one_liner_is_a_pod_that_keeps_its_command_literal() -> None:
     assert container["env"] == [{"name": "A", "value": "$$(B)"}]
     assert container["resources"] == {"limits": {"nvidia.com/gpu": 2}}
     assert manifest["metadata"]["labels"] == {QUEUE_LABEL: "research"}
+
+
+@pytest.mark.parametrize(
+    ("gpus", "cpus", "memory", "resources"),
+    [
+        (0, "500m", "100Mi", {"limits": {"cpu": "500m", "memory": "100Mi"},
+                              "requests": {"cpu": "500m", "memory": "100Mi"}}),
+        (1, None, "1Gi", {"limits": {"nvidia.com/gpu": 1, "memory": "1Gi"},
+                          "requests": {"memory": "1Gi"}}),
+        (0, None, None, None),
+    ],
+    ids=["cpus-and-memory", "a-gpu-and-memory", "nothing"],
+)  # fmt: skip
+def test_cpus_and_memory_are_the_pods_requests_and_limits(
+    gpus: int, cpus: str | None, memory: str | None, resources: dict[str, object] | None
+) -> None:
+    manifest = run_manifest(["true"], gpus, "x", cpus=cpus, memory=memory)
+    assert manifest["spec"]["containers"][0].get("resources") == resources

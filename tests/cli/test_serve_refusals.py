@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
 from gpufleet.service.base import PlaneBase
-from gpufleet.testing.service import as_yaml, pod_doc
+from gpufleet.testing.service import as_yaml, job_doc, pod_doc
 from tests.backends.local.conftest import DGX_EXAMPLE
 
 runner = CliRunner()
@@ -23,6 +23,9 @@ FILES = {
     "comments.yaml": "# the queues will go here\n",
     "bad-pod.yaml": "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\nspec: {containers: 3}\n",
     "pod.yaml": as_yaml(pod_doc("p")),
+    "paused-job.yaml": as_yaml(
+        {**job_doc("held", 2), "spec": {**job_doc("held", 2)["spec"], "parallelism": 0}}
+    ),
     "no-gpus.yaml": "devices: []\n",
     "fake-typo.yaml": "devices: [{product: Tesla T4, cont: 2}]\n",
 }
@@ -88,6 +91,11 @@ LOCAL = ["--local", "--fake-gpus", str(DGX_EXAMPLE)]
             [*LOCAL, "--scenario", "pod.yaml"],
             "--local reads only Queue, PriorityClass and IdlePolicy objects",
             id="local-workloads",
+        ),
+        pytest.param(
+            [*LOCAL, "--scenario", "paused-job.yaml"],
+            "--local reads only Queue, PriorityClass and IdlePolicy objects",
+            id="local-paused-job",
         ),
     ],
 )

@@ -10,10 +10,12 @@ import pytest
 
 from gpufleet.control.budget_usage import BUDGET_EXHAUSTED, BUDGET_WARNING, BudgetUsage
 from gpufleet.model.queues import BudgetAction, BudgetPeriod, QueueBudget
+from gpufleet.model.times import wall_clock_time
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.testing.builders import make_node, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core
 
+#: The cores here are on the wall clock (Unix seconds, as on Kubernetes and ``serve --local``).
 MIDNIGHT = datetime(2026, 11, 25, tzinfo=UTC).timestamp()
 HOUR = 3600.0
 
@@ -29,6 +31,7 @@ def core_with(budget: QueueBudget) -> SchedulerCore:
     return make_core(
         [make_node("n0", gpus=8, mig={0: ["3g.40gb", "3g.40gb"]})],
         [make_queue("team", gpus=8, budget=budget), make_queue("project", gpus=8, parent="team")],
+        time_format=wall_clock_time,
     )
 
 
@@ -60,7 +63,7 @@ def test_a_new_period_starts_from_zero_and_wakes_what_the_budget_refused() -> No
     assert [n.reason for n in notices] == [BUDGET_WARNING, BUDGET_EXHAUSTED]
     assert notices[1].message == (
         "queue team has used 4.0 of 4 GPU-hours today (budget Block); resets "
-        "2026-11-26T00:00Z: budget spent"
+        "2026-11-26 00:00:00 UTC: budget spent"
     )
     cluster.finish_workload(first, now=MIDNIGHT + 22 * HOUR)
     second = make_workload("second", "team", gpus=1)

@@ -365,3 +365,23 @@ def test_another_tenants_files_read_as_missing(
         assert caught.value.field.endswith(field)
         errors[name] = str(caught.value).replace(name, "NAME")
     assert errors["secret.sh"] == errors["missing"] == errors["data"], errors
+
+
+@pytest.mark.parametrize(
+    ("resources", "cpu_milli", "memory_bytes"),
+    [
+        ({}, None, None),
+        ({"requests": {"cpu": "1", "memory": "1Gi"}}, None, None),
+        ({"limits": {"cpu": "500m", "memory": "100Mi"}}, 500, 100 * 1024 * 1024),
+        ({"limits": {"cpu": 2}}, 2000, None),
+        ({"limits": {"memory": "1G", "nvidia.com/gpu": 1}}, None, 10**9),
+    ],
+    ids=["none", "requests-only-are-not-limits", "both", "cpu-only", "memory-and-a-gpu"],
+)
+def test_the_containers_cpu_and_memory_limits_are_the_runs(
+    root: Path, resources: dict[str, Any], cpu_milli: int | None, memory_bytes: int | None
+) -> None:
+    container = {"command": ["python", "-c", "pass"], "resources": resources}
+    spec = process_spec_from_object(pod(container), "train.yaml", root, BASE_ENV)
+    assert (spec.cpu_limit_milli, spec.memory_limit_bytes) == (cpu_milli, memory_bytes)
+    assert ProcessSpec.from_json(spec.to_json()) == spec

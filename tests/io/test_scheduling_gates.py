@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from gpufleet.cli.main import app
 from gpufleet.io.errors import InputError
 from gpufleet.io.kube_pods import pods_from_object
+from gpufleet.io.readers import read_workload
 from gpufleet.io.workloads import read_scenario
 
 runner = CliRunner()
@@ -91,6 +92,28 @@ def test_place_leaves_held_workloads_waiting_and_says_why(
     text = " ".join(result.output.split())
     assert reason in text, text
     assert f"0 of {pods} pods placed" in text, text
+
+
+@pytest.mark.parametrize(
+    ("spec", "paused"),
+    [
+        pytest.param({"parallelism": 0}, True, id="parallelism-0"),
+        pytest.param({"parallelism": 0, "completions": 4}, True, id="parallelism-0-of-4"),
+        pytest.param({"parallelism": 2, "completions": 0}, False, id="completions-0"),
+        pytest.param({"parallelism": 2}, False, id="running"),
+    ],
+)
+def test_only_a_job_of_parallelism_zero_is_paused(
+    tmp_path: Path, spec: dict[str, Any], paused: bool
+) -> None:
+    path = tmp_path / "job.yaml"
+    parallelism = spec.pop("parallelism")
+    path.write_text(yaml.safe_dump(job(parallelism, **spec)))
+    notes: list[str] = []
+    pods = read_workload(path, paused=notes)
+    assert read_scenario(path).paused_jobs == notes
+    assert len(notes) == int(paused)
+    assert not (paused and pods)
 
 
 def test_a_job_of_parallelism_zero_runs_nothing_and_says_so(tmp_path: Path) -> None:

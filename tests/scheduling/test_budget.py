@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from gpufleet.economics import BudgetState
 from gpufleet.model.events import PodDeleted
 from gpufleet.model.queues import BudgetAction, BudgetPeriod, QueueBudget
+from gpufleet.model.times import TimeFormat, simulated_time, wall_clock_time
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.plugins.budget import (
     BUDGET_PRIORITY,
@@ -24,7 +25,8 @@ from gpufleet.scheduling.plugins.budget import (
 from gpufleet.testing.builders import make_node, make_queue, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core
 
-#: A Wednesday, noon UTC: its week ends on Monday 2026-11-30.
+#: A Wednesday, noon UTC: its week ends on Monday 2026-11-30. The cores here are on the wall
+#: clock (Unix seconds, as on Kubernetes and ``serve --local``): they read instants as dates.
 NOW = datetime(2026, 11, 25, 12, tzinfo=UTC).timestamp()
 HOUR = 3600.0
 
@@ -38,6 +40,7 @@ def budgeted_core(action: BudgetAction, hours: float = 100.0, nominal: float = 4
             make_queue("research", gpus=nominal, parent="org", budget=budget),
             make_queue("other", gpus=8 - nominal, parent="org"),
         ],
+        time_format=wall_clock_time,
     )
 
 
@@ -49,7 +52,7 @@ def check_of(core: SchedulerCore) -> BudgetCheck:
 
 WAITS = (
     "waiting for admission check budget: queue research has used 100.0 of 100 GPU-hours this "
-    "week (budget {action}); resets 2026-11-30T00:00Z"
+    "week (budget {action}); resets 2026-11-30 00:00:00 UTC"
 )
 
 
@@ -149,13 +152,39 @@ def test_a_parent_budget_covers_its_children() -> None:
     core = make_core(
         [make_node("n0", gpus=8)],
         [make_queue("team", gpus=8, budget=budget), make_queue("project", gpus=8, parent="team")],
+        time_format=wall_clock_time,
     )
     check_of(core).observe(BudgetSnapshot(NOW, {"team": 10.0}))
     job = make_workload("job", "project", gpus=1)
     EchoCluster(core).submit(job, now=NOW)
     (why,) = core.explain_pending()
     assert why.message.endswith("queue team has used 10.0 of 10 GPU-hours today (budget Block); "
-                                "resets 2026-11-26T00:00Z")  # fmt: skip
+                                "resets 2026-11-26 00:00:00 UTC")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("now", "time_format", "resets"),
+    [
+        (NOW, wall_clock_time, "resets 2026-11-26 00:00:00 UTC"),
+        (12 * HOUR, simulated_time, "resets t=1d00h"),
+    ],
+    ids=["wall-clock", "simulated"],
+)
+def test_the_reset_reads_in_the_worlds_format(
+    now: float, time_format: TimeFormat, resets: str
+) -> None:
+    """A spent budget's reset in the world's format: a date on the wall clock, ``t=`` in a
+    simulated cluster (its clock starts at 0: a date would read 1970-01-02)."""
+    budget = QueueBudget(10.0, BudgetPeriod.DAY, action=BudgetAction.BLOCK)
+    core = make_core(
+        [make_node("n0", gpus=8)], [make_queue("team", gpus=8, budget=budget)],
+        time_format=time_format,
+    )  # fmt: skip
+    check_of(core).observe(BudgetSnapshot(now, {"team": 10.0}))
+    EchoCluster(core).submit(make_workload("job", "team", gpus=1), now=now)
+    (why,) = core.explain_pending()
+    assert why.message.endswith(f"(budget Block); {resets}")
+    assert "1970" not in why.message
 
 
 def test_a_snapshot_of_the_last_period_counts_nothing_in_this_one() -> None:

@@ -12,7 +12,12 @@ import pytest
 
 from gpufleet.model.alerts import Aggregation, AlertMetric, AlertRule, Comparison, Severity
 from gpufleet.service.base import Change, ServeOptions
-from gpufleet.service.embedded_observing import CHUNK_PREFIX, SERIES_BLOB, USAGE_BLOB
+from gpufleet.service.embedded_observing import (
+    CHUNK_PREFIX,
+    SERIES_BLOB,
+    USAGE_BLOB,
+    store_shape,
+)
 from gpufleet.service.states import ChangeKind
 from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION
 from gpufleet.testing.service import ServiceHarness, as_yaml, gpu_nodes, make_harness, pod_doc
@@ -190,3 +195,21 @@ def test_rounds_run_at_fixed_instants_and_catch_up(
     assert seen == rounds_at
     assert observatory.rounds_caught_up == caught_up
     assert observatory.rounds_skipped == len(range(30, int(rounds_at[-1]) + 1, 15)) - len(seen) + 1
+
+
+@pytest.mark.parametrize(
+    ("step_s", "fine_step_s", "fine_points"),
+    [(15.0, 15, 5_760), (1.0, 1, 86_400), (5.0, 5, 17_280)],
+    ids=["default", "every-second", "every-5s"],
+)
+def test_the_store_keeps_a_point_per_round_for_a_day(
+    step_s: float, fine_step_s: int, fine_points: int
+) -> None:
+    shape = store_shape(step_s)
+    assert (shape.fine_step_s, shape.fine_points) == (fine_step_s, fine_points)
+
+
+@pytest.mark.parametrize("step_s", [0.5, 7.0, 0.0], ids=["fraction", "not-dividing", "zero"])
+def test_a_step_the_store_cannot_keep_is_refused(step_s: float) -> None:
+    with pytest.raises(ValueError, match="whole number of seconds"):
+        store_shape(step_s)

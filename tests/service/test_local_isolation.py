@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from gpufleet.backends.local.cgroups import Hierarchy
 from gpufleet.io.errors import InputError
-from gpufleet.service.local_isolation import check_process_hiding
+from gpufleet.service.local_isolation import check_process_hiding, check_resource_limits
 from gpufleet.service.local_users import TenantUsers
 
 REFUSAL = "cannot hide other users' processes: unshare(CLONE_NEWNS): Operation not permitted"
@@ -68,3 +69,26 @@ def test_a_machine_that_cannot_hide_refuses_to_start_and_says_how_to_fix_it() ->
     assert REFUSAL in message
     assert "CAP_SYS_ADMIN" in message
     assert "--shared-proc" in message
+
+
+@pytest.mark.parametrize(
+    ("found", "warned"),
+    [
+        (Hierarchy(1, {"cpu": "/c", "memory": "/m", "pids": "/p"}), None),
+        ("cgroup v1: cannot make a cgroup in /sys/fs/cgroup/cpu/gpufleet: Read-only file system",
+         "Read-only file system"),
+    ],
+    ids=["writable", "read-only"],
+)  # fmt: skip
+def test_serve_says_once_when_no_cgroup_can_be_written(
+    found: Hierarchy | str, warned: str | None
+) -> None:
+    hierarchy, warning = check_resource_limits(lambda: found)
+    if warned is None:
+        assert hierarchy is found
+        assert warning is None
+    else:
+        assert hierarchy is None
+        assert warning is not None
+        assert warned in warning
+        assert "not held to their CPU and memory limits" in warning

@@ -170,15 +170,18 @@ def placement_from_text(text: str) -> Placement:
 
 
 def deleted_event(key: str, end: RunEnd, stopping: tuple[PodEnd, str] | None) -> PodDeleted:
-    """How a pod whose run ended is reported: why it was stopped, else how the run ended."""
+    """How a pod whose run ended is reported: why it was stopped, else how the run ended;
+    when it ended as its shim recorded it (None: lost, not known)."""
+    at = None if end.record is None else end.record.ended_at
     if stopping is not None:
         why, reason = stopping
-        return PodDeleted(key, why, f"{reason}; {end.describe()}" if reason else end.describe())
+        message = f"{reason}; {end.describe()}" if reason else end.describe()
+        return PodDeleted(key, why, message, at)
     if end.lost:
         return PodDeleted(key, PodEnd.LOST, end.describe())
     if end.succeeded:
-        return PodDeleted(key, PodEnd.SUCCEEDED, end.describe())
-    return PodDeleted(key, PodEnd.FAILED, end.describe())
+        return PodDeleted(key, PodEnd.SUCCEEDED, end.describe(), at)
+    return PodDeleted(key, PodEnd.FAILED, end.describe(), at)
 
 
 def places_free(

@@ -9,9 +9,10 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   (:func:`~.devices_env.placement_env`), reported ``PodBound`` then ``PodReady``. A gang (a
   workload of several pods) starts when all its pods are bound (the core binds a gang whole,
   in one cycle), each with torchrun's variables for its rank (its place in the workload) and
-  one port chosen for the gang; its pods are ready together, which the core's gang permit
-  waits for. A bind that cannot be carried out (no spec, a device the machine lacks, a run
-  the supervisor refuses) is ``BindFailed``.
+  one port chosen for the gang (one no other live gang holds until it ends: :mod:`.ports`);
+  its pods are ready together, which the core's gang permit waits for. A bind that cannot be
+  carried out (no spec, a device the machine lacks, a run the supervisor refuses) is
+  ``BindFailed``.
 * ``Evict``: the process is stopped, SIGTERM then SIGKILL after the grace period (30 s by
   default, as Kubernetes' ``terminationGracePeriodSeconds``), and reported ``PodDeleted``
   ``EVICTED`` when it has ended: only then are its GPUs free for another.
@@ -87,7 +88,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from gpufleet.backends.local.devices_env import free_port, placement_env, rendezvous_env
+from gpufleet.backends.local.cgroups import Hierarchy, Limits
+from gpufleet.backends.local.devices_env import placement_env, rendezvous_env
 from gpufleet.backends.local.gangs import (
     RESTARTING,
     BoundPod,
@@ -100,6 +102,8 @@ from gpufleet.backends.local.gangs import (
     recovered_bound,
 )
 from gpufleet.backends.local.node import machine_node
+from gpufleet.backends.local.ports import PortBook
+from gpufleet.backends.local.private_dev import gpu_nodes
 from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
 from gpufleet.backends.local.run_state import make_private_dir
 from gpufleet.backends.local.state_modes import (
@@ -175,6 +179,9 @@ class LocalMachine:
         supervisor: Supervisor | None = None,
         shared_proc: bool = False,
         crash_backoff: CrashBackoff | None = None,
+        cgroups: Hierarchy | None = None,
+        private_dev: bool = False,
+        device_dir: str = "/dev",
     ) -> None:
         self.inventory = inventory
         self.state_dir = Path(state_dir)
@@ -183,9 +190,17 @@ class LocalMachine:
         self.grace_s = grace_s
         self.crash_backoff = crash_backoff or CrashBackoff()
         self.supervisor = supervisor or Supervisor(
-            self.state_dir, allow_root=allow_root, shared_proc=shared_proc
+            self.state_dir,
+            allow_root=allow_root,
+            shared_proc=shared_proc,
+            cgroups=cgroups,
+            private_dev=private_dev,
         )
+        #: Where this machine's GPU device nodes are (``/dev``; the fake GPUs' directory).
+        self.device_dir = device_dir
         self.clock = WallClock()
+        #: The rendezvous port each live gang holds (never handed to another meanwhile).
+        self.ports = PortBook()
         self._events: list[ClusterEvent] = []
         self._gangs: dict[str, Gang] = {}
         self._workload_of: dict[str, str] = {}
@@ -249,6 +264,8 @@ class LocalMachine:
         self._register(workload, specs)
         gang = self._gangs[workload.key]
         gang.succeeded.update(succeeded)
+        for pod in waiting:  # its last run's end was taken in before the restart
+            self._recovered_ends.pop(pod.key, None)
         failed_before = sorted(failed, key=lambda k: self._rank(gang, k))
         if failed_before:
             gang.failed_for_good = f"{failed_before[0]} of its gang failed"
@@ -376,9 +393,18 @@ class LocalMachine:
             if run.status is RunStatus.RUNNING:
                 self._bound[key] = bound
                 self._by_run[run.run_id] = key
+                if run.labels.get("port", "").isdigit():
+                    self.ports.hold(bound.workload, int(run.labels["port"]))
             elif run.end is not None:
                 self._recovered_ends[key] = (bound, run.end)
         return found
+
+    def end_taken_in(self, pod_key: str) -> bool:
+        """Whether the run of ``pod_key`` found ended at :meth:`recover` had been stopped
+        (evicted, placed again, to start again): a pod the caller records waiting has had that
+        end taken in before the restart (its ``Preempted``, say), and is not told it again."""
+        found = self._recovered_ends.get(pod_key)
+        return found is not None and (found[0].stopping is not None or found[0].restarting)
 
     def _recover_completion(self, run: AdoptedRun) -> None:
         """Count a run found at a restart that succeeded (not stopped) as its completion done."""
@@ -513,6 +539,12 @@ class LocalMachine:
             return self._recovered_counts.get(workload_key, RunCounts()).failures
         return gang.failures
 
+    def backing_off(self, pod_key: str) -> bool:
+        """Whether the pod's gang waits out the back-off before its restart in place (the
+        kubelet's ``CrashLoopBackOff``)."""
+        gang = self._gangs.get(self._workload_of.get(pod_key, ""))
+        return gang is not None and gang.restart_at is not None and pod_key in self._bound
+
     def completions_done(self, workload_key: str) -> int:
         """The Job completions of the workload done so far (0 if gone)."""
         gang = self._gangs.get(workload_key)
@@ -561,7 +593,14 @@ class LocalMachine:
         pods were ready already)."""
         pods = gang.needed
         size = len(gang.workload.pods)
-        port = free_port() if size > 1 else 0
+        try:
+            port = self.ports.draw(gang.workload.key) if size > 1 else 0
+        except OSError as error:
+            for pod in pods:
+                self._bound.pop(pod.key, None)
+                self._events.append(BindFailed(pod.key, str(error)))
+            gang.bound.clear()
+            return
         started: list[str] = []
         limits = [s.deadline_s for s in gang.specs.values() if s.deadline_s is not None]
         deadline_at = self.clock.now() + min(limits) if limits else None
@@ -582,6 +621,8 @@ class LocalMachine:
                         self._bound.pop(other.key, None)
                         self._events.append(BindFailed(other.key, str(error)))
                 gang.bound.clear()
+                if not self._holding(gang.workload.key):
+                    self.ports.release(gang.workload.key)
                 return
             started.append(pod.key)
         gang.bound.clear()
@@ -614,7 +655,15 @@ class LocalMachine:
         }
         if completion is not None:
             labels["completion"] = str(completion)
-        self.supervisor.start(run_id, gang.specs[pod.key].with_env(env), labels, self.grace_s)
+        port = self.ports.port_of(gang.workload.key)
+        if port is not None and len(gang.workload.pods) > 1:
+            labels["port"] = str(port)  # held again by a restarted server while it runs
+        spec = gang.specs[pod.key]
+        limits = Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None)
+        placement = bound.placement
+        gpus = [*placement.gpu_indices, *(gpu for gpu, _ in placement.mig_slices)]
+        nodes = gpu_nodes(gpus, self.device_dir, mig=bool(placement.mig_slices))
+        self.supervisor.start(run_id, spec.with_env(env), labels, self.grace_s, limits, nodes)
         bound.run_id, bound.completion = run_id, completion
         bound.deadline_at, bound.started_at = gang.deadline_at, started_at
         self._by_run[run_id] = pod.key
@@ -709,6 +758,8 @@ class LocalMachine:
         gang = self._gangs.get(bound.workload)
         if gang is not None:
             gang.bound.discard(key)
+        if not self._holding(bound.workload):  # none of the gang runs: its port is free
+            self.ports.release(bound.workload)
 
     def _ended(self, end: RunEnd) -> None:
         key = self._by_run.get(end.run_id)
@@ -866,6 +917,7 @@ class LocalMachine:
         self._events.append(WorkloadAdded(part(gang.workload, gang.needed)))
 
     def _drop_workload(self, workload_key: str) -> None:
+        self.ports.release(workload_key)
         gang = self._gangs.pop(workload_key, None)
         if gang is None:
             return

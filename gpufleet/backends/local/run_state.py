@@ -132,27 +132,38 @@ class ProcessId(_Record):
 
 class ExitRecord(_Record):
     """How a run's process ended: its exit code, or the signal that killed it; ``error``: it
-    could not be started at all (then ``exit_code`` is the shell's 126 or 127)."""
+    could not be started at all (then ``exit_code`` is the shell's 126 or 127); ``reason``:
+    the kubelet's word for why, when there is one (``OOMKilled``: the kernel killed in the
+    run's cgroup for its memory limit)."""
 
-    __slots__ = ("ended_at", "error", "exit_code", "signal")
-    _fields = ("exit_code", "signal", "ended_at", "error")
+    __slots__ = ("ended_at", "error", "exit_code", "reason", "signal")
+    _fields = ("exit_code", "signal", "ended_at", "error", "reason")
     exit_code: int | None
     signal: int | None
     ended_at: float
     error: str
+    reason: str
 
     def __init__(
-        self, exit_code: int | None, signal: int | None, ended_at: float, error: str = ""
+        self,
+        exit_code: int | None,
+        signal: int | None,
+        ended_at: float,
+        error: str = "",
+        reason: str = "",
     ) -> None:
-        self._set(exit_code=exit_code, signal=signal, ended_at=ended_at, error=error)
+        self._set(exit_code=exit_code, signal=signal, ended_at=ended_at, error=error, reason=reason)
 
     def describe(self) -> str:
-        """``exit code 3``, ``killed by signal 9 (SIGKILL)``, or why it never started."""
+        """``exit code 3``, ``killed by signal 9 (SIGKILL)``, ``OOMKilled: killed by ...``
+        (a reason first), or why it never started."""
         if self.error:
             return self.error
         if self.signal is not None:
-            return f"killed by signal {self.signal} ({signal_name(self.signal)})"
-        return f"exit code {self.exit_code}"
+            how = f"killed by signal {self.signal} ({signal_name(self.signal)})"
+        else:
+            how = f"exit code {self.exit_code}"
+        return f"{self.reason}: {how}" if self.reason else how
 
 
 def signal_name(number: int) -> str:
@@ -207,6 +218,7 @@ def write_exit(path: str | os.PathLike[str], record: ExitRecord) -> None:
             "signal": record.signal,
             "ended_at": record.ended_at,
             "error": record.error,
+            "reason": record.reason,
         },
     )
 
@@ -221,6 +233,7 @@ def read_exit(path: str | os.PathLike[str]) -> ExitRecord | None:
         None if number is None else int(number),
         float(data.get("ended_at", 0.0)),
         str(data.get("error", "")),
+        str(data.get("reason", "")),
     )
 
 

@@ -19,20 +19,30 @@ everything the server needs to find the run again in the run's state directory
    a mount namespace of its own whose ``/proc`` shows only that uid's processes
    (:mod:`.proc_hiding`, systemd's ``ProtectProc=invisible``): the child and all it starts see
    neither other tenants' processes nor the shim (root); where the kernel refuses, the run is
-   not started (``exit.json``'s error, and the log, say why), never run unhidden;
+   not started (``exit.json``'s error, and the log, say why), never run unhidden. When the
+   spec says ``private_dev``, the child's ``/dev`` holds only its own GPUs' nodes
+   (:mod:`.private_dev`); when it says ``cgroup``, the child is born in a cgroup of its own
+   with its CPU, memory, pids (and devices) limits (:mod:`.cgroups`: the shim steps in just
+   before it starts the child and out just after); either refused, the run is not started;
 3. when told to stop (SIGTERM), it sends SIGTERM to the process's whole group and, after the
    grace period (``stop.json``'s, else the spec's), SIGKILL: Slurm's and systemd's way
    (``KillWait``, ``TimeoutStopSec``), and Kubernetes' ``terminationGracePeriodSeconds``;
 4. when the process ends, whatever is left of its group is killed (as a container's processes
-   end with its first), and the end is recorded (``exit.json``: exit code, or the signal);
-   a command that cannot be started at all is recorded as the shell would (127: not found,
-   126: cannot be executed), with why in the log; then a byte to ``WAKE_FIFO`` wakes the
-   server.
+   end with its first), and so is every other process it left behind: the shim is a child
+   subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``, as containerd-shim and tini are), so a
+   process that left the group and its parent (``setsid``, a double fork) is reparented to the
+   shim, not to init, and the shim kills every descendant it finds in ``/proc`` and reaps it
+   (:func:`kill_descendants`) before it records the end: the run's GPUs are never handed to
+   the next run while a process of it lives. With a cgroup, what is left in it is killed too,
+   an OOM kill in it is recorded as the reason ``OOMKilled``, and it is removed. Then the end
+   is recorded (``exit.json``: exit code, or the signal); a command that cannot be started at
+   all is recorded as the shell would (127: not found, 126: cannot be executed), with why in
+   the log; then a byte to ``WAKE_FIFO`` wakes the server.
 
 It checks nothing about who may run what (the supervisor does, before it starts a shim) and
 imports only the standard library (and of it nothing that a bare ``subprocess`` does not load
-already, but :mod:`json`, and :mod:`ctypes` for a run whose processes are hidden) and
-:mod:`.run_state` (and :mod:`.proc_hiding` for a hidden run), so that it starts in a few tens
+already, but :mod:`json` and :mod:`ctypes`) and :mod:`.run_state` (and :mod:`.proc_hiding`,
+:mod:`.private_dev`, :mod:`.cgroups` for a run that needs them), so that it starts in a few tens
 of milliseconds; the package's ``__init__`` modules on its path import nothing.
 """
 
@@ -61,6 +71,10 @@ from gpufleet.backends.local.run_state import (
     write_exit,
     write_process,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from gpufleet.backends.local.cgroups import RunCgroup
 
 #: The grace period when neither the stop nor the spec says one.
 DEFAULT_GRACE_S = 30.0
@@ -101,6 +115,7 @@ class Shim:
 
     # ------------------------------------------------------------------------- the run
     def run(self) -> int:
+        become_subreaper()
         me = process_id(os.getpid())
         if me is not None:
             write_process(os.path.join(self.run_dir, SHIM_FILE), me)
@@ -125,12 +140,25 @@ class Shim:
 
     def supervise(self, spec: dict[str, object], log: int) -> ExitRecord:
         uid, gid = spec.get("uid"), spec.get("gid")
-        if uid is not None and spec.get("hide_processes"):
+        hidden = uid is not None and bool(spec.get("hide_processes"))
+        if hidden:
             refused = self.hide_other_processes()
             if refused is not None:
                 os.write(log, (refused + "\n").encode())
                 return ExitRecord(None, None, time.time(), refused)
+        nodes = spec.get("private_dev")
+        if isinstance(nodes, list):
+            refused = self.make_private_dev(nodes, hidden)
+            if refused is not None:
+                os.write(log, (refused + "\n").encode())
+                return ExitRecord(None, None, time.time(), refused)
+        cgroup, refused = self.make_cgroup(spec)
+        if refused is not None:
+            os.write(log, (refused + "\n").encode())
+            return ExitRecord(None, None, time.time(), refused)
         try:
+            if cgroup is not None:
+                cgroup.enter()  # the child is born in it; the shim leaves at once after
             self.child = subprocess.Popen(
                 [str(a) for a in spec["argv"]],  # type: ignore[attr-defined]
                 executable=str(spec["executable"]),
@@ -148,7 +176,12 @@ class Shim:
             code = 127 if isinstance(error, FileNotFoundError) else 126
             message = f"gpufleet: cannot start {spec.get('executable')}: {error}"
             os.write(log, (message + "\n").encode())
+            if cgroup is not None:
+                cgroup.leave()
+                cgroup.remove()
             return ExitRecord(code, None, time.time(), message)
+        if cgroup is not None:
+            cgroup.leave()
         child = self.child
         started = process_id(child.pid)
         if started is not None:
@@ -157,9 +190,33 @@ class Shim:
             self.signal_group(signal.SIGTERM)
         returncode = self.wait(child, spec)
         self.signal_group(signal.SIGKILL)  # what the process left behind in its group
+        kill_descendants(os.getpid())  # and outside it (setsid, double forks)
+        reason = ""
+        if cgroup is not None:
+            cgroup.kill_all()  # and what is left in its cgroup
+            reason = "OOMKilled" if cgroup.oom_killed() else ""
+            cgroup.remove()
         if returncode < 0:
-            return ExitRecord(None, -returncode, time.time())
-        return ExitRecord(returncode, None, time.time())
+            return ExitRecord(None, -returncode, time.time(), reason=reason)
+        return ExitRecord(returncode, None, time.time(), reason=reason)
+
+    def make_cgroup(self, spec: dict[str, object]) -> tuple[RunCgroup | None, str | None]:
+        """The run's cgroup with its limits written (:mod:`.cgroups`), when its spec has
+        one; else (None, None). (None, why) when it cannot be made: the run is not started,
+        never run unlimited."""
+        given = spec.get("cgroup")
+        if not isinstance(given, dict):
+            return None, None
+        from gpufleet.backends.local.cgroups import Hierarchy, Limits, RunCgroup
+
+        cgroup = RunCgroup(Hierarchy.from_json(given["hierarchy"]), os.path.basename(self.run_dir))
+        devices = given.get("devices")
+        try:
+            cgroup.create(Limits.from_json(given["limits"]), devices)
+        except OSError as error:
+            cgroup.remove(attempts=1)
+            return None, f"gpufleet: not started: cannot make its cgroup: {error}"
+        return cgroup, None
 
     def hide_other_processes(self) -> str | None:
         """Enter a mount namespace whose ``/proc`` shows only the child's uid's processes
@@ -173,6 +230,19 @@ class Shim:
                 f"gpufleet: not started: {error}; the run would have seen every user's "
                 f"processes (serve --local --shared-proc allows that)"
             )
+        return None
+
+    def make_private_dev(self, nodes: list[object], own_namespace: bool) -> str | None:
+        """Give the child a ``/dev`` holding only its own GPUs' nodes (:mod:`.private_dev`);
+        None when done, else why the run is not started."""
+        from gpufleet.backends.local.private_dev import PrivateDevError, make_private_dev
+
+        pairs = [(str(n[0]), str(n[1])) for n in nodes if isinstance(n, list) and len(n) == 2]
+        staging = os.path.join(self.run_dir, "dev")
+        try:
+            make_private_dev(pairs, staging, own_namespace)
+        except (PrivateDevError, OSError) as error:
+            return f"gpufleet: not started: {error}; the run would have seen every GPU's node"
         return None
 
     def wait(self, child: subprocess.Popen[bytes], spec: dict[str, object]) -> int:
@@ -210,6 +280,70 @@ class Shim:
             os.close(fifo)
 
 
+#: ``prctl``'s option that makes the caller its orphaned descendants' new parent.
+PR_SET_CHILD_SUBREAPER = 36
+#: How long :func:`kill_descendants` goes on killing and reaping before it gives up.
+REAP_LIMIT_S = 10.0
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux 3.4+); False where the kernel refuses."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root: int) -> set[int]:
+    """Every process whose parent chain leads to ``root`` (read from ``/proc``), zombies
+    included (they are reaped, not killed)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parents[int(entry)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def kill_descendants(root: int, limit_s: float = REAP_LIMIT_S) -> None:
+    """SIGKILL every descendant of ``root`` (this process, a subreaper) and reap it, until
+    none is left (their own orphans come to ``root`` as each dies) or ``limit_s`` passes."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        left = descendants(root)
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        _reap()
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
+
+
+def _reap() -> None:
+    """Collect every child of this process that has ended (orphans it adopted)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
 def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         sys.stderr.write("usage: python -m gpufleet.backends.local.shim RUN_DIR [WAKE_FIFO]\n")
@@ -221,7 +355,15 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv))
 
 
-__all__ = ["DEFAULT_GRACE_S", "ProcessId", "Shim", "main"]
+__all__ = [
+    "DEFAULT_GRACE_S",
+    "ProcessId",
+    "Shim",
+    "become_subreaper",
+    "descendants",
+    "kill_descendants",
+    "main",
+]
 
 
 def _ignore(signum: int, frame: object) -> None:

@@ -24,7 +24,9 @@ never as root (unless ``allow_root``, for a machine whose only user is root); wh
 not, a process runs as the server's user and a spec naming another uid is refused. A process
 run as another uid sees in ``/proc`` only that uid's processes (its shim mounts a ``/proc`` of
 its own, :mod:`.proc_hiding`; a run the kernel will not hide fails, it never runs unhidden)
-unless ``shared_proc`` (``serve --local --shared-proc``). The supervisor itself stays in the
+unless ``shared_proc`` (``serve --local --shared-proc``). With ``private_dev``, a run given its
+devices sees in ``/dev`` only those (:mod:`.private_dev`); with ``cgroups``, each run is in a
+cgroup of its own with its limits (:mod:`.cgroups`). The supervisor itself stays in the
 host's namespace: it finds runs by PID and start time in the host's ``/proc``. It does not
 choose devices or environments (:mod:`.devices_env`), nor know about pods (:mod:`.machine`).
 
@@ -46,6 +48,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from gpufleet.backends.local.cgroups import DEFAULT_PIDS, Hierarchy, Limits
+from gpufleet.backends.local.private_dev import cgroup_rules
 from gpufleet.backends.local.run_state import (
     CHILD_FILE,
     EXIT_FILE,
@@ -162,8 +166,18 @@ class Supervisor:
         python: str = sys.executable,
         euid: int | None = None,
         shared_proc: bool = False,
+        cgroups: Hierarchy | None = None,
+        pids_limit: int | None = DEFAULT_PIDS,
+        private_dev: bool = False,
     ) -> None:
         self.state_dir = Path(state_dir)
+        #: Where each run's cgroup goes (None: runs are not put in cgroups, nothing limits
+        #: them), and the tasks each may have.
+        self.cgroups = cgroups
+        self.pids_limit = pids_limit
+        #: Whether runs given their devices get a private /dev (root, and a kernel that lets
+        #: the shim mount: :func:`.private_dev.probe`).
+        self.private_dev = private_dev
         self.runs_dir = self.state_dir / RUNS_DIR
         prepare_state_dir(self.state_dir)  # with every path's mode (:mod:`.state_modes`)
         self.allow_root = allow_root
@@ -202,9 +216,16 @@ class Supervisor:
         spec: ProcessSpec,
         labels: Mapping[str, str] | None = None,
         grace_s: float = DEFAULT_GRACE_S,
+        limits: Limits | None = None,
+        devices: list[tuple[str, str]] | None = None,
     ) -> RunHandle:
         """Start ``spec`` as the run ``run_id`` (see the module docstring); ``labels`` are kept
-        with the run (the machine keeps its pod there) and come back with its end."""
+        with the run (the machine keeps its pod there) and come back with its end. Where the
+        supervisor has a cgroup hierarchy, the run gets a cgroup with ``limits`` (CPU and
+        memory; None: none) and the supervisor's pids limit. ``devices`` (None: the host's
+        ``/dev``): the run gets a private ``/dev`` holding only these GPU nodes (host path,
+        name; :mod:`.private_dev`) and, with a v1 devices controller, may open no other
+        character device; only where the supervisor was made with ``private_dev``."""
         self.check(run_id, spec)
         run_dir = self.runs_dir / run_id
         if not make_private_dir(run_dir):
@@ -221,6 +242,10 @@ class Supervisor:
                 "hide_processes": uid is not None and not self.shared_proc,
                 "grace_s": grace_s,
                 "labels": dict(labels or {}),
+                "cgroup": self._cgroup_spec(limits, devices if self.private_dev else None),
+                "private_dev": (
+                    [list(n) for n in devices] if devices is not None and self.private_dev else None
+                ),
             },
         )
         with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
@@ -238,6 +263,20 @@ class Supervisor:
         write_json(run_dir / SHIM_FILE, {"pid": shim.pid, "start_ticks": shim.start_ticks})
         self._watched[run_id] = _Watched(run_dir, shim, dict(labels or {}), popen)
         return RunHandle(run_id, run_dir, log_path, shim)
+
+    def _cgroup_spec(
+        self, limits: Limits | None, devices: list[tuple[str, str]] | None
+    ) -> dict[str, object] | None:
+        """What the shim makes the run's cgroup from (None: no cgroup)."""
+        if self.cgroups is None:
+            return None
+        given = limits or Limits(None, None, None)
+        pids = given.pids if given.pids is not None else self.pids_limit
+        return {
+            "hierarchy": self.cgroups.to_json(),
+            "limits": Limits(given.cpu_milli, given.memory_bytes, pids).to_json(),
+            "devices": None if devices is None else cgroup_rules(devices),
+        }
 
     # ----------------------------------------------------------------------------- stop
     def stop(

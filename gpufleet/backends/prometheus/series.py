@@ -20,11 +20,25 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from gpufleet.backends.prometheus.promql import KNOWN_METRICS, check_query, window_query
-from gpufleet.model.alerts import LABEL_NAME
+from gpufleet.backends.prometheus.promql import (
+    KNOWN_METRICS,
+    check_query,
+    duration,
+    metric_expression,
+    window_query,
+)
+from gpufleet.model.alerts import LABEL_NAME, LOOKBACK_S
 from gpufleet.telemetry.series_layout import Labels, as_labels
-from gpufleet.telemetry.series_query import SeriesUnavailableError, UnknownMetricError
+from gpufleet.telemetry.series_query import (
+    RawSample,
+    SeriesUnavailableError,
+    UnknownMetricError,
+)
 from gpufleet.telemetry.series_window import COMPARISONS, Where
+
+#: The step of the subquery that samples a derived metric (a pod's utilisation) for
+#: :meth:`PrometheusSeries.samples` when no ``subquery_step_s`` is given: the observatory's.
+SAMPLE_STEP_S = 15.0
 
 
 class PrometheusUnavailableError(SeriesUnavailableError):
@@ -113,6 +127,33 @@ class PrometheusSeries:
         )
         return self.instant(f"{promql} {op} {threshold!r}", now)
 
+    def samples(
+        self,
+        metric: str,
+        start: float,
+        end: float,
+        matchers: Mapping[str, str] | None = None,
+    ) -> dict[Labels, list[RawSample]]:
+        """Raw samples within ``[start, end)`` (``SampleQuery``): a range selector's scrapes of
+        a plain metric (each standing for Prometheus' lookback, as an instant query reads it);
+        a derived metric (a pod's utilisation over its GPUs) as a subquery at
+        ``subquery_step_s`` (default :data:`SAMPLE_STEP_S`), aligned to multiples of it, each
+        point standing for one step."""
+        if metric not in KNOWN_METRICS:
+            raise UnknownMetricError(metric, KNOWN_METRICS)
+        if not (math.isfinite(start) and math.isfinite(end) and end > start):
+            raise ValueError(f"samples: {start} to {end} is not a time range")
+        check_query("avg", end - start, end, None, "sum", matchers, None)
+        expr, plain = metric_expression(metric, matchers or {})
+        width = duration(end - start)
+        if plain:
+            promql, span = f"{expr}[{width}]", float(LOOKBACK_S)
+        else:
+            span = self.subquery_step_s or SAMPLE_STEP_S
+            promql = f"({expr})[{width}:{duration(span)}]"
+        data = self._call("POST", "/api/v1/query", form={"query": promql, "time": repr(end)})
+        return _matrix(self.url, promql, data, start, end, span)
+
     def instant(self, promql: str, now: float) -> dict[Labels, float]:
         """Any PromQL at ``now``: each series of the resulting vector (a scalar: key ``()``)."""
         data = self._call("POST", "/api/v1/query", form={"query": promql, "time": repr(now)})
@@ -188,6 +229,30 @@ class PrometheusSeries:
         if "data" not in body:
             raise PrometheusUnavailableError(self.url, f"{path} answered success without data")
         return body["data"]
+
+
+def _matrix(
+    url: str, promql: str, data: Any, start: float, end: float, span: float
+) -> dict[Labels, list[RawSample]]:
+    """The result of a range query as {labels: [(time, value, span)]} within ``[start, end)``."""
+    try:
+        if data["resultType"] != "matrix":
+            raise ValueError(f"result type {data['resultType']!r}, not a matrix")
+        found: dict[Labels, list[RawSample]] = {}
+        for one in data["result"]:
+            labels = {k: v for k, v in one["metric"].items() if k != "__name__"}
+            points = [
+                (float(t), float(v), span)
+                for t, v in one["values"]
+                if start <= float(t) < end and math.isfinite(float(v))
+            ]
+            if points:
+                found[as_labels(labels)] = points
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+        raise PrometheusUnavailableError(
+            url, f"unexpected answer to {promql!r}: {error!r}"
+        ) from None
+    return found
 
 
 def _vector(url: str, promql: str, data: Any) -> dict[Labels, float]:

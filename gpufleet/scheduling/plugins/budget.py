@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from gpufleet.economics import (
@@ -42,6 +41,7 @@ from gpufleet.economics import (
 )
 from gpufleet.model.priorities import LOWEST_PRIORITY
 from gpufleet.model.queues import BudgetAction, Queue, QueueBudget
+from gpufleet.model.times import TimeFormat
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Bound
 from gpufleet.scheduling.running import RunningWorkload
@@ -93,15 +93,15 @@ def subtree_budgets(queues: Mapping[str, Queue]) -> dict[str, list[str]]:
     return out
 
 
-def describe_status(queue: str, status: BudgetStatus, action: BudgetAction) -> str:
+def describe_status(queue: str, status: BudgetStatus, action: BudgetAction, at: TimeFormat) -> str:
     """``queue research has used 100.0 of 100 GPU-hours this week (budget Block); resets
-    2026-11-30T00:00Z``."""
+    2026-11-30 00:00:00 UTC``: the reset read by ``at``, the world's format of an instant (a
+    date on the wall clock, ``t=...`` in a simulated cluster)."""
     budget = status.budget
     this = {"day": "today", "week": "this week", "month": "this month"}[budget.period.value]
-    resets = datetime.fromtimestamp(status.period.end, UTC).strftime("%Y-%m-%dT%H:%MZ")
     return (
         f"queue {queue} has used {status.used_gpu_hours:.1f} of {budget.gpu_hours:g} "
-        f"GPU-hours {this} (budget {action.value}); resets {resets}"
+        f"GPU-hours {this} (budget {action.value}); resets {at(status.period.end)}"
     )
 
 
@@ -195,7 +195,7 @@ class BudgetCheck:
         ):
             return None
         self.refusing[owner] = status.period.end
-        why = describe_status(owner, status, action)
+        why = describe_status(owner, status, action, self.state.time_format)
         return f"{why}; only within nominal quota" if action is BudgetAction.NOMINAL_ONLY else why
 
     def next_reset(self, now: float) -> float | None:

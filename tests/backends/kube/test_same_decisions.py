@@ -15,6 +15,7 @@ from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import run as run_loop
 from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.io.workloads import read_scenario
+from gpufleet.model.times import simulated_time
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness
@@ -83,6 +84,7 @@ def _simulated(
         scenario.resource_quotas,
         AdmissionConfig(),
         target_of(pods),
+        time_format=simulated_time,  # a simulated cluster's clock
     )
     ordered = sorted(scenario.workloads, key=lambda t: t.workload.pods[0].key)
     sim = SimulatedCluster(model_nodes, (), Mode.REPLAY, target_of(pods), workloads=ordered)

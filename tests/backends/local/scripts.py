@@ -39,10 +39,13 @@ while True:
     time.sleep(1)
 """
 
-#: Starts a grandchild (its PID in argv[1]); exits at once if argv[2] is "leave", else sleeps.
+#: Starts a grandchild (its PID in argv[1]; in a session of its own, as ``setsid`` starts one,
+#: if argv[3] is "setsid"); exits at once if argv[2] is "leave", else sleeps.
 PARENT = """
 import subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+own = sys.argv[3:] == ["setsid"]
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                         start_new_session=own)
 with open(sys.argv[1] + ".tmp", "w") as f:
     f.write(str(child.pid))
 import os; os.replace(sys.argv[1] + ".tmp", sys.argv[1])

@@ -13,6 +13,7 @@ import pytest
 
 from gpufleet.backends.local.machine import LocalMachine, SubmitRefusedError
 from gpufleet.backends.local.node import machine_node
+from gpufleet.backends.local.ports import PortBook
 from gpufleet.control.loop import ControlLoop, Turn, sync
 from gpufleet.io.errors import InputError
 from gpufleet.io.process_specs import process_spec_from_object
@@ -281,3 +282,43 @@ def test_bad_input_errors_with_nothing_started(
     assert caught.value.field == f"spec.containers[0].{field}"
     world.run_until(lambda: True)
     assert list(world.machine.supervisor.runs_dir.iterdir()) == []
+
+
+def test_live_gangs_never_share_a_port_even_across_a_restart(
+    eight_gpus: NodeInventory, state_root: Path
+) -> None:
+    state = state_root / "state"
+    first = World(eight_gpus, state)
+    kernel = iter([5000, 5000, 5001])  # the kernel hands out 5000 twice
+    first.machine.ports = PortBook(lambda: next(kernel))
+    release = first.machine.tenant_root("default") / "release"
+    gangs = [make_workload(name, pods=2, gpus=1) for name in ("g", "h")]
+    for gang in gangs:
+        first.machine.submit(gang, report_specs(first, gang, "0", str(release)))
+    keys = ["default/g-0", "default/g-1", "default/h-0", "default/h-1"]
+    first.run_until(first.printed(*keys))
+    ports = {key: first.seen(key)["MASTER_PORT"] for key in keys}
+    assert ports == {"default/g-0": "5000", "default/g-1": "5000",
+                     "default/h-0": "5001", "default/h-1": "5001"}  # fmt: skip
+    first.machine.stop()
+    first.machine.close()
+
+    node = machine_node(eight_gpus, "box", 64_000, 262_144)
+    second = LocalMachine(eight_gpus, state, node=node, allow_root=True, grace_s=0)
+    try:
+        second.recover({pod.key: pod for gang in gangs for pod in gang.pods})
+        assert second.ports.held == {5000, 5001}  # held again while the gangs run
+        for gang in gangs:
+            second.resume(gang, report_specs(first, gang, "0", str(release)))
+        release.touch()
+        ended: set[str] = set()
+
+        def all_ended() -> bool:
+            second.wait(second.clock.now() + 0.05)
+            ended.update(e.key for e in second.poll_events() if isinstance(e, PodDeleted))
+            return ended == set(keys)
+
+        wait_until(all_ended)
+        assert second.ports.held == frozenset()  # the gangs ended: their ports are free
+    finally:
+        second.close()

@@ -41,7 +41,7 @@ def test_records_are_immutable_and_show_their_fields() -> None:
     record = ExitRecord(3, None, 1.5)
     with pytest.raises(AttributeError):
         setattr(record, "exit_code", 4)  # noqa: B010
-    assert repr(record) == "ExitRecord(exit_code=3, signal=None, ended_at=1.5, error='')"
+    assert repr(record) == "ExitRecord(exit_code=3, signal=None, ended_at=1.5, error='', reason='')"
     assert repr(ProcessId(7, 9)) == "ProcessId(pid=7, start_ticks=9)"
 
 

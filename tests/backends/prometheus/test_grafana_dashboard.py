@@ -66,13 +66,15 @@ def targets() -> list[tuple[str, str]]:
     ]
 
 
-def substitute(expr: str) -> str:
-    """``expr`` with Grafana's variables (``$name``, ``${name}``, ``[[name]]``) replaced."""
+def substitute(expr: str, variables: dict[str, str] | None = None) -> str:
+    """``expr`` with Grafana's variables (``$name``, ``${name}``, ``[[name]]``) replaced by
+    ``variables`` (default :data:`VARIABLES`)."""
+    given = VARIABLES if variables is None else variables
 
     def value(match: re.Match[str]) -> str:
         name = next(group for group in match.groups() if group)
-        assert name in VARIABLES, f"unknown variable {name!r} in {expr!r}"
-        return VARIABLES[name]
+        assert name in given, f"unknown variable {name!r} in {expr!r}"
+        return given[name]
 
     written = re.sub(r"\$\{(\w+)(?::\w+)?\}|\[\[(\w+)\]\]|\$(\w+)", value, expr)
     assert "$" not in written, written

@@ -349,3 +349,25 @@ def test_a_preempted_job_waiting_at_a_restart_waits_and_resumes_after(
     harness.run_until(harness.state_is("high", "Succeeded"))
     harness.run_until(printed(harness, "low", "resumed from", attempt=2))
     assert harness.workload("low")["state"] == "Running"
+
+
+def test_a_restart_does_not_tell_an_old_preemption_again(harness: LocalHarness) -> None:
+    """The preempted run ended (and was recorded ``Preempted``) before the restart: the
+    restarted server does not record it a second time."""
+    root = tenant_dir(harness)
+    train = write_script(root, "train.py", CHECKPOINTING)
+    low = pod("low", [sys.executable, str(train), str(root / "step.txt"), "100000"], gpus=8,
+              priority_class="low")  # fmt: skip
+    assert harness.submit(low)["status"] == 201
+    harness.run_until(printed(harness, "low", "step 3\n"))
+    high = pod("high", report(harness, "0", str(root / "release")), gpus=8, priority_class="high")
+    assert harness.submit(high)["status"] == 201
+    harness.run_until(printed(harness, "high"))
+    preempted = [m for r, m in events(harness, "low") if r == "Preempted"]
+    assert len(preempted) == 1
+
+    harness.restart()
+    harness.plane.turn()
+    harness.plane.turn()
+    assert [m for r, m in events(harness, "low") if r == "Preempted"] == preempted
+    assert harness.workload("low")["state"] == "Pending"

@@ -307,7 +307,7 @@ def test_cost_prices_the_runs_with_their_measured_utilisation(observed: LocalHar
     """``gpufleet cost`` from the local plane's records and series: each run's GPU-hours on
     the machine's GPUs, split into used and idle by what NVML measured."""
     running(observed, "busy", "idle")
-    rounds(observed, 60 * 60)
+    rounds(observed, 60 * 60, step=observed.observe_step_s)  # a sample stands two steps at most
     response = observed.client("admin").get(
         "/api/v1/cost", params={"by": "workload", "window": "1h"}
     )

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from gpufleet.testing.local_service import TENANT, LocalHarness
-from tests.backends.local.scripts import CHECKPOINTING, REPORT, write_script
+from gpufleet.backends.local.run_state import EXIT_FILE, read_exit
+from gpufleet.model.inventory import NodeInventory
+from gpufleet.testing.local_service import TENANT, LocalHarness, MovableClock
+from tests.backends.local.scripts import CHECKPOINTING, REPORT, wait_until, write_script
 
 
 def pod(
@@ -273,3 +275,48 @@ def test_the_expected_runtime_is_what_the_workload_declares(
     assert body["status"] == 201, body
     assert harness.workload("declared")["expected_runtime"] == expected
     harness.run_until(harness.state_is("declared", "Succeeded"))
+
+
+def test_a_run_that_ended_while_down_is_dated_and_billed_to_its_recorded_end(
+    eight_gpus: NodeInventory, state_root: Path
+) -> None:
+    """The shim recorded its end (``exit.json``); the server came back 30 s later: the run is
+    dated, timed and charged to that end, not to the restart."""
+    clock = MovableClock()
+    harness = LocalHarness.start(eight_gpus, state_root, clock=clock)
+    try:
+        release = tenant_dir(harness) / "release"
+        harness.submit(pod("short", report(harness, "0", str(release)), gpus=1))
+        harness.run_until(printed(harness, "short"))
+        run_dir = harness.machine.supervisor.run_dir("research_short_1")
+        started = harness.workload("short")["started"]
+
+        def end_then_stay_down() -> None:
+            release.touch()
+            wait_until(lambda: read_exit(run_dir / EXIT_FILE) is not None)
+            clock.advance(30.0)  # the server is back 30 s after the run ended
+
+        harness.restart(end_then_stay_down)
+        harness.run_until(harness.state_is("short", "Succeeded"))
+        record = read_exit(run_dir / EXIT_FILE)
+        assert record is not None
+        ended = record.ended_at
+        detail = harness.workload("short")
+        assert detail["finished"] == pytest.approx(ended, abs=0.01)
+        [exited] = [e for e in detail["events"] if e["reason"] == "Exited"]
+        assert exited["time"] == pytest.approx(ended, abs=0.01)
+        ran = exited["message"].split(" after ")[1]
+        assert float(ran.removesuffix("s")) < 10, exited["message"]  # not 30 s and more
+        assert ended - started < 10
+    finally:
+        harness.shut_down()
+
+
+def test_a_cancelled_run_has_its_exited_event(harness: LocalHarness) -> None:
+    harness.submit(pod("victim", report(harness, "0", str(tenant_dir(harness) / "never")), gpus=1))
+    harness.run_until(printed(harness, "victim"))
+    harness.client().delete("/api/v1/workloads/research/victim")
+    harness.run_until(lambda: "Exited" in dict(events(harness, "victim")))
+    message = dict(events(harness, "victim"))["Exited"]
+    assert message.startswith("pod victim: cancelled; "), message
+    assert " after " in message

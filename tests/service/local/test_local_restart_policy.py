@@ -209,3 +209,22 @@ def test_a_preempted_replica_is_not_restarted_in_place_but_placed_again(
     assert backoffs(harness, "web-0") == []
     assert pod_view(harness, "web-0")["restarts"] == 0
     assert harness.machine.runs_of("research/web-0") == ["research_web-0_1", "research_web-0_2"]
+
+
+def test_a_replica_waiting_out_its_back_off_is_crash_loop_back_off_in_get_and_describe(
+    harness: LocalHarness,
+) -> None:
+    """As kubectl shows it: a crash-looping replica is not ``Running`` while it waits."""
+    harness.machine.crash_backoff = CrashBackoff(1.5, 1.5, 600.0)
+    assert harness.submit(deployment("web", planned(harness, "3")))["status"] == 201
+    harness.run_until(lambda: len(backoffs(harness, "web-0")) == 1)
+
+    assert pod_view(harness, "web-0")["reason"] == "CrashLoopBackOff"
+    [listed] = harness.client().get("/api/v1/workloads").json()
+    assert (listed["state"], listed["reason"]) == ("Running", "CrashLoopBackOff")
+
+    harness.run_until(lambda: attempts(harness) == 2)  # its back-off over, it runs again
+    harness.plane.turn()
+    assert pod_view(harness, "web-0")["reason"] is None
+    [listed] = harness.client().get("/api/v1/workloads").json()
+    assert (listed["state"], listed["reason"]) == ("Running", None)
