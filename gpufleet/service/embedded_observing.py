@@ -7,14 +7,24 @@ this machine's (:mod:`~gpufleet.service.local_plane`, on the wall clock, its GPU
 NVML). Each round (every 15 s of the plane's clock by default) it reads every GPU (the plane's
 ``TelemetrySource``; none: a round of no readings), tags each pod's series with its queue,
 tenant, workload and kind from the plane's records, hands both to the
-:class:`~gpufleet.service.observatory.Observatory`, and every :data:`SAVE_EVERY_S` writes the
-store's durable form (``SeriesStore.to_bytes``, compressed) and the pods' usage summaries into
-the plane's store, so a restarted ``gpufleet serve`` keeps its day of fine points (one per
-round: :func:`store_shape`) and its 30 days of coarse ones (a killed process loses what came
+:class:`~gpufleet.service.observatory.Observatory`, and every :data:`SAVE_EVERY_S` saves the
+series and the pods' usage summaries into the plane's store, so a restarted ``gpufleet serve``
+keeps its day of fine points (one per round: :func:`store_shape`) and its 30 days of coarse
+ones (a killed process loses what came
 after the last save, at most :data:`SAVE_EVERY_S` of the plane's clock; a clean stop saves).
-The alerts' states are kept apart, at every change (:mod:`~gpufleet.service.alert_state`).
-Lock order: the plane's lock is never requested while holding the observatory's (what a round
-needs of the records is copied first).
+
+Saves are incremental: the store's durable form (``SeriesStore.durable``) is a head (series,
+per-id arrays and the chunks still written to, a few MB at fleet scale) and sealed chunks that
+never change; a save writes the head (:data:`SERIES_BLOB`) and only the sealed chunks not yet
+written (:data:`CHUNK_PREFIX` and their key), deletes those let go, and rewrites the usage
+summaries from a copy kept up to date with the pods changed since the last save. Under the
+observatory's lock a save only takes that form and those pods (milliseconds: the rounds and
+the API's queries wait for it); it encodes and compresses after letting it go, and writes in
+one transaction under the plane's lock. A store saved whole by an older gpufleet (format 1,
+one blob) is read and converted, then saved in chunks. The alerts' states are kept apart, at
+every change (:mod:`~gpufleet.service.alert_state`). Lock order: the plane's lock
+is never requested while holding the observatory's (what a round needs of the records is
+copied first).
 """
 
 from __future__ import annotations
@@ -40,6 +50,8 @@ from gpufleet.telemetry.source import TelemetrySource
 log = logging.getLogger(__name__)
 
 SERIES_BLOB = "telemetry.series"
+#: The key prefix of the series store's sealed chunks (then "fine.<step>", "coarse.<bucket>").
+CHUNK_PREFIX = "telemetry.series/"
 USAGE_BLOB = "telemetry.usage"
 #: Seconds of the plane's clock between saves of the series (and at stop).
 SAVE_EVERY_S = 300.0
@@ -83,9 +95,19 @@ class EmbeddedObserving:
         step_s: float = STEP_S,
     ) -> None:
         self.plane = plane
-        self.recorder = SeriesRecorder(self._restored_store(plane.store, store_shape(step_s)))
+        store, chunks = self._restored_store(plane.store, store_shape(step_s))
+        self.recorder = SeriesRecorder(store)
         self.recorder.adopt()
-        self.recorder.usage.update(self._restored_usage(plane.store))
+        usage = self._restored_usage(plane.store)
+        self.recorder.usage.update(sorted(usage.items(), key=lambda item: item[1].last))
+        #: The sealed chunks in the plane's store, by key, with the version written (-1: one
+        #: the head does not name, deleted at the next save).
+        sealed = store.durable().sealed
+        self._written = {key: sealed[key].version if key in sealed else -1 for key in chunks}
+        self._usage_rows = {
+            f"{ns}/{pod}": [u.samples, u.total, u.first, u.last] for (ns, pod), u in usage.items()
+        }
+        self._save_lock = threading.Lock()
         self._starts: dict[PodKey, float] = {}
         self.observatory = Observatory(
             ObservedSeries(self.recorder, lambda: self._starts),
@@ -118,36 +140,55 @@ class EmbeddedObserving:
         return observed
 
     def save(self, now: float | None = None) -> None:
-        """Write the series and usage summaries into the plane's store."""
-        with self.observatory.lock:
-            at = now if now is not None else self.observatory.last_round or 0.0
-            self.recorder.forget_ended(at, usage_s=USAGE_KEEP_S)
-            series = self.recorder.store.to_bytes(compress=True)
-            usage = json.dumps(
-                {
-                    f"{ns}/{pod}": [u.samples, u.total, u.first, u.last]
-                    for (ns, pod), u in self.recorder.usage.items()
-                }
-            ).encode()
-        with self.plane.lock, self.plane.store.transaction():
-            self.plane.store.set_blob(SERIES_BLOB, series)
-            self.plane.store.set_blob(USAGE_BLOB, usage)
-        self._saved_at = at
+        """Write what changed of the series and usage summaries into the plane's store."""
+        with self._save_lock:
+            with self.observatory.lock:
+                at = now if now is not None else self.observatory.last_round or 0.0
+                self.recorder.forget_ended(at, usage_s=USAGE_KEEP_S)
+                durable = self.recorder.store.durable()
+                usage = self.recorder.usage
+                for ns, pod in self.recorder.take_changed():
+                    u = usage.get((ns, pod))
+                    if u is None:
+                        self._usage_rows.pop(f"{ns}/{pod}", None)
+                    else:
+                        self._usage_rows[f"{ns}/{pod}"] = [u.samples, u.total, u.first, u.last]
+            head = durable.head(compress=True)
+            chunks = {
+                key: durable.chunk_bytes(form, compress=True)
+                for key, form in durable.sealed.items()
+                if self._written.get(key) != form.version
+            }
+            gone = [key for key in self._written if key not in durable.sealed]
+            rows = json.dumps(self._usage_rows).encode()
+            with self.plane.lock, self.plane.store.transaction():
+                for key, data in chunks.items():
+                    self.plane.store.set_blob(CHUNK_PREFIX + key, data)
+                for key in gone:
+                    self.plane.store.delete_blob(CHUNK_PREFIX + key)
+                self.plane.store.set_blob(SERIES_BLOB, head)
+                self.plane.store.set_blob(USAGE_BLOB, rows)
+            self._written = {key: form.version for key, form in durable.sealed.items()}
+            self._saved_at = at
 
     @staticmethod
-    def _restored_store(store: Store, shape: StoreShape) -> SeriesStore:
+    def _restored_store(store: Store, shape: StoreShape) -> tuple[SeriesStore, set[str]]:
+        """The series store kept in ``store`` (an empty one of ``shape`` if none or unreadable)
+        and the keys of the sealed chunks found there."""
         data = store.blob(SERIES_BLOB)
+        found = store.blobs(CHUNK_PREFIX)
+        chunks = {key.removeprefix(CHUNK_PREFIX): value for key, value in found.items()}
         if data is None:
-            return SeriesStore(shape=shape)
+            return SeriesStore(shape=shape), set(chunks)
         try:
-            restored = SeriesStore.from_bytes(data)
+            restored = SeriesStore.from_bytes(data, chunks)
         except ValueError as error:
             log.error(
                 "%s: the stored telemetry series are unreadable (%s); starting empty",
                 store.path,
                 error,
             )
-            return SeriesStore(shape=shape)
+            return SeriesStore(shape=shape), set(chunks)
         if restored.shape.fine_step_s != shape.fine_step_s:
             log.warning(
                 "%s: the stored series have a point every %d s, the rounds run every %d s; "
@@ -155,7 +196,7 @@ class EmbeddedObserving:
                 store.path, restored.shape.fine_step_s, shape.fine_step_s,
                 restored.shape.fine_step_s,
             )  # fmt: skip
-        return restored
+        return restored, set(chunks)
 
     @staticmethod
     def _restored_usage(store: Store) -> dict[PodKey, PodUsage]:

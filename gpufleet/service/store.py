@@ -325,6 +325,16 @@ class Store:
             (key, sqlite3.Binary(value)),
         )
 
+    def blobs(self, prefix: str) -> dict[str, bytes]:
+        """Every blob whose key starts with ``prefix``, by key (the telemetry store's chunks)."""
+        rows = self._db.execute(
+            "SELECT key, value FROM blobs WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+        )
+        return {str(key): bytes(value) for key, value in rows}
+
+    def delete_blob(self, key: str) -> None:
+        self._db.execute("DELETE FROM blobs WHERE key = ?", (key,))
+
     # ----------------------------------------------------------------------------- workloads
     def next_seq(self) -> int:
         row = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM workloads").fetchone()

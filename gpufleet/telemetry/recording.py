@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import takewhile
 
 import numpy as np
 
@@ -129,8 +130,11 @@ class SeriesRecorder:
         self.memory_mib: dict[str, float] = {}
         #: Bumped whenever ``memory_mib`` changes (what is derived from it is kept until then).
         self.memory_version = 0
-        #: Every pod's utilisation so far (see :meth:`forget_ended`).
+        #: Every pod's utilisation so far (see :meth:`forget_ended`), in the order of their
+        #: last samples (oldest first; whoever fills it from elsewhere keeps that order).
         self.usage: dict[PodKey, PodUsage] = {}
+        #: The pods whose usage summary changed (or was forgotten) since :meth:`take_changed`.
+        self.changed: set[PodKey] = set()
         self._pod_series: dict[PodKey, int] = {}
 
     def record(
@@ -171,7 +175,10 @@ class SeriesRecorder:
             mean = float(np.mean(utils))
             ids.append(self._workload_series(pod, tags.get(pod, PodTags())))
             values.append(mean)
-            self.usage.setdefault(pod, PodUsage()).add(now, mean)
+            usage = self.usage.pop(pod, None) or PodUsage()
+            usage.add(now, mean)
+            self.usage[pod] = usage  # to the end: ``usage`` stays in the order of last samples
+            self.changed.add(pod)
         self.store.append(now, ids, values)
         self.holders, self.devices = holders, devices
         known = self.memory_mib
@@ -192,17 +199,23 @@ class SeriesRecorder:
         """Drop the workload series of pods unseen for ``keep_s`` (their usage summary stays),
         and, with ``usage_s``, the summaries of pods unseen for that long. Returns how many
         series were dropped."""
-        gone = [pod for pod, usage in self.usage.items() if usage.last <= now - keep_s]
-        dropped = 0
+        usage = self.usage
+        gone = [pod for pod in self._pod_series if pod in usage and usage[pod].last <= now - keep_s]
         for pod in gone:
-            series = self._pod_series.pop(pod, None)
-            if series is not None:
-                self.store.drop(series)
-                dropped += 1
+            self.store.drop(self._pod_series.pop(pod))
         if usage_s > 0:
-            for pod in [p for p, u in self.usage.items() if u.last <= now - usage_s]:
-                del self.usage[pod]
-        return dropped
+            # ``usage`` is in the order of the pods' last samples (``record`` moves a pod it
+            # samples to the end): the stale ones lead, and the scan stops at the first fresh.
+            stale = list(takewhile(lambda item: item[1].last <= now - usage_s, usage.items()))
+            for pod, _ in stale:
+                del usage[pod]
+                self.changed.add(pod)
+        return len(gone)
+
+    def take_changed(self) -> set[PodKey]:
+        """The pods whose usage summary changed since the last call (an incremental save)."""
+        changed, self.changed = self.changed, set()
+        return changed
 
     def adopt(self) -> None:
         """Take up the workload series of a store restored from its durable form."""

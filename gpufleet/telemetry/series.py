@@ -5,12 +5,14 @@ Owns :class:`SeriesStore`: which series exist (a metric and its labels: node, gp
 workload, namespace, queue, tenant for workload series), their column in the rings, vectorised
 appends of whole snapshots (one time, arrays of series ids and values), dropping a series that
 went away, window queries (:class:`~gpufleet.telemetry.series_query.SeriesQuery`) and the
-durable form (``to_bytes``/``from_bytes``, in ``series_codec.py``). Memory is two rings per
-series and grows only with the number of series. Time is what callers pass (seconds since the
-epoch); a point is stamped with the start of its fine step, one point per step and series
-(a later append in the same step replaces it, as a gauge's newest reading).
+durable form (``durable``, ``to_bytes``/``from_bytes``, in ``series_codec.py``). Memory is
+two rings of time chunks, each holding only the series written in it (``series_rings.py``):
+a series costs the chunks it was written in (a pod's series of an hour costs an hour), and
+only the per-id columns here (a few bytes an id) grow by doubling. Time is what callers pass
+(seconds since the epoch); a point is stamped with the start of its fine step, one point per
+step and series (a later append in the same step replaces it, as a gauge's newest reading).
 
-Not here: the arithmetic of reductions (``series_window.py``), the rings' arrays
+Not here: the arithmetic of reductions (``series_window.py``), the rings' chunks
 (``series_rings.py``), codes and shapes (``series_layout.py``), where samples come from (a
 ``TelemetrySource``), and rules (the alert engine calls ``query``).
 """
@@ -35,7 +37,7 @@ from gpufleet.telemetry.series_layout import (
     matches,
 )
 from gpufleet.telemetry.series_query import UnknownMetricError
-from gpufleet.telemetry.series_rings import Rings
+from gpufleet.telemetry.series_rings import Chunk, Rings
 from gpufleet.telemetry.series_window import (
     ACROSS_FNS,
     WINDOW_FNS,
@@ -116,6 +118,7 @@ class SeriesStore:
             row, self._used = self._used, self._used + 1
         self._ids[metric][key] = row
         self._keys[row] = (metric, key)
+        self._rings.claim(row)
         self._set_range(row, spec)
         self._last_step[row] = -1
         self._by_metric.pop(metric, None)
@@ -274,35 +277,22 @@ class SeriesStore:
         last = min(math.floor(now / shape.fine_step_s), newest)
         oldest_kept = newest - shape.fine_points + 1
         if first >= oldest_kept:
-            fine = _gather(rings.fine, self._fine_slots(first, last), rows)
-            return reduce_fine(fn, fine, shape.fine, lo, hi, phi)
-        per = shape.fine_per_coarse
-        newest_bucket = newest // per
-        buckets = np.arange(
+            fine, stamped = rings.fine_block(first, last, rows)
+            return reduce_fine(fn, fine[stamped], shape.fine, lo, hi, phi)
+        newest_bucket = newest // shape.fine_per_coarse
+        (mean, highest, lowest), counts = rings.coarse_block(
             max(
                 math.floor((now - window_s) / shape.coarse_step_s) + 1,
                 newest_bucket - shape.coarse_points + 1,
             ),
-            min(math.floor(now / shape.coarse_step_s), newest_bucket) + 1,
+            min(math.floor(now / shape.coarse_step_s), newest_bucket),
+            rows,
         )
-        slots = buckets % shape.coarse_points
-        slots = slots[rings.coarse_bucket[slots] == buckets]
-        cells = np.ix_(slots, rows)
-        values, has = reduce_coarse(
-            fn,
-            rings.coarse_mean[cells],
-            rings.coarse_max[cells],
-            rings.coarse_min[cells],
-            rings.coarse_count[slots],
-            shape.coarse,
-            lo,
-            hi,
-            phi,
-        )
+        values, has = reduce_coarse(fn, mean, highest, lowest, counts, shape.coarse, lo, hi, phi)
         if fn == "last":
             # The newest point is exact wherever the fine part of the window has one.
-            fine = _gather(rings.fine, self._fine_slots(oldest_kept, last), rows)
-            recent, in_fine = reduce_fine("last", fine, shape.fine, lo, hi)
+            fine, stamped = rings.fine_block(oldest_kept, last, rows)
+            recent, in_fine = reduce_fine("last", fine[stamped], shape.fine, lo, hi)
             values = np.where(in_fine, recent, values)
         return values, has
 
@@ -314,16 +304,10 @@ class SeriesStore:
         newest = self._rings.newest
         assert newest is not None
         step = min(math.floor(now / self.shape.fine_step_s), newest)
-        if self._rings.fine_step[step % self.shape.fine_points] != step:
+        if not self._rings.stamped(step):
             return np.ones(rows.size, np.bool_)  # no snapshot at that step: nothing to judge by
         fresh: npt.NDArray[np.bool_] = self._last_step[rows] >= step
         return fresh
-
-    def _fine_slots(self, first: int, last: int) -> npt.NDArray[np.int64]:
-        steps = np.arange(first, last + 1)
-        slots = steps % self.shape.fine_points
-        held: npt.NDArray[np.int64] = slots[self._rings.fine_step[slots] == steps]
-        return held
 
     def _rows_of(
         self, metric: str, matchers: Mapping[str, str] | None
@@ -344,84 +328,141 @@ class SeriesStore:
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """A series' fine points, oldest first: their times and values (for charts and checks)."""
         self.key_of(series_id)
-        rings = self._rings
-        if rings.newest is None:
+        newest = self._rings.newest
+        if newest is None:
             return np.zeros(0), np.zeros(0)
-        slots = self._fine_slots(rings.newest - self.shape.fine_points + 1, rings.newest)
-        codes = rings.fine[slots, series_id]
-        kept = codes != self.shape.fine.missing
+        first = newest - self.shape.fine_points + 1
+        block, stamped = self._rings.fine_block(first, newest, np.array([series_id]))
+        codes = block[:, 0]
+        kept = stamped & (codes != self.shape.fine.missing)
         lo, hi = self._lo[series_id], self._hi[series_id]
-        times = rings.fine_step[slots][kept] * float(self.shape.fine_step_s)
+        times = (np.flatnonzero(kept) + first).astype(np.float64) * self.shape.fine_step_s
         return times, self.shape.fine.decode(codes[kept], lo, hi)
 
     def coarse_points(self, series_id: int) -> CoarsePoints:
         """A series' coarse points, oldest first (the current bucket included, as it stands)."""
         self.key_of(series_id)
-        rings = self._rings
-        per, points = self.shape.fine_per_coarse, self.shape.coarse_points
-        if rings.newest is None:
+        newest = self._rings.newest
+        if newest is None:
             return CoarsePoints(*(np.zeros(0) for _ in range(5)))
-        newest = rings.newest // per
-        buckets = np.arange(newest - points + 1, newest + 1)
-        slots = buckets % points
-        slots = slots[rings.coarse_bucket[slots] == buckets]
-        slots = slots[rings.coarse_mean[slots, series_id] != self.shape.coarse.missing]
+        last = newest // self.shape.fine_per_coarse
+        first = last - self.shape.coarse_points + 1
+        planes, counts = self._rings.coarse_block(first, last, np.array([series_id]))
+        mean, highest, lowest = (plane[:, 0] for plane in planes)
+        kept = mean != self.shape.coarse.missing
         lo, hi = self._lo[series_id], self._hi[series_id]
         decode = self.shape.coarse.decode
         return CoarsePoints(
-            rings.coarse_bucket[slots] * float(self.shape.coarse_step_s),
-            decode(rings.coarse_mean[slots, series_id], lo, hi),
-            decode(rings.coarse_max[slots, series_id], lo, hi),
-            decode(rings.coarse_min[slots, series_id], lo, hi),
-            rings.coarse_count[slots].astype(np.float64),
+            (np.flatnonzero(kept) + first).astype(np.float64) * self.shape.coarse_step_s,
+            decode(mean[kept], lo, hi),
+            decode(highest[kept], lo, hi),
+            decode(lowest[kept], lo, hi),
+            counts[kept].astype(np.float64),
         )
 
     # -- memory and durability ----------------------------------------------------------------
 
     @property
     def nbytes(self) -> int:
-        """Bytes of every array the store keeps (the rings and the per-series columns)."""
+        """Bytes of every array the store keeps (the chunks and the per-series columns)."""
         columns = self._lo.nbytes + self._top.nbytes + self._hi.nbytes + self._last_step.nbytes
         return self._rings.nbytes() + columns
 
-    def to_bytes(self, compress: bool = False) -> bytes:
-        """The whole store, versioned, to keep in a database and restore with
-        :meth:`from_bytes` (``compress``: zlib, worthwhile while the rings are mostly empty)."""
+    def durable(self) -> series_codec.Durable:
+        """The store's durable form now, cheap enough to take under a lock: the open chunks
+        and per-id arrays copied, the sealed chunks shared (they are never changed in place),
+        so the bytes (:meth:`~series_codec.Durable.head`, ``chunk_bytes``) may be made after
+        the lock is let go. An incremental save writes the head and the sealed chunks it has
+        not written yet (by key and version); ``from_bytes`` restores from them."""
         keys = [(row, key[0], key[1]) for row, key in enumerate(self._keys) if key is not None]
-        arrays = {**self._rings.arrays(), "last_step": self._last_step}
-        return series_codec.encode(
-            series_codec.Header(
-                shape=self.shape,
-                metrics=list(self.metrics.values()),
-                series=keys,
-                used=self._used,
-                newest=self._rings.newest,
-                clipped=self.clipped,
-            ),
-            arrays,
-            compress,
+        header = series_codec.Header(
+            shape=self.shape,
+            metrics=list(self.metrics.values()),
+            series=keys,
+            used=self._used,
+            newest=self._rings.newest,
+            clipped=self.clipped,
         )
+        used = self._used
+        per_id = {
+            "last_step": self._last_step[:used].copy(),
+            "born_fine": self._rings.born_fine[:used].copy(),
+            "born_coarse": self._rings.born_coarse[:used].copy(),
+        }
+        open_: list[series_codec.ChunkForm] = []
+        sealed: dict[str, series_codec.ChunkForm] = {}
+        for name, ring in (("fine", self._rings.fine), ("coarse", self._rings.coarse)):
+            for chunk in ring:
+                ids, planes = chunk.columns()
+                if chunk.sealed:
+                    form = series_codec.ChunkForm(
+                        name, chunk.start, chunk.version, True, ids, planes, chunk.marks
+                    )
+                    sealed[form.key] = form
+                else:
+                    open_.append(
+                        series_codec.ChunkForm(
+                            name,
+                            chunk.start,
+                            chunk.version,
+                            False,
+                            ids.copy(),
+                            [p.copy() for p in planes],
+                            chunk.marks.copy(),
+                        )
+                    )
+        return series_codec.Durable(header, per_id, open_, sealed)
+
+    def to_bytes(self, compress: bool = False) -> bytes:
+        """The whole store in one piece, versioned, to restore with :meth:`from_bytes`
+        (``compress``: zlib, worthwhile while the chunks are mostly empty)."""
+        return self.durable().whole(compress)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> SeriesStore:
-        """A store as :meth:`to_bytes` wrote it; a clear ``ValueError`` for anything else."""
-        header, arrays = series_codec.decode(data)
-        capacity = int(arrays["fine"].shape[1])
-        store = cls(header.metrics, header.shape, capacity)
-        for name, array in arrays.items():
-            if name == "last_step":
-                store._last_step = array
-            else:
-                setattr(store._rings, name, array)
-        store._rings.newest = header.newest
-        store._used = header.used
-        store.clipped = header.clipped
-        for row, metric, labels in header.series:
-            store._keys[row] = (metric, labels)
-            store._ids[metric][labels] = row
-            store._set_range(row, store.metrics[metric])
-        store._free = [row for row in range(store._used) if store._keys[row] is None]
+    def from_bytes(cls, data: bytes, chunks: Mapping[str, bytes] | None = None) -> SeriesStore:
+        """A store as :meth:`to_bytes` wrote it, or as a head and its sealed ``chunks`` (by
+        key) of :meth:`durable`, or in format 1 (the dense rings of before, converted); a
+        clear ``ValueError`` for anything else."""
+        version, meta, arrays = series_codec.unpack(data)
+        if version == 1:
+            old = series_codec.header_of(meta)
+            series_codec.check_v1(old, arrays)
+            store = cls(old.metrics, old.shape, max(1, old.used))
+            store._restore_series(old)
+            store._last_step[: old.used] = arrays["last_step"][: old.used]
+            store._rings.load_dense(arrays, np.array(sorted(row for row, _, _ in old.series)))
+            return store
+        header, per_id, forms = series_codec.read(meta, arrays, chunks or {})
+        store = cls(header.metrics, header.shape, max(1, header.used))
+        store._restore_series(header)
+        store._last_step[: header.used] = per_id["last_step"]
+        store._rings.born_fine[: header.used] = per_id["born_fine"]
+        store._rings.born_coarse[: header.used] = per_id["born_coarse"]
+        for form in forms:
+            ring = store._rings.fine if form.ring == "fine" else store._rings.coarse
+            ring.chunks.append(
+                Chunk(
+                    form.start,
+                    form.ids.astype(np.int64, copy=False),
+                    [p.astype(ring.dtype, copy=False) for p in form.planes],
+                    form.marks.astype(ring.marks_dtype, copy=False),
+                    form.sealed,
+                    form.version,
+                )
+            )
         return store
+
+    def _restore_series(self, header: series_codec.Header) -> None:
+        """Take up ``header``'s series, newest step and counters (a store being restored)."""
+        self._rings.newest = header.newest
+        self._used = header.used
+        self.clipped = header.clipped
+        for row, metric, labels in header.series:
+            self._keys[row] = (metric, labels)
+            self._ids[metric][labels] = row
+            self._set_range(row, self.metrics[metric])
+            self._rings.claim(row)
+        self._free = [row for row in range(self._used) if self._keys[row] is None]
 
     # -- internals ----------------------------------------------------------------------------
 
@@ -443,20 +484,3 @@ class SeriesStore:
         self._top = np.concatenate([self._top, np.ones(extra)])
         self._hi = np.concatenate([self._hi, np.ones(extra)])
         self._last_step = np.concatenate([self._last_step, np.full(extra, -1, np.int64)])
-
-
-def _gather(
-    ring: npt.NDArray[np.unsignedinteger],
-    slots: npt.NDArray[np.int64],
-    rows: npt.NDArray[np.int64],
-) -> npt.NDArray[np.unsignedinteger]:
-    """``ring[slots, rows]`` as a steps x series block: the series of one metric are mostly
-    numbered in a run (added together), which a slice takes row by row at memory speed."""
-    if (
-        rows.size
-        and int(rows[-1]) - int(rows[0]) + 1 == rows.size
-        and (rows.size == 1 or bool((rows[1:] > rows[:-1]).all()))
-    ):
-        block: npt.NDArray[np.unsignedinteger] = ring[slots, int(rows[0]) : int(rows[-1]) + 1]
-        return block
-    return ring[np.ix_(slots, rows)]

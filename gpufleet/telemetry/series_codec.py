@@ -1,11 +1,18 @@
-"""The durable form of a series store: a versioned header and the raw numpy arrays, so the
-control plane can keep the store as one blob (in its SQLite database) and restore it.
+"""The durable form of a series store: versioned pieces of a header and raw numpy arrays, so
+the control plane keeps the store in its SQLite database and saves only what changed.
 
-Layout, little-endian: the magic ``GFSERIES``, a ``uint16`` format version, a ``uint8`` flags
+A piece, little-endian: the magic ``GFSERIES``, a ``uint16`` format version, a ``uint8`` flags
 byte (bit 0: the payload is zlib-compressed), a ``uint32`` header length, the header as UTF-8
-JSON (the store's shape and metrics, each live series' id, metric and labels, and each array's
-name, dtype and shape), then the payload: the arrays' bytes in the header's order, C order.
-Owns only the bytes; which arrays a store has and what they mean is the store's.
+JSON (what the piece is, and each array's name, dtype and shape), then the payload: the arrays'
+bytes in the header's order, C order (:func:`pack`, :func:`unpack`).
+
+Format 2 (:class:`Durable`): a *head* (the store's shape and metrics, each live series' id,
+metric and labels, the per-id arrays and the chunks still written to, inline) and one piece
+per sealed chunk (:meth:`Durable.chunk_bytes`), which never changes once written: the head
+names the sealed chunks it needs by key and version, so a save writes the head and only the
+chunks it lacks. :meth:`Durable.whole` puts every chunk inline (one blob). Format 1 (the
+dense rings of before) is read by ``SeriesStore.from_bytes``, which converts it.
+Owns only the bytes; what the arrays mean is the store's (``series.py``, ``series_rings.py``).
 """
 
 from __future__ import annotations
@@ -13,8 +20,9 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -22,9 +30,13 @@ import numpy.typing as npt
 from gpufleet.telemetry.series_layout import Labels, MetricSpec, StoreShape, as_labels
 
 MAGIC = b"GFSERIES"
-VERSION = 1
+VERSION = 2
+READABLE = (1, 2)
 _PREFIX = struct.Struct("<8sHBI")
 _COMPRESSED = 1
+Arrays = dict[str, npt.NDArray[Any]]
+#: The arrays a format-2 head keeps per series id.
+PER_ID = ("last_step", "born_fine", "born_coarse")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,18 +53,25 @@ class Header:
     clipped: int
 
 
-def encode(header: Header, arrays: dict[str, npt.NDArray[Any]], compress: bool) -> bytes:
-    meta = {
-        "shape": asdict(header.shape),
-        "metrics": [asdict(spec) for spec in header.metrics],
-        "series": [
-            [row, metric, [list(pair) for pair in labels]] for row, metric, labels in header.series
-        ],
-        "used": header.used,
-        "newest": header.newest,
-        "clipped": header.clipped,
-        "arrays": [[name, a.dtype.str, list(a.shape)] for name, a in arrays.items()],
-    }
+class ChunkForm(NamedTuple):
+    """A chunk of ring ``ring`` ("fine" or "coarse"): its columns' ids, planes and marks."""
+
+    ring: str
+    start: int
+    version: int
+    sealed: bool
+    ids: npt.NDArray[np.int64]
+    planes: list[npt.NDArray[Any]]
+    marks: npt.NDArray[Any]
+
+    @property
+    def key(self) -> str:
+        return f"{self.ring}.{self.start}"
+
+
+def pack(meta: dict[str, Any], arrays: Arrays, compress: bool) -> bytes:
+    """One piece: ``meta`` (JSON) and ``arrays``."""
+    meta = {**meta, "arrays": [[name, a.dtype.str, list(a.shape)] for name, a in arrays.items()]}
     text = json.dumps(meta, separators=(",", ":")).encode()
     payload = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays.values())
     if compress:
@@ -61,25 +80,17 @@ def encode(header: Header, arrays: dict[str, npt.NDArray[Any]], compress: bool) 
     return _PREFIX.pack(MAGIC, VERSION, flags, len(text)) + text + payload
 
 
-def decode(data: bytes) -> tuple[Header, dict[str, npt.NDArray[Any]]]:
-    """The header and arrays of ``data``; ``ValueError`` saying what is wrong otherwise."""
+def unpack(data: bytes) -> tuple[int, dict[str, Any], Arrays]:
+    """The format version, meta and arrays of a piece; ``ValueError`` saying what is wrong."""
     if len(data) < _PREFIX.size:
         raise ValueError(f"series store: {len(data)} bytes is too short for its header")
     magic, version, flags, length = _PREFIX.unpack_from(data)
     if magic != MAGIC:
         raise ValueError(f"series store: magic {magic!r} is not {MAGIC!r}")
-    if version != VERSION:
+    if version not in READABLE:
         raise ValueError(f"series store: format version {version} is not supported ({VERSION})")
     try:
         meta = json.loads(data[_PREFIX.size : _PREFIX.size + length])
-        header = Header(
-            shape=StoreShape(**meta["shape"]),
-            metrics=[MetricSpec(**spec) for spec in meta["metrics"]],
-            series=[(int(row), str(m), as_labels(map(tuple, ls))) for row, m, ls in meta["series"]],
-            used=int(meta["used"]),
-            newest=None if meta["newest"] is None else int(meta["newest"]),
-            clipped=int(meta["clipped"]),
-        )
         layout = [(str(n), np.dtype(d), tuple(int(x) for x in s)) for n, d, s in meta["arrays"]]
     except (ValueError, KeyError, TypeError) as error:
         raise ValueError(f"series store: header is malformed: {error}") from error
@@ -89,23 +100,155 @@ def decode(data: bytes) -> tuple[Header, dict[str, npt.NDArray[Any]]]:
             payload = zlib.decompress(payload)
         except zlib.error as error:
             raise ValueError(f"series store: compressed payload is corrupt: {error}") from error
-    arrays: dict[str, npt.NDArray[Any]] = {}
+    arrays: Arrays = {}
     offset = 0
     for name, dtype, shape in layout:
-        size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        count = int(np.prod(shape, dtype=np.int64))
+        size = dtype.itemsize * count
         if offset + size > len(payload):
             raise ValueError(f"series store: payload ends inside array {name!r}")
-        arrays[name] = (
-            np.frombuffer(payload, dtype, int(np.prod(shape)), offset).reshape(shape).copy()
-        )
+        arrays[name] = np.frombuffer(payload, dtype, count, offset).reshape(shape).copy()
         offset += size
     if offset != len(payload):
         raise ValueError(f"series store: {len(payload) - offset} bytes after the last array")
-    _check(header, arrays)
-    return header, arrays
+    return int(version), meta, arrays
 
 
-def _check(header: Header, arrays: dict[str, npt.NDArray[Any]]) -> None:
+def header_meta(header: Header) -> dict[str, Any]:
+    return {
+        "shape": asdict(header.shape),
+        "metrics": [asdict(spec) for spec in header.metrics],
+        "series": [
+            [row, metric, [list(pair) for pair in labels]] for row, metric, labels in header.series
+        ],
+        "used": header.used,
+        "newest": header.newest,
+        "clipped": header.clipped,
+    }
+
+
+def header_of(meta: dict[str, Any]) -> Header:
+    """The header in ``meta``; ``ValueError`` if it is malformed."""
+    try:
+        return Header(
+            shape=StoreShape(**meta["shape"]),
+            metrics=[MetricSpec(**spec) for spec in meta["metrics"]],
+            series=[(int(row), str(m), as_labels(map(tuple, ls))) for row, m, ls in meta["series"]],
+            used=int(meta["used"]),
+            newest=None if meta["newest"] is None else int(meta["newest"]),
+            clipped=int(meta["clipped"]),
+        )
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"series store: header is malformed: {error}") from error
+
+
+@dataclass(frozen=True, slots=True)
+class Durable:
+    """A store's durable form as taken at one moment: its header, per-id arrays and chunks
+    (the open ones copied, the sealed ones shared: they never change)."""
+
+    header: Header
+    per_id: Arrays
+    open: list[ChunkForm]
+    sealed: dict[str, ChunkForm]
+
+    def head(self, compress: bool) -> bytes:
+        """The head: everything but the sealed chunks, which it names (key, version)."""
+        return self._encode(self.open, compress, external=True)
+
+    def whole(self, compress: bool) -> bytes:
+        """Every chunk inline: the store in one piece."""
+        return self._encode([*self.sealed.values(), *self.open], compress, external=False)
+
+    @staticmethod
+    def chunk_bytes(chunk: ChunkForm, compress: bool) -> bytes:
+        meta = {"chunk": [chunk.ring, chunk.start, chunk.version, chunk.sealed]}
+        return pack(meta, _chunk_arrays("", chunk), compress)
+
+    def _encode(self, chunks: list[ChunkForm], compress: bool, external: bool) -> bytes:
+        meta = header_meta(self.header)
+        meta["chunks"] = [[c.ring, c.start, c.version, c.sealed] for c in chunks]
+        meta["sealed"] = [[key, c.version] for key, c in self.sealed.items()] if external else []
+        arrays = dict(self.per_id)
+        for i, chunk in enumerate(chunks):
+            arrays.update(_chunk_arrays(f"{i}.", chunk))
+        return pack(meta, arrays, compress)
+
+
+def _chunk_arrays(prefix: str, chunk: ChunkForm) -> Arrays:
+    arrays: Arrays = {f"{prefix}ids": chunk.ids, f"{prefix}marks": chunk.marks}
+    for k, plane in enumerate(chunk.planes):
+        arrays[f"{prefix}p{k}"] = plane
+    return arrays
+
+
+def read(
+    meta: dict[str, Any], arrays: Arrays, external: Mapping[str, bytes]
+) -> tuple[Header, Arrays, list[ChunkForm]]:
+    """A format-2 head's header, per-id arrays and chunks (sealed ones from ``external``, by
+    key); ``ValueError`` saying what is wrong or missing."""
+    header = header_of(meta)
+    try:
+        per_id = {name: arrays[name] for name in PER_ID}
+        chunks = [
+            _chunk_of(f"{i}.", str(ring), int(start), int(version), bool(sealed), arrays)
+            for i, (ring, start, version, sealed) in enumerate(meta["chunks"])
+        ]
+        for key, version in meta["sealed"]:
+            data = external.get(str(key))
+            if data is None:
+                raise ValueError(f"series store: sealed chunk {key} is missing")
+            _, chunk_meta, chunk_arrays = unpack(data)
+            ring, start, got, _ = chunk_meta["chunk"]
+            if int(got) != int(version):
+                raise ValueError(
+                    f"series store: sealed chunk {key} is version {got}, the head needs {version}"
+                )
+            chunks.append(_chunk_of("", str(ring), int(start), int(got), True, chunk_arrays))
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"series store: header is malformed: {error}") from error
+    _check(header, per_id, chunks)
+    return header, per_id, sorted(chunks, key=lambda c: (c.ring, c.start))
+
+
+def _chunk_of(
+    prefix: str, ring: str, start: int, version: int, sealed: bool, arrays: Arrays
+) -> ChunkForm:
+    planes: list[npt.NDArray[Any]] = []
+    while f"{prefix}p{len(planes)}" in arrays:
+        planes.append(arrays[f"{prefix}p{len(planes)}"])
+    return ChunkForm(
+        ring, start, version, sealed, arrays[f"{prefix}ids"], planes, arrays[f"{prefix}marks"]
+    )
+
+
+def _check(header: Header, per_id: Arrays, chunks: list[ChunkForm]) -> None:
+    shape = header.shape
+    for name, array in per_id.items():
+        if array.shape != (header.used,):
+            raise ValueError(
+                f"series store: array {name!r} has shape {array.shape}, not ({header.used},)"
+            )
+    planes = {"fine": 1, "coarse": 3}
+    for chunk in chunks:
+        n = chunk.ids.size
+        if (
+            chunk.ring not in planes
+            or len(chunk.planes) != planes[chunk.ring]
+            or chunk.marks.ndim != 1
+            or any(p.shape != (chunk.marks.size, n) for p in chunk.planes)
+            or (n and not 0 <= int(chunk.ids.min()) <= int(chunk.ids.max()) < header.used)
+        ):
+            raise ValueError(f"series store: chunk {chunk.key} is malformed")
+    known = {spec.name for spec in header.metrics}
+    for row, metric, _ in header.series:
+        if metric not in known or not 0 <= row < header.used:
+            raise ValueError(f"series store: series {row} ({metric}) is not a known metric or id")
+    del shape
+
+
+def check_v1(header: Header, arrays: Arrays) -> None:
+    """That format-1 ``arrays`` (the dense rings) fit ``header``."""
     shape = header.shape
     expected = {
         "fine": (shape.fine_points, None),

@@ -12,7 +12,12 @@ import pytest
 
 from gpufleet.model.alerts import Aggregation, AlertMetric, AlertRule, Comparison, Severity
 from gpufleet.service.base import Change, ServeOptions
-from gpufleet.service.embedded_observing import store_shape
+from gpufleet.service.embedded_observing import (
+    CHUNK_PREFIX,
+    SERIES_BLOB,
+    USAGE_BLOB,
+    store_shape,
+)
 from gpufleet.service.states import ChangeKind
 from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION
 from gpufleet.testing.service import ServiceHarness, as_yaml, gpu_nodes, make_harness, pod_doc
@@ -124,6 +129,41 @@ def test_the_series_survive_a_restart(tmp_path: Path) -> None:
     assert {dict(k)["UUID"]: v for k, v in after.items()} == pytest.approx(by_uuid)
     assert max(by_uuid.values()) > 20.0, "the training pod's GPU was busy"
     assert harness.plane.observing.recorder.usage[("team-a", "trainer")].samples == 20
+    harness.close()
+
+
+def test_a_save_writes_only_the_chunks_not_yet_written(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path)
+    submit(harness, "team-a", "trainer", "training")
+    run_rounds(harness, 3 * 3_600, step=300.0)  # sealed fine chunks (an hour each)
+    written: list[str] = []
+    store = harness.plane.store
+    set_blob = store.set_blob
+
+    def spy(key: str, value: bytes) -> None:
+        written.append(key)
+        set_blob(key, value)
+
+    store.set_blob = spy  # type: ignore[method-assign]
+    harness.plane.observing.save()
+    assert not any(key.startswith(CHUNK_PREFIX) for key in written), "all written before"
+    assert {SERIES_BLOB, USAGE_BLOB} <= set(written)
+    written.clear()
+    run_rounds(harness, 3_600, step=300.0)
+    harness.plane.observing.save()
+    chunks = [key for key in written if key.startswith(CHUNK_PREFIX)]
+    assert 1 <= len(chunks) <= 2, chunks  # the hour sealed since (and a day, at most)
+    observatory = harness.plane.observatory
+    assert observatory is not None
+    now = harness.plane.now()
+    before = observatory.series.query("DCGM_FI_DEV_GPU_UTIL", "avg", 4 * 3_600, now)
+    harness.plane.stop()
+    harness.restart()
+    again = harness.plane.observatory
+    assert again is not None
+    after = again.series.query("DCGM_FI_DEV_GPU_UTIL", "avg", 4 * 3_600, now)
+    by_uuid = {dict(k)["UUID"]: v for k, v in before.items()}
+    assert {dict(k)["UUID"]: v for k, v in after.items()} == pytest.approx(by_uuid)
     harness.close()
 
 

@@ -100,3 +100,19 @@ def test_bad_across_is_refused() -> None:
     _, series = recorded((15.0, [10.0]))
     with pytest.raises(ValueError, match="across"):
         series.query(UTIL, "avg", 300, 20.0, by=("gpu",), across="median")
+
+
+def test_usage_stays_in_the_order_of_last_samples_and_says_what_changed() -> None:
+    recorder = SeriesRecorder(SeriesStore())
+    both = node_reading("n1", [50.0, 50.0], {0: [("ml", "a")], 1: [("ml", "b")]})
+    only_a = node_reading("n1", [50.0, 50.0], {0: [("ml", "a")]})
+    recorder.record(0.0, [both])
+    recorder.record(15.0, [only_a])
+    assert list(recorder.usage) == [("ml", "b"), ("ml", "a")]
+    assert recorder.take_changed() == {("ml", "a"), ("ml", "b")}
+    assert recorder.take_changed() == set()
+    # b was last seen at 0, a at 15: keeping summaries 20 s at 25 forgets b only.
+    assert recorder.forget_ended(25.0, keep_s=10.0, usage_s=20.0) == 2
+    assert list(recorder.usage) == [("ml", "a")]
+    assert recorder.take_changed() == {("ml", "b")}
+    assert recorder.store.series("gpufleet_workload_gpu_util") == {}
