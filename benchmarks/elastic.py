@@ -42,7 +42,10 @@ fits; a node under half used for 10 minutes, whose pods fit elsewhere, drained a
 the published rate a week sees few interruptions, so ``--stress`` also runs the elastic case at
 :data:`STRESS_FACTORS` times that rate (a sensitivity check, not the target's condition). The
 band is read at its lower edge, 20% a month: the least it says, so the published rate is a
-lower bound and the multiples show what a worse month costs.
+lower bound and the multiples show what a worse month costs. ``--spot-outages`` also runs the
+elastic case with the spot pool out of capacity :data:`SPOT_OUTAGE_HOURS` each day (its
+``spec.capacityOutages``): its requests fail as a cloud's insufficient-capacity error, and the
+autoscaler falls back on on-demand for 3 minutes at a time, as Karpenter does.
 
 **Five ways to buy the week**, side by side for each seed: (1) static on-demand at the elastic
 run's peak of nodes at once (both pools: what "sized for the peak" means); (2) the *smallest
@@ -132,6 +135,9 @@ SPOT_BAND = ">20%"
 #: Multiples of the band's rate ``--stress`` also runs the elastic case at.
 STRESS_FACTORS = (10.0, 100.0)
 QUEUEING_SLACK_S = 600.0
+#: ``--spot-outages``: the hours of each day (from the run's start, the week's midnight) in
+#: which the spot pool has no capacity: the afternoon, when the arrivals peak.
+SPOT_OUTAGE_HOURS = (12.0, 18.0)
 CHECKPOINT_INTERVAL_S = 1800.0
 ONE_GPU_GANG_SHARE = 0.1
 #: Share of jobs by what they say about capacity (fault-tolerant, neither, non-preemptible).
@@ -164,9 +170,15 @@ G5 = {"cpu": "4", "memory": "16Gi", "gpu": {"model": "NVIDIA-A10G", "count": 1, 
 
 
 def pool(
-    name: str, capacity: str, node: dict[str, Any], max_nodes: int, min_nodes: int = 0
+    name: str,
+    capacity: str,
+    node: dict[str, Any],
+    max_nodes: int,
+    min_nodes: int = 0,
+    outages: Sequence[dict[str, str]] = (),
 ) -> NodePool:
-    """A pool read as a ``kind: NodePool`` object, priced from the bundled price list."""
+    """A pool read as a ``kind: NodePool`` object, priced from the bundled price list;
+    ``outages``: its ``spec.capacityOutages``."""
     obj = {
         "apiVersion": "gpufleet.dev/v1alpha1",
         "kind": "NodePool",
@@ -177,15 +189,28 @@ def pool(
             "maxNodes": max_nodes,
             "provisioningDelay": f"{PROVISIONING_DELAY_S:g}s",
             "node": node,
+            **({"capacityOutages": list(outages)} if outages else {}),
         },
     }
     return node_pool_from_object(obj, "benchmarks/elastic.py")
 
 
-def batch_pools(max_nodes: int) -> tuple[NodePool, NodePool]:
+def spot_outages(days: float) -> list[dict[str, str]]:
+    """The spot pool's capacity outages: :data:`SPOT_OUTAGE_HOURS` of each day of ``days``
+    and of the day after (the week's work drains into it)."""
+    start, end = SPOT_OUTAGE_HOURS
+    return [
+        {"start": f"{day * 24 + start:g}h", "duration": f"{end - start:g}h"}
+        for day in range(math.ceil(days) + 1)
+    ]
+
+
+def batch_pools(max_nodes: int, days: float | None = None) -> tuple[NodePool, NodePool]:
+    """The on-demand and spot pools; with ``days``, the spot pool has daily outages."""
+    outages = spot_outages(days) if days is not None else ()
     return (
         pool("h100-on-demand", "on-demand", P5, max_nodes),
-        pool("h100-spot", "spot", P5, max_nodes),
+        pool("h100-spot", "spot", P5, max_nodes, outages=outages),
     )
 
 
@@ -337,14 +362,23 @@ def peak_nodes(run: TenancyRun) -> int:
 
 
 def run_elastic(
-    week: Week, seed: int, max_nodes: int, factor: float = 1.0, spot: bool = True
+    week: Week,
+    seed: int,
+    max_nodes: int,
+    factor: float = 1.0,
+    spot: bool = True,
+    outage_days: float | None = None,
 ) -> BatchSide:
-    """The autoscaled pools: on-demand and spot (``spot``), else the on-demand pool alone."""
-    pools = batch_pools(max_nodes) if spot else batch_pools(max_nodes)[:1]
+    """The autoscaled pools: on-demand and spot (``spot``), else the on-demand pool alone;
+    with ``outage_days``, the spot pool out of capacity daily (:func:`spot_outages`)."""
+    pools = batch_pools(max_nodes, outage_days) if spot else batch_pools(max_nodes)[:1]
     if not spot:
         label = "autoscaled on-demand only"
     else:
         label = "elastic (on-demand + spot)" + ("" if factor == 1 else f", spot rate x{factor:g}")
+        if outage_days is not None:
+            start, end = SPOT_OUTAGE_HOURS
+            label += f", spot out of capacity {start:02.0f}:00-{end:02.0f}:00 daily"
     progress(f"seed {seed}: {label}: {len(week.workloads):,} jobs ...")
     started = time.perf_counter()
     run = run_workloads(
@@ -472,6 +506,7 @@ class BatchSeed:
     reserved: BatchSide
     on_demand_only: BatchSide
     stress: list[BatchSide]
+    outages: BatchSide | None = None
 
     @property
     def cost_reduction(self) -> float:
@@ -501,6 +536,11 @@ def run_batch_seed(args: argparse.Namespace, table: ShapeTable, seed: int) -> Ba
     stress = (
         [run_elastic(week, seed, args.max_nodes, f) for f in STRESS_FACTORS] if args.stress else []
     )
+    outages = (
+        run_elastic(week, seed, args.max_nodes, outage_days=args.days)
+        if args.spot_outages
+        else None
+    )
     summary = {
         "jobs": len(week.workloads),
         "gangs": week.gangs,
@@ -511,7 +551,7 @@ def run_batch_seed(args: argparse.Namespace, table: ShapeTable, seed: int) -> Ba
     baseline = baseline_of(tried, elastic)
     return BatchSeed(
         seed, summary, elastic, tried, baseline, tried[0], reserved_of(baseline, args.days),
-        on_demand_only, stress,
+        on_demand_only, stress, outages,
     )  # fmt: skip
 
 
@@ -807,7 +847,8 @@ def batch_table(batch: Sequence[BatchSeed]) -> list[str]:
         "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for b in batch:
-        sides = [b.elastic, b.on_demand_only, *b.stress, *b.static_tried, b.reserved]
+        outages = [b.outages] if b.outages is not None else []
+        sides = [b.elastic, b.on_demand_only, *b.stress, *outages, *b.static_tried, b.reserved]
         for side in sides:
             mark = " (baseline)" if side is b.baseline else ""
             total_gpu_h = side.node_hours * 8
@@ -885,6 +926,14 @@ def write_markdown(
         + (
             ", and at " + " and ".join(f"{f:g}x" for f in STRESS_FACTORS) + " that rate"
             if args.stress
+            else ""
+        )
+        + (
+            f"; with --spot-outages the spot pool is also out of capacity "
+            f"{SPOT_OUTAGE_HOURS[0]:02.0f}:00-{SPOT_OUTAGE_HOURS[1]:02.0f}:00 each day (its "
+            "requests fail at once; on-demand takes the work, the spot pool asked again every "
+            "3 minutes)"
+            if args.spot_outages
             else ""
         )
         + ". Static fleets: the smallest adequate on-demand fleet (bisection, at most the "
@@ -1018,6 +1067,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="Also the spot rate x" + " and x".join(f"{f:g}" for f in STRESS_FACTORS) + ".",
     )
+    parser.add_argument(
+        "--spot-outages",
+        action="store_true",
+        help="Also the elastic case with the spot pool out of capacity "
+        f"{SPOT_OUTAGE_HOURS[0]:02.0f}:00-{SPOT_OUTAGE_HOURS[1]:02.0f}:00 each day.",
+    )
     parser.add_argument("--skip-batch", action="store_true")
     parser.add_argument("--skip-inference", action="store_true")
     parser.add_argument("--quick", action="store_true", help="One day, few jobs: a smoke run.")
@@ -1089,6 +1144,7 @@ def _batch_json(b: BatchSeed) -> dict[str, Any]:
         "on_demand_only": _side_json(b.on_demand_only),
         "stress": [_side_json(s) for s in b.stress],
         "stress_factors": list(STRESS_FACTORS[: len(b.stress)]),
+        "spot_outages": None if b.outages is None else _side_json(b.outages),
         "static_tried": [_side_json(s) for s in b.static_tried],
         "reserved": _side_json(b.reserved),
         "baseline": b.baseline.label,

@@ -11,7 +11,12 @@ What it follows. Cluster Autoscaler: pending pods are first simulated on the nod
 being provisioned ("upcoming" nodes), so that a turn never asks twice for the same pods; a node
 asked for that has not joined within ``max_provision_time`` (its ``--max-node-provision-time``,
 15 minutes) is taken as failed and its pool is backed off (not chosen while the world still
-reports it); pools are raised to their minimum (``--enforce-node-group-min-size``). Between
+reports it); pools are raised to their minimum (``--enforce-node-group-min-size``). Karpenter:
+a pool whose last request failed for want of capacity (the cloud's insufficient-capacity error,
+ICE) is unavailable until the world says (:attr:`PoolNodes.unavailable_until`: Karpenter keeps
+such an offering out of its choices for :data:`INSUFFICIENT_CAPACITY_TTL`, 3 minutes), so the
+next pool that fits is chosen (a spot pool out of capacity falls back on on-demand) and the
+reason says which pool was passed over. Between
 pools (:mod:`.pool_choice`): the cheapest pool that fits the whole pending set (price per hour
 of the nodes it adds), as Karpenter launches the cheapest instance type that fits, unless a mix
 of pools holds it all for less or no pool holds it all: then pools are taken by the lowest price
@@ -57,6 +62,9 @@ from gpufleet.scheduling.node_table import IntArray
 
 #: Cluster Autoscaler's ``--max-node-provision-time`` default.
 MAX_PROVISION_TIME = 15 * 60.0
+#: How long a pool is not asked again after a request for its nodes failed for want of
+#: capacity (Karpenter's unavailable-offerings cache TTL).
+INSUFFICIENT_CAPACITY_TTL = 3 * 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +80,13 @@ class Provisioning:
 @dataclass(frozen=True, slots=True)
 class PoolNodes:
     """A pool and its nodes now: joined ones per zone (the key None for a pool without
-    zones), and those asked for that have not joined."""
+    zones), and those asked for that have not joined; ``unavailable_until``: the pool is not
+    asked for nodes before then (a request failed for want of capacity; None: it may be)."""
 
     pool: NodePool
     ready: Mapping[str | None, int] = field(default_factory=dict)
     provisioning: tuple[Provisioning, ...] = ()
+    unavailable_until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +122,8 @@ class _Pool:
     upcoming: list[int]
     overdue: int
     headroom: int = 0
+    #: Seconds until the pool may be asked again after a capacity error (0: it may now).
+    unavailable_for: float = 0.0
 
     @property
     def pool(self) -> NodePool:
@@ -202,13 +214,15 @@ def _decide(
         item.count if item.workloads[-1].key in never else count
         for item, count in zip(items, served, strict=True)
     ]
-    growing = [packers[s.index] for s in states if s.headroom > 0 and not s.overdue]
+    growing = [packers[s.index] for s in _askable(states) if s.headroom > 0]
+    unavailable = [s for s in states if s.unavailable_for]
     for step in choose(growing, items, offered_from, _eligible):
         pool = step.pool
         for i, placed in step.placed.items():
             _serve(items[i], served, i, placed, pool.name, expected)
+        reason = step.reason + _passed_over(catalog, items, step.placed, unavailable)
         actions.extend(
-            AddNodes(pool.name, count, zone, now + pool.provisioning_delay, step.reason)
+            AddNodes(pool.name, count, zone, now + pool.provisioning_delay, reason)
             for zone, count in step.packer.added().items()
         )
     waiting = _waiting(catalog, items, served, never, states)
@@ -231,8 +245,40 @@ def _state(index: int, nodes: PoolNodes, now: float, max_provision_time: float) 
         upcoming[z] += asked.count
         in_zone[z] += asked.count
     state = _Pool(index, nodes, in_zone, upcoming, overdue)
+    if nodes.unavailable_until is not None and nodes.unavailable_until > now:
+        state.unavailable_for = nodes.unavailable_until - now
     state.headroom = max(0, pool.max_nodes - state.size)
     return state
+
+
+def _askable(states: Sequence[_Pool]) -> list[_Pool]:
+    """The pools that may be asked for nodes now: not backed off, not out of capacity."""
+    return [s for s in states if not s.overdue and not s.unavailable_for]
+
+
+def _fits(catalog: PoolCatalog, item: Item, state: _Pool) -> bool:
+    """Whether the item's work may go to the pool's nodes (eligible, every pod fits one)."""
+    return _eligible(item, state.pool) and all(
+        catalog.on_pool(shape, state.index) is not None for shape, _ in item.shapes
+    )
+
+
+def _unavailable(state: _Pool) -> str:
+    return (
+        f"{state.pool.name} is out of capacity (its last request failed: insufficient "
+        f"capacity; asked again in {state.unavailable_for:.0f} s)"
+    )
+
+
+def _passed_over(
+    catalog: PoolCatalog,
+    items: Sequence[Item],
+    placed: Mapping[int, int],
+    unavailable: Sequence[_Pool],
+) -> str:
+    """What a reason adds for the pools out of capacity that could have taken the work."""
+    skipped = [s for s in unavailable if any(_fits(catalog, items[i], s) for i in placed)]
+    return "".join(f"; not {_unavailable(s)}" for s in skipped)
 
 
 def _on_upcoming(
@@ -267,13 +313,13 @@ def _on_upcoming(
 
 
 def _to_minimum(states: Sequence[_Pool], now: float) -> list[AddNodes]:
-    """Pools below their minimum (and not backed off) are raised to it; the nodes asked for
-    count as upcoming from then on."""
+    """Pools below their minimum (and not backed off or out of capacity) are raised to it;
+    the nodes asked for count as upcoming from then on."""
     actions: list[AddNodes] = []
     for state in states:
         pool = state.pool
         missing = pool.min_nodes - state.size
-        if missing <= 0 or state.overdue:
+        if missing <= 0 or state.overdue or state.unavailable_for:
             continue
         names = pool.zones or (None,)
         have = {name: state.in_zone[z] for z, name in enumerate(names) if name is not None}
@@ -446,16 +492,13 @@ def _waiting(
         left = [w for w in item.workloads[served[i] :] if w.key not in never]
         if not left:
             continue
-        fits = [
-            s
-            for s in states
-            if _eligible(item, s.pool)
-            and all(catalog.on_pool(shape, s.index) is not None for shape, _ in item.shapes)
-        ]
+        fits = [s for s in states if _fits(catalog, item, s)]
         parts = []
         for state in fits:
             pool = state.pool
-            if state.overdue:
+            if state.unavailable_for and not state.overdue:
+                parts.append(_unavailable(state))
+            elif state.overdue:
                 parts.append(
                     f"{pool.name} is backed off ({state.overdue} node(s) asked for did not join "
                     "in time)"
@@ -471,6 +514,7 @@ def _waiting(
 
 
 __all__ = [
+    "INSUFFICIENT_CAPACITY_TTL",
     "MAX_PROVISION_TIME",
     "AddNodes",
     "PoolNodes",

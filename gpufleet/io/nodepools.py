@@ -13,6 +13,8 @@ Owns the format (pydantic, ``extra="forbid"``)::
       provisioningDelay: 4m         # from asking for a node to its joining (default 0)
       price: {perNodeHour: 40.0}    # or {perGpuHour: 5.0}; absent: from the price list
       spotTaint: true               # a spot pool taints its nodes (the default)
+      capacityOutages:              # when the cloud has no capacity for the pool
+      - {start: 2h, duration: 30m}  # from the run's start; in order, not overlapping
       node:                         # the shape of every node: a ClusterSpec pool's fields
         cpu: 192
         memory: 2048Gi
@@ -33,6 +35,11 @@ pool's capacity type). A pool that names no price of its own and whose GPU model
 not price is an error naming ``spec.node.gpu.model``; one whose model the list prices but not
 on its capacity type (with no estimate) is an error naming ``spec.price``.
 
+Capacity outages: in each window (``start`` from the run's start, for ``duration``; both
+durations, the duration above 0) a request for the pool's nodes fails at once for want of
+capacity, as a cloud's insufficient-capacity error (what the simulated autoscaler does then:
+:mod:`gpufleet.backends.sim.node_pools`). Windows are listed in order and do not overlap.
+
 Errors name the file, the document, the pool and the field (``spec.maxNodes``,
 ``spec.node.gpu.count``); two pools of one name are an error naming the second
 (:class:`NodePoolSet`, which a scenario's reader uses too: a scenario's pools are these).
@@ -41,6 +48,7 @@ It decides nothing about scaling.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -60,14 +68,16 @@ from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.io.validation import validation_error
 from gpufleet.model.capacity import CapacityType
 from gpufleet.model.node import Node
-from gpufleet.model.nodepools import NodePool
+from gpufleet.model.nodepools import CapacityOutage, NodePool
 
 KIND = "NodePool"
 API_VERSIONS = ("gpufleet.dev/v1alpha1",)
 SPEC_FIELDS = (
     "capacityType", "minNodes", "maxNodes", "zones", "provisioningDelay", "price", "spotTaint",
-    "node",
+    "capacityOutages", "node",
 )  # fmt: skip
+#: What an entry of ``spec.capacityOutages`` takes.
+OUTAGE_FIELDS = ("start", "duration")
 #: What ``spec.node`` takes: a ClusterSpec pool's fields that shape its nodes.
 NODE_FIELDS = (
     "cpu", "memory", "gpu", "mig", "devicePlugin", "hami", "extendedResources", "labels",
@@ -102,6 +112,37 @@ class PriceSpec(_Strict):
         return self
 
 
+class OutageSpec(_Strict):
+    """One capacity outage: from ``start`` (after the run's start) for ``duration``."""
+
+    start: float
+    duration: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known(cls, value: object) -> object:
+        # An unknown field is named (with a did-you-mean) before the missing one it may be.
+        if isinstance(value, Mapping):
+            for key in value:
+                if key not in OUTAGE_FIELDS:
+                    raise ValueError(
+                        f"{quoted(str(key))}: {unknown_field(str(key), OUTAGE_FIELDS)}"
+                    )
+        return value
+
+    @field_validator("start", "duration", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> float:
+        return parse_duration_seconds(value)
+
+    @field_validator("duration")
+    @classmethod
+    def _lasts(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("an outage lasts more than 0s")
+        return value
+
+
 class NodePoolSpec(_Strict):
     """``spec`` of a NodePool, but ``node`` (read as a ClusterSpec pool)."""
 
@@ -112,7 +153,21 @@ class NodePoolSpec(_Strict):
     provisioning_delay: float = Field(default=0.0, alias="provisioningDelay")
     price: PriceSpec | None = None
     spot_taint: bool = Field(default=True, alias="spotTaint")
+    capacity_outages: list[OutageSpec] = Field(
+        default_factory=list, max_length=10_000, alias="capacityOutages"
+    )
     node: dict[str, Any]
+
+    @field_validator("capacity_outages")
+    @classmethod
+    def _in_order(cls, outages: list[OutageSpec]) -> list[OutageSpec]:
+        for i, (before, after) in enumerate(itertools.pairwise(outages)):
+            if after.start < before.start + before.duration:
+                raise ValueError(
+                    f"outage {i + 1} starts at {after.start:g}s, before outage {i} ends at "
+                    f"{before.start + before.duration:g}s: list them in order, not overlapping"
+                )
+        return outages
 
     @field_validator("provisioning_delay", mode="before")
     @classmethod
@@ -174,6 +229,7 @@ def node_pool_from_object(
         provisioning_delay=parsed.provisioning_delay,
         spot_taint=parsed.spot_taint,
         price_source=price_source,
+        outages=tuple(CapacityOutage(o.start, o.duration) for o in parsed.capacity_outages),
     )
 
 

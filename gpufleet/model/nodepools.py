@@ -12,6 +12,12 @@ carries: hostname, zone (``topology.kubernetes.io/zone``), its own NVLink domain
 (``gpufleet.dev/capacity-type``), and on a spot pool the spot taint
 (:data:`~gpufleet.model.capacity.SPOT_TAINT`) unless the pool says otherwise.
 
+Capacity outages (:class:`CapacityOutage`): windows of the run's clock in which the cloud has
+no capacity for the pool (spot capacity gone from a region, as happens for hours at a time): a
+request for its nodes then fails at once, as a cloud's ``InsufficientInstanceCapacity`` (ICE)
+error does (:meth:`NodePool.outage_at`). Nodes already there stay (losing them is a spot
+interruption, :mod:`~gpufleet.model.node_faults`).
+
 Zones: a new node goes to the zone with the fewest of the pool's nodes, ties to the first
 listed (:meth:`NodePool.zones_for`), as Cluster Autoscaler's balancing of similar node groups
 and Karpenter's zone spread keep zones even.
@@ -35,6 +41,30 @@ NODE_POOL_LABEL = "gpufleet.dev/node-pool"
 
 
 @dataclass(frozen=True, slots=True)
+class CapacityOutage:
+    """From ``start`` for ``duration`` seconds (the run's clock) the cloud has no capacity
+    for the pool: a request for its nodes fails at once."""
+
+    start: float
+    duration: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.start) and self.start >= 0):
+            raise ValueError(f"a capacity outage starts at finite seconds of at least 0, got "
+                             f"{self.start}")  # fmt: skip
+        if not (math.isfinite(self.duration) and self.duration > 0):
+            raise ValueError(f"a capacity outage lasts finite seconds above 0, got "
+                             f"{self.duration}")  # fmt: skip
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+    def covers(self, now: float) -> bool:
+        return self.start <= now < self.end
+
+
+@dataclass(frozen=True, slots=True)
 class NodePool:
     """See the module docstring. ``hourly_price`` is per node; ``price_source`` says where it
     came from (the pool itself, or a price list), for the reasons an autoscaler gives."""
@@ -51,6 +81,8 @@ class NodePool:
     #: Whether a spot pool taints its nodes with the spot taint (ignored on other pools).
     spot_taint: bool = True
     price_source: str = ""
+    #: Windows in which the cloud has no capacity for the pool, in order, not overlapping.
+    outages: tuple[CapacityOutage, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -78,6 +110,20 @@ class NodePool:
         repeated = sorted({z for z in self.zones if self.zones.count(z) > 1})
         if repeated or any(not z for z in self.zones):
             raise ValueError(f"node pool {self.name}: zones must be distinct, non-empty names")
+        for before, after in zip(self.outages, self.outages[1:], strict=False):
+            if after.start < before.end:
+                raise ValueError(
+                    f"node pool {self.name}: capacity outages must be in order and not overlap "
+                    f"(one at {after.start:g} s starts before the one before it ends, "
+                    f"{before.end:g} s)"
+                )
+
+    def outage_at(self, now: float) -> CapacityOutage | None:
+        """The capacity outage the pool is in at ``now`` (None: the cloud has capacity)."""
+        for outage in self.outages:
+            if outage.covers(now):
+                return outage
+        return None
 
     @property
     def gpu_model(self) -> str | None:
@@ -137,4 +183,4 @@ class NodePool:
         return chosen
 
 
-__all__ = ["NODE_POOL_LABEL", "NodePool"]
+__all__ = ["NODE_POOL_LABEL", "CapacityOutage", "NodePool"]

@@ -26,7 +26,7 @@ from gpufleet.model.actions import Bind
 from gpufleet.model.capacity import CAPACITY_TYPE_LABEL, CapacityType
 from gpufleet.model.events import ClusterEvent, NodeAdded
 from gpufleet.model.node_faults import NodeFault, NodeFaultKind, NodeSelection
-from gpufleet.model.nodepools import NodePool
+from gpufleet.model.nodepools import CapacityOutage, NodePool
 from gpufleet.model.workload import TimedWorkload, Workload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.target import TargetWorkload
@@ -43,8 +43,10 @@ def on_demand(delay: float = 0.0, max_nodes: int = 10, min_nodes: int = 0) -> No
     )
 
 
-def spot(delay: float = 0.0) -> NodePool:
-    return make_node_pool("sp", CapacityType.SPOT, price=12.0, delay=delay, gpus=8)
+def spot(delay: float = 0.0, outages: Sequence[tuple[float, float]] = ()) -> NodePool:
+    pool = make_node_pool("sp", CapacityType.SPOT, price=12.0, delay=delay, gpus=8)
+    windows = tuple(CapacityOutage(start, duration) for start, duration in outages)
+    return dataclasses.replace(pool, outages=windows)
 
 
 def job(
@@ -262,6 +264,47 @@ def test_run_workloads_takes_pools_and_reports_them() -> None:
     assert run.pools.cost == pytest.approx(
         sum(u.node_hours * u.hourly_price for u in run.pools.pools), abs=1e-3
     )
+
+
+@pytest.mark.parametrize(
+    ("outages", "with_on_demand", "jobs", "nodes", "refused"),
+    [
+        ([(3600.0, 1800.0)], True, [0.0], {"a": (0.0, "sp")}, 0),
+        ([(0.0, 1800.0)], True, [0.0], {"a": (0.0, "od")}, 1),
+        ([(0.0, 1800.0)], True, [0.0, 7200.0], {"a": (0.0, "od"), "b": (7200.0, "sp")}, 1),
+        ([(0.0, 1000.0)], False, [0.0], {"a": (1080.0, "sp")}, 6),
+    ],
+    ids=["outage-later-spot-grows", "outage-falls-back-to-on-demand",
+         "after-the-outage-spot-grows-again", "no-fallback-asks-again-every-3m"],
+)  # fmt: skip
+def test_a_spot_pool_out_of_capacity_refuses_nodes_and_the_next_pool_grows(
+    outages: list[tuple[float, float]],
+    with_on_demand: bool,
+    jobs: list[float],
+    nodes: dict[str, tuple[float, str]],
+    refused: int,
+) -> None:
+    pools = [spot(outages=outages), *([on_demand()] if with_on_demand else [])]
+    work = [
+        at(start, job(name, tolerant=True), 600.0) for name, start in zip("ab", jobs, strict=False)
+    ]
+    _, binds, report = play(work, pools)
+    assert {name: (binds.of(name)[0][0], binds.of(name)[0][1][:2]) for name in nodes} == nodes
+    assert report.pools[0].insufficient_capacity == refused
+    said = [a for a in report.actions if "InsufficientCapacity" in a]
+    assert len(said) == refused
+    if refused:
+        assert said[0].startswith("t=0s: sp: InsufficientCapacity for +1 (no spot capacity until")
+    if refused and with_on_demand:
+        (fallback,) = [a for a in report.actions if a.startswith("t=0s: +1 od")]
+        assert "not sp is out of capacity" in fallback
+
+
+def test_capacity_outages_must_be_in_order_and_not_overlap() -> None:
+    with pytest.raises(ValueError, match="must be in order and not overlap"):
+        spot(outages=[(0.0, 600.0), (300.0, 600.0)])
+    with pytest.raises(ValueError, match="lasts finite seconds above 0"):
+        CapacityOutage(0.0, 0.0)
 
 
 def test_pool_names_must_be_distinct() -> None:

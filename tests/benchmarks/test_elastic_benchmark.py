@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.elastic import DAY, NEEDS, arrivals, batch_week, main
+from benchmarks.elastic import DAY, NEEDS, arrivals, batch_pools, batch_week, main
 from gpufleet.io.shapes import bundled_shape_table
 from gpufleet.model.capacity import SPOT_TAINT
 from gpufleet.scheduling.capacity import tolerates_spot
@@ -49,7 +49,7 @@ def test_the_week_mixes_gangs_spot_tolerant_and_non_preemptible_jobs() -> None:
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("elastic")
-    assert main(["--quick", "--stress", "--out", str(out)]) == 0
+    assert main(["--quick", "--stress", "--spot-outages", "--out", str(out)]) == 0
     text = (out / "elastic.md").read_text()
     assert text.startswith("# Elastic capacity")
     assert "### Five ways to buy the week" in text
@@ -109,6 +109,23 @@ def test_a_quick_run_sweeps_the_spot_interruption_rate(quick: dict[str, Any]) ->
     for side in batch["stress"]:
         assert side["completed"] <= side["jobs"]
         assert side["gpu_hours_lost"] >= 0
+
+
+def test_spot_outages_take_the_spot_pool_out_each_afternoon() -> None:
+    on_demand, spot = batch_pools(16, days=1.0)
+    assert on_demand.outages == ()
+    assert [(o.start / 3600, o.end / 3600) for o in spot.outages] == [(12, 18), (36, 42)]
+    assert batch_pools(16)[1].outages == ()
+
+
+def test_a_quick_run_with_spot_outages_moves_work_off_spot(quick: dict[str, Any]) -> None:
+    (batch,) = quick["batch"]
+    outages, elastic = batch["spot_outages"], batch["elastic"]
+    assert outages["label"] == (
+        "elastic (on-demand + spot), spot out of capacity 12:00-18:00 daily"
+    )
+    assert outages["completed"] == outages["jobs"]
+    assert outages["spot_gpu_hours"] < elastic["spot_gpu_hours"]
 
 
 def test_a_quick_run_reports_the_inference_part(quick: dict[str, Any]) -> None:

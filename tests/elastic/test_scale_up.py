@@ -232,6 +232,41 @@ def test_a_node_that_did_not_join_in_time_backs_its_pool_off() -> None:
     assert added(overdue) == {"other": 1}
 
 
+@pytest.mark.parametrize(
+    ("until", "others", "grows", "reason", "waiting"),
+    [
+        (None, True, {"spot": 1}, "", ""),
+        (100.0, True, {"spot": 1}, "", ""),
+        (280.0, True, {"od": 1},
+         "; not spot is out of capacity (its last request failed: insufficient capacity; "
+         "asked again in 180 s)", ""),
+        (280.0, False, {}, "",
+         "spot is out of capacity (its last request failed: insufficient capacity; asked again "
+         "in 180 s)"),
+    ],
+    ids=["available", "unavailable-time-up", "falls-back-to-on-demand", "no-fallback-waits"],
+)  # fmt: skip
+def test_a_pool_out_of_capacity_is_passed_over_until_its_time_is_up(
+    until: float | None, others: bool, grows: dict[str, int], reason: str, waiting: str
+) -> None:
+    spot = PoolNodes(gpu_pool("spot", 10.0, capacity=CapacityType.SPOT), unavailable_until=until)
+    pools = [spot, PoolNodes(gpu_pool("od", 30.0))] if others else [spot]
+    work = job("w", gpus=8, tolerations=[SPOT_TOLERATION])
+    decision = decide_scale_up([work], pools, now=100.0)
+    assert added(decision) == grows
+    assert [a.reason.endswith(reason) and ("out of capacity" in a.reason) == bool(reason)
+            for a in decision.actions] == [True] * len(decision.actions)  # fmt: skip
+    assert decision.waiting == ({work.key: waiting} if waiting else {})
+
+
+def test_a_pool_out_of_capacity_is_not_raised_to_its_minimum() -> None:
+    pool = gpu_pool("p", 10.0, min_nodes=1)
+    assert decide_scale_up([], [PoolNodes(pool, unavailable_until=60.0)], now=0.0).actions == ()
+    assert added(decide_scale_up([], [PoolNodes(pool, unavailable_until=60.0)], now=60.0)) == {
+        "p": 1
+    }
+
+
 def test_pools_are_raised_to_their_minimum_and_that_capacity_serves_first() -> None:
     pool = gpu_pool("p", 10.0, min_nodes=2, zones=("a", "b"))
     decision = decide_scale_up([job("w", gpus=8)], [PoolNodes(pool, {"a": 1})], now=5.0)

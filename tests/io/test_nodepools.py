@@ -122,6 +122,16 @@ def test_a_pool_is_priced_from_the_price_list_it_is_given(write_file: WriteFile)
     assert pool.price_source == "estimated from price list 'ours', spot"
 
 
+def test_capacity_outages_are_read_in_seconds_from_the_runs_start(write_file: WriteFile) -> None:
+    spec = "{maxNodes: 2, capacityOutages: [{start: 2h, duration: 30m}, {start: 3h, duration: 90}]}"
+    (pool,) = read_node_pools(write_file("p.yaml", pool_text(spec)))
+    assert [(o.start, o.end) for o in pool.outages] == [(7200.0, 9000.0), (10800.0, 10890.0)]
+    assert (pool.outage_at(7199.0), pool.outage_at(9000.0)) == (None, None)
+    assert pool.outage_at(7200.0) == pool.outages[0]
+    (plain,) = read_node_pools(write_file("q.yaml", pool_text("maxNodes: 2")))
+    assert plain.outages == ()
+
+
 @pytest.mark.parametrize(
     ("spec", "node", "field", "message"),
     [
@@ -152,12 +162,27 @@ def test_a_pool_is_priced_from_the_price_list_it_is_given(write_file: WriteFile)
         ("{maxNodes: 2}", "node: {cpu: 4, memroy: 16Gi}", "spec.node.memroy",
          "did you mean 'memory'"),
         ("{maxNodes: 2}", "", "spec.node", "required"),
+        ("{maxNodes: 2, capacityOutages: [{strat: 2h, duration: 30m}]}", NODE,
+         "spec.capacityOutages[0]", "'strat': unknown field; did you mean 'start'?"),
+        ("{maxNodes: 2, capacityOutages: [{start: 2h, duration: 0s}]}", NODE,
+         "spec.capacityOutages[0].duration", "an outage lasts more than 0s"),
+        ("{maxNodes: 2, capacityOutages: [{start: 2h}]}", NODE,
+         "spec.capacityOutages[0].duration", "required"),
+        ("{maxNodes: 2, capacityOutages: [{start: later, duration: 1h}]}", NODE,
+         "spec.capacityOutages[0].start", "a duration such as 90s"),
+        ("{maxNodes: 2, capacityOutages: [{start: 2h, duration: 1h}, {start: 150m, duration: 1h}]}",
+         NODE, "spec.capacityOutages",
+         "outage 1 starts at 9000s, before outage 0 ends at 10800s: list them in order"),
+        ("{maxNodes: 2, capacityOutage: []}", NODE, "spec.capacityOutage",
+         "did you mean 'capacityOutages'"),
     ],
     ids=[
         "max-below-min", "negative-max", "negative-price", "empty-price", "price-missing",
         "unknown-model", "gpu-price-without-gpus", "bad-duration", "negative-duration",
         "bad-capacity-type", "repeated-zone", "unknown-field", "pool-field-in-node",
-        "bad-node-shape", "misspelt-node-field", "no-node",
+        "bad-node-shape", "misspelt-node-field", "no-node", "misspelt-outage-field",
+        "zero-outage", "outage-without-duration", "bad-outage-start", "overlapping-outages",
+        "misspelt-outages",
     ],
 )  # fmt: skip
 def test_bad_input_names_the_file_the_pool_and_the_field(

@@ -10,7 +10,13 @@ while something waits for capacity, it asks the scale-up planner
 workloads the scheduler parked for capacity (those that wait on quota, a budget or a back-off
 would not run on a new node, as Kueue's gated pods do not make Cluster Autoscaler scale); the
 nodes asked for join after their pool's provisioning delay (:meth:`~gpufleet.model.nodepools.
-NodePool.node`: named ``<pool>-<n>``, in the zone the decision chose). Every
+NodePool.node`: named ``<pool>-<n>``, in the zone the decision chose). A request made in one
+of its pool's capacity outages (:attr:`~gpufleet.model.nodepools.NodePool.outages`) fails at
+once, as the cloud's insufficient-capacity error: no node comes, the pool is unavailable to the
+planner for :data:`~gpufleet.elastic.nodepools.INSUFFICIENT_CAPACITY_TTL` (Karpenter's cache of
+unavailable offerings) and the planner decides again at once, so the work goes to the next pool
+that fits (a spot pool falls back on on-demand); once that time is up the pool is asked again,
+and after the outage its nodes come as before. Every
 ``scale_down_every_s`` (60 s) while some pool node is used below the threshold, it asks
 :func:`~gpufleet.elastic.scale_down.decide_scale_down` which nodes to remove: a node removed is
 drained first (nothing new goes there; each workload running there is evicted whole and
@@ -42,6 +48,7 @@ from gpufleet.backends.sim.results import PoolReport, PoolUsage
 from gpufleet.control.backend import Clock, ClusterBackend, ClusterState
 from gpufleet.control.loop import Turn
 from gpufleet.elastic.nodepools import (
+    INSUFFICIENT_CAPACITY_TTL,
     MAX_PROVISION_TIME,
     AddNodes,
     PoolNodes,
@@ -166,6 +173,9 @@ class PoolScaling:
         self.added = [0] * len(self.pools)
         self.removed = [0] * len(self.pools)
         self.lost = [0] * len(self.pools)
+        self.refused = [0] * len(self.pools)
+        #: Per pool: not asked for nodes before then (its last request found no capacity).
+        self.unavailable_until: list[float | None] = [None] * len(self.pools)
         self.scale_ups = 0
         self.actions: list[str] = []
         self.never: dict[str, str] = {}
@@ -235,7 +245,10 @@ class PoolScaling:
     def tick(self, now: float) -> None:
         """Scale up for what waits for capacity; now and then, scale down what is unneeded."""
         added = self._scale_up(now) if self.waiting_for_capacity else False
-        self.stalled = not added
+        # A pool out of capacity is asked again once its time is up: the run waits for that.
+        self.stalled = not added and not any(
+            until is not None and until > now for until in self.unavailable_until
+        )
         self.underused = self._underused()
         changed = self.sim.world.clock != self._table_seen
         if self.underused and now >= self.next_down and (changed or now >= self._down_due):
@@ -259,7 +272,10 @@ class PoolScaling:
             asked[i] += [Provisioning(count, now, zone) for zone, count in zones.items()]
         for batch in self.batches:
             asked[batch.pool].append(Provisioning(batch.count, batch.asked, batch.zone))
-        return [PoolNodes(pool, ready[i], tuple(asked[i])) for i, pool in enumerate(self.pools)]
+        return [
+            PoolNodes(pool, ready[i], tuple(asked[i]), self.unavailable_until[i])
+            for i, pool in enumerate(self.pools)
+        ]
 
     def _scale_up(self, now: float) -> bool:
         core = self.core
@@ -270,20 +286,46 @@ class PoolScaling:
         ]
         if not pending:
             return False
-        decision = self.planner.decide(pending, self._pool_nodes(now), now)
-        self.never.update(decision.never)
-        for action in decision.actions:
-            self._ask(action, now)
-        return bool(decision.actions)
+        added = False
+        # Each pass that finds a pool out of capacity leaves it out of the next: at most one
+        # pass per pool, and one more.
+        for _ in range(len(self.pools) + 1):
+            decision = self.planner.decide(pending, self._pool_nodes(now), now)
+            self.never.update(decision.never)
+            refused: set[int] = set()
+            for action in decision.actions:
+                pool = self.index[action.pool]
+                if pool in refused or not self._ask(action, now):
+                    refused.add(pool)  # decided again below, without it
+                else:
+                    added = True
+            if not refused:
+                break
+        return added
 
-    def _ask(self, action: AddNodes, now: float) -> None:
+    def _ask(self, action: AddNodes, now: float) -> bool:
+        """Ask the cloud for the action's nodes: False if it has no capacity for the pool
+        (then the pool is unavailable for a while)."""
         pool = self.index[action.pool]
+        outage = self.pools[pool].outage_at(now)
+        if outage is not None:
+            self.refused[pool] += 1
+            self.unavailable_until[pool] = now + INSUFFICIENT_CAPACITY_TTL
+            self._say(
+                now,
+                f"{action.pool}: InsufficientCapacity for +{action.count} (no "
+                f"{self.pools[pool].capacity.value} capacity until "
+                f"{self.time_format(outage.end)}); not asked again for "
+                f"{INSUFFICIENT_CAPACITY_TTL:.0f} s",
+            )
+            return False
         self.batches.append(_Batch(pool, action.count, action.zone, now, action.ready_at))
         self.added[pool] += action.count
         self.scale_ups += 1
         self.last_scale_up = now
         where = f" ({action.zone})" if action.zone else ""
         self._say(now, f"+{action.count} {action.pool}{where}: {action.reason}")
+        return True
 
     def _join_due(self, now: float) -> None:
         due = [b for b in self.batches if b.ready_at <= now]
@@ -450,6 +492,7 @@ class PoolScaling:
                     added=self.added[i],
                     removed=self.removed[i],
                     lost=self.lost[i],
+                    insufficient_capacity=self.refused[i],
                     node_hours=round(float(hours[i]), 6),
                     gpu_hours=round(float(hours[i]) * pool.gpus_per_node, 6),
                     cost=round(float(hours[i]) * pool.hourly_price, 4),

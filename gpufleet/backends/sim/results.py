@@ -269,7 +269,8 @@ class InterruptionReport:
 @dataclass(frozen=True, slots=True)
 class PoolUsage:
     """One pool over a run: its nodes (at the start, at most at once, at the end), the nodes
-    asked for, removed as unneeded and lost to node faults, and what they cost (node-hours
+    asked for, removed as unneeded and lost to node faults, requests refused for want of
+    capacity, and what they cost (node-hours
     billed from each node's asking to its leaving or the run's end)."""
 
     pool: str
@@ -286,6 +287,8 @@ class PoolUsage:
     node_hours: float
     gpu_hours: float
     cost: float
+    #: Requests for its nodes that failed for want of capacity (its capacity outages).
+    insufficient_capacity: int = 0
 
 
 @dataclass(frozen=True, slots=True)
