@@ -77,6 +77,7 @@ from gpufleet.scheduling.policies import POLICY_NAMES
 from gpufleet.scheduling.profile import DEFAULT_PROFILE
 from gpufleet.service.auth import AdmissionRules, rules_from_object
 from gpufleet.service.base import QUEUE, PlaneBase, ServeOptions
+from gpufleet.service.embedded_observing import store_shape
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.idle_actions import reclaimer_for
 from gpufleet.service.limits import (
@@ -300,8 +301,8 @@ def serve(
         float | None,
         typer.Option(
             help="with --local: seconds of the wall clock between the rounds that read the "
-            f"GPUs' samples and evaluate the alert rules (default {STEP_S:g}; the series keep "
-            "one point per 15 s, the newest reading in it)"
+            f"GPUs' samples and evaluate the alert rules (default {STEP_S:g}; a whole number "
+            "of seconds dividing 600; the series keep one point per round)"
         ),
     ] = None,
     max_active_workloads: MaxActiveWorkloadsOption = DEFAULT_MAX_ACTIVE_WORKLOADS,
@@ -388,6 +389,11 @@ def serve(
             raise fail(f"--grace must be 0 or more seconds, got {grace:g}")
         if observe_every is not None and not observe_every > 0:
             raise fail(f"--observe-every must be above 0 seconds, got {observe_every:g}")
+        if observe_every is not None:
+            try:  # the series keep a point per round: a step the store's rings can hold
+                store_shape(observe_every)
+            except ValueError as error:
+                raise fail(f"--observe-every: {error}") from error
         local_settings = LocalSettings(
             fake_gpus,
             state_dir or db.with_name(db.name + ".local"),

@@ -89,8 +89,9 @@ def test_admin_makes_lists_and_revokes_tokens(harness: ServiceHarness) -> None:
     default = admin.post("/api/v1/tokens?tenant=team-e").json()
     assert default["expires"] == pytest.approx(time.time() + DEFAULT_LIFETIME_S, abs=60)
     listed = admin.get("/api/v1/tokens").json()
+    # "prometheus": the harness's scrape token (role metrics)
     assert {t["tenant"] for t in listed} == {"admin", "team-a", "team-b", "team-c", "team-d",
-                                             "team-e"}  # fmt: skip
+                                             "team-e", "prometheus"}  # fmt: skip
     assert all("token" not in t and not any("gf_" in str(v) for v in t.values()) for t in listed)
     revoked = admin.delete(f"/api/v1/tokens/{made['id']}")
     assert revoked.status_code == 200

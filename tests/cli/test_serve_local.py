@@ -120,12 +120,12 @@ def test_what_local_cannot_do_is_refused_before_it_serves(
 def test_observe_every_sets_the_rounds_of_the_local_plane(
     tmp_path: Path, served: list[tuple[LocalControlPlane, int]]
 ) -> None:
-    code, output = serve(tmp_path, "--observe-every", "2.5")
+    code, output = serve(tmp_path, "--observe-every", "5")
     assert code == 0, output
     plane, _ = served[0]
     assert plane.observatory is not None
-    assert plane.observatory.step_s == 2.5
-    assert plane._observe._period == 2.5
+    assert plane.observatory.step_s == 5
+    assert plane._observe._period == 5
 
 
 @pytest.mark.parametrize(
@@ -140,6 +140,12 @@ def test_observe_every_sets_the_rounds_of_the_local_plane(
             ["--observe-every", "5"],
             "--observe-every is for --local",
             id="without-local",
+        ),
+        pytest.param(
+            ["--local", "--observe-every", "2.5"],
+            "--observe-every: the observatory's step must be a whole number of seconds "
+            "dividing 600, got 2.5",
+            id="not-whole-seconds",
         ),
     ],
 )

@@ -177,6 +177,7 @@ MALFORMED: list[ClusterEvent] = [
     _malformed(ev.JobEnded, job=None, pod_key=None, outcome=None, reason=None, message=None),
     _malformed(ev.WorkloadDemoted, key=["x"]),
     _malformed(ev.WorkloadDisrupted, key=["x"], reason=None),
+    _malformed(ev.WorkloadReleased, workload=None),
 ]
 
 

@@ -459,6 +459,24 @@ def test_anti_affine_replicas_land_apart_and_still_count_after_a_restart(tmp_pat
     assert extra["pod_views"][0]["node"] not in nodes.values()
     waiting = client.get("/api/v1/workloads/team-a/one-too-many").json()
     assert waiting["state"] == "Pending"
-    assert waiting["message"] == (
+    assert waiting["message"].startswith(
         "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules."
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug, found 2026-12-02: restored replicas come back in queue 'default', not "
+    "their tenant's queue, so a later equal-priority pod of the tenant preempts them",
+)
+def test_restored_replicas_keep_their_queue(tmp_path: Path) -> None:
+    harness = make_harness(tmp_path, nodes=gpu_nodes(3, 4))
+    client = harness.client("team-a")
+    client.post(
+        "/api/v1/workloads", content=as_yaml(anti_affine("Deployment", "web", 2)), headers=YAML
+    )
+    harness.advance(1)
+    before = {k: r.workload.queue for k, r in harness.plane.core.running.items()}
+    harness.restart()
+    after = {k: r.workload.queue for k, r in harness.plane.core.running.items()}
+    assert after == before

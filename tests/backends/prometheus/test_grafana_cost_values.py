@@ -124,10 +124,15 @@ def run(
         assert response.status_code == 201, response.text
     harness.advance(1)
     step(harness, 10 * 60)
-    harness.client("nobody").get("/metrics")  # the meter starts
+    metrics = harness.client("metrics").get("/metrics")  # the meter starts
+    assert metrics.status_code == 200, metrics.text
+    credentials = directory / "metrics.token"  # serve's /metrics wants a scrape token
+    credentials.write_text(harness.tokens["metrics"])
     with (
         threaded_server(harness.app) as url,
-        PrometheusProcess(directory / "prometheus", [url.removeprefix("http://")]) as server,
+        PrometheusProcess(
+            directory / "prometheus", [url.removeprefix("http://")], credentials_file=credentials
+        ) as server,
     ):
         began = time.monotonic()
         before = stand(server)
