@@ -1,5 +1,6 @@
 """``gpufleet admin``: the API tokens of a control plane, managed on its host against its
-database (``create-token``, ``tokens list``, ``tokens revoke``).
+database (``create-token``, ``tokens list``, ``tokens revoke``), and ``backup``, a consistent
+copy of the database (``service/backup``: SQLite's online backup API).
 
 These write the database directly, also while ``gpufleet serve`` runs on it: the server reads
 a token's row on every request, so a revoked token is refused from its next request on.
@@ -18,6 +19,7 @@ from rich.table import Table
 from gpufleet.cli.common import console, fail, friendly_errors, parse_duration
 from gpufleet.cli.tables import show
 from gpufleet.service.auth import ROLES
+from gpufleet.service.backup import BackupError, backup_database
 from gpufleet.service.store import Store, StoredToken, StoreError
 from gpufleet.service.tokens import (
     DEFAULT_LIFETIME_S,
@@ -86,6 +88,20 @@ def create_token_command(
     finally:
         store.close()
     print(token)
+
+
+@admin.command("backup")
+@friendly_errors
+def backup_command(
+    out: Annotated[Path, typer.Argument(metavar="OUT", help="the copy: a new file")],
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    """Copy the database to OUT, consistently, also while `gpufleet serve` runs on it."""
+    try:
+        size = backup_database(db, out)
+    except BackupError as error:
+        raise fail(escape(str(error))) from None
+    console.print(f"{escape(str(db))} copied to {escape(str(out))} ({size} bytes)")
 
 
 @tokens.command("list")

@@ -1,6 +1,7 @@
 """The options of ``gpufleet serve`` about what it observes, tells and does: alert rules, where
 the GPUs' series come from on Kubernetes (a Prometheus server), where alerts are sent (webhooks in
-Alertmanager's format), the prices of cost, the idle policies and their dry run.
+Alertmanager's format, with the workloads' ends, failures and preemptions:
+``service/workload_notifier``), the prices of cost, the idle policies and their dry run.
 
 Owns :class:`ObserveSettings` (what the options say, checked before the server starts: a bad
 rule file is one clear error and nothing is served) and the options' declarations, kept here so
@@ -26,6 +27,8 @@ from gpufleet.model.idle import IdlePolicy
 from gpufleet.service.alert_state import DISPATCH_BLOB, keep_blob, read_blob
 from gpufleet.service.alert_webhooks import AlertNotifier, WebhookSender
 from gpufleet.service.protocol import Plane
+from gpufleet.service.workload_notifier import TERMINAL, WorkloadIdentity, WorkloadNotifier
+from gpufleet.telemetry.alert_dispatch import same_time
 
 AlertRulesOption = Annotated[
     list[Path] | None,
@@ -63,7 +66,8 @@ AlertConfigOption = Annotated[
     Path | None,
     typer.Option(
         "--alert-config",
-        help="where alerts go: Alertmanager's route and receivers (webhook_configs) YAML",
+        help="where alerts (and workloads' ends, failures, preemptions) go: Alertmanager's "
+        "route and receivers (webhook_configs) YAML",
         show_default=False,
     ),
 ]
@@ -72,7 +76,7 @@ AlertWebhookOption = Annotated[
     typer.Option(
         "--alert-webhook",
         help="send alerts to this URL in Alertmanager's webhook format (grouped by alertname; "
-        "30s wait, 5m interval, 4h repeat)",
+        "30s wait, 5m interval, 4h repeat), and workloads' ends, failures and preemptions",
         show_default=False,
     ),
 ]
@@ -212,5 +216,34 @@ def start_notifier(plane: Plane, routing: AlertRouting, external_url: str) -> Al
         keep=keep_blob(plane.store, DISPATCH_BLOB, plane.lock),
     )
     observatory.subscribe(notifier.on_round)
+    start_workload_notices(plane, routing, notifier.sender, external_url)
     notifier.start()
     return notifier
+
+
+def start_workload_notices(
+    plane: Plane, routing: AlertRouting, sender: WebhookSender, external_url: str
+) -> WorkloadNotifier:
+    """Send ``plane``'s workloads' ends, failures and preemptions to ``routing``'s receivers,
+    through the alerts' ``sender``, from now on (those ended already are not told)."""
+
+    def identify(key: str) -> WorkloadIdentity | None:
+        with plane.lock:
+            record = plane.records.get(key)
+        if record is None:
+            return None
+        workload = record.timed.workload
+        return WorkloadIdentity(workload.namespace, workload.name, record.kind, record.tenant)
+
+    with plane.lock:
+        ended = [key for key, record in plane.records.items() if record.state.value in TERMINAL]
+    notices = WorkloadNotifier(
+        routing,
+        sender,
+        identify,
+        ended=ended,
+        external_url=external_url,
+        wall=plane.observatory.wall_time if plane.observatory is not None else same_time,
+    )
+    plane.subscribe(notices.on_changes)
+    return notices

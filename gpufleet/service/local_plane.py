@@ -93,7 +93,7 @@ from gpufleet.service.auth import Principal
 from gpufleet.service.base import LOG_CHUNK, IdleOutcome, NotFoundError, ServeOptions
 from gpufleet.service.embedded_observing import EmbeddedObserving
 from gpufleet.service.live_plane import LivePlane
-from gpufleet.service.local_users import TenantUsers
+from gpufleet.service.local_users import TenantUsers, login_env
 from gpufleet.service.local_world import LiveLocalMachine
 from gpufleet.service.observatory import STEP_S, ObservatoryThread
 from gpufleet.service.protocol import PodLog
@@ -263,6 +263,7 @@ class LocalControlPlane(LivePlane):
             raise InputError(SOURCE, str(error), field="tenant") from None
         base_env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
         base_env["HOME"] = str(root)
+        base_env.update(login_env(uid))  # the run's user, which is the server's when uid is None
         by_name = {
             (
                 str(m.get("kind")),

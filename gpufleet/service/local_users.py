@@ -16,7 +16,9 @@ as ``TENANT=USER`` (a user name or a numeric uid), read once at start with the u
   with no user runs as the server, root included.
 
 It starts nothing and checks no files: the supervisor enforces the same rule when it starts a
-process (:meth:`gpufleet.backends.local.supervisor.Supervisor.check`).
+process (:meth:`gpufleet.backends.local.supervisor.Supervisor.check`). :func:`login_env` is
+what a process learns of its user from its environment (``USER``, ``LOGNAME``), as ``login``
+and ``sshd`` set them.
 """
 
 from __future__ import annotations
@@ -30,6 +32,17 @@ from gpufleet.service.auth import ForbiddenError
 
 #: Where errors about ``--run-as`` point.
 RUN_AS = "--run-as"
+
+
+def login_env(uid: int | None) -> dict[str, str]:
+    """``USER`` and ``LOGNAME``: the name of the user ``uid`` (None: the server's own) that a
+    run starts as; none for a uid with no name in the user database (a container's arbitrary
+    uid), as ``login`` sets none."""
+    try:
+        name = pwd.getpwuid(os.geteuid() if uid is None else uid).pw_name
+    except KeyError:
+        return {}
+    return {"USER": name, "LOGNAME": name}
 
 
 class TenantUsers:

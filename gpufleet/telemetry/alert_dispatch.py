@@ -171,16 +171,7 @@ class Dispatcher:
 
     def routes_for(self, labels: LabelSet) -> list[int]:
         """The indexes of the routes an alert with ``labels`` goes to."""
-        chosen: list[int] = []
-        for index, route in enumerate(self.routes):
-            if route.fallback or not route.matches(labels):
-                continue
-            chosen.append(index)
-            if not route.continue_:
-                return chosen
-        if not chosen:
-            chosen = [i for i, route in enumerate(self.routes) if route.fallback]
-        return chosen
+        return routes_for(self.routes, labels)
 
     def round(self, alerts: Iterable[Alert], now: float) -> list[Notification]:
         """Take the alerts of a round (the rule engine's ``alerts()``: pending ones are left
@@ -342,6 +333,22 @@ class Dispatcher:
             "groupKey": group_key,
             "truncatedAlerts": truncated,
         }
+
+
+def routes_for(routes: Sequence[Route], labels: LabelSet) -> list[int]:
+    """The indexes of the ``routes`` an alert with ``labels`` goes to (Alertmanager's
+    matching: the first that matches, the next ones while it says ``continue``, else the
+    fallbacks)."""
+    chosen: list[int] = []
+    for index, route in enumerate(routes):
+        if route.fallback or not route.matches(labels):
+            continue
+        chosen.append(index)
+        if not route.continue_:
+            return chosen
+    if not chosen:
+        chosen = [i for i, route in enumerate(routes) if route.fallback]
+    return chosen
 
 
 def _route_id(route: Route) -> list[str]:

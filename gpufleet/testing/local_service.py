@@ -72,6 +72,8 @@ class LocalHarness:
     observe_step_s: float = STEP_S
     #: The back-off before a restart in place: short, so that tests need not wait 10 s.
     crash_backoff: CrashBackoff = field(default_factory=lambda: CrashBackoff(0.05, 0.2, 60.0))
+    #: Who each tenant's processes run as (None: the server's user, root allowed).
+    users: TenantUsers | None = None
     plane: LocalControlPlane = field(init=False)
     machine: LocalMachine = field(init=False)
     store: Store = field(init=False)
@@ -85,6 +87,7 @@ class LocalHarness:
         devices: Callable[[], DeviceSource] | None = None,
         clock: MovableClock | None = None,
         observe_step_s: float = STEP_S,
+        users: TenantUsers | None = None,
     ) -> LocalHarness:
         store = Store(root / "plane.db")
         store.put_object(QUEUE, TENANT, queue_doc(TENANT, 8, namespaces=[TENANT]))
@@ -95,7 +98,7 @@ class LocalHarness:
             TENANT: create_token(store, TENANT, "tenant"),
         }
         store.close()
-        harness = cls(inventory, root, tokens, devices, clock, observe_step_s)
+        harness = cls(inventory, root, tokens, devices, clock, observe_step_s, users=users)
         harness.open()
         return harness
 
@@ -118,7 +121,7 @@ class LocalHarness:
             self.store,
             self.machine,
             options,
-            TenantUsers(allow_root=True),
+            self.users or TenantUsers(allow_root=True),
             devices=None if self.devices is None else self.devices(),
             observe_step_s=self.observe_step_s,
         )

@@ -118,6 +118,23 @@ def test_bad_flags_are_told_before_anything_starts(
     assert not (tmp_path / "g.db").exists()
 
 
+@pytest.mark.parametrize("key", [None, "other"], ids=["cert-without-key", "key-of-another-cert"])
+def test_a_certificate_without_its_key_is_refused_before_anything_starts(
+    tmp_path: Path, configs: list[uvicorn.Config], certificates: CertificateFiles, key: str | None
+) -> None:
+    flags = ["--tls-cert", str(certificates.cert)]
+    if key is not None:
+        other = make_certificates(tmp_path / "other")
+        assert other is not None
+        flags += ["--tls-key", str(other.key)]
+    result = _serve(tmp_path, *flags)
+    assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
+    said = " ".join(result.output.split())  # type: ignore[attr-defined]
+    assert "--tls-cert/--tls-key: cannot use them" in said
+    assert not configs
+    assert not (tmp_path / "g.db").exists()
+
+
 @pytest.fixture
 def harness(tmp_path: Path) -> ServiceHarness:
     return make_harness(tmp_path, queues=[queue_doc("team-a", 8, namespaces=["team-a"])])

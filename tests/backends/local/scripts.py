@@ -18,7 +18,7 @@ from gpufleet.model.processes import ProcessSpec
 REPORT = """
 import json, os, sys, time
 names = ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT",
-         "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "HOME"]
+         "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "HOME", "USER", "LOGNAME"]
 with open(f"/proc/{os.getpid()}/stat") as f:
     start = int(f.read().rsplit(")", 1)[1].split()[19])
 seen = {n: os.environ.get(n) for n in names}
