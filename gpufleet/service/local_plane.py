@@ -299,12 +299,16 @@ class LocalControlPlane(LivePlane):
                 limits.append(spec.deadline_s)
             backoffs = [j.backoff_limit for j in item.timed.jobs if j.backoff_limit is not None]
             completions = [j.completions for j in item.timed.jobs if j.completions]
+            per_index = [j.backoff_limit_per_index for j in item.timed.jobs]
+            most_failed = [j.max_failed_indexes for j in item.timed.jobs]
             spec = dataclasses.replace(
                 spec,
                 deadline_s=min(limits) if limits else None,
                 backoff_limit=min(backoffs) if backoffs else None,
                 completions=max(completions) if completions else None,
                 indexed=any(j.indexed for j in item.timed.jobs),
+                backoff_limit_per_index=_least(per_index),
+                max_failed_indexes=_least(most_failed),
             )
             env = {
                 **spec.env,
@@ -404,6 +408,9 @@ class LocalControlPlane(LivePlane):
             return
         if failures:
             self._job_row(record).failed_pods = failures
+        failed_indexes = self.machine.failed_indexes_of(record.key)
+        if failed_indexes:
+            self._job_row(record).failed_indexes = failed_indexes
         done = self.machine.completions_done(record.key)
         if done:
             self._job_row(record).completed = done
@@ -445,7 +452,9 @@ class LocalControlPlane(LivePlane):
                             f"pod {pod_record.pod.name} {event.message}")
             )  # fmt: skip
             return
-        if isinstance(event, PodRestarted) and event.completion is not None:
+        if self._per_index(record.key):
+            self._index_news(record, event)
+        elif isinstance(event, PodRestarted) and event.completion is not None:
             self._job_row(record).completed = self.machine.completions_done(record.key)
         elif isinstance(event, PodRestarted) and event.completion is None:
             self._job_row(record).failed_pods += 1
@@ -464,6 +473,22 @@ class LocalControlPlane(LivePlane):
                 backing_off = record.active and self.machine.backing_off(key)
                 pod_record.reason = "CrashLoopBackOff" if backing_off else ""
         super().turn_done(core, turn)
+
+    def _per_index(self, workload_key: str) -> bool:
+        """Whether the workload is an Indexed Job with a ``backoffLimitPerIndex``."""
+        specs = self.world.processes(workload_key) or {}
+        return any(spec.backoff_limit_per_index is not None for spec in specs.values())
+
+    def _index_news(self, record: WorkloadRecord, event: ClusterEvent) -> None:
+        """An Indexed Job's row with a limit per index: its failed runs and indexes as the
+        machine counts them (an index retried is a failed pod too), and how it ended."""
+        row = self._job_row(record)
+        row.failed_pods = self.machine.failures_of(record.key)
+        row.failed_indexes = self.machine.failed_indexes_of(record.key)
+        if isinstance(event, PodRestarted) and event.completion is not None:
+            row.completed = self.machine.completions_done(record.key)
+        elif isinstance(event, JobEnded):
+            row.outcome, row.reason, row.message = event.outcome, event.reason, event.message
 
     def _restarts_in_place(self, workload_key: str) -> bool:
         """Whether the workload's processes restart in place (``Always``, ``OnFailure``)."""
@@ -640,3 +665,9 @@ def _duration(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60}m{whole % 60:02d}s"
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def _least(limits: list[int | None]) -> int | None:
+    """The smallest of the limits given (None: none is)."""
+    given = [limit for limit in limits if limit is not None]
+    return min(given) if given else None
