@@ -79,6 +79,7 @@ from gpufleet.control.loop import Turn, sync
 from gpufleet.devices.source import DeviceSource
 from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.errors import InputError
+from gpufleet.io.job_rules import ARRAY_ANNOTATION, parse_array
 from gpufleet.io.kube_pods import REPLICATED_KINDS
 from gpufleet.io.manifests import Manifest
 from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
@@ -301,14 +302,16 @@ class LocalControlPlane(LivePlane):
             completions = [j.completions for j in item.timed.jobs if j.completions]
             per_index = [j.backoff_limit_per_index for j in item.timed.jobs]
             most_failed = [j.max_failed_indexes for j in item.timed.jobs]
+            indexed = any(j.indexed for j in item.timed.jobs)
             spec = dataclasses.replace(
                 spec,
                 deadline_s=min(limits) if limits else None,
                 backoff_limit=min(backoffs) if backoffs else None,
                 completions=max(completions) if completions else None,
-                indexed=any(j.indexed for j in item.timed.jobs),
+                indexed=indexed,
                 backoff_limit_per_index=_least(per_index),
                 max_failed_indexes=_least(most_failed),
+                array_first=_array_first(manifest, indexed, completions),
             )
             env = {
                 **spec.env,
@@ -665,6 +668,28 @@ def _duration(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60}m{whole % 60:02d}s"
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def _array_first(manifest: Manifest, indexed: bool, completions: list[int]) -> int | None:
+    """A job array's first task id (``gpufleet run --array``'s annotation; None: none),
+    checked against its Job: an Indexed Job of as many completions as the array has tasks."""
+    metadata = manifest.get("metadata") or {}
+    text = (metadata.get("annotations") or {}).get(ARRAY_ANNOTATION)
+    if text is None:
+        return None
+    where = f"metadata.annotations.{ARRAY_ANNOTATION}"
+    try:
+        first, count, _ = parse_array(str(text))
+    except ValueError as error:
+        raise InputError(SOURCE, str(error), manifest.location, where) from None
+    if manifest.get("kind") != "Job" or completions != [count] or not indexed:
+        raise InputError(
+            SOURCE,
+            f"a job array of {count} tasks is an Indexed Job of {count} completions",
+            manifest.location,
+            where,
+        )
+    return first
 
 
 def _least(limits: list[int | None]) -> int | None:

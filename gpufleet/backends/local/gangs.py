@@ -135,6 +135,17 @@ class Gang:
         return tuple(p for p in self.workload.pods if p.key not in self.succeeded)
 
 
+def array_env(first: int, index: int, count: int) -> dict[str, str]:
+    """Slurm's job array variables for the run of index ``index`` of ``count`` (the task ids
+    run from ``first``), as ``sbatch --array`` sets them."""
+    return {
+        "SLURM_ARRAY_TASK_ID": str(first + index),
+        "SLURM_ARRAY_TASK_MIN": str(first),
+        "SLURM_ARRAY_TASK_MAX": str(first + count - 1),
+        "SLURM_ARRAY_TASK_COUNT": str(count),
+    }
+
+
 def part(workload: Workload, pods: tuple[Pod, ...]) -> Workload:
     """Some pods of a workload, as a workload to place."""
     return dataclasses.replace(workload, pods=pods, min_member=min(workload.min_member, len(pods)))

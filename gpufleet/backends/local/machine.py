@@ -39,10 +39,11 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   holds across a restart of the server.
 * Completions: a workload whose processes have ``completions`` (a Job's, beyond its pods) has
   each pod run one completion at a time (the lowest neither done nor run by another; an
-  Indexed Job's index in ``JOB_COMPLETION_INDEX``): a pod whose completion succeeded runs the
-  next at once in place (``PodRestarted`` with the completion, a new run), and ends
-  (``PodDeleted`` ``SUCCEEDED``) when none is left. Each run keeps its completion, so the ones
-  done hold across a restart of the server.
+  Indexed Job's index in ``JOB_COMPLETION_INDEX``, and a job array's Slurm variables,
+  ``SLURM_ARRAY_TASK_ID`` and the rest: :func:`~.gangs.array_env`): a pod whose completion
+  succeeded runs the next at once in place (``PodRestarted`` with the completion, a new run),
+  and ends (``PodDeleted`` ``SUCCEEDED``) when none is left. Each run keeps its completion, so
+  the ones done hold across a restart of the server.
 * Indexes: an Indexed Job whose processes have a ``backoff_limit_per_index`` (its
   ``backoffLimitPerIndex``) retries a failed index on its own, as Kubernetes does: the pod
   that ran it runs it again at once in place (``PodRestarted``, a new run), the other pods run
@@ -104,6 +105,7 @@ from gpufleet.backends.local.gangs import (
     RESTARTING,
     BoundPod,
     Gang,
+    array_env,
     deleted_event,
     ended_at,
     part,
@@ -675,8 +677,11 @@ class LocalMachine:
             if completion is not None:
                 gang.completion_of[pod.key] = completion
         env.update(placement_env(bound.placement, self.inventory, self.mps))
+        spec = gang.specs[pod.key]
         if gang.indexed and completion is not None:
             env[JOB_COMPLETION_INDEX] = str(completion)
+            if spec.array_first is not None:
+                env.update(array_env(spec.array_first, completion, gang.completions))
         run_id = self._next_run_id(pod)
         started_at = self.clock.now()
         labels = {
@@ -693,7 +698,6 @@ class LocalMachine:
         port = self.ports.port_of(gang.workload.key)
         if port is not None and len(gang.workload.pods) > 1:
             labels["port"] = str(port)  # held again by a restarted server while it runs
-        spec = gang.specs[pod.key]
         limits = Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None)
         placement = bound.placement
         gpus = [*placement.gpu_indices, *(gpu for gpu, _ in placement.mig_slices)]

@@ -14,7 +14,7 @@ import pytest
 
 from gpufleet.testing.local_service import LocalHarness
 from tests.backends.local.scripts import write_script
-from tests.service.local.test_local_plane import job, tenant_dir
+from tests.service.local.test_local_plane import events, job, tenant_dir
 
 #: ``indexes.py FAILING TIMES HOLD``: prints ``INDEX i`` (its JOB_COMPLETION_INDEX), counts
 #: its runs in ./runs-<i>; index FAILING fails (exit 3) on its first TIMES runs (-1: always);
@@ -133,6 +133,9 @@ def test_healthy_indexes_run_on_while_a_failed_one_is_retried(harness: LocalHarn
     assert runs(harness, 2) == {0: 1, 1: 3}
     [row] = harness.workload("sweep")["jobs"]
     assert (row["completed"], row["failed_pods"], row["failed_indexes"]) == (2, 2, [])
+    backoffs = [m for r, m in events(harness, "sweep") if r == "BackOff"]
+    assert len(backoffs) == 2
+    assert all("runs index 1 again" in m for m in backoffs)
 
 
 def test_more_failed_indexes_than_the_max_fail_the_job_at_once(harness: LocalHarness) -> None:
@@ -162,3 +165,23 @@ def test_the_failed_indexes_hold_across_a_restart(harness: LocalHarness) -> None
     assert runs(harness, 3) == {0: 1, 1: 1, 2: 1}
     [row] = harness.workload("sweep")["jobs"]
     assert (row["reason"], row["failed_indexes"]) == ("FailedIndexes", [1])
+
+
+@pytest.mark.parametrize(
+    ("annotation", "indexed", "expected"),
+    [
+        pytest.param("0-9", True, "a job array of 10 tasks is an Indexed Job of 10", id="count"),
+        pytest.param("0-3", False, "a job array of 4 tasks is an Indexed Job of 4", id="mode"),
+        pytest.param("three", True, "expected FIRST-LAST", id="malformed"),
+    ],
+)
+def test_a_job_array_annotation_must_match_its_job(
+    harness: LocalHarness, annotation: str, indexed: bool, expected: str
+) -> None:
+    document = indexed_job(harness, 1, 0)
+    document["metadata"]["annotations"] = {"gpufleet.dev/array": annotation}
+    if not indexed:
+        del document["spec"]["completionMode"]
+    answer = harness.submit(document)
+    assert answer["status"] == 422, answer
+    assert expected in str(answer), answer
