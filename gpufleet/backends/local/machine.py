@@ -79,8 +79,11 @@ left part running: a member the server recorded failed stops the rest (failed); 
 run stops the rest, and the gang is placed again whole. A run found being stopped ends as
 it was to (its workload, if it was evicted, told again with ``WorkloadAdded`` to wait: the
 scheduler that evicted it is gone). Ends of a workload not resumed are reported as they were
-at the next poll. Nothing is started twice: a run id
-(``<namespace>_<name>_<attempt>``) is used once.
+at the next poll. A gang's start is recorded (``.gang-start-<workload>.json`` in the runs
+directory, written atomically before any member starts, listing its runs, removed once all have
+started): :meth:`LocalMachine.recover` that finds one starts the members missing as they were
+to start, so a gang is found started whole or not started, and a member's command never runs
+twice. Nothing is started twice: a run id (``<namespace>_<name>_<attempt>``) is used once.
 
 Each tenant works under ``<state>/tenants/<tenant>/`` (:meth:`~LocalMachine.tenant_root`,
 made on demand, mode 0700, owned by the tenant's uid where one is given: :mod:`.state_modes`).
@@ -97,6 +100,7 @@ import os
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.backends.local.cgroups import Hierarchy, Limits
@@ -109,6 +113,7 @@ from gpufleet.backends.local.gangs import (
     deleted_event,
     ended_at,
     part,
+    placement_from_text,
     placement_to_text,
     places_free,
     recovered_bound,
@@ -117,7 +122,7 @@ from gpufleet.backends.local.node import machine_node
 from gpufleet.backends.local.ports import PortBook
 from gpufleet.backends.local.private_dev import gpu_nodes
 from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
-from gpufleet.backends.local.run_state import make_private_dir
+from gpufleet.backends.local.run_state import make_private_dir, read_json, write_json
 from gpufleet.backends.local.state_modes import (
     PASSAGE_MODE,
     TENANT_ROOT_MODE,
@@ -168,6 +173,19 @@ JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 #: failed indexes than its ``maxFailedIndexes``, or some failed when all were through.
 MAX_FAILED_INDEXES_EXCEEDED = "MaxFailedIndexesExceeded"
 FAILED_INDEXES = "FailedIndexes"
+
+
+@dataclass(slots=True)
+class PreparedRun:
+    """A run about to start: its id, its process (its variables laid over), what it keeps
+    with it, when it starts, its Job completion and its time limit."""
+
+    run_id: str
+    spec: ProcessSpec
+    labels: dict[str, str]
+    started_at: float
+    completion: int | None
+    deadline_at: float | None = None
 
 
 class SubmitRefusedError(ValueError):
@@ -394,6 +412,7 @@ class LocalMachine:
         that has a run: running, ended or lost (the last two reported as events too)."""
         found: dict[str, RunStatus] = {}
         latest: dict[str, tuple[int, AdoptedRun]] = {}
+        self._finish_gang_starts()
         for run in self.supervisor.adopt():
             self._recover_completion(run)
             key = run.labels.get("pod", "")
@@ -644,32 +663,72 @@ class LocalMachine:
         if (retry or gang.keep_deadline) and gang.deadline_at is not None:
             deadline_at = gang.deadline_at
         gang.deadline_at, gang.keep_deadline, gang.restart_at = deadline_at, False, None
-        for pod in pods:
-            bound = self._bound[pod.key]
-            env = {} if size == 1 else dict(rendezvous_env(bound.rank, size, port))
-            try:
-                self._start_run(gang, bound, env)
-            except (ValueError, OSError) as error:
-                # The gang starts whole or not at all: what started is stopped again.
-                for key in started:
-                    self._stop(self._bound[key], PodEnd.FAILED, f"gang member failed: {error}")
-                for other in pods:
-                    if other.key not in started:
-                        self._bound.pop(other.key, None)
-                        self._events.append(BindFailed(other.key, str(error)))
-                gang.bound.clear()
-                if not self._holding(gang.workload.key):
-                    self.ports.release(gang.workload.key)
-                return
-            started.append(pod.key)
+        record = self._gang_start_path(gang.workload.key)
+        try:
+            prepared = []
+            for pod in pods:
+                bound = self._bound[pod.key]
+                env = {} if size == 1 else dict(rendezvous_env(bound.rank, size, port))
+                prepared.append((bound, self._prepare_run(gang, bound, env)))
+            if len(prepared) > 1:  # a restart finds the gang started whole, or not at all
+                runs = [{"run_id": r.run_id, "spec": r.spec.to_json(), "labels": r.labels}
+                        for _, r in prepared]  # fmt: skip
+                write_json(record, {"workload": gang.workload.key, "runs": runs})
+            for bound, run in prepared:
+                self._launch(bound, run)
+                started.append(bound.pod.key)
+        except (ValueError, OSError) as error:
+            # The gang starts whole or not at all: what started is stopped again.
+            for key in started:
+                self._stop(self._bound[key], PodEnd.FAILED, f"gang member failed: {error}")
+            for other in pods:
+                if other.key not in started:
+                    self._bound.pop(other.key, None)
+                    self._events.append(BindFailed(other.key, str(error)))
+            gang.bound.clear()
+            if not self._holding(gang.workload.key):
+                self.ports.release(gang.workload.key)
+            record.unlink(missing_ok=True)
+            return
+        record.unlink(missing_ok=True)  # started whole: a restart adopts its runs
         gang.bound.clear()
         if not retry:
             self._events.extend(PodReady(key) for key in started)
 
+    def _gang_start_path(self, workload_key: str) -> Path:
+        """Where a gang's start is recorded while its members start (a file in the private
+        runs directory, which no run's directory is named like)."""
+        return self.supervisor.runs_dir / f".gang-start-{workload_key.replace('/', '_')}.json"
+
+    def _finish_gang_starts(self) -> None:
+        """At a restart: a gang whose start was recorded and not finished (the server died
+        between two of its members' starts) is started whole now, each member missing started
+        as it was to be (its run id, command, rendezvous port), and none started twice."""
+        for path in sorted(self.supervisor.runs_dir.glob(".gang-start-*.json")):
+            record = read_json(path) or {}
+            for run in record.get("runs") or []:
+                run_id = str(run.get("run_id", ""))
+                if not run_id or self.supervisor.run_dir(run_id).exists():
+                    continue
+                try:
+                    labels = {str(k): str(v) for k, v in dict(run["labels"]).items()}
+                    spec = ProcessSpec.from_json(run["spec"])
+                    confinement = self._confinement(spec, labels["placement"])
+                    self.supervisor.start(run_id, spec, labels, self.grace_s, *confinement)
+                except (KeyError, TypeError, ValueError, OSError) as error:
+                    log.error("run %s of an unfinished gang start cannot start: %s", run_id, error)
+                else:
+                    log.warning("run %s: started now, its gang's start was cut short", run_id)
+            path.unlink(missing_ok=True)
+
     def _start_run(self, gang: Gang, bound: BoundPod, env: dict[str, str]) -> None:
-        """Start one run of a bound pod of the gang: ``env`` and its devices' variables laid
-        over its process's, its Job completion's index given (an Indexed Job's), and what a
-        restarted server needs kept with it (see the module docstring)."""
+        """Start one run of a bound pod of the gang (:meth:`_prepare_run`, then launched)."""
+        self._launch(bound, self._prepare_run(gang, bound, env))
+
+    def _prepare_run(self, gang: Gang, bound: BoundPod, env: dict[str, str]) -> PreparedRun:
+        """One run of a bound pod of the gang, to start: ``env`` and its devices' variables
+        laid over its process's, its Job completion's index given (an Indexed Job's), and
+        what a restarted server needs kept with it (see the module docstring)."""
         pod = bound.pod
         completion = gang.completion_of.get(pod.key)
         if completion is None:
@@ -698,14 +757,26 @@ class LocalMachine:
         port = self.ports.port_of(gang.workload.key)
         if port is not None and len(gang.workload.pods) > 1:
             labels["port"] = str(port)  # held again by a restarted server while it runs
-        limits = Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None)
-        placement = bound.placement
+        run = PreparedRun(run_id, spec.with_env(env), labels, started_at, completion)
+        run.deadline_at = gang.deadline_at
+        return run
+
+    def _launch(self, bound: BoundPod, run: PreparedRun) -> None:
+        """Start a prepared run of ``bound`` and take it as its current run."""
+        confinement = self._confinement(run.spec, run.labels["placement"])
+        self.supervisor.start(run.run_id, run.spec, run.labels, self.grace_s, *confinement)
+        bound.run_id, bound.completion = run.run_id, run.completion
+        bound.deadline_at, bound.started_at = run.deadline_at, run.started_at
+        self._by_run[run.run_id] = bound.pod.key
+
+    def _confinement(
+        self, spec: ProcessSpec, placement_text: str
+    ) -> tuple[Limits, list[tuple[str, str]]]:
+        """A run's cgroup limits and the device nodes of its placement (its labels' text)."""
+        placement = placement_from_text(placement_text)
         gpus = [*placement.gpu_indices, *(gpu for gpu, _ in placement.mig_slices)]
         nodes = gpu_nodes(gpus, self.device_dir, mig=bool(placement.mig_slices))
-        self.supervisor.start(run_id, spec.with_env(env), labels, self.grace_s, limits, nodes)
-        bound.run_id, bound.completion = run_id, completion
-        bound.deadline_at, bound.started_at = gang.deadline_at, started_at
-        self._by_run[run_id] = pod.key
+        return Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None), nodes
 
     def _run_next_completion(
         self, gang: Gang, bound: BoundPod, completion: int, retried: str = ""
