@@ -91,6 +91,10 @@ class JobStatusView(_Schema):
     )
     reason: str | None = Field(None, description="BackoffLimitExceeded, DeadlineExceeded, ...")
     message: str | None = None
+    failed_indexes: list[int] = Field(
+        default_factory=list,
+        description="an Indexed Job's indexes that failed for good (backoffLimitPerIndex)",
+    )
 
 
 class WorkloadSummary(_Schema):

@@ -191,6 +191,7 @@ def workload_detail(plane: Plane, principal: Principal, key: str) -> WorkloadDet
                     state=job.outcome or record.state.value,
                     reason=job.reason or None,
                     message=job.message or None,
+                    failed_indexes=list(job.failed_indexes),
                 )
                 for job in record.jobs.values()
             ],

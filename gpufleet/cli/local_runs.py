@@ -7,6 +7,13 @@ inside the tenant's working directory), through the same API and checks as ``gpu
 the server says at once if the command does not exist or the GPUs are more than the machine
 has. ``--follow`` then prints its output until it ends, and exits 0 if it succeeded, 1 if not.
 
+``gpufleet run --array 0-99%4 -- python task.py`` (Slurm's ``sbatch --array``) submits a job
+array instead (:func:`array_manifest`): an Indexed Job of as many completions as tasks, run
+``%N`` at a time (default: all, as many as the server's GPUs hold), each run seeing its index in
+``JOB_COMPLETION_INDEX`` and its task id in ``SLURM_ARRAY_TASK_ID`` (the index plus the
+first); a failed task fails alone (``backoffLimitPerIndex: 0``): the others run, and the Job
+fails at the end with its failed indexes listed.
+
 ``gpufleet logs NAME [-f]`` prints a run's output (the latest run of the workload's first pod,
 unless ``--pod``/``--attempt``), and with ``-f`` follows it, polling, on to the next run when
 the workload is preempted and resumes, until the workload ends.
@@ -38,6 +45,7 @@ from gpufleet.cli.remote import (
     remote_errors,
     resolve_workload,
 )
+from gpufleet.io.job_rules import ARRAY_ANNOTATION, parse_array
 from gpufleet.io.names import NameRule, rule_of
 from gpufleet.model.queues import QUEUE_LABEL
 
@@ -104,6 +112,35 @@ def run_manifest(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
+def array_manifest(pod: dict[str, Any], array: str, server_gpus: int | None) -> dict[str, Any]:
+    """The job array ``array`` (``FIRST-LAST[%MOST]``, see the module docstring) of the Pod
+    ``pod`` (:func:`run_manifest`'s): an Indexed Job. ``server_gpus``: the GPUs the server
+    has (None: not known); a task needing GPUs runs at most as many at a time as they hold.
+    A ValueError says what is wrong with ``array``."""
+    first, count, most = parse_array(array)
+    parallelism = min(count, most or count)
+    limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
+    gpus = int(limits.get("nvidia.com/gpu", 0))
+    if gpus and server_gpus is not None:
+        parallelism = max(1, min(parallelism, server_gpus // gpus))
+    metadata = dict(pod["metadata"])
+    metadata["annotations"] = {ARRAY_ANNOTATION: f"{first}-{first + count - 1}"}
+    template_metadata = {"labels": dict(metadata["labels"])} if "labels" in metadata else {}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {
+            "completions": count,
+            "parallelism": parallelism,
+            "completionMode": "Indexed",
+            "backoffLimitPerIndex": 0,
+            "template": {**({"metadata": template_metadata} if template_metadata else {}),
+                         "spec": pod["spec"]},
+        },
+    }  # fmt: skip
+
+
 def _parsed_env(items: Sequence[str]) -> dict[str, str]:
     env = {name: os.environ[name] for name in TAKEN_ENV if name in os.environ}
     for item in items:
@@ -143,12 +180,20 @@ def run(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="print its output until it ends")
     ] = False,
+    array: Annotated[
+        str | None,
+        typer.Option(
+            help="a job array, as Slurm's --array: FIRST-LAST[%N] (0-99, 0-99%4: N at a time), "
+            "an Indexed Job; each task sees JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID"
+        ),
+    ] = None,
     namespace: NamespaceOption = None,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
     """Run a command on the server's GPUs (gpufleet serve --local), as a Pod with its own
-    GPUs. Example: gpufleet run --gpus 2 --queue research -- python train.py --epochs 3"""
+    GPUs (with --array, as a job array). Example: gpufleet run --gpus 2 --queue research --
+    python train.py --epochs 3"""
     chosen = name or default_name(command)
     checked_name(chosen, "--name")
     checked_name(namespace, "namespace", NameRule.LABEL)
@@ -165,7 +210,15 @@ def run(
         cpus,
         memory,
     )
+    if array is not None:
+        try:
+            parse_array(array)
+        except ValueError as error:
+            raise fail(escape(f"--array: {error}")) from None
     with connect(server, token) as client:
+        if array is not None:
+            free = sum(node.gpus_allocatable for node in client.list_nodes())
+            manifest = array_manifest(manifest, array, free)
         result = client.submit(yaml.safe_dump(manifest, sort_keys=False))
         accepted = result.accepted[0]
         console.print(
@@ -173,7 +226,8 @@ def run(
             f"GPU(s), queue {accepted.queue}, {accepted.state.value}",
             markup=False,
         )
-        if follow and not _follow(client, accepted.namespace, accepted.name, "Pod"):
+        kind = "Job" if array is not None else "Pod"
+        if follow and not _follow(client, accepted.namespace, accepted.name, kind):
             raise typer.Exit(EXIT_FAILED)
 
 

@@ -389,6 +389,8 @@ def describe_workload(
             ("  Failed pods", str(job.failed_pods)),
             ("  Restarts", str(job.restarts)),
         ]
+        if job.failed_indexes:
+            rows.append(("  Failed indexes", _index_ranges(job.failed_indexes)))
         if job.message and job.state == "Failed":
             rows.append(("  Message", job.message))
     if detail.expected_runtime is not None:
@@ -540,3 +542,14 @@ def describe_explanation(explanation: Explanation, clock: Clock) -> Group:
 
 
 # -- names ----------------------------------------------------------------------------------
+
+
+def _index_ranges(indexes: Sequence[int]) -> str:
+    """Indexes as Kubernetes writes a Job's ``status.failedIndexes``: ``1,3-5,9``."""
+    runs: list[list[int]] = []
+    for index in sorted(indexes):
+        if runs and index == runs[-1][1] + 1:
+            runs[-1][1] = index
+        else:
+            runs.append([index, index])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

@@ -8,12 +8,16 @@ Owns the reading of what decides a pod's fate when it ends: a pod template's
 codes and on pod conditions), checked as the API server checks them; and what a Job of
 ``parallelism: 0`` is (:func:`paused_job_note`: valid, it runs no pods). The
 training and Ray operators' rules are read by their own readers (``pytorch_jobs``,
-``operator_jobs``) with the helpers here. What a rule does when a pod ends is the simulated
-cluster's business (:mod:`gpufleet.backends.sim.jobs`); this module only reads.
+``operator_jobs``) with the helpers here. It reads a job array's range too
+(:func:`parse_array`: Slurm's ``--array FIRST-LAST[%MOST]``, as ``gpufleet run --array`` writes
+it and keeps it in the Job's ``gpufleet.dev/array`` annotation). What a rule does when a pod
+ends is the simulated cluster's business (:mod:`gpufleet.backends.sim.jobs`); this module only
+reads.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -44,6 +48,25 @@ MAX_EXIT_CODES = 255
 MAX_POD_CONDITIONS = 20
 EXIT_CODE_OPERATORS = ("In", "NotIn")
 CONDITION_STATUSES = ("True", "False", "Unknown")
+#: The annotation of a Job made by ``gpufleet run --array``: its range, ``FIRST-LAST``.
+ARRAY_ANNOTATION = "gpufleet.dev/array"
+_ARRAY = re.compile(r"^(\d+)-(\d+)(?:%(\d+))?$")
+
+
+def parse_array(text: str) -> tuple[int, int, int | None]:
+    """Slurm's job array range ``FIRST-LAST[%MOST]`` (``0-99``, ``1-10%2``): (its first task
+    id, how many tasks, how many run at a time: None for all). A ValueError says what is
+    wrong."""
+    found = _ARRAY.match(text.strip())
+    if found is None:
+        raise ValueError(f"expected FIRST-LAST or FIRST-LAST%MOST (0-99, 1-10%2), got {text!r}")
+    first, last = int(found.group(1)), int(found.group(2))
+    if last < first:
+        raise ValueError(f"expected FIRST <= LAST, got {text!r}")
+    most = None if found.group(3) is None else int(found.group(3))
+    if most is not None and most < 1:
+        raise ValueError(f"expected at least 1 task at a time, got {text!r}")
+    return first, last - first + 1, most
 
 
 def sim_failures(context: Context, annotations: Annotations) -> SimFailures:

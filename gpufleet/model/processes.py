@@ -33,6 +33,12 @@ class ProcessSpec:
     ``Never``): an end is its end (a Job's failures are its ``backoff_limit``'s).
     ``completions``: its Job's completions (None: one per pod), run by its workload's pods in
     turn; ``indexed``: each completion has an index (``JOB_COMPLETION_INDEX``).
+    ``backoff_limit_per_index``: an Indexed Job's ``backoffLimitPerIndex``, the failed runs of
+    each index started again on their own (the other indexes run on) before the index fails;
+    ``max_failed_indexes``: its ``maxFailedIndexes``, the failed indexes beyond which the Job
+    fails at once (None: it runs its other indexes, and fails at the end).
+    ``array_first``: a job array's first task id (``gpufleet run --array``; None: no array):
+    each run of the Indexed Job also sees Slurm's ``SLURM_ARRAY_TASK_ID`` (its index plus it).
     ``cpu_limit_milli`` and ``memory_limit_bytes``: its container's ``resources.limits`` (or
     ``gpufleet run --cpus/--memory``), what its cgroup holds it to (None: no limit)."""
 
@@ -51,6 +57,9 @@ class ProcessSpec:
     indexed: bool = False
     cpu_limit_milli: int | None = None
     memory_limit_bytes: int | None = None
+    backoff_limit_per_index: int | None = None
+    max_failed_indexes: int | None = None
+    array_first: int | None = None
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -65,6 +74,16 @@ class ProcessSpec:
             raise ValueError(f"a backoff limit must be >= 0, got {self.backoff_limit!r}")
         if self.completions is not None and self.completions < 1:
             raise ValueError(f"completions must be >= 1, got {self.completions!r}")
+        if self.backoff_limit_per_index is not None and not self.indexed:
+            raise ValueError("a backoff limit per index requires an Indexed Job")
+        if self.max_failed_indexes is not None and self.backoff_limit_per_index is None:
+            raise ValueError("a maximum of failed indexes requires a backoff limit per index")
+        if self.array_first is not None and not self.indexed:
+            raise ValueError("a job array is an Indexed Job")
+        for name in ("backoff_limit_per_index", "max_failed_indexes", "array_first"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
         for name in ("cpu_limit_milli", "memory_limit_bytes"):
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -91,6 +110,9 @@ class ProcessSpec:
             "indexed": self.indexed,
             "cpu_limit_milli": self.cpu_limit_milli,
             "memory_limit_bytes": self.memory_limit_bytes,
+            "backoff_limit_per_index": self.backoff_limit_per_index,
+            "max_failed_indexes": self.max_failed_indexes,
+            "array_first": self.array_first,
         }
 
     @classmethod
@@ -118,6 +140,9 @@ class ProcessSpec:
             bool(data.get("indexed", False)),
             _optional_int(data.get("cpu_limit_milli")),
             _optional_int(data.get("memory_limit_bytes")),
+            _optional_int(data.get("backoff_limit_per_index")),
+            _optional_int(data.get("max_failed_indexes")),
+            _optional_int(data.get("array_first")),
         )
 
 

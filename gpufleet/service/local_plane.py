@@ -79,6 +79,7 @@ from gpufleet.control.loop import Turn, sync
 from gpufleet.devices.source import DeviceSource
 from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.errors import InputError
+from gpufleet.io.job_rules import ARRAY_ANNOTATION, parse_array
 from gpufleet.io.kube_pods import REPLICATED_KINDS
 from gpufleet.io.manifests import Manifest
 from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
@@ -300,12 +301,18 @@ class LocalControlPlane(LivePlane):
                 limits.append(spec.deadline_s)
             backoffs = [j.backoff_limit for j in item.timed.jobs if j.backoff_limit is not None]
             completions = [j.completions for j in item.timed.jobs if j.completions]
+            per_index = [j.backoff_limit_per_index for j in item.timed.jobs]
+            most_failed = [j.max_failed_indexes for j in item.timed.jobs]
+            indexed = any(j.indexed for j in item.timed.jobs)
             spec = dataclasses.replace(
                 spec,
                 deadline_s=min(limits) if limits else None,
                 backoff_limit=min(backoffs) if backoffs else None,
                 completions=max(completions) if completions else None,
-                indexed=any(j.indexed for j in item.timed.jobs),
+                indexed=indexed,
+                backoff_limit_per_index=_least(per_index),
+                max_failed_indexes=_least(most_failed),
+                array_first=_array_first(manifest, indexed, completions),
             )
             env = {
                 **spec.env,
@@ -405,6 +412,9 @@ class LocalControlPlane(LivePlane):
             return
         if failures:
             self._job_row(record).failed_pods = failures
+        failed_indexes = self.machine.failed_indexes_of(record.key)
+        if failed_indexes:
+            self._job_row(record).failed_indexes = failed_indexes
         done = self.machine.completions_done(record.key)
         if done:
             self._job_row(record).completed = done
@@ -446,7 +456,9 @@ class LocalControlPlane(LivePlane):
                             f"pod {pod_record.pod.name} {event.message}")
             )  # fmt: skip
             return
-        if isinstance(event, PodRestarted) and event.completion is not None:
+        if self._per_index(record.key):
+            self._index_news(record, event)
+        elif isinstance(event, PodRestarted) and event.completion is not None:
             self._job_row(record).completed = self.machine.completions_done(record.key)
         elif isinstance(event, PodRestarted) and event.completion is None:
             self._job_row(record).failed_pods += 1
@@ -465,6 +477,22 @@ class LocalControlPlane(LivePlane):
                 backing_off = record.active and self.machine.backing_off(key)
                 pod_record.reason = "CrashLoopBackOff" if backing_off else ""
         super().turn_done(core, turn)
+
+    def _per_index(self, workload_key: str) -> bool:
+        """Whether the workload is an Indexed Job with a ``backoffLimitPerIndex``."""
+        specs = self.world.processes(workload_key) or {}
+        return any(spec.backoff_limit_per_index is not None for spec in specs.values())
+
+    def _index_news(self, record: WorkloadRecord, event: ClusterEvent) -> None:
+        """An Indexed Job's row with a limit per index: its failed runs and indexes as the
+        machine counts them (an index retried is a failed pod too), and how it ended."""
+        row = self._job_row(record)
+        row.failed_pods = self.machine.failures_of(record.key)
+        row.failed_indexes = self.machine.failed_indexes_of(record.key)
+        if isinstance(event, PodRestarted) and event.completion is not None:
+            row.completed = self.machine.completions_done(record.key)
+        elif isinstance(event, JobEnded):
+            row.outcome, row.reason, row.message = event.outcome, event.reason, event.message
 
     def _restarts_in_place(self, workload_key: str) -> bool:
         """Whether the workload's processes restart in place (``Always``, ``OnFailure``)."""
@@ -641,3 +669,31 @@ def _duration(seconds: float) -> str:
     if whole < 3600:
         return f"{whole // 60}m{whole % 60:02d}s"
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+
+
+def _array_first(manifest: Manifest, indexed: bool, completions: list[int]) -> int | None:
+    """A job array's first task id (``gpufleet run --array``'s annotation; None: none),
+    checked against its Job: an Indexed Job of as many completions as the array has tasks."""
+    metadata = manifest.get("metadata") or {}
+    text = (metadata.get("annotations") or {}).get(ARRAY_ANNOTATION)
+    if text is None:
+        return None
+    where = f"metadata.annotations.{ARRAY_ANNOTATION}"
+    try:
+        first, count, _ = parse_array(str(text))
+    except ValueError as error:
+        raise InputError(SOURCE, str(error), manifest.location, where) from None
+    if manifest.get("kind") != "Job" or completions != [count] or not indexed:
+        raise InputError(
+            SOURCE,
+            f"a job array of {count} tasks is an Indexed Job of {count} completions",
+            manifest.location,
+            where,
+        )
+    return first
+
+
+def _least(limits: list[int | None]) -> int | None:
+    """The smallest of the limits given (None: none is)."""
+    given = [limit for limit in limits if limit is not None]
+    return min(given) if given else None

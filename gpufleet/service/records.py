@@ -79,6 +79,8 @@ class JobProgress:
     outcome: str | None = None  # Succeeded or Failed once it ended
     reason: str = ""
     message: str = ""
+    #: An Indexed Job's indexes that failed for good (``backoffLimitPerIndex``), in order.
+    failed_indexes: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -39,6 +39,7 @@ def progress_of(run: JobRun) -> JobProgress:
     return JobProgress(
         str(run.spec.kind), done, total, run.failed_pods, run.restarts,
         None if run.outcome is None else str(run.outcome), run.reason, run.message,
+        sorted(run.failed_indexes),
     )  # fmt: skip
 
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from gpufleet.cli import local_runs
-from gpufleet.cli.local_runs import default_name, run_manifest
+from gpufleet.cli.local_runs import array_manifest, default_name, run_manifest
 from gpufleet.cli.main import app
 from gpufleet.cli.remote import use_http
 from gpufleet.model.inventory import NodeInventory
@@ -130,3 +130,76 @@ def test_cpus_and_memory_are_the_pods_requests_and_limits(
 ) -> None:
     manifest = run_manifest(["true"], gpus, "x", cpus=cpus, memory=memory)
     assert manifest["spec"]["containers"][0].get("resources") == resources
+
+
+@pytest.mark.parametrize(
+    ("array", "gpus", "server_gpus", "completions", "parallelism", "first_last"),
+    [
+        pytest.param("0-99", 1, 8, 100, 8, "0-99", id="all-at-once-as-the-gpus-hold"),
+        pytest.param("0-99%4", 1, 8, 100, 4, "0-99", id="percent-n-at-a-time"),
+        pytest.param("1-10", 0, 8, 10, 10, "1-10", id="no-gpus-all-at-once"),
+        pytest.param("0-9%20", 2, 8, 10, 4, "0-9", id="two-gpus-each-four-at-a-time"),
+        pytest.param("3-3", 1, None, 1, 1, "3-3", id="one-task-gpus-unknown"),
+    ],
+)
+def test_an_array_is_an_indexed_job_of_as_many_completions_as_tasks(
+    array: str,
+    gpus: int,
+    server_gpus: int | None,
+    completions: int,
+    parallelism: int,
+    first_last: str,
+) -> None:
+    pod = run_manifest(["python", "task.py"], gpus, "sweep", queue="research")
+    manifest = array_manifest(pod, array, server_gpus)
+    assert (manifest["apiVersion"], manifest["kind"]) == ("batch/v1", "Job")
+    assert manifest["metadata"] == {
+        "name": "sweep",
+        "labels": {QUEUE_LABEL: "research"},
+        "annotations": {"gpufleet.dev/array": first_last},
+    }
+    spec = manifest["spec"]
+    assert (spec["completions"], spec["parallelism"]) == (completions, parallelism)
+    assert (spec["completionMode"], spec["backoffLimitPerIndex"]) == ("Indexed", 0)
+    assert spec["template"]["spec"] == pod["spec"]
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        pytest.param("5-1", id="last-before-first"),
+        pytest.param("0-9%0", id="zero-at-a-time"),
+        pytest.param("1,3,5", id="a-list"),
+    ],
+)
+def test_a_malformed_array_is_bad_input(served: LocalHarness, array: str) -> None:
+    code, _, err = gpufleet(served, "run", "--array", array, "--", sys.executable, "-c", "")
+    assert code == 2
+    assert "--array: expected" in err
+    assert served.plane.records == {}
+
+
+#: A task: prints its index and task id; task 3 (index 2) fails.
+TASK = (
+    "import os, sys; i = os.environ['JOB_COMPLETION_INDEX']; "
+    "print('TASK', i, os.environ['SLURM_ARRAY_TASK_ID'], os.environ['SLURM_ARRAY_TASK_COUNT']); "
+    "sys.exit(3 if i == '2' else 0)"
+)
+
+
+def test_run_array_runs_every_task_once_and_a_failed_one_alone(served: LocalHarness) -> None:
+    code, _, err = gpufleet(
+        served, "run", "--array", "1-4%2", "--gpus", "1", "--name", "sweep", "-f",
+        "--", sys.executable, "-c", TASK,
+    )  # fmt: skip
+    assert code == 1, err  # task 3 failed: the Job failed, at the end
+    printed = []
+    for rank in range(2):  # 2 at a time: its two pods ran the four tasks in turn
+        for run in served.machine.runs_of(f"research/sweep-{rank}"):
+            text = served.machine.supervisor.log_path(run).read_text()
+            printed += [tuple(line.split()[1:]) for line in text.splitlines()]
+    assert sorted(printed) == [("0", "1", "4"), ("1", "2", "4"), ("2", "3", "4"), ("3", "4", "4")]
+    _, out, _ = gpufleet(served, "describe", "workload", "sweep")
+    assert "FailedIndexes" in out
+    assert "Failed indexes" in out
+    assert "Job has failed indexes 2" in out

@@ -385,3 +385,36 @@ def test_the_containers_cpu_and_memory_limits_are_the_runs(
     spec = process_spec_from_object(pod(container), "train.yaml", root, BASE_ENV)
     assert (spec.cpu_limit_milli, spec.memory_limit_bytes) == (cpu_milli, memory_bytes)
     assert ProcessSpec.from_json(spec.to_json()) == spec
+
+
+def test_an_indexed_jobs_limits_per_index_and_array_keep_through_json() -> None:
+    spec = ProcessSpec(
+        ("true",), "/bin/true", indexed=True, completions=10, backoff_limit_per_index=1,
+        max_failed_indexes=2, array_first=1,
+    )  # fmt: skip
+    assert ProcessSpec.from_json(spec.to_json()) == spec
+    stored_before = {
+        k: v
+        for k, v in spec.to_json().items()
+        if k not in ("backoff_limit_per_index", "max_failed_indexes", "array_first")
+    }
+    assert ProcessSpec.from_json(stored_before).backoff_limit_per_index is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        pytest.param({"backoff_limit_per_index": 1}, "requires an Indexed Job", id="per-index"),
+        pytest.param(
+            {"indexed": True, "max_failed_indexes": 1}, "requires a backoff limit per index",
+            id="max-failed-without-per-index",
+        ),
+        pytest.param({"array_first": 0}, "a job array is an Indexed Job", id="array"),
+        pytest.param(
+            {"indexed": True, "backoff_limit_per_index": -1}, "must be >= 0", id="negative",
+        ),
+    ],
+)  # fmt: skip
+def test_limits_per_index_need_an_indexed_job(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ProcessSpec(("true",), "/bin/true", **fields)

@@ -122,3 +122,20 @@ def test_a_job_that_waits_is_pending_not_running(tmp_path: Path) -> None:
     console = Console(width=160, record=True)
     console.print(describe_workload(WorkloadDetail(**body), Clock(harness.plane.now())))
     assert re.search(r"^Job:\s+Pending\s*$", console.export_text(), re.M)
+
+
+def test_an_indexed_jobs_failed_indexes_are_shown(tmp_path: Path) -> None:
+    harness = make_harness(tmp_path)
+    job = batch_job(
+        "arr", 3, 3, indexed=True, backoffLimitPerIndex=0, annotations=sim_notes("10m", 1)
+    )
+    submit(harness, job)
+    harness.advance(601)  # each index's first attempt failed at 600 s: its limit is 0
+    body = detail(harness, "arr")
+    (row,) = body["jobs"]
+    assert (row["state"], row["reason"], row["failed_indexes"]) == (
+        "Failed", "FailedIndexes", [0, 1, 2],
+    )  # fmt: skip
+    console = Console(width=160, record=True)
+    console.print(describe_workload(WorkloadDetail(**body), Clock(harness.plane.now())))
+    assert re.search(r"Failed indexes:\s+0-2", console.export_text())

@@ -2,7 +2,8 @@
 
 Owns :class:`BoundPod` (a pod bound to this machine: its placement, its current run, why it is
 being stopped, its Job completion) and :class:`Gang` (a workload's processes and its history:
-failures against its backoff limit, restarts in place, completions done), how a pod's run is
+failures against its backoff limit, restarts in place, completions done, an Indexed Job's
+failures of each index and its failed indexes), how a pod's run is
 found again after a restart (:func:`recovered_bound`, from the labels its run keeps and why it
 was being stopped), how an ended run is reported (:func:`deleted_event`), whether a gang's
 places are free to start it again there (:func:`places_free`) and the text form of a
@@ -83,10 +84,29 @@ class Gang:
     #: Its Job's completions done, and the one each pod runs (or will run again).
     done: set[int] = field(default_factory=set)
     completion_of: dict[str, int] = field(default_factory=dict)
+    #: An Indexed Job's failed runs of each index (``backoffLimitPerIndex``), and the indexes
+    #: that failed for good (they are not run again).
+    index_failures: dict[int, int] = field(default_factory=dict)
+    failed_indexes: set[int] = field(default_factory=set)
+    #: Its Job ended (failed) for its failed indexes, and was reported so.
+    indexes_ended: bool = False
 
     @property
     def backoff_limit(self) -> int | None:
         limits = [s.backoff_limit for s in self.specs.values() if s.backoff_limit is not None]
+        return min(limits) if limits else None
+
+    @property
+    def backoff_limit_per_index(self) -> int | None:
+        """Its Indexed Job's ``backoffLimitPerIndex`` (None: its failures count as a whole)."""
+        given = [s.backoff_limit_per_index for s in self.specs.values()]
+        limits = [limit for limit in given if limit is not None]
+        return min(limits) if limits and self.indexed else None
+
+    @property
+    def max_failed_indexes(self) -> int | None:
+        given = [s.max_failed_indexes for s in self.specs.values()]
+        limits = [limit for limit in given if limit is not None]
         return min(limits) if limits else None
 
     @property
@@ -104,15 +124,26 @@ class Gang:
         return any(s.indexed for s in self.specs.values())
 
     def next_completion(self) -> int | None:
-        """The lowest completion neither done nor run by a pod (None: none is left, or it
-        is no Job)."""
-        taken = self.done | set(self.completion_of.values())
+        """The lowest completion neither done, failed for good nor run by a pod (None: none is
+        left, or it is no Job)."""
+        taken = self.done | self.failed_indexes | set(self.completion_of.values())
         return next((i for i in range(self.completions) if i not in taken), None)
 
     @property
     def needed(self) -> tuple[Pod, ...]:
         """Its pods that have yet to succeed: those a start runs."""
         return tuple(p for p in self.workload.pods if p.key not in self.succeeded)
+
+
+def array_env(first: int, index: int, count: int) -> dict[str, str]:
+    """Slurm's job array variables for the run of index ``index`` of ``count`` (the task ids
+    run from ``first``), as ``sbatch --array`` sets them."""
+    return {
+        "SLURM_ARRAY_TASK_ID": str(first + index),
+        "SLURM_ARRAY_TASK_MIN": str(first),
+        "SLURM_ARRAY_TASK_MAX": str(first + count - 1),
+        "SLURM_ARRAY_TASK_COUNT": str(count),
+    }
 
 
 def part(workload: Workload, pods: tuple[Pod, ...]) -> Workload:

@@ -39,10 +39,21 @@ command); what the core decides is carried out by a :class:`~.supervisor.Supervi
   holds across a restart of the server.
 * Completions: a workload whose processes have ``completions`` (a Job's, beyond its pods) has
   each pod run one completion at a time (the lowest neither done nor run by another; an
-  Indexed Job's index in ``JOB_COMPLETION_INDEX``): a pod whose completion succeeded runs the
-  next at once in place (``PodRestarted`` with the completion, a new run), and ends
-  (``PodDeleted`` ``SUCCEEDED``) when none is left. Each run keeps its completion, so the ones
-  done hold across a restart of the server.
+  Indexed Job's index in ``JOB_COMPLETION_INDEX``, and a job array's Slurm variables,
+  ``SLURM_ARRAY_TASK_ID`` and the rest: :func:`~.gangs.array_env`): a pod whose completion
+  succeeded runs the next at once in place (``PodRestarted`` with the completion, a new run),
+  and ends (``PodDeleted`` ``SUCCEEDED``) when none is left. Each run keeps its completion, so
+  the ones done hold across a restart of the server.
+* Indexes: an Indexed Job whose processes have a ``backoff_limit_per_index`` (its
+  ``backoffLimitPerIndex``) retries a failed index on its own, as Kubernetes does: the pod
+  that ran it runs it again at once in place (``PodRestarted``, a new run), the other pods run
+  on. An index whose failures exceed the limit fails for good (it is not run again) and its
+  pod runs the next index left, or ends ``FAILED`` while the others run on; once more indexes
+  failed than ``max_failed_indexes`` (its ``maxFailedIndexes``) the Job fails at once
+  (``JobEnded`` ``Failed`` ``MaxFailedIndexesExceeded``, the rest stopped, failed), else it
+  fails when its last pod ends (``JobEnded`` ``Failed`` ``FailedIndexes``, listing them). A
+  ``backoff_limit`` given too still counts every failure, and fails the Job past it. The
+  counts and the failed indexes are kept with the runs, so they hold across a restart.
 * Restarts in place: a workload whose processes have a ``restart_policy`` (a Deployment's
   replica: ``Always``; a Pod's ``OnFailure``) has a run that ends (``Always``) or fails
   (``OnFailure``), and was not stopped, started again where it is after the kubelet's
@@ -68,8 +79,11 @@ left part running: a member the server recorded failed stops the rest (failed); 
 run stops the rest, and the gang is placed again whole. A run found being stopped ends as
 it was to (its workload, if it was evicted, told again with ``WorkloadAdded`` to wait: the
 scheduler that evicted it is gone). Ends of a workload not resumed are reported as they were
-at the next poll. Nothing is started twice: a run id
-(``<namespace>_<name>_<attempt>``) is used once.
+at the next poll. A gang's start is recorded (``.gang-start-<workload>.json`` in the runs
+directory, written atomically before any member starts, listing its runs, removed once all have
+started): :meth:`LocalMachine.recover` that finds one starts the members missing as they were
+to start, so a gang is found started whole or not started, and a member's command never runs
+twice. Nothing is started twice: a run id (``<namespace>_<name>_<attempt>``) is used once.
 
 Each tenant works under ``<state>/tenants/<tenant>/`` (:meth:`~LocalMachine.tenant_root`,
 made on demand, mode 0700, owned by the tenant's uid where one is given: :mod:`.state_modes`).
@@ -86,6 +100,7 @@ import os
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.backends.local.cgroups import Hierarchy, Limits
@@ -94,9 +109,11 @@ from gpufleet.backends.local.gangs import (
     RESTARTING,
     BoundPod,
     Gang,
+    array_env,
     deleted_event,
     ended_at,
     part,
+    placement_from_text,
     placement_to_text,
     places_free,
     recovered_bound,
@@ -105,7 +122,7 @@ from gpufleet.backends.local.node import machine_node
 from gpufleet.backends.local.ports import PortBook
 from gpufleet.backends.local.private_dev import gpu_nodes
 from gpufleet.backends.local.restarts import CrashBackoff, RunCounts, restarts_after
-from gpufleet.backends.local.run_state import make_private_dir
+from gpufleet.backends.local.run_state import make_private_dir, read_json, write_json
 from gpufleet.backends.local.state_modes import (
     PASSAGE_MODE,
     TENANT_ROOT_MODE,
@@ -152,6 +169,23 @@ BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 _TENANT = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 #: The variable that gives an Indexed Job's pod its completion's index, as Kubernetes sets it.
 JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
+#: The reasons Kubernetes gives an Indexed Job with ``backoffLimitPerIndex`` failed: more
+#: failed indexes than its ``maxFailedIndexes``, or some failed when all were through.
+MAX_FAILED_INDEXES_EXCEEDED = "MaxFailedIndexesExceeded"
+FAILED_INDEXES = "FailedIndexes"
+
+
+@dataclass(slots=True)
+class PreparedRun:
+    """A run about to start: its id, its process (its variables laid over), what it keeps
+    with it, when it starts, its Job completion and its time limit."""
+
+    run_id: str
+    spec: ProcessSpec
+    labels: dict[str, str]
+    started_at: float
+    completion: int | None
+    deadline_at: float | None = None
 
 
 class SubmitRefusedError(ValueError):
@@ -214,6 +248,8 @@ class LocalMachine:
         self._recovered_ends: dict[str, tuple[BoundPod, RunEnd]] = {}
         #: The Job completions that succeeded before a restart, by workload key.
         self._recovered_done: dict[str, set[int]] = {}
+        #: What the runs of a workload counted when it was over (for its job's row).
+        self._final_counts: dict[str, RunCounts] = {}
         #: Why each pod waits, as the core last said (``MarkUnschedulable``).
         self.unschedulable: dict[str, str] = {}
         self._stopped = False
@@ -264,6 +300,10 @@ class LocalMachine:
         self._register(workload, specs)
         gang = self._gangs[workload.key]
         gang.succeeded.update(succeeded)
+        if gang.backoff_limit_per_index is not None:
+            # A pod whose index failed for good (the Job going on) is through: it runs no more.
+            gang.succeeded.update(failed)
+            failed = ()
         for pod in waiting:  # its last run's end was taken in before the restart
             self._recovered_ends.pop(pod.key, None)
         failed_before = sorted(failed, key=lambda k: self._rank(gang, k))
@@ -322,10 +362,12 @@ class LocalMachine:
 
     def _register(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
         counts = self._recovered_counts.pop(workload.key, RunCounts())
+        self._final_counts.pop(workload.key, None)
         self._gangs[workload.key] = Gang(
             workload, dict(specs), failures=counts.failures, deadline_at=counts.deadline_at,
             restarts=counts.restarts, streak=counts.streak,
             done=self._recovered_done.pop(workload.key, set()),
+            index_failures=dict(counts.index_failures), failed_indexes=set(counts.failed_indexes),
         )  # fmt: skip
         for pod in workload.pods:
             self._workload_of[pod.key] = workload.key
@@ -370,6 +412,7 @@ class LocalMachine:
         that has a run: running, ended or lost (the last two reported as events too)."""
         found: dict[str, RunStatus] = {}
         latest: dict[str, tuple[int, AdoptedRun]] = {}
+        self._finish_gang_starts()
         for run in self.supervisor.adopt():
             self._recover_completion(run)
             key = run.labels.get("pod", "")
@@ -532,12 +575,25 @@ class LocalMachine:
         return [f"{prefix}{attempt}" for attempt in sorted(attempts)]
 
     def failures_of(self, workload_key: str) -> int:
-        """The failed runs counted against the workload's backoff limit so far (0 if gone;
-        before it is resumed, those its runs counted before the restart)."""
+        """The failed runs counted against the workload's backoff limit so far (before it is
+        resumed, those its runs counted before the restart; once over, its last count)."""
         gang = self._gangs.get(workload_key)
         if gang is None:
-            return self._recovered_counts.get(workload_key, RunCounts()).failures
+            return self._counts_of(workload_key).failures
         return gang.failures
+
+    def failed_indexes_of(self, workload_key: str) -> list[int]:
+        """An Indexed Job's indexes that failed for good so far, in order (as
+        :meth:`failures_of`, kept when it is over)."""
+        gang = self._gangs.get(workload_key)
+        if gang is None:
+            return list(self._counts_of(workload_key).failed_indexes)
+        return sorted(gang.failed_indexes)
+
+    def _counts_of(self, workload_key: str) -> RunCounts:
+        """What a workload not registered counted: before it is resumed, or when it ended."""
+        found = self._recovered_counts.get(workload_key)
+        return found if found is not None else self._final_counts.get(workload_key, RunCounts())
 
     def backing_off(self, pod_key: str) -> bool:
         """Whether the pod's gang waits out the back-off before its restart in place (the
@@ -607,32 +663,72 @@ class LocalMachine:
         if (retry or gang.keep_deadline) and gang.deadline_at is not None:
             deadline_at = gang.deadline_at
         gang.deadline_at, gang.keep_deadline, gang.restart_at = deadline_at, False, None
-        for pod in pods:
-            bound = self._bound[pod.key]
-            env = {} if size == 1 else dict(rendezvous_env(bound.rank, size, port))
-            try:
-                self._start_run(gang, bound, env)
-            except (ValueError, OSError) as error:
-                # The gang starts whole or not at all: what started is stopped again.
-                for key in started:
-                    self._stop(self._bound[key], PodEnd.FAILED, f"gang member failed: {error}")
-                for other in pods:
-                    if other.key not in started:
-                        self._bound.pop(other.key, None)
-                        self._events.append(BindFailed(other.key, str(error)))
-                gang.bound.clear()
-                if not self._holding(gang.workload.key):
-                    self.ports.release(gang.workload.key)
-                return
-            started.append(pod.key)
+        record = self._gang_start_path(gang.workload.key)
+        try:
+            prepared = []
+            for pod in pods:
+                bound = self._bound[pod.key]
+                env = {} if size == 1 else dict(rendezvous_env(bound.rank, size, port))
+                prepared.append((bound, self._prepare_run(gang, bound, env)))
+            if len(prepared) > 1:  # a restart finds the gang started whole, or not at all
+                runs = [{"run_id": r.run_id, "spec": r.spec.to_json(), "labels": r.labels}
+                        for _, r in prepared]  # fmt: skip
+                write_json(record, {"workload": gang.workload.key, "runs": runs})
+            for bound, run in prepared:
+                self._launch(bound, run)
+                started.append(bound.pod.key)
+        except (ValueError, OSError) as error:
+            # The gang starts whole or not at all: what started is stopped again.
+            for key in started:
+                self._stop(self._bound[key], PodEnd.FAILED, f"gang member failed: {error}")
+            for other in pods:
+                if other.key not in started:
+                    self._bound.pop(other.key, None)
+                    self._events.append(BindFailed(other.key, str(error)))
+            gang.bound.clear()
+            if not self._holding(gang.workload.key):
+                self.ports.release(gang.workload.key)
+            record.unlink(missing_ok=True)
+            return
+        record.unlink(missing_ok=True)  # started whole: a restart adopts its runs
         gang.bound.clear()
         if not retry:
             self._events.extend(PodReady(key) for key in started)
 
+    def _gang_start_path(self, workload_key: str) -> Path:
+        """Where a gang's start is recorded while its members start (a file in the private
+        runs directory, which no run's directory is named like)."""
+        return self.supervisor.runs_dir / f".gang-start-{workload_key.replace('/', '_')}.json"
+
+    def _finish_gang_starts(self) -> None:
+        """At a restart: a gang whose start was recorded and not finished (the server died
+        between two of its members' starts) is started whole now, each member missing started
+        as it was to be (its run id, command, rendezvous port), and none started twice."""
+        for path in sorted(self.supervisor.runs_dir.glob(".gang-start-*.json")):
+            record = read_json(path) or {}
+            for run in record.get("runs") or []:
+                run_id = str(run.get("run_id", ""))
+                if not run_id or self.supervisor.run_dir(run_id).exists():
+                    continue
+                try:
+                    labels = {str(k): str(v) for k, v in dict(run["labels"]).items()}
+                    spec = ProcessSpec.from_json(run["spec"])
+                    confinement = self._confinement(spec, labels["placement"])
+                    self.supervisor.start(run_id, spec, labels, self.grace_s, *confinement)
+                except (KeyError, TypeError, ValueError, OSError) as error:
+                    log.error("run %s of an unfinished gang start cannot start: %s", run_id, error)
+                else:
+                    log.warning("run %s: started now, its gang's start was cut short", run_id)
+            path.unlink(missing_ok=True)
+
     def _start_run(self, gang: Gang, bound: BoundPod, env: dict[str, str]) -> None:
-        """Start one run of a bound pod of the gang: ``env`` and its devices' variables laid
-        over its process's, its Job completion's index given (an Indexed Job's), and what a
-        restarted server needs kept with it (see the module docstring)."""
+        """Start one run of a bound pod of the gang (:meth:`_prepare_run`, then launched)."""
+        self._launch(bound, self._prepare_run(gang, bound, env))
+
+    def _prepare_run(self, gang: Gang, bound: BoundPod, env: dict[str, str]) -> PreparedRun:
+        """One run of a bound pod of the gang, to start: ``env`` and its devices' variables
+        laid over its process's, its Job completion's index given (an Indexed Job's), and
+        what a restarted server needs kept with it (see the module docstring)."""
         pod = bound.pod
         completion = gang.completion_of.get(pod.key)
         if completion is None:
@@ -640,8 +736,11 @@ class LocalMachine:
             if completion is not None:
                 gang.completion_of[pod.key] = completion
         env.update(placement_env(bound.placement, self.inventory, self.mps))
+        spec = gang.specs[pod.key]
         if gang.indexed and completion is not None:
             env[JOB_COMPLETION_INDEX] = str(completion)
+            if spec.array_first is not None:
+                env.update(array_env(spec.array_first, completion, gang.completions))
         run_id = self._next_run_id(pod)
         started_at = self.clock.now()
         labels = {
@@ -651,26 +750,41 @@ class LocalMachine:
             "attempt": run_id.rsplit("_", 1)[1],
             "placement": placement_to_text(bound.placement),
             "started_at": repr(started_at),
-            **RunCounts(gang.failures, gang.restarts, gang.streak, gang.deadline_at).labels(),
+            **self._counts(gang).labels(),
         }
         if completion is not None:
             labels["completion"] = str(completion)
         port = self.ports.port_of(gang.workload.key)
         if port is not None and len(gang.workload.pods) > 1:
             labels["port"] = str(port)  # held again by a restarted server while it runs
-        spec = gang.specs[pod.key]
-        limits = Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None)
-        placement = bound.placement
+        run = PreparedRun(run_id, spec.with_env(env), labels, started_at, completion)
+        run.deadline_at = gang.deadline_at
+        return run
+
+    def _launch(self, bound: BoundPod, run: PreparedRun) -> None:
+        """Start a prepared run of ``bound`` and take it as its current run."""
+        confinement = self._confinement(run.spec, run.labels["placement"])
+        self.supervisor.start(run.run_id, run.spec, run.labels, self.grace_s, *confinement)
+        bound.run_id, bound.completion = run.run_id, run.completion
+        bound.deadline_at, bound.started_at = run.deadline_at, run.started_at
+        self._by_run[run.run_id] = bound.pod.key
+
+    def _confinement(
+        self, spec: ProcessSpec, placement_text: str
+    ) -> tuple[Limits, list[tuple[str, str]]]:
+        """A run's cgroup limits and the device nodes of its placement (its labels' text)."""
+        placement = placement_from_text(placement_text)
         gpus = [*placement.gpu_indices, *(gpu for gpu, _ in placement.mig_slices)]
         nodes = gpu_nodes(gpus, self.device_dir, mig=bool(placement.mig_slices))
-        self.supervisor.start(run_id, spec.with_env(env), labels, self.grace_s, limits, nodes)
-        bound.run_id, bound.completion = run_id, completion
-        bound.deadline_at, bound.started_at = gang.deadline_at, started_at
-        self._by_run[run_id] = pod.key
+        return Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None), nodes
 
-    def _run_next_completion(self, gang: Gang, bound: BoundPod, completion: int) -> bool:
+    def _run_next_completion(
+        self, gang: Gang, bound: BoundPod, completion: int, retried: str = ""
+    ) -> bool:
         """A pod whose completion succeeded runs the next one in place, at once (as the
-        simulator's Job does: its place and quota stay taken). False if it cannot start."""
+        simulator's Job does: its place and quota stay taken); ``retried``: it runs
+        ``completion`` again, or the next after it failed, saying so (a failure, not a
+        completion done). False if it cannot start."""
         self._by_run.pop(bound.run_id or "", None)
         gang.completion_of[bound.pod.key] = completion
         try:
@@ -679,9 +793,20 @@ class LocalMachine:
             log.error("pod %s: completion %d cannot start: %s", bound.pod.key, completion, error)
             gang.completion_of.pop(bound.pod.key, None)
             return False
+        if retried:
+            self._events.append(PodRestarted(bound.pod.key, retried))
+            return True
         message = f"runs completion {completion} ({len(gang.done)} of {gang.completions} done)"
         self._events.append(PodRestarted(bound.pod.key, message, completion))
         return True
+
+    @staticmethod
+    def _counts(gang: Gang) -> RunCounts:
+        """The gang's history as its runs keep it."""
+        return RunCounts(
+            gang.failures, gang.restarts, gang.streak, gang.deadline_at,
+            tuple(sorted(gang.index_failures.items())), tuple(sorted(gang.failed_indexes)),
+        )  # fmt: skip
 
     def _next_run_id(self, pod: Pod) -> str:
         prefix = f"{pod.namespace}_{pod.name}_"
@@ -784,6 +909,8 @@ class LocalMachine:
             self._restart_in_place(gang, bound, end)
             return
         failed = not end.succeeded and bound.stopping is None
+        if failed and gang is not None and self._retry_index(gang, bound, end):
+            return
         if failed and self._retry(bound, end):
             return
         if end.succeeded and bound.stopping is None and gang is not None:
@@ -794,6 +921,7 @@ class LocalMachine:
             if following is not None and self._run_next_completion(gang, bound, following):
                 return
             gang.succeeded.add(key)
+            self._end_with_failed_indexes(gang, key)
         self._forget(key)
         self._events.append(deleted_event(key, end, bound.stopping))
         if failed:
@@ -841,6 +969,62 @@ class LocalMachine:
         bound.restarting = True
         self._member_down(gang, bound)
         return True
+
+    def _retry_index(self, gang: Gang, bound: BoundPod, end: RunEnd) -> bool:
+        """A run of an Indexed Job with a limit per index failed: retry its index alone, or
+        fail the index and go on (see the module docstring). True when that is all; False
+        when the Job's own rules take it from here (no limit per index, or the Job failed)."""
+        per_index, completion = gang.backoff_limit_per_index, bound.completion
+        if per_index is None or completion is None or gang.failed_for_good is not None:
+            return False
+        key, name = bound.pod.key, bound.workload.partition("/")[2] or bound.workload
+        gang.failures += 1
+        limit = gang.backoff_limit
+        if limit is not None and gang.failures > limit:
+            message = f"Job has reached the specified backoff limit ({limit})"
+            gang.failed_for_good = message
+            self._events.append(JobEnded(name, key, "Failed", BACKOFF_LIMIT_EXCEEDED, message))
+            return False
+        count = gang.index_failures[completion] = gang.index_failures.get(completion, 0) + 1
+        if count <= per_index:
+            retried = (
+                f"runs index {completion} again ({end.describe()}; failure {count} of "
+                f"backoffLimitPerIndex {per_index})"
+            )
+            if self._run_next_completion(gang, bound, completion, retried):
+                return True
+        gang.failed_indexes.add(completion)
+        gang.completion_of.pop(key, None)
+        most = gang.max_failed_indexes
+        if most is not None and len(gang.failed_indexes) > most:
+            message = f"Job has exceeded the maximum of {most} failed indexes"
+            gang.failed_for_good = message
+            self._events.append(JobEnded(name, key, "Failed", MAX_FAILED_INDEXES_EXCEEDED, message))
+            return False
+        following = gang.next_completion()
+        failed = f"index {completion} failed ({end.describe()}; backoffLimitPerIndex {per_index})"
+        if following is not None and self._run_next_completion(
+            gang, bound, following, f"{failed}: runs index {following}"
+        ):
+            return True
+        # Nothing left for it to run: it ends, failed; the rest of its gang runs on.
+        self._end_with_failed_indexes(gang, key)
+        self._forget(key)
+        self._events.append(deleted_event(key, end, None))
+        self._drop_if_over(bound.workload)
+        return True
+
+    def _end_with_failed_indexes(self, gang: Gang, key: str) -> None:
+        """The pod ``key`` is through with its indexes: if it is the last of its gang and
+        some indexes failed, its Job fails (``FailedIndexes``), before the pod's end."""
+        if not gang.failed_indexes or gang.indexes_ended or gang.failed_for_good is not None:
+            return
+        if any(b.pod.key != key for b in self._holding(gang.workload.key)):
+            return
+        gang.indexes_ended = True
+        name = gang.workload.key.partition("/")[2] or gang.workload.key
+        message = f"Job has failed indexes {_listing(gang.failed_indexes)}"
+        self._events.append(JobEnded(name, key, "Failed", FAILED_INDEXES, message))
 
     def _restart_in_place(self, gang: Gang, bound: BoundPod, end: RunEnd) -> None:
         """A run whose restart policy says so has ended: its gang starts again where it is
@@ -921,6 +1105,14 @@ class LocalMachine:
         gang = self._gangs.pop(workload_key, None)
         if gang is None:
             return
+        self._final_counts[workload_key] = self._counts(gang)
         for pod in gang.workload.pods:
             self._workload_of.pop(pod.key, None)
             self.unschedulable.pop(pod.key, None)
+
+
+def _listing(indexes: set[int]) -> str:
+    """Indexes as Kubernetes lists them in a Job's message (the first 20, and how many more)."""
+    shown = sorted(indexes)
+    text = ",".join(str(i) for i in shown[:20])
+    return text + (f" and {len(shown) - 20} more" if len(shown) > 20 else "")

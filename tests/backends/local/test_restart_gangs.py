@@ -11,10 +11,14 @@ import shutil
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from gpufleet.backends.local.machine import LocalMachine
 from gpufleet.backends.local.node import machine_node
 from gpufleet.backends.local.run_state import EXIT_FILE, SHIM_FILE, read_process
+from gpufleet.backends.local.supervisor import RunHandle, Supervisor
 from gpufleet.control.loop import ControlLoop, sync
 from gpufleet.model import Pod, Workload
 from gpufleet.model.actions import Evict
@@ -212,5 +216,88 @@ def test_a_run_being_evicted_at_a_restart_waits_again_once_it_has_ended(
         assert [(e.key, e.end) for e in evicted] == [("default/stubborn", PodEnd.EVICTED)]
         assert evicted[0].message.startswith("made room; killed by signal 9")
         assert second.machine.run_of("default/stubborn") == "default_stubborn_2"
+    finally:
+        second.shut_down()
+
+
+class Killed(BaseException):
+    """The server dies here, as with SIGKILL: nothing of it runs after this (no cleanup)."""
+
+
+class DyingSupervisor(Supervisor):
+    """A supervisor whose server dies just as it is to start the run ``dies_at``."""
+
+    def __init__(self, state_dir: Path, dies_at: str) -> None:
+        super().__init__(state_dir, allow_root=True)
+        self.dies_at = dies_at
+
+    def start(self, run_id: str, *args: Any, **kwargs: Any) -> RunHandle:
+        if run_id == self.dies_at:
+            raise Killed(run_id)
+        return super().start(run_id, *args, **kwargs)
+
+
+def reopen_as_the_plane(
+    first: World, inventory: NodeInventory, workload: Workload, specs: Mapping[str, ProcessSpec]
+) -> World:
+    """:func:`reopen`, the pods that have no run after :meth:`LocalMachine.recover` waiting
+    again, as the plane has them (``_take_back``)."""
+    first.machine.stop()
+    first.machine.close()
+    world = World.__new__(World)
+    node = machine_node(inventory, "box", 64_000, 262_144)
+    world.machine = LocalMachine(
+        inventory, first.machine.state_dir, node=node, allow_root=True, grace_s=5
+    )
+    world.machine.recover({p.key: p for p in workload.pods})
+    running = {pod.key for pod, _ in world.machine.list_state().running}
+    world.machine.resume(workload, specs, [p for p in workload.pods if p.key not in running])
+    world.core = make_core([node], [make_queue("default", gpus=8)], min_runtime=0.0)
+    world.recorder = Recorder()
+    world.loop = ControlLoop(world.machine, lambda: world.core, [world.recorder])
+    sync(world.core, world.machine.list_state())
+    return world
+
+
+@pytest.mark.parametrize(
+    "dies_at",
+    [
+        pytest.param("default_g-1_1", id="between-rank-0-and-rank-1"),
+        pytest.param("default_g-0_1", id="before-rank-0"),
+    ],
+)
+def test_a_server_killed_while_a_gang_starts_finds_it_whole_and_runs_each_rank_once(
+    eight_gpus: NodeInventory, state_root: Path, dies_at: str
+) -> None:
+    first = World(eight_gpus, state_root / "state")
+    first.machine.supervisor.close()
+    first.machine.supervisor = DyingSupervisor(first.machine.state_dir, dies_at)
+    gang = make_workload("g", pods=2, gpus=1)
+    go = first.machine.tenant_root("default") / "go"
+    specs = report_specs(first, gang, "0", str(go))
+    first.machine.submit(gang, specs)
+    with pytest.raises(Killed):
+        first.run_until(lambda: False)
+    assert first.machine.runs_of("default/g-1") == []  # the server died before it started
+    before = first.machine.runs_of("default/g-0")
+
+    second = reopen_as_the_plane(first, eight_gpus, gang, specs)
+    try:
+        second.run_until(second.printed("default/g-0", "default/g-1"))
+        if before:  # rank 0 ran before the restart: the same run, not started again
+            assert second.machine.run_of("default/g-0") == before[0]
+        assert second.machine.runs_of("default/g-0") == ["default_g-0_1"]
+        assert second.machine.runs_of("default/g-1") == ["default_g-1_1"]
+        ports = {second.seen(k)["MASTER_PORT"] for k in ("default/g-0", "default/g-1")}
+        ranks = {second.seen(k)["RANK"] for k in ("default/g-0", "default/g-1")}
+        assert (len(ports), ranks) == (1, {"0", "1"})
+        assert not [e for e in second.recorder.events if isinstance(e, PodDeleted)]
+        go.touch()
+
+        def both_succeeded() -> bool:
+            ends = {k: e.end for k, e in second.recorder.deleted().items()}
+            return ends == {"default/g-0": PodEnd.SUCCEEDED, "default/g-1": PodEnd.SUCCEEDED}
+
+        second.run_until(both_succeeded)
     finally:
         second.shut_down()
