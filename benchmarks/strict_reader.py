@@ -197,9 +197,11 @@ def in_tree(tree: Path, code: str, *args: str) -> Any:
 def bind_run(tree: Path, args: argparse.Namespace) -> dict[str, float]:
     """One backlog run of ``gpufleet scheduler`` from ``tree`` (kube_bind's own measure)."""
     sys.path.insert(0, str(ROOT))
+    import kubernetes
+
     from benchmarks import kube_bind  # only with --kubeconfig
 
-    core = kube_bind.kubernetes.client.CoreV1Api(kube_bind._client(args.kubeconfig))
+    core = kubernetes.client.CoreV1Api(kube_bind._client(args.kubeconfig))
     run_id = uuid.uuid4().hex[:6]
     bind_args = argparse.Namespace(
         kubeconfig=args.kubeconfig,
