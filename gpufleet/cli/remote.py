@@ -530,11 +530,7 @@ def delete(
         for name in names:
             found = resolve_workload(client, name, namespace, workload_kind)
             cancelled = client.delete_workload(*found)
-            console.print(
-                f"workload/{cancelled.namespace}/{cancelled.name} ({cancelled.kind}) "
-                f"{cancelled.state.value.lower()}",
-                markup=False,
-            )
+            _changed(cancelled, cancelled.state.value.lower())
 
 
 @remote_errors
