@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import http.server
+import os
+import re
+import signal
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +116,66 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, Path, list[str]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ----------------------------------------------------------------------------- crashed workers
+#: Where each xdist worker's faulthandler writes (set by the controller, inherited by workers).
+FAULTS_DIR_ENV = "GPUFLEET_TEST_FAULTS_DIR"
+#: The worker's open faulthandler file (kept open for the worker's life).
+_FAULTS_KEY = pytest.StashKey[Any]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The controller picks a folder for the workers' fatal-error tracebacks: a worker that
+    dies (a signal, a crash in C) leaves only "worker crashed" behind, so what it left there
+    is printed with that line (:func:`pytest_handlecrashitem`)."""
+    if not hasattr(config, "workerinput") and FAULTS_DIR_ENV not in os.environ:
+        os.environ[FAULTS_DIR_ENV] = tempfile.mkdtemp(prefix="gpufleet-test-faults-")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    workerinput = getattr(session.config, "workerinput", None)
+    folder = os.environ.get(FAULTS_DIR_ENV)
+    if workerinput is None or folder is None:
+        return
+    path = Path(folder) / f"{workerinput['workerid']}-{os.getpid()}.log"
+    handle = path.open("w", encoding="utf-8")  # open for the worker's life: faulthandler's fd
+    session.config.stash[_FAULTS_KEY] = handle
+    faulthandler.enable(file=handle, all_threads=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
+    """Say how the worker died: its exit status, its fatal-error traceback, the kernel's
+    lines about killed processes."""
+    said = [str(report.longrepr)]
+    node = getattr(report, "node", None)
+    gateway = getattr(node, "gateway", None)
+    popen = getattr(getattr(gateway, "_io", None), "popen", None)
+    if popen is not None:
+        code = popen.poll()
+        if code is not None and code < 0:
+            said.append(f"the worker was ended by signal {signal.Signals(-code).name}")
+        else:
+            said.append(f"the worker's exit status: {code}")
+    folder = os.environ.get(FAULTS_DIR_ENV)
+    worker = getattr(gateway, "id", "")
+    if folder is not None:
+        for path in sorted(Path(folder).glob(f"{worker}-*.log")):
+            text = path.read_text(encoding="utf-8", errors="replace").strip()
+            if text:
+                said.append(f"{path.name}:\n{text[-6000:]}")
+    try:
+        kernel = subprocess.run(
+            ["dmesg"], capture_output=True, text=True, timeout=10, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        kernel = ""
+    killed = [
+        line
+        for line in kernel.splitlines()
+        if re.search(r"Killed process|segfault|general protection|traps:|oom-kill:", line)
+    ]
+    if killed:
+        said.append("the kernel said:\n" + "\n".join(killed[-10:]))
+    report.longrepr = "\n".join(said)
