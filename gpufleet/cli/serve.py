@@ -591,15 +591,17 @@ def _serve_on(
     if reclaimer_for(reclaiming, idle, observe.idle_dry_run) is not None:
         names = ", ".join(p.name for p in idle)
         where += f", idle policies {names}" + (" (dry run)" if observe.idle_dry_run else "")
-    plane.start()
     hosts = HostPolicy.serving(host, http.allowed_hosts)
     app = create_app(plane, prices=observe.prices, hosts=hosts)
     port = sock.getsockname()[1]
     url = f"{http.scheme}://{host}:{port}"
     notifier = None
     if observe.routing is not None and plane.observatory is not None:
+        # Subscribed before the loop's first turn, which takes in the runs that ended while no
+        # server ran (``serve --local``): their notices are sent.
         notifier = start_notifier(plane, observe.routing, url)
         where += f", alerts sent to {len(observe.routing.routes)} route(s)"
+    plane.start()
     console.print(f"gpufleet control plane on {url}/ ({where}, policy {policy}, database {db})")
     files_warning = raise_open_file_limit(http.limits.max_connections)
     if files_warning is not None:

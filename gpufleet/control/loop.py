@@ -46,18 +46,24 @@ from gpufleet.control.backend import ClusterBackend, ClusterState
 from gpufleet.control.budget_usage import BudgetUsage
 from gpufleet.model.actions import Action
 from gpufleet.model.events import ClusterEvent, NodeAdded, PodAdded, PodBound
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.core import SchedulerCore
 
 log = logging.getLogger(__name__)
 
 
-def sync(core: SchedulerCore, state: ClusterState) -> None:
-    """Bring the core in line with a full listing (nodes it lacks, running and pending pods)."""
+def sync(
+    core: SchedulerCore,
+    state: ClusterState,
+    ran_as: Callable[[str], Workload | None] | None = None,
+) -> None:
+    """Bring the core in line with a full listing (nodes it lacks, running and pending pods);
+    ``ran_as``: the workload a running pod (by key) ran as, where the caller knows it."""
     for node in state.nodes:
         if node.name not in core.table.row_of:
             core.handle(NodeAdded(node))
     for pod, placement in state.running:
-        core.handle(PodBound(pod, placement))
+        core.handle(PodBound(pod, placement, workload=ran_as(pod.key) if ran_as else None))
     for pod in state.pending:
         core.handle(PodAdded(pod))
 

@@ -97,11 +97,15 @@ class PodAdded:
 class PodBound:
     """A pod runs on ``placement`` though this core did not bind it (or it is restarting).
     ``preemptible`` False: the core must never evict it (it says so: ``gpufleet.dev/
-    preemptible: "false"``, or an autoscaler's do-not-disrupt annotation)."""
+    preemptible: "false"``, or an autoscaler's do-not-disrupt annotation). ``workload``: the
+    workload the pod ran as, where the world knows it (a plane taking back what it ran before
+    a restart or a rebuild of its core): its queue is kept, and its key when it is this pod's
+    alone, instead of the queue a bare pod would be charged to."""
 
     pod: Pod
     placement: Placement
     preemptible: bool = True
+    workload: Workload | None = None
 
 
 class PodEnd(StrEnum):

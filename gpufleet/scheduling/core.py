@@ -191,7 +191,7 @@ class SchedulerCore:
         elif isinstance(event, PodReady):
             lifecycle.pod_ready(event.key)
         elif isinstance(event, PodBound):
-            lifecycle.pod_bound(event.pod, event.placement, event.preemptible)
+            lifecycle.pod_bound(event.pod, event.placement, event.preemptible, event.workload)
         elif isinstance(event, BindFailed):
             lifecycle.bind_failed(event.key, event.reason)
         elif isinstance(event, NodeAdded):

@@ -57,10 +57,23 @@ class Lifecycle:
         self._disrupted: list[tuple[str, str]] = []
 
     # ----------------------------------------------------------------------------- arrivals
-    def lone(self, pod: Pod, preemptible: bool = True, bound: bool = False) -> Workload:
+    def lone(
+        self,
+        pod: Pod,
+        preemptible: bool = True,
+        bound: bool = False,
+        ran_as: Workload | None = None,
+    ) -> Workload:
         """A pod's workload of its own; ``bound``: a pod placed already, which charges only a
-        queue that admits its namespace."""
-        queue = self.state.quotas.queue_for(pod, admitted_only=bound)
+        queue that admits its namespace. ``ran_as``: the workload a world says it ran as (see
+        :class:`PodBound`): that very workload when it is this pod's alone, else its queue
+        (while the queue is defined)."""
+        if ran_as is not None and ran_as.queue in self.state.quotas.queues:
+            if ran_as.pods == (pod,):
+                return ran_as if preemptible else replace(ran_as, preemptible=False)
+            queue = ran_as.queue
+        else:
+            queue = self.state.quotas.queue_for(pod, admitted_only=bound)
         return Workload(
             pod.name, pod.namespace, (pod,), queue, pod.priority,
             preemptible=preemptible, labels=pod.labels,
@@ -276,10 +289,16 @@ class Lifecycle:
             self._forget(running)
             self.enqueue(running.workload, self._requeue_at.pop(running.key), again=True)
 
-    def pod_bound(self, pod: Pod, placement: Placement, preemptible: bool = True) -> None:
+    def pod_bound(
+        self,
+        pod: Pod,
+        placement: Placement,
+        preemptible: bool = True,
+        ran_as: Workload | None = None,
+    ) -> None:
         """Take exactly the devices a pod already holds (bound by someone else, or a resync);
-        ``preemptible`` False: never evict it. Devices its node no longer lists (the device
-        plugin withdrew them) stay counted: see :meth:`hold`."""
+        ``preemptible`` False: never evict it; ``ran_as``: see :meth:`lone`. Devices its node
+        no longer lists (the device plugin withdrew them) stay counted: see :meth:`hold`."""
         state = self.state
         if pod.key in state.running.owner:
             return
@@ -290,7 +309,7 @@ class Lifecycle:
             self.dequeue(waiting)
         bound = Bound(pod, placement, self.hold(pod, placement))
         usage = state.requests.usage_of([bound])
-        workload = self.lone(pod, preemptible, bound=True)
+        workload = self.lone(pod, preemptible, bound=True, ran_as=ran_as)
         state.quotas.charge(workload, usage)
         state.running.track(
             RunningWorkload(workload, {pod.key: bound}, usage, state.now, state.now)

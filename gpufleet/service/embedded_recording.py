@@ -40,6 +40,7 @@ from gpufleet.model.events import (
     PodEnd,
     PodRestarted,
 )
+from gpufleet.model.workload import Workload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import HISTORY_EVERY_S, Change, PlaneBase
 from gpufleet.service.budget_events import budget_events
@@ -85,6 +86,12 @@ class RecordingPlane(PlaneBase):
     #: What the current turn wrote down.
     _notes: TurnNotes
     loop: ControlLoop
+
+    def _ran_as(self, pod_key: str) -> Workload | None:
+        """The workload a pod of a record runs as (given to the core when it is told again of
+        running pods, so that they keep their queue and key)."""
+        record = self.records.get(self._owner.get(pod_key, ""))
+        return None if record is None else record.timed.workload
 
     def _progress(self, record: WorkloadRecord) -> None:
         """The record's jobs and pods as their controllers in the world see them."""

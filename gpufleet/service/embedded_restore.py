@@ -83,7 +83,7 @@ class RestoringPlane(RecordingPlane):
             if pending:
                 self.world.submit(remaining_part(record.timed, pending))
             self._progress(record)
-        sync(self.core, self.world.list_state())
+        sync(self.core, self.world.list_state(), self._ran_as)
 
     def _restored_record(self, stored: StoredWorkload) -> WorkloadRecord | None:
         """The record of a stored workload, indexed, with its events; returned when it is to
@@ -166,7 +166,7 @@ class RestoringPlane(RecordingPlane):
         """A new core for new queues or classes, told everything again (under the lock)."""
         core = self._new_core()
         core.now = self.world.clock.now()
-        sync(core, self.world.list_state())
+        sync(core, self.world.list_state(), self._ran_as)
         waiting = self.world.pending
         for record in sorted(self.records.values(), key=lambda r: r.seq):
             # (a failed pod waiting out its back-off is not waiting yet: it comes as a new pod)

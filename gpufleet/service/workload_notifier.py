@@ -8,8 +8,9 @@ change to ``Succeeded`` or ``Failed`` is a notice, once per workload (the plane 
 workload's state on every turn that touches it), and a ``Preempted`` event is one, once per
 workload and batch (a gang's pods are evicted together). A workload already ended when the
 notifier starts (``ended``) is not told: after a restart, one an earlier server told is not
-told again (nor is one that ended while no server ran: the plane may have found it ended
-before the notifier subscribed). A deleted workload's name may be used again, and told again.
+told again. One whose run ended while no server ran is told: ``serve --local`` takes such
+ends in during its first turn, after the notifier has subscribed. A deleted workload's name
+may be used again, and told again.
 """
 
 from __future__ import annotations

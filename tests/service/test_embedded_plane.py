@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ from gpufleet.service.store import Store, StoreError
 from gpufleet.testing.builders import make_pod
 from gpufleet.testing.service import (
     FakeWall,
+    ServiceHarness,
     as_yaml,
     gpu_nodes,
     job_doc,
@@ -464,12 +466,25 @@ def test_anti_affine_replicas_land_apart_and_still_count_after_a_restart(tmp_pat
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, found 2026-12-02: restored replicas come back in queue 'default', not "
-    "their tenant's queue, so a later equal-priority pod of the tenant preempts them",
+def _restart(harness: ServiceHarness) -> None:
+    harness.restart()
+
+
+def _new_queue(harness: ServiceHarness) -> None:
+    put = harness.client("admin").put("/api/v1/queues", json=queue_doc("team-z", 2))
+    assert put.status_code in (200, 201), put.text
+
+
+@pytest.mark.parametrize(
+    "retell",
+    [pytest.param(_restart, id="restart"), pytest.param(_new_queue, id="a-queue-added")],
 )
-def test_restored_replicas_keep_their_queue(tmp_path: Path) -> None:
+def test_running_replicas_keep_their_queue_when_the_core_is_told_again(
+    tmp_path: Path, retell: Callable[[ServiceHarness], None]
+) -> None:
+    # Bug (2026-12-02): replicas told again to a new core (a restart, or a rebuild for a
+    # changed queue) came back as bare pods in queue 'default', not their tenant's queue, so a
+    # later equal-priority pod of the tenant could preempt them.
     harness = make_harness(tmp_path, nodes=gpu_nodes(3, 4))
     client = harness.client("team-a")
     client.post(
@@ -477,6 +492,7 @@ def test_restored_replicas_keep_their_queue(tmp_path: Path) -> None:
     )
     harness.advance(1)
     before = {k: r.workload.queue for k, r in harness.plane.core.running.items()}
-    harness.restart()
+    assert set(before.values()) == {"team-a"}
+    retell(harness)
     after = {k: r.workload.queue for k, r in harness.plane.core.running.items()}
     assert after == before

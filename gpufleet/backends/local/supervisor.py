@@ -404,12 +404,16 @@ class Supervisor:
             os.write(self._fifo, b"w")
 
     def close(self) -> None:
-        """Stop watching (the runs go on); reaps the shims it started that have ended."""
+        """Stop watching (the runs go on); reaps the shims it started that have ended, and
+        removes gpufleet's parent cgroups when no run's cgroup is left in them (a run that goes
+        on keeps them, for the next server to find)."""
         for watched in self._watched.values():
             if watched.popen is not None:
                 watched.popen.poll()
         with contextlib.suppress(OSError):
             os.close(self._fifo)
+        if self.cgroups is not None:
+            self.cgroups.remove()
 
 
 def _stop_why(run_dir: Path) -> dict[str, str] | None:

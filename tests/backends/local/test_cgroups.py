@@ -285,3 +285,22 @@ def test_a_run_cannot_start_more_tasks_than_its_pids_limit(limited: Supervisor, 
     assert end.succeeded, end.describe()
     log = limited.log_path("pids").read_text()
     assert "started 4" in log, log  # the run itself is one of its five tasks
+
+
+def test_closing_removes_the_parent_cgroups_once_no_run_is_left_in_them(
+    state_root: Path, hierarchy: Hierarchy, work: Path
+) -> None:
+    parents = [Path(p) for p in hierarchy.parents.values()]
+    first = Supervisor(state_root / "state", allow_root=True, cgroups=hierarchy)
+    go = work / "go"
+    first.start("stays", shell(work, f'while [ ! -e "{go}" ]; do sleep 0.01; done'))
+    wait_until(lambda: first.child("stays") is not None)  # started, in its cgroup
+    first.close()  # the run goes on, so its parents stay for the next server
+    assert all(p.is_dir() for p in parents)
+    second = Supervisor(state_root / "state", allow_root=True, cgroups=hierarchy)
+    assert [run.run_id for run in second.adopt()] == ["stays"]
+    go.touch()
+    end = wait_end(second, "stays")
+    assert end.succeeded, end.describe()
+    second.close()
+    assert not any(p.exists() for p in parents)

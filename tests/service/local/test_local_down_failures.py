@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from gpufleet.backends.local.run_state import EXIT_FILE, SHIM_FILE, read_process
+from gpufleet.cli.serve_observing import observe_settings, start_workload_notices
 from gpufleet.testing.local_service import LocalHarness
 from tests.backends.local.scripts import CHECKPOINTING, wait_until, write_script
 from tests.service.local.test_local_plane import events, job, pod, printed, report, tenant_dir
@@ -371,3 +372,37 @@ def test_a_restart_does_not_tell_an_old_preemption_again(harness: LocalHarness) 
     harness.plane.turn()
     assert [m for r, m in events(harness, "low") if r == "Preempted"] == preempted
     assert harness.workload("low")["state"] == "Pending"
+
+
+# ------------------------------------------------------------------------------- notices
+class _Sent:
+    """A sender that keeps what it is given (the webhook's payloads)."""
+
+    def __init__(self) -> None:
+        self.payloads: list[Mapping[str, Any]] = []
+
+    def submit(self, receiver: str, url: str, payload: Mapping[str, Any]) -> bool:
+        self.payloads.append(payload)
+        return True
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        pytest.param(0, "WorkloadSucceeded", id="succeeded"),
+        pytest.param(3, "WorkloadFailed", id="failed"),
+    ],
+)
+def test_a_workload_that_ended_while_down_is_told_once_after_the_restart(
+    harness: LocalHarness, code: int, status: str
+) -> None:
+    restart_after(harness, 1, 0, fail_while_down(0, 1, code))
+    settings = observe_settings(None, False, None, alert_webhook="http://127.0.0.1:9/hook")
+    assert settings.routing is not None
+    sent = _Sent()
+    start_workload_notices(harness.plane, settings.routing, cast(Any, sent), "")
+    harness.run_until(harness.state_is(NAME, "Succeeded", "Failed"))
+    for _ in range(3):
+        harness.plane.turn()
+    names = [a["labels"]["alertname"] for p in sent.payloads for a in p["alerts"]]
+    assert names == [status]
