@@ -1,7 +1,8 @@
 #!/bin/bash
 # A smoke check of `gpufleet serve --local` on this machine's GPUs, end to end through the CLI,
 # as root (tenants run as `nobody`): a CUDA check through PyTorch (one GPU, its UUID), what a
-# tenant's run sees in /proc, the DCGM gauges of a busy run, a cancel (SIGTERM), a DDP gang
+# tenant's run sees in /proc, isolation (device nodes, cgroup limits and an OOM kill, file
+# modes, another tenant and another Unix user reading nothing), the DCGM gauges of a busy run, a cancel (SIGTERM), a DDP gang
 # of two over gloo, describe/get/alerts, and a restart of serve. Prints what it sees: read it.
 #   examples/local/smoke.sh                                  # the GPUs through NVML
 #   FAKE=examples/agent/fake-gpus.yaml examples/local/smoke.sh   # no GPU: the fake NVML
@@ -27,6 +28,23 @@ echo "== run 0 GPUs (nothing visible)"; gf run --gpus 0 --queue research --name 
 echo "== too many GPUs"; gf run --gpus 9 --queue research --name toomany -- true; echo "exit $?"
 echo "== missing command"; gf run --gpus 1 --queue research --name nocmd -- no-such-command-x; echo "exit $?"
 echo "== what a tenant's run sees in /proc"; gf run --gpus 0 --queue research --name ps -f -- ps -e -o user,pid,comm; echo "host sees $(ls /proc | grep -c '^[0-9]') processes"
+echo "== isolation: the device nodes a 1-GPU run sees (only its own nvidia<N>, plus nvidiactl/uvm)"
+gf run --gpus 1 --queue research --name devs -f -- sh -c 'ls /dev | grep -E "^nvidia" | tr "\n" " "; echo'
+echo "host has: $(ls /dev | grep -E '^nvidia' | tr '\n' ' ')"
+echo "== isolation: its cgroup and limits (--cpus 1 --memory 256Mi)"
+gf run --gpus 0 --cpus 1 --memory 256Mi --queue research --name limits -f -- sh -c 'cat /proc/self/cgroup; for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max; do [ -r $f ] && echo "$f $(cat $f)"; done; true'
+echo "== isolation: beyond its memory limit, OOMKilled (64Mi, allocates 512 MiB)"
+gf run --gpus 0 --memory 64Mi --queue research --name oom -f -- $PY -c 'b = bytearray(512 << 20); print("survived", len(b))'; echo "exit $?"
+gf describe workload oom | grep -E "OOMKilled|exit code" | head -3
+echo "== isolation: file modes of the state directory (folders 0711/0700, files 0600, the database 0600)"
+STATE=$W/gf.db.local
+stat -c '%a %U %n' $W/gf.db $STATE $STATE/runs $STATE/runs/* 2>/dev/null | head -8
+stat -c '%a %U %n' $STATE/runs/*/spec.json $STATE/runs/*/output.log 2>/dev/null | head -6
+echo "== isolation: another tenant's run (prod, also nobody) reads none of research's files"
+PROD_TOKEN=$(gf admin create-token --db $W/gf.db --tenant prod)
+GPUFLEET_TOKEN=$PROD_TOKEN gf run --gpus 0 --queue prod --name peek -f -- sh -c "cat $STATE/runs/*/output.log $STATE/runs/*/spec.json $W/gf.db 2>&1 | head -4; true"
+echo "== isolation: as a second Unix user (daemon), outside gpufleet"
+su -s /bin/sh daemon -c "cat $STATE/runs/*/spec.json $W/gf.db 2>&1 | head -3" 2>&1 || true
 echo "== a busy one: metrics while it runs, then stopped by cancel"
 BUSY=$'import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: (print("got SIGTERM", flush=True), sys.exit(0)))\nprint("busy", flush=True)\ntry:\n    import torch\n    a = torch.randn(8192, 8192, device="cuda")\n    while True:\n        a = (a @ a).clamp(-1, 1)\nexcept ImportError:\n    time.sleep(600)'
 gf run --gpus 1 --queue research --name busy -- $PY -c "$BUSY"
