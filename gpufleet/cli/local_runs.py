@@ -6,6 +6,9 @@ the caller's ``PATH`` and Python environment variables, and each ``--env``; ``--
 inside the tenant's working directory), through the same API and checks as ``gpufleet submit``:
 the server says at once if the command does not exist or the GPUs are more than the machine
 has. ``--follow`` then prints its output until it ends, and exits 0 if it succeeded, 1 if not.
+Ctrl-C while following cancels it (as ``gpufleet delete``), prints so, waits for it to stop
+and exits 130; a second Ctrl-C stops the waiting. With ``--detach``, Ctrl-C leaves it running
+and prints how to follow it again.
 
 ``gpufleet run --array 0-99%4 -- python task.py`` (Slurm's ``sbatch --array``) submits a job
 array instead (:func:`array_manifest`): an Indexed Job of as many completions as tasks, run
@@ -26,7 +29,7 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -53,6 +56,10 @@ from gpufleet.model.queues import QUEUE_LABEL
 TAKEN_ENV = ("PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "LANG", "LC_ALL", "TZ")
 #: Seconds between two looks at a followed log.
 FOLLOW_EVERY_S = 0.5
+#: How the follow loop waits between two looks (tests swap it to press Ctrl-C).
+pause: Callable[[float], None] = time.sleep
+#: The exit code of a run -f stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
 _NOT_IN_NAME = re.compile(r"[^a-z0-9-]+")
 
 
@@ -178,7 +185,12 @@ def run(
         list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE for it (repeatable)")
     ] = None,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="print its output until it ends")
+        bool,
+        typer.Option("--follow", "-f", help="print its output until it ends (Ctrl-C cancels it)"),
+    ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option(help="with --follow: Ctrl-C stops following and leaves it running"),
     ] = False,
     array: Annotated[
         str | None,
@@ -227,8 +239,10 @@ def run(
             markup=False,
         )
         kind = "Job" if array is not None else "Pod"
-        if follow and not _follow(client, accepted.namespace, accepted.name, kind):
-            raise typer.Exit(EXIT_FAILED)
+        if follow:
+            code = _follow_or_cancel(client, accepted.namespace, accepted.name, kind, detach)
+            if code:
+                raise typer.Exit(code)
 
 
 @remote_errors
@@ -261,6 +275,34 @@ def logs(
             offset, attempt = chunk.next_offset, chunk.attempt
 
 
+def _follow_or_cancel(client: ApiClient, namespace: str, name: str, kind: str, detach: bool) -> int:
+    """Follow the workload (:func:`_follow`) until it ends; on Ctrl-C cancel it and wait for
+    it to stop (a second Ctrl-C: no longer), or with ``detach`` leave it running. The exit
+    code: 0 it succeeded (or was left running), 1 it failed, 130 cancelled by Ctrl-C."""
+    target = f"workload/{namespace}/{name}"
+    try:
+        return 0 if _follow(client, namespace, name, kind) else EXIT_FAILED
+    except KeyboardInterrupt:
+        if detach:
+            console.print(
+                f"\ndetached: {target} goes on; follow it again with: "
+                f"gpufleet logs -f {namespace}/{name}",
+                markup=False,
+            )
+            return 0
+    cancelled = client.delete_workload(namespace, name, kind)
+    console.print(
+        f"\nCtrl-C: {target} ({cancelled.kind}) {cancelled.state.value.lower()}; waiting for "
+        "it to stop (Ctrl-C again: stop waiting)",
+        markup=False,
+    )
+    try:
+        _follow(client, namespace, name, kind, until_stopped=True)
+    except KeyboardInterrupt:
+        console.print(f"\nstopped waiting: {target} is being stopped", markup=False)
+    return EXIT_INTERRUPTED
+
+
 def _follow(
     client: ApiClient,
     namespace: str,
@@ -268,9 +310,11 @@ def _follow(
     kind: str | None,
     pod: str | None = None,
     attempt: int | None = None,
+    until_stopped: bool = False,
 ) -> bool:
     """Print the run's output as it comes, on to the pod's next run unless ``attempt`` pins
-    one, until the workload ends; whether it succeeded."""
+    one, until the workload ends (``until_stopped``: and its run has stopped too, as a
+    cancelled one does after its grace); whether it succeeded."""
     pinned = attempt is not None
     offset = 0
     while True:
@@ -285,10 +329,10 @@ def _follow(
             attempt, offset = chunk.attempt + 1, 0
             console.print(f"--- run {attempt} of pod {chunk.pod} ---", markup=False)
             continue
-        if chunk.finished:
+        if chunk.finished and not (until_stopped and chunk.running):
             state = client.get_workload(namespace, name, kind).state
             return state.value == "Succeeded"
-        time.sleep(FOLLOW_EVERY_S)
+        pause(FOLLOW_EVERY_S)
 
 
 def _write(text: str) -> None:
