@@ -17,6 +17,11 @@ array instead (:func:`array_manifest`): an Indexed Job of as many completions as
 first); a failed task fails alone (``backoffLimitPerIndex: 0``): the others run, and the Job
 fails at the end with its failed indexes listed.
 
+``gpufleet run -it -- bash`` (``srun --pty``) runs it on a terminal (the Pod's container says
+``stdin: true`` and ``tty: true``; ``TERM`` goes along): once it has its GPUs (``waiting for
+GPUs`` meanwhile), this terminal is relayed to it until it ends, and the exit code is its
+(:mod:`.terminal_session`); ``gpufleet attach NAME`` takes the session up again.
+
 ``gpufleet logs NAME [-f]`` prints a run's output (the latest run of the workload's first pod,
 unless ``--pod``/``--attempt``), and with ``-f`` follows it, polling, on to the next run when
 the workload is preempted and resumes, until the workload ends.
@@ -36,6 +41,7 @@ import typer
 import yaml
 from rich.markup import escape
 
+from gpufleet.cli import terminal_session
 from gpufleet.cli.client import ApiClient
 from gpufleet.cli.common import EXIT_FAILED, console, fail
 from gpufleet.cli.remote import (
@@ -88,10 +94,12 @@ def run_manifest(
     env: dict[str, str] | None = None,
     cpus: str | None = None,
     memory: str | None = None,
+    terminal: bool = False,
 ) -> dict[str, Any]:
     """The Pod that runs ``argv`` with ``gpus`` whole GPUs (see the module docstring); ``cpus``
     and ``memory`` (Kubernetes quantities: ``500m``, ``2``; ``100Mi``, ``4Gi``) are its
-    container's requests and limits, what its cgroup holds it to on the server."""
+    container's requests and limits, what its cgroup holds it to on the server; ``terminal``:
+    it runs on a terminal (``run -it``)."""
     container: dict[str, Any] = {
         "name": "main",
         "command": [_literal(a) for a in argv],
@@ -108,6 +116,8 @@ def run_manifest(
         container["resources"]["requests"] = dict(sized)
     if workdir:
         container["workingDir"] = workdir
+    if terminal:
+        container["stdin"] = container["tty"] = True
     metadata: dict[str, Any] = {"name": name}
     if namespace:
         metadata["namespace"] = namespace
@@ -148,8 +158,9 @@ def array_manifest(pod: dict[str, Any], array: str, server_gpus: int | None) -> 
     }  # fmt: skip
 
 
-def _parsed_env(items: Sequence[str]) -> dict[str, str]:
-    env = {name: os.environ[name] for name in TAKEN_ENV if name in os.environ}
+def _parsed_env(items: Sequence[str], terminal: bool = False) -> dict[str, str]:
+    taken = (*TAKEN_ENV, "TERM") if terminal else TAKEN_ENV
+    env = {name: os.environ[name] for name in taken if name in os.environ}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
@@ -192,6 +203,13 @@ def run(
         bool,
         typer.Option(help="with --follow: Ctrl-C stops following and leaves it running"),
     ] = False,
+    interactive: Annotated[
+        bool, typer.Option("--interactive", "-i", help="with -t: relay this terminal to it")
+    ] = False,
+    terminal: Annotated[
+        bool,
+        typer.Option("--tty", "-t", help="with -i (-it): run it on a terminal, as srun --pty does"),
+    ] = False,
     array: Annotated[
         str | None,
         typer.Option(
@@ -206,6 +224,10 @@ def run(
     """Run a command on the server's GPUs (gpufleet serve --local), as a Pod with its own
     GPUs (with --array, as a job array). Example: gpufleet run --gpus 2 --queue research --
     python train.py --epochs 3"""
+    if interactive != terminal:
+        raise fail("-i and -t go together: -it runs it on a terminal relayed to this one")
+    if terminal and (follow or array is not None):
+        raise fail("-it is a session of its own: not with --follow or --array")
     chosen = name or default_name(command)
     checked_name(chosen, "--name")
     checked_name(namespace, "namespace", NameRule.LABEL)
@@ -218,9 +240,10 @@ def run(
         queue,
         priority_class,
         workdir,
-        _parsed_env(env or []),
+        _parsed_env(env or [], terminal),
         cpus,
         memory,
+        terminal,
     )
     if array is not None:
         try:
@@ -239,10 +262,55 @@ def run(
             markup=False,
         )
         kind = "Job" if array is not None else "Pod"
+        if terminal:
+            raise typer.Exit(_session(client, accepted.namespace, accepted.name, kind))
         if follow:
             code = _follow_or_cancel(client, accepted.namespace, accepted.name, kind, detach)
             if code:
                 raise typer.Exit(code)
+
+
+@remote_errors
+def attach(
+    name: Annotated[str, typer.Argument(help="[NAMESPACE/][KIND/]NAME of the workload")],
+    namespace: NamespaceOption = None,
+    workload_kind: KindOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Attach this terminal to a workload's (gpufleet run -it) again: it waits for its GPUs
+    first if it must; the exit code is the run's once it ends. Example: gpufleet attach
+    shell-3f9a1c"""
+    with connect(server, token) as client:
+        namespace_, name_, kind = resolve_workload(client, name, namespace, workload_kind)
+        raise typer.Exit(_session(client, namespace_, name_, kind, cancel_on_ctrl_c=False))
+
+
+def _session(
+    client: ApiClient, namespace: str, name: str, kind: str | None, cancel_on_ctrl_c: bool = True
+) -> int:
+    """Wait for the workload's GPUs, then relay this terminal to its (the exit code). Ctrl-C
+    while it waits cancels it (``run -it``) or stops waiting (``attach``)."""
+    try:
+        state = terminal_session.wait_for_gpus(client, namespace, name, kind, pause)
+    except KeyboardInterrupt:
+        if not cancel_on_ctrl_c:
+            return EXIT_INTERRUPTED
+        cancelled = client.delete_workload(namespace, name, kind)
+        console.print(
+            f"\nCtrl-C: workload/{namespace}/{name} ({cancelled.kind}) "
+            f"{cancelled.state.value.lower()}",
+            markup=False,
+        )
+        return EXIT_INTERRUPTED
+    if state != "Running":
+        console.print(
+            f"workload/{namespace}/{name} has ended ({state}): there is no terminal to attach "
+            f"to; its output: gpufleet logs {namespace}/{name}",
+            markup=False,
+        )
+        return EXIT_FAILED
+    return terminal_session.attach(client, namespace, name, kind)
 
 
 @remote_errors

@@ -7,7 +7,9 @@ For a run whose spec says ``tty`` (a container's Kubernetes ``stdin: true`` and 
 and controlling terminal, :func:`take_terminal`, as ``srun --pty`` and ``ssh -t`` give it) and
 runs a :class:`TerminalRelay` in a thread of its own beside its usual wait: whatever the
 process writes to the terminal is appended to the run's log (``gpufleet logs`` shows it) and
-sent to every client attached to :data:`ATTACH_SOCKET`; what a client sends is typed into the
+sent to every client attached to :data:`ATTACH_SOCKET` (a client attaching first gets the
+terminal's last :data:`REPLAYED` bytes, so that it sees the prompt it came too late for, as
+``screen -r`` shows the screen); what a client sends is typed into the
 terminal, and a resize sets the terminal's window size (``TIOCSWINSZ``, the process gets
 ``SIGWINCH``). The socket lives in the run's directory (the server's user's alone, mode 0700)
 and is itself mode 0600: only the server connects to it (the API's ``attach``), and since the
@@ -42,6 +44,8 @@ _SIZE = struct.Struct("!HH")
 MAX_FRAME = 1 << 20
 #: Seconds a client may hold the relay on one send before it is dropped.
 SEND_TIMEOUT_S = 5.0
+#: The terminal's latest output a client gets as it attaches.
+REPLAYED = 4096
 #: The longest path a Unix socket may have (sun_path, less its terminating NUL).
 MAX_SOCKET_PATH = 107
 
@@ -126,6 +130,7 @@ class TerminalRelay:
         os.chmod(path, 0o600)
         self.listener.listen(8)
         self.clients: dict[socket.socket, FrameReader] = {}
+        self.recent = b""
         self._wake_read, self._wake_write = os.pipe()
         self._thread = threading.Thread(target=self._run, name="terminal-relay", daemon=True)
 
@@ -172,6 +177,7 @@ class TerminalRelay:
             if not data:
                 return False
             _write_all(self.log, data)
+            self.recent = (self.recent + data)[-REPLAYED:]
             for client in list(self.clients):
                 try:
                     client.sendall(frame(DATA, data))
@@ -180,7 +186,11 @@ class TerminalRelay:
         if self.listener in readable:
             client, _ = self.listener.accept()
             client.settimeout(SEND_TIMEOUT_S)
-            self.clients[client] = FrameReader()
+            try:
+                client.sendall(frame(DATA, self.recent))
+                self.clients[client] = FrameReader()
+            except OSError:
+                client.close()
         for client in [c for c in readable if isinstance(c, socket.socket)]:
             if client is not self.listener and client in self.clients:
                 self._from_client(client)
@@ -220,6 +230,7 @@ __all__ = [
     "ATTACH_SOCKET",
     "DATA",
     "MAX_SOCKET_PATH",
+    "REPLAYED",
     "RESIZE",
     "FrameReader",
     "TerminalRelay",
