@@ -7,6 +7,7 @@ import os
 import shutil
 import socket
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -123,3 +124,16 @@ def test_a_resize_is_rows_then_columns() -> None:
     assert window_size(resize_frame(40, 120)[5:]) == (40, 120)
     with pytest.raises(ValueError, match="a resize holds 4 bytes"):
         window_size(b"\0")
+
+
+def test_the_terminal_is_the_processs_controlling_terminal(
+    supervisor: Supervisor, work: Path
+) -> None:
+    # /dev/tty opens only for a process with a controlling terminal, and Ctrl-C typed there
+    # reaches its foreground group only then (bash would take one itself: python does not).
+    check = "import os; os.open('/dev/tty', os.O_RDWR); print(os.tcgetpgrp(0) == os.getpgrp())"
+    supervisor.start("t3", tty_spec(work, sys.executable, "-c", check))
+    end = wait_end(supervisor, "t3")
+    assert end.record is not None
+    assert end.record.exit_code == 0, supervisor.log_path("t3").read_text()
+    assert supervisor.log_path("t3").read_text().strip() == "True"
