@@ -37,6 +37,8 @@ from gpufleet.cli.output import EXIT_FAILED, console, errors
 
 #: Seconds between two looks at a workload that waits for its GPUs.
 WAIT_EVERY_S = 0.5
+#: The exit code of a session left with Ctrl-C (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 #: The exit code of a session that was refused or lost (the run's own is unknown).
 EXIT_NO_SESSION = EXIT_FAILED
 _WAITING = ("Pending", "Admitted")
@@ -89,6 +91,13 @@ def attach(client: ApiClient, namespace: str, name: str, kind: str | None) -> in
         with _raw_terminal(), _following_window(connection):
             _start_typing(connection)
             return _relay_output(connection)
+    except KeyboardInterrupt:  # stdin not a terminal: Ctrl-C reached this process
+        errors.print(
+            f"\ndetached: workload/{namespace}/{name} goes on; gpufleet attach "
+            f"{namespace}/{name} takes it up again",
+            markup=False,
+        )
+        return EXIT_INTERRUPTED
     finally:
         with contextlib.suppress(OSError, websocket.WebSocketException):
             connection.close()

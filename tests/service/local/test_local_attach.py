@@ -147,3 +147,19 @@ def test_attach_to_a_run_without_a_terminal_or_not_started_says_why(
     status, message = refusal(harness, "later", harness.tokens[TENANT])
     assert status == 409
     assert "is not running yet (Pending): it waits for its GPUs" in message
+
+
+def test_the_session_outlives_a_server_restart(harness: LocalHarness) -> None:
+    started(harness, "shell")
+    with harness.serving(), harness.client().websocket_connect(ATTACH.format(name="shell")) as s:
+        s.send_bytes(b"X=kept; echo s''et\n")
+        seen = b""
+        while b"\nset" not in seen:
+            seen += s.receive_bytes()
+    harness.restart()  # killed: the shim, its terminal and the shell run on
+    harness.run_until(harness.state_is("shell", "Running"))
+    with harness.serving(), harness.client().websocket_connect(ATTACH.format(name="shell")) as s:
+        s.send_bytes(b'echo "got-$X"; exit 3\n')
+        seen, said = until_exit(s)
+    assert b"got-kept" in seen
+    assert said["exit"]["code"] == 3
