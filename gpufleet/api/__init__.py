@@ -32,6 +32,8 @@ GET         /api/v1/priorityclasses                               list[PriorityC
 PUT         /api/v1/priorityclasses  (admin; a PriorityClass)    PriorityClassView
 GET         /api/v1/nodes, /api/v1/nodes/{name}                   list[NodeView], NodeView
 GET         /api/v1/events?workload=                              list[EventView]
+WebSocket   /api/v1/workloads/{namespace}/{name}/attach           a run's terminal
+            (serve --local; its own tenant: gpufleet.api.attach)
 GET         /api/v1/cost?by=namespace&window=7d                   CostReport
 GET         /api/v1/stream                                        text/event-stream of Change
 POST        /api/v1/tokens?tenant=&role=&name=&expires_in=30d    TokenCreated

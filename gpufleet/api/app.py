@@ -24,7 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gpufleet import __version__
-from gpufleet.api import alert_views, cost_views, docs, errors, views
+from gpufleet.api import alert_views, attach, cost_views, docs, errors, views
 from gpufleet.api.errors import ApiError
 from gpufleet.api.front_door import FrontDoor, HostPolicy
 from gpufleet.api.metrics import ApiMetrics
@@ -105,6 +105,7 @@ def create_app(
     app.state.price_list = price_list
 
     app.add_middleware(_Timing, metrics=metrics)
+    attach.install(app, plane)
     app.add_middleware(FrontDoor, hosts=hosts)  # outermost: a refused Host reaches nothing
 
     # ----------------------------------------------------------------------------- probes

@@ -115,6 +115,8 @@ class ApiClient:
     ) -> None:
         self.server = server.rstrip("/")
         self.token = token
+        #: The CA file trusted beyond the public authorities (a WebSocket trusts it too).
+        self.ca_file = ca_file
         self._owns_http = http is None
         self._http = http or httpx.Client(
             transport=transport, timeout=timeout, verify=_trusting(ca_file)

@@ -6,6 +6,9 @@ the caller's ``PATH`` and Python environment variables, and each ``--env``; ``--
 inside the tenant's working directory), through the same API and checks as ``gpufleet submit``:
 the server says at once if the command does not exist or the GPUs are more than the machine
 has. ``--follow`` then prints its output until it ends, and exits 0 if it succeeded, 1 if not.
+Ctrl-C while following cancels it (as ``gpufleet delete``), prints so, waits for it to stop
+and exits 130; a second Ctrl-C stops the waiting. With ``--detach``, Ctrl-C leaves it running
+and prints how to follow it again.
 
 ``gpufleet run --array 0-99%4 -- python task.py`` (Slurm's ``sbatch --array``) submits a job
 array instead (:func:`array_manifest`): an Indexed Job of as many completions as tasks, run
@@ -13,6 +16,11 @@ array instead (:func:`array_manifest`): an Indexed Job of as many completions as
 ``JOB_COMPLETION_INDEX`` and its task id in ``SLURM_ARRAY_TASK_ID`` (the index plus the
 first); a failed task fails alone (``backoffLimitPerIndex: 0``): the others run, and the Job
 fails at the end with its failed indexes listed.
+
+``gpufleet run -it -- bash`` (``srun --pty``) runs it on a terminal (the Pod's container says
+``stdin: true`` and ``tty: true``; ``TERM`` goes along): once it has its GPUs (``waiting for
+GPUs`` meanwhile), this terminal is relayed to it until it ends, and the exit code is its
+(:mod:`.terminal_session`); ``gpufleet attach NAME`` takes the session up again.
 
 ``gpufleet logs NAME [-f]`` prints a run's output (the latest run of the workload's first pod,
 unless ``--pod``/``--attempt``), and with ``-f`` follows it, polling, on to the next run when
@@ -26,13 +34,14 @@ import re
 import secrets
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 import typer
 import yaml
 from rich.markup import escape
 
+from gpufleet.cli import terminal_session
 from gpufleet.cli.client import ApiClient
 from gpufleet.cli.common import EXIT_FAILED, console, fail
 from gpufleet.cli.remote import (
@@ -53,6 +62,10 @@ from gpufleet.model.queues import QUEUE_LABEL
 TAKEN_ENV = ("PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "LANG", "LC_ALL", "TZ")
 #: Seconds between two looks at a followed log.
 FOLLOW_EVERY_S = 0.5
+#: How the follow loop waits between two looks (tests swap it to press Ctrl-C).
+pause: Callable[[float], None] = time.sleep
+#: The exit code of a run -f stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+EXIT_INTERRUPTED = 130
 _NOT_IN_NAME = re.compile(r"[^a-z0-9-]+")
 
 
@@ -81,10 +94,12 @@ def run_manifest(
     env: dict[str, str] | None = None,
     cpus: str | None = None,
     memory: str | None = None,
+    terminal: bool = False,
 ) -> dict[str, Any]:
     """The Pod that runs ``argv`` with ``gpus`` whole GPUs (see the module docstring); ``cpus``
     and ``memory`` (Kubernetes quantities: ``500m``, ``2``; ``100Mi``, ``4Gi``) are its
-    container's requests and limits, what its cgroup holds it to on the server."""
+    container's requests and limits, what its cgroup holds it to on the server; ``terminal``:
+    it runs on a terminal (``run -it``)."""
     container: dict[str, Any] = {
         "name": "main",
         "command": [_literal(a) for a in argv],
@@ -101,6 +116,8 @@ def run_manifest(
         container["resources"]["requests"] = dict(sized)
     if workdir:
         container["workingDir"] = workdir
+    if terminal:
+        container["stdin"] = container["tty"] = True
     metadata: dict[str, Any] = {"name": name}
     if namespace:
         metadata["namespace"] = namespace
@@ -141,8 +158,9 @@ def array_manifest(pod: dict[str, Any], array: str, server_gpus: int | None) -> 
     }  # fmt: skip
 
 
-def _parsed_env(items: Sequence[str]) -> dict[str, str]:
-    env = {name: os.environ[name] for name in TAKEN_ENV if name in os.environ}
+def _parsed_env(items: Sequence[str], terminal: bool = False) -> dict[str, str]:
+    taken = (*TAKEN_ENV, "TERM") if terminal else TAKEN_ENV
+    env = {name: os.environ[name] for name in taken if name in os.environ}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
@@ -178,7 +196,19 @@ def run(
         list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE for it (repeatable)")
     ] = None,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="print its output until it ends")
+        bool,
+        typer.Option("--follow", "-f", help="print its output until it ends (Ctrl-C cancels it)"),
+    ] = False,
+    detach: Annotated[
+        bool,
+        typer.Option(help="with --follow: Ctrl-C stops following and leaves it running"),
+    ] = False,
+    interactive: Annotated[
+        bool, typer.Option("--interactive", "-i", help="with -t: relay this terminal to it")
+    ] = False,
+    terminal: Annotated[
+        bool,
+        typer.Option("--tty", "-t", help="with -i (-it): run it on a terminal, as srun --pty does"),
     ] = False,
     array: Annotated[
         str | None,
@@ -194,6 +224,10 @@ def run(
     """Run a command on the server's GPUs (gpufleet serve --local), as a Pod with its own
     GPUs (with --array, as a job array). Example: gpufleet run --gpus 2 --queue research --
     python train.py --epochs 3"""
+    if interactive != terminal:
+        raise fail("-i and -t go together: -it runs it on a terminal relayed to this one")
+    if terminal and (follow or array is not None):
+        raise fail("-it is a session of its own: not with --follow or --array")
     chosen = name or default_name(command)
     checked_name(chosen, "--name")
     checked_name(namespace, "namespace", NameRule.LABEL)
@@ -206,9 +240,10 @@ def run(
         queue,
         priority_class,
         workdir,
-        _parsed_env(env or []),
+        _parsed_env(env or [], terminal),
         cpus,
         memory,
+        terminal,
     )
     if array is not None:
         try:
@@ -227,8 +262,55 @@ def run(
             markup=False,
         )
         kind = "Job" if array is not None else "Pod"
-        if follow and not _follow(client, accepted.namespace, accepted.name, kind):
-            raise typer.Exit(EXIT_FAILED)
+        if terminal:
+            raise typer.Exit(_session(client, accepted.namespace, accepted.name, kind))
+        if follow:
+            code = _follow_or_cancel(client, accepted.namespace, accepted.name, kind, detach)
+            if code:
+                raise typer.Exit(code)
+
+
+@remote_errors
+def attach(
+    name: Annotated[str, typer.Argument(help="[NAMESPACE/][KIND/]NAME of the workload")],
+    namespace: NamespaceOption = None,
+    workload_kind: KindOption = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Attach this terminal to a workload's (gpufleet run -it) again: it waits for its GPUs
+    first if it must; the exit code is the run's once it ends. Example: gpufleet attach
+    shell-3f9a1c"""
+    with connect(server, token) as client:
+        namespace_, name_, kind = resolve_workload(client, name, namespace, workload_kind)
+        raise typer.Exit(_session(client, namespace_, name_, kind, cancel_on_ctrl_c=False))
+
+
+def _session(
+    client: ApiClient, namespace: str, name: str, kind: str | None, cancel_on_ctrl_c: bool = True
+) -> int:
+    """Wait for the workload's GPUs, then relay this terminal to its (the exit code). Ctrl-C
+    while it waits cancels it (``run -it``) or stops waiting (``attach``)."""
+    try:
+        state = terminal_session.wait_for_gpus(client, namespace, name, kind, pause)
+    except KeyboardInterrupt:
+        if not cancel_on_ctrl_c:
+            return EXIT_INTERRUPTED
+        cancelled = client.delete_workload(namespace, name, kind)
+        console.print(
+            f"\nCtrl-C: workload/{namespace}/{name} ({cancelled.kind}) "
+            f"{cancelled.state.value.lower()}",
+            markup=False,
+        )
+        return EXIT_INTERRUPTED
+    if state != "Running":
+        console.print(
+            f"workload/{namespace}/{name} has ended ({state}): there is no terminal to attach "
+            f"to; its output: gpufleet logs {namespace}/{name}",
+            markup=False,
+        )
+        return EXIT_FAILED
+    return terminal_session.attach(client, namespace, name, kind)
 
 
 @remote_errors
@@ -261,6 +343,34 @@ def logs(
             offset, attempt = chunk.next_offset, chunk.attempt
 
 
+def _follow_or_cancel(client: ApiClient, namespace: str, name: str, kind: str, detach: bool) -> int:
+    """Follow the workload (:func:`_follow`) until it ends; on Ctrl-C cancel it and wait for
+    it to stop (a second Ctrl-C: no longer), or with ``detach`` leave it running. The exit
+    code: 0 it succeeded (or was left running), 1 it failed, 130 cancelled by Ctrl-C."""
+    target = f"workload/{namespace}/{name}"
+    try:
+        return 0 if _follow(client, namespace, name, kind) else EXIT_FAILED
+    except KeyboardInterrupt:
+        if detach:
+            console.print(
+                f"\ndetached: {target} goes on; follow it again with: "
+                f"gpufleet logs -f {namespace}/{name}",
+                markup=False,
+            )
+            return 0
+    cancelled = client.delete_workload(namespace, name, kind)
+    console.print(
+        f"\nCtrl-C: {target} ({cancelled.kind}) {cancelled.state.value.lower()}; waiting for "
+        "it to stop (Ctrl-C again: stop waiting)",
+        markup=False,
+    )
+    try:
+        _follow(client, namespace, name, kind, until_stopped=True)
+    except KeyboardInterrupt:
+        console.print(f"\nstopped waiting: {target} is being stopped", markup=False)
+    return EXIT_INTERRUPTED
+
+
 def _follow(
     client: ApiClient,
     namespace: str,
@@ -268,9 +378,11 @@ def _follow(
     kind: str | None,
     pod: str | None = None,
     attempt: int | None = None,
+    until_stopped: bool = False,
 ) -> bool:
     """Print the run's output as it comes, on to the pod's next run unless ``attempt`` pins
-    one, until the workload ends; whether it succeeded."""
+    one, until the workload ends (``until_stopped``: and its run has stopped too, as a
+    cancelled one does after its grace); whether it succeeded."""
     pinned = attempt is not None
     offset = 0
     while True:
@@ -285,10 +397,10 @@ def _follow(
             attempt, offset = chunk.attempt + 1, 0
             console.print(f"--- run {attempt} of pod {chunk.pod} ---", markup=False)
             continue
-        if chunk.finished:
+        if chunk.finished and not (until_stopped and chunk.running):
             state = client.get_workload(namespace, name, kind).state
             return state.value == "Succeeded"
-        time.sleep(FOLLOW_EVERY_S)
+        pause(FOLLOW_EVERY_S)
 
 
 def _write(text: str) -> None:

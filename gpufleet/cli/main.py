@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "submit": "gpufleet.cli.remote:submit",
     "run": "gpufleet.cli.local_runs:run",
     "logs": "gpufleet.cli.local_runs:logs",
+    "attach": "gpufleet.cli.local_runs:attach",
     "get": "gpufleet.cli.remote:get",
     "describe": "gpufleet.cli.remote:describe",
     "explain": "gpufleet.cli.remote:explain",

@@ -4,12 +4,13 @@ Owns the reading of a pod's first container into a
 :class:`~gpufleet.model.processes.ProcessSpec`, as the kubelet would start it but without an
 image: ``command`` + ``args`` (``command`` is required: there is no image entrypoint to fall
 back on), ``env`` as name/value pairs (``valueFrom`` is refused: no Secrets or ConfigMaps
-here), ``$(VAR)`` references in env values, command and args expanded as Kubernetes expands
-them (``$$`` is a literal ``$``; an undefined name stays as written), ``workingDir``, and the
-pod spec's ``activeDeadlineSeconds`` (a whole number >= 1, as the API server checks it: the
-process's time limit; a Job's own is the plane's to add, from the Job as already read). Every
-check that can fail is made here, before anything starts, each error naming the file, the
-object and the field:
+here), ``stdin`` and ``tty`` (both true: it runs on a terminal clients attach to), ``$(VAR)``
+references in env values, command and args expanded as Kubernetes expands them (``$$`` is a
+literal ``$``; an undefined name stays as written), ``workingDir``, and the pod spec's
+``activeDeadlineSeconds`` (a whole number >= 1, as the API server checks it: the process's time
+limit; a Job's own is the plane's to add, from the Job as already read). Every check that can
+fail is made here, before anything starts, each error naming the file, the object and the
+field:
 
 * the command must exist: a bare name is looked up on the process's ``PATH`` (its own env's,
   else the base env's) as the shell does; a path with a ``/`` (relative paths from the working
@@ -340,6 +341,11 @@ def process_spec_from_pod_spec(
     )
     container_name = container.get("name")
     cpu_limit, memory_limit = container_limits(context, container, path)
+    tty = container.get("tty") is True
+    if tty and container.get("stdin") is not True:
+        raise context.error(
+            f"{path}.stdin", "a container with tty: true needs stdin: true (as Kubernetes has it)"
+        )
     return ProcessSpec(
         tuple(command + args),
         executable,
@@ -351,6 +357,7 @@ def process_spec_from_pod_spec(
         container="" if container_name is None else context.text(container_name, f"{path}.name"),
         cpu_limit_milli=cpu_limit,
         memory_limit_bytes=memory_limit,
+        tty=tty,
     )
 
 

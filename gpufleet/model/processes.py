@@ -40,7 +40,9 @@ class ProcessSpec:
     ``array_first``: a job array's first task id (``gpufleet run --array``; None: no array):
     each run of the Indexed Job also sees Slurm's ``SLURM_ARRAY_TASK_ID`` (its index plus it).
     ``cpu_limit_milli`` and ``memory_limit_bytes``: its container's ``resources.limits`` (or
-    ``gpufleet run --cpus/--memory``), what its cgroup holds it to (None: no limit)."""
+    ``gpufleet run --cpus/--memory``), what its cgroup holds it to (None: no limit).
+    ``tty``: it runs on a pseudo-terminal that clients attach to (a container's ``stdin`` and
+    ``tty``, ``gpufleet run -it``)."""
 
     argv: tuple[str, ...]
     executable: str
@@ -60,6 +62,7 @@ class ProcessSpec:
     backoff_limit_per_index: int | None = None
     max_failed_indexes: int | None = None
     array_first: int | None = None
+    tty: bool = False
 
     def __post_init__(self) -> None:
         if not self.argv:
@@ -113,6 +116,7 @@ class ProcessSpec:
             "backoff_limit_per_index": self.backoff_limit_per_index,
             "max_failed_indexes": self.max_failed_indexes,
             "array_first": self.array_first,
+            "tty": self.tty,
         }
 
     @classmethod
@@ -143,6 +147,7 @@ class ProcessSpec:
             _optional_int(data.get("backoff_limit_per_index")),
             _optional_int(data.get("max_failed_indexes")),
             _optional_int(data.get("array_first")),
+            bool(data.get("tty", False)),
         )
 
 

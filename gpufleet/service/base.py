@@ -44,7 +44,7 @@ from gpufleet.service.auth import (
 )
 from gpufleet.service.limits import TenantLimits, WriteBuckets, check_active
 from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
-from gpufleet.service.protocol import ExplainCache, PodLog
+from gpufleet.service.protocol import AttachPoint, ExplainCache, PodLog
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent, StoredToken
@@ -458,6 +458,15 @@ class PlaneBase:
         raise NotFoundError(
             f"workload {key}: no logs here (this control plane runs on a {self.backend_name} "
             "cluster; logs are kept by `gpufleet serve --local`)"
+        )
+
+    def attach_point(self, principal: Principal, key: str) -> AttachPoint:
+        """A workload's terminal: kept by a plane whose pods are this machine's processes
+        (``serve --local``) only."""
+        self.visible(principal, key)
+        raise NotFoundError(
+            f"workload {key}: no terminal to attach to here (this control plane runs on a "
+            f"{self.backend_name} cluster; `gpufleet serve --local` runs `gpufleet run -it`)"
         )
 
     # ----------------------------------------------------------------------------- owner's

@@ -73,8 +73,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.backends.local.health import GpuHealthWatch
 from gpufleet.backends.local.machine import BACKOFF_LIMIT_EXCEEDED, LocalMachine, SubmitRefusedError
+from gpufleet.backends.local.run_state import EXIT_FILE
 from gpufleet.backends.local.supervisor import RunStatus
 from gpufleet.backends.local.telemetry import LocalTelemetry
+from gpufleet.backends.local.terminal import ATTACH_SOCKET
 from gpufleet.control.loop import Turn, sync
 from gpufleet.devices.source import DeviceSource
 from gpufleet.io.alert_rules import builtin_alert_rules
@@ -90,14 +92,20 @@ from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.model.telemetry import HealthEvent
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.service.auth import Principal
-from gpufleet.service.base import LOG_CHUNK, IdleOutcome, NotFoundError, ServeOptions
+from gpufleet.service.auth import ForbiddenError, Principal
+from gpufleet.service.base import (
+    LOG_CHUNK,
+    ConflictError,
+    IdleOutcome,
+    NotFoundError,
+    ServeOptions,
+)
 from gpufleet.service.embedded_observing import EmbeddedObserving
 from gpufleet.service.live_plane import LivePlane
 from gpufleet.service.local_users import TenantUsers, login_env
 from gpufleet.service.local_world import LiveLocalMachine
 from gpufleet.service.observatory import STEP_S, ObservatoryThread
-from gpufleet.service.protocol import PodLog
+from gpufleet.service.protocol import AttachPoint, PodLog
 from gpufleet.service.records import (
     POD_FAILED,
     POD_PENDING,
@@ -641,6 +649,42 @@ class LocalControlPlane(LivePlane):
             running_run == run,
             finished,
         )
+
+    # ----------------------------------------------------------------------------- attach
+    def attach_point(self, principal: Principal, key: str) -> AttachPoint:
+        """The terminal of the workload ``key``'s first pod's running run (``gpufleet run
+        -it``): for its own tenant only (typing into it acts as that tenant's user; an
+        admin may cancel it, not type into it). ConflictError when there is none to attach
+        to now: it has ended, was not started with a terminal, or waits for its GPUs."""
+        namespace, _, rest = key.partition("/")
+        shown = f"{namespace}/{rest.rpartition('/')[2]}"  # as gpufleet logs and attach take it
+        with self.lock:
+            record = self.visible(principal, key)
+            if principal.tenant != record.tenant:
+                raise ForbiddenError(
+                    f"workload {shown}: only its own tenant ({record.tenant}) attaches to its "
+                    "terminal (typing into it acts as that tenant's user)"
+                )
+            chosen = next(iter(record.pods.values()))
+            if not record.active:
+                raise ConflictError(
+                    f"workload {shown} has ended ({record.state.value}): there is no terminal "
+                    f"to attach to; its output: gpufleet logs {shown}"
+                )
+            spec = self.machine.spec_of(chosen.pod.key)
+            if spec is None or not spec.tty:
+                raise ConflictError(
+                    f"workload {shown} has no terminal: it was not started with one (gpufleet "
+                    "run -it; a container's stdin: true and tty: true)"
+                )
+            run = self.machine.run_of(chosen.pod.key)
+            if run is None:
+                raise ConflictError(
+                    f"workload {shown} is not running yet ({record.state.value}): it waits for "
+                    "its GPUs"
+                )
+        run_dir = self.machine.supervisor.run_dir(run)
+        return AttachPoint(chosen.pod.name, str(run_dir / ATTACH_SOCKET), str(run_dir / EXIT_FILE))
 
 
 def _health_event(now: float, change: HealthEvent) -> StoredEvent:

@@ -46,6 +46,17 @@ class PodLog:
     finished: bool
 
 
+@dataclass(frozen=True, slots=True)
+class AttachPoint:
+    """Where a workload's terminal is (``serve --local``, a run with ``tty``): its pod, the
+    socket its run's shim relays the terminal over, and the file the run's end is recorded in
+    (:mod:`gpufleet.backends.local.terminal`)."""
+
+    pod: str
+    socket_path: str
+    exit_path: str
+
+
 class Plane(Protocol):
     lock: threading.RLock
     turns: int
@@ -154,6 +165,8 @@ class Plane(Protocol):
         limit: int = ...,
         tail: int | None = None,
     ) -> PodLog: ...
+
+    def attach_point(self, principal: Principal, key: str) -> AttachPoint: ...
 
     def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str: ...
 

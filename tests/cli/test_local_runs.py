@@ -4,7 +4,8 @@ plane in-process (its loop in its thread, the processes real, the GPUs fake)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,66 @@ def test_run_array_runs_every_task_once_and_a_failed_one_alone(served: LocalHarn
     assert "FailedIndexes" in out
     assert "Failed indexes" in out
     assert "Job has failed indexes 2" in out
+
+
+#: Prints that it is up, then sleeps; with ``stubborn``, it ignores SIGTERM (grace then kill).
+SLEEPER = "import signal, sys, time; {ignore}print('up', flush=True); time.sleep(60)"
+
+
+def press_ctrl_c(harness: LocalHarness, name: str, times: int) -> Callable[[float], None]:
+    """A follow loop's pause that raises KeyboardInterrupt once ``name`` is running and has
+    printed ``up`` (and on the next pauses, ``times`` in all), as Ctrl-C does."""
+    pressed = 0
+
+    def pause(seconds: float) -> None:
+        nonlocal pressed
+        up = pressed or "up" in str(harness.log(name).get("text", ""))
+        if up and pressed < times:
+            pressed += 1
+            raise KeyboardInterrupt
+        time.sleep(seconds)
+
+    return pause
+
+
+@pytest.mark.parametrize(
+    ("stubborn", "presses", "said"),
+    [
+        pytest.param(False, 1, "waiting for it to stop", id="cancels-and-waits"),
+        pytest.param(True, 2, "stopped waiting: workload/research/sleeper",
+                     id="twice-stops-waiting"),
+    ],
+)  # fmt: skip
+def test_ctrl_c_on_run_follow_cancels_the_workload_and_exits_130(
+    served: LocalHarness,
+    monkeypatch: pytest.MonkeyPatch,
+    stubborn: bool,
+    presses: int,
+    said: str,
+) -> None:
+    monkeypatch.setattr(local_runs, "pause", press_ctrl_c(served, "sleeper", presses))
+    ignore = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " if stubborn else ""
+    code, out, err = gpufleet(
+        served, "run", "--name", "sleeper", "-f", "--", sys.executable, "-c",
+        SLEEPER.format(ignore=ignore),
+    )  # fmt: skip
+    assert code == 130, err
+    assert "Ctrl-C: workload/research/sleeper (Pod) cancelled" in out
+    assert said in out
+    assert served.workload("sleeper")["state"] == "Cancelled"
+    # It waited for the run to stop, unless told not to (a stubborn one's 5 s grace).
+    assert (served.machine.run_of("research/sleeper") is not None) is stubborn
+
+
+def test_ctrl_c_on_run_follow_detach_leaves_it_running(
+    served: LocalHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_runs, "pause", press_ctrl_c(served, "sleeper", 1))
+    code, out, err = gpufleet(
+        served, "run", "--name", "sleeper", "-f", "--detach", "--", sys.executable, "-c",
+        SLEEPER.format(ignore=""),
+    )  # fmt: skip
+    assert code == 0, err
+    assert "detached: workload/research/sleeper goes on; follow it again with: " in out
+    assert "gpufleet logs -f research/sleeper" in out
+    assert served.workload("sleeper")["state"] == "Running"

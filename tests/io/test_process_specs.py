@@ -418,3 +418,26 @@ def test_an_indexed_jobs_limits_per_index_and_array_keep_through_json() -> None:
 def test_limits_per_index_need_an_indexed_job(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ProcessSpec(("true",), "/bin/true", **fields)
+
+
+@pytest.mark.parametrize(
+    ("fields", "tty"),
+    [
+        pytest.param({"stdin": True, "tty": True}, True, id="stdin-and-tty"),
+        pytest.param({"stdin": True}, False, id="stdin-alone"),
+        pytest.param({}, False, id="neither"),
+    ],
+)
+def test_a_container_with_stdin_and_tty_runs_on_a_terminal(
+    root: Path, fields: dict[str, Any], tty: bool
+) -> None:
+    container = {"command": ["python", "-c", "pass"], **fields}
+    spec = process_spec_from_object(pod(container), "train.yaml", root, BASE_ENV)
+    assert spec.tty is tty
+    assert ProcessSpec.from_json(spec.to_json()) == spec
+
+
+def test_a_tty_without_stdin_is_refused_as_kubernetes_refuses_it(root: Path) -> None:
+    container = {"command": ["python", "-c", "pass"], "tty": True}
+    with pytest.raises(InputError, match="tty: true needs stdin: true"):
+        process_spec_from_object(pod(container), "train.yaml", root, BASE_ENV)

@@ -42,8 +42,8 @@ everything the server needs to find the run again in the run's state directory
 It checks nothing about who may run what (the supervisor does, before it starts a shim) and
 imports only the standard library (and of it nothing that a bare ``subprocess`` does not load
 already, but :mod:`json` and :mod:`ctypes`) and :mod:`.run_state` (and :mod:`.proc_hiding`,
-:mod:`.private_dev`, :mod:`.cgroups` for a run that needs them), so that it starts in a few tens
-of milliseconds; the package's ``__init__`` modules on its path import nothing.
+:mod:`.private_dev`, :mod:`.cgroups`, :mod:`.terminal` for a run that needs them), so that it
+starts in a few tens of milliseconds; the package's ``__init__`` modules on its path import nothing.
 """
 
 from __future__ import annotations
@@ -74,7 +74,10 @@ from gpufleet.backends.local.run_state import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpufleet.backends.local.cgroups import RunCgroup
+    from gpufleet.backends.local.terminal import TerminalRelay
 
 #: The grace period when neither the stop nor the spec says one.
 DEFAULT_GRACE_S = 30.0
@@ -156,6 +159,22 @@ class Shim:
         if refused is not None:
             os.write(log, (refused + "\n").encode())
             return ExitRecord(None, None, time.time(), refused)
+        relay: TerminalRelay | None = None
+        streams = (subprocess.DEVNULL, log, log)
+        take_terminal: Callable[[], None] | None = None
+        if spec.get("tty"):
+            relay, slave, refused = self.make_terminal(
+                log,
+                None if uid is None else int(str(uid)),
+                None if gid is None else int(str(gid)),
+            )
+            if refused is not None:
+                os.write(log, (refused + "\n").encode())
+                return ExitRecord(None, None, time.time(), refused)
+            from gpufleet.backends.local import terminal
+
+            take_terminal = terminal.take_terminal
+            streams = (slave, slave, slave)
         try:
             if cgroup is not None:
                 cgroup.enter()  # the child is born in it; the shim leaves at once after
@@ -164,13 +183,14 @@ class Shim:
                 executable=str(spec["executable"]),
                 env={str(k): str(v) for k, v in spec["env"].items()},  # type: ignore[attr-defined]
                 cwd=str(spec["working_dir"]),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
+                stdin=streams[0],
+                stdout=streams[1],
+                stderr=streams[2],
                 start_new_session=True,
                 user=None if uid is None else int(str(uid)),
                 group=None if gid is None else int(str(gid)),
                 extra_groups=None if uid is None else [],
+                preexec_fn=take_terminal,  # the shim has no other thread yet
             )
         except OSError as error:
             code = 127 if isinstance(error, FileNotFoundError) else 126
@@ -179,9 +199,18 @@ class Shim:
             if cgroup is not None:
                 cgroup.leave()
                 cgroup.remove()
+            if relay is not None:
+                os.close(streams[0])
+                relay.finish(0.0)
+                os.close(relay.master)
             return ExitRecord(code, None, time.time(), message)
         if cgroup is not None:
             cgroup.leave()
+        if relay is not None:
+            # Only the child holds the terminal's other end: the relay reads it as closed once
+            # every process of the run has let go of it.
+            os.close(streams[0])
+            relay.start()
         child = self.child
         started = process_id(child.pid)
         if started is not None:
@@ -191,6 +220,9 @@ class Shim:
         returncode = self.wait(child, spec)
         self.signal_group(signal.SIGKILL)  # what the process left behind in its group
         kill_descendants(os.getpid())  # and outside it (setsid, double forks)
+        if relay is not None:
+            relay.finish()
+            os.close(relay.master)
         reason = ""
         if cgroup is not None:
             cgroup.kill_all()  # and what is left in its cgroup
@@ -199,6 +231,34 @@ class Shim:
         if returncode < 0:
             return ExitRecord(None, -returncode, time.time(), reason=reason)
         return ExitRecord(returncode, None, time.time(), reason=reason)
+
+    def make_terminal(
+        self, log: int, uid: int | None, gid: int | None
+    ) -> tuple[TerminalRelay | None, int, str | None]:
+        """The run's pseudo-terminal and its relay (:mod:`.terminal`): (relay, the terminal's
+        end for the child, None), or (None, -1, why) when it cannot be made: the run is not
+        started."""
+        from gpufleet.backends.local.terminal import (
+            ATTACH_SOCKET,
+            MAX_SOCKET_PATH,
+            TerminalRelay,
+            open_terminal,
+        )
+
+        path = os.path.join(self.run_dir, ATTACH_SOCKET)
+        if len(path.encode()) > MAX_SOCKET_PATH:
+            return None, -1, f"gpufleet: not started: its attach socket's path is too long: {path}"
+        try:
+            master, slave = open_terminal(uid, gid)
+        except OSError as error:
+            return None, -1, f"gpufleet: not started: cannot open a terminal: {error}"
+        try:
+            relay = TerminalRelay(master, log, path)
+        except OSError as error:
+            os.close(master)
+            os.close(slave)
+            return None, -1, f"gpufleet: not started: cannot make its attach socket: {error}"
+        return relay, slave, None
 
     def make_cgroup(self, spec: dict[str, object]) -> tuple[RunCgroup | None, str | None]:
         """The run's cgroup with its limits written (:mod:`.cgroups`), when its spec has
