@@ -120,15 +120,20 @@ class TerminalRelay:
         self.log = log
         self.path = path
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        # Bound and listening under another name first, then renamed: the socket's path
+        # exists only once a client may connect (one that saw it and was refused is a race).
+        making = path + ".new"
+        for stale in (path, making):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stale)
         old_mask = os.umask(0o177)
         try:
-            self.listener.bind(path)
+            self.listener.bind(making)
         finally:
             os.umask(old_mask)
-        os.chmod(path, 0o600)
+        os.chmod(making, 0o600)
         self.listener.listen(8)
+        os.rename(making, path)
         self.clients: dict[socket.socket, FrameReader] = {}
         self.recent = b""
         self._wake_read, self._wake_write = os.pipe()
