@@ -13,7 +13,12 @@ It answers as a Prometheus scraping dcgm-exporter and kube-state-metrics would:
   (used + free, as its latest reading said), as the exported rules compute it;
 * ``DCGM_FI_DEV_XID_ERRORS`` adds dcgm-exporter's ``err_code`` and ``err_msg`` of the value
   (the XID itself), so a rule's alert carries them as Prometheus' does;
-* ``gpufleet_workload_gpu_util`` comes from the store as recorded, with its tags;
+* ``gpufleet_workload_gpu_util`` is ``avg by (namespace, pod)`` of the store's workload series,
+  as the exported rules and the Prometheus reader compute it: labelled ``namespace`` and
+  ``pod`` only. The tags the store keeps on a series (queue, tenant, workload, kind) select
+  and group (a matcher or ``by`` on them applies) but are not its labels: Prometheus' series
+  carry none, and whether a pod's series has them depends on whether its record said it ran
+  when the pod was first seen (:meth:`samples` still gives them, as recorded);
 * ``kube_pod_start_time`` (``namespace``, ``pod``) is each running pod's start, given by the
   world (``starts``), not stored.
 
@@ -129,6 +134,8 @@ class ObservedSeries:
             if pushed is not None:
                 return found
         elif metric == AlertMetric.WORKLOAD_GPU_UTIL.value:
+            if by is None:
+                by, across = WORKLOAD_LABELS, "avg"
             return self.recorder.store.query(
                 metric, fn, window_s, now, matchers, quantile, by=by, across=across, where=where
             )

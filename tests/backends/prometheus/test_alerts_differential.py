@@ -464,12 +464,6 @@ def test_every_rule_is_fired_or_said_why_not(tmp_path: Path) -> None:
     assert comparisons == {"==", "!=", "<", "<=", ">", ">="}
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="passes on a quiet machine; on 2 busy cores it once found gpufleet's NotebookIdle "
-    "alert with the workload labels (kind, queue, tenant, workload) Prometheus' lacks, "
-    "suspected from rounds caught up late: under investigation, reported as XFAIL/XPASS",
-)
 def test_gpufleet_and_prometheus_hold_the_same_alerts(serve: Serve) -> None:
     # h-1's GPUs go wrong once both sides hold a window's worth of their calm values (the
     # windowed rules' values then move alike: gpufleet's store starts at the plane's first
