@@ -13,7 +13,12 @@ It answers as a Prometheus scraping dcgm-exporter and kube-state-metrics would:
   (used + free, as its latest reading said), as the exported rules compute it;
 * ``DCGM_FI_DEV_XID_ERRORS`` adds dcgm-exporter's ``err_code`` and ``err_msg`` of the value
   (the XID itself), so a rule's alert carries them as Prometheus' does;
-* ``gpufleet_workload_gpu_util`` comes from the store as recorded, with its tags;
+* ``gpufleet_workload_gpu_util`` is ``avg by (namespace, pod)`` of the store's workload series,
+  as the exported rules and the Prometheus reader compute it: labelled ``namespace`` and
+  ``pod`` only. The tags the store keeps on a series (queue, tenant, workload, kind) select
+  and group (a matcher or ``by`` on them applies) but are not its labels: Prometheus' series
+  carry none, and whether a pod's series has them depends on whether its record said it ran
+  when the pod was first seen (:meth:`samples` still gives them, as recorded);
 * ``kube_pod_start_time`` (``namespace``, ``pod``) is each running pod's start, given by the
   world (``starts``), not stored.
 
@@ -33,7 +38,7 @@ from gpufleet.model.alerts import WORKLOAD_LABELS, WORKLOAD_START_TIME, XID_LABE
 from gpufleet.model.telemetry import DeviceUser, xid_labels
 from gpufleet.telemetry.recording import HOLDER_LABELS, PodKey, SeriesRecorder
 from gpufleet.telemetry.series import Scale
-from gpufleet.telemetry.series_layout import Labels, as_labels, matches
+from gpufleet.telemetry.series_layout import Labels, as_labels, matches, pick
 from gpufleet.telemetry.series_query import (
     FilteringQuery,
     GroupedSeriesQuery,
@@ -59,6 +64,8 @@ class ObservedSeries:
         self._uuids: dict[Labels, str] = {}
         self._held: dict[Labels, tuple[tuple[DeviceUser, ...], list[Labels]]] = {}
         self._start_labels: dict[PodKey, Labels] = {}
+        #: A workload series' labels -> its ``namespace`` and ``pod`` (``_per_workload``).
+        self._workload_labels: dict[Labels, Labels] = {}
         #: The factors of ``_percent_of_memory`` and what they were made for.
         self._percent_factors: tuple[Sequence[Labels], int, npt.NDArray[np.float64]] | None = None
 
@@ -129,9 +136,10 @@ class ObservedSeries:
             if pushed is not None:
                 return found
         elif metric == AlertMetric.WORKLOAD_GPU_UTIL.value:
-            return self.recorder.store.query(
+            found = self.recorder.store.query(
                 metric, fn, window_s, now, matchers, quantile, by=by, across=across, where=where
             )
+            return found if by is not None else self._per_workload(found)
         elif metric == AlertMetric.XID_ERRORS.value:
             on_xid = {k: v for k, v in (matchers or {}).items() if k in XID_LABELS}
             rest = {k: v for k, v in (matchers or {}).items() if k not in XID_LABELS}
@@ -169,6 +177,21 @@ class ObservedSeries:
             if matches(labels, matchers):
                 found[labels] = start
         return found
+
+    def _per_workload(self, found: Mapping[Labels, float]) -> dict[Labels, float]:
+        """Workload series keyed by their ``namespace`` and ``pod`` alone: ``avg by
+        (namespace, pod)``, each group one series (the recorder keeps one series a pod), so
+        the condition pushed down to the store holds for the group as for its series."""
+        named = self._workload_labels
+        if len(named) > 2 * max(len(self.recorder.usage), len(found)) + 1_000:  # pods go
+            named.clear()
+        out: dict[Labels, float] = {}
+        for labels, value in found.items():
+            key = named.get(labels)
+            if key is None:
+                key = named[labels] = pick(labels, WORKLOAD_LABELS)
+            out[key] = value
+        return out
 
     def _held_devices(
         self,

@@ -50,12 +50,22 @@ def test_matchers_on_holder_and_device_labels(matchers: dict[str, str], gpus: se
     assert {dict(k)["gpu"] for k in found} == gpus
 
 
-def test_workload_utilisation_is_the_mean_of_its_devices_with_its_tags() -> None:
+def test_workload_utilisation_is_the_mean_of_its_devices_labelled_as_prometheus_does() -> None:
     recorder, series = recorded((15.0, [10.0, 90.0]), (30.0, [30.0, 70.0]))
     found = series.query(WORKLOAD_UTIL, "avg", 60, 45.0, {"pod": "nb-0"})
     ((labels, value),) = found.items()
-    assert dict(labels) == {"namespace": "ml", "pod": "nb-0", "queue": "research", "kind": "Pod"}
+    # ``avg by (namespace, pod)``: the store's tags are not labels (Prometheus has none).
+    assert dict(labels) == {"namespace": "ml", "pod": "nb-0"}
     assert value == pytest.approx(20.0, abs=0.01)
+    # They still select and group, and the raw samples keep them as recorded.
+    assert list(series.query(WORKLOAD_UTIL, "avg", 60, 45.0, {"queue": "research"})) == [labels]
+    by_queue = series.query(WORKLOAD_UTIL, "avg", 60, 45.0, by=("queue",), across="avg")
+    assert by_queue == {
+        (("queue", "research"),): pytest.approx(20.0, abs=0.01),
+        (): pytest.approx(80.0, abs=0.01),  # train-0, untagged
+    }
+    [tagged] = series.samples(WORKLOAD_UTIL, 0.0, 45.0, {"pod": "nb-0"})
+    assert dict(tagged) == {"namespace": "ml", "pod": "nb-0", "queue": "research", "kind": "Pod"}
     assert recorder.usage[("ml", "nb-0")].mean == pytest.approx(20.0)
     assert recorder.usage[("ml", "train-0")].samples == 2
 

@@ -185,7 +185,8 @@ def test_an_idle_run_fires_the_built_in_idle_alert(observed: LocalHarness) -> No
     idle = [a for a in firing if a["rule"] == "workload-gpu-idle"]
     assert [(a["labels"]["pod"], a["workload"]) for a in idle] == [("idle", f"{TENANT}/Pod/idle")]
     assert idle[0]["value"] == pytest.approx(2.0, abs=0.01)  # as the store keeps it
-    assert idle[0]["labels"]["queue"] == TENANT
+    # Named by Prometheus' labels (``avg by (namespace, pod)``), not the store's tags.
+    assert "queue" not in idle[0]["labels"]
     low = {a["labels"]["gpu"] for a in firing if a["rule"] == "gpu-utilisation-low"}
     assert low == {str(gpu_of(observed, "idle"))}, (
         "the idle run's GPU: not the busy one, nor the two nobody holds (issue 29 item 7)"
