@@ -9,10 +9,11 @@ which delay, with which reason and message, and the counts after it):
 * :func:`pod_failed`: a pod failed for good (``restartPolicy`` Never, or lost with its node):
   it counts in ``status.failed``; past ``backoffLimit`` the Job fails
   (``BackoffLimitExceeded``); with ``backoffLimitPerIndex`` its index is retried until it
-  failed more than that, then the index fails (:func:`fail_index`); otherwise a new pod
+  failed more than that, then the index fails (:func:`index_failed`); otherwise a new pod
   replaces it after the Job controller's back-off.
-* :func:`fail_index`: an index failed for good (its limit, or a ``FailIndex`` rule): past
-  ``maxFailedIndexes`` the Job fails at once (``MaxFailedIndexesExceeded``); else it goes on.
+* :func:`index_failed` (:func:`fail_index`: a ``FailIndex`` rule's, the pod's failure
+  counted): an index failed for good: past ``maxFailedIndexes`` the Job fails at once
+  (``MaxFailedIndexesExceeded``); else it goes on.
 * :func:`through`: a pod is through with its completion: with all completions succeeded or
   failed, the Job succeeded, or failed for its failed indexes (``FailedIndexes``).
 * :func:`container_restarted`: a container restarts in place (``OnFailure``) after the
@@ -101,17 +102,19 @@ def pod_failed(rules: JobRules, counts: JobCounts, index: int | None = None) -> 
         counts = replace(counts, index_failures={**counts.index_failures, index: times})
         if times <= per_index:
             return Decision(Follows.REPLACE, counts, backoff(JOB_BACKOFF, times))
-        return _index_out(rules, counts, index)
+        return index_failed(rules, counts, index)
     return Decision(Follows.REPLACE, counts, backoff(JOB_BACKOFF, counts.failed))
 
 
 def fail_index(rules: JobRules, counts: JobCounts, index: int) -> Decision:
     """A pod of the Job failed and a ``FailIndex`` rule fails its index at once (counted as a
     failed pod, not against ``backoffLimit``)."""
-    return _index_out(rules, replace(counts, failed=counts.failed + 1), index)
+    return index_failed(rules, replace(counts, failed=counts.failed + 1), index)
 
 
-def _index_out(rules: JobRules, counts: JobCounts, index: int) -> Decision:
+def index_failed(rules: JobRules, counts: JobCounts, index: int) -> Decision:
+    """The Job's ``index`` failed for good (its failure counted already): whether the Job
+    goes on."""
     counts = replace(counts, failed_indexes=counts.failed_indexes | {index})
     most = rules.max_failed_indexes
     if most is not None and len(counts.failed_indexes) > most:
