@@ -72,7 +72,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.backends.local.health import GpuHealthWatch
-from gpufleet.backends.local.machine import BACKOFF_LIMIT_EXCEEDED, LocalMachine, SubmitRefusedError
+from gpufleet.backends.local.machine import LocalMachine, SubmitRefusedError
 from gpufleet.backends.local.run_state import EXIT_FILE
 from gpufleet.backends.local.supervisor import RunStatus
 from gpufleet.backends.local.telemetry import LocalTelemetry
@@ -85,6 +85,7 @@ from gpufleet.io.job_rules import ARRAY_ANNOTATION, parse_array
 from gpufleet.io.kube_pods import REPLICATED_KINDS
 from gpufleet.io.manifests import Manifest
 from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
+from gpufleet.job_controller.decisions import BACKOFF_LIMIT_EXCEEDED
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Placement
 from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd, PodRestarted

@@ -7,7 +7,9 @@ failures of each index and its failed indexes), how a pod's run is
 found again after a restart (:func:`recovered_bound`, from the labels its run keeps and why it
 was being stopped), how an ended run is reported (:func:`deleted_event`), whether a gang's
 places are free to start it again there (:func:`places_free`) and the text form of a
-placement kept with a run. It starts, stops and schedules nothing: :mod:`.machine` does.
+placement kept with a run. It starts, stops and schedules nothing: :mod:`.machine` does; what
+a Job's end leads to is :mod:`gpufleet.job_controller`'s, asked with the gang's
+:attr:`Gang.job_rules` and :attr:`Gang.job_counts`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from gpufleet.backends.local.devices_env import placement_env
 from gpufleet.backends.local.supervisor import AdoptedRun, RunEnd
 from gpufleet.devices.visibility import DeviceNotFoundError
+from gpufleet.job_controller.decisions import JobCounts, JobRules
 from gpufleet.model import Placement, Pod, Workload
 from gpufleet.model.events import PodDeleted, PodEnd
 from gpufleet.model.gpu import MILLI_PER_GPU
@@ -128,6 +131,27 @@ class Gang:
         left, or it is no Job)."""
         taken = self.done | self.failed_indexes | set(self.completion_of.values())
         return next((i for i in range(self.completions) if i not in taken), None)
+
+    @property
+    def job_rules(self) -> JobRules:
+        """Its Job's rules, as the Job controller reads them."""
+        return JobRules(
+            self.backoff_limit,
+            self.backoff_limit_per_index,
+            self.max_failed_indexes,
+            self.completions,
+        )
+
+    @property
+    def job_counts(self) -> JobCounts:
+        """Its Job's counts, as the Job controller reads them (:meth:`take` sets them)."""
+        return JobCounts(self.failures, dict(self.index_failures), frozenset(self.failed_indexes))
+
+    def take(self, counts: JobCounts) -> None:
+        """Its Job's counts after the Job controller's decision."""
+        self.failures = counts.failed
+        self.index_failures = dict(counts.index_failures)
+        self.failed_indexes = set(counts.failed_indexes)
 
     @property
     def needed(self) -> tuple[Pod, ...]:

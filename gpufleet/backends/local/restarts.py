@@ -4,7 +4,8 @@ Owns the kubelet's rules for a container whose pod has a ``restartPolicy``, as t
 machine (:mod:`.machine`) applies them to a process: :func:`restarts_after` (``Always``: any
 end; ``OnFailure``: a failure, a lost run included; ``Never`` or none: no end) and
 :class:`CrashBackoff`, the delay before each restart (CrashLoopBackOff: 10 s, doubling to
-5 min, and back to 10 s once a run has lasted 10 min), injectable so that tests need not wait.
+5 min, and back to 10 s once a run has lasted 10 min: :mod:`gpufleet.job_controller.backoffs`'
+constants and doubling), injectable so that tests need not wait.
 It also owns :class:`RunCounts`, what a run keeps in its labels of its workload's history (its
 failures against a backoff limit, its restarts in place, its back-off streak, its time limit,
 an Indexed Job's failures of each index and its failed indexes),
@@ -16,25 +17,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gpufleet.job_controller.backoffs import KUBELET_BACKOFF, KUBELET_BACKOFF_RESET_S, backoff
 from gpufleet.model.jobs import RestartPolicy
-
-#: The kubelet's first back-off, its cap, and how long a container must run to reset it.
-KUBELET_BACKOFF_S = 10.0
-KUBELET_BACKOFF_CAP_S = 300.0
-KUBELET_BACKOFF_RESET_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
 class CrashBackoff:
     """The delay before restarting a process in place (see the module docstring)."""
 
-    initial_s: float = KUBELET_BACKOFF_S
-    cap_s: float = KUBELET_BACKOFF_CAP_S
+    initial_s: float = KUBELET_BACKOFF[0]
+    cap_s: float = KUBELET_BACKOFF[1]
     reset_after_s: float = KUBELET_BACKOFF_RESET_S
 
     def delay(self, streak: int) -> float:
         """The delay before the restart that follows ``streak`` restarts without a reset."""
-        return float(min(self.cap_s, self.initial_s * 2 ** min(streak, 32)))
+        return backoff((self.initial_s, self.cap_s), streak + 1)
 
 
 def restarts_after(policy: RestartPolicy | None, succeeded: bool) -> bool:

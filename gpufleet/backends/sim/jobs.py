@@ -42,7 +42,10 @@ end of a pod's attempt with a :class:`Verdict`:
 * **Pod**: restarts in place unless its policy is ``Never``; then it fails.
 
 When a job ends, the simulated cluster stops its other pods (but those that run until deleted).
-This module decides; the cluster carries the verdicts out. It reads no clock.
+This module decides; the cluster carries the verdicts out. It reads no clock. A Job's own
+rules (its backoff limits, its indexes, its completions, its deadline, the back-offs) are
+:mod:`gpufleet.job_controller`'s, which the local machine asks too; this module keeps the
+simulated pods' bookkeeping and the other controllers' rules.
 """
 
 from __future__ import annotations
@@ -52,6 +55,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gpufleet.job_controller.decisions import (
+    Decision,
+    Follows,
+    JobCounts,
+    JobRules,
+    container_restarted,
+    deadline_exceeded,
+    fail_index,
+    pod_failed,
+    through,
+)
 from gpufleet.model.jobs import (
     DISRUPTION_TARGET,
     RETRYABLE_EXIT_CODE,
@@ -64,10 +78,6 @@ from gpufleet.model.jobs import (
     RestartPolicy,
 )
 
-#: The kubelet's crash-loop back-off: first delay, longest delay (seconds).
-KUBELET_BACKOFF = (10.0, 300.0)
-#: The Job controller's back-off before it makes a new pod for a failed one.
-JOB_BACKOFF = (10.0, 360.0)
 _IN_PLACE = (RestartPolicy.ALWAYS, RestartPolicy.ON_FAILURE)
 
 
@@ -108,13 +118,6 @@ class Attempt:
     fails: bool
     after: float | None
     exit_code: int
-
-
-def backoff(rule: tuple[float, float], times: int) -> float:
-    """The delay after the ``times``-th failure under a doubling back-off."""
-    first, longest = rule
-    # The doubling is capped long before a float overflows (a pod may crash-loop for ever).
-    return min(longest, first * 2.0 ** min(max(0, times - 1), 64))
 
 
 class JobRun:
@@ -258,9 +261,8 @@ class JobRun:
         return Verdict(Next.REPLACE)
 
     def deadline_passed(self) -> Verdict:
-        return self._fail(
-            Next.FAILED, "DeadlineExceeded", f"{self.spec.kind} was active longer than its deadline"
-        )
+        decision = deadline_exceeded(self._counts())
+        return self._fail(Next.FAILED, decision.reason, decision.message)
 
     def recreated(self) -> None:
         """A RayJob's pods were all made again: their containers start from nothing."""
@@ -304,32 +306,24 @@ class JobRun:
                 message = self._rule_message(pod_name, exit_code, conditions, rule, index)
                 return self._fail(Next.FAILED, "PodFailurePolicy", message)
             if rule.action is PodFailureAction.FAIL_INDEX:
-                self.failed_pods += 1
-                return self._index_failed(pod_name, task)
-        self.failed_pods += 1
-        if spec.backoff_limit is not None and self.failed_pods > spec.backoff_limit:
-            return self._fail(
-                Next.FAILED, "BackoffLimitExceeded", "Job has reached the specified backoff limit"
-            )
-        per_index = spec.backoff_limit_per_index
-        if batch and per_index is not None:
-            count = self._index_failures[task] = self._index_failures.get(task, 0) + 1
-            if count <= per_index:
-                return Verdict(Next.REPLACE, backoff(JOB_BACKOFF, count))
-            return self._index_failed(pod_name, task)
-        return Verdict(Next.REPLACE, backoff(JOB_BACKOFF, self.failed_pods))
+                return self._index_failed(pod_name, task, fail_index(
+                    self._rules(batch), self._counts(), task
+                ))  # fmt: skip
+        decision = pod_failed(self._rules(batch), self._counts(), task)
+        self._take(decision.counts)
+        if decision.follows is Follows.FAILED:
+            return self._fail(Next.FAILED, decision.reason, decision.message)
+        if decision.follows is Follows.INDEX_FAILED:
+            return self._index_failed(pod_name, task, decision)
+        return Verdict(Next.REPLACE, decision.delay)
 
-    def _index_failed(self, pod_name: str, task: int) -> Verdict:
-        """The pod's index failed for good (its limit per index, or a FailIndex rule)."""
-        self.failed_indexes.add(task)
+    def _index_failed(self, pod_name: str, task: int, decision: Decision) -> Verdict:
+        """The pod's index failed for good (its limit per index, or a FailIndex rule):
+        ``decision`` says whether the Job goes on."""
+        self._take(decision.counts)
         self._owned.discard(task)
-        most = self.spec.max_failed_indexes
-        if most is not None and len(self.failed_indexes) > most:
-            return self._fail(
-                Next.FAILED,
-                "MaxFailedIndexesExceeded",
-                f"Job has exceeded the maximum of {most} failed indexes",
-            )
+        if decision.follows is Follows.FAILED:
+            return self._fail(Next.FAILED, decision.reason, decision.message)
         verdict = self._after_task(pod_name)
         if verdict.next is Next.NEXT:  # the failed pod's place goes to a new pod
             return Verdict(Next.REPLACE, fresh=True)
@@ -357,14 +351,10 @@ class JobRun:
 
     def _after_task(self, pod_name: str) -> Verdict:
         """A Job's pod is through with its task: all done, the next task, or nothing left."""
-        spec = self.spec
-        if len(self.succeeded) + len(self.failed_indexes) >= spec.tasks:
-            if self.failed_indexes:
-                return self._fail(
-                    Next.DONE,
-                    "FailedIndexes",
-                    f"Job has failed indexes {_listing(self.failed_indexes)}",
-                )
+        decision = through(self._rules(), self._counts(), len(self.succeeded))
+        if decision.follows is Follows.FAILED:
+            return self._fail(Next.DONE, decision.reason, decision.message)
+        if decision.follows is Follows.SUCCEEDED:
             return self._succeed(Next.DONE)
         task = self._unstarted()
         if task is None:
@@ -453,21 +443,35 @@ class JobRun:
         Job controller and the training operator do."""
         count = self._live[pod_name] = self._live.get(pod_name, 0) + 1
         self.restarts += 1
-        most = self.spec.backoff_limit
-        if limit and most is not None:
-            counted = sum(
-                n
-                for name, n in self._live.items()
-                if (scope is None or self._replica[name] is scope)
-                and self._replica[name].restart_policy in _IN_PLACE
-            )
-            if (counted > 0) if most == 0 else (counted >= most):
-                return self._fail(
-                    Next.FAILED,
-                    "BackoffLimitExceeded",
-                    f"{self.spec.kind} has reached the specified backoff limit",
-                )
-        return Verdict(Next.RESTART, backoff(KUBELET_BACKOFF, count))
+        counted = sum(
+            n
+            for name, n in self._live.items()
+            if (scope is None or self._replica[name] is scope)
+            and self._replica[name].restart_policy in _IN_PLACE
+        )
+        rules = JobRules(self.spec.backoff_limit if limit else None)
+        kind = str(self.spec.kind)
+        decision = container_restarted(rules, self._counts(), counted, count, kind)
+        if decision.follows is Follows.FAILED:
+            return self._fail(Next.FAILED, decision.reason, decision.message)
+        return Verdict(Next.RESTART, decision.delay)
+
+    def _rules(self, batch: bool = True) -> JobRules:
+        """The Job's rules (an MPIJob's launcher Job, not ``batch``, has no indexes)."""
+        spec = self.spec
+        per_index = spec.backoff_limit_per_index if batch else None
+        return JobRules(spec.backoff_limit, per_index, spec.max_failed_indexes, spec.tasks)
+
+    def _counts(self) -> JobCounts:
+        return JobCounts(
+            self.failed_pods, dict(self._index_failures), frozenset(self.failed_indexes)
+        )
+
+    def _take(self, counts: JobCounts) -> None:
+        """The Job's counts after a decision."""
+        self.failed_pods = counts.failed
+        self._index_failures = dict(counts.index_failures)
+        self.failed_indexes = set(counts.failed_indexes)
 
     def _succeed_if_drivers_done(self) -> Verdict:
         drivers = [self._task[name] for r in self.spec.replicas if r.driver for name in r.pods]
@@ -490,9 +494,3 @@ class JobRun:
     def stops(self, lifetime: Lifetime) -> bool:
         """Whether a pod of this lifetime stops when its job ends."""
         return lifetime is not Lifetime.FOREVER
-
-
-def _listing(indexes: set[int]) -> str:
-    shown = sorted(indexes)
-    text = ",".join(str(i) for i in shown[:20])
-    return text + (f" and {len(shown) - 20} more" if len(shown) > 20 else "")
