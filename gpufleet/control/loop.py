@@ -136,6 +136,9 @@ class ControlLoop:
         events = backend.poll_events()
         for observer in self.observers:
             observer.events_in(events)
+        history = core.state.usage_history
+        if history is not None:  # usage starts and stops when the events are seen
+            history.events_at(backend.clock.now())
         self.handle(core, events)
         now = backend.clock.now()
         self.budget_usage.before_cycles(core, now)

@@ -90,6 +90,7 @@ from gpufleet.scheduling.registry import Registry
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.state import CoreState
 from gpufleet.scheduling.topology import place_workload
+from gpufleet.scheduling.usage_history import UsageHistory
 from gpufleet.scheduling.view import PendingExplanation, SchedulerView, admitted
 
 ADMITTED = "admitted"
@@ -145,6 +146,12 @@ class SchedulerCore:
             registry.admission_checks.build(spec, state, name) for spec in profile.admission_checks
         ]
         state.running.watchers.extend([self.post_filter, self.permit, *self.admission_checks])
+        if profile.fair_sharing is not None:
+            history = UsageHistory(
+                profile.fair_sharing.usage_half_life, quotas.tree, lambda: state.now
+            )
+            state.usage_history = history
+            state.running.watchers.append(history)
         #: Checks that change how a workload they admit starts (a spent budget: preemptible).
         self._admits_as = [c for c in self.admission_checks if isinstance(c, AdmitsAs)]
         queue_sort = registry.queue_sorts.build(profile.queue_sort, state, name)
