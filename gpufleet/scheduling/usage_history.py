@@ -251,17 +251,22 @@ class UsageHistory:
         return UsageSnapshot(now, dict(sorted(self.usage(now).items())), users)
 
     def restore(self, snapshot: UsageSnapshot) -> None:
-        """Add ``snapshot``'s usage, decayed from its instant to ``now``, to what is counted."""
-        now, half_life = self._now(), self.half_life
+        """Add ``snapshot``'s usage to what is counted (each decayed from its instant; no
+        clock is read, so a core that has not run a cycle yet may take it)."""
         for queue, value in snapshot.queues.items():
-            accrual = self._accrual(self._queues, queue, now)
-            accrual.move(now, half_life, 0)
-            accrual.usage += decayed(value, now - snapshot.at, half_life)
+            self._add(self._queues, queue, value, snapshot.at)
         for queue, users in snapshot.users.items():
             for user, value in users.items():
-                accrual = self._accrual(self._users, (queue, user), now)
-                accrual.move(now, half_life, 0)
-                accrual.usage += decayed(value, now - snapshot.at, half_life)
+                self._add(self._users, (queue, user), value, snapshot.at)
+
+    def _add(self, table: dict[K, Accrual], key: K, value: float, at: float) -> None:
+        found = table.get(key)
+        if found is None:
+            table[key] = Accrual(value, 0, at)
+            return
+        when = max(found.at, at)
+        found.move(when, self.half_life, 0)
+        found.usage += decayed(value, when - at, self.half_life)
 
     # ------------------------------------------------------------------------- shares
     def _sibling_groups(self) -> list[list[int]]:

@@ -365,7 +365,7 @@ class LocalControlPlane(LivePlane):
         with self.store.transaction():
             for record in active:
                 self._take_back(record, found, placements)
-        sync(self.core, self.world.list_state())
+        sync(self.core, self.world.list_state(), self.world.clock.now())
 
     def _take_back(
         self,

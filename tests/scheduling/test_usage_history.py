@@ -241,13 +241,20 @@ def test_a_restored_snapshot_is_decayed_to_now_and_added() -> None:
     assert snapshot.at == HOUR
     assert set(snapshot.queues) == {"a"}
 
+    # A new core (a restart) takes it while a works again: both add up.
     second = fair_core([make_queue("a"), make_queue("b")], HOUR)
-    second.now = 2 * HOUR
     restored = second.state.usage_history
     assert restored is not None
+    again = EchoCluster(second)
+    again.submit(make_workload("again", "a", gpus=1), now=2 * HOUR)
     restored.restore(snapshot)
-    assert restored.usage()["a"] == pytest.approx(snapshot.queues["a"] / 2)
-    described = restored.describe("a")
+    restored.restore(UsageSnapshot(HOUR, {"b": 8.0}))
+    usage = restored.usage(2 * HOUR)
+    assert usage["a"] == pytest.approx(snapshot.queues["a"] / 2)
+    assert usage["b"] == pytest.approx(4.0)
+    later = restored.usage(3 * HOUR)
+    assert later["a"] == pytest.approx(snapshot.queues["a"] / 4 + accrued(0.0, 1000, HOUR, HOUR))
+    described = restored.describe("a", now=2 * HOUR)
     assert described is not None
     assert described.users["default"] == pytest.approx(
         snapshot.users["a"]["default"] / 2 / GPU_HOUR
