@@ -83,6 +83,7 @@ def test_new_queues_keep_the_usage_counted(tmp_path: Path) -> None:
     harness = fair_harness(tmp_path)
     run_an_hour(harness)
     before = fair_share_of(harness, "team-a")["usage_gpu_hours"]
+    assert before > 1.0
     with harness.plane.lock:
         harness.plane._rebuild_core()
     assert fair_share_of(harness, "team-a")["usage_gpu_hours"] == pytest.approx(before)
