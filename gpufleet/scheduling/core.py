@@ -8,7 +8,8 @@ configures is a plugin (:mod:`.framework`, :mod:`.profile`):
    ended (the profile's Permit: pods not ready in time), wake what inter-pod rules or victims
    past their minimum run time may help; first try the preemptors whose victims are gone;
    then give up to one admission to each queue with work, from the queue whose key is least
-   under the profile's QueueSort (fair share by default), each queue's heads by priority,
+   under the profile's QueueSort (fair share by default; with the profile's ``fairSharing``,
+   by usage decayed over time too: :mod:`.usage_history`), each queue's heads by priority,
    then arrival (:mod:`.ordering`).
 2. **Admission.** Whether its queue admits its namespace and priority class (a workload it
    does not waits, told why, as Kueue's does), the profile's admission checks, then quota

@@ -104,7 +104,7 @@ class UsageSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class QueueUsage:
-    """One queue's usage now, as explain and ``describe queue`` show it."""
+    """One queue's usage now, as the API's queue view and ``describe queue`` show it."""
 
     #: Its subtree's decayed usage, in GPU-hours.
     gpu_hours: float
