@@ -202,6 +202,24 @@ class BudgetView(_Schema):
     resets: float = Field(description="when the next period starts (the world's clock)")
 
 
+class FairShareView(_Schema):
+    """A queue's usage over time, where the profile turns fair sharing on (``fairSharing``)."""
+
+    usage_half_life: float = Field(description="seconds in which usage decays by half")
+    usage_gpu_hours: float = Field(description="its whole subtree's GPU-hours, decayed to now")
+    share: float = Field(
+        description="its share among its siblings (nominal GPUs, or weight), as a fraction"
+    )
+    ratio: float | None = Field(
+        description="its fraction of its siblings' usage, over its share (lower goes first; "
+        "None: it used some and has no share)"
+    )
+    factor: float = Field(description="Slurm's fair-share factor 2^-ratio: 1 unused, 0.5 at share")
+    users: dict[str, float] = Field(
+        default_factory=dict, description="each user's (tenant's, or namespace's) GPU-hours here"
+    )
+
+
 class QueueView(_Schema):
     name: str
     parent: str | None = None
@@ -226,6 +244,9 @@ class QueueView(_Schema):
         default_factory=dict, description="whenCanBorrow, whenCanPreempt"
     )
     budget: BudgetView | None = Field(None, description="its GPU-hour budget, if it has one")
+    fair_share: FairShareView | None = Field(
+        None, description="its decayed usage and fair-share factor (fair sharing over time on)"
+    )
 
 
 class PriorityClassView(_Schema):

@@ -10,6 +10,7 @@ readers of that turn.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from gpufleet.api.schemas import (
@@ -18,6 +19,7 @@ from gpufleet.api.schemas import (
     DeviceView,
     EventView,
     Explanation,
+    FairShareView,
     History,
     HistoryPoint,
     JobStatusView,
@@ -39,6 +41,7 @@ from gpufleet.model.sharing import describe_request
 from gpufleet.model.workload import split_workload_key
 from gpufleet.scheduling.core import PendingExplanation
 from gpufleet.scheduling.plugins.budget import BudgetCheck, budget_check_of
+from gpufleet.scheduling.usage_history import UsageHistory
 from gpufleet.service.auth import Principal
 from gpufleet.service.base import NotFoundError
 from gpufleet.service.protocol import Plane
@@ -257,6 +260,7 @@ def queues(plane: Plane) -> list[QueueView]:
                         "whenCanPreempt": queue.fungibility.when_can_preempt.value,
                     },
                     budget=_budget(check, name),
+                    fair_share=_fair_share(plane.core.state.usage_history, name),
                 )
             )
         return out
@@ -279,6 +283,21 @@ def _budget(check: BudgetCheck | None, queue: str) -> BudgetView | None:
         state=status.state.value,
         period_start=status.period.start,
         resets=status.period.end,
+    )
+
+
+def _fair_share(history: UsageHistory | None, queue: str) -> FairShareView | None:
+    """A queue's decayed usage now (None: fair sharing over time is off)."""
+    usage = history.describe(queue) if history is not None else None
+    if history is None or usage is None:
+        return None
+    return FairShareView(
+        usage_half_life=history.half_life,
+        usage_gpu_hours=round(usage.gpu_hours, 3),
+        share=round(usage.share, 6),
+        ratio=round(usage.ratio, 6) if math.isfinite(usage.ratio) else None,
+        factor=round(usage.factor, 6),
+        users={user: round(hours, 3) for user, hours in usage.users.items()},
     )
 
 

@@ -69,6 +69,7 @@ from gpufleet.cli.remote_render import (
     Output,
     describe_explanation,
     describe_node,
+    describe_queue,
     describe_workload,
     dump,
     field_table,
@@ -482,18 +483,23 @@ def _show(
 
 @remote_errors
 def describe(
-    resource: Annotated[str, typer.Argument(help="workload or node")],
+    resource: Annotated[str, typer.Argument(help="workload, node or queue")],
     name: Annotated[str, typer.Argument(help="NAME, or [NAMESPACE/][KIND/]NAME for a workload")],
     namespace: NamespaceOption = None,
     workload_kind: KindOption = None,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Show one workload in full: placement down to GPU indices per pod, timeline, events."""
-    kind = parse_resource(resource, (Resource.WORKLOADS, Resource.NODES))
+    """Show one workload in full: placement down to GPU indices per pod, timeline, events (or
+    one node, or one queue with its decayed usage when fair sharing over time is on)."""
+    kind = parse_resource(resource, (Resource.WORKLOADS, Resource.NODES, Resource.QUEUES))
     with connect(server, token) as client:
         if kind is Resource.NODES:
             show(describe_node(client.get_node(str(checked_name(name, "node")))))
+            return
+        if kind is Resource.QUEUES:
+            queue = str(checked_name(name, "queue", rule_of("Queue"), "Queue"))
+            show(describe_queue(client.get_queue(queue)))
             return
         key = resolve_workload(client, name, namespace, workload_kind)
         detail = client.get_workload(*key)

@@ -483,6 +483,39 @@ def _capacity(node: NodeView) -> str:
     return text + (f" (GPU {', '.join(out)} withdrawn: unhealthy)" if out else "")
 
 
+def describe_queue(queue: QueueView) -> Group:
+    """One queue: its quota and what it uses now, its budget, and (fair sharing over time on)
+    its decayed usage, share and fair-share factor, per user too."""
+    budget, _ = _budget_cells(queue.budget)
+    rows: list[tuple[str, str | Text]] = [
+        ("Name", queue.name),
+        ("Parent", queue.parent or "-"),
+        ("Weight", f"{queue.weight:g}"),
+        ("Nominal", format_resources(queue.nominal)),
+        ("Usage", format_resources(queue.usage)),
+        ("Borrowed", format_resources(queue.borrowed)),
+        ("Share now", f"{queue.share:.2f}"),
+        ("Workloads", f"{queue.pending} pending, {queue.running} running"),
+        ("Budget", budget),
+    ]
+    fair = queue.fair_share
+    if fair is None:
+        rows.append(("Fair share", "off (no fairSharing in the scheduling profile)"))
+        return Group(field_table(rows))
+    ratio = "- (used some, has no share)" if fair.ratio is None else f"{fair.ratio:.3f}"
+    rows += [
+        ("Usage half-life", format_duration(fair.usage_half_life)),
+        ("Decayed usage", f"{fair.usage_gpu_hours:,.2f} GPU-hours"),
+        ("Fair share", f"{fair.share:.3f} of its siblings'"),
+        ("Usage / share", ratio),
+        ("Fair-share factor", f"{fair.factor:.3f}"),
+    ]
+    users = _table("  USER", "DECAYED GPU-HOURS")
+    for user, hours in sorted(fair.users.items()):
+        users.add_row(f"  {user}", f"{hours:,.2f}")
+    return Group(field_table(rows), Text("\nUsers:", style="bold"), users)
+
+
 def describe_node(node: NodeView) -> Group:
     rows: list[tuple[str, str | Text]] = [
         ("Name", node.name),

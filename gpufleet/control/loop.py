@@ -52,13 +52,26 @@ from gpufleet.scheduling.core import SchedulerCore
 log = logging.getLogger(__name__)
 
 
+def seen_at(core: SchedulerCore, now: Callable[[], float]) -> None:
+    """The events handed to ``core`` next happened at ``now()``: where fair sharing over time
+    is on, the usage they start or stop counts from then (the core's own ``now`` is its last
+    cycle's, or 0 before its first). The clock is read only then."""
+    history = core.state.usage_history
+    if history is not None:
+        history.events_at(now())
+
+
 def sync(
     core: SchedulerCore,
     state: ClusterState,
+    now: float | None = None,
     ran_as: Callable[[str], Workload | None] | None = None,
 ) -> None:
-    """Bring the core in line with a full listing (nodes it lacks, running and pending pods);
-    ``ran_as``: the workload a running pod (by key) ran as, where the caller knows it."""
+    """Bring the core in line with a full listing (nodes it lacks, running and pending pods),
+    taken at ``now`` (the world's clock; None: the core's); ``ran_as``: the workload a running
+    pod (by key) ran as, where the caller knows it."""
+    if now is not None:
+        seen_at(core, lambda: now)
     for node in state.nodes:
         if node.name not in core.table.row_of:
             core.handle(NodeAdded(node))
@@ -119,6 +132,7 @@ class ControlLoop:
     def handle(self, core: SchedulerCore, events: Sequence[ClusterEvent]) -> None:
         """Hand ``events`` to ``core``; one it refuses or fails on (whatever it raises) goes to
         ``refused`` (if given), and the rest are still handed over."""
+        seen_at(core, self.backend.clock.now)
         if self.refused is None:
             core.handle_all(events)
             return
@@ -201,5 +215,5 @@ def run(
     """The loop over one core (a simulation): told the backend's listing first, then turned
     until the backend is done and the core has nothing timed left, or ``stop`` says so;
     returns the number of turns."""
-    sync(core, backend.list_state())
+    sync(core, backend.list_state(), backend.clock.now())
     return ControlLoop(backend, lambda: core, observers).run(stop, on_iteration)

@@ -25,7 +25,7 @@ from gpufleet.scheduling.registry import Registry, UnknownPluginError
 
 EXPECTED = (
     "one scheduling profile: a mapping with name, queueSort, admissionChecks, filters, scores, "
-    "postFilter and permit (each may be left out)"
+    "postFilter, permit and fairSharing (each may be left out)"
 )
 
 

@@ -28,6 +28,9 @@ QUEUE_LABELS = (QUEUE_LABEL, KUEUE_QUEUE_LABEL)
 #: Priority classes of this prefix are Kubernetes' own (``system-cluster-critical``,
 #: ``system-node-critical``): no queue allows them unless it lists them.
 SYSTEM_PRIORITY_PREFIX = "system-"
+#: The tenant a workload belongs to, on its pods (the server sets it from the token that
+#: submitted it): whose usage it is inside its queue, for fair sharing over time.
+TENANT_LABEL = "gpufleet.dev/tenant"
 
 
 def queue_named_by(labels: Mapping[str, str]) -> str | None:

@@ -8,7 +8,8 @@ configures is a plugin (:mod:`.framework`, :mod:`.profile`):
    ended (the profile's Permit: pods not ready in time), wake what inter-pod rules or victims
    past their minimum run time may help; first try the preemptors whose victims are gone;
    then give up to one admission to each queue with work, from the queue whose key is least
-   under the profile's QueueSort (fair share by default), each queue's heads by priority,
+   under the profile's QueueSort (fair share by default; with the profile's ``fairSharing``,
+   by usage decayed over time too: :mod:`.usage_history`), each queue's heads by priority,
    then arrival (:mod:`.ordering`).
 2. **Admission.** Whether its queue admits its namespace and priority class (a workload it
    does not waits, told why, as Kueue's does), the profile's admission checks, then quota
@@ -90,6 +91,7 @@ from gpufleet.scheduling.registry import Registry
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.state import CoreState
 from gpufleet.scheduling.topology import place_workload
+from gpufleet.scheduling.usage_history import UsageHistory
 from gpufleet.scheduling.view import PendingExplanation, SchedulerView, admitted
 
 ADMITTED = "admitted"
@@ -145,6 +147,12 @@ class SchedulerCore:
             registry.admission_checks.build(spec, state, name) for spec in profile.admission_checks
         ]
         state.running.watchers.extend([self.post_filter, self.permit, *self.admission_checks])
+        if profile.fair_sharing is not None:
+            history = UsageHistory(
+                profile.fair_sharing.usage_half_life, quotas.tree, lambda: state.now
+            )
+            state.usage_history = history
+            state.running.watchers.append(history)
         #: Checks that change how a workload they admit starts (a spent budget: preemptible).
         self._admits_as = [c for c in self.admission_checks if isinstance(c, AdmitsAs)]
         queue_sort = registry.queue_sorts.build(profile.queue_sort, state, name)

@@ -12,12 +12,16 @@ weights. Data, not code: a YAML file or a flag gives it as a mapping, read by
       - {name: gpu-packing, weight: 0.5}
     postFilter: classical-preemption
     permit: {name: gang-ready-timeout, args: {timeout: 300}}
+    fairSharing: {usageHalfLife: 7d}   # off unless given (:mod:`.usage_history`)
 
 Every key may be left out (the default profile, :data:`DEFAULT_PROFILE`: its only admission check
 is ``budget``, which limits nothing for queues without ``spec.budget``; its only added scorer is
 ``capacity-type``, which changes nothing on a cluster without capacity-type labels; a profile
 that lists ``admissionChecks`` or ``scores`` replaces the default's, so keep ``budget`` and
 ``capacity-type`` there to keep what they do).
+``fairSharing`` turns on fair share over time: each queue's GPU usage, decayed with
+``usageHalfLife`` (seconds, or a duration such as ``90m``, ``24h``, ``7d``, ``1d12h``), orders
+the queues that compete for the same capacity (:class:`FairSharing`).
 A plugin is a name, or a mapping with ``name`` and optional ``args`` (and ``weight`` for a
 scorer). Names are looked up in a :class:`~gpufleet.scheduling.registry.Registry` when a core
 is built; an unknown one is an error that lists the known ones.
@@ -28,6 +32,8 @@ What it does not do: read files (the caller parses YAML), or know which plugins 
 from __future__ import annotations
 
 import difflib
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -50,6 +56,56 @@ class PluginSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class FairSharing:
+    """Fair share over time (Slurm's ``PriorityDecayHalfLife``): queues' GPU usage decays by
+    half every ``usage_half_life`` seconds, and the queue that used least of its share goes
+    first among those that compete for the same capacity."""
+
+    usage_half_life: float
+
+    def __post_init__(self) -> None:
+        if not 0 < self.usage_half_life < math.inf:
+            raise ProfileError(
+                f"fairSharing.usageHalfLife: a positive duration, got {self.usage_half_life:g} s"
+            )
+
+    @classmethod
+    def from_mapping(cls, given: object) -> FairSharing:
+        if not isinstance(given, Mapping):
+            raise ProfileError("fairSharing: a mapping, such as {usageHalfLife: 7d}")
+        unknown = sorted(set(given) - set(_FAIR_SHARING_KEYS))
+        if unknown:
+            raise ProfileError(_unknown_key("fairSharing", str(unknown[0]), _FAIR_SHARING_KEYS))
+        if "usageHalfLife" not in given:
+            raise ProfileError("fairSharing.usageHalfLife: required (such as 7d or 24h)")
+        return cls(duration_seconds(given["usageHalfLife"], "fairSharing.usageHalfLife"))
+
+
+_FAIR_SHARING_KEYS = ("usageHalfLife",)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(w|d|h|m|s)")
+_DURATION_UNITS = {"w": 7 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def duration_seconds(given: object, where: str) -> float:
+    """Seconds, from a number of seconds or a duration such as ``90m``, ``24h``, ``7d`` or
+    ``1d12h`` (weeks ``w`` to seconds ``s``, largest first)."""
+    expected = f"{where}: a duration such as 90m, 24h, 7d or 1d12h, or a number of seconds"
+    if isinstance(given, bool) or not isinstance(given, int | float | str):
+        raise ProfileError(f"{expected}; got {type(given).__name__}")
+    if not isinstance(given, str):
+        return float(given)
+    text = given.strip()
+    parts = _DURATION.findall(text)
+    units = [unit for _, unit in parts]
+    ordered = units == sorted(units, key=list(_DURATION_UNITS).index) and len(set(units)) == len(
+        units
+    )
+    if not parts or "".join(a + u for a, u in parts) != text or not ordered:
+        raise ProfileError(f"{expected}; got {given!r}")
+    return sum(float(amount) * _DURATION_UNITS[unit] for amount, unit in parts)
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     """See the module docstring."""
 
@@ -63,6 +119,8 @@ class Profile:
     scores: tuple[PluginSpec, ...] = (PluginSpec("capacity-type"),)
     post_filter: PluginSpec = PluginSpec("classical-preemption")
     permit: PluginSpec = PluginSpec("gang-ready-timeout")
+    #: Fair share over time (None: off).
+    fair_sharing: FairSharing | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> Profile:
@@ -84,11 +142,21 @@ class Profile:
             _many(data, "scores", weighted=True, default=default.scores),
             _one(data, "postFilter", default.post_filter),
             _one(data, "permit", default.permit),
+            FairSharing.from_mapping(data["fairSharing"]) if "fairSharing" in data else None,
         )
 
 
 DEFAULT_PROFILE = Profile()
-_KEYS = ("name", "queueSort", "admissionChecks", "filters", "scores", "postFilter", "permit")
+_KEYS = (
+    "name",
+    "queueSort",
+    "admissionChecks",
+    "filters",
+    "scores",
+    "postFilter",
+    "permit",
+    "fairSharing",
+)
 
 
 def _unknown_key(where: str, key: str, known: tuple[str, ...]) -> str:
@@ -140,4 +208,12 @@ def _spec(given: object, where: str, weighted: bool) -> PluginSpec:
     return PluginSpec(name, dict(args), float(weight))
 
 
-__all__ = ["DEFAULT_PROFILE", "Args", "PluginSpec", "Profile", "ProfileError"]
+__all__ = [
+    "DEFAULT_PROFILE",
+    "Args",
+    "FairSharing",
+    "PluginSpec",
+    "Profile",
+    "ProfileError",
+    "duration_seconds",
+]

@@ -3,7 +3,8 @@
 :class:`CoreState` holds the node table and its placement engine, the quotas, the admission
 knobs, the waiting workloads (and those held: gated or suspended), the running set, the
 requests kept while workloads wait, the placement shortcuts, the room held for preemptors and
-the backfill reservation, and the core's ``now`` (set by the core from the time each cycle is
+the backfill reservation, the queues' decayed usage (when fair sharing over time is on), and
+the core's ``now`` (set by the core from the time each cycle is
 given: nothing here reads a clock). It is kube-scheduler's framework handle: plugins read it,
 and change it only through the parts' methods.
 
@@ -24,6 +25,7 @@ from gpufleet.scheduling.ordering import Arrivals, aged_priority
 from gpufleet.scheduling.pending import PendingWorkload, PendingWorkloads
 from gpufleet.scheduling.requests import Requests
 from gpufleet.scheduling.running import RunningSet
+from gpufleet.scheduling.usage_history import UsageHistory
 
 
 class CoreState:
@@ -56,6 +58,8 @@ class CoreState:
         self.requests = Requests(table, quotas)
         self.fits = PlacementChecks(table, engine)
         self.holds = Holds(self)
+        #: Queues' GPU usage decayed over time, when the profile turns fair sharing on.
+        self.usage_history: UsageHistory | None = None
 
     def priority(self, pending: PendingWorkload) -> int:
         """A waiting workload's effective priority now (:func:`~.ordering.aged_priority`)."""

@@ -56,6 +56,7 @@ from gpufleet.service.records import (
 from gpufleet.service.sim_records import placement_text, pod_key, progress_of
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import StoredEvent
+from gpufleet.service.usage_store import save_usage
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +290,7 @@ class RecordingPlane(PlaneBase):
         if self._wall() - self._last_sample >= HISTORY_EVERY_S:
             self.sample(now)
             self.store.set_meta("clock", repr(now))
+            save_usage(self.store, core)
         self.store.add_events(notes.events)
 
     def _settle(self, record: WorkloadRecord, now: float) -> None:

@@ -32,6 +32,7 @@ from gpufleet.service.records import (
 from gpufleet.service.sim_records import remaining_part
 from gpufleet.service.states import WorkloadState
 from gpufleet.service.store import StoredEvent, StoredWorkload
+from gpufleet.service.usage_store import carry_usage
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class RestoringPlane(RecordingPlane):
             if pending:
                 self.world.submit(remaining_part(record.timed, pending))
             self._progress(record)
-        sync(self.core, self.world.list_state(), self._ran_as)
+        sync(self.core, self.world.list_state(), self.world.clock.now(), self._ran_as)
 
     def _restored_record(self, stored: StoredWorkload) -> WorkloadRecord | None:
         """The record of a stored workload, indexed, with its events; returned when it is to
@@ -166,7 +167,7 @@ class RestoringPlane(RecordingPlane):
         """A new core for new queues or classes, told everything again (under the lock)."""
         core = self._new_core()
         core.now = self.world.clock.now()
-        sync(core, self.world.list_state(), self._ran_as)
+        sync(core, self.world.list_state(), core.now, self._ran_as)
         waiting = self.world.pending
         for record in sorted(self.records.values(), key=lambda r: r.seq):
             # (a failed pod waiting out its back-off is not waiting yet: it comes as a new pod)
@@ -175,4 +176,5 @@ class RestoringPlane(RecordingPlane):
                 core.handle(
                     WorkloadAdded(remaining_part(record.timed, [(p, None) for p in pods]).workload)
                 )
+        carry_usage(self.core, core)
         self.core = core

@@ -29,7 +29,7 @@ from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.manifests import Manifest
 from gpufleet.model.idle import EXEMPT_LABEL
 from gpufleet.model.jobs import JobSpec
-from gpufleet.model.queues import QUEUE_LABEL, queue_named_by
+from gpufleet.model.queues import QUEUE_LABEL, TENANT_LABEL, queue_named_by
 from gpufleet.model.workload import POD_GROUP_LABEL, Workload, workload_key
 from gpufleet.service.auth import Principal
 from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION
@@ -37,7 +37,6 @@ from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION
 Obj = dict[str, Any]
 LABEL_VALUE_MAX = 63
 
-TENANT_LABEL = "gpufleet.dev/tenant"
 WORKLOAD_ANNOTATION = "gpufleet.dev/workload"
 KIND_ANNOTATION = "gpufleet.dev/kind"
 COMPLETIONS_ANNOTATION = "gpufleet.dev/completions"

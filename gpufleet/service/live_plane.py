@@ -59,6 +59,7 @@ from gpufleet.service.records import POD_CANCELLED, POD_PENDING, POD_RUNNING, Wo
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import Submitted, parse_body
+from gpufleet.service.usage_store import load_usage, save_usage
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class LivePlane(OwnerChangesPlane):
             self.world, lambda: self.core, [self.metrics, self], guard=self._turn_scope
         )
         self._restore()
+        load_usage(store, self.core)
         self._next_seq = store.next_seq()
 
     # ----------------------------------------------------------------------------- lifecycle
@@ -114,6 +116,8 @@ class LivePlane(OwnerChangesPlane):
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        with self.lock:
+            save_usage(self.store, self.core)
 
     # ----------------------------------------------------------------------------- reading
     backend_name = "live"

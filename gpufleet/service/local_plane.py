@@ -374,7 +374,7 @@ class LocalControlPlane(LivePlane):
         with self.store.transaction():
             for record in active:
                 self._take_back(record, found, placements)
-        sync(self.core, self.world.list_state(), self._ran_as)
+        sync(self.core, self.world.list_state(), self.world.clock.now(), self._ran_as)
 
     def _take_back(
         self,

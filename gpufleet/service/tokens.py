@@ -25,8 +25,8 @@ from collections.abc import Sequence
 
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.names import label_value_problem, name_problem, rule_of
+from gpufleet.model.queues import TENANT_LABEL
 from gpufleet.service.auth import ROLES, hash_token, new_token
-from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.store import TOKEN_ID_LENGTH, Store, StoredToken
 
 log = logging.getLogger(__name__)

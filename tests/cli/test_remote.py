@@ -23,6 +23,7 @@ from rich.console import Console, RenderableType
 from typer.testing import CliRunner
 
 from gpufleet.api.schemas import (
+    FairShareView,
     Role,
     SubmitResult,
     WorkloadState,
@@ -42,6 +43,7 @@ from gpufleet.cli.remote_render import (
     Output,
     describe_explanation,
     describe_node,
+    describe_queue,
     describe_workload,
     dump,
     format_mib,
@@ -208,6 +210,28 @@ def test_explain_of_a_workload_that_can_never_fit_says_never() -> None:
         "Position: 1 (inadmissible: it can never fit as the cluster stands)"
     ]
     assert lines_with(text, "Estimated start") == ["Estimated start: never"]
+
+
+def test_describe_queue_shows_decayed_usage_share_and_factor() -> None:
+    fair = FairShareView(
+        usage_half_life=7 * 86400.0, usage_gpu_hours=120.5, share=0.25, ratio=2.0, factor=0.25,
+        users={"alice": 100.0, "team-a": 20.5},
+    )  # fmt: skip
+    text = render(describe_queue(queue(fair_share=fair)))
+    flat = [" ".join(line.split()) for line in text.splitlines()]
+    for needle in [
+        "Name: team-a", "Parent: org", "Nominal: gpu=8 cpu=64 mem=512Gi", "Share now: 0.25",
+        "Usage half-life: 7d00h", "Decayed usage: 120.50 GPU-hours",
+        "Fair share: 0.250 of its siblings'", "Usage / share: 2.000", "Fair-share factor: 0.250",
+        "alice 100.00", "team-a 20.50",
+    ]:  # fmt: skip
+        assert needle in flat, (needle, flat)
+    unshared = FairShareView(usage_half_life=3600.0, usage_gpu_hours=1.0, share=0.0, ratio=None,
+                             factor=0.0)  # fmt: skip
+    shown = " ".join(render(describe_queue(queue(fair_share=unshared))).split())
+    assert "Usage / share: - (used some, has no share)" in shown
+    off = " ".join(render(describe_queue(queue())).split())
+    assert "Fair share: off (no fairSharing in the scheduling profile)" in off
 
 
 def test_describe_node_lists_devices() -> None:
@@ -480,6 +504,7 @@ COMMAND_CASES = [
     ("get-one-node", ["get", "node", "node-a"], ["node-a A100 1.5/4"]),
     ("describe", ["describe", "workload", "train-1"], ["Namespace: team-a", "train-1-0 Running"]),
     ("describe-node", ["describe", "node", "node-a"], ["GPU model: A100"]),
+    ("describe-queue", ["describe", "queue", "team-a"], ["Parent: org", "Fair share: off"]),
     ("explain", ["explain", "train-1", "-n", "team-a"], ["Position: 2", "Waiting for: quota"]),
     ("delete", ["delete", "wl", "team-a/train-1"], ["workload/team-a/train-1 (Job) cancelled"]),
     ("ungate", ["ungate", "team-a/train-1"], ["workload/team-a/train-1 (Job) ungated"]),
@@ -629,8 +654,8 @@ def test_an_unreachable_server_is_exit_1_naming_the_address(env: Path) -> None:
 BAD_INPUT_CASES = [
     ("unknown-resource", ["get", "pods"], "unknown resource type 'pods' (expected workloads, "
      "queues or nodes)"),
-    ("describe-queue", ["describe", "queue", "q"], "unknown resource type 'queue' (expected "
-     "workloads or nodes)"),
+    ("describe-pod", ["describe", "pod", "q"], "unknown resource type 'pod' (expected "
+     "workloads, nodes or queues)"),
     ("top-workloads", ["top", "workloads"], "unknown resource type 'workloads' (expected nodes)"),
     ("all-and-name", ["get", "workloads", "x", "-A"], "-A/--all-namespaces lists everything"),
     ("bad-name", ["explain", "a/b/c/d"], "'a/b/c/d': expected NAME, NAMESPACE/NAME, KIND/NAME"),

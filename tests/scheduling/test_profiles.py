@@ -18,7 +18,13 @@ from gpufleet.model.resources import GPU
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
-from gpufleet.scheduling.profile import DEFAULT_PROFILE, PluginSpec, Profile, ProfileError
+from gpufleet.scheduling.profile import (
+    DEFAULT_PROFILE,
+    FairSharing,
+    PluginSpec,
+    Profile,
+    ProfileError,
+)
 from gpufleet.scheduling.registry import Registry, UnknownPluginError
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.state import CoreState
@@ -154,8 +160,38 @@ def test_the_known_names_include_those_registered() -> None:
         ({"scores": [{"name": "bestfit", "weight": 0}]}, "scores[0].weight: a positive number"),
         ({"queueSort": {"name": "fair-share", "weight": 2}}, "queueSort: unknown key 'weight'"),
         ({"name": ""}, "profile name: a non-empty string"),
+        ({"fairSharing": "7d"}, "fairSharing: a mapping, such as {usageHalfLife: 7d}"),
+        ({"fairSharing": {}}, "fairSharing.usageHalfLife: required (such as 7d or 24h)"),
+        (
+            {"fairSharing": {"halfLife": "7d"}},
+            "fairSharing: unknown key 'halfLife' (did you mean 'usageHalfLife'?)",
+        ),
+        (
+            {"fairSharing": {"usageHalfLife": "7 days"}},
+            "fairSharing.usageHalfLife: a duration such as 90m, 24h, 7d or 1d12h, or a number "
+            "of seconds; got '7 days'",
+        ),
+        ({"fairSharing": {"usageHalfLife": "1h7d"}}, "got '1h7d'"),
+        ({"fairSharing": {"usageHalfLife": True}}, "number of seconds; got bool"),
+        ({"fairSharing": {"usageHalfLife": 0}}, "usageHalfLife: a positive duration, got 0 s"),
     ],
-    ids=["key", "list", "spec-key", "spec-name", "spec-type", "weight", "weight-where", "name"],
+    ids=[
+        "key",
+        "list",
+        "spec-key",
+        "spec-name",
+        "spec-type",
+        "weight",
+        "weight-where",
+        "name",
+        "fair-sharing-type",
+        "fair-sharing-half-life-missing",
+        "fair-sharing-key",
+        "fair-sharing-duration",
+        "fair-sharing-unit-order",
+        "fair-sharing-bool",
+        "fair-sharing-zero",
+    ],
 )
 def test_a_profile_that_cannot_be_read_says_where(given: dict[str, object], expected: str) -> None:
     with pytest.raises(ProfileError) as raised:
@@ -267,3 +303,32 @@ def test_the_default_profile_written_out_is_the_default() -> None:
         )
     assert decisions[0] == decisions[1]
     assert any(kind == "Evict" for kind, _ in decisions[0])
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [
+        (3600, 3600.0),
+        (1.5, 1.5),
+        ("90m", 5400.0),
+        ("24h", 86400.0),
+        ("7d", 604800.0),
+        ("1d12h", 129600.0),
+        ("2w", 1209600.0),
+        ("1h30m15s", 5415.0),
+    ],
+    ids=["int", "float", "minutes", "hours", "days", "days-hours", "weeks", "mixed"],
+)
+def test_fair_sharing_reads_its_half_life(given: object, seconds: float) -> None:
+    profile = Profile.from_mapping({"fairSharing": {"usageHalfLife": given}})
+    assert profile.fair_sharing == FairSharing(seconds)
+
+
+def test_fair_sharing_is_off_unless_a_profile_turns_it_on() -> None:
+    assert DEFAULT_PROFILE.fair_sharing is None
+    assert Profile.from_mapping({"name": "x"}).fair_sharing is None
+    assert make_core([make_node("n0")], [make_queue("q")]).state.usage_history is None
+    on = Profile.from_mapping({"fairSharing": {"usageHalfLife": "1h"}})
+    history = make_core([make_node("n0")], [make_queue("q")], profile=on).state.usage_history
+    assert history is not None
+    assert history.half_life == 3600.0

@@ -17,8 +17,8 @@ from gpufleet.backends.kube.api_types import AUTOSCALING_WATCHED, HORIZONTAL_POD
 from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.prometheus.inference import ServingPods
 from gpufleet.model.autoscaling import InferenceMetric, MetricReading
+from gpufleet.model.queues import TENANT_LABEL
 from gpufleet.service.kube_autoscaling import KubeReplicaScaler
-from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.observatory import Observatory
 from gpufleet.service.store import StoredEvent
 from gpufleet.telemetry.series_layout import Labels

@@ -21,8 +21,8 @@ from gpufleet.model.idle import (
     IdleScope,
     IdleStep,
 )
+from gpufleet.model.queues import TENANT_LABEL
 from gpufleet.service.idle_actions import IdleReclaimer, reclaimer_for
-from gpufleet.service.kube_writes import TENANT_LABEL
 from gpufleet.service.store import StoredEvent
 from gpufleet.telemetry.idle import WORKLOAD_UTIL
 from gpufleet.telemetry.series_layout import Labels

@@ -54,6 +54,7 @@ from gpufleet.model.times import wall_clock_time
 from gpufleet.scheduling.config import AdmissionConfig
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
+from gpufleet.scheduling.usage_history import UsageSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,8 @@ class KubeScheduler:
             else None
         )
         self.core: SchedulerCore | None = None
+        #: Fair sharing's usage history, from the last core to the next one.
+        self._kept_usage: UsageSnapshot | None = None
         self.cores_built = 0
         self.heartbeat = time.monotonic()
         self.stop_event = threading.Event()
@@ -245,6 +248,9 @@ class KubeScheduler:
         built it, and reference cycles among its objects would outlive it otherwise."""
         if self.core is None:
             return
+        history = self.core.state.usage_history
+        if history is not None:  # fair sharing's usage outlives the core (not the process)
+            self._kept_usage = history.snapshot()
         self.core = None
         thaw()
         gc.collect()
@@ -270,6 +276,8 @@ class KubeScheduler:
             profile=self.options.profile,
         )
         self.cores_built += 1
+        if self._kept_usage is not None and core.state.usage_history is not None:
+            core.state.usage_history.restore(self._kept_usage)
         for message in core.quota_warnings():
             log.warning("%s", message)
         log.info(

@@ -7,6 +7,12 @@ resource share along its path, top first (so the surplus goes by weight). When n
 a quota, the share is the GPUs each queue on the path holds, divided by its weight (with one
 queue, there is nothing to order).
 
+With fair sharing over time on (the profile's ``fairSharing``), the queues' decayed usage comes
+between the two: after the borrowing level, the queue whose subtree used least of its share
+over time goes first, level by level from the top (Slurm's fair-share factor,
+:meth:`~gpufleet.scheduling.usage_history.UsageHistory.ratios`); the share held now breaks
+ties. A queue's nominal quota stays its own: a head within it goes before any that borrows.
+
 What it does not do: order workloads within a queue (priority, then arrival: :mod:`..ordering`).
 """
 
@@ -36,6 +42,16 @@ class FairShare:
 
     def key_for(self, queues: Sequence[str]) -> Callable[[str], QueueKey]:
         tree = self.state.quotas.tree
+        history = self.state.usage_history
+        if history is not None and (tree.keys or len(queues) > 1):
+            ratios = history.ratios()  # time does not pass in a cycle: once per cycle
+
+            def by_usage(queue: str) -> QueueKey:
+                now = tree.share(queue) if tree.keys else self._gpu_share(queue)
+                level = self._head_level(queue) if tree.keys else 0
+                return (level, history.key_of(ratios, queue), now)
+
+            return by_usage
         if tree.keys:
 
             def by_quota(queue: str) -> QueueKey:
