@@ -28,10 +28,16 @@ from gpufleet.testing.fakes import make_core
 
 HOUR = 3600.0
 DAY = 24 * HOUR
+README = Path(__file__).resolve().parents[2] / "README.md"
 #: The one line that enables it: the queue "night" admits new work from 02:00 to 06:00.
 PROFILE = (
     "admissionChecks: [budget, "
     "{name: calendar-window, args: {queue: night, opensAt: 2, closesAt: 6}}]\n"
+)
+#: What explain says of a workload of "night" that arrived at 00:00.
+WAITS = (
+    "waiting for admission check calendar-window: queue night admits new work from "
+    "02:00 to 06:00 only; opens t=2h00m"
 )
 
 
@@ -85,10 +91,7 @@ def test_outside_its_window_a_workload_waits_with_the_checks_reason_until_the_op
     (waits,) = watch.waiting[0.0]
     assert waits.workload == night.key
     assert waits.waiting_for == CalendarWindow.name
-    assert waits.message == (
-        "waiting for admission check calendar-window: queue night admits new work from "
-        "02:00 to 06:00 only; opens t=2h00m"
-    )
+    assert waits.message == WAITS
     # The loop's next turn after 00:00 and before 02:00 is the day job's end at 01:00 (an
     # event); none comes between that and the opening: the check's timer woke it.
     assert [t for t in watch.turns if t < 2 * HOUR] == [0.0, HOUR]
@@ -188,3 +191,9 @@ def test_bad_arguments_are_an_error_naming_the_file(tmp_path: Path, args: str, e
     path.write_text(f"admissionChecks: [{{name: calendar-window, args: {args}}}]\n")
     with pytest.raises(InputError, match=error):
         load_profile(path)
+
+
+def test_the_readme_shows_the_profile_line_and_the_message_tested_here() -> None:
+    readme = " ".join(README.read_text().split())
+    assert PROFILE.strip() in readme
+    assert WAITS in readme

@@ -142,7 +142,8 @@ def test_a_profile_naming_an_unknown_plugin_fails_listing_the_known_ones(
 
 def test_the_known_names_include_those_registered() -> None:
     profile = Profile(admission_checks=(PluginSpec("gpu-hours"),))
-    with pytest.raises(UnknownPluginError, match=r"known: budget, calendar-window, gpus-per-namespace$"):
+    known = r"known: budget, calendar-window, gpus-per-namespace$"
+    with pytest.raises(UnknownPluginError, match=known):
         registry_with_toy_check().check(profile)
 
 
