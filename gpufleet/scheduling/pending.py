@@ -124,6 +124,9 @@ class PendingWorkloads:
         self._joined_parked: list[PendingWorkload] = []
         #: Admission check -> the park reasons whose wakes also wake what it refused.
         self.requeue_on: dict[str, frozenset[str]] = {}
+        #: The groups parked for an admission check, by number (apart: a wake for quota or
+        #: capacity looks at them only when there are some).
+        self._refused: dict[int, Group] = {}
 
     def __len__(self) -> int:
         return len(self._where) + len(self._backoff)
@@ -235,6 +238,9 @@ class PendingWorkloads:
         del self._groups[group.key]
         del self._by_queue[group.queue][group.number]
         self._parked.pop(group.number, None)
+        if group.refused_by:
+            del self._refused[group.number]
+            group.refused_by = ""
         group.live = False
 
     def get(self, key: str) -> PendingWorkload | None:
@@ -308,7 +314,12 @@ class PendingWorkloads:
         return list(self._groups.values())
 
     def park(self, group: Group, why: str, may_preempt: bool = False, by: str = "") -> None:
-        """Park ``group`` for ``why``; ``by``: the admission check that refused it."""
+        """Park ``group`` for ``why``; ``by``: the admission check that refused it (only
+        with ``Parked.ADMISSION_CHECK``)."""
+        if by:
+            self._refused[group.number] = group
+        elif group.refused_by:
+            del self._refused[group.number]
         group.parked = why
         group.may_preempt = may_preempt
         group.refused_by = by
@@ -317,6 +328,9 @@ class PendingWorkloads:
 
     def unpark(self, group: Group) -> None:
         if group.parked is not None:
+            if group.refused_by:
+                del self._refused[group.number]
+                group.refused_by = ""
             group.parked = None
             group.may_preempt = False
             self._parked.pop(group.number, None)
@@ -360,18 +374,16 @@ class PendingWorkloads:
     def wake_all(self, why: str | None = None) -> None:
         """Unpark every group parked for ``why`` (every parked group if None), and those
         refused by an admission check that ``why``'s wakes may help (its ``requeue_on``)."""
-        requeue_on = self.requeue_on
         for group in self.parked_groups():
-            parked = group.parked
-            if (
-                why is None
-                or parked == why
-                or (
-                    parked == Parked.ADMISSION_CHECK and why in requeue_on.get(group.refused_by, ())
-                )
-            ):
+            if why is None or group.parked == why:
                 self.unpark(group)
                 group.freed_rows = None
+        if why is not None and self._refused:
+            requeue_on = self.requeue_on
+            for group in list(self._refused.values()):
+                if why in requeue_on.get(group.refused_by, ()):
+                    self.unpark(group)
+                    group.freed_rows = None
         if why is None or why == Parked.CAPACITY:
             # Groups woken earlier by freed rows would try only those: anywhere may do now.
             for key in self._woken_by_rows():
@@ -379,8 +391,8 @@ class PendingWorkloads:
 
     def wake_refused_by(self, check: str) -> None:
         """Unpark every group the admission check ``check`` refused (it may admit now)."""
-        for group in self.parked_groups():
-            if group.parked == Parked.ADMISSION_CHECK and group.refused_by == check:
+        for group in list(self._refused.values()):
+            if group.refused_by == check:
                 self.unpark(group)
                 group.freed_rows = None
 

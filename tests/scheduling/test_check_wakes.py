@@ -54,3 +54,22 @@ def test_what_wakes_a_refusal(requeue_on: frozenset[str], wake: str, woken: bool
     else:
         pending.wake_all(wake)
     assert (not pending.parked_groups()) is woken
+
+
+@pytest.mark.parametrize(
+    "then",
+    ["parked-again-for-capacity", "woken-then-parked-for-capacity", "left"],
+)
+def test_a_group_no_longer_refused_is_not_woken_as_refused(then: str) -> None:
+    pending = parked_by("mine", REQUEUE_ON_QUOTA)
+    (group,) = pending.groups()
+    if then == "left":
+        pending.remove("default/w")
+    else:
+        if then == "woken-then-parked-for-capacity":
+            pending.wake_refused_by("mine")
+        pending.park(group, Parked.CAPACITY)
+    pending.wake_refused_by("mine")
+    pending.wake_all(Parked.QUOTA)
+    assert pending.parked_groups() == ([] if then == "left" else [group])
+    assert group.refused_by == ""
