@@ -21,10 +21,11 @@ What differs per world plugs in; the loop is not copied:
   another scheduler bound beyond what a node has left, or any object whose contents the core
   cannot take: logged, counted and skipped, so that no single object crashes the loop, nor
   every replica that leads after it; elsewhere it is a bug and raises);
-* GPU-hour budgets: the loop counts what each queue ran, turn by turn
-  (:class:`~gpufleet.control.budget_usage.BudgetUsage`, ``budget_usage``), and gives the
-  core's budget admission check its count before each turn's cycles; the world takes the
-  budgets' notices (``budget_usage.drain()``) for its events;
+* admission checks with turn hooks: the loop tells them of each turn, before and after its
+  cycles, with the world's :class:`~gpufleet.scheduling.framework.CheckWorld`
+  (``check_world``: what they keep across turns and cores, a budget's GPU-hours used), waits
+  no later than their timers, and the world takes their notices (``check_world.drain()``)
+  for its events;
 * ``standby`` and ``survive`` (:meth:`ControlLoop.run`): a world that must not act now (a
   replica that does not lead) waits instead of turning; a long-lived server logs a turn that
   fails and goes on.
@@ -43,11 +44,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gpufleet.control.backend import ClusterBackend, ClusterState
-from gpufleet.control.budget_usage import BudgetUsage
 from gpufleet.model.actions import Action
 from gpufleet.model.events import ClusterEvent, NodeAdded, PodAdded, PodBound
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.core import SchedulerCore
+from gpufleet.scheduling.framework import CheckWorld
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,8 @@ class ControlLoop:
         self.stopwatch = stopwatch
         #: The core of the last turn (None before the first).
         self.last_core: SchedulerCore | None = None
-        #: GPU-hours each budgeted queue used in its period, from what ran.
-        self.budget_usage = BudgetUsage()
+        #: What the cores' admission checks keep for this world, and their notices.
+        self.check_world = CheckWorld()
 
     def handle(self, core: SchedulerCore, events: Sequence[ClusterEvent]) -> None:
         """Hand ``events`` to ``core``; one it refuses or fails on (whatever it raises) goes to
@@ -158,14 +159,17 @@ class ControlLoop:
             observer.events_in(events)
         self.handle(core, events)
         now = backend.clock.now()
-        self.budget_usage.before_cycles(core, now)
+        world = self.check_world
+        for check in core.turn_hooked:
+            check.before_cycles(world, now)
         actions = core.run_until_idle(now, on_cycle=backend.apply)
-        self.budget_usage.after_cycles(core, now)
+        for check in core.turn_hooked:
+            check.after_cycles(world, now)
         done = Turn(now, events, actions, self.stopwatch() - started)
         for observer in self.observers:
             observer.turn_done(core, done)
         self.last_core = core
-        return min(core.next_timer(), self.budget_usage.next_reset(core, now))
+        return min(core.next_timer(), core.check_timer(now))
 
     def run(
         self,

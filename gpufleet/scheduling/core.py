@@ -78,7 +78,14 @@ from gpufleet.scheduling.backfill import Backfill, Reservation
 from gpufleet.scheduling.engine import PlacementEngine, Unschedulable
 from gpufleet.scheduling.explain import Explainer
 from gpufleet.scheduling.flavors import Blocked, Flavors, ModelChoice, Placed
-from gpufleet.scheduling.framework import AdmitsAs, Policy
+from gpufleet.scheduling.framework import (
+    REQUEUE_ON_QUOTA,
+    AdmitsAs,
+    Policy,
+    Requeued,
+    Timed,
+    TurnHooks,
+)
 from gpufleet.scheduling.holds import HELD_FOR_PREEMPTOR
 from gpufleet.scheduling.lifecycle import Lifecycle
 from gpufleet.scheduling.node_table import IntArray, NodeTable
@@ -155,6 +162,13 @@ class SchedulerCore:
             state.running.watchers.append(history)
         #: Checks that change how a workload they admit starts (a spent budget: preemptible).
         self._admits_as = [c for c in self.admission_checks if isinstance(c, AdmitsAs)]
+        #: Checks the world's loop tells of each turn, and those that wait on time.
+        self.turn_hooked = [c for c in self.admission_checks if isinstance(c, TurnHooks)]
+        self.timed_checks = [c for c in self.admission_checks if isinstance(c, Timed)]
+        state.pending.requeue_on = {
+            c.name: c.requeue_on if isinstance(c, Requeued) else REQUEUE_ON_QUOTA
+            for c in self.admission_checks
+        }
         queue_sort = registry.queue_sorts.build(profile.queue_sort, state, name)
         self.order = QueueOrder(state.pending, quotas.queues, queue_sort, state.config)
         self.parking = Parking(state)
@@ -334,7 +348,8 @@ class SchedulerCore:
             refused = admission_check.check(workload, request, state.now)
             if refused is not None:
                 message = f"waiting for admission check {admission_check.name}: {refused}"
-                self.parking.park(group, actions, Parked.QUOTA, message, admission_check.name)
+                why = Parked.ADMISSION_CHECK
+                self.parking.park(group, actions, why, message, admission_check.name)
                 return BLOCKED
         for adjusting in self._admits_as:
             workload = adjusting.admitted_as(workload)
@@ -472,6 +487,17 @@ class SchedulerCore:
             if due is not None and due < first:
                 first = due
         return max(first, self.state.now)
+
+    def check_timer(self, now: float) -> float:
+        """When an admission check may admit what it refused without any event (a budget's
+        next period, a calendar window's opening); ``inf`` if none. Apart from
+        :meth:`next_timer`: a world whose events are over does not wait for it."""
+        first = math.inf
+        for check in self.timed_checks:
+            due = check.next_timer(now)
+            if due is not None and due < first:
+                first = due
+        return first
 
     # ----------------------------------------------------------------------------- queries
     def view(self, estimate: bool = False) -> SchedulerView:

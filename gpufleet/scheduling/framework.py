@@ -13,7 +13,11 @@ The cycle (per workload, in the core):
 
 * :class:`QueueSort`: which queue's head is tried next.
 * :class:`AdmissionCheck`: may a workload start now, besides its quota (a budget, say)? And
-  (:class:`AdmitsAs`) as what: preemptible, say.
+  (:class:`AdmitsAs`) as what: preemptible, say. A check that needs more says so by the
+  optional hooks it has (found by protocol, never by its class): what the world counts for it
+  around each turn (:class:`TurnHooks`, with the world's :class:`CheckWorld`), when it may
+  admit without any event (:class:`Timed`), and which wakes may change its mind
+  (:class:`Requeued`, as kube-scheduler's queueing hints).
 * :class:`PostFilter`: preemption: whom to evict so that a workload that did not get in would.
 * :class:`Permit`: does an admitted gang keep its place (all its pods ready in time)?
 
@@ -28,13 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.scheduling.demand import Demand
 from gpufleet.scheduling.node_table import BoolArray, IntArray, NodeTable
+from gpufleet.scheduling.pending import Parked
 
 if TYPE_CHECKING:  # (they import the engine, which imports this module)
     from gpufleet.model.workload import Workload
@@ -42,6 +47,7 @@ if TYPE_CHECKING:  # (they import the engine, which imports this module)
     from gpufleet.scheduling.running import RunningWorkload
 
 FloatArray = npt.NDArray[np.float64]
+Kept = TypeVar("Kept")
 
 
 class FilterPlugin(Protocol):
@@ -154,15 +160,93 @@ class QueueSort(Protocol):
 class AdmissionCheck(RunningWatcher, Protocol):
     """May a workload start now, besides its queue's quota (Kueue's admission checks: a
     GPU-hour budget, a provisioning request)? Asked before the quota, with the gang's request
-    as quotas count it; a refusal parks the workload with the check's name and message (shown
-    to users and by explain) until some running workload gives usage back. Told of every
-    workload that starts, shrinks or stops, to keep its own accounting."""
+    as quotas count it; a refusal parks the workload for the check (``Parked.ADMISSION_CHECK``)
+    with the check's name and message (shown to users and by explain as it is), until the
+    check wakes it (its optional hooks: :class:`TurnHooks`, :class:`Timed`) or a wake it
+    named does (:class:`Requeued`). Told of every workload that starts, shrinks or stops, to
+    keep its own accounting."""
 
     name: str
 
     def check(self, workload: Workload, request: Mapping[str, int], now: float) -> str | None:
         """None admits; otherwise why not."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class CheckNotice:
+    """Something an admission check tells a queue's users at ``at`` (a budget past its
+    warning threshold, say): the world turns it into a Warning event of the queue."""
+
+    at: float
+    queue: str
+    reason: str
+    message: str
+
+
+class CheckWorld:
+    """What a world's control loop keeps for its admission checks: one record per check name
+    that lasts as long as the world (across the cores it rebuilds when queues change: a
+    budget's GPU-hours counted so far), and the notices the checks leave for its events."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, object] = {}
+        self._notices: list[CheckNotice] = []
+
+    def kept(self, name: str, kind: type[Kept]) -> Kept:
+        """The record the check ``name`` keeps here: a new ``kind()`` the first time (or when
+        what is kept under that name is of another kind)."""
+        found = self._kept.get(name)
+        if not isinstance(found, kind):
+            found = self._kept[name] = kind()
+        return found
+
+    def notice(self, notice: CheckNotice) -> None:
+        self._notices.append(notice)
+
+    def drain(self) -> list[CheckNotice]:
+        """The notices since the last drain (for the world's events)."""
+        out, self._notices = self._notices, []
+        return out
+
+
+@runtime_checkable
+class TurnHooks(Protocol):
+    """An admission check the world's loop tells of each turn, around its cycles, with the
+    world's :class:`CheckWorld` and the turn's ``now``: to count what happened between turns
+    (the GPU-hours a budget's queues used), to wake what it refused once it may admit it, and
+    to leave notices."""
+
+    def before_cycles(self, world: CheckWorld, now: float) -> None: ...
+
+    def after_cycles(self, world: CheckWorld, now: float) -> None: ...
+
+
+@runtime_checkable
+class Timed(Protocol):
+    """An admission check that may admit what it refused without any event, at a time it
+    knows (a budget's next period, a calendar window's opening): the world's loop waits no
+    later than that (and, at that turn, the check's ``before_cycles`` wakes what it
+    refused)."""
+
+    def next_timer(self, now: float) -> float | None:
+        """When a refused workload may next be admitted (None: no refusal waits on time)."""
+        ...
+
+
+#: The wakes that wake what a check without ``requeue_on`` refused: quota given back.
+REQUEUE_ON_QUOTA = frozenset({Parked.QUOTA})
+
+
+@runtime_checkable
+class Requeued(Protocol):
+    """An admission check that says which wakes may lift its refusals (kube-scheduler's
+    queueing hints): ``requeue_on`` names the :class:`~.pending.Parked` reasons (``"quota"``:
+    quota given back; ``"capacity"``) whose wakes also wake what it refused; empty, only the
+    check itself wakes them (from its turn hooks). A check without it is woken with quota
+    (:data:`REQUEUE_ON_QUOTA`: a refusal that depends on what runs may end when work ends)."""
+
+    requeue_on: frozenset[str]
 
 
 @runtime_checkable

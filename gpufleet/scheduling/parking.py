@@ -14,7 +14,9 @@ told at the end of the next cycle that leaves the group parked. Then:
 * workloads whose preemption search was put off to the next cycle are tried again.
 
 Quota given back wakes every group parked for quota (the places that give it back call
-``pending.wake_all``); a new candidate victim wakes the parked preemptors (the post-filter).
+``pending.wake_all``), and those refused by an admission check that quota may help (its
+``requeue_on``); a check wakes what it refused itself (``pending.wake_refused_by``); a new
+candidate victim wakes the parked preemptors (the post-filter).
 
 What it does not do: decide why a workload waits (the cycle does), or order the waiting.
 """
@@ -50,11 +52,12 @@ class Parking:
     ) -> None:
         """Park ``group`` for ``why`` (a :class:`Parked` value: what wakes it) and tell each
         of its pods ``message``; ``reason`` is what explain says it waits for (``why`` by
-        default)."""
+        default; for ``Parked.ADMISSION_CHECK``, the check's name)."""
         state = self.state
         workload = group.head.workload
         may_preempt = workload.preemption_policy is not PreemptionPolicy.NEVER
-        state.pending.park(group, why, may_preempt)
+        by = (reason or "") if why == Parked.ADMISSION_CHECK else ""
+        state.pending.park(group, why, may_preempt, by)
         reservation = state.holds.reservation
         if reservation is not None and reservation.owner == workload.key:
             start = state.time_format(reservation.start)

@@ -6,7 +6,8 @@ the group's head cannot be placed, neither can the others until something change
 did not fit is *parked* and leaves its queue's heap: for capacity, until capacity frees on a
 node where one of its pods could go (the rows that freed are kept, since only they can help);
 for quota, until some quota is given back; for preemption, until a running workload becomes a
-candidate victim. Each queue keeps a heap of its ready groups' heads by (priority, arrival); the
+candidate victim; for an admission check, until the check wakes it (or a wake it named: its
+``requeue_on``). Each queue keeps a heap of its ready groups' heads by (priority, arrival); the
 cycle takes the best head of each queue. Arrival is a workload's ``order``: the core keeps a
 preempted workload's first one (Kueue orders by creation time), so that it returns to its place.
 Workloads in backoff (a gang that did not start in time) wait aside, in a heap by due time,
@@ -54,6 +55,9 @@ class Parked:
     #: Its queue does not admit its namespace or priority class: only a new core (new queues)
     #: changes that, so nothing wakes it but waking every group.
     QUEUE_POLICY = "queue policy"
+    #: An admission check refused it (``Group.refused_by``): the check wakes it
+    #: (:meth:`PendingWorkloads.wake_refused_by`), and so do the wakes the check names.
+    ADMISSION_CHECK = "admission check"
 
 
 @dataclass(slots=True)
@@ -82,6 +86,8 @@ class Group:
     parked: str | None = None
     #: Parked after a preemption search failed: woken too when a new candidate victim appears.
     may_preempt: bool = False
+    #: The admission check that refused it, when parked for one (``Parked.ADMISSION_CHECK``).
+    refused_by: str = ""
     #: Rows where capacity freed since it was parked (only they can help it now); None when it
     #: was not woken by freed capacity.
     freed_rows: set[int] | None = None
@@ -116,6 +122,11 @@ class PendingWorkloads:
         self._numbered = 0
         #: Workloads that joined a group while it was parked, not told why yet.
         self._joined_parked: list[PendingWorkload] = []
+        #: Admission check -> the park reasons whose wakes also wake what it refused.
+        self.requeue_on: dict[str, frozenset[str]] = {}
+        #: The groups parked for an admission check, by number (apart: a wake for quota or
+        #: capacity looks at them only when there are some).
+        self._refused: dict[int, Group] = {}
 
     def __len__(self) -> int:
         return len(self._where) + len(self._backoff)
@@ -227,6 +238,9 @@ class PendingWorkloads:
         del self._groups[group.key]
         del self._by_queue[group.queue][group.number]
         self._parked.pop(group.number, None)
+        if group.refused_by:
+            del self._refused[group.number]
+            group.refused_by = ""
         group.live = False
 
     def get(self, key: str) -> PendingWorkload | None:
@@ -299,14 +313,24 @@ class PendingWorkloads:
     def groups(self) -> list[Group]:
         return list(self._groups.values())
 
-    def park(self, group: Group, why: str, may_preempt: bool = False) -> None:
+    def park(self, group: Group, why: str, may_preempt: bool = False, by: str = "") -> None:
+        """Park ``group`` for ``why``; ``by``: the admission check that refused it (only
+        with ``Parked.ADMISSION_CHECK``)."""
+        if by:
+            self._refused[group.number] = group
+        elif group.refused_by:
+            del self._refused[group.number]
         group.parked = why
         group.may_preempt = may_preempt
+        group.refused_by = by
         group.freed_rows = None
         self._parked[group.number] = group
 
     def unpark(self, group: Group) -> None:
         if group.parked is not None:
+            if group.refused_by:
+                del self._refused[group.number]
+                group.refused_by = ""
             group.parked = None
             group.may_preempt = False
             self._parked.pop(group.number, None)
@@ -348,15 +372,29 @@ class PendingWorkloads:
         return [k for k, g in self._groups.items() if g.parked is None and g.freed_rows]
 
     def wake_all(self, why: str | None = None) -> None:
-        """Unpark every group parked for ``why`` (every parked group if None)."""
+        """Unpark every group parked for ``why`` (every parked group if None), and those
+        refused by an admission check that ``why``'s wakes may help (its ``requeue_on``)."""
         for group in self.parked_groups():
             if why is None or group.parked == why:
                 self.unpark(group)
                 group.freed_rows = None
+        if why is not None and self._refused:
+            requeue_on = self.requeue_on
+            for group in list(self._refused.values()):
+                if why in requeue_on.get(group.refused_by, ()):
+                    self.unpark(group)
+                    group.freed_rows = None
         if why is None or why == Parked.CAPACITY:
             # Groups woken earlier by freed rows would try only those: anywhere may do now.
             for key in self._woken_by_rows():
                 self._groups[key].freed_rows = None
+
+    def wake_refused_by(self, check: str) -> None:
+        """Unpark every group the admission check ``check`` refused (it may admit now)."""
+        for group in list(self._refused.values()):
+            if group.refused_by == check:
+                self.unpark(group)
+                group.freed_rows = None
 
     def wake_preemptors(self, could_preempt: Callable[[Group], bool]) -> None:
         """Unpark groups parked after a failed preemption search that ``could_preempt`` now."""

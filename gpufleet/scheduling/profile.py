@@ -208,6 +208,22 @@ def _spec(given: object, where: str, weighted: bool) -> PluginSpec:
     return PluginSpec(name, dict(args), float(weight))
 
 
+def arguments(args: Args, plugin: str, known: Mapping[str, type]) -> dict[str, object]:
+    """``args`` checked against the arguments a plugin takes (name -> type; an int is taken
+    where a float is)."""
+    out: dict[str, object] = {}
+    for name, value in args.items():
+        kind = known.get(name)
+        if kind is None:
+            takes = ", ".join(sorted(known)) or "none"
+            raise ProfileError(f"{plugin}: unknown argument {name!r}; it takes: {takes}")
+        accepted = (int, float) if kind is float else (kind,)
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, accepted):
+            raise ProfileError(f"{plugin}: argument {name!r} must be a {kind.__name__}")
+        out[name] = value
+    return out
+
+
 __all__ = [
     "DEFAULT_PROFILE",
     "Args",
@@ -215,5 +231,6 @@ __all__ = [
     "PluginSpec",
     "Profile",
     "ProfileError",
+    "arguments",
     "duration_seconds",
 ]

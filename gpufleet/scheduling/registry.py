@@ -5,7 +5,9 @@ A :class:`Registry` maps names to factories, one table per extension point of
 :class:`~.state.CoreState` for the cycle's plugins, the node table for filters and scorers)
 and the profile's arguments, and returns the plugin. :meth:`Registry.default` holds the
 built-ins; whoever builds cores may register more (a new admission check is a file with its
-class and factory, one ``register`` call, and a line of profile). :meth:`Registry.check` looks
+class and factory, one ``register`` call, and a line of profile: ``calendar-window`` is one;
+what it needs from the world, a timer or its own wake-up it says by optional hooks,
+:mod:`.framework`). :meth:`Registry.check` looks
 every name of a profile up before anything is built: an unknown name is an error that lists
 the names known at that point.
 
@@ -14,7 +16,7 @@ What it does not do: choose plugins (a :class:`~.profile.Profile` does) or run t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from gpufleet.scheduling.framework import (
@@ -27,6 +29,7 @@ from gpufleet.scheduling.framework import (
 )
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.plugins.budget import BudgetCheck
+from gpufleet.scheduling.plugins.calendar_window import CalendarWindow, calendar_window
 from gpufleet.scheduling.plugins.capacity_type import CapacityTypeScore
 from gpufleet.scheduling.plugins.fair_share import FairShare
 from gpufleet.scheduling.plugins.gang_ready import GangReadyTimeout
@@ -36,7 +39,7 @@ from gpufleet.scheduling.policies.clustering import GpuClusteringScore
 from gpufleet.scheduling.policies.dotprod import DotProductScore
 from gpufleet.scheduling.policies.packing import GpuPackingScore
 from gpufleet.scheduling.preemption.preemptor import ClassicalPreemption
-from gpufleet.scheduling.profile import Args, PluginSpec, Profile, ProfileError
+from gpufleet.scheduling.profile import Args, PluginSpec, Profile, arguments
 from gpufleet.scheduling.state import CoreState
 
 Context = TypeVar("Context")
@@ -85,22 +88,6 @@ class Plugins(Generic[Context, Plugin]):
         if factory is None:
             raise UnknownPluginError(profile, self.point, spec.name, self.names())
         return factory(context, spec.args)
-
-
-def arguments(args: Args, plugin: str, known: Mapping[str, type]) -> dict[str, object]:
-    """``args`` checked against the arguments a plugin takes (name -> type; an int is taken
-    where a float is)."""
-    out: dict[str, object] = {}
-    for name, value in args.items():
-        kind = known.get(name)
-        if kind is None:
-            takes = ", ".join(sorted(known)) or "none"
-            raise ProfileError(f"{plugin}: unknown argument {name!r}; it takes: {takes}")
-        accepted = (int, float) if kind is float else (kind,)
-        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, accepted):
-            raise ProfileError(f"{plugin}: argument {name!r} must be a {kind.__name__}")
-        out[name] = value
-    return out
 
 
 def _fair_share(state: CoreState, args: Args) -> QueueSort:
@@ -156,6 +143,7 @@ class Registry:
         registry = cls()
         registry.queue_sorts.register(FairShare.name, _fair_share)
         registry.admission_checks.register(BudgetCheck.name, _budget)
+        registry.admission_checks.register(CalendarWindow.name, calendar_window)
         registry.post_filters.register(ClassicalPreemption.name, _classical_preemption)
         registry.permits.register(GangReadyTimeout.name, _gang_ready_timeout)
         registry.scores.register(CapacityTypeScore.name, _scorer(CapacityTypeScore))

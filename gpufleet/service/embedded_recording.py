@@ -43,7 +43,7 @@ from gpufleet.model.events import (
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.base import HISTORY_EVERY_S, Change, PlaneBase
-from gpufleet.service.budget_events import budget_events
+from gpufleet.service.check_events import check_events
 from gpufleet.service.live_world import LiveWorld
 from gpufleet.service.records import (
     POD_FAILED,
@@ -284,7 +284,7 @@ class RecordingPlane(PlaneBase):
             record = self.records.get(event.workload or "")
             if record is not None:
                 record.events.append(event)
-        notes.events.extend(budget_events(self.loop.budget_usage))
+        notes.events.extend(check_events(self.loop.check_world))
         if notes.world_changed:
             notes.changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
         if self._wall() - self._last_sample >= HISTORY_EVERY_S:

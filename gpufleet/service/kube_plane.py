@@ -85,7 +85,7 @@ from gpufleet.service.base import (
     object_name,
     require_admin,
 )
-from gpufleet.service.budget_events import budget_events
+from gpufleet.service.check_events import check_events
 from gpufleet.service.kube_autoscaling import KubeReplicaScaler, WorkloadMetrics
 from gpufleet.service.kube_identity import CreatedIndex, PodIdentity
 from gpufleet.service.kube_writes import (
@@ -336,7 +336,7 @@ class KubeControlPlane(PlaneBase):
                     )
             for key in self.records.keys() - records.keys():
                 changes.append(Change(ChangeKind.WORKLOAD, key, now, {"state": "Deleted"}))
-            events.extend(budget_events(self.scheduler.loop.budget_usage))
+            events.extend(check_events(self.scheduler.loop.check_world))
             self.records = records
             self.turns += 1
             with self.store.transaction():

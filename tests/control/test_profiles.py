@@ -58,7 +58,7 @@ def test_a_profile_file_reads_as_its_mapping(tmp_path: Path) -> None:
         pytest.param(
             "# budgets\nadmissionChecks: [gpu-hours]\n",
             "document 1 (line 2): profile 'default': unknown admission check 'gpu-hours'; "
-            "known: budget",
+            "known: budget, calendar-window",
             id="unknown-plugin",
         ),
         pytest.param(

@@ -122,7 +122,10 @@ def test_without_the_check_in_its_profile_the_same_registry_admits_all() -> None
     ("given", "expected"),
     [
         ({"queueSort": "drf"}, "unknown queue sort 'drf'; known: fair-share"),
-        ({"admissionChecks": ["gpu-hours"]}, "unknown admission check 'gpu-hours'; known: budget"),
+        (
+            {"admissionChecks": ["gpu-hours"]},
+            "unknown admission check 'gpu-hours'; known: budget, calendar-window",
+        ),
         ({"filters": ["no-spot"]}, "unknown filter 'no-spot'; known: none are registered"),
         (
             {"scores": [{"name": "spread", "weight": 2}]},
@@ -145,7 +148,8 @@ def test_a_profile_naming_an_unknown_plugin_fails_listing_the_known_ones(
 
 def test_the_known_names_include_those_registered() -> None:
     profile = Profile(admission_checks=(PluginSpec("gpu-hours"),))
-    with pytest.raises(UnknownPluginError, match=r"known: budget, gpus-per-namespace$"):
+    known = r"known: budget, calendar-window, gpus-per-namespace$"
+    with pytest.raises(UnknownPluginError, match=known):
         registry_with_toy_check().check(profile)
 
 

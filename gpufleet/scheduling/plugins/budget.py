@@ -1,14 +1,18 @@
 """The ``budget`` admission check: GPU-hour budgets of queues (``spec.budget``) per period.
 
 A queue's budget covers the queue and the queues below it (a team's budget caps its
-projects). The world counts what ran and hands the check, before each turn's cycles, a
+projects). An ordinary admission check with its own feeder: around each turn of its world's
+loop (its turn hooks) the check's :class:`~.budget_usage.BudgetUsage`, kept in the world's
+:class:`~gpufleet.scheduling.framework.CheckWorld`, counts what ran and hands it a
 :class:`BudgetSnapshot`: for each budgeted queue, the GPU-hours its subtree used in the
-budget's current period up to a moment (``gpufleet.control.budget_usage`` does that for every
-world). The check adds what the queue's running workloads hold from that moment to ``now``,
-and what they will still hold in the period by their expected run time (committed GPU-hours:
-so that workloads admitted in one turn, when no time passes, count against the budget at
-once). A workload without an expected run time commits nothing ahead: its hours count as
-they are used.
+budget's current period up to a moment; after the turn's cycles it leaves the world a notice
+when a budget passes its warning threshold or is spent. The check adds what the queue's
+running workloads hold from that moment to ``now``, and what they will still hold in the
+period by their expected run time (committed GPU-hours: so that workloads admitted in one
+turn, when no time passes, count against the budget at once). A workload without an expected
+run time commits nothing ahead: its hours count as they are used. Its refusals wait for a new
+period (its timer: the loop wakes then, and the feeder wakes them) or for quota given back (a
+workload that ends takes its committed hours with it: its ``requeue_on``).
 
 At 100% the budget's action applies to new workloads of the subtree (running ones go on):
 
@@ -19,14 +23,14 @@ At 100% the budget's action applies to new workloads of the subtree (running one
   demoted workload that is preempted waits demoted, and gets its own priority back when it is
   next tried with budget left.
 
-What it does not do: count usage from records or pods (the world does), read a clock (``now``
-is the core's), or emit events (the world turns :meth:`BudgetCheck.statuses` into them).
+What it does not do: count usage from records or pods (its feeder counts what the core ran),
+read a clock (``now`` is the core's), or emit events (the world turns its notices into them).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.economics import (
@@ -40,10 +44,17 @@ from gpufleet.economics import (
     used_status,
 )
 from gpufleet.model.priorities import LOWEST_PRIORITY
-from gpufleet.model.queues import BudgetAction, Queue, QueueBudget
-from gpufleet.model.times import TimeFormat
+from gpufleet.model.queues import BudgetAction, QueueBudget
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Bound
+from gpufleet.scheduling.framework import CheckWorld
+from gpufleet.scheduling.pending import Parked
+from gpufleet.scheduling.plugins.budget_usage import (
+    BudgetSnapshot,
+    BudgetUsage,
+    describe_status,
+    subtree_budgets,
+)
 from gpufleet.scheduling.running import RunningWorkload
 
 if TYPE_CHECKING:
@@ -54,15 +65,6 @@ if TYPE_CHECKING:
 #: policy's ``Preemptible`` lowers a running workload to, too).
 BUDGET_PRIORITY = LOWEST_PRIORITY
 SECONDS_PER_HOUR = 3600.0
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetSnapshot:
-    """GPU-hours each budgeted queue's subtree used in its budget's current period, up to
-    ``at`` (seconds, the core's clock)."""
-
-    at: float
-    used: Mapping[str, float] = field(default_factory=dict)
 
 
 def held_gpus(bound: Iterable[Bound]) -> float:
@@ -79,36 +81,12 @@ def held_gpus(bound: Iterable[Bound]) -> float:
     return total
 
 
-def subtree_budgets(queues: Mapping[str, Queue]) -> dict[str, list[str]]:
-    """Queue -> the budgeted queues on its path (itself first, then its ancestors)."""
-    out: dict[str, list[str]] = {}
-    for name in queues:
-        path: list[str] = []
-        current: str | None = name
-        while current is not None and current in queues and len(path) <= len(queues):
-            if queues[current].budget is not None:
-                path.append(current)
-            current = queues[current].parent
-        out[name] = path
-    return out
-
-
-def describe_status(queue: str, status: BudgetStatus, action: BudgetAction, at: TimeFormat) -> str:
-    """``queue research has used 100.0 of 100 GPU-hours this week (budget Block); resets
-    2026-11-30 00:00:00 UTC``: the reset read by ``at``, the world's format of an instant (a
-    date on the wall clock, ``t=...`` in a simulated cluster)."""
-    budget = status.budget
-    this = {"day": "today", "week": "this week", "month": "this month"}[budget.period.value]
-    return (
-        f"queue {queue} has used {status.used_gpu_hours:.1f} of {budget.gpu_hours:g} "
-        f"GPU-hours {this} (budget {action.value}); resets {at(status.period.end)}"
-    )
-
-
 class BudgetCheck:
     """See the module docstring."""
 
     name = "budget"
+    #: A running workload that ends gives its committed hours back with its quota.
+    requeue_on = frozenset({Parked.QUOTA})
 
     def __init__(self, state: CoreState) -> None:
         self.state = state
@@ -130,6 +108,19 @@ class BudgetCheck:
         self._holding: dict[str, tuple[str, float]] = {}
 
     # ------------------------------------------------------------------------- the world's
+    def before_cycles(self, world: CheckWorld, now: float) -> None:
+        """Its feeder counts the hours held since the last turn and hands them over."""
+        world.kept(self.name, BudgetUsage).before_cycles(self, now)
+
+    def after_cycles(self, world: CheckWorld, now: float) -> None:
+        """Its feeder takes what runs now; the notices of budgets past a threshold."""
+        for notice in world.kept(self.name, BudgetUsage).after_cycles(self, now):
+            world.notice(notice)
+
+    def next_timer(self, now: float) -> float | None:
+        """When a budget that refused a workload starts its next period."""
+        return self.next_reset(now)
+
     def observe(self, snapshot: BudgetSnapshot) -> None:
         """The world's count of what each budgeted queue used, for this turn."""
         self._snapshot = snapshot
