@@ -34,7 +34,7 @@ import yaml
 from rich.markup import escape
 
 from gpufleet.cli.client import ApiClient
-from gpufleet.cli.common import EXIT_FAILED, console, fail
+from gpufleet.cli.inputs import EXIT_FAILED, console, fail
 from gpufleet.cli.remote import (
     KindOption,
     NamespaceOption,

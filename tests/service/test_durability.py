@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gpufleet.service.base import QUEUE, create_token
+from gpufleet.service.plane_book import QUEUE, create_token
 from gpufleet.service.store import Store
 from gpufleet.testing.server_process import wait_until_ready
 from gpufleet.testing.service import as_yaml, pod_doc, queue_doc
