@@ -1,7 +1,7 @@
 """The scheduling core: cluster events in, actions out. Pure, synchronous, deterministic.
 
 One call of :meth:`SchedulerCore.cycle` is one scheduling cycle (a workload is one pod or a
-gang), in DESIGN.md's steps; each concern lives in a module of its own, and what a profile
+gang), in the steps of ``docs/architecture.md``; each concern lives in a module of its own, and what a profile
 configures is a plugin (:mod:`.framework`, :mod:`.profile`):
 
 1. **Order the heads.** Release workloads whose backoff has passed, evict gangs whose permit
