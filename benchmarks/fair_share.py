@@ -35,7 +35,7 @@ from gpufleet.backends.sim.scenarios import (
     large_gangs,
     sample_nodes,
 )
-from gpufleet.cli.common import parse_duration
+from gpufleet.cli.inputs import parse_duration
 from gpufleet.io.alibaba import read_nodes, read_pods
 from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
 from gpufleet.model import Node

@@ -44,9 +44,9 @@ from gpufleet.devices.fake import FakeNvml
 from gpufleet.devices.fake_spec import parse_fake_spec
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.service.auth import Principal
-from gpufleet.service.base import QUEUE, ServeOptions
 from gpufleet.service.local_plane import LocalControlPlane
 from gpufleet.service.local_users import TenantUsers
+from gpufleet.service.plane_book import QUEUE, ServeOptions
 from gpufleet.service.store import Store
 
 RESULTS = Path(__file__).resolve().parent / "results"

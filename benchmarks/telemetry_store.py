@@ -6,7 +6,7 @@ how long a save holds the observatory's lock, and the time of window queries.
         [--label after]
 
 Each configuration (no pods, then ``--pods-per-day``) runs in a fresh subprocess, so its
-resident memory is its own. The subprocess makes an ``EmbeddedObserving`` over a fake plane
+resident memory is its own. The subprocess makes a ``LiveObserving`` over a fake plane
 with a real SQLite ``Store`` (what ``serve`` makes: the default ``SeriesStore()``, grown as
 series appear), and drives its observatory round by round with readings of ``--gpus`` GPUs (8
 per node, dcgm-exporter's labels) and the pods that run then, each holding one GPU and tagged
@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from gpufleet.model.telemetry import DeviceSample, DeviceUser
-from gpufleet.service.embedded_observing import EmbeddedObserving
+from gpufleet.service.live_observing import LiveObserving
 from gpufleet.service.records import WorkloadRecord
 from gpufleet.service.store import Store
 from gpufleet.telemetry.recording import PodKey, PodTags
@@ -118,7 +118,7 @@ class TimedLock:
 
 
 class FakePlane:
-    """What ``EmbeddedObserving`` needs of a plane: a lock, records, a store and a clock."""
+    """What ``LiveObserving`` needs of a plane: a lock, records, a store and a clock."""
 
     def __init__(self, store: Store) -> None:
         self.lock = threading.RLock()
@@ -197,7 +197,7 @@ def child(
     fleet = Fleet(gpus, pods_per_day, days, start)
     with tempfile.TemporaryDirectory() as folder:
         plane = FakePlane(Store(Path(folder) / "plane.db"))
-        observing = EmbeddedObserving(plane, [])
+        observing = LiveObserving(plane, [])
         observatory = observing.observatory
         lock = TimedLock()
         observatory.lock = lock  # type: ignore[assignment]
@@ -254,7 +254,7 @@ def child(
             * median_s(lambda: store.query(workload, "avg", 3_600, now, by=("queue",)), repeats),
         }
         restore_began = time.perf_counter()
-        again, _ = EmbeddedObserving._restored_store(plane.store, store.shape)
+        again, _ = LiveObserving._restored_store(plane.store, store.shape)
         restore_s = time.perf_counter() - restore_began
         restored_same = len(again) == len(store) and again.query(
             util, "avg", 7 * DAY, now

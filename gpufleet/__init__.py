@@ -1,7 +1,8 @@
 """gpufleet: a GPU-aware scheduler for AI workloads.
 
-One scheduling core (``gpufleet.scheduling``) runs in many worlds: the embedded simulated
-cluster (``gpufleet.backends.sim``) and, later, real clusters. See README.md for the map.
+One scheduling core (``gpufleet.scheduling``) runs in many worlds: the simulated cluster
+(``gpufleet.backends.sim``), a Kubernetes cluster (``gpufleet.backends.kube``) and this
+machine's GPUs (``gpufleet.backends.local``). See docs/architecture.md for the map.
 """
 
 from __future__ import annotations

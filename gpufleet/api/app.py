@@ -58,8 +58,8 @@ from gpufleet.io.manifests import describe
 from gpufleet.io.prices import default_prices
 from gpufleet.io.quantities import parse_long_duration
 from gpufleet.service.auth import METRICS, Principal
-from gpufleet.service.base import PRIORITY_CLASS, QUEUE
-from gpufleet.service.base import Change as PlaneChange
+from gpufleet.service.plane_book import PRIORITY_CLASS, QUEUE
+from gpufleet.service.plane_book import Change as PlaneChange
 from gpufleet.service.protocol import Plane
 from gpufleet.service.tokens import TokenRefusedError
 

@@ -29,7 +29,7 @@ from gpufleet.api.schemas import API_PREFIX
 from gpufleet.backends.local.run_state import read_exit
 from gpufleet.backends.local.terminal import DATA, FrameReader, frame, resize_frame
 from gpufleet.service.auth import METRICS, ForbiddenError, Principal
-from gpufleet.service.base import ConflictError, NotFoundError
+from gpufleet.service.plane_book import ConflictError, NotFoundError
 from gpufleet.service.protocol import AttachPoint, Plane
 from gpufleet.service.tokens import TokenRefusedError
 

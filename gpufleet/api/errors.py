@@ -19,8 +19,8 @@ from gpufleet.api.schemas import ErrorBody
 from gpufleet.backends.kube.api_types import ForbiddenApiError
 from gpufleet.io.errors import MAX_MESSAGE, MAX_PLACE, InputError, shorten
 from gpufleet.service.auth import ForbiddenError
-from gpufleet.service.base import ConflictError, NotFoundError
 from gpufleet.service.limits import RateLimitedError
+from gpufleet.service.plane_book import ConflictError, NotFoundError
 from gpufleet.service.store import StoreError
 
 _KINDS = {

@@ -43,7 +43,7 @@ from gpufleet.scheduling.core import PendingExplanation
 from gpufleet.scheduling.plugins.budget import BudgetCheck, budget_check_of
 from gpufleet.scheduling.usage_history import UsageHistory
 from gpufleet.service.auth import Principal
-from gpufleet.service.base import NotFoundError
+from gpufleet.service.plane_book import NotFoundError
 from gpufleet.service.protocol import Plane
 from gpufleet.service.records import POD_RUNNING, PodRecord, WorkloadRecord
 from gpufleet.service.store import StoredEvent, StoredToken

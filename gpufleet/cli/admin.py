@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from gpufleet.cli.common import console, fail, friendly_errors, parse_duration
+from gpufleet.cli.inputs import console, fail, friendly_errors, parse_duration
 from gpufleet.cli.tables import show
 from gpufleet.service.auth import ROLES
 from gpufleet.service.backup import BackupError, backup_database

@@ -20,7 +20,7 @@ import typer
 from rich.markup import escape
 
 from gpufleet.api.schemas import AlertStateName
-from gpufleet.cli.common import console
+from gpufleet.cli.inputs import console
 from gpufleet.cli.output import fail
 from gpufleet.cli.remote import OutputOption, ServerOption, TokenOption, connect, remote_errors
 from gpufleet.cli.remote_render import Clock, Output, alerts_table, dump

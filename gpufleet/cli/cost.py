@@ -24,7 +24,7 @@ from rich.table import Table
 
 from gpufleet.api.schemas import API_PREFIX, CostLine, CostReport
 from gpufleet.cli.client import ApiClient, UnexpectedResponseError
-from gpufleet.cli.common import console, fail
+from gpufleet.cli.inputs import console, fail
 from gpufleet.cli.output import warn
 from gpufleet.cli.remote import ServerOption, TokenOption, connect, remote_errors
 from gpufleet.cli.remote_render import Clock, Output, dump

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gpufleet.backends.sim.cluster import Mode
-from gpufleet.cli.common import console
+from gpufleet.cli.inputs import console
 from gpufleet.cli.simulate import DEFAULT_WORKERS, run_simulation
 from gpufleet.io.traces import DEFAULT_FETCH_DIR, find_alibaba_trace
 

@@ -43,7 +43,7 @@ from rich.markup import escape
 
 from gpufleet.cli import terminal_session
 from gpufleet.cli.client import ApiClient
-from gpufleet.cli.common import EXIT_FAILED, console, fail
+from gpufleet.cli.inputs import EXIT_FAILED, console, fail
 from gpufleet.cli.remote import (
     KindOption,
     NamespaceOption,

@@ -2,7 +2,7 @@
 
 Its own small module (rich and the standard library only) so that a command that must start
 quickly, ``gpufleet scheduler``, can use it without importing what the other commands read
-and simulate with; ``cli/common`` re-exports all of it.
+and simulate with; ``cli/inputs`` re-exports all of it.
 """
 
 from __future__ import annotations

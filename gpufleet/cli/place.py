@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from gpufleet.cli.common import (
+from gpufleet.cli.inputs import (
     check_policies,
     console,
     fail,

@@ -48,7 +48,7 @@ from gpufleet.cli.client import (
     ServerUnreachableError,
     UnexpectedResponseError,
 )
-from gpufleet.cli.common import (
+from gpufleet.cli.inputs import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     console,

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from gpufleet.backends.sim.costs import CostSettings
-from gpufleet.cli.common import console, fail, warn
+from gpufleet.cli.inputs import console, fail, warn
 from gpufleet.cli.tables import show
 from gpufleet.economics import Holding, PriceList, group_key, parse_by
 from gpufleet.economics.aggregation import FIELD_KEYS

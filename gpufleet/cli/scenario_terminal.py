@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from gpufleet.cli.common import console
+from gpufleet.cli.inputs import console
 from gpufleet.cli.tables import show
 from gpufleet.model.times import format_duration, simulated_time
 from gpufleet.report.scenario_summary import (

@@ -22,7 +22,7 @@ from typing import Any
 from gpufleet.backends.sim.inference import InferenceSettings
 from gpufleet.backends.sim.node_pools import PoolSettings
 from gpufleet.backends.sim.scenarios import TenantScenario, from_trace, large_gangs, sample_nodes
-from gpufleet.cli.common import fail, note_paused, warn_skipped
+from gpufleet.cli.inputs import fail, note_paused, warn_skipped
 from gpufleet.economics.prices import PriceList
 from gpufleet.io.alibaba import read_nodes, read_pods
 from gpufleet.io.assembly import Scenario

@@ -127,7 +127,7 @@ def scheduler(
     except BindingKeyError as error:
         raise fail(escape(str(error))) from None
     # Until the first core is built, the start makes mostly long-lived objects: the cycle
-    # collector would only scan them (the scheduler turns it on again, see control/allocation).
+    # collector would only scan them (the scheduler turns it on again, see control/gc_bursts).
     gc.disable()
     # Imported here: the Kubernetes client takes a third of a second to import, which every
     # other command would pay.

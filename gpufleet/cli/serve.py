@@ -28,7 +28,7 @@ from gpufleet.api.http_server import (
 )
 from gpufleet.backends.kube.binding_signature import BindingKey, BindingKeyError, read_binding_key
 from gpufleet.cli.admin import DEFAULT_DB
-from gpufleet.cli.common import (
+from gpufleet.cli.inputs import (
     console,
     fail,
     friendly_errors,
@@ -76,8 +76,6 @@ from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.policies import POLICY_NAMES
 from gpufleet.scheduling.profile import DEFAULT_PROFILE
 from gpufleet.service.auth import AdmissionRules, rules_from_object
-from gpufleet.service.base import QUEUE, PlaneBase, ServeOptions
-from gpufleet.service.embedded_observing import store_shape
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.idle_actions import reclaimer_for
 from gpufleet.service.limits import (
@@ -87,7 +85,9 @@ from gpufleet.service.limits import (
     DEFAULT_WRITE_RATE,
     TenantLimits,
 )
+from gpufleet.service.live_observing import store_shape
 from gpufleet.service.observatory import STEP_S
+from gpufleet.service.plane_book import QUEUE, PlaneBase, ServeOptions
 from gpufleet.service.protocol import Plane
 from gpufleet.service.seeding import Seed, plan_seed, write_seed
 from gpufleet.service.store import Store, StoreError

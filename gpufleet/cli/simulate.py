@@ -21,7 +21,7 @@ from gpufleet.backends.sim.workloads import (
     retime_for_load,
     synthetic_workload,
 )
-from gpufleet.cli.common import (
+from gpufleet.cli.inputs import (
     check_policies,
     console,
     ensure_dir,

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpufleet.backends.sim.scenarios import TenantScenario
-from gpufleet.cli.common import (
+from gpufleet.cli.inputs import (
     EXIT_FAILED,
     check_policies,
     console,

@@ -18,7 +18,7 @@ from rich.progress import (
 
 from gpufleet.backends.sim.variants import VariantKind, make_variant
 from gpufleet.backends.sim.workloads import QUANTILES, shape_table
-from gpufleet.cli.common import EXIT_FAILED, console, ensure_dir, fail, friendly_errors
+from gpufleet.cli.inputs import EXIT_FAILED, console, ensure_dir, fail, friendly_errors
 from gpufleet.io.alibaba import read_nodes, read_pods, write_pods
 from gpufleet.io.shapes import BUNDLED_RUNTIMES, BUNDLED_SHAPES, write_shape_table
 from gpufleet.io.traces import (

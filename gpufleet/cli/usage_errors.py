@@ -4,7 +4,7 @@ Typer draws click's usage errors as a box of four or more lines (usage, a hint, 
 message). :class:`OneLineErrors` is the command group class of ``gpufleet``: it runs the
 command as click's standalone mode would, except that a usage error reads
 ``gpufleet: no such option: --bogus (see 'gpufleet get --help')``. Help output stays Typer's.
-It owns nothing else: errors in input files are the commands' own (``cli/common.fail``).
+It owns nothing else: errors in input files are the commands' own (``cli/inputs.fail``).
 """
 
 from __future__ import annotations

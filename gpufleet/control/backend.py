@@ -1,8 +1,9 @@
 """The seam between the scheduling core and a world: the ClusterBackend protocol.
 
 A backend observes a cluster and carries out actions; outcomes come back as events. The
-simulated cluster, a real Kubernetes cluster and (later) the local machine's GPUs all implement
-it; they differ only in how :meth:`ClusterBackend.wait` waits (virtual time or a watch stream).
+simulated cluster, a real Kubernetes cluster and the local machine's GPUs all implement it;
+they differ only in how :meth:`ClusterBackend.wait` waits (virtual time, a watch stream, or
+the wall clock and the runs' ends).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpufleet.control.allocation import short_lived_burst
+from gpufleet.control.gc_bursts import short_lived_burst
 from gpufleet.control.status import queue_numbers
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.resources import CPU, GPU, GPU_MODEL_PREFIX, MEMORY
@@ -61,7 +61,7 @@ def base_unit(resource: str, amount: int) -> float:
 
 def read_state(core: SchedulerCore) -> SchedulerState:
     """See the module docstring."""
-    # The view is made and dropped here, with no reference cycles (control.allocation).
+    # The view is made and dropped here, with no reference cycles (control.gc_bursts).
     with short_lived_burst():
         return _read(core)
 

@@ -1,8 +1,8 @@
 """The scheduling core: cluster events in, actions out. Pure, synchronous, deterministic.
 
 One call of :meth:`SchedulerCore.cycle` is one scheduling cycle (a workload is one pod or a
-gang), in DESIGN.md's steps; each concern lives in a module of its own, and what a profile
-configures is a plugin (:mod:`.framework`, :mod:`.profile`):
+gang), in the steps of ``docs/architecture.md``; each concern lives in a module of its own,
+and what a profile configures is a plugin (:mod:`.framework`, :mod:`.profile`):
 
 1. **Order the heads.** Release workloads whose backoff has passed, evict gangs whose permit
    ended (the profile's Permit: pods not ready in time), wake what inter-pod rules or victims

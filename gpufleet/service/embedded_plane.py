@@ -4,7 +4,7 @@
 the store, the API's requests: read that module's docstring) over a :class:`LiveSimCluster`
 (the simulated cluster on a scaled wall clock, its clock kept in the store across restarts),
 with what only a simulated cluster has: telemetry of its simulated GPUs (from usage profiles),
-its series and alerts (:mod:`gpufleet.service.embedded_observing`), saved at stop, and the wall
+its series and alerts (:mod:`gpufleet.service.live_observing`), saved at stop, and the wall
 time of each instant of its clock (:mod:`gpufleet.service.wall_time`) for what it sends out.
 """
 
@@ -18,10 +18,10 @@ from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
 from gpufleet.control.factory import target_of
 from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.model import Node
-from gpufleet.service.base import ServeOptions
-from gpufleet.service.embedded_observing import EmbeddedObserving
+from gpufleet.service.live_observing import LiveObserving
 from gpufleet.service.live_plane import LivePlane
 from gpufleet.service.observatory import ObservatoryThread
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.service.sim_records import telemetry_seed
 from gpufleet.service.store import Store
 from gpufleet.service.wall_time import PlaneWallTime
@@ -61,10 +61,10 @@ class EmbeddedControlPlane(LivePlane):
             self.lock,
         )
         rules = self.options.alert_rules
-        self.observing = EmbeddedObserving(
+        self.observing = LiveObserving(
             self, builtin_alert_rules() if rules is None else rules, options.observe_step_s
         )
-        # The simulated GPUs' series and the alerts on them (see ``embedded_observing``).
+        # The simulated GPUs' series and the alerts on them (see ``live_observing``).
         self.watch(self.observing.observatory)
         # What is sent out carries wall-clock times (the cluster's clock counts from 0).
         self.observing.observatory.wall_time = PlaneWallTime.anchored(

@@ -6,7 +6,7 @@ round it copies the running workloads that hold GPUs out of the plane's records 
 plane's lock: :func:`idle_candidates`), asks its :class:`~gpufleet.telemetry.idle.IdleEngine`
 which step of which policy is due over the observatory's series (outside that lock: a
 Prometheus query may take seconds), and carries each out through the plane's hooks
-(:class:`~gpufleet.service.base.PlaneBase`): Notify is the event alone; Checkpoint,
+(:class:`~gpufleet.service.plane_book.PlaneBase`): Notify is the event alone; Checkpoint,
 ``request_checkpoint``; Stop, ``stop_idle`` (embedded and local: cancelled, a local run with
 SIGTERM, the grace, SIGKILL; Kubernetes: its pods evicted); ScaleToZero, ``scale_to_zero``;
 Preemptible, ``demote``. Every step is a Warning event
@@ -30,8 +30,8 @@ from typing import Protocol
 
 from gpufleet.backends.sim.idle_reclaim import is_training
 from gpufleet.model.idle import IdleAction, IdleCandidate, IdleDecision, IdlePolicy
-from gpufleet.service.base import IdleOutcome
 from gpufleet.service.observatory import Observatory, ObservedRound
+from gpufleet.service.plane_book import IdleOutcome
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.store import StoredEvent
 from gpufleet.telemetry.idle import IdleEngine

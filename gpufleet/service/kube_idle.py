@@ -19,7 +19,7 @@ None of them touches a workload a pod of which the node autoscalers are told to 
 :func:`protected` names the pod, and the step is done without acting, saying so (not asked
 again next round: the annotation is a standing wish).
 
-Each returns an :class:`~gpufleet.service.base.IdleOutcome`; the reclaimer records the event.
+Each returns an :class:`~gpufleet.service.plane_book.IdleOutcome`; the reclaimer records the event.
 It decides nothing and holds no lock (the plane copies the pods it acts on first).
 """
 
@@ -32,7 +32,7 @@ from gpufleet.backends.kube.api import ApiError, KubeApi, rfc3339
 from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.io.disruption import protection
 from gpufleet.model.idle import CHECKPOINT_REQUESTED_ANNOTATION, PREEMPTIBLE_LABEL
-from gpufleet.service.base import IdleOutcome
+from gpufleet.service.plane_book import IdleOutcome
 
 Obj = dict[str, Any]
 #: The kinds whose ``scale`` subresource ScaleToZero patches.

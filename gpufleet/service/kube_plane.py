@@ -74,17 +74,6 @@ from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service import kube_book, kube_idle
 from gpufleet.service.alert_state import AlertStateKeeper
 from gpufleet.service.auth import ForbiddenError, Principal
-from gpufleet.service.base import (
-    HISTORY_EVERY_S,
-    QUEUE,
-    Change,
-    ConflictError,
-    IdleOutcome,
-    PlaneBase,
-    ServeOptions,
-    object_name,
-    require_admin,
-)
 from gpufleet.service.check_events import check_events
 from gpufleet.service.kube_autoscaling import KubeReplicaScaler, WorkloadMetrics
 from gpufleet.service.kube_identity import CreatedIndex, PodIdentity
@@ -96,6 +85,17 @@ from gpufleet.service.kube_writes import (
     submission_of,
 )
 from gpufleet.service.observatory import STEP_S, Observatory, ObservatoryThread
+from gpufleet.service.plane_book import (
+    HISTORY_EVERY_S,
+    QUEUE,
+    Change,
+    ConflictError,
+    IdleOutcome,
+    PlaneBase,
+    ServeOptions,
+    object_name,
+    require_admin,
+)
 from gpufleet.service.records import (
     POD_CANCELLED,
     POD_FAILED,

@@ -17,8 +17,8 @@ The API reads its records through :mod:`gpufleet.api.views`; the plane owns the 
 and the loop. This module owns its life (start, stop, each turn's scope: the lock, the
 transaction, publishing once committed), what it reads out, and the API's requests (submit,
 cancel, Queue and PriorityClass objects); the layers it is built on own writing down each turn
-(:mod:`gpufleet.service.embedded_recording`), keeping the world and the core in step with
-the store and the catalog (:mod:`gpufleet.service.embedded_restore`) and what an owner
+(:mod:`gpufleet.service.live_recording`), keeping the world and the core in step with
+the store and the catalog (:mod:`gpufleet.service.live_restore`) and what an owner
 changes of a waiting workload (:mod:`gpufleet.service.owner_changes`: ungate, resume,
 suspend). What a world needs beyond the protocol (telemetry, what a submission carries) is its
 plane's subclass's.
@@ -43,7 +43,10 @@ from gpufleet.metrics.state import SchedulerState, read_state
 from gpufleet.model import Node
 from gpufleet.model.priorities import LOWEST_PRIORITY, PriorityClass
 from gpufleet.service.auth import Principal
-from gpufleet.service.base import (
+from gpufleet.service.live_recording import TurnNotes
+from gpufleet.service.live_world import LiveWorld
+from gpufleet.service.owner_changes import OwnerChangesPlane
+from gpufleet.service.plane_book import (
     PRIORITY_CLASS,
     QUEUE,
     Change,
@@ -52,9 +55,6 @@ from gpufleet.service.base import (
     object_name,
     require_admin,
 )
-from gpufleet.service.embedded_recording import TurnNotes
-from gpufleet.service.live_world import LiveWorld
-from gpufleet.service.owner_changes import OwnerChangesPlane
 from gpufleet.service.records import POD_CANCELLED, POD_PENDING, POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent

@@ -1,11 +1,11 @@
-"""What the embedded planes need of the world they run on, as a small protocol.
+"""What the live planes need of the world they run on, as a small protocol.
 
 :class:`LiveWorld` is met by :class:`~gpufleet.backends.sim.live.LiveSimCluster` (the simulated
 cluster on a scaled wall clock: ``gpufleet serve``) and
 :class:`~gpufleet.service.local_world.LiveLocalMachine` (this machine's GPUs, workloads run as
 processes: ``gpufleet serve --local``). The plane's layers
-(:mod:`~gpufleet.service.embedded_plane`, :mod:`~gpufleet.service.embedded_recording`,
-:mod:`~gpufleet.service.embedded_restore`) are written against it only; what differs between
+(:mod:`~gpufleet.service.live_plane`, :mod:`~gpufleet.service.live_recording`,
+:mod:`~gpufleet.service.live_restore`) are written against it only; what differs between
 the worlds beyond it (how a submission is prepared, how a restart finds its runs again) is a
 hook of the plane, overridden by :mod:`gpufleet.service.local_plane`.
 

@@ -42,8 +42,8 @@ store, tokens, queues, the API's requests: read that module's docstring) over
   kept open until :meth:`LocalControlPlane.stop`), ``telemetry`` is a
   :class:`~gpufleet.backends.local.telemetry.LocalTelemetry` (every GPU and MIG sample, the
   pod holding each device, what is allocated: ``/metrics`` and the node map read it), and the
-  simulated plane's observatory (:class:`~gpufleet.service.embedded_observing.
-  EmbeddedObserving`) records it every ``observe_step_s`` (15 s) of the wall clock, evaluates
+  simulated plane's observatory (:class:`~gpufleet.service.live_observing.
+  LiveObserving`) records it every ``observe_step_s`` (15 s) of the wall clock, evaluates
   the alert rules, feeds the idle policies and keeps the series in the store across restarts.
   Idle policies act through the shared plane: Stop cancels (SIGTERM, the grace, SIGKILL);
   Preemptible lowers the workload in the core, so waiting work may preempt it; ScaleToZero
@@ -94,18 +94,18 @@ from gpufleet.model.processes import ProcessSpec
 from gpufleet.model.telemetry import HealthEvent
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.service.auth import ForbiddenError, Principal
-from gpufleet.service.base import (
+from gpufleet.service.live_observing import LiveObserving
+from gpufleet.service.live_plane import LivePlane
+from gpufleet.service.local_users import TenantUsers, login_env
+from gpufleet.service.local_world import LiveLocalMachine
+from gpufleet.service.observatory import STEP_S, ObservatoryThread
+from gpufleet.service.plane_book import (
     LOG_CHUNK,
     ConflictError,
     IdleOutcome,
     NotFoundError,
     ServeOptions,
 )
-from gpufleet.service.embedded_observing import EmbeddedObserving
-from gpufleet.service.live_plane import LivePlane
-from gpufleet.service.local_users import TenantUsers, login_env
-from gpufleet.service.local_world import LiveLocalMachine
-from gpufleet.service.observatory import STEP_S, ObservatoryThread
 from gpufleet.service.protocol import AttachPoint, PodLog
 from gpufleet.service.records import (
     POD_FAILED,
@@ -171,10 +171,10 @@ class LocalControlPlane(LivePlane):
             self.health = GpuHealthWatch(machine, devices, self.lock)
         self._health_thread: threading.Thread | None = None
         rules = self.options.alert_rules
-        self.observing = EmbeddedObserving(
+        self.observing = LiveObserving(
             self, builtin_alert_rules() if rules is None else rules, observe_step_s
         )
-        # The GPUs' series and the alerts on them, on the wall clock (see embedded_observing).
+        # The GPUs' series and the alerts on them, on the wall clock (see live_observing).
         self.watch(self.observing.observatory)
         self._observe = ObservatoryThread(self.observing.round, observe_step_s)
 

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 from gpufleet.model.workload import Workload
 from gpufleet.service.auth import Principal
-from gpufleet.service.base import Change, ConflictError
-from gpufleet.service.embedded_restore import RestoringPlane
+from gpufleet.service.live_restore import RestoringPlane
+from gpufleet.service.plane_book import Change, ConflictError
 from gpufleet.service.records import POD_PENDING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import StoredEvent

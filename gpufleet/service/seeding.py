@@ -47,7 +47,7 @@ from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.times import format_duration
 from gpufleet.service.auth import ADMIN, Principal, check_workload
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.service.store import Store, StoredEvent
 from gpufleet.service.submissions import WORKLOAD_KINDS, Submitted, read_workloads
 

@@ -17,7 +17,7 @@ from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.model import Placement
 from gpufleet.model.events import BindFailed, JobEnded, PodBound, PodDeleted, PodRestarted
 from gpufleet.model.workload import TimedWorkload
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.service.records import JobProgress
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpufleet.io.alert_routing import AlertRouting
-from gpufleet.service.base import Change
+from gpufleet.service.plane_book import Change
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.telemetry.alert_dispatch import WallTime, same_time
 from gpufleet.telemetry.workload_notices import (

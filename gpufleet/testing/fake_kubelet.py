@@ -44,6 +44,7 @@ from gpufleet.agent.kubelet_api import (
     unix_channel,
     unix_server,
 )
+from gpufleet.testing.waiting import wait_until
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,12 +233,8 @@ class FakeKubelet:
     def wait_for(
         self, condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "a condition"
     ) -> None:
-        """Poll ``condition`` until it holds; fail after ``timeout_s``."""
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"fake kubelet: timed out after {timeout_s}s waiting for {what}")
-            time.sleep(0.01)
+        """Poll ``condition`` until it holds; fail (an AssertionError) after ``timeout_s``."""
+        wait_until(condition, f"the fake kubelet: {what}", timeout_s=timeout_s)
 
     # -- the device manager ------------------------------------------------------------------
 

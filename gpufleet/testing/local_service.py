@@ -34,11 +34,11 @@ from gpufleet.backends.local.restarts import CrashBackoff
 from gpufleet.devices.source import DeviceSource
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.scheduling.admission import AdmissionConfig
-from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
 from gpufleet.service.live_plane import LivePlane
 from gpufleet.service.local_plane import LocalControlPlane
 from gpufleet.service.local_users import TenantUsers
 from gpufleet.service.observatory import STEP_S
+from gpufleet.service.plane_book import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
 from gpufleet.service.store import Store
 from gpufleet.testing.service import priority_class_doc, queue_doc
 

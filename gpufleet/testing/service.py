@@ -20,8 +20,8 @@ from fastapi.testclient import TestClient
 from gpufleet.api.app import create_app
 from gpufleet.model import Node
 from gpufleet.model.node import Taint, TaintEffect
-from gpufleet.service.base import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
+from gpufleet.service.plane_book import PRIORITY_CLASS, QUEUE, ServeOptions, create_token
 from gpufleet.service.store import Store
 from gpufleet.testing.builders import make_node
 

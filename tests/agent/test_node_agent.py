@@ -6,8 +6,7 @@ Event) until it recovers. Each runs with the agent's own client and with the off
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -36,6 +35,7 @@ from gpufleet.model.gpu import GPU_RESOURCE, SHARE_RESOURCE
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY
 from gpufleet.testing.fake_kubelet import FakeKubelet
+from gpufleet.testing.waiting import wait_until
 from tests.fakes.kube_api import FakeApiServer
 
 NODE = "gpu-1"
@@ -51,14 +51,6 @@ devices:
     count: 4
     utilization: {gpu_util: 87, fb_used_mib: 40000, temperature_c: 61, power_w: 500}
 """
-
-
-def eventually(check: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -160,7 +152,7 @@ def test_bound_pod_gets_its_device_and_is_attributed_in_metrics(
 ) -> None:
     kubelet.wait_for(lambda: len(kubelet.devices(GPU_RESOURCE)) == 4, what="the GPUs listed")
     created = bind_as_the_scheduler(server, ko.gpu_pod("train-0", "ml"), gpu_index="2")
-    eventually(lambda: len(agent.bound_pods.pods()) == 1, "the agent to see the bound pod")
+    wait_until(lambda: len(agent.bound_pods.pods()) == 1, "the agent to see the bound pod")
     result = kubelet.admit(bound_pod(pod_view(created, 1)))
     assert result.error is None
     uuid_of_2 = agent.inventory().devices[2].uuid
@@ -189,17 +181,17 @@ def test_xid_withdraws_one_device_until_it_recovers(
     nvml.inject_xid(1, 79)
     kubelet.wait_for(lambda: not kubelet.devices(GPU_RESOURCE)[uuid_of_1], what="withdrawal")
     assert sum(kubelet.devices(GPU_RESOURCE).values()) == 3
-    eventually(
+    wait_until(
         lambda: (
             inventory_from_json(node_annotations(server)[INVENTORY_ANNOTATION]).unhealthy == (1,)
         ),
         "the inventory to name GPU 1 unhealthy",
     )
     # The condition is written apart from the inventory (a status patch after the node's).
-    eventually(lambda: condition(server)["status"] == "False", "the condition to turn False")
+    wait_until(lambda: condition(server)["status"] == "False", "the condition to turn False")
     assert "GPU 1" in condition(server)["message"]
     assert "79" in condition(server)["message"]
-    eventually(
+    wait_until(
         lambda: any(
             e.get("reason") == "GpuUnhealthy" and "XID 79" in e.get("message", "")
             for e in server.list("v1", "Event")
@@ -208,11 +200,11 @@ def test_xid_withdraws_one_device_until_it_recovers(
     )
     nvml.recover(1)
     kubelet.wait_for(lambda: kubelet.devices(GPU_RESOURCE)[uuid_of_1], what="the device back")
-    eventually(
+    wait_until(
         lambda: not inventory_from_json(node_annotations(server)[INVENTORY_ANNOTATION]).unhealthy,
         "the inventory to be healthy again",
     )
-    eventually(lambda: condition(server)["status"] == "True", "the condition to turn True")
+    wait_until(lambda: condition(server)["status"] == "True", "the condition to turn True")
 
 
 @pytest.mark.parametrize(
@@ -311,7 +303,7 @@ def test_a_forged_binding_gets_no_gpu_but_an_allocate_error_and_an_event(
     fails the pod) and the agent raises an UntrustedGpuBinding Event on it."""
     kubelet.wait_for(lambda: len(kubelet.devices(SHARE_RESOURCE)) == 40, what="share slots")
     holder = bind_as_the_scheduler(server, ko.gpu_pod("trainer", "team-a"), gpu_index="3")
-    eventually(lambda: len(agent.bound_pods.pods()) == 1, "the agent to see team-a's pod")
+    wait_until(lambda: len(agent.bound_pods.pods()) == 1, "the agent to see team-a's pod")
     held = kubelet.admit(bound_pod(pod_view(holder, 1)))
     assert held.error is None
     uuid_of_3 = agent.inventory().devices[3].uuid
@@ -319,7 +311,7 @@ def test_a_forged_binding_gets_no_gpu_but_an_allocate_error_and_an_event(
 
     signature = holder["metadata"]["annotations"][BINDING_SIGNATURE_ANNOTATION]
     thief = server.create(_forged_share_pod(scheduler, signature if copy_signature else ""))
-    eventually(lambda: len(agent.bound_pods.pods()) == 2, "the agent to see the forged pod")
+    wait_until(lambda: len(agent.bound_pods.pods()) == 2, "the agent to see the forged pod")
     result = kubelet.admit(bound_pod(pod_view(thief, 2)))
 
     assert result.error is not None, "a forged binding was honoured"
@@ -327,7 +319,7 @@ def test_a_forged_binding_gets_no_gpu_but_an_allocate_error_and_an_event(
     assert "FAILED_PRECONDITION" in result.error.message
     assert why in result.error.message
     assert not [a for a in kubelet.allocations if a.pod == "mallory/thief"]
-    eventually(
+    wait_until(
         lambda: any(
             e.get("reason") == "UntrustedGpuBinding"
             and e["involvedObject"].get("name") == "thief"

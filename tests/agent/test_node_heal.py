@@ -26,7 +26,8 @@ from gpufleet.model.gpu import GPU_RESOURCE
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY
 from gpufleet.testing.fake_kubelet import FakeKubelet
-from tests.agent.test_node_agent import NODE, SPEC, condition, eventually, node_annotations
+from gpufleet.testing.waiting import wait_until
+from tests.agent.test_node_agent import NODE, SPEC, condition, node_annotations
 from tests.fakes.kube_api import FakeApiServer
 
 #: Short waits between failed attempts, so that a test sees several.
@@ -141,19 +142,19 @@ def test_an_xid_during_an_api_outage_is_published_once_the_api_answers(
     time.sleep(1.0)  # an outage longer than several attempts
     # ... and the Node says so within seconds of the API server answering again.
     recover()
-    eventually(
+    wait_until(
         lambda: unhealthy_in_inventory(server) == (1,),
         "the inventory to name GPU 1 unhealthy",
         timeout_s=HEALED_WITHIN_S,
     )
-    eventually(
+    wait_until(
         lambda: condition(server)["status"] == "False",
         "the condition to turn False",
         timeout_s=HEALED_WITHIN_S,
     )
     assert "GPU 1" in condition(server)["message"]
     assert "79" in condition(server)["message"]
-    eventually(lambda: agent.node_sync.in_sync, "the agent to count itself in sync")
+    wait_until(lambda: agent.node_sync.in_sync, "the agent to count itself in sync")
 
 
 def test_a_node_recreated_bare_gets_labels_inventory_and_condition_back(
@@ -162,7 +163,7 @@ def test_a_node_recreated_bare_gets_labels_inventory_and_condition_back(
     agent = start_agent(0.3)
     kubelet.wait_for(lambda: len(kubelet.devices(GPU_RESOURCE)) == 4, what="the GPUs listed")
     nvml.inject_xid(2, 79)
-    eventually(lambda: condition(server)["status"] == "False", "the condition to turn False")
+    wait_until(lambda: condition(server)["status"] == "False", "the condition to turn False")
     published = server.get("v1", "Node", NODE)
     assert published is not None
 
@@ -189,7 +190,7 @@ def test_a_node_recreated_bare_gets_labels_inventory_and_condition_back(
             and any(c["type"] == "GpuDevicesHealthy" for c in conditions)
         )
 
-    eventually(healed, "the labels, inventory and condition back", timeout_s=HEALED_WITHIN_S)
+    wait_until(healed, "the labels, inventory and condition back", timeout_s=HEALED_WITHIN_S)
     assert unhealthy_in_inventory(server) == (2,)
     health = condition(server)
     assert health["status"] == "False"
@@ -205,7 +206,7 @@ def test_a_quiet_node_is_not_written_again(
     kubelet.wait_for(lambda: len(kubelet.devices(GPU_RESOURCE)) == 4, what="the GPUs listed")
     passes = agent.node_sync.passes
     metadata_writes = server.requests.count(("PATCH", f"/api/v1/nodes/{NODE}"))
-    eventually(lambda: agent.node_sync.passes >= passes + 5, "five more passes")
+    wait_until(lambda: agent.node_sync.passes >= passes + 5, "five more passes")
     assert server.requests.count(("PATCH", f"/api/v1/nodes/{NODE}")) == metadata_writes
 
 
@@ -233,13 +234,13 @@ def test_an_api_server_failing_at_start_does_not_stop_the_agent(
     server.fail_next("*", rf"^/api/v1/nodes/{NODE}(/status)?$", 503, times=3)
     start_agent(60.0)
     kubelet.wait_for(lambda: len(kubelet.devices(GPU_RESOURCE)) == 4, what="the GPUs listed")
-    eventually(
+    wait_until(
         lambda: INVENTORY_ANNOTATION in node_annotations(server),
         "the inventory published",
         timeout_s=HEALED_WITHIN_S,
     )
     # The condition is a status patch after the metadata's.
-    eventually(
+    wait_until(
         lambda: condition_status(server) == "True",
         "GpuDevicesHealthy=True",
         timeout_s=HEALED_WITHIN_S,

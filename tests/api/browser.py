@@ -8,13 +8,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from gpufleet.testing import waiting
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -84,13 +85,5 @@ def new_page(browser: Browser) -> Watched:
 
 def eventually(check: Callable[[], None], timeout: float = 15.0) -> None:
     """Retry ``check`` until it stops failing: page and API are read at slightly different
-    moments, and the page refreshes at most once a second."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            check()
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+    moments, and the page refreshes at most once a second (hence the longer default)."""
+    waiting.eventually(check, timeout_s=timeout, every_s=0.5)

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from gpufleet.model.times import simulated_time
 from gpufleet.service.auth import AdmissionRules, TenantRules
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.testing import job_objects as jo
 from gpufleet.testing.builders import make_node
 from gpufleet.testing.service import (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.service.base import ServeOptions
 from gpufleet.service.limits import TenantLimits
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.testing.service import ServiceHarness, as_yaml, job_doc, make_harness, pod_doc
 
 YAML = {"Content-Type": "application/yaml"}

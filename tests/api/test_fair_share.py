@@ -11,7 +11,7 @@ import pytest
 
 from gpufleet.scheduling.profile import FairSharing, Profile
 from gpufleet.scheduling.usage_history import accrued
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.service.usage_store import USAGE_META
 from gpufleet.testing.service import ServiceHarness, as_yaml, job_doc, make_harness
 

@@ -8,7 +8,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from gpufleet.service.base import PlaneBase
+from gpufleet.service.plane_book import PlaneBase
 
 
 @pytest.fixture

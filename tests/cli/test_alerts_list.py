@@ -15,7 +15,7 @@ from gpufleet.cli.remote import use_http
 from gpufleet.cli.remote_render import alert_order, alert_subject
 from gpufleet.testing.service import ServiceHarness
 from tests.cli.test_remote import as_
-from tests.service.test_embedded_observing import (
+from tests.service.test_live_observing import (
     HOT,
     IDLE_FAST,
     harness_with,

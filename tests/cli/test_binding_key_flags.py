@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from gpufleet.backends.kube.binding_signature import BindingKey
 from gpufleet.cli.main import app
-from gpufleet.service.base import PlaneBase
 from gpufleet.service.kube_plane import KubeControlPlane
+from gpufleet.service.plane_book import PlaneBase
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY, write_binding_key
 from tests.fakes.kube_api import FakeApiServer
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
 from gpufleet.cli.remote import use_http
-from gpufleet.service.base import PlaneBase
+from gpufleet.service.plane_book import PlaneBase
 from gpufleet.testing.service import (
     ServiceHarness,
     as_yaml,

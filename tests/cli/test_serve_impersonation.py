@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.service.base import PlaneBase
+from gpufleet.service.plane_book import PlaneBase
 from gpufleet.service.tenant_identity import TenantIdentity
 from gpufleet.testing.agent_builders import write_binding_key
 from tests.fakes.kube_api import FakeApiServer

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.service.base import PlaneBase
 from gpufleet.service.limits import TenantLimits
+from gpufleet.service.plane_book import PlaneBase
 
 runner = CliRunner()
 

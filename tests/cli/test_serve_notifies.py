@@ -9,7 +9,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.cli.serve_observing import observe_settings, start_notifier
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.testing.service import (
     as_yaml,
     gpu_nodes,
@@ -19,7 +19,7 @@ from gpufleet.testing.service import (
     queue_doc,
 )
 from gpufleet.testing.webhook_receiver import WebhookReceiver
-from tests.service.test_embedded_observing import (
+from tests.service.test_live_observing import (
     IDLE_FAST,
     YAML,
     harness_with,

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.service.base import PlaneBase
+from gpufleet.service.plane_book import PlaneBase
 from gpufleet.testing.service import as_yaml, job_doc, pod_doc
 from tests.backends.local.conftest import DGX_EXAMPLE
 

@@ -28,10 +28,10 @@ from gpufleet.cli.remote import use_http
 from gpufleet.cli.remote_render import Clock
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.times import TimeFormat, simulated_time, wall_clock_time
-from gpufleet.service.base import PlaneBase
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.local_plane import LocalControlPlane
+from gpufleet.service.plane_book import PlaneBase
 from gpufleet.testing.local_service import TENANT, LocalHarness
 from gpufleet.testing.service import as_yaml, make_harness, pod_doc, queue_doc
 from tests.backends.local.conftest import eight_gpus, no_process_left, state_root

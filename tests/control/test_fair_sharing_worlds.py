@@ -17,7 +17,7 @@ from gpufleet.control.factory import build_core
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.times import simulated_time
 from gpufleet.scheduling.profile import Profile
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.testing.builders import make_node, make_queue
 from gpufleet.testing.local_service import LocalHarness
 from tests.backends.local.conftest import eight_gpus, state_root

@@ -16,7 +16,7 @@ from gpufleet.io.errors import InputError
 from gpufleet.model.workload import TimedWorkload, Workload
 from gpufleet.scheduling.profile import Profile
 from gpufleet.scheduling.registry import UnknownPluginError
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.testing.builders import make_node, make_pod, make_queue
 from gpufleet.testing.service import make_harness
 from tests.backends.kube.harness import harness

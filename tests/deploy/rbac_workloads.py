@@ -10,7 +10,6 @@ component's own tests do that); each asserts only that the path it meant to take
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -28,6 +27,7 @@ from gpufleet.devices.nvml_source import NvmlDeviceSource
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.fake_kubelet import FakeKubelet, short_tmp_root
 from gpufleet.testing.job_objects import crd
+from gpufleet.testing.waiting import wait_until
 from tests.backends.kube.harness import CLIENT as SCHEDULER_CLIENT
 from tests.backends.kube.harness import Harness, make_scheduler
 from tests.fakes.kube_api import FakeApiServer
@@ -121,9 +121,9 @@ def agent_workload(server: FakeApiServer, tmp_path: Path) -> None:
             server.create(ko.gpu_pod("train", node=AGENT_NODE))
             for told in (1, 2):
                 nvml.inject_xid(1, 79)
-                _eventually(partial(_told_at_least, server, told), "the XID's Event")
+                wait_until(partial(_told_at_least, server, told), "the XID's Event")
                 nvml.recover(1)
-                _eventually(lambda: _condition(server) == "True", "the GPUs healthy again")
+                wait_until(lambda: _condition(server) == "True", "the GPUs healthy again")
     finally:
         kubelet.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -139,14 +139,6 @@ def _condition(server: FakeApiServer) -> str:
     node = server.get("v1", "Node", AGENT_NODE) or {}
     conditions = (node.get("status") or {}).get("conditions") or []
     return next((c["status"] for c in conditions if c["type"] == GPU_HEALTH_CONDITION), "")
-
-
-def _eventually(check: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.02)
 
 
 #: Each component's client identity → its workload.

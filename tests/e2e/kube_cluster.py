@@ -24,6 +24,7 @@ from kubernetes.client.rest import ApiException
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import write_binding_key
 from gpufleet.testing.fake_nodes import register_fake_node
+from gpufleet.testing.waiting import wait_until
 
 Obj = dict[str, Any]
 KUBECONFIG_ENV = "GPUFLEET_E2E_KUBECONFIG"
@@ -181,12 +182,9 @@ def stop(process: subprocess.Popen[bytes], kill: bool = False) -> None:
 
 
 def wait_for(check: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what or check}")
+    """:func:`~gpufleet.testing.waiting.wait_until` with a real cluster's pace: a minute, and
+    a look every 0.2 s (each look is a call to the API server)."""
+    wait_until(check, what, timeout_s=timeout, every_s=0.2)
 
 
 def apiserver_ctl(action: str, *args: str) -> None:

@@ -26,7 +26,7 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from gpufleet.service.base import create_token
+from gpufleet.service.plane_book import create_token
 from gpufleet.service.store import Store
 from gpufleet.service.tenant_identity import TenantIdentity
 from gpufleet.testing import kube_objects as ko

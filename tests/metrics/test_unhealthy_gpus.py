@@ -16,7 +16,7 @@ from gpufleet.io.kube_nodes import node_from_object
 from gpufleet.metrics import families
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.workload import TimedWorkload
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.builders import make_workload
 from gpufleet.testing.service import make_harness

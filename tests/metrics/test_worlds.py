@@ -29,8 +29,8 @@ from gpufleet.io.workloads import read_scenario
 from gpufleet.metrics import families
 from gpufleet.metrics.endpoint import HealthServer
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.service.base import ServeOptions, create_token
 from gpufleet.service.kube_plane import KubeControlPlane
+from gpufleet.service.plane_book import ServeOptions, create_token
 from gpufleet.service.store import Store
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.service import as_yaml, make_harness, pod_doc, queue_doc

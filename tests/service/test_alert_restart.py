@@ -19,7 +19,7 @@ from gpufleet.service.wall_time import PlaneWallTime
 from gpufleet.telemetry.workload_notices import WorkloadOutcome
 from gpufleet.testing.service import ServiceHarness, as_yaml, pod_doc
 from gpufleet.testing.webhook_receiver import Received, WebhookReceiver
-from tests.service.test_embedded_observing import harness_with, run_rounds
+from tests.service.test_live_observing import harness_with, run_rounds
 
 YAML = {"Content-Type": "application/yaml"}
 NOTICES = {outcome.value for outcome in WorkloadOutcome}

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -18,6 +17,7 @@ from gpufleet.service.alertmanager_push import AlertmanagerError, push_alerts
 from gpufleet.service.observatory import ObservedRound
 from gpufleet.telemetry.alert_dispatch import Dispatcher, Route, rule_annotations
 from gpufleet.testing.alert_builders import firing_alert, resolved
+from gpufleet.testing.waiting import wait_until
 from gpufleet.testing.webhook_receiver import WebhookReceiver
 
 T0 = 1_700_000_000.0
@@ -151,12 +151,3 @@ def test_push_alerts_posts_what_prometheus_posts() -> None:
         with pytest.raises(AlertmanagerError, match="HTTP 500"):
             push_alerts(receiver.url, [HOT], T0 + 10)
     assert push_alerts("http://127.0.0.1:9", [], T0) == 0
-
-
-def wait_until(condition: Callable[[], object], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.01)
-    raise AssertionError("condition not met in time")

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,11 @@ from typing import Any
 import httpx
 import pytest
 
-from gpufleet.service.base import QUEUE, create_token
+from gpufleet.service.plane_book import QUEUE, create_token
 from gpufleet.service.store import Store
 from gpufleet.testing.server_process import wait_until_ready
 from gpufleet.testing.service import as_yaml, pod_doc, queue_doc
+from gpufleet.testing.waiting import wait_until
 
 CLUSTER = """\
 apiVersion: gpufleet.dev/v1alpha1
@@ -163,13 +163,15 @@ def test_kill_during_burst_loses_nothing_and_places_nothing_twice(server: Server
         assert_no_device_twice(after)
         # What waited is placed after the restart, or waits for a reason the scheduler gave
         # (the cluster is full): asked of the server process until it holds.
-        deadline = time.monotonic() + 30
-        while not all(
-            w["state"] == "Running" or w["waiting_for"] in ("capacity", "quota")
-            for w in client.get("/api/v1/workloads").json()
-        ):
-            assert time.monotonic() < deadline, "waiting workloads neither placed nor explained"
-            time.sleep(0.1)
+        wait_until(
+            lambda: all(
+                w["state"] == "Running" or w["waiting_for"] in ("capacity", "quota")
+                for w in client.get("/api/v1/workloads").json()
+            ),
+            "every waiting workload placed or explained",
+            timeout_s=30,
+            every_s=0.1,
+        )
         final = placements(client)
         assert_no_device_twice(final)
         nodes: list[dict[str, Any]] = client.get("/api/v1/nodes").json()

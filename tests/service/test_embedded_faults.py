@@ -14,7 +14,7 @@ from gpufleet.backends.sim.live import health_message
 from gpufleet.model.events import DeviceHealthChanged
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.node_faults import NodeFault, NodeFaultKind, NodeSelection
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.testing.service import (
     ServiceHarness,
     as_yaml,

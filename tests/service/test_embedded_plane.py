@@ -28,7 +28,7 @@ from gpufleet.service.auth import (
     hash_token,
     rules_from_object,
 )
-from gpufleet.service.base import Change
+from gpufleet.service.plane_book import Change
 from gpufleet.service.states import ChangeKind
 from gpufleet.service.store import Store, StoreError
 from gpufleet.testing.builders import make_pod

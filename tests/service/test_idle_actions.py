@@ -19,8 +19,8 @@ from gpufleet.model.idle import (
     IdleScope,
     IdleStep,
 )
-from gpufleet.service.base import Change, ServeOptions
 from gpufleet.service.idle_actions import IdleReclaimer, idle_candidates, reclaimer_for
+from gpufleet.service.plane_book import Change, ServeOptions
 from gpufleet.service.states import ChangeKind
 from gpufleet.service.store import StoredEvent
 from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION

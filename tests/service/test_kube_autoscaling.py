@@ -24,6 +24,7 @@ from gpufleet.service.store import StoredEvent
 from gpufleet.telemetry.series_layout import Labels
 from gpufleet.telemetry.series_query import SeriesUnavailableError
 from gpufleet.testing.service import pod_doc
+from gpufleet.testing.waiting import wait_until
 from tests.fakes.kube_api import ApiError
 from tests.service.test_kube_plane import Cluster, cluster  # noqa: F401  (fixture)
 
@@ -194,10 +195,7 @@ def start_scaling(on: Cluster) -> Scaling:
     observatory.replace_rules([])
     metrics = FakeMetrics()
     scaler = on.plane.autoscale_replicas(metrics)
-    deadline = time.monotonic() + 10
-    while not scaler.synced:
-        assert time.monotonic() < deadline, "the scaler's informers did not list"
-        time.sleep(0.01)
+    wait_until(lambda: scaler.synced, "the scaler's informers to list")
     return Scaling(on, metrics, scaler, observatory)
 
 

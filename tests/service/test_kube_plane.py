@@ -16,8 +16,8 @@ from gpufleet.api.app import create_app
 from gpufleet.backends.kube.api import KubeApi, RateLimiter
 from gpufleet.backends.kube.scheduler import SchedulerOptions
 from gpufleet.service.auth import AdmissionRules, TenantRules
-from gpufleet.service.base import ServeOptions, create_token
 from gpufleet.service.kube_plane import KubeControlPlane
+from gpufleet.service.plane_book import ServeOptions, create_token
 from gpufleet.service.store import Store
 from gpufleet.service.tenant_identity import TenantIdentity
 from gpufleet.testing import job_objects as jo

@@ -27,8 +27,8 @@ from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.model.queues import validate_queue_tree
 from gpufleet.service.auth import ADMIN, Principal
-from gpufleet.service.base import ConflictError, NotFoundError, ServeOptions
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
+from gpufleet.service.plane_book import ConflictError, NotFoundError, ServeOptions
 from gpufleet.service.store import Store
 from gpufleet.testing.service import (
     as_yaml,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.service.base import ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.service.seeding import plan_seed, write_seed
 from gpufleet.service.states import WorkloadState
 from gpufleet.service.store import Store

@@ -95,7 +95,7 @@ def test_a_scope_on_the_xid_labels_selects_by_them() -> None:
     assert [(a.label("gpu"), a.label("err_code")) for a in engine.alerts()] == [("0", "79")]
 
 
-#: What the plane's records tell of the pod holding GPU 0 (``embedded_observing``).
+#: What the plane's records tell of the pod holding GPU 0 (``live_observing``).
 TAGS = {("ml", "train-0"): PodTags(queue="research", tenant="ml", workload="ml/Pod/train-0",
                                    kind="Pod")}  # fmt: skip
 

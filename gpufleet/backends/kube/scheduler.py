@@ -44,8 +44,8 @@ from gpufleet.backends.kube.informer import Informers
 from gpufleet.backends.kube.leader import LeaderElector
 from gpufleet.backends.kube.metrics import KubeMetrics
 from gpufleet.backends.kube.reporting import ApiReporter, StatusPublisher
-from gpufleet.control.allocation import long_lived_burst, thaw
 from gpufleet.control.factory import build_core, target_of
+from gpufleet.control.gc_bursts import long_lived_burst, thaw
 from gpufleet.control.loop import ControlLoop, Turn
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.metrics.state import SchedulerState, read_state

@@ -97,14 +97,6 @@ def python_spec(
     )
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {condition}")
-        time.sleep(0.005)
-
-
 def log_has(supervisor: Supervisor, run_id: str, text: str) -> Callable[[], bool]:
     def found() -> bool:
         path = supervisor.log_path(run_id)

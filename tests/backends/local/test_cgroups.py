@@ -29,7 +29,8 @@ from gpufleet.backends.local.cgroups import (
 from gpufleet.backends.local.run_state import ExitRecord, read_exit, write_exit
 from gpufleet.backends.local.supervisor import Supervisor
 from gpufleet.model.processes import ProcessSpec
-from tests.backends.local.scripts import log_has, wait_end, wait_until, write_script
+from gpufleet.testing.waiting import wait_until
+from tests.backends.local.scripts import log_has, wait_end, write_script
 
 MIB = 1024 * 1024
 

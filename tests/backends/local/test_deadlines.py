@@ -17,7 +17,7 @@ from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.testing.builders import make_workload
-from tests.backends.local.scripts import wait_until
+from gpufleet.testing.waiting import wait_until
 from tests.backends.local.test_machine import World, report_specs
 
 

@@ -24,7 +24,8 @@ from gpufleet.model.processes import ProcessSpec
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.testing.builders import make_queue, make_workload
 from gpufleet.testing.fakes import make_core
-from tests.backends.local.scripts import CHECKPOINTING, REPORT, wait_until, write_script
+from gpufleet.testing.waiting import wait_until
+from tests.backends.local.scripts import CHECKPOINTING, REPORT, write_script
 
 BASE_ENV = {"PATH": "/usr/bin:/bin"}
 

@@ -21,7 +21,8 @@ from gpufleet.backends.local.proc_hiding import probe, proc_hides
 from gpufleet.backends.local.run_state import read_json
 from gpufleet.backends.local.supervisor import RunEnd, RunStatus, Supervisor
 from gpufleet.model.processes import ProcessSpec
-from tests.backends.local.scripts import log_has, wait_end, wait_until, write_script
+from gpufleet.testing.waiting import wait_until
+from tests.backends.local.scripts import log_has, wait_end, write_script
 
 #: Prints the PIDs its /proc lists, its own, and what kill -0 and reading the cmdline of the
 #: PID in $1 gave.

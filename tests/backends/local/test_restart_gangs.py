@@ -27,7 +27,8 @@ from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.processes import ProcessSpec
 from gpufleet.testing.builders import make_queue, make_workload
 from gpufleet.testing.fakes import make_core
-from tests.backends.local.scripts import STUBBORN, log_has, python_spec, wait_until, write_script
+from gpufleet.testing.waiting import wait_until
+from tests.backends.local.scripts import STUBBORN, log_has, python_spec, write_script
 from tests.backends.local.test_machine import Recorder, World, report_specs
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpufleet.backends.local.supervisor import Supervisor
+from gpufleet.testing.waiting import wait_until
 from tests.backends.local.scripts import (
     STUBBORN,
     log_has,
     python_spec,
     wait_end,
-    wait_until,
     write_script,
 )
 

@@ -22,6 +22,7 @@ from gpufleet.backends.local.supervisor import (
     Supervisor,
 )
 from gpufleet.model.processes import ProcessSpec
+from gpufleet.testing.waiting import wait_until
 from tests.backends.local.scripts import (
     CHECKPOINTING,
     PARENT,
@@ -30,7 +31,6 @@ from tests.backends.local.scripts import (
     log_has,
     python_spec,
     wait_end,
-    wait_until,
     write_script,
 )
 

@@ -24,7 +24,8 @@ from gpufleet.backends.local.terminal import (
     window_size,
 )
 from gpufleet.model.processes import ProcessSpec
-from tests.backends.local.scripts import wait_end, wait_until
+from gpufleet.testing.waiting import wait_until
+from tests.backends.local.scripts import wait_end
 
 BASH = shutil.which("bash") or "/bin/bash"
 

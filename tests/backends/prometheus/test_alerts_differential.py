@@ -47,8 +47,8 @@ from gpufleet.io.alert_rules import builtin_alert_rules, read_alert_rules
 from gpufleet.model.alerts import AlertRule
 from gpufleet.model.node import Taint, TaintEffect
 from gpufleet.model.telemetry import DeviceSample
-from gpufleet.service.base import QUEUE, ServeOptions, create_token
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
+from gpufleet.service.plane_book import QUEUE, ServeOptions, create_token
 from gpufleet.service.store import Store
 from gpufleet.telemetry.source import NodeTelemetry, TelemetrySource
 from gpufleet.testing.builders import make_node

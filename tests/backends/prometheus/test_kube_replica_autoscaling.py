@@ -15,6 +15,7 @@ from gpufleet.agent.metrics_server import MetricsServer
 from gpufleet.backends.prometheus import PrometheusSeries
 from gpufleet.backends.prometheus.inference import PrometheusInferenceMetrics
 from gpufleet.testing.prometheus import PrometheusProcess, prometheus_binary
+from gpufleet.testing.waiting import wait_until
 from tests.service.test_kube_autoscaling import (
     ANNOTATIONS,
     NAMESPACE,
@@ -75,10 +76,7 @@ def test_a_vllm_queue_in_prometheus_scales_its_deployment(
     observatory = cluster.plane.observe_with(NoSeries())
     observatory.replace_rules([])
     scaler = cluster.plane.autoscale_replicas(PrometheusInferenceMetrics(series))
-    deadline = time.monotonic() + 10
-    while not scaler.synced:
-        assert time.monotonic() < deadline, "the scaler's informers did not list"
-        time.sleep(0.01)
+    wait_until(lambda: scaler.synced, "the scaler's informers to list")
     scaling = Scaling(cluster, FakeMetrics(), scaler, observatory, now=time.time())
     cluster.server.create(deployment("chat", 1, ANNOTATIONS))
     scaling.controllers_run()

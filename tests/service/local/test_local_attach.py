@@ -11,7 +11,7 @@ import pytest
 from starlette.testclient import WebSocketTestSession
 from starlette.websockets import WebSocketDisconnect
 
-from gpufleet.service.base import create_token
+from gpufleet.service.plane_book import create_token
 from gpufleet.testing.local_service import TENANT, LocalHarness
 
 BASH = shutil.which("bash") or "/bin/bash"

@@ -21,7 +21,8 @@ import pytest
 from gpufleet.backends.local.run_state import EXIT_FILE, SHIM_FILE, read_process
 from gpufleet.cli.serve_observing import observe_settings, start_workload_notices
 from gpufleet.testing.local_service import LocalHarness
-from tests.backends.local.scripts import CHECKPOINTING, wait_until, write_script
+from gpufleet.testing.waiting import wait_until
+from tests.backends.local.scripts import CHECKPOINTING, write_script
 from tests.service.local.test_local_plane import events, job, pod, printed, report, tenant_dir
 
 #: ``ranked.py``: counts its attempts in ./attempts-<rank>, prints ``RANK r ATTEMPT n``, waits

@@ -13,7 +13,8 @@ import pytest
 from gpufleet.backends.local.run_state import EXIT_FILE, read_exit
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.testing.local_service import TENANT, LocalHarness, MovableClock
-from tests.backends.local.scripts import CHECKPOINTING, REPORT, wait_until, write_script
+from gpufleet.testing.waiting import wait_until
+from tests.backends.local.scripts import CHECKPOINTING, REPORT, write_script
 
 
 def pod(

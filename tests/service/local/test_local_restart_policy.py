@@ -15,7 +15,8 @@ import pytest
 from gpufleet.backends.local.restarts import CrashBackoff
 from gpufleet.backends.local.run_state import EXIT_FILE
 from gpufleet.testing.local_service import LocalHarness
-from tests.backends.local.scripts import wait_until, write_script
+from gpufleet.testing.waiting import wait_until
+from tests.backends.local.scripts import write_script
 from tests.service.local.test_local_plane import events, pod, tenant_dir
 
 #: ``planned.py PLAN``: counts its attempts in ./attempts and prints ``ATTEMPT n on GPUS``

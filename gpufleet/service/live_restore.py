@@ -1,14 +1,14 @@
-"""The embedded plane's world and core kept in step with the store and the catalog.
+"""A live plane's world and core kept in step with the store and the catalog.
 
-Owns :class:`RestoringPlane`, the layer of
-:class:`~gpufleet.service.embedded_plane.EmbeddedControlPlane` that, at start, takes back what
-the store holds (every workload; running pods put back on exactly their devices; how far their
+Owns :class:`RestoringPlane`, the layer of every
+:class:`~gpufleet.service.live_plane.LivePlane` (embedded and local) that, at start, takes back
+what the store holds (every workload; running pods put back on exactly their devices; how far their
 jobs were; the rest waiting again), holds the workloads of a queue set aside (a bad stored
 Queue) out of the world until it is fixed, and builds the core (again, told everything, when
 queues or priority classes change).
 
-It does not handle requests or run turns (:mod:`gpufleet.service.embedded_plane`), nor record
-the world's events (:mod:`gpufleet.service.embedded_recording`).
+It does not handle requests or run turns (:mod:`gpufleet.service.live_plane`), nor record
+the world's events (:mod:`gpufleet.service.live_recording`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from gpufleet.control.loop import sync
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.model.events import WorkloadAdded
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.service.base import QUEUE
-from gpufleet.service.embedded_recording import RecordingPlane
+from gpufleet.service.live_recording import RecordingPlane
+from gpufleet.service.plane_book import QUEUE
 from gpufleet.service.records import (
     POD_PENDING,
     POD_RUNNING,

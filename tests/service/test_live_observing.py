@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from gpufleet.model.alerts import Aggregation, AlertMetric, AlertRule, Comparison, Severity
-from gpufleet.service.base import Change, ServeOptions
-from gpufleet.service.embedded_observing import (
+from gpufleet.service.live_observing import (
     CHUNK_PREFIX,
     SERIES_BLOB,
     USAGE_BLOB,
     store_shape,
 )
+from gpufleet.service.plane_book import Change, ServeOptions
 from gpufleet.service.states import ChangeKind
 from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION
 from gpufleet.testing.service import ServiceHarness, as_yaml, gpu_nodes, make_harness, pod_doc

@@ -1,5 +1,6 @@
-"""Shared CLI plumbing: clear errors for bad input, argument parsers (the console, exit codes
-and ``fail`` come from ``cli/output`` and are re-exported here)."""
+"""The commands' inputs: argument parsers (seeds, policies, durations, directories) and clear
+errors for bad input files (the console, exit codes and ``fail`` come from ``cli/output`` and
+are re-exported here, so that a command imports one module)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,10 @@
-"""What the embedded plane writes down each turn: the world's events and the scheduler's
-actions, into the workloads' records and the store.
+"""What a live plane writes down each turn: the world's events and the scheduler's actions,
+into the workloads' records and the store.
 
-Owns :class:`RecordingPlane`, the layer of
-:class:`~gpufleet.service.embedded_plane.EmbeddedControlPlane` that observes the control loop:
+Owns :class:`RecordingPlane`, the layer of every
+:class:`~gpufleet.service.live_plane.LivePlane` (the simulated cluster's,
+:class:`~gpufleet.service.embedded_plane.EmbeddedControlPlane`, and this machine's,
+:class:`~gpufleet.service.local_plane.LocalControlPlane`) that observes the control loop:
 what the world reports (a bind done or refused, a pod finished, evicted, failed or restarted, a
 job ended, a GPU's health changed: :meth:`~RecordingPlane.events_in`) and what the scheduler
 decided (why a pod waits, for whom it was evicted: :meth:`~RecordingPlane.turn_done`) go into
@@ -42,9 +44,9 @@ from gpufleet.model.events import (
 )
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.service.base import HISTORY_EVERY_S, Change, PlaneBase
 from gpufleet.service.check_events import check_events
 from gpufleet.service.live_world import LiveWorld
+from gpufleet.service.plane_book import HISTORY_EVERY_S, Change, PlaneBase
 from gpufleet.service.records import (
     POD_FAILED,
     POD_PENDING,

@@ -3,8 +3,9 @@ workloads with its history, and the stream of changes.
 
 :class:`PlaneBase` holds the state the API reads (records, history, counters) under one lock,
 authenticates callers, samples the cluster's history and publishes changes to subscribers.
-The embedded plane (:mod:`gpufleet.service.embedded_plane`) and the Kubernetes plane
-(:mod:`gpufleet.service.kube_plane`) add how workloads are accepted, run and recorded.
+The live planes (:mod:`gpufleet.service.live_plane`: the simulated cluster's and this
+machine's) and the Kubernetes plane (:mod:`gpufleet.service.kube_plane`) add how workloads are
+accepted, run and recorded.
 """
 
 from __future__ import annotations

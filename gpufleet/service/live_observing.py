@@ -1,7 +1,7 @@
-"""The embedded planes' observatory: their own series store, fed from their GPUs, kept in the
+"""The live planes' observatory: their own series store, fed from their GPUs, kept in the
 plane's SQLite file.
 
-Owns :class:`EmbeddedObserving`, used by the planes that keep their own series (no Prometheus):
+Owns :class:`LiveObserving`, used by the planes that keep their own series (no Prometheus):
 the simulated cluster's (:mod:`~gpufleet.service.embedded_plane`, on its scaled clock) and
 this machine's (:mod:`~gpufleet.service.local_plane`, on the wall clock, its GPUs read through
 NVML). Each round (every 15 s of the plane's clock by default) it reads every GPU (the plane's
@@ -85,7 +85,7 @@ class ObservedPlane(Protocol):
     def now(self) -> float: ...
 
 
-class EmbeddedObserving:
+class LiveObserving:
     """See the module docstring."""
 
     def __init__(

@@ -1,4 +1,4 @@
-"""The cycle collector around a burst of long-lived objects (control/allocation.py)."""
+"""The cycle collector around a burst of long-lived objects (control/gc_bursts.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpufleet.control.allocation import long_lived_burst, short_lived_burst, thaw
+from gpufleet.control.gc_bursts import long_lived_burst, short_lived_burst, thaw
 from gpufleet.scheduling.core import SchedulerCore
 
 

@@ -522,7 +522,7 @@ def test_a_job_that_never_ran_is_pending_never_running(
 def test_the_budgets_example_lists_the_job_its_budget_blocks_as_pending() -> None:
     """What examples/budgets says of itself: three sweeps run, the fourth waits on the
     research queue's budget, and is listed so."""
-    examples = Path(__file__).parents[2] / "examples"
+    examples = Path(__file__).parents[3] / "examples"
     scenario = read_scenario(examples / "budgets")
     nodes = read_cluster(examples / "clusters" / "small.yaml")
     run = run_workloads(nodes, scenario.workloads, "default", 42, scenario.queues)
