@@ -1,6 +1,6 @@
 """1,000 short jobs through one queue of ``serve --local`` (issue 16: none lost or run twice).
 
-    python benchmarks/local_jobs.py [--jobs 1000] [--idle-jobs 50]
+    python benchmarks/local_jobs.py [--jobs 1000] [--idle-jobs 50] [--cgroups]
 
 The plane of ``gpufleet serve --local`` (:class:`~gpufleet.service.local_plane.
 LocalControlPlane`: its loop in its thread, its SQLite store, the API's submit path without
@@ -16,8 +16,12 @@ HTTP) over eight fake GPUs (the fake NVML). Two phases:
 * idle: ``--idle-jobs`` jobs one at a time (each ends before the next is submitted): submit
   to start on an idle machine, the issue's target (<= 100 ms).
 
+``--cgroups``: each run in a cgroup of its own with its limits, as ``serve --local`` runs them
+where it may write the machine's cgroups (root; the hierarchy ``serve`` would use, under a
+parent of the benchmark's own), so that what the cgroups cost shows beside the plain run.
+
 The machine, its CPUs and its load before each phase are recorded. Results:
-benchmarks/results/local_jobs.md and .json.
+benchmarks/results/local_jobs.md and .json (``--cgroups``: local_jobs_cgroups.md and .json).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from gpufleet.backends.local.cgroups import Hierarchy, detect
 from gpufleet.backends.local.machine import LocalMachine
 from gpufleet.backends.local.node import machine_node
 from gpufleet.backends.local.run_state import EXIT_FILE, read_exit
@@ -55,7 +60,7 @@ QUEUE_DOC = {
     "apiVersion": "gpufleet.dev/v1alpha1",
     "kind": "Queue",
     "metadata": {"name": "jobs"},
-    "spec": {"quota": {"nvidia.com/gpu": 8}},
+    "spec": {"quota": {"nvidia.com/gpu": 8}, "namespaces": ["bench"]},
 }
 ADMIN = Principal("bench", "admin")
 
@@ -78,14 +83,14 @@ def job_body(name: str) -> bytes:
     return yaml.safe_dump(pod).encode()
 
 
-def open_plane(root: Path) -> LocalControlPlane:
+def open_plane(root: Path, cgroups: Hierarchy | None = None) -> LocalControlPlane:
     nvml = FakeNvml(parse_fake_spec(EIGHT_GPUS), clock=lambda: 0)
     nvml.nvmlInit()
     inventory = discover(nvml)
     store = Store(root / "plane.db")
     store.put_object(QUEUE, "jobs", QUEUE_DOC)
     node = machine_node(inventory, "bench", 16_000, 65_536)
-    machine = LocalMachine(inventory, root / "state", node=node, allow_root=True)
+    machine = LocalMachine(inventory, root / "state", node=node, allow_root=True, cgroups=cgroups)
     options = ServeOptions(admission=AdmissionConfig(min_runtime=0.0))
     return LocalControlPlane(store, machine, options, TenantUsers(allow_root=True))
 
@@ -164,9 +169,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--idle-jobs", type=int, default=50)
+    parser.add_argument("--cgroups", action="store_true", help="each run in a cgroup")
     args = parser.parse_args()
+    cgroups = None
+    if args.cgroups:
+        found = detect(parent=f"gpufleet-bench-{os.getpid()}")
+        if isinstance(found, str):
+            raise SystemExit(f"--cgroups: no cgroup hierarchy can be written here: {found}")
+        cgroups = found
     root = Path(tempfile.mkdtemp(prefix="gpufleet-jobs-"))
-    plane = open_plane(root)
+    plane = open_plane(root, cgroups)
     plane.start()
     try:
         idle = run_phase(plane, "idle", args.idle_jobs, one_at_a_time=True)
@@ -174,23 +186,30 @@ def main() -> None:
     finally:
         plane.stop()
         plane.store.close()
+        plane.machine.close()
         shutil.rmtree(root, ignore_errors=True)
     results = {
         "machine": f"{platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "cgroups": cgroups.describe() if cgroups is not None else None,
         "burst": burst,
         "idle": idle,
     }
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "local_jobs.json").write_text(json.dumps(results, indent=2) + "\n")
+    stem = "local_jobs_cgroups" if cgroups is not None else "local_jobs"
+    (RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=2) + "\n")
     ok = burst["jobs_with_one_run"] == args.jobs and burst["stored_states"] == {
         "Succeeded": args.jobs
     }
     b, i = burst["submit_to_start_ms"], idle["submit_to_start_ms"]
     lines = [
-        "# serve --local: 1,000 short jobs through one queue",
+        "# serve --local: 1,000 short jobs through one queue"
+        + (", each run in a cgroup" if cgroups is not None else ""),
         "",
-        f"`python benchmarks/local_jobs.py --jobs {args.jobs} --idle-jobs {args.idle_jobs}` on "
-        f"{results['machine']}: the plane of `serve --local` (loop thread, SQLite store, the "
+        f"`python benchmarks/local_jobs.py --jobs {args.jobs} --idle-jobs {args.idle_jobs}"
+        + (" --cgroups" if cgroups is not None else "")
+        + f"` on {results['machine']}"
+        + (f", runs in {cgroups.describe()} cgroups with their limits" if cgroups else "")
+        + ": the plane of `serve --local` (loop thread, SQLite store, the "
         "API's submit path without HTTP) on eight fake GPUs; each job a 1-GPU Pod running "
         "`/bin/date +%s.%N` in the queue `jobs` (8 GPUs).",
         "",
@@ -212,7 +231,7 @@ def main() -> None:
         f"ms, max {i['max']} ms (target: <= 100 ms).",
         "",
     ]
-    (RESULTS / "local_jobs.md").write_text("\n".join(lines))
+    (RESULTS / f"{stem}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 
