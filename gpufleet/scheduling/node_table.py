@@ -8,7 +8,7 @@ inter-pod rules count them (:class:`~gpufleet.scheduling.pod_index.PodIndex`, ``
 and a version stamp per row so that callers can cache per-row quantities and recompute only rows
 that changed. (What a unit holds: :mod:`gpufleet.model.sharing`.)
 
-Changes happen one row at a time through :meth:`NodeTable.allocate` and
+Changes happen one row at a time through :meth:`NodeTable.allocate` (of a :class:`Claim`) and
 :meth:`NodeTable.release`.
 
 A node may stop taking new pods, and take them again, while pods run there
@@ -25,6 +25,10 @@ the withheld part; when the device is healthy again the withheld part is free at
 Inside a trial (:meth:`begin_trial`) every change is logged so that
 :meth:`rollback` restores the rows exactly; this is how a gang is placed all or nothing.
 
+Its storage (the numpy columns and their growth) is :mod:`.table_columns`'s; the records it
+takes and gives (:class:`Claim`, :class:`Allocation`) are :mod:`.table_records`'; a pod that
+already runs is put back through :mod:`.put_back`.
+
 What it does not do: decide anything. Filters, scores and device choice live in plugins.
 """
 
@@ -38,7 +42,7 @@ import numpy as np
 
 from gpufleet.model import GPU_RESOURCE, MILLI_PER_GPU, Node, TaintEffect
 from gpufleet.model.node import UNSCHEDULABLE_REASON, Taint, unschedulable_reason
-from gpufleet.scheduling.pod_index import PodIndex
+from gpufleet.scheduling.table_columns import TableColumns
 from gpufleet.scheduling.table_records import (
     Allocation,
     BoolArray,
@@ -52,16 +56,9 @@ from gpufleet.scheduling.table_records import (
 __all__ = ["Allocation", "BoolArray", "Claim", "IntArray", "NodeTable"]
 
 _HARD_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
-#: The numpy columns, copied over when the table grows.
-_COLUMNS = (
-    "cpu_cap", "mem_cap", "cpu_free", "mem_free", "gpu_free", "gpu_count",
-    "full_free", "max_free", "gpu_mem", "model_id", "mig_cap", "mig_free", "tag_count", "alive",
-    "schedulable", "version", "hard_taints", "ext_cap", "ext_free", "units_cap", "units_free",
-    "replica_milli", "whole_milli", "resource_id", "one_unit",
-)  # fmt: skip
 
 
-class NodeTable:
+class NodeTable(TableColumns):
     """Columns over nodes. Rows are never reordered; removed nodes are marked dead.
 
     ``alive`` says a node is in the cluster; ``schedulable`` says new pods may go there
@@ -69,8 +66,8 @@ class NodeTable:
     """
 
     def __init__(self, nodes: Sequence[Node] = (), max_gpus: int = 8) -> None:
-        self.max_gpus = max(max_gpus, max((n.gpu_count for n in nodes), default=0), 1)
-        self.size = 0
+        max_gpus = max(max_gpus, max((n.gpu_count for n in nodes), default=0), 1)
+        super().__init__(max_gpus, max(len(nodes), 16))
         self.nodes: list[Node] = []
         #: Each row's ``node.gpu_model`` (the property counts the node's GPUs each time it is
         #: read; rows are never reused, so this is read once per node).
@@ -78,14 +75,7 @@ class NodeTable:
         self.row_of: dict[str, int] = {}
         self.model_names: list[str] = []
         self.model_id_of: dict[str, int] = {}
-        self.mig_profiles: list[str] = []
-        self.mig_profile_id: dict[str, int] = {}
-        self.taints: list[Taint] = []
-        self.taint_id: dict[Taint, int] = {}
         self.label_values: dict[str, dict[str, int]] = {}
-        self.ext_names: list[str] = []
-        self.ext_id: dict[str, int] = {}
-        self.pod_index = PodIndex()
         #: GPU resource names the nodes advertise (``resource_id`` indexes it).
         self.gpu_resources: list[str] = [GPU_RESOURCE]
         #: Whether some node advertises more than one unit per device (then units can run out
@@ -111,104 +101,14 @@ class NodeTable:
         self._change_log: list[int] = []
         self._undo: list[RowImage] | None = None
         self._trial_marks: list[int] = []
-        self._free_slices: list[list[list[tuple[int, int]]]] = []
         #: Per row: GPU index (as the device plugin numbers it) -> column position.
         self._positions: list[dict[int, int]] = []
         #: Rows with unhealthy devices (empty on a healthy cluster: the hot path tests that).
         self._sick: dict[int, Sickness] = {}
         #: Why each unschedulable live row takes no new pods (explain's reason).
         self.unschedulable_reasons: dict[int, str] = {}
-        self._allocate_columns(max(len(nodes), 16))
         for node in nodes:
             self.add_node(node)
-
-    # ----------------------------------------------------------------------------- storage
-    def _allocate_columns(self, capacity: int) -> None:
-        g = self.max_gpus
-        self.capacity = capacity
-        self.cpu_cap = np.zeros(capacity, np.int64)
-        self.mem_cap = np.zeros(capacity, np.int64)
-        self.cpu_free = np.zeros(capacity, np.int64)
-        self.mem_free = np.zeros(capacity, np.int64)
-        self.gpu_free = np.zeros((capacity, g), np.int64)
-        self.gpu_count = np.zeros(capacity, np.int64)
-        self.full_free = np.zeros(capacity, np.int64)
-        self.max_free = np.zeros(capacity, np.int64)
-        self.gpu_mem = np.zeros(capacity, np.int64)
-        self.model_id = np.full(capacity, -1, np.int64)
-        self.mig_cap = np.zeros((capacity, 0), np.int64)
-        self.mig_free = np.zeros((capacity, 0), np.int64)
-        self.tag_count = np.zeros((capacity, g + 1), np.int64)
-        self.alive = np.zeros(capacity, np.bool_)
-        self.schedulable = np.zeros(capacity, np.bool_)
-        self.version = np.zeros(capacity, np.int64)
-        self.hard_taints = np.zeros((capacity, 0), np.bool_)
-        self.ext_cap = np.zeros((capacity, 0), np.int64)
-        self.ext_free = np.zeros((capacity, 0), np.int64)
-        self.units_cap = np.zeros(capacity, np.int64)
-        self.units_free = np.zeros(capacity, np.int64)
-        #: Per row: the least milli-GPU a pod holding one unit holds (1000 without sharing).
-        self.replica_milli = np.full(capacity, MILLI_PER_GPU, np.int64)
-        #: Per row: what each unit of a whole-GPU request holds of its device.
-        self.whole_milli = np.full(capacity, MILLI_PER_GPU, np.int64)
-        #: Per row: the GPU resource advertised (index into ``gpu_resources``; -1: no GPUs).
-        self.resource_id = np.full(capacity, -1, np.int64)
-        #: Per row: the device plugin refuses a pod asking for more than one unit.
-        self.one_unit = np.zeros(capacity, np.bool_)
-        self.label_ids: dict[str, IntArray] = {}
-        self.pod_index.grow(capacity)
-
-    def _grow(self, rows: int, gpus: int) -> None:
-        """Make room for ``rows`` rows and ``gpus`` devices per node, keeping the contents."""
-        if rows <= self.capacity and gpus <= self.max_gpus:
-            return
-        old = {name: getattr(self, name) for name in _COLUMNS}
-        old_labels = self.label_ids
-        old_g = self.max_gpus
-        self.max_gpus = max(self.max_gpus, gpus)
-        self._allocate_columns(max(rows, 2 * self.capacity))
-        n = self.size
-        for name, array in old.items():
-            new = getattr(self, name)
-            if array.ndim == 1:
-                new[:n] = array[:n]
-            elif name == "tag_count":
-                new[:n, : old_g + 1] = array[:n]
-            elif name == "gpu_free":
-                new[:n, :old_g] = array[:n]
-            else:
-                resized = np.zeros((self.capacity, array.shape[1]), array.dtype)
-                resized[:n] = array[:n]
-                setattr(self, name, resized)
-        for key, ids in old_labels.items():
-            column = np.full(self.capacity, -1, np.int64)
-            column[:n] = ids[:n]
-            self.label_ids[key] = column
-
-    def _add_mig_profile(self, profile: str) -> int:
-        pid = len(self.mig_profiles)
-        self.mig_profiles.append(profile)
-        self.mig_profile_id[profile] = pid
-        self.mig_cap = np.hstack([self.mig_cap, np.zeros((self.capacity, 1), np.int64)])
-        self.mig_free = np.hstack([self.mig_free, np.zeros((self.capacity, 1), np.int64)])
-        for slices in self._free_slices:
-            slices.append([])
-        return pid
-
-    def _add_extended(self, name: str) -> int:
-        rid = len(self.ext_names)
-        self.ext_names.append(name)
-        self.ext_id[name] = rid
-        self.ext_cap = np.hstack([self.ext_cap, np.zeros((self.capacity, 1), np.int64)])
-        self.ext_free = np.hstack([self.ext_free, np.zeros((self.capacity, 1), np.int64)])
-        return rid
-
-    def _add_taint(self, taint: Taint) -> int:
-        tid = len(self.taints)
-        self.taints.append(taint)
-        self.taint_id[taint] = tid
-        self.hard_taints = np.hstack([self.hard_taints, np.zeros((self.capacity, 1), np.bool_)])
-        return tid
 
     # ----------------------------------------------------------------------------- nodes
     def add_node(self, node: Node) -> int:
