@@ -46,6 +46,7 @@ from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import PlacementEngine, Unschedulable
 from gpufleet.scheduling.node_table import NodeTable
 from gpufleet.scheduling.policies.bestfit import bestfit_policy
+from gpufleet.scheduling.put_back import put_back
 
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
@@ -231,28 +232,7 @@ def _snapshot(nodes: Sequence[Node], running: Sequence[RunningPod]) -> Placement
         row = table.row_of.get(run.placement.node)
         if row is None or not table.alive[row]:
             continue
-        pod, placement = run.pod, run.placement
-        demand = engine.demand(pod)
-        position_of = table.position_of(row)
-        slots = tuple((position_of[g], slot) for g, slot in placement.mig_slices)
-        table.allocate(
-            row,
-            pod.cpu_milli,
-            pod.memory_mib,
-            tuple(position_of[i] for i in placement.gpu_indices),
-            placement.milli_per_device,
-            demand.mig_profile if slots else -1,
-            slots,
-            demand.tag,
-            tuple(
-                (rid, min(amount, int(table.ext_free[row, rid])))
-                for rid, amount in demand.extended
-                if rid >= 0
-            ),
-            table.pod_index.identity(pod),
-            demand.units if placement.gpu_indices else 0,
-            existing=True,
-        )
+        put_back(table, run.pod, run.placement, engine.demand(run.pod))
     return engine
 
 

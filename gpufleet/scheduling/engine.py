@@ -49,7 +49,7 @@ from gpufleet.scheduling.interpod import (
     EXISTING_ANTI_AFFINITY_REASON,
     existing_anti_affinity_failures,
 )
-from gpufleet.scheduling.node_table import Allocation, BoolArray, IntArray, NodeTable
+from gpufleet.scheduling.node_table import Allocation, BoolArray, Claim, IntArray, NodeTable
 from gpufleet.scheduling.policies.devices import replica_devices, share_milli
 from gpufleet.scheduling.preferences import may_prefer, preferred_rows
 from gpufleet.scheduling.row_cache import RowTracker
@@ -416,19 +416,20 @@ class PlacementEngine:
             choice = DeviceChoice(replica_devices(table, row, milli, demand.gpu_count))
         else:
             choice = self.policy.devices.choose(table, row, demand)
-        allocation = table.allocate(
+        claim = Claim(
             row,
             demand.cpu_milli,
             demand.memory_mib,
-            choice.positions,
+            tuple(choice.positions),
             milli,
             demand.mig_profile if demand.mig_count else -1,
-            choice.mig_slices,
+            tuple(choice.mig_slices),
             demand.tag,
             demand.extended,
             identity,
             demand.units,
         )
+        allocation = table.allocate(claim)
         node = table.nodes[row]
         placement = Placement(
             node.name,

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gpufleet.model import MILLI_PER_GPU, Node, Placement, Pod
+from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict
 from gpufleet.model.priorities import LOWEST_PRIORITY
 from gpufleet.model.workload import Workload
@@ -32,6 +32,7 @@ from gpufleet.scheduling.framework import Permit
 from gpufleet.scheduling.node_table import Allocation
 from gpufleet.scheduling.parking import Parking
 from gpufleet.scheduling.pending import Parked
+from gpufleet.scheduling.put_back import put_back
 from gpufleet.scheduling.running import RunningWorkload
 
 if TYPE_CHECKING:
@@ -321,43 +322,8 @@ class Lifecycle:
         its units count against what the node advertises, so nothing new goes there until
         usage fits again, as kube-scheduler counts a node's requested resources). ``beyond``:
         it ran there before the node shrank, so it is counted even beyond what is free."""
-        table = self.state.table
-        row = table.row_of[placement.node]
-        demand = self.state.engine.demand(pod)
-        position_of = table.position_of(row)
-        free_slices = (
-            set(table.free_mig_slices(row, demand.mig_profile))
-            if beyond and placement.mig_slices and demand.mig_profile >= 0
-            else None
-        )
-        slots = tuple(
-            (position_of[g], slot)
-            for g, slot in placement.mig_slices
-            if g in position_of and (free_slices is None or (position_of[g], slot) in free_slices)
-        )
-        milli = placement.gpu_milli_per_device or (MILLI_PER_GPU if placement.gpu_indices else 0)
-        missing = tuple(i for i in placement.gpu_indices if i not in position_of)
-        return table.allocate(
-            row,
-            pod.cpu_milli,
-            pod.memory_mib,
-            tuple(position_of[i] for i in placement.gpu_indices if i in position_of),
-            milli,
-            demand.mig_profile if slots else -1,
-            slots,
-            demand.tag,
-            # What it holds, as far as the node has it: a bound pod is a fact, not a request.
-            tuple(
-                (rid, amount if beyond else min(amount, int(table.ext_free[row, rid])))
-                for rid, amount in demand.extended
-                if rid >= 0
-            ),
-            table.pod_index.identity(pod),
-            demand.units if placement.gpu_indices else 0,
-            existing=True,  # it may run on a device that is unhealthy now
-            missing=missing,
-            beyond=beyond,
-        )
+        state = self.state
+        return put_back(state.table, pod, placement, state.engine.demand(pod), beyond)
 
     # ----------------------------------------------------------------------------- nodes
     def held_on(self, row: int) -> list[tuple[RunningWorkload, Bound]]:

@@ -8,7 +8,7 @@ inter-pod rules count them (:class:`~gpufleet.scheduling.pod_index.PodIndex`, ``
 and a version stamp per row so that callers can cache per-row quantities and recompute only rows
 that changed. (What a unit holds: :mod:`gpufleet.model.sharing`.)
 
-Changes happen one row at a time through :meth:`NodeTable.allocate` and
+Changes happen one row at a time through :meth:`NodeTable.allocate` (of a :class:`Claim`) and
 :meth:`NodeTable.release`.
 
 A node may stop taking new pods, and take them again, while pods run there
@@ -25,6 +25,10 @@ the withheld part; when the device is healthy again the withheld part is free at
 Inside a trial (:meth:`begin_trial`) every change is logged so that
 :meth:`rollback` restores the rows exactly; this is how a gang is placed all or nothing.
 
+Its storage (the numpy columns and their growth) is :mod:`.table_columns`'s; the records it
+takes and gives (:class:`Claim`, :class:`Allocation`) are :mod:`.table_records`'; a pod that
+already runs is put back through :mod:`.put_back`.
+
 What it does not do: decide anything. Filters, scores and device choice live in plugins.
 """
 
@@ -32,88 +36,29 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
-import numpy.typing as npt
 
 from gpufleet.model import GPU_RESOURCE, MILLI_PER_GPU, Node, TaintEffect
 from gpufleet.model.node import UNSCHEDULABLE_REASON, Taint, unschedulable_reason
-from gpufleet.model.sharing import held_gpu_milli
-from gpufleet.scheduling.pod_index import PodIndex
+from gpufleet.scheduling.table_columns import TableColumns
+from gpufleet.scheduling.table_records import (
+    Allocation,
+    BoolArray,
+    Claim,
+    IntArray,
+    RowImage,
+    Sickness,
+)
 
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
+#: The records live in table_records; they stay importable from here.
+__all__ = ["Allocation", "BoolArray", "Claim", "IntArray", "NodeTable"]
 
 _HARD_EFFECTS = (TaintEffect.NO_SCHEDULE, TaintEffect.NO_EXECUTE)
-#: The numpy columns, copied over when the table grows.
-_COLUMNS = (
-    "cpu_cap", "mem_cap", "cpu_free", "mem_free", "gpu_free", "gpu_count",
-    "full_free", "max_free", "gpu_mem", "model_id", "mig_cap", "mig_free", "tag_count", "alive",
-    "schedulable", "version", "hard_taints", "ext_cap", "ext_free", "units_cap", "units_free",
-    "replica_milli", "whole_milli", "resource_id", "one_unit",
-)  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class Allocation:
-    """What one pod holds on one row; enough to give it back exactly."""
-
-    row: int
-    cpu_milli: int
-    memory_mib: int
-    gpu_indices: tuple[int, ...] = ()
-    gpu_milli_per_device: int = 0
-    mig_profile: int = -1
-    mig_slices: tuple[tuple[int, int], ...] = ()
-    tag: int = -1
-    #: Extended resources held: (resource id, units).
-    extended: tuple[tuple[int, int], ...] = ()
-    #: The holder's identity in the table's pod index (-1: not counted there).
-    identity: int = -1
-    #: Units of the node's GPU resource taken (what the kubelet counts).
-    units: int = 0
-
-    @property
-    def gpu_milli(self) -> int:
-        """The GPU amount held (:func:`~gpufleet.model.sharing.held_gpu_milli`)."""
-        return held_gpu_milli(self.gpu_milli_per_device, len(self.gpu_indices))
-
-
-@dataclass(slots=True)
-class _Sickness:
-    """What a row withholds for its unhealthy devices (positions)."""
-
-    positions: frozenset[int]
-    #: Position -> milli-GPU free on that device, not offered.
-    withheld: dict[int, int]
-    #: MIG profile id -> free slices (position, slot) on unhealthy devices, not offered.
-    slices: dict[int, list[tuple[int, int]]]
-    #: Units of the node's GPU resource not offered (the kubelet stops advertising them).
-    units: int
-
-    def copy(self) -> _Sickness:
-        slices = {pid: list(free) for pid, free in self.slices.items()}
-        return _Sickness(self.positions, dict(self.withheld), slices, self.units)
-
-
-@dataclass(slots=True)
-class _RowImage:
-    """A row's mutable state, saved before a change inside a trial."""
-
-    row: int
-    cpu_free: int
-    mem_free: int
-    gpu_free: IntArray
-    mig_free: IntArray
-    tag_count: IntArray
-    free_slices: list[list[tuple[int, int]]]
-    ext_free: IntArray | None
-    units_free: int
-    sickness: _Sickness | None
-
-
-class NodeTable:
+class NodeTable(TableColumns):
     """Columns over nodes. Rows are never reordered; removed nodes are marked dead.
 
     ``alive`` says a node is in the cluster; ``schedulable`` says new pods may go there
@@ -121,8 +66,8 @@ class NodeTable:
     """
 
     def __init__(self, nodes: Sequence[Node] = (), max_gpus: int = 8) -> None:
-        self.max_gpus = max(max_gpus, max((n.gpu_count for n in nodes), default=0), 1)
-        self.size = 0
+        max_gpus = max(max_gpus, max((n.gpu_count for n in nodes), default=0), 1)
+        super().__init__(max_gpus, max(len(nodes), 16))
         self.nodes: list[Node] = []
         #: Each row's ``node.gpu_model`` (the property counts the node's GPUs each time it is
         #: read; rows are never reused, so this is read once per node).
@@ -130,14 +75,7 @@ class NodeTable:
         self.row_of: dict[str, int] = {}
         self.model_names: list[str] = []
         self.model_id_of: dict[str, int] = {}
-        self.mig_profiles: list[str] = []
-        self.mig_profile_id: dict[str, int] = {}
-        self.taints: list[Taint] = []
-        self.taint_id: dict[Taint, int] = {}
         self.label_values: dict[str, dict[str, int]] = {}
-        self.ext_names: list[str] = []
-        self.ext_id: dict[str, int] = {}
-        self.pod_index = PodIndex()
         #: GPU resource names the nodes advertise (``resource_id`` indexes it).
         self.gpu_resources: list[str] = [GPU_RESOURCE]
         #: Whether some node advertises more than one unit per device (then units can run out
@@ -161,106 +99,16 @@ class NodeTable:
         #: The most recent changed rows, in order (the last one changed at ``clock``), so that
         #: caches find what changed since they last looked in O(changes).
         self._change_log: list[int] = []
-        self._undo: list[_RowImage] | None = None
+        self._undo: list[RowImage] | None = None
         self._trial_marks: list[int] = []
-        self._free_slices: list[list[list[tuple[int, int]]]] = []
         #: Per row: GPU index (as the device plugin numbers it) -> column position.
         self._positions: list[dict[int, int]] = []
         #: Rows with unhealthy devices (empty on a healthy cluster: the hot path tests that).
-        self._sick: dict[int, _Sickness] = {}
+        self._sick: dict[int, Sickness] = {}
         #: Why each unschedulable live row takes no new pods (explain's reason).
         self.unschedulable_reasons: dict[int, str] = {}
-        self._allocate_columns(max(len(nodes), 16))
         for node in nodes:
             self.add_node(node)
-
-    # ----------------------------------------------------------------------------- storage
-    def _allocate_columns(self, capacity: int) -> None:
-        g = self.max_gpus
-        self.capacity = capacity
-        self.cpu_cap = np.zeros(capacity, np.int64)
-        self.mem_cap = np.zeros(capacity, np.int64)
-        self.cpu_free = np.zeros(capacity, np.int64)
-        self.mem_free = np.zeros(capacity, np.int64)
-        self.gpu_free = np.zeros((capacity, g), np.int64)
-        self.gpu_count = np.zeros(capacity, np.int64)
-        self.full_free = np.zeros(capacity, np.int64)
-        self.max_free = np.zeros(capacity, np.int64)
-        self.gpu_mem = np.zeros(capacity, np.int64)
-        self.model_id = np.full(capacity, -1, np.int64)
-        self.mig_cap = np.zeros((capacity, 0), np.int64)
-        self.mig_free = np.zeros((capacity, 0), np.int64)
-        self.tag_count = np.zeros((capacity, g + 1), np.int64)
-        self.alive = np.zeros(capacity, np.bool_)
-        self.schedulable = np.zeros(capacity, np.bool_)
-        self.version = np.zeros(capacity, np.int64)
-        self.hard_taints = np.zeros((capacity, 0), np.bool_)
-        self.ext_cap = np.zeros((capacity, 0), np.int64)
-        self.ext_free = np.zeros((capacity, 0), np.int64)
-        self.units_cap = np.zeros(capacity, np.int64)
-        self.units_free = np.zeros(capacity, np.int64)
-        #: Per row: the least milli-GPU a pod holding one unit holds (1000 without sharing).
-        self.replica_milli = np.full(capacity, MILLI_PER_GPU, np.int64)
-        #: Per row: what each unit of a whole-GPU request holds of its device.
-        self.whole_milli = np.full(capacity, MILLI_PER_GPU, np.int64)
-        #: Per row: the GPU resource advertised (index into ``gpu_resources``; -1: no GPUs).
-        self.resource_id = np.full(capacity, -1, np.int64)
-        #: Per row: the device plugin refuses a pod asking for more than one unit.
-        self.one_unit = np.zeros(capacity, np.bool_)
-        self.label_ids: dict[str, IntArray] = {}
-        self.pod_index.grow(capacity)
-
-    def _grow(self, rows: int, gpus: int) -> None:
-        """Make room for ``rows`` rows and ``gpus`` devices per node, keeping the contents."""
-        if rows <= self.capacity and gpus <= self.max_gpus:
-            return
-        old = {name: getattr(self, name) for name in _COLUMNS}
-        old_labels = self.label_ids
-        old_g = self.max_gpus
-        self.max_gpus = max(self.max_gpus, gpus)
-        self._allocate_columns(max(rows, 2 * self.capacity))
-        n = self.size
-        for name, array in old.items():
-            new = getattr(self, name)
-            if array.ndim == 1:
-                new[:n] = array[:n]
-            elif name == "tag_count":
-                new[:n, : old_g + 1] = array[:n]
-            elif name == "gpu_free":
-                new[:n, :old_g] = array[:n]
-            else:
-                resized = np.zeros((self.capacity, array.shape[1]), array.dtype)
-                resized[:n] = array[:n]
-                setattr(self, name, resized)
-        for key, ids in old_labels.items():
-            column = np.full(self.capacity, -1, np.int64)
-            column[:n] = ids[:n]
-            self.label_ids[key] = column
-
-    def _add_mig_profile(self, profile: str) -> int:
-        pid = len(self.mig_profiles)
-        self.mig_profiles.append(profile)
-        self.mig_profile_id[profile] = pid
-        self.mig_cap = np.hstack([self.mig_cap, np.zeros((self.capacity, 1), np.int64)])
-        self.mig_free = np.hstack([self.mig_free, np.zeros((self.capacity, 1), np.int64)])
-        for slices in self._free_slices:
-            slices.append([])
-        return pid
-
-    def _add_extended(self, name: str) -> int:
-        rid = len(self.ext_names)
-        self.ext_names.append(name)
-        self.ext_id[name] = rid
-        self.ext_cap = np.hstack([self.ext_cap, np.zeros((self.capacity, 1), np.int64)])
-        self.ext_free = np.hstack([self.ext_free, np.zeros((self.capacity, 1), np.int64)])
-        return rid
-
-    def _add_taint(self, taint: Taint) -> int:
-        tid = len(self.taints)
-        self.taints.append(taint)
-        self.taint_id[taint] = tid
-        self.hard_taints = np.hstack([self.hard_taints, np.zeros((self.capacity, 1), np.bool_)])
-        return tid
 
     # ----------------------------------------------------------------------------- nodes
     def add_node(self, node: Node) -> int:
@@ -521,7 +369,7 @@ class NodeTable:
         units = whole * self.nodes[row].gpu_sharing.replicas
         self.units_free[row] -= units
         self.replicated |= units > 0
-        self._sick[row] = _Sickness(positions, withheld, slices, units)
+        self._sick[row] = Sickness(positions, withheld, slices, units)
 
     def _restore_withheld(self, row: int) -> None:
         """Offer again everything withheld on ``row``."""
@@ -579,7 +427,7 @@ class NodeTable:
     def _save(self, row: int) -> None:
         if self._undo is not None:
             self._undo.append(
-                _RowImage(
+                RowImage(
                     row,
                     int(self.cpu_free[row]),
                     int(self.mem_free[row]),
@@ -593,59 +441,20 @@ class NodeTable:
                 )
             )
 
-    def allocate(
-        self,
-        row: int,
-        cpu_milli: int,
-        memory_mib: int,
-        positions: Sequence[int] = (),
-        milli_per_device: int = 0,
-        mig_profile: int = -1,
-        mig_slices: Sequence[tuple[int, int]] = (),
-        tag: int = -1,
-        extended: Sequence[tuple[int, int]] = (),
-        identity: int = -1,
-        units: int = 0,
-        existing: bool = False,
-        missing: Sequence[int] = (),
-        beyond: bool = False,
-    ) -> Allocation:
-        """Take resources on one row. Raises if they are not free (callers filter first).
-
-        ``extended``: (resource id, units) of extended resources; ``identity``: the holder's
-        identity in :attr:`pod_index` (``pod_index.identity(pod)``), so that the inter-pod
-        rules count it (-1: it does not count). ``existing``: the holder already runs there
-        (bound by someone else, or put back after a trial release): it may hold devices that
-        are unhealthy now, which nothing new may take. ``missing``: GPU indices an existing
-        holder holds that the node no longer lists (the device plugin withdrew them): kept
-        in the allocation, and its ``units`` counted whatever the node advertises, so that
-        nothing new takes a unit until usage fits the node again. ``beyond``: an existing
-        holder counted even beyond what the row has free (CPU, memory, extended resources,
-        units going below zero): a pod that ran there before the node shrank.
-        """
+    def allocate(self, claim: Claim) -> Allocation:
+        """Take what ``claim`` asks on its row (see :class:`Claim` for ``existing``,
+        ``missing`` and ``beyond``). Raises if it is not free (callers filter first)."""
+        row, units, beyond, missing = claim.row, claim.units, claim.beyond, claim.missing
         if missing or (beyond and units > self.units_free[row]):
             self.replicated = True  # units run out before devices do there
         sick = self._sick.get(row) if self._sick else None
         if sick is not None:
-            return self._allocate_on_sick_row(
-                sick,
-                row,
-                cpu_milli,
-                memory_mib,
-                positions,
-                milli_per_device,
-                mig_profile,
-                mig_slices,
-                tag,
-                extended,
-                identity,
-                units,
-                existing,
-                missing,
-                beyond,
-            )
+            return self._allocate_on_sick_row(sick, claim)
         if not self.alive[row]:
             raise ValueError(f"node {self.nodes[row].name!r} has left the cluster")
+        cpu_milli, memory_mib = claim.cpu_milli, claim.memory_mib
+        positions, milli_per_device = claim.positions, claim.milli_per_device
+        mig_profile, mig_slices, extended = claim.mig_profile, claim.mig_slices, claim.extended
         if beyond:
             pass
         elif cpu_milli > self.cpu_free[row] or memory_mib > self.mem_free[row]:
@@ -680,15 +489,15 @@ class NodeTable:
             for s in mig_slices:
                 free.remove(s)
             self.mig_free[row, mig_profile] -= len(mig_slices)
-        if tag >= 0:
-            self.tag_count[row, tag] += 1
+        if claim.tag >= 0:
+            self.tag_count[row, claim.tag] += 1
         for rid, amount in extended:
             self.ext_free[row, rid] -= amount
-        if identity >= 0:
-            self.pod_index.add(row, identity, 1)
+        if claim.identity >= 0:
+            self.pod_index.add(row, claim.identity, 1)
         self._refresh_gpu_summary(row)
         self._touch(row)
-        devices = tuple(self.device_index(row, p) for p in positions) + tuple(missing)
+        devices = tuple(self.device_index(row, p) for p in positions) + missing
         return Allocation(
             row,
             cpu_milli,
@@ -696,40 +505,28 @@ class NodeTable:
             devices,
             milli_per_device,
             mig_profile,
-            tuple(mig_slices),
-            tag,
-            tuple(extended),
-            identity,
+            mig_slices,
+            claim.tag,
+            extended,
+            claim.identity,
             units,
         )
 
-    def _allocate_on_sick_row(
-        self,
-        sick: _Sickness,
-        row: int,
-        cpu_milli: int,
-        memory_mib: int,
-        positions: Sequence[int],
-        milli_per_device: int,
-        mig_profile: int,
-        mig_slices: Sequence[tuple[int, int]],
-        tag: int,
-        extended: Sequence[tuple[int, int]],
-        identity: int,
-        units: int,
-        existing: bool,
-        missing: Sequence[int],
-        beyond: bool,
-    ) -> Allocation:
+    def _allocate_on_sick_row(self, sick: Sickness, claim: Claim) -> Allocation:
         """:meth:`allocate` on a row with unhealthy devices: what lies on them comes out of
         the withheld part, and only for an ``existing`` holder; the rest as usual."""
+        row, units = claim.row, claim.units
         name = self.nodes[row].name
-        hidden = [p for p in positions if p in sick.positions]
-        hidden_slices = [s for s in mig_slices if s[0] in sick.positions]
-        if (hidden or hidden_slices) and not existing:
+        hidden = [p for p in claim.positions if p in sick.positions]
+        hidden_slices = [s for s in claim.mig_slices if s[0] in sick.positions]
+        if (hidden or hidden_slices) and not claim.existing:
             index = self.device_index(row, (hidden or [hidden_slices[0][0]])[0])
             raise ValueError(f"GPU {index} of {name!r} is unhealthy")
-        if units and units > self.units_free[row] and not (existing or missing or beyond):
+        if (
+            units
+            and units > self.units_free[row]
+            and not (claim.existing or claim.missing or claim.beyond)
+        ):
             node = self.nodes[row]
             raise ValueError(
                 f"{name!r} has {self.units_free[row]} {node.gpu_resource} free, {units} asked"
@@ -737,13 +534,10 @@ class NodeTable:
         # Checked against the row as if all were healthy (an existing holder counts even where
         # the kubelet advertises fewer units now), then withheld again.
         with self._unwithheld(row, sick):
-            return self.allocate(
-                row, cpu_milli, memory_mib, positions, milli_per_device, mig_profile, mig_slices,
-                tag, extended, identity, units, missing=missing, beyond=beyond,
-            )  # fmt: skip
+            return self.allocate(replace(claim, existing=False))
 
     @contextmanager
-    def _unwithheld(self, row: int, sick: _Sickness) -> Iterator[None]:
+    def _unwithheld(self, row: int, sick: Sickness) -> Iterator[None]:
         """Inside: ``row`` offers what its unhealthy devices withhold (saved once for a
         rollback first); after: withheld again, what changed on those devices included."""
         self._save(row)
@@ -761,8 +555,7 @@ class NodeTable:
         back by a preemption search)."""
         a = allocation
         position = self._positions[a.row]
-        missing = tuple(i for i in a.gpu_indices if i not in position)
-        return self.allocate(
+        claim = Claim(
             a.row,
             a.cpu_milli,
             a.memory_mib,
@@ -775,9 +568,10 @@ class NodeTable:
             a.identity,
             a.units,
             existing=True,
-            missing=missing,
+            missing=tuple(i for i in a.gpu_indices if i not in position),
             beyond=True,  # what it held, even where the node advertises less now
         )
+        return self.allocate(claim)
 
     def release(self, allocation: Allocation) -> None:
         """Give back exactly what :meth:`allocate` took."""

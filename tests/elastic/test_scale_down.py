@@ -22,7 +22,7 @@ from gpufleet.elastic.scale_down import (
 from gpufleet.model import Node, Placement
 from gpufleet.model.nodepools import NodePool
 from gpufleet.scheduling.engine import PlacementEngine, Unschedulable
-from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.node_table import Claim, NodeTable
 from gpufleet.scheduling.policies.bestfit import bestfit_policy
 from gpufleet.testing.builders import (
     GPU_TAINT,
@@ -88,6 +88,26 @@ def test_an_underused_node_is_drained_when_its_pods_fit_elsewhere() -> None:
     assert action.moves == {"default/small": "n0"}
     assert action.reason == "25% of its GPUs requested for 600 s; its 1 pod(s) fit on n0"
     assert decision.kept["n0"].startswith("88% of its GPUs requested")
+
+
+@pytest.mark.parametrize(
+    "listed_gpus",
+    [
+        pytest.param(8, id="all-devices-listed"),
+        pytest.param(7, id="a-held-device-withdrawn"),
+    ],
+)
+def test_a_pod_on_a_device_its_node_no_longer_lists_is_counted_as_the_core_counts_it(
+    listed_gpus: int,
+) -> None:
+    """The snapshot puts running pods back as the core does (devices the device plugin
+    withdrew stay held), instead of failing on the missing device."""
+    n0, n1 = nodes(2)
+    cluster = [replace(n0, gpus=n0.gpus[:listed_gpus]), n1]
+    running = [*on("n0", 4, 4, "big"), *on("n1", 0, 2, "small")]
+    decision = twice(cluster, running)
+    (action,) = decision.actions
+    assert (action.node, action.moves) == ("n1", {"default/small": "n0"})
 
 
 @pytest.mark.parametrize(
@@ -206,7 +226,7 @@ def test_scale_down_removes_only_nodes_whose_pods_fit_elsewhere_and_may_move(
         row = table.row_of[run.placement.node]
         positions = table.position_of(row)
         devices = tuple(positions[i] for i in run.placement.gpu_indices)
-        table.allocate(row, run.pod.cpu_milli, run.pod.memory_mib, devices, 1000)
+        table.allocate(Claim(row, run.pod.cpu_milli, run.pod.memory_mib, devices, 1000))
     for run in running:
         if run.placement.node in removed:
             target = np.zeros(table.size, np.bool_)
@@ -223,7 +243,7 @@ def lent(cluster: list[Node], running: list[RunningPod]) -> PlacementEngine:
         row = table.row_of[run.placement.node]
         positions = table.position_of(row)
         devices = tuple(positions[i] for i in run.placement.gpu_indices)
-        table.allocate(row, run.pod.cpu_milli, run.pod.memory_mib, devices, 1000)
+        table.allocate(Claim(row, run.pod.cpu_milli, run.pod.memory_mib, devices, 1000))
     return engine
 
 

@@ -28,7 +28,7 @@ from gpufleet.model.workload import TopologyMode, TopologyRequest, Workload
 from gpufleet.scheduling.admission import requested
 from gpufleet.scheduling.core import SchedulerCore
 from gpufleet.scheduling.engine import Unschedulable
-from gpufleet.scheduling.node_table import Allocation, BoolArray, NodeTable
+from gpufleet.scheduling.node_table import Allocation, BoolArray, Claim, NodeTable
 from gpufleet.scheduling.pending import Parked, PendingWorkloads
 from gpufleet.scheduling.preemption.candidates import QueueVictims
 from gpufleet.scheduling.preemption.victims import VictimColumns, find_victims, victim_facts
@@ -79,7 +79,7 @@ def test_a_table_state_number_names_one_content(ops: list[str], data: st.DataObj
             row = data.draw(st.integers(0, table.size - 1))
             free = [p for p in range(int(table.gpu_count[row])) if table.gpu_free[row, p] > 0]
             if table.alive[row] and free and table.cpu_free[row] >= 1_000:
-                held.append(table.allocate(row, 1_000, 0, (free[0],), 500))
+                held.append(table.allocate(Claim(row, 1_000, 0, (free[0],), 500)))
         elif op == "release" and held:
             table.release(held.pop(data.draw(st.integers(0, len(held) - 1))))
         elif op == "begin":

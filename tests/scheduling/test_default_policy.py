@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gpufleet.model import Node, Pod
 from gpufleet.scheduling.engine import Bound, PlacementEngine
-from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.node_table import Claim, NodeTable
 from gpufleet.scheduling.policies import PolicyContext, make_policy
 from gpufleet.scheduling.policies.default_gaps import gap_waste
 from gpufleet.scheduling.target import PodShape, TargetWorkload, typical_shapes
@@ -72,8 +72,8 @@ def test_a_share_avoids_leaving_a_useless_sliver() -> None:
     chosen = {}
     for policy in ("default", "bestfit"):
         table = NodeTable([make_node("n", gpus=2)])
-        table.allocate(0, 0, 0, (0,), 470)
-        table.allocate(0, 0, 0, (1,), 320)
+        table.allocate(Claim(0, 0, 0, (0,), 470))
+        table.allocate(Claim(0, 0, 0, (1,), 320))
         engine = PlacementEngine(table, make_policy(policy, table, PolicyContext(target)))
         chosen[policy] = place(engine, make_pod(milli=320)).placement.gpu_indices
     assert chosen == {"default": (1,), "bestfit": (0,)}
@@ -96,9 +96,9 @@ def test_scarce_multi_gpu_slots_are_kept() -> None:
     nodes = [make_node("four", gpus=8), make_node("five", gpus=8), make_node("other", gpus=4)]
     engine = engine_for(nodes, target)
     table = engine.table
-    table.allocate(0, 0, 0, (0, 1, 2, 3), 1000)
-    table.allocate(1, 0, 0, (0, 1, 2), 1000)
-    table.allocate(2, 0, 0, (0, 1, 2, 3), 1000)
+    table.allocate(Claim(0, 0, 0, (0, 1, 2, 3), 1000))
+    table.allocate(Claim(1, 0, 0, (0, 1, 2), 1000))
+    table.allocate(Claim(2, 0, 0, (0, 1, 2, 3), 1000))
     for _ in range(40):
         engine.observe(make_pod(gpus=4))
     assert place(engine, make_pod(gpus=1)).placement.node == "five"
@@ -108,8 +108,8 @@ def test_without_expected_multi_gpu_pods_whole_gpus_consolidate() -> None:
     target = TargetWorkload((PodShape(1000, 1000, 1),), (1.0,))
     nodes = [make_node("four", gpus=8), make_node("five", gpus=8)]
     engine = engine_for(nodes, target)
-    engine.table.allocate(0, 0, 0, (0, 1, 2, 3), 1000)
-    engine.table.allocate(1, 0, 0, (0, 1, 2), 1000)
+    engine.table.allocate(Claim(0, 0, 0, (0, 1, 2, 3), 1000))
+    engine.table.allocate(Claim(1, 0, 0, (0, 1, 2), 1000))
     assert place(engine, make_pod(gpus=1)).placement.node == "four"
 
 
@@ -127,7 +127,7 @@ def test_cpu_only_pods_go_where_gpus_are_busy() -> None:
     target = TargetWorkload((PodShape(1000, 1000, 1),), (1.0,))
     nodes = [make_node("idle", gpus=4), make_node("busy", gpus=4)]
     engine = engine_for(nodes, target)
-    engine.table.allocate(1, 0, 0, (0, 1, 2, 3), 1000)
+    engine.table.allocate(Claim(1, 0, 0, (0, 1, 2, 3), 1000))
     assert place(engine, make_pod(cpu=4000)).placement.node == "busy"
 
 

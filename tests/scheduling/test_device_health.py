@@ -19,7 +19,7 @@ from gpufleet.model.events import DeviceHealthChanged, PodDeleted, WorkloadAdded
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.engine import Bound, PlacementEngine, Unschedulable
 from gpufleet.scheduling.filters import UNHEALTHY_GPUS
-from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.node_table import Claim, NodeTable
 from gpufleet.scheduling.policies.bestfit import bestfit_policy
 from gpufleet.testing.builders import make_node, make_pod, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core
@@ -94,8 +94,8 @@ def test_a_pod_on_a_failing_device_stays_counted_and_its_release_is_exact() -> N
 def test_an_existing_holder_on_an_unhealthy_device_is_counted_but_nothing_new_goes_there() -> None:
     table = NodeTable([make_node("n", gpus=2, unhealthy=[1])])
     with pytest.raises(ValueError, match="GPU 1 of 'n' is unhealthy"):
-        table.allocate(0, 1000, 1024, (1,), 1000, units=1)
-    allocation = table.allocate(0, 1000, 1024, (1,), 500, units=1, existing=True)
+        table.allocate(Claim(0, 1000, 1024, (1,), 1000, units=1))
+    allocation = table.allocate(Claim(0, 1000, 1024, (1,), 500, units=1, existing=True))
     assert table.withheld(0)[0][1] == 500
     table.release(allocation)
     assert table.withheld(0)[0][1] == 1000

@@ -13,7 +13,7 @@ from gpufleet.model import Node, Placement
 from gpufleet.model.actions import Action, Bind, Evict
 from gpufleet.model.events import NodeAdded, NodeRemoved, PodBound, PodDeleted
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.node_table import Claim, NodeTable
 from gpufleet.testing.builders import make_node, make_pod, make_workload
 from gpufleet.testing.fakes import EchoCluster, make_core
 
@@ -127,7 +127,9 @@ def test_a_recreated_node_counts_the_pods_being_evicted_there_too() -> None:
 
 def test_the_table_keeps_devices_a_node_no_longer_lists_in_the_allocation() -> None:
     table = NodeTable([make_node("n", gpus=2)])
-    allocation = table.allocate(0, 1000, 1024, (0, 1), 1000, units=3, existing=True, missing=(2,))
+    allocation = table.allocate(
+        Claim(0, 1000, 1024, (0, 1), 1000, units=3, existing=True, missing=(2,))
+    )
     assert allocation.gpu_indices == (0, 1, 2)
     assert int(table.units_free[0]) == -1
     assert table.replicated  # the units filter runs: devices may be free while units are not

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gpufleet.model import Pod
 from gpufleet.scheduling.engine import Bound, PlacementEngine
-from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.node_table import Claim, NodeTable
 from gpufleet.scheduling.policies.bestfit import bestfit_policy
 from gpufleet.testing.builders import make_cluster, make_node, make_pod
 
@@ -122,10 +122,10 @@ def test_grows_when_nodes_with_more_gpus_join() -> None:
 def test_allocate_refuses_what_is_not_free() -> None:
     table = NodeTable([make_node("n", gpus=1, cpu=1000)])
     with pytest.raises(ValueError, match="not enough CPU"):
-        table.allocate(0, 2000, 0)
-    table.allocate(0, 0, 0, (0,), 700)
+        table.allocate(Claim(0, 2000, 0))
+    table.allocate(Claim(0, 0, 0, (0,), 700))
     with pytest.raises(ValueError, match="300 milli free, 400 asked"):
-        table.allocate(0, 0, 0, (0,), 400)
+        table.allocate(Claim(0, 0, 0, (0,), 400))
 
 
 def test_removed_node_is_not_schedulable_and_leaves_capacity() -> None:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gpufleet.model.affinity import PlacementRules
 from gpufleet.model.selectors import LabelSelector, PodSelector
-from gpufleet.scheduling.node_table import Allocation, NodeTable
+from gpufleet.scheduling.node_table import Allocation, Claim, NodeTable
 from gpufleet.scheduling.pod_index import PodIndex
 from gpufleet.testing.builders import label_selector, make_cluster, make_pod, pod_term, weighted
 
@@ -61,7 +61,7 @@ def test_counts_equal_a_recount_after_any_sequence(ops: list[tuple[str, int, int
         if op == "place":
             pod = PODS[a]
             rdma = ((RDMA, 1),) if table.ext_free[b, RDMA] else ()
-            taken = table.allocate(b, 0, 0, extended=rdma, identity=index.identity(pod))
+            taken = table.allocate(Claim(b, 0, 0, extended=rdma, identity=index.identity(pod)))
             held.append((a, taken))
         elif op == "release" and held:
             table.release(held.pop(a % len(held))[1])
@@ -98,7 +98,9 @@ def test_a_released_victim_put_back_is_counted_again() -> None:
     table = NodeTable(make_cluster(2, gpus=0, extended={"rdma/hca": 1}))
     column = table.pod_index.selector(SELECTORS[0])
     pod = PODS[0]
-    taken = table.allocate(1, 0, 0, extended=((RDMA, 1),), identity=table.pod_index.identity(pod))
+    taken = table.allocate(
+        Claim(1, 0, 0, extended=((RDMA, 1),), identity=table.pod_index.identity(pod))
+    )
     mark = table.begin_trial()
     table.release(taken)
     assert table.pod_index.matching(column)[:2].tolist() == [0, 0]
@@ -114,10 +116,12 @@ def test_identities_without_pods_are_forgotten_and_counts_stay_exact() -> None:
     index = table.pod_index = PodIndex(sweep_at=8)
     index.grow(table.capacity)
     column = index.selector((PodSelector(LabelSelector(), None),))
-    kept = table.allocate(0, 0, 0, identity=index.identity(make_pod("keep", labels={"k": "v"})))
+    kept = table.allocate(
+        Claim(0, 0, 0, identity=index.identity(make_pod("keep", labels={"k": "v"})))
+    )
     for i in range(100):
         pod = make_pod(f"p{i}", labels={"run": str(i)})
-        table.release(table.allocate(1, 0, 0, identity=index.identity(pod)))
+        table.release(table.allocate(Claim(1, 0, 0, identity=index.identity(pod))))
     assert index.known() <= 16
     assert index.matching(column)[:2].tolist() == [1, 0]
     table.release(kept)
@@ -128,10 +132,10 @@ def test_a_victim_released_on_a_trial_keeps_its_identity_until_it_is_put_back() 
     table = NodeTable(make_cluster(2, gpus=0))
     index = table.pod_index = PodIndex(sweep_at=1)
     index.grow(table.capacity)
-    victim = table.allocate(0, 0, 0, identity=index.identity(PODS[0]))
+    victim = table.allocate(Claim(0, 0, 0, identity=index.identity(PODS[0])))
     mark = table.begin_trial()
     table.release(victim)
-    table.allocate(1, 0, 0, identity=index.identity(PODS[1]))  # a new identity: may sweep
+    table.allocate(Claim(1, 0, 0, identity=index.identity(PODS[1])))  # a new identity: may sweep
     table.reallocate(victim)
     table.rollback(mark)
     assert [k.tolist() for k in index.kept(2)] == [k.tolist() for k in index.recount(2)]

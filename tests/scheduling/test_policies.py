@@ -9,7 +9,7 @@ from gpufleet.model import Pod
 from gpufleet.scheduling.engine import Bound, PlacementEngine
 from gpufleet.scheduling.fragmentation import FragmentationModel
 from gpufleet.scheduling.framework import ScorePlugin
-from gpufleet.scheduling.node_table import NodeTable
+from gpufleet.scheduling.node_table import Claim, NodeTable
 from gpufleet.scheduling.policies import (
     POLICY_NAMES,
     PolicyContext,
@@ -153,8 +153,8 @@ def test_shared_pod_device_choice(
 ) -> None:
     node = make_node("n", gpus=3)
     table = NodeTable([node])
-    table.allocate(0, 0, 0, (1,), 600)
-    table.allocate(0, 0, 0, (2,), 300)
+    table.allocate(Claim(0, 0, 0, (1,), 600))
+    table.allocate(Claim(0, 0, 0, (2,), 300))
     pods = [make_pod(milli=typical_milli)] * 4
     engine = PlacementEngine(table, make_policy(policy, table, PolicyContext(typical_shapes(pods))))
     result = engine.place(make_pod(milli=400))
@@ -164,7 +164,7 @@ def test_shared_pod_device_choice(
 
 def test_whole_gpu_pods_take_the_first_free_devices() -> None:
     table = NodeTable([make_node("n", gpus=4)])
-    table.allocate(0, 0, 0, (0,), 500)
+    table.allocate(Claim(0, 0, 0, (0,), 500))
     engine = PlacementEngine(
         table, make_policy("bestfit", table, PolicyContext(TargetWorkload((), ())))
     )

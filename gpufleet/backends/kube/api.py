@@ -9,9 +9,10 @@ made once per pod (Binding, Eviction, Event) skip the client altogether: :class:
 sends them on a kept-alive ``http.client`` connection of each thread's own, with the client's
 TLS settings and credentials, at about half the CPU per call and with no connection-pool lock
 for the binder threads to queue on (the Python process, not the API server, is what limits
-binding). It does not cache, retry or decide anything: informers, the backend and the reporters
-do (the one exception: a POST on a kept-alive connection the server has closed meanwhile is
-sent again on a new one, as urllib3 does). The types and helpers that need no client (errors,
+binding). It does not cache or decide anything: informers, the backend and the reporters do;
+it sends a POST again only as :mod:`.retry_policy` says (on a kept-alive connection the server
+closed meanwhile; a Binding or an Eviction after a lost answer too, whose repeat is read for
+what it says of the first). The types and helpers that need no client (errors,
 :class:`Resource`, :class:`RateLimiter`, timestamps) live in :mod:`.api_types` and are
 re-exported here. The node agent uses :mod:`.light_api` instead (its memory budget).
 
@@ -73,6 +74,13 @@ from gpufleet.backends.kube.api_types import (
 from gpufleet.backends.kube.api_types import quote_segment as _quote
 from gpufleet.backends.kube.api_types import status_error as _status_error
 from gpufleet.backends.kube.reachability import Reachability
+from gpufleet.backends.kube.retry_policy import (
+    AnswerLostError,
+    repeat_of,
+    send_under_policy,
+    settle_binding,
+    settle_eviction,
+)
 
 #: The plain types live in api_types (the node agent imports them without the client);
 #: they stay importable from here.
@@ -142,8 +150,9 @@ class JsonPoster:
             return None
         return cls(configuration, str(api_client.user_agent))
 
-    def post(self, path: str, body: Obj) -> Any:
-        """The answer's JSON; raises :class:`ApiError` on an error status or no answer."""
+    def post(self, path: str, body: Obj, settle: Callable[[ApiError], Any] | None = None) -> Any:
+        """The answer's JSON; raises :class:`ApiError` on an error status or no answer. Sent
+        again as :mod:`.retry_policy` says; ``settle`` reads an error answer to a repeat."""
         data = json.dumps(body).encode()
         headers = {
             "Content-Type": "application/json",
@@ -153,24 +162,25 @@ class JsonPoster:
         for auth in self._configuration.auth_settings().values():
             if auth["in"] == "header" and auth["value"]:
                 headers[auth["key"]] = auth["value"]
-        for attempt in range(2):
+        target = self._prefix + path
+
+        def send_once() -> Any:
             connection, reused = self._connection()
             try:
-                connection.request("POST", self._prefix + path, data, headers)
+                connection.request("POST", target, data, headers)
                 response = connection.getresponse()
                 payload = response.read()
             except (OSError, http.client.HTTPException) as error:
                 connection.close()
                 self._local.connection = None
-                if reused and attempt == 0:
-                    continue
-                raise ApiError(0, "Unreachable", str(error)) from None
+                raise AnswerLostError(error, reused, str(error)) from None
             if response.will_close:
                 self._local.connection = None
             if not 200 <= response.status < 300:
                 raise _status_error(response.status, response.reason, payload)
             return json.loads(payload) if payload else None
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        return send_under_policy(repeat_of("POST", path), send_once, settle)
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection, and whether it has carried a request before."""
@@ -316,11 +326,13 @@ class KubeApi:
         method: Callable[..., Any],
         *args: Any,
         fence: Fence | None = None,
+        settle: Callable[[ApiError], Any] | None = None,
     ) -> Any:
         """POST ``body`` to ``path`` through the poster, or through the client's ``method``
         (called with ``args`` and the body) where there is no poster. ``fence`` is asked after
         the rate limit's wait, the last moment before the request goes out; when it says no,
-        nothing is sent and :class:`FencedError` raised."""
+        nothing is sent and :class:`FencedError` raised. ``settle``: see
+        :meth:`JsonPoster.post` (the client, without a poster, sends nothing again)."""
         if self.poster is None:
             if fence is None:
                 return self._call(method, *args, body)
@@ -332,7 +344,7 @@ class KubeApi:
         if fence is not None and not fence():
             raise FencedError(path)
         try:
-            answer = self.poster.post(path, body)
+            answer = self.poster.post(path, body, settle)
         except ApiError as error:
             self.reachability.failed("create", error)
             raise
@@ -487,7 +499,9 @@ class KubeApi:
         fence: Fence | None = None,
     ) -> None:
         """Bind through the Binding subresource; the API server copies the binding's
-        annotations onto the pod in the same write. ``fence``: see :meth:`_post`."""
+        annotations onto the pod in the same write. ``fence``: see :meth:`_post`. Sent again
+        after a lost answer; a 409 to the repeat is a success when the pod is bound to
+        ``node``, a 409 Conflict naming the node when to another (:mod:`.retry_policy`)."""
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -495,14 +509,25 @@ class KubeApi:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         path = f"/api/v1/namespaces/{_quote(namespace)}/pods/{_quote(name)}/binding"
+
+        def settle(error: ApiError) -> None:
+            settle_binding(error, node, lambda: self.get_pod(namespace, name))
+
         self._post(
-            path, body, self.core.create_namespaced_pod_binding, name, namespace, fence=fence
+            path,
+            body,
+            self.core.create_namespaced_pod_binding,
+            name,
+            namespace,
+            fence=fence,
+            settle=settle,
         )
 
     def evict(self, namespace: str, name: str, uid: str = "", fence: Fence | None = None) -> None:
         """Evict through the Eviction API (PodDisruptionBudgets apply: 429 when one forbids).
         ``uid``: only the pod of that UID (a precondition the API server checks: another pod
-        of the same name is refused with 409). ``fence``: see :meth:`_post`."""
+        of the same name is refused with 409). ``fence``: see :meth:`_post`. Sent again after a
+        lost answer; a 404 to the repeat (the first removed the pod) is a success."""
         body: Obj = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
@@ -516,7 +541,13 @@ class KubeApi:
             }
         path = f"/api/v1/namespaces/{_quote(namespace)}/pods/{_quote(name)}/eviction"
         self._post(
-            path, body, self.core.create_namespaced_pod_eviction, name, namespace, fence=fence
+            path,
+            body,
+            self.core.create_namespaced_pod_eviction,
+            name,
+            namespace,
+            fence=fence,
+            settle=settle_eviction,
         )
 
     def get_pod(self, namespace: str, name: str) -> Obj | None:

@@ -20,8 +20,9 @@ message (status 0: no answer), and a watch raises
 :class:`~gpufleet.backends.kube.api_types.WatchExpiredError` on 410 Gone, as an HTTP status or
 as an ERROR event. Calls go on one kept-alive connection per calling thread, sent again once
 on a new one when the server had closed the old one meanwhile; a watch has a connection of its
-own. Where the server is and the credentials are :mod:`.light_config`'s. It does not cache,
-retry or decide anything else: the informer and the node agent's modules do.
+own. Where the server is and the credentials are :mod:`.light_config`'s. It sends nothing
+again but as :mod:`.retry_policy` says, and does not cache or decide anything: the informer and
+the node agent's modules do.
 """
 
 from __future__ import annotations
@@ -56,14 +57,10 @@ from gpufleet.backends.kube.light_config import (
     load_kubeconfig,
 )
 from gpufleet.backends.kube.reachability import Reachability
+from gpufleet.backends.kube.retry_policy import AnswerLostError, repeat_of, send_under_policy
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 USER_AGENT = "gpufleet-agent"
-
-#: What a request on a kept-alive connection fails with when the server closed it meanwhile
-#: (``http.client.RemoteDisconnected`` is a ``ConnectionResetError``): worth one more try on
-#: a new connection. A timeout is not: the server may be working on the request.
-_STALE_CONNECTION = ConnectionError
 
 
 class WatchHandle:
@@ -200,7 +197,8 @@ class LightKubeApi:
         data = json.dumps(body).encode() if body is not None else None
         headers = self._headers(content_type if body is not None else None)
         target = self._target(path, params)
-        for attempt in range(2):
+
+        def send_once() -> Any:
             connection, reused = self._thread_connection()
             try:
                 connection.request(method, target, data, headers)
@@ -208,15 +206,16 @@ class LightKubeApi:
                 payload = response.read()
             except (OSError, http.client.HTTPException) as error:
                 self._drop_thread_connection(connection)
-                if reused and attempt == 0 and isinstance(error, _STALE_CONNECTION):
-                    continue
-                raise ApiError(0, "Unreachable", f"{method} {path}: {_described(error)}") from None
+                raise AnswerLostError(
+                    error, reused, f"{method} {path}: {_described(error)}"
+                ) from None
             if response.will_close:
                 self._drop_thread_connection(connection)
             if not 200 <= response.status < 300:
                 raise status_error(response.status, response.reason, payload)
             return json.loads(payload) if payload else None
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        return send_under_policy(repeat_of(method, path), send_once)
 
     # ----------------------------------------------------------------------------- reading
     def list(self, resource: Resource, resource_version: str = "") -> tuple[list[Obj], str]:

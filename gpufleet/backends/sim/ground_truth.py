@@ -21,11 +21,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from gpufleet.model import MILLI_PER_GPU, Node, Placement, Pod
+from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.events import DeviceHealthChanged
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.node import with_gpu_health
-from gpufleet.scheduling.node_table import Allocation, NodeTable
+from gpufleet.scheduling.node_table import Allocation, Claim, NodeTable
 from gpufleet.telemetry.source import XidLog
 
 
@@ -56,17 +56,18 @@ class GroundTruth:
         """Take ``placement``'s devices on the table (ValueError if not free)."""
         positions = self._gpu_index[row]
         table = self.table
-        return table.allocate(
+        claim = Claim(
             row,
             pod.cpu_milli,
             pod.memory_mib,
             tuple(positions[i] for i in placement.gpu_indices),
-            placement.gpu_milli_per_device or (MILLI_PER_GPU if placement.gpu_indices else 0),
+            placement.milli_per_device,
             table.mig_profile_id.get(pod.gpu.mig_profile or "", -1),
             tuple((positions[g], slot) for g, slot in placement.mig_slices),
             extended=tuple((table.ext_id.get(n, -1), a) for n, a in pod.extended),
             units=pod.gpu.units if placement.gpu_indices else 0,
         )
+        return table.allocate(claim)
 
     # ----------------------------------------------------------------------------- faults
     def check_fault(self, fault: GpuFault) -> None:
