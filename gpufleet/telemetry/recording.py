@@ -15,7 +15,8 @@ of the store:
 * one workload series per pod holding GPUs (``gpufleet_workload_gpu_util``: the mean
   utilisation of the devices it holds), labelled ``namespace`` and ``pod`` plus the tags its
   world knows (queue, tenant, workload, kind);
-* a running summary per pod (:class:`PodUsage`: samples, their sum, first and last time), so
+* a running summary per pod (a :class:`~gpufleet.telemetry.pod_usage.PodUsageTable` of
+  samples, their sum, first and last time, in compact columns), so
   the mean utilisation of a pod whose series was dropped (:meth:`SeriesRecorder.forget_ended`)
   is still known for cost over long windows.
 
@@ -24,15 +25,14 @@ It reads no clock (``now`` is passed in) and does no I/O.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import takewhile
 
 import numpy as np
 
 from gpufleet.model.alerts import AlertMetric
 from gpufleet.model.telemetry import DeviceSample, DeviceUser
+from gpufleet.telemetry.pod_usage import PodKey, PodUsage, PodUsageTable
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.telemetry.series_layout import Labels, as_labels
 from gpufleet.telemetry.source import NodeTelemetry
@@ -50,7 +50,7 @@ HOLDER_LABELS = ("namespace", "pod", "container")
 #: How long a pod's workload series is kept after its last point (its summary stays longer).
 ENDED_KEEP_S = 86_400.0
 
-PodKey = tuple[str, str]
+__all__ = ["PodKey", "PodTags", "PodUsage", "SeriesRecorder"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,26 +72,6 @@ class PodTags:
             ("workload", self.workload),
             ("kind", self.kind),
         )
-
-
-@dataclass(slots=True)
-class PodUsage:
-    """A pod's utilisation samples so far: how many, their sum, the first and last time."""
-
-    samples: int = 0
-    total: float = 0.0
-    first: float = math.inf
-    last: float = -math.inf
-
-    @property
-    def mean(self) -> float:
-        return self.total / self.samples if self.samples else math.nan
-
-    def add(self, now: float, value: float) -> None:
-        self.samples += 1
-        self.total += value
-        self.first = min(self.first, now)
-        self.last = max(self.last, now)
 
 
 #: What a device's series labels are made of (see ``device_series_labels``).
@@ -155,7 +135,7 @@ class SeriesRecorder:
         self.memory_version = 0
         #: Every pod's utilisation so far (see :meth:`forget_ended`), in the order of their
         #: last samples (oldest first; whoever fills it from elsewhere keeps that order).
-        self.usage: dict[PodKey, PodUsage] = {}
+        self.usage = PodUsageTable()
         #: The pods whose usage summary changed (or was forgotten) since :meth:`take_changed`.
         self.changed: set[PodKey] = set()
         self._pod_series: dict[PodKey, int] = {}
@@ -191,8 +171,11 @@ class SeriesRecorder:
                 found = known.get(key) or seen.get(key)
                 if found is None:
                     labels = device_series_labels(node, sample)
-                    found = labels, tuple(
-                        self.store.add(metric.value, labels) for metric, _ in _fields_of(sample)
+                    found = (
+                        labels,
+                        tuple(
+                            self.store.add(metric.value, labels) for metric, _ in _fields_of(sample)
+                        ),
                     )
                 seen[key] = found
                 labels, device_ids = found
@@ -211,9 +194,7 @@ class SeriesRecorder:
             mean = float(utils[0]) if len(utils) == 1 else float(np.mean(utils))
             ids.append(self._workload_series(pod, tags.get(pod, PodTags())))
             values.append(mean)
-            usage = self.usage.pop(pod, None) or PodUsage()
-            usage.add(now, mean)
-            self.usage[pod] = usage  # to the end: ``usage`` stays in the order of last samples
+            self.usage.add(pod, now, mean)  # to the end: in the order of last samples
             self.changed.add(pod)
         self.store.append(now, ids, values)
         self._device_series, self._device_drops = seen, drops
@@ -241,17 +222,16 @@ class SeriesRecorder:
         """Drop the workload series of pods unseen for ``keep_s`` (their usage summary stays),
         and, with ``usage_s``, the summaries of pods unseen for that long. Returns how many
         series were dropped."""
-        usage = self.usage
-        gone = [pod for pod in self._pod_series if pod in usage and usage[pod].last <= now - keep_s]
+        last_of = self.usage.last_of
+        gone = [
+            pod
+            for pod in self._pod_series
+            if (last := last_of(pod)) is not None and last <= now - keep_s
+        ]
         for pod in gone:
             self.store.drop(self._pod_series.pop(pod))
         if usage_s > 0:
-            # ``usage`` is in the order of the pods' last samples (``record`` moves a pod it
-            # samples to the end): the stale ones lead, and the scan stops at the first fresh.
-            stale = list(takewhile(lambda item: item[1].last <= now - usage_s, usage.items()))
-            for pod, _ in stale:
-                del usage[pod]
-                self.changed.add(pod)
+            self.changed.update(self.usage.forget_stale(now - usage_s))
         return len(gone)
 
     def take_changed(self) -> set[PodKey]:
