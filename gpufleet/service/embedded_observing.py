@@ -20,11 +20,12 @@ written (:data:`CHUNK_PREFIX` and their key), deletes those let go, and rewrites
 summaries whole from a copy of the recorder's columns. Under the
 observatory's lock a save only takes that form and that copy (milliseconds: the rounds and
 the API's queries wait for it); it encodes and compresses after letting it go, and writes in
-one transaction under the plane's lock. A store saved whole by an older gpufleet (format 1,
-one blob) is read and converted, then saved in chunks. The alerts' states are kept apart, at
-every change (:mod:`~gpufleet.service.alert_state`). Lock order: the plane's lock
-is never requested while holding the observatory's (what a round needs of the records is
-copied first).
+one transaction under the plane's lock, then hands the heap's free pages back to the system
+(``native_heap``, which also keeps the chunks' arrays out of the heap). A store saved whole by
+an older gpufleet (format 1, one blob) is read and converted, then saved in chunks. The
+alerts' states are kept apart, at every change (:mod:`~gpufleet.service.alert_state`). Lock
+order: the plane's lock is never requested while holding the observatory's (what a round
+needs of the records is copied first).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from typing import Protocol
 
 from gpufleet.model.alerts import AlertRule
 from gpufleet.service.alert_state import AlertStateKeeper
+from gpufleet.service.native_heap import map_large_blocks, release_free_heap
 from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
 from gpufleet.service.records import WorkloadRecord, pods_of
 from gpufleet.service.store import Store
@@ -96,6 +98,7 @@ class EmbeddedObserving:
         step_s: float = STEP_S,
     ) -> None:
         self.plane = plane
+        map_large_blocks()  # the store's chunks come and go: see ``native_heap``
         store, chunks = self._restored_store(plane.store, store_shape(step_s))
         self.recorder = SeriesRecorder(store)
         self.recorder.adopt()
@@ -171,6 +174,8 @@ class EmbeddedObserving:
                 self.plane.store.set_blob(USAGE_BLOB, rows)
             self._written = {key: form.version for key, form in durable.sealed.items()}
             self._saved_at = at
+            del durable, head, chunks, rows
+            release_free_heap()
 
     @staticmethod
     def _restored_store(store: Store, shape: StoreShape) -> tuple[SeriesStore, set[str]]:
