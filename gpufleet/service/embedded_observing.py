@@ -44,7 +44,7 @@ from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
 from gpufleet.service.records import WorkloadRecord, pods_of
 from gpufleet.service.store import Store
 from gpufleet.telemetry.observed_series import ObservedSeries
-from gpufleet.telemetry.pod_usage import PodKey, PodUsage
+from gpufleet.telemetry.pod_usage import PodKey, PodUsage, saved_form
 from gpufleet.telemetry.recording import SeriesRecorder
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.telemetry.series_layout import StoreShape
@@ -156,14 +156,7 @@ class EmbeddedObserving:
                 if self._written.get(key) != form.version
             }
             gone = [key for key in self._written if key not in durable.sealed]
-            rows = json.dumps(
-                {
-                    key: [int(samples), total, first, last]
-                    for key, (samples, total, first, last) in zip(
-                        keys, summaries.tolist(), strict=True
-                    )
-                }
-            ).encode()
+            rows = saved_form(keys, summaries)
             del keys, summaries
             with self.plane.lock, self.plane.store.transaction():
                 for key, data in chunks.items():

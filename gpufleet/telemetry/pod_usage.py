@@ -14,6 +14,7 @@ to its end. Reading the table hands out ``PodUsage`` values made on demand (copi
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,8 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 PodKey = tuple[str, str]
-#: A summary in the saved form: samples, their sum, first and last time.
-UsageRow = list[float]
+#: Summaries turned into JSON at a time when saving (bounds the save's passing memory: the
+#: rows as Python lists and their text, a block at a time, not all 150,000 at once).
+SAVE_BLOCK = 4_096
 
 
 @dataclass(slots=True)
@@ -160,3 +162,19 @@ class PodUsageTable(Mapping[PodKey, PodUsage]):
             self._first = np.concatenate([self._first, np.full(extra, math.inf)])
             self._last = np.concatenate([self._last, np.full(extra, -math.inf)])
         return row
+
+
+def saved_form(keys: list[str], summaries: npt.NDArray[np.float64]) -> bytes:
+    """What :meth:`PodUsageTable.rows` gave as the saved JSON object: ``{"namespace/pod":
+    [samples, sum, first, last], ...}``, made a block of rows at a time."""
+    parts = []
+    for lo in range(0, len(keys), SAVE_BLOCK):
+        block = summaries[lo : lo + SAVE_BLOCK].tolist()
+        rows = {
+            key: [int(samples), total, first, last]
+            for key, (samples, total, first, last) in zip(
+                keys[lo : lo + SAVE_BLOCK], block, strict=True
+            )
+        }
+        parts.append(json.dumps(rows)[1:-1].encode())
+    return b"{" + b", ".join(parts) + b"}"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.telemetry.pod_usage import PodKey, PodUsage, PodUsageTable
+from gpufleet.telemetry.pod_usage import SAVE_BLOCK, PodKey, PodUsage, PodUsageTable, saved_form
 
 PODS = st.tuples(st.sampled_from(["ml", "team-a"]), st.sampled_from(["a", "b", "c", "d-0"]))
 #: A sample of a pod (its time step after the last one, and its value) or a forget (time).
@@ -76,3 +78,14 @@ def test_put_all_restores_in_the_order_given() -> None:
     )
     assert list(table) == [("ml", "b"), ("ml", "a")]
     assert table[("ml", "a")].mean == 1.0
+
+
+@pytest.mark.parametrize(
+    "pods", [0, 1, SAVE_BLOCK, SAVE_BLOCK + 3], ids=["none", "one", "block", "more"]
+)
+def test_the_saved_form_is_the_json_of_every_summary(pods: int) -> None:
+    table = PodUsageTable()
+    for i in range(pods):
+        table.add(("ml", f"p-{i}"), 10.0 + i, i / 3)
+    form = saved_form(*table.rows())
+    assert json.loads(form) == {f"ml/p-{i}": [1, i / 3, 10.0 + i, 10.0 + i] for i in range(pods)}
