@@ -456,17 +456,21 @@ def main() -> int:
 
 
 HEAD = (
-    "| pods a day | series (workload) | arrays MB | RSS base | RSS built | RSS peak "
-    "| first save | save every 300 s | db MB | restore s | round ms "
-    "| query ms: avg 1 h / 7 d / by queue |\n" + "|---" * 12 + "|"
+    "| pods a day | runs | series (workload) | pod summaries | arrays MB | RSS base | RSS built "
+    "| RSS peak (runs) | heap used / free / mapped | first save | save every 300 s | db MB "
+    "| restore s | round ms | query ms: avg 1 h / 7 d / by queue |\n" + "|---" * 15 + "|"
 )
 
 
 def report(r: dict[str, Any]) -> str:
     rows = "\n".join(
-        f"| {c['pods_per_day']:,} | {c['series']:,} ({c['workload_series']:,}) "
+        f"| {c['pods_per_day']:,} | {len(c['rss_peak_runs_mb'])} "
+        f"| {c['series']:,} ({c['workload_series']:,}) | {c['pod_summaries']:,} "
         f"| {c['arrays_mb']:.1f} | {c['rss_base_mb']:.0f} | **{c['rss_built_mb']:.0f}** "
-        f"| {c['rss_peak_mb']:.0f} | {c['first_save_lock_ms']:.0f} / {c['first_save_ms']:.0f} "
+        f"| **{c['rss_peak_mb']:.0f}** ({', '.join(f'{x:.0f}' for x in c['rss_peak_runs_mb'])}) "
+        f"| {c.get('heap_used_mb', 0):.0f} / {c.get('heap_free_mb', 0):.0f} "
+        f"/ {c.get('mmapped_mb', 0):.0f} "
+        f"| {c['first_save_lock_ms']:.0f} / {c['first_save_ms']:.0f} "
         f"| **{c['save_lock_ms']:.1f}** (max {c['save_lock_max_ms']:.1f}) / {c['save_ms']:.0f} "
         f"| {c['db_mb']:.0f} | {c['restore_s']:.1f} | {c['round_ms']:.1f} "
         f"| {c['avg_1h_all_util_ms']:.1f} / {c['avg_7d_all_util_ms']:.1f} "
@@ -474,17 +478,21 @@ def report(r: dict[str, Any]) -> str:
         for c in r["configs"]
     )
     first = r["configs"][0]
-    load = ", ".join(f"{x:.2f}" for x in r["load_average"])
     return f"""# Telemetry store: memory and saves at fleet scale, built as `serve` builds it
 
-`python benchmarks/telemetry_store.py --gpus {first["gpus"]} --repeats {r["repeats"]}` (Python
-{r["python"]}, numpy {r["numpy"]}, {r["machine"]}; a shared machine, load average {load} at the
-end; medians of {r["repeats"]}). {first["gpus"]:,} GPUs x 5 device metrics over
-{first["days"]} days (rounds every 10 min, the last {first["fine_hours"]:g} h every 15 s), with
-pods a day as below, each its own workload series; one
-subprocess per row. RSS: the process' VmRSS after the imports (base), after the
-{first["days"]} days (built) and its peak (VmHWM), in MB. Saves: the observatory lock's
-hold / the whole save, in ms (first: everything; then after 300 s of rounds, as `serve`).
+`python benchmarks/telemetry_store.py --gpus {first["gpus"]}` (Python {r["python"]},
+numpy {r["numpy"]}, {r["machine"]}; a shared 2-core machine: `{r["uptime"]}` at the end).
+{first["gpus"]:,} GPUs x 5 device metrics over {first["days"]} days, in compressed time (a
+round every {first["round_s"] / 3_600:g} h, every hour in the last day, every 15 s in the last
+{first["fine_hours"]:g} h; a round sees every pod that ran since the last; saves every
+{first["save_every_s"] / 3_600:g} h, then every 300 s), with pods a day as below, each its own
+workload series and usage summary; one fresh subprocess per run, medians of the runs. RSS: the
+process' VmRSS after the imports (base), after the {first["days"]} days (built) and its peak
+(VmHWM, saves included, before the benchmark's restore check), in MB; glibc's heap in use, free
+in it (fragmentation) and in its own mappings (the chunks), in MB, after the build. Saves: the
+observatory lock's hold / the whole save, in ms (first: everything; then after 300 s of
+rounds, as `serve`). Times are those of a machine at load 20-27 (every helper's runs at once):
+several times an idle machine's.
 
 {HEAD}
 {rows}
