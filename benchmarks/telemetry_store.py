@@ -2,28 +2,37 @@
 process memory for 1,000 GPUs x 5 device metrics and a workload series per pod over 30 days,
 how long a save holds the observatory's lock, and the time of window queries.
 
-    python benchmarks/telemetry_store.py [--gpus 1000 --pods-per-day 5000 --repeats 3]
-        [--label after]
+    python benchmarks/telemetry_store.py [--gpus 1000 --pods-per-day 0 1000 3200 5000]
+        [--repeats 3 --jobs 1 --trace --label after]
 
-Each configuration (no pods, then ``--pods-per-day``) runs in a fresh subprocess, so its
-resident memory is its own. The subprocess makes a ``LiveObserving`` over a fake plane
-with a real SQLite ``Store`` (what ``serve`` makes: the default ``SeriesStore()``, grown as
-series appear), and drives its observatory round by round with readings of ``--gpus`` GPUs (8
-per node, dcgm-exporter's labels) and the pods that run then, each holding one GPU and tagged
-with a queue, tenant, workload and kind, so the ``SeriesRecorder`` keeps a workload series per
-pod and drops it a day after the pod ended, as in ``serve``. Pods start uniformly over the 30
-days, ``--pods-per-day`` a day, and run 10 minutes to 6 hours. Rounds: one every 10 minutes
-(every coarse bucket holds a point, and every fine chunk of the last day is made), then one
-every 15 s for the last ``--fine-hours`` (a round every 15 s for a whole day would take an
-hour of this shared machine; the arrays are allocated whole, so memory does not depend on how
-many fine points are filled). No alert rules are evaluated (they add no memory).
+Each run is a fresh subprocess, so its resident memory is its own; each configuration (pods a
+day) runs ``--repeats`` times and its row holds the medians (``--jobs`` runs at once: memory
+does not depend on it, times do). The subprocess makes a ``LiveObserving`` over a fake
+plane with a real SQLite ``Store`` (what ``serve`` makes: the default ``SeriesStore()``, grown
+as series appear, the heap settings of ``native_heap``), and drives its observatory round by
+round with readings of ``--gpus`` GPUs (8 per node, dcgm-exporter's labels) and the pods that
+ran since the last round, each holding one GPU and tagged with a queue, tenant, workload and
+kind, so the ``SeriesRecorder`` keeps a workload series per pod, drops it a day after the pod
+ended and keeps its usage summary 30 days, as in ``serve``; it saves as ``serve`` does (every
+``SAVE_EVERY_S`` = 300 s of the plane's clock in the last ``--fine-hours``, every
+``--save-every-s`` before). Pods start uniformly over the 30 days, ``--pods-per-day`` a day,
+and run 10 minutes to 6 hours.
 
-Measured, per configuration: the process' resident memory (VmRSS) after the imports, after the
-build and its peak (VmHWM); the store's arrays (``nbytes``) and series; then the saves: a first
-save of the whole store and ``--repeats`` saves after 300 s more of rounds each (``serve``
-saves every ``SAVE_EVERY_S`` = 300 s of the plane's clock), each timed as the observatory
-lock's hold (the lock the plane's rounds and the API's queries wait for) and as a whole; and
-the median time of one round's append and of window queries over every utilisation series.
+Time is compressed: a round every ``--round-s`` (6 h) until the last day, every hour in it,
+every 15 s in the last ``--fine-hours``. Memory does not depend on how many points are filled:
+a chunk's arrays are allocated whole when it opens (a coarse chunk is a day, a fine one an
+hour, so every chunk of 30 days is made), and every pod is seen (a round sees the pods that
+ran since the one before), so each has its series, its columns in the chunks of the hours and
+days it ran, and its summary. No alert rules are evaluated (they add no memory).
+
+Measured, per run: the process' resident memory (VmRSS) after the imports (base), after the
+build (built), after the saves below, and its peak (VmHWM) before the benchmark's own check
+that the saved store restores (a second store in the same process: reported apart); glibc's
+heap in use and free (fragmentation) and its own mappings (``mallinfo2``); the store's arrays
+(``nbytes``) and series; then the saves: a first save and ``--repeats`` saves after 300 s more
+of rounds each, each timed as the observatory lock's hold (the lock the plane's rounds and
+the API's queries wait for) and as a whole; and the median time of one round and of window
+queries. ``--trace``: tracemalloc's bytes by file after the build (slows the build down).
 Targets (issue 29 items 12-13): RSS at most 200 MB with 5,000 pods a day, a save's hold of
 the observatory lock at most 50 ms. Results: benchmarks/results/telemetry_store[_<label>].md
 and .json.
@@ -32,17 +41,21 @@ and .json.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import json
+import math
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -161,10 +174,14 @@ class Fleet:
             for _ in range(4)
         ]
 
-    def at(self, now: float, round_: int) -> tuple[list[NodeTelemetry], dict[PodKey, PodTags]]:
-        first = int(np.searchsorted(self.pod_start, now - 6 * 3_600))
+    def at(
+        self, now: float, since: float, round_: int
+    ) -> tuple[list[NodeTelemetry], dict[PodKey, PodTags]]:
+        """The readings at ``now`` of the pods that ran at any time after ``since`` (a round
+        standing for the rounds of ``serve`` between the two: every pod is seen)."""
+        first = int(np.searchsorted(self.pod_start, since - 6 * 3_600))
         last = int(np.searchsorted(self.pod_start, now, side="right"))
-        live = [i for i in range(first, last) if self.pod_end[i] > now]
+        live = [i for i in range(first, last) if self.pod_end[i] > since]
         samples = self.samples[round_ % len(self.samples)]
         users: dict[int, list[DeviceUser]] = {}
         tags: dict[PodKey, PodTags] = {}
@@ -188,10 +205,46 @@ class Fleet:
         return readings, tags
 
 
+def heap_mb() -> dict[str, float]:
+    """glibc's own count (mallinfo2): bytes in use in its heaps, bytes free in them (what the
+    process holds but does not use: fragmentation), and bytes in its own mmaps; {} elsewhere."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallinfo2 = libc.mallinfo2
+    except (OSError, AttributeError):
+        return {}
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (name, ctypes.c_size_t)
+            for name in (
+                "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                "uordblks", "fordblks", "keepcost",
+            )
+        ]  # fmt: skip
+
+    mallinfo2.restype = MallInfo2
+    info = mallinfo2()
+    return {
+        "heap_used_mb": info.uordblks / 1e6,
+        "heap_free_mb": info.fordblks / 1e6,
+        "mmapped_mb": info.hblkhd / 1e6,
+    }
+
+
 def child(
-    gpus: int, pods_per_day: int, days: int, repeats: int, fine_hours: float
+    gpus: int,
+    pods_per_day: int,
+    days: int,
+    repeats: int,
+    fine_hours: float,
+    round_s: int,
+    save_every_s: int,
+    trace: bool,
 ) -> dict[str, Any]:
     """One configuration, in this process: see the module docstring."""
+    if trace:
+        tracemalloc.start()
     rss_start = status_mb("VmRSS")
     start = 1_700_000_000.0 - 1_700_000_000 % COARSE_S
     fleet = Fleet(gpus, pods_per_day, days, start)
@@ -202,45 +255,66 @@ def child(
         lock = TimedLock()
         observatory.lock = lock  # type: ignore[assignment]
         rounds = [0]
+        last = [start - round_s]
+        saved = [start]
 
-        def observe(now: float) -> None:
+        def observe(now: float, save_every: float) -> None:
             plane.clock = now
-            readings, tags = fleet.at(now, rounds[0])
+            readings, tags = fleet.at(now, last[0], rounds[0])
             observatory.observe(now, readings, tags)
             rounds[0] += 1
+            last[0] = now
+            if now - saved[0] >= save_every:
+                observing.save(now)
+                saved[0] = now
 
         rss_base = status_mb("VmRSS")
         build_start = time.perf_counter()
         t = start
+        last_day = start + (days - 1) * DAY
         fine_from = start + days * DAY - fine_hours * 3_600
         while t < fine_from:
-            observe(t)
-            t += COARSE_S
+            observe(t, save_every_s)
+            t += round_s if t + round_s <= last_day else 3_600
+        t = fine_from
         round_times = []
         while t < start + days * DAY:
             began = time.perf_counter()
-            observe(t)
+            observe(t, SAVE_EVERY_S)
             round_times.append(time.perf_counter() - began)
             t += FINE_S
         build_s = time.perf_counter() - build_start
         rss_built = status_mb("VmRSS")
+        heap_built = heap_mb()
         store = observing.recorder.store
+        usage = observing.recorder.usage
+        traced: dict[str, float] = {}
+        if trace:
+            snapshot = tracemalloc.take_snapshot()
+            traced["traced_mb"] = tracemalloc.get_traced_memory()[0] / 1e6
+            for stat in snapshot.statistics("filename")[:8]:
+                name = Path(stat.traceback[0].filename).name
+                traced[f"traced_{name}_mb"] = stat.size / 1e6
+            tracemalloc.stop()
 
         def save() -> tuple[float, float]:
             lock.holds.clear()
             began = time.perf_counter()
             observing.save(t)
+            saved[0] = t
             return max(lock.holds), time.perf_counter() - began
 
         first_hold, first_total = save()
         holds, totals = [], []
         for _ in range(repeats):
             for _ in range(SAVE_EVERY_S // FINE_S):
-                observe(t)
+                observe(t, math.inf)
                 t += FINE_S
             hold, total = save()
             holds.append(hold)
             totals.append(total)
+        rss_peak = status_mb("VmHWM")
+        rss_saved = status_mb("VmRSS")
         db_mb = (Path(folder) / "plane.db").stat().st_size / 1e6
         now = t - FINE_S
         util = "DCGM_FI_DEV_GPU_UTIL"
@@ -266,14 +340,21 @@ def child(
         "pods_per_day": pods_per_day,
         "days": days,
         "fine_hours": fine_hours,
+        "round_s": round_s,
+        "save_every_s": save_every_s,
         "series": len(store),
         "workload_series": len(store.series("gpufleet_workload_gpu_util")),
+        "pod_summaries": len(usage),
         "arrays_mb": store.nbytes / 1e6,
+        "usage_columns_mb": usage.nbytes() / 1e6,
         "rss_start_mb": rss_start,
         "rss_base_mb": rss_base,
         "rss_built_mb": rss_built,
-        "rss_peak_mb": status_mb("VmHWM"),
-        "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6,
+        "rss_saved_mb": rss_saved,
+        "rss_peak_mb": rss_peak,
+        "rss_peak_with_restore_mb": status_mb("VmHWM"),
+        **heap_built,
+        **traced,
         "build_s": build_s,
         "round_ms": statistics.median(round_times) * 1e3,
         "first_save_lock_ms": first_hold * 1e3,
@@ -288,33 +369,78 @@ def child(
     }
 
 
+#: What a row reports: the median over the repeats of each of these.
+MEDIANS = (
+    "rss_base_mb", "rss_built_mb", "rss_saved_mb", "rss_peak_mb", "rss_peak_with_restore_mb",
+    "heap_used_mb", "heap_free_mb", "mmapped_mb", "build_s", "round_ms", "first_save_lock_ms",
+    "first_save_ms", "save_lock_ms", "save_ms", "db_mb", "restore_s", "avg_1h_all_util_ms",
+    "avg_7d_all_util_ms", "avg_1h_by_queue_ms",
+)  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpus", type=int, default=1_000)
-    parser.add_argument("--pods-per-day", type=int, default=5_000)
+    parser.add_argument("--pods-per-day", type=int, nargs="+", default=[0, 1_000, 3_200, 5_000])
     parser.add_argument("--days", type=int, default=30)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--fine-hours", type=float, default=2.0)
+    parser.add_argument("--repeats", type=int, default=3, help="fresh processes per row")
+    parser.add_argument("--fine-hours", type=float, default=0.25)
+    parser.add_argument("--round-s", type=int, default=6 * 3_600, help="rounds before the last day")
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (RSS is each its own)")
+    parser.add_argument("--save-every-s", type=int, default=6 * 3_600, help="saves before them")
+    parser.add_argument("--trace", action="store_true", help="tracemalloc (slow; by file)")
     parser.add_argument("--label", default="", help="suffix of the results' file names")
     parser.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(json.dumps(child(args.gpus, args.child, args.days, args.repeats, args.fine_hours)))
+        print(
+            json.dumps(
+                child(
+                    args.gpus,
+                    args.child,
+                    args.days,
+                    3,
+                    args.fine_hours,
+                    args.round_s,
+                    args.save_every_s,
+                    args.trace,
+                )
+            )
+        )
         return 0
-    configs = []
-    for pods in (0, args.pods_per_day):
-        command = [sys.executable, __file__, "--gpus", str(args.gpus), "--days", str(args.days)]
-        command += ["--repeats", str(args.repeats), "--fine-hours", str(args.fine_hours)]
-        command += ["--child", str(pods)]
+
+    def run(pods: int) -> dict[str, Any]:
+        command = [sys.executable, __file__, "--gpus", str(args.gpus)]
+        command += ["--days", str(args.days), "--fine-hours", str(args.fine_hours)]
+        command += ["--round-s", str(args.round_s), "--save-every-s", str(args.save_every_s)]
+        command += ["--child", str(pods)] + (["--trace"] if args.trace else [])
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        configs.append(json.loads(out.strip().splitlines()[-1]))
-        print(json.dumps(configs[-1]), flush=True)
+        found: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        print(json.dumps(found), flush=True)
+        return found
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        started = {
+            pods: [pool.submit(run, pods) for _ in range(args.repeats)]
+            for pods in args.pods_per_day
+        }
+    configs = []
+    for pods in args.pods_per_day:
+        runs = [future.result() for future in started[pods]]
+        row = dict(runs[0])
+        for name in MEDIANS:
+            if all(name in run for run in runs):
+                row[name] = statistics.median(run[name] for run in runs)
+        row["save_lock_max_ms"] = max(run["save_lock_max_ms"] for run in runs)
+        row["rss_peak_runs_mb"] = [run["rss_peak_mb"] for run in runs]
+        configs.append(row)
     result = {
         "configs": configs,
         "repeats": args.repeats,
         "target_mb": TARGET_MB,
         "target_lock_ms": TARGET_LOCK_MS,
         "load_average": os.getloadavg(),
+        "uptime": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "machine": platform.machine(),
@@ -330,17 +456,21 @@ def main() -> int:
 
 
 HEAD = (
-    "| pods a day | series (workload) | arrays MB | RSS base | RSS built | RSS peak "
-    "| first save | save every 300 s | db MB | restore s | round ms "
-    "| query ms: avg 1 h / 7 d / by queue |\n" + "|---" * 12 + "|"
+    "| pods a day | runs | series (workload) | pod summaries | arrays MB | RSS base | RSS built "
+    "| RSS peak (runs) | heap used / free / mapped | first save | save every 300 s | db MB "
+    "| restore s | round ms | query ms: avg 1 h / 7 d / by queue |\n" + "|---" * 15 + "|"
 )
 
 
 def report(r: dict[str, Any]) -> str:
     rows = "\n".join(
-        f"| {c['pods_per_day']:,} | {c['series']:,} ({c['workload_series']:,}) "
+        f"| {c['pods_per_day']:,} | {len(c['rss_peak_runs_mb'])} "
+        f"| {c['series']:,} ({c['workload_series']:,}) | {c['pod_summaries']:,} "
         f"| {c['arrays_mb']:.1f} | {c['rss_base_mb']:.0f} | **{c['rss_built_mb']:.0f}** "
-        f"| {c['rss_peak_mb']:.0f} | {c['first_save_lock_ms']:.0f} / {c['first_save_ms']:.0f} "
+        f"| **{c['rss_peak_mb']:.0f}** ({', '.join(f'{x:.0f}' for x in c['rss_peak_runs_mb'])}) "
+        f"| {c.get('heap_used_mb', 0):.0f} / {c.get('heap_free_mb', 0):.0f} "
+        f"/ {c.get('mmapped_mb', 0):.0f} "
+        f"| {c['first_save_lock_ms']:.0f} / {c['first_save_ms']:.0f} "
         f"| **{c['save_lock_ms']:.1f}** (max {c['save_lock_max_ms']:.1f}) / {c['save_ms']:.0f} "
         f"| {c['db_mb']:.0f} | {c['restore_s']:.1f} | {c['round_ms']:.1f} "
         f"| {c['avg_1h_all_util_ms']:.1f} / {c['avg_7d_all_util_ms']:.1f} "
@@ -348,17 +478,21 @@ def report(r: dict[str, Any]) -> str:
         for c in r["configs"]
     )
     first = r["configs"][0]
-    load = ", ".join(f"{x:.2f}" for x in r["load_average"])
     return f"""# Telemetry store: memory and saves at fleet scale, built as `serve` builds it
 
-`python benchmarks/telemetry_store.py --gpus {first["gpus"]} --repeats {r["repeats"]}` (Python
-{r["python"]}, numpy {r["numpy"]}, {r["machine"]}; a shared machine, load average {load} at the
-end; medians of {r["repeats"]}). {first["gpus"]:,} GPUs x 5 device metrics over
-{first["days"]} days (rounds every 10 min, the last {first["fine_hours"]:g} h every 15 s), with
-pods a day as below, each its own workload series; one
-subprocess per row. RSS: the process' VmRSS after the imports (base), after the
-{first["days"]} days (built) and its peak (VmHWM), in MB. Saves: the observatory lock's
-hold / the whole save, in ms (first: everything; then after 300 s of rounds, as `serve`).
+`python benchmarks/telemetry_store.py --gpus {first["gpus"]}` (Python {r["python"]},
+numpy {r["numpy"]}, {r["machine"]}; a shared 2-core machine: `{r["uptime"]}` at the end).
+{first["gpus"]:,} GPUs x 5 device metrics over {first["days"]} days, in compressed time (a
+round every {first["round_s"] / 3_600:g} h, every hour in the last day, every 15 s in the last
+{first["fine_hours"]:g} h; a round sees every pod that ran since the last; saves every
+{first["save_every_s"] / 3_600:g} h, then every 300 s), with pods a day as below, each its own
+workload series and usage summary; one fresh subprocess per run, medians of the runs. RSS: the
+process' VmRSS after the imports (base), after the {first["days"]} days (built) and its peak
+(VmHWM, saves included, before the benchmark's restore check), in MB; glibc's heap in use, free
+in it (fragmentation) and in its own mappings (the chunks), in MB, after the build. Saves: the
+observatory lock's hold / the whole save, in ms (first: everything; then after 300 s of
+rounds, as `serve`). Times are those of a machine at load 20-27 (every helper's runs at once):
+several times an idle machine's.
 
 {HEAD}
 {rows}

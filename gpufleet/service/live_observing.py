@@ -17,14 +17,15 @@ Saves are incremental: the store's durable form (``SeriesStore.durable``) is a h
 per-id arrays and the chunks still written to, a few MB at fleet scale) and sealed chunks that
 never change; a save writes the head (:data:`SERIES_BLOB`) and only the sealed chunks not yet
 written (:data:`CHUNK_PREFIX` and their key), deletes those let go, and rewrites the usage
-summaries from a copy kept up to date with the pods changed since the last save. Under the
-observatory's lock a save only takes that form and those pods (milliseconds: the rounds and
+summaries whole from a copy of the recorder's columns. Under the
+observatory's lock a save only takes that form and that copy (milliseconds: the rounds and
 the API's queries wait for it); it encodes and compresses after letting it go, and writes in
-one transaction under the plane's lock. A store saved whole by an older gpufleet (format 1,
-one blob) is read and converted, then saved in chunks. The alerts' states are kept apart, at
-every change (:mod:`~gpufleet.service.alert_state`). Lock order: the plane's lock
-is never requested while holding the observatory's (what a round needs of the records is
-copied first).
+one transaction under the plane's lock, then hands the heap's free pages back to the system
+(``native_heap``, which also keeps the chunks' arrays out of the heap). A store saved whole by
+an older gpufleet (format 1, one blob) is read and converted, then saved in chunks. The
+alerts' states are kept apart, at every change (:mod:`~gpufleet.service.alert_state`). Lock
+order: the plane's lock is never requested while holding the observatory's (what a round
+needs of the records is copied first).
 """
 
 from __future__ import annotations
@@ -38,11 +39,13 @@ from typing import Protocol
 
 from gpufleet.model.alerts import AlertRule
 from gpufleet.service.alert_state import AlertStateKeeper
+from gpufleet.service.native_heap import map_large_blocks, release_free_heap
 from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
 from gpufleet.service.records import WorkloadRecord, pods_of
 from gpufleet.service.store import Store
 from gpufleet.telemetry.observed_series import ObservedSeries
-from gpufleet.telemetry.recording import PodKey, PodUsage, SeriesRecorder
+from gpufleet.telemetry.pod_usage import PodKey, PodUsage, saved_form
+from gpufleet.telemetry.recording import SeriesRecorder
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.telemetry.series_layout import StoreShape
 from gpufleet.telemetry.source import TelemetrySource
@@ -95,18 +98,16 @@ class LiveObserving:
         step_s: float = STEP_S,
     ) -> None:
         self.plane = plane
+        map_large_blocks()  # the store's chunks come and go: see ``native_heap``
         store, chunks = self._restored_store(plane.store, store_shape(step_s))
         self.recorder = SeriesRecorder(store)
         self.recorder.adopt()
         usage = self._restored_usage(plane.store)
-        self.recorder.usage.update(sorted(usage.items(), key=lambda item: item[1].last))
+        self.recorder.usage.put_all(sorted(usage.items(), key=lambda item: item[1].last))
         #: The sealed chunks in the plane's store, by key, with the version written (-1: one
         #: the head does not name, deleted at the next save).
         sealed = store.durable().sealed
         self._written = {key: sealed[key].version if key in sealed else -1 for key in chunks}
-        self._usage_rows = {
-            f"{ns}/{pod}": [u.samples, u.total, u.first, u.last] for (ns, pod), u in usage.items()
-        }
         self._save_lock = threading.Lock()
         self._starts: dict[PodKey, float] = {}
         self.observatory = Observatory(
@@ -146,13 +147,8 @@ class LiveObserving:
                 at = now if now is not None else self.observatory.last_round or 0.0
                 self.recorder.forget_ended(at, usage_s=USAGE_KEEP_S)
                 durable = self.recorder.store.durable()
-                usage = self.recorder.usage
-                for ns, pod in self.recorder.take_changed():
-                    u = usage.get((ns, pod))
-                    if u is None:
-                        self._usage_rows.pop(f"{ns}/{pod}", None)
-                    else:
-                        self._usage_rows[f"{ns}/{pod}"] = [u.samples, u.total, u.first, u.last]
+                self.recorder.take_changed()  # the summaries are saved whole, from a copy:
+                keys, summaries = self.recorder.usage.rows()
             head = durable.head(compress=True)
             chunks = {
                 key: durable.chunk_bytes(form, compress=True)
@@ -160,7 +156,8 @@ class LiveObserving:
                 if self._written.get(key) != form.version
             }
             gone = [key for key in self._written if key not in durable.sealed]
-            rows = json.dumps(self._usage_rows).encode()
+            rows = saved_form(keys, summaries)
+            del keys, summaries
             with self.plane.lock, self.plane.store.transaction():
                 for key, data in chunks.items():
                     self.plane.store.set_blob(CHUNK_PREFIX + key, data)
@@ -170,6 +167,8 @@ class LiveObserving:
                 self.plane.store.set_blob(USAGE_BLOB, rows)
             self._written = {key: form.version for key, form in durable.sealed.items()}
             self._saved_at = at
+            del durable, head, chunks, rows
+            release_free_heap()
 
     @staticmethod
     def _restored_store(store: Store, shape: StoreShape) -> tuple[SeriesStore, set[str]]:

@@ -15,7 +15,8 @@ of the store:
 * one workload series per pod holding GPUs (``gpufleet_workload_gpu_util``: the mean
   utilisation of the devices it holds), labelled ``namespace`` and ``pod`` plus the tags its
   world knows (queue, tenant, workload, kind);
-* a running summary per pod (:class:`PodUsage`: samples, their sum, first and last time), so
+* a running summary per pod (a :class:`~gpufleet.telemetry.pod_usage.PodUsageTable` of
+  samples, their sum, first and last time, in compact columns), so
   the mean utilisation of a pod whose series was dropped (:meth:`SeriesRecorder.forget_ended`)
   is still known for cost over long windows.
 
@@ -24,15 +25,14 @@ It reads no clock (``now`` is passed in) and does no I/O.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import takewhile
 
 import numpy as np
 
 from gpufleet.model.alerts import AlertMetric
 from gpufleet.model.telemetry import DeviceSample, DeviceUser
+from gpufleet.telemetry.pod_usage import PodKey, PodUsage, PodUsageTable
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.telemetry.series_layout import Labels, as_labels
 from gpufleet.telemetry.source import NodeTelemetry
@@ -50,7 +50,7 @@ HOLDER_LABELS = ("namespace", "pod", "container")
 #: How long a pod's workload series is kept after its last point (its summary stays longer).
 ENDED_KEEP_S = 86_400.0
 
-PodKey = tuple[str, str]
+__all__ = ["PodKey", "PodTags", "PodUsage", "SeriesRecorder"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,24 +74,27 @@ class PodTags:
         )
 
 
-@dataclass(slots=True)
-class PodUsage:
-    """A pod's utilisation samples so far: how many, their sum, the first and last time."""
+#: What a device's series labels are made of (see ``device_series_labels``).
+DeviceKey = tuple[str, str, str, int, str, str, str, int]
+#: The fields read of a MIG instance: dcgm-exporter serves only its memory.
+MIG_FIELDS = tuple(pair for pair in DEVICE_FIELDS if pair[0] is AlertMetric.FB_USED)
 
-    samples: int = 0
-    total: float = 0.0
-    first: float = math.inf
-    last: float = -math.inf
 
-    @property
-    def mean(self) -> float:
-        return self.total / self.samples if self.samples else math.nan
+def _fields_of(sample: DeviceSample) -> tuple[tuple[AlertMetric, str], ...]:
+    return MIG_FIELDS if sample.mig_profile else DEVICE_FIELDS
 
-    def add(self, now: float, value: float) -> None:
-        self.samples += 1
-        self.total += value
-        self.first = min(self.first, now)
-        self.last = max(self.last, now)
+
+def _device_key(node: NodeTelemetry, sample: DeviceSample) -> DeviceKey:
+    return (
+        node.hostname,
+        node.pci_bus_ids.get(sample.gpu) or "",
+        node.driver_version or "",
+        sample.gpu,
+        sample.uuid,
+        sample.model,
+        sample.mig_profile or "",
+        sample.gpu_instance_id if sample.mig_profile else 0,
+    )
 
 
 def device_series_labels(node: NodeTelemetry, sample: DeviceSample) -> Labels:
@@ -132,10 +135,15 @@ class SeriesRecorder:
         self.memory_version = 0
         #: Every pod's utilisation so far (see :meth:`forget_ended`), in the order of their
         #: last samples (oldest first; whoever fills it from elsewhere keeps that order).
-        self.usage: dict[PodKey, PodUsage] = {}
+        self.usage = PodUsageTable()
         #: The pods whose usage summary changed (or was forgotten) since :meth:`take_changed`.
         self.changed: set[PodKey] = set()
         self._pod_series: dict[PodKey, int] = {}
+        #: Each device's series labels and ids by what they are made of (``_device_key``), as
+        #: of the last reading: a round looks a device up here instead of sorting its labels
+        #: and finding its five series again (most of a round's time at 1,000 GPUs).
+        self._device_series: dict[DeviceKey, tuple[Labels, tuple[int, ...]]] = {}
+        self._device_drops = self._drops_of_devices()
 
     def record(
         self,
@@ -151,18 +159,29 @@ class SeriesRecorder:
         devices: dict[str, Labels] = {}
         memory: dict[str, float] = {}
         held: dict[PodKey, list[float]] = {}
+        drops = self._drops_of_devices()
+        known = self._device_series if drops == self._device_drops else {}
+        seen: dict[DeviceKey, tuple[Labels, tuple[int, ...]]] = {}
         for node in readings:
             users: dict[str, list[DeviceUser]] = {}
             for user in node.users:
                 users.setdefault(user.uuid, []).append(user)
             for sample in node.samples:
-                labels = device_series_labels(node, sample)
+                key = _device_key(node, sample)
+                found = known.get(key) or seen.get(key)
+                if found is None:
+                    labels = device_series_labels(node, sample)
+                    found = (
+                        labels,
+                        tuple(
+                            self.store.add(metric.value, labels) for metric, _ in _fields_of(sample)
+                        ),
+                    )
+                seen[key] = found
+                labels, device_ids = found
                 devices[sample.uuid] = labels
-                for metric, field_name in DEVICE_FIELDS:
-                    if sample.mig_profile and metric is not AlertMetric.FB_USED:
-                        continue  # dcgm-exporter serves only memory for a MIG instance
-                    ids.append(self.store.add(metric.value, labels))
-                    values.append(float(getattr(sample, field_name)))
+                ids.extend(device_ids)
+                values.extend(float(getattr(sample, name)) for _, name in _fields_of(sample))
                 total = sample.fb_used_mib + sample.fb_free_mib
                 if total > 0:
                     memory[sample.uuid] = float(total)
@@ -172,20 +191,24 @@ class SeriesRecorder:
                 for pod in {(u.namespace, u.pod) for u in on_device}:
                     held.setdefault(pod, []).append(sample.gpu_util)
         for pod, utils in sorted(held.items()):
-            mean = float(np.mean(utils))
+            mean = float(utils[0]) if len(utils) == 1 else float(np.mean(utils))
             ids.append(self._workload_series(pod, tags.get(pod, PodTags())))
             values.append(mean)
-            usage = self.usage.pop(pod, None) or PodUsage()
-            usage.add(now, mean)
-            self.usage[pod] = usage  # to the end: ``usage`` stays in the order of last samples
+            self.usage.add(pod, now, mean)  # to the end: in the order of last samples
             self.changed.add(pod)
         self.store.append(now, ids, values)
+        self._device_series, self._device_drops = seen, drops
         self.holders, self.devices = holders, devices
-        known = self.memory_mib
-        if any(known.get(uuid) != mib for uuid, mib in memory.items()):
-            known.update(memory)
+        had = self.memory_mib
+        if any(had.get(uuid) != mib for uuid, mib in memory.items()):
+            had.update(memory)
             self.memory_version += 1
         return len(ids)
+
+    def _drops_of_devices(self) -> tuple[int, ...]:
+        """How many device series the store dropped so far, by metric (a cached id of a
+        dropped series may have been handed to another series since)."""
+        return tuple(self.store.drops.get(metric.value, 0) for metric, _ in DEVICE_FIELDS)
 
     def _workload_series(self, pod: PodKey, tags: PodTags) -> int:
         series = self._pod_series.get(pod)
@@ -199,17 +222,16 @@ class SeriesRecorder:
         """Drop the workload series of pods unseen for ``keep_s`` (their usage summary stays),
         and, with ``usage_s``, the summaries of pods unseen for that long. Returns how many
         series were dropped."""
-        usage = self.usage
-        gone = [pod for pod in self._pod_series if pod in usage and usage[pod].last <= now - keep_s]
+        last_of = self.usage.last_of
+        gone = [
+            pod
+            for pod in self._pod_series
+            if (last := last_of(pod)) is not None and last <= now - keep_s
+        ]
         for pod in gone:
             self.store.drop(self._pod_series.pop(pod))
         if usage_s > 0:
-            # ``usage`` is in the order of the pods' last samples (``record`` moves a pod it
-            # samples to the end): the stale ones lead, and the scan stops at the first fresh.
-            stale = list(takewhile(lambda item: item[1].last <= now - usage_s, usage.items()))
-            for pod, _ in stale:
-                del usage[pod]
-                self.changed.add(pod)
+            self.changed.update(self.usage.forget_stale(now - usage_s))
         return len(gone)
 
     def take_changed(self) -> set[PodKey]:

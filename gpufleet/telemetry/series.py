@@ -96,6 +96,9 @@ class SeriesStore:
         self._by_metric: dict[str, tuple[list[Labels], npt.NDArray[np.int64]]] = {}
         #: How many appended values fell outside their metric's range and were clipped to it.
         self.clipped = 0
+        #: How many series of each metric were dropped so far (whoever keeps ids may check
+        #: that none of the metrics it keeps them for lost one: ``SeriesRecorder``'s cache).
+        self.drops: dict[str, int] = dict.fromkeys(self.metrics, 0)
 
     # -- series -------------------------------------------------------------------------------
 
@@ -149,6 +152,7 @@ class SeriesStore:
         self._keys[series_id] = None
         self._rings.clear_columns(np.array([series_id]))
         self._free.append(series_id)
+        self.drops[metric] += 1
         self._by_metric.pop(metric, None)
 
     def drop_idle(self, now: float, idle_s: float) -> list[SeriesKey]:
@@ -189,7 +193,7 @@ class SeriesStore:
             )
         if columns.size and (columns.min() < 0 or columns.max() >= self._used):
             raise ValueError(f"append: ids must be live series ids, got {columns.min()}..")
-        if columns.size and any(self._keys[int(row)] is None for row in columns):
+        if columns.size and not self._rings.alive[columns].all():
             dead = [int(row) for row in columns if self._keys[int(row)] is None]
             raise ValueError(f"append: ids {dead[:5]} are not live series (dropped or never added)")
         if np.unique(columns).size != columns.size:

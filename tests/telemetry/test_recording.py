@@ -126,3 +126,16 @@ def test_usage_stays_in_the_order_of_last_samples_and_says_what_changed() -> Non
     assert list(recorder.usage) == [("ml", "a")]
     assert recorder.take_changed() == {("ml", "b")}
     assert recorder.store.series("gpufleet_workload_gpu_util") == {}
+
+
+def test_a_dropped_device_series_is_made_again_at_its_next_reading() -> None:
+    recorder = SeriesRecorder(SeriesStore())
+    recorder.record(15.0, [node_reading("n1", [10.0, 20.0])])
+    store = recorder.store
+    dropped = store.series(UTIL, {"gpu": "1"})
+    store.drop(next(iter(dropped.values())))
+    store.add(WORKLOAD_UTIL, {"namespace": "ml", "pod": "takes-the-freed-id"})
+    recorder.record(30.0, [node_reading("n1", [30.0, 40.0])])
+    found = ObservedSeries(recorder, dict).query(UTIL, "last", 300, 30.0)
+    assert sorted(found.values()) == pytest.approx([30.0, 40.0], abs=0.01)
+    assert len(store.series(WORKLOAD_UTIL)) == 1, "the workload series kept its id"
