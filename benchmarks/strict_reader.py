@@ -54,8 +54,8 @@ DEFAULT_BEFORE = "1379dba^1"
 FILL = """
 import json, sys
 from gpufleet.backends.sim.run import run_fill
-from gpufleet.io.alibaba import read_nodes, read_pods
-from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.datasets import NODES_FILE, PODS_FILE, find_alibaba_trace
 trace_dir = find_alibaba_trace()
 nodes = [n for n in read_nodes(trace_dir / "csv" / NODES_FILE) if n.gpu_count]
 trace = [t.pod for t in read_pods(trace_dir / "csv" / PODS_FILE)]
@@ -243,7 +243,7 @@ def main() -> int:
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT))
-    from gpufleet.io.traces import TRACE_DIR_ENV, find_alibaba_trace  # this tree's
+    from gpufleet.io.cluster_traces.datasets import TRACE_DIR_ENV, find_alibaba_trace  # this tree's
 
     with tempfile.TemporaryDirectory(prefix="strict-reader-") as scratch:
         before_tree = Path(scratch) / "before"

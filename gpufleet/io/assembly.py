@@ -1,7 +1,7 @@
 """The assembly of a scenario's objects into workloads: the one way every path builds them.
 
 Owns :class:`ScenarioBuilder`, which collects the objects of a scenario (Queues and
-PriorityClasses as a :class:`~gpufleet.io.catalog.Catalog`, PodGroups, ResourceQuotas, and the
+PriorityClasses as a :class:`~gpufleet.io.fleet.catalog.Catalog`, PodGroups, ResourceQuotas, and the
 pods of each workload object as an :class:`ObjectPods`), then checks and assembles them into
 :class:`~gpufleet.model.workload.TimedWorkload` gangs (:meth:`ScenarioBuilder.scenario`; one
 gang at a time: :meth:`ScenarioBuilder.assemble`). Files (``workloads.read_scenario``), the
@@ -20,32 +20,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gpufleet.io import alibaba, job_rules, operator_jobs, pytorch_jobs
-from gpufleet.io.catalog import CATALOG_KINDS, Catalog
+from gpufleet.io.cluster_traces import alibaba
 from gpufleet.io.errors import InputError
-from gpufleet.io.faults import GPU_FAULT, gpu_fault_from_object
-from gpufleet.io.idle_policies import KIND as IDLE_POLICY
-from gpufleet.io.idle_policies import check_unique, idle_policy_from_object
-from gpufleet.io.kinds import CLUSTER_KINDS
-from gpufleet.io.kube_pods import (
-    EXPECTED_RUNTIME_ANNOTATION,
-    SIM_DURATION_ANNOTATION,
-    WORKLOAD_API_VERSIONS,
-    pods_from_object,
-)
-from gpufleet.io.kube_schema import check_kube_object
-from gpufleet.io.manifests import Context, Manifest, describe
-from gpufleet.io.node_faults import NODE_FAULT_KINDS, node_fault_from_object
-from gpufleet.io.pytorch_jobs import OperatorJob
-from gpufleet.io.queues import pod_group_from_object, resource_quota_from_object
-from gpufleet.io.serving import INFERENCE_LOAD, TARGET_KINDS, inference_service_from_object
-from gpufleet.io.sim_telemetry import (
+from gpufleet.io.fleet.catalog import CATALOG_KINDS, Catalog
+from gpufleet.io.fleet.faults import GPU_FAULT, gpu_fault_from_object
+from gpufleet.io.fleet.idle_policies import KIND as IDLE_POLICY
+from gpufleet.io.fleet.idle_policies import check_unique, idle_policy_from_object
+from gpufleet.io.fleet.node_faults import NODE_FAULT_KINDS, node_fault_from_object
+from gpufleet.io.fleet.queues import pod_group_from_object, resource_quota_from_object
+from gpufleet.io.fleet.serving import INFERENCE_LOAD, TARGET_KINDS, inference_service_from_object
+from gpufleet.io.fleet.sim_telemetry import (
     SIMULATED_TELEMETRY,
     TelemetrySettings,
     merge_settings,
     telemetry_settings_from_object,
 )
-from gpufleet.io.workload_settings import (
+from gpufleet.io.kinds import CLUSTER_KINDS
+from gpufleet.io.kube import job_rules, operator_jobs, pytorch_jobs
+from gpufleet.io.kube.pods import (
+    EXPECTED_RUNTIME_ANNOTATION,
+    SIM_DURATION_ANNOTATION,
+    WORKLOAD_API_VERSIONS,
+    pods_from_object,
+)
+from gpufleet.io.kube.pytorch_jobs import OperatorJob
+from gpufleet.io.kube.schema import check_kube_object
+from gpufleet.io.kube.workload_settings import (
     CHECKPOINT_INTERVAL_ANNOTATION,
     CHECKPOINT_ON_NOTICE_ANNOTATION,
     MIXED_MODELS_ANNOTATION,
@@ -55,6 +55,7 @@ from gpufleet.io.workload_settings import (
     WorkloadSettings,
     workload_settings,
 )
+from gpufleet.io.manifests import Context, Manifest, describe
 from gpufleet.model.autoscaling import AutoscalingSpec
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
@@ -163,7 +164,7 @@ class ObjectPods:
 
 class ScenarioBuilder(Catalog):
     """Collects the objects of a scenario, then checks and assembles them (the queues and
-    priority classes as a :class:`~gpufleet.io.catalog.Catalog`, strict unless told): see the
+    priority classes as a :class:`~gpufleet.io.fleet.catalog.Catalog`, strict unless told): see the
     module docstring."""
 
     def __init__(self, strict: bool = True) -> None:

@@ -5,8 +5,8 @@ flattened, each object read by :func:`node_from_object` or :func:`pods_from_obje
 aside when its kind has no scheduling meaning: :mod:`gpufleet.io.kinds`), names
 checked unique, and all of it returned or nothing (the first problem raises
 :class:`~gpufleet.io.errors.InputError` naming the file, ``document N (line L)``, the object and
-the field). What a Node or a Pod means lives in ``kube_nodes``, ``kube_pods`` and
-``kube_resources``; this module does not talk to a cluster (``backends/kube`` does).
+the field). What a Node or a Pod means lives in ``kube.nodes``, ``kube.pods`` and
+``kube.resources``; this module does not talk to a cluster (``backends/kube`` does).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.kinds import Skipped, triage
-from gpufleet.io.kube_nodes import MIG_LAYOUT_ANNOTATION, node_from_object
-from gpufleet.io.kube_pods import SUPPORTED, WORKLOAD_API_VERSIONS, pods_from_object
-from gpufleet.io.kube_schema import check_kube_object
+from gpufleet.io.kube.nodes import MIG_LAYOUT_ANNOTATION, node_from_object
+from gpufleet.io.kube.pods import SUPPORTED, WORKLOAD_API_VERSIONS, pods_from_object
+from gpufleet.io.kube.schema import check_kube_object
 from gpufleet.io.manifests import Manifest, load_manifests
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedPod

@@ -16,15 +16,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpufleet.io import alibaba
-from gpufleet.io.cluster_spec import KIND as CLUSTER_SPEC_KIND
-from gpufleet.io.cluster_spec import cluster_spec_from_dict
+from gpufleet.io.cluster_traces import alibaba
 from gpufleet.io.errors import InputError, quoted
-from gpufleet.io.job_rules import paused_job_note
+from gpufleet.io.fleet.cluster_spec import KIND as CLUSTER_SPEC_KIND
+from gpufleet.io.fleet.cluster_spec import cluster_spec_from_dict
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
-from gpufleet.io.kube_nodes import node_from_object
-from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS, pods_from_object
-from gpufleet.io.kube_schema import check_kube_object
+from gpufleet.io.kube.job_rules import paused_job_note
+from gpufleet.io.kube.nodes import node_from_object
+from gpufleet.io.kube.pods import WORKLOAD_API_VERSIONS, pods_from_object
+from gpufleet.io.kube.schema import check_kube_object
 from gpufleet.io.manifests import input_files, load_objects
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedPod
@@ -85,7 +85,7 @@ def _nothing_read(path: str | Path, found: list[Any], mine: Skipped, expected: s
 
 
 def _paused_note(obj: Mapping[str, Any]) -> str | None:
-    """:func:`~gpufleet.io.job_rules.paused_job_note` of a Job read already, else None."""
+    """:func:`~gpufleet.io.kube.job_rules.paused_job_note` of a Job read already, else None."""
     if obj.get("kind") != "Job":
         return None
     metadata = obj["metadata"]

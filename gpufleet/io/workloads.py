@@ -24,13 +24,13 @@ and ``operator_jobs``):
 * each pod's work: its ``gpufleet.dev/sim-duration``, else the workload's expected run time;
 * the autoscaling of Deployments, StatefulSets and ReplicaSets: HorizontalPodAutoscalers, KEDA
   ScaledObjects and ``gpufleet.dev/`` autoscaling annotations, joined to the workloads they
-  scale (:mod:`gpufleet.io.autoscaling`);
-* ``NodePool`` objects, read by :mod:`gpufleet.io.nodepools` (each name once; a pool without
+  scale (:mod:`gpufleet.io.kube.autoscaling`);
+* ``NodePool`` objects, read by :mod:`gpufleet.io.fleet.nodepools` (each name once; a pool without
   a price of its own priced from the price list given, else the one gpufleet ships).
 
 Everything is read before anything is returned: the first problem raises
 :class:`~gpufleet.io.errors.InputError` naming the file, the place, the object and the field.
-What one object means lives in ``kube_pods``, ``queues``, ``pytorch_jobs``, ``operator_jobs`` and
+What one object means lives in ``kube.pods``, ``queues``, ``pytorch_jobs``, ``operator_jobs`` and
 ``workload_settings``, the assembly in ``assembly`` (which the control plane and the live
 cluster use too); this module does not schedule, check quotas against requests, or enforce
 ResourceQuotas (it only reads them).
@@ -50,18 +50,18 @@ from gpufleet.io.assembly import (
     Scenario,
     ScenarioBuilder,
 )
-from gpufleet.io.autoscaling import AUTOSCALER_KINDS, AutoscalingReader
 from gpufleet.io.errors import InputError
-from gpufleet.io.faults import GPU_FAULT
-from gpufleet.io.idle_policies import KIND as IDLE_POLICY
+from gpufleet.io.fleet.faults import GPU_FAULT
+from gpufleet.io.fleet.idle_policies import KIND as IDLE_POLICY
+from gpufleet.io.fleet.node_faults import NODE_FAULT_KINDS
+from gpufleet.io.fleet.nodepools import KIND as NODE_POOL
+from gpufleet.io.fleet.nodepools import NodePoolSet
+from gpufleet.io.fleet.serving import INFERENCE_LOAD
+from gpufleet.io.fleet.sim_telemetry import SIMULATED_TELEMETRY
 from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
-from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
+from gpufleet.io.kube.autoscaling import AUTOSCALER_KINDS, AutoscalingReader
+from gpufleet.io.kube.pods import WORKLOAD_API_VERSIONS
 from gpufleet.io.manifests import input_files, load_objects
-from gpufleet.io.node_faults import NODE_FAULT_KINDS
-from gpufleet.io.nodepools import KIND as NODE_POOL
-from gpufleet.io.nodepools import NodePoolSet
-from gpufleet.io.serving import INFERENCE_LOAD
-from gpufleet.io.sim_telemetry import SIMULATED_TELEMETRY
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 
 #: The kinds a scenario reads (others are set aside or refused: ``kinds``).

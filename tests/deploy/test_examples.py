@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from gpufleet.io.assembly import Scenario
-from gpufleet.io.cluster_spec import cluster_spec_from_dict
-from gpufleet.io.kube_pods import pods_from_object
+from gpufleet.io.fleet.cluster_spec import cluster_spec_from_dict
+from gpufleet.io.kube.pods import pods_from_object
 from gpufleet.io.workloads import read_scenario
 from tests.deploy.support import DEPLOY_EXAMPLES, Loaded, load_objects
 

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.idle_policies import read_idle_policies
+from gpufleet.io.fleet.idle_policies import read_idle_policies
 from gpufleet.io.workloads import read_scenario
 from gpufleet.model.idle import (
     EXEMPT_LABEL,

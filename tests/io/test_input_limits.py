@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.io import alibaba
-from gpufleet.io.cluster_spec import read_cluster_spec
+from gpufleet.io.cluster_traces import alibaba
 from gpufleet.io.errors import InputError, quoted, shorten
+from gpufleet.io.fleet.cluster_spec import read_cluster_spec
 from gpufleet.io.kubernetes import read_nodes, read_pods
 from gpufleet.io.manifests import LIMIT_VARIABLE, MAX_MANIFEST_BYTES, load_manifests, read_limited
 from gpufleet.io.readers import read_cluster, read_workload

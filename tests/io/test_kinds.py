@@ -235,7 +235,7 @@ def test_the_note_is_one_line_and_bounded() -> None:
 
 
 def test_the_cluster_kinds_name_the_cluster_spec_kind() -> None:
-    from gpufleet.io.cluster_spec import KIND
+    from gpufleet.io.fleet.cluster_spec import KIND
     from gpufleet.io.kinds import CLUSTER_KINDS
 
     assert KIND in CLUSTER_KINDS

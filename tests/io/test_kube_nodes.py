@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io import alibaba
+from gpufleet.io.cluster_traces import alibaba
 from gpufleet.io.errors import InputError
 from gpufleet.io.kubernetes import load_manifests, node_from_object, read_nodes
 from gpufleet.model import (

@@ -17,10 +17,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufleet.io.autoscaling import AutoscalingReader
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
-from gpufleet.io.kube_schema import check_kube_object, root_type, tables
+from gpufleet.io.kube.autoscaling import AutoscalingReader
+from gpufleet.io.kube.pods import WORKLOAD_API_VERSIONS
+from gpufleet.io.kube.schema import check_kube_object, root_type, tables
 from gpufleet.io.live_objects import LiveCatalog, timed_pod
 from gpufleet.io.manifests import load_manifests, parse_manifests
 from gpufleet.io.names import port_name_problem

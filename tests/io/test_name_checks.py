@@ -9,8 +9,8 @@ from typing import NamedTuple
 
 import pytest
 
-from gpufleet.io.alibaba import read_nodes as read_node_csv
-from gpufleet.io.alibaba import read_pods as read_pod_csv
+from gpufleet.io.cluster_traces.alibaba import read_nodes as read_node_csv
+from gpufleet.io.cluster_traces.alibaba import read_pods as read_pod_csv
 from gpufleet.io.errors import InputError
 from gpufleet.io.readers import read_cluster, read_workload
 from gpufleet.io.workloads import read_scenario

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.queues import (
+from gpufleet.io.fleet.queues import (
     pod_group_from_object,
     priority_class_from_object,
     queue_from_object,

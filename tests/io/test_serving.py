@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.serving import inference_service_from_object
+from gpufleet.io.fleet.serving import inference_service_from_object
 from gpufleet.io.workloads import read_scenario
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.sim_telemetry import (
+from gpufleet.io.fleet.sim_telemetry import (
     TelemetrySettings,
     parse_usage_profile,
     telemetry_settings_from_object,
