@@ -65,7 +65,7 @@ print(json.dumps(run_fill(nodes, trace, "default", int(sys.argv[1])).seconds))
 #: Runs in each tree's own process: the median CPU seconds of 5 reads of a scenario directory.
 READ = """
 import json, statistics, sys, time
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 times = []
 for _ in range(5):
     started = time.process_time()

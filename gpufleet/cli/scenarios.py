@@ -37,8 +37,7 @@ from gpufleet.io.fleet.cluster_spec import read_cluster_spec
 from gpufleet.io.fleet.faults import check_faults
 from gpufleet.io.fleet.node_faults import check_node_faults
 from gpufleet.io.kinds import Skipped
-from gpufleet.io.readers import read_cluster
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_cluster, read_scenario
 from gpufleet.model import Node
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.nodepools import NodePool

@@ -7,7 +7,7 @@ pods of each workload object as an :class:`ObjectPods`), then checks and assembl
 gang at a time: :meth:`ScenarioBuilder.assemble`). Files (``workloads.read_scenario``), the
 control plane's requests (``service.submissions``) and a live cluster's pods
 (:mod:`~gpufleet.io.live_objects`) all go through it, so a workload means the same wherever it
-comes from. The rules of assembly are listed in :mod:`gpufleet.io.workloads`. It reads no files
+comes from. The rules of assembly are listed in :mod:`gpufleet.io.readers`. It reads no files
 (its callers do) and decides nothing about scheduling.
 """
 

@@ -9,7 +9,7 @@ import pytest
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.fleet.idle_policies import read_idle_policies
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 from gpufleet.model.idle import (
     EXEMPT_LABEL,
     IdleAction,

@@ -16,7 +16,7 @@ from gpufleet.io.kube.node_ends import (
     node_ends,
     pod_tolerations,
 )
-from gpufleet.io.kubernetes import node_from_object
+from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.model import Taint, TaintEffect, Toleration
 
 T0 = 1_700_000_000.0

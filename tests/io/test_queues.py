@@ -18,7 +18,7 @@ from gpufleet.io.fleet.queues import (
     queue_from_object,
     resource_quota_from_object,
 )
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import (
     DEFAULT_WARN_AT,

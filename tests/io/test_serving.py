@@ -11,7 +11,7 @@ import yaml
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.fleet.serving import inference_service_from_object
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 
 
 def load_object(**spec: Any) -> dict[str, Any]:

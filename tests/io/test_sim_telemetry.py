@@ -13,7 +13,7 @@ from gpufleet.io.fleet.sim_telemetry import (
     parse_usage_profile,
     telemetry_settings_from_object,
 )
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 from gpufleet.telemetry.profiles import UsageProfile
 from tests.io.conftest import WriteFile
 

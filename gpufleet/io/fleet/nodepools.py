@@ -296,7 +296,7 @@ def _price(
 
 class NodePoolSet:
     """NodePools read one object at a time, each name once: what :func:`read_node_pools` and
-    a scenario's reader (:func:`gpufleet.io.workloads.read_scenario`) collect. ``prices``
+    a scenario's reader (:func:`gpufleet.io.readers.read_scenario`) collect. ``prices``
     prices pools that give no price of their own (default: the list gpufleet ships)."""
 
     def __init__(self, prices: PriceList | None = None) -> None:
