@@ -48,36 +48,33 @@ requests, or enforce ResourceQuotas (it only reads them).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from gpufleet.economics.prices import PriceList
 from gpufleet.io.assembly import (
     DEFAULT_QUEUE,
-    OPERATOR_JOBS,
+    SCENARIO_READERS,
     SUPPORTED,
     Scenario,
     ScenarioBuilder,
 )
 from gpufleet.io.cluster_traces import alibaba
 from gpufleet.io.errors import InputError, quoted
-from gpufleet.io.fleet.cluster_spec import KIND as CLUSTER_SPEC_KIND
+from gpufleet.io.fleet.cluster_shapes import API_VERSION as CLUSTER_SPEC_API_VERSION
+from gpufleet.io.fleet.cluster_shapes import KIND as CLUSTER_SPEC_KIND
 from gpufleet.io.fleet.cluster_spec import cluster_spec_from_dict
-from gpufleet.io.fleet.faults import GPU_FAULT
-from gpufleet.io.fleet.idle_policies import KIND as IDLE_POLICY
-from gpufleet.io.fleet.node_faults import NODE_FAULT_KINDS
 from gpufleet.io.fleet.nodepools import KIND as NODE_POOL
 from gpufleet.io.fleet.nodepools import NodePoolSet
-from gpufleet.io.fleet.serving import INFERENCE_LOAD
-from gpufleet.io.fleet.sim_telemetry import SIMULATED_TELEMETRY
-from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, triage
+from gpufleet.io.kinds import CLUSTER_KINDS, Skipped, api_group, triage
 from gpufleet.io.kube.autoscaling import AUTOSCALER_KINDS, AutoscalingReader
 from gpufleet.io.kube.job_rules import paused_job_note
 from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.io.kube.pods import WORKLOAD_API_VERSIONS, pods_from_object
 from gpufleet.io.kube.schema import check_kube_object
-from gpufleet.io.manifests import input_files, load_objects
+from gpufleet.io.manifests import Manifest, input_files, load_objects
+from gpufleet.io.scheme import Scheme
 from gpufleet.model import Node
 from gpufleet.model.workload import TimedPod, TimedWorkload, Workload
 
@@ -87,6 +84,20 @@ _WORKLOAD_EXPECTED = (
 )
 _NOT_A_CLUSTER = dict.fromkeys(WORKLOAD_API_VERSIONS, "a workload, not a cluster")
 _NOT_A_WORKLOAD = dict.fromkeys(CLUSTER_KINDS, "a cluster, not a workload")
+
+#: Reads one object of a cluster's files: the nodes it describes.
+NodeReader = Callable[[Manifest, str, str | None], list[Node]]
+#: The reader of each kind a cluster's files hold, by API group and kind.
+CLUSTER_READERS: Scheme[NodeReader] = Scheme()
+CLUSTER_READERS.add(
+    api_group(CLUSTER_SPEC_API_VERSION) or "", CLUSTER_SPEC_KIND, cluster_spec_from_dict
+)
+
+
+@CLUSTER_READERS.register("", "Node")
+def _read_node(manifest: Manifest, source: str, where: str | None) -> list[Node]:
+    check_kube_object(manifest, source, where)
+    return [node_from_object(manifest, source, where)]
 
 
 def read_cluster(path: str | Path, skipped: Skipped | None = None) -> list[Node]:
@@ -106,16 +117,19 @@ def read_cluster(path: str | Path, skipped: Skipped | None = None) -> list[Node]
             for manifest in load_objects(file, _CLUSTER_EXPECTED):
                 where = manifest.location
                 if not triage(
-                    manifest, source, where, CLUSTER_KINDS, _CLUSTER_EXPECTED, mine, _NOT_A_CLUSTER
+                    manifest,
+                    source,
+                    where,
+                    CLUSTER_READERS.kinds,
+                    _CLUSTER_EXPECTED,
+                    mine,
+                    _NOT_A_CLUSTER,
                 ):
                     continue
-                if manifest["kind"] == CLUSTER_SPEC_KIND:
-                    found.extend(
-                        (node, where) for node in cluster_spec_from_dict(manifest, source, where)
-                    )
-                else:
-                    check_kube_object(manifest, source, where)
-                    found.append((node_from_object(manifest, source, where), where))
+                read = CLUSTER_READERS.reader_of(manifest)
+                if read is None:  # triage let through the kinds of CLUSTER_READERS only
+                    raise AssertionError(f"no reader of {manifest['kind']}")
+                found.extend((node, where) for node in read(manifest, source, where))
         for node, place in found:
             if node.name in origin:
                 raise InputError(
@@ -196,23 +210,9 @@ def read_workload(
 
 
 #: The kinds a scenario reads (others are set aside or refused: ``kinds``).
-SCENARIO_KINDS = frozenset(
-    {
-        "Queue",
-        "PriorityClass",
-        "PodGroup",
-        "ResourceQuota",
-        GPU_FAULT,
-        *NODE_FAULT_KINDS,
-        SIMULATED_TELEMETRY,
-        IDLE_POLICY,
-        INFERENCE_LOAD,
-        *AUTOSCALER_KINDS,
-        *WORKLOAD_API_VERSIONS,
-        *OPERATOR_JOBS,
-        NODE_POOL,
-    }
-)
+#: The kinds a scenario reads (others are set aside or refused: ``kinds``): those a
+#: ScenarioBuilder reads, the autoscalers of its workloads, and NodePools.
+SCENARIO_KINDS = frozenset({*SCENARIO_READERS.kinds, *AUTOSCALER_KINDS, NODE_POOL})
 #: What a scenario's files may hold, for errors.
 SCENARIO_SUPPORTED = SUPPORTED.replace(" or ScaledObject", ", ScaledObject or NodePool")
 _NOT_A_SCENARIO = dict.fromkeys(CLUSTER_KINDS, "a cluster, not a scenario")
