@@ -48,7 +48,7 @@ from gpufleet.agent.kube_bridge import bound_pod
 from gpufleet.backends.kube.binding_signature import signed_binding
 from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, GPU_SHARE_ANNOTATION
 from gpufleet.backends.kube.node_pods import pod_view
-from gpufleet.io.kube_resources import GPU_MILLI_ANNOTATION
+from gpufleet.io.kube.resources import GPU_MILLI_ANNOTATION
 from gpufleet.model.gpu import MILLI_PER_GPU, SHARE_RESOURCE
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY, write_binding_key

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from gpufleet.io.alert_rules import builtin_alert_rules
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
 from gpufleet.model.alerts import AlertMetric, AlertState
 from gpufleet.model.telemetry import DeviceUser
 from gpufleet.telemetry.observed_series import ObservedSeries

@@ -52,7 +52,7 @@ from gpufleet.elastic.nodepools import (
     ScaleUpPlanner,
     decide_scale_up,
 )
-from gpufleet.io.shapes import bundled_shape_table
+from gpufleet.io.cluster_traces.shapes import bundled_shape_table
 from gpufleet.model import Pod, Toleration
 from gpufleet.model.capacity import CapacityType
 from gpufleet.model.node import GFD_LABELS

@@ -24,8 +24,8 @@ from gpufleet.backends.sim.batch import Scenario, Task, run_many
 from gpufleet.backends.sim.cluster import Mode
 from gpufleet.backends.sim.results import FillRun
 from gpufleet.backends.sim.variants import VariantKind, make_variant
-from gpufleet.io.alibaba import read_nodes, read_pods
-from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.datasets import NODES_FILE, PODS_FILE, find_alibaba_trace
 from gpufleet.model.workload import TimedPod
 from gpufleet.report.summary import write_json
 

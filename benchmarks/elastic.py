@@ -109,9 +109,9 @@ from gpufleet.backends.sim.node_pools import PoolSettings
 from gpufleet.backends.sim.results import TenancyRun
 from gpufleet.backends.sim.run import run_workloads
 from gpufleet.backends.sim.workloads import sample_runtime
-from gpufleet.io.nodepools import node_pool_from_object
-from gpufleet.io.shapes import bundled_shape_table
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.cluster_traces.shapes import bundled_shape_table
+from gpufleet.io.fleet.nodepools import node_pool_from_object
+from gpufleet.io.readers import read_scenario
 from gpufleet.model import PodClass, Toleration
 from gpufleet.model.capacity import SPOT_TAINT
 from gpufleet.model.node_faults import (

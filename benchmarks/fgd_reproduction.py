@@ -19,8 +19,8 @@ from statistics import median
 from gpufleet.backends.sim.batch import Scenario, Task, run_many
 from gpufleet.backends.sim.cluster import Mode
 from gpufleet.backends.sim.results import FillRun
-from gpufleet.io.alibaba import read_nodes, read_pods
-from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.datasets import NODES_FILE, PODS_FILE, find_alibaba_trace
 from gpufleet.report.summary import write_json
 
 RESULTS = Path(__file__).resolve().parent / "results"

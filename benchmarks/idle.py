@@ -59,10 +59,10 @@ from gpufleet.backends.sim.results import TenancyRun
 from gpufleet.backends.sim.run import run_workloads
 from gpufleet.backends.sim.scenarios import TenantScenario, from_trace, sample_nodes
 from gpufleet.backends.sim.workloads import synthetic_workload
-from gpufleet.io.alibaba import read_nodes, read_pods
-from gpufleet.io.cluster_spec import read_cluster_spec
-from gpufleet.io.shapes import bundled_path, bundled_shape_table
-from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.datasets import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.shapes import bundled_path, bundled_shape_table
+from gpufleet.io.fleet.cluster_spec import read_cluster_spec
 from gpufleet.model import Node
 from gpufleet.model.idle import IdleAction, IdlePolicy, IdleScope, IdleStep
 from gpufleet.model.times import format_duration

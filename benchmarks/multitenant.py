@@ -45,8 +45,8 @@ from gpufleet.backends.sim.scenarios import (
     sample_nodes,
 )
 from gpufleet.cli.inputs import parse_duration
-from gpufleet.io.alibaba import read_nodes, read_pods
-from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.datasets import NODES_FILE, PODS_FILE, find_alibaba_trace
 from gpufleet.model import Node
 from gpufleet.model.times import format_duration
 from gpufleet.report.summary import write_json

@@ -25,8 +25,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import LinearConstraint, linprog, milp
 
-from gpufleet.io.alibaba import read_nodes, read_pods
-from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.datasets import NODES_FILE, PODS_FILE, find_alibaba_trace
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.report.summary import write_json
 

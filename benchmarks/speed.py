@@ -28,9 +28,9 @@ import numpy as np
 
 from gpufleet.backends.sim.run import run_fill
 from gpufleet.backends.sim.workloads import synthetic_workload
-from gpufleet.io.alibaba import read_nodes, read_pods
-from gpufleet.io.shapes import bundled_shape_table
-from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.datasets import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.shapes import bundled_shape_table
 from gpufleet.model import Node, Pod
 from gpufleet.model.actions import Bind
 from gpufleet.model.events import PodAdded

@@ -54,8 +54,8 @@ DEFAULT_BEFORE = "1379dba^1"
 FILL = """
 import json, sys
 from gpufleet.backends.sim.run import run_fill
-from gpufleet.io.alibaba import read_nodes, read_pods
-from gpufleet.io.traces import NODES_FILE, PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.datasets import NODES_FILE, PODS_FILE, find_alibaba_trace
 trace_dir = find_alibaba_trace()
 nodes = [n for n in read_nodes(trace_dir / "csv" / NODES_FILE) if n.gpu_count]
 trace = [t.pod for t in read_pods(trace_dir / "csv" / PODS_FILE)]
@@ -65,7 +65,7 @@ print(json.dumps(run_fill(nodes, trace, "default", int(sys.argv[1])).seconds))
 #: Runs in each tree's own process: the median CPU seconds of 5 reads of a scenario directory.
 READ = """
 import json, statistics, sys, time
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 times = []
 for _ in range(5):
     started = time.process_time()
@@ -243,7 +243,7 @@ def main() -> int:
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT))
-    from gpufleet.io.traces import TRACE_DIR_ENV, find_alibaba_trace  # this tree's
+    from gpufleet.io.cluster_traces.datasets import TRACE_DIR_ENV, find_alibaba_trace  # this tree's
 
     with tempfile.TemporaryDirectory(prefix="strict-reader-") as scratch:
         before_tree = Path(scratch) / "before"

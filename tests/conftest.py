@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io.traces import find_alibaba_trace
+from gpufleet.io.cluster_traces.datasets import find_alibaba_trace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,9 +9,9 @@ import pytest
 
 from gpufleet.backends.sim.run import run_fill
 from gpufleet.backends.sim.workloads import shape_table
-from gpufleet.io.alibaba import read_nodes, read_pods
-from gpufleet.io.cluster_spec import read_cluster_spec
-from gpufleet.io.shapes import bundled_path, bundled_shape_table
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.shapes import bundled_path, bundled_shape_table
+from gpufleet.io.fleet.cluster_spec import read_cluster_spec
 from gpufleet.model import Node
 from gpufleet.scheduling.target import PodShape, typical_shapes
 

@@ -25,7 +25,7 @@ from gpufleet.agent.kubelet_api import (
     unix_channel,
 )
 from gpufleet.agent.resources import base_uuid
-from gpufleet.io.mig_layout import MIG_RESOURCE_PREFIX
+from gpufleet.io.kube.mig_layout import MIG_RESOURCE_PREFIX
 from gpufleet.model.gpu import GPU_RESOURCES, SHARE_RESOURCE
 from gpufleet.model.telemetry import DeviceUser
 

@@ -4,7 +4,7 @@ Owns the mapping from a :class:`~gpufleet.model.inventory.NodeInventory` and the
 config to the kubelet's view: per extended resource, the device IDs the plugin lists in
 ``ListAndWatch``, each tied to the physical GPU (and MIG instance) it stands for, with that
 device's health. The counts are those the scheduler reads back from the Node
-(:mod:`gpufleet.io.kube_nodes`, :class:`~gpufleet.model.gpu.GpuSharing`):
+(:mod:`gpufleet.io.kube.nodes`, :class:`~gpufleet.model.gpu.GpuSharing`):
 
 * ``nvidia.com/gpu``: one ID per whole GPU that is not MIG-enabled, its UUID; with
   time-slicing or MPS of R replicas, R IDs per GPU named ``<uuid>::<n>`` as the NVIDIA device
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gpufleet.io.mig_layout import MIG_RESOURCE_PREFIX
+from gpufleet.io.kube.mig_layout import MIG_RESOURCE_PREFIX
 from gpufleet.model.gpu import NO_SHARING, SHARE_RESOURCE, GpuSharing
 from gpufleet.model.inventory import NodeInventory
 

@@ -48,7 +48,7 @@ from gpufleet.backends.kube.node_agent import (
 )
 from gpufleet.devices.labels import gfd_node_labels
 from gpufleet.devices.source import DeviceSource
-from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_to_json
+from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_to_json
 from gpufleet.metrics.dcgm_text import render
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.telemetry import HealthEvent

@@ -53,9 +53,9 @@ from gpufleet.api.schemas import (
     WorkloadSummary,
 )
 from gpufleet.economics import PriceList
+from gpufleet.io.fleet.prices import default_prices
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import describe
-from gpufleet.io.prices import default_prices
 from gpufleet.io.quantities import parse_long_duration
 from gpufleet.service.auth import METRICS, Principal
 from gpufleet.service.plane_book import PRIORITY_CLASS, QUEUE

@@ -134,8 +134,8 @@ def agent(
     from gpufleet.devices.fake import make_fake_nvml
     from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
     from gpufleet.devices.nvml_source import NvmlDeviceSource
-    from gpufleet.io.device_plugin_config import read_device_plugin_config
     from gpufleet.io.errors import InputError
+    from gpufleet.io.kube.device_plugin_config import read_device_plugin_config
     from gpufleet.model.gpu import NO_SHARING
 
     try:

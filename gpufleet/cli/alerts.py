@@ -4,8 +4,8 @@ Prometheus (``gpufleet alerts export``).
 Owns the listing (rendered by :func:`gpufleet.cli.remote_render.alerts_table`) and the command
 line of the rules: which rules (the built-in ones, the user's GPUAlertRule
 files, both), refusing two rules of one name across them, and where the result goes. The
-translation to PromQL is :mod:`gpufleet.io.prometheus_rules`; reading the files is
-:mod:`gpufleet.io.alert_rules`. ``deploy/prometheus-rules.yaml`` is this command's output with
+translation to PromQL is :mod:`gpufleet.io.fleet.prometheus_rules`; reading the files is
+:mod:`gpufleet.io.fleet.alert_rules`. ``deploy/prometheus-rules.yaml`` is this command's output with
 its defaults and ``--namespace gpufleet-system`` (a test keeps them equal).
 """
 
@@ -25,9 +25,9 @@ from gpufleet.cli.output import fail
 from gpufleet.cli.remote import OutputOption, ServerOption, TokenOption, connect, remote_errors
 from gpufleet.cli.remote_render import Clock, Output, alerts_table, dump
 from gpufleet.cli.tables import show
-from gpufleet.io.alert_rules import KIND, builtin_alert_rules, read_alert_rules
 from gpufleet.io.errors import InputError, quoted
-from gpufleet.io.prometheus_rules import DEFAULT_NAME, prometheus_rule, rule_file, to_yaml
+from gpufleet.io.fleet.alert_rules import KIND, builtin_alert_rules, read_alert_rules
+from gpufleet.io.fleet.prometheus_rules import DEFAULT_NAME, prometheus_rule, rule_file, to_yaml
 from gpufleet.model.alerts import AlertRule
 
 app = typer.Typer(

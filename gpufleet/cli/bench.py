@@ -19,7 +19,7 @@ from gpufleet.backends.sim.cluster import Mode
 from gpufleet.backends.sim.results import FillRun
 from gpufleet.cli.inputs import check_policies, console, fail, friendly_errors, parse_seeds
 from gpufleet.cli.simulate import DEFAULT_WORKERS, run_with_progress
-from gpufleet.io.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
 from gpufleet.model.workload import TimedPod
 from gpufleet.report.summary import write_json
 

@@ -10,7 +10,7 @@ import typer
 from gpufleet.backends.sim.cluster import Mode
 from gpufleet.cli.inputs import console
 from gpufleet.cli.simulate import DEFAULT_WORKERS, run_simulation
-from gpufleet.io.traces import DEFAULT_FETCH_DIR, find_alibaba_trace
+from gpufleet.io.cluster_traces.datasets import DEFAULT_FETCH_DIR, find_alibaba_trace
 
 
 def demo(

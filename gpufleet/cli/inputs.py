@@ -21,9 +21,9 @@ from gpufleet.cli.output import (
     listen_socket,
     warn,
 )
+from gpufleet.io.cluster_traces.datasets import FetchError
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
-from gpufleet.io.traces import FetchError
 from gpufleet.scheduling.policies import POLICY_NAMES, UnknownPolicyError
 
 __all__ = [

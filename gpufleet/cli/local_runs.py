@@ -54,7 +54,7 @@ from gpufleet.cli.remote import (
     remote_errors,
     resolve_workload,
 )
-from gpufleet.io.job_rules import ARRAY_ANNOTATION, parse_array
+from gpufleet.io.kube.job_rules import ARRAY_ANNOTATION, parse_array
 from gpufleet.io.names import NameRule, rule_of
 from gpufleet.model.queues import QUEUE_LABEL
 

@@ -26,8 +26,7 @@ from gpufleet.cli.inputs import (
 )
 from gpufleet.cli.tables import show
 from gpufleet.io.kinds import Skipped
-from gpufleet.io.readers import read_cluster, read_workload
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_cluster, read_scenario, read_workload
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.actions import Action, Bind, MarkUnschedulable
 from gpufleet.model.events import PodAdded, WorkloadAdded

@@ -1,6 +1,6 @@
 """The cost options of ``gpufleet simulate --scenario`` and its cost table on the terminal.
 
-Owns ``--prices`` (a price list file, read by :func:`gpufleet.io.prices.read_prices`, the one
+Owns ``--prices`` (a price list file, read by :func:`gpufleet.io.fleet.prices.read_prices`, the one
 ``serve --prices`` reads; default: the list gpufleet ships) and ``--cost-by`` (a grouping:
 the keys of ``gpufleet cost --by``, several joined by commas; repeatable), checked before the
 scenario is read so that a bad file or key is one clear error naming it and nothing runs; the
@@ -26,7 +26,7 @@ from gpufleet.cli.inputs import console, fail, warn
 from gpufleet.cli.tables import show
 from gpufleet.economics import Holding, PriceList, group_key, parse_by
 from gpufleet.economics.aggregation import FIELD_KEYS
-from gpufleet.io.prices import default_prices_path, read_prices
+from gpufleet.io.fleet.prices import default_prices_path, read_prices
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.report.scenario_cost import TOTAL, CostRow, CostSummary
 

@@ -24,16 +24,20 @@ from gpufleet.backends.sim.node_pools import PoolSettings
 from gpufleet.backends.sim.scenarios import TenantScenario, from_trace, large_gangs, sample_nodes
 from gpufleet.cli.inputs import fail, note_paused, warn_skipped
 from gpufleet.economics.prices import PriceList
-from gpufleet.io.alibaba import read_nodes, read_pods
 from gpufleet.io.assembly import Scenario
-from gpufleet.io.cluster_spec import read_cluster_spec
-from gpufleet.io.faults import check_faults
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods
+from gpufleet.io.cluster_traces.datasets import (
+    NODES_FILE,
+    PODS_FILE,
+    TRACE_DIR_ENV,
+    find_alibaba_trace,
+)
+from gpufleet.io.cluster_traces.shapes import bundled_path
+from gpufleet.io.fleet.cluster_spec import read_cluster_spec
+from gpufleet.io.fleet.faults import check_faults
+from gpufleet.io.fleet.node_faults import check_node_faults
 from gpufleet.io.kinds import Skipped
-from gpufleet.io.node_faults import check_node_faults
-from gpufleet.io.readers import read_cluster
-from gpufleet.io.shapes import bundled_path
-from gpufleet.io.traces import NODES_FILE, PODS_FILE, TRACE_DIR_ENV, find_alibaba_trace
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_cluster, read_scenario
 from gpufleet.model import Node
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.nodepools import NodePool

@@ -62,14 +62,14 @@ from gpufleet.cli.serve_observing import (
     start_notifier,
 )
 from gpufleet.control.profiles import load_profile
-from gpufleet.io.catalog import Rejected
 from gpufleet.io.errors import InputError
-from gpufleet.io.faults import check_faults
+from gpufleet.io.fleet.catalog import Rejected
+from gpufleet.io.fleet.faults import check_faults
+from gpufleet.io.fleet.node_faults import check_node_faults
+from gpufleet.io.fleet.sim_telemetry import TelemetrySettings, parse_usage_profile, profile_choices
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import load_manifests
-from gpufleet.io.node_faults import check_node_faults
 from gpufleet.io.readers import read_cluster
-from gpufleet.io.sim_telemetry import TelemetrySettings, parse_usage_profile, profile_choices
 from gpufleet.model import Node
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.scheduling.admission import AdmissionConfig

@@ -18,10 +18,10 @@ import typer
 
 from gpufleet.cli.alerts import collect_rules
 from gpufleet.economics import PriceList
-from gpufleet.io.alert_routing import AlertRouting, read_alert_routing, webhook_routing
 from gpufleet.io.errors import InputError
-from gpufleet.io.idle_policies import read_idle_policies
-from gpufleet.io.prices import read_prices
+from gpufleet.io.fleet.alert_routing import AlertRouting, read_alert_routing, webhook_routing
+from gpufleet.io.fleet.idle_policies import read_idle_policies
+from gpufleet.io.fleet.prices import read_prices
 from gpufleet.model.alerts import AlertRule
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.service.alert_state import DISPATCH_BLOB, keep_blob, read_blob

@@ -35,12 +35,12 @@ from gpufleet.cli.scenario_cost import CostByOption, PricesOption
 from gpufleet.cli.scenarios import BUNDLED_CLUSTER, DEFAULT_NODE_FRACTION, ScenarioOptions
 from gpufleet.cli.simulate_scenario import Baseline, ScenarioArgs, simulate_scenarios
 from gpufleet.cli.tables import show
-from gpufleet.io.alibaba import read_pods
-from gpufleet.io.cluster_spec import read_cluster_spec
+from gpufleet.io.cluster_traces.alibaba import read_pods
+from gpufleet.io.cluster_traces.datasets import PODS_FILE, find_alibaba_trace
+from gpufleet.io.cluster_traces.shapes import bundled_path, bundled_shape_table
+from gpufleet.io.fleet.cluster_spec import read_cluster_spec
 from gpufleet.io.kinds import Skipped
 from gpufleet.io.readers import read_cluster, read_workload
-from gpufleet.io.shapes import bundled_path, bundled_shape_table
-from gpufleet.io.traces import PODS_FILE, find_alibaba_trace
 from gpufleet.model import Node
 from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedPod

@@ -19,9 +19,8 @@ from rich.progress import (
 from gpufleet.backends.sim.variants import VariantKind, make_variant
 from gpufleet.backends.sim.workloads import QUANTILES, shape_table
 from gpufleet.cli.inputs import EXIT_FAILED, console, ensure_dir, fail, friendly_errors
-from gpufleet.io.alibaba import read_nodes, read_pods, write_pods
-from gpufleet.io.shapes import BUNDLED_RUNTIMES, BUNDLED_SHAPES, write_shape_table
-from gpufleet.io.traces import (
+from gpufleet.io.cluster_traces.alibaba import read_nodes, read_pods, write_pods
+from gpufleet.io.cluster_traces.datasets import (
     ALIBABA_2023,
     DATASETS,
     DEFAULT_FETCH_DIR,
@@ -30,6 +29,7 @@ from gpufleet.io.traces import (
     find_alibaba_trace,
     trace_search_path,
 )
+from gpufleet.io.cluster_traces.shapes import BUNDLED_RUNTIMES, BUNDLED_SHAPES, write_shape_table
 
 app = typer.Typer(help="Public GPU-cluster traces.", no_args_is_help=True)
 

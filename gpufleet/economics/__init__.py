@@ -1,6 +1,7 @@
 """Money: prices, cost allocation (allocated / used / idle, as OpenCost splits it), cost
 reports of any world's pod runs, and GPU-hour budgets. Pure arithmetic over plain records; it
-imports the model only and does no I/O (the price file is read by :mod:`gpufleet.io.prices`)."""
+imports the model only and does no I/O (the price file is read by
+:mod:`gpufleet.io.fleet.prices`)."""
 
 from gpufleet.economics.aggregation import UNALLOCATED, GroupKey, aggregate, group_key, group_name
 from gpufleet.economics.allocation import (

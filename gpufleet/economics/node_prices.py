@@ -7,8 +7,8 @@ prices are instance prices less the host, so the host is added back here, not co
 A price the list only estimates (a spot price as a fraction of on-demand) makes the node's
 price estimated too.
 
-What it does not do: read the list (:mod:`gpufleet.io.prices`) or take a pool's own price
-(a pool that states one is not looked up: :mod:`gpufleet.io.nodepools`).
+What it does not do: read the list (:mod:`gpufleet.io.fleet.prices`) or take a pool's own price
+(a pool that states one is not looked up: :mod:`gpufleet.io.fleet.nodepools`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ specific (longest) wins, so ``A100-SXM4-80GB`` can be priced apart from ``A100``
 
 A model without a price for a capacity type may take an *estimate*: a fraction of its
 on-demand price the list states (``estimates``); such a price says it was estimated. Reading
-the list from a file is :mod:`gpufleet.io.prices`; what the prices are multiplied by is
+the list from a file is :mod:`gpufleet.io.fleet.prices`; what the prices are multiplied by is
 :mod:`gpufleet.economics.allocation`.
 """
 

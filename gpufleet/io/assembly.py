@@ -1,51 +1,50 @@
 """The assembly of a scenario's objects into workloads: the one way every path builds them.
 
 Owns :class:`ScenarioBuilder`, which collects the objects of a scenario (Queues and
-PriorityClasses as a :class:`~gpufleet.io.catalog.Catalog`, PodGroups, ResourceQuotas, and the
-pods of each workload object as an :class:`ObjectPods`), then checks and assembles them into
-:class:`~gpufleet.model.workload.TimedWorkload` gangs (:meth:`ScenarioBuilder.scenario`; one
-gang at a time: :meth:`ScenarioBuilder.assemble`). Files (``workloads.read_scenario``), the
-control plane's requests (``service.submissions``) and a live cluster's pods
-(:mod:`~gpufleet.io.live_objects`) all go through it, so a workload means the same wherever it
-comes from. The rules of assembly are listed in :mod:`gpufleet.io.workloads`. It reads no files
-(its callers do) and decides nothing about scheduling.
-"""
+PriorityClasses as a :class:`~gpufleet.io.fleet.catalog.Catalog`, PodGroups, ResourceQuotas, and
+the pods of each workload object as an :class:`ObjectPods`), each read by the reader of its API
+group and kind (:data:`SCENARIO_READERS`, a :class:`~gpufleet.io.scheme.Scheme`), then checks and
+assembles them into :class:`~gpufleet.model.workload.TimedWorkload` gangs
+(:meth:`ScenarioBuilder.scenario`; one gang at a time: :meth:`ScenarioBuilder.assemble`). Files
+(``readers.read_scenario``), the control plane's requests (``service.submissions``) and a live
+cluster's pods (:mod:`~gpufleet.io.live_objects`) all go through it, so a workload means the same
+wherever it comes from. The rules of assembly are listed in :mod:`gpufleet.io.readers`. It reads
+no files (its callers do) and decides nothing about scheduling."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gpufleet.io import alibaba, job_rules, operator_jobs, pytorch_jobs
-from gpufleet.io.catalog import CATALOG_KINDS, Catalog
+from gpufleet.io.cluster_traces import alibaba
 from gpufleet.io.errors import InputError
-from gpufleet.io.faults import GPU_FAULT, gpu_fault_from_object
-from gpufleet.io.idle_policies import KIND as IDLE_POLICY
-from gpufleet.io.idle_policies import check_unique, idle_policy_from_object
-from gpufleet.io.kinds import CLUSTER_KINDS
-from gpufleet.io.kube_pods import (
+from gpufleet.io.fleet import faults, idle_policies, node_faults, queues, serving, sim_telemetry
+from gpufleet.io.fleet.catalog import CATALOG_KINDS, Catalog
+from gpufleet.io.fleet.faults import gpu_fault_from_object
+from gpufleet.io.fleet.idle_policies import check_unique, idle_policy_from_object
+from gpufleet.io.fleet.node_faults import node_fault_from_object
+from gpufleet.io.fleet.queues import pod_group_from_object, resource_quota_from_object
+from gpufleet.io.fleet.serving import INFERENCE_LOAD, TARGET_KINDS, inference_service_from_object
+from gpufleet.io.fleet.sim_telemetry import (
+    TelemetrySettings,
+    merge_settings,
+    telemetry_settings_from_object,
+)
+from gpufleet.io.kinds import CLUSTER_KINDS, api_group
+from gpufleet.io.kube import job_rules, operator_jobs, pytorch_jobs
+from gpufleet.io.kube.pods import (
     EXPECTED_RUNTIME_ANNOTATION,
     SIM_DURATION_ANNOTATION,
     WORKLOAD_API_VERSIONS,
     pods_from_object,
 )
-from gpufleet.io.kube_schema import check_kube_object
-from gpufleet.io.manifests import Context, Manifest, describe
-from gpufleet.io.node_faults import NODE_FAULT_KINDS, node_fault_from_object
-from gpufleet.io.pytorch_jobs import OperatorJob
-from gpufleet.io.queues import pod_group_from_object, resource_quota_from_object
-from gpufleet.io.serving import INFERENCE_LOAD, TARGET_KINDS, inference_service_from_object
-from gpufleet.io.sim_telemetry import (
-    SIMULATED_TELEMETRY,
-    TelemetrySettings,
-    merge_settings,
-    telemetry_settings_from_object,
-)
-from gpufleet.io.workload_settings import (
+from gpufleet.io.kube.pytorch_jobs import OperatorJob
+from gpufleet.io.kube.schema import check_kube_object
+from gpufleet.io.kube.workload_settings import (
     CHECKPOINT_INTERVAL_ANNOTATION,
     CHECKPOINT_ON_NOTICE_ANNOTATION,
     MIXED_MODELS_ANNOTATION,
@@ -55,6 +54,8 @@ from gpufleet.io.workload_settings import (
     WorkloadSettings,
     workload_settings,
 )
+from gpufleet.io.manifests import Context, Manifest, describe
+from gpufleet.io.scheme import Scheme
 from gpufleet.model.autoscaling import AutoscalingSpec
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
@@ -163,7 +164,7 @@ class ObjectPods:
 
 class ScenarioBuilder(Catalog):
     """Collects the objects of a scenario, then checks and assembles them (the queues and
-    priority classes as a :class:`~gpufleet.io.catalog.Catalog`, strict unless told): see the
+    priority classes as a :class:`~gpufleet.io.fleet.catalog.Catalog`, strict unless told): see the
     module docstring."""
 
     def __init__(self, strict: bool = True) -> None:
@@ -195,52 +196,56 @@ class ScenarioBuilder(Catalog):
 
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
+        """One object of a scenario, read by the reader of its kind (:data:`SCENARIO_READERS`)."""
         kind, where = manifest.get("kind"), manifest.location
         if self.strict:  # files and requests; not objects a live API server validated
             check_kube_object(manifest, source, where)
-        if kind in CATALOG_KINDS:
-            self.add_catalog_object(manifest, source)
-        elif kind == "PodGroup":
-            group = pod_group_from_object(manifest, source, where)
-            context = object_context(source, where, f"PodGroup {group.key}")
-            _unique(self.pod_groups, group.key, Setting(group, context, None), "PodGroup")
-        elif kind == "ResourceQuota":
-            quota = resource_quota_from_object(manifest, source, where)
-            key = f"{quota.namespace}/{quota.name}"
-            context = object_context(source, where, f"ResourceQuota {key}")
-            _unique(self.quotas, key, Setting(quota, context, None), "ResourceQuota")
-        elif kind == GPU_FAULT:
-            self.faults.append(gpu_fault_from_object(manifest, source, where))
-        elif kind in NODE_FAULT_KINDS:
-            fault = node_fault_from_object(manifest, source, where)
-            first = self._node_fault_sources.setdefault((fault.kind, fault.name), fault.where)
-            if first != fault.where:
-                raise InputError(
-                    source, f"{fault.label} appears twice (first in {first})", where,
-                    "metadata.name",
-                )  # fmt: skip
-            self.node_faults.append(fault)
-        elif kind == IDLE_POLICY:
-            policy = idle_policy_from_object(manifest, source, where)
-            check_unique(self._idle_policy_sources, policy.name, source, where)
-            self.idle_policies.append(policy)
-        elif kind == INFERENCE_LOAD:
-            self._add_inference(manifest, source)
-        elif kind == SIMULATED_TELEMETRY:
-            settings = telemetry_settings_from_object(manifest, source, where)
-            self.telemetry = merge_settings(self.telemetry, settings)
-        elif isinstance(kind, str) and kind in OPERATOR_JOBS:
-            job = OPERATOR_JOBS[kind](manifest, source, manifest.location)
-            self._add_operator_job(job, manifest, source)
-        elif kind in WORKLOAD_API_VERSIONS:
-            self._add_workload_object(manifest, source)
-        else:
+        reader = SCENARIO_READERS.reader_of(manifest)
+        if reader is None:
             hint = " (a cluster, not a scenario)" if kind in CLUSTER_KINDS else ""
             raise InputError(
                 source, f"expected {SUPPORTED}, got kind {describe(kind)}{hint}", where, "kind"
             )
+        reader(self, manifest, source)
 
-    def _add_inference(self, manifest: Manifest, source: str) -> None:
+    def add_pod_group(self, manifest: Manifest, source: str) -> None:
+        group = pod_group_from_object(manifest, source, manifest.location)
+        context = object_context(source, manifest.location, f"PodGroup {group.key}")
+        _unique(self.pod_groups, group.key, Setting(group, context, None), "PodGroup")
+
+    def add_resource_quota(self, manifest: Manifest, source: str) -> None:
+        quota = resource_quota_from_object(manifest, source, manifest.location)
+        key = f"{quota.namespace}/{quota.name}"
+        context = object_context(source, manifest.location, f"ResourceQuota {key}")
+        _unique(self.quotas, key, Setting(quota, context, None), "ResourceQuota")
+
+    def add_gpu_fault(self, manifest: Manifest, source: str) -> None:
+        self.faults.append(gpu_fault_from_object(manifest, source, manifest.location))
+
+    def add_node_fault(self, manifest: Manifest, source: str) -> None:
+        fault = node_fault_from_object(manifest, source, manifest.location)
+        first = self._node_fault_sources.setdefault((fault.kind, fault.name), fault.where)
+        if first != fault.where:
+            raise InputError(
+                source, f"{fault.label} appears twice (first in {first})", manifest.location,
+                "metadata.name",
+            )  # fmt: skip
+        self.node_faults.append(fault)
+
+    def add_idle_policy(self, manifest: Manifest, source: str) -> None:
+        policy = idle_policy_from_object(manifest, source, manifest.location)
+        check_unique(self._idle_policy_sources, policy.name, source, manifest.location)
+        self.idle_policies.append(policy)
+
+    def add_telemetry(self, manifest: Manifest, source: str) -> None:
+        settings = telemetry_settings_from_object(manifest, source, manifest.location)
+        self.telemetry = merge_settings(self.telemetry, settings)
+
+    def add_operator_job(self, manifest: Manifest, source: str) -> None:
+        job = OPERATOR_JOBS[str(manifest["kind"])](manifest, source, manifest.location)
+        self._add_operator_job(job, manifest, source)
+
+    def add_inference(self, manifest: Manifest, source: str) -> None:
         service = inference_service_from_object(manifest, source, manifest.location)
         what = f"{INFERENCE_LOAD} of {service.workload}"
         context = object_context(source, manifest.location, what)
@@ -272,7 +277,7 @@ class ScenarioBuilder(Catalog):
                 )
             )
 
-    def _add_workload_object(self, manifest: Manifest, source: str) -> None:
+    def add_workload_object(self, manifest: Manifest, source: str) -> None:
         pods = tuple(pods_from_object(manifest, source, manifest.location))
         # pods_from_object has checked the shape: metadata, spec and the template are mappings.
         kind = str(manifest["kind"])
@@ -561,6 +566,39 @@ class ScenarioBuilder(Catalog):
 
 
 # ---------------------------------------------------------------------------------- helpers
+#: How a :class:`ScenarioBuilder` adds one object of a scenario.
+ScenarioReader = Callable[[ScenarioBuilder, Manifest, str], None]
+#: The reader of each kind a scenario holds, by API group and kind: what
+#: :meth:`ScenarioBuilder.add` dispatches on. The groups are those of the apiVersions each
+#: object's own reader accepts.
+SCENARIO_READERS: Scheme[ScenarioReader] = Scheme()
+for _versions, _kinds, _reader in (
+    (queues.API_VERSIONS["Queue"], CATALOG_KINDS[:1], ScenarioBuilder.add_catalog_object),
+    (queues.API_VERSIONS["PriorityClass"], CATALOG_KINDS[1:], ScenarioBuilder.add_catalog_object),
+    (queues.API_VERSIONS["PodGroup"], ("PodGroup",), ScenarioBuilder.add_pod_group),
+    (queues.API_VERSIONS["ResourceQuota"], ("ResourceQuota",), ScenarioBuilder.add_resource_quota),
+    (faults.FAULT_API_VERSIONS, (faults.GPU_FAULT,), ScenarioBuilder.add_gpu_fault),
+    (node_faults.API_VERSIONS, node_faults.NODE_FAULT_KINDS, ScenarioBuilder.add_node_fault),
+    (idle_policies.API_VERSIONS, (idle_policies.KIND,), ScenarioBuilder.add_idle_policy),
+    (serving.API_VERSIONS, (serving.INFERENCE_LOAD,), ScenarioBuilder.add_inference),
+    (
+        sim_telemetry.TELEMETRY_API_VERSIONS,
+        (sim_telemetry.SIMULATED_TELEMETRY,),
+        ScenarioBuilder.add_telemetry,
+    ),
+    ((pytorch_jobs.KUBEFLOW_API,), ("PyTorchJob",), ScenarioBuilder.add_operator_job),
+    (operator_jobs.MPI_API_VERSIONS, ("MPIJob",), ScenarioBuilder.add_operator_job),
+    ((operator_jobs.RAY_API_VERSION,), ("RayCluster", "RayJob"), ScenarioBuilder.add_operator_job),
+    *(
+        ((version,), (kind,), ScenarioBuilder.add_workload_object)
+        for kind, version in WORKLOAD_API_VERSIONS.items()
+    ),
+):
+    for _group in dict.fromkeys(api_group(version) or "" for version in _versions):
+        for _kind in _kinds:
+            SCENARIO_READERS.add(_group, _kind, _reader)
+
+
 def object_context(source: str, location: str | None, what: str) -> Context:
     """Where an object is (``source``, ``location``), naming it (``what``) in errors."""
     return Context(source, location).naming(what)

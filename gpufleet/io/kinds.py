@@ -14,7 +14,7 @@ command says once what it skipped. What it must not do is skip an object that ma
 * a kind known to carry no pods (:data:`NO_PODS`, by API group: a Knative ``Service`` is not a
   core ``Service``) is skipped by a reader that does not read it: a HorizontalPodAutoscaler and
   a KEDA ScaledObject make no pods, and the scenario reader reads them (how its workloads are
-  autoscaled: ``gpufleet.io.autoscaling``) while readers of workloads alone set them aside;
+  autoscaled: ``gpufleet.io.kube.autoscaling``) while readers of workloads alone set them aside;
 * any other kind (a custom resource) is skipped only when nothing in its ``spec`` looks like a
   pod: a pod template (``template``, ``jobTemplate``, ``...Template`` under ``spec``, at any
   depth) or a ``containers`` list; otherwise it is an error, since it may make pods.
@@ -31,7 +31,7 @@ from typing import Any
 from gpufleet.io.errors import InputError, quoted, shorten
 from gpufleet.io.manifests import cluster_scoped, describe
 
-#: Kinds that describe a cluster (``ClusterSpec`` is ``gpufleet.io.cluster_spec.KIND``).
+#: Kinds that describe a cluster (``ClusterSpec`` is ``gpufleet.io.fleet.cluster_spec.KIND``).
 CLUSTER_KINDS = ("ClusterSpec", "Node")
 #: Kinds gpufleet reads somewhere, and where (for errors from the readers that do not).
 READ_ELSEWHERE = {

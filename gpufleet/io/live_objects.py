@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from gpufleet.io.assembly import DEFAULT_QUEUE, ScenarioBuilder, object_context, object_pods
-from gpufleet.io.catalog import Rejected, object_key
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube_pods import pods_from_object
+from gpufleet.io.fleet.catalog import Rejected, object_key
+from gpufleet.io.kube.pods import pods_from_object
+from gpufleet.io.kube.workload_settings import Setting, workload_settings
 from gpufleet.io.manifests import Context, Manifest
-from gpufleet.io.workload_settings import Setting, workload_settings
 from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.queues import Queue, ResourceQuota, implicit_default_queue
 from gpufleet.model.workload import TimedPod, Workload

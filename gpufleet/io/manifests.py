@@ -7,7 +7,7 @@ the object and the field (names, label keys and values checked by :mod:`gpufleet
 A file or stream above the manifest size limit (:func:`manifest_limit`, 64 MiB) is refused
 before it is read; text must be UTF-8; what YAML cannot read, or Python refuses (a date
 2024-13-01), is an InputError. It does not know what a Node, a Pod or a ClusterSpec means: the
-readers built on it (``kube_nodes``, ``kube_pods``, ``cluster_spec``) do.
+readers built on it (``kube.nodes``, ``kube.pods``, ``cluster_spec``) do.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Plain data in the shapes of Kubernetes' API (``spec.affinity.podAffinity``,
 ``podAntiAffinity``, ``topologySpreadConstraints``, ``nodeAffinity.preferred...``), with what
-depends on the pod itself already resolved by the reader (``io/kube_affinity``):
+depends on the pod itself already resolved by the reader (``io/kube/affinity``):
 
 * a term's namespaces: the pod's own namespace when the term names none, every namespace for
   an empty ``namespaceSelector`` (``None`` here), the names a ``namespaceSelector`` on

@@ -3,7 +3,7 @@
 Owns what each annotation of a rule's alerts says, as parts (literal text, one of the alert's
 labels, the value compared, a part shown only when a label is set), and the two renderings of
 those parts that must agree: :func:`go_template`, the Go template Prometheus expands (the
-exported rules' ``annotations``, :mod:`gpufleet.io.prometheus_rules`), and :func:`render`, the
+exported rules' ``annotations``, :mod:`gpufleet.io.fleet.prometheus_rules`), and :func:`render`, the
 text gpufleet writes itself for the same alert (its webhooks and its pushes to Alertmanager,
 :func:`gpufleet.telemetry.alert_dispatch.rule_annotations`). A label an alert lacks renders
 empty in both (Prometheus' ``missingkey=zero``); the value renders as Go prints a float64.

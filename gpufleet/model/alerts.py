@@ -7,9 +7,9 @@ names a rule may use (:class:`AlertMetric`: dcgm-exporter's ``DCGM_FI_DEV_*`` an
 gpufleet's, derived from them), and what evaluation produces: an :class:`Alert` per label set in
 a state (:class:`AlertState`) and the :class:`AlertTransition` of a round; and how a rule's
 durations and numbers are written for Prometheus and in annotations (:func:`promql_duration`,
-:func:`promql_number`). Reading rules from YAML is :mod:`gpufleet.io.alert_rules`; evaluating
+:func:`promql_number`). Reading rules from YAML is :mod:`gpufleet.io.fleet.alert_rules`; evaluating
 them is :mod:`gpufleet.telemetry.rules`; writing them as a ``PrometheusRule`` is
-:mod:`gpufleet.io.prometheus_rules`; their alerts' annotations are
+:mod:`gpufleet.io.fleet.prometheus_rules`; their alerts' annotations are
 :mod:`gpufleet.model.alert_annotations`. Nothing here reads a series or a clock.
 """
 

@@ -9,7 +9,7 @@ whole :class:`AutoscalingSpec` of one workload (bounds, metrics, behaviour, the 
 of a new replica), and what a world measured at one moment (:class:`MetricReading`).
 
 Reading specs from annotations, HorizontalPodAutoscalers and KEDA ScaledObjects is
-:mod:`gpufleet.io.autoscaling`'s; deciding is :mod:`gpufleet.elastic.replicas`'; scaling is the
+:mod:`gpufleet.io.kube.autoscaling`'s; deciding is :mod:`gpufleet.elastic.replicas`'; scaling is the
 world's. Nothing here reads a clock or a metric source.
 
 The metrics, as gpufleet exports them and as an HPA's or a KEDA trigger's query names them,

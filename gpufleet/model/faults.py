@@ -1,7 +1,7 @@
 """Faults a scenario injects into the simulated cluster: an XID on one GPU at a time.
 
 Owns :class:`GpuFault`, plain data read from a scenario's ``GpuFault`` objects
-(:mod:`gpufleet.io.faults`): at ``at`` seconds of simulated time GPU ``gpu`` of node ``node``
+(:mod:`gpufleet.io.fleet.faults`): at ``at`` seconds of simulated time GPU ``gpu`` of node ``node``
 reports XID ``xid`` and is unhealthy until ``recover_after`` seconds later (for good when None).
 Every XID a scenario names makes the device unhealthy there (the scenario says it happened);
 which XIDs a real node's agent treats as fatal is the agent's business.

@@ -5,8 +5,8 @@ the utilisation below which a workload counts as idle, averaged over a window; t
 minimum run time before it is judged; the exemption label; and the ordered
 :class:`IdleStep` actions with a delay before each), :class:`IdleCandidate` (a running workload
 as a policy sees it) and :class:`IdleDecision` (one step due for one workload, with the numbers
-that triggered it). Reading policies from YAML is :mod:`gpufleet.io.idle_policies`; deciding is
-:mod:`gpufleet.telemetry.idle`; carrying a decision out is the service's
+that triggered it). Reading policies from YAML is :mod:`gpufleet.io.fleet.idle_policies`;
+deciding is :mod:`gpufleet.telemetry.idle`; carrying a decision out is the service's
 (:mod:`gpufleet.service.idle_actions`) or the simulator's. Nothing here reads a series or a clock.
 
 The defaults: 10% mean utilisation over 1 h, judged after 1 h of running. The seeds alert on

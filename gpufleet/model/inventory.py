@@ -1,14 +1,14 @@
 """What a node's GPUs are, as its agent discovered them: the scheduler's truth about devices.
 
 Owns the plain data the node agent publishes on its Node (the ``gpufleet.dev/gpu-inventory``
-annotation, :mod:`gpufleet.io.inventory`) and the scheduler reads back: per device its index,
+annotation, :mod:`gpufleet.io.kube.inventory`) and the scheduler reads back: per device its index,
 UUID, product, memory, compute capability, PCI bus id, MIG instances (profile, UUID, the slot
 gpufleet counts it in, placement), NVLink peers and health; per node the driver and CUDA
 versions. It does not discover anything (``gpufleet.devices`` does) nor decide placement.
 
 A MIG instance's ``slot`` is its position among its device's instances ordered by placement
 start: the same slot numbers a ``gpufleet.dev/mig-layout`` annotation gives
-(:mod:`gpufleet.io.mig_layout`), so a scheduler's ``(gpu, slot)`` names one instance.
+(:mod:`gpufleet.io.kube.mig_layout`), so a scheduler's ``(gpu, slot)`` names one instance.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Nodes a scenario takes away from the simulated cluster: spot interruptions and node failures.
 
 Owns :class:`NodeFault`, plain data read from a scenario's ``SpotInterruption`` and
-``NodeFailure`` objects (:mod:`gpufleet.io.node_faults`), :class:`NodeSelection` (which nodes
+``NodeFailure`` objects (:mod:`gpufleet.io.fleet.node_faults`), :class:`NodeSelection` (which nodes
 it strikes: by name, by labels, or by how they are bought) and the published rates its
 defaults use. A fault strikes each chosen node at the times it lists, or at random times of a
 given rate per node-hour (a Poisson process, drawn per seed by the simulator); a spot

@@ -22,7 +22,7 @@ Zones: a new node goes to the zone with the fewest of the pool's nodes, ties to 
 listed (:meth:`NodePool.zones_for`), as Cluster Autoscaler's balancing of similar node groups
 and Karpenter's zone spread keep zones even.
 
-What it does not do: read files (:mod:`gpufleet.io.nodepools`), look prices up in a price
+What it does not do: read files (:mod:`gpufleet.io.fleet.nodepools`), look prices up in a price
 list (the reader does, through :mod:`gpufleet.economics.node_prices`), or decide when to add
 or remove nodes (:mod:`gpufleet.elastic.nodepools`).
 """

@@ -5,7 +5,7 @@ Owns :class:`ProcessSpec`: the executable and its argv (a container's ``command`
 whoever builds a spec decides the base), its working directory, the identity it runs as and
 where its output goes, its time limit, its retries, its restart policy and its Job's
 completions. Plain data: reading
-a Pod manifest into one is :mod:`gpufleet.io.process_specs`; adding the devices' and a gang's
+a Pod manifest into one is :mod:`gpufleet.io.kube.process_specs`; adding the devices' and a gang's
 variables and running it is :mod:`gpufleet.backends.local`.
 """
 

@@ -5,7 +5,7 @@ Owns :class:`RequestLoad` (requests per second over simulated time: a daily wave
 trough and a peak, bursts on top, or the points of a file), :class:`ReplicaService` (what one
 replica serves: its throughput, a request's own time, how long a new replica loads its model
 before it serves, and the latency objective) and :class:`InferenceService` (the two for one
-workload). Plain data; :mod:`gpufleet.io.serving` reads them from ``InferenceLoad`` objects,
+workload). Plain data; :mod:`gpufleet.io.fleet.serving` reads them from ``InferenceLoad`` objects,
 :mod:`gpufleet.backends.sim.serving` turns them into queues and latencies.
 """
 

@@ -1,6 +1,6 @@
 """Shape tables: the distribution of pod shapes (how many pods of each), with run-time
 quantiles per pod class, as a trace's summary gives them. Reading one is io's
-(:mod:`gpufleet.io.shapes`); drawing pods from one is the simulator's."""
+(:mod:`gpufleet.io.cluster_traces.shapes`); drawing pods from one is the simulator's."""
 
 from __future__ import annotations
 

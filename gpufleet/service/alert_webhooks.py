@@ -28,7 +28,7 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from gpufleet.io.alert_routing import AlertRouting
+from gpufleet.io.fleet.alert_routing import AlertRouting
 from gpufleet.metrics import families
 from gpufleet.model.alerts import Alert, AlertRule
 from gpufleet.service.observatory import ObservedRound

@@ -9,7 +9,7 @@ most a step: :func:`utilisation_spans`, :func:`measure`), given to
 unmeasured, never 0 %: :mod:`gpufleet.economics.coverage`), groups them and adds the GPU time
 of the cluster's nodes nobody held (``__idle__``). A series that cannot be read leaves every
 pod unmeasured, with a note. Nothing here reads a clock or a file: the caller gives ``now`` and
-the price list (``gpufleet.io.prices``). The ``/metrics`` counters
+the price list (``gpufleet.io.fleet.prices``). The ``/metrics`` counters
 (:mod:`gpufleet.service.cost_meter`) split by the same :func:`measure`, so they add up to this
 report over any window they have passed.
 """

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from gpufleet.backends.sim.live import LiveSimCluster
 from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
 from gpufleet.control.factory import target_of
-from gpufleet.io.alert_rules import builtin_alert_rules
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
 from gpufleet.model import Node
 from gpufleet.service.live_observing import LiveObserving
 from gpufleet.service.live_plane import LivePlane

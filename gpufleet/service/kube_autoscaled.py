@@ -1,8 +1,8 @@
 """Which workloads on a Kubernetes cluster gpufleet scales, read from the objects the API sent.
 
 Owns :func:`survey`: of the Deployments, StatefulSets and ReplicaSets, those whose own
-annotations declare gpufleet's autoscaling (:mod:`gpufleet.io.autoscaling`, read by the same
-:class:`~gpufleet.io.autoscaling.AutoscalingReader` as files, so the same checks apply: a
+annotations declare gpufleet's autoscaling (:mod:`gpufleet.io.kube.autoscaling`, read by the same
+:class:`~gpufleet.io.kube.autoscaling.AutoscalingReader` as files, so the same checks apply: a
 misspelt annotation, a target missing, annotations on the pod template), each as
 :class:`Autoscaled` (its spec, its ``spec.replicas``, its pod selector); and the ones it leaves
 alone with a word, each :class:`Passed`:
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.backends.prometheus.inference import ServingPods
-from gpufleet.io.autoscaling import SCALABLE_KINDS, AutoscalingReader
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube_affinity import label_selector
+from gpufleet.io.kube.affinity import label_selector
+from gpufleet.io.kube.autoscaling import SCALABLE_KINDS, AutoscalingReader
 from gpufleet.io.manifests import Context
 from gpufleet.model.autoscaling import AutoscalingSpec, ScaleTarget
 from gpufleet.model.selectors import LabelSelector

@@ -15,7 +15,7 @@ Owns the calls behind :class:`~gpufleet.service.kube_plane.KubeControlPlane`'s i
 
 None of them touches a workload a pod of which the node autoscalers are told to leave running
 (``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"``, ``karpenter.sh/do-not-disrupt:
-"true"``, not the ones gpufleet writes on its gangs: :mod:`gpufleet.io.disruption`):
+"true"``, not the ones gpufleet writes on its gangs: :mod:`gpufleet.io.kube.disruption`):
 :func:`protected` names the pod, and the step is done without acting, saying so (not asked
 again next round: the annotation is a standing wish).
 
@@ -30,7 +30,7 @@ from typing import Any
 
 from gpufleet.backends.kube.api import ApiError, KubeApi, rfc3339
 from gpufleet.backends.kube.writer import ObjectWriter
-from gpufleet.io.disruption import protection
+from gpufleet.io.kube.disruption import protection
 from gpufleet.model.idle import CHECKPOINT_REQUESTED_ANNOTATION, PREEMPTIBLE_LABEL
 from gpufleet.service.plane_book import IdleOutcome
 

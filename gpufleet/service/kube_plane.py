@@ -64,8 +64,8 @@ from gpufleet.backends.kube.pods import pod_group
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
 from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.control.factory import build_core
-from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.errors import InputError
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
 from gpufleet.io.kinds import Skipped
 from gpufleet.model import Node
 from gpufleet.model.priorities import PriorityClass

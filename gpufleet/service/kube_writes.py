@@ -24,8 +24,10 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpufleet.io import autoscaling, job_rules, kube_pods, kube_resources, workload_settings
 from gpufleet.io.errors import InputError, quoted
+from gpufleet.io.kube import autoscaling, job_rules, workload_settings
+from gpufleet.io.kube import pods as kube_pods
+from gpufleet.io.kube import resources as kube_resources
 from gpufleet.io.manifests import Manifest
 from gpufleet.model.idle import EXEMPT_LABEL
 from gpufleet.model.jobs import JobSpec

@@ -6,7 +6,7 @@ store, tokens, queues, the API's requests: read that module's docstring) over
 
 * a submission's processes: each accepted workload's manifest (a Pod, or the pod template of a
   Job, Deployment, StatefulSet or ReplicaSet) is read into a
-  :class:`~gpufleet.model.processes.ProcessSpec` (:func:`~gpufleet.io.process_specs.
+  :class:`~gpufleet.model.processes.ProcessSpec` (:func:`~gpufleet.io.kube.process_specs.
   process_spec_from_object`) in the tenant's root (``<state>/tenants/<tenant>/``), as the
   tenant's local user (:class:`~gpufleet.service.local_users.TenantUsers`), and checked
   against the machine, before anything is stored: a command that does not exist, a working
@@ -79,12 +79,12 @@ from gpufleet.backends.local.telemetry import LocalTelemetry
 from gpufleet.backends.local.terminal import ATTACH_SOCKET
 from gpufleet.control.loop import Turn, sync
 from gpufleet.devices.source import DeviceSource
-from gpufleet.io.alert_rules import builtin_alert_rules
 from gpufleet.io.errors import InputError
-from gpufleet.io.job_rules import ARRAY_ANNOTATION, parse_array
-from gpufleet.io.kube_pods import REPLICATED_KINDS
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
+from gpufleet.io.kube.job_rules import ARRAY_ANNOTATION, parse_array
+from gpufleet.io.kube.pods import REPLICATED_KINDS
+from gpufleet.io.kube.process_specs import PROCESS_KINDS, process_spec_from_object
 from gpufleet.io.manifests import Manifest
-from gpufleet.io.process_specs import PROCESS_KINDS, process_spec_from_object
 from gpufleet.job_controller.decisions import BACKOFF_LIMIT_EXCEEDED
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model import Placement

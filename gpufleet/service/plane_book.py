@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from gpufleet.io.assembly import DEFAULT_QUEUE, ScenarioBuilder
-from gpufleet.io.catalog import check_change, object_key
 from gpufleet.io.errors import InputError, quoted, shorten
+from gpufleet.io.fleet.catalog import check_change, object_key
 from gpufleet.io.live_objects import LiveCatalog, live_manifest
 from gpufleet.io.manifests import Manifest, describe
 from gpufleet.io.names import name_problem, rule_of
@@ -266,7 +266,7 @@ class PlaneBase:
         document: dict[str, Any] | None,
     ) -> LiveCatalog:
         """The Queues and PriorityClasses with ``document`` put as ``kind`` ``name`` (None: that
-        one deleted), checked as every path checks them (:func:`~gpufleet.io.catalog.
+        one deleted), checked as every path checks them (:func:`~gpufleet.io.fleet.catalog.
         check_change`): InputError for a put that is bad or that sets aside an object that
         was good (a queue tree it breaks), ConflictError for a delete that others need or a
         queue still in use, NotFoundError for a delete of nothing. Objects that were bad

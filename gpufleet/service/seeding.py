@@ -3,7 +3,7 @@ it, or nothing.
 
 :func:`plan_seed` reads the files and checks everything before anything is written: their
 Queues and PriorityClasses as a change of those stored (the one check of every path,
-:func:`~gpufleet.io.catalog.check_change`: an object of the files that is bad, or that breaks
+:func:`~gpufleet.io.fleet.catalog.check_change`: an object of the files that is bad, or that breaks
 one stored, refuses the whole scenario), and, on a new database, their workloads read against
 the result as the operator (an admin) submits them. :func:`write_seed` then writes it all in
 one SQLite transaction. A bad scenario leaves the database as it was. A workload's
@@ -14,8 +14,8 @@ as in ``simulate`` (until then it is listed, waiting, and may be cancelled). A J
 A scenario's ``GpuFault``, ``SpotInterruption`` and ``NodeFailure`` objects, its
 ``SimulatedTelemetry`` object and its ``IdlePolicy`` objects are read too (into :class:`Seed`),
 but not stored: they apply to the server that loads them (the caller checks the faults against
-its cluster, :func:`~gpufleet.io.faults.check_faults` and
-:func:`~gpufleet.io.node_faults.check_node_faults`).
+its cluster, :func:`~gpufleet.io.fleet.faults.check_faults` and
+:func:`~gpufleet.io.fleet.node_faults.check_node_faults`).
 """
 
 from __future__ import annotations
@@ -27,21 +27,21 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.io.assembly import DEFAULT_QUEUE
-from gpufleet.io.catalog import CATALOG_KINDS, PRIORITY_CLASS, QUEUE, check_change, object_key
 from gpufleet.io.errors import InputError
-from gpufleet.io.faults import GPU_FAULT, gpu_fault_from_object
-from gpufleet.io.idle_policies import KIND as IDLE_POLICY
-from gpufleet.io.idle_policies import check_unique, idle_policy_from_object
-from gpufleet.io.kinds import Skipped, triage
-from gpufleet.io.live_objects import LiveCatalog, live_manifest
-from gpufleet.io.manifests import Manifest, input_files, load_objects
-from gpufleet.io.node_faults import NODE_FAULT_KINDS, node_fault_from_object
-from gpufleet.io.sim_telemetry import (
+from gpufleet.io.fleet.catalog import CATALOG_KINDS, PRIORITY_CLASS, QUEUE, check_change, object_key
+from gpufleet.io.fleet.faults import GPU_FAULT, gpu_fault_from_object
+from gpufleet.io.fleet.idle_policies import KIND as IDLE_POLICY
+from gpufleet.io.fleet.idle_policies import check_unique, idle_policy_from_object
+from gpufleet.io.fleet.node_faults import NODE_FAULT_KINDS, node_fault_from_object
+from gpufleet.io.fleet.sim_telemetry import (
     SIMULATED_TELEMETRY,
     TelemetrySettings,
     merge_settings,
     telemetry_settings_from_object,
 )
+from gpufleet.io.kinds import Skipped, triage
+from gpufleet.io.live_objects import LiveCatalog, live_manifest
+from gpufleet.io.manifests import Manifest, input_files, load_objects
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.node_faults import NodeFault

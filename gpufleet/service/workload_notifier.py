@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gpufleet.io.alert_routing import AlertRouting
+from gpufleet.io.fleet.alert_routing import AlertRouting
 from gpufleet.service.plane_book import Change
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.telemetry.alert_dispatch import WallTime, same_time

@@ -17,7 +17,7 @@ AGENT_PROCESS = (
     "gpufleet.agent.runner",
     "gpufleet.devices.fake",
     "gpufleet.devices.nvml_source",
-    "gpufleet.io.device_plugin_config",
+    "gpufleet.io.kube.device_plugin_config",
 )
 #: Packages the agent's process must not load, and why.
 TOO_HEAVY = ("kubernetes", "httpx")

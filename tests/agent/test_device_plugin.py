@@ -23,7 +23,7 @@ from gpufleet.agent.events import RecordingEventSink
 from gpufleet.agent.kubelet_api import API_VERSION, DevicePluginClient, rpc_error_text, unix_channel
 from gpufleet.agent.pod_resources import PodResourcesReader
 from gpufleet.agent.resources import replica_id, share_id
-from gpufleet.io.device_plugin_config import read_device_plugin_config
+from gpufleet.io.kube.device_plugin_config import read_device_plugin_config
 from gpufleet.model.gpu import (
     GPU_RESOURCE,
     SHARE_RESOURCE,

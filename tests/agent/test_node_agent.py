@@ -29,8 +29,8 @@ from gpufleet.backends.kube.node_pods import pod_view
 from gpufleet.devices.fake import FakeNvml
 from gpufleet.devices.fake_spec import load_fake_spec, parse_fake_spec
 from gpufleet.devices.nvml_source import NvmlDeviceSource
-from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
-from gpufleet.io.kube_nodes import node_from_object
+from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.model.gpu import GPU_RESOURCE, SHARE_RESOURCE
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY

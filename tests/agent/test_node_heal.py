@@ -21,7 +21,7 @@ from gpufleet.backends.kube.node_agent import AGENT_LABELS_ANNOTATION, NodeAgent
 from gpufleet.devices.fake import FakeNvml
 from gpufleet.devices.fake_spec import parse_fake_spec
 from gpufleet.devices.nvml_source import NvmlDeviceSource
-from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.model.gpu import GPU_RESOURCE
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY

@@ -11,7 +11,7 @@ from gpufleet.agent.resources import (
     served_resources,
     share_id,
 )
-from gpufleet.io.kube_nodes import node_from_object
+from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.model.gpu import (
     GPU_RESOURCE,
     NO_SHARING,

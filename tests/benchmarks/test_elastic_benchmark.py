@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.elastic import DAY, NEEDS, arrivals, batch_pools, batch_week, main
-from gpufleet.io.shapes import bundled_shape_table
+from gpufleet.io.cluster_traces.shapes import bundled_shape_table
 from gpufleet.model.capacity import SPOT_TAINT
 from gpufleet.scheduling.capacity import tolerates_spot
 

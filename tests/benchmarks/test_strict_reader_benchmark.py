@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.strict_reader import change, write_scenario
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 
 
 def test_the_timed_scenario_reads_whole_under_the_strict_reader(tmp_path: Path) -> None:

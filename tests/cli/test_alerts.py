@@ -9,7 +9,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.io.alert_rules import builtin_alert_rules
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
 
 runner = CliRunner()
 

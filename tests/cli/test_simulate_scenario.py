@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.io.traces import TRACE_DIR_ENV
+from gpufleet.io.cluster_traces.datasets import TRACE_DIR_ENV
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]

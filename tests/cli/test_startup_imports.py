@@ -29,7 +29,7 @@ def test_a_command_module_imports_neither_the_core_nor_the_kubernetes_client(
         "numpy",
         "kubernetes",
         "gpufleet.scheduling.core",
-        "gpufleet.io.workloads",
+        "gpufleet.io.readers",
         "gpufleet.io.assembly",
     }
     assert not heavy & loaded

@@ -10,9 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.io.alibaba import read_pods
-from gpufleet.io.shapes import read_shape_table
-from gpufleet.io.traces import (
+from gpufleet.io.cluster_traces.alibaba import read_pods
+from gpufleet.io.cluster_traces.datasets import (
     ALIBABA_2023,
     DATASETS,
     PODS_FILE,
@@ -23,6 +22,7 @@ from gpufleet.io.traces import (
     find_alibaba_trace,
     trace_search_path,
 )
+from gpufleet.io.cluster_traces.shapes import read_shape_table
 
 runner = CliRunner()
 

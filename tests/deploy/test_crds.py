@@ -15,7 +15,7 @@ import pytest
 
 from gpufleet.io import fields
 from gpufleet.io.errors import InputError
-from gpufleet.io.queues import pod_group_from_object, queue_from_object
+from gpufleet.io.fleet.queues import pod_group_from_object, queue_from_object
 from tests.deploy.crd_schema import (
     PRESERVE_UNKNOWN,
     json_schema,

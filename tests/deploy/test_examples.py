@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from gpufleet.io.assembly import Scenario
-from gpufleet.io.cluster_spec import cluster_spec_from_dict
-from gpufleet.io.kube_pods import pods_from_object
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.fleet.cluster_spec import cluster_spec_from_dict
+from gpufleet.io.kube.pods import pods_from_object
+from gpufleet.io.readers import read_scenario
 from tests.deploy.support import DEPLOY_EXAMPLES, Loaded, load_objects
 
-#: Kinds a scenario holds (read by gpufleet.io.workloads.read_scenario).
+#: Kinds a scenario holds (read by gpufleet.io.readers.read_scenario).
 SCENARIO_KINDS = frozenset(
     {"Queue", "PriorityClass", "PodGroup", "ResourceQuota", "Pod", "Job", "Deployment"}
 )

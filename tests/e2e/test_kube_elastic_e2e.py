@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io.disruption import DO_NOT_DISRUPT, SAFE_TO_EVICT
+from gpufleet.io.kube.disruption import DO_NOT_DISRUPT, SAFE_TO_EVICT
 from gpufleet.testing import kube_objects as ko
 from tests.e2e.kube_cluster import KUBECONFIG_ENV, Cluster, stop, wait_for
 

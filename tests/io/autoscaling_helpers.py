@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.io.autoscaling import read_autoscaling
 from gpufleet.io.errors import InputError
+from gpufleet.io.kube.autoscaling import read_autoscaling
 from gpufleet.model.autoscaling import AutoscalingSpec
 from tests.io.conftest import WriteFile
 

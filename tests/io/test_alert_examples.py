@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufleet.io.alert_routing import read_alert_routing
-from gpufleet.io.alert_rules import builtin_alert_rules, read_alert_rules
-from gpufleet.io.prometheus_rules import rule_file
+from gpufleet.io.fleet.alert_routing import read_alert_routing
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules, read_alert_rules
+from gpufleet.io.fleet.prometheus_rules import rule_file
 from gpufleet.model.alerts import AlertMetric, Severity
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "alerts"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.io.alert_routing import (
+from gpufleet.io.errors import InputError
+from gpufleet.io.fleet.alert_routing import (
     parse_prometheus_duration,
     read_alert_routing,
     webhook_routing,
 )
-from gpufleet.io.errors import InputError
 from gpufleet.model.alerts import label_set
 
 GOOD = """

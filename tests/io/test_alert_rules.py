@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.io.alert_rules import builtin_alert_rules, read_alert_rules
 from gpufleet.io.errors import InputError
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules, read_alert_rules
 from gpufleet.model.alerts import (
     Aggregation,
     AlertMetric,

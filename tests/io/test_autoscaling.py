@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io.autoscaling import ANNOTATIONS, read_autoscaling
-from gpufleet.io.autoscaling_hpa import HPA_METRICS
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
-from gpufleet.io.readers import read_workload
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.kube.autoscaling import ANNOTATIONS, read_autoscaling
+from gpufleet.io.kube.autoscaling_hpa import HPA_METRICS
+from gpufleet.io.readers import read_scenario, read_workload
 from gpufleet.model.autoscaling import (
     DEFAULT_SCALE_UP,
     Aggregate,

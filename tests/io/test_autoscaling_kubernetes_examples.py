@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufleet.io.autoscaling import read_autoscaling
+from gpufleet.io.kube.autoscaling import read_autoscaling
 from gpufleet.model.autoscaling import (
     Aggregate,
     InferenceMetric,

@@ -9,7 +9,7 @@ from typing import NamedTuple
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.kubernetes import read_nodes, read_pods
+from gpufleet.io.readers import read_cluster, read_workload
 from tests.io.conftest import WriteFile
 
 #: A good first document, so that the bad one is document 2 and its line is not 1.
@@ -302,8 +302,8 @@ POD_CASES = {
     "duplicate-pod": Case(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec: {containers: [{name: c}]}\n",
         "document 2 (line 6)",
-        "metadata.name",
-        "pod default/fine appears twice (first from document 1 (line 1))",
+        None,
+        "pod default/fine appears twice (first in ",
     ),
     "not-an-object": Case(
         "- just\n- a list\n",
@@ -340,7 +340,7 @@ def check(
 
 @pytest.mark.parametrize("case", POD_CASES.values(), ids=POD_CASES.keys())
 def test_bad_workloads(write_file: WriteFile, case: Case) -> None:
-    check(write_file, read_pods, GOOD_POD, case)
+    check(write_file, read_workload, GOOD_POD, case)
 
 
 GOOD_NODE = """\
@@ -401,14 +401,15 @@ NODE_CASES = {
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n",
         "document 2 (line 6), Pod default/p",
         "kind",
-        "expected Node objects, got kind Pod (a workload",
+        "expected a ClusterSpec or Kubernetes Node objects (or an Alibaba node-list .csv), "
+        "got kind Pod (a workload, not a cluster)",
     ),
 }
 
 
 @pytest.mark.parametrize("case", NODE_CASES.values(), ids=NODE_CASES.keys())
 def test_bad_nodes(write_file: WriteFile, case: Case) -> None:
-    check(write_file, read_nodes, GOOD_NODE, case)
+    check(write_file, read_cluster, GOOD_NODE, case)
 
 
 def test_list_items_have_their_own_lines(write_file: WriteFile) -> None:
@@ -425,7 +426,7 @@ def test_list_items_have_their_own_lines(write_file: WriteFile) -> None:
         """,
     )
     with pytest.raises(InputError) as raised:
-        read_pods(path)
+        read_workload(path)
     assert str(raised.value).startswith(
         f"{path}:document 1, items[1] (line 4), Pod default/b: "
         "spec.containers[0].resources.limits[nvidia.com/gpu]: "
@@ -436,14 +437,14 @@ def test_nothing_half_loaded(write_file: WriteFile) -> None:
     good = GOOD_POD.replace("fine", "one") + GOOD_POD.replace("fine", "two")
     path = write_file("pods.yaml", good + "kind: Pod\nmetadata: {name: bad}\nspec: {}\n")
     with pytest.raises(InputError, match="document 3"):
-        read_pods(path)
+        read_workload(path)
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="cannot open"):
-        read_pods(tmp_path / "absent.yaml")
+    with pytest.raises(InputError, match="no such file or directory"):
+        read_workload(tmp_path / "absent.yaml")
 
 
 def test_empty_file(write_file: WriteFile) -> None:
     with pytest.raises(InputError, match="found no objects"):
-        read_pods(write_file("empty.yaml", "# nothing here\n---\n"))
+        read_workload(write_file("empty.yaml", "# nothing here\n---\n"))

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.io import alibaba
-from gpufleet.io.cluster_spec import (
+from gpufleet.io.cluster_traces import alibaba
+from gpufleet.io.errors import InputError
+from gpufleet.io.fleet.cluster_spec import (
     cluster_spec_from_dict,
     nodes_to_cluster_spec,
     read_cluster_spec,
 )
-from gpufleet.io.errors import InputError
 from gpufleet.model import (
     GFD_LABELS,
     SHARED_GPU_RESOURCE,

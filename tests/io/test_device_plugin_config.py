@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.io.device_plugin_config import read_device_plugin_config
 from gpufleet.io.errors import InputError
+from gpufleet.io.kube.device_plugin_config import read_device_plugin_config
 from gpufleet.model.gpu import (
     GPU_RESOURCE,
     NO_SHARING,

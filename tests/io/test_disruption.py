@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.io.disruption import (
+from gpufleet.io.kube.disruption import (
     DO_NOT_DISRUPT,
     GUARD_ANNOTATION,
     SAFE_TO_EVICT,

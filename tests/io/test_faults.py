@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.faults import check_faults, gpu_fault_from_object
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.fleet.faults import check_faults, gpu_fault_from_object
+from gpufleet.io.readers import read_scenario
 from gpufleet.model.faults import GpuFault
 from gpufleet.testing.builders import make_node
 from tests.io.conftest import WriteFile

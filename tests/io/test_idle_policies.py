@@ -8,8 +8,8 @@ import textwrap
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.idle_policies import read_idle_policies
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.fleet.idle_policies import read_idle_policies
+from gpufleet.io.readers import read_scenario
 from gpufleet.model.idle import (
     EXEMPT_LABEL,
     IdleAction,

@@ -12,21 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.io import alibaba
-from gpufleet.io.cluster_spec import read_cluster_spec
+from gpufleet.io.cluster_traces import alibaba
 from gpufleet.io.errors import InputError, quoted, shorten
-from gpufleet.io.kubernetes import read_nodes, read_pods
+from gpufleet.io.fleet.cluster_spec import read_cluster_spec
 from gpufleet.io.manifests import LIMIT_VARIABLE, MAX_MANIFEST_BYTES, load_manifests, read_limited
-from gpufleet.io.readers import read_cluster, read_workload
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_cluster, read_scenario, read_workload
 
 YAML_READERS: dict[str, Callable[[Path], object]] = {
     "workload": read_workload,
     "cluster": read_cluster,
     "scenario": read_scenario,
     "cluster-spec": read_cluster_spec,
-    "kubernetes-pods": read_pods,
-    "kubernetes-nodes": read_nodes,
     "any-manifests": load_manifests,  # serve --rules, serve --scenario
 }
 CSV_READERS: dict[str, Callable[[Path], object]] = {

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 from gpufleet.model.jobs import JobKind, JobSpec, Lifetime, ReplicaSet, RestartPolicy, SimFailures
 from gpufleet.model.workload import TimedWorkload
 from gpufleet.testing.job_objects import (

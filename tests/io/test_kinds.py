@@ -12,9 +12,7 @@ import yaml
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped, pod_template_path, triage
-from gpufleet.io.kubernetes import read_nodes, read_pods
-from gpufleet.io.readers import read_cluster, read_workload
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_cluster, read_scenario, read_workload
 from tests.io.conftest import WriteFile
 
 Obj = dict[str, Any]
@@ -79,7 +77,6 @@ def test_an_applications_directory_reads_as_its_workloads(
     [
         pytest.param(lambda path, skipped: read_scenario(path, skipped).workloads, id="scenario"),
         pytest.param(read_workload, id="workload"),
-        pytest.param(read_pods, id="kubernetes-read-pods"),
     ],
 )
 def test_every_workload_reader_skips_the_same(
@@ -96,14 +93,11 @@ def test_every_workload_reader_skips_the_same(
 NODE = obj("v1", "Node", "n1", status={"allocatable": {"cpu": "8", "memory": "32Gi"}})
 
 
-@pytest.mark.parametrize("reader", [read_cluster, read_nodes], ids=["cluster", "nodes"])
-def test_cluster_readers_skip_too(
-    write_file: WriteFile, reader: Callable[[Path, Skipped], list[Any]]
-) -> None:
+def test_the_cluster_reader_skips_too(write_file: WriteFile) -> None:
     # The device plugin's time-slicing ConfigMap often sits beside the nodes.
     path = write_all(write_file, "cluster.yaml", APP[0], NODE)
     skipped = Skipped()
-    assert [n.name for n in reader(path, skipped)] == ["n1"]
+    assert [n.name for n in read_cluster(path, skipped)] == ["n1"]
     assert skipped.counts == {"ConfigMap": 1}
 
 
@@ -235,7 +229,7 @@ def test_the_note_is_one_line_and_bounded() -> None:
 
 
 def test_the_cluster_kinds_name_the_cluster_spec_kind() -> None:
-    from gpufleet.io.cluster_spec import KIND
+    from gpufleet.io.fleet.cluster_spec import KIND
     from gpufleet.io.kinds import CLUSTER_KINDS
 
     assert KIND in CLUSTER_KINDS

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.io.kube_nodes import node_from_object
-from gpufleet.io.kubernetes import pods_from_object
+from gpufleet.io.kube.nodes import node_from_object
+from gpufleet.io.kube.pods import pods_from_object
 from gpufleet.model import GFD_LABELS, NodeSelectorRequirement, NodeSelectorTerm, Pod
 from gpufleet.model.affinity import (
     PlacementRules,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_to_json
-from gpufleet.io.kubernetes import node_from_object
+from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_to_json
+from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.model import (
     SHARE_RESOURCE,
     GpuDevice,

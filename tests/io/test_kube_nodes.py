@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io import alibaba
+from gpufleet.io.cluster_traces import alibaba
 from gpufleet.io.errors import InputError
-from gpufleet.io.kubernetes import load_manifests, node_from_object, read_nodes
+from gpufleet.io.kube.nodes import node_from_object
+from gpufleet.io.manifests import load_manifests
+from gpufleet.io.readers import read_cluster
 from gpufleet.model import (
     GFD_LABELS,
     SHARED_GPU_RESOURCE,
@@ -378,26 +380,29 @@ def test_multi_document_file_and_list(write_file: WriteFile) -> None:
         "document 1, items[1] (line 8)",
         "document 3 (line 14)",
     ]
-    assert [n.name for n in read_nodes(path)] == ["a", "b", "c"]
+    assert [n.name for n in read_cluster(path)] == ["a", "b", "c"]
 
 
 def test_json_objects(write_file: WriteFile) -> None:
     obj = node_object(name="from-json")
     path = write_file("nodes.json", json.dumps({"kind": "List", "items": [obj]}))
     assert node_from_object(json.loads(json.dumps(obj)), "x.json").name == "from-json"
-    assert [n.name for n in read_nodes(path)] == ["from-json"]
+    assert [n.name for n in read_cluster(path)] == ["from-json"]
 
 
 def test_duplicate_node_names(write_file: WriteFile) -> None:
     node = "kind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: 1, memory: 1Gi}}\n"
     path = write_file("nodes.yaml", f"{node}---\n{node}")
-    with pytest.raises(InputError, match=r"document 2 \(line 5\), Node a: metadata.name: node"):
-        read_nodes(path)
+    with pytest.raises(InputError) as raised:
+        read_cluster(path)
+    assert str(raised.value) == (
+        f"{path}:document 2 (line 5): node 'a' appears twice (first in {path}:document 1 (line 1))"
+    )
 
 
 @pytest.mark.trace
 def test_alibaba_node_yaml(alibaba_trace: Path, alibaba_node_yaml: Path) -> None:
-    nodes = read_nodes(alibaba_node_yaml)
+    nodes = read_cluster(alibaba_node_yaml)
     assert len(nodes) == 1213
     assert sum(n.gpu_count for n in nodes) == 6212
     first = nodes[0]

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.io.kubernetes import pods_from_object, read_pods
+from gpufleet.io.kube.pods import pods_from_object
+from gpufleet.io.readers import read_workload
 from gpufleet.model import (
     GpuRequest,
     NodeSelectorRequirement,
@@ -303,7 +304,7 @@ def test_numeric_annotation_values_are_read_as_text(write_file: WriteFile) -> No
         spec: {containers: [{name: c}]}
         """,
     )
-    (timed,) = read_pods(path)
+    (timed,) = read_workload(path)
     assert timed.created == 30.0
     assert timed.pod.gpu == GpuRequest.share(300)
 
@@ -370,4 +371,4 @@ def test_deployment_replicas() -> None:
 def test_read_pods_keeps_file_order(write_file: WriteFile) -> None:
     documents = [pod_object(name="a"), job_object(parallelism=2), pod_object(name="b")]
     path = write_file("pods.yaml", yaml.safe_dump_all(documents))
-    assert [t.pod.name for t in read_pods(path)] == ["a", "train-0", "train-1", "b"]
+    assert [t.pod.name for t in read_workload(path)] == ["a", "train-0", "train-1", "b"]

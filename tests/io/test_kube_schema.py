@@ -17,15 +17,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufleet.io.autoscaling import AutoscalingReader
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
-from gpufleet.io.kube_schema import check_kube_object, root_type, tables
+from gpufleet.io.kube.autoscaling import AutoscalingReader
+from gpufleet.io.kube.pods import WORKLOAD_API_VERSIONS
+from gpufleet.io.kube.schema import check_kube_object, root_type, tables
 from gpufleet.io.live_objects import LiveCatalog, timed_pod
 from gpufleet.io.manifests import load_manifests, parse_manifests
 from gpufleet.io.names import port_name_problem
-from gpufleet.io.readers import read_cluster, read_workload
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_cluster, read_scenario, read_workload
 from gpufleet.service.submissions import read_workloads
 from gpufleet.testing.job_objects import batch_job, pytorch_job, ray_job
 from gpufleet.testing.kube_objects import gpu_node, gpu_pod, priority_class

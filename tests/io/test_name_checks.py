@@ -9,11 +9,10 @@ from typing import NamedTuple
 
 import pytest
 
-from gpufleet.io.alibaba import read_nodes as read_node_csv
-from gpufleet.io.alibaba import read_pods as read_pod_csv
+from gpufleet.io.cluster_traces.alibaba import read_nodes as read_node_csv
+from gpufleet.io.cluster_traces.alibaba import read_pods as read_pod_csv
 from gpufleet.io.errors import InputError
-from gpufleet.io.readers import read_cluster, read_workload
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_cluster, read_scenario, read_workload
 from tests.io.conftest import WriteFile
 
 GOOD_POD = "apiVersion: v1\nkind: Pod\nmetadata: {name: fine}\nspec: {containers: [{name: c}]}\n"

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io.kubernetes import node_from_object
-from gpufleet.io.node_ends import (
+from gpufleet.io.kube.node_ends import (
     SIGNAL_KEYS,
     SIGNALS,
     NodeFate,
@@ -17,6 +16,7 @@ from gpufleet.io.node_ends import (
     node_ends,
     pod_tolerations,
 )
+from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.model import Taint, TaintEffect, Toleration
 
 T0 = 1_700_000_000.0

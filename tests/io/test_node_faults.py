@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.faults import gpu_fault_from_object
-from gpufleet.io.node_faults import check_node_faults, node_fault_from_object, selected
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.fleet.faults import gpu_fault_from_object
+from gpufleet.io.fleet.node_faults import check_node_faults, node_fault_from_object, selected
+from gpufleet.io.readers import read_scenario
 from gpufleet.model.capacity import CAPACITY_TYPE_LABEL
 from gpufleet.model.jobs import PodFailureAction, PodFailureRule
 from gpufleet.model.node_faults import (

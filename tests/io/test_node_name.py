@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube_pods import pods_from_object
+from gpufleet.io.kube.pods import pods_from_object
 from gpufleet.model import GFD_LABELS
 
 runner = CliRunner()

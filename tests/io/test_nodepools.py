@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from gpufleet.economics.node_prices import node_rate
-from gpufleet.io.cluster_spec import read_cluster_spec
 from gpufleet.io.errors import InputError
-from gpufleet.io.nodepools import read_node_pools
-from gpufleet.io.prices import default_prices, read_prices
+from gpufleet.io.fleet.cluster_spec import read_cluster_spec
+from gpufleet.io.fleet.nodepools import read_node_pools
+from gpufleet.io.fleet.prices import default_prices, read_prices
 from gpufleet.model.capacity import CapacityType
 from gpufleet.model.node import GFD_LABELS
 from tests.io.conftest import WriteFile

@@ -10,7 +10,7 @@ import yaml
 
 from gpufleet.economics import CapacityType, MissingPriceError
 from gpufleet.io.errors import InputError
-from gpufleet.io.prices import default_prices, default_prices_path, read_prices
+from gpufleet.io.fleet.prices import default_prices, default_prices_path, read_prices
 from gpufleet.io.readers import read_cluster
 from tests.io.conftest import WriteFile
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.process_specs import cannot_run, expand, process_spec_from_object
+from gpufleet.io.kube.process_specs import cannot_run, expand, process_spec_from_object
 from gpufleet.model.jobs import RestartPolicy
 from gpufleet.model.processes import ProcessSpec
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from gpufleet.io.alert_rules import builtin_alert_rules
-from gpufleet.io.prometheus_rules import (
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
+from gpufleet.io.fleet.prometheus_rules import (
     alert_expression,
     prometheus_rule,
     rule_file,

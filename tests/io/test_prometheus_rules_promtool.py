@@ -30,8 +30,8 @@ import pytest
 import yaml
 
 from gpufleet.cli.alerts import ExportFormat, render
-from gpufleet.io.alert_rules import builtin_alert_rules
-from gpufleet.io.prometheus_rules import rule_file, to_yaml
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
+from gpufleet.io.fleet.prometheus_rules import rule_file, to_yaml
 from gpufleet.model.alerts import (
     WORKLOAD_START_TIME,
     Aggregation,

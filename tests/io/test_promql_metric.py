@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gpufleet.io.promql_metric import QueryMetric, query_metric
+from gpufleet.io.kube.promql_metric import QueryMetric, query_metric
 from gpufleet.model.autoscaling import Aggregate, InferenceMetric
 from gpufleet.testing.autoscaling_builders import GPU_UTIL, LATENCY, QUEUE, RPS
 

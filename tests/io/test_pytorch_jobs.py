@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io.pytorch_jobs import pytorch_job_pods, read_pytorch_job
+from gpufleet.io.kube.pytorch_jobs import pytorch_job_pods, read_pytorch_job
 from gpufleet.model import GpuRequest
 from tests.io.test_queues import SOURCE, WHERE, Bad, check_bad_object, parse
 

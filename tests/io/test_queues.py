@@ -12,13 +12,13 @@ import pytest
 import yaml
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.queues import (
+from gpufleet.io.fleet.queues import (
     pod_group_from_object,
     priority_class_from_object,
     queue_from_object,
     resource_quota_from_object,
 )
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 from gpufleet.model.priorities import PreemptionPolicy, PriorityClass
 from gpufleet.model.queues import (
     DEFAULT_WARN_AT,

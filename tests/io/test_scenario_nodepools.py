@@ -10,7 +10,7 @@ import yaml
 
 from gpufleet.io.errors import InputError
 from gpufleet.io.kinds import Skipped
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 from gpufleet.model.capacity import CapacityType
 from gpufleet.model.node_faults import NodeFaultKind
 from gpufleet.testing.economics_builders import price_list

@@ -13,9 +13,8 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube_pods import pods_from_object
-from gpufleet.io.readers import read_workload
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.kube.pods import pods_from_object
+from gpufleet.io.readers import read_scenario, read_workload
 
 runner = CliRunner()
 SMALL = "examples/clusters/small.yaml"

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.serving import inference_service_from_object
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.fleet.serving import inference_service_from_object
+from gpufleet.io.readers import read_scenario
 
 
 def load_object(**spec: Any) -> dict[str, Any]:

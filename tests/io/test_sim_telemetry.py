@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.sim_telemetry import (
+from gpufleet.io.fleet.sim_telemetry import (
     TelemetrySettings,
     parse_usage_profile,
     telemetry_settings_from_object,
 )
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 from gpufleet.telemetry.profiles import UsageProfile
 from tests.io.conftest import WriteFile
 

@@ -12,8 +12,8 @@ import yaml
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.io.cluster_shapes import nodes_to_cluster_spec
-from gpufleet.io.cluster_spec import cluster_spec_from_dict
+from gpufleet.io.fleet.cluster_shapes import nodes_to_cluster_spec
+from gpufleet.io.fleet.cluster_spec import cluster_spec_from_dict
 from gpufleet.model.node import zone_region
 
 runner = CliRunner()

@@ -9,8 +9,7 @@ import pytest
 
 from gpufleet.io.assembly import Scenario
 from gpufleet.io.errors import InputError
-from gpufleet.io.readers import read_cluster
-from gpufleet.io.workloads import read_scenario, workloads_from_pods
+from gpufleet.io.readers import read_cluster, read_scenario, workloads_from_pods
 from gpufleet.model import GpuRequest, Pod
 from gpufleet.model.priorities import PreemptionPolicy
 from gpufleet.model.queues import implicit_default_queue

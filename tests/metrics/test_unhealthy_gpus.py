@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.backends.sim.run import run_workloads
-from gpufleet.io.kube_nodes import node_from_object
+from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.metrics import families
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.workload import TimedWorkload

@@ -10,7 +10,7 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gpufleet.io.alert_routing import AlertRouting, webhook_routing
+from gpufleet.io.fleet.alert_routing import AlertRouting, webhook_routing
 from gpufleet.model.alerts import AlertMetric, AlertRule, Comparison
 from gpufleet.service.alert_webhooks import AlertNotifier, WebhookSender
 from gpufleet.service.alertmanager_push import AlertmanagerError, push_alerts

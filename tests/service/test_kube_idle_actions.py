@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io.disruption import gang_guard
+from gpufleet.io.kube.disruption import gang_guard
 from gpufleet.model.idle import (
     CHECKPOINT_REQUESTED_ANNOTATION,
     PREEMPTIBLE_LABEL,

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.io.catalog import PRIORITY_CLASS, QUEUE
 from gpufleet.io.errors import InputError
+from gpufleet.io.fleet.catalog import PRIORITY_CLASS, QUEUE
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.model.queues import validate_queue_tree
 from gpufleet.service.auth import ADMIN, Principal

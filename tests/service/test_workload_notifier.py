@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io.alert_routing import webhook_routing
+from gpufleet.io.fleet.alert_routing import webhook_routing
 from gpufleet.service.plane_book import Change
 from gpufleet.service.states import ChangeKind
 from gpufleet.service.workload_notifier import WorkloadIdentity, WorkloadNotifier

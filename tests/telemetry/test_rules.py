@@ -307,7 +307,7 @@ def test_an_allocated_scope_looks_only_at_gpus_a_pod_holds(
 
 def test_the_built_in_idle_gpu_rule_is_about_allocated_gpus() -> None:
     """The guard: the seeds' idle rule is about GPUs paid for and idle, so it says so."""
-    from gpufleet.io.alert_rules import builtin_alert_rules
+    from gpufleet.io.fleet.alert_rules import builtin_alert_rules
 
     [low] = [rule for rule in builtin_alert_rules() if rule.alert_name == "GpuUtilisationLow"]
     assert low.scope.allocated

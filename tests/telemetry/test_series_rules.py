@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpufleet.io.alert_rules import builtin_alert_rules
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
 from gpufleet.telemetry.rules import RuleEngine
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.testing.fake_series import FakeSeries

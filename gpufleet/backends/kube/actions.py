@@ -3,8 +3,9 @@
 Owns :class:`ApiActions`: a Bind through the Binding subresource (the devices chosen go onto the
 pod as annotations in the same write, signed with the binding key when the scheduler has one,
 :mod:`gpufleet.backends.kube.binding_signature`, as node agents honour no other; with, on a gang's
-pods, the autoscalers' do-not-disrupt annotations: :func:`gpufleet.io.disruption.gang_guard`) on a
-pool of binder threads, fenced (calls.py), and its outcome taken in at the next poll:
+pods, the autoscalers' do-not-disrupt annotations:
+:func:`gpufleet.io.kube.disruption.gang_guard`) on a pool of binder threads, fenced (calls.py),
+and its outcome taken in at the next poll:
 
 * answered 2xx: bound (the informers confirm it);
 * refused for good (404, 400, 403, 422): not bound; its devices are given back and the pod waits
@@ -34,7 +35,7 @@ from gpufleet.backends.kube.devices import placement_annotations
 from gpufleet.backends.kube.evictions import EVICTION_RETRY_S, ApiEvictions
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BindCall, Outcome, Told
-from gpufleet.io.disruption import gang_guard
+from gpufleet.io.kube.disruption import gang_guard
 from gpufleet.model import Placement, Pod
 from gpufleet.model.events import BindFailed, ClusterEvent
 

@@ -1,6 +1,6 @@
 """The field tables of the Kubernetes objects gpufleet reads, derived from maintained sources.
 
-Owns writing ``gpufleet/data/kube_fields.json``, the data :mod:`gpufleet.io.kube_schema` checks
+Owns writing ``gpufleet/data/kube_fields.json``, the data :mod:`gpufleet.io.kube.schema` checks
 every object against (it lives here because only ``backends/kube`` may import the client):
 
 * the core kinds' fields come from the official ``kubernetes`` client's model classes

@@ -1,7 +1,7 @@
 """Gangs sent away whole from nodes that announce their end.
 
 Owns :class:`NodeEndEvictions`: the taints of each Node that send its pods away
-(:mod:`gpufleet.io.node_ends`: being removed by the cluster autoscaler or Karpenter, about to
+(:mod:`gpufleet.io.kube.node_ends`: being removed by the cluster autoscaler or Karpenter, about to
 be terminated by GKE or AWS, out of service, and unreachable or not ready past what a pod
 tolerates), and, once a pod of a gang running there must leave, the core told to evict every
 pod of its gang, wherever they run (``WorkloadDisrupted`` per bound pod of the pod group: the
@@ -28,7 +28,7 @@ from gpufleet.backends.kube import pods as podinfo
 from gpufleet.backends.kube.api import NODES, PODS, Obj
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BackendState
-from gpufleet.io.node_ends import NodeEnd, leave_at, node_ends, pod_tolerations
+from gpufleet.io.kube.node_ends import NodeEnd, leave_at, node_ends, pod_tolerations
 from gpufleet.model.events import ClusterEvent, WorkloadDisrupted
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ its Ready condition is True; a pod labelled ``gpufleet.dev/preemptible: "true"``
 policy's ``Preemptible``) asks that its workload be lowered to preemptible. Also the gang a pod
 belongs to (pod-group labels), whether a bound pod may be preempted
 (``gpufleet.dev/preemptible``, else the autoscalers' do-not-disrupt annotations:
-:mod:`gpufleet.io.disruption`), and the minMember of PodGroup objects.
+:mod:`gpufleet.io.kube.disruption`), and the minMember of PodGroup objects.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from gpufleet.io.disruption import protection
-from gpufleet.io.workload_settings import PREEMPTIBLE_ANNOTATION
+from gpufleet.io.kube.disruption import protection
+from gpufleet.io.kube.workload_settings import PREEMPTIBLE_ANNOTATION
 from gpufleet.model.idle import PREEMPTIBLE_LABEL
 from gpufleet.model.workload import COSCHEDULING_POD_GROUP_LABEL, POD_GROUP_LABEL
 

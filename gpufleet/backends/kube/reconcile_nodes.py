@@ -23,8 +23,8 @@ from gpufleet.backends.kube.api import NODES, PODS, Obj
 from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.state import BackendState, resource_version
 from gpufleet.io.errors import InputError
-from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
-from gpufleet.io.kube_nodes import node_from_object
+from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.io.live_objects import SOURCE, live_manifest
 from gpufleet.model import Node
 from gpufleet.model.events import (

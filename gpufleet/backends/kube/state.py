@@ -44,8 +44,8 @@ from gpufleet.backends.kube.devices import DeviceLedger
 from gpufleet.backends.kube.informer import DELETED, Change, Informers, object_key
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.readings import PodReadings
+from gpufleet.io.kube.node_ends import NodeEnd
 from gpufleet.io.live_objects import LiveCatalog
-from gpufleet.io.node_ends import NodeEnd
 from gpufleet.model import Node, Placement
 from gpufleet.model.workload import TimedPod
 
@@ -181,7 +181,7 @@ class BackendState:
         binding_key: BindingKey | None = None,
     ) -> None:
         """``guard_gangs``: write the autoscalers' do-not-disrupt annotations on the pods of
-        the gangs it binds (:func:`gpufleet.io.disruption.gang_guard`). ``binding_key``: sign
+        the gangs it binds (:func:`gpufleet.io.kube.disruption.gang_guard`). ``binding_key``: sign
         each binding's device annotations with it (None: unsigned, which node agents holding
         a key refuse)."""
         self.api = api

@@ -3,7 +3,7 @@
 Owns :func:`machine_node`: the GPUs of a :class:`~gpufleet.model.inventory.NodeInventory`
 (found by the node agent's discovery, :func:`gpufleet.devices.discovery.discover`, over NVML
 or the fake NVML) read as the scheduler reads a Kubernetes node's ``gpufleet.dev/gpu-inventory``
-annotation (:func:`gpufleet.io.kube_inventory.inventory_devices`: UUIDs, health, MIG slices),
+annotation (:func:`gpufleet.io.kube.node_inventory.inventory_devices`: UUIDs, health, MIG slices),
 labelled with the labels every Kubernetes node has (host name, this machine's OS and
 architecture: :func:`machine_os`, :func:`machine_arch`) and with GPU Feature Discovery's labels
 as the scheduler reads them (the node agent's richer labels, :mod:`gpufleet.devices.labels`,
@@ -18,7 +18,7 @@ import os
 import platform
 import socket
 
-from gpufleet.io.kube_inventory import inventory_devices
+from gpufleet.io.kube.node_inventory import inventory_devices
 from gpufleet.io.manifests import Context
 from gpufleet.model import NO_SHARING, GpuSharing, Node, gfd_labels
 from gpufleet.model.inventory import NodeInventory

@@ -5,7 +5,7 @@ Owns the metric names the reader knows (:data:`KNOWN_METRICS`), the check of a q
 arguments (the same ``ValueError`` cases as the store's) and :func:`window_query`:
 
 * the metric: the DCGM families and the two derived ones as the exported alert rules write
-  them (:func:`gpufleet.io.prometheus_rules.metric_query`: memory in percent from
+  them (:func:`gpufleet.io.fleet.prometheus_rules.metric_query`: memory in percent from
   ``DCGM_FI_DEV_FB_USED`` and ``_FREE``, a pod's utilisation as the average over the GPUs it
   holds), ``kube_pod_start_time`` as kube-state-metrics serves it;
 * ``fn``: ``<fn>_over_time(metric[window])`` (``quantile_over_time(q, ...)``,
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from gpufleet.io.prometheus_rules import metric_query, selector
+from gpufleet.io.fleet.prometheus_rules import metric_query, selector
 from gpufleet.model.alerts import (
     LABEL_NAME,
     LOOKBACK_S,

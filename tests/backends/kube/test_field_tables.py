@@ -7,7 +7,7 @@ import kubernetes
 import pytest
 
 from gpufleet.backends.kube.field_tables import CORE_ROOTS, core_tables
-from gpufleet.io.kube_schema import tables
+from gpufleet.io.kube.schema import tables
 
 
 def test_the_core_tables_are_the_installed_clients() -> None:

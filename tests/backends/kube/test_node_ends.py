@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.io.disruption import DO_NOT_DISRUPT, GUARD_ANNOTATION, SAFE_TO_EVICT
+from gpufleet.io.kube.disruption import DO_NOT_DISRUPT, GUARD_ANNOTATION, SAFE_TO_EVICT
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import Harness, harness, make_scheduler
 

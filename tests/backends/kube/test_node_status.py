@@ -21,7 +21,7 @@ from gpufleet.backends.kube.node_status import (
     NodeConditions,
     label_patch,
 )
-from gpufleet.io.inventory import INVENTORY_ANNOTATION
+from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION
 from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import FakeApiServer
 

@@ -13,8 +13,8 @@ from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import run as run_loop
-from gpufleet.io.kube_nodes import node_from_object
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.kube.nodes import node_from_object
+from gpufleet.io.readers import read_scenario
 from gpufleet.model.times import simulated_time
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.testing import kube_objects as ko

@@ -16,7 +16,7 @@ from gpufleet.backends.local.node import machine_node
 from gpufleet.backends.local.ports import PortBook
 from gpufleet.control.loop import ControlLoop, Turn, sync
 from gpufleet.io.errors import InputError
-from gpufleet.io.process_specs import process_spec_from_object
+from gpufleet.io.kube.process_specs import process_spec_from_object
 from gpufleet.model import Workload
 from gpufleet.model.events import ClusterEvent, PodDeleted, PodEnd, PodReady
 from gpufleet.model.inventory import NodeInventory

@@ -43,7 +43,7 @@ from typer.testing import CliRunner
 
 from gpufleet.api.app import create_app
 from gpufleet.cli.main import app as cli
-from gpufleet.io.alert_rules import builtin_alert_rules, read_alert_rules
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules, read_alert_rules
 from gpufleet.model.alerts import AlertRule
 from gpufleet.model.node import Taint, TaintEffect
 from gpufleet.model.telemetry import DeviceSample

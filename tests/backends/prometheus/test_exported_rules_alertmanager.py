@@ -39,7 +39,7 @@ from typer.testing import CliRunner
 
 from gpufleet.backends.prometheus import PrometheusSeries
 from gpufleet.cli.main import app
-from gpufleet.io.alert_rules import read_alert_rules
+from gpufleet.io.fleet.alert_rules import read_alert_rules
 from gpufleet.model.alerts import Alert, AlertRule, AlertState
 from gpufleet.telemetry.alert_dispatch import ZERO_TIME, Annotate, fingerprint, rule_annotations
 from gpufleet.telemetry.rules import RuleEngine

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.backends.prometheus import PrometheusSeries, PrometheusUnavailableError
-from gpufleet.io.alert_rules import builtin_alert_rules
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
 from gpufleet.model.alerts import AlertState
 from gpufleet.telemetry.rules import RuleEngine
 from gpufleet.telemetry.series_layout import Labels, as_labels

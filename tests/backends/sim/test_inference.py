@@ -13,7 +13,7 @@ import yaml
 from gpufleet.backends.sim.inference import InferenceSettings, ServingReport
 from gpufleet.backends.sim.results import TenancyRun
 from gpufleet.backends.sim.run import run_workloads
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_scenario
 from gpufleet.testing.builders import make_node
 
 HOUR = 3600.0

@@ -18,8 +18,7 @@ from gpufleet.backends.sim.results import JobReport
 from gpufleet.backends.sim.run import job_reports, run_workloads
 from gpufleet.control.loop import Turn
 from gpufleet.control.loop import run as run_loop
-from gpufleet.io.readers import read_cluster
-from gpufleet.io.workloads import read_scenario
+from gpufleet.io.readers import read_cluster, read_scenario
 from gpufleet.model import Node
 from gpufleet.model.actions import Bind
 from gpufleet.model.events import ClusterEvent, JobEnded, PodDeleted, PodEnd, PodRestarted

@@ -20,7 +20,7 @@ from gpufleet.backends.sim.results import PoolReport
 from gpufleet.backends.sim.run import run_workloads
 from gpufleet.control.loop import Turn
 from gpufleet.control.loop import run as run_loop
-from gpufleet.io.prices import default_prices
+from gpufleet.io.fleet.prices import default_prices
 from gpufleet.model import Node, Toleration
 from gpufleet.model.actions import Bind
 from gpufleet.model.capacity import CAPACITY_TYPE_LABEL, CapacityType

@@ -19,7 +19,7 @@ from gpufleet.backends.sim.scenarios import (
     sample_nodes,
 )
 from gpufleet.backends.sim.workloads import synthetic_workload
-from gpufleet.io.shapes import bundled_shape_table
+from gpufleet.io.cluster_traces.shapes import bundled_shape_table
 from gpufleet.metrics.families import TURN_SECONDS
 from gpufleet.model import Node, PodClass
 from gpufleet.model.node import GFD_LABELS

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION
+from gpufleet.io.kube.pods import EXPECTED_RUNTIME_ANNOTATION
 from gpufleet.testing.local_service import TENANT, LocalHarness
 from gpufleet.testing.service import queue_doc
 from tests.service.local.test_local_plane import job, pod, printed, report, tenant_dir

@@ -51,8 +51,8 @@ from gpufleet.io.fields import (
     check_object_fields,
     quota_value_hint,
 )
-from gpufleet.io.kube_affinity import namespace_names
-from gpufleet.io.kube_resources import is_extended_resource
+from gpufleet.io.kube.affinity import namespace_names
+from gpufleet.io.kube.resources import is_extended_resource
 from gpufleet.io.manifests import Context, describe, named_object
 from gpufleet.io.names import NameRule, rule_of
 from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mib, parse_quantity

@@ -30,7 +30,8 @@ read, two autoscalers of one workload (Kubernetes reports ``AmbiguousSelector``;
 webhook refuses the second), autoscaling annotations on a Pod or Job (nothing to scale) or on
 a pod template (they belong on the object) are errors naming the file, the object and the
 field. :func:`read_autoscaling` reads files with it. The HPA's format is
-:mod:`gpufleet.io.autoscaling_hpa`'s, the ScaledObject's :mod:`gpufleet.io.autoscaling_keda`'s.
+:mod:`gpufleet.io.kube.autoscaling_hpa`'s, the ScaledObject's
+:mod:`gpufleet.io.kube.autoscaling_keda`'s.
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.io import autoscaling_hpa, autoscaling_keda
 from gpufleet.io.errors import quoted
-from gpufleet.io.kube_pods import WORKLOAD_API_VERSIONS
-from gpufleet.io.kube_schema import check_kube_object
+from gpufleet.io.kube import autoscaling_hpa, autoscaling_keda
+from gpufleet.io.kube.pods import WORKLOAD_API_VERSIONS
+from gpufleet.io.kube.schema import check_kube_object
 from gpufleet.io.manifests import Context, Manifest, input_files, load_manifests, object_name
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.model.autoscaling import (

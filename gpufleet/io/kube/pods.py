@@ -8,8 +8,8 @@ names: :mod:`gpufleet.io.names`), namespace, labels and annotations, the schedul
 (nodeSelector, tolerations, allowed GPU models, priority, scheduling gates), the simulation
 times from ``gpufleet.dev/`` annotations, and each pod's restartPolicy and simulated failures
 (what a controller does with them is ``job_rules``'). Requests (extended resources included)
-come from ``kube_resources``; node affinity, pod affinity and anti-affinity and topology spread
-constraints from ``kube_affinity``. It does not read files or check that pod names are unique
+come from ``kube.resources``; node affinity, pod affinity and anti-affinity and topology spread
+constraints from ``kube.affinity``. It does not read files or check that pod names are unique
 across a file (``kubernetes.read_pods`` does) or resolve PriorityClass names.
 """
 
@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.io.errors import quoted
-from gpufleet.io.job_rules import restart_policy, sim_failures
-from gpufleet.io.kube_affinity import placement_rules, required_node_affinity
-from gpufleet.io.kube_resources import Annotations, pod_requests
+from gpufleet.io.kube.affinity import placement_rules, required_node_affinity
+from gpufleet.io.kube.job_rules import restart_policy, sim_failures
+from gpufleet.io.kube.resources import Annotations, pod_requests
 from gpufleet.io.manifests import Context, describe, object_name
 from gpufleet.io.names import NameRule, name_problem
 from gpufleet.io.quantities import parse_duration_seconds

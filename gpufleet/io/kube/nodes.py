@@ -3,7 +3,7 @@
 Owns the reading of a Node as ``kubectl get node -o yaml`` (or the Alibaba trace's node YAML)
 writes it: allocatable CPU and memory, GPUs, the GPU model and memory from GPU Feature
 Discovery labels, other extended resources of ``status.allocatable`` (``rdma/hca``,
-``amd.com/gpu``: ``kube_resources.is_extended_resource``), labels and taints. What the device
+``amd.com/gpu``: ``kube.resources.is_extended_resource``), labels and taints. What the device
 plugin advertises decides the GPUs (:class:`~gpufleet.model.GpuSharing`; what a pod holds of
 them: :mod:`gpufleet.model.sharing`):
 
@@ -20,7 +20,7 @@ them: :mod:`gpufleet.model.sharing`):
   ``-MIG-<profile>``): every unit of ``nvidia.com/gpu`` is a MIG device, held whole;
 * gpufleet's node agent's ``gpufleet.dev/gpu-inventory`` annotation, where present, says
   which devices there are (index, product, memory, UUID, health, MIG instances:
-  :mod:`gpufleet.io.kube_inventory`), taking precedence over the counts above, which the
+  :mod:`gpufleet.io.kube.node_inventory`), taking precedence over the counts above, which the
   kubelet lowers for unhealthy devices; how they are shared is read from the labels as above.
 
 ``gpufleet.dev/gpu-share`` (the agent's share slots) is an extended resource like any other.
@@ -39,20 +39,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpufleet.io.alibaba import GPU_MEMORY_MIB as ALIBABA_GPU_MEMORY_MIB
+from gpufleet.io.cluster_traces.alibaba import GPU_MEMORY_MIB as ALIBABA_GPU_MEMORY_MIB
 from gpufleet.io.errors import quoted
-from gpufleet.io.inventory import INVENTORY_ANNOTATION
-from gpufleet.io.kube_inventory import inventory_devices, read_inventory
-from gpufleet.io.kube_resources import is_extended_resource
-from gpufleet.io.manifests import Context, describe, object_name
-from gpufleet.io.mig_layout import (
+from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION
+from gpufleet.io.kube.mig_layout import (
     MIG_RESOURCE_PREFIX,
     first_fit_decreasing,
     layout_counts,
     parse_mig_layout,
     summarize,
 )
-from gpufleet.io.node_ends import going_away
+from gpufleet.io.kube.node_ends import going_away
+from gpufleet.io.kube.node_inventory import inventory_devices, read_inventory
+from gpufleet.io.kube.resources import is_extended_resource
+from gpufleet.io.manifests import Context, describe, object_name
 from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mib
 from gpufleet.model import (
     GFD_LABELS,

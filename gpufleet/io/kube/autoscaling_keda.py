@@ -11,10 +11,10 @@ Owns the format (pydantic, ``extra="forbid"``) with KEDA's defaults and its mean
 * ``pollingInterval`` (default 30 s: how often activity is looked at), ``cooldownPeriod``
   (300 s) and ``initialCooldownPeriod`` (0 s), as KEDA uses them for scale to zero;
 * ``advanced.horizontalPodAutoscalerConfig.behavior``: the HPA's ``behavior``
-  (:mod:`gpufleet.io.autoscaling_hpa`); its ``name`` and ``restoreToOriginalReplicaCount`` are
+  (:mod:`gpufleet.io.kube.autoscaling_hpa`); its ``name`` and ``restoreToOriginalReplicaCount`` are
   not used;
 * ``triggers``: ``prometheus`` triggers whose ``metadata.query`` asks for one of gpufleet's
-  metrics (:mod:`gpufleet.io.promql_metric`), with ``threshold`` (the target) and
+  metrics (:mod:`gpufleet.io.kube.promql_metric`), with ``threshold`` (the target) and
   ``activationThreshold`` (default 0), ``metricType`` ``AverageValue`` (KEDA's default) or
   ``Value``; the connection settings (``serverAddress``, ``authenticationRef``...) are not used.
 
@@ -32,12 +32,12 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gpufleet.io.autoscaling_hpa import BehaviorSpec, Strict, parse_spec, scale_target
-from gpufleet.io.autoscaling_hpa import TargetRefSpec as HpaTargetRef
 from gpufleet.io.errors import quoted
 from gpufleet.io.fields import check_object_fields, unknown_field
+from gpufleet.io.kube.autoscaling_hpa import BehaviorSpec, Strict, parse_spec, scale_target
+from gpufleet.io.kube.autoscaling_hpa import TargetRefSpec as HpaTargetRef
+from gpufleet.io.kube.promql_metric import query_metric
 from gpufleet.io.manifests import Context, named_object
-from gpufleet.io.promql_metric import query_metric
 from gpufleet.model.autoscaling import (
     TRAFFIC_METRICS,
     AutoscalingSpec,

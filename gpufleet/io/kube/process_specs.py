@@ -34,7 +34,7 @@ Pods of a Job, Deployment, StatefulSet or ReplicaSet share their template's proc
 Kubernetes accepts there); a Job's none (its failures are its ``backoffLimit``'s).
 ``gpufleet run`` sends such a Pod. Of its resources it reads only the first container's CPU and
 memory limits (:func:`container_limits`: what the run's cgroup holds it to; requests are
-``kube_pods``'s), and it starts nothing (``gpufleet.backends.local`` does).
+``kube.pods``'s), and it starts nothing (``gpufleet.backends.local`` does).
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.io.errors import InputError, quoted
-from gpufleet.io.job_rules import restart_policy
-from gpufleet.io.kube_pods import REPLICATED_KINDS
+from gpufleet.io.kube.job_rules import restart_policy
+from gpufleet.io.kube.pods import REPLICATED_KINDS
 from gpufleet.io.manifests import Context, describe, object_name
 from gpufleet.io.quantities import parse_quantity
 from gpufleet.model.jobs import RestartPolicy

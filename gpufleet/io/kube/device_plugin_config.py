@@ -8,7 +8,7 @@ Owns the format (pydantic models, ``extra="forbid"``) of what the plugin reads f
 the config itself or the ConfigMap (:func:`read_device_plugin_config`). Errors are
 :class:`~gpufleet.io.errors.InputError` naming the file, the ConfigMap key and the field
 (``sharing.timeSlicing.resources[0].replicas``). A cluster-spec pool embeds the same model
-(:mod:`gpufleet.io.cluster_spec`). It does not decide which devices a node serves
+(:mod:`gpufleet.io.fleet.cluster_spec`). It does not decide which devices a node serves
 (``gpufleet.agent.resources`` does).
 """
 

@@ -3,7 +3,7 @@ and the rules it runs them by, and the types every operator's job is read into
 (:class:`ReplicaPods`, :data:`OperatorJob`; MPIJobs and KubeRay objects are ``operator_jobs``').
 
 ``kubeflow.org/v1`` ``PyTorchJob``: the pods of its Master and Worker replica sets, through the
-pod-template code of ``kube_pods``, and its controller's rules (per replica type
+pod-template code of ``kube.pods``, and its controller's rules (per replica type
 ``restartPolicy``, ``runPolicy.backoffLimit`` and ``activeDeadlineSeconds``). What the job says
 about admission (queue, priority, ...) is read by ``workloads`` from each replica's template.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.io.errors import quoted, shorten
-from gpufleet.io.job_rules import optional_whole, restart_policy
-from gpufleet.io.kube_pods import pods_from_template
+from gpufleet.io.kube.job_rules import optional_whole, restart_policy
+from gpufleet.io.kube.pods import pods_from_template
 from gpufleet.io.manifests import Context, named_object
 from gpufleet.model.jobs import JobKind, JobSpec, Lifetime, ReplicaSet, RestartPolicy, SimFailures
 from gpufleet.model.workload import TimedPod

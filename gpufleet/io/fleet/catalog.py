@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufleet.io.errors import InputError
+from gpufleet.io.fleet.queues import priority_class_from_object, queue_from_object
+from gpufleet.io.kube.workload_settings import Setting
 from gpufleet.io.manifests import Context, Manifest
-from gpufleet.io.queues import priority_class_from_object, queue_from_object
-from gpufleet.io.workload_settings import Setting
 from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.queues import Queue, QueueTreeError, validate_queue_tree
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.io.errors import quoted
-from gpufleet.io.kube_resources import Annotations
+from gpufleet.io.kube.resources import Annotations
 from gpufleet.io.manifests import Context, describe
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.model.jobs import (

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.io.errors import quoted
-from gpufleet.io.job_rules import (
+from gpufleet.io.kube.job_rules import (
     SIM_EXIT_CODE_ANNOTATION,
     SIM_FAIL_AFTER_ANNOTATION,
     SIM_FAILURES_ANNOTATION,
@@ -43,10 +43,8 @@ from gpufleet.io.job_rules import (
     restart_policy,
     sim_failures,
 )
-from gpufleet.io.kube_pods import pods_from_template
-from gpufleet.io.kube_resources import Annotations
-from gpufleet.io.manifests import Context, describe
-from gpufleet.io.pytorch_jobs import (
+from gpufleet.io.kube.pods import pods_from_template
+from gpufleet.io.kube.pytorch_jobs import (
     KUBEFLOW_JOB_NAME_LABEL,
     KUBEFLOW_REPLICA_INDEX_LABEL,
     KUBEFLOW_REPLICA_TYPE_LABEL,
@@ -57,6 +55,8 @@ from gpufleet.io.pytorch_jobs import (
     replica_specs_of,
     run_policy_settings,
 )
+from gpufleet.io.kube.resources import Annotations
+from gpufleet.io.manifests import Context, describe
 from gpufleet.model.jobs import DEFAULT_BACKOFF_LIMIT, JobKind, Lifetime, RestartPolicy
 from gpufleet.model.workload import TimedPod
 

@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from gpufleet.io.disruption import protecting_key, protection
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube_pods import EXPECTED_RUNTIME_ANNOTATION
+from gpufleet.io.kube.disruption import protecting_key, protection
+from gpufleet.io.kube.pods import EXPECTED_RUNTIME_ANNOTATION
 from gpufleet.io.manifests import Context
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.model.node import GFD_LABELS

@@ -24,7 +24,7 @@ Owns the format (pydantic, ``extra="forbid"``)::
       slo: {p95: 1s}                # the objective on the 95th percentile of latency
 
 ``replica.loadTime`` is how long a simulated replica takes before it serves; the workload's
-``gpufleet.dev/model-load-time`` (:mod:`gpufleet.io.autoscaling`) is what its autoscaler counts
+``gpufleet.dev/model-load-time`` (:mod:`gpufleet.io.kube.autoscaling`) is what its autoscaler counts
 on, and the two may differ, as a real autoscaler's guess may. Owns the reading of one object
 (:func:`inference_service_from_object`), with errors naming the file, the document, the object
 and the field. It simulates nothing

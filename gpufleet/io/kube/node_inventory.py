@@ -1,5 +1,5 @@
 """A Node's GPUs as its node agent discovered them: the ``gpufleet.dev/gpu-inventory``
-annotation (:mod:`gpufleet.io.inventory`) read as model :class:`~gpufleet.model.GpuDevice`s.
+annotation (:mod:`gpufleet.io.kube.inventory`) read as model :class:`~gpufleet.model.GpuDevice`s.
 
 Where a node carries the annotation, its devices are the agent's truth rather than a guess from
 ``nvidia.com/gpu`` counts: one device per inventory device, with its index, product (as GPU
@@ -8,13 +8,13 @@ as slices (profile, slot). The kubelet lowers ``nvidia.com/gpu`` allocatable whe
 unhealthy; with an inventory that does not shrink the device list: the device stays, marked
 unhealthy. A device in MIG mode without instances offers nothing to place on, so it is left out.
 
-What it does not do: read the rest of the Node (:mod:`gpufleet.io.kube_nodes` does) or decide
+What it does not do: read the rest of the Node (:mod:`gpufleet.io.kube.nodes` does) or decide
 how the devices are shared (the labels and allocatable say that, as without an inventory).
 """
 
 from __future__ import annotations
 
-from gpufleet.io.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.io.manifests import Context
 from gpufleet.model import GpuDevice, MigSlice
 from gpufleet.model.gpu import parse_mig_profile

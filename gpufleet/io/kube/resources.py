@@ -16,7 +16,7 @@ may ask it, exactly one per pod.
 Other extended resources (any ``domain/name`` outside ``kubernetes.io`` and ``nvidia.com``:
 ``rdma/hca``, ``amd.com/gpu``, ``example.com/foo``) are kept by name, in whole units, with the
 same rules (:func:`is_extended_resource`; nodes advertise them in ``status.allocatable``).
-It does not read names, labels, selectors or times (``kube_pods`` does), and it ignores
+It does not read names, labels, selectors or times (``kube.pods`` does), and it ignores
 resources the model has no place for (ephemeral storage, hugepages).
 """
 
@@ -28,8 +28,8 @@ from fractions import Fraction
 from typing import Any
 
 from gpufleet.io.errors import quoted
+from gpufleet.io.kube.mig_layout import MIG_RESOURCE_PREFIX
 from gpufleet.io.manifests import Context
-from gpufleet.io.mig_layout import MIG_RESOURCE_PREFIX
 from gpufleet.io.quantities import (
     cpu_milli_from_fraction,
     memory_mib_from_fraction,

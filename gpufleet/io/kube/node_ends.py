@@ -41,7 +41,7 @@ Two uses:
   taint, which is that moment; without ``timeAdded``, from when the caller first saw it). A node
   at risk (:attr:`NodeFate.AT_RISK`) or cordoned sends no pod away.
 
-It reads objects already read once by :mod:`.kube_nodes` and :mod:`.kube_pods` (which report
+It reads objects already read once by :mod:`.nodes` and :mod:`.pods` (which report
 bad fields), so it reads leniently: a field it cannot read is left out. It keeps no clock: times
 are the caller's.
 """

@@ -10,7 +10,7 @@ A pool declares how its GPUs are shared as the NVIDIA device plugin's own config
 ``resources[].name`` / ``replicas``, ``renameByDefault``, ``failRequestsGreaterThanOne``: the
 ``data`` of its time-slicing ConfigMap), or as HAMi does (``hami.deviceSplitCount``).
 Validation errors become :class:`~gpufleet.io.errors.InputError` with the field path
-(``spec.pools[0].mig.layout``). It does not read Kubernetes Node objects (``kube_nodes`` does).
+(``spec.pools[0].mig.layout``). It does not read Kubernetes Node objects (``kube.nodes`` does).
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from pydantic import (
     model_validator,
 )
 
-from gpufleet.io.cluster_shapes import API_VERSION, KIND, nodes_to_cluster_spec
-from gpufleet.io.device_plugin_config import DevicePluginConfig
 from gpufleet.io.errors import InputError, quoted
-from gpufleet.io.kube_resources import is_extended_resource
+from gpufleet.io.fleet.cluster_shapes import API_VERSION, KIND, nodes_to_cluster_spec
+from gpufleet.io.kube.device_plugin_config import DevicePluginConfig
+from gpufleet.io.kube.mig_layout import check_device_fits
+from gpufleet.io.kube.resources import is_extended_resource
 from gpufleet.io.manifests import load_manifests, scalar_text
-from gpufleet.io.mig_layout import check_device_fits
 from gpufleet.io.names import label_key_problem, label_value_problem, name_problem
 from gpufleet.io.quantities import parse_count, parse_cpu_milli, parse_memory_mib
 from gpufleet.io.validation import validation_error

@@ -24,7 +24,7 @@ Owns the format (pydantic, ``extra="forbid"``)::
 
 ``spec.node`` takes what a pool of a ``ClusterSpec`` takes for its nodes (``cpu``, ``memory``,
 ``gpu``, ``mig``, ``devicePlugin``, ``hami``, ``extendedResources``, ``labels``, ``taints``)
-and is read by :mod:`gpufleet.io.cluster_spec` itself, so a node of a pool is what the same
+and is read by :mod:`gpufleet.io.fleet.cluster_spec` itself, so a node of a pool is what the same
 lines make in a cluster spec; the fields that place nodes (``count``, ``namePrefix``,
 ``topology``, ``unschedulable``) belong to the pool, not here.
 
@@ -58,12 +58,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gpufleet.economics.node_prices import node_rate
 from gpufleet.economics.prices import MissingPriceError, PriceList
-from gpufleet.io.cluster_spec import cluster_spec_from_dict
 from gpufleet.io.errors import InputError, quoted
 from gpufleet.io.fields import check_object_fields, unknown_field
+from gpufleet.io.fleet.cluster_spec import cluster_spec_from_dict
+from gpufleet.io.fleet.prices import Price, default_prices
 from gpufleet.io.manifests import Context, manifests_of_kind, named_object
 from gpufleet.io.names import label_value_problem
-from gpufleet.io.prices import Price, default_prices
 from gpufleet.io.quantities import parse_duration_seconds
 from gpufleet.io.validation import validation_error
 from gpufleet.model.capacity import CapacityType
@@ -296,7 +296,7 @@ def _price(
 
 class NodePoolSet:
     """NodePools read one object at a time, each name once: what :func:`read_node_pools` and
-    a scenario's reader (:func:`gpufleet.io.workloads.read_scenario`) collect. ``prices``
+    a scenario's reader (:func:`gpufleet.io.readers.read_scenario`) collect. ``prices``
     prices pools that give no price of their own (default: the list gpufleet ships)."""
 
     def __init__(self, prices: PriceList | None = None) -> None:
