@@ -25,7 +25,8 @@ FAILING = """
 import os, sys, time
 path = "runs-" + os.environ.get("JOB_COMPLETION_INDEX", "job")
 count = int(open(path).read()) + 1 if os.path.exists(path) else 1
-open(path, "w").write(str(count))
+open(path + ".tmp", "w").write(str(count))
+os.replace(path + ".tmp", path)  # whole, for the test that reads it
 if sys.argv[2] == "hang":
     time.sleep(600)
 sys.exit(1 if count <= int(sys.argv[1]) else 0)

@@ -106,7 +106,8 @@ index = os.environ.get("JOB_COMPLETION_INDEX")
 print(f"INDEX {index}", flush=True)
 if index == "2":
     count = int(open("runs-2").read()) + 1 if os.path.exists("runs-2") else 1
-    open("runs-2", "w").write(str(count))
+    open("runs-2.tmp", "w").write(str(count))
+    os.replace("runs-2.tmp", "runs-2")
     sys.exit(3 if count == 1 else 0)
 """
 

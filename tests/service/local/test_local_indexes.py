@@ -23,7 +23,8 @@ INDEXES = """
 import os, sys, time
 index = os.environ["JOB_COMPLETION_INDEX"]
 count = int(open(f"runs-{index}").read()) + 1 if os.path.exists(f"runs-{index}") else 1
-open(f"runs-{index}", "w").write(str(count))
+open(f"runs-{index}.tmp", "w").write(str(count))
+os.replace(f"runs-{index}.tmp", f"runs-{index}")  # whole, for the test that reads it
 print(f"INDEX {index}", flush=True)
 if index == sys.argv[3]:
     while not os.path.exists("release"):

@@ -20,7 +20,8 @@ from tests.service.local.test_local_plane import events, job, tenant_dir
 FLAKY = """
 import os, sys, time
 count = int(open("attempts").read()) + 1 if os.path.exists("attempts") else 1
-open("attempts", "w").write(str(count))
+open("attempts.tmp", "w").write(str(count))
+os.replace("attempts.tmp", "attempts")  # whole, for the test that reads it
 print(f"ATTEMPT {count}", flush=True)
 if len(sys.argv) > 3 and count == int(sys.argv[2]):
     while not os.path.exists(sys.argv[3]):
