@@ -2,12 +2,12 @@
 
 Owns :class:`GangEnds`, a part of :class:`~.machine.LocalMachine` given its
 :class:`~.machine_state.MachineState` and the :class:`~.gang_starts.GangStarts` that starts a
-gang or a completion again: a run's end taken in (its
-gang stopped with it, started again, or placed again whole), a Job's retries, its indexes'
-retries and failures and its completions' ends as :mod:`gpufleet.job_controller` decides
-them, restarts in place after the kubelet's back-off (:class:`~.restarts.CrashBackoff`), and
-time limits (``activeDeadlineSeconds``) enforced. The rules are described in
-:mod:`.machine`'s docstring; starting is :mod:`.gang_starts`'.
+gang or a completion again: a run's end taken in (its gang stopped with it, started again, or
+placed again whole), a Job's retries, its indexes' retries and failures and its completions'
+ends as :mod:`gpufleet.job_controller` decides them, restarts in place after the kubelet's
+back-off (:class:`~.restarts.CrashBackoff`), and time limits (``activeDeadlineSeconds``)
+enforced. The rules are described in :mod:`.machine`'s docstring; starting is
+:mod:`.gang_starts`'.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """How the local machine starts the processes of a gang bound to it.
 
 Owns :class:`GangStarts`, a part of :class:`~.machine.LocalMachine` given its
-:class:`~.machine_state.MachineState`: a ``Bind`` taken in (the
-gang starts once all its pods are bound), a gang's start (its rendezvous port, its time limit,
-each member's run prepared with its devices' and completion's variables and the labels a
-restarted server needs, recorded before any member starts so that a restart finishes a start
-cut short), one pod's next Job completion run in place, and :class:`PreparedRun`. What follows
-when a run ends is :mod:`.gang_ends`'.
+:class:`~.machine_state.MachineState`: a ``Bind`` taken in (the gang starts once all its pods
+are bound), a gang's start (its rendezvous port, its time limit, each member's run prepared
+with its devices' and completion's variables and the labels a restarted server needs,
+recorded before any member starts so that a restart finishes a start cut short), one pod's
+next Job completion run in place, and :class:`PreparedRun`. What follows when a run ends is
+:mod:`.gang_ends`'.
 """
 
 from __future__ import annotations

@@ -170,10 +170,14 @@ class LocalMachine:
         private_dev: bool = False,
         device_dir: str = "/dev",
     ) -> None:
+        #: What it holds and its settings, shared with its parts.
         self.state = MachineState(
-            inventory, state_dir, node, mps, grace_s, allow_root, supervisor, shared_proc,
-            crash_backoff, cgroups, private_dev, device_dir,
+            inventory, state_dir, node=node, mps=mps, grace_s=grace_s, allow_root=allow_root,
+            supervisor=supervisor, shared_proc=shared_proc, crash_backoff=crash_backoff,
+            cgroups=cgroups, private_dev=private_dev, device_dir=device_dir,
         )  # fmt: skip
+        #: Binds and starts; then ends, retries, restarts in place and time limits (which
+        #: start again through the first).
         self._starts = GangStarts(self.state)
         self._ends = GangEnds(self.state, self._starts)
 
