@@ -197,7 +197,7 @@ class LocalHarness:
         and wait for the runs to end: a test leaves nothing."""
         machine = self.machine
         machine.grace_s = 0.0
-        machine.cancel([*machine._bound, *machine.waiting])
+        machine.cancel([*machine.state.bound, *machine.waiting])
         self.run_until(lambda: not machine.supervisor.running)
         machine.close()
         if self.plane.devices is not None:

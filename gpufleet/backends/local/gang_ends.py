@@ -1,11 +1,13 @@
 """What the local machine does when a run ends, and when a time limit or back-off passes.
 
-Owns :class:`GangEnds`, a part of :class:`~.machine.LocalMachine`: a run's end taken in (its
-gang stopped with it, started again, or placed again whole), a Job's retries, its indexes'
-retries and failures and its completions' ends as :mod:`gpufleet.job_controller` decides
-them, restarts in place after the kubelet's back-off (:class:`~.restarts.CrashBackoff`), and
-time limits (``activeDeadlineSeconds``) enforced. The rules are described in
-:mod:`.machine`'s docstring; starting is :mod:`.gang_starts`'.
+Owns :class:`GangEnds`, a part of :class:`~.machine.LocalMachine` given its
+:class:`~.machine_state.MachineState` and the :class:`~.gang_starts.GangStarts` that starts a
+gang or a completion again: a run's end taken in (its gang stopped with it, started again, or
+placed again whole), a Job's retries, its indexes' retries and failures and its completions'
+ends as :mod:`gpufleet.job_controller` decides them, restarts in place after the kubelet's
+back-off (:class:`~.restarts.CrashBackoff`), and time limits (``activeDeadlineSeconds``)
+enforced. The rules are described in :mod:`.machine`'s docstring; starting is
+:mod:`.gang_starts`'.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Sequence
 
 from gpufleet.backends.local.gang_starts import GangStarts
 from gpufleet.backends.local.gangs import BoundPod, Gang, deleted_event, part, places_free
+from gpufleet.backends.local.machine_state import MachineState
 from gpufleet.backends.local.restarts import restarts_after
 from gpufleet.backends.local.supervisor import RunEnd
 from gpufleet.job_controller.decisions import (
@@ -28,27 +31,32 @@ from gpufleet.job_controller.decisions import (
 from gpufleet.model.events import JobEnded, PodDeleted, PodEnd, PodRestarted, WorkloadAdded
 
 
-class GangEnds(GangStarts):
+class GangEnds:
     """Ends of the local machine's runs, and their Job rules (see the module docstring)."""
 
-    def _next_deadline(self) -> float:
+    def __init__(self, state: MachineState, starts: GangStarts) -> None:
+        self._state = state
+        self._starts = starts
+
+    def next_deadline(self) -> float:
         """When the next time limit of a run not yet stopping passes (inf: none)."""
         return min(
             (
                 b.deadline_at
-                for b in self._bound.values()
+                for b in self._state.bound.values()
                 if b.deadline_at is not None and b.stopping is None and b.run_id is not None
             ),
             default=math.inf,
         )
 
-    def _enforce_deadlines(self) -> None:
+    def enforce_deadlines(self) -> None:
         """Stop the gangs whose time limit has passed (see the module docstring)."""
-        now = self.clock.now()
-        if self._next_deadline() > now:
+        state = self._state
+        now = state.clock.now()
+        if self.next_deadline() > now:
             return
         expired: dict[str, list[BoundPod]] = {}
-        for bound in self._bound.values():
+        for bound in state.bound.values():
             if bound.run_id is None or bound.stopping is not None or bound.deadline_at is None:
                 continue
             if bound.deadline_at <= now:
@@ -58,17 +66,18 @@ class GangEnds(GangStarts):
             name = workload_key.partition("/")[2] or workload_key
             decision = deadline_exceeded(JobCounts())
             reason, message = decision.reason, decision.message
-            self._events.append(JobEnded(name, first.pod.key, "Failed", reason, message))
-            for bound in list(self._bound.values()):
+            state.events.append(JobEnded(name, first.pod.key, "Failed", reason, message))
+            for bound in list(state.bound.values()):
                 if bound.workload == workload_key:
-                    self._stop(bound, PodEnd.FAILED, f"{reason}: {message}")
+                    state.stop_pod(bound, PodEnd.FAILED, f"{reason}: {message}")
 
-    def _ended(self, end: RunEnd) -> None:
-        key = self._by_run.get(end.run_id)
+    def ended(self, end: RunEnd) -> None:
+        state = self._state
+        key = state.by_run.get(end.run_id)
         if key is None:
             return
-        bound = self._bound[key]
-        gang = self._gangs.get(bound.workload)
+        bound = state.bound[key]
+        gang = state.gangs.get(bound.workload)
         if (
             bound.stopping is None
             and bound.restarting
@@ -95,32 +104,33 @@ class GangEnds(GangStarts):
             if done is not None:
                 gang.done.add(done)
             following = gang.next_completion()
-            if following is not None and self._run_next_completion(gang, bound, following):
+            if following is not None and self._starts.run_next_completion(gang, bound, following):
                 return
             gang.succeeded.add(key)
             self._end_with_failed_indexes(gang, key)
-        self._forget(key)
-        self._events.append(deleted_event(key, end, bound.stopping))
+        state.forget(key)
+        state.events.append(deleted_event(key, end, bound.stopping))
         if failed:
             why = f"{key} of its gang failed ({end.describe()})"
-            for other in self._holding(bound.workload):
-                self._stop(other, PodEnd.FAILED, why)
+            for other in state.holding(bound.workload):
+                state.stop_pod(other, PodEnd.FAILED, why)
         evicted = bound.stopping is not None and bound.stopping[0] is PodEnd.EVICTED
         if not evicted:
             # It is over (an evicted workload waits to be bound again, with its processes).
-            self._drop_if_over(bound.workload)
-        if gang is None or bound.workload not in self._gangs:
+            state.drop_if_over(bound.workload)
+        if gang is None or bound.workload not in state.gangs:
             return
         if gang.place_again:  # the rest of its gang may wait for it to be placed again
-            self._gang_down(gang)
-        elif evicted and bound.requeue and not self._holding(bound.workload):
-            self._events.append(WorkloadAdded(part(gang.workload, gang.needed)))
+            self.gang_down(gang)
+        elif evicted and bound.requeue and not state.holding(bound.workload):
+            state.events.append(WorkloadAdded(part(gang.workload, gang.needed)))
 
     def _retry(self, bound: BoundPod, end: RunEnd) -> bool:
         """A run of ``bound`` failed: count the failure and start its gang again when all
         have ended (see the module docstring). False when it is not retried (no backoff
         limit, past it, or its gang failed for good: the Job has failed)."""
-        gang = self._gangs.get(bound.workload)
+        state = self._state
+        gang = state.gangs.get(bound.workload)
         limit = None if gang is None else gang.backoff_limit
         if gang is None or limit is None or gang.failed_for_good is not None:
             return False
@@ -129,17 +139,17 @@ class GangEnds(GangStarts):
         gang.take(decision.counts)
         if decision.follows is Follows.FAILED:
             name = bound.workload.partition("/")[2] or bound.workload
-            self._events.append(JobEnded(name, key, "Failed", decision.reason, decision.message))
+            state.events.append(JobEnded(name, key, "Failed", decision.reason, decision.message))
             return False
         # The gang starts again at once: the Job controller's back-off (``decision.delay``) is
         # not waited out here, so that a local retry is prompt.
-        for other in self._holding(bound.workload):
+        for other in state.holding(bound.workload):
             if other is not bound:
-                self._stop_to_restart(other)
+                state.stop_to_restart(other)
         message = (
             f"is started again ({end.describe()}; failure {gang.failures} of backoffLimit {limit})"
         )
-        self._events.append(PodRestarted(key, message))
+        state.events.append(PodRestarted(key, message))
         bound.restarting = True
         self._member_down(gang, bound)
         return True
@@ -148,6 +158,7 @@ class GangEnds(GangStarts):
         """A run of an Indexed Job with a limit per index failed: retry its index alone, or
         fail the index and go on (see the module docstring). True when that is all; False
         when the Job's own rules take it from here (no limit per index, or the Job failed)."""
+        state = self._state
         per_index, completion = gang.backoff_limit_per_index, bound.completion
         if per_index is None or completion is None or gang.failed_for_good is not None:
             return False
@@ -160,7 +171,7 @@ class GangEnds(GangStarts):
                 f"runs index {completion} again ({end.describe()}; failure {count} of "
                 f"backoffLimitPerIndex {per_index})"
             )
-            if self._run_next_completion(gang, bound, completion, retried):
+            if self._starts.run_next_completion(gang, bound, completion, retried):
                 return True
             decision = index_failed(gang.job_rules, gang.job_counts, completion)
             gang.take(decision.counts)
@@ -168,80 +179,84 @@ class GangEnds(GangStarts):
             gang.completion_of.pop(key, None)
         if decision.follows is Follows.FAILED:
             gang.failed_for_good = decision.message
-            self._events.append(JobEnded(name, key, "Failed", decision.reason, decision.message))
+            state.events.append(JobEnded(name, key, "Failed", decision.reason, decision.message))
             return False
         following = gang.next_completion()
         failed = f"index {completion} failed ({end.describe()}; backoffLimitPerIndex {per_index})"
-        if following is not None and self._run_next_completion(
+        if following is not None and self._starts.run_next_completion(
             gang, bound, following, f"{failed}: runs index {following}"
         ):
             return True
         # Nothing left for it to run: it ends, failed; the rest of its gang runs on.
         self._end_with_failed_indexes(gang, key)
-        self._forget(key)
-        self._events.append(deleted_event(key, end, None))
-        self._drop_if_over(bound.workload)
+        state.forget(key)
+        state.events.append(deleted_event(key, end, None))
+        state.drop_if_over(bound.workload)
         return True
 
     def _end_with_failed_indexes(self, gang: Gang, key: str) -> None:
         """The pod ``key`` is through with its indexes: if it is the last of its gang and
         some indexes failed, its Job fails (``FailedIndexes``), before the pod's end."""
+        state = self._state
         if not gang.failed_indexes or gang.indexes_ended or gang.failed_for_good is not None:
             return
-        if any(b.pod.key != key for b in self._holding(gang.workload.key)):
+        if any(b.pod.key != key for b in state.holding(gang.workload.key)):
             return
         gang.indexes_ended = True
         name = gang.workload.key.partition("/")[2] or gang.workload.key
         decision = failed_indexes_remain(gang.job_counts)
-        self._events.append(JobEnded(name, key, "Failed", decision.reason, decision.message))
+        state.events.append(JobEnded(name, key, "Failed", decision.reason, decision.message))
 
     def _restart_in_place(self, gang: Gang, bound: BoundPod, end: RunEnd) -> None:
         """A run whose restart policy says so has ended: its gang starts again where it is
         after the kubelet's back-off (counted from its end), the restart counted."""
-        ended_at = self.clock.now() if end.record is None else end.record.ended_at
+        state = self._state
+        ended_at = state.clock.now() if end.record is None else end.record.ended_at
         started_at = ended_at if bound.started_at is None else bound.started_at
-        if ended_at - started_at >= self.crash_backoff.reset_after_s:
+        if ended_at - started_at >= state.crash_backoff.reset_after_s:
             gang.streak = 0
-        delay = self.crash_backoff.delay(gang.streak)
+        delay = state.crash_backoff.delay(gang.streak)
         gang.streak += 1
         gang.restarts += 1
         gang.restart_at = ended_at + delay
-        for other in self._holding(bound.workload):
+        for other in state.holding(bound.workload):
             if other is not bound:
-                self._stop_to_restart(other)
+                state.stop_to_restart(other)
         message = (
             f"ended ({end.describe()}) and is restarted in place after a back-off of "
             f"{delay:g}s (restart {gang.restarts}, restartPolicy {gang.restart_policy})"
         )
-        self._events.append(PodRestarted(bound.pod.key, message))
+        state.events.append(PodRestarted(bound.pod.key, message))
         bound.restarting = True
         self._member_down(gang, bound)
 
-    def _next_restart(self) -> float:
+    def next_restart(self) -> float:
         """When the next restart in place is due (inf: none)."""
-        due = (g.restart_at for g in self._gangs.values() if g.restart_at is not None)
+        due = (g.restart_at for g in self._state.gangs.values() if g.restart_at is not None)
         return min(due, default=math.inf)
 
-    def _restart_due(self) -> None:
+    def restart_due(self) -> None:
         """Start the gangs whose back-off has passed (those all of whose members ended)."""
-        now = self.clock.now()
-        for gang in list(self._gangs.values()):
+        state = self._state
+        now = state.clock.now()
+        for gang in list(state.gangs.values()):
             if gang.restart_at is not None and gang.restart_at <= now:
                 gang.restart_at = None
-                self._gang_down(gang)
+                self.gang_down(gang)
 
     def _member_down(self, gang: Gang, bound: BoundPod) -> None:
         """A member to start again with its gang has ended: once all have, the gang starts
         again where it was, or, when it cannot (a member has no place, or its GPUs are taken:
         after a restart), is placed again whole."""
         if bound.run_id is not None:
-            self._by_run.pop(bound.run_id, None)
+            self._state.by_run.pop(bound.run_id, None)
         bound.run_id = None
-        self._gang_down(gang)
+        self.gang_down(gang)
 
-    def _gang_down(self, gang: Gang) -> None:
+    def gang_down(self, gang: Gang) -> None:
         """If every member to start again has ended: start or place the gang again."""
-        holding = self._holding(gang.workload.key)
+        state = self._state
+        holding = state.holding(gang.workload.key)
         if not holding and gang.place_again:  # its last member was evicted meanwhile
             self._place_again(gang, holding)
             return
@@ -251,20 +266,21 @@ class GangEnds(GangStarts):
             return
         for member in holding:
             member.restarting = False
-        placed = all(p.key in self._bound for p in gang.needed)
-        others = [b.placement for b in self._bound.values() if b.workload != gang.workload.key]
-        free = places_free([m.placement for m in holding], others, self.inventory, self.node.name)
+        placed = all(p.key in state.bound for p in gang.needed)
+        others = [b.placement for b in state.bound.values() if b.workload != gang.workload.key]
+        free = places_free([m.placement for m in holding], others, state.inventory, state.node.name)
         if gang.place_again or not placed or not free:
             self._place_again(gang, holding)
         else:
-            self._start_gang(gang, retry=True)
+            self._starts.start_gang(gang, retry=True)
 
     def _place_again(self, gang: Gang, holding: Sequence[BoundPod]) -> None:
         """The gang gives its places back and waits to be placed again, whole (those of its
         pods that have yet to succeed), its time limit kept."""
+        state = self._state
         why = "its gang is placed again"
         for member in holding:
-            self._forget(member.pod.key)
-            self._events.append(PodDeleted(member.pod.key, PodEnd.REPLACED, why))
+            state.forget(member.pod.key)
+            state.events.append(PodDeleted(member.pod.key, PodEnd.REPLACED, why))
         gang.place_again, gang.keep_deadline = False, True
-        self._events.append(WorkloadAdded(part(gang.workload, gang.needed)))
+        state.events.append(WorkloadAdded(part(gang.workload, gang.needed)))

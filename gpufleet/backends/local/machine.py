@@ -91,9 +91,12 @@ made on demand, mode 0700, owned by the tenant's uid where one is given: :mod:`.
 calls :meth:`~LocalMachine.wake`.
 It is not thread-safe otherwise: the control plane calls it under its lock.
 
-Its parts: :mod:`.machine_state` (what it holds, stopping and forgetting runs),
-:mod:`.gang_starts` (binds and starts), :mod:`.gang_ends` (ends, retries, restarts in place,
-time limits); a Job's rules are :mod:`gpufleet.job_controller`'s.
+It holds its parts, each given its :class:`~.machine_state.MachineState` (what it holds,
+stopping and forgetting runs; :attr:`LocalMachine.state`): :class:`~.gang_starts.GangStarts`
+(binds and starts) and :class:`~.gang_ends.GangEnds` (ends, retries, restarts in place, time
+limits; given the starts part, to start again); a Job's rules are
+:mod:`gpufleet.job_controller`'s. Its settings (the supervisor, the clock, the grace period...)
+are its state's, read and set through it.
 """
 
 from __future__ import annotations
@@ -105,10 +108,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from gpufleet.backends.local.cgroups import Hierarchy
 from gpufleet.backends.local.gang_ends import GangEnds
+from gpufleet.backends.local.gang_starts import GangStarts
 from gpufleet.backends.local.gangs import Gang, deleted_event, ended_at, part, recovered_bound
+from gpufleet.backends.local.machine_state import MachineState
 from gpufleet.backends.local.machine_state import WallClock as WallClock
-from gpufleet.backends.local.restarts import RunCounts
+from gpufleet.backends.local.ports import PortBook
+from gpufleet.backends.local.restarts import CrashBackoff, RunCounts
 from gpufleet.backends.local.run_state import make_private_dir
 from gpufleet.backends.local.state_modes import (
     PASSAGE_MODE,
@@ -116,10 +123,10 @@ from gpufleet.backends.local.state_modes import (
     TENANTS_DIR,
     prepare_state_dir,
 )
-from gpufleet.backends.local.supervisor import AdoptedRun, RunStatus
+from gpufleet.backends.local.supervisor import DEFAULT_GRACE_S, AdoptedRun, RunStatus, Supervisor
 from gpufleet.control.backend import ClusterState
 from gpufleet.job_controller.decisions import DEADLINE_EXCEEDED as DEADLINE_EXCEEDED
-from gpufleet.model import Pod, Workload
+from gpufleet.model import Node, Pod, Workload
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import (
     ClusterEvent,
@@ -130,6 +137,7 @@ from gpufleet.model.events import (
     WorkloadDemoted,
     WorkloadReleased,
 )
+from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.node import with_gpu_health
 from gpufleet.model.processes import ProcessSpec
 
@@ -144,8 +152,107 @@ class SubmitRefusedError(ValueError):
     """A workload the machine cannot run (nothing of it is submitted)."""
 
 
-class LocalMachine(GangEnds):
+class LocalMachine:
     """See the module docstring."""
+
+    def __init__(
+        self,
+        inventory: NodeInventory,
+        state_dir: Path,
+        node: Node | None = None,
+        mps: bool = False,
+        grace_s: float = DEFAULT_GRACE_S,
+        allow_root: bool = False,
+        supervisor: Supervisor | None = None,
+        shared_proc: bool = False,
+        crash_backoff: CrashBackoff | None = None,
+        cgroups: Hierarchy | None = None,
+        private_dev: bool = False,
+        device_dir: str = "/dev",
+    ) -> None:
+        #: What it holds and its settings, shared with its parts.
+        self.state = MachineState(
+            inventory, state_dir, node=node, mps=mps, grace_s=grace_s, allow_root=allow_root,
+            supervisor=supervisor, shared_proc=shared_proc, crash_backoff=crash_backoff,
+            cgroups=cgroups, private_dev=private_dev, device_dir=device_dir,
+        )  # fmt: skip
+        #: Binds and starts; then ends, retries, restarts in place and time limits (which
+        #: start again through the first).
+        self._starts = GangStarts(self.state)
+        self._ends = GangEnds(self.state, self._starts)
+
+    # ---------------------------------------------------------------------------- settings
+    @property
+    def inventory(self) -> NodeInventory:
+        return self.state.inventory
+
+    @property
+    def state_dir(self) -> Path:
+        return self.state.state_dir
+
+    @property
+    def mps(self) -> bool:
+        return self.state.mps
+
+    @property
+    def device_dir(self) -> str:
+        """Where this machine's GPU device nodes are (``/dev``; the fake GPUs' directory)."""
+        return self.state.device_dir
+
+    @property
+    def unschedulable(self) -> dict[str, str]:
+        """Why each pod waits, as the core last said (``MarkUnschedulable``)."""
+        return self.state.unschedulable
+
+    @property
+    def node(self) -> Node:
+        return self.state.node
+
+    @node.setter
+    def node(self, node: Node) -> None:
+        self.state.node = node
+
+    @property
+    def grace_s(self) -> float:
+        """How long a stopped run has between SIGTERM and SIGKILL."""
+        return self.state.grace_s
+
+    @grace_s.setter
+    def grace_s(self, grace_s: float) -> None:
+        self.state.grace_s = grace_s
+
+    @property
+    def crash_backoff(self) -> CrashBackoff:
+        return self.state.crash_backoff
+
+    @crash_backoff.setter
+    def crash_backoff(self, crash_backoff: CrashBackoff) -> None:
+        self.state.crash_backoff = crash_backoff
+
+    @property
+    def supervisor(self) -> Supervisor:
+        return self.state.supervisor
+
+    @supervisor.setter
+    def supervisor(self, supervisor: Supervisor) -> None:
+        self.state.supervisor = supervisor
+
+    @property
+    def clock(self) -> WallClock:
+        return self.state.clock
+
+    @clock.setter
+    def clock(self, clock: WallClock) -> None:
+        self.state.clock = clock
+
+    @property
+    def ports(self) -> PortBook:
+        """The rendezvous port each live gang holds (never handed to another meanwhile)."""
+        return self.state.ports
+
+    @ports.setter
+    def ports(self, ports: PortBook) -> None:
+        self.state.ports = ports
 
     # ----------------------------------------------------------------------------- inputs
     def tenant_root(self, tenant: str, uid: int | None = None, gid: int | None = None) -> Path:
@@ -170,7 +277,7 @@ class LocalMachine(GangEnds):
         could never hold a pod, or a gang is elastic (``min_member`` below its size)."""
         self.check(workload, specs)
         self._register(workload, specs)
-        self._events.append(WorkloadAdded(workload))
+        self.state.events.append(WorkloadAdded(workload))
         self.wake()
 
     def resume(
@@ -189,48 +296,49 @@ class LocalMachine(GangEnds):
         failure); a gang is never left part running: with a member failed for good the rest
         is stopped and failed, with a member waiting the rest is stopped and the gang placed
         again whole. Raises :class:`SubmitRefusedError` as :meth:`submit` does."""
+        state = self.state
         self.check(workload, specs)
         self._register(workload, specs)
-        gang = self._gangs[workload.key]
+        gang = state.gangs[workload.key]
         gang.succeeded.update(succeeded)
         if gang.backoff_limit_per_index is not None:
             # A pod whose index failed for good (the Job going on) is through: it runs no more.
             gang.succeeded.update(failed)
             failed = ()
         for pod in waiting:  # its last run's end was taken in before the restart
-            self._recovered_ends.pop(pod.key, None)
+            state.recovered_ends.pop(pod.key, None)
         failed_before = sorted(failed, key=lambda k: self._rank(gang, k))
         if failed_before:
             gang.failed_for_good = f"{failed_before[0]} of its gang failed"
-            for bound in self._holding(workload.key):
-                self._stop(bound, PodEnd.FAILED, gang.failed_for_good)
+            for bound in state.holding(workload.key):
+                state.stop_pod(bound, PodEnd.FAILED, gang.failed_for_good)
         ended = [
-            self._recovered_ends.pop(p.key) for p in workload.pods if p.key in self._recovered_ends
+            state.recovered_ends.pop(p.key) for p in workload.pods if p.key in state.recovered_ends
         ]
         for bound, end in ended:
-            self._bound[bound.pod.key] = bound
-            self._by_run[end.run_id] = bound.pod.key
-        for bound in self._holding(workload.key):
+            state.bound[bound.pod.key] = bound
+            state.by_run[end.run_id] = bound.pod.key
+        for bound in state.holding(workload.key):
             if bound.completion is not None:
                 gang.completion_of[bound.pod.key] = bound.completion
         # In the order they ended (a lost run last: when it went is not known).
         ended.sort(key=lambda item: (ended_at(item[1]), item[0].rank))
         for _, end in ended:
-            self._ended(end)
+            self._ends.ended(end)
         if waiting and gang.failed_for_good is not None:
             for pod in waiting:
-                self._events.append(PodDeleted(pod.key, PodEnd.FAILED, gang.failed_for_good))
-            self._drop_if_over(workload.key)
-        elif waiting and self._holding(workload.key):
+                state.events.append(PodDeleted(pod.key, PodEnd.FAILED, gang.failed_for_good))
+            state.drop_if_over(workload.key)
+        elif waiting and state.holding(workload.key):
             # A gang starts whole: what still runs of it is stopped, and it is placed again.
             gang.place_again = True
-            for bound in self._holding(workload.key):
-                self._stop_to_restart(bound)
-            self._gang_down(gang)
+            for bound in state.holding(workload.key):
+                state.stop_to_restart(bound)
+            self._ends.gang_down(gang)
         elif waiting:
             keys = {pod.key for pod in waiting}
             waiting_part = part(workload, tuple(p for p in workload.pods if p.key in keys))
-            self._events.append(WorkloadAdded(waiting_part))
+            state.events.append(WorkloadAdded(waiting_part))
         self.wake()
 
     def check(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
@@ -247,23 +355,24 @@ class LocalMachine(GangEnds):
                 f"workload {workload.key}: the local machine starts a gang whole; "
                 f"min_member {workload.min_member} of {size} pods is not supported"
             )
-        if workload.key in self._gangs:
+        if workload.key in self.state.gangs:
             raise SubmitRefusedError(f"workload {workload.key} was submitted already")
 
     def _rank(self, gang: Gang, pod_key: str) -> int:
         return next((i for i, p in enumerate(gang.workload.pods) if p.key == pod_key), -1)
 
     def _register(self, workload: Workload, specs: Mapping[str, ProcessSpec]) -> None:
-        counts = self._recovered_counts.pop(workload.key, RunCounts())
-        self._final_counts.pop(workload.key, None)
-        self._gangs[workload.key] = Gang(
+        state = self.state
+        counts = state.recovered_counts.pop(workload.key, RunCounts())
+        state.final_counts.pop(workload.key, None)
+        state.gangs[workload.key] = Gang(
             workload, dict(specs), failures=counts.failures, deadline_at=counts.deadline_at,
             restarts=counts.restarts, streak=counts.streak,
-            done=self._recovered_done.pop(workload.key, set()),
+            done=state.recovered_done.pop(workload.key, set()),
             index_failures=dict(counts.index_failures), failed_indexes=set(counts.failed_indexes),
         )  # fmt: skip
         for pod in workload.pods:
-            self._workload_of[pod.key] = workload.key
+            state.workload_of[pod.key] = workload.key
 
     def _never_fits(self, pod: Pod) -> str:
         node, gpu = self.node, pod.gpu
@@ -283,17 +392,18 @@ class LocalMachine(GangEnds):
     def cancel(self, pod_keys: Iterable[str]) -> list[str]:
         """Stop these pods (running) or forget them (waiting); each comes back ``PodDeleted``
         ``DELETED`` (a running one once it has ended). Returns those that were here."""
+        state = self.state
         found = []
         for key in pod_keys:
-            bound = self._bound.get(key)
+            bound = state.bound.get(key)
             if bound is not None:
-                self._stop(bound, PodEnd.DELETED, "cancelled")
+                state.stop_pod(bound, PodEnd.DELETED, "cancelled")
                 found.append(key)
-            elif key in self._workload_of:
+            elif key in state.workload_of:
                 # A gang cannot start without all its pods: the core drops the workload, so
                 # does the machine.
-                self._events.append(PodDeleted(key, PodEnd.DELETED, "cancelled"))
-                self._drop_workload(self._workload_of[key])
+                state.events.append(PodDeleted(key, PodEnd.DELETED, "cancelled"))
+                state.drop_workload(state.workload_of[key])
                 found.append(key)
         self.wake()
         return found
@@ -303,9 +413,10 @@ class LocalMachine(GangEnds):
         docstring). ``pods``: the pods the caller believes run or wait, by key (a run of
         another pod is stopped: nobody waits for it). Returns what was found of each of them
         that has a run: running, ended or lost (the last two reported as events too)."""
+        state = self.state
         found: dict[str, RunStatus] = {}
         latest: dict[str, tuple[int, AdoptedRun]] = {}
-        self._finish_gang_starts()
+        self._starts.finish_gang_starts()
         for run in self.supervisor.adopt():
             self._recover_completion(run)
             key = run.labels.get("pod", "")
@@ -321,25 +432,25 @@ class LocalMachine(GangEnds):
             found[key] = run.status
             if not {"placement", "workload", "rank"} <= set(run.labels):
                 if run.end is not None:  # not a run of this machine's: its end as it is
-                    self._events.append(deleted_event(key, run.end, None))
+                    state.events.append(deleted_event(key, run.end, None))
                 continue
             bound = recovered_bound(pods[key], run)
-            counted = self._recovered_counts.get(bound.workload, RunCounts())
-            self._recovered_counts[bound.workload] = counted.most(RunCounts.of(run.labels))
+            counted = state.recovered_counts.get(bound.workload, RunCounts())
+            state.recovered_counts[bound.workload] = counted.most(RunCounts.of(run.labels))
             if run.status is RunStatus.RUNNING:
-                self._bound[key] = bound
-                self._by_run[run.run_id] = key
+                state.bound[key] = bound
+                state.by_run[run.run_id] = key
                 if run.labels.get("port", "").isdigit():
                     self.ports.hold(bound.workload, int(run.labels["port"]))
             elif run.end is not None:
-                self._recovered_ends[key] = (bound, run.end)
+                state.recovered_ends[key] = (bound, run.end)
         return found
 
     def end_taken_in(self, pod_key: str) -> bool:
         """Whether the run of ``pod_key`` found ended at :meth:`recover` had been stopped
         (evicted, placed again, to start again): a pod the caller records waiting has had that
         end taken in before the restart (its ``Preempted``, say), and is not told it again."""
-        found = self._recovered_ends.get(pod_key)
+        found = self.state.recovered_ends.get(pod_key)
         return found is not None and (found[0].stopping is not None or found[0].restarting)
 
     def _recover_completion(self, run: AdoptedRun) -> None:
@@ -349,52 +460,55 @@ class LocalMachine(GangEnds):
         if completion is None or workload is None or end is None or run.stop_why is not None:
             return
         if end.succeeded:
-            self._recovered_done.setdefault(workload, set()).add(int(completion))
+            self.state.recovered_done.setdefault(workload, set()).add(int(completion))
 
     # ----------------------------------------------------------------------------- protocol
     def list_state(self) -> ClusterState:
         # A pod waiting to be started again with its gang holds its GPUs too.
         running = [
             (b.pod, b.placement)
-            for b in self._bound.values()
+            for b in self.state.bound.values()
             if b.run_id is not None or b.restarting
         ]
         return ClusterState(nodes=(self.node,), running=tuple(running))
 
     def poll_events(self) -> Sequence[ClusterEvent]:
         # Ends found at a restart whose workload was not resumed: reported as they were.
-        for key, (bound, end) in self._recovered_ends.items():
-            self._events.append(deleted_event(key, end, bound.stopping))
-        self._recovered_ends.clear()
-        self._restart_due()
-        self._enforce_deadlines()
+        state = self.state
+        for key, (bound, end) in state.recovered_ends.items():
+            state.events.append(deleted_event(key, end, bound.stopping))
+        state.recovered_ends.clear()
+        self._ends.restart_due()
+        self._ends.enforce_deadlines()
         for end in self.supervisor.poll():
-            self._ended(end)
-        events, self._events = self._events, []
+            self._ends.ended(end)
+        events, state.events = state.events, []
         return events
 
     def apply(self, actions: Sequence[Action]) -> None:
+        state = self.state
         for action in actions:
             if isinstance(action, Bind):
-                self._bind(action.pod, action.placement)
+                self._starts.bind(action.pod, action.placement)
             elif isinstance(action, Evict):
-                bound = self._bound.get(action.pod.key)
+                bound = state.bound.get(action.pod.key)
                 if bound is not None:
-                    self._stop(bound, PodEnd.EVICTED, action.reason)
+                    state.stop_pod(bound, PodEnd.EVICTED, action.reason)
             elif isinstance(action, MarkUnschedulable):
                 self.unschedulable[action.pod.key] = action.message
 
     def wait(self, deadline: float = math.inf) -> None:
-        if self._events or self._stopped:
+        state = self.state
+        if state.events or state.stopped:
             return
         now = self.clock.now()
-        due = min(self._next_deadline(), self._next_restart())
+        due = min(self._ends.next_deadline(), self._ends.next_restart())
         seconds = min(deadline - now, MAX_SLEEP_S, due - now)
         self.supervisor.wait(max(0.0, seconds))
 
     @property
     def done(self) -> bool:
-        return self._stopped
+        return self.state.stopped
 
     def wake(self) -> None:
         """Cut a :meth:`wait` short (thread-safe)."""
@@ -402,7 +516,7 @@ class LocalMachine(GangEnds):
 
     def stop(self) -> None:
         """The server stops: the loop ends; the processes run on."""
-        self._stopped = True
+        self.state.stopped = True
         self.wake()
 
     def close(self) -> None:
@@ -414,7 +528,7 @@ class LocalMachine(GangEnds):
         running = next((k for k in pod_keys if self.run_of(k) is not None), None)
         if running is None:
             return False
-        self._events.append(WorkloadDemoted(running, reason))
+        self.state.events.append(WorkloadDemoted(running, reason))
         self.wake()
         return True
 
@@ -422,11 +536,12 @@ class LocalMachine(GangEnds):
         """The owner of a held workload changed it (removed scheduling gates, resumed it): it
         is kept in its new form and the core is told (``WorkloadReleased``). False when it is
         not here."""
-        gang = self._gangs.get(workload.key)
+        state = self.state
+        gang = state.gangs.get(workload.key)
         if gang is None:
             return False
         gang.workload = workload
-        self._events.append(WorkloadReleased(workload))
+        state.events.append(WorkloadReleased(workload))
         self.wake()
         return True
 
@@ -439,7 +554,7 @@ class LocalMachine(GangEnds):
             return False
         self.node = node
         sick = tuple(sorted(unhealthy))
-        self._events.append(
+        self.state.events.append(
             DeviceHealthChanged(node.name, sick, tuple((i, unhealthy[i]) for i in sick))
         )
         self.wake()
@@ -448,12 +563,13 @@ class LocalMachine(GangEnds):
     # ----------------------------------------------------------------------------- queries
     def run_of(self, pod_key: str) -> str | None:
         """The run of a pod that runs (None otherwise): for its logs and process."""
-        bound = self._bound.get(pod_key)
+        bound = self.state.bound.get(pod_key)
         return None if bound is None else bound.run_id
 
     def spec_of(self, pod_key: str) -> ProcessSpec | None:
         """The process submitted for a pod (None: no such pod here)."""
-        gang = self._gangs.get(self._workload_of.get(pod_key, ""))
+        state = self.state
+        gang = state.gangs.get(state.workload_of.get(pod_key, ""))
         return None if gang is None else gang.specs.get(pod_key)
 
     def runs_of(self, pod_key: str) -> list[str]:
@@ -470,7 +586,7 @@ class LocalMachine(GangEnds):
     def failures_of(self, workload_key: str) -> int:
         """The failed runs counted against the workload's backoff limit so far (before it is
         resumed, those its runs counted before the restart; once over, its last count)."""
-        gang = self._gangs.get(workload_key)
+        gang = self.state.gangs.get(workload_key)
         if gang is None:
             return self._counts_of(workload_key).failures
         return gang.failures
@@ -478,41 +594,45 @@ class LocalMachine(GangEnds):
     def failed_indexes_of(self, workload_key: str) -> list[int]:
         """An Indexed Job's indexes that failed for good so far, in order (as
         :meth:`failures_of`, kept when it is over)."""
-        gang = self._gangs.get(workload_key)
+        gang = self.state.gangs.get(workload_key)
         if gang is None:
             return list(self._counts_of(workload_key).failed_indexes)
         return sorted(gang.failed_indexes)
 
     def _counts_of(self, workload_key: str) -> RunCounts:
         """What a workload not registered counted: before it is resumed, or when it ended."""
-        found = self._recovered_counts.get(workload_key)
-        return found if found is not None else self._final_counts.get(workload_key, RunCounts())
+        state = self.state
+        found = state.recovered_counts.get(workload_key)
+        return found if found is not None else state.final_counts.get(workload_key, RunCounts())
 
     def backing_off(self, pod_key: str) -> bool:
         """Whether the pod's gang waits out the back-off before its restart in place (the
         kubelet's ``CrashLoopBackOff``)."""
-        gang = self._gangs.get(self._workload_of.get(pod_key, ""))
-        return gang is not None and gang.restart_at is not None and pod_key in self._bound
+        state = self.state
+        gang = state.gangs.get(state.workload_of.get(pod_key, ""))
+        return gang is not None and gang.restart_at is not None and pod_key in state.bound
 
     def completions_done(self, workload_key: str) -> int:
         """The Job completions of the workload done so far (0 if gone)."""
-        gang = self._gangs.get(workload_key)
+        gang = self.state.gangs.get(workload_key)
         return 0 if gang is None else len(gang.done)
 
     def restarts_of(self, workload_key: str) -> int:
         """The restarts in place (its restart policy's) of the workload so far (0 if gone;
         before it is resumed, those its runs counted before the restart)."""
-        gang = self._gangs.get(workload_key)
+        state = self.state
+        gang = state.gangs.get(workload_key)
         if gang is None:
-            return self._recovered_counts.get(workload_key, RunCounts()).restarts
+            return state.recovered_counts.get(workload_key, RunCounts()).restarts
         return gang.restarts
 
     @property
     def waiting(self) -> dict[str, Pod]:
         """The pods submitted and not bound, by key."""
+        state = self.state
         return {
             pod.key: pod
-            for gang in self._gangs.values()
+            for gang in state.gangs.values()
             for pod in gang.workload.pods
-            if pod.key not in self._bound
+            if pod.key not in state.bound
         }

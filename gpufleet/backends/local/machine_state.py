@@ -1,12 +1,14 @@
 """What the local machine holds, and how it lets go of it.
 
-Owns :class:`MachineState`, the base of :class:`~.machine.LocalMachine`: its state (the
+Owns :class:`MachineState`, the state that :class:`~.machine.LocalMachine` and its parts
+(:class:`~.gang_starts.GangStarts`, :class:`~.gang_ends.GangEnds`) are given and share: its
+settings (inventory, node, grace period, supervisor, clock, ports...), its books (the
 workloads' gangs, the pods bound here and their runs, the events to report, what a restart
-found), and the bookkeeping every part of the machine shares: stopping a pod's run and why
-(:meth:`~MachineState._stop`, or to start it again with its gang), forgetting a pod once its
+found), and the bookkeeping every part shares: stopping a pod's run and why
+(:meth:`~MachineState.stop_pod`, or to start it again with its gang), forgetting a pod once its
 run ended, dropping a workload none of which holds a place any more (its counts kept for its
-job's row). Also :class:`WallClock`, the machine's clock. It starts nothing (:mod:`.gang_starts`)
-and decides nothing about ends (:mod:`.gang_ends`).
+job's row). Also :class:`WallClock`, the machine's clock, and :func:`gang_counts`. It starts
+nothing (:mod:`.gang_starts`) and decides nothing about ends (:mod:`.gang_ends`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ class WallClock:
 
     def now(self) -> float:
         return time.time()
+
+
+def gang_counts(gang: Gang) -> RunCounts:
+    """The gang's history as its runs keep it."""
+    return RunCounts(
+        gang.failures, gang.restarts, gang.streak, gang.deadline_at,
+        tuple(sorted(gang.index_failures.items())), tuple(sorted(gang.failed_indexes)),
+    )  # fmt: skip
 
 
 class MachineState:
@@ -68,46 +78,46 @@ class MachineState:
         self.clock = WallClock()
         #: The rendezvous port each live gang holds (never handed to another meanwhile).
         self.ports = PortBook()
-        self._events: list[ClusterEvent] = []
-        self._gangs: dict[str, Gang] = {}
-        self._workload_of: dict[str, str] = {}
-        self._bound: dict[str, BoundPod] = {}
-        self._by_run: dict[str, str] = {}
+        #: The events to report at the next poll.
+        self.events: list[ClusterEvent] = []
+        #: The workloads submitted (and not over), by workload key.
+        self.gangs: dict[str, Gang] = {}
+        #: The workload of each pod submitted, by pod key.
+        self.workload_of: dict[str, str] = {}
+        #: The pods bound here (running, stopping, backing off or to start again), by pod key.
+        self.bound: dict[str, BoundPod] = {}
+        #: The pod of each current run, by run id.
+        self.by_run: dict[str, str] = {}
         #: What the runs counted before a restart (failures, restarts, the time limit), by
         #: workload key, until it is registered again.
-        self._recovered_counts: dict[str, RunCounts] = {}
+        self.recovered_counts: dict[str, RunCounts] = {}
         #: Runs that ended while the server was down, by pod key, until their workload is
         #: resumed (then taken in as if the server had been up) or the next poll.
-        self._recovered_ends: dict[str, tuple[BoundPod, RunEnd]] = {}
+        self.recovered_ends: dict[str, tuple[BoundPod, RunEnd]] = {}
         #: The Job completions that succeeded before a restart, by workload key.
-        self._recovered_done: dict[str, set[int]] = {}
+        self.recovered_done: dict[str, set[int]] = {}
         #: What the runs of a workload counted when it was over (for its job's row).
-        self._final_counts: dict[str, RunCounts] = {}
+        self.final_counts: dict[str, RunCounts] = {}
         #: Why each pod waits, as the core last said (``MarkUnschedulable``).
         self.unschedulable: dict[str, str] = {}
-        self._stopped = False
+        #: The server stopped: the loop ends (the processes run on).
+        self.stopped = False
 
-    @staticmethod
-    def _counts(gang: Gang) -> RunCounts:
-        """The gang's history as its runs keep it."""
-        return RunCounts(
-            gang.failures, gang.restarts, gang.streak, gang.deadline_at,
-            tuple(sorted(gang.index_failures.items())), tuple(sorted(gang.failed_indexes)),
-        )  # fmt: skip
-
-    def _stop(self, bound: BoundPod, end: PodEnd, reason: str) -> None:
+    def stop_pod(self, bound: BoundPod, end: PodEnd, reason: str) -> None:
+        """Stop the pod's run for good (``end``, ``reason`` kept with it); one not running is
+        forgotten and reported deleted at once."""
         if bound.stopping is not None:
             return
         bound.stopping = (end, reason)
         if bound.run_id is None:  # bound, its gang not started (or backing off): nothing runs
-            self._forget(bound.pod.key)
-            self._events.append(PodDeleted(bound.pod.key, end, reason))
+            self.forget(bound.pod.key)
+            self.events.append(PodDeleted(bound.pod.key, end, reason))
             if end is not PodEnd.EVICTED:
-                self._drop_if_over(bound.workload)
+                self.drop_if_over(bound.workload)
             return
         self.supervisor.stop(bound.run_id, self.grace_s, {"end": end.value, "reason": reason})
 
-    def _stop_to_restart(self, bound: BoundPod) -> None:
+    def stop_to_restart(self, bound: BoundPod) -> None:
         """Stop a gang member to start it again with its gang (or place it again)."""
         if bound.stopping is not None or bound.restarting:
             return
@@ -115,33 +125,35 @@ class MachineState:
         if bound.run_id is not None:
             self.supervisor.stop(bound.run_id, self.grace_s, {"end": RESTARTING})
 
-    def _holding(self, workload_key: str) -> list[BoundPod]:
+    def holding(self, workload_key: str) -> list[BoundPod]:
         """The gang's members that hold their place (running, stopping, or to start again)."""
-        return [b for b in self._bound.values() if b.workload == workload_key]
+        return [b for b in self.bound.values() if b.workload == workload_key]
 
-    def _forget(self, key: str) -> None:
-        bound = self._bound.pop(key, None)
+    def forget(self, key: str) -> None:
+        """The pod no longer holds its place (its gang's port freed with its last member)."""
+        bound = self.bound.pop(key, None)
         if bound is None:
             return
         if bound.run_id is not None:
-            self._by_run.pop(bound.run_id, None)
-        gang = self._gangs.get(bound.workload)
+            self.by_run.pop(bound.run_id, None)
+        gang = self.gangs.get(bound.workload)
         if gang is not None:
             gang.bound.discard(key)
-        if not self._holding(bound.workload):  # none of the gang runs: its port is free
+        if not self.holding(bound.workload):  # none of the gang runs: its port is free
             self.ports.release(bound.workload)
 
-    def _drop_if_over(self, workload_key: str) -> None:
+    def drop_if_over(self, workload_key: str) -> None:
         """Forget the workload if none of it holds a place any more."""
-        if not self._holding(workload_key):
-            self._drop_workload(workload_key)
+        if not self.holding(workload_key):
+            self.drop_workload(workload_key)
 
-    def _drop_workload(self, workload_key: str) -> None:
+    def drop_workload(self, workload_key: str) -> None:
+        """Forget the workload and its pods (its counts kept for its job's row)."""
         self.ports.release(workload_key)
-        gang = self._gangs.pop(workload_key, None)
+        gang = self.gangs.pop(workload_key, None)
         if gang is None:
             return
-        self._final_counts[workload_key] = self._counts(gang)
+        self.final_counts[workload_key] = gang_counts(gang)
         for pod in gang.workload.pods:
-            self._workload_of.pop(pod.key, None)
+            self.workload_of.pop(pod.key, None)
             self.unschedulable.pop(pod.key, None)

@@ -69,7 +69,7 @@ class World:
         """Stop what still runs (no grace) and wait for it to end: a test leaves nothing."""
         machine = self.machine
         machine.grace_s = 0.0
-        machine.cancel(list(machine._bound))
+        machine.cancel(list(machine.state.bound))
         self.run_until(lambda: not machine.supervisor.running)
         machine.close()
 
