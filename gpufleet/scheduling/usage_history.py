@@ -50,6 +50,9 @@ SECONDS_PER_HOUR = 3600.0
 MILLI_PER_GPU = 1000.0
 
 
+_LN2 = math.log(2.0)
+
+
 def decayed(usage: float, elapsed: float, half_life: float) -> float:
     """``usage`` after ``elapsed`` seconds of decay (halved per ``half_life``)."""
     return usage * math.exp2(-max(0.0, elapsed) / half_life)
@@ -58,9 +61,9 @@ def decayed(usage: float, elapsed: float, half_life: float) -> float:
 def accrued(usage: float, rate: float, elapsed: float, half_life: float) -> float:
     """``usage`` after ``elapsed`` seconds of decay while ``rate`` more accrued each second
     (the module docstring's closed form)."""
-    elapsed = max(0.0, elapsed)
-    kept = math.exp2(-elapsed / half_life)
-    return usage * kept + rate * half_life / math.log(2.0) * (1.0 - kept)
+    exponent = -max(0.0, elapsed) / half_life * _LN2
+    # expm1: the part decayed away exactly, also when it is tiny (1 - exp would cancel).
+    return usage * math.exp(exponent) - rate * half_life / _LN2 * math.expm1(exponent)
 
 
 def factor(ratio: float) -> float:
