@@ -300,3 +300,15 @@ def test_binds_never_name_a_device_unhealthy_at_the_time() -> None:
                 used |= {g for g, _ in action.placement.mig_slices}
                 assert not used & sick, (action, sick)
         core.handle_all(cluster.apply(actions))
+
+
+def test_a_health_change_moves_the_node_sets_version() -> None:
+    """Memos of what the nodes offer at all read ``topology_version`` (issue 31, item 5)."""
+    table = NodeTable([make_node("n", gpus=2)])
+    before = table.topology_version
+    assert table.set_unhealthy(0, [1])
+    assert table.topology_version > before
+    after = table.topology_version
+    assert not table.set_unhealthy(0, [1])
+    assert table.topology_version == after, "no change, no new version"
+
