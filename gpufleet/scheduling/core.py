@@ -218,14 +218,12 @@ class SchedulerCore:
             lifecycle.bind_failed(event.key, event.reason)
         elif isinstance(event, NodeAdded):
             row = self._node_added(event.node)
-            self.explainer.nodes_changed()
             self.parking.wake_for_rows([row])
             self._capacity_changed(event.node, 1)
         elif isinstance(event, NodeRemoved):
             row = self.table.row_of[event.name]
             was_alive = bool(self.table.alive[row])
             self.table.remove_node(event.name)
-            self.explainer.nodes_changed()
             if was_alive:
                 self._capacity_changed(self.table.nodes[row], -1)
         elif isinstance(event, DeviceHealthChanged):
@@ -268,7 +266,6 @@ class SchedulerCore:
         if row is None or not table.alive[row]:
             return
         if table.set_scheduling(row, not event.unschedulable, event.reason, event.taints):
-            self.explainer.nodes_changed()
             self.parking.wake_for_rows([row])
 
     def _device_health(self, event: DeviceHealthChanged) -> None:
@@ -279,7 +276,6 @@ class SchedulerCore:
         if row is None or not table.alive[row]:
             return
         if table.set_unhealthy(row, event.unhealthy):
-            self.explainer.nodes_changed()
             self.parking.wake_for_rows([row])
 
     def handle_all(self, events: Iterable[ClusterEvent]) -> None:

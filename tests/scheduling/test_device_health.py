@@ -312,3 +312,25 @@ def test_a_health_change_moves_the_node_sets_version() -> None:
     assert not table.set_unhealthy(0, [1])
     assert table.topology_version == after, "no change, no new version"
 
+
+@pytest.mark.parametrize(
+    ("sick", "cordoned", "never"),
+    [([], False, False), ([3], False, True), ([], True, True)],
+    ids=["all-healthy", "one-device-failed", "node-cordoned"],
+)
+def test_never_fits_follows_the_table_with_nothing_telling_the_explainer(
+    sick: list[int], cordoned: bool, never: bool
+) -> None:
+    """The explainer's never-fits memo pulls the table's versions: a change made on the table
+    alone (no event through the core) is seen at the next question (issue 31, item 5)."""
+    core = make_core([make_node("n", gpus=4)])
+    gang = make_workload("gang", pods=4, gpus=1)
+    assert core.explainer.never_fits(gang) is False  # remembered under the healthy table
+    table = core.table
+    table.set_unhealthy(0, sick)
+    if cordoned:
+        table.set_scheduling(0, schedulable=False)
+    assert core.explainer.never_fits(gang) is never
+    table.set_unhealthy(0, [])
+    table.set_scheduling(0, schedulable=True)
+    assert core.explainer.never_fits(gang) is False
