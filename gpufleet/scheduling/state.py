@@ -50,13 +50,17 @@ class CoreState:
         #: Whether messages say per reason why nodes refused a pod (else "no node fits").
         self.explain_failures = explain_failures
         self.now = 0.0
+        #: The number of the cycle under way: the version that memos whose answers may rest
+        #: on what no other version names (plugins' filters, the running set, the clock) are
+        #: keyed by, so that they hold for one cycle.
+        self.cycle = 0
         self.pending = PendingWorkloads(self.priority)
         #: Gated pods' and suspended Jobs' workloads, never tried until released.
         self.held = HeldWorkloads()
         self.running = RunningSet()
         self.arrivals = Arrivals()
-        self.requests = Requests(table, quotas)
-        self.fits = PlacementChecks(table, engine)
+        self.requests = Requests(table, quotas, lambda: len(self.pending))
+        self.fits = PlacementChecks(table, engine, lambda: self.cycle)
         self.holds = Holds(self)
         #: Queues' GPU usage decayed over time, when the profile turns fair sharing on.
         self.usage_history: UsageHistory | None = None
