@@ -59,11 +59,16 @@ class CoreState:
         self.held = HeldWorkloads()
         self.running = RunningSet()
         self.arrivals = Arrivals()
-        self.requests = Requests(table, quotas, lambda: len(self.pending))
-        self.fits = PlacementChecks(table, engine, lambda: self.cycle)
+        # Bound methods, not lambdas: a core is copied by pickling (benchmarks, sweeps).
+        self.requests = Requests(table, quotas, self.pending.__len__)
+        self.fits = PlacementChecks(table, engine, self.cycle_under_way)
         self.holds = Holds(self)
         #: Queues' GPU usage decayed over time, when the profile turns fair sharing on.
         self.usage_history: UsageHistory | None = None
+
+    def cycle_under_way(self) -> int:
+        """:attr:`cycle` (for the memos that key by it)."""
+        return self.cycle
 
     def priority(self, pending: PendingWorkload) -> int:
         """A waiting workload's effective priority now (:func:`~.ordering.aged_priority`)."""
