@@ -218,14 +218,12 @@ class SchedulerCore:
             lifecycle.bind_failed(event.key, event.reason)
         elif isinstance(event, NodeAdded):
             row = self._node_added(event.node)
-            self.explainer.nodes_changed()
             self.parking.wake_for_rows([row])
             self._capacity_changed(event.node, 1)
         elif isinstance(event, NodeRemoved):
             row = self.table.row_of[event.name]
             was_alive = bool(self.table.alive[row])
             self.table.remove_node(event.name)
-            self.explainer.nodes_changed()
             if was_alive:
                 self._capacity_changed(self.table.nodes[row], -1)
         elif isinstance(event, DeviceHealthChanged):
@@ -268,7 +266,6 @@ class SchedulerCore:
         if row is None or not table.alive[row]:
             return
         if table.set_scheduling(row, not event.unschedulable, event.reason, event.taints):
-            self.explainer.nodes_changed()
             self.parking.wake_for_rows([row])
 
     def _device_health(self, event: DeviceHealthChanged) -> None:
@@ -279,7 +276,6 @@ class SchedulerCore:
         if row is None or not table.alive[row]:
             return
         if table.set_unhealthy(row, event.unhealthy):
-            self.explainer.nodes_changed()
             self.parking.wake_for_rows([row])
 
     def handle_all(self, events: Iterable[ClusterEvent]) -> None:
@@ -298,14 +294,16 @@ class SchedulerCore:
             state.now = max(state.now, now)
         actions: list[Action] = []
         holds, pending = state.holds, state.pending
-        holds.changed()
-        state.requests.prune(len(pending))
-        state.fits.begin_cycle()
-        pending.release_backoff(state.now)
-        self.parking.wake_put_off(self.post_filter.begin_cycle())
-        self.lifecycle.evict_failed(actions)
-        self.parking.wake_for_pod_rules()
-        self.post_filter.wake()
+        # Memos that hold for one cycle key by its number; nothing else is reset here. The
+        # steps run in this order (the decision dump pins it): backoffs end before anything
+        # is woken, so that a workload back from its backoff is in its group when a wake
+        # unparks the group; failed gangs are evicted before the wakes, so that what is woken
+        # sees the cluster after those evictions.
+        state.cycle += 1
+        self._release_backoffs()
+        self._reopen_preemption_searches()
+        self._evict_failed_gangs(actions)
+        self._wake_what_may_now_fit()
         self.order.age(state.now)
         # 1. Order the heads: preemptors whose victims are gone first, then by queue.
         for key in holds.victims_gone():
@@ -320,6 +318,24 @@ class SchedulerCore:
                 turns.took()
         self.parking.tell_joined(actions)
         return actions
+
+    def _release_backoffs(self) -> None:
+        """Workloads whose backoff passed wait in their groups again."""
+        self.state.pending.release_backoff(self.state.now)
+
+    def _reopen_preemption_searches(self) -> None:
+        """Victim searches may run again; those put off last cycle are woken."""
+        self.parking.wake_put_off(self.post_filter.begin_cycle())
+
+    def _evict_failed_gangs(self, actions: list[Action]) -> None:
+        """Gangs whose bind failed or whose permit ended, and workloads whose node left."""
+        self.lifecycle.evict_failed(actions)
+
+    def _wake_what_may_now_fit(self) -> None:
+        """What inter-pod rules held back while their pods came or went, and preemptors
+        whose victims became eligible."""
+        self.parking.wake_for_pod_rules()
+        self.post_filter.wake()
 
     def _attempt(
         self, group: Group, actions: list[Action], allow_preemption: bool, nominated: bool = False

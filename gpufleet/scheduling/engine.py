@@ -49,6 +49,7 @@ from gpufleet.scheduling.interpod import (
     EXISTING_ANTI_AFFINITY_REASON,
     existing_anti_affinity_failures,
 )
+from gpufleet.scheduling.memo import VersionedMemo
 from gpufleet.scheduling.node_table import Allocation, BoolArray, Claim, IntArray, NodeTable
 from gpufleet.scheduling.policies.devices import replica_devices, share_milli
 from gpufleet.scheduling.preferences import may_prefer, preferred_rows
@@ -56,6 +57,8 @@ from gpufleet.scheduling.row_cache import RowTracker
 
 #: Masks of the inter-pod rules kept at most (per pod shape and per pod identity).
 _RULE_MEMO_SIZE = 256
+#: Pod shapes whose compiled demand is kept (past this, all are compiled again).
+_DEMAND_MEMO_SIZE = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,30 +123,28 @@ class PlacementEngine:
         self._resources = NodeResourcesFit()
         self._gpus = GpuFit()
         self._tie_rank = tie_rank
-        self._demands: dict[tuple[object, ...], Demand] = {}
-        self._needs: dict[tuple[object, ...], Demand] = {}
-        self._demands_version = -1
-        self._scores: OrderedDict[tuple[int, tuple[object, ...]], _ScoreCache] = OrderedDict()
+        #: Compiled shapes and their capacity-need variants, by the node set (``topology_version``).
+        self._demands: VersionedMemo[tuple[object, ...], Demand] = VersionedMemo(_DEMAND_MEMO_SIZE)
+        self._needs: VersionedMemo[tuple[object, ...], Demand] = VersionedMemo(_DEMAND_MEMO_SIZE)
+        self._scores: OrderedDict[tuple[int, tuple[object, ...], int], _ScoreCache] = OrderedDict()
         self._score_cache_size = score_cache_size
         #: Inter-pod masks by pod shape (and by identity for running pods' anti-affinity),
         #: with the table state they were computed in.
-        self._rule_masks: dict[tuple[object, ...], tuple[tuple[int, int], BoolArray]] = {}
-        self._repelled: dict[int, tuple[tuple[int, int], BoolArray | None]] = {}
+        self._rule_masks: VersionedMemo[tuple[object, ...], BoolArray] = VersionedMemo(
+            _RULE_MEMO_SIZE + 1
+        )
+        self._repelled: VersionedMemo[int, BoolArray | None] = VersionedMemo(_RULE_MEMO_SIZE + 1)
 
     # ------------------------------------------------------------------------- compile
     def demand(self, pod: Pod) -> Demand:
         """The compiled form of ``pod`` for the current node set (cached per shape)."""
-        table = self.table
-        if self._demands_version != table.topology_version:
-            self._demands.clear()
-            self._needs.clear()
-            self._scores.clear()
-            self._demands_version = table.topology_version
-        signature = pod.signature
-        demand = self._demands.get(signature)
-        if demand is None:
-            demand = self._demands[signature] = compile_demand(table, pod)
-            demand.spot_ok = accepts_spot(pod)
+        return self._demands.get(
+            pod.signature, self.table.topology_version, lambda: self._compile(pod)
+        )
+
+    def _compile(self, pod: Pod) -> Demand:
+        demand = compile_demand(self.table, pod)
+        demand.spot_ok = accepts_spot(pod)
         return demand
 
     def demand_for(self, pod: Pod, critical: bool = False, checkpointed: bool = False) -> Demand:
@@ -155,11 +156,9 @@ class PlacementEngine:
         need = need_of(critical, checkpointed, demand.spot_ok)
         if need is CapacityNeed.ANY:
             return demand
-        key = (pod.signature, need)
-        variant = self._needs.get(key)
-        if variant is None:
-            variant = self._needs[key] = replace(demand, capacity=need)
-        return variant
+        return self._needs.get(
+            (pod.signature, need), demand.topology_version, lambda: replace(demand, capacity=need)
+        )
 
     def tie_rank(self) -> IntArray:
         """Rank of each row in the tie-break order (lower wins); rows added later rank last."""
@@ -193,16 +192,11 @@ class PlacementEngine:
     def _rules_mask(self, demand: Demand) -> BoolArray:
         """:func:`pod_rules_mask` of the demand, kept while the table's state is the same."""
         table = self.table
-        at = (table.state, table.topology_version)
-        known = self._rule_masks.get(demand.signature)
-        if known is not None and known[0] == at:
-            return known[1]
-        if len(self._rule_masks) > _RULE_MEMO_SIZE:
-            self._rule_masks.clear()
-        mask = pod_rules_mask(table, demand)
-        mask.flags.writeable = False
-        self._rule_masks[demand.signature] = (at, mask)
-        return mask
+        return self._rule_masks.get(
+            demand.signature,
+            (table.state, table.topology_version),
+            lambda: _frozen(pod_rules_mask(table, demand)),
+        )
 
     def repelled(self, pod: Pod, identity: int | None = None) -> BoolArray | None:
         """Rows refused to ``pod`` by running pods' required anti-affinity (None: none are);
@@ -213,17 +207,12 @@ class PlacementEngine:
             return None
         if identity is None:
             identity = index.identity(pod)
-        at = (table.state, table.topology_version)
-        known = self._repelled.get(identity)
-        if known is not None and known[0] == at:
-            return known[1]
-        if len(self._repelled) > _RULE_MEMO_SIZE:
-            self._repelled.clear()
-        failing = existing_anti_affinity_failures(table, identity)
-        if failing is not None:
-            failing.flags.writeable = False
-        self._repelled[identity] = (at, failing)
-        return failing
+        found = identity
+        return self._repelled.get(
+            identity,
+            (table.state, table.topology_version),
+            lambda: _read_only(existing_anti_affinity_failures(table, found)),
+        )
 
     def fits_row(self, demand: Demand, row: int) -> bool:
         """Whether the pod fits on one row now: :meth:`feasible` for a single row, in scalar
@@ -328,7 +317,8 @@ class PlacementEngine:
         if not scorer.row_local:
             return scorer.score(self.table, demand, rows)
         table = self.table
-        key = (id(scorer), demand.cache_key)
+        # By the node set too: a shape compiled again after nodes changed starts afresh.
+        key = (id(scorer), demand.cache_key, demand.topology_version)
         cache = self._scores.get(key)
         if cache is None or cache.values.size != table.capacity:
             cache = _ScoreCache(np.zeros(table.capacity, np.float64))
@@ -468,6 +458,17 @@ class PlacementEngine:
 
     def release(self, allocation: Allocation) -> None:
         self.table.release(allocation)
+
+
+def _frozen(mask: BoolArray) -> BoolArray:
+    """``mask``, made read-only (memoised masks are shared)."""
+    mask.flags.writeable = False
+    return mask
+
+
+def _read_only(mask: BoolArray | None) -> BoolArray | None:
+    """``mask``, made read-only (memoised masks are shared)."""
+    return None if mask is None else _frozen(mask)
 
 
 def describe_request(pod: Pod) -> str:

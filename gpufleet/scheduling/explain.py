@@ -14,7 +14,7 @@ Inadmissible): no estimate, no position that promises a turn.
 
 The messages of a placement that failed are made here too: kube-scheduler's "0/N nodes are
 available" per reason, and, for a gang or a topology request, whether it could fit at all if
-nothing else ran (kept per shape until nodes change).
+nothing else ran (kept per shape while what the nodes offer is the same).
 
 What it does not do: change what it reads (estimates are made on trials that roll back).
 """
@@ -32,6 +32,7 @@ from gpufleet.scheduling.admission import requested
 from gpufleet.scheduling.backfill import Backfill
 from gpufleet.scheduling.engine import Unschedulable
 from gpufleet.scheduling.gates import Held
+from gpufleet.scheduling.memo import VersionedMemo
 from gpufleet.scheduling.ordering import QueueOrder
 from gpufleet.scheduling.pending import Parked, PendingWorkload
 from gpufleet.scheduling.topology import place_workload
@@ -40,6 +41,9 @@ from gpufleet.scheduling.view import PendingExplanation, WaitingWorkload
 if TYPE_CHECKING:
     from gpufleet.scheduling.preemption.candidates import Candidates
     from gpufleet.scheduling.state import CoreState
+
+#: Shapes whose never_fits answer is kept (past this, all are forgotten).
+_NEVER_FITS_MEMO_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +67,8 @@ class Explainer:
         self.backfill = backfill
         #: The preemption plugin's candidate rules, when it has them (for estimates).
         self.candidates: Candidates | None = None
-        self._never_fits: dict[object, bool] = {}
-
-    def nodes_changed(self) -> None:
-        self._never_fits.clear()
+        #: never_fits's answers, by the node set they were found on.
+        self._never_fits: VersionedMemo[object, bool] = VersionedMemo(_NEVER_FITS_MEMO_SIZE)
 
     # ----------------------------------------------------------------------------- messages
     def unfit_message(self, workload: Workload, unfit: Unschedulable) -> str:
@@ -83,27 +85,28 @@ class Explainer:
         return message
 
     def never_fits(self, workload: Workload) -> bool:
-        """Would the gang not fit even if nothing else ran? (Cached per shape until nodes
-        change.)"""
+        """Would the gang not fit even if nothing else ran? (Kept per shape while what the
+        nodes offer is the same: the table's ``topology_version``.)"""
         key = (
             tuple(p.signature for p in workload.pods[: workload.gang_size]),
             workload.topology,
         )
-        known = self._never_fits.get(key)
-        if known is None:
-            state = self.state
-            table = state.table
-            mark = table.begin_trial()
-            try:
-                running = state.running
-                for admitted in (*running.workloads.values(), *running.evicting.values()):
-                    for bound in admitted.bound.values():
-                        table.release(bound.allocation)
-                known = isinstance(place_workload(state.engine, workload), Unschedulable)
-            finally:
-                table.rollback(mark)
-            self._never_fits[key] = known
-        return known
+        return self._never_fits.get(
+            key, self.state.table.topology_version, lambda: self._never_fits_now(workload)
+        )
+
+    def _never_fits_now(self, workload: Workload) -> bool:
+        state = self.state
+        table = state.table
+        mark = table.begin_trial()
+        try:
+            running = state.running
+            for admitted in (*running.workloads.values(), *running.evicting.values()):
+                for bound in admitted.bound.values():
+                    table.release(bound.allocation)
+            return isinstance(place_workload(state.engine, workload), Unschedulable)
+        finally:
+            table.rollback(mark)
 
     # ----------------------------------------------------------------------------- waiting
     def explanations(self, estimate: bool = True) -> list[PendingExplanation]:

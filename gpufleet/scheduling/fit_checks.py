@@ -15,7 +15,7 @@ What it does not do: place anything (:func:`~.topology.place_workload` does, on 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -34,9 +34,12 @@ COLUMN_MEMO_SIZE = 256
 class PlacementChecks:
     """See the module docstring."""
 
-    def __init__(self, table: NodeTable, engine: PlacementEngine) -> None:
+    def __init__(self, table: NodeTable, engine: PlacementEngine, cycle: Callable[[], int]) -> None:
+        """``cycle``: the number of the cycle under way; answers hold for one cycle (the
+        engine's filters include plugins whose masks no table version names)."""
         self.table = table
         self.engine = engine
+        self._cycle = cycle
         self._sure: dict[tuple[object, ...], tuple[BoolArray | None, bool]] = {}
         self._feasible: dict[tuple[object, ...], BoolArray] = {}
         self._fit: dict[tuple[object, ...], IntArray | None] = {}
@@ -44,12 +47,6 @@ class PlacementChecks:
             (-1, -1, -1),
             np.zeros(0, np.int64),
         )
-
-    def begin_cycle(self) -> None:
-        """Forget the answers: they are keyed by table states of the last cycle."""
-        self._sure.clear()
-        self._feasible.clear()
-        self._fit.clear()
 
     def surely_places(self, workload: Workload, restrict: BoolArray | None) -> bool:
         """Would :func:`place_workload` place the gang on ``restrict`` now? True only when
@@ -66,6 +63,7 @@ class PlacementChecks:
         # has its id meanwhile.
         gang = workload.pods[: workload.gang_size]
         memo_key = (
+            self._cycle(),
             table.state,
             table.topology_version,
             id(restrict),
@@ -143,7 +141,7 @@ class PlacementChecks:
         table = self.table
         if len(self._feasible) > COLUMN_MEMO_SIZE:
             self._feasible.clear()
-        memo_key = (table.state, table.topology_version, table.size, signature)
+        memo_key = (self._cycle(), table.state, table.topology_version, table.size, signature)
         mask = self._feasible.get(memo_key)
         if mask is None:
             mask = self.engine.feasible(demand)
@@ -158,7 +156,7 @@ class PlacementChecks:
         table = self.table
         if len(self._fit) > COLUMN_MEMO_SIZE:
             self._fit.clear()
-        memo_key = (table.state, table.topology_version, table.size, signature)
+        memo_key = (self._cycle(), table.state, table.topology_version, table.size, signature)
         if memo_key in self._fit:
             return self._fit[memo_key]
         fit: IntArray | None = None

@@ -26,6 +26,7 @@ import numpy as np
 
 from gpufleet.model.workload import Workload
 from gpufleet.scheduling.backfill import Reservation
+from gpufleet.scheduling.memo import VersionedMemo
 from gpufleet.scheduling.node_table import BoolArray, IntArray
 from gpufleet.scheduling.pending import Parked
 from gpufleet.scheduling.quota import UsageView
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from gpufleet.scheduling.state import CoreState
 
 HELD_FOR_PREEMPTOR = "waiting for quota: held for a preemptor"
+#: restrict_for's answers kept at most (past this, all are forgotten).
+_RESTRICTIONS_MEMO_SIZE = 4096
 
 #: A preemptor's hold: the workload, its request (charged to its queue), the rows planned.
 Hold = tuple[Workload, dict[str, int], IntArray]
@@ -49,11 +52,15 @@ class Holds:
         self.nominated: dict[str, set[str]] = {}
         self.reservation: Reservation | None = None
         self._holds: dict[str, Hold] = {}
-        #: restrict_for's answers, cleared by changed().
-        self._restrictions: dict[tuple[object, ...], BoolArray | None] = {}
-        #: Bumped by changed(); with the usage's version it keys survive's memos.
+        #: Bumped by changed(); with the cycle's number it keys restrict_for's answers, and
+        #: with the usage's version too survive's memos (what changed between cycles, the
+        #: running set, the clock, is named by the cycle).
         self._epoch = 0
-        self._memo_at: tuple[int, int] = (-1, -1)
+        #: restrict_for's answers.
+        self._restrictions: VersionedMemo[tuple[object, ...], BoolArray | None] = VersionedMemo(
+            _RESTRICTIONS_MEMO_SIZE
+        )
+        self._memo_at: tuple[int, int, int] = (-1, -1, -1)
         self._memo: dict[tuple[object, ...], list[tuple[tuple[int, ...], bool]]] = {}
         #: The same answers by the exact question (most questions repeat one asked before).
         self._exact: dict[tuple[tuple[object, ...], tuple[int, ...]], bool] = {}
@@ -68,7 +75,6 @@ class Holds:
         """The reservation, the preemptors, their holds or their victims (or what those hold)
         changed: what was derived from them is dropped."""
         self._epoch += 1
-        self._restrictions.clear()
 
     @property
     def any(self) -> bool:
@@ -147,12 +153,15 @@ class Holds:
             nominated,
             workload.key if not nominated and workload.key in self._holds else None,
         )
-        if memo_key not in self._restrictions:
-            allowed = self._compute_restrict(workload, keeps)
-            if allowed is not None:
-                allowed.flags.writeable = False
-            self._restrictions[memo_key] = allowed
-        return self._restrictions[memo_key]
+        return self._restrictions.get(
+            memo_key, (self._epoch, state.cycle), lambda: self._read_only_restrict(workload, keeps)
+        )
+
+    def _read_only_restrict(self, workload: Workload, keeps: bool) -> BoolArray | None:
+        allowed = self._compute_restrict(workload, keeps)
+        if allowed is not None:
+            allowed.flags.writeable = False
+        return allowed
 
     def _compute_restrict(self, workload: Workload, keeps: bool) -> BoolArray | None:
         n = self.state.table.size
@@ -222,7 +231,7 @@ class Holds:
 
     def _fresh_memo(self) -> None:
         """Drop what was derived for the holds if the usage or the holds changed."""
-        state = (self.state.quotas.tree.version, self._epoch)
+        state = (self.state.quotas.tree.version, self._epoch, self.state.cycle)
         if state != self._memo_at:
             self._memo_at = state
             self._memo.clear()

@@ -87,7 +87,8 @@ class NodeTable(TableColumns):
         self.time_sliced = False
         #: Bumped on every change of any row; row versions take its value.
         self.clock = 0
-        #: Bumped when nodes are added or removed (static masks must be rebuilt).
+        #: Bumped when what the nodes offer at all changes: nodes added or removed (static
+        #: masks must be rebuilt), cordoned or tainted, devices failed or recovered.
         self.topology_version = 0
         #: Names what is free on the rows: a new number on every change, and back to the
         #: number it had when a trial began once the trial is rolled back (row versions move
@@ -349,6 +350,9 @@ class NodeTable(TableColumns):
             self._withhold(row, wanted)
         self._refresh_gpu_summary(row)
         self._touch(row)
+        # What the nodes offer at all changed, as when one is cordoned: memos of the cluster
+        # as a whole (would this gang ever fit?) read topology_version, not the free state.
+        self.topology_version += 1
         return True
 
     def _withhold(self, row: int, positions: frozenset[int]) -> None:

@@ -12,7 +12,7 @@ What it does not do: check quotas or charge them (:class:`~.admission.Quotas`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.resources import CPU, GPU, MEMORY
@@ -28,19 +28,16 @@ RequestEntry = tuple[Workload, dict[str, int], tuple[int, ...]]
 class Requests:
     """See the module docstring."""
 
-    def __init__(self, table: NodeTable, quotas: Quotas) -> None:
+    def __init__(self, table: NodeTable, quotas: Quotas, waiting: Callable[[], int]) -> None:
+        """``waiting``: how many workloads wait now (the kept requests are bounded by it)."""
         self.table = table
         self.quotas = quotas
         #: The per-model quota key a GPU model counts under (None: no quota names it).
         self.model_key = quotas.tree.model_keys
         self._keys_beyond_request = bool(set(quotas.tree.keys) - {CPU, MEMORY, GPU})
+        self._waiting = waiting
         self._entries: dict[str, RequestEntry] = {}
         self._least = MILLI_PER_GPU
-
-    def prune(self, waiting: int) -> None:
-        """Drop every kept request when most of their workloads have left."""
-        if len(self._entries) > 2 * waiting + 1024:
-            self._entries.clear()
 
     def entry(self, workload: Workload) -> RequestEntry:
         least = self.least_whole_milli()
@@ -49,6 +46,8 @@ class Requests:
             self._least = least
         known = self._entries.get(workload.key)
         if known is None or known[0] is not workload:
+            if len(self._entries) > 2 * self._waiting() + 1024:
+                self._entries.clear()  # most of their workloads have left
             request = requested(workload.pods[: workload.gang_size], least)
             amounts = self.quotas.tree.limited(request)
             known = self._entries[workload.key] = (workload, request, amounts)

@@ -50,16 +50,25 @@ class CoreState:
         #: Whether messages say per reason why nodes refused a pod (else "no node fits").
         self.explain_failures = explain_failures
         self.now = 0.0
+        #: The number of the cycle under way: the version that memos whose answers may rest
+        #: on what no other version names (plugins' filters, the running set, the clock) are
+        #: keyed by, so that they hold for one cycle.
+        self.cycle = 0
         self.pending = PendingWorkloads(self.priority)
         #: Gated pods' and suspended Jobs' workloads, never tried until released.
         self.held = HeldWorkloads()
         self.running = RunningSet()
         self.arrivals = Arrivals()
-        self.requests = Requests(table, quotas)
-        self.fits = PlacementChecks(table, engine)
+        # Bound methods, not lambdas: a core is copied by pickling (benchmarks, sweeps).
+        self.requests = Requests(table, quotas, self.pending.__len__)
+        self.fits = PlacementChecks(table, engine, self.cycle_under_way)
         self.holds = Holds(self)
         #: Queues' GPU usage decayed over time, when the profile turns fair sharing on.
         self.usage_history: UsageHistory | None = None
+
+    def cycle_under_way(self) -> int:
+        """:attr:`cycle` (for the memos that key by it)."""
+        return self.cycle
 
     def priority(self, pending: PendingWorkload) -> int:
         """A waiting workload's effective priority now (:func:`~.ordering.aged_priority`)."""

@@ -300,3 +300,37 @@ def test_binds_never_name_a_device_unhealthy_at_the_time() -> None:
                 used |= {g for g, _ in action.placement.mig_slices}
                 assert not used & sick, (action, sick)
         core.handle_all(cluster.apply(actions))
+
+
+def test_a_health_change_moves_the_node_sets_version() -> None:
+    """Memos of what the nodes offer at all read ``topology_version`` (issue 31, item 5)."""
+    table = NodeTable([make_node("n", gpus=2)])
+    before = table.topology_version
+    assert table.set_unhealthy(0, [1])
+    assert table.topology_version > before
+    after = table.topology_version
+    assert not table.set_unhealthy(0, [1])
+    assert table.topology_version == after, "no change, no new version"
+
+
+@pytest.mark.parametrize(
+    ("sick", "cordoned", "never"),
+    [([], False, False), ([3], False, True), ([], True, True)],
+    ids=["all-healthy", "one-device-failed", "node-cordoned"],
+)
+def test_never_fits_follows_the_table_with_nothing_telling_the_explainer(
+    sick: list[int], cordoned: bool, never: bool
+) -> None:
+    """The explainer's never-fits memo pulls the table's versions: a change made on the table
+    alone (no event through the core) is seen at the next question (issue 31, item 5)."""
+    core = make_core([make_node("n", gpus=4)])
+    gang = make_workload("gang", pods=4, gpus=1)
+    assert core.explainer.never_fits(gang) is False  # remembered under the healthy table
+    table = core.table
+    table.set_unhealthy(0, sick)
+    if cordoned:
+        table.set_scheduling(0, schedulable=False)
+    assert core.explainer.never_fits(gang) is never
+    table.set_unhealthy(0, [])
+    table.set_scheduling(0, schedulable=True)
+    assert core.explainer.never_fits(gang) is False
