@@ -47,6 +47,18 @@ def _no_informer_outlives_its_test() -> Iterator[None]:
         time.sleep(0.02)
 
 
+@pytest.fixture(autouse=True)
+def _no_observatory_outlives_its_test() -> Iterator[None]:
+    """An observatory thread left running saves into a store its test then closes: SQLite
+    used while it closes crashed a test worker (SIGSEGV). Stop planes' threads first."""
+    yield
+    deadline = time.monotonic() + 5.0
+    while any(t.name == "gpufleet-observe" for t in threading.enumerate()):
+        if time.monotonic() > deadline:
+            pytest.fail("an observatory thread (gpufleet-observe) outlived the test")
+        time.sleep(0.02)
+
+
 NODES_CSV = """sn,cpu_milli,memory_mib,gpu,model
 n-0,64000,262144,4,V100M16
 n-1,64000,262144,4,V100M16

@@ -197,15 +197,20 @@ class LocalControlPlane(LivePlane):
     def stop(self, timeout: float = 10.0) -> None:
         """Stop scheduling and observing (the series saved, NVML shut down); the processes run
         on (a restarted server finds them again)."""
+        self.stop_threads(timeout)
+        self.observing.save()
+        self.machine.close()
+        if self.devices is not None:
+            self.devices.close()
+
+    def stop_threads(self, timeout: float = 10.0) -> None:
+        """Stop the threads :meth:`start` started (the observatory's, the loop's, the health
+        watch's), nothing else: the store, the machine and NVML stay open."""
         self._observe.stop(timeout)
         super().stop(timeout)
         if self._health_thread is not None:
             self._health_thread.join(timeout)
             self._health_thread = None
-        self.observing.save()
-        self.machine.close()
-        if self.devices is not None:
-            self.devices.close()
 
     def _first_start(self) -> float:
         """When a server first ran on this database (kept in it): before that, this machine's

@@ -34,7 +34,6 @@ from gpufleet.backends.local.restarts import CrashBackoff
 from gpufleet.devices.source import DeviceSource
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.scheduling.admission import AdmissionConfig
-from gpufleet.service.live_plane import LivePlane
 from gpufleet.service.local_plane import LocalControlPlane
 from gpufleet.service.local_users import TenantUsers
 from gpufleet.service.observatory import STEP_S
@@ -185,12 +184,14 @@ class LocalHarness:
     @contextmanager
     def serving(self) -> Iterator[None]:
         """The plane's loop in its thread, as ``serve`` runs it (for clients that wait on
-        it, such as ``gpufleet run --follow``); stopped after, the machine left open."""
+        it, such as ``gpufleet run --follow``); its threads stopped after (an observatory
+        thread left running would save into the store a test closes: a crash in SQLite), the
+        machine left open."""
         self.plane.start()
         try:
             yield
         finally:
-            LivePlane.stop(self.plane)
+            self.plane.stop_threads()
 
     def shut_down(self) -> None:
         """Stop what still runs (no grace), forget what waits (or a turn would start it),
