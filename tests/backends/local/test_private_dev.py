@@ -60,21 +60,22 @@ def fake_dev(directory: Path, gpus: int = 4, nodes: bool = False) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("gpus", "mig", "names"),
+    ("gpus", "names"),
     [
-        ([1], False, ["nvidia1", *CONTROL]),
-        ([3, 0, 3], False, ["nvidia0", "nvidia3", *CONTROL]),
-        ([], False, []),
-        ([2], True, ["nvidia2", *CONTROL, "nvidia-caps"]),
+        ([1], ["nvidia1", *CONTROL]),
+        ([3, 0, 3], ["nvidia0", "nvidia3", *CONTROL]),
+        ([], []),
+        ([2], ["nvidia2", *CONTROL]),
     ],
-    ids=["one-of-four", "two-sorted-once", "no-gpus-none", "mig-gets-the-caps"],
+    ids=["one-of-four", "two-sorted-once", "no-gpus-none", "no-mig-no-caps"],
 )
 def test_a_run_gets_its_own_gpus_nodes_and_the_control_nodes(
-    tmp_path: Path, gpus: list[int], mig: bool, names: list[str]
+    tmp_path: Path, gpus: list[int], names: list[str]
 ) -> None:
     directory = fake_dev(tmp_path / "dev")
     (directory / "nvidia-caps").mkdir()
-    nodes = gpu_nodes(gpus, str(directory), mig=mig)
+    (directory / "nvidia-caps" / "nvidia-cap1").write_text("")
+    nodes = gpu_nodes(gpus, str(directory))
     assert [name for _, name in nodes] == names
     assert all(source == str(directory / name) for source, name in nodes)
 
