@@ -4,7 +4,8 @@ allow list.
 What the program answers is checked by running its encoded instructions in a small
 interpreter of the opcodes it uses, against :func:`allows`, for any rules (hypothesis). What
 the kernel does with it is checked by a child in a v2 cgroup with the program attached: those
-tests need root and a kernel that loads BPF device programs, and skip, saying why, elsewhere.
+tests need root and a kernel that loads BPF device programs, and skip, saying why, elsewhere;
+the ``gpu``-marked one runs CUDA behind the program on a real GPU, and skips without one.
 """
 
 from __future__ import annotations
@@ -33,8 +34,18 @@ from gpufleet.backends.local.device_program import (
     instructions,
     parse_rule,
 )
+from gpufleet.backends.local.devices_env import placement_env
+from gpufleet.backends.local.private_dev import gpu_nodes
+from gpufleet.backends.local.private_dev import probe as private_dev_probe
+from gpufleet.backends.local.supervisor import Supervisor
+from gpufleet.devices.discovery import discover
+from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
+from gpufleet.model import Placement
+from gpufleet.model.processes import ProcessSpec
 from tests.backends.local.cgroup2 import cgroup2_parent, mounted_cgroup2
+from tests.backends.local.scripts import wait_end, write_script
 from tests.backends.local.test_cgroups import v2_tree
+from tests.backends.local.test_real_gpu import CUDA_CHECK
 
 
 # ----------------------------------------------------------------------------- rules
@@ -271,3 +282,35 @@ def test_a_run_cgroup_on_v2_gets_the_program_and_drops_it_when_removed(tmp_path:
         }
     finally:
         without.remove()
+
+
+@pytest.mark.gpu
+def test_a_run_on_a_real_gpu_runs_cuda_behind_the_device_program(state_root: Path) -> None:
+    """The allow list is enough for CUDA: a run given one real GPU, in a private /dev and a v2
+    cgroup whose device program allows only its nodes, sees exactly that GPU."""
+    try:
+        inventory = discover(load_nvml())
+    except NvmlUnavailableError as error:
+        pytest.skip(str(error))
+    gpu = next((d for d in inventory.devices if not d.mig_enabled), None)
+    if gpu is None:
+        pytest.skip("no GPU outside MIG mode")
+    refused = private_dev_probe() if os.geteuid() == 0 else "only root mounts a private /dev"
+    if refused is not None:
+        pytest.skip(refused)
+    hierarchy = Hierarchy(2, {"": str(v2_parent())}, device_program=True)
+    work = state_root / "work"
+    work.mkdir()
+    script = write_script(work, "cuda_check.py", CUDA_CHECK)
+    env = placement_env(Placement("here", (gpu.index,)), inventory)
+    spec = ProcessSpec((sys.executable, str(script)), sys.executable, env, str(work))
+    supervisor = Supervisor(state_root / "state", allow_root=True, private_dev=True,
+                            cgroups=hierarchy, pids_limit=None)  # fmt: skip
+    try:
+        supervisor.start("cuda", spec, devices=gpu_nodes([gpu.index]))
+        end = wait_end(supervisor, "cuda", timeout_s=60)
+        log = supervisor.log_path("cuda").read_text()
+        assert end.succeeded, log
+        assert f"devices=1 uuid={gpu.uuid}" in log, log
+    finally:
+        supervisor.close()
