@@ -29,8 +29,9 @@ echo "== too many GPUs"; gf run --gpus 9 --queue research --name toomany -- true
 echo "== missing command"; gf run --gpus 1 --queue research --name nocmd -- no-such-command-x; echo "exit $?"
 echo "== what a tenant's run sees in /proc"; gf run --gpus 0 --queue research --name ps -f -- ps -e -o user,pid,comm; echo "host sees $(ls /proc | grep -c '^[0-9]') processes"
 echo "== isolation: the device nodes a 1-GPU run sees (only its own nvidia<N>, plus nvidiactl/uvm)"
-gf run --gpus 1 --queue research --name devs -f -- sh -c 'ls /dev | grep -E "^nvidia" | tr "\n" " "; echo'
+gf run --gpus 1 --queue research --name devs -f -- sh -c 'ls /dev | grep -E "^nvidia" | tr "\n" " "; echo; ls /dev/nvidia-caps 2>/dev/null | tr "\n" " "; echo'
 echo "host has: $(ls /dev | grep -E '^nvidia' | tr '\n' ' ')"
+echo "device fence (v1 devices cgroup or v2 device program; a line here means none): $(grep -iE 'device program|no cgroup can be written' $OUTDIR/serve.log | head -2)"
 echo "== isolation: its cgroup and limits (--cpus 1 --memory 256Mi)"
 gf run --gpus 0 --cpus 1 --memory 256Mi --queue research --name limits -f -- sh -c 'cat /proc/self/cgroup; for f in /sys/fs/cgroup/memory.max /sys/fs/cgroup/cpu.max; do [ -r $f ] && echo "$f $(cat $f)"; done; true'
 echo "== isolation: beyond its memory limit, OOMKilled (64Mi, allocates 512 MiB)"

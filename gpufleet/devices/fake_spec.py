@@ -207,8 +207,10 @@ class FakeSpec(_Strict):
     driver_version: str = Field(default="550.54.15", pattern=r"^\d+\.\d+(\.\d+)?$")
     cuda_driver_version: str = Field(default="12.4", pattern=r"^\d+\.\d+$")
     nvswitch: bool = False
-    #: A directory standing for ``/dev`` (``nvidiaN``, ``nvidiactl``...: plain files or
-    #: ``mknod``'ed nodes) that ``serve --local`` builds each run's private ``/dev`` from.
+    #: A directory standing for ``/dev`` (``nvidiaN``, ``nvidiactl``, ``nvidia-caps/``...:
+    #: plain files or ``mknod``'ed nodes, and a ``mig-minors`` file standing for the driver's
+    #: ``/proc/driver/nvidia-caps/mig-minors``; :mod:`gpufleet.devices.fake_nodes` writes one)
+    #: that ``serve --local`` builds each run's private ``/dev`` from.
     device_dir: str | None = None
     devices: tuple[DeviceSpec, ...] = ()
     faults: tuple[FaultSpec, ...] = ()

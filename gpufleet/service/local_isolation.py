@@ -11,9 +11,11 @@ no user is switched (the server is not root, or only ``--allow-root``'s root run
 nothing to hide from: each process sees what its user sees.
 
 Owns :func:`check_resource_limits` too, asked once at start: which cgroup hierarchy each run's
-cgroup goes in (:mod:`gpufleet.backends.local.cgroups`: CPU quota, memory limit, pids limit and,
-on v1, the devices a run may open), or, where none can be written, the warning serve prints
-once: then nothing holds a run to its CPU, memory or task limits; and
+cgroup goes in (:mod:`gpufleet.backends.local.cgroups`: CPU quota, memory limit, pids limit and
+the devices a run may open: v1's devices controller, or a v2 device program), or, where none
+can be written, the warning serve prints once: then nothing holds a run to its CPU, memory or
+task limits; on v2 where the kernel refuses a device program, the warning that only the
+private ``/dev`` keeps a run from other GPUs' nodes; and
 :func:`check_private_dev`: whether each run gets a ``/dev`` of its own GPUs' nodes only.
 
 It starts nothing itself but the probe, and decides nothing per run (the supervisor writes
@@ -95,6 +97,12 @@ def check_resource_limits(
     start (no cgroup can be written: limits are not enforced)."""
     found = find()
     if isinstance(found, Hierarchy):
+        if found.version == 2 and not found.device_program:
+            return found, (
+                f"runs' cgroups get no device program ({found.device_program_refused}): only the "
+                f"private /dev keeps a run from other GPUs' device nodes (run the server as root "
+                f"with CAP_BPF, on a kernel with CONFIG_CGROUP_BPF)"
+            )
         return found, None
     return None, (
         f"no cgroup can be written here ({found}): runs are not held to their CPU and memory "

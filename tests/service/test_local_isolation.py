@@ -92,3 +92,26 @@ def test_serve_says_once_when_no_cgroup_can_be_written(
         assert warning is not None
         assert warned in warning
         assert "not held to their CPU and memory limits" in warning
+
+
+@pytest.mark.parametrize(
+    ("found", "warned"),
+    [
+        (Hierarchy(2, {"": "/g"}, device_program=True), None),
+        (Hierarchy(2, {"": "/g"}, device_program_refused="cannot load: Operation not permitted"),
+         "cannot load: Operation not permitted"),
+        (Hierarchy(1, {"cpu": "/c", "memory": "/m", "pids": "/p"}), None),
+    ],
+    ids=["v2-with-program", "v2-program-refused", "v1-no-program-asked"],
+)  # fmt: skip
+def test_serve_says_once_when_v2_runs_get_no_device_program(
+    found: Hierarchy, warned: str | None
+) -> None:
+    hierarchy, warning = check_resource_limits(lambda: found)
+    assert hierarchy is found  # the limits hold either way
+    if warned is None:
+        assert warning is None
+    else:
+        assert warning is not None
+        assert warned in warning
+        assert "only the private /dev keeps a run from other GPUs' device nodes" in warning

@@ -7,13 +7,16 @@ Owns:
 * :func:`detect`: which cgroup hierarchy this server may write, asked once at start: cgroup v2
   (the unified hierarchy, ``cpu``, ``memory`` and ``pids`` enabled for gpufleet's cgroups) or
   v1 (one mount per controller, ``cpu``, ``memory`` and ``pids`` at least; ``devices`` used
-  where mounted), tried by making and removing a cgroup; a :class:`Hierarchy` (JSON in each
-  run's spec), or why none can be written.
+  where mounted), tried by making and removing a cgroup; on v2, whether a device program
+  (:mod:`.device_program`) can be attached, tried the same way; a :class:`Hierarchy` (JSON in
+  each run's spec), or why none can be written.
 * :class:`RunCgroup`: the shim's, for one run: made under ``<server's cgroup>/gpufleet/<run>``
   (under the server's own cgroup, so that the limits of the container or unit it runs in still
   hold) with the limits written (v2 ``cpu.max``, ``memory.max``, ``memory.swap.max``,
-  ``pids.max``; v1 ``cpu.cfs_quota_us``/``cpu.cfs_period_us``, ``memory.limit_in_bytes`` and
-  ``memory.memsw.limit_in_bytes``, ``pids.max``, ``devices.deny``/``devices.allow``); the
+  ``pids.max`` and the device program of the run's allow list, attached before any process is
+  in it and detached when it is removed; v1 ``cpu.cfs_quota_us``/``cpu.cfs_period_us``,
+  ``memory.limit_in_bytes`` and ``memory.memsw.limit_in_bytes``, ``pids.max``,
+  ``devices.deny``/``devices.allow``); the
   shim moves itself in just before it starts the child and out just after (the child is born
   inside, so nothing it starts is ever outside, and the shim itself is never limited nor
   OOM-killed); at the end it kills what is left in it, reads whether the kernel OOM-killed in
@@ -22,8 +25,8 @@ Owns:
 Why no library: the kernel's interface is a few files to write; the Python cgroup packages
 (``cgroupspy``, ``libcgroup`` bindings) cover v1 or v2, not both, and pull in more than the
 shim, which starts in tens of milliseconds on the standard library, can import. The v2 device
-program (BPF) is not written here: on v2 the run's private ``/dev`` (:mod:`.private_dev`) is
-what keeps other GPUs' nodes from it. Standard library only, and only :mod:`os` at import.
+program itself (BPF) is :mod:`.device_program`'s. Standard library only, and only :mod:`os` at
+import.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+    from gpufleet.backends.local.device_program import AttachedProgram
 
 #: Where the cgroup filesystems are mounted.
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -85,24 +91,40 @@ class Limits:
 
 class Hierarchy:
     """A writable cgroup hierarchy: ``version`` 1 or 2, and the directory under which runs'
-    cgroups go, per controller (v2: one, under the key ``""``)."""
+    cgroups go, per controller (v2: one, under the key ``""``); on v2, whether runs get a
+    device program (``device_program``), and why not (``device_program_refused``, said once
+    at start; not kept in a run's spec)."""
 
-    __slots__ = ("parents", "version")
+    __slots__ = ("device_program", "device_program_refused", "parents", "version")
 
-    def __init__(self, version: int, parents: dict[str, str]) -> None:
+    def __init__(
+        self,
+        version: int,
+        parents: dict[str, str],
+        device_program: bool = False,
+        device_program_refused: str | None = None,
+    ) -> None:
         self.version = version
         self.parents = parents
+        self.device_program = device_program
+        self.device_program_refused = device_program_refused
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": self.version, "parents": dict(self.parents)}
+        return {
+            "version": self.version,
+            "parents": dict(self.parents),
+            "device_program": self.device_program,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Hierarchy:
-        return cls(int(data["version"]), {str(k): str(v) for k, v in data["parents"].items()})
+        parents = {str(k): str(v) for k, v in data["parents"].items()}
+        return cls(int(data["version"]), parents, bool(data.get("device_program", False)))
 
     def describe(self) -> str:
         controllers = ", ".join(sorted(c for c in self.parents if c)) or "cpu, memory, pids"
-        return f"cgroup v{self.version} ({controllers})"
+        program = ", a device program" if self.device_program else ""
+        return f"cgroup v{self.version} ({controllers}{program})"
 
     def remove(self) -> None:
         """Remove gpufleet's parent cgroups (each only when empty: no run's is left)."""
@@ -114,8 +136,9 @@ class Hierarchy:
 
     @property
     def devices(self) -> bool:
-        """Whether runs' devices are limited through the cgroup (v1's devices controller)."""
-        return "devices" in self.parents
+        """Whether runs' devices are limited through the cgroup (v1's devices controller, or a
+        v2 device program)."""
+        return "devices" in self.parents or self.device_program
 
 
 def own_paths(text: str) -> dict[str, str]:
@@ -161,10 +184,15 @@ def _try_parent(parent: str) -> str | None:
 
 
 def detect(
-    root: str = CGROUP_ROOT, proc_cgroup: str = "/proc/self/cgroup", parent: str = PARENT
+    root: str = CGROUP_ROOT,
+    proc_cgroup: str = "/proc/self/cgroup",
+    parent: str = PARENT,
+    probe_program: Callable[[str], str | None] | None = None,
 ) -> Hierarchy | str:
     """The hierarchy runs' cgroups go in (see the module docstring), under ``parent`` in the
-    server's own cgroup, or why there is none."""
+    server's own cgroup, or why there is none. ``probe_program``: whether a device program
+    can be attached under a v2 parent (None when it can, else why not; default
+    :func:`.device_program.probe`)."""
     try:
         own = own_paths(_read(proc_cgroup))
     except OSError as error:
@@ -172,6 +200,10 @@ def detect(
     why: list[str] = []
     v2 = _detect_v2(root, own.get("", "/"), parent)
     if isinstance(v2, Hierarchy):
+        from gpufleet.backends.local.device_program import probe
+
+        refused = (probe_program or probe)(v2.parents[""])
+        v2.device_program, v2.device_program_refused = refused is None, refused
         return v2
     why.append(v2)
     v1 = _detect_v1(root, own, parent)
@@ -228,15 +260,18 @@ class RunCgroup:
         self.hierarchy = hierarchy
         self.paths = {c: os.path.join(p, run_id) for c, p in hierarchy.parents.items()}
         self._origin: dict[str, str] = {}
+        self._program: AttachedProgram | None = None
 
     def _file(self, controller: str, name: str) -> str:
         key = "" if self.hierarchy.version == 2 else controller
         return os.path.join(self.paths[key], name)
 
     def create(self, limits: Limits, devices: list[str] | None = None) -> None:
-        """Make the cgroup and write ``limits`` and (v1, when the devices controller is there)
-        ``devices``: the ``devices.allow`` lines of the run's own device nodes, laid over
-        :data:`BASE_DEVICES` after a deny of every device; None: devices are not limited."""
+        """Make the cgroup and write ``limits`` and (v1, when the devices controller is there;
+        v2, when the hierarchy has a device program) ``devices``: the ``devices.allow`` lines
+        of the run's own device nodes, laid over :data:`BASE_DEVICES`, every other device
+        denied; None: devices are not limited. Raises :class:`OSError` (a
+        :class:`.device_program.DeviceProgramError` among them)."""
         for path in self.paths.values():
             os.makedirs(path, exist_ok=True)
         quota = limits.quota_us()
@@ -250,6 +285,10 @@ class RunCgroup:
                     _write(swap, "0")
             if limits.pids is not None:
                 _write(self._file("pids", "pids.max"), str(limits.pids))
+            if devices is not None and self.hierarchy.device_program:
+                from gpufleet.backends.local.device_program import attach
+
+                self._program = attach(self.paths[""], [*BASE_DEVICES, *devices])
             return
         if quota is not None:
             _write(self._file("cpu", "cpu.cfs_period_us"), str(PERIOD_US))

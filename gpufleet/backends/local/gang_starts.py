@@ -217,7 +217,13 @@ class GangStarts:
         """A run's cgroup limits and the device nodes of its placement (its labels' text)."""
         placement = placement_from_text(placement_text)
         gpus = [*placement.gpu_indices, *(gpu for gpu, _ in placement.mig_slices)]
-        nodes = gpu_nodes(gpus, self._state.device_dir, mig=bool(placement.mig_slices))
+        instances = []
+        for gpu, slot in placement.mig_slices:
+            device = self._state.inventory.device(gpu)
+            found = next((m for m in device.mig if m.slot == slot), None) if device else None
+            if found is not None:
+                instances.append((gpu, found.gpu_instance_id, found.compute_instance_id))
+        nodes = gpu_nodes(gpus, self._state.device_dir, instances)
         return Limits(spec.cpu_limit_milli, spec.memory_limit_bytes, None), nodes
 
     def run_next_completion(

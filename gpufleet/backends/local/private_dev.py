@@ -8,9 +8,17 @@ Owns:
   its GPUs (a MIG slice's parent GPU's; N is the GPU's index, which the NVIDIA driver gives as
   the node's minor number in NVML's order), and ``nvidiactl``, ``nvidia-uvm``,
   ``nvidia-uvm-tools`` where they exist, from a device directory (``/dev``, or the fake GPUs'
-  ``device_dir`` in tests); each as (path on the host, name in the run's ``/dev``).
-* :func:`cgroup_rules`: the v1 ``devices.allow`` lines of those nodes (character devices only:
-  a fake GPU's plain file has no number to allow).
+  ``device_dir`` in tests); each as (path on the host, name in the run's ``/dev``). A run on
+  MIG slices gets, for each, ``nvidia-caps/nvidia-capN`` of its GPU instance's and its compute
+  instance's ``access`` capability, N read from the driver's
+  ``/proc/driver/nvidia-caps/mig-minors`` (:func:`mig_minors_path`; lines such as
+  ``gpu0/gi1/access 12``), and no other capability: not ``config`` (``nvidia-cap1``: create and
+  destroy MIG instances) nor ``monitor`` (``nvidia-cap2``: see every instance), which the
+  NVIDIA container toolkit too gives only when asked (``NVIDIA_MIG_CONFIG_DEVICES``,
+  ``NVIDIA_MIG_MONITOR_DEVICES``).
+* :func:`cgroup_rules`: the ``devices.allow`` lines of those nodes (character devices only:
+  a fake GPU's plain file has no number to allow), for the v1 devices controller and the v2
+  device program alike.
 * :func:`make_private_dev`: in the caller's mount namespace (made here, ``unshare`` and
   ``mount --make-rslave /``, unless it has one already, e.g. :mod:`.proc_hiding`'s), a tmpfs
   staged in the run's directory gets the usual nodes bound in from the host's ``/dev``
@@ -56,18 +64,65 @@ class PrivateDevError(Exception):
     """The private ``/dev`` could not be made; the message says which step failed and why."""
 
 
+#: Where the NVIDIA driver lists the minor number of each MIG capability's node.
+MIG_MINORS = "/proc/driver/nvidia-caps/mig-minors"
+#: The directory of the capabilities' nodes, in ``/dev``.
+CAPS_DIR = "nvidia-caps"
+
+
+def mig_minors_path(device_dir: str) -> str:
+    """The driver's ``mig-minors`` file for the device directory ``device_dir``: the real one
+    for ``/dev``, else (the fake GPUs') the ``mig-minors`` file in that directory."""
+    if os.path.normpath(device_dir) == "/dev":
+        return MIG_MINORS
+    return os.path.join(device_dir, "mig-minors")
+
+
+def parse_mig_minors(text: str) -> dict[str, int]:
+    """``gpu0/gi1/access 12`` lines as {capability: minor} (lines that are not, skipped)."""
+    minors: dict[str, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            minors[parts[0]] = int(parts[1])
+    return minors
+
+
+def mig_cap_names(instances: list[tuple[int, int, int]], minors: dict[str, int]) -> list[str]:
+    """The names in ``/dev`` of the ``access`` capabilities of the MIG ``instances`` (GPU,
+    GPU instance id, compute instance id): each one's GPU instance's and compute instance's,
+    in that order, once each; a capability ``minors`` lacks is left out."""
+    names: list[str] = []
+    for gpu, gi, ci in instances:
+        for cap in (f"gpu{gpu}/gi{gi}/access", f"gpu{gpu}/gi{gi}/ci{ci}/access"):
+            minor = minors.get(cap)
+            name = f"{CAPS_DIR}/nvidia-cap{minor}"
+            if minor is not None and name not in names:
+                names.append(name)
+    return names
+
+
 def gpu_nodes(
-    gpu_indices: list[int], device_dir: str = "/dev", mig: bool = False
+    gpu_indices: list[int],
+    device_dir: str = "/dev",
+    mig_instances: list[tuple[int, int, int]] | None = None,
 ) -> list[tuple[str, str]]:
-    """(host path, name in the run's ``/dev``) of the nodes of a run on ``gpu_indices`` (see
-    the module docstring); none for a run without GPUs. ``mig``: it runs on MIG slices, and
-    gets the ``nvidia-caps`` directory too (every slice's capabilities: which of them a
-    slice's are is not read yet)."""
+    """(host path, name in the run's ``/dev``) of the nodes of a run on ``gpu_indices`` and
+    the MIG ``mig_instances`` (GPU, GPU instance id, compute instance id; their GPUs must be
+    among ``gpu_indices``) (see the module docstring); none for a run without GPUs. Only the
+    nodes that exist in ``device_dir``."""
     if not gpu_indices:
         return []
     names = [f"nvidia{i}" for i in sorted(set(gpu_indices))]
-    extra = (*CONTROL_NODES, "nvidia-caps") if mig else CONTROL_NODES
-    names += [n for n in extra if os.path.exists(os.path.join(device_dir, n))]
+    names += list(CONTROL_NODES)
+    if mig_instances:
+        try:
+            with open(mig_minors_path(device_dir), encoding="ascii") as handle:
+                minors = parse_mig_minors(handle.read())
+        except OSError:  # no MIG capabilities in /dev (the driver's /proc interface)
+            minors = {}
+        names += mig_cap_names(mig_instances, minors)
+    names = [n for n in names if os.path.exists(os.path.join(device_dir, n))]
     return [(os.path.join(device_dir, name), name) for name in names]
 
 
@@ -76,11 +131,7 @@ def cgroup_rules(nodes: list[tuple[str, str]]) -> list[str]:
     import stat
 
     rules: list[str] = []
-    paths = [source for source, _ in nodes]
-    for source in list(paths):
-        if os.path.isdir(source):
-            paths += [os.path.join(source, name) for name in sorted(os.listdir(source))]
-    for path in paths:
+    for path, _ in nodes:
         try:
             found = os.stat(path)
         except OSError:
@@ -152,14 +203,10 @@ def make_private_dev(
         if not os.path.exists(source):
             continue
         target = os.path.join(staging, name)
-        if os.path.isdir(source):  # nvidia-caps: a directory of nodes
-            os.mkdir(target)
-            flags = MS_BIND | MS_REC
-        else:
-            with open(target, "w"):
-                pass
-            flags = MS_BIND
-        call(f"mount --bind {source} /dev/{name}", source, target, None, flags, None)
+        os.makedirs(os.path.dirname(target), exist_ok=True)  # nvidia-caps/nvidia-capN
+        with open(target, "w"):
+            pass
+        call(f"mount --bind {source} /dev/{name}", source, target, None, MS_BIND, None)
     pts = os.path.join(host_dev, "pts")
     if os.path.isdir(pts):
         os.mkdir(os.path.join(staging, "pts"))
@@ -175,10 +222,15 @@ def make_private_dev(
 
 __all__ = [
     "BASE_NODES",
+    "CAPS_DIR",
     "CONTROL_NODES",
+    "MIG_MINORS",
     "PrivateDevError",
     "cgroup_rules",
     "gpu_nodes",
     "make_private_dev",
+    "mig_cap_names",
+    "mig_minors_path",
+    "parse_mig_minors",
     "probe",
 ]

@@ -1,6 +1,8 @@
 """A run sees in /dev only its own GPUs' nodes (a private /dev), and, with a v1 devices cgroup,
 cannot open another GPU's node even by another path.
 
+On cgroup v2 the run's cgroup gets a device program that does the same.
+
 The fake GPUs' device directory stands for /dev: plain files named ``nvidiaN`` (or, where the
 test may ``mknod``, character devices of the NVIDIA driver's major 195, which open as ENXIO
 without the driver, and as EPERM when the devices cgroup denies them). The kernel tests need
@@ -22,6 +24,7 @@ from gpufleet.backends.local.cgroups import Hierarchy, detect
 from gpufleet.backends.local.private_dev import cgroup_rules, gpu_nodes, probe
 from gpufleet.backends.local.supervisor import Supervisor
 from gpufleet.model.processes import ProcessSpec
+from tests.backends.local.cgroup2 import cgroup2_parent
 from tests.backends.local.scripts import wait_end
 
 NVIDIA_MAJOR = 195
@@ -57,21 +60,22 @@ def fake_dev(directory: Path, gpus: int = 4, nodes: bool = False) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("gpus", "mig", "names"),
+    ("gpus", "names"),
     [
-        ([1], False, ["nvidia1", *CONTROL]),
-        ([3, 0, 3], False, ["nvidia0", "nvidia3", *CONTROL]),
-        ([], False, []),
-        ([2], True, ["nvidia2", *CONTROL, "nvidia-caps"]),
+        ([1], ["nvidia1", *CONTROL]),
+        ([3, 0, 3], ["nvidia0", "nvidia3", *CONTROL]),
+        ([], []),
+        ([2], ["nvidia2", *CONTROL]),
     ],
-    ids=["one-of-four", "two-sorted-once", "no-gpus-none", "mig-gets-the-caps"],
+    ids=["one-of-four", "two-sorted-once", "no-gpus-none", "no-mig-no-caps"],
 )
 def test_a_run_gets_its_own_gpus_nodes_and_the_control_nodes(
-    tmp_path: Path, gpus: list[int], mig: bool, names: list[str]
+    tmp_path: Path, gpus: list[int], names: list[str]
 ) -> None:
     directory = fake_dev(tmp_path / "dev")
     (directory / "nvidia-caps").mkdir()
-    nodes = gpu_nodes(gpus, str(directory), mig=mig)
+    (directory / "nvidia-caps" / "nvidia-cap1").write_text("")
+    nodes = gpu_nodes(gpus, str(directory))
     assert [name for _, name in nodes] == names
     assert all(source == str(directory / name) for source, name in nodes)
 
@@ -217,3 +221,41 @@ def test_the_devices_cgroup_denies_another_gpus_node_by_its_host_path(
         str(directory / "nvidia0"): "EPERM",
         "/dev/null": "ok",
     }
+
+
+def test_the_v2_device_program_denies_another_gpus_node_by_its_host_path(
+    state_root: Path,
+) -> None:
+    """The same fence on cgroup v2, through the real supervisor and shim: the run's cgroup gets
+    the device program of its allow list (no cpu, memory or pids limit is written: a hybrid
+    host's unified hierarchy has those controllers bound to v1)."""
+    for refused in (_private_dev_refused(), _cannot_mknod()):
+        if refused is not None:
+            pytest.skip(refused)
+    parent = cgroup2_parent()
+    if isinstance(parent, str):
+        pytest.skip(f"no cgroup v2 device program here: {parent}")
+    hierarchy = Hierarchy(2, {"": str(parent)}, device_program=True)
+    directory = fake_dev(state_root / "fake-dev", nodes=True)
+    supervisor = Supervisor(state_root / "state", allow_root=True, private_dev=True,
+                            cgroups=hierarchy, pids_limit=None)  # fmt: skip
+    try:
+        found = run_look(
+            supervisor,
+            "denied-v2",
+            state_root,
+            gpu_nodes([1], str(directory)),
+            "/dev/nvidia1",
+            str(directory / "nvidia1"),
+            str(directory / "nvidia0"),
+            "/dev/null",
+        )
+    finally:
+        supervisor.close()
+    assert found["opened"] == {
+        "/dev/nvidia1": "ENXIO",
+        str(directory / "nvidia1"): "ENXIO",
+        str(directory / "nvidia0"): "EPERM",
+        "/dev/null": "ok",
+    }
+    assert not (parent / "denied-v2").exists()  # removed with the run, its program with it
