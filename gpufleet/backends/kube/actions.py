@@ -2,7 +2,7 @@
 
 Owns :class:`ApiActions`: a Bind through the Binding subresource (the devices chosen go onto the
 pod as annotations in the same write, signed with the binding key when the scheduler has one,
-:mod:`gpufleet.backends.kube.binding_signature`, as node agents honour no other; with, on a gang's
+:mod:`gpufleet.io.kube.binding_signature`, as node agents honour no other; with, on a gang's
 pods, the autoscalers' do-not-disrupt annotations:
 :func:`gpufleet.io.kube.disruption.gang_guard`) on a pool of binder threads, fenced (calls.py),
 and its outcome taken in at the next poll:
@@ -28,14 +28,14 @@ import queue
 import time
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import PODS, ApiError, FencedError
-from gpufleet.backends.kube.binding_signature import signed_binding
 from gpufleet.backends.kube.calls import log
-from gpufleet.backends.kube.devices import placement_annotations
 from gpufleet.backends.kube.evictions import EVICTION_RETRY_S, ApiEvictions
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BindCall, Outcome, Told
+from gpufleet.io.kube.annotations import placement_annotations
+from gpufleet.io.kube.binding_signature import signed_binding
 from gpufleet.io.kube.disruption import gang_guard
+from gpufleet.kube_client.api import PODS, ApiError, FencedError
 from gpufleet.model import Placement, Pod
 from gpufleet.model.events import BindFailed, ClusterEvent
 

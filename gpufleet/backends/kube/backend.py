@@ -44,8 +44,7 @@ import time
 from collections.abc import Sequence
 
 from gpufleet.backends.kube.actions import EVICTION_RETRY_S, ApiActions
-from gpufleet.backends.kube.api import NODES, PODS, Resource
-from gpufleet.backends.kube.devices import DeviceLedger
+from gpufleet.backends.kube.device_ledger import DeviceLedger
 from gpufleet.backends.kube.node_ends import NodeEndEvictions
 from gpufleet.backends.kube.pods import PodState, is_preemptible
 from gpufleet.backends.kube.reconcile_nodes import NodeReconciliation
@@ -61,6 +60,7 @@ from gpufleet.backends.kube.state import (
 from gpufleet.backends.kube.workloads import GROUP_KINDS, WorkloadAssembly
 from gpufleet.control.backend import ClusterState
 from gpufleet.io.errors import InputError
+from gpufleet.kube_client.api import NODES, PODS, Resource
 from gpufleet.model import Node, Placement, Pod
 from gpufleet.model.actions import Action, Bind, Evict, MarkUnschedulable
 from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted

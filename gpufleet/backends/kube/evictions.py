@@ -19,10 +19,10 @@ from __future__ import annotations
 import time
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import PODS, ApiError, FencedError
 from gpufleet.backends.kube.calls import ApiCalls, log
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import PlannedEviction
+from gpufleet.kube_client.api import PODS, ApiError, FencedError
 from gpufleet.model.actions import told_to_victim
 from gpufleet.model.events import ClusterEvent, PodDeleted
 

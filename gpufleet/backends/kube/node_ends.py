@@ -25,10 +25,10 @@ import logging
 import math
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import NODES, PODS, Obj
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BackendState
 from gpufleet.io.kube.node_ends import NodeEnd, leave_at, node_ends, pod_tolerations
+from gpufleet.kube_client.api import NODES, PODS, Obj
 from gpufleet.model.events import ClusterEvent, WorkloadDisrupted
 
 log = logging.getLogger(__name__)

@@ -19,13 +19,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import NODES, PODS, Obj
-from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.state import BackendState, resource_version
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.annotations import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.io.live_objects import SOURCE, live_manifest
+from gpufleet.kube_client.api import NODES, PODS, Obj
+from gpufleet.kube_client.informer import object_key
 from gpufleet.model import Node
 from gpufleet.model.events import (
     ClusterEvent,

@@ -16,12 +16,12 @@ Does not turn waiting pods into workloads (workloads) nor bind them (actions).
 from __future__ import annotations
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import PODS, Obj
-from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BackendState, Told
 from gpufleet.io.errors import InputError
+from gpufleet.io.kube.annotations import placement_from_annotations
 from gpufleet.io.live_objects import timed_pod
+from gpufleet.kube_client.api import PODS, Obj
 from gpufleet.model import Pod
 from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted, PodReady, WorkloadDemoted
 from gpufleet.model.idle import PREEMPTIBLE_LABEL

@@ -28,7 +28,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import (
+from gpufleet.backends.kube.device_ledger import DeviceLedger
+from gpufleet.backends.kube.pods import PodState
+from gpufleet.backends.kube.readings import PodReadings
+from gpufleet.io.kube.binding_signature import BindingKey
+from gpufleet.io.kube.node_ends import NodeEnd
+from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.kube_client.api import (
     NODES,
     PODS,
     PRIORITY_CLASSES,
@@ -39,13 +45,7 @@ from gpufleet.backends.kube.api import (
     Obj,
     Resource,
 )
-from gpufleet.backends.kube.binding_signature import BindingKey
-from gpufleet.backends.kube.devices import DeviceLedger
-from gpufleet.backends.kube.informer import DELETED, Change, Informers, object_key
-from gpufleet.backends.kube.pods import PodState
-from gpufleet.backends.kube.readings import PodReadings
-from gpufleet.io.kube.node_ends import NodeEnd
-from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.kube_client.informer import DELETED, Change, Informers, object_key
 from gpufleet.model import Node, Placement
 from gpufleet.model.workload import TimedPod
 

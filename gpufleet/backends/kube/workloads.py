@@ -18,18 +18,18 @@ Does not tell the core about bound pods (reconcile_pods).
 from __future__ import annotations
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import (
+from gpufleet.backends.kube.pods import PodState
+from gpufleet.backends.kube.state import BackendState, Told
+from gpufleet.io.errors import InputError
+from gpufleet.io.live_objects import with_min_member
+from gpufleet.kube_client.api import (
     COSCHEDULING_POD_GROUPS,
     POD_GROUPS,
     PODS,
     VOLCANO_POD_GROUPS,
     Obj,
 )
-from gpufleet.backends.kube.informer import object_key
-from gpufleet.backends.kube.pods import PodState
-from gpufleet.backends.kube.state import BackendState, Told
-from gpufleet.io.errors import InputError
-from gpufleet.io.live_objects import with_min_member
+from gpufleet.kube_client.informer import object_key
 from gpufleet.model.events import ClusterEvent, WorkloadAdded
 from gpufleet.model.workload import SCHEDULING_GATED
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpufleet.backends.kube import evictions
-from gpufleet.backends.kube.api import PODS, ApiError, KubeApi, RateLimiter
+from gpufleet.kube_client.api import PODS, ApiError, KubeApi, RateLimiter
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import Harness, harness, make_scheduler
 from tests.fakes.kube_api import FakeApiServer
