@@ -100,18 +100,18 @@ class KubeBackend:
         guard_gangs: bool = True,
         binding_key: BindingKey | None = None,
     ) -> None:
-        """The arguments are :class:`BackendState`'s."""
+        """``binders``: the threads that send binds and evictions (:class:`ApiCalls`); the
+        other arguments are :class:`BackendState`'s."""
         self.state = BackendState(
             api,
             scheduler_name,
             reporter,
-            binders,
             watch_timeout_s,
             informers,
             guard_gangs=guard_gangs,
             binding_key=binding_key,
         )
-        self.calls = ApiCalls(self.state)
+        self.calls = ApiCalls(self.state, binders)
         self.binds = ApiActions(self.state, self.calls)
         self.evictions = ApiEvictions(self.state, self.calls)
         self.node_changes = NodeReconciliation(self.state)
@@ -232,7 +232,7 @@ class KubeBackend:
         deadline = time.monotonic() + timeout
         for informer in self.state.informers.values():
             informer.join(max(deadline - time.monotonic(), 0.0))
-        self.state.binders.shutdown(wait=True, cancel_futures=False)
+        self.calls.shutdown()
 
     # ----------------------------------------------------------------------------- protocol
     @property

@@ -1,6 +1,6 @@
 """The binders' calls to the API, and the fence each write passes just before it is sent.
 
-Owns :class:`ApiCalls`: a call run on the pool of binder threads and counted until it has its
+Owns :class:`ApiCalls`: the pool of binder threads, a call run on it and counted until it has its
 answer (:meth:`ApiCalls.wait_calls_answered`), the fence (:meth:`ApiCalls.fence`: a write goes
 out only while its term is the current one and this replica leads, asked after the rate limit's
 wait, the last moment before the request is written) and :meth:`ApiCalls.abandon`, which ends the
@@ -13,7 +13,9 @@ lands. The fence narrows the window to that request, as client-go's leader elect
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from gpufleet.backends.kube.state import BackendState, BindCall
 
@@ -24,8 +26,13 @@ log = logging.getLogger("gpufleet.backends.kube.backend")
 class ApiCalls:
     """Calls on the binder threads, fenced (see the module docstring)."""
 
-    def __init__(self, state: BackendState) -> None:
+    def __init__(self, state: BackendState, binders: int = 64) -> None:
+        """``binders``: how many threads send calls at once."""
         self.state = state
+        self._binders = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="binder")
+        #: API calls (binds, evictions) sent to the binders and not answered yet.
+        self._calls_open = 0
+        self._calls_answered = threading.Condition()
 
     def fence(self, term: int, call: BindCall | None = None) -> bool:
         """Whether a write decided in ``term`` may be sent now; a bind ``call`` let through is
@@ -52,20 +59,24 @@ class ApiCalls:
 
     def submit(self, call: Callable[..., None], *args: object) -> None:
         """``call`` on a binder thread, counted until it has its answer."""
-        with self.state.calls_answered:
-            self.state.calls_open += 1
-        self.state.binders.submit(self._counted, call, *args)
+        with self._calls_answered:
+            self._calls_open += 1
+        self._binders.submit(self._counted, call, *args)
 
     def _counted(self, call: Callable[..., None], *args: object) -> None:
         try:
             call(*args)
         finally:
-            with self.state.calls_answered:
-                self.state.calls_open -= 1
-                self.state.calls_answered.notify_all()
+            with self._calls_answered:
+                self._calls_open -= 1
+                self._calls_answered.notify_all()
 
     def wait_calls_answered(self, timeout: float) -> bool:
         """Whether every bind and eviction sent so far has its answer within ``timeout``
         seconds (its outcome queued for the next poll): a turn's writes are done."""
-        with self.state.calls_answered:
-            return self.state.calls_answered.wait_for(lambda: self.state.calls_open == 0, timeout)
+        with self._calls_answered:
+            return self._calls_answered.wait_for(lambda: self._calls_open == 0, timeout)
+
+    def shutdown(self) -> None:
+        """Wait for the calls sent to be answered and stop the binder threads."""
+        self._binders.shutdown(wait=True, cancel_futures=False)

@@ -8,7 +8,7 @@ gang and those to assemble again, the Queues, PriorityClasses and ResourceQuotas
 per version, and the record of what the core has been told (:class:`Told` per pod, the nodes,
 the device ledger), which the reconcilers keep.
 Every attribute the parts share is made here, in one place (the binder pool and the calls in
-flight too, which calls.py uses). Also the :class:`Reporter` protocol and the counters the
+flight are the calls' own: calls.py). Also the :class:`Reporter` protocol and the counters the
 backend keeps.
 
 Does not decide what the core is told (reconcile_nodes, reconcile_pods, workloads) nor call the
@@ -23,7 +23,6 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -174,7 +173,6 @@ class BackendState:
         api: KubeApi,
         scheduler_name: str = "gpufleet",
         reporter: Reporter | None = None,
-        binders: int = 64,
         watch_timeout_s: int = 300,
         informers: Informers | None = None,
         guard_gangs: bool = True,
@@ -199,10 +197,6 @@ class BackendState:
         self.changes = self.watching.changes
         self.results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self.informers = self.watching.by_resource
-        self.binders = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="binder")
-        #: API calls (binds, evictions) sent to the binders and not answered yet.
-        self.calls_open = 0
-        self.calls_answered = threading.Condition()
         #: Objects as the API last showed them.
         self.objects: dict[Resource, dict[str, Obj]] = {r: {} for r in WATCHED}
         self.config_version = 0
