@@ -44,10 +44,10 @@ from typing import Any
 import httpx
 import yaml
 
+from gpufleet.agent.kube.node_pods import pod_view
 from gpufleet.agent.kube_bridge import bound_pod
-from gpufleet.backends.kube.binding_signature import signed_binding
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, GPU_SHARE_ANNOTATION
-from gpufleet.backends.kube.node_pods import pod_view
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION, GPU_SHARE_ANNOTATION
+from gpufleet.io.kube.binding_signature import signed_binding
 from gpufleet.io.kube.resources import GPU_MILLI_ANNOTATION
 from gpufleet.model.gpu import MILLI_PER_GPU, SHARE_RESOURCE
 from gpufleet.testing import kube_objects as ko

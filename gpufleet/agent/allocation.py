@@ -36,11 +36,6 @@ from gpufleet.agent.binding_trust import NO_TRUST, UNTRUSTED_REASON, BindingTrus
 from gpufleet.agent.bound_pods import BoundPod
 from gpufleet.agent.events import AgentEvent
 from gpufleet.agent.resources import ResourceKind, base_uuid, resource_kind
-from gpufleet.backends.kube.devices import (
-    GPU_INDEX_ANNOTATION,
-    MIG_SLICES_ANNOTATION,
-    placement_from_annotations,
-)
 from gpufleet.devices.visibility import (
     GPU_MILLI_ENV,
     MPS_MEMORY_ENV,
@@ -50,6 +45,11 @@ from gpufleet.devices.visibility import (
     gpu_uuids,
     mig_instance,
     mps_limits,
+)
+from gpufleet.io.kube.annotations import (
+    GPU_INDEX_ANNOTATION,
+    MIG_SLICES_ANNOTATION,
+    placement_from_annotations,
 )
 from gpufleet.model.gpu import GPU_RESOURCE, MILLI_PER_GPU, NO_SHARING, GpuSharing
 from gpufleet.model.inventory import NodeInventory

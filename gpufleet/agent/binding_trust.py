@@ -5,7 +5,7 @@ or by another scheduler reaches the node without gpufleet ever seeing it). Owns
 :class:`BindingTrust`, the agent's rule: a binding is honoured only for a pod whose
 ``spec.schedulerName`` is one of gpufleet's and whose ``gpufleet.dev/binding-signature``
 verifies with the key the scheduler signs with, for this pod's UID on this node
-(:mod:`gpufleet.backends.kube.binding_signature`). With no key the agent honours nothing,
+(:mod:`gpufleet.io.kube.binding_signature`). With no key the agent honours nothing,
 unless it was started with ``--insecure-unsigned-bindings`` (tests and demos only), which
 keeps the scheduler-name check alone. Pure: it reads no key file and calls no server.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpufleet.agent.bound_pods import BoundPod
-from gpufleet.backends.kube.binding_signature import BindingKey, binding_signature_problem
+from gpufleet.io.kube.binding_signature import BindingKey, binding_signature_problem
 
 #: The scheduler name gpufleet's scheduler uses by default (``gpufleet scheduler``).
 DEFAULT_SCHEDULER_NAMES = frozenset({"gpufleet"})

@@ -60,7 +60,7 @@ from gpufleet.agent.resources import (
     ServedDevice,
     served_resources,
 )
-from gpufleet.backends.kube.binding_signature import BindingKey
+from gpufleet.io.kube.binding_signature import BindingKey
 from gpufleet.model.gpu import NO_SHARING, GpuSharing, SharingStrategy
 from gpufleet.model.inventory import NodeInventory
 

@@ -1,7 +1,7 @@
 """The device plugin fed from the Kubernetes adapter: bound pods in, Events out.
 
-Owns the translation between :mod:`gpufleet.backends.kube`'s node-agent side and the device
-plugin's small protocols: a :class:`~gpufleet.backends.kube.node_pods.PodView` as a
+Owns the translation between :mod:`gpufleet.agent.kube` (the node agent's Kubernetes side) and
+the device plugin's small protocols: a :class:`~gpufleet.agent.kube.node_pods.PodView` as a
 :class:`~gpufleet.agent.bound_pods.BoundPod` (the GPU resources' limits as counts, bind time
 and first-seen order), a listener for ``BoundPodsView``'s changes that keeps an
 :class:`~gpufleet.agent.bound_pods.InMemoryBoundPods` exact (a pod that ended, or is gone,
@@ -17,9 +17,9 @@ from typing import Protocol
 
 from gpufleet.agent.bound_pods import BoundContainer, BoundPod, InMemoryBoundPods
 from gpufleet.agent.events import AgentEvent
+from gpufleet.agent.kube.node_events import ObjectRef
+from gpufleet.agent.kube.node_pods import ContainerView, PodListener, PodView
 from gpufleet.agent.pod_resources import is_gpu_resource
-from gpufleet.backends.kube.node_events import ObjectRef
-from gpufleet.backends.kube.node_pods import ContainerView, PodListener, PodView
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ server was down is published once it answers, and a Node deleted and re-created 
 registering again) gets its labels, inventory and condition back on the next pass.
 
 What the desired state says is the agent runner's; how each piece is written is
-:class:`~gpufleet.backends.kube.node_agent.NodeAgentApi`'s. This module only decides when.
+:class:`~gpufleet.agent.kube.node_agent.NodeAgentApi`'s. This module only decides when.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gpufleet.backends.kube.node_agent import GPU_HEALTH_CONDITION, NodeAgentApi
+from gpufleet.agent.kube.node_agent import GPU_HEALTH_CONDITION, NodeAgentApi
 
 log = logging.getLogger(__name__)
 

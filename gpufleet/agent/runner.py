@@ -14,7 +14,7 @@ says which GPU and why, and an Event names the GPU and the XID. What the Node sh
 again with back-off while the API server refuses or the Node is gone.
 
 It decides nothing about devices itself (allocation.py, resources.py) and speaks to the API
-server only through :class:`~gpufleet.backends.kube.node_agent.NodeAgentApi`.
+server only through :class:`~gpufleet.agent.kube.node_agent.NodeAgentApi`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,12 @@ from pathlib import Path
 
 from gpufleet.agent.bound_pods import InMemoryBoundPods
 from gpufleet.agent.device_plugin import NodeDevicePlugins, PluginConfig
+from gpufleet.agent.kube.node_agent import (
+    NORMAL,
+    WARNING,
+    NodeAgentApi,
+    gpu_health_message,
+)
 from gpufleet.agent.kube_bridge import KubeEventSink, feed
 from gpufleet.agent.kubelet_api import POD_RESOURCES_SOCKET
 from gpufleet.agent.metrics_server import MetricsServer
@@ -39,16 +45,10 @@ from gpufleet.agent.node_sync import (
 )
 from gpufleet.agent.pod_resources import PodResourcesReader
 from gpufleet.agent.telemetry import AgentTelemetry
-from gpufleet.backends.kube.api_types import ApiError
-from gpufleet.backends.kube.node_agent import (
-    NORMAL,
-    WARNING,
-    NodeAgentApi,
-    gpu_health_message,
-)
 from gpufleet.devices.labels import gfd_node_labels
 from gpufleet.devices.source import DeviceSource
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_to_json
+from gpufleet.io.kube.annotations import INVENTORY_ANNOTATION, inventory_to_json
+from gpufleet.kube_client.api_types import ApiError
 from gpufleet.metrics.dcgm_text import render
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.telemetry import HealthEvent

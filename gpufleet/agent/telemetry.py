@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gpufleet.agent.bound_pods import BoundPod, BoundPods
 from gpufleet.agent.kubelet_api import rpc_error_text
-from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.devices.source import DeviceSource
+from gpufleet.io.kube.annotations import placement_from_annotations
 from gpufleet.model import MILLI_PER_GPU
 from gpufleet.model.inventory import NodeInventory
 from gpufleet.model.telemetry import DeviceUser

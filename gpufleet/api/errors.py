@@ -16,8 +16,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gpufleet.api.schemas import ErrorBody
-from gpufleet.backends.kube.api_types import ForbiddenApiError
 from gpufleet.io.errors import MAX_MESSAGE, MAX_PLACE, InputError, shorten
+from gpufleet.kube_client.api_types import ForbiddenApiError
 from gpufleet.service.auth import ForbiddenError
 from gpufleet.service.limits import RateLimitedError
 from gpufleet.service.plane_book import ConflictError, NotFoundError

@@ -127,15 +127,15 @@ def agent(
     # Heavy imports after the arguments are read: grpc, the kubernetes client, NVML.
     from gpufleet.agent.binding_trust import DEFAULT_SCHEDULER_NAMES
     from gpufleet.agent.device_plugin import PluginConfig
+    from gpufleet.agent.kube.node_agent import NodeAgentApi
     from gpufleet.agent.runner import AgentSettings, NodeAgent, split_address
-    from gpufleet.backends.kube.api_types import ApiError
-    from gpufleet.backends.kube.binding_signature import BindingKeyError, read_binding_key
-    from gpufleet.backends.kube.node_agent import NodeAgentApi
     from gpufleet.devices.fake import make_fake_nvml
     from gpufleet.devices.nvml import NvmlUnavailableError, load_nvml
     from gpufleet.devices.nvml_source import NvmlDeviceSource
     from gpufleet.io.errors import InputError
+    from gpufleet.io.kube.binding_signature import BindingKeyError, read_binding_key
     from gpufleet.io.kube.device_plugin_config import read_device_plugin_config
+    from gpufleet.kube_client.api_types import ApiError
     from gpufleet.model.gpu import NO_SHARING
 
     try:

@@ -120,7 +120,7 @@ def scheduler(
     metrics_socket = (
         listen_socket(METRICS_HOST, metrics_port, "--metrics-port") if metrics_port else None
     )
-    from gpufleet.backends.kube.binding_signature import BindingKeyError, read_binding_key
+    from gpufleet.io.kube.binding_signature import BindingKeyError, read_binding_key
 
     try:
         binding_key = read_binding_key(binding_key_file, insecure_unsigned_bindings)
@@ -131,8 +131,8 @@ def scheduler(
     gc.disable()
     # Imported here: the Kubernetes client takes a third of a second to import, which every
     # other command would pay.
-    from gpufleet.backends.kube.api import WATCHED, KubeApi, RateLimiter, load_client
-    from gpufleet.backends.kube.informer import Informers
+    from gpufleet.kube_client.api import WATCHED, KubeApi, RateLimiter, load_client
+    from gpufleet.kube_client.informer import Informers
 
     try:
         client = load_client(None if kubeconfig is None else str(kubeconfig), binders * 2)

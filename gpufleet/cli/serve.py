@@ -26,7 +26,6 @@ from gpufleet.api.http_server import (
     raise_open_file_limit,
     server_config,
 )
-from gpufleet.backends.kube.binding_signature import BindingKey, BindingKeyError, read_binding_key
 from gpufleet.cli.admin import DEFAULT_DB
 from gpufleet.cli.inputs import (
     console,
@@ -68,6 +67,7 @@ from gpufleet.io.fleet.faults import check_faults
 from gpufleet.io.fleet.node_faults import check_node_faults
 from gpufleet.io.fleet.sim_telemetry import TelemetrySettings, parse_usage_profile, profile_choices
 from gpufleet.io.kinds import Skipped
+from gpufleet.io.kube.binding_signature import BindingKey, BindingKeyError, read_binding_key
 from gpufleet.io.manifests import load_manifests
 from gpufleet.io.readers import read_cluster
 from gpufleet.model import Node
@@ -94,7 +94,7 @@ from gpufleet.service.store import Store, StoreError
 from gpufleet.service.tenant_identity import DEFAULT_GROUPS, DEFAULT_USER, TenantIdentity
 
 if TYPE_CHECKING:
-    from gpufleet.backends.kube.api import KubeApi
+    from gpufleet.kube_client.api import KubeApi
     from gpufleet.service.kube_plane import KubeControlPlane
     from gpufleet.service.local_plane import LocalControlPlane
 
@@ -791,7 +791,7 @@ def local_summary(plane: LocalControlPlane) -> str:
 def _kube_api(kubeconfig: Path) -> KubeApi:
     """The cluster's API as ``kubeconfig`` reaches it (the client is imported here: it is
     slow to import)."""
-    from gpufleet.backends.kube.api import KubeApi, load_client
+    from gpufleet.kube_client.api import KubeApi, load_client
 
     if not kubeconfig.is_file():
         raise fail(f"{kubeconfig}: no such file")

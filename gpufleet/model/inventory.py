@@ -1,7 +1,7 @@
 """What a node's GPUs are, as its agent discovered them: the scheduler's truth about devices.
 
 Owns the plain data the node agent publishes on its Node (the ``gpufleet.dev/gpu-inventory``
-annotation, :mod:`gpufleet.io.kube.inventory`) and the scheduler reads back: per device its index,
+annotation, :mod:`gpufleet.io.kube.annotations`) and the scheduler reads back: per device its index,
 UUID, product, memory, compute capability, PCI bus id, MIG instances (profile, UUID, the slot
 gpufleet counts it in, placement), NVLink peers and health; per node the driver and CUDA
 versions. It does not discover anything (``gpufleet.devices`` does) nor decide placement.

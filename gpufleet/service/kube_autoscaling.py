@@ -52,7 +52,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpufleet.backends.kube.api_types import (
+from gpufleet.backends.prometheus.inference import ServingPods
+from gpufleet.elastic.replica_behavior import ScaleHistory
+from gpufleet.elastic.replicas import ReplicaAutoscaler, ScaleDecision
+from gpufleet.kube_client.api_types import (
     AUTOSCALING_WATCHED,
     DEPLOYMENTS,
     HORIZONTAL_POD_AUTOSCALERS,
@@ -63,10 +66,7 @@ from gpufleet.backends.kube.api_types import (
     ListWatchApi,
     Resource,
 )
-from gpufleet.backends.kube.informer import DELETED, Informers, object_key
-from gpufleet.backends.prometheus.inference import ServingPods
-from gpufleet.elastic.replica_behavior import ScaleHistory
-from gpufleet.elastic.replicas import ReplicaAutoscaler, ScaleDecision
+from gpufleet.kube_client.informer import DELETED, Informers, object_key
 from gpufleet.model.autoscaling import InferenceMetric, MetricReading
 from gpufleet.service.kube_autoscaled import Autoscaled, Passed, serving_pods, survey
 from gpufleet.service.observatory import ObservedRound
@@ -84,7 +84,7 @@ DECISIONS_KEPT = 1000
 
 
 class ScaleWriter(Protocol):
-    """Writes a merge patch (:class:`~gpufleet.backends.kube.writer.ObjectWriter`)."""
+    """Writes a merge patch (:class:`~gpufleet.kube_client.writer.ObjectWriter`)."""
 
     def patch(
         self,

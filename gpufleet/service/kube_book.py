@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from gpufleet.backends.kube.devices import placement_from_annotations
+from gpufleet.io.kube.annotations import placement_from_annotations
 from gpufleet.model import Placement
 from gpufleet.service.kube_writes import COMPLETIONS_ANNOTATION
 from gpufleet.service.records import (

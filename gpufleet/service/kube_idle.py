@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpufleet.backends.kube.api import ApiError, KubeApi, rfc3339
-from gpufleet.backends.kube.writer import ObjectWriter
 from gpufleet.io.kube.disruption import protection
+from gpufleet.kube_client.api import ApiError, KubeApi, rfc3339
+from gpufleet.kube_client.writer import ObjectWriter
 from gpufleet.model.idle import CHECKPOINT_REQUESTED_ANNOTATION, PREEMPTIBLE_LABEL
 from gpufleet.service.plane_book import IdleOutcome
 

@@ -51,7 +51,13 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from gpufleet.backends.kube.api import (
+from gpufleet.backends.kube.pods import pod_group
+from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
+from gpufleet.control.factory import build_core
+from gpufleet.io.errors import InputError
+from gpufleet.io.fleet.alert_rules import builtin_alert_rules
+from gpufleet.io.kinds import Skipped
+from gpufleet.kube_client.api import (
     NODES,
     PODS,
     PRIORITY_CLASSES,
@@ -60,13 +66,7 @@ from gpufleet.backends.kube.api import (
     Impersonation,
     KubeApi,
 )
-from gpufleet.backends.kube.pods import pod_group
-from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
-from gpufleet.backends.kube.writer import ObjectWriter
-from gpufleet.control.factory import build_core
-from gpufleet.io.errors import InputError
-from gpufleet.io.fleet.alert_rules import builtin_alert_rules
-from gpufleet.io.kinds import Skipped
+from gpufleet.kube_client.writer import ObjectWriter
 from gpufleet.model import Node
 from gpufleet.model.priorities import PriorityClass
 from gpufleet.model.workload import TimedWorkload, split_workload_key

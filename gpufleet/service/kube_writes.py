@@ -14,7 +14,7 @@ them itself (any ``gpufleet.dev/`` label or annotation but the documented user i
 none of them is what the plane reads to tell whose a pod is (:mod:`.kube_identity`). A pod or
 template that places itself (``nodeName``, another ``schedulerName``) is refused
 (:func:`refuse_placement`), never rewritten. It writes
-nothing itself (the plane does, through :class:`~gpufleet.backends.kube.writer.ObjectWriter`)
+nothing itself (the plane does, through :class:`~gpufleet.kube_client.writer.ObjectWriter`)
 and decides nothing about admission (the plane checks first).
 """
 

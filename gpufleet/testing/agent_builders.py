@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from gpufleet.agent.bound_pods import BoundContainer, BoundPod
-from gpufleet.backends.kube.binding_signature import BindingKey, signed_binding
-from gpufleet.backends.kube.devices import (
+from gpufleet.io.kube.annotations import (
     GPU_INDEX_ANNOTATION,
     GPU_SHARE_ANNOTATION,
     MIG_SLICES_ANNOTATION,
 )
+from gpufleet.io.kube.binding_signature import BindingKey, signed_binding
 from gpufleet.model.gpu import GPU_RESOURCE, parse_mig_profile
 from gpufleet.model.inventory import InventoryDevice, MigInstance, NodeInventory
 

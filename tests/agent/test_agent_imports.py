@@ -39,7 +39,7 @@ def imported_heavy_packages(modules: tuple[str, ...]) -> subprocess.CompletedPro
 
 @pytest.mark.parametrize(
     "module",
-    ["gpufleet.agent.runner", "gpufleet.cli.agent", "gpufleet.backends.kube.node_agent"],
+    ["gpufleet.agent.runner", "gpufleet.cli.agent", "gpufleet.agent.kube.node_agent"],
 )
 def test_no_agent_module_imports_a_heavy_client(module: str) -> None:
     done = imported_heavy_packages((module,))

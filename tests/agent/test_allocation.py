@@ -25,8 +25,8 @@ from gpufleet.agent.allocation import (
 from gpufleet.agent.binding_trust import NO_TRUST, UNTRUSTED_REASON, BindingTrust
 from gpufleet.agent.bound_pods import BoundPod
 from gpufleet.agent.resources import replica_id, served_resources, share_id
-from gpufleet.backends.kube.binding_signature import BINDING_SIGNATURE_ANNOTATION, BindingKey
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION
+from gpufleet.io.kube.binding_signature import BINDING_SIGNATURE_ANNOTATION, BindingKey
 from gpufleet.model.gpu import (
     GPU_RESOURCE,
     NO_SHARING,

@@ -6,9 +6,9 @@ from typing import Any
 
 from gpufleet.agent.bound_pods import BoundContainer, InMemoryBoundPods
 from gpufleet.agent.events import AgentEvent
+from gpufleet.agent.kube.node_events import ObjectRef
+from gpufleet.agent.kube.node_pods import pod_view
 from gpufleet.agent.kube_bridge import KubeEventSink, bound_pod, feed
-from gpufleet.backends.kube.node_events import ObjectRef
-from gpufleet.backends.kube.node_pods import pod_view
 
 
 def pod_object(name: str, phase: str = "Pending", scheduled: str = "2026-01-02T03:04:05Z") -> Any:

@@ -14,23 +14,27 @@ import pytest
 import yaml
 
 from gpufleet.agent.device_plugin import PluginConfig
+from gpufleet.agent.kube.node_agent import GPU_HEALTH_CONDITION, NodeAgentApi
+from gpufleet.agent.kube.node_pods import pod_view
 from gpufleet.agent.kube_bridge import bound_pod
 from gpufleet.agent.runner import AgentSettings, NodeAgent, split_address
-from gpufleet.backends.kube.api import KubeApi, RateLimiter
-from gpufleet.backends.kube.api_types import Obj
-from gpufleet.backends.kube.binding_signature import (
+from gpufleet.devices.fake import FakeNvml
+from gpufleet.devices.fake_spec import load_fake_spec, parse_fake_spec
+from gpufleet.devices.nvml_source import NvmlDeviceSource
+from gpufleet.io.kube.annotations import (
+    GPU_INDEX_ANNOTATION,
+    INVENTORY_ANNOTATION,
+    VISIBLE_DEVICES_ANNOTATION,
+    inventory_from_json,
+)
+from gpufleet.io.kube.binding_signature import (
     BINDING_SIGNATURE_ANNOTATION,
     BindingKey,
     signed_binding,
 )
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
-from gpufleet.backends.kube.node_agent import GPU_HEALTH_CONDITION, NodeAgentApi
-from gpufleet.backends.kube.node_pods import pod_view
-from gpufleet.devices.fake import FakeNvml
-from gpufleet.devices.fake_spec import load_fake_spec, parse_fake_spec
-from gpufleet.devices.nvml_source import NvmlDeviceSource
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.io.kube.nodes import node_from_object
+from gpufleet.kube_client.api import KubeApi, RateLimiter
+from gpufleet.kube_client.api_types import Obj
 from gpufleet.model.gpu import GPU_RESOURCE, SHARE_RESOURCE
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY

@@ -14,14 +14,14 @@ import pytest
 import yaml
 
 from gpufleet.agent.device_plugin import PluginConfig
+from gpufleet.agent.kube.node_agent import AGENT_LABELS_ANNOTATION, NodeAgentApi
 from gpufleet.agent.node_sync import Backoff
 from gpufleet.agent.runner import AgentSettings, NodeAgent
-from gpufleet.backends.kube.api import KubeApi, RateLimiter
-from gpufleet.backends.kube.node_agent import AGENT_LABELS_ANNOTATION, NodeAgentApi
 from gpufleet.devices.fake import FakeNvml
 from gpufleet.devices.fake_spec import parse_fake_spec
 from gpufleet.devices.nvml_source import NvmlDeviceSource
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.annotations import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.kube_client.api import KubeApi, RateLimiter
 from gpufleet.model.gpu import GPU_RESOURCE
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from gpufleet.backends.kube.binding_signature import BindingKey
 from gpufleet.cli.main import app
+from gpufleet.io.kube.binding_signature import BindingKey
 from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.plane_book import PlaneBase
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY, write_binding_key

@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 
 from gpufleet.agent.device_plugin import PluginConfig
+from gpufleet.agent.kube.node_agent import GPU_HEALTH_CONDITION, NodeAgentApi
 from gpufleet.agent.runner import AgentSettings, NodeAgent
 from gpufleet.backends.kube.leader import LeaderElector
-from gpufleet.backends.kube.node_agent import GPU_HEALTH_CONDITION, NodeAgentApi
 from gpufleet.devices.fake import FakeNvml
 from gpufleet.devices.fake_spec import parse_fake_spec
 from gpufleet.devices.nvml_source import NvmlDeviceSource

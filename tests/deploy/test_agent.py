@@ -1,5 +1,5 @@
 """The node agent's deployment: deploy/agent-rbac.yaml grants exactly what
-gpufleet.backends.kube.node_agent calls, deploy/agent.yaml runs the agent's command line on GPU
+gpufleet.agent.kube.node_agent calls, deploy/agent.yaml runs the agent's command line on GPU
 nodes with the kubelet's sockets and NVML and nothing more, and the chart's agent values
 change what they say. (That the chart's defaults render these files: test_helm.py.)"""
 

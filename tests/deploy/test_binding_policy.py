@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from gpufleet.backends.kube.binding_signature import BINDING_ANNOTATIONS
+from gpufleet.io.kube.binding_signature import BINDING_ANNOTATIONS
 from tests.deploy.support import DEPLOY, SCHEDULER_NAMESPACE, load_objects
 
 POLICY_OBJECTS = {item.kind: item.obj for item in load_objects(DEPLOY / "binding-policy.yaml")}

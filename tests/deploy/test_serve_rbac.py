@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.writer import KINDS
+from gpufleet.kube_client.writer import KINDS
 from gpufleet.service.tenant_identity import TenantIdentity
 from tests.deploy.support import (
     DEPLOY,

@@ -16,12 +16,12 @@ import yaml
 
 from gpufleet.agent.bound_pods import BoundPod
 from gpufleet.agent.device_plugin import PluginConfig
+from gpufleet.agent.kube.node_agent import NodeAgentApi
 from gpufleet.agent.runner import AgentSettings, NodeAgent
-from gpufleet.backends.kube.binding_signature import BindingKey
-from gpufleet.backends.kube.node_agent import NodeAgentApi
 from gpufleet.devices.fake import FakeNvml
 from gpufleet.devices.fake_spec import parse_fake_spec
 from gpufleet.devices.nvml_source import NvmlDeviceSource
+from gpufleet.io.kube.binding_signature import BindingKey
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.fake_kubelet import AdmitResult, FakeKubelet, short_tmp_root
 from gpufleet.testing.fake_nodes import register_fake_node

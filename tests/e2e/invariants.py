@@ -29,7 +29,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, GPU_SHARE_ANNOTATION
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION, GPU_SHARE_ANNOTATION
 from tests.e2e.kube_cluster import Cluster
 
 Obj = dict[str, Any]

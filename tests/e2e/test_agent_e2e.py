@@ -12,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.backends.kube.binding_signature import BINDING_SIGNATURE_ANNOTATION
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.annotations import (
+    GPU_INDEX_ANNOTATION,
+    INVENTORY_ANNOTATION,
+    inventory_from_json,
+)
+from gpufleet.io.kube.binding_signature import BINDING_SIGNATURE_ANNOTATION
 from gpufleet.testing import kube_objects as ko
 from tests.e2e.agent_node import AgentNode
 from tests.e2e.kube_cluster import KUBECONFIG_ENV, Cluster, stop, wait_for

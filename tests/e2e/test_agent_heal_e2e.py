@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gpufleet.agent.node_sync import DEFAULT_PERIOD_S
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.annotations import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.model.gpu import GPU_RESOURCE
 from tests.e2e.agent_node import AgentNode
 from tests.e2e.kube_cluster import (

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.rest import ApiException
 
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.fake_nodes import register_fake_node
 from tests.e2e.kube_cluster import KUBECONFIG_ENV, RUN_LABEL, Cluster, stop, wait_for

@@ -17,7 +17,7 @@ import kubernetes
 import pytest
 import urllib3
 
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION
 from gpufleet.testing import kube_objects as ko
 from tests.e2e.kube_cluster import KUBECONFIG_ENV, Cluster, stop, wait_for
 

@@ -15,9 +15,9 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from gpufleet.backends.kube.api import ApiError as KubeApiError
-from gpufleet.backends.kube.api import KubeApi
-from gpufleet.backends.kube.writer import ObjectWriter
+from gpufleet.kube_client.api import ApiError as KubeApiError
+from gpufleet.kube_client.api import KubeApi
+from gpufleet.kube_client.writer import ObjectWriter
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.fake_nodes import register_fake_node
 from tests.fakes.kube_api import ApiError, FakeApiServer

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.io.kube.inventory import inventory_from_json, inventory_to_json
+from gpufleet.io.kube.annotations import inventory_from_json, inventory_to_json
 from gpufleet.model.inventory import InventoryDevice, MigInstance, NodeInventory
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_to_json
+from gpufleet.io.kube.annotations import INVENTORY_ANNOTATION, inventory_to_json
 from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.model import (
     SHARE_RESOURCE,

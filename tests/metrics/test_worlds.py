@@ -21,11 +21,11 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.api.app import create_app
-from gpufleet.backends.kube.api import KubeApi, RateLimiter
 from gpufleet.backends.kube.scheduler import SchedulerOptions
 from gpufleet.backends.sim.run import run_workloads
 from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.io.readers import read_scenario
+from gpufleet.kube_client.api import KubeApi, RateLimiter
 from gpufleet.metrics import families
 from gpufleet.metrics.endpoint import HealthServer
 from gpufleet.scheduling.core import SchedulerCore

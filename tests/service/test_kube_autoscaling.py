@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.api_types import AUTOSCALING_WATCHED, HORIZONTAL_POD_AUTOSCALERS
-from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.prometheus.inference import ServingPods
+from gpufleet.kube_client.api_types import AUTOSCALING_WATCHED, HORIZONTAL_POD_AUTOSCALERS
+from gpufleet.kube_client.informer import object_key
 from gpufleet.model.autoscaling import InferenceMetric, MetricReading
 from gpufleet.model.queues import TENANT_LABEL
 from gpufleet.service.kube_autoscaling import KubeReplicaScaler

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.api_types import (
+from gpufleet.backends.prometheus.inference import ServingPods
+from gpufleet.kube_client.api_types import (
     AUTOSCALING_WATCHED,
     DEPLOYMENTS,
     Resource,
 )
-from gpufleet.backends.kube.informer import ADDED, DELETED, MODIFIED, Change
-from gpufleet.backends.kube.reachability import Reachability
-from gpufleet.backends.prometheus.inference import ServingPods
+from gpufleet.kube_client.informer import ADDED, DELETED, MODIFIED, Change
+from gpufleet.kube_client.reachability import Reachability
 from gpufleet.model.autoscaling import InferenceMetric, MetricReading
 from gpufleet.service.kube_autoscaling import KubeReplicaScaler
 from gpufleet.service.store import StoredEvent

@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gpufleet.api.app import create_app
-from gpufleet.backends.kube.api import KubeApi, RateLimiter
 from gpufleet.backends.kube.scheduler import SchedulerOptions
+from gpufleet.kube_client.api import KubeApi, RateLimiter
 from gpufleet.service.auth import AdmissionRules, TenantRules
 from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.plane_book import ServeOptions, create_token

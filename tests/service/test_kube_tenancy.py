@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.api import PODS
+from gpufleet.kube_client.api import PODS
 from gpufleet.testing import job_objects as jo
 from gpufleet.testing.service import alias_bomb, as_yaml, pod_doc
 from tests.service import test_kube_plane

@@ -2,7 +2,7 @@
 
 Owns :class:`ApiActions`: a Bind through the Binding subresource (the devices chosen go onto the
 pod as annotations in the same write, signed with the binding key when the scheduler has one,
-:mod:`gpufleet.backends.kube.binding_signature`, as node agents honour no other; with, on a gang's
+:mod:`gpufleet.io.kube.binding_signature`, as node agents honour no other; with, on a gang's
 pods, the autoscalers' do-not-disrupt annotations:
 :func:`gpufleet.io.kube.disruption.gang_guard`) on a pool of binder threads, fenced (calls.py),
 and its outcome taken in at the next poll:
@@ -28,18 +28,17 @@ import queue
 import time
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import PODS, ApiError, FencedError
-from gpufleet.backends.kube.binding_signature import signed_binding
-from gpufleet.backends.kube.calls import log
-from gpufleet.backends.kube.devices import placement_annotations
-from gpufleet.backends.kube.evictions import EVICTION_RETRY_S, ApiEvictions
+from gpufleet.backends.kube.calls import ApiCalls, log
 from gpufleet.backends.kube.pods import PodState
-from gpufleet.backends.kube.state import BindCall, Outcome, Told
+from gpufleet.backends.kube.state import BackendState, BindCall, Outcome, Told
+from gpufleet.io.kube.annotations import placement_annotations
+from gpufleet.io.kube.binding_signature import signed_binding
 from gpufleet.io.kube.disruption import gang_guard
+from gpufleet.kube_client.api import PODS, ApiError, FencedError
 from gpufleet.model import Placement, Pod
 from gpufleet.model.events import BindFailed, ClusterEvent
 
-__all__ = ["CHECK_RETRY_S", "EVICTION_RETRY_S", "ApiActions", "bind_outcome"]
+__all__ = ["CHECK_RETRY_S", "ApiActions", "bind_outcome"]
 
 #: How long after a failed read of a pod whose bind has no known outcome it is read again.
 CHECK_RETRY_S = 1.0
@@ -54,60 +53,68 @@ def bind_outcome(status: int) -> str:
     return "failed" if status in REFUSED else "unknown"
 
 
-class ApiActions(ApiEvictions):
+class ApiActions:
     """Binds and their outcomes through the API (see the module docstring)."""
 
-    def _bind(self, pod: Pod, placement: Placement) -> None:
+    def __init__(self, state: BackendState, calls: ApiCalls) -> None:
+        self.state = state
+        self.calls = calls
+
+    def bind(self, pod: Pod, placement: Placement) -> None:
         key = pod.key
-        obj = self.objects[PODS].get(key)
-        call = BindCall(key, podinfo.uid_of(obj or {}), placement, self.term)
-        told = self._told.get(key)
+        obj = self.state.objects[PODS].get(key)
+        call = BindCall(key, podinfo.uid_of(obj or {}), placement, self.state.term)
+        told = self.state.told.get(key)
         if told is None:  # the pod left between the cycle and now: let the core know
-            self._results.put(Outcome("failed", call, "the pod no longer exists", self.term))
+            self.state.results.put(
+                Outcome("failed", call, "the pod no longer exists", self.state.term)
+            )
             return
         told.state, told.placement, told.in_flight = PodState.BOUND, placement, True
         told.call = call
-        self._ledger.take(placement)
+        self.state.ledger.take(placement)
         annotations = placement_annotations(placement)
-        if self.binding_key is not None and annotations:
-            annotations = signed_binding(self.binding_key, call.uid, placement.node, annotations)
-        if self.guard_gangs and obj is not None and podinfo.pod_group(obj) is not None:
+        if self.state.binding_key is not None and annotations:
+            annotations = signed_binding(
+                self.state.binding_key, call.uid, placement.node, annotations
+            )
+        if self.state.guard_gangs and obj is not None and podinfo.pod_group(obj) is not None:
             annotations.update(gang_guard(podinfo.annotations_of(obj)))
-        self._call(self._bind_call, call, annotations)
+        self.calls.submit(self._bind_call, call, annotations)
 
     def _bind_call(self, call: BindCall, annotations: dict[str, str]) -> None:
         namespace, name = call.key.split("/", 1)
         sent = time.perf_counter()
         try:
-            self.api.bind(
+            self.state.api.bind(
                 namespace,
                 name,
                 call.placement.node,
                 annotations,
-                lambda: self._fence(call.term, call),
+                lambda: self.calls.fence(call.term, call),
             )
         except FencedError:
-            self._results.put(Outcome("dropped", call, "not sent: its term ended", call.term))
-            self._wake.set()
+            self.state.results.put(Outcome("dropped", call, "not sent: its term ended", call.term))
+            self.state.wake.set()
             return
         except ApiError as error:
             kind = bind_outcome(error.status)
-            self._results.put(Outcome(kind, call, error.message or str(error), call.term))
+            self.state.results.put(Outcome(kind, call, error.message or str(error), call.term))
         except Exception as error:  # never lose a bind outcome
-            self._results.put(Outcome("unknown", call, repr(error), call.term))
+            self.state.results.put(Outcome("unknown", call, repr(error), call.term))
         else:
-            self._results.put(Outcome("bound", call, call.placement.node, call.term))
-        self.bind_answered(time.perf_counter() - sent)
-        self._wake.set()
+            self.state.results.put(Outcome("bound", call, call.placement.node, call.term))
+        self.state.bind_answered(time.perf_counter() - sent)
+        self.state.wake.set()
 
     def _check_call(self, call: BindCall, term: int) -> None:
         """Read the pod of a bind with no known outcome, for ``term``: bound to its node (the
         same pod) or not."""
         namespace, name = call.key.split("/", 1)
         try:
-            pod = self.api.get_pod(namespace, name)
+            pod = self.state.api.get_pod(namespace, name)
         except ApiError as error:
-            self._results.put(Outcome("unknown", call, str(error), term, checked=True))
+            self.state.results.put(Outcome("unknown", call, str(error), term, checked=True))
         else:
             if pod is None or podinfo.uid_of(pod) != call.uid:
                 outcome = Outcome("failed", call, "the pod is gone", term, checked=True)
@@ -116,48 +123,48 @@ class ApiActions(ApiEvictions):
             else:
                 where = podinfo.node_name(pod) or "no node"
                 outcome = Outcome("failed", call, f"the pod is on {where}", term, checked=True)
-            self._results.put(outcome)
-        self._wake.set()
+            self.state.results.put(outcome)
+        self.state.wake.set()
 
-    def _check_later(self, call: BindCall, delay: float) -> None:
-        with self._lock:
-            self._checks_due.append((time.monotonic() + delay, call))
-            self._checks_due.sort(key=lambda due: due[0])
+    def check_later(self, call: BindCall, delay: float) -> None:
+        with self.state.lock:
+            self.state.checks_due.append((time.monotonic() + delay, call))
+            self.state.checks_due.sort(key=lambda due: due[0])
 
-    def _run_checks(self) -> None:
+    def run_checks(self) -> None:
         now = time.monotonic()
-        with self._lock:
-            due = [c for at, c in self._checks_due if at <= now]
-            self._checks_due = [(at, c) for at, c in self._checks_due if at > now]
+        with self.state.lock:
+            due = [c for at, c in self.state.checks_due if at <= now]
+            self.state.checks_due = [(at, c) for at, c in self.state.checks_due if at > now]
         for call in due:
-            told = self._told.get(call.key)
+            told = self.state.told.get(call.key)
             if told is not None and told.call is call:
-                self._call(self._check_call, call, self.term)
+                self.calls.submit(self._check_call, call, self.state.term)
 
-    def _take_results(self, out: list[ClusterEvent]) -> None:
+    def take_results(self, out: list[ClusterEvent]) -> None:
         while True:
             try:
-                outcome = self._results.get_nowait()
+                outcome = self.state.results.get_nowait()
             except queue.Empty:
                 return
             self._take_outcome(outcome, out)
 
     def _take_outcome(self, outcome: Outcome, out: list[ClusterEvent]) -> None:
         call, key = outcome.call, outcome.call.key
-        told = self._told.get(key)
+        told = self.state.told.get(key)
         current = told is not None and told.call is call
         if not outcome.checked:
             if outcome.kind == "bound":
-                self.counters.binds += 1
+                self.state.counters.binds += 1
             elif outcome.kind != "dropped":
-                self.counters.bind_failures += 1
+                self.state.counters.bind_failures += 1
                 log.info("bind of %s: %s (%s)", key, outcome.detail, outcome.kind)
-        if outcome.term != self.term:
+        if outcome.term != self.state.term:
             # Decided, or learnt, for an earlier core: not this core's fact as it is. A bind
             # this core was told as in flight is learnt again, by reading its pod.
             if current and outcome.kind != "bound":
                 call.answered = True
-                self._check_later(call, 0.0)
+                self.check_later(call, 0.0)
             elif current:
                 call.answered = call.bound = True
             return
@@ -170,17 +177,17 @@ class ApiActions(ApiEvictions):
         call.answered = True
         if outcome.kind == "bound":
             call.bound = True
-            obj = self.objects[PODS].get(key)
+            obj = self.state.objects[PODS].get(key)
             if obj is not None and not outcome.checked:
-                self.reporter.scheduled(obj, call.placement)
+                self.state.reporter.scheduled(obj, call.placement)
             return
         if outcome.kind == "unknown":
-            self._check_later(call, CHECK_RETRY_S if outcome.checked else 0.0)
+            self.check_later(call, CHECK_RETRY_S if outcome.checked else 0.0)
             return
         # Known not bound ("failed", or "dropped": never sent).
-        self._ledger.give_back(call.placement)
-        before = self._told.get(key)
-        self._told[key] = Told(PodState.WAITING, gang=before.gang if before else None)
-        self._dirty_pods.add(key)  # if it was bound by someone else, say so next
-        if key not in self._evict_after_bind:  # else its eviction is dropped: see there
+        self.state.ledger.give_back(call.placement)
+        before = self.state.told.get(key)
+        self.state.told[key] = Told(PodState.WAITING, gang=before.gang if before else None)
+        self.state.dirty_pods.add(key)  # if it was bound by someone else, say so next
+        if key not in self.state.evict_after_bind:  # else its eviction is dropped: see there
             out.append(BindFailed(key, outcome.detail))

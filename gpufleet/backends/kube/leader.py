@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gpufleet.backends.kube.api import ApiError, KubeApi, micro_time
+from gpufleet.kube_client.api import ApiError, KubeApi, micro_time
 
 log = logging.getLogger(__name__)
 

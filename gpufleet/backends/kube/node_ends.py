@@ -25,51 +25,58 @@ import logging
 import math
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import NODES, PODS, Obj
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BackendState
 from gpufleet.io.kube.node_ends import NodeEnd, leave_at, node_ends, pod_tolerations
+from gpufleet.kube_client.api import NODES, PODS, Obj
 from gpufleet.model.events import ClusterEvent, WorkloadDisrupted
 
 log = logging.getLogger(__name__)
 
 
-class NodeEndEvictions(BackendState):
+class NodeEndEvictions:
     """See the module docstring."""
 
-    def _note_ends(self, name: str) -> None:
+    def __init__(self, state: BackendState) -> None:
+        self.state = state
+
+    def note_ends(self, name: str) -> None:
         """Read the ends of node ``name`` as the API shows it now (kept with the time they
         were first seen, for taints without ``timeAdded``)."""
-        obj = self.objects[NODES].get(name)
+        obj = self.state.objects[NODES].get(name)
         ends = () if obj is None else node_ends(obj)
-        known = self._ends.get(name)
+        known = self.state.ends.get(name)
         if not ends:
             if known is not None:
-                del self._ends[name]
+                del self.state.ends[name]
             return
         if known is None or known[0] != ends:
-            seen = known[1] if known is not None else self.clock.now()
-            self._ends[name] = (ends, seen)
-            self._ends_changed = True
+            seen = known[1] if known is not None else self.state.clock.now()
+            self.state.ends[name] = (ends, seen)
+            self.state.ends_changed = True
 
-    def _send_gangs_away(self, out: list[ClusterEvent]) -> None:
+    def send_gangs_away(self, out: list[ClusterEvent]) -> None:
         """Tell the core to evict the gangs that must leave an ending node now (see the
         module docstring)."""
-        if not self._ends:
-            self._ends_due = math.inf
+        if not self.state.ends:
+            self.state.ends_due = math.inf
             return
-        now = self.clock.now()
-        if not self._ends_changed and now < self._ends_due:
+        now = self.state.clock.now()
+        if not self.state.ends_changed and now < self.state.ends_due:
             return
-        self._ends_changed = False
-        self._sent_away.intersection_update(self._told)
+        self.state.ends_changed = False
+        self.state.sent_away.intersection_update(self.state.told)
         due = math.inf
-        for key, told in list(self._told.items()):
+        for key, told in list(self.state.told.items()):
             placement = told.placement
-            if placement is None or placement.node not in self._ends or key in self._sent_away:
+            if (
+                placement is None
+                or placement.node not in self.state.ends
+                or key in self.state.sent_away
+            ):
                 continue
-            ending = self._ends[placement.node]
-            obj = self.objects[PODS].get(key)
+            ending = self.state.ends[placement.node]
+            obj = self.state.objects[PODS].get(key)
             if told.state is not PodState.BOUND or obj is None:
                 continue
             group = podinfo.pod_group(obj)
@@ -83,35 +90,35 @@ class NodeEndEvictions(BackendState):
                 due = min(due, at)
                 continue
             self._send_group_away(podinfo.namespace_of(obj), group, placement.node, out)
-        self._ends_due = due
+        self.state.ends_due = due
 
     def _send_group_away(
         self, namespace: str, group: str, node: str, out: list[ClusterEvent]
     ) -> None:
-        ends, _ = self._ends[node]
+        ends, _ = self.state.ends[node]
         end: NodeEnd = ends[0]
         reason = (
             f"node {node} {end.signal.what} ({end.taint.key}:{end.taint.effect.value}): "
             f"gang {namespace}/{group} evicted whole, to be placed again elsewhere"
         )
-        members = sorted(self._group_members.get((namespace, group), ()))
+        members = sorted(self.state.group_members.get((namespace, group), ()))
         # Members already terminating (a drainer took them first) need no eviction.
         sent = [
             key
             for key in members
-            if key not in self._sent_away
-            and (told := self._told.get(key)) is not None
+            if key not in self.state.sent_away
+            and (told := self.state.told.get(key)) is not None
             and told.state is PodState.BOUND
-            and not _terminating(self.objects[PODS].get(key))
+            and not _terminating(self.state.objects[PODS].get(key))
         ]
         log.info("%s (%d pods)", reason, len(sent))
         for key in sent:
-            self._sent_away.add(key)
+            self.state.sent_away.add(key)
             out.append(WorkloadDisrupted(key, reason))
 
     def ends_due_in(self) -> float:
         """Seconds until the next pod must leave an ending node (inf: none waits)."""
-        return self._ends_due - self.clock.now()
+        return self.state.ends_due - self.state.clock.now()
 
 
 def _terminating(obj: Obj | None) -> bool:

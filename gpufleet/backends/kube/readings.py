@@ -24,9 +24,9 @@ import marshal
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from gpufleet.backends.kube.informer import object_key
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog, timed_pod
+from gpufleet.kube_client.informer import object_key
 from gpufleet.model import Pod
 from gpufleet.model.workload import TimedPod, Workload
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import NODES, PODS, Obj
-from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.state import BackendState, resource_version
 from gpufleet.io.errors import InputError
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.annotations import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.io.live_objects import SOURCE, live_manifest
+from gpufleet.kube_client.api import NODES, PODS, Obj
+from gpufleet.kube_client.informer import object_key
 from gpufleet.model import Node
 from gpufleet.model.events import (
     ClusterEvent,
@@ -37,29 +37,32 @@ from gpufleet.model.events import (
 from gpufleet.model.node import same_but_health, with_gpu_health
 
 
-class NodeReconciliation(BackendState):
+class NodeReconciliation:
     """Nodes read and told to the core (see the module docstring)."""
+
+    def __init__(self, state: BackendState) -> None:
+        self.state = state
 
     def parse_node(self, obj: Obj) -> Node | None:
         """``obj`` read as a node, once per resourceVersion (a resync, the poll after it and
         the read-ahead while listing and the control plane's node map all need it); None when it
         does not read (reported)."""
         name, version = object_key(obj), resource_version(obj)
-        seen = self._node_readings.get(name)
+        seen = self.state.node_readings.get(name)
         if seen is not None and version and seen[0] == version:
             return seen[1]
         try:
             node: Node | None = node_from_object(obj, SOURCE, live_manifest(obj).location)
         except InputError as error:
-            self._report_invalid("Node", obj, str(error))
+            self.state.report_invalid("Node", obj, str(error))
             node = None
-        self._node_readings[name] = (version, node)
+        self.state.node_readings[name] = (version, node)
         return node
 
-    def _reconcile_node(self, name: str, out: list[ClusterEvent]) -> None:
-        obj = self.objects[NODES].get(name)
+    def reconcile_node(self, name: str, out: list[ClusterEvent]) -> None:
+        obj = self.state.objects[NODES].get(name)
         node = None if obj is None else self.parse_node(obj)
-        known = self._nodes.get(name)
+        known = self.state.nodes.get(name)
         if known is not None and node is not None and _same_node(known, node):
             return
         if (
@@ -71,7 +74,7 @@ class NodeReconciliation(BackendState):
             # Device health and scheduling are applied in place, pods running there or not.
             self._tell_health(name, known, node, obj, out)
             self._tell_scheduling(name, node, out)
-            self._nodes[name] = node
+            self.state.nodes[name] = node
             return
         if known is not None:
             # Any other change (allocatable, devices, labels), a node deleted, or one that
@@ -79,13 +82,13 @@ class NodeReconciliation(BackendState):
             # again as it is now. The pods running there stay counted on it all along (the
             # core keeps a node's row while pods hold it and takes them in again on the new
             # shape, beyond what it offers if it shrank), so a change applies at once.
-            del self._nodes[name]
+            del self.state.nodes[name]
             out.append(NodeRemoved(name))
         if node is not None:
-            self._nodes[name] = node
+            self.state.nodes[name] = node
             out.append(NodeAdded(node))
-            self._dirty_pods.update(
-                k for k, o in self.objects[PODS].items() if podinfo.node_name(o) == name
+            self.state.dirty_pods.update(
+                k for k, o in self.state.objects[PODS].items() if podinfo.node_name(o) == name
             )
 
     def _tell_health(
@@ -97,21 +100,21 @@ class NodeReconciliation(BackendState):
         unhealthy = tuple(i for i in node.unhealthy_gpus if i in indices)
         if unhealthy == known.unhealthy_gpus:
             return
-        self._nodes[name] = with_gpu_health(known, unhealthy)
+        self.state.nodes[name] = with_gpu_health(known, unhealthy)
         reasons = tuple((i, why) for i, why in _health_reasons(obj) if i in unhealthy)
         out.append(DeviceHealthChanged(name, unhealthy, reasons))
 
     def _tell_scheduling(self, name: str, node: Node, out: list[ClusterEvent]) -> None:
         """Tell the core whether and which new pods may go to ``name`` now, if that changed
         (its cordon, its reason, its taints)."""
-        known = self._nodes[name]
+        known = self.state.nodes[name]
         if (known.unschedulable, known.unschedulable_reason, known.taints) == (
             node.unschedulable,
             node.unschedulable_reason,
             node.taints,
         ):
             return
-        self._nodes[name] = replace(
+        self.state.nodes[name] = replace(
             known,
             unschedulable=node.unschedulable,
             unschedulable_reason=node.unschedulable_reason,

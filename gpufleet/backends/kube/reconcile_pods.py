@@ -16,20 +16,23 @@ Does not turn waiting pods into workloads (workloads) nor bind them (actions).
 from __future__ import annotations
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import PODS, Obj
-from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.backends.kube.pods import PodState
 from gpufleet.backends.kube.state import BackendState, Told
 from gpufleet.io.errors import InputError
+from gpufleet.io.kube.annotations import placement_from_annotations
 from gpufleet.io.live_objects import timed_pod
+from gpufleet.kube_client.api import PODS, Obj
 from gpufleet.model import Pod
 from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted, PodReady, WorkloadDemoted
 from gpufleet.model.idle import PREEMPTIBLE_LABEL
 from gpufleet.model.workload import SCHEDULING_GATED
 
 
-class PodReconciliation(BackendState):
+class PodReconciliation:
     """Bound pods read and told to the core (see the module docstring)."""
+
+    def __init__(self, state: BackendState) -> None:
+        self.state = state
 
     def parse_pod(self, obj: Obj | None) -> Pod | None:
         """A bound pod as the core counts it (or a pod whose shape the target learns from).
@@ -39,9 +42,9 @@ class PodReconciliation(BackendState):
         if obj is None:
             return None
         try:
-            return self.timed_pod(obj).pod
+            return self.state.timed_pod(obj).pod
         except InputError as error:
-            self._report_invalid("Pod", obj, str(error))
+            self.state.report_invalid("Pod", obj, str(error))
         spec = obj.get("spec")
         if not isinstance(spec, dict) or not {"affinity", "topologySpreadConstraints"} & set(spec):
             return None
@@ -54,7 +57,7 @@ class PodReconciliation(BackendState):
     def known_pods(self) -> tuple[list[Pod], list[float]]:
         """Every pod of the cluster as the core counts it, as (pods, how many of each): one
         pod per shape of many replicas (what a target workload is made of)."""
-        pods, counts, broken = self.readings.shapes(self.objects[PODS].values())
+        pods, counts, broken = self.state.readings.shapes(self.state.objects[PODS].values())
         for obj in broken:
             pod = self.parse_pod(obj)  # read without the rules it could not read, or not
             if pod is not None:
@@ -62,15 +65,15 @@ class PodReconciliation(BackendState):
                 counts.append(1.0)
         return pods, counts
 
-    def _reconcile_pod(self, key: str, out: list[ClusterEvent], orphans: set[str]) -> bool:
+    def reconcile_pod(self, key: str, out: list[ClusterEvent], orphans: set[str]) -> bool:
         """Report what changed for one pod; True when it waits for assembly. A bound pod new
         to the core whose node the core does not know yet goes to ``orphans``: it is tried
         again when the node comes."""
-        obj = self.objects[PODS].get(key)
-        state = podinfo.pod_state(obj, self.scheduler_name)
-        told = self._told.get(key)
+        obj = self.state.objects[PODS].get(key)
+        state = podinfo.pod_state(obj, self.state.scheduler_name)
+        told = self.state.told.get(key)
         if state is PodState.GONE:
-            self.reporter.forget(key)
+            self.state.reporter.forget(key)
             if told is not None:
                 self._gone(key, told, out)
             return False
@@ -86,7 +89,7 @@ class PodReconciliation(BackendState):
                 # brings it back here (kube-scheduler's PreEnqueue: SchedulingGated).
                 gates = ", ".join(podinfo.scheduling_gates(obj))
                 message = f"Scheduling is blocked due to non-empty scheduling gates ({gates})"
-                self.reporter.unschedulable(obj, message, SCHEDULING_GATED)
+                self.state.reporter.unschedulable(obj, message, SCHEDULING_GATED)
                 return False
             return told is None
         # Bound (by us or anyone).
@@ -94,17 +97,17 @@ class PodReconciliation(BackendState):
         if told is not None and told.state is PodState.BOUND:
             assert told.placement is not None
             if told.placement.node != node:  # someone else bound it first: take their word
-                self._ledger.give_back(told.placement)
-                del self._told[key]
+                self.state.ledger.give_back(told.placement)
+                del self.state.told[key]
                 out.append(PodDeleted(key))
-                return self._reconcile_pod(key, out, orphans)
+                return self.reconcile_pod(key, out, orphans)
             told.in_flight, told.call = False, None
             if not told.ready and podinfo.is_ready(obj):
                 told.ready = True
                 out.append(PodReady(key))
             self._tell_demoted(key, obj, told, out)
             return False
-        if node not in self._nodes:
+        if node not in self.state.nodes:
             if told is None:
                 orphans.add(key)
             return False
@@ -117,10 +120,10 @@ class PodReconciliation(BackendState):
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         placement = placement_from_annotations(node, annotations)
         if placement is None:
-            placement = self._ledger.guess(pod, self._nodes[node])
-        self._ledger.take(placement)
+            placement = self.state.ledger.guess(pod, self.state.nodes[node])
+        self.state.ledger.take(placement)
         ready = podinfo.is_ready(obj)
-        told = self._told[key] = Told(PodState.BOUND, placement, ready)
+        told = self.state.told[key] = Told(PodState.BOUND, placement, ready)
         out.append(PodBound(pod, placement, podinfo.is_preemptible(obj)))
         if ready:
             out.append(PodReady(key))
@@ -128,11 +131,11 @@ class PodReconciliation(BackendState):
         return False
 
     def _gone(self, key: str, told: Told, out: list[ClusterEvent]) -> None:
-        del self._told[key]
+        del self.state.told[key]
         self._release_gang(key, told)
-        self._sent_away.discard(key)
+        self.state.sent_away.discard(key)
         if told.placement is not None and told.state is PodState.BOUND:
-            self._ledger.give_back(told.placement)
+            self.state.ledger.give_back(told.placement)
         out.extend((PodDeleted(key), PodDeleted(key)))
 
     def _release_gang(self, key: str, told: Told) -> None:
@@ -142,12 +145,12 @@ class PodReconciliation(BackendState):
         if told.state is not PodState.WAITING or told.gang is None:
             return
         for mate in told.gang - {key}:
-            mate_told = self._told.get(mate)
+            mate_told = self.state.told.get(mate)
             if mate_told is None or mate_told.gang is not told.gang:
                 continue  # gone, or in a gang offered since
             if mate_told.state is PodState.WAITING:
-                del self._told[mate]
-                self._regroup.add(mate)
+                del self.state.told[mate]
+                self.state.regroup.add(mate)
 
     @staticmethod
     def _tell_demoted(key: str, obj: Obj, told: Told, out: list[ClusterEvent]) -> None:

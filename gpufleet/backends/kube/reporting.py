@@ -20,7 +20,7 @@ is bound or gone, or a newer message replaces it: a pod that waits is told why e
 across an outage (the core tells each message once). A failed call is told once per
 ``repeat_s`` for each status code, with
 how many were not told; one that got no answer is not told here at all (the client's
-:class:`~gpufleet.backends.kube.reachability.Reachability` tells an outage in two lines).
+:class:`~gpufleet.kube_client.reachability.Reachability` tells an outage in two lines).
 :class:`StatusPublisher` keeps Queue and PodGroup status current: it works out what changed
 in the scheduler's turn and sends the patches through the same worker, so that the turn
 never waits on the API server; a patch that fails is sent again at the next publish.
@@ -37,11 +37,11 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from gpufleet.backends.kube.api import POD_GROUPS, PODS, QUEUES, ApiError, KubeApi, Obj, rfc3339
 from gpufleet.backends.kube.backend import KubeBackend
-from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.pods import is_ready, pod_group
 from gpufleet.control.status import queue_numbers
+from gpufleet.kube_client.api import POD_GROUPS, PODS, QUEUES, ApiError, KubeApi, Obj, rfc3339
+from gpufleet.kube_client.informer import object_key
 from gpufleet.model import Placement
 from gpufleet.model.resources import quantity
 from gpufleet.model.workload import SCHEDULING_GATED

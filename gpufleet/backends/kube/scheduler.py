@@ -37,16 +37,16 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpufleet.backends.kube.api import NODES, PODS, KubeApi
 from gpufleet.backends.kube.backend import KubeBackend
-from gpufleet.backends.kube.binding_signature import BindingKey
-from gpufleet.backends.kube.informer import Informers
 from gpufleet.backends.kube.leader import LeaderElector
 from gpufleet.backends.kube.metrics import KubeMetrics
 from gpufleet.backends.kube.reporting import ApiReporter, StatusPublisher
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.gc_bursts import long_lived_burst, thaw
 from gpufleet.control.loop import ControlLoop, Turn
+from gpufleet.io.kube.binding_signature import BindingKey
+from gpufleet.kube_client.api import NODES, PODS, KubeApi
+from gpufleet.kube_client.informer import Informers
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.metrics.state import SchedulerState, read_state
 from gpufleet.model.events import ClusterEvent, PodBound, PodDeleted

@@ -1,14 +1,14 @@
 """What the Kubernetes backend holds, and the informers' changes taken into it.
 
-Owns :class:`BackendState`, the base every part of :class:`~gpufleet.backends.kube.backend.
-KubeBackend` builds on: the objects as the API last showed them, which of them changed since the
-last poll (nodes, pods, the pods of a PodGroup that changed), the pods of each gang and those to
-assemble again, the Queues,
-PriorityClasses and ResourceQuotas read into the :class:`LiveCatalog` (and its version, bumped
-when they change), invalid objects reported once per version, and the record of what the core
-has been told (:class:`Told` per pod, the nodes, the device ledger), which the reconcilers keep.
-Every attribute of the backend is made here, in one place (the binder pool and the calls in
-flight too, which actions.py uses). Also the :class:`Reporter` protocol and the counters the
+Owns :class:`BackendState`, the state :class:`~gpufleet.backends.kube.backend.KubeBackend`
+gives each of its parts and they share: the objects as the API last showed them, which of them
+changed since the last poll (nodes, pods, the pods of a PodGroup that changed), the pods of each
+gang and those to assemble again, the Queues, PriorityClasses and ResourceQuotas read into the
+:class:`LiveCatalog` (and its version, bumped when they change), invalid objects reported once
+per version, and the record of what the core has been told (:class:`Told` per pod, the nodes,
+the device ledger), which the reconcilers keep.
+Every attribute the parts share is made here, in one place (the binder pool and the calls in
+flight are the calls' own: calls.py). Also the :class:`Reporter` protocol and the counters the
 backend keeps.
 
 Does not decide what the core is told (reconcile_nodes, reconcile_pods, workloads) nor call the
@@ -23,12 +23,17 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import (
+from gpufleet.backends.kube.device_ledger import DeviceLedger
+from gpufleet.backends.kube.pods import PodState
+from gpufleet.backends.kube.readings import PodReadings
+from gpufleet.io.kube.binding_signature import BindingKey
+from gpufleet.io.kube.node_ends import NodeEnd
+from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.kube_client.api import (
     NODES,
     PODS,
     PRIORITY_CLASSES,
@@ -39,13 +44,7 @@ from gpufleet.backends.kube.api import (
     Obj,
     Resource,
 )
-from gpufleet.backends.kube.binding_signature import BindingKey
-from gpufleet.backends.kube.devices import DeviceLedger
-from gpufleet.backends.kube.informer import DELETED, Change, Informers, object_key
-from gpufleet.backends.kube.pods import PodState
-from gpufleet.backends.kube.readings import PodReadings
-from gpufleet.io.kube.node_ends import NodeEnd
-from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.kube_client.informer import DELETED, Change, Informers, object_key
 from gpufleet.model import Node, Placement
 from gpufleet.model.workload import TimedPod
 
@@ -174,7 +173,6 @@ class BackendState:
         api: KubeApi,
         scheduler_name: str = "gpufleet",
         reporter: Reporter | None = None,
-        binders: int = 64,
         watch_timeout_s: int = 300,
         informers: Informers | None = None,
         guard_gangs: bool = True,
@@ -194,38 +192,34 @@ class BackendState:
         #: Told the seconds each Binding call took, answered or refused (from binder threads).
         self.bind_answered: Callable[[float], None] = _ignore
         self.watching = informers or Informers(api, WATCHED, watch_timeout_s)
-        self._stop = self.watching.stop
-        self._wake = self.watching.wake
-        self._changes = self.watching.changes
-        self._results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
+        self.stop = self.watching.stop
+        self.wake = self.watching.wake
+        self.changes = self.watching.changes
+        self.results: queue.SimpleQueue[Outcome] = queue.SimpleQueue()
         self.informers = self.watching.by_resource
-        self._binders = ThreadPoolExecutor(max_workers=binders, thread_name_prefix="binder")
-        #: API calls (binds, evictions) sent to the binders and not answered yet.
-        self._calls_open = 0
-        self._calls_answered = threading.Condition()
         #: Objects as the API last showed them.
         self.objects: dict[Resource, dict[str, Obj]] = {r: {} for r in WATCHED}
         self.config_version = 0
         self.catalog = LiveCatalog()
         self._reported_invalid: dict[tuple[str, str], str] = {}
         # What the core has been told.
-        self._nodes: dict[str, Node] = {}
-        self._told: dict[str, Told] = {}
-        self._ledger = DeviceLedger()
-        self._dirty_nodes: set[str] = set()
-        self._dirty_pods: set[str] = set()
-        self._group_members: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.nodes: dict[str, Node] = {}
+        self.told: dict[str, Told] = {}
+        self.ledger = DeviceLedger()
+        self.dirty_nodes: set[str] = set()
+        self.dirty_pods: set[str] = set()
+        self.group_members: dict[tuple[str, str], set[str]] = defaultdict(set)
         #: Waiting pods of gangs to assemble again at the next poll: those whose gang the core
         #: dropped (a member left it) and those waiting for their gang to start.
-        self._regroup: set[str] = set()
-        self._replay_binds: list[BindCall] = []
+        self.regroup: set[str] = set()
+        self.replay_binds: list[BindCall] = []
         #: Evictions a PodDisruptionBudget refused, by when to try them again.
-        self._evictions_due: list[tuple[float, PlannedEviction]] = []
+        self.evictions_due: list[tuple[float, PlannedEviction]] = []
         #: Evictions of pods whose bind has no known outcome yet: sent once it is bound.
-        self._evict_after_bind: dict[str, PlannedEviction] = {}
+        self.evict_after_bind: dict[str, PlannedEviction] = {}
         #: Binds whose outcome is unknown, by when to read their pod (again).
-        self._checks_due: list[tuple[float, BindCall]] = []
-        self._lock = threading.Lock()
+        self.checks_due: list[tuple[float, BindCall]] = []
+        self.lock = threading.Lock()
         #: The term: bumped by each resync (a new core) and each loss of leadership. What is
         #: queued is tagged with the term that decided it, and nothing of an earlier term is
         #: sent or handed to the core as it is (actions.py).
@@ -236,17 +230,17 @@ class BackendState:
         #: Pods read once per shape; nodes once per resourceVersion (None: does not read);
         #: objects changed but not read yet.
         self.readings = PodReadings()
-        self._node_readings: dict[str, tuple[str, Node | None]] = {}
-        self._unread: set[str] = set()
-        self._unread_nodes: set[str] = set()
+        self.node_readings: dict[str, tuple[str, Node | None]] = {}
+        self.unread: set[str] = set()
+        self.unread_nodes: set[str] = set()
         #: Nodes that announce their end: their ends, and when they were first seen.
-        self._ends: dict[str, tuple[tuple[NodeEnd, ...], float]] = {}
+        self.ends: dict[str, tuple[tuple[NodeEnd, ...], float]] = {}
         #: Whether ends or the pods on nodes changed since gangs were last sent away.
-        self._ends_changed = False
+        self.ends_changed = False
         #: When the next pod must leave an ending node (Unix seconds; inf: none waits).
-        self._ends_due = math.inf
+        self.ends_due = math.inf
         #: Pods the core was told to evict with their gang (each told once).
-        self._sent_away: set[str] = set()
+        self.sent_away: set[str] = set()
         #: Bound pods holding GPUs their node no longer lists -> those GPUs (reported once
         #: per change; the core keeps them counted).
         self.on_withdrawn_devices: dict[str, tuple[int, ...]] = {}
@@ -256,7 +250,7 @@ class BackendState:
         """Take the informers' changes into the objects (a standby replica keeps warm so)."""
         while True:
             try:
-                change = self._changes.get_nowait()
+                change = self.changes.get_nowait()
             except queue.Empty:
                 return
             self._take_change(change)
@@ -273,18 +267,18 @@ class BackendState:
         if resource is PODS:
             if change.type == DELETED:
                 self.readings.forget(key)
-                self._unread.discard(key)
+                self.unread.discard(key)
             else:
-                self._unread.add(key)
+                self.unread.add(key)
             self._index_group(key, old, None if change.type == DELETED else obj)
-            self._dirty_pods.add(key)
+            self.dirty_pods.add(key)
         elif resource is NODES:
-            self._dirty_nodes.add(key)
+            self.dirty_nodes.add(key)
             if change.type == DELETED:
-                self._node_readings.pop(key, None)
-                self._unread_nodes.discard(key)
+                self.node_readings.pop(key, None)
+                self.unread_nodes.discard(key)
             else:
-                self._unread_nodes.add(key)
+                self.unread_nodes.add(key)
         elif resource in CONFIG_KINDS:
             # Status writes (ours on Queues, the quota controller's on ResourceQuotas) change
             # nothing the core is built from.
@@ -294,7 +288,7 @@ class BackendState:
         else:  # a PodGroup: its pods may now be complete
             namespace = podinfo.namespace_of(obj)
             name = str((obj.get("metadata") or {}).get("name", ""))
-            self._dirty_pods.update(self._group_members.get((namespace, name), ()))
+            self.dirty_pods.update(self.group_members.get((namespace, name), ()))
 
     def _index_group(self, key: str, old: Obj | None, new: Obj | None) -> None:
         for obj, add in ((old, False), (new, True)):
@@ -303,13 +297,13 @@ class BackendState:
             group = podinfo.pod_group(obj)
             if group is None:
                 continue
-            members = self._group_members[(podinfo.namespace_of(obj), group)]
+            members = self.group_members[(podinfo.namespace_of(obj), group)]
             if add:
                 members.add(key)
             else:
                 members.discard(key)
 
-    def _rebuild_catalog(self) -> None:
+    def rebuild_catalog(self) -> None:
         self.catalog = LiveCatalog(
             self.objects[QUEUES].values(),
             self.objects[PRIORITY_CLASSES].values(),
@@ -321,9 +315,9 @@ class BackendState:
             )
             obj = self.objects[resource].get(rejected.key)
             if obj is not None:
-                self._report_invalid(rejected.kind, obj, rejected.message)
+                self.report_invalid(rejected.kind, obj, rejected.message)
 
-    def _report_invalid(self, kind: str, obj: Obj, message: str) -> None:
+    def report_invalid(self, kind: str, obj: Obj, message: str) -> None:
         version = repr(_config_part(obj)) if kind != "Pod" else resource_version(obj)
         key = (kind, object_key(obj))
         if self._reported_invalid.get(key) == version:

@@ -18,18 +18,18 @@ Does not tell the core about bound pods (reconcile_pods).
 from __future__ import annotations
 
 from gpufleet.backends.kube import pods as podinfo
-from gpufleet.backends.kube.api import (
+from gpufleet.backends.kube.pods import PodState
+from gpufleet.backends.kube.state import BackendState, Told
+from gpufleet.io.errors import InputError
+from gpufleet.io.live_objects import with_min_member
+from gpufleet.kube_client.api import (
     COSCHEDULING_POD_GROUPS,
     POD_GROUPS,
     PODS,
     VOLCANO_POD_GROUPS,
     Obj,
 )
-from gpufleet.backends.kube.informer import object_key
-from gpufleet.backends.kube.pods import PodState
-from gpufleet.backends.kube.state import BackendState, Told
-from gpufleet.io.errors import InputError
-from gpufleet.io.live_objects import with_min_member
+from gpufleet.kube_client.informer import object_key
 from gpufleet.model.events import ClusterEvent, WorkloadAdded
 from gpufleet.model.workload import SCHEDULING_GATED
 
@@ -37,20 +37,24 @@ from gpufleet.model.workload import SCHEDULING_GATED
 GROUP_KINDS = (POD_GROUPS, COSCHEDULING_POD_GROUPS, VOLCANO_POD_GROUPS)
 
 
-class WorkloadAssembly(BackendState):
+class WorkloadAssembly:
     """Waiting pods offered to the core as workloads (see the module docstring)."""
 
-    def _assemble(self, waiting: set[str], out: list[ClusterEvent]) -> None:
+    def __init__(self, state: BackendState) -> None:
+        self.state = state
+
+    def assemble(self, waiting: set[str], out: list[ClusterEvent]) -> None:
         """Workloads for waiting pods the core does not have yet: lone pods and complete gangs,
         in order of creation (then name), as a queue sees arrivals; with them, the pods of
         gangs to assemble again."""
-        regroup, self._regroup = self._regroup, set()
-        pod_objects = self.objects[PODS]
+        regroup, self.state.regroup = self.state.regroup, set()
+        pod_objects = self.state.objects[PODS]
         waiting = waiting | {
             key
             for key in regroup
-            if key not in self._told
-            and podinfo.pod_state(pod_objects.get(key), self.scheduler_name) is PodState.WAITING
+            if key not in self.state.told
+            and podinfo.pod_state(pod_objects.get(key), self.state.scheduler_name)
+            is PodState.WAITING
         }
         offers: dict[tuple[str, str], tuple[str, str] | None] = {}
         offered_groups: set[tuple[str, str]] = set()
@@ -74,13 +78,13 @@ class WorkloadAssembly(BackendState):
                 self._offer_group(*group_of, out)
 
     def _offer_group(self, namespace: str, group: str, out: list[ClusterEvent]) -> None:
-        members = sorted(self._group_members.get((namespace, group), ()))
-        pod_objects = self.objects[PODS]
+        members = sorted(self.state.group_members.get((namespace, group), ()))
+        pod_objects = self.state.objects[PODS]
         waiting = [
             pod_objects[k]
             for k in members
-            if k not in self._told
-            and podinfo.pod_state(pod_objects.get(k), self.scheduler_name) is PodState.WAITING
+            if k not in self.state.told
+            and podinfo.pod_state(pod_objects.get(k), self.state.scheduler_name) is PodState.WAITING
         ]
         if not waiting:
             return
@@ -93,9 +97,9 @@ class WorkloadAssembly(BackendState):
             )
             for obj in waiting:
                 if not podinfo.scheduling_gates(obj):
-                    self.reporter.unschedulable(obj, message, SCHEDULING_GATED)
+                    self.state.reporter.unschedulable(obj, message, SCHEDULING_GATED)
             return
-        told = [self._told[k] for k in members if k in self._told]
+        told = [self.state.told[k] for k in members if k in self.state.told]
         gang = next((t.gang for t in told if t.gang and t.state is PodState.WAITING), None)
         if gang is not None:
             # The gang waits in the core with the pods it had: all or nothing, so a newcomer
@@ -105,8 +109,8 @@ class WorkloadAssembly(BackendState):
                 f"with the {len(gang)} pods it had"
             )
             for obj in waiting:
-                self.reporter.unschedulable(obj, message)
-                self._regroup.add(object_key(obj))
+                self.state.reporter.unschedulable(obj, message)
+                self.state.regroup.add(object_key(obj))
             return
         if told:  # the gang has started: later pods are workloads of their own
             for obj in waiting:
@@ -116,7 +120,7 @@ class WorkloadAssembly(BackendState):
             (
                 found
                 for kind in GROUP_KINDS
-                if (found := self.objects[kind].get(f"{namespace}/{group}"))
+                if (found := self.state.objects[kind].get(f"{namespace}/{group}"))
             ),
             None,
         )
@@ -128,12 +132,12 @@ class WorkloadAssembly(BackendState):
                 "spec.minMember >= 1"
             )
             for obj in waiting:
-                self.reporter.unschedulable(obj, message)
+                self.state.reporter.unschedulable(obj, message)
             return
         if len(waiting) < needed:
             message = f"waiting for gang {namespace}/{group}: {len(waiting)}/{needed} pods exist"
             for obj in waiting:
-                self.reporter.unschedulable(obj, message)
+                self.state.reporter.unschedulable(obj, message)
             return
         self._offer(waiting, group, needed, out)
 
@@ -142,16 +146,16 @@ class WorkloadAssembly(BackendState):
     ) -> None:
         try:
             if group is None and len(objs) == 1:
-                workload = self.readings.workload(self.catalog, objs[0])
+                workload = self.state.readings.workload(self.state.catalog, objs[0])
             else:
-                workload = self.catalog.workload(objs, group, self.timed_pod)
+                workload = self.state.catalog.workload(objs, group, self.state.timed_pod)
         except InputError as error:
             for obj in objs:
-                self._report_invalid("Pod", obj, str(error))
+                self.state.report_invalid("Pod", obj, str(error))
             return
         if group is not None:
             workload = with_min_member(workload, needed)
         gang = None if group is None else frozenset(pod.key for pod in workload.pods)
         for pod in workload.pods:
-            self._told[pod.key] = Told(PodState.WAITING, gang=gang)
+            self.state.told[pod.key] = Told(PodState.WAITING, gang=gang)
         out.append(WorkloadAdded(workload))

@@ -29,6 +29,11 @@ from gpufleet.scheduling.node_table import Allocation, Claim, NodeTable
 from gpufleet.telemetry.source import XidLog
 
 
+def devices_of(placement: Placement) -> tuple[int, ...]:
+    """The GPU indices a placement holds (whole, shared, or a MIG slice of)."""
+    return (*placement.gpu_indices, *(index for index, _ in placement.mig_slices))
+
+
 class GroundTruth:
     """See the module docstring."""
 

@@ -1,9 +1,10 @@
 """Pods the simulated cluster loses: with a node that goes (a spot interruption, a node
 failure), or to a GPU that fails under them (an XID that crashes them).
 
-Owns :class:`PodLosses`, the layer of :class:`~gpufleet.backends.sim.cluster.SimulatedCluster`
-between its pods' ordinary moves (:class:`~gpufleet.backends.sim.pod_runs.PodRuns`) and its
-face. What it plays, and what it follows:
+Owns :class:`PodLosses`, the part of :class:`~gpufleet.backends.sim.cluster.SimulatedCluster`
+given its books (:class:`~gpufleet.backends.sim.pod_books.PodBooks`) and its pods' ordinary moves
+(:class:`~gpufleet.backends.sim.pod_runs.PodRuns`), which a lost pod's end follows. What it
+plays, and what it follows:
 
 * **A notice** (a spot interruption, two minutes by default: :mod:`gpufleet.model.node_faults`):
   the pods on the node are told to checkpoint (``NodeNotice``); a pod whose workload says
@@ -53,17 +54,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Sequence
 
-from gpufleet.backends.sim.event_queue import CRASH_LOOP, REQUEUE
+from gpufleet.backends.sim.event_queue import REQUEUE
+from gpufleet.backends.sim.ground_truth import devices_of
 from gpufleet.backends.sim.jobs import JobRun, Next, Outcome, Verdict
 from gpufleet.backends.sim.node_faults import NodeFaultPlan
-from gpufleet.backends.sim.pod_runs import Mode, PodRuns
-from gpufleet.backends.sim.queue_recorder import QueueRecorder
+from gpufleet.backends.sim.pod_books import PodBooks
+from gpufleet.backends.sim.pod_runs import PodRuns
 from gpufleet.backends.sim.results import InterruptionReport, NodeFaultEvent
 from gpufleet.backends.sim.spot import spot_savings
 from gpufleet.backends.sim.work import PodWork, kept_work
 from gpufleet.economics import PriceList
 from gpufleet.economics.runs import gpus_held
-from gpufleet.model import Node, Placement, Pod
+from gpufleet.model import Pod
 from gpufleet.model.events import (
     ClusterEvent,
     NodeAdded,
@@ -77,7 +79,6 @@ from gpufleet.model.events import (
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.workload import Workload
-from gpufleet.scheduling.target import TargetWorkload
 
 #: The exit code of a pod's program that crashed on its GPU (a CUDA error ends it as an
 #: uncaught error does).
@@ -86,22 +87,13 @@ SECONDS_PER_HOUR = 3600.0
 XID_CAUSE = "GPU fault"
 
 
-def devices_of(placement: Placement) -> tuple[int, ...]:
-    """The GPU indices a placement holds (whole, shared, or a MIG slice of)."""
-    return (*placement.gpu_indices, *(index for index, _ in placement.mig_slices))
-
-
-class PodLosses(PodRuns):
+class PodLosses:
     """See the module docstring."""
 
-    def __init__(
-        self,
-        nodes: Sequence[Node],
-        mode: Mode,
-        target: TargetWorkload,
-        queue_recorder: QueueRecorder | None,
-    ) -> None:
-        super().__init__(nodes, mode, target, queue_recorder)
+    def __init__(self, books: PodBooks, runs: PodRuns) -> None:
+        """``runs``: the pods' ordinary moves, which a lost pod's end follows."""
+        self.books = books
+        self.runs = runs
         #: When the cluster's nodes go and come back (None: no node faults).
         self.node_plan: NodeFaultPlan | None = None
         self.losses = InterruptionReport()
@@ -111,13 +103,13 @@ class PodLosses(PodRuns):
         self._crash_rows: list[NodeFaultEvent] = []
 
     # ----------------------------------------------------------------------------- nodes
-    def _running_on(self, node: str) -> Iterator[PodWork]:
-        for key in self._running:
-            work = self._work[key]
+    def running_on(self, node: str) -> Iterator[PodWork]:
+        for key in self.books.running:
+            work = self.books.works[key]
             if work.placement is not None and work.placement.node == node:
                 yield work
 
-    def _node_notice(
+    def node_notice(
         self, fault: NodeFault, name: str, token: int, now: float, events: list[ClusterEvent]
     ) -> None:
         assert self.node_plan is not None
@@ -125,7 +117,7 @@ class PodLosses(PodRuns):
         if leaves_at is None or fault.notice <= 0:
             return  # stale, or a failure: the node goes now (its NODE_DOWN is due at once)
         told, saved = [], []
-        for work in self._running_on(name):
+        for work in self.running_on(name):
             told.append(work.pod.key)
             if work.on_notice:
                 # A gang checkpoints as one program: every pod of it saves its progress.
@@ -138,17 +130,17 @@ class PodLosses(PodRuns):
         self.node_plan.record_notice(fault, name, now, len(told))
         reason = f"{fault.label}: {fault.cause}"
         events.append(NodeNotice(name, leaves_at, reason, tuple(told), tuple(saved)))
-        self._truth.cordon(name)  # a core built afresh sees it unschedulable
+        self.books.truth.cordon(name)  # a core built afresh sees it unschedulable
         events.append(NodeRemoved(name))  # cordoned: nothing more is placed there
 
-    def _node_down(
+    def node_down(
         self, fault: NodeFault, name: str, generation: int, now: float, events: list[ClusterEvent]
     ) -> None:
         plan = self.node_plan
         assert plan is not None
         if not plan.down(fault, name, generation, now):
             return
-        keys = [work.pod.key for work in self._running_on(name)]
+        keys = [work.pod.key for work in self.running_on(name)]
         lost = self._kill(keys, now, events, f"lost with node {name} ({fault.cause})", None)
         self._lost_by_cause[fault.cause] = self._lost_by_cause.get(fault.cause, 0.0) + lost
         if fault.is_spot:
@@ -156,7 +148,7 @@ class PodLosses(PodRuns):
             self.losses.spot_interruptions += 1
         else:
             self.losses.node_failures += 1
-        self._truth.remove_node(name)
+        self.books.truth.remove_node(name)
         if fault.notice <= 0:
             events.append(NodeRemoved(name))
         back_after = plan.back_after(fault, name)
@@ -164,25 +156,25 @@ class PodLosses(PodRuns):
         events.append(NodeGone(name, f"{fault.label}: {fault.cause}", back))
         plan.record_gone(fault, name, now, len(keys), lost / SECONDS_PER_HOUR)
 
-    def _node_up(
+    def node_back(
         self, fault: NodeFault, name: str, generation: int, now: float, events: list[ClusterEvent]
     ) -> None:
         assert self.node_plan is not None
         node = self.node_plan.up(fault, name, generation, now)
         if node is None:
             return
-        self._truth.restore_node(node)
+        self.books.truth.restore_node(node)
         self.losses.nodes_back += 1
         events.append(NodeAdded(node))
 
     # ----------------------------------------------------------------------------- GPUs
-    def _gpu_failed(self, fault: GpuFault, now: float, events: list[ClusterEvent]) -> None:
+    def gpu_failed(self, fault: GpuFault, now: float, events: list[ClusterEvent]) -> None:
         """A GPU fault began: the pods on the device crash, if its XID crashes them."""
-        if not fault.crashes_pods or not self._truth.is_up(fault.node):
+        if not fault.crashes_pods or not self.books.truth.is_up(fault.node):
             return
         keys = [
             work.pod.key
-            for work in self._running_on(fault.node)
+            for work in self.running_on(fault.node)
             if work.placement is not None and fault.gpu in devices_of(work.placement)
         ]
         if not keys:
@@ -198,15 +190,20 @@ class PodLosses(PodRuns):
                            f"GPU {fault.gpu}: {fault.reason}")
         )  # fmt: skip
 
-    def _restarted(self, key: str, run: int, now: float, events: list[ClusterEvent]) -> None:
+    def restarted(self, key: str, run: int, now: float, events: list[ClusterEvent]) -> None:
         """A container restarts in place; on a GPU that is still unhealthy it crashes again
         at once (a new attempt that fails)."""
-        work = self._work.get(key)
-        if work is None or work.run != run or key not in self._running or work.placement is None:
+        work = self.books.works.get(key)
+        if (
+            work is None
+            or work.run != run
+            or key not in self.books.running
+            or work.placement is None
+        ):
             return
-        fault = self._truth.crashing(work.placement.node, devices_of(work.placement))
+        fault = self.books.truth.crashing(work.placement.node, devices_of(work.placement))
         if fault is None:
-            self._restart(key, run, now)
+            self.runs.restart(key, run, now)
             return
         work.started = now
         if work.job is not None and work.attempt is None:
@@ -214,14 +211,6 @@ class PodLosses(PodRuns):
         why = f"crashed again: GPU {fault.gpu} of node {fault.node} is unhealthy"
         lost = self._kill([key], now, events, why, fault)
         self._lost_by_cause[XID_CAUSE] = self._lost_by_cause.get(XID_CAUSE, 0.0) + lost
-
-    def _restart_kind(self, work: PodWork) -> int:
-        placement = work.placement
-        if placement is not None:
-            fault = self._truth.crashing(placement.node, devices_of(placement))
-            if fault is not None and fault.recovers_at is None:
-                return CRASH_LOOP  # a loop that never ends does not hold the world open
-        return super()._restart_kind(work)
 
     # ----------------------------------------------------------------------------- pods
     def _gang(self, work: PodWork) -> list[PodWork]:
@@ -231,10 +220,10 @@ class PodLosses(PodRuns):
             return [work]
         members = []
         for pod in unit.pods:
-            other = self._work.get(pod.key)
+            other = self.books.works.get(pod.key)
             if (
                 other is not None
-                and pod.key in self._running
+                and pod.key in self.books.running
                 and other.unit is not None
                 and other.unit.key == unit.key
             ):
@@ -255,9 +244,9 @@ class PodLosses(PodRuns):
         killed = set(keys)
         handled: set[str] = set()
         for key in keys:
-            if key in handled or key not in self._running:
+            if key in handled or key not in self.books.running:
                 continue
-            members = self._gang(self._work[key])
+            members = self._gang(self.books.works[key])
             handled.update(member.pod.key for member in members)
             lost += self._kill_unit(members, killed, now, events, why, crash)
         self.losses.gpu_hours_lost += lost / SECONDS_PER_HOUR
@@ -270,7 +259,7 @@ class PodLosses(PodRuns):
         assert placement is not None
         ran = max(0.0, now - work.started)
         kept = kept_work(work, now)
-        node = self._truth.by_name.get(placement.node)
+        node = self.books.truth.by_name.get(placement.node)
         gpus, _ = gpus_held(placement.gpu_milli, placement.mig_slices, node)
         if work.remaining is not None:
             work.remaining = max(0.0, work.remaining - kept)
@@ -326,12 +315,12 @@ class PodLosses(PodRuns):
             verdict = verdicts[0][1]
             if verdict.next in (Next.RESTART, Next.REPLACE, Next.RECREATE):
                 self.losses.restarts += 1
-            self._carry_out(work, verdict, now, events, lost=why)
+            self.runs.carry_out(work, verdict, now, events, lost=why)
             return
         self.losses.restarts += 1
-        self._take_away(work, now, events, why, PodEnd.LOST)
+        self.runs.take_away(work, now, events, why, PodEnd.LOST)
         target: Workload | Pod = work.unit if work.unit is not None else work.pod
-        self._events.push(now, REQUEUE, (target, ((work.pod.key, work.run),)))
+        self.books.events.push(now, REQUEUE, (target, ((work.pod.key, work.run),)))
 
     def _gang_lost(
         self,
@@ -347,7 +336,7 @@ class PodLosses(PodRuns):
             message = why
             if member.pod.key not in killed:
                 message = f"taken down with its gang: {first.pod.name} {why}"
-            self._take_away(member, now, events, message, PodEnd.LOST)
+            self.runs.take_away(member, now, events, message, PodEnd.LOST)
         delay = 0.0
         ended: dict[int, tuple[JobRun, Outcome]] = {}
         recreated: set[int] = set()
@@ -358,20 +347,20 @@ class PodLosses(PodRuns):
                 ended[id(job)] = (job, verdict.ended)
             if verdict.next is Next.RECREATE:  # a RayJob's new cluster: its pods all come back
                 recreated.add(id(job))
-                self._carry_out(work, verdict, now, events, lost=why)
+                self.runs.carry_out(work, verdict, now, events, lost=why)
             elif verdict.next in (Next.FAILED, Next.DONE):
-                self._stop(work, now, events, succeeded=False)
+                self.runs.stop(work, now, events, succeeded=False)
             else:
                 delay = max(delay, verdict.delay)
                 if verdict.fresh:
                     work.remaining = work.full
         for job, outcome in ended.values():
             if id(job) not in recreated:
-                self._end_job(job, outcome, now, events)
+                self.runs.end_job(job, outcome, now, events)
         back = [
             m
             for m in members
-            if m.pod.key in self._work
+            if m.pod.key in self.books.works
             and m.away
             and (m.job is None or (id(m.job) not in recreated and not m.job.done))
         ]
@@ -380,11 +369,11 @@ class PodLosses(PodRuns):
             unit = first.unit
             assert unit is not None
             tokens = tuple((m.pod.key, m.run) for m in back)
-            self._events.push(now + delay, REQUEUE, (unit, tokens))
+            self.books.events.push(now + delay, REQUEUE, (unit, tokens))
         elif recreated:
             self.losses.restarts += 1
 
-    def _requeue(
+    def requeue(
         self,
         target: Workload | Pod,
         tokens: tuple[tuple[str, int], ...],
@@ -394,13 +383,13 @@ class PodLosses(PodRuns):
         works = [
             work
             for key, run in tokens
-            if (work := self._work.get(key)) is not None and work.away and work.run == run
+            if (work := self.books.works.get(key)) is not None and work.away and work.run == run
         ]
         if not works:
             return
         for work in works:
             work.away = False
-            self._pending[work.pod.key] = work.pod
+            self.books.pending[work.pod.key] = work.pod
             if work.job is not None:
                 work.job.replaced(work.pod.name)  # a new pod: its restarts start again
         if isinstance(target, Pod):
@@ -428,15 +417,15 @@ class PodLosses(PodRuns):
         }
         rows = list(self._crash_rows)
         plan = self.node_plan
-        uptime: dict[str, float] = {node.name: end for node in self.nodes}
+        uptime: dict[str, float] = {node.name: end for node in self.books.nodes}
         if plan is not None:
             rows += plan.rows
             uptime = {name: life.up_seconds(end) for name, life in plan.lives.items()}
         report.events = sorted(rows, key=lambda row: row.at)
         if prices is not None:
-            report.savings = spot_savings(self.nodes, uptime, self._lost_to_spot, prices)
+            report.savings = spot_savings(self.books.nodes, uptime, self._lost_to_spot, prices)
         return report
 
     def node_up(self, name: str) -> bool:
         """Whether node ``name`` is in the cluster now (not gone)."""
-        return self._truth.is_up(name)
+        return self.books.truth.is_up(name)

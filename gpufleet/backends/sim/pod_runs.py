@@ -1,9 +1,9 @@
-"""The simulated cluster's pods as they run: its books of them, and every move of a pod.
+"""The simulated cluster's pods as they run: every ordinary move of a pod.
 
-Owns :class:`PodRuns`, the base of :class:`~gpufleet.backends.sim.cluster.SimulatedCluster`
-that keeps which pods wait, which run (and on which devices of the ground truth,
-:mod:`gpufleet.backends.sim.ground_truth`) and what is left of each one's work
-(:class:`~gpufleet.backends.sim.work.PodWork`), and moves a pod between them: it arrives, is
+Owns :class:`PodRuns`, the part of :class:`~gpufleet.backends.sim.cluster.SimulatedCluster`
+given its books (:class:`~gpufleet.backends.sim.pod_books.PodBooks`: which pods wait, which run,
+on which devices of the ground truth, and what is left of each one's work) that moves a pod
+between them: it arrives, is
 bound (its devices taken on the ground truth, or the bind refused), runs, and is evicted
 (waiting again, it keeps its work up to its last checkpoint), finishes, or leaves. The pods of
 a workload's jobs fail, restart in place, are replaced by new pods, run their Job's next
@@ -20,17 +20,13 @@ clock: every move is given its time.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from enum import StrEnum
 
-from gpufleet.backends.sim.controllers import JobControllers
-from gpufleet.backends.sim.event_queue import DEADLINE, FINISH, RESTART, RESUBMIT, EventQueue
-from gpufleet.backends.sim.ground_truth import GroundTruth
+from gpufleet.backends.sim.event_queue import CRASH_LOOP, DEADLINE, FINISH, RESTART, RESUBMIT
+from gpufleet.backends.sim.ground_truth import devices_of
 from gpufleet.backends.sim.jobs import JobRun, Next, Outcome, Verdict
-from gpufleet.backends.sim.queue_recorder import QueueRecorder
-from gpufleet.backends.sim.recorder import Recorder
+from gpufleet.backends.sim.pod_books import Mode, PodBooks
 from gpufleet.backends.sim.work import PodWork, attempt_end, kept_work
-from gpufleet.model import Node, Pod
+from gpufleet.model import Pod
 from gpufleet.model.actions import Bind, Evict
 from gpufleet.model.events import (
     BindFailed,
@@ -46,60 +42,22 @@ from gpufleet.model.events import (
 from gpufleet.model.jobs import Lifetime
 from gpufleet.model.times import format_duration
 from gpufleet.model.workload import TimedWorkload
-from gpufleet.scheduling.node_table import Allocation
-from gpufleet.scheduling.target import TargetWorkload
 
-
-class Mode(StrEnum):
-    """How the world runs (:mod:`gpufleet.backends.sim.cluster` says what each does)."""
-
-    FILL = "fill"
-    REPLAY = "replay"
+__all__ = ["Mode", "PodRuns"]
 
 
 class PodRuns:
     """See the module docstring."""
 
-    #: Keep every job's controller for the run's report (a long-lived world does not).
-    keep_job_runs = True
-    #: Report each bind done as a ``PodBound`` (for a world whose observers record binds; the
-    #: core, which made the bind, knows it already).
-    report_binds = False
-
-    def __init__(
-        self,
-        nodes: Sequence[Node],
-        mode: Mode,
-        target: TargetWorkload,
-        queue_recorder: QueueRecorder | None,
-    ) -> None:
-        self.mode = mode
-        self._truth = GroundTruth(nodes)
-        self.world = self._truth.table
-        self.recorder = Recorder(self.world, target)
-        self.queue_recorder = queue_recorder
-        self.arrivals_seen = 0
-        self.jobs = JobControllers(keep=self.keep_job_runs)
-        #: The last XID on each device (a fault records it; the telemetry reads it).
-        self.xids = self._truth.xids
+    def __init__(self, books: PodBooks, report_binds: bool = False) -> None:
+        """``report_binds``: report each bind done as a ``PodBound`` (for a world whose
+        observers record binds; the core, which made the bind, knows it already)."""
+        self.books = books
+        self.report_binds = report_binds
         self._job_generation: dict[int, int] = {}
-        self._events = EventQueue()
-        self._immediate: list[ClusterEvent] = []
-        self._running: dict[str, Allocation] = {}
-        #: Bumped when a placed pod's run starts again where it is (a restart in place, a
-        #: Job's next completion): with the ground truth's clock (every placement and release),
-        #: it says whether what runs where changed (telemetry keeps what it derives until then).
-        self.run_starts = 0
-        self._work: dict[str, PodWork] = {}
-        self._pending: dict[str, Pod] = {}
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """Every node that was in the cluster, up or gone (nodes that joined too)."""
-        return self._truth.nodes
 
     # ----------------------------------------------------------------------------- arrivals
-    def _arrive(
+    def arrive_pod(
         self,
         pod: Pod,
         runtime: float | None,
@@ -107,20 +65,24 @@ class PodRuns:
         in_gang: bool,
         now: float,
     ) -> None:
-        if pod.key in self._pending or pod.key in self._running or pod.key in self._work:
+        if (
+            pod.key in self.books.pending
+            or pod.key in self.books.running
+            or pod.key in self.books.works
+        ):
             raise ValueError(f"pod {pod.key} arrives twice in the workload")
-        self._pending[pod.key] = pod
-        self._work[pod.key] = PodWork(pod, runtime, checkpoint, in_gang)
-        self.recorder.arrived(pod, now)
-        self.arrivals_seen += 1
+        self.books.pending[pod.key] = pod
+        self.books.works[pod.key] = PodWork(pod, runtime, checkpoint, in_gang)
+        self.books.recorder.arrived(pod, now)
+        self.books.arrivals_seen += 1
 
-    def _arrive_workload(self, timed: TimedWorkload, now: float) -> None:
+    def arrive_workload(self, timed: TimedWorkload, now: float) -> None:
         workload = timed.workload
         gang = len(workload.pods) > 1
-        runs = self.jobs.arrived(timed)
+        runs = self.books.jobs.arrived(timed)
         for i, pod in enumerate(workload.pods):
-            self._arrive(pod, timed.duration, workload.checkpoint_interval, gang, now)
-            work = self._work[pod.key]
+            self.arrive_pod(pod, timed.duration, workload.checkpoint_interval, gang, now)
+            work = self.books.works[pod.key]
             # Pods beyond minMember are admitted one by one, as workloads of their own.
             work.unit = workload if i < workload.gang_size else workload.extra(pod)
             work.on_notice = workload.checkpoint_on_notice
@@ -130,21 +92,21 @@ class PodRuns:
                 work.lifetime = owner.replica(pod.name).lifetime
                 if work.lifetime is not Lifetime.WORK:
                     work.remaining = None
-        if self.queue_recorder is not None:
-            self.queue_recorder.arrived(timed, now)
+        if self.books.queue_recorder is not None:
+            self.books.queue_recorder.arrived(timed, now)
 
     # ----------------------------------------------------------------------------- runs
-    def _finish(self, key: str, run: int, now: float, events: list[ClusterEvent]) -> None:
-        work = self._work.get(key)
-        if work is None or work.run != run or key not in self._running:
+    def finish(self, key: str, run: int, now: float, events: list[ClusterEvent]) -> None:
+        work = self.books.works.get(key)
+        if work is None or work.run != run or key not in self.books.running:
             return  # evicted (or restarted) since: this run never finished
         if work.job is None:
-            allocation = self._running.pop(key)
-            self.world.release(allocation)
-            del self._work[key]
-            self.recorder.finished(key, allocation, now)
-            if self.queue_recorder is not None:
-                self.queue_recorder.stopped(work.pod, allocation, now, lost=None)
+            allocation = self.books.running.pop(key)
+            self.books.world.release(allocation)
+            del self.books.works[key]
+            self.books.recorder.finished(key, allocation, now)
+            if self.books.queue_recorder is not None:
+                self.books.queue_recorder.stopped(work.pod, allocation, now, lost=None)
             events.append(PodDeleted(key, PodEnd.SUCCEEDED))
             return
         ran = now - work.started
@@ -159,31 +121,31 @@ class PodRuns:
         work.attempt = None
         exit_code = attempt.exit_code if attempt is not None and failed else 0
         verdict = work.job.ended(work.pod.name, failed, exit_code)
-        self._carry_out(work, verdict, now, events)
+        self.carry_out(work, verdict, now, events)
 
-    def _begin(self, work: PodWork, now: float, bound: bool = False) -> None:
+    def begin(self, work: PodWork, now: float, bound: bool = False) -> None:
         """The pod runs from ``now``: its current attempt goes on, or a new one starts."""
         job = work.job
         if job is None:
-            if self.mode is Mode.REPLAY and work.remaining is not None:
-                self._events.push(now + work.remaining, FINISH, (work.pod.key, work.run))
+            if self.books.mode is Mode.REPLAY and work.remaining is not None:
+                self.books.events.push(now + work.remaining, FINISH, (work.pod.key, work.run))
             return
         if work.attempt is None:
             work.attempt = job.start(work.pod.name)
             work.ran = 0.0
         end, work.failing = attempt_end(work, work.attempt)
         if end is not None:
-            self._events.push(now + end, FINISH, (work.pod.key, work.run))
+            self.books.events.push(now + end, FINISH, (work.pod.key, work.run))
         deadline = job.spec.active_deadline
         if bound and deadline is not None and self._running_pods(job) == 1:
             # The first pod of the job to run (at the start, or after an eviction of all).
             self._job_generation[id(job)] = generation = self._job_generation.get(id(job), 0) + 1
-            self._events.push(now + deadline, DEADLINE, (job, generation))
+            self.books.events.push(now + deadline, DEADLINE, (job, generation))
 
     def _running_pods(self, job: JobRun) -> int:
-        return sum(key in self._running for key in job.pod_keys)
+        return sum(key in self.books.running for key in job.pod_keys)
 
-    def _carry_out(
+    def carry_out(
         self,
         work: PodWork,
         verdict: Verdict,
@@ -203,44 +165,44 @@ class PodRuns:
         elif step is Next.NEXT:
             task = job.task(work.pod.name)
             events.append(PodRestarted(key, f"runs completion {task} in place", task))
-        if verdict.ended is Outcome.FAILED and self.queue_recorder is not None:
-            self.queue_recorder.job_failed(job.pod_keys)  # before this pod's end counts
+        if verdict.ended is Outcome.FAILED and self.books.queue_recorder is not None:
+            self.books.queue_recorder.job_failed(job.pod_keys)  # before this pod's end counts
         if step is Next.DONE or step is Next.FAILED:
-            self._stop(work, now, events, succeeded=step is Next.DONE, message=lost or "")
+            self.stop(work, now, events, succeeded=step is Next.DONE, message=lost or "")
         elif step is Next.NEXT:  # the Job's next completion, where this one ran
             work.remaining = work.full
             work.started = now
-            self.run_starts += 1
+            self.books.run_starts += 1
             work.run += 1
-            self._begin(work, now)
+            self.begin(work, now)
         elif step is Next.RESTART:
             work.run += 1
             work.started = now
-            self.run_starts += 1
-            self._events.push(now + verdict.delay, self._restart_kind(work), (key, work.run))
+            self.books.run_starts += 1
+            self.books.events.push(now + verdict.delay, self._restart_kind(work), (key, work.run))
         elif step is Next.REPLACE:
             if verdict.fresh:
                 work.remaining = work.full
             follows = f"a new pod follows in {format_duration(verdict.delay)}"
             if lost is None:
-                self._take_away(work, now, events, follows)
+                self.take_away(work, now, events, follows)
             else:
-                self._take_away(work, now, events, f"{lost}; {follows}", PodEnd.LOST)
-            self._events.push(now + verdict.delay, RESUBMIT, (key, work.run))
+                self.take_away(work, now, events, f"{lost}; {follows}", PodEnd.LOST)
+            self.books.events.push(now + verdict.delay, RESUBMIT, (key, work.run))
         else:  # RECREATE: a new cluster for the job's next try
             for pod_key in job.pod_keys:
-                other = self._work.get(pod_key)
+                other = self.books.works.get(pod_key)
                 if other is not None:
                     other.attempt, other.remaining = None, other.full
                     if other.lifetime is not Lifetime.WORK:
                         other.remaining = None
-                    self._take_away(other, now, events, "its job runs again on a new cluster")
+                    self.take_away(other, now, events, "its job runs again on a new cluster")
             job.recreated()
-            self._events.push(now + verdict.delay, RESUBMIT, (job, 0))
+            self.books.events.push(now + verdict.delay, RESUBMIT, (job, 0))
         if verdict.ended is not None:
-            self._end_job(job, verdict.ended, now, events)
+            self.end_job(job, verdict.ended, now, events)
 
-    def _take_away(
+    def take_away(
         self,
         work: PodWork,
         now: float,
@@ -251,37 +213,39 @@ class PodRuns:
         """The pod failed (or its gang is made again, or it was lost): it leaves the
         scheduler, to come back."""
         key = work.pod.key
-        allocation = self._running.pop(key, None)
+        allocation = self.books.running.pop(key, None)
         if allocation is not None:
-            self.world.release(allocation)
-            self.recorder.evicted(key, allocation, now)
-            if self.queue_recorder is not None:
-                self.queue_recorder.failed(work.pod, allocation, now)
+            self.books.world.release(allocation)
+            self.books.recorder.evicted(key, allocation, now)
+            if self.books.queue_recorder is not None:
+                self.books.queue_recorder.failed(work.pod, allocation, now)
         else:
-            self._pending.pop(key, None)
+            self.books.pending.pop(key, None)
         work.placement = None
         events.append(PodDeleted(key, end, why))
         work.away = True
         work.run += 1
 
-    def _resubmit(self, target: str | JobRun, run: int, events: list[ClusterEvent]) -> None:
+    def resubmit(self, target: str | JobRun, run: int, events: list[ClusterEvent]) -> None:
         if isinstance(target, str):  # a new pod for a failed one: a workload of its own
-            work = self._work.get(target)
+            work = self.books.works.get(target)
             if work is None or not work.away or work.run != run or work.job is None:
                 return
             work.away = False
-            self._pending[target] = work.pod
+            self.books.pending[target] = work.pod
             work.job.replaced(work.pod.name)
             assert work.workload is not None
             work.unit = work.workload.extra(work.pod)
             events.append(WorkloadAdded(work.unit))
             return
-        works = [w for k in target.pod_keys if (w := self._work.get(k)) is not None and w.away]
+        works = [
+            w for k in target.pod_keys if (w := self.books.works.get(k)) is not None and w.away
+        ]
         if not works or target.done:
             return
         for work in works:
             work.away = False
-            self._pending[work.pod.key] = work.pod
+            self.books.pending[work.pod.key] = work.pod
         workload = works[0].workload
         assert workload is not None
         pods = tuple(w.pod for w in works)
@@ -293,26 +257,32 @@ class PodRuns:
         events.append(WorkloadAdded(unit))
 
     def _restart_kind(self, work: PodWork) -> int:
-        """The kind of event that restarts the pod's container (one that keeps the world
-        running, unless a world says otherwise)."""
+        """The kind of event that restarts the pod's container: one that keeps the world
+        running, but for a pod that crash-loops on a GPU that never recovers (that loop does
+        not hold the world open)."""
+        placement = work.placement
+        if placement is not None:
+            fault = self.books.truth.crashing(placement.node, devices_of(placement))
+            if fault is not None and fault.recovers_at is None:
+                return CRASH_LOOP
         return RESTART
 
-    def _restart(self, key: str, run: int, now: float) -> None:
-        work = self._work.get(key)
-        if work is None or work.run != run or key not in self._running:
+    def restart(self, key: str, run: int, now: float) -> None:
+        work = self.books.works.get(key)
+        if work is None or work.run != run or key not in self.books.running:
             return  # evicted since: it starts again when bound
         work.started = now
-        self._begin(work, now)
+        self.begin(work, now)
 
-    def _deadline(
+    def deadline(
         self, job: JobRun, generation: int, now: float, events: list[ClusterEvent]
     ) -> None:
         if job.done or self._job_generation.get(id(job)) != generation:
             return
         job.deadline_passed()
-        self._end_job(job, Outcome.FAILED, now, events)
+        self.end_job(job, Outcome.FAILED, now, events)
 
-    def _stop(
+    def stop(
         self,
         work: PodWork,
         now: float,
@@ -323,78 +293,78 @@ class PodRuns:
         """The pod leaves for good: its work is done, it failed (``message``: how, where the
         world knows), or its job ended."""
         key = work.pod.key
-        allocation = self._running.pop(key, None)
+        allocation = self.books.running.pop(key, None)
         if allocation is not None:
-            self.world.release(allocation)
-            self.recorder.finished(key, allocation, now)
-        elif self._pending.pop(key, None) is not None or work.away:
-            self.recorder.pending -= 1
-        if self.queue_recorder is not None:
+            self.books.world.release(allocation)
+            self.books.recorder.finished(key, allocation, now)
+        elif self.books.pending.pop(key, None) is not None or work.away:
+            self.books.recorder.pending -= 1
+        if self.books.queue_recorder is not None:
             if succeeded and allocation is not None:
-                self.queue_recorder.stopped(work.pod, allocation, now, lost=None)
+                self.books.queue_recorder.stopped(work.pod, allocation, now, lost=None)
             else:
-                self.queue_recorder.removed(work.pod, allocation, now)
-        self._work.pop(key, None)
+                self.books.queue_recorder.removed(work.pod, allocation, now)
+        self.books.works.pop(key, None)
         events.append(PodDeleted(key, PodEnd.SUCCEEDED if succeeded else PodEnd.FAILED, message))
 
-    def _end_job(
+    def end_job(
         self, job: JobRun, outcome: Outcome, now: float, events: list[ClusterEvent]
     ) -> None:
         """The job ended: its pods stop, but those that run until deleted."""
-        if self.queue_recorder is not None and outcome is Outcome.FAILED:
-            self.queue_recorder.job_failed(job.pod_keys)
+        if self.books.queue_recorder is not None and outcome is Outcome.FAILED:
+            self.books.queue_recorder.job_failed(job.pod_keys)
         for key in job.pod_keys:
-            work = self._work.get(key)
+            work = self.books.works.get(key)
             if work is not None and job.stops(work.lifetime):
-                self._stop(work, now, events, succeeded=outcome is Outcome.SUCCEEDED)
+                self.stop(work, now, events, succeeded=outcome is Outcome.SUCCEEDED)
         outcome_name = str(job.outcome or "")
         events.append(
             JobEnded(job.spec.name, job.pod_keys[0], outcome_name, job.reason, job.message)
         )
 
     # -------------------------------------------------------------------------- binds and evictions
-    def _bind(self, action: Bind, now: float) -> None:
+    def bind(self, action: Bind, now: float) -> None:
         pod = action.pod
         placement = action.placement
-        if pod.key not in self._pending:
-            self._immediate.append(BindFailed(pod.key, "pod is not pending"))
+        if pod.key not in self.books.pending:
+            self.books.immediate.append(BindFailed(pod.key, "pod is not pending"))
             return
-        row = self.world.row_of.get(placement.node)
+        row = self.books.world.row_of.get(placement.node)
         if row is None:
-            self._immediate.append(BindFailed(pod.key, f"no node {placement.node!r}"))
+            self.books.immediate.append(BindFailed(pod.key, f"no node {placement.node!r}"))
             return
         try:
-            allocation = self._truth.allocate(pod, placement, row)
+            allocation = self.books.truth.allocate(pod, placement, row)
         except (ValueError, KeyError) as error:
-            self.recorder.violation(pod, str(error), now)
-            self._immediate.append(BindFailed(pod.key, str(error)))
+            self.books.recorder.violation(pod, str(error), now)
+            self.books.immediate.append(BindFailed(pod.key, str(error)))
             return
-        del self._pending[pod.key]
-        self._running[pod.key] = allocation
-        self.recorder.bound(pod, placement, allocation, now)
-        work = self._work[pod.key]
+        del self.books.pending[pod.key]
+        self.books.running[pod.key] = allocation
+        self.books.recorder.bound(pod, placement, allocation, now)
+        work = self.books.works[pod.key]
         work.started = now
         work.run += 1
         work.placement = placement
-        if self.queue_recorder is not None:
-            self.queue_recorder.bound(pod, allocation, now)
+        if self.books.queue_recorder is not None:
+            self.books.queue_recorder.bound(pod, allocation, now)
         if self.report_binds:
-            self._immediate.append(PodBound(pod, placement))
+            self.books.immediate.append(PodBound(pod, placement))
         if work.in_gang:
-            self._immediate.append(PodReady(pod.key))
-        if self.mode is Mode.FILL:
-            del self._work[pod.key]
+            self.books.immediate.append(PodReady(pod.key))
+        if self.books.mode is Mode.FILL:
+            del self.books.works[pod.key]
         else:
-            self._begin(work, now, bound=True)
+            self.begin(work, now, bound=True)
 
-    def _evict(self, action: Evict, now: float) -> None:
+    def evict(self, action: Evict, now: float) -> None:
         """The pod stops and waits again; it keeps the work done up to its last checkpoint."""
         key = action.pod.key
-        allocation = self._running.pop(key, None)
+        allocation = self.books.running.pop(key, None)
         if allocation is None:
             return
-        self.world.release(allocation)
-        work = self._work[key]
+        self.books.world.release(allocation)
+        work = self.books.works[key]
         work.placement = None
         ran = now - work.started
         if work.attempt is not None:
@@ -402,8 +372,8 @@ class PodRuns:
         kept = kept_work(work, now)
         if work.remaining is not None:
             work.remaining = max(0.0, work.remaining - kept)
-        self._pending[key] = work.pod
-        self.recorder.evicted(key, allocation, now)
-        if self.queue_recorder is not None:
-            self.queue_recorder.stopped(work.pod, allocation, now, lost=ran - kept)
-        self._immediate.append(PodDeleted(key, PodEnd.EVICTED, action.reason))
+        self.books.pending[key] = work.pod
+        self.books.recorder.evicted(key, allocation, now)
+        if self.books.queue_recorder is not None:
+            self.books.queue_recorder.stopped(work.pod, allocation, now, lost=ran - kept)
+        self.books.immediate.append(PodDeleted(key, PodEnd.EVICTED, action.reason))

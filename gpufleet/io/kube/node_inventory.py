@@ -1,5 +1,5 @@
 """A Node's GPUs as its node agent discovered them: the ``gpufleet.dev/gpu-inventory``
-annotation (:mod:`gpufleet.io.kube.inventory`) read as model :class:`~gpufleet.model.GpuDevice`s.
+annotation (:mod:`gpufleet.io.kube.annotations`) read as model :class:`~gpufleet.model.GpuDevice`s.
 
 Where a node carries the annotation, its devices are the agent's truth rather than a guess from
 ``nvidia.com/gpu`` counts: one device per inventory device, with its index, product (as GPU
@@ -14,7 +14,7 @@ how the devices are shared (the labels and allocatable say that, as without an i
 
 from __future__ import annotations
 
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_from_json
+from gpufleet.io.kube.annotations import INVENTORY_ANNOTATION, inventory_from_json
 from gpufleet.io.manifests import Context
 from gpufleet.model import GpuDevice, MigSlice
 from gpufleet.model.gpu import parse_mig_profile

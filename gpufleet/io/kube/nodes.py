@@ -41,7 +41,7 @@ from typing import Any
 
 from gpufleet.io.cluster_traces.alibaba import GPU_MEMORY_MIB as ALIBABA_GPU_MEMORY_MIB
 from gpufleet.io.errors import quoted
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION
+from gpufleet.io.kube.annotations import INVENTORY_ANNOTATION
 from gpufleet.io.kube.mig_layout import (
     MIG_RESOURCE_PREFIX,
     first_fit_decreasing,

@@ -10,7 +10,7 @@ names (IANA service names).
 
 The fields come from ``gpufleet/data/kube_fields.json``, derived from the official
 ``kubernetes`` client's model classes and the operators' published CRDs (see
-:mod:`gpufleet.backends.kube.field_tables`, which writes it and says which versions). Free-form
+:mod:`gpufleet.kube_client.field_tables`, which writes it and says which versions). Free-form
 parts (labels, annotations, a CRD's ``x-kubernetes-preserve-unknown-fields``) are not checked.
 Objects read back from a live API server are not checked here (it validated them already, and
 a newer server's fields must not stop the scheduler). Kinds the tables do not know (gpufleet's

@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from gpufleet.backends.kube.api import PODS, KubeApi, RateLimiter
-from gpufleet.backends.kube.binding_signature import BindingKey
-from gpufleet.backends.kube.informer import object_key
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
+from gpufleet.io.kube.binding_signature import BindingKey
+from gpufleet.kube_client.api import PODS, KubeApi, RateLimiter
+from gpufleet.kube_client.informer import object_key
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import ApiError, FakeApiServer

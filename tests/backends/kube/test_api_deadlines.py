@@ -12,8 +12,8 @@ from contextlib import contextmanager
 import pytest
 from prometheus_client import generate_latest
 
-from gpufleet.backends.kube.api import ApiError, KubeApi, RateLimiter
 from gpufleet.backends.kube.leader import LeaderElector
+from gpufleet.kube_client.api import ApiError, KubeApi, RateLimiter
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness
 from tests.fakes.kube_api import FakeApiServer

@@ -7,12 +7,12 @@ import urllib.request
 
 import pytest
 
-from gpufleet.backends.kube.binding_signature import (
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
+from gpufleet.io.kube.binding_signature import (
     BINDING_SIGNATURE_ANNOTATION,
     BindingKey,
     binding_signature_problem,
 )
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
 from gpufleet.metrics.endpoint import HealthServer
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY

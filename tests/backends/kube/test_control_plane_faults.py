@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gpufleet.backends.kube import evictions
-from gpufleet.backends.kube.api import PODS, ApiError, KubeApi, RateLimiter
+from gpufleet.kube_client.api import PODS, ApiError, KubeApi, RateLimiter
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import Harness, harness, make_scheduler
 from tests.fakes.kube_api import FakeApiServer
@@ -78,7 +78,7 @@ def test_a_gang_member_whose_bind_is_held_is_not_evicted_until_it_is_known_bound
             h.server.create(pod)
         _turn_until(h, lambda: bool(_posts(h, "/binding", "ddp-1")))
         # ddp-0's refusal is read back (pending), and the gang is rolled back meanwhile.
-        _turn_until(h, lambda: "default/ddp-1" in h.backend._evict_after_bind)
+        _turn_until(h, lambda: "default/ddp-1" in h.backend.state.evict_after_bind)
         for _ in range(3):
             h.scheduler.turn()
             assert h.backend.wait_calls_answered(0.3) is False  # ddp-1's bind is held
@@ -99,7 +99,7 @@ def test_a_gang_member_whose_held_bind_failed_is_not_evicted_and_waits_again() -
         h.server.fail_next("POST", r"/pods/ddp-1/binding$", 500, hold=held)
         for pod in _gang("ddp", 2):
             h.server.create(pod)
-        _turn_until(h, lambda: "default/ddp-1" in h.backend._evict_after_bind)
+        _turn_until(h, lambda: "default/ddp-1" in h.backend.state.evict_after_bind)
         held.set()
         uid = h.pod("ddp-1")["metadata"]["uid"]
         h.until(lambda: len(h.bound()) == 2, timeout=20, what="the gang bound on its retry")
@@ -152,7 +152,7 @@ def test_an_eviction_queued_for_retry_is_not_sent_after_a_resync(
         h.kubelet_runs("batch")
         h.server.create(ko.gpu_pod("serve", gpus=4, priority_class="inference-critical"))
         h.until(lambda: bool(h.events("EvictionBlocked")), what="the eviction refused")
-        assert h.backend._evictions_due, "the refused eviction is queued for a retry"
+        assert h.backend.state.evictions_due, "the refused eviction is queued for a retry"
         h.server.delete("v1", "Pod", "serve", "default")
         h.server.delete("policy/v1", "PodDisruptionBudget", "keep-batch", "default")
         built = h.scheduler.cores_built

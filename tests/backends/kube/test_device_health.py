@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION, inventory_to_json
+from gpufleet.io.kube.annotations import (
+    GPU_INDEX_ANNOTATION,
+    INVENTORY_ANNOTATION,
+    inventory_to_json,
+)
 from gpufleet.model.inventory import InventoryDevice, NodeInventory
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import Harness, harness

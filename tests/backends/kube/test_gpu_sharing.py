@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, GPU_SHARE_ANNOTATION
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION, GPU_SHARE_ANNOTATION
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness
 

@@ -7,13 +7,13 @@ import threading
 
 import pytest
 
-from gpufleet.backends.kube.api import QUEUES, KubeApi, RateLimiter
 from gpufleet.backends.kube.backend import KubeBackend
+from gpufleet.kube_client.api import QUEUES, KubeApi, RateLimiter
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.waiting import wait_until
 from tests.fakes.kube_api import FakeApiServer
 
-REACHABILITY_LOG = "gpufleet.backends.kube.reachability"
+REACHABILITY_LOG = "gpufleet.kube_client.reachability"
 
 
 def _backend(server: FakeApiServer, watch_timeout_s: int = 300) -> KubeBackend:

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from gpufleet.backends.kube.api import NODES, PODS, KubeApi, RateLimiter
-from gpufleet.backends.kube.informer import Informers
+from gpufleet.kube_client.api import NODES, PODS, KubeApi, RateLimiter
+from gpufleet.kube_client.informer import Informers
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness
 from tests.fakes.kube_api import FakeApiServer

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import Harness, harness
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness, make_scheduler
 from tests.fakes.kube_api import FakeApiServer

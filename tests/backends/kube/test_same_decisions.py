@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.backends.kube.devices import placement_from_annotations
 from gpufleet.backends.sim.cluster import Mode, SimulatedCluster
 from gpufleet.control.factory import build_core, target_of
 from gpufleet.control.loop import run as run_loop
+from gpufleet.io.kube.annotations import placement_from_annotations
 from gpufleet.io.kube.nodes import node_from_object
 from gpufleet.io.readers import read_scenario
 from gpufleet.model.times import simulated_time

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from gpufleet.backends.kube.api import PODS, WATCHED, KubeApi, RateLimiter, Resource
-from gpufleet.backends.kube.informer import Informers
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
+from gpufleet.kube_client.api import PODS, WATCHED, KubeApi, RateLimiter, Resource
+from gpufleet.kube_client.informer import Informers
 from gpufleet.testing import kube_objects as ko
 from tests.backends.kube.harness import harness
 from tests.fakes.kube_api import FakeApiServer

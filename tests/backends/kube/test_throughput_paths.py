@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.api import ApiError, JsonPoster, KubeApi, RateLimiter
 from gpufleet.control.loop import Turn
+from gpufleet.kube_client.api import ApiError, JsonPoster, KubeApi, RateLimiter
 from gpufleet.metrics.scheduler import SchedulerMetrics
 from gpufleet.model.actions import Action, Bind
 from gpufleet.model.events import WorkloadAdded

@@ -11,15 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpufleet.backends.kube.api import ApiError, RateLimiter
-from gpufleet.backends.kube.devices import (
-    DeviceLedger,
-    placement_annotations,
-    placement_from_annotations,
-)
+from gpufleet.backends.kube.device_ledger import DeviceLedger
 from gpufleet.backends.kube.leader import LeaderElector
 from gpufleet.backends.kube.reporting import ApiReporter
+from gpufleet.io.kube.annotations import placement_annotations, placement_from_annotations
 from gpufleet.io.live_objects import LiveCatalog
+from gpufleet.kube_client.api import ApiError, RateLimiter
 from gpufleet.model import Placement
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.builders import make_node, make_pod

@@ -249,9 +249,9 @@ def test_the_telemetry_kept_between_samples_follows_what_runs() -> None:
     assert set(same_as_fresh(120.0)) == {("ml", "first"), ("ml", "second")}
     before = same_as_fresh(1800.0)
     # A restart in place: the run starts again where it is (its profile's ramp with it).
-    work = sim._work[first.pods[0].key]
+    work = sim.books.works[first.pods[0].key]
     work.started = 1800.0
-    sim.run_starts += 1
+    sim.books.run_starts += 1
     assert same_as_fresh(1800.0) != before
 
 

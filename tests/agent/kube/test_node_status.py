@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpufleet.backends.kube.api import KubeApi, RateLimiter
-from gpufleet.backends.kube.node_agent import NodeAgentApi, gpu_health_message
-from gpufleet.backends.kube.node_status import (
+from gpufleet.agent.kube.node_agent import NodeAgentApi, gpu_health_message
+from gpufleet.agent.kube.node_status import (
     AGENT_LABELS_ANNOTATION,
     DEFAULT_OWNED_LABEL_PREFIXES,
     GPU_HEALTH_CONDITION,
     NodeConditions,
     label_patch,
 )
-from gpufleet.io.kube.inventory import INVENTORY_ANNOTATION
+from gpufleet.io.kube.annotations import INVENTORY_ANNOTATION
+from gpufleet.kube_client.api import KubeApi, RateLimiter
 from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import FakeApiServer
 

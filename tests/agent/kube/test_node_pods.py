@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpufleet.backends.kube.api import KubeApi, RateLimiter
-from gpufleet.backends.kube.devices import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
-from gpufleet.backends.kube.node_agent import NodeAgentApi
-from gpufleet.backends.kube.node_pods import BoundPodsView, ContainerView, PodView, pod_view
+from gpufleet.agent.kube.node_agent import NodeAgentApi
+from gpufleet.agent.kube.node_pods import BoundPodsView, ContainerView, PodView, pod_view
+from gpufleet.io.kube.annotations import GPU_INDEX_ANNOTATION, VISIBLE_DEVICES_ANNOTATION
+from gpufleet.kube_client.api import KubeApi, RateLimiter
 from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import FakeApiServer
 

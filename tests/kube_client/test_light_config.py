@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.light_config import KubeconfigError, in_cluster, load_kubeconfig
+from gpufleet.kube_client.light_config import KubeconfigError, in_cluster, load_kubeconfig
 
 
 @pytest.fixture(scope="module")

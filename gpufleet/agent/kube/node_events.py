@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.kube.api_types import ApiError, NodeAgentCalls, rfc3339
+from gpufleet.kube_client.api_types import ApiError, NodeAgentCalls, rfc3339
 
 log = logging.getLogger(__name__)
 

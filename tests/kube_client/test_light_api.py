@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.api_types import (
+from gpufleet.agent.kube.node_pods import pods_on
+from gpufleet.kube_client.api_types import (
     NODES,
     PODS,
     ApiError,
@@ -28,9 +29,8 @@ from gpufleet.backends.kube.api_types import (
     Resource,
     WatchExpiredError,
 )
-from gpufleet.backends.kube.light_api import STRATEGIC_MERGE, LightKubeApi
-from gpufleet.backends.kube.light_config import ClusterAccess, FileToken, KubeconfigError
-from gpufleet.backends.kube.node_pods import pods_on
+from gpufleet.kube_client.light_api import STRATEGIC_MERGE, LightKubeApi
+from gpufleet.kube_client.light_config import ClusterAccess, FileToken, KubeconfigError
 from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import FakeApiServer
 

@@ -5,19 +5,19 @@ Why it exists: ``gpufleet agent`` runs on every GPU node and must stay under 80 
 (issue 13), and importing the official ``kubernetes`` package alone costs about 50 MiB (its
 ``__init__`` loads some 700 model classes, and ``kubernetes.config`` loads the client too).
 The agent needs seven calls, so it speaks them itself; the scheduler, which makes many more,
-keeps the official client (:class:`~gpufleet.backends.kube.api.KubeApi`). It speaks them with
+keeps the official client (:class:`~gpufleet.kube_client.api.KubeApi`). It speaks them with
 ``http.client`` and ``ssl`` rather than an HTTP library for the same reason: ``httpx`` costs
 ~9 MiB more resident than the standard library, and one kept-alive HTTP/1.1 connection per
 thread is all the agent needs.
 
-Owns :class:`LightKubeApi`: exactly :class:`~gpufleet.backends.kube.api_types.NodeAgentCalls`
+Owns :class:`LightKubeApi`: exactly :class:`~gpufleet.kube_client.api_types.NodeAgentCalls`
 (list and watch of a kind, with its field selector; get, patch and status-patch of a Node;
 create and patch of an Event) with KubeApi's signatures and semantics: objects are the API
 server's JSON dicts, listed items get ``kind`` and ``apiVersion``, patches are strategic merge
-patches, every call passes the :class:`~gpufleet.backends.kube.api_types.RateLimiter`, an
-error answer is an :class:`~gpufleet.backends.kube.api_types.ApiError` with the ``Status``
+patches, every call passes the :class:`~gpufleet.kube_client.api_types.RateLimiter`, an
+error answer is an :class:`~gpufleet.kube_client.api_types.ApiError` with the ``Status``
 message (status 0: no answer), and a watch raises
-:class:`~gpufleet.backends.kube.api_types.WatchExpiredError` on 410 Gone, as an HTTP status or
+:class:`~gpufleet.kube_client.api_types.WatchExpiredError` on 410 Gone, as an HTTP status or
 as an ERROR event. Calls go on one kept-alive connection per calling thread, sent again once
 on a new one when the server had closed the old one meanwhile; a watch has a connection of its
 own. Where the server is and the credentials are :mod:`.light_config`'s. It sends nothing
@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gpufleet.backends.kube.api_types import (
+from gpufleet.kube_client.api_types import (
     WATCH_GRACE_S,
     WATCH_TIMEOUT_S,
     ApiError,
@@ -50,14 +50,14 @@ from gpufleet.backends.kube.api_types import (
     quote_segment,
     status_error,
 )
-from gpufleet.backends.kube.light_config import (
+from gpufleet.kube_client.light_config import (
     ClusterAccess,
     KubeconfigError,
     in_cluster,
     load_kubeconfig,
 )
-from gpufleet.backends.kube.reachability import Reachability
-from gpufleet.backends.kube.retry_policy import AnswerLostError, repeat_of, send_under_policy
+from gpufleet.kube_client.reachability import Reachability
+from gpufleet.kube_client.retry_policy import AnswerLostError, repeat_of, send_under_policy
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 USER_AGENT = "gpufleet-agent"
@@ -111,7 +111,7 @@ class LightKubeApi:
     @classmethod
     def connect(cls, kubeconfig: str | None, limiter: RateLimiter | None = None) -> LightKubeApi:
         """From a kubeconfig file, or the pod's service account when None; raises
-        :class:`~gpufleet.backends.kube.light_config.KubeconfigError`."""
+        :class:`~gpufleet.kube_client.light_config.KubeconfigError`."""
         access = in_cluster() if kubeconfig is None else load_kubeconfig(kubeconfig)
         return cls(access, limiter)
 
@@ -219,7 +219,7 @@ class LightKubeApi:
 
     # ----------------------------------------------------------------------------- reading
     def list(self, resource: Resource, resource_version: str = "") -> tuple[list[Obj], str]:
-        """As :meth:`KubeApi.list <gpufleet.backends.kube.api.KubeApi.list>`: every object of
+        """As :meth:`KubeApi.list <gpufleet.kube_client.api.KubeApi.list>`: every object of
         a kind (across namespaces), kind and apiVersion set, and the list's resourceVersion.
         ``resource_version`` "0" reads the watch cache, "" etcd."""
         params: dict[str, str] = {}
@@ -241,7 +241,7 @@ class LightKubeApi:
         timeout_s: int = WATCH_TIMEOUT_S,
         on_open: Callable[[Any], None] | None = None,
     ) -> Iterator[tuple[str, Obj]]:
-        """As :meth:`KubeApi.watch <gpufleet.backends.kube.api.KubeApi.watch>`: (type,
+        """As :meth:`KubeApi.watch <gpufleet.kube_client.api.KubeApi.watch>`: (type,
         object) changes after ``resource_version`` (bookmarks included) until the server ends
         the stream; :class:`WatchExpiredError` on 410 Gone, :class:`ApiError` (status 0) when
         the server cannot be reached or the stream breaks. ``on_open`` is given a

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.api import KubeApi, RateLimiter
-from gpufleet.backends.kube.node_events import (
+from gpufleet.agent.kube.node_events import (
     COMBINED_PREFIX,
     NORMAL,
     WARNING,
     EventRecorder,
     ObjectRef,
 )
+from gpufleet.kube_client.api import KubeApi, RateLimiter
 from tests.fakes.kube_api import FakeApiServer
 
 NODE = "gpu-1"

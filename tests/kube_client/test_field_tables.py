@@ -6,8 +6,8 @@ from __future__ import annotations
 import kubernetes
 import pytest
 
-from gpufleet.backends.kube.field_tables import CORE_ROOTS, core_tables
 from gpufleet.io.kube.schema import tables
+from gpufleet.kube_client.field_tables import CORE_ROOTS, core_tables
 
 
 def test_the_core_tables_are_the_installed_clients() -> None:

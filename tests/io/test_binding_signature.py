@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpufleet.backends.kube.binding_signature import (
+from gpufleet.io.kube.annotations import (
+    GPU_INDEX_ANNOTATION,
+    GPU_SHARE_ANNOTATION,
+    MIG_SLICES_ANNOTATION,
+    VISIBLE_DEVICES_ANNOTATION,
+)
+from gpufleet.io.kube.binding_signature import (
     BINDING_SIGNATURE_ANNOTATION,
     SIGNED_ANNOTATIONS,
     BindingKey,
@@ -18,12 +24,6 @@ from gpufleet.backends.kube.binding_signature import (
     canonical_binding,
     sign_binding,
     signed_binding,
-)
-from gpufleet.backends.kube.devices import (
-    GPU_INDEX_ANNOTATION,
-    GPU_SHARE_ANNOTATION,
-    MIG_SLICES_ANNOTATION,
-    VISIBLE_DEVICES_ANNOTATION,
 )
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY, write_binding_key
 

@@ -1,6 +1,6 @@
 """The one policy on sending a request to the API server again, for both of our own HTTP
-clients: :class:`~gpufleet.backends.kube.api.JsonPoster` (the scheduler's Bindings, Evictions
-and Events) and :class:`~gpufleet.backends.kube.light_api.LightKubeApi` (the node agent).
+clients: :class:`~gpufleet.kube_client.api.JsonPoster` (the scheduler's Bindings, Evictions
+and Events) and :class:`~gpufleet.kube_client.light_api.LightKubeApi` (the node agent).
 
 A request is sent at most twice, and the second time only where a repeat is harmless or
 detected:
@@ -32,7 +32,7 @@ error:
 
 Requests sent through the official client (the scheduler's other calls, and its POSTs when it
 speaks through a proxy) are not sent again: its urllib3 pool has retries off (see
-:mod:`gpufleet.backends.kube.api`).
+:mod:`gpufleet.kube_client.api`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
-from gpufleet.backends.kube.api_types import ApiError, Obj
+from gpufleet.kube_client.api_types import ApiError, Obj
 
 __all__ = [
     "MAX_SENDS",

@@ -3,7 +3,7 @@
 The scheduler only reads and binds; the control plane on Kubernetes also writes what tenants
 submit (Pods, Jobs, Deployments, StatefulSets, ReplicaSets, PyTorchJobs, MPIJobs, RayClusters,
 RayJobs, PodGroups) and what admins set (Queues, PriorityClasses). :class:`ObjectWriter` does
-that through :meth:`KubeApi.request <gpufleet.backends.kube.api.KubeApi.request>` (one path per
+that through :meth:`KubeApi.request <gpufleet.kube_client.api.KubeApi.request>` (one path per
 kind, below), under the same client-side rate limit as the scheduler's calls, as the client's
 own identity or, for a tenant's objects, impersonating the tenant (:meth:`acting_as`), and
 reads or merge-patches one of them (the idle reclaimer's pod annotations and labels, and the
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from gpufleet.backends.kube.api import ApiError, Impersonation, KubeApi
+from gpufleet.kube_client.api import ApiError, Impersonation, KubeApi
 
 Obj = dict[str, Any]
 

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from gpufleet.backends.kube.api_types import ApiError, rfc3339
+from gpufleet.kube_client.api_types import ApiError, rfc3339
 
 log = logging.getLogger(__name__)
 

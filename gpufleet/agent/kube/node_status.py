@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.kube.api_types import NodeAgentCalls, rfc3339
+from gpufleet.kube_client.api_types import NodeAgentCalls, rfc3339
 
 #: The annotation recording which labels the agent set (comma-separated, sorted).
 AGENT_LABELS_ANNOTATION = "gpufleet.dev/agent-labels"

@@ -2,7 +2,7 @@
 
 Owns :class:`BoundPodsView`: a list-watch of the pods with ``spec.nodeName=<node>`` (the API
 server filters; RBAC cannot, see deploy/README.md) through the same
-:class:`~gpufleet.backends.kube.informer.Informer` the scheduler uses (relists on 410, backoff,
+:class:`~gpufleet.kube_client.informer.Informer` the scheduler uses (relists on 410, backoff,
 a close that ends the open watch at once), kept as small read-only :class:`PodView`\\s: what
 ``Allocate`` needs to find a container's pod and the devices the scheduler chose for it
 (namespace, name, uid, phase, the order pods were bound, each container's limits, the
@@ -24,8 +24,8 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
-from gpufleet.backends.kube.api_types import PODS, ListWatchApi, Obj, Resource
-from gpufleet.backends.kube.informer import DELETED, Change, Informer
+from gpufleet.kube_client.api_types import PODS, ListWatchApi, Obj, Resource
+from gpufleet.kube_client.informer import DELETED, Change, Informer
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The field tables of the Kubernetes objects gpufleet reads, derived from maintained sources.
 
 Owns writing ``gpufleet/data/kube_fields.json``, the data :mod:`gpufleet.io.kube.schema` checks
-every object against (it lives here because only ``backends/kube`` may import the client):
+every object against (it lives here because only ``kube_client`` may import the client):
 
 * the core kinds' fields come from the official ``kubernetes`` client's model classes
   (``openapi_types`` and ``attribute_map``, walked from each root kind), for the Kubernetes
@@ -13,7 +13,7 @@ Each table maps a JSON field name to the type of its value: ``""`` for a value t
 checked further (a scalar, a free-form map such as labels, or a schema that keeps unknown
 fields), a type name, or ``{}`` and a type name for a map whose values are of that type. Lists
 are transparent: a list's items are of the field's type. Run it after moving the client or a CRD:
-``python -m gpufleet.backends.kube.field_tables CRD_DIR > gpufleet/data/kube_fields.json``.
+``python -m gpufleet.kube_client.field_tables CRD_DIR > gpufleet/data/kube_fields.json``.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.backends.kube.devices import (
+from gpufleet.io.kube.annotations import (
     GPU_INDEX_ANNOTATION,
     GPU_SHARE_ANNOTATION,
     MIG_SLICES_ANNOTATION,

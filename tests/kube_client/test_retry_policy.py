@@ -1,4 +1,4 @@
-"""The one policy on sending a request again (gpufleet.backends.kube.retry_policy), over a real
+"""The one policy on sending a request again (gpufleet.kube_client.retry_policy), over a real
 HTTP server that carries a request out and then drops the connection without an answer: a
 Binding or an Eviction is sent again and its repeat read for what it says of the first; any
 other request whose answer is lost is not sent again."""
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from gpufleet.backends.kube.api import ApiError, KubeApi, RateLimiter
-from gpufleet.backends.kube.light_api import LightKubeApi
-from gpufleet.backends.kube.light_config import ClusterAccess
-from gpufleet.backends.kube.retry_policy import Repeat, repeat_of, settle_binding
+from gpufleet.kube_client.api import ApiError, KubeApi, RateLimiter
+from gpufleet.kube_client.light_api import LightKubeApi
+from gpufleet.kube_client.light_config import ClusterAccess
+from gpufleet.kube_client.retry_policy import Repeat, repeat_of, settle_binding
 from gpufleet.testing import kube_objects as ko
 from tests.fakes.kube_api import FakeApiServer
 

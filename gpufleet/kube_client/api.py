@@ -22,7 +22,7 @@ lease renewal, passes a shorter one); a watch waits :data:`WATCH_GRACE_S` past i
 ``timeoutSeconds``. Connections carry TCP keepalive, so a half-open one is found, and urllib3
 does not retry (each caller retries as it sees fit: an informer with back-off, the lease at
 its next round), which would multiply a deadline and log a warning per attempt. Every call's
-outcome goes to the client's :class:`~gpufleet.backends.kube.reachability.Reachability`.
+outcome goes to the client's :class:`~gpufleet.kube_client.reachability.Reachability`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from kubernetes.client.rest import ApiException
 from urllib3.connection import HTTPConnection as Urllib3Connection
 from urllib3.util.retry import Retry
 
-from gpufleet.backends.kube.api_types import (
+from gpufleet.kube_client.api_types import (
     AUTOSCALING_WATCHED,
     CALL_TIMEOUT_S,
     CONNECT_TIMEOUT_S,
@@ -71,10 +71,10 @@ from gpufleet.backends.kube.api_types import (
     micro_time,
     rfc3339,
 )
-from gpufleet.backends.kube.api_types import quote_segment as _quote
-from gpufleet.backends.kube.api_types import status_error as _status_error
-from gpufleet.backends.kube.reachability import Reachability
-from gpufleet.backends.kube.retry_policy import (
+from gpufleet.kube_client.api_types import quote_segment as _quote
+from gpufleet.kube_client.api_types import status_error as _status_error
+from gpufleet.kube_client.reachability import Reachability
+from gpufleet.kube_client.retry_policy import (
     AnswerLostError,
     repeat_of,
     send_under_policy,

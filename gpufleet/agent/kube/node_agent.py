@@ -1,19 +1,20 @@
 """The Kubernetes API as the node agent uses it: one object with everything the agent asks.
 
 Owns :class:`NodeAgentApi`, the agent's whole view of the API server, over any client of
-:class:`~gpufleet.backends.kube.api_types.NodeAgentCalls`: :meth:`NodeAgentApi.connect` makes
-a :class:`~gpufleet.backends.kube.light_api.LightKubeApi` (not the official client: the
-agent's memory budget), and the scheduler's :class:`~gpufleet.backends.kube.api.KubeApi` fits
-too (the same calls, rate limit and errors: :class:`~gpufleet.backends.kube.api_types.ApiError`):
+:class:`~gpufleet.kube_client.api_types.NodeAgentCalls`: :meth:`NodeAgentApi.connect` makes
+a :class:`~gpufleet.kube_client.light_api.LightKubeApi` (not the official client: the
+agent's memory budget), and the scheduler's :class:`~gpufleet.kube_client.api.KubeApi` fits
+too (the same calls, rate limit and errors: :class:`~gpufleet.kube_client.api_types.ApiError`):
 
 * :meth:`NodeAgentApi.read_node`: the Node as the API server has it now;
 * :meth:`NodeAgentApi.publish`: labels and annotations of the Node
-  (:mod:`~gpufleet.backends.kube.node_status`);
+  (:mod:`~gpufleet.agent.kube.node_status`);
 * :meth:`NodeAgentApi.set_condition`: a Node condition (``GpuDevicesHealthy``);
 * :meth:`NodeAgentApi.event`: an Event about the Node or a Pod, correlated as the kubelet's
-  (:mod:`~gpufleet.backends.kube.node_events`);
-* :meth:`NodeAgentApi.watch_pods`: the pods bound to the node (:mod:`~gpufleet.backends.kube.
-  node_pods`), which is what the device plugin's ``BoundPods`` looks up.
+  (:mod:`~gpufleet.agent.kube.node_events`);
+* :meth:`NodeAgentApi.watch_pods`: the pods bound to the node
+  (:mod:`~gpufleet.agent.kube.node_pods`), which is what the device plugin's ``BoundPods``
+  looks up.
 
 What the agent tells, and when, is gpufleet.agent's; this module only speaks to the API. RBAC
 for exactly these calls: deploy/agent-rbac.yaml.
@@ -23,17 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from gpufleet.backends.kube.api_types import NodeAgentCalls, Obj, RateLimiter
-from gpufleet.backends.kube.light_api import LightKubeApi
-from gpufleet.backends.kube.node_events import NORMAL, WARNING, EventRecorder, ObjectRef
-from gpufleet.backends.kube.node_pods import BoundPodsView, ContainerView, PodListener, PodView
-from gpufleet.backends.kube.node_status import (
+from gpufleet.agent.kube.node_events import NORMAL, WARNING, EventRecorder, ObjectRef
+from gpufleet.agent.kube.node_pods import BoundPodsView, ContainerView, PodListener, PodView
+from gpufleet.agent.kube.node_status import (
     AGENT_LABELS_ANNOTATION,
     DEFAULT_OWNED_LABEL_PREFIXES,
     GPU_HEALTH_CONDITION,
     NodeConditions,
     NodeLabeler,
 )
+from gpufleet.kube_client.api_types import NodeAgentCalls, Obj, RateLimiter
+from gpufleet.kube_client.light_api import LightKubeApi
 
 __all__ = [
     "AGENT_LABELS_ANNOTATION",
@@ -84,7 +85,7 @@ class NodeAgentApi:
     @classmethod
     def connect(cls, node: str, kubeconfig: str | None = None) -> NodeAgentApi:
         """From a kubeconfig file, or the pod's service account when None (raises
-        :class:`~gpufleet.backends.kube.light_config.KubeconfigError`). One node's agent makes
+        :class:`~gpufleet.kube_client.light_config.KubeconfigError`). One node's agent makes
         few calls: a modest rate limit (the kubelet's default is 50 qps, burst 100)."""
         client = LightKubeApi.connect(kubeconfig, RateLimiter(qps=50, burst=100))
         agent_api = cls(client, node)

@@ -12,7 +12,7 @@ watch cache at the last resourceVersion seen ("not older than", as client-go's r
 difference between the cache and the new listing into the changes that were missed (so
 nothing deleted during the gap is forgotten). The back-off grows on failures and is reset
 when the server answers again: this informer's call, or any call of the same client (its
-:class:`~gpufleet.backends.kube.reachability.Reachability`), which ends a back-off early. A
+:class:`~gpufleet.kube_client.reachability.Reachability`), which ends a back-off early. A
 failure is told in one log line (the first of a run of equal failures; no traceback: an
 unreachable server is an expected state, not a bug), and not at all when the server gave no
 answer: the client's Reachability tells that once for all. A kind whose CRD is not installed
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.backends.kube.api_types import (
+from gpufleet.kube_client.api_types import (
     ApiError,
     ListWatchApi,
     Obj,

@@ -5,9 +5,9 @@ type (:data:`Obj`, the API server's JSON as dicts), the errors (:class:`ApiError
 :class:`WatchExpiredError`), the kinds listed and watched (:class:`Resource` and its
 constants), the client-side rate limit (:class:`RateLimiter`), the API's timestamp formats, and
 the two protocols the informer and the node agent's modules take: :class:`ListWatchApi` and
-:class:`NodeAgentCalls`. The scheduler's client (:class:`~gpufleet.backends.kube.api.KubeApi`,
+:class:`NodeAgentCalls`. The scheduler's client (:class:`~gpufleet.kube_client.api.KubeApi`,
 over the official ``kubernetes`` package) and the node agent's
-(:class:`~gpufleet.backends.kube.light_api.LightKubeApi`, over the standard library's
+(:class:`~gpufleet.kube_client.light_api.LightKubeApi`, over the standard library's
 ``http.client``) both satisfy them.
 
 It imports no client: importing the official one costs the node agent ~50 MiB of its 80 MiB
@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from gpufleet.backends.kube.reachability import Reachability
+    from gpufleet.kube_client.reachability import Reachability
 
 Obj = dict[str, Any]
 
