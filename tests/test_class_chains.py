@@ -20,7 +20,7 @@ import pytest
 from pydantic import BaseModel
 
 #: The packages held to the rule (each with its modules, all the way down).
-SCOPE = ["gpufleet.backends.local"]
+SCOPE = ["gpufleet.backends.local", "gpufleet.service", "gpufleet.cli", "gpufleet.api"]
 
 
 def _aside(cls: type) -> bool:

@@ -86,7 +86,7 @@ from gpufleet.scheduling.policies import POLICY_NAMES
 from gpufleet.scheduling.profile import DEFAULT_PROFILE
 from gpufleet.service.auth import AdmissionRules, rules_from_object
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
-from gpufleet.service.idle_actions import reclaimer_for
+from gpufleet.service.idle_actions import ReclaimingPlane, reclaimer_for
 from gpufleet.service.limits import (
     DEFAULT_MAX_ACTIVE_PODS,
     DEFAULT_MAX_ACTIVE_WORKLOADS,
@@ -96,7 +96,7 @@ from gpufleet.service.limits import (
 )
 from gpufleet.service.live_observing import store_shape
 from gpufleet.service.observatory import STEP_S
-from gpufleet.service.plane_book import PlaneBase, ServeOptions
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.service.protocol import Plane
 from gpufleet.service.seeding import plan_seed, write_seed
 from gpufleet.service.tenant_identity import DEFAULT_GROUPS, DEFAULT_USER, TenantIdentity
@@ -494,7 +494,7 @@ def _serve_on(
     store = planning_store(db)
     fresh = store.meta("seeded") is None
     plane: Plane
-    reclaiming: PlaneBase
+    reclaiming: ReclaimingPlane
     idle = list(observe.idle_policies)
     options = ServeOptions(
         policy=policy,
