@@ -58,6 +58,14 @@ from gpufleet.io.kinds import Skipped
 from gpufleet.io.manifests import describe
 from gpufleet.io.quantities import parse_long_duration
 from gpufleet.service.auth import METRICS, Principal
+from gpufleet.service.capabilities import (
+    RESUME,
+    SUSPEND,
+    UNGATE,
+    WaitingChanges,
+    no_logs,
+    no_waiting_changes,
+)
 from gpufleet.service.plane_book import PRIORITY_CLASS, QUEUE
 from gpufleet.service.plane_book import Change as PlaneChange
 from gpufleet.service.protocol import Plane
@@ -196,7 +204,11 @@ def create_app(
         says where they start): ``serve --local`` keeps every run's log."""
         with plane.lock:
             key = plane.find(caller, namespace, name, kind).key
-        found = plane.pod_log(caller, key, pod, attempt, offset, tail=tail)
+        logs = plane.logs
+        if logs is None:
+            plane.visible(caller, key)
+            raise no_logs(key, plane.backend_name)
+        found = logs.pod_log(caller, key, pod, attempt, offset, tail=tail)
         return LogChunk(
             pod=found.pod,
             attempt=found.attempt,
@@ -281,7 +293,9 @@ def create_app(
         named, else all; once none is left it joins its queue (409: it has none of them)."""
         with plane.lock:
             key = plane.find(caller, namespace, name, kind).key
-        record = plane.ungate(caller, key, body.gates if body is not None else ())
+        record = _waiting_changes(plane, caller, key, UNGATE).ungate(
+            caller, key, body.gates if body is not None else ()
+        )
         return views.workload_summary(record, {})
 
     @app.post(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/resume")
@@ -291,7 +305,7 @@ def create_app(
         """Resume a suspended Job (``spec.suspend``): it joins its queue (409: not suspended)."""
         with plane.lock:
             key = plane.find(caller, namespace, name, kind).key
-        record = plane.resume(caller, key)
+        record = _waiting_changes(plane, caller, key, RESUME).resume(caller, key)
         return views.workload_summary(record, {})
 
     @app.post(f"{API_PREFIX}/workloads/{{namespace}}/{{name}}/suspend")
@@ -302,7 +316,7 @@ def create_app(
         already, or started)."""
         with plane.lock:
             key = plane.find(caller, namespace, name, kind).key
-        record = plane.suspend(caller, key)
+        record = _waiting_changes(plane, caller, key, SUSPEND).suspend(caller, key)
         return views.workload_summary(record, {})
 
     @app.put(f"{API_PREFIX}/queues")
@@ -615,3 +629,13 @@ async def _one_document(request: Request, limit: int) -> dict[str, Any]:
             422, f"expected one object (a mapping) in the body, got {describe(document)}"
         )
     return document
+
+
+def _waiting_changes(plane: Plane, caller: Principal, key: str, change: str) -> WaitingChanges:
+    """The plane's owner's changes; where its world has none, a 409 saying who makes
+    ``change`` there (a 404 for a workload the caller may not see)."""
+    changes = plane.waiting_changes
+    if changes is None:
+        plane.visible(caller, key)
+        raise no_waiting_changes(key, plane.backend_name, change)
+    return changes

@@ -29,8 +29,9 @@ from gpufleet.api.schemas import API_PREFIX
 from gpufleet.backends.local.run_state import read_exit
 from gpufleet.backends.local.terminal import DATA, FrameReader, frame, resize_frame
 from gpufleet.service.auth import METRICS, ForbiddenError, Principal
+from gpufleet.service.capabilities import AttachPoint, no_terminal
 from gpufleet.service.plane_book import ConflictError, NotFoundError
-from gpufleet.service.protocol import AttachPoint, Plane
+from gpufleet.service.protocol import Plane
 from gpufleet.service.tokens import TokenRefusedError
 
 #: Seconds the route waits, once the terminal closed, for the run's end to be recorded.
@@ -76,7 +77,11 @@ def _attach_point(
     try:
         with plane.lock:
             key = plane.find(caller, namespace, name, kind).key
-        return plane.attach_point(caller, key)
+        terminals = plane.terminals
+        if terminals is None:
+            plane.visible(caller, key)
+            raise no_terminal(key, plane.backend_name)
+        return terminals.attach_point(caller, key)
     except NotFoundError as error:
         raise _RefusedError(404, str(error)) from None
     except ForbiddenError as error:

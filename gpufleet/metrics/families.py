@@ -247,7 +247,7 @@ API_REQUEST_SECONDS = Family(
     "Latency of the control plane's API requests",
     ("method", "route", "status"),
 )
-#: The control plane's counters (``PlaneBase.counters``), by the key it counts under.
+#: The control plane's counters (``PlaneBook.counters``), by the key it counts under.
 PLANE_COUNTERS = {
     "submitted": SUBMITTED_WORKLOADS,
     "bound": STARTED_PODS,

@@ -2,24 +2,30 @@
 
 :class:`EmbeddedControlPlane` is a :class:`~gpufleet.service.live_plane.LivePlane` (the loop,
 the store, the API's requests: read that module's docstring) over a :class:`LiveSimCluster`
-(the simulated cluster on a scaled wall clock, its clock kept in the store across restarts),
-with what only a simulated cluster has: telemetry of its simulated GPUs (from usage profiles),
-its series and alerts (:mod:`gpufleet.service.live_observing`), saved at stop, and the wall
-time of each instant of its clock (:mod:`gpufleet.service.wall_time`) for what it sends out.
+(the simulated cluster on a scaled wall clock, its clock kept in the store across restarts):
+the parts every live plane has, its start putting the running pods back one by one
+(:class:`~gpufleet.service.live_restore.PodsTakenBack`), and what only a simulated cluster
+has: telemetry of its simulated GPUs (from usage profiles), its series and alerts
+(:mod:`gpufleet.service.live_observing`), saved at stop, and the wall time of each instant of
+its clock (:mod:`gpufleet.service.wall_time`) for what it sends out. It keeps no logs and has
+no terminals (its ``logs`` and ``terminals`` are None).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from gpufleet.backends.sim.live import LiveSimCluster
 from gpufleet.backends.sim.telemetry import LockedTelemetry, SimTelemetry
 from gpufleet.control.factory import target_of
 from gpufleet.io.fleet.alert_rules import builtin_alert_rules
 from gpufleet.model import Node
+from gpufleet.model.times import time_format
 from gpufleet.service.live_observing import LiveObserving
 from gpufleet.service.live_plane import LivePlane
+from gpufleet.service.live_restore import PodsTakenBack
 from gpufleet.service.observatory import ObservatoryThread
 from gpufleet.service.plane_book import ServeOptions
 from gpufleet.service.sim_records import telemetry_seed
@@ -31,7 +37,10 @@ class EmbeddedControlPlane(LivePlane):
     """See the module docstring."""
 
     backend_name = "simulated"
-    simulated_clock = True  # the simulated cluster's seconds, since it started
+    #: Whether the world's clock is a simulated cluster's (seconds since it started: instants
+    #: read ``t=39m09s``) or the wall clock (Unix seconds: instants read as UTC dates); the
+    #: CLI reads the same from the backend's name.
+    simulated_clock: ClassVar[bool] = True
     world: LiveSimCluster
 
     def __init__(
@@ -54,7 +63,16 @@ class EmbeddedControlPlane(LivePlane):
             options.node_faults,
             options.seed,
         )
-        super().__init__(store, sim, sim.recorder.metrics, options, wall)
+        super().__init__(
+            store,
+            sim,
+            sim.recorder.metrics,
+            options,
+            time_format(self.simulated_clock),
+            wall,
+            default_runtime=options.default_runtime,
+            take_back=lambda restorer: PodsTakenBack(restorer, sim),
+        )
         #: Every simulated GPU's samples, from the usage profiles of the pods on it.
         self.telemetry = LockedTelemetry(
             SimTelemetry(self.world, telemetry_seed(self.options), self.options.usage_profile),

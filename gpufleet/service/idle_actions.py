@@ -5,8 +5,8 @@ Owns :class:`IdleReclaimer`, subscribed to a plane's
 round it copies the running workloads that hold GPUs out of the plane's records (under the
 plane's lock: :func:`idle_candidates`), asks its :class:`~gpufleet.telemetry.idle.IdleEngine`
 which step of which policy is due over the observatory's series (outside that lock: a
-Prometheus query may take seconds), and carries each out through the plane's hooks
-(:class:`~gpufleet.service.plane_book.PlaneBase`): Notify is the event alone; Checkpoint,
+Prometheus query may take seconds), and carries each out through the plane's idle actions
+(:class:`~gpufleet.service.capabilities.IdleActions`): Notify is the event alone; Checkpoint,
 ``request_checkpoint``; Stop, ``stop_idle`` (embedded and local: cancelled, a local run with
 SIGTERM, the grace, SIGKILL; Kubernetes: its pods evicted); ScaleToZero, ``scale_to_zero``;
 Preemptible, ``demote``. Every step is a Warning event
@@ -30,6 +30,7 @@ from typing import Protocol
 
 from gpufleet.backends.sim.idle_reclaim import is_training
 from gpufleet.model.idle import IdleAction, IdleCandidate, IdleDecision, IdlePolicy
+from gpufleet.service.capabilities import IdleActions
 from gpufleet.service.observatory import Observatory, ObservedRound
 from gpufleet.service.plane_book import IdleOutcome
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
@@ -44,23 +45,21 @@ DECISIONS_KEPT = 1000
 
 
 class ReclaimingPlane(Protocol):
-    """What the reclaimer needs of a plane (both planes have it: ``PlaneBase``)."""
+    """What the reclaimer needs of a plane (every plane has it): its records, its observatory,
+    its events, and what the steps do there (its ``idle_actions``)."""
 
     lock: threading.RLock
-    records: dict[str, WorkloadRecord]
     observatory: Observatory | None
+
+    @property
+    def idle_actions(self) -> IdleActions: ...
+
+    @property
+    def records(self) -> dict[str, WorkloadRecord]: ...
 
     def record_event(
         self, key: str, type_: str, reason: str, message: str, at: float | None = None
     ) -> StoredEvent: ...
-
-    def stop_idle(self, key: str, by: str) -> IdleOutcome: ...
-
-    def scale_to_zero(self, key: str, by: str) -> IdleOutcome: ...
-
-    def request_checkpoint(self, key: str, at: float) -> IdleOutcome: ...
-
-    def demote(self, key: str) -> IdleOutcome: ...
 
 
 def idle_candidates(records: Mapping[str, WorkloadRecord]) -> list[IdleCandidate]:
@@ -157,12 +156,12 @@ class IdleReclaimer:
         if action is IdleAction.NOTIFY:
             return IdleOutcome()
         if action is IdleAction.CHECKPOINT:
-            return self.plane.request_checkpoint(key, decision.at)
+            return self.plane.idle_actions.request_checkpoint(key, decision.at)
         if action is IdleAction.STOP:
-            return self.plane.stop_idle(key, decision.policy)
+            return self.plane.idle_actions.stop_idle(key, decision.policy)
         if action is IdleAction.SCALE_TO_ZERO:
-            return self.plane.scale_to_zero(key, decision.policy)
-        return self.plane.demote(key)
+            return self.plane.idle_actions.scale_to_zero(key, decision.policy)
+        return self.plane.idle_actions.demote(key)
 
     def _again_next_round(self, decision: IdleDecision) -> None:
         """Put the workload back before this step, due at once (the engine moved past it)."""

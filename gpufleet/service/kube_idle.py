@@ -1,6 +1,7 @@
 """What an idle policy's steps do to a workload on Kubernetes, through the API server.
 
-Owns the calls behind :class:`~gpufleet.service.kube_plane.KubeControlPlane`'s idle hooks:
+Owns :class:`KubeIdleActions`, the :class:`~gpufleet.service.capabilities.IdleActions` of
+:class:`~gpufleet.service.kube_plane.KubeControlPlane`, and the calls behind them:
 
 * Stop: a policy/v1 ``Eviction`` of each of its pods (``POST pods/{name}/eviction``), so that
   PodDisruptionBudgets apply: a 429 (a budget forbids it now) is not done, and is asked again
@@ -20,19 +21,22 @@ None of them touches a workload a pod of which the node autoscalers are told to 
 again next round: the annotation is a standing wish).
 
 Each returns an :class:`~gpufleet.service.plane_book.IdleOutcome`; the reclaimer records the event.
-It decides nothing and holds no lock (the plane copies the pods it acts on first).
+The calls decide nothing and hold no lock (:class:`KubeIdleActions` copies the pods it acts on
+first, under the plane's lock).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpufleet.io.kube.disruption import protection
 from gpufleet.kube_client.api import ApiError, KubeApi, rfc3339
 from gpufleet.kube_client.writer import ObjectWriter
 from gpufleet.model.idle import CHECKPOINT_REQUESTED_ANNOTATION, PREEMPTIBLE_LABEL
-from gpufleet.service.plane_book import IdleOutcome
+from gpufleet.model.workload import split_workload_key
+from gpufleet.service.plane_book import IdleOutcome, PlaneBook
+from gpufleet.service.records import POD_PENDING, POD_RUNNING
 
 Obj = dict[str, Any]
 #: The kinds whose ``scale`` subresource ScaleToZero patches.
@@ -140,3 +144,61 @@ def mark_preemptible(writer: ObjectWriter, pods: Sequence[tuple[str, str]]) -> I
         return found
     return IdleOutcome(note=f"{found.note}; the scheduler lowers it to preemptible at the "
                        "lowest priority")  # fmt: skip
+
+
+class KubeIdleActions:
+    """What the idle policies' steps do on Kubernetes (see the module docstring): acting on
+    the workload's pods not finished, as the plane's ``writer`` (its own identity)."""
+
+    def __init__(
+        self, book: PlaneBook, writer: ObjectWriter, cached_pods: Callable[[], Mapping[str, Obj]]
+    ) -> None:
+        self.book = book
+        self.writer = writer
+        #: The pods the informers hold, by ``namespace/name`` (read under the plane's lock).
+        self.cached_pods = cached_pods
+
+    def stop_idle(self, key: str, by: str) -> IdleOutcome:
+        """Evict the workload's pods through the Eviction API, unless a pod of it is protected
+        from disruption."""
+        names, objects = self._live_pods(key)
+        kept = protected(objects, "not stopped")
+        return kept or evict_pods(self.writer.api, names)
+
+    def scale_to_zero(self, key: str, by: str) -> IdleOutcome:
+        """Scale its Deployment or StatefulSet to zero; pods of neither are evicted (neither
+        when a pod of it is protected from disruption)."""
+        objects = self._live_pods(key)[1]
+        kept = protected(objects, "not scaled to zero")
+        if kept is not None:
+            return kept
+        namespace = split_workload_key(key)[0]
+        kind, name = owner_to_scale(self.writer, namespace, objects)
+        if not kind:
+            evicted = self.stop_idle(key, by)
+            why = "no Deployment or StatefulSet makes its pods: evicted instead"
+            return IdleOutcome(evicted.done, f"{why}; {evicted.note}")
+        return scale_to_zero(self.writer, namespace, kind, name)
+
+    def request_checkpoint(self, key: str, at: float) -> IdleOutcome:
+        return request_checkpoint(self.writer, self._live_pods(key)[0], at)
+
+    def demote(self, key: str) -> IdleOutcome:
+        names, objects = self._live_pods(key)
+        kept = protected(objects, "not made preemptible")
+        return kept or mark_preemptible(self.writer, names)
+
+    def _live_pods(self, key: str) -> tuple[list[tuple[str, str]], list[Obj]]:
+        """(namespace, name) of the workload's pods not finished, and their cached objects."""
+        with self.book.lock:
+            record = self.book.records.get(key)
+            if record is None:
+                return [], []
+            names = [
+                (p.pod.namespace, p.pod.name)
+                for p in record.pods.values()
+                if p.state in (POD_RUNNING, POD_PENDING)
+            ]
+            cached = self.cached_pods()
+            objects = [dict(cached[f"{ns}/{n}"]) for ns, n in names if f"{ns}/{n}" in cached]
+        return names, objects

@@ -40,6 +40,13 @@ of our own (Submitted, Scheduled, Cancelled) and the history stay in the local S
 With :meth:`KubeControlPlane.autoscale_replicas`, the Deployments, StatefulSets and ReplicaSets
 annotated for gpufleet's autoscaling are scaled after every observatory round
 (:mod:`gpufleet.service.kube_autoscaling`).
+
+The plane holds its parts: the book of workloads, tokens and changes every plane has
+(:class:`~gpufleet.service.plane_book.PlaneBook`, given the wall clock and the nodes the
+scheduler reads), what the idle policies do here (:class:`~gpufleet.service.kube_idle.
+KubeIdleActions`) and the admins' Queues and PriorityClasses (:class:`~gpufleet.service.
+kube_catalog.KubeCatalogWrites`). It keeps no logs or terminals and makes no owner's changes
+(its ``logs``, ``terminals`` and ``waiting_changes`` are None: kubectl has them).
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from gpufleet.backends.kube.pods import pod_group
 from gpufleet.backends.kube.scheduler import KubeScheduler, SchedulerOptions
@@ -60,8 +67,6 @@ from gpufleet.io.kinds import Skipped
 from gpufleet.kube_client.api import (
     NODES,
     PODS,
-    PRIORITY_CLASSES,
-    QUEUES,
     ApiError,
     Impersonation,
     KubeApi,
@@ -69,17 +74,23 @@ from gpufleet.kube_client.api import (
 from gpufleet.kube_client.writer import ObjectWriter
 from gpufleet.model import Node
 from gpufleet.model.priorities import PriorityClass
+from gpufleet.model.times import time_format
 from gpufleet.model.workload import TimedWorkload, split_workload_key
 from gpufleet.scheduling.core import SchedulerCore
-from gpufleet.service import kube_book, kube_idle
+from gpufleet.service import kube_book
 from gpufleet.service.alert_state import AlertStateKeeper
 from gpufleet.service.auth import ForbiddenError, Principal
+from gpufleet.service.capabilities import PodLogs, Terminals, WaitingChanges
 from gpufleet.service.check_events import check_events
 from gpufleet.service.kube_autoscaling import KubeReplicaScaler, WorkloadMetrics
+from gpufleet.service.kube_catalog import KubeCatalogWrites
 from gpufleet.service.kube_identity import CreatedIndex, PodIdentity
+from gpufleet.service.kube_idle import KubeIdleActions
 from gpufleet.service.kube_writes import (
     CONTROLLED_KINDS,
+    created_record,
     objects_to_write,
+    refusal_message,
     refuse_own_marks,
     refuse_placement,
     submission_of,
@@ -87,15 +98,13 @@ from gpufleet.service.kube_writes import (
 from gpufleet.service.observatory import STEP_S, Observatory, ObservatoryThread
 from gpufleet.service.plane_book import (
     HISTORY_EVERY_S,
-    QUEUE,
     Change,
     ConflictError,
-    IdleOutcome,
-    PlaneBase,
+    PlaneBook,
     ServeOptions,
-    object_name,
-    require_admin,
+    Subscriber,
 )
+from gpufleet.service.protocol import ExplainCache
 from gpufleet.service.records import (
     POD_CANCELLED,
     POD_FAILED,
@@ -105,10 +114,12 @@ from gpufleet.service.records import (
     pods_of,
 )
 from gpufleet.service.states import ChangeKind, WorkloadState
-from gpufleet.service.store import CreatedObject, Store, StoredEvent
+from gpufleet.service.store import CreatedObject, Store, StoredEvent, StoredToken
 from gpufleet.service.submissions import parse_body
+from gpufleet.service.tokens import DEFAULT_LIFETIME_S
 from gpufleet.telemetry.observed_series import WithStartTimes
 from gpufleet.telemetry.series_query import GroupedSeriesQuery
+from gpufleet.telemetry.source import TelemetrySource
 
 log = logging.getLogger(__name__)
 
@@ -118,15 +129,13 @@ INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 REFRESH_EVERY_S = 1.0
 #: A submitted object whose pods have not appeared yet is listed this long as Pending.
 SUBMITTED_GRACE_S = 120.0
-#: How long an admin's write may take to come back through the informers.
-WRITE_VISIBLE_S = 10.0
 
 
-class KubeControlPlane(PlaneBase):
+class KubeControlPlane:
     """See the module docstring."""
 
     backend_name = "kubernetes"
-    simulated_clock = False  # the wall clock: Unix seconds
+    simulated_clock: ClassVar[bool] = False  # the wall clock: Unix seconds
 
     def __init__(
         self,
@@ -137,7 +146,28 @@ class KubeControlPlane(PlaneBase):
         wall: Callable[[], float] = time.monotonic,
     ) -> None:
         options = options or ServeOptions()
-        super().__init__(store, options, wall)
+        self.book = book = PlaneBook(
+            store,
+            options,
+            self.now,
+            self.cluster_nodes,
+            wall,
+            default_runtime=options.default_runtime,
+        )
+        # The book's state, as the API reads it from the plane (the same objects).
+        self.store, self.options, self.lock = store, options, book.lock
+        self.history, self.counters = book.history, book.counters
+        self.notifications = book.notifications
+        self.turns = 0
+        self.explained: ExplainCache | None = None
+        # No device telemetry (Prometheus holds the GPUs' series: :meth:`observe_with`), no
+        # logs, terminals or owner's changes through gpufleet here (kubectl has them).
+        self.telemetry: TelemetrySource | None = None
+        self.observatory: Observatory | None = None
+        self.book_start = 0.0
+        self.logs: PodLogs | None = None
+        self.terminals: Terminals | None = None
+        self.waiting_changes: WaitingChanges | None = None
         self.scheduler_options = scheduler or SchedulerOptions(
             policy=options.policy,
             leader_elect=False,
@@ -150,6 +180,12 @@ class KubeControlPlane(PlaneBase):
         #: Writes as the plane itself (admins' Queues and PriorityClasses, idle actions);
         #: tenants' objects go through :meth:`writer_for`.
         self.writer = ObjectWriter(api)
+        #: Admins' Queues and PriorityClasses, written as the plane itself.
+        self.catalog_writes = KubeCatalogWrites(book, self.writer, self.scheduler)
+        #: What the idle policies' steps do here (as the plane itself, through the API server).
+        self.idle_actions = KubeIdleActions(
+            book, self.writer, lambda: self.scheduler.backend.objects[PODS]
+        )
         #: The objects this plane created, and the tenant of each namespace of the admin's map.
         self.created = CreatedIndex(store.created_objects())
         self._namespace_tenants = options.rules.namespace_tenants()
@@ -229,7 +265,7 @@ class KubeControlPlane(PlaneBase):
         self.scheduler.reporter.event(obj, type_, reason, message)
 
     def stop(self, timeout: float = 10.0) -> None:
-        self._stopping.set()
+        self.book.stop_event.set()
         if self._observe is not None:
             self._observe.stop(timeout)
         if self.replica_scaler is not None:
@@ -250,11 +286,77 @@ class KubeControlPlane(PlaneBase):
         return self.running and time.monotonic() - self.scheduler.heartbeat < within
 
     def _refresh_loop(self) -> None:
-        while not self._stopping.wait(REFRESH_EVERY_S):
+        while not self.book.stop_event.wait(REFRESH_EVERY_S):
             try:
                 self.refresh()
             except Exception:  # the API keeps answering from the last good book
                 log.exception("refreshing the workloads from the cluster failed")
+
+    # ----------------------------------------------------------------------------- the book
+    @property
+    def records(self) -> dict[str, WorkloadRecord]:
+        return self.book.records
+
+    @property
+    def policy(self) -> str:
+        return self.book.policy
+
+    @property
+    def stopping(self) -> bool:
+        return self.book.stopping
+
+    def recent_events(self, limit: int) -> list[StoredEvent]:
+        return self.book.recent_events(limit)
+
+    def gpu_totals(self) -> tuple[int, float]:
+        return self.book.gpu_totals()
+
+    def pod_owners(self) -> dict[tuple[str, str], str]:
+        return self.book.pod_owners()
+
+    def visible(self, principal: Principal, key: str) -> WorkloadRecord:
+        return self.book.visible(principal, key)
+
+    def find(
+        self, principal: Principal, namespace: str, name: str, kind: str | None = None
+    ) -> WorkloadRecord:
+        return self.book.find(principal, namespace, name, kind)
+
+    def authenticate(self, token: str) -> Principal:
+        return self.book.authenticate(token)
+
+    def throttle(self, principal: Principal) -> None:
+        self.book.throttle(principal)
+
+    def create_token(
+        self,
+        principal: Principal | None,
+        tenant: str,
+        role: str,
+        queues: Sequence[str] = (),
+        name: str = "",
+        lifetime: float | None = DEFAULT_LIFETIME_S,
+    ) -> tuple[str, StoredToken]:
+        return self.book.create_token(principal, tenant, role, queues, name, lifetime)
+
+    def list_tokens(self, principal: Principal) -> list[StoredToken]:
+        return self.book.list_tokens(principal)
+
+    def revoke_token(self, principal: Principal, token_id: str) -> StoredToken:
+        return self.book.revoke_token(principal, token_id)
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        return self.book.subscribe(subscriber)
+
+    def record_event(
+        self, key: str, type_: str, reason: str, message: str, at: float | None = None
+    ) -> StoredEvent:
+        return self.book.record_event(key, type_, reason, message, at)
+
+    def watch(self, observatory: Observatory) -> None:
+        """Observe with ``observatory``: its alerts' transitions go to the event stream."""
+        self.observatory = observatory
+        observatory.subscribe(self.book.publish_alerts)
 
     # ----------------------------------------------------------------------------- reading
     @property
@@ -274,7 +376,7 @@ class KubeControlPlane(PlaneBase):
                 [],
                 self.options.policy,
                 queues=catalog.queues,
-                time_format=self.instants,
+                time_format=time_format(self.simulated_clock),
                 profile=self.options.profile,
             )
             self._placeholder = (version, empty)
@@ -337,15 +439,15 @@ class KubeControlPlane(PlaneBase):
             for key in self.records.keys() - records.keys():
                 changes.append(Change(ChangeKind.WORKLOAD, key, now, {"state": "Deleted"}))
             events.extend(check_events(self.scheduler.loop.check_world))
-            self.records = records
+            self.book.records = records
             self.turns += 1
             with self.store.transaction():
                 self.store.add_events(events)
-                if self._wall() - self._last_sample >= HISTORY_EVERY_S:
-                    self.sample(now)
+                if self.book.wall() - self.book.last_sample >= HISTORY_EVERY_S:
+                    self.book.sample(now)
             if changes:
                 changes.append(Change(ChangeKind.CLUSTER, None, now, {}))
-        self.publish(changes, events)
+        self.book.publish(changes, events)
 
     def _identify(self, obj: Obj) -> PodIdentity | None:
         """The workload and tenant of a pod this scheduler places or this plane created; None
@@ -416,7 +518,7 @@ class KubeControlPlane(PlaneBase):
                 record.told = message
                 events.append(StoredEvent(now, key, "Warning", "FailedScheduling", message))
         if record.state is WorkloadState.RUNNING and (old is None or old.state is not record.state):
-            self._recent_delays.append(max(0.0, now - submitted))
+            self.book.recent_delays.append(max(0.0, now - submitted))
         for event in events:
             if event.workload == key:
                 record.events.append(event)
@@ -449,7 +551,7 @@ class KubeControlPlane(PlaneBase):
         with self.lock:
             backend = self.scheduler.backend
             builder = backend.catalog.request_builder()
-            accepted = self.accept(
+            accepted = self.book.accept(
                 principal, manifests, builder, self.core.quotas.queues, paused=paused
             )
             refuse_own_marks(manifests)
@@ -478,7 +580,7 @@ class KubeControlPlane(PlaneBase):
                 writer.delete(str(obj.get("kind")), metadata.get("namespace"),
                               str(metadata.get("name")))  # fmt: skip
             if error.status == 403:
-                raise ForbiddenError(_refused(principal, refused, writer, error)) from None
+                raise ForbiddenError(refusal_message(principal, refused, writer, error)) from None
             if error.status == 409:
                 raise ConflictError(f"the cluster refused it: {error.message}") from None
             raise InputError("cluster", f"the API server refused it: {error.message}") from None
@@ -488,7 +590,7 @@ class KubeControlPlane(PlaneBase):
             for r in records
         ]  # fmt: skip
         created = [
-            _created(obj, answer, principal.tenant, submission_of(obj, workloads))
+            created_record(obj, answer, principal.tenant, submission_of(obj, workloads))
             for obj, answer in zip(objects, written, strict=True)
         ]
         with self.lock:
@@ -501,7 +603,7 @@ class KubeControlPlane(PlaneBase):
                 self._submitted[record.key] = (record, now)
                 self.records.setdefault(record.key, record)
             self.counters["submitted"] += len(records)
-        self.publish(
+        self.book.publish(
             [Change(ChangeKind.WORKLOAD, r.key, now, {"state": r.state.value}) for r in records],
             events,
         )
@@ -547,7 +649,7 @@ class KubeControlPlane(PlaneBase):
             for pod_record in record.pods.values():
                 pod_record.state = POD_CANCELLED
             self._submitted.pop(key, None)
-        self.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
+        self.book.publish([Change(ChangeKind.WORKLOAD, key, now, {"state": "Cancelled"})], [event])
         return record
 
     def _forget(self, obj: CreatedObject) -> None:
@@ -555,122 +657,9 @@ class KubeControlPlane(PlaneBase):
             self.store.forget_created(obj.namespace, obj.kind, obj.name, obj.uid)
             self.created.forget(obj)
 
-    # ----------------------------------------------------------------------------- idle GPUs
-    def stop_idle(self, key: str, by: str) -> IdleOutcome:
-        """Evict the workload's pods through the Eviction API (see :mod:`.kube_idle`), unless
-        a pod of it is protected from disruption."""
-        names, objects = self._live_pods(key)
-        kept = kube_idle.protected(objects, "not stopped")
-        return kept or kube_idle.evict_pods(self.writer.api, names)
-
-    def scale_to_zero(self, key: str, by: str) -> IdleOutcome:
-        """Scale its Deployment or StatefulSet to zero; pods of neither are evicted (neither
-        when a pod of it is protected from disruption)."""
-        objects = self._live_pods(key)[1]
-        kept = kube_idle.protected(objects, "not scaled to zero")
-        if kept is not None:
-            return kept
-        namespace = split_workload_key(key)[0]
-        kind, name = kube_idle.owner_to_scale(self.writer, namespace, objects)
-        if not kind:
-            evicted = self.stop_idle(key, by)
-            why = "no Deployment or StatefulSet makes its pods: evicted instead"
-            return IdleOutcome(evicted.done, f"{why}; {evicted.note}")
-        return kube_idle.scale_to_zero(self.writer, namespace, kind, name)
-
-    def request_checkpoint(self, key: str, at: float) -> IdleOutcome:
-        return kube_idle.request_checkpoint(self.writer, self._live_pods(key)[0], at)
-
-    def demote(self, key: str) -> IdleOutcome:
-        names, objects = self._live_pods(key)
-        kept = kube_idle.protected(objects, "not made preemptible")
-        return kept or kube_idle.mark_preemptible(self.writer, names)
-
-    def _live_pods(self, key: str) -> tuple[list[tuple[str, str]], list[Obj]]:
-        """(namespace, name) of the workload's pods not finished, and their cached objects."""
-        with self.lock:
-            record = self.records.get(key)
-            if record is None:
-                return [], []
-            names = [
-                (p.pod.namespace, p.pod.name)
-                for p in record.pods.values()
-                if p.state in (POD_RUNNING, POD_PENDING)
-            ]
-            cached = self.scheduler.backend.objects[PODS]
-            objects = [dict(cached[f"{ns}/{n}"]) for ns, n in names if f"{ns}/{n}" in cached]
-        return names, objects
-
     # ----------------------------------------------------------------------------- admin
     def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str:
-        require_admin(principal)
-        name = object_name(document, kind)
-        with self.lock:
-            self.changed_catalog(*self._documents(), kind, name, document)
-        body = dict(document)
-        body.setdefault("apiVersion", "gpufleet.dev/v1alpha1" if kind == QUEUE
-                        else "scheduling.k8s.io/v1")  # fmt: skip
-        try:
-            written = self.writer.apply(body)
-        except ApiError as error:
-            refused = f"the API server refused it: {error.message}"
-            raise InputError(f"{kind} {name}", refused) from None
-        version = str((written.get("metadata") or {}).get("resourceVersion") or "")
-        self._until_seen(kind, name, version)
-        self.publish([Change(ChangeKind.QUEUE, name, self.now(), {"kind": kind})], [])
-        return name
+        return self.catalog_writes.put_object(principal, kind, document)
 
     def delete_object(self, principal: Principal, kind: str, name: str) -> None:
-        require_admin(principal)
-        with self.lock:
-            self.changed_catalog(*self._documents(), kind, name, None)
-        self.writer.delete(kind, None, name)
-        self._until_seen(kind, name, None)
-        self.publish([Change(ChangeKind.QUEUE, name, self.now(), {"deleted": True})], [])
-
-    def _until_seen(self, kind: str, name: str, version: str | None) -> None:
-        """Wait (a few seconds at most) until the informers show the write (``version``; None:
-        the object gone) and the scheduler has a core built with it, so that the caller reads
-        what it wrote."""
-        resource = QUEUES if kind == QUEUE else PRIORITY_CLASSES
-        backend = self.scheduler.backend
-        if not backend.wait_until_seen(resource, name, version, WRITE_VISIBLE_S):
-            log.warning("%s %s written but not yet seen by the informers", kind, name)
-            return
-        with self.lock:
-            backend.drain()
-            self.scheduler.turn()  # builds the new core now, not on the next change
-
-    def _documents(self) -> tuple[dict[str, Obj], dict[str, Obj]]:
-        backend = self.scheduler.backend
-        return (
-            {str(o["metadata"]["name"]): o for o in backend.objects[QUEUES].values()},
-            {str(o["metadata"]["name"]): o for o in backend.objects[PRIORITY_CLASSES].values()},
-        )
-
-
-def _refused(principal: Principal, obj: Obj, writer: ObjectWriter, error: ApiError) -> str:
-    """Why a tenant's write was refused (its RBAC in the namespace, or Pod Security there)."""
-    metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace")
-    who = f"tenant {principal.tenant!r}"
-    if writer.identity is not None:
-        who += f" (as user {writer.identity.user!r})"
-    return (
-        f"{obj.get('kind')} {namespace}/{metadata.get('name')}: the Kubernetes API server "
-        f"refused {who} in namespace {namespace!r}: {error.message}"
-    )
-
-
-def _created(obj: Obj, answer: Obj, tenant: str, submission: str) -> CreatedObject:
-    """The record of ``obj`` as the API server created it (``answer``, with its UID)."""
-    metadata = answer.get("metadata") or {}
-    return CreatedObject(
-        str(metadata.get("namespace") or (obj.get("metadata") or {}).get("namespace")),
-        str(obj["kind"]),
-        str(metadata.get("name") or (obj.get("metadata") or {}).get("name")),
-        str(obj.get("apiVersion") or answer.get("apiVersion") or ""),
-        str(metadata.get("uid") or ""),
-        tenant,
-        submission,
-    )
+        self.catalog_writes.delete_object(principal, kind, name)

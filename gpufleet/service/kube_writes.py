@@ -15,7 +15,9 @@ none of them is what the plane reads to tell whose a pod is (:mod:`.kube_identit
 template that places itself (``nodeName``, another ``schedulerName``) is refused
 (:func:`refuse_placement`), never rewritten. It writes
 nothing itself (the plane does, through :class:`~gpufleet.kube_client.writer.ObjectWriter`)
-and decides nothing about admission (the plane checks first).
+and decides nothing about admission (the plane checks first); it says why a write was refused
+(:func:`refusal_message`) and what the plane records of each object created
+(:func:`created_record`).
 """
 
 from __future__ import annotations
@@ -29,11 +31,14 @@ from gpufleet.io.kube import autoscaling, job_rules, workload_settings
 from gpufleet.io.kube import pods as kube_pods
 from gpufleet.io.kube import resources as kube_resources
 from gpufleet.io.manifests import Manifest
+from gpufleet.kube_client.api import ApiError
+from gpufleet.kube_client.writer import ObjectWriter
 from gpufleet.model.idle import EXEMPT_LABEL
 from gpufleet.model.jobs import JobSpec
 from gpufleet.model.queues import QUEUE_LABEL, TENANT_LABEL, queue_named_by
 from gpufleet.model.workload import POD_GROUP_LABEL, Workload, workload_key
 from gpufleet.service.auth import Principal
+from gpufleet.service.store import CreatedObject
 from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION
 
 Obj = dict[str, Any]
@@ -289,3 +294,30 @@ def _deep_copy(value: Any) -> Any:
     if isinstance(value, list):
         return [_deep_copy(v) for v in value]
     return value
+
+
+def refusal_message(principal: Principal, obj: Obj, writer: ObjectWriter, error: ApiError) -> str:
+    """Why a tenant's write was refused (its RBAC in the namespace, or Pod Security there)."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    who = f"tenant {principal.tenant!r}"
+    if writer.identity is not None:
+        who += f" (as user {writer.identity.user!r})"
+    return (
+        f"{obj.get('kind')} {namespace}/{metadata.get('name')}: the Kubernetes API server "
+        f"refused {who} in namespace {namespace!r}: {error.message}"
+    )
+
+
+def created_record(obj: Obj, answer: Obj, tenant: str, submission: str) -> CreatedObject:
+    """The record of ``obj`` as the API server created it (``answer``, with its UID)."""
+    metadata = answer.get("metadata") or {}
+    return CreatedObject(
+        str(metadata.get("namespace") or (obj.get("metadata") or {}).get("namespace")),
+        str(obj["kind"]),
+        str(metadata.get("name") or (obj.get("metadata") or {}).get("name")),
+        str(obj.get("apiVersion") or answer.get("apiVersion") or ""),
+        str(metadata.get("uid") or ""),
+        tenant,
+        submission,
+    )

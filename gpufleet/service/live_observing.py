@@ -81,9 +81,11 @@ def store_shape(step_s: float) -> StoreShape:
 
 class ObservedPlane(Protocol):
     lock: threading.RLock
-    records: dict[str, WorkloadRecord]
     telemetry: TelemetrySource | None
     store: Store
+
+    @property
+    def records(self) -> dict[str, WorkloadRecord]: ...
 
     def now(self) -> float: ...
 

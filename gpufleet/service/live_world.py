@@ -3,11 +3,12 @@
 :class:`LiveWorld` is met by :class:`~gpufleet.backends.sim.live.LiveSimCluster` (the simulated
 cluster on a scaled wall clock: ``gpufleet serve``) and
 :class:`~gpufleet.service.local_world.LiveLocalMachine` (this machine's GPUs, workloads run as
-processes: ``gpufleet serve --local``). The plane's layers
+processes: ``gpufleet serve --local``). The plane and its parts
 (:mod:`~gpufleet.service.live_plane`, :mod:`~gpufleet.service.live_recording`,
 :mod:`~gpufleet.service.live_restore`) are written against it only; what differs between
-the worlds beyond it (how a submission is prepared, how a restart finds its runs again) is a
-hook of the plane, overridden by :mod:`gpufleet.service.local_plane`.
+the worlds beyond it (how a submission is read, how a restart finds its runs again, what a
+turn records of a process) is a part the plane of that world gives: see
+:mod:`gpufleet.service.local_plane`.
 
 It declares; it does nothing.
 """
@@ -54,6 +55,20 @@ class LiveWorld(ClusterBackend, Protocol):
         """The owner of a held workload changed it (gates removed, resumed): the world keeps
         its new form and tells the core (``WorkloadReleased``)."""
 
+    def work_of(self, pod_key: str) -> tuple[float, float | None] | None: ...
+
+    def current_nodes(self) -> Sequence[Node]: ...
+
+    def wake(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class PodByPodWorld(LiveWorld, Protocol):
+    """A live world whose running pods are put back one by one at a start, each on exactly
+    its devices with the work it had left (the simulated cluster; this machine finds its runs
+    again itself)."""
+
     def restore(
         self,
         pod: Pod,
@@ -64,11 +79,3 @@ class LiveWorld(ClusterBackend, Protocol):
         started: float,
         timed: TimedWorkload | None = None,
     ) -> None: ...
-
-    def work_of(self, pod_key: str) -> tuple[float, float | None] | None: ...
-
-    def current_nodes(self) -> Sequence[Node]: ...
-
-    def wake(self) -> None: ...
-
-    def stop(self) -> None: ...

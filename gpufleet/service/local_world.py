@@ -11,9 +11,10 @@ them. What a simulated world has and this one has not: job controllers (:class:`
 Job's retries and completions and a restart policy's restarts are the machine's, on its
 processes), and run times known in advance.
 
-A restart is not put back pod by pod (:meth:`~LiveLocalMachine.restore`, the simulator's way,
-is refused): the plane calls :meth:`LocalMachine.recover` once with every pod it believes runs
-or waits, then :meth:`LocalMachine.resume` for each workload.
+A restart is not put back pod by pod (it is no :class:`~gpufleet.service.live_world.
+PodByPodWorld`, the simulator's way): the plane calls :meth:`LocalMachine.recover` once with
+every pod it believes runs or waits, then :meth:`LocalMachine.resume` for each workload
+(:mod:`gpufleet.service.local_restore`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from gpufleet.backends.local.machine import LocalMachine, WallClock
 from gpufleet.backends.sim.jobs import JobRun
 from gpufleet.control.backend import ClusterState
-from gpufleet.model import Node, Placement, Pod
+from gpufleet.model import Node, Pod
 from gpufleet.model.actions import Action
 from gpufleet.model.events import ClusterEvent
 from gpufleet.model.processes import ProcessSpec
@@ -90,20 +91,6 @@ class LiveLocalMachine:
 
     def release(self, timed: TimedWorkload) -> None:
         self.machine.release(timed.workload)
-
-    def restore(
-        self,
-        pod: Pod,
-        placement: Placement,
-        remaining: float | None,
-        checkpoint: float | None,
-        in_gang: bool,
-        started: float,
-        timed: TimedWorkload | None = None,
-    ) -> None:
-        raise NotImplementedError(
-            "the local machine finds its runs again with LocalMachine.recover, not pod by pod"
-        )
 
     # ----------------------------------------------------------------------------- reading
     def work_of(self, pod_key: str) -> tuple[float, float | None] | None:

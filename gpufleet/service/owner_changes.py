@@ -1,7 +1,9 @@
 """What a workload's owner changes of a waiting workload through the API of ``gpufleet serve``.
 
-Owns :class:`OwnerChangesPlane`, the layer of the embedded planes (the simulated cluster and
-``--local``) that answers ``ungate``, ``resume`` and ``suspend``: removing scheduling gates
+Owns :class:`OwnerChanges`, the part of the live planes (the simulated cluster and ``--local``)
+given their :class:`~gpufleet.service.live_state.LiveState`, offered to the API as their
+:class:`~gpufleet.service.capabilities.WaitingChanges`, that answers ``ungate``, ``resume`` and
+``suspend``: removing scheduling gates
 (``spec.schedulingGates``, as a pod's owner does on Kubernetes), resuming a suspended Job and
 suspending a waiting one (``spec.suspend``, as the Job's update does). Each changes the
 workload's model form, stores it (a restart does not bring the gates back), records an event
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 
 from gpufleet.model.workload import Workload
 from gpufleet.service.auth import Principal
-from gpufleet.service.live_restore import RestoringPlane
+from gpufleet.service.live_state import LiveState
 from gpufleet.service.plane_book import Change, ConflictError
 from gpufleet.service.records import POD_PENDING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
@@ -48,14 +50,18 @@ def without_gates(workload: Workload, gates: Sequence[str]) -> Workload:
     return dataclasses.replace(workload, pods=pods)
 
 
-class OwnerChangesPlane(RestoringPlane):
+class OwnerChanges:
     """See the module docstring."""
+
+    def __init__(self, state: LiveState) -> None:
+        self.state = state
+        self.book = state.book
 
     def ungate(self, principal: Principal, key: str, gates: Sequence[str] = ()) -> WorkloadRecord:
         """Remove ``gates`` (every gate when empty) from the workload's pods; once none is
         left (and it is not suspended) it joins its queue. ConflictError when it has none of
         them."""
-        with self.lock:
+        with self.book.lock:
             record = self._waiting(principal, key)
             workload = record.timed.workload
             present = gates_of(workload)
@@ -84,7 +90,7 @@ class OwnerChangesPlane(RestoringPlane):
     def resume(self, principal: Principal, key: str) -> WorkloadRecord:
         """Resume a suspended Job: it joins its queue (unless scheduling gates hold it).
         ConflictError when it is not suspended."""
-        with self.lock:
+        with self.book.lock:
             record = self._waiting(principal, key)
             workload = record.timed.workload
             if not workload.suspended:
@@ -99,7 +105,7 @@ class OwnerChangesPlane(RestoringPlane):
     def suspend(self, principal: Principal, key: str) -> WorkloadRecord:
         """Suspend a waiting Job: it leaves its queue and waits, Suspended, until resumed.
         ConflictError for another kind, one suspended already, or one that has started."""
-        with self.lock:
+        with self.book.lock:
             record = self._waiting(principal, key)
             workload = record.timed.workload
             if record.kind != SUSPENDABLE:
@@ -111,8 +117,8 @@ class OwnerChangesPlane(RestoringPlane):
             started = record.state is not WorkloadState.PENDING or any(
                 pod.state != POD_PENDING for pod in record.pods.values()
             )
-            waiting = self.world.pending
-            if not started and key not in self.held:
+            waiting = self.state.world.pending
+            if not started and key not in self.state.held:
                 started = any(pod_key not in waiting for pod_key in record.pods)
             if started:
                 raise ConflictError(
@@ -126,7 +132,7 @@ class OwnerChangesPlane(RestoringPlane):
 
     def _waiting(self, principal: Principal, key: str) -> WorkloadRecord:
         """The workload ``key`` the caller may see (else NotFoundError), not ended."""
-        record = self.visible(principal, key)
+        record = self.book.visible(principal, key)
         if not record.active:
             raise ConflictError(f"workload {key} has ended ({record.state.value})")
         return record
@@ -138,24 +144,24 @@ class OwnerChangesPlane(RestoringPlane):
         to the world (``release``: as a held workload changed; else its pods leave and it
         arrives again). Returns what to publish once the lock is let go."""
         timed = dataclasses.replace(record.timed, workload=workload)
-        now = self.world.clock.now()
+        now = self.state.world.clock.now()
         event = StoredEvent(now, record.key, "Normal", reason, message)
-        with self.store.transaction():
-            self.store.set_workload_model(timed)
-            self.store.add_events([event])
+        with self.book.store.transaction():
+            self.book.store.set_workload_model(timed)
+            self.book.store.add_events([event])
         record.timed = timed
         for pod in workload.pods:
             record.pods[pod.key].pod = pod
         record.events.append(event)
-        if record.key not in self.held:  # a workload whose queue is set aside is not there
+        if record.key not in self.state.held:  # a workload whose queue is set aside is not there
             if release:
-                self.world.release(timed)
+                self.state.world.release(timed)
             else:
-                self.world.cancel(list(record.pods))
-                self.world.submit(timed)
+                self.state.world.cancel(list(record.pods))
+                self.state.world.submit(timed)
         details: dict[str, object] = {"state": record.state.value, "reason": reason}
         return Change(ChangeKind.WORKLOAD, record.key, now, details), event
 
     def _told(self, record: WorkloadRecord, change: Change, event: StoredEvent) -> WorkloadRecord:
-        self.publish([change], [event])
+        self.book.publish([change], [event])
         return record

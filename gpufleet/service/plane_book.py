@@ -1,10 +1,12 @@
 """What every control plane shares, whatever world it runs on: tokens and tenants, the book of
 workloads with its history, and the stream of changes.
 
-:class:`PlaneBase` holds the state the API reads (records, history, counters) under one lock,
-authenticates callers, samples the cluster's history and publishes changes to subscribers.
-The live planes (:mod:`gpufleet.service.live_plane`: the simulated cluster's and this
-machine's) and the Kubernetes plane (:mod:`gpufleet.service.kube_plane`) add how workloads are
+:class:`PlaneBook` holds the state the API reads (records, history, counters) under one lock,
+authenticates callers, reads and checks a request's workloads and queue objects, samples the
+cluster's history and publishes changes to subscribers. It is a part, not a base: each plane
+(the live planes of :mod:`gpufleet.service.live_plane`, the simulated cluster's and this
+machine's, and the Kubernetes plane of :mod:`gpufleet.service.kube_plane`) holds one, given
+its world's clock and nodes, shares it with its other parts, and adds how workloads are
 accepted, run and recorded.
 """
 
@@ -18,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any
 
 from gpufleet.io.assembly import DEFAULT_QUEUE, ScenarioBuilder
 from gpufleet.io.errors import InputError, quoted, shorten
@@ -31,7 +33,6 @@ from gpufleet.model.alerts import AlertRule
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.node_faults import NodeFault
 from gpufleet.model.queues import Queue
-from gpufleet.model.times import TimeFormat, time_format
 from gpufleet.scheduling.admission import AdmissionConfig
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.service.alert_webhooks import NotificationMetrics
@@ -44,8 +45,7 @@ from gpufleet.service.auth import (
     refuse_by_queue,
 )
 from gpufleet.service.limits import TenantLimits, WriteBuckets, check_active
-from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
-from gpufleet.service.protocol import AttachPoint, ExplainCache, PodLog
+from gpufleet.service.observatory import STEP_S, ObservedRound
 from gpufleet.service.records import POD_RUNNING, WorkloadRecord
 from gpufleet.service.states import ChangeKind, WorkloadState
 from gpufleet.service.store import Store, StoredEvent, StoredToken
@@ -60,7 +60,6 @@ from gpufleet.service.tokens import (
 )
 from gpufleet.service.tokens import create_token as create_token
 from gpufleet.telemetry.profiles import UsageProfile
-from gpufleet.telemetry.source import TelemetrySource
 
 log = logging.getLogger(__name__)
 
@@ -139,43 +138,49 @@ class IdleOutcome:
     note: str = ""
 
 
-class PlaneBase:
+class PlaneBook:
     """See the module docstring."""
 
-    backend_name = "unknown"
-    #: Whether the world's clock is a simulated cluster's (seconds since it started: instants
-    #: read ``t=39m09s``) or the wall clock (Unix seconds: instants read as UTC dates). Each
-    #: plane says which; its core is built with :attr:`instants`, the one format of its world
-    #: (the CLI reads the same from the backend's name: ``simulated`` or not).
-    simulated_clock: ClassVar[bool]
-    #: The earliest instant the plane answers for: a cost window reaching before it starts
-    #: there (an embedded plane's clock starts at 0; a local server's book at its first start).
-    book_start = 0.0
-
     def __init__(
-        self, store: Store, options: ServeOptions, wall: Callable[[], float] = time.monotonic
+        self,
+        store: Store,
+        options: ServeOptions,
+        clock: Callable[[], float],
+        nodes: Callable[[], Sequence[Node]],
+        wall: Callable[[], float] = time.monotonic,
+        *,
+        default_runtime: float | None,
+        catalog_source: str = "kubernetes",
+        catalog_where: str | None = None,
     ) -> None:
         self.store = store
         self.options = options
-        self._wall = wall
+        #: The world's clock (its instants) and its nodes now, as the plane reads them.
+        self.now = clock
+        self.cluster_nodes = nodes
+        #: The wall clock the history's sampling and the write rates count in.
+        self.wall = wall
+        #: How long a workload that declares no run time runs (a simulated pod runs for it;
+        #: the API shows it as the workload's expected runtime); None where a workload runs
+        #: until its processes end.
+        self.default_runtime = default_runtime
+        #: How this plane's objects are named in errors (``kubernetes`` with each object's
+        #: resourceVersion; an embedded plane: its database file, "stored").
+        self.catalog_source = catalog_source
+        self.catalog_where = catalog_where
         self.lock = threading.RLock()
         self._subscribers: list[Subscriber] = []
-        self._stopping = threading.Event()
-        self.turns = 0
-        self.explained: ExplainCache | None = None
+        #: Set when the plane stops: its threads end.
+        self.stop_event = threading.Event()
         self.records: dict[str, WorkloadRecord] = {}
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_POINTS)
         self.history.extend(point for _, point in store.history(HISTORY_POINTS))
-        self._recent_delays: deque[float] = deque(maxlen=RECENT_DELAYS)
-        self._last_sample = -math.inf
+        self.recent_delays: deque[float] = deque(maxlen=RECENT_DELAYS)
+        self.last_sample = -math.inf
         self.counters = dict.fromkeys(
             ("submitted", "bound", "preempted", "finished", "restarted", "failed", "interrupted"),
             0,
         )
-        #: Device telemetry for ``/metrics`` and the node map (None: this world has none).
-        self.telemetry: TelemetrySource | None = None
-        #: The GPUs' series and the alerts on them (None: this world observes nothing).
-        self.observatory: Observatory | None = None
         #: Alert notifications delivered and failed (served on /metrics, counted by whichever
         #: notifier sends this plane's alerts).
         self.notifications = NotificationMetrics()
@@ -186,19 +191,8 @@ class PlaneBase:
         return self.options.policy
 
     @property
-    def instants(self) -> TimeFormat:
-        """How this world's instants read (:attr:`simulated_clock`)."""
-        return time_format(self.simulated_clock)
-
-    @property
     def stopping(self) -> bool:
-        return self._stopping.is_set()
-
-    def cluster_nodes(self) -> Sequence[Node]:
-        raise NotImplementedError
-
-    def now(self) -> float:
-        raise NotImplementedError
+        return self.stop_event.is_set()
 
     def recent_events(self, limit: int) -> list[StoredEvent]:
         return self.store.events(limit=limit)
@@ -251,11 +245,6 @@ class PlaneBase:
         """The catalog of the Queue and PriorityClass objects this plane holds (bad ones set
         aside), named in errors as this plane names them."""
         return LiveCatalog(queues, classes, source=self.catalog_source, where=self.catalog_where)
-
-    #: How this plane's objects are named in errors (``kubernetes`` with each object's
-    #: resourceVersion; an embedded plane: its database file, "stored").
-    catalog_source = "kubernetes"
-    catalog_where: str | None = None
 
     def changed_catalog(
         self,
@@ -366,7 +355,7 @@ class PlaneBase:
             manifests,
             catalog,
             principal.default_namespace(),
-            self.default_runtime(),
+            self.default_runtime,
             self.home_queue(principal, queues),
             paused=paused,
         )
@@ -383,12 +372,6 @@ class PlaneBase:
         new_pods = sum(len(item.timed.workload.pods) for item in checked)
         check_active(self.options.limits, principal, self.records.values(), len(checked), new_pods)
         return checked
-
-    def default_runtime(self) -> float | None:
-        """How long a workload that declares no run time runs (a simulated pod runs for it;
-        the API shows it as the workload's expected runtime); None where a workload runs until
-        its processes end."""
-        return self.options.default_runtime
 
     def home_queue(self, principal: Principal, queues: Mapping[str, Queue]) -> str | None:
         """Where the caller's workloads go when they name no queue and their namespace is no
@@ -424,9 +407,10 @@ class PlaneBase:
         return total, allocated
 
     def sample(self, now: float) -> None:
-        self._last_sample = self._wall()
+        """A point of the history at ``now`` (kept in memory and stored)."""
+        self.last_sample = self.wall()
         total, allocated = self.gpu_totals()
-        delays = sorted(self._recent_delays)
+        delays = sorted(self.recent_delays)
         point = {
             "time": round(now, 3),
             "gpu_allocation": round(min(allocated / total, 1.0), 4) if total else 0.0,
@@ -443,61 +427,7 @@ class PlaneBase:
         self.history.append(point)
         self.store.add_history(now, point)
 
-    def pod_log(
-        self,
-        principal: Principal,
-        key: str,
-        pod: str | None = None,
-        attempt: int | None = None,
-        offset: int = 0,
-        limit: int = LOG_CHUNK,
-        tail: int | None = None,
-    ) -> PodLog:
-        """The output of a pod's run: kept by a plane whose pods are this machine's
-        processes (``serve --local``) only."""
-        self.visible(principal, key)
-        raise NotFoundError(
-            f"workload {key}: no logs here (this control plane runs on a {self.backend_name} "
-            "cluster; logs are kept by `gpufleet serve --local`)"
-        )
-
-    def attach_point(self, principal: Principal, key: str) -> AttachPoint:
-        """A workload's terminal: kept by a plane whose pods are this machine's processes
-        (``serve --local``) only."""
-        self.visible(principal, key)
-        raise NotFoundError(
-            f"workload {key}: no terminal to attach to here (this control plane runs on a "
-            f"{self.backend_name} cluster; `gpufleet serve --local` runs `gpufleet run -it`)"
-        )
-
-    # ----------------------------------------------------------------------------- owner's
-    def ungate(self, principal: Principal, key: str, gates: Sequence[str] = ()) -> WorkloadRecord:
-        """Remove scheduling gates of a waiting workload (the embedded planes: see
-        :mod:`gpufleet.service.owner_changes`); elsewhere the pods' owner does."""
-        self.visible(principal, key)
-        raise ConflictError(
-            f"workload {key}: on a {self.backend_name} cluster the pods' owner removes their "
-            "scheduling gates (kubectl patch, or the controller that set them); the scheduler "
-            "picks them up then"
-        )
-
-    def resume(self, principal: Principal, key: str) -> WorkloadRecord:
-        """Resume a suspended Job (the embedded planes); elsewhere the Job's update does."""
-        self.visible(principal, key)
-        raise ConflictError(self._job_update(key, "false"))
-
-    def suspend(self, principal: Principal, key: str) -> WorkloadRecord:
-        """Suspend a waiting Job (the embedded planes); elsewhere the Job's update does."""
-        self.visible(principal, key)
-        raise ConflictError(self._job_update(key, "true"))
-
-    def _job_update(self, key: str, suspend: str) -> str:
-        return (
-            f"workload {key}: on a {self.backend_name} cluster the Job's own update suspends "
-            f'or resumes it (kubectl patch job NAME -p \'{{"spec":{{"suspend":{suspend}}}}}\')'
-        )
-
-    # ----------------------------------------------------------------------------- idle GPUs
+    # ----------------------------------------------------------------------------- events
     def record_event(
         self, key: str, type_: str, reason: str, message: str, at: float | None = None
     ) -> StoredEvent:
@@ -513,27 +443,6 @@ class PlaneBase:
         self.publish([], [event])
         return event
 
-    def stop_idle(self, key: str, by: str) -> IdleOutcome:
-        """Stop the running workload ``key`` for the idle policy ``by``."""
-        raise NotImplementedError
-
-    def scale_to_zero(self, key: str, by: str) -> IdleOutcome:
-        """Scale the workload's Deployment or StatefulSet to zero; a world with no replica
-        controllers stops it instead, and says so."""
-        done = self.stop_idle(key, by)
-        note = "no replica controller here: stopped instead"
-        return IdleOutcome(done.done, f"{note}; {done.note}" if done.note else note)
-
-    def request_checkpoint(self, key: str, at: float) -> IdleOutcome:
-        """Ask the workload to checkpoint (its event is the request where the world has no
-        annotation to set)."""
-        return IdleOutcome()
-
-    def demote(self, key: str) -> IdleOutcome:
-        """Lower the running workload ``key`` to preemptible at the lowest priority (the
-        core's ``WorkloadDemoted``): what waits may preempt it."""
-        raise NotImplementedError
-
     # ----------------------------------------------------------------------------- stream
     def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
         """Call ``subscriber`` (from the loop's thread) with each batch of changes; returns a
@@ -548,11 +457,6 @@ class PlaneBase:
 
         return unsubscribe
 
-    def watch(self, observatory: Observatory) -> None:
-        """Observe with ``observatory``: its alerts' transitions go to the event stream."""
-        self.observatory = observatory
-        observatory.subscribe(self._publish_alerts)
-
     def pod_owners(self) -> dict[tuple[str, str], str]:
         """The workload key of every known pod, by (namespace, pod name)."""
         with self.lock:
@@ -562,7 +466,9 @@ class PlaneBase:
                 for p in record.pods.values()
             }
 
-    def _publish_alerts(self, observed: ObservedRound) -> None:
+    def publish_alerts(self, observed: ObservedRound) -> None:
+        """An observatory round's alert transitions, to the event stream (a plane watching an
+        observatory subscribes this)."""
         if not observed.transitions:
             return
         owners = self.pod_owners()

@@ -3,7 +3,8 @@
 :class:`Plane` is met by :class:`~gpufleet.service.embedded_plane.EmbeddedControlPlane` (the
 embedded simulated cluster), :class:`~gpufleet.service.local_plane.LocalControlPlane` (this
 machine's GPUs) and :class:`~gpufleet.service.kube_plane.KubeControlPlane` (a Kubernetes
-cluster). The views and routes are written against it only.
+cluster). The views and routes are written against it only; what only some worlds can do
+is offered as optional capabilities (:mod:`gpufleet.service.capabilities`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpufleet.io.kinds import Skipped
@@ -21,7 +21,9 @@ from gpufleet.model.priorities import PriorityClass
 from gpufleet.scheduling.core import PendingExplanation, SchedulerCore
 from gpufleet.service.alert_webhooks import NotificationMetrics
 from gpufleet.service.auth import Principal
+from gpufleet.service.capabilities import PodLogs, Terminals, WaitingChanges
 from gpufleet.service.observatory import Observatory
+from gpufleet.service.plane_book import ServeOptions
 from gpufleet.service.records import WorkloadRecord
 from gpufleet.service.store import Store, StoredEvent, StoredToken
 from gpufleet.telemetry.source import TelemetrySource
@@ -30,37 +32,9 @@ from gpufleet.telemetry.source import TelemetrySource
 ExplainCache = tuple[tuple[int, int], dict[str, PendingExplanation]]
 
 
-@dataclass(frozen=True, slots=True)
-class PodLog:
-    """A slice of one run's output (``serve --local``): ``text``, the bytes from ``offset`` to
-    ``next_offset`` of run ``attempt`` of ``attempts``; ``running``: that run goes on;
-    ``finished``: the workload has ended (nothing more will be written)."""
-
-    pod: str
-    attempt: int
-    attempts: int
-    offset: int
-    next_offset: int
-    text: str
-    running: bool
-    finished: bool
-
-
-@dataclass(frozen=True, slots=True)
-class AttachPoint:
-    """Where a workload's terminal is (``serve --local``, a run with ``tty``): its pod, the
-    socket its run's shim relays the terminal over, and the file the run's end is recorded in
-    (:mod:`gpufleet.backends.local.terminal`)."""
-
-    pod: str
-    socket_path: str
-    exit_path: str
-
-
 class Plane(Protocol):
     lock: threading.RLock
     turns: int
-    records: dict[str, WorkloadRecord]
     history: deque[dict[str, Any]]
     counters: dict[str, int]
     explained: ExplainCache | None
@@ -77,6 +51,23 @@ class Plane(Protocol):
     notifications: NotificationMetrics
     #: The plane's database (alert state and what was notified are kept in it).
     store: Store
+    #: What the plane serves with (``gpufleet serve``'s options).
+    options: ServeOptions
+    #: What the world can do that not every world can (None: it cannot; see
+    #: :mod:`gpufleet.service.capabilities`): a run's output, its terminal, an owner's
+    #: changes to a waiting workload.
+
+    @property
+    def logs(self) -> PodLogs | None: ...
+
+    @property
+    def terminals(self) -> Terminals | None: ...
+
+    @property
+    def waiting_changes(self) -> WaitingChanges | None: ...
+
+    @property
+    def records(self) -> dict[str, WorkloadRecord]: ...
 
     def start(self) -> None: ...
 
@@ -146,27 +137,6 @@ class Plane(Protocol):
     ) -> list[WorkloadRecord]: ...
 
     def cancel(self, principal: Principal, key: str) -> WorkloadRecord: ...
-
-    def ungate(
-        self, principal: Principal, key: str, gates: Sequence[str] = ()
-    ) -> WorkloadRecord: ...
-
-    def resume(self, principal: Principal, key: str) -> WorkloadRecord: ...
-
-    def suspend(self, principal: Principal, key: str) -> WorkloadRecord: ...
-
-    def pod_log(
-        self,
-        principal: Principal,
-        key: str,
-        pod: str | None = None,
-        attempt: int | None = None,
-        offset: int = 0,
-        limit: int = ...,
-        tail: int | None = None,
-    ) -> PodLog: ...
-
-    def attach_point(self, principal: Principal, key: str) -> AttachPoint: ...
 
     def put_object(self, principal: Principal, kind: str, document: dict[str, Any]) -> str: ...
 

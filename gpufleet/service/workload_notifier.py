@@ -3,7 +3,8 @@ alert notifications (``serve --alert-config/--alert-webhook``) in the same Alert
 webhook format (``telemetry/workload_notices``), through the same sender (its queue, retries
 and delivery counters).
 
-Owns :class:`WorkloadNotifier`, a plane subscriber (:meth:`PlaneBase.subscribe`): a workload
+Owns :class:`WorkloadNotifier`, a plane subscriber (:meth:`~gpufleet.service.plane_book.
+PlaneBook.subscribe`): a workload
 change to ``Succeeded`` or ``Failed`` is a notice, once per workload (the plane publishes a
 workload's state on every turn that touches it), and a ``Preempted`` event is one, once per
 workload and batch (a gang's pods are evicted together). A workload already ended when the

@@ -85,5 +85,5 @@ def test_new_queues_keep_the_usage_counted(tmp_path: Path) -> None:
     before = fair_share_of(harness, "team-a")["usage_gpu_hours"]
     assert before > 1.0
     with harness.plane.lock:
-        harness.plane._rebuild_core()
+        harness.plane.restorer.rebuild_core()
     assert fair_share_of(harness, "team-a")["usage_gpu_hours"] == pytest.approx(before)

@@ -8,7 +8,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from gpufleet.service.plane_book import PlaneBase
+from gpufleet.service.protocol import Plane
 
 
 @pytest.fixture
@@ -22,9 +22,9 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def served(monkeypatch: pytest.MonkeyPatch) -> list[PlaneBase]:
+def served(monkeypatch: pytest.MonkeyPatch) -> list[Plane]:
     """``serve`` builds everything, then returns; the planes it would have served."""
-    planes: list[PlaneBase] = []
+    planes: list[Plane] = []
 
     def run(server: uvicorn.Server, **_: object) -> None:
         application = server.config.app

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gpufleet.cli.main import app
 from gpufleet.io.kube.binding_signature import BindingKey
 from gpufleet.service.kube_plane import KubeControlPlane
-from gpufleet.service.plane_book import PlaneBase
+from gpufleet.service.protocol import Plane
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY, write_binding_key
 from tests.fakes.kube_api import FakeApiServer
 
@@ -107,7 +107,7 @@ def test_the_key_comes_from_the_environment_too(
     assert "cannot load the Kubernetes configuration" in result.output
 
 
-def test_serve_without_kubeconfig_needs_no_key(tmp_path: Path, served: list[PlaneBase]) -> None:
+def test_serve_without_kubeconfig_needs_no_key(tmp_path: Path, served: list[Plane]) -> None:
     result = runner.invoke(app, ["serve", "--db", str(tmp_path / "g.db"), "--port", "0"])
     assert result.exit_code == 0, result.output
 
@@ -116,7 +116,7 @@ def test_serve_without_kubeconfig_needs_no_key(tmp_path: Path, served: list[Plan
     ("with_key", "expected"), [(True, TEST_BINDING_KEY), (False, None)], ids=["key", "insecure"]
 )
 def test_serve_on_kubernetes_signs_with_the_key(
-    tmp_path: Path, served: list[PlaneBase], with_key: bool, expected: BindingKey | None
+    tmp_path: Path, served: list[Plane], with_key: bool, expected: BindingKey | None
 ) -> None:
     extra = (
         ["--binding-key-file", str(write_binding_key(tmp_path / "key"))]

@@ -80,7 +80,7 @@ def test_a_placed_share_shows_and_is_charged_what_it_holds_everywhere(t4: Servic
     queue = api.get("/api/v1/queues/team-a").json()
     assert queue["usage"]["nvidia.com/gpu"] == HELD
     assert api.get("/api/v1/cluster").json()["gpus_allocated"] == HELD
-    t4.plane.sample(t4.plane.now())
+    t4.plane.book.sample(t4.plane.now())
     assert api.get("/api/v1/history").json()["points"][-1]["gpu_allocation"] == HELD
     metrics = api.get("/metrics").text
     assert f'gpufleet_allocated_gpus{{model="T4",queue="team-a"}} {HELD}' in metrics

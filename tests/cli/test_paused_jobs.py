@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
 from gpufleet.cli.remote import use_http
-from gpufleet.service.plane_book import PlaneBase
+from gpufleet.service.protocol import Plane
 from gpufleet.testing.service import (
     ServiceHarness,
     as_yaml,
@@ -55,7 +55,7 @@ class World:
 
     tmp_path: Path
     harness: ServiceHarness
-    planes: list[PlaneBase]
+    planes: list[Plane]
 
     def file(self, documents: list[dict[str, Any]], name: str = "input.yaml") -> Path:
         path = self.tmp_path / name
@@ -118,7 +118,7 @@ PATHS = [
 
 @pytest.fixture
 def world(
-    env: Path, tmp_path: Path, served: list[PlaneBase], monkeypatch: pytest.MonkeyPatch
+    env: Path, tmp_path: Path, served: list[Plane], monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[World]:
     """The real app (4 nodes x 4 A100, queues team-a and team-b) that ``submit`` reaches
     in-process, and ``serve`` patched to build everything and return."""

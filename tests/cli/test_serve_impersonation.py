@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.service.plane_book import PlaneBase
+from gpufleet.service.protocol import Plane
 from gpufleet.service.tenant_identity import TenantIdentity
 from gpufleet.testing.agent_builders import write_binding_key
 from tests.fakes.kube_api import FakeApiServer
@@ -37,7 +37,7 @@ def serve(tmp_path: Path, *args: str) -> tuple[int, str]:
     ],
 )  # fmt: skip
 def test_the_tenants_identity_on_kubernetes(
-    tmp_path: Path, served: list[PlaneBase], args: list[str], identity: TenantIdentity | None
+    tmp_path: Path, served: list[Plane], args: list[str], identity: TenantIdentity | None
 ) -> None:
     with FakeApiServer() as server:
         kubeconfig = server.write_kubeconfig(tmp_path / "kubeconfig")
@@ -78,7 +78,7 @@ def test_the_tenants_identity_on_kubernetes(
         ),
     ],
 )  # fmt: skip
-def test_refused(tmp_path: Path, served: list[PlaneBase], args: list[str], message: str) -> None:
+def test_refused(tmp_path: Path, served: list[Plane], args: list[str], message: str) -> None:
     code, output = serve(tmp_path, *args)
     assert code == 2, output
     assert message in output

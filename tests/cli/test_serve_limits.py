@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
 from gpufleet.service.limits import TenantLimits
-from gpufleet.service.plane_book import PlaneBase
+from gpufleet.service.protocol import Plane
 
 runner = CliRunner()
 
@@ -34,7 +34,7 @@ def serve(tmp_path: Path, *args: str) -> tuple[int, str]:
     ids=["defaults", "set", "off"],
 )  # fmt: skip
 def test_the_limits_reach_the_plane(
-    tmp_path: Path, served: list[PlaneBase], args: list[str], limits: TenantLimits
+    tmp_path: Path, served: list[Plane], args: list[str], limits: TenantLimits
 ) -> None:
     code, output = serve(tmp_path, *args)
     assert code == 0, output
@@ -53,7 +53,7 @@ def test_the_limits_reach_the_plane(
     ids=["negative-workloads", "negative-rate", "nan-rate", "no-burst"],
 )
 def test_bad_limits_are_refused_before_anything_is_stored(
-    tmp_path: Path, served: list[PlaneBase], args: list[str], message: str
+    tmp_path: Path, served: list[Plane], args: list[str], message: str
 ) -> None:
     code, output = serve(tmp_path, *args)
     assert code == 2, output

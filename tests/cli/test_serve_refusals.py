@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpufleet.cli.main import app
-from gpufleet.service.plane_book import PlaneBase
+from gpufleet.service.protocol import Plane
 from gpufleet.testing.service import as_yaml, job_doc, pod_doc
 from tests.backends.local.conftest import DGX_EXAMPLE
 
@@ -102,7 +102,7 @@ LOCAL = ["--local", "--fake-gpus", str(DGX_EXAMPLE)]
 def test_a_refused_start_creates_no_database(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    served: list[PlaneBase],
+    served: list[Plane],
     args: list[str],
     message: str,
 ) -> None:
@@ -119,7 +119,7 @@ def test_a_refused_start_creates_no_database(
 
 @pytest.mark.parametrize("args", [[], LOCAL], ids=["simulated", "local"])
 def test_a_good_start_creates_its_database(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: list[PlaneBase], args: list[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served: list[Plane], args: list[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["serve", "--db", "g.db", "--port", "0", *args])
@@ -129,7 +129,7 @@ def test_a_good_start_creates_its_database(
 
 
 def test_serve_and_place_refuse_an_empty_scenario_alike(
-    tmp_path: Path, served: list[PlaneBase]
+    tmp_path: Path, served: list[Plane]
 ) -> None:
     empty = tmp_path / "empty.yaml"
     empty.write_text("")

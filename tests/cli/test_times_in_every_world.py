@@ -31,7 +31,6 @@ from gpufleet.model.times import TimeFormat, simulated_time, wall_clock_time
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.kube_plane import KubeControlPlane
 from gpufleet.service.local_plane import LocalControlPlane
-from gpufleet.service.plane_book import PlaneBase
 from gpufleet.testing.local_service import TENANT, LocalHarness
 from gpufleet.testing.service import as_yaml, make_harness, pod_doc, queue_doc
 from tests.backends.local.conftest import eight_gpus, no_process_left, state_root
@@ -176,7 +175,9 @@ def test_every_command_reads_instants_in_its_worlds_format(world: World) -> None
     ids=["serve", "serve-local", "kubernetes"],
 )
 def test_each_plane_and_the_cli_agree_on_its_worlds_format(
-    plane: type[PlaneBase], backend: str, instants: TimeFormat
+    plane: type[EmbeddedControlPlane | LocalControlPlane | KubeControlPlane],
+    backend: str,
+    instants: TimeFormat,
 ) -> None:
     """Every plane says which clock it runs on; the CLI, which knows only the backend's name,
     reads its instants the same way (a new plane that says nothing fails here)."""
