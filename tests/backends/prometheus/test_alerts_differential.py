@@ -89,7 +89,7 @@ TRAIN, NOTEBOOK = ("team-a", "train"), ("team-b", "nb")
 
 #: Rules that fire nowhere here, and why.
 NOT_FIRED = {"power-extreme": "a rule no GPU crosses: neither side may fire it"}
-#: How long the notebook has run when the plane starts: its start is moved back this much in
+#: How long the notebook has run when it is placed: its start is moved back this much in
 #: the plane's book, which both sides read (gpufleet's engine for ``minRunning``, serve's
 #: ``kube_pod_start_time`` for Prometheus), so that ``workload-gpu-idle`` (``minRunning: 1h``)
 #: judges it in a test that runs a minute on the wall's clock. Its ``for: 1h`` keeps it
