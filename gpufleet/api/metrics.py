@@ -7,7 +7,9 @@ the control plane has: its workloads by state, its clock, what its book counted 
 the latency of API requests, its observatory's rounds (evaluated, caught up, skipped), what
 its workloads cost (:class:`~gpufleet.service.cost_meter.CostMeter`, and up to when), and its
 world's device telemetry under dcgm-exporter's names (:mod:`gpufleet.metrics.dcgm`, where the
-world has telemetry: the simulated cluster, this machine's GPUs under ``serve --local``). Every
+world has telemetry: the simulated cluster, this machine's GPUs under ``serve --local``), with
+each running pod's start beside them as kube-state-metrics' ``kube_pod_start_time`` (what the
+exported rules' ``minRunning`` joins on; on Kubernetes kube-state-metrics serves it). Every
 name comes from :mod:`gpufleet.metrics.families`.
 
 The API latency's labels take only values the server chose, never what a caller sent: a
@@ -30,6 +32,7 @@ from gpufleet.metrics import families as f
 from gpufleet.metrics.dcgm import DcgmCollector
 from gpufleet.service.cost_meter import CostMeter
 from gpufleet.service.protocol import Plane
+from gpufleet.service.records import pods_of
 from gpufleet.service.states import WorkloadState
 
 
@@ -118,6 +121,30 @@ class _ObservatoryCollector(Collector):
             yield metric
 
 
+class _PodStartCollector(Collector):
+    """Each running pod's start in Unix seconds, as kube-state-metrics' ``kube_pod_start_time``
+    (``namespace``, ``pod``): the same starts gpufleet's own engine judges ``minRunning`` by
+    (``records.pods_of``), at the wall time of that instant of the plane's clock (the
+    observatory's ``wall_time``: the simulated cluster's clock counts from 0), so that
+    Prometheus' ``time() - kube_pod_start_time`` is the engine's time run. Not truncated to
+    whole seconds as Kubernetes' ``status.startTime`` is: the simulated start is exact, and the
+    two engines would part by up to a second."""
+
+    def __init__(self, plane: Plane) -> None:
+        self.plane = plane
+
+    def collect(self) -> Iterator[Metric]:
+        plane = self.plane
+        with plane.lock:
+            _, starts = pods_of(plane.records)
+        wall = plane.observatory.wall_time if plane.observatory is not None else None
+        family = f.KUBE_POD_START_TIME
+        metric = GaugeMetricFamily(family.name, family.help, labels=family.labels)
+        for (namespace, pod), start in sorted(starts.items()):
+            metric.add_metric([namespace, pod], wall(start) if wall is not None else start)
+        yield metric
+
+
 #: The methods the API latency names; any other is counted as :data:`OTHER_METHOD`.
 KNOWN_METHODS = frozenset(
     ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT")
@@ -151,6 +178,7 @@ class ApiMetrics:
         self.registry.register(_ObservatoryCollector(plane))
         if plane.telemetry is not None:
             self.registry.register(DcgmCollector(plane.telemetry))
+            self.registry.register(_PodStartCollector(plane))
         family = f.API_REQUEST_SECONDS
         self.latency = Histogram(
             family.name,

@@ -72,7 +72,7 @@ class Series:
 
 
 def series_of(node: NodeTelemetry) -> list[Series]:
-    parents = {s.gpu: s.uuid for s in node.samples if not s.mig_profile}
+    parents = node.gpu_uuids()
     holders: dict[str, list[DeviceUser]] = {}
     for user in node.users:
         holders.setdefault(user.uuid, []).append(user)

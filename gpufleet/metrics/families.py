@@ -7,7 +7,8 @@ served by every world (``gpufleet scheduler``, ``gpufleet serve`` in both modes,
 simulation's report); :data:`KUBERNETES` ones by the worlds that talk to an API server;
 :data:`SERVE` ones by the control plane; :data:`DEVICES` (dcgm-exporter's names, and the
 scheduler's allocation beside them) by whatever reads devices: the node agent, and
-``gpufleet serve`` over the simulated cluster. The README's metrics table is this module, in words.
+``gpufleet serve`` over the simulated cluster; :data:`POD_STARTS` (kube-state-metrics' name) by
+``gpufleet serve`` where it reads devices. The README's metrics table is this module, in words.
 
 It defines names only: the registry (:mod:`gpufleet.metrics.scheduler`) and the collectors of
 each world read them from here, so that no world names a metric of its own.
@@ -393,4 +394,17 @@ DEVICES = (
     GPU_ALLOCATED,
 )
 
-ALL = SCHEDULER + KUBERNETES + SERVE + DEVICES
+
+# ----------------------------------------------------------------------------- pods' starts
+# kube-state-metrics' name, help text and the labels the exported alert rules join on
+# (``minRunning``: ``time() - kube_pod_start_time``), served by ``gpufleet serve`` beside the
+# device families where it reads the GPUs itself (on Kubernetes, kube-state-metrics serves it).
+KUBE_POD_START_TIME = Family(
+    "kube_pod_start_time",
+    Kind.GAUGE,
+    "Start time in unix timestamp for a pod.",
+    ("namespace", "pod"),
+)
+POD_STARTS = (KUBE_POD_START_TIME,)
+
+ALL = SCHEDULER + KUBERNETES + SERVE + DEVICES + POD_STARTS

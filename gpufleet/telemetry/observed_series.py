@@ -58,10 +58,9 @@ class ObservedSeries:
     def __init__(self, recorder: SeriesRecorder, starts: StartTimes) -> None:
         self.recorder = recorder
         self._starts = starts
-        # Per device series: its UUID, and its labels with the holders they were made for.
+        # Per device series: its labels with the holders they were made for.
         # Holders rarely change between rounds; rebuilding (and sorting) every device's
         # labels for every query was most of a round's time at 10,000 GPUs.
-        self._uuids: dict[Labels, str] = {}
         self._held: dict[Labels, tuple[tuple[DeviceUser, ...], list[Labels]]] = {}
         self._start_labels: dict[PodKey, Labels] = {}
         #: A workload series' labels -> its ``namespace`` and ``pod`` (``_per_workload``).
@@ -255,12 +254,11 @@ class ObservedSeries:
         return factors
 
     def _uuid(self, labels: Labels) -> str:
-        uuid = self._uuids.get(labels)
-        if uuid is None:
-            if len(self._uuids) > 4 * len(self.recorder.devices) + 1_000:
-                self._uuids.clear()  # labels of holders long gone
-            uuid = self._uuids[labels] = dict(labels).get("UUID", "")
-        return uuid
+        """The device's own UUID as the latest reading said (a MIG instance's ``UUID`` label is
+        its GPU's, and a recreated instance keeps its labels with a new UUID); the label for a
+        device it did not name (a series restored, not read since)."""
+        uuid = self.recorder.uuids.get(labels)
+        return uuid if uuid is not None else dict(labels).get("UUID", "")
 
     def _with_holders(self, labels: Labels) -> list[Labels]:
         users = self.recorder.holders.get(self._uuid(labels), ())

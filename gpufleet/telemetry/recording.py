@@ -101,11 +101,20 @@ def device_series_labels(node: NodeTelemetry, sample: DeviceSample) -> Labels:
     """A device's series labels: dcgm-exporter's, without the holder (``Hostname``, ``gpu``,
     ``UUID``, ``modelName``, ``device``, ``pci_bus_id``, ``DCGM_FI_DRIVER_VERSION`` where the
     driver is known, ``GPU_I_*`` on a MIG instance), so an alert of gpufleet's engine carries
-    the labels Prometheus' alert on dcgm-exporter's series carries."""
+    the labels Prometheus' alert on dcgm-exporter's series carries.
+
+    A MIG instance is labelled as dcgm-exporter labels it: with its GPU's identity (``gpu``,
+    ``device``, ``pci_bus_id`` and ``UUID`` the parent GPU's, not the instance's ``MIG-`` UUID)
+    and the instance's ``GPU_I_PROFILE`` and ``GPU_I_ID`` (NVML's GPU instance id): its
+    monitoring entry carries the parent's device info (NVIDIA/dcgm-exporter,
+    pkg/dcgmexporter/sysinfo/system_info.go, ``AddAllGPUInstances``), which the collector
+    writes as ``UUID`` (collector/gpu_collector.go, ``ToMetric``: ``GPUUUID: d.UUID``,
+    ``GPUInstanceID: instanceInfo.Info.NvmlInstanceId``). The instance's own UUID where the
+    reading has no whole-GPU sample of its index."""
     labels = {
         "Hostname": node.hostname,
         "gpu": str(sample.gpu),
-        "UUID": sample.uuid,
+        "UUID": node.gpu_uuids().get(sample.gpu, sample.uuid),
         "modelName": sample.model,
         "device": f"nvidia{sample.gpu}",
     }
@@ -128,6 +137,9 @@ class SeriesRecorder:
         self.holders: dict[str, tuple[DeviceUser, ...]] = {}
         #: Each device's series labels, by UUID, as the latest reading said.
         self.devices: dict[str, Labels] = {}
+        #: The other way: each device's own UUID by its series labels (a MIG instance's
+        #: ``UUID`` label is its GPU's: ``device_series_labels``).
+        self.uuids: dict[Labels, str] = {}
         #: Each device's memory in MiB (used + free), by UUID, as readings said: memory in
         #: percent is derived from it and the stored MiB, not stored (a sixth series per GPU).
         self.memory_mib: dict[str, float] = {}
@@ -199,6 +211,7 @@ class SeriesRecorder:
         self.store.append(now, ids, values)
         self._device_series, self._device_drops = seen, drops
         self.holders, self.devices = holders, devices
+        self.uuids = {labels: uuid for uuid, labels in devices.items()}
         had = self.memory_mib
         if any(had.get(uuid) != mib for uuid, mib in memory.items()):
             had.update(memory)

@@ -36,6 +36,12 @@ class NodeTelemetry:
     #: The driver version (``DCGM_FI_DRIVER_VERSION``; empty: not labelled).
     driver_version: str = ""
 
+    def gpu_uuids(self) -> dict[int, str]:
+        """Each whole GPU's UUID, by index: the ``UUID`` dcgm-exporter labels the GPU's series
+        with, and its MIG instances' too (they are told apart by ``GPU_I_ID``; see
+        ``recording.device_series_labels``)."""
+        return {s.gpu: s.uuid for s in self.samples if not s.mig_profile}
+
     @classmethod
     def of_inventory(
         cls,

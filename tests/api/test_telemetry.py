@@ -110,3 +110,35 @@ def test_the_node_api_shows_real_use_beside_allocation(harness: ServiceHarness) 
     assert 0.2 < busy[0]["utilization"] <= 1.0
     assert busy[0]["memory_used_mib"] > 0
     assert all(d["utilization"] == 0.0 for d in devices if not d["pods"] and not d["mig"])
+
+
+def test_each_running_pod_has_kube_state_metrics_start_time_in_wall_time(
+    harness: ServiceHarness,
+) -> None:
+    # Two pods placed at different instants of the cluster's clock, one that cannot be placed.
+    client = harness.client("team-a")
+    first = pod_doc("first", gpus=1, namespace="team-a", runtime="10h")
+    response = client.post("/api/v1/workloads", content=as_yaml(first), headers=YAML)
+    assert response.status_code == 201, response.text
+    harness.advance(1)
+    harness.advance(600)
+    later = pod_doc("later", gpus=1, namespace="team-a", runtime="10h")
+    never = pod_doc("never", gpus=64, namespace="team-a", runtime="10h")
+    response = client.post("/api/v1/workloads", content=as_yaml(later, never), headers=YAML)
+    assert response.status_code == 201, response.text
+    harness.advance(1)
+    starts = {
+        (labels["namespace"], labels["pod"]): (labels, value)
+        for labels, value in scrape(harness)[f.KUBE_POD_START_TIME.name]
+    }
+    assert set(starts) == {("team-a", "first"), ("team-a", "later")}
+    for labels, _ in starts.values():
+        assert set(labels) == {"namespace", "pod"}  # kube-state-metrics' labels
+    observatory = harness.plane.observatory
+    assert observatory is not None
+    wall = observatory.wall_time
+    # Unix seconds: the wall time of each start, apart by the cluster's seconds over the speed.
+    assert starts[("team-a", "first")][1] == pytest.approx(wall(0.0) + 1 / harness.options.speed)
+    apart = starts[("team-a", "later")][1] - starts[("team-a", "first")][1]
+    assert apart == pytest.approx(601 / harness.options.speed)
+    assert starts[("team-a", "first")][1] > 1.7e9

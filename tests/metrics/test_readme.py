@@ -9,7 +9,7 @@ from pathlib import Path
 from gpufleet.metrics import families
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-ROW = re.compile(r"^\| `((?:gpufleet|DCGM)_\w+)` \| (\w+) \| ([^|]*) \| (\w+) \| ([^|]+) \|$")
+ROW = re.compile(r"^\| `((?:gpufleet|DCGM|kube)_\w+)` \| (\w+) \| ([^|]*) \| (\w+) \| ([^|]+) \|$")
 
 
 def documented() -> dict[str, tuple[str, tuple[str, ...], str, str]]:
@@ -30,6 +30,7 @@ def test_every_family_is_documented_with_its_type_labels_scope_and_meaning() -> 
         **{family.name: "Kubernetes" for family in families.KUBERNETES},
         **{family.name: "serve" for family in families.SERVE},
         **{family.name: "devices" for family in families.DEVICES},
+        **{family.name: "pods" for family in families.POD_STARTS},
     }
     expected = {
         family.name: (str(family.kind), family.labels, scope[family.name], family.help)

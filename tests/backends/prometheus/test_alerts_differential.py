@@ -11,7 +11,8 @@ the rule file ``gpufleet alerts export --format rules --rules FILE`` writes (the
 and :data:`USER_RULES`) every second. Not synthetic series fed to both: Prometheus reads the
 exposition, gpufleet its own series store.
 
-The scenario: node ``h-0`` holds a busy hot training pod and an idle notebook, node ``h-1``
+The scenario: node ``h-0`` holds a busy hot training pod and an idle notebook (started, the
+plane's book says, over an hour before serve: :data:`NOTEBOOK_RAN_S`), node ``h-1``
 (tainted: no pod goes there) has two free GPUs; then GPU 0 of ``h-1`` raises XID 79 with its
 memory nearly full, and GPU 1 heats to 90 C with little memory used. Later the training GPU and
 ``h-1``'s GPU 1 cool down and the notebook's GPU draws more power. At each stage both sides must
@@ -23,7 +24,8 @@ wall time is what the plane sends out, ``PlaneWallTime``). gpufleet lists a reso
 for 15 minutes, Prometheus' API does not: those are checked to be gpufleet's ``resolved`` and
 absent from Prometheus'.
 
-Every built-in rule is covered but ``workload-gpu-idle`` (:data:`NOT_FIRED`), and the user rules
+Every built-in rule is covered (``workload-gpu-idle`` through serve's ``kube_pod_start_time``,
+kube-state-metrics' series, which its exported rule joins on), and the user rules
 use each comparison (== != < <= > >=) and each scope a metric allows (namespace, labels: a node
 and a GPU by ``Hostname`` and ``gpu``, a pod by ``pod``; allocated; none).
 """
@@ -49,6 +51,7 @@ from gpufleet.model.node import Taint, TaintEffect
 from gpufleet.model.telemetry import DeviceSample
 from gpufleet.service.embedded_plane import EmbeddedControlPlane
 from gpufleet.service.plane_book import QUEUE, ServeOptions, create_token
+from gpufleet.service.records import pods_of
 from gpufleet.service.store import Store
 from gpufleet.telemetry.source import NodeTelemetry, TelemetrySource
 from gpufleet.testing.builders import make_node
@@ -85,11 +88,13 @@ H100_MIB = 81_559
 TRAIN, NOTEBOOK = ("team-a", "train"), ("team-b", "nb")
 
 #: Rules that fire nowhere here, and why.
-NOT_FIRED = {
-    "workload-gpu-idle": "needs kube_pod_start_time (kube-state-metrics': serve's /metrics "
-    "has none, so the exported rule matches nothing) and a pod that has run an hour",
-    "power-extreme": "a rule no GPU crosses: neither side may fire it",
-}
+NOT_FIRED = {"power-extreme": "a rule no GPU crosses: neither side may fire it"}
+#: How long the notebook has run when it is placed: its start is moved back this much in
+#: the plane's book, which both sides read (gpufleet's engine for ``minRunning``, serve's
+#: ``kube_pod_start_time`` for Prometheus), so that ``workload-gpu-idle`` (``minRunning: 1h``)
+#: judges it in a test that runs a minute on the wall's clock. Its ``for: 1h`` keeps it
+#: pending, as the other built-in rules' long ``for`` keep theirs.
+NOTEBOOK_RAN_S = 3_700.0
 
 USER_RULES = """\
 apiVersion: gpufleet.dev/v1alpha1
@@ -270,6 +275,7 @@ STAGE_1: dict[Key, str] = {
     ("MemoryMinHigh", "train"): "firing",  # 60000 of 81559 MiB
     ("TeamAWorkloadBusy", "train"): "firing",
     ("NotebookIdle", "nb"): "pending",
+    ("WorkloadGpuIdle", "nb"): "pending",
 }
 #: Then the training GPU and h-1's GPU 1 cool, the notebook's GPU draws more.
 STAGE_2_HOLDERS = {
@@ -414,10 +420,31 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
             assert answer.status_code == 201, answer.text
         plane.start()
         try:
+            backdate(plane, NOTEBOOK, NOTEBOOK_RAN_S)
             yield Serve(plane, fake, url, admin, prometheus, rules, exprs)
         finally:
             plane.stop()
             store.close()
+
+
+def backdate(plane: EmbeddedControlPlane, pod: tuple[str, str], by_s: float) -> None:
+    """Moves ``pod``'s start ``by_s`` back in the plane's book once it runs (placed at the
+    plane's first turn)."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        with plane.lock:
+            started = pods_of(plane.records)[1].get(pod)
+            if started is not None:
+                (pod_record,) = [
+                    pod_record
+                    for record in plane.records.values()
+                    for pod_record in record.pods.values()
+                    if (pod_record.pod.namespace, pod_record.pod.name) == pod
+                ]
+                pod_record.started = started - by_s
+                return
+        assert time.monotonic() < deadline, f"{pod} does not run"
+        time.sleep(POLL_S)
 
 
 def settle(serve: Serve, want: Mapping[Key, str]) -> tuple[dict[Key, Seen], dict[Key, Seen]]:
