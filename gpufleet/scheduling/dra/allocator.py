@@ -269,10 +269,9 @@ class _Search:
         max_choices: int,
         max_steps: int,
     ) -> None:
-        self.node = node
         self.slots = slots
         self.constraints = constraints
-        self.policy = policy
+        self.score = policy.scorer(node)
         self.max_choices = max_choices
         self.steps_left = max_steps
         self.uses: dict[DeviceId, int] = {}
@@ -393,7 +392,7 @@ class _Search:
         chosen_ids = [choice.device for choice in self.chosen]
         # Earlier firstAvailable sub-requests first (slot by slot), then the policy's score.
         preference = tuple(-rank for rank in self.ranks)
-        score = (preference, self.policy.score(self.node, chosen_ids, self.left))
+        score = (preference, self.score(chosen_ids, self.left))
         if self.best_score is None or score > self.best_score:
             self.best_score = score
             self.best = list(self.chosen)

@@ -1,14 +1,15 @@
 """Which of the feasible device choices for a pod's claims to take: the policy hook.
 
-Owns :class:`ChoicePolicy` (a score of a complete choice; the allocator keeps the highest, the
-first found among equals, so ties go to the lowest device names) and the default,
-:class:`MostCapacityLeft`. kube-scheduler takes the first devices that fit, in name order; that
-breaks up what later requests need whole. The default rule instead keeps usable capacity whole:
+Owns :class:`ChoicePolicy` (a score of each complete choice, prepared once per node; the
+allocator keeps the highest, the first found among equals, so ties go to the lowest device
+names) and the default, :class:`MostCapacityLeft`. kube-scheduler takes the first devices that
+fit, in name order, which breaks up what later requests need whole. The default rule keeps
+usable capacity whole instead:
 
 1. **Whole partitionable devices first**: the more counter sets (one per MIG-capable GPU)
-   left untouched, the better. A MIG request goes to a GPU already partitioned rather than
-   breaking a whole one, and a whole-GPU request (which takes all its GPU's counters) to a GPU
-   with nothing on it only because no other way exists.
+   left untouched, the better. A MIG device is taken from a GPU already partitioned rather
+   than from a whole one, which stays free for a whole-GPU request (that takes all of its
+   GPU's counters, so it needs a GPU with nothing on it).
 2. **Whole topology groups next**: the free devices left in each group (devices sharing a
    PCIe root, ``resource.kubernetes.io/pcieRoot``, by default; a pool's devices without the
    attribute are a group each; a tainted device is not free) are summed as squares, the more
@@ -22,7 +23,7 @@ Pure.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Protocol
@@ -30,19 +31,20 @@ from typing import Protocol
 from gpufleet.model.dra import PCIE_ROOT_ATTRIBUTE, Device, DeviceId, DeviceTaintEffect
 from gpufleet.scheduling.dra.inventory import CounterKey, Counters, NodeDevices
 
+_ZERO = Fraction(0)
+
+
+#: Scores one complete choice: the devices chosen (a shared device once per use) and the
+#: node's counters once the choice's are taken; higher is better.
+Scorer = Callable[[Sequence[DeviceId], Mapping[CounterKey, Counters]], tuple[float, ...]]
+
 
 class ChoicePolicy(Protocol):
-    """Scores complete choices: higher is better."""
+    """Ranks the complete choices on one node: :meth:`scorer` is asked once per node and
+    allocation (what depends on the node alone is worked out there), its scorer once per
+    choice."""
 
-    def score(
-        self,
-        node: NodeDevices,
-        chosen: Sequence[DeviceId],
-        counters_left: Mapping[CounterKey, Counters],
-    ) -> tuple[float, ...]:
-        """``chosen``: the devices of the choice (a shared device once per use);
-        ``counters_left``: the node's counters once the choice's are taken."""
-        ...
+    def scorer(self, node: NodeDevices) -> Scorer: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,26 +54,33 @@ class MostCapacityLeft:
 
     group_attribute: str = PCIE_ROOT_ATTRIBUTE
 
-    def score(
-        self,
-        node: NodeDevices,
-        chosen: Sequence[DeviceId],
-        counters_left: Mapping[CounterKey, Counters],
-    ) -> tuple[float, ...]:
-        untouched = sum(
-            1
-            for key, total in node.counter_totals.items()
-            if all(
-                counters_left.get(key, {}).get(name, Fraction(0)) >= v for name, v in total.items()
-            )
-        )
-        busy = set(chosen) | node.taken
-        groups: Counter[tuple[str, str]] = Counter()
+    def scorer(self, node: NodeDevices) -> Scorer:
+        group_of: dict[DeviceId, tuple[str, str]] = {}
+        free: Counter[tuple[str, str]] = Counter()
         for device in node.devices:
-            if device.consumes_counters or device.id in busy or _tainted(device):
+            if device.consumes_counters or device.id in node.taken or _tainted(device):
                 continue
-            groups[self._group(device)] += 1
-        return (float(untouched), float(sum(n * n for n in groups.values())))
+            group = self._group(device)
+            group_of[device.id] = group
+            free[group] += 1
+        totals = list(node.counter_totals.items())
+
+        def score(
+            chosen: Sequence[DeviceId], counters_left: Mapping[CounterKey, Counters]
+        ) -> tuple[float, ...]:
+            untouched = sum(
+                1
+                for key, total in totals
+                if all(counters_left.get(key, {}).get(n, _ZERO) >= v for n, v in total.items())
+            )
+            left = Counter(free)
+            for device_id in set(chosen):
+                group = group_of.get(device_id)
+                if group is not None:
+                    left[group] -= 1
+            return (float(untouched), float(sum(n * n for n in left.values())))
+
+        return score
 
     def _group(self, device: Device) -> tuple[str, str]:
         value = device.attributes.get(self.group_attribute)
