@@ -18,7 +18,7 @@ import yaml
 from gpufleet.io.errors import InputError
 from gpufleet.io.live_objects import LiveCatalog
 from gpufleet.io.manifests import parse_manifests
-from gpufleet.io.readers import read_scenario
+from gpufleet.io.readers import read_scenario, read_workload
 from gpufleet.model.dra import (
     AllocationMode,
     DeviceId,
@@ -174,9 +174,20 @@ def test_an_unknown_field_is_refused_with_its_path_on_every_path(
     file = write(tmp_path, obj)
     with pytest.raises(InputError) as caught:
         READERS[reader](file)
+    if reader == "submit-api-serve" and obj["kind"] != "Pod":
+        # The control plane takes workloads only: a DRA object is refused whole, saying so.
+        assert caught.value.field == "kind"
+        assert "Dynamic Resource Allocation's objects are not submitted yet" in caught.value.reason
+        return
     assert caught.value.field == field
     assert message in caught.value.reason
     assert f"{obj['kind']} " in str(caught.value.location)
+
+
+def test_a_workload_file_points_dra_objects_to_the_scenario_readers(tmp_path: Path) -> None:
+    file = write(tmp_path, device_class_doc())
+    with pytest.raises(InputError, match="read with a scenario: place or simulate --scenario"):
+        read_workload(file)
 
 
 BAD = [
@@ -195,6 +206,12 @@ BAD = [
         [edited(_SLICE, lambda o: o["spec"]["devices"].append(o["spec"]["devices"][0]))],
         "ResourceSlice node-a-gpu.nvidia.com", "spec.devices[2].name",
         "device 'gpu-0' is listed twice (first at spec.devices[0])", id="duplicate-device",
+    ),
+    pytest.param(
+        [_SLICE, edited(_SLICE, lambda o: o["metadata"].update(name="more"))],
+        "ResourceSlice more", "spec.devices[0].name",
+        "device 'gpu-0' of pool 'node-a' is listed by ResourceSlice node-a-gpu.nvidia.com too",
+        id="device-in-two-slices-of-a-pool",
     ),
     pytest.param(
         [resource_claim_doc("c", request_doc("gpus", 1, 'device.driver == "a" &&'))],

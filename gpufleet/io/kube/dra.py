@@ -564,7 +564,18 @@ class DraCatalog:
                 )
 
     def check(self) -> None:
-        """Every request's device class is a DeviceClass read."""
+        """Every request's device class is a DeviceClass read; a device is named once in its
+        pool, whichever of the pool's slices lists it."""
+        first: dict[DeviceId, str] = {}
+        for name, (resource_slice, context) in self.slices.items():
+            for i, device in enumerate(resource_slice.devices):
+                seen = first.setdefault(device.id, name)
+                if seen != name:
+                    raise context.naming(f"{RESOURCE_SLICE} {name}").error(
+                        f"spec.devices[{i}].name",
+                        f"device {quoted(device.name)} of pool {quoted(device.pool)} is listed "
+                        f"by ResourceSlice {seen} too",
+                    )
         for key, (claim, context) in self.claims.items():
             self._check_classes(claim.spec, context.naming(f"{RESOURCE_CLAIM} {key}"), "spec")
         for key, (template, context) in self.templates.items():
