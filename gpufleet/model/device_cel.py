@@ -275,6 +275,14 @@ def device_matches(selector: CompiledSelector, device: Device) -> bool:
     return result
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def selector_matches(expression: str, device: Device) -> bool:
+    """:func:`device_matches` of ``expression`` (compiled once) on ``device``, remembered: a
+    scheduler asks the same selectors about the same devices on every try (errors are raised
+    each time, not remembered)."""
+    return device_matches(compile_selector(expression), device)
+
+
 #: A context is not safe to share between threads while evaluating (the bindings say so).
 _EVALUATING = threading.Lock()
 

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from gpufleet.model.device_cel import CelError, compile_selector, device_matches
+from gpufleet.model.device_cel import CelError, selector_matches
 from gpufleet.model.dra import (
     AllocationMode,
     AttributeValue,
@@ -49,7 +49,13 @@ from gpufleet.model.dra import (
     MatchAttribute,
 )
 from gpufleet.scheduling.dra.choice_policy import DEFAULT_POLICY, ChoicePolicy
-from gpufleet.scheduling.dra.inventory import CounterKey, NodeDevices, consumption, fits
+from gpufleet.scheduling.dra.inventory import (
+    CounterKey,
+    Counters,
+    NodeDevices,
+    consumption,
+    fits,
+)
 
 #: Complete choices compared before the best so far is taken.
 MAX_CHOICES = 256
@@ -230,7 +236,7 @@ def _alternative(
 def _selected(device: Device, selectors: list[tuple[str, str]], claim: str, request: str) -> bool:
     for expression, where in selectors:
         try:
-            if not device_matches(compile_selector(expression), device):
+            if not selector_matches(expression, device):
                 return False
         except CelError as error:
             raise CelError(
@@ -283,6 +289,7 @@ class _Search:
         self.best: list[DeviceChoice] | None = None
         self.best_score: tuple[tuple[int, ...], tuple[float, ...]] | None = None
         self.seen = 0
+        self.consumed: dict[DeviceId, Mapping[CounterKey, Counters]] = {}
         #: The alternative taken at each slot filled so far (its firstAvailable rank).
         self.ranks: list[int] = []
 
@@ -351,7 +358,7 @@ class _Search:
         admin = alternative.request.admin_access
         if not device.shareable and not admin and self.uses.get(device.id, 0):
             return None
-        used = {} if admin else consumption(device)
+        used = {} if admin else self._consumption(device)
         if used and not fits(used, self.left):
             return None
         fixed: list[int] = []
@@ -376,6 +383,13 @@ class _Search:
                 self.left[key][name] -= amount
         self.chosen.append(choice)
         return _Taken(choice, used, tuple(fixed))
+
+    def _consumption(self, device: Device) -> Mapping[CounterKey, Counters]:
+        """:func:`consumption`, by device id (hashing a device hashes its counters' fractions)."""
+        found = self.consumed.get(device.id)
+        if found is None:
+            found = self.consumed[device.id] = consumption(device)
+        return found
 
     def _give_back(self, taken: _Taken) -> None:
         popped = self.chosen.pop()

@@ -29,7 +29,7 @@ from fractions import Fraction
 from typing import Protocol
 
 from gpufleet.model.dra import PCIE_ROOT_ATTRIBUTE, Device, DeviceId, DeviceTaintEffect
-from gpufleet.scheduling.dra.inventory import CounterKey, Counters, NodeDevices
+from gpufleet.scheduling.dra.inventory import CounterKey, Counters, NodeDevices, consumption
 
 _ZERO = Fraction(0)
 
@@ -55,6 +55,11 @@ class MostCapacityLeft:
     group_attribute: str = PCIE_ROOT_ATTRIBUTE
 
     def scorer(self, node: NodeDevices) -> Scorer:
+        sets_of = {
+            device.id: frozenset(consumption(device))
+            for device in node.devices
+            if device.consumes_counters
+        }
         group_of: dict[DeviceId, tuple[str, str]] = {}
         free: Counter[tuple[str, str]] = Counter()
         for device in node.devices:
@@ -63,15 +68,15 @@ class MostCapacityLeft:
             group = self._group(device)
             group_of[device.id] = group
             free[group] += 1
-        totals = list(node.counter_totals.items())
+        totals = node.counter_totals
+        whole = {key for key, total in totals.items() if _untouched(total, node.counters_left, key)}
 
         def score(
             chosen: Sequence[DeviceId], counters_left: Mapping[CounterKey, Counters]
         ) -> tuple[float, ...]:
-            untouched = sum(
-                1
-                for key, total in totals
-                if all(counters_left.get(key, {}).get(n, _ZERO) >= v for n, v in total.items())
+            touched = {key for d in chosen for key in sets_of.get(d, ()) if key in whole}
+            untouched = len(whole) - sum(
+                1 for key in touched if not _untouched(totals[key], counters_left, key)
             )
             left = Counter(free)
             for device_id in set(chosen):
@@ -85,6 +90,11 @@ class MostCapacityLeft:
     def _group(self, device: Device) -> tuple[str, str]:
         value = device.attributes.get(self.group_attribute)
         return (device.pool, str(value)) if value is not None else (device.pool, f"#{device.name}")
+
+
+def _untouched(total: Counters, left: Mapping[CounterKey, Counters], key: CounterKey) -> bool:
+    remaining = left.get(key, {})
+    return all(remaining.get(name, _ZERO) >= amount for name, amount in total.items())
 
 
 def _tainted(device: Device) -> bool:

@@ -9,9 +9,11 @@ slices) are subtracted from its counter set. Pure.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from types import MappingProxyType
 
 from gpufleet.model.dra import Device, DeviceId, ResourceSlice
 from gpufleet.model.selectors import NodeSelectorRequirement, NodeSelectorTerm
@@ -34,15 +36,16 @@ class NodeDevices:
     taken: frozenset[DeviceId] = frozenset()
 
 
-def consumption(device: Device) -> dict[CounterKey, dict[str, Fraction]]:
-    """What ``device`` consumes, by counter set."""
+@functools.lru_cache(maxsize=1 << 16)
+def consumption(device: Device) -> Mapping[CounterKey, Counters]:
+    """What ``device`` consumes, by counter set (worked out once per device; read only)."""
     used: dict[CounterKey, dict[str, Fraction]] = {}
     for consumed in device.consumes_counters:
         key = (device.driver, device.pool, consumed.counter_set)
         into = used.setdefault(key, {})
         for name, amount in consumed.counters:
             into[name] = into.get(name, Fraction(0)) + amount
-    return used
+    return MappingProxyType({key: MappingProxyType(c) for key, c in used.items()})
 
 
 def node_devices(
