@@ -138,11 +138,12 @@ def semver_value(version: SemVer) -> dict[str, str]:
     return {SEMVER_KEY: str(version)}
 
 
-def _as_quantity(value: object) -> Fraction:
+def _as_quantity(value: object, plain_integers: bool = False) -> Fraction:
+    """A quantity's value; ``plain_integers``: an int too (what ``add`` and ``sub`` take)."""
     if isinstance(value, Mapping) and QUANTITY_KEY in value:
         return Fraction(str(value[QUANTITY_KEY]))
-    if isinstance(value, int) and not isinstance(value, bool):
-        return Fraction(value)  # add and sub take plain integers too
+    if plain_integers and isinstance(value, int) and not isinstance(value, bool):
+        return Fraction(value)
     raise CelError(f"expected a quantity, got {_shown(value)}")
 
 
@@ -153,12 +154,11 @@ def _as_semver(value: object) -> SemVer:
 
 
 def _compare(left: object, right: object) -> int:
+    """``compareTo`` of two quantities or two versions: -1, 0 or 1."""
     if isinstance(left, Mapping) and SEMVER_KEY in left:
         a, b = _as_semver(left).sort_key(), _as_semver(right).sort_key()
         return (a > b) - (a < b)
     x, y = _as_quantity(left), _as_quantity(right)
-    if not isinstance(right, Mapping):
-        raise CelError(f"expected a quantity, got {_shown(right)}")
     return (x > y) - (x < y)
 
 
@@ -169,15 +169,13 @@ def _as_integer(value: object) -> int:
     return quantity.numerator
 
 
-def _quantity_text(value: object) -> str:
+def _shown(value: object) -> str:
+    """A CEL value for a message: a quantity or a version as its function would write it."""
     if isinstance(value, Mapping):
         for key in (QUANTITY_KEY, SEMVER_KEY):
             if key in value:
                 return f"{key[1:]}({value[key]})"
     return repr(value)
-
-
-_shown = _quantity_text
 
 
 def _is(parse: Callable[[str], object]) -> Callable[[str], bool]:
@@ -200,8 +198,8 @@ LIBRARY: dict[str, Callable[..., Any]] = {
     "compareTo": _compare,
     "isGreaterThan": lambda left, right: _compare(left, right) > 0,
     "isLessThan": lambda left, right: _compare(left, right) < 0,
-    "add": lambda left, right: quantity_value(_as_quantity(left) + _as_quantity(right)),
-    "sub": lambda left, right: quantity_value(_as_quantity(left) - _as_quantity(right)),
+    "add": lambda left, right: quantity_value(_as_quantity(left) + _as_quantity(right, True)),
+    "sub": lambda left, right: quantity_value(_as_quantity(left) - _as_quantity(right, True)),
     "asInteger": _as_integer,
     "asApproximateFloat": lambda value: float(_as_quantity(value)),
     "isInteger": lambda value: _as_quantity(value).denominator == 1,

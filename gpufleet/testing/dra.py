@@ -34,7 +34,6 @@ GIB = 1 << 30
 GPU_CLASS = DeviceClass(
     NVIDIA_GPU_DRIVER, (CelSelector(f'device.driver == "{NVIDIA_GPU_DRIVER}"'),)
 )
-CLIQUE_ATTRIBUTE = f"{NVIDIA_GPU_DRIVER}/clique"
 
 Obj = dict[str, Any]
 

@@ -148,3 +148,15 @@ def test_semver_orders_as_its_numbers(
     expression = f'semver("{a}").isGreaterThan(semver("{b}")) == {expected}'
     assert device_matches(compile_selector(expression), H100)
     assert (parse_semver(a).sort_key() > parse_semver(b).sort_key()) is (left > right)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        pytest.param('quantity("1").compareTo(1) == 0', id="quantity-against-int"),
+        pytest.param('semver("1.0.0").compareTo(quantity("1")) == 0', id="semver-against-quantity"),
+    ],
+)
+def test_comparing_a_quantity_or_version_with_another_type_is_an_error(expression: str) -> None:
+    with pytest.raises(CelError, match="expected a"):
+        device_matches(compile_selector(expression), H100)
