@@ -54,7 +54,9 @@ def node_devices(
     labels: Mapping[str, str] | None = None,
     allocated: Iterable[DeviceId] = (),
 ) -> NodeDevices:
-    """The devices of the slices that reach ``node`` (with ``labels``), ``allocated`` taken."""
+    """The devices of the slices that reach ``node`` (with ``labels``), ``allocated`` taken:
+    the devices claims hold, less those held with admin access (which leaves a device free
+    for others, as Kubernetes counts it)."""
     devices: dict[DeviceId, Device] = {}
     totals: dict[CounterKey, dict[str, Fraction]] = {}
     for resource_slice in slices:
