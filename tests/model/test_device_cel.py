@@ -4,10 +4,11 @@ refused when compiled, saying why; evaluation errors are errors, never a silent 
 
 from __future__ import annotations
 
+import contextlib
 from fractions import Fraction
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.model.device_cel import (
@@ -160,3 +161,23 @@ def test_semver_orders_as_its_numbers(
 def test_comparing_a_quantity_or_version_with_another_type_is_an_error(expression: str) -> None:
     with pytest.raises(CelError, match="expected a"):
         device_matches(compile_selector(expression), H100)
+
+
+_PIECES = st.sampled_from(
+    ["device", ".", "driver", "attributes", "capacity", '["gpu.nvidia.com"]', "(", ")", " == ",
+     " && ", "!", " < ", "1", "2.5", '"x"', "quantity", "semver", "compareTo", "has", ",", "[]",
+     "{}", ":", "?", "-", "productName"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES, max_size=12).map("".join) | st.text(max_size=30))
+def test_any_text_compiles_and_evaluates_or_says_why(expression: str) -> None:
+    """Whatever a user writes, the reader gets a selector or a CelError, and evaluating it a
+    bool or a CelError: never another exception from the bindings."""
+    try:
+        selector = compile_selector(expression)
+    except CelError:
+        return
+    with contextlib.suppress(CelError):
+        assert isinstance(device_matches(selector, H100), bool)
