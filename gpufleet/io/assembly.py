@@ -35,7 +35,7 @@ from gpufleet.io.fleet.sim_telemetry import (
     telemetry_settings_from_object,
 )
 from gpufleet.io.kinds import CLUSTER_KINDS, api_group
-from gpufleet.io.kube import job_rules, operator_jobs, pytorch_jobs
+from gpufleet.io.kube import dra, job_rules, operator_jobs, pytorch_jobs
 from gpufleet.io.kube.pods import (
     EXPECTED_RUNTIME_ANNOTATION,
     SIM_DURATION_ANNOTATION,
@@ -57,6 +57,7 @@ from gpufleet.io.kube.workload_settings import (
 from gpufleet.io.manifests import Context, Manifest, describe
 from gpufleet.io.scheme import Scheme
 from gpufleet.model.autoscaling import AutoscalingSpec
+from gpufleet.model.dra import DraObjects
 from gpufleet.model.faults import GpuFault
 from gpufleet.model.idle import IdlePolicy
 from gpufleet.model.jobs import JobKind, JobSpec
@@ -90,8 +91,9 @@ REPLICATED_KINDS = frozenset(TARGET_KINDS)
 SUPPORTED = (
     "Queue, PriorityClass, PodGroup, ResourceQuota, Pod, Job, Deployment, StatefulSet, "
     "ReplicaSet, PyTorchJob, MPIJob, RayCluster, RayJob, GpuFault, SpotInterruption, "
-    "NodeFailure, SimulatedTelemetry, IdlePolicy, InferenceLoad, HorizontalPodAutoscaler or "
-    "ScaledObject objects (or an Alibaba pod-list .csv)"
+    "NodeFailure, SimulatedTelemetry, IdlePolicy, InferenceLoad, DeviceClass, ResourceClaim, "
+    "ResourceClaimTemplate, ResourceSlice, HorizontalPodAutoscaler or ScaledObject objects (or "
+    "an Alibaba pod-list .csv)"
 )
 #: Operators' job kinds and their readers.
 OPERATOR_JOBS = {
@@ -133,6 +135,8 @@ class Scenario:
     node_pools: list[NodePool] = dataclasses.field(default_factory=list)
     #: What each Job of parallelism 0 is (it runs no pods, so it has no workload).
     paused_jobs: list[str] = dataclasses.field(default_factory=list)
+    #: DeviceClasses, ResourceClaims, ResourceClaimTemplates and ResourceSlices.
+    dra: DraObjects = dataclasses.field(default_factory=DraObjects)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +197,8 @@ class ScenarioBuilder(Catalog):
         #: gives, as the API server's Priority admission plugin does (requests to a control
         #: plane; a scenario file may set priorities directly).
         self.priority_admission = False
+        #: DeviceClasses, ResourceClaims, ResourceClaimTemplates and ResourceSlices read.
+        self.dra = dra.DraCatalog()
 
     # ---------------------------------------------------------------------------- reading
     def add(self, manifest: Manifest, source: str) -> None:
@@ -218,6 +224,9 @@ class ScenarioBuilder(Catalog):
         key = f"{quota.namespace}/{quota.name}"
         context = object_context(source, manifest.location, f"ResourceQuota {key}")
         _unique(self.quotas, key, Setting(quota, context, None), "ResourceQuota")
+
+    def add_dra_object(self, manifest: Manifest, source: str) -> None:
+        self.dra.add(manifest, source, manifest.location)
 
     def add_gpu_fault(self, manifest: Manifest, source: str) -> None:
         self.faults.append(gpu_fault_from_object(manifest, source, manifest.location))
@@ -373,6 +382,7 @@ class ScenarioBuilder(Catalog):
         builder.pod_groups = dict(self.pod_groups)
         builder.quotas = dict(self.quotas)
         builder.priority_admission = self.priority_admission
+        builder.dra = self.dra.copy()
         return builder
 
     # --------------------------------------------------------------------------- assembly
@@ -405,6 +415,10 @@ class ScenarioBuilder(Catalog):
         }
         if any(w.workload.queue == DEFAULT_QUEUE for w in workloads) and not queues:
             queues[DEFAULT_QUEUE] = implicit_default_queue()
+        if self.strict:  # a live cluster's claims may come after its pods
+            for part in self.parts:
+                for pod_run in part.pods:
+                    self.dra.check_pod_claims(part.context, pod_run.pod, _spec_path(part.kind))
         return Scenario(
             queues,
             {name: setting.value for name, setting in self.classes.items()},
@@ -419,6 +433,7 @@ class ScenarioBuilder(Catalog):
             replica_owner=owners,
             replica_templates=templates,
             paused_jobs=list(self.paused_jobs),
+            dra=self.dra.objects(),
         )
 
     def assemble(
@@ -589,6 +604,7 @@ for _versions, _kinds, _reader in (
     ((pytorch_jobs.KUBEFLOW_API,), ("PyTorchJob",), ScenarioBuilder.add_operator_job),
     (operator_jobs.MPI_API_VERSIONS, ("MPIJob",), ScenarioBuilder.add_operator_job),
     ((operator_jobs.RAY_API_VERSION,), ("RayCluster", "RayJob"), ScenarioBuilder.add_operator_job),
+    (dra.API_VERSIONS, dra.DRA_KINDS, ScenarioBuilder.add_dra_object),
     *(
         ((version,), (kind,), ScenarioBuilder.add_workload_object)
         for kind, version in WORKLOAD_API_VERSIONS.items()
@@ -659,6 +675,13 @@ def _show(value: object) -> str:
     if isinstance(value, TopologyRequest):
         return f"{value.mode.value} {value.level}"
     return repr(value)
+
+
+def _spec_path(kind: str) -> str | None:
+    """Where an object of ``kind`` keeps its pods' spec, when in one place."""
+    if kind == "Pod":
+        return "spec"
+    return "spec.template.spec" if kind in WORKLOAD_API_VERSIONS else None
 
 
 def _one_replica(manifest: Manifest) -> dict[str, Any]:

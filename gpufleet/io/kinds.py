@@ -58,6 +58,11 @@ READ_ELSEWHERE = {
     "IdlePolicy": "what to do with idle GPU holders: simulate or serve --scenario",
     "InferenceLoad": "the requests an inference workload gets: simulate --scenario",
     "NodePool": "nodes an autoscaler adds and removes: simulate --scenario",
+    **dict.fromkeys(
+        ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"),
+        "Dynamic Resource Allocation, read with a scenario: place or simulate --scenario, "
+        "serve --scenario",
+    ),
 }
 
 #: Kinds that make pods, or carry scheduling meaning, that gpufleet does not read: why it matters

@@ -49,7 +49,7 @@ CLUSTER_SCOPED = frozenset(
     {
         "Node", "Namespace", "Queue", "PriorityClass", "PersistentVolume", "StorageClass",
         "CustomResourceDefinition", "IngressClass", "RuntimeClass", "ResourceFlavor", "Cohort",
-        "WorkloadPriorityClass", "GPUAlertRule", "IdlePolicy",
+        "WorkloadPriorityClass", "GPUAlertRule", "IdlePolicy", "DeviceClass", "ResourceSlice",
     }
 )  # fmt: skip
 

@@ -14,6 +14,8 @@ checked further (a scalar, a free-form map such as labels, or a schema that keep
 fields), a type name, or ``{}`` and a type name for a map whose values are of that type. Lists
 are transparent: a list's items are of the field's type. Run it after moving the client or a CRD:
 ``python -m gpufleet.kube_client.field_tables CRD_DIR > gpufleet/data/kube_fields.json``.
+After moving the client alone, ``--core-from gpufleet/data/kube_fields.json`` in place of
+``CRD_DIR`` renews the core kinds and keeps the CRDs' tables as that file has them.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ CORE_ROOTS = {
     ("v1", "ResourceQuota"): "V1ResourceQuota",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "V2HorizontalPodAutoscaler",
     ("v1", "Node"): "V1Node",
+    # Dynamic Resource Allocation (resource.k8s.io/v1, GA in Kubernetes 1.34). The client names
+    # the claim ResourceV1ResourceClaim, apart from a container's resources.claims entry.
+    ("resource.k8s.io/v1", "DeviceClass"): "V1DeviceClass",
+    ("resource.k8s.io/v1", "ResourceClaim"): "ResourceV1ResourceClaim",
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): "V1ResourceClaimTemplate",
+    ("resource.k8s.io/v1", "ResourceSlice"): "V1ResourceSlice",
 }
 #: The CRD files read (their names under the directory given) and where they were published.
 CRD_SOURCES = {
@@ -151,9 +159,41 @@ def tables(crd_directory: Path) -> dict[str, Any]:
     }
 
 
+def renewed_core(shipped: Mapping[str, Any]) -> dict[str, Any]:
+    """``shipped`` (a ``kube_fields.json``) with the core kinds' tables taken anew from the
+    installed client and the CRDs' tables kept: for a moved client when the CRD files are not
+    at hand."""
+    roots, types = core_tables()
+    core_source = f"kubernetes python client {kubernetes.__version__} (model classes)"
+    crd_roots = {key: root for key, root in shipped["roots"].items() if key in shipped["sources"]}
+    crd_roots = {key: root for key, root in crd_roots.items() if not _is_core(root)}
+    crd_types = {name: table for name, table in shipped["types"].items() if not _is_core(name)}
+    merged = {**crd_types, **types}
+    return {
+        "about": __doc__.split("\n\n")[0] if __doc__ else "",
+        "sources": {
+            **dict.fromkeys(roots, core_source),
+            **{key: shipped["sources"][key] for key in crd_roots},
+        },
+        "roots": {**roots, **crd_roots},
+        "types": {name: merged[name] for name in sorted(merged)},
+    }
+
+
+def _is_core(type_name: str) -> bool:
+    """A core type is a client model class (``V1Pod``); a CRD's is keyed by its apiVersion."""
+    return "/" not in type_name
+
+
 def main(argv: Iterable[str]) -> None:
-    (directory,) = list(argv)
-    json.dump(tables(Path(directory)), sys.stdout, indent=0, sort_keys=False)
+    args = list(argv)
+    if args[:1] == ["--core-from"]:
+        (_, shipped) = args
+        data = renewed_core(json.loads(Path(shipped).read_text()))
+    else:
+        (directory,) = args
+        data = tables(Path(directory))
+    json.dump(data, sys.stdout, indent=0, sort_keys=False)
     sys.stdout.write("\n")
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gpufleet.model.affinity import PlacementRules
+from gpufleet.model.dra import PodResourceClaim
 from gpufleet.model.gpu import GPU_RESOURCE, GPU_RESOURCES, MILLI_PER_GPU
 from gpufleet.model.node import Taint, TaintEffect
 from gpufleet.model.selectors import NodeSelectorRequirement, NodeSelectorTerm
@@ -162,6 +163,8 @@ class Pod:
     #: ``spec.schedulingGates`` by name: while any is left the pod is not placed (nor is its
     #: gang); not part of the signature (a gated pod is never tried).
     scheduling_gates: tuple[str, ...] = ()
+    #: ``spec.resourceClaims``: the DRA claims it uses, by name or made from a template.
+    resource_claims: tuple[PodResourceClaim, ...] = ()
 
     #: ``namespace/name`` and the scheduling signature, computed once: both are hot.
     key: str = field(init=False, repr=False, hash=False, compare=False)
@@ -181,6 +184,9 @@ class Pod:
         )
         if self.extended:
             signature = (*signature, self.extended)
+        if self.resource_claims:
+            # A claim by name is shared: pods naming it are not alike to pods naming another.
+            signature = (*signature, self.resource_claims)
         if self.rules is not None:
             # Its own namespace and labels decide whether it counts for its own spread and
             # affinity terms, so pods with rules share answers only with identical pods.

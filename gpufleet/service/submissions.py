@@ -43,6 +43,11 @@ _NOT_SUBMITTED = {
     **dict.fromkeys(("Node", "ClusterSpec"), "a cluster: the control plane's nodes are its own"),
     "ResourceQuota": "quotas are the queues' (PUT /api/v1/queues)",
     "AdmissionPolicy": "admission rules are the server's (serve --rules)",
+    **dict.fromkeys(
+        ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"),
+        "Dynamic Resource Allocation's objects are not submitted yet; give them with the "
+        "scenario (serve --scenario)",
+    ),
 }
 
 

@@ -118,6 +118,12 @@ SCENARIO_OBJECTS = {
     "deployment": ("apps/v1", "Deployment", ScenarioBuilder.add_workload_object),
     "stateful-set": ("apps/v1", "StatefulSet", ScenarioBuilder.add_workload_object),
     "replica-set": ("apps/v1", "ReplicaSet", ScenarioBuilder.add_workload_object),
+    "device-class": ("resource.k8s.io/v1", "DeviceClass", ScenarioBuilder.add_dra_object),
+    "resource-claim": ("resource.k8s.io/v1", "ResourceClaim", ScenarioBuilder.add_dra_object),
+    "resource-claim-template": (
+        "resource.k8s.io/v1", "ResourceClaimTemplate", ScenarioBuilder.add_dra_object,
+    ),
+    "resource-slice": ("resource.k8s.io/v1", "ResourceSlice", ScenarioBuilder.add_dra_object),
 }  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from gpufleet.io.errors import quoted
 from gpufleet.io.kube.affinity import placement_rules, required_node_affinity
+from gpufleet.io.kube.dra import pod_resource_claims
 from gpufleet.io.kube.job_rules import restart_policy, sim_failures
 from gpufleet.io.kube.resources import Annotations, pod_requests
 from gpufleet.io.manifests import Context, describe, object_name
@@ -79,7 +80,8 @@ def pods_from_object(
         annotations = _annotations(context, metadata, "metadata", None)
         labels = context.labels(metadata.get("labels"), "metadata.labels")
         spec = context.mapping(obj.get("spec"), "spec", required=True)
-        return [_pod(context, name, namespace, labels, annotations, spec, "spec")]
+        status = context.mapping(obj.get("status"), "status")
+        return [_pod(context, name, namespace, labels, annotations, spec, "spec", status)]
 
     spec = context.mapping(obj.get("spec"), "spec", required=True)
     indexed = kind == "Job" and spec.get("completionMode") == "Indexed"
@@ -187,6 +189,7 @@ def _pod(
     annotations: Annotations,
     spec: Mapping[str, Any],
     spec_path: str,
+    status: Mapping[str, Any] | None = None,
 ) -> TimedPod:
     requests = pod_requests(context, spec, spec_path, annotations)
     priority = spec.get("priority")
@@ -208,6 +211,7 @@ def _pod(
         extended=requests.extended,
         rules=placement_rules(context, spec, spec_path, namespace, labels),
         scheduling_gates=scheduling_gates(context, spec, spec_path),
+        resource_claims=pod_resource_claims(context, spec, status or {}, spec_path),
     )
     created = 0.0
     if SUBMIT_AT_ANNOTATION in annotations.values:

@@ -47,6 +47,10 @@ DEFAULT_API_VERSIONS = {
     "RayJob": "ray.io/v1",
     "RayCluster": "ray.io/v1",
     "ScaledObject": "keda.sh/v1alpha1",
+    "DeviceClass": "resource.k8s.io/v1",
+    "ResourceClaim": "resource.k8s.io/v1",
+    "ResourceClaimTemplate": "resource.k8s.io/v1",
+    "ResourceSlice": "resource.k8s.io/v1",
 }
 #: apiVersions gpufleet reads with another's shape: a kubeflow.org/v1 MPIJob is read as the MPI
 #: operator's v2beta1 (runLauncherAsWorker included), not as the training operator's v1 CRD.
