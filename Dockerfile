@@ -2,7 +2,7 @@
 # The gpufleet image: the gpufleet CLI as entrypoint; Kubernetes runs the scheduler as
 #   gpufleet scheduler --scheduler-name gpufleet ... (deploy/scheduler.yaml).
 #
-# Build: docker build -t ghcr.io/gpufleet/gpufleet:0.1.0 .
+# Build: docker build -t ghcr.io/gpufleet/gpufleet:0.2.0 .
 # Note: this Dockerfile cannot be built on the development machine (there is a docker client
 # but no daemon, and no registry but PyPI, Debian and npm to pull python:3.11-slim from), so it
 # is not exercised by the tests; tests/deploy/test_dockerfile.py only checks it against the

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 
 def __getattr__(name: str) -> str:
-    # Looked up when asked for: reading the installed metadata costs every command 25 ms.
+    # Looked up when asked for: reading a pyproject or the installed metadata costs every
+    # command tens of milliseconds (gpufleet.package_version says which it reads).
     if name != "__version__":
         raise AttributeError(f"module 'gpufleet' has no attribute {name!r}")
-    from importlib.metadata import PackageNotFoundError, version
+    from gpufleet.package_version import current_version
 
-    try:
-        found = version("gpufleet")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        found = "0.0.0+unknown"
+    found = current_version()
     globals()["__version__"] = found
     return found

@@ -1,11 +1,10 @@
-"""Usage errors are one line with exit code 2, busy ports are told before anything starts, and
-``gpufleet --version`` works."""
+"""Usage errors are one line with exit code 2, and busy ports are told before anything starts
+(``gpufleet --version``: tests/test_package_version.py)."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
-from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,6 @@ from typer.testing import CliRunner
 from gpufleet.cli.main import app
 
 runner = CliRunner()
-
-
-def test_version_prints_the_installed_version() -> None:
-    result = runner.invoke(app, ["--version"])
-    assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == version("gpufleet")
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from gpufleet.cli.main import load_command
 from tests.deploy.helm_render import Chart, manifest_objects, render
 from tests.deploy.support import CHART, DEPLOY, SCHEDULER_NAMESPACE, load_objects
 from tests.deploy.test_rbac import Grant, grants
+from tests.packaging.support import pyproject_version
 
 NAME = "gpufleet-agent"
 OBJECTS = {
@@ -115,7 +116,7 @@ DAEMONSET_FIELDS: list[tuple[str, Any]] = [
         [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     ),
     ("spec.template.spec.priorityClassName", "system-node-critical"),
-    ("spec.template.spec.containers.0.image", "ghcr.io/gpufleet/gpufleet:0.1.0"),
+    ("spec.template.spec.containers.0.image", f"ghcr.io/gpufleet/gpufleet:{pyproject_version()}"),
     (
         "spec.template.spec.containers.0.ports",
         [{"name": "metrics", "containerPort": 9400, "protocol": "TCP"}],

@@ -33,6 +33,7 @@ from tests.deploy.support import (
     object_key,
     top_level_manifests,
 )
+from tests.packaging.support import pyproject_version
 
 RELEASE = "gpufleet"
 #: Objects only the chart makes: the binding key's Secret (deploy/ has its users create it).
@@ -166,7 +167,7 @@ def test_default_render_is_deploy_yaml(render_chart: Render) -> None:
 def test_helm_labels_are_on_every_object(render_chart: Render) -> None:
     for obj in render_chart(SCHEDULER_NAMESPACE, {}):
         labels = obj["metadata"]["labels"]
-        assert labels["helm.sh/chart"] == "gpufleet-0.1.0"
+        assert labels["helm.sh/chart"] == f"gpufleet-{pyproject_version()}"
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
 
 

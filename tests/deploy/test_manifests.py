@@ -23,6 +23,7 @@ from tests.deploy.support import (
     object_key,
     top_level_manifests,
 )
+from tests.packaging.support import pyproject_version
 
 YAML_FILES = deploy_yaml_files()
 OBJECTS = kubernetes_objects(YAML_FILES)
@@ -130,7 +131,7 @@ DEPLOYMENT_FIELDS: list[tuple[str, Any]] = [
     ("spec.template.spec.priorityClassName", "system-cluster-critical"),
     ("spec.template.spec.securityContext.runAsNonRoot", True),
     ("spec.template.spec.securityContext.seccompProfile.type", "RuntimeDefault"),
-    ("spec.template.spec.containers.0.image", "ghcr.io/gpufleet/gpufleet:0.1.0"),
+    ("spec.template.spec.containers.0.image", f"ghcr.io/gpufleet/gpufleet:{pyproject_version()}"),
     ("spec.template.spec.containers.0.command", COMMAND),
     ("spec.template.spec.containers.0.livenessProbe.httpGet", {"path": "/healthz", "port": 9090}),
     ("spec.template.spec.containers.0.readinessProbe.httpGet", {"path": "/readyz", "port": 9090}),
