@@ -96,7 +96,9 @@ def test_agent_end_to_end(cluster: Cluster, gpu_node: AgentNode, tmp_path: Path)
             timeout=10,
             what="the inventory naming the failed GPU",
         )
-        for name in ("second", "third", "fourth"):
+        # Names in the order they are made: pods that arrive in one poll are taken in by
+        # name, so a "fourth" made after "third" went first once (second, fourth bound).
+        for name in ("second", "third", "waiting"):
             cluster.submit(ko.gpu_pod(name, gpus=1))
         wait_for(
             lambda: all(_index_of(cluster, n) is not None for n in ("second", "third")),
@@ -112,14 +114,16 @@ def test_agent_end_to_end(cluster: Cluster, gpu_node: AgentNode, tmp_path: Path)
             assert index is not None
             envs = gpu_node.admitted[f"{cluster.namespace}/{name}"].allocations[0].grant.envs
             assert envs["NVIDIA_VISIBLE_DEVICES"] == gpu_node.uuid(index)
-        assert _index_of(cluster, "fourth") is None
+        assert _index_of(cluster, "waiting") is None
         status: dict[str, list[dict[str, str]]] = node()["status"]  # type: ignore[assignment]
         health = next(c for c in status["conditions"] if c["type"] == "GpuDevicesHealthy")
         assert health["status"] == "False"
 
         # It recovers: the waiting pod takes it.
         gpu_node.nvml.recover(failed)
-        wait_for(lambda: _index_of(cluster, "fourth") == failed, what="fourth on the recovered GPU")
+        wait_for(
+            lambda: _index_of(cluster, "waiting") == failed, what="waiting on the recovered GPU"
+        )
     finally:
         stop(scheduler)
 

@@ -96,7 +96,8 @@ def test_scheduler_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
                 assert _node_of(cluster, "urgent") is None, "bound before its victim was gone"
                 cluster.kubelet_removes(pod["metadata"]["name"])
         wait_for(lambda: _node_of(cluster, "urgent") is not None, timeout=60, what="urgent bound")
-        assert cluster.events("Preempted")
+        # Sent by the reporter's worker, not with the eviction: wait for it rather than race it.
+        wait_for(lambda: bool(cluster.events("Preempted")), what="the Preempted Event")
 
         # The gang finishes; then kill the scheduler in the middle of a burst: its successor
         # (after the lease of the dead one expires) binds nothing twice.

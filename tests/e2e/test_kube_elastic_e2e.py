@@ -116,8 +116,14 @@ def test_a_gang_on_a_node_karpenter_disrupts_is_evicted_whole_and_placed_elsewhe
             lambda: _terminating(cluster, "ddp-0") and _terminating(cluster, "ddp-1"),
             what="the whole gang evicted",
         )
-        told = {e["involvedObject"]["name"] for e in cluster.events("GangEvicted")}
-        assert told == {"ddp-0", "ddp-1"}
+
+        def told() -> set[str]:
+            return {e["involvedObject"]["name"] for e in cluster.events("GangEvicted")}
+
+        # The Events go through the reporter's worker, after the evictions: they may be
+        # written a moment after the pods show terminating (370 ms once, under load).
+        wait_for(lambda: told() >= {"ddp-0", "ddp-1"}, what="the gang's pods told GangEvicted")
+        assert told() == {"ddp-0", "ddp-1"}
         for i in range(2):
             cluster.kubelet_removes(f"ddp-{i}")
         wait_for(

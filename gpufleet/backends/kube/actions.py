@@ -7,7 +7,8 @@ pods, the autoscalers' do-not-disrupt annotations:
 :func:`gpufleet.io.kube.disruption.gang_guard`) on a pool of binder threads, fenced (calls.py),
 and its outcome taken in at the next poll:
 
-* answered 2xx: bound (the informers confirm it);
+* answered 2xx: bound (the informers confirm it), and its pod told ``Scheduled`` (even when the
+  informers showed it bound first, or a new core was built meanwhile);
 * refused for good (404, 400, 403, 422): not bound; its devices are given back and the pod waits
   again (``BindFailed``, which rolls its gang back: the core evicts the members bound);
 * no answer, a timeout or reset, 409 or 5xx: unknown (etcd unavailable reads as 409, and a write
@@ -149,6 +150,13 @@ class ApiActions:
                 return
             self._take_outcome(outcome, out)
 
+    def _tell_scheduled(self, call: BindCall) -> None:
+        """The ``Scheduled`` Event of a bind answered 2xx, on its pod (not on a pod made
+        since under the same name)."""
+        obj = self.state.objects[PODS].get(call.key)
+        if obj is not None and podinfo.uid_of(obj) == call.uid:
+            self.state.reporter.scheduled(obj, call.placement)
+
     def _take_outcome(self, outcome: Outcome, out: list[ClusterEvent]) -> None:
         call, key = outcome.call, outcome.call.key
         told = self.state.told.get(key)
@@ -156,6 +164,9 @@ class ApiActions:
         if not outcome.checked:
             if outcome.kind == "bound":
                 self.state.counters.binds += 1
+                # Told here, whatever came first: the informers may show the pod bound before
+                # its bind's own answer is taken in, and a new core may be built meanwhile.
+                self._tell_scheduled(call)
             elif outcome.kind != "dropped":
                 self.state.counters.bind_failures += 1
                 log.info("bind of %s: %s (%s)", key, outcome.detail, outcome.kind)
@@ -177,9 +188,6 @@ class ApiActions:
         call.answered = True
         if outcome.kind == "bound":
             call.bound = True
-            obj = self.state.objects[PODS].get(key)
-            if obj is not None and not outcome.checked:
-                self.state.reporter.scheduled(obj, call.placement)
             return
         if outcome.kind == "unknown":
             self.check_later(call, CHECK_RETRY_S if outcome.checked else 0.0)

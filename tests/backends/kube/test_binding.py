@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 
@@ -13,6 +16,7 @@ from gpufleet.io.kube.binding_signature import (
     BindingKey,
     binding_signature_problem,
 )
+from gpufleet.kube_client.api import PODS
 from gpufleet.metrics.endpoint import HealthServer
 from gpufleet.testing import kube_objects as ko
 from gpufleet.testing.agent_builders import TEST_BINDING_KEY
@@ -32,6 +36,43 @@ def test_binds_a_gpu_pod_through_the_binding_subresource_with_its_devices() -> N
         exposed = h.scheduler.metrics.exposition().decode()
         assert "gpufleet_bind_calls_succeeded_total 1.0" in exposed
         assert "gpufleet_bind_calls_failed_total 0.0" in exposed
+
+
+@pytest.mark.parametrize("new_core", [False, True], ids=["watch-first", "watch-and-new-core-first"])
+def test_a_bind_seen_in_the_watch_before_its_answer_still_gets_its_scheduled_event(
+    new_core: bool,
+) -> None:
+    """A loaded scheduler can take a pod's watch event (bound, by us) before its bind's own
+    answer, and a new core may be built meanwhile: the pod is still told ``Scheduled``, once
+    (a gang's member bound without it on a real API server under load)."""
+    answered = threading.Event()
+    with harness(ko.gpu_node("n1", gpus=8)) as h:
+        h.server.answer_late("POST", r"/pods/train/binding$", answered)
+        h.server.create(ko.gpu_pod("train", gpus=2))
+
+        def turn_until(check: Callable[[], bool], what: str) -> None:
+            """Turn while the bind stays unanswered (``h.until`` waits for every answer)."""
+            deadline = time.monotonic() + 10
+            while not check():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                h.scheduler.turn()
+                h.backend.wait(h.backend.clock.now() + 0.05)
+
+        cached = h.backend.objects[PODS]
+        turn_until(
+            lambda: bool(cached.get("default/train", {}).get("spec", {}).get("nodeName")),
+            "the pod's watch event (bound) before its bind's answer",
+        )
+        h.scheduler.turn()  # the bound pod reconciled while its bind is still unanswered
+        if new_core:
+            built = h.scheduler.cores_built
+            h.server.create(ko.priority_class("another", 10))
+            turn_until(lambda: h.scheduler.cores_built > built, "a new core")
+        assert not answered.is_set()
+        assert h.events("Scheduled") == []
+        answered.set()
+        h.settle()
+        assert [e["involvedObject"]["name"] for e in h.events("Scheduled")] == ["train"]
 
 
 @pytest.mark.parametrize("key", [TEST_BINDING_KEY, None], ids=["with-a-key", "without"])

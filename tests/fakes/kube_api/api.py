@@ -262,6 +262,16 @@ class FakeApiServer:
         that event is set (a request held in the API server, as while etcd is away)."""
         self._state.add_fault(method, path_pattern, status, times, commit, hold)
 
+    def answer_late(
+        self, method: str, path_pattern: str, release: threading.Event, times: int = 1
+    ) -> None:
+        """Carry out the next ``times`` matching requests at once, so that watches see their
+        writes, but send each its true answer only once ``release`` is set: a client that
+        takes its watch events before its own calls' answers (a loaded one can)."""
+        self._state.add_fault(
+            method, path_pattern, 200, times, commit=True, hold=release, late=True
+        )
+
     def clear_faults(self) -> None:
         """Forget the faults not used up yet: every request is served again."""
         self._state.clear_faults()

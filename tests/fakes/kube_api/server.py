@@ -40,7 +40,8 @@ class Fault:
     """Answer matching requests with ``status`` (0: close the connection, no answer). With
     ``commit`` the request is carried out first (an answer lost, a write the API server timed
     out that committed); with ``hold`` the answer waits until that event is set (a request
-    held in the API server)."""
+    held in the API server). With ``late`` the request is carried out at once (its watch
+    events go out) and its own answer, the true one, is sent only once ``hold`` is set."""
 
     method: str
     pattern: re.Pattern[str]
@@ -48,6 +49,7 @@ class Fault:
     remaining: int
     commit: bool = False
     hold: threading.Event | None = None
+    late: bool = False
 
 
 class ServerState:
@@ -85,9 +87,10 @@ class ServerState:
         times: int,
         commit: bool = False,
         hold: threading.Event | None = None,
+        late: bool = False,
     ) -> None:
         with self._lock:
-            fault = Fault(method.upper(), re.compile(pattern), status, times, commit, hold)
+            fault = Fault(method.upper(), re.compile(pattern), status, times, commit, hold, late)
             self._faults.append(fault)
 
     def clear_faults(self) -> None:
@@ -171,7 +174,7 @@ class _Handler(BaseHTTPRequestHandler):
         client = identity_of(self.headers.get("Authorization"))
         state.access.record(client, self.command, path, query)
         fault = state.take_fault(self.command, path)
-        if fault is not None and fault.hold is not None:
+        if fault is not None and fault.hold is not None and not fault.late:
             fault.hold.wait()  # held in the API server; then carried out or not
         if fault is not None and not fault.commit:
             self._fail(fault)
@@ -200,7 +203,9 @@ class _Handler(BaseHTTPRequestHandler):
             traceback.print_exc(file=sys.stderr)
             self._send_json(500, errors.status_body(500, f"fake API server error: {exc!r}"))
             return
-        if fault is not None:  # carried out; the answer is lost or replaced
+        if fault is not None and fault.late and fault.hold is not None:
+            fault.hold.wait()  # carried out and watched; the true answer comes late
+        elif fault is not None:  # carried out; the answer is lost or replaced
             self._fail(fault)
             return
         if isinstance(result, endpoints.Response):
