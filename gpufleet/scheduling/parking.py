@@ -46,11 +46,11 @@ class Parking:
         self,
         group: Group,
         actions: list[Action],
-        why: str,
+        why: Parked,
         message: str,
         reason: str | None = None,
     ) -> None:
-        """Park ``group`` for ``why`` (a :class:`Parked` value: what wakes it) and tell each
+        """Park ``group`` for ``why`` (what wakes it) and tell each
         of its pods ``message``; ``reason`` is what explain says it waits for (``why`` by
         default; for ``Parked.ADMISSION_CHECK``, the check's name)."""
         state = self.state
@@ -63,7 +63,7 @@ class Parking:
             start = state.time_format(reservation.start)
             message += f" Capacity reserved for it from {start}."
         for pending in group.items:
-            pending.reason = why if reason is None else reason
+            pending.reason = why.value if reason is None else reason
             if pending.told != message:
                 pending.told = message
                 for pod in pending.workload.pods:
