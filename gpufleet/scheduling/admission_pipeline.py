@@ -102,7 +102,7 @@ Outcome = Admitted | Preempted | Blocked
 _Request = tuple[dict[str, int], tuple[int, ...]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made once per flavor tried, and frozen init is slower
 class _Fits:
     """A flavor where the gang fits: placed as ``placed`` on the table's open trial ``mark``
     (the caller commits or rolls it back), on ``rows``; whether it borrows to fit."""
@@ -113,21 +113,18 @@ class _Fits:
     borrows: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made once per flavor tried, and frozen init is slower
 class _Refusal:
-    """A flavor that refuses it: parks it for ``why``; whether a preemption on it may help and
-    whether a backfill reservation may. What it is told: ``text``, or made when it parks from
-    the quota check or the failed placement that refused it (implicit flavor)."""
+    """A flavor that refuses it: parks it for ``why``; whether a preemption on it may help;
+    whether a backfill reservation may (None: if the GPUs its quota owes it are taken, asked
+    when it parks, after any preemption was tried: the implicit flavor's quota refusal).
+    What it is told: ``told``, or made when it parks from the quota check or the failed
+    placement that refused it (the implicit flavor's)."""
 
     why: Parked
     preempts: bool
-    plan_backfill: bool = False
-    text: str = ""
-    check: QuotaCheck | None = None
-    unfit: Unschedulable | None = None
-    #: Implicit flavor, refused by quota: plan a backfill reservation when the GPUs its quota
-    #: owes it are taken (asked when it parks, after any preemption was tried).
-    if_owed: bool = False
+    backfill: bool | None
+    told: str | QuotaCheck | Unschedulable
 
 
 class AdmissionPipeline:
@@ -277,11 +274,11 @@ class AdmissionPipeline:
                 usage[flavor.key] = request[GPU]
             check = quotas.check(workload, usage)
             if not check.admits:
-                return _Refusal(Parked.QUOTA, True, text=f"waiting for quota: {check.message()}")
+                return _Refusal(Parked.QUOTA, True, False, f"waiting for quota: {check.message()}")
         else:
             check = quotas.check(workload, request, amounts)
             if not check.admits:
-                return _Refusal(Parked.QUOTA, True, check=check, if_owed=True)
+                return _Refusal(Parked.QUOTA, True, None, check)
             rows = holds.restrict_for(workload, keep_reservation=keep_reservation)
             if (
                 holds.any
@@ -292,31 +289,31 @@ class AdmissionPipeline:
                 # implicit flavor: what placing it would end in, without placing it: it fits,
                 # its exact usage is its request (so the exact check passes), and a
                 # preemptor's hold refuses it.
-                return _Refusal(Parked.QUOTA, False, text=HELD_FOR_PREEMPTOR)
+                return _Refusal(Parked.QUOTA, False, False, HELD_FOR_PREEMPTOR)
         mark = table.begin_trial()
         result = place_workload(state.engine, workload, rows, state.explain_failures)
         if isinstance(result, Unschedulable):
             table.rollback(mark)
             if implicit:
-                return _Refusal(Parked.CAPACITY, True, plan_backfill=True, unfit=result)
+                return _Refusal(Parked.CAPACITY, True, True, result)
             told = self.unfit_message(workload, result)
-            return _Refusal(Parked.CAPACITY, True, plan_backfill=True, text=told)
+            return _Refusal(Parked.CAPACITY, True, True, told)
         placed = Placed(result, state.requests.usage_of(result))
         exact = quotas.check(workload, placed.usage)
         if not exact.admits:
             table.rollback(mark)
             if not implicit:
-                return _Refusal(Parked.QUOTA, True, text=f"waiting for quota: {exact.message()}")
+                return _Refusal(Parked.QUOTA, True, False, f"waiting for quota: {exact.message()}")
             # implicit flavor: GPUs of a model its quota lacks; try the models it has room on.
             mark = table.begin_trial()
             retry = self.flavors.place_within_model_quota(workload, rows)
             if retry is None:
                 table.rollback(mark)
-                return _Refusal(Parked.QUOTA, False, check=exact)
+                return _Refusal(Parked.QUOTA, False, False, exact)
             placed = retry
         if holds.any and not holds.survive(workload, placed.usage):
             table.rollback(mark)
-            return _Refusal(Parked.QUOTA, not implicit, text=HELD_FOR_PREEMPTOR)
+            return _Refusal(Parked.QUOTA, not implicit, False, HELD_FOR_PREEMPTOR)
         # implicit flavor: whether it borrows is never read (it stops at its one answer).
         return _Fits(placed, mark, rows, exact.verdict is Verdict.BORROWS)
 
@@ -365,11 +362,12 @@ class AdmissionPipeline:
         for _, refused in refusals:
             if refused.why is Parked.QUOTA:
                 why = Parked.QUOTA
-            if refused.if_owed and refused.check is not None:
-                owed = quotas.owed_but_taken(workload, wants[0], refused.check)
-                plan_backfill = plan_backfill and owed
-            else:
-                plan_backfill = plan_backfill and refused.plan_backfill
+            backfill = refused.backfill
+            if backfill is None:
+                refusal = refused.told
+                assert isinstance(refusal, QuotaCheck)
+                backfill = quotas.owed_but_taken(workload, wants[0], refusal)
+            plan_backfill = plan_backfill and backfill
         if plan_backfill:
             self.backfill.plan(workload)
         told = [self._told(workload, flavor, refused) for flavor, refused in refusals]
@@ -381,10 +379,11 @@ class AdmissionPipeline:
 
     def _told(self, workload: Workload, flavor: Flavor, refused: _Refusal) -> str:
         """What ``refused`` tells it: named after the GPU model on a model's flavor."""
-        if refused.unfit is not None:
-            text = self.unfit_message(workload, refused.unfit)
-        elif refused.check is not None:
-            text = f"waiting for quota: {refused.check.message()}"
+        told = refused.told
+        if isinstance(told, Unschedulable):
+            text = self.unfit_message(workload, told)
+        elif isinstance(told, QuotaCheck):
+            text = f"waiting for quota: {told.message()}"
         else:
-            text = refused.text
+            text = told
         return f"{flavor.name}: {text}" if isinstance(flavor, ModelChoice) else text

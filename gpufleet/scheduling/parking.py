@@ -33,6 +33,10 @@ from gpufleet.scheduling.pending import Group, Parked
 if TYPE_CHECKING:
     from gpufleet.scheduling.state import CoreState
 
+#: Each park reason as the plain string a waiting workload's ``reason`` holds (what explain,
+#: the metrics and the views read; ``.value`` is a slower property).
+_REASON_TEXT = {why: why.value for why in Parked}
+
 
 class Parking:
     """See the module docstring."""
@@ -56,14 +60,14 @@ class Parking:
         state = self.state
         workload = group.head.workload
         may_preempt = workload.preemption_policy is not PreemptionPolicy.NEVER
-        by = (reason or "") if why == Parked.ADMISSION_CHECK else ""
+        by = (reason or "") if why is Parked.ADMISSION_CHECK else ""
         state.pending.park(group, why, may_preempt, by)
         reservation = state.holds.reservation
         if reservation is not None and reservation.owner == workload.key:
             start = state.time_format(reservation.start)
             message += f" Capacity reserved for it from {start}."
         for pending in group.items:
-            pending.reason = why.value if reason is None else reason
+            pending.reason = _REASON_TEXT[why] if reason is None else reason
             if pending.told != message:
                 pending.told = message
                 for pod in pending.workload.pods:
@@ -103,9 +107,10 @@ class Parking:
             return
         repelled_less = index.repelling < self._pod_rules_seen[1]
         self._pod_rules_seen = seen
+        capacity = Parked.CAPACITY  # read once: an enum's member is slow to look up
         for group in state.pending.parked_groups():
             pods = group.head.workload.pods
-            if group.parked == Parked.CAPACITY and (
+            if group.parked is capacity and (
                 repelled_less or any(p.rules is not None for p in pods)
             ):
                 state.pending.unpark(group)

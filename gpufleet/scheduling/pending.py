@@ -362,8 +362,9 @@ class PendingWorkloads:
     def wake(self, could_fit: Callable[[Group], bool], rows: list[int]) -> None:
         """Unpark capacity-parked groups that ``could_fit`` on the freed ``rows``; a ready
         group that was woken so adds them to its freed rows."""
+        capacity = Parked.CAPACITY  # read once: an enum's member is slow to look up
         for group in self.parked_groups():
-            if group.parked == Parked.CAPACITY and could_fit(group):
+            if group.parked is capacity and could_fit(group):
                 self.unpark(group)
                 group.freed_rows = set(rows)
         for key in self._woken_by_rows():
@@ -378,7 +379,7 @@ class PendingWorkloads:
         """Unpark every group parked for ``why`` (every parked group if None), and those
         refused by an admission check that ``why``'s wakes may help (its ``requeue_on``)."""
         for group in self.parked_groups():
-            if why is None or group.parked == why:
+            if why is None or group.parked is why:
                 self.unpark(group)
                 group.freed_rows = None
         if why is not None and self._refused:
@@ -387,7 +388,7 @@ class PendingWorkloads:
                 if why in requeue_on.get(group.refused_by, ()):
                     self.unpark(group)
                     group.freed_rows = None
-        if why is None or why == Parked.CAPACITY:
+        if why is None or why is Parked.CAPACITY:
             # Groups woken earlier by freed rows would try only those: anywhere may do now.
             for key in self._woken_by_rows():
                 self._groups[key].freed_rows = None
