@@ -70,6 +70,9 @@ __all__ = ["AdmissionPipeline", "Admitted", "Blocked", "Outcome", "Preempted"]
 
 #: The flavors of a queue that lists no GPU models.
 IMPLICIT_ONLY: tuple[Flavor, ...] = (IMPLICIT,)
+#: The park reasons read on every attempt, looked up once (an enum member's lookup on its
+#: class costs several times a module global's on Python 3.11).
+_QUOTA, _CAPACITY = Parked.QUOTA, Parked.CAPACITY
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +170,7 @@ class AdmissionPipeline:
         group.freed_rows = None
         if freed is not None and not state.fits.fits_some_row(workload, freed):
             self.parking.park_unchanged(group)
-            return Blocked(Parked.CAPACITY, pending.told)
+            return Blocked(_CAPACITY, pending.told)
         refusal = state.quotas.refusal(workload)
         if refusal is not None:
             reason, message = refusal
@@ -265,20 +268,21 @@ class AdmissionPipeline:
         state = self.state
         quotas, holds, table = state.quotas, state.holds, state.table
         request, amounts = wants
-        implicit = not isinstance(flavor, ModelChoice)
         rows: BoolArray | None
+        implicit = True
         if isinstance(flavor, ModelChoice):
+            implicit = False
             rows = flavor.rows if base is None else base[: flavor.rows.size] & flavor.rows
             usage = dict(request)
             if flavor.key is not None:
                 usage[flavor.key] = request[GPU]
             check = quotas.check(workload, usage)
             if not check.admits:
-                return _Refusal(Parked.QUOTA, True, False, f"waiting for quota: {check.message()}")
+                return _Refusal(_QUOTA, True, False, f"waiting for quota: {check.message()}")
         else:
             check = quotas.check(workload, request, amounts)
             if not check.admits:
-                return _Refusal(Parked.QUOTA, True, None, check)
+                return _Refusal(_QUOTA, True, None, check)
             rows = holds.restrict_for(workload, keep_reservation=keep_reservation)
             if (
                 holds.any
@@ -289,31 +293,31 @@ class AdmissionPipeline:
                 # implicit flavor: what placing it would end in, without placing it: it fits,
                 # its exact usage is its request (so the exact check passes), and a
                 # preemptor's hold refuses it.
-                return _Refusal(Parked.QUOTA, False, False, HELD_FOR_PREEMPTOR)
+                return _Refusal(_QUOTA, False, False, HELD_FOR_PREEMPTOR)
         mark = table.begin_trial()
         result = place_workload(state.engine, workload, rows, state.explain_failures)
         if isinstance(result, Unschedulable):
             table.rollback(mark)
             if implicit:
-                return _Refusal(Parked.CAPACITY, True, True, result)
+                return _Refusal(_CAPACITY, True, True, result)
             told = self.unfit_message(workload, result)
-            return _Refusal(Parked.CAPACITY, True, True, told)
+            return _Refusal(_CAPACITY, True, True, told)
         placed = Placed(result, state.requests.usage_of(result))
         exact = quotas.check(workload, placed.usage)
         if not exact.admits:
             table.rollback(mark)
             if not implicit:
-                return _Refusal(Parked.QUOTA, True, False, f"waiting for quota: {exact.message()}")
+                return _Refusal(_QUOTA, True, False, f"waiting for quota: {exact.message()}")
             # implicit flavor: GPUs of a model its quota lacks; try the models it has room on.
             mark = table.begin_trial()
             retry = self.flavors.place_within_model_quota(workload, rows)
             if retry is None:
                 table.rollback(mark)
-                return _Refusal(Parked.QUOTA, False, False, exact)
+                return _Refusal(_QUOTA, False, False, exact)
             placed = retry
         if holds.any and not holds.survive(workload, placed.usage):
             table.rollback(mark)
-            return _Refusal(Parked.QUOTA, not implicit, False, HELD_FOR_PREEMPTOR)
+            return _Refusal(_QUOTA, not implicit, False, HELD_FOR_PREEMPTOR)
         # implicit flavor: whether it borrows is never read (it stops at its one answer).
         return _Fits(placed, mark, rows, exact.verdict is Verdict.BORROWS)
 
@@ -357,11 +361,11 @@ class AdmissionPipeline:
         else for capacity, told why per flavor; a backfill reservation first if every refusal
         says one may help."""
         quotas = self.state.quotas
-        why = Parked.CAPACITY
+        why = _CAPACITY
         plan_backfill = True
         for _, refused in refusals:
-            if refused.why is Parked.QUOTA:
-                why = Parked.QUOTA
+            if refused.why is _QUOTA:
+                why = _QUOTA
             backfill = refused.backfill
             if backfill is None:
                 refusal = refused.told
@@ -370,10 +374,11 @@ class AdmissionPipeline:
             plan_backfill = plan_backfill and backfill
         if plan_backfill:
             self.backfill.plan(workload)
-        told = [self._told(workload, flavor, refused) for flavor, refused in refusals]
-        if not told:
-            told.append("no node has a GPU model its queue lists")
-        message = "; ".join(told)
+        if len(refusals) == 1:  # the implicit flavor's one refusal, most often
+            message = self._told(workload, *refusals[0])
+        else:
+            told = [self._told(workload, flavor, refused) for flavor, refused in refusals]
+            message = "; ".join(told) or "no node has a GPU model its queue lists"
         self.parking.park(group, actions, why, message)
         return Blocked(why, message)
 

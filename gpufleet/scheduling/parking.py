@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 #: Each park reason as the plain string a waiting workload's ``reason`` holds (what explain,
 #: the metrics and the views read; ``.value`` is a slower property).
 _REASON_TEXT = {why: why.value for why in Parked}
+#: Looked up once (an enum member's lookup on its class is slow on Python 3.11).
+_ADMISSION_CHECK = Parked.ADMISSION_CHECK
 
 
 class Parking:
@@ -60,7 +62,7 @@ class Parking:
         state = self.state
         workload = group.head.workload
         may_preempt = workload.preemption_policy is not PreemptionPolicy.NEVER
-        by = (reason or "") if why is Parked.ADMISSION_CHECK else ""
+        by = (reason or "") if why is _ADMISSION_CHECK else ""
         state.pending.park(group, why, may_preempt, by)
         reservation = state.holds.reservation
         if reservation is not None and reservation.owner == workload.key:
