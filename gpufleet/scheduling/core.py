@@ -14,8 +14,9 @@ and what a profile configures is a plugin (:mod:`.framework`, :mod:`.profile`):
 2. **Admission.** Whether its queue admits its namespace and priority class (a workload it
    does not waits, told why, as Kueue's does), the profile's admission checks, then quota
    (queue tree and namespace caps; one GPU model at a time where the queue lists models,
-   :mod:`.flavors`), on the rows not held for preemptors or reserved for a blocked gang
-   (:mod:`.holds`).
+   :mod:`.flavors`, and one implicit flavor where it lists none), on the rows not held for
+   preemptors or reserved for a blocked gang (:mod:`.holds`). Steps 2 to 7 are one pipeline
+   for every queue (:mod:`.admission_pipeline`), answering Admitted, Preempted or Blocked.
 3. **Placement** of every pod of the gang on a trial of the node table, all or none (inside
    one topology domain if it asks); then the exact quota, GPUs counted per model.
 4. **Preemption** if quota or capacity kept it out: the profile's PostFilter chooses victims
@@ -74,40 +75,34 @@ from gpufleet.scheduling.admission import (
     cluster_capacity,
     model_quota_warnings,
 )
+from gpufleet.scheduling.admission_pipeline import AdmissionPipeline, Blocked
 from gpufleet.scheduling.backfill import Backfill, Reservation
 from gpufleet.scheduling.engine import PlacementEngine, Unschedulable
 from gpufleet.scheduling.explain import Explainer
-from gpufleet.scheduling.flavors import Blocked, Flavors, ModelChoice, Placed
 from gpufleet.scheduling.framework import (
     REQUEUE_ON_QUOTA,
-    AdmitsAs,
     Policy,
     Requeued,
     Timed,
     TurnHooks,
 )
-from gpufleet.scheduling.holds import HELD_FOR_PREEMPTOR
 from gpufleet.scheduling.lifecycle import Lifecycle
 from gpufleet.scheduling.node_table import IntArray, NodeTable
 from gpufleet.scheduling.ordering import QueueOrder
 from gpufleet.scheduling.parking import Parking
-from gpufleet.scheduling.pending import Group, Parked
+from gpufleet.scheduling.pending import Parked
 from gpufleet.scheduling.preemption.candidates import Candidates
 from gpufleet.scheduling.profile import DEFAULT_PROFILE, Profile
 from gpufleet.scheduling.registry import Registry
 from gpufleet.scheduling.running import RunningWorkload
 from gpufleet.scheduling.state import CoreState
-from gpufleet.scheduling.topology import place_workload
 from gpufleet.scheduling.usage_history import UsageHistory
 from gpufleet.scheduling.view import PendingExplanation, SchedulerView, admitted
 
-ADMITTED = "admitted"
-PREEMPTED = "preempted"
-BLOCKED = "blocked"
 #: Actions that make a cycle worth following with another (a tuple: no union made per test).
 BIND_OR_EVICT = (Bind, Evict)
 
-__all__ = ["ADMITTED", "BLOCKED", "PREEMPTED", "PendingExplanation", "SchedulerCore"]
+__all__ = ["PendingExplanation", "SchedulerCore"]
 
 
 class SchedulerCore:
@@ -160,8 +155,6 @@ class SchedulerCore:
             )
             state.usage_history = history
             state.running.watchers.append(history)
-        #: Checks that change how a workload they admit starts (a spent budget: preemptible).
-        self._admits_as = [c for c in self.admission_checks if isinstance(c, AdmitsAs)]
         #: Checks the world's loop tells of each turn, and those that wait on time.
         self.turn_hooked = [c for c in self.admission_checks if isinstance(c, TurnHooks)]
         self.timed_checks = [c for c in self.admission_checks if isinstance(c, Timed)]
@@ -176,10 +169,19 @@ class SchedulerCore:
         self.explainer = Explainer(state, self.order, self.backfill)
         found = getattr(self.post_filter, "candidates", None)
         self.explainer.candidates = found if isinstance(found, Candidates) else None
-        self.flavors = Flavors(state, self.explainer.unfit_message)
         self.lifecycle = Lifecycle(state, self.parking, self.permit)
+        #: Steps 2-7 for one waiting workload (:mod:`.admission_pipeline`).
+        self.admission = AdmissionPipeline(
+            state,
+            self.parking,
+            self.backfill,
+            self.lifecycle,
+            self.post_filter,
+            self.admission_checks,
+            self.explainer.unfit_message,
+        )
         #: (time, preemptor, victim) of every preemption, for reports and invariants.
-        self.preemptions: list[tuple[float, str, str]] = []
+        self.preemptions: list[tuple[float, str, str]] = self.admission.preemptions
         # The core's own parts, by the names its tests and benchmarks read.
         self.table, self.engine, self.quotas = table, engine, quotas
         self.config, self.time_format = state.config, time_format
@@ -294,6 +296,7 @@ class SchedulerCore:
             state.now = max(state.now, now)
         actions: list[Action] = []
         holds, pending = state.holds, state.pending
+        attempt = self.admission.attempt
         # Memos that hold for one cycle key by its number; nothing else is reset here. The
         # steps run in this order (the decision dump pins it): backoffs end before anything
         # is woken, so that a workload back from its backoff is in its group when a wake
@@ -311,10 +314,10 @@ class SchedulerCore:
             group = pending.group_of(key)
             if group is not None and group.head.workload.key == key:
                 pending.unpark(group)
-                self._attempt(group, actions, allow_preemption=False, nominated=True)
+                attempt(group, actions, allow_preemption=False, nominated=True)
         turns = self.order.turns(holds.nominated)
         for group in turns:
-            if self._attempt(group, actions, allow_preemption=True) != BLOCKED:
+            if not isinstance(attempt(group, actions, allow_preemption=True), Blocked):
                 turns.took()
         self.parking.tell_joined(actions)
         return actions
@@ -336,134 +339,6 @@ class SchedulerCore:
         whose victims became eligible."""
         self.parking.wake_for_pod_rules()
         self.post_filter.wake()
-
-    def _attempt(
-        self, group: Group, actions: list[Action], allow_preemption: bool, nominated: bool = False
-    ) -> str:
-        """Steps 2-7 for the head of ``group``. ``nominated``: it preempted and its victims
-        are gone; a reservation made since (while it waited for them) does not bind it."""
-        state = self.state
-        table, quotas, holds = state.table, state.quotas, state.holds
-        pending = group.head
-        workload = pending.workload
-        pending.attempts += 1
-        freed = group.freed_rows
-        group.freed_rows = None
-        if freed is not None and not state.fits.fits_some_row(workload, freed):
-            self.parking.park_unchanged(group)
-            return BLOCKED
-        # 2. Admission: may it use its queue at all, the profile's checks, then quota (by GPU
-        # model where the queue lists).
-        refusal = quotas.refusal(workload)
-        if refusal is not None:
-            reason, message = refusal
-            self.parking.park(group, actions, Parked.QUEUE_POLICY, message, reason)
-            return BLOCKED
-        _, request, amounts = state.requests.entry(workload)
-        for admission_check in self.admission_checks:
-            refused = admission_check.check(workload, request, state.now)
-            if refused is not None:
-                message = f"waiting for admission check {admission_check.name}: {refused}"
-                why = Parked.ADMISSION_CHECK
-                self.parking.park(group, actions, why, message, admission_check.name)
-                return BLOCKED
-        for adjusting in self._admits_as:
-            workload = adjusting.admitted_as(workload)
-        models = self.flavors.order(workload)
-        if models:
-
-            def preempt(model: ModelChoice) -> bool:
-                return self._preempt(workload, actions, model)
-
-            outcome = self.flavors.attempt(
-                workload, models, not nominated, preempt if allow_preemption else None
-            )
-            if outcome is None:
-                return PREEMPTED
-            if isinstance(outcome, Blocked):
-                if outcome.plan_backfill:
-                    self.backfill.plan(workload)
-                self.parking.park(group, actions, outcome.why, outcome.message)
-                return BLOCKED
-            return self._commit(group, outcome, actions, workload)
-        check = quotas.check(workload, request, amounts)
-        if not check.admits:
-            # 4. Preemption, for quota.
-            if allow_preemption and self._preempt(workload, actions):
-                return PREEMPTED
-            if quotas.owed_but_taken(workload, request, check):
-                # The GPUs its quota owes it are taken (the quota tree's top is the cluster's
-                # capacity): a gang waits for them as for room on the nodes, and keeps them
-                # from small work that would outlast its start.
-                self.backfill.plan(workload)
-            self.parking.park(group, actions, Parked.QUOTA, f"waiting for quota: {check.message()}")
-            return BLOCKED
-        restrict = holds.restrict_for(workload, keep_reservation=not nominated)
-        if (
-            holds.any
-            and state.requests.usage_is_request(workload)
-            and not holds.survive(workload, request, amounts)
-            and state.fits.surely_places(workload, restrict)
-        ):
-            # What placing it would end in, without placing it: it fits, its exact usage is
-            # its request (so the exact check passes), and a preemptor's hold refuses it.
-            self.parking.park(group, actions, Parked.QUOTA, HELD_FOR_PREEMPTOR)
-            return BLOCKED
-        # 3. Placement of the whole gang on a trial (5. each pod's devices reserved on it).
-        mark = table.begin_trial()
-        result = place_workload(state.engine, workload, restrict, explain=state.explain_failures)
-        if isinstance(result, Unschedulable):
-            table.rollback(mark)
-            # 4. Preemption, for capacity; else 7. park, with a backfill reservation.
-            if allow_preemption and self._preempt(workload, actions):
-                return PREEMPTED
-            self.backfill.plan(workload)
-            message = self.explainer.unfit_message(workload, result)
-            self.parking.park(group, actions, Parked.CAPACITY, message)
-            return BLOCKED
-        placed = Placed(result, state.requests.usage_of(result))
-        exact = quotas.check(workload, placed.usage)
-        if not exact.admits:  # GPUs of a model its quota lacks: try the models it has room on
-            table.rollback(mark)
-            mark = table.begin_trial()
-            retry = self.flavors.place_within_model_quota(workload, restrict)
-            if retry is None:
-                table.rollback(mark)
-                message = f"waiting for quota: {exact.message()}"
-                self.parking.park(group, actions, Parked.QUOTA, message)
-                return BLOCKED
-            placed = retry
-        if holds.any and not holds.survive(workload, placed.usage):
-            table.rollback(mark)
-            self.parking.park(group, actions, Parked.QUOTA, HELD_FOR_PREEMPTOR)
-            return BLOCKED
-        table.commit(mark)
-        return self._commit(group, placed, actions, workload)
-
-    def _commit(self, group: Group, placed: Placed, actions: list[Action], as_: Workload) -> str:
-        """6. The head of ``group`` starts as ``placed`` (its trial committed), as the
-        workload ``as_`` (itself, or as an admission check admitted it): Bind actions."""
-        self.state.pending.pop_head(group)
-        self.lifecycle.start(as_, placed.bound, placed.usage, actions)
-        return ADMITTED
-
-    def _preempt(
-        self, workload: Workload, actions: list[Action], model: ModelChoice | None = None
-    ) -> bool:
-        """4. Evict the victims the post-filter chooses for ``workload`` (on ``model``), and
-        hold what their eviction frees for it."""
-        found = self.post_filter.select(workload, model)
-        if found is None:
-            return False
-        state = self.state
-        state.holds.hold(workload, found.request, found.rows, {v.key for v in found.victims})
-        pending = state.pending.get(workload.key)
-        if pending is not None:
-            pending.reason = "preempting"
-        for victim in found.victims:
-            self.preemptions.append((state.now, workload.key, victim.key))
-            self.lifecycle.evict(victim, f"preempted by {workload.key}", actions, workload.key)
-        return True
 
     def run_until_idle(
         self,

@@ -33,6 +33,12 @@ from gpufleet.scheduling.pending import Group, Parked
 if TYPE_CHECKING:
     from gpufleet.scheduling.state import CoreState
 
+#: Each park reason as the plain string a waiting workload's ``reason`` holds (what explain,
+#: the metrics and the views read; ``.value`` is a slower property).
+_REASON_TEXT = {why: why.value for why in Parked}
+#: Looked up once (an enum member's lookup on its class is slow on Python 3.11).
+_ADMISSION_CHECK = Parked.ADMISSION_CHECK
+
 
 class Parking:
     """See the module docstring."""
@@ -46,24 +52,24 @@ class Parking:
         self,
         group: Group,
         actions: list[Action],
-        why: str,
+        why: Parked,
         message: str,
         reason: str | None = None,
     ) -> None:
-        """Park ``group`` for ``why`` (a :class:`Parked` value: what wakes it) and tell each
+        """Park ``group`` for ``why`` (what wakes it) and tell each
         of its pods ``message``; ``reason`` is what explain says it waits for (``why`` by
         default; for ``Parked.ADMISSION_CHECK``, the check's name)."""
         state = self.state
         workload = group.head.workload
         may_preempt = workload.preemption_policy is not PreemptionPolicy.NEVER
-        by = (reason or "") if why == Parked.ADMISSION_CHECK else ""
+        by = (reason or "") if why is _ADMISSION_CHECK else ""
         state.pending.park(group, why, may_preempt, by)
         reservation = state.holds.reservation
         if reservation is not None and reservation.owner == workload.key:
             start = state.time_format(reservation.start)
             message += f" Capacity reserved for it from {start}."
         for pending in group.items:
-            pending.reason = why if reason is None else reason
+            pending.reason = _REASON_TEXT[why] if reason is None else reason
             if pending.told != message:
                 pending.told = message
                 for pod in pending.workload.pods:
@@ -103,9 +109,10 @@ class Parking:
             return
         repelled_less = index.repelling < self._pod_rules_seen[1]
         self._pod_rules_seen = seen
+        capacity = Parked.CAPACITY  # read once: an enum's member is slow to look up
         for group in state.pending.parked_groups():
             pods = group.head.workload.pods
-            if group.parked == Parked.CAPACITY and (
+            if group.parked is capacity and (
                 repelled_less or any(p.rules is not None for p in pods)
             ):
                 state.pending.unpark(group)

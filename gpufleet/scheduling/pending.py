@@ -23,6 +23,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from gpufleet.model.workload import Workload
 
@@ -47,8 +48,10 @@ def group_key(workload: Workload) -> GroupKey:
     )
 
 
-class Parked:
-    """Why a group is parked (None on a group means it is ready)."""
+class Parked(StrEnum):
+    """Why a group is parked (None on a group means it is ready). Each value is the string
+    explain and the metrics say it waits for (a :class:`PendingWorkload`'s ``reason``), and
+    the name an admission check's ``requeue_on`` gives."""
 
     CAPACITY = "capacity"
     QUOTA = "quota"
@@ -82,8 +85,8 @@ class Group:
     queue: str
     priority: int
     items: deque[PendingWorkload] = field(default_factory=deque)
-    #: Why it is parked: a :class:`Parked` value, or None when it is ready.
-    parked: str | None = None
+    #: Why it is parked, or None when it is ready.
+    parked: Parked | None = None
     #: Parked after a preemption search failed: woken too when a new candidate victim appears.
     may_preempt: bool = False
     #: The admission check that refused it, when parked for one (``Parked.ADMISSION_CHECK``).
@@ -313,7 +316,7 @@ class PendingWorkloads:
     def groups(self) -> list[Group]:
         return list(self._groups.values())
 
-    def park(self, group: Group, why: str, may_preempt: bool = False, by: str = "") -> None:
+    def park(self, group: Group, why: Parked, may_preempt: bool = False, by: str = "") -> None:
         """Park ``group`` for ``why``; ``by``: the admission check that refused it (only
         with ``Parked.ADMISSION_CHECK``)."""
         if by:
@@ -359,8 +362,9 @@ class PendingWorkloads:
     def wake(self, could_fit: Callable[[Group], bool], rows: list[int]) -> None:
         """Unpark capacity-parked groups that ``could_fit`` on the freed ``rows``; a ready
         group that was woken so adds them to its freed rows."""
+        capacity = Parked.CAPACITY  # read once: an enum's member is slow to look up
         for group in self.parked_groups():
-            if group.parked == Parked.CAPACITY and could_fit(group):
+            if group.parked is capacity and could_fit(group):
                 self.unpark(group)
                 group.freed_rows = set(rows)
         for key in self._woken_by_rows():
@@ -371,11 +375,11 @@ class PendingWorkloads:
     def _woken_by_rows(self) -> list[GroupKey]:
         return [k for k, g in self._groups.items() if g.parked is None and g.freed_rows]
 
-    def wake_all(self, why: str | None = None) -> None:
+    def wake_all(self, why: Parked | None = None) -> None:
         """Unpark every group parked for ``why`` (every parked group if None), and those
         refused by an admission check that ``why``'s wakes may help (its ``requeue_on``)."""
         for group in self.parked_groups():
-            if why is None or group.parked == why:
+            if why is None or group.parked is why:
                 self.unpark(group)
                 group.freed_rows = None
         if why is not None and self._refused:
@@ -384,7 +388,7 @@ class PendingWorkloads:
                 if why in requeue_on.get(group.refused_by, ()):
                     self.unpark(group)
                     group.freed_rows = None
-        if why is None or why == Parked.CAPACITY:
+        if why is None or why is Parked.CAPACITY:
             # Groups woken earlier by freed rows would try only those: anywhere may do now.
             for key in self._woken_by_rows():
                 self._groups[key].freed_rows = None

@@ -52,7 +52,7 @@ def test_what_wakes_a_refusal(requeue_on: frozenset[str], wake: str, woken: bool
     elif wake == "another check":
         pending.wake_refused_by("other")
     else:
-        pending.wake_all(wake)
+        pending.wake_all(Parked(wake))
     assert (not pending.parked_groups()) is woken
 
 
