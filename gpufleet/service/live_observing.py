@@ -148,26 +148,30 @@ class LiveObserving:
                 self.recorder.forget_ended(at, usage_s=USAGE_KEEP_S)
                 durable = self.recorder.store.durable()
                 self.recorder.take_changed()  # the summaries are saved whole, from a copy:
-                keys, summaries = self.recorder.usage.rows()
+                usage = self.recorder.usage.snapshot()
             head = durable.head(compress=True)
-            chunks = {
-                key: durable.chunk_bytes(form, compress=True)
+            unwritten = [
+                (key, form)
                 for key, form in durable.sealed.items()
                 if self._written.get(key) != form.version
-            }
+            ]
             gone = [key for key in self._written if key not in durable.sealed]
-            rows = saved_form(keys, summaries)
-            del keys, summaries
+            rows = saved_form(*usage.rows())
+            del usage
             with self.plane.lock, self.plane.store.transaction():
-                for key, data in chunks.items():
-                    self.plane.store.set_blob(CHUNK_PREFIX + key, data)
+                # A sealed chunk's piece is its packed planes as they are (a copy, no work):
+                # made one at a time, so a save holds one piece's bytes at most, not all.
+                for key, form in unwritten:
+                    self.plane.store.set_blob(
+                        CHUNK_PREFIX + key, durable.chunk_bytes(form, compress=True)
+                    )
                 for key in gone:
                     self.plane.store.delete_blob(CHUNK_PREFIX + key)
                 self.plane.store.set_blob(SERIES_BLOB, head)
                 self.plane.store.set_blob(USAGE_BLOB, rows)
             self._written = {key: form.version for key, form in durable.sealed.items()}
             self._saved_at = at
-            del durable, head, chunks, rows
+            del durable, head, unwritten, rows
             release_free_heap()
 
     @staticmethod

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -36,10 +36,12 @@ from gpufleet.telemetry.series_layout import (
     as_labels,
     matches,
 )
+from gpufleet.telemetry.series_packing import Packed, unpack_plane
 from gpufleet.telemetry.series_query import UnknownMetricError
 from gpufleet.telemetry.series_rings import Chunk, Rings
 from gpufleet.telemetry.series_window import (
     ACROSS_FNS,
+    FOLDABLE,
     WINDOW_FNS,
     Across,
     Where,
@@ -49,6 +51,7 @@ from gpufleet.telemetry.series_window import (
     holding,
     reduce_coarse,
     reduce_fine,
+    reduce_folded,
 )
 
 SeriesKey = tuple[str, Labels]
@@ -64,6 +67,13 @@ class CoarsePoints(NamedTuple):
     max: npt.NDArray[np.float64]
     min: npt.NDArray[np.float64]
     snapshots: npt.NDArray[np.float64]
+
+
+def _as_codes(plane: npt.NDArray[Any] | Packed, dtype: type[np.unsignedinteger[Any]]) -> Any:
+    """A restored plane in the ring's code dtype (a packed one as it is if it is of it)."""
+    if isinstance(plane, Packed):
+        return plane if plane.dtype == dtype else unpack_plane(plane).astype(dtype)
+    return plane.astype(dtype, copy=False)
 
 
 class SeriesStore:
@@ -281,17 +291,22 @@ class SeriesStore:
         last = min(math.floor(now / shape.fine_step_s), newest)
         oldest_kept = newest - shape.fine_points + 1
         if first >= oldest_kept:
+            if fn in FOLDABLE:  # sealed chunks' summaries: no unpacking
+                return reduce_folded(fn, *rings.fine_folded(first, last, rows), shape.fine, lo, hi)
             fine, stamped = rings.fine_block(first, last, rows)
             return reduce_fine(fn, fine[stamped], shape.fine, lo, hi, phi)
         newest_bucket = newest // shape.fine_per_coarse
-        (mean, highest, lowest), counts = rings.coarse_block(
+        buckets = (
             max(
                 math.floor((now - window_s) / shape.coarse_step_s) + 1,
                 newest_bucket - shape.coarse_points + 1,
             ),
             min(math.floor(now / shape.coarse_step_s), newest_bucket),
-            rows,
         )
+        if fn in FOLDABLE:
+            folded = rings.coarse_folded(*buckets, rows)
+            return reduce_folded(fn, *folded, shape.coarse, lo, hi)
+        (mean, highest, lowest), counts = rings.coarse_block(*buckets, rows)
         values, has = reduce_coarse(fn, mean, highest, lowest, counts, shape.coarse, lo, hi, phi)
         if fn == "last":
             # The newest point is exact wherever the fine part of the window has one.
@@ -427,7 +442,7 @@ class SeriesStore:
         """A store as :meth:`to_bytes` wrote it, or as a head and its sealed ``chunks`` (by
         key) of :meth:`durable`, or in format 1 (the dense rings of before, converted); a
         clear ``ValueError`` for anything else."""
-        version, meta, arrays = series_codec.unpack(data)
+        version, meta, arrays, packed = series_codec.unpack_piece(data)
         if version == 1:
             old = series_codec.header_of(meta)
             series_codec.check_v1(old, arrays)
@@ -436,7 +451,7 @@ class SeriesStore:
             store._last_step[: old.used] = arrays["last_step"][: old.used]
             store._rings.load_dense(arrays, np.array(sorted(row for row, _, _ in old.series)))
             return store
-        header, per_id, forms = series_codec.read(meta, arrays, chunks or {})
+        header, per_id, forms = series_codec.read(meta, arrays, chunks or {}, packed)
         store = cls(header.metrics, header.shape, max(1, header.used))
         store._restore_series(header)
         store._last_step[: header.used] = per_id["last_step"]
@@ -448,7 +463,7 @@ class SeriesStore:
                 Chunk(
                     form.start,
                     form.ids.astype(np.int64, copy=False),
-                    [p.astype(ring.dtype, copy=False) for p in form.planes],
+                    [_as_codes(p, ring.dtype) for p in form.planes],
                     form.marks.astype(ring.marks_dtype, copy=False),
                     form.sealed,
                     form.version,
