@@ -18,21 +18,28 @@ ended and keeps its usage summary 30 days, as in ``serve``; it saves as ``serve`
 ``--save-every-s`` before). Pods start uniformly over the 30 days, ``--pods-per-day`` a day,
 and run 10 minutes to 6 hours.
 
-Time is compressed: a round every ``--round-s`` (6 h) until the last day, every hour in it,
-every 15 s in the last ``--fine-hours``. Memory does not depend on how many points are filled:
-a chunk's arrays are allocated whole when it opens (a coarse chunk is a day, a fine one an
-hour, so every chunk of 30 days is made), and every pod is seen (a round sees the pods that
-ran since the one before), so each has its series, its columns in the chunks of the hours and
-days it ran, and its summary. No alert rules are evaluated (they add no memory).
+Time is compressed, but every point the store keeps is filled: a round every ``--round-s``
+(10 minutes: a reading in every coarse bucket) until the last ``--fine-hours`` (24: the fine
+ring's day), every 15 s in them. Memory depends on what was written: sealed chunks are kept
+packed, so their size follows the readings' noise, and each round's readings are fresh
+(``Fleet.readings``: a busy GPU's utilisation and temperature whole numbers with noise around
+its level, power in milliwatts with 35 W of noise, memory steady, XIDs 0). A bucket before the
+last day rolls up one reading (its mean, max and min are that reading, as noisy as a raw one:
+no better for the packing than the 40 readings of ``serve``'s buckets). Every pod is seen (a
+round sees the pods that ran since the one before), so each has its series, its columns in the
+chunks of the hours and days it ran, and its summary. No alert rules are evaluated (they add
+no memory).
 
 Measured, per run: the process' resident memory (VmRSS) after the imports (base), after the
 build (built), after the saves below, and its peak (VmHWM) before the benchmark's own check
 that the saved store restores (a second store in the same process: reported apart); glibc's
 heap in use and free (fragmentation) and its own mappings (``mallinfo2``); the store's arrays
-(``nbytes``) and series; then the saves: a first save and ``--repeats`` saves after 300 s more
+(``nbytes``) and series; then the saves: a first save and ``SAVES`` saves after 300 s more
 of rounds each, each timed as the observatory lock's hold (the lock the plane's rounds and
-the API's queries wait for) and as a whole; and the median time of one round and of window
-queries. ``--trace``: tracemalloc's bytes by file after the build (slows the build down).
+the API's queries wait for), as the CPU time of the thread holding it (``time.thread_time``:
+what load does not stretch) and as a whole, with the bytes each wrote and the peak RSS of
+those saves alone (VmHWM reset after the build); and the median time of one round and of
+window queries. ``--trace``: tracemalloc's bytes by file after the build (slows the build down).
 Targets (issue 29 items 12-13): RSS at most 200 MB with 5,000 pods a day, a save's hold of
 the observatory lock at most 50 ms. Results: benchmarks/results/telemetry_store[_<label>].md
 and .json.
@@ -378,7 +385,7 @@ def child(
             * median_s(lambda: store.query(util, "avg", 3_600, now), repeats),
             "avg_1d_all_util_ms": 1e3
             * median_s(lambda: store.query(util, "avg", DAY - FINE_S, now), repeats),
-        "avg_7d_all_util_ms": 1e3
+            "avg_7d_all_util_ms": 1e3
             * median_s(lambda: store.query(util, "avg", 7 * DAY, now), repeats),
             "avg_1h_by_queue_ms": 1e3
             * median_s(lambda: store.query(workload, "avg", 3_600, now, by=("queue",)), repeats),

@@ -18,9 +18,12 @@ per-id arrays and the chunks still written to, a few MB at fleet scale) and seal
 never change; a save writes the head (:data:`SERIES_BLOB`) and only the sealed chunks not yet
 written (:data:`CHUNK_PREFIX` and their key), deletes those let go, and rewrites the usage
 summaries whole from a copy of the recorder's columns. Under the
-observatory's lock a save only takes that form and that copy (milliseconds: the rounds and
-the API's queries wait for it); it encodes and compresses after letting it go, and writes in
-one transaction under the plane's lock, then hands the heap's free pages back to the system
+observatory's lock a save only forgets ended pods, takes that form (the open chunks copied,
+the sealed ones shared) and copies the usage table's columns and key index (milliseconds:
+the rounds and the API's queries wait for it); it deflates the head and turns the summaries
+into JSON after letting it go, and writes in one transaction under the plane's lock, each
+sealed chunk's piece made as it is written (its packed planes as they are: no work, and one
+piece in memory at a time), then hands the heap's free pages back to the system
 (``native_heap``, which also keeps the chunks' arrays out of the heap). A store saved whole by
 an older gpufleet (format 1, one blob) is read and converted, then saved in chunks. The
 alerts' states are kept apart, at every change (:mod:`~gpufleet.service.alert_state`). Lock

@@ -8,9 +8,25 @@ went away, window queries (:class:`~gpufleet.telemetry.series_query.SeriesQuery`
 durable form (``durable``, ``to_bytes``/``from_bytes``, in ``series_codec.py``). Memory is
 two rings of time chunks, each holding only the series written in it (``series_rings.py``):
 a series costs the chunks it was written in (a pod's series of an hour costs an hour), and
-only the per-id columns here (a few bytes an id) grow by doubling. Time is what callers pass
-(seconds since the epoch); a point is stamped with the start of its fine step, one point per
-step and series (a later append in the same step replaces it, as a gauge's newest reading).
+only the per-id columns here (a few bytes an id) grow by doubling.
+
+Why sealed chunks are kept packed (issue 29 item 12: 1,000 GPUs, 5 metrics, 5,000 pods a day
+over 30 days in 200 MB): the codes alone were 131 MB for the device series (a day of 15 s
+``uint16`` codes, 58 MB; 30 days of 10-minute mean, max and min ``uint8`` codes, 65 MB), and
+with the interpreter (55 MB) and 150,000 pods' summaries and series the process held 291 MB.
+Keeping less would have cost answers: a coarse plane fewer loses ``avg``, ``max`` or ``min``
+over 30 days, and narrower codes lose the exactness at integers that alert thresholds need
+(item 1). A sealed chunk never changes, so it is kept packed, losslessly
+(``series_packing``: differences from the step before, zigzag, byte planes, zlib), and
+unpacked when a query reads it: every answer is the one the codes give, to the bit. What it
+costs is time for old data: ``avg``, ``max``, ``min`` and ``count`` over a window covering
+sealed chunks whole read each chunk's summary (folded at sealing: exactly the sums, maxima
+and minima of its codes), so only the window's edges are unpacked; ``last`` and ``quantile``
+unpack every chunk they cover (the newest sealed one stays unpacked for the next read).
+
+Time is what callers pass (seconds since the epoch); a point is stamped with the start of its
+fine step, one point per step and series (a later append in the same step replaces it, as a
+gauge's newest reading).
 
 Not here: the arithmetic of reductions (``series_window.py``), the rings' chunks
 (``series_rings.py``), codes and shapes (``series_layout.py``), where samples come from (a
@@ -426,7 +442,7 @@ class SeriesStore:
                             chunk.version,
                             False,
                             ids.copy(),
-                            [p.copy() for p in planes],
+                            [p[:, : chunk.n].copy() for p in chunk.planes],
                             chunk.marks.copy(),
                         )
                     )

@@ -4,7 +4,11 @@ the control plane keeps the store in its SQLite database and saves only what cha
 A piece, little-endian: the magic ``GFSERIES``, a ``uint16`` format version, a ``uint8`` flags
 byte (bit 0: the payload is zlib-compressed), a ``uint32`` header length, the header as UTF-8
 JSON (what the piece is, and each array's name, dtype and shape), then the payload: the arrays'
-bytes in the header's order, C order (:func:`pack`, :func:`unpack`).
+bytes in the header's order, C order (:func:`pack`, :func:`unpack`). Format 3 adds packed
+planes (a sealed chunk's, as ``series_packing`` packs them and the store keeps them): the
+header lists each one's name, dtype, shape and byte length under ``packed``, a ``uint64``
+length of the payload follows the header, and the planes' bytes follow the payload
+(:func:`unpack_piece` leaves them packed). Formats 1 and 2 are still read.
 
 Format 2 (:class:`Durable`): a *head* (the store's shape and metrics, each live series' id,
 metric and labels, the per-id arrays and the chunks still written to, inline) and one piece
@@ -20,7 +24,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
@@ -65,7 +69,7 @@ class ChunkForm(NamedTuple):
     sealed: bool
     ids: npt.NDArray[np.int64]
     #: Arrays (an open chunk's) or packed planes (a sealed one's, as the store keeps them).
-    planes: list[npt.NDArray[Any]] | list[Packed]
+    planes: Sequence[npt.NDArray[Any] | Packed]
     marks: npt.NDArray[Any]
 
     @property
@@ -87,9 +91,7 @@ def pack(
     text = json.dumps(meta, separators=(",", ":")).encode()
     # The arrays' bytes are fed as they lie (no copy of them all at once: a save's passing
     # memory), deflated as they come where ``compress``.
-    views = [
-        memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8)) for a in arrays.values()
-    ]
+    views = [np.ascontiguousarray(a).reshape(-1).view(np.uint8).data for a in arrays.values()]
     if compress:
         deflate = zlib.compressobj(1)
         parts = [deflate.compress(view) for view in views]
@@ -144,10 +146,10 @@ def unpack_piece(data: bytes) -> tuple[int, dict[str, Any], Arrays, PackedPlanes
             raise ValueError("series store: payload ends inside the arrays")
     packed: PackedPlanes = {}
     offset = end
-    for name, dtype, shape, size in packed_layout:
+    for name, dtype, dims, size in packed_layout:
         if offset + size > len(data):
             raise ValueError(f"series store: piece ends inside packed plane {name!r}")
-        packed[name] = Packed(bytes(data[offset : offset + size]), shape, dtype)
+        packed[name] = Packed(bytes(data[offset : offset + size]), dims, dtype)
         offset += size
     if packed_layout and offset != len(data):
         raise ValueError(f"series store: {len(data) - offset} bytes after the last packed plane")

@@ -64,7 +64,9 @@ def pack_plane(plane: CodeArray) -> Packed:
     for byte in range(dtype.itemsize):  # the low bytes of every step, then the high ones
         for lo in range(0, steps, block):
             coded = _zigzag(plane, lo, min(steps, lo + block))
-            parts.append(deflate.compress(((coded >> (8 * byte)) & 0xFF).astype(np.uint8)))
+            parts.append(
+                deflate.compress(((coded >> (8 * byte)) & 0xFF).astype(np.uint8).tobytes())
+            )
     parts.append(deflate.flush())
     return Packed(b"".join(parts), (steps, columns), dtype)
 

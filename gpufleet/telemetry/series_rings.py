@@ -14,6 +14,10 @@ keeps one (the incremental save) may read it without a lock. A dropped series' c
 cleared in the open chunks and disowned in the sealed ones: each series id has a ``born``
 chunk start per ring, and a column of a chunk that starts before it belongs to a former owner
 of the id (left out of reads, removed by compaction when a quarter of a chunk is such).
+A sealed chunk keeps its planes packed (``series_packing``: lossless, a few times smaller for
+a GPU's readings) and a per-column summary (:class:`Folded`: points, weight, sum, max, min of
+its codes), so a window covering it whole is answered without unpacking it; an open chunk's
+planes are arrays, written in place, grown by an eighth when a new series needs a column.
 Each step (fine) or bucket (coarse) also has a mark: whether a snapshot was taken then (fine)
 or how many fine snapshots the bucket rolled up (coarse). Series identity, labels, ranges and
 queries live in ``series.py``.
@@ -61,8 +65,13 @@ class Folded(NamedTuple):
 
     @staticmethod
     def empty(size: int, missing: int) -> Folded:
-        sums = [np.zeros(size, np.int64) for _ in range(4)]
-        return Folded(*sums, np.full(size, missing, np.int64))
+        return Folded(
+            np.zeros(size, np.int64),
+            np.zeros(size, np.int64),
+            np.zeros(size, np.int64),
+            np.zeros(size, np.int64),
+            np.full(size, missing, np.int64),
+        )
 
     def plus(self, other: Folded) -> Folded:
         return Folded(

@@ -122,9 +122,9 @@ def reduce_folded(
     if fn == "avg":
         return quantizer.decode(total / np.maximum(weight, 1), lo, hi), has
     if fn == "max":
-        return quantizer.decode(highest, lo, hi), has
+        return quantizer.decode(highest.astype(np.float64), lo, hi), has
     if fn == "min":
-        return quantizer.decode(lowest, lo, hi), has
+        return quantizer.decode(lowest.astype(np.float64), lo, hi), has
     raise ValueError(f"reduce_folded: {fn!r} is not one of {list(FOLDABLE)}")
 
 
