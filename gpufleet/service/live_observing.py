@@ -17,14 +17,14 @@ Saves are incremental: the store's durable form (``SeriesStore.durable``) is a h
 per-id arrays and the chunks still written to, a few MB at fleet scale) and sealed chunks that
 never change; a save writes the head (:data:`SERIES_BLOB`) and only the sealed chunks not yet
 written (:data:`CHUNK_PREFIX` and their key), deletes those let go, and rewrites the usage
-summaries whole from a copy of the recorder's columns. Under the
-observatory's lock a save only forgets ended pods, takes that form (the open chunks copied,
-the sealed ones shared) and copies the usage table's columns and key index (milliseconds:
-the rounds and the API's queries wait for it); it deflates the head and turns the summaries
-into JSON after letting it go, and writes in one transaction under the plane's lock, each
-sealed chunk's piece made as it is written (its packed planes as they are: no work, and one
-piece in memory at a time), then hands the heap's free pages back to the system
-(``native_heap``, which also keeps the chunks' arrays out of the heap). A store saved whole by
+summaries whole from a copy of the recorder's columns. Under the observatory's lock a save
+only forgets the summaries past their 30 days, takes that form (the open chunks copied, the
+sealed ones shared) and copies the usage table's columns and key index (milliseconds: the
+rounds and the API's queries wait for it); it deflates the head and turns the summaries into
+JSON after letting it go, and writes in one transaction under the plane's lock, each sealed
+chunk's piece made as it is written (its packed planes as they are: no work, and one piece
+in memory at a time), then hands the heap's free pages back to the system (``native_heap``,
+which also keeps the chunks' arrays out of the heap). A store saved whole by
 an older gpufleet (format 1, one blob) is read and converted, then saved in chunks. The
 alerts' states are kept apart, at every change (:mod:`~gpufleet.service.alert_state`). Lock
 order: the plane's lock is never requested while holding the observatory's (what a round
@@ -148,7 +148,9 @@ class LiveObserving:
         with self._save_lock:
             with self.observatory.lock:
                 at = now if now is not None else self.observatory.last_round or 0.0
-                self.recorder.forget_ended(at, usage_s=USAGE_KEEP_S)
+                # Ended pods' series are dropped by every round (``Observatory.observe``); a
+                # save only forgets the summaries past their 30 days (not a scan of every pod).
+                self.recorder.forget_usage(at - USAGE_KEEP_S)
                 durable = self.recorder.store.durable()
                 self.recorder.take_changed()  # the summaries are saved whole, from a copy:
                 usage = self.recorder.usage.snapshot()
