@@ -144,6 +144,31 @@ class PodUsageTable(Mapping[PodKey, PodUsage]):
         columns = np.stack([self._samples, self._total, self._first, self._last], axis=1)
         return UsageSnapshot(dict(self._rows), columns)
 
+    def saved_rows(
+        self, pods: Iterable[PodKey]
+    ) -> tuple[list[tuple[str, int, float, float, float]], list[str]]:
+        """The saved form of ``pods``' summaries (``namespace/pod``, samples, sum, first and
+        last time) and the keys of those no longer in the table: what a save writes and
+        deletes of the pods that changed since the last one (a few hundred rows, not all)."""
+        rows: list[tuple[str, int, float, float, float]] = []
+        gone: list[str] = []
+        for pod in pods:
+            key = joined(pod)
+            row = self._rows.get(key)
+            if row is None:
+                gone.append(key)
+                continue
+            rows.append(
+                (
+                    key,
+                    int(self._samples[row]),
+                    float(self._total[row]),
+                    float(self._first[row]),
+                    float(self._last[row]),
+                )
+            )
+        return rows, gone
+
     def nbytes(self) -> int:
         """The columns' bytes (the keys are Python strings besides)."""
         arrays = (self._samples, self._total, self._first, self._last)
