@@ -82,6 +82,18 @@ class Folded(NamedTuple):
             np.minimum(self.lowest, other.lowest),
         )
 
+    def compact(self, code: type[np.unsignedinteger]) -> Folded:
+        """The same in the narrowest types that hold a chunk's (points and weights of at
+        most a chunk's steps times a bucket's snapshots, codes of ``code``): what a sealed
+        chunk keeps, 20 bytes a column instead of 40 (sums stay 64-bit)."""
+        return Folded(
+            self.present.astype(np.int32),
+            self.weight.astype(np.int32),
+            self.total,
+            self.highest.astype(code),
+            self.lowest.astype(code),
+        )
+
     def at(self, pos: npt.NDArray[np.int32], size: int, missing: int) -> Folded:
         """Column ``pos[i]`` in row ``i`` (a negative ``pos``: nothing there) of ``size``."""
         out = Folded.empty(size, missing)
@@ -135,7 +147,9 @@ class Chunk:
             arrays = [unpack_plane(p) if isinstance(p, Packed) else p for p in planes]
             self._packed = [p if isinstance(p, Packed) else pack_plane(p) for p in planes]
             missing = int(np.iinfo(arrays[0].dtype).max) if arrays else 0
-            self.summary = fold(arrays, marks, missing) if arrays else None
+            self.summary = (
+                fold(arrays, marks, missing).compact(arrays[0].dtype.type) if arrays else None
+            )
         else:
             self._raw = [unpack_plane(p) if isinstance(p, Packed) else p for p in planes]
         self.marks = marks
