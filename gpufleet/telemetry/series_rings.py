@@ -232,7 +232,8 @@ class Chunk:
 
     def nbytes(self) -> int:
         planes = self._raw if self._raw is not None else self._packed or []
-        return sum(int(p.nbytes) for p in planes) + int(
+        summary = sum(int(a.nbytes) for a in self.summary) if self.summary is not None else 0
+        return summary + sum(int(p.nbytes) for p in planes) + int(
             self.ids.nbytes + self.marks.nbytes + self.where.nbytes
         )
 
