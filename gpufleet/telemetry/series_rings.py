@@ -233,8 +233,10 @@ class Chunk:
     def nbytes(self) -> int:
         planes = self._raw if self._raw is not None else self._packed or []
         summary = sum(int(a.nbytes) for a in self.summary) if self.summary is not None else 0
-        return summary + sum(int(p.nbytes) for p in planes) + int(
-            self.ids.nbytes + self.marks.nbytes + self.where.nbytes
+        return (
+            summary
+            + sum(int(p.nbytes) for p in planes)
+            + int(self.ids.nbytes + self.marks.nbytes + self.where.nbytes)
         )
 
     def columns(self) -> tuple[IntArray, list[CodeArray] | list[Packed]]:
