@@ -18,21 +18,28 @@ ended and keeps its usage summary 30 days, as in ``serve``; it saves as ``serve`
 ``--save-every-s`` before). Pods start uniformly over the 30 days, ``--pods-per-day`` a day,
 and run 10 minutes to 6 hours.
 
-Time is compressed: a round every ``--round-s`` (6 h) until the last day, every hour in it,
-every 15 s in the last ``--fine-hours``. Memory does not depend on how many points are filled:
-a chunk's arrays are allocated whole when it opens (a coarse chunk is a day, a fine one an
-hour, so every chunk of 30 days is made), and every pod is seen (a round sees the pods that
-ran since the one before), so each has its series, its columns in the chunks of the hours and
-days it ran, and its summary. No alert rules are evaluated (they add no memory).
+Time is compressed, but every point the store keeps is filled: a round every ``--round-s``
+(10 minutes: a reading in every coarse bucket) until the last ``--fine-hours`` (24: the fine
+ring's day), every 15 s in them. Memory depends on what was written: sealed chunks are kept
+packed, so their size follows the readings' noise, and each round's readings are fresh
+(``Fleet.readings``: a busy GPU's utilisation and temperature whole numbers with noise around
+its level, power in milliwatts with 35 W of noise, memory steady, XIDs 0). A bucket before the
+last day rolls up one reading (its mean, max and min are that reading, as noisy as a raw one:
+no better for the packing than the 40 readings of ``serve``'s buckets). Every pod is seen (a
+round sees the pods that ran since the one before), so each has its series, its columns in the
+chunks of the hours and days it ran, and its summary. No alert rules are evaluated (they add
+no memory).
 
 Measured, per run: the process' resident memory (VmRSS) after the imports (base), after the
 build (built), after the saves below, and its peak (VmHWM) before the benchmark's own check
 that the saved store restores (a second store in the same process: reported apart); glibc's
 heap in use and free (fragmentation) and its own mappings (``mallinfo2``); the store's arrays
-(``nbytes``) and series; then the saves: a first save and ``--repeats`` saves after 300 s more
+(``nbytes``) and series; then the saves: a first save and ``SAVES`` saves after 300 s more
 of rounds each, each timed as the observatory lock's hold (the lock the plane's rounds and
-the API's queries wait for) and as a whole; and the median time of one round and of window
-queries. ``--trace``: tracemalloc's bytes by file after the build (slows the build down).
+the API's queries wait for), as the CPU time of the thread holding it (``time.thread_time``:
+what load does not stretch) and as a whole, with the bytes each wrote and the peak RSS of
+those saves alone (VmHWM reset after the build); and the median time of one round and of
+window queries. ``--trace``: tracemalloc's bytes by file after the build (slows the build down).
 Targets (issue 29 items 12-13): RSS at most 200 MB with 5,000 pods a day, a save's hold of
 the observatory lock at most 50 ms. Results: benchmarks/results/telemetry_store[_<label>].md
 and .json.
@@ -75,6 +82,8 @@ DAY = 86_400
 COARSE_S = 600
 FINE_S = 15
 SAVE_EVERY_S = 300
+#: Saves measured after the build, each after 300 s more of rounds.
+SAVES = 5
 TARGET_MB = 200.0
 TARGET_LOCK_MS = 50.0
 
@@ -102,7 +111,10 @@ class TimedLock:
         self._lock = threading.RLock()
         self._depth = 0
         self._since = 0.0
+        self._since_cpu = 0.0
         self.holds: list[float] = []
+        #: The CPU time the holding thread spent in each hold (what load does not stretch).
+        self.cpu: list[float] = []
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         got = self._lock.acquire(blocking, timeout)
@@ -110,12 +122,14 @@ class TimedLock:
             self._depth += 1
             if self._depth == 1:
                 self._since = time.perf_counter()
+                self._since_cpu = time.thread_time()
         return got
 
     def release(self) -> None:
         self._depth -= 1
         if self._depth == 0:
             self.holds.append(time.perf_counter() - self._since)
+            self.cpu.append(time.thread_time() - self._since_cpu)
         self._lock.release()
 
     def __enter__(self) -> bool:
@@ -155,34 +169,52 @@ class Fleet:
         self.pod_start = np.sort(rng.uniform(start - 6 * 3_600, start + days * DAY, total))
         self.pod_end = self.pod_start + rng.uniform(600, 6 * 3_600, total)
         self.pod_gpu = rng.integers(0, gpus, total)
-        # A few readings of every GPU, cycled (their values matter little to memory).
-        self.samples = [
-            [
-                DeviceSample(
-                    gpu=g % GPUS_PER_NODE,
-                    uuid=f"GPU-{g:08d}",
-                    model="NVIDIA H100 80GB HBM3",
-                    gpu_util=float(rng.uniform(0, 100)),
-                    fb_used_mib=int(rng.integers(0, 81_559)),
-                    fb_free_mib=81_559,
-                    temperature_c=float(rng.uniform(30, 85)),
-                    power_w=float(rng.uniform(60, 700)),
-                    xid=0,
-                )
-                for g in range(gpus)
-            ]
-            for _ in range(4)
+        self.rng = rng
+        self.uuids = [f"GPU-{g:08d}" for g in range(gpus)]
+        # Each GPU's levels while busy (a job's utilisation, memory, temperature and power).
+        self.busy_util = rng.uniform(60, 98, gpus)
+        self.busy_fb = rng.integers(20_000, 78_000, gpus)
+        self.busy_temp = rng.uniform(55, 75, gpus)
+        self.busy_power = rng.uniform(350, 650, gpus)
+
+    def readings(self, busy: np.ndarray) -> list[DeviceSample]:
+        """One reading of every GPU, fresh noise each time (what the packing of the sealed
+        chunks sees): utilisation, temperature in whole numbers as dcgm-exporter gives them,
+        power in milliwatts, memory steady while busy; independent noise from step to step,
+        no worse for the packing than a real GPU's (whose readings follow each other)."""
+        rng, n = self.rng, self.gpus
+        util = np.where(busy, np.clip(np.rint(rng.normal(self.busy_util, 8, n)), 0, 100), 0)
+        fb = np.where(busy, self.busy_fb, 0)
+        temp = np.rint(np.where(busy, self.busy_temp, 34) + rng.normal(0, 1.5, n))
+        power = np.round(
+            np.where(busy, rng.normal(self.busy_power, 35, n), rng.normal(72, 3, n)), 3
+        )
+        return [
+            DeviceSample(
+                gpu=g % GPUS_PER_NODE,
+                uuid=self.uuids[g],
+                model="NVIDIA H100 80GB HBM3",
+                gpu_util=u,
+                fb_used_mib=f,
+                fb_free_mib=81_559 - f,
+                temperature_c=c,
+                power_w=w,
+                xid=0,
+            )
+            for g, (u, f, c, w) in enumerate(
+                zip(util.tolist(), fb.tolist(), temp.tolist(), power.tolist(), strict=True)
+            )
         ]
 
-    def at(
-        self, now: float, since: float, round_: int
-    ) -> tuple[list[NodeTelemetry], dict[PodKey, PodTags]]:
+    def at(self, now: float, since: float) -> tuple[list[NodeTelemetry], dict[PodKey, PodTags]]:
         """The readings at ``now`` of the pods that ran at any time after ``since`` (a round
         standing for the rounds of ``serve`` between the two: every pod is seen)."""
         first = int(np.searchsorted(self.pod_start, since - 6 * 3_600))
         last = int(np.searchsorted(self.pod_start, now, side="right"))
         live = [i for i in range(first, last) if self.pod_end[i] > since]
-        samples = self.samples[round_ % len(self.samples)]
+        busy = np.zeros(self.gpus, np.bool_)
+        busy[self.pod_gpu[live]] = True
+        samples = self.readings(busy)
         users: dict[int, list[DeviceUser]] = {}
         tags: dict[PodKey, PodTags] = {}
         for i in live:
@@ -232,6 +264,16 @@ def heap_mb() -> dict[str, float]:
     }
 
 
+def reset_peak() -> bool:
+    """Reset this process' VmHWM to its VmRSS (Linux: ``clear_refs`` 5), so the peak read
+    later is that of what ran since; False where it cannot."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
 def child(
     gpus: int,
     pods_per_day: int,
@@ -240,6 +282,7 @@ def child(
     fine_hours: float,
     round_s: int,
     save_every_s: int,
+    save_hours: float,
     trace: bool,
 ) -> dict[str, Any]:
     """One configuration, in this process: see the module docstring."""
@@ -260,7 +303,7 @@ def child(
 
         def observe(now: float, save_every: float) -> None:
             plane.clock = now
-            readings, tags = fleet.at(now, last[0], rounds[0])
+            readings, tags = fleet.at(now, last[0])
             observatory.observe(now, readings, tags)
             rounds[0] += 1
             last[0] = now
@@ -271,16 +314,18 @@ def child(
         rss_base = status_mb("VmRSS")
         build_start = time.perf_counter()
         t = start
-        last_day = start + (days - 1) * DAY
-        fine_from = start + days * DAY - fine_hours * 3_600
+        end = start + days * DAY
+        last_day = end - DAY
+        fine_from = end - fine_hours * 3_600
+        saves_from = end - save_hours * 3_600
         while t < fine_from:
-            observe(t, save_every_s)
-            t += round_s if t + round_s <= last_day else 3_600
+            observe(t, save_every_s if t < saves_from else SAVE_EVERY_S)
+            t += round_s if t + round_s <= last_day else min(round_s, 3_600)
         t = fine_from
         round_times = []
-        while t < start + days * DAY:
+        while t < end:
             began = time.perf_counter()
-            observe(t, SAVE_EVERY_S)
+            observe(t, save_every_s if t < saves_from else SAVE_EVERY_S)
             round_times.append(time.perf_counter() - began)
             t += FINE_S
         build_s = time.perf_counter() - build_start
@@ -297,23 +342,39 @@ def child(
                 traced[f"traced_{name}_mb"] = stat.size / 1e6
             tracemalloc.stop()
 
-        def save() -> tuple[float, float]:
+        written = [0]
+        set_blob = plane.store.set_blob
+
+        def counted_set_blob(key: str, value: bytes) -> None:
+            written[0] += len(value)
+            set_blob(key, value)
+
+        plane.store.set_blob = counted_set_blob  # type: ignore[method-assign]
+
+        def save() -> tuple[float, float, float, int]:
             lock.holds.clear()
+            lock.cpu.clear()
+            written[0] = 0
             began = time.perf_counter()
             observing.save(t)
             saved[0] = t
-            return max(lock.holds), time.perf_counter() - began
+            return max(lock.holds), max(lock.cpu), time.perf_counter() - began, written[0]
 
-        first_hold, first_total = save()
-        holds, totals = [], []
-        for _ in range(repeats):
+        rss_peak_build = status_mb("VmHWM")
+        peak_reset = reset_peak()
+        first_hold, first_cpu, first_total, first_bytes = save()
+        holds, cpus, totals, sizes = [], [], [], []
+        for _ in range(SAVES):
             for _ in range(SAVE_EVERY_S // FINE_S):
                 observe(t, math.inf)
                 t += FINE_S
-            hold, total = save()
+            hold, cpu, total, size = save()
             holds.append(hold)
+            cpus.append(cpu)
             totals.append(total)
-        rss_peak = status_mb("VmHWM")
+            sizes.append(size)
+        rss_peak_saves = status_mb("VmHWM") if peak_reset else math.nan
+        rss_peak = max(rss_peak_build, status_mb("VmHWM"))
         rss_saved = status_mb("VmRSS")
         db_mb = (Path(folder) / "plane.db").stat().st_size / 1e6
         now = t - FINE_S
@@ -322,6 +383,8 @@ def child(
         queries = {
             "avg_1h_all_util_ms": 1e3
             * median_s(lambda: store.query(util, "avg", 3_600, now), repeats),
+            "avg_1d_all_util_ms": 1e3
+            * median_s(lambda: store.query(util, "avg", DAY - FINE_S, now), repeats),
             "avg_7d_all_util_ms": 1e3
             * median_s(lambda: store.query(util, "avg", 7 * DAY, now), repeats),
             "avg_1h_by_queue_ms": 1e3
@@ -342,6 +405,7 @@ def child(
         "fine_hours": fine_hours,
         "round_s": round_s,
         "save_every_s": save_every_s,
+        "save_hours": save_hours,
         "series": len(store),
         "workload_series": len(store.series("gpufleet_workload_gpu_util")),
         "pod_summaries": len(usage),
@@ -358,10 +422,17 @@ def child(
         "build_s": build_s,
         "round_ms": statistics.median(round_times) * 1e3,
         "first_save_lock_ms": first_hold * 1e3,
+        "first_save_lock_cpu_ms": first_cpu * 1e3,
         "first_save_ms": first_total * 1e3,
+        "first_save_mb": first_bytes / 1e6,
         "save_lock_ms": statistics.median(holds) * 1e3,
         "save_lock_max_ms": max(holds) * 1e3,
+        "save_lock_cpu_ms": statistics.median(cpus) * 1e3,
+        "save_lock_cpu_max_ms": max(cpus) * 1e3,
         "save_ms": statistics.median(totals) * 1e3,
+        "save_mb": statistics.median(sizes) / 1e6,
+        "rss_peak_build_mb": rss_peak_build,
+        "rss_peak_saves_mb": rss_peak_saves,
         "db_mb": db_mb,
         "restore_s": restore_s,
         "restored_same": restored_same,
@@ -374,7 +445,9 @@ MEDIANS = (
     "rss_base_mb", "rss_built_mb", "rss_saved_mb", "rss_peak_mb", "rss_peak_with_restore_mb",
     "heap_used_mb", "heap_free_mb", "mmapped_mb", "build_s", "round_ms", "first_save_lock_ms",
     "first_save_ms", "save_lock_ms", "save_ms", "db_mb", "restore_s", "avg_1h_all_util_ms",
-    "avg_7d_all_util_ms", "avg_1h_by_queue_ms",
+    "avg_7d_all_util_ms", "avg_1h_by_queue_ms", "first_save_lock_cpu_ms", "first_save_mb",
+    "save_lock_cpu_ms", "save_mb", "rss_peak_build_mb", "rss_peak_saves_mb",
+    "avg_1d_all_util_ms",
 )  # fmt: skip
 
 
@@ -384,8 +457,9 @@ def main() -> int:
     parser.add_argument("--pods-per-day", type=int, nargs="+", default=[0, 1_000, 3_200, 5_000])
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per row")
-    parser.add_argument("--fine-hours", type=float, default=0.25)
-    parser.add_argument("--round-s", type=int, default=6 * 3_600, help="rounds before the last day")
+    parser.add_argument("--fine-hours", type=float, default=24.0, help="hours of 15 s rounds")
+    parser.add_argument("--round-s", type=int, default=600, help="rounds before the last day")
+    parser.add_argument("--save-hours", type=float, default=0.25, help="hours of 300 s saves")
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (RSS is each its own)")
     parser.add_argument("--save-every-s", type=int, default=6 * 3_600, help="saves before them")
     parser.add_argument("--trace", action="store_true", help="tracemalloc (slow; by file)")
@@ -403,6 +477,7 @@ def main() -> int:
                     args.fine_hours,
                     args.round_s,
                     args.save_every_s,
+                    args.save_hours,
                     args.trace,
                 )
             )
@@ -413,6 +488,7 @@ def main() -> int:
         command = [sys.executable, __file__, "--gpus", str(args.gpus)]
         command += ["--days", str(args.days), "--fine-hours", str(args.fine_hours)]
         command += ["--round-s", str(args.round_s), "--save-every-s", str(args.save_every_s)]
+        command += ["--save-hours", str(args.save_hours)]
         command += ["--child", str(pods)] + (["--trace"] if args.trace else [])
         out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         found: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
@@ -432,6 +508,7 @@ def main() -> int:
             if all(name in run for run in runs):
                 row[name] = statistics.median(run[name] for run in runs)
         row["save_lock_max_ms"] = max(run["save_lock_max_ms"] for run in runs)
+        row["save_lock_cpu_max_ms"] = max(run["save_lock_cpu_max_ms"] for run in runs)
         row["rss_peak_runs_mb"] = [run["rss_peak_mb"] for run in runs]
         configs.append(row)
     result = {
@@ -457,8 +534,11 @@ def main() -> int:
 
 HEAD = (
     "| pods a day | runs | series (workload) | pod summaries | arrays MB | RSS base | RSS built "
-    "| RSS peak (runs) | heap used / free / mapped | first save | save every 300 s | db MB "
-    "| restore s | round ms | query ms: avg 1 h / 7 d / by queue |\n" + "|---" * 15 + "|"
+    "| RSS peak (runs) | peak in saves | heap used / free / mapped "
+    "| first save: lock / CPU / all ms, MB | save every 300 s: lock (max) / CPU (max) / all ms "
+    "| MB a save | db MB | restore s | round ms | query ms: avg 1 h / 1 d / 7 d / by queue |\n"
+    + "|---" * 17
+    + "|"
 )
 
 
@@ -468,13 +548,16 @@ def report(r: dict[str, Any]) -> str:
         f"| {c['series']:,} ({c['workload_series']:,}) | {c['pod_summaries']:,} "
         f"| {c['arrays_mb']:.1f} | {c['rss_base_mb']:.0f} | **{c['rss_built_mb']:.0f}** "
         f"| **{c['rss_peak_mb']:.0f}** ({', '.join(f'{x:.0f}' for x in c['rss_peak_runs_mb'])}) "
+        f"| {c['rss_peak_saves_mb']:.0f} "
         f"| {c.get('heap_used_mb', 0):.0f} / {c.get('heap_free_mb', 0):.0f} "
         f"/ {c.get('mmapped_mb', 0):.0f} "
-        f"| {c['first_save_lock_ms']:.0f} / {c['first_save_ms']:.0f} "
-        f"| **{c['save_lock_ms']:.1f}** (max {c['save_lock_max_ms']:.1f}) / {c['save_ms']:.0f} "
-        f"| {c['db_mb']:.0f} | {c['restore_s']:.1f} | {c['round_ms']:.1f} "
-        f"| {c['avg_1h_all_util_ms']:.1f} / {c['avg_7d_all_util_ms']:.1f} "
-        f"/ {c['avg_1h_by_queue_ms']:.1f} |"
+        f"| {c['first_save_lock_ms']:.0f} / {c['first_save_lock_cpu_ms']:.0f} "
+        f"/ {c['first_save_ms']:.0f}, {c['first_save_mb']:.1f} "
+        f"| **{c['save_lock_ms']:.1f}** (max {c['save_lock_max_ms']:.1f}) "
+        f"/ {c['save_lock_cpu_ms']:.1f} (max {c['save_lock_cpu_max_ms']:.1f}) / {c['save_ms']:.0f} "
+        f"| {c['save_mb']:.2f} | {c['db_mb']:.0f} | {c['restore_s']:.1f} | {c['round_ms']:.1f} "
+        f"| {c['avg_1h_all_util_ms']:.1f} / {c['avg_1d_all_util_ms']:.1f} "
+        f"/ {c['avg_7d_all_util_ms']:.1f} / {c['avg_1h_by_queue_ms']:.1f} |"
         for c in r["configs"]
     )
     first = r["configs"][0]
@@ -482,17 +565,24 @@ def report(r: dict[str, Any]) -> str:
 
 `python benchmarks/telemetry_store.py --gpus {first["gpus"]}` (Python {r["python"]},
 numpy {r["numpy"]}, {r["machine"]}; a shared 2-core machine: `{r["uptime"]}` at the end).
-{first["gpus"]:,} GPUs x 5 device metrics over {first["days"]} days, in compressed time (a
-round every {first["round_s"] / 3_600:g} h, every hour in the last day, every 15 s in the last
-{first["fine_hours"]:g} h; a round sees every pod that ran since the last; saves every
-{first["save_every_s"] / 3_600:g} h, then every 300 s), with pods a day as below, each its own
-workload series and usage summary; one fresh subprocess per run, medians of the runs. RSS: the
-process' VmRSS after the imports (base), after the {first["days"]} days (built) and its peak
-(VmHWM, saves included, before the benchmark's restore check), in MB; glibc's heap in use, free
-in it (fragmentation) and in its own mappings (the chunks), in MB, after the build. Saves: the
-observatory lock's hold / the whole save, in ms (first: everything; then after 300 s of
-rounds, as `serve`). Times are those of a machine at load 20-27 (every helper's runs at once):
-several times an idle machine's.
+{first["gpus"]:,} GPUs x 5 device metrics over {first["days"]} days, in compressed time: a
+round every {first["round_s"] / 60:g} minutes, then every 15 s in the last
+{first["fine_hours"]:g} h, so every coarse bucket and every fine step holds a reading, as in
+`serve` (a bucket before the last day rolls up one reading, not 40: its mean, max and min are
+that reading, as noisy as a raw one, which packs no better than `serve`'s). Each reading is
+fresh: a busy GPU's utilisation and temperature whole numbers with noise around the GPU's
+level, power in milliwatts with 35 W of noise, memory steady, XIDs 0; an idle GPU near
+idle levels (see ``Fleet.readings``). A round sees every pod that ran since the last; saves
+every {first["save_every_s"] / 3_600:g} h, then every 300 s in the last
+{first["save_hours"]:g} h, with pods a day as below, each its own workload series and usage
+summary; one fresh subprocess per run, medians of the runs. RSS: the process' VmRSS after the
+imports (base), after the {first["days"]} days (built) and its peak (VmHWM, build and saves,
+before the benchmark's restore check), and the peak of the measured saves alone (VmHWM reset
+after the build), in MB; glibc's heap in use, free in it (fragmentation) and in its own
+mappings (the chunks), in MB, after the build. Saves: the observatory lock's hold, the CPU
+time of the holding thread during it (``time.thread_time``: what a loaded machine does not
+stretch), the whole save, and the bytes written (first: everything; then {SAVES} saves, each
+after 300 s of rounds, as `serve`).
 
 {HEAD}
 {rows}

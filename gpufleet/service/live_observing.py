@@ -16,12 +16,17 @@ after the last save, at most :data:`SAVE_EVERY_S` of the plane's clock; a clean 
 Saves are incremental: the store's durable form (``SeriesStore.durable``) is a head (series,
 per-id arrays and the chunks still written to, a few MB at fleet scale) and sealed chunks that
 never change; a save writes the head (:data:`SERIES_BLOB`) and only the sealed chunks not yet
-written (:data:`CHUNK_PREFIX` and their key), deletes those let go, and rewrites the usage
-summaries whole from a copy of the recorder's columns. Under the
-observatory's lock a save only takes that form and that copy (milliseconds: the rounds and
-the API's queries wait for it); it encodes and compresses after letting it go, and writes in
-one transaction under the plane's lock, then hands the heap's free pages back to the system
-(``native_heap``, which also keeps the chunks' arrays out of the heap). A store saved whole by
+written (:data:`CHUNK_PREFIX` and their key), deletes those let go, and writes the usage
+summaries of the pods sampled (or forgotten) since the last save as rows of the store's
+``pod_usage`` table (an older gpufleet's one blob of them all, :data:`USAGE_BLOB`, is read
+once and replaced by rows at the first save). Under the observatory's lock a save only
+forgets the summaries past their 30 days, takes that form (the open chunks copied, the
+sealed ones shared) and copies the changed summaries (milliseconds: the rounds and the
+API's queries wait for it); it deflates the head after letting it go, and writes in one
+transaction under the plane's lock, each sealed chunk's piece made as it is written (its
+packed planes as they are: no work, and one piece in memory at a time), then hands the
+heap's free pages back to the system (``native_heap``, which also keeps the chunks' arrays
+out of the heap). A store saved whole by
 an older gpufleet (format 1, one blob) is read and converted, then saved in chunks. The
 alerts' states are kept apart, at every change (:mod:`~gpufleet.service.alert_state`). Lock
 order: the plane's lock is never requested while holding the observatory's (what a round
@@ -44,7 +49,7 @@ from gpufleet.service.observatory import STEP_S, Observatory, ObservedRound
 from gpufleet.service.records import WorkloadRecord, pods_of
 from gpufleet.service.store import Store
 from gpufleet.telemetry.observed_series import ObservedSeries
-from gpufleet.telemetry.pod_usage import PodKey, PodUsage, saved_form
+from gpufleet.telemetry.pod_usage import PodKey, PodUsage, split
 from gpufleet.telemetry.recording import SeriesRecorder
 from gpufleet.telemetry.series import SeriesStore
 from gpufleet.telemetry.series_layout import StoreShape
@@ -55,6 +60,8 @@ log = logging.getLogger(__name__)
 SERIES_BLOB = "telemetry.series"
 #: The key prefix of the series store's sealed chunks (then "fine.<step>", "coarse.<bucket>").
 CHUNK_PREFIX = "telemetry.series/"
+#: Where an older gpufleet kept every pod's usage summary, rewritten whole at each save (now
+#: rows of the store's ``pod_usage`` table, written as they change; read and deleted once).
 USAGE_BLOB = "telemetry.usage"
 #: Seconds of the plane's clock between saves of the series (and at stop).
 SAVE_EVERY_S = 300.0
@@ -104,8 +111,13 @@ class LiveObserving:
         store, chunks = self._restored_store(plane.store, store_shape(step_s))
         self.recorder = SeriesRecorder(store)
         self.recorder.adopt()
-        usage = self._restored_usage(plane.store)
+        usage, from_blob = self._restored_usage(plane.store)
         self.recorder.usage.put_all(sorted(usage.items(), key=lambda item: item[1].last))
+        #: Whether the summaries came from an older gpufleet's blob (rewritten as rows, and
+        #: the blob deleted, at the first save).
+        self._usage_blob = from_blob
+        if from_blob:
+            self.recorder.changed.update(usage)
         #: The sealed chunks in the plane's store, by key, with the version written (-1: one
         #: the head does not name, deleted at the next save).
         sealed = store.durable().sealed
@@ -147,29 +159,40 @@ class LiveObserving:
         with self._save_lock:
             with self.observatory.lock:
                 at = now if now is not None else self.observatory.last_round or 0.0
-                self.recorder.forget_ended(at, usage_s=USAGE_KEEP_S)
+                # Ended pods' series are dropped by every round (``Observatory.observe``); a
+                # save only forgets the summaries past their 30 days (not a scan of every pod).
+                self.recorder.forget_usage(at - USAGE_KEEP_S)
                 durable = self.recorder.store.durable()
-                self.recorder.take_changed()  # the summaries are saved whole, from a copy:
-                keys, summaries = self.recorder.usage.rows()
+                # Only the summaries that changed since the last save are written (a few
+                # hundred pods, not the 30 days' 150,000): their rows are copied here.
+                usage_rows, usage_gone = self.recorder.usage.saved_rows(
+                    self.recorder.take_changed()
+                )
             head = durable.head(compress=True)
-            chunks = {
-                key: durable.chunk_bytes(form, compress=True)
+            unwritten = [
+                (key, form)
                 for key, form in durable.sealed.items()
                 if self._written.get(key) != form.version
-            }
+            ]
             gone = [key for key in self._written if key not in durable.sealed]
-            rows = saved_form(keys, summaries)
-            del keys, summaries
             with self.plane.lock, self.plane.store.transaction():
-                for key, data in chunks.items():
-                    self.plane.store.set_blob(CHUNK_PREFIX + key, data)
+                # A sealed chunk's piece is its packed planes as they are (a copy, no work):
+                # made one at a time, so a save holds one piece's bytes at most, not all.
+                for key, form in unwritten:
+                    self.plane.store.set_blob(
+                        CHUNK_PREFIX + key, durable.chunk_bytes(form, compress=True)
+                    )
                 for key in gone:
                     self.plane.store.delete_blob(CHUNK_PREFIX + key)
                 self.plane.store.set_blob(SERIES_BLOB, head)
-                self.plane.store.set_blob(USAGE_BLOB, rows)
+                self.plane.store.set_pod_usage(usage_rows)
+                self.plane.store.delete_pod_usage(usage_gone)
+                if self._usage_blob:
+                    self.plane.store.delete_blob(USAGE_BLOB)
+            self._usage_blob = False
             self._written = {key: form.version for key, form in durable.sealed.items()}
             self._saved_at = at
-            del durable, head, chunks, rows
+            del durable, head, unwritten, usage_rows
             release_free_heap()
 
     @staticmethod
@@ -200,14 +223,15 @@ class LiveObserving:
         return restored, set(chunks)
 
     @staticmethod
-    def _restored_usage(store: Store) -> dict[PodKey, PodUsage]:
-        data = store.blob(USAGE_BLOB)
-        if data is None:
-            return {}
+    def _restored_usage(store: Store) -> tuple[dict[PodKey, PodUsage], bool]:
+        """The pods' usage summaries kept in ``store`` (its ``pod_usage`` rows, or the one
+        JSON blob of an older gpufleet) and whether they came from that blob."""
         usage: dict[PodKey, PodUsage] = {}
+        for key, samples, total, first, last in store.pod_usage():
+            usage[split(key)] = PodUsage(samples, total, first, last)
+        data = store.blob(USAGE_BLOB)
+        if usage or data is None:
+            return usage, data is not None
         for key, (samples, total, first, last) in json.loads(data).items():
-            namespace, _, pod = str(key).partition("/")
-            usage[(namespace, pod)] = PodUsage(
-                int(samples), float(total), float(first), float(last)
-            )
-        return usage
+            usage[split(str(key))] = PodUsage(int(samples), float(total), float(first), float(last))
+        return usage, True

@@ -25,7 +25,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +49,10 @@ _PLACEMENT = TypeAdapter(Placement)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs (key TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS pod_usage (
+    key TEXT PRIMARY KEY, samples INTEGER NOT NULL, total REAL NOT NULL,
+    first REAL NOT NULL, last REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS workloads (
     key TEXT PRIMARY KEY,
     seq INTEGER NOT NULL UNIQUE,
@@ -334,6 +338,28 @@ class Store:
 
     def delete_blob(self, key: str) -> None:
         self._db.execute("DELETE FROM blobs WHERE key = ?", (key,))
+
+    # ------------------------------------------------------------------------------ pod usage
+    def pod_usage(self) -> list[tuple[str, int, float, float, float]]:
+        """Every pod's usage summary (``namespace/pod``, samples, sum, first and last time),
+        in the order of their last samples (the telemetry recorder's)."""
+        rows = self._db.execute(
+            "SELECT key, samples, total, first, last FROM pod_usage ORDER BY last, key"
+        )
+        return [(str(k), int(n), float(t), float(f), float(la)) for k, n, t, f, la in rows]
+
+    def set_pod_usage(self, rows: Iterable[tuple[str, int, float, float, float]]) -> None:
+        """Write these pods' summaries (new or changed): a save writes only what changed."""
+        self._db.executemany(
+            "INSERT INTO pod_usage (key, samples, total, first, last) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET samples = excluded.samples, "
+            "total = excluded.total, first = excluded.first, last = excluded.last",
+            rows,
+        )
+
+    def delete_pod_usage(self, keys: Iterable[str]) -> None:
+        """Forget these pods' summaries (kept their 30 days)."""
+        self._db.executemany("DELETE FROM pod_usage WHERE key = ?", ((key,) for key in keys))
 
     # ----------------------------------------------------------------------------- workloads
     def next_seq(self) -> int:

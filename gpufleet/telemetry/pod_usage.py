@@ -134,14 +134,40 @@ class PodUsageTable(Mapping[PodKey, PodUsage]):
 
     def rows(self) -> tuple[list[str], npt.NDArray[np.float64]]:
         """A copy of every summary in the saved form: the keys (``namespace/pod``) and a
-        (pods x 4) array of samples, sum, first and last time, in that order (cheap enough to
-        take under a lock; turning it into JSON is not)."""
-        keys = list(self._rows)
-        at = np.fromiter(self._rows.values(), np.int64, len(keys))
-        columns = np.empty((len(keys), 4))
-        for j, column in enumerate((self._samples, self._total, self._first, self._last)):
-            columns[:, j] = column[at]
-        return keys, columns
+        (pods x 4) array of samples, sum, first and last time, in that order."""
+        return self.snapshot().rows()
+
+    def snapshot(self) -> UsageSnapshot:
+        """The table as it is now, for :meth:`UsageSnapshot.rows` later: a copy of the keys'
+        rows and of the columns, the least work that keeps it (taken under a lock; the rows
+        are made after it is let go)."""
+        columns = np.stack([self._samples, self._total, self._first, self._last], axis=1)
+        return UsageSnapshot(dict(self._rows), columns)
+
+    def saved_rows(
+        self, pods: Iterable[PodKey]
+    ) -> tuple[list[tuple[str, int, float, float, float]], list[str]]:
+        """The saved form of ``pods``' summaries (``namespace/pod``, samples, sum, first and
+        last time) and the keys of those no longer in the table: what a save writes and
+        deletes of the pods that changed since the last one (a few hundred rows, not all)."""
+        rows: list[tuple[str, int, float, float, float]] = []
+        gone: list[str] = []
+        for pod in pods:
+            key = joined(pod)
+            row = self._rows.get(key)
+            if row is None:
+                gone.append(key)
+                continue
+            rows.append(
+                (
+                    key,
+                    int(self._samples[row]),
+                    float(self._total[row]),
+                    float(self._first[row]),
+                    float(self._last[row]),
+                )
+            )
+        return rows, gone
 
     def nbytes(self) -> int:
         """The columns' bytes (the keys are Python strings besides)."""
@@ -162,6 +188,20 @@ class PodUsageTable(Mapping[PodKey, PodUsage]):
             self._first = np.concatenate([self._first, np.full(extra, math.inf)])
             self._last = np.concatenate([self._last, np.full(extra, -math.inf)])
         return row
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSnapshot:
+    """A :class:`PodUsageTable` as it was (:meth:`PodUsageTable.snapshot`)."""
+
+    keys: dict[str, int]
+    columns: npt.NDArray[np.float64]
+
+    def rows(self) -> tuple[list[str], npt.NDArray[np.float64]]:
+        """The keys in the order of last samples and their (pods x 4) summaries."""
+        keys = list(self.keys)
+        at = np.fromiter(self.keys.values(), np.int64, len(keys))
+        return keys, self.columns[at]
 
 
 def saved_form(keys: list[str], summaries: npt.NDArray[np.float64]) -> bytes:

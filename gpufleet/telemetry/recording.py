@@ -247,6 +247,15 @@ class SeriesRecorder:
             self.changed.update(self.usage.forget_stale(now - usage_s))
         return len(gone)
 
+    def forget_usage(self, before: float) -> int:
+        """Forget the usage summaries of pods last sampled at or before ``before`` (their
+        series went a day after they ended, at a round: :meth:`forget_ended`); returns how
+        many. Cheap: the summaries are in the order of last samples, the scan stops at the
+        first fresh one."""
+        stale = self.usage.forget_stale(before)
+        self.changed.update(stale)
+        return len(stale)
+
     def take_changed(self) -> set[PodKey]:
         """The pods whose usage summary changed since the last call (an incremental save)."""
         changed, self.changed = self.changed, set()

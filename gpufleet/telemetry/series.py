@@ -8,9 +8,25 @@ went away, window queries (:class:`~gpufleet.telemetry.series_query.SeriesQuery`
 durable form (``durable``, ``to_bytes``/``from_bytes``, in ``series_codec.py``). Memory is
 two rings of time chunks, each holding only the series written in it (``series_rings.py``):
 a series costs the chunks it was written in (a pod's series of an hour costs an hour), and
-only the per-id columns here (a few bytes an id) grow by doubling. Time is what callers pass
-(seconds since the epoch); a point is stamped with the start of its fine step, one point per
-step and series (a later append in the same step replaces it, as a gauge's newest reading).
+only the per-id columns here (a few bytes an id) grow by doubling.
+
+Why sealed chunks are kept packed (issue 29 item 12: 1,000 GPUs, 5 metrics, 5,000 pods a day
+over 30 days in 200 MB): the codes alone were 131 MB for the device series (a day of 15 s
+``uint16`` codes, 58 MB; 30 days of 10-minute mean, max and min ``uint8`` codes, 65 MB), and
+with the interpreter (55 MB) and 150,000 pods' summaries and series the process held 291 MB.
+Keeping less would have cost answers: a coarse plane fewer loses ``avg``, ``max`` or ``min``
+over 30 days, and narrower codes lose the exactness at integers that alert thresholds need
+(item 1). A sealed chunk never changes, so it is kept packed, losslessly
+(``series_packing``: differences from the step before, zigzag, byte planes, zlib), and
+unpacked when a query reads it: every answer is the one the codes give, to the bit. What it
+costs is time for old data: ``avg``, ``max``, ``min`` and ``count`` over a window covering
+sealed chunks whole read each chunk's summary (folded at sealing: exactly the sums, maxima
+and minima of its codes), so only the window's edges are unpacked; ``last`` and ``quantile``
+unpack every chunk they cover (the newest sealed one stays unpacked for the next read).
+
+Time is what callers pass (seconds since the epoch); a point is stamped with the start of its
+fine step, one point per step and series (a later append in the same step replaces it, as a
+gauge's newest reading).
 
 Not here: the arithmetic of reductions (``series_window.py``), the rings' chunks
 (``series_rings.py``), codes and shapes (``series_layout.py``), where samples come from (a
@@ -21,7 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -36,10 +52,12 @@ from gpufleet.telemetry.series_layout import (
     as_labels,
     matches,
 )
+from gpufleet.telemetry.series_packing import Packed, unpack_plane
 from gpufleet.telemetry.series_query import UnknownMetricError
 from gpufleet.telemetry.series_rings import Chunk, Rings
 from gpufleet.telemetry.series_window import (
     ACROSS_FNS,
+    FOLDABLE,
     WINDOW_FNS,
     Across,
     Where,
@@ -49,6 +67,7 @@ from gpufleet.telemetry.series_window import (
     holding,
     reduce_coarse,
     reduce_fine,
+    reduce_folded,
 )
 
 SeriesKey = tuple[str, Labels]
@@ -64,6 +83,13 @@ class CoarsePoints(NamedTuple):
     max: npt.NDArray[np.float64]
     min: npt.NDArray[np.float64]
     snapshots: npt.NDArray[np.float64]
+
+
+def _as_codes(plane: npt.NDArray[Any] | Packed, dtype: type[np.unsignedinteger[Any]]) -> Any:
+    """A restored plane in the ring's code dtype (a packed one as it is if it is of it)."""
+    if isinstance(plane, Packed):
+        return plane if plane.dtype == dtype else unpack_plane(plane).astype(dtype)
+    return plane.astype(dtype, copy=False)
 
 
 class SeriesStore:
@@ -281,17 +307,22 @@ class SeriesStore:
         last = min(math.floor(now / shape.fine_step_s), newest)
         oldest_kept = newest - shape.fine_points + 1
         if first >= oldest_kept:
+            if fn in FOLDABLE:  # sealed chunks' summaries: no unpacking
+                return reduce_folded(fn, *rings.fine_folded(first, last, rows), shape.fine, lo, hi)
             fine, stamped = rings.fine_block(first, last, rows)
             return reduce_fine(fn, fine[stamped], shape.fine, lo, hi, phi)
         newest_bucket = newest // shape.fine_per_coarse
-        (mean, highest, lowest), counts = rings.coarse_block(
+        buckets = (
             max(
                 math.floor((now - window_s) / shape.coarse_step_s) + 1,
                 newest_bucket - shape.coarse_points + 1,
             ),
             min(math.floor(now / shape.coarse_step_s), newest_bucket),
-            rows,
         )
+        if fn in FOLDABLE:
+            folded = rings.coarse_folded(*buckets, rows)
+            return reduce_folded(fn, *folded, shape.coarse, lo, hi)
+        (mean, highest, lowest), counts = rings.coarse_block(*buckets, rows)
         values, has = reduce_coarse(fn, mean, highest, lowest, counts, shape.coarse, lo, hi, phi)
         if fn == "last":
             # The newest point is exact wherever the fine part of the window has one.
@@ -411,7 +442,7 @@ class SeriesStore:
                             chunk.version,
                             False,
                             ids.copy(),
-                            [p.copy() for p in planes],
+                            [p[:, : chunk.n].copy() for p in chunk.planes],
                             chunk.marks.copy(),
                         )
                     )
@@ -427,7 +458,7 @@ class SeriesStore:
         """A store as :meth:`to_bytes` wrote it, or as a head and its sealed ``chunks`` (by
         key) of :meth:`durable`, or in format 1 (the dense rings of before, converted); a
         clear ``ValueError`` for anything else."""
-        version, meta, arrays = series_codec.unpack(data)
+        version, meta, arrays, packed = series_codec.unpack_piece(data)
         if version == 1:
             old = series_codec.header_of(meta)
             series_codec.check_v1(old, arrays)
@@ -436,7 +467,7 @@ class SeriesStore:
             store._last_step[: old.used] = arrays["last_step"][: old.used]
             store._rings.load_dense(arrays, np.array(sorted(row for row, _, _ in old.series)))
             return store
-        header, per_id, forms = series_codec.read(meta, arrays, chunks or {})
+        header, per_id, forms = series_codec.read(meta, arrays, chunks or {}, packed)
         store = cls(header.metrics, header.shape, max(1, header.used))
         store._restore_series(header)
         store._last_step[: header.used] = per_id["last_step"]
@@ -448,7 +479,7 @@ class SeriesStore:
                 Chunk(
                     form.start,
                     form.ids.astype(np.int64, copy=False),
-                    [p.astype(ring.dtype, copy=False) for p in form.planes],
+                    [_as_codes(p, ring.dtype) for p in form.planes],
                     form.marks.astype(ring.marks_dtype, copy=False),
                     form.sealed,
                     form.version,

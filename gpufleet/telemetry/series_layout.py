@@ -13,7 +13,8 @@ coarse points (sum, max, min) 52 KB more. So a fine point is
 a ``uint16`` code over the metric's range (error at most ``(hi - lo) / 131,068``: 0.0008 % for
 utilisation, 1.5 MiB for memory over 0..192 GiB) and a coarse point three ``uint8`` codes
 (mean, max, min; error at most ``(hi - lo) / 508``: 0.2 % for utilisation, 0.25 C over 0..127 C).
-A value outside the range is clipped to it and counted (``SeriesStore.clipped``).
+A value outside the range is clipped to it and counted (``SeriesStore.clipped``). Sealed chunks
+keep these codes packed without loss (``series_packing``), so these bounds are all the error.
 
 Exact at integers: a metric with a ``resolution`` (a power of two: 1/512 for utilisation and
 temperature, 1/256 for XIDs, 1/32 W for power, 4 MiB for memory) is coded in fine steps of

@@ -14,6 +14,10 @@ keeps one (the incremental save) may read it without a lock. A dropped series' c
 cleared in the open chunks and disowned in the sealed ones: each series id has a ``born``
 chunk start per ring, and a column of a chunk that starts before it belongs to a former owner
 of the id (left out of reads, removed by compaction when a quarter of a chunk is such).
+A sealed chunk keeps its planes packed (``series_packing``: lossless, a few times smaller for
+a GPU's readings) and a per-column summary (:class:`Folded`: points, weight, sum, max, min of
+its codes), so a window covering it whole is answered without unpacking it; an open chunk's
+planes are arrays, written in place, grown by an eighth when a new series needs a column.
 Each step (fine) or bucket (coarse) also has a mark: whether a snapshot was taken then (fine)
 or how many fine snapshots the bucket rolled up (coarse). Series identity, labels, ranges and
 queries live in ``series.py``.
@@ -22,11 +26,13 @@ queries live in ``series.py``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from gpufleet.telemetry.series_layout import StoreShape
+from gpufleet.telemetry.series_packing import Packed, pack_plane, unpack_plane
 
 IntArray = npt.NDArray[np.int64]
 CodeArray = npt.NDArray[np.unsignedinteger]
@@ -36,19 +42,95 @@ FINE_CHUNK = 240
 COARSE_CHUNK = 144
 #: A sealed chunk is compacted when this fraction of its columns or more are disowned.
 COMPACT_FRACTION = 0.25
+#: An open chunk short of columns grows by an eighth (not double: its room to grow is memory
+#: held for the rest of its span; a fleet adds a few pods' columns an hour).
+GROWTH = 8
+#: Sealed chunks a ring keeps unpacked after a read (the rules' windows read the newest ones
+#: round after round; a chunk is unpacked again only when another was read since).
+UNPACKED_KEPT = 1
+
+
+class Folded(NamedTuple):
+    """Series' points over a span folded into what ``avg``, ``max``, ``min`` and ``count``
+    need, exactly (sums of integer codes): per series, its points present, their weight (a
+    step's mark: 1 a fine step, the snapshots of a coarse bucket), the weighted sum of the
+    first plane's codes, the largest code of the second plane (0: none) and the least of the
+    third (the missing code: none); a one-plane ring's planes are all its one."""
+
+    present: IntArray
+    weight: IntArray
+    total: IntArray
+    highest: IntArray
+    lowest: IntArray
+
+    @staticmethod
+    def empty(size: int, missing: int) -> Folded:
+        return Folded(
+            np.zeros(size, np.int64),
+            np.zeros(size, np.int64),
+            np.zeros(size, np.int64),
+            np.zeros(size, np.int64),
+            np.full(size, missing, np.int64),
+        )
+
+    def plus(self, other: Folded) -> Folded:
+        return Folded(
+            self.present + other.present,
+            self.weight + other.weight,
+            self.total + other.total,
+            np.maximum(self.highest, other.highest),
+            np.minimum(self.lowest, other.lowest),
+        )
+
+    def compact(self, code: type[np.unsignedinteger]) -> Folded:
+        """The same in the narrowest types that hold a chunk's (points and weights of at
+        most a chunk's steps times a bucket's snapshots, codes of ``code``): what a sealed
+        chunk keeps, 20 bytes a column instead of 40 (sums stay 64-bit)."""
+        return Folded(
+            self.present.astype(np.int32),
+            self.weight.astype(np.int32),
+            self.total,
+            self.highest.astype(code),
+            self.lowest.astype(code),
+        )
+
+    def at(self, pos: npt.NDArray[np.int32], size: int, missing: int) -> Folded:
+        """Column ``pos[i]`` in row ``i`` (a negative ``pos``: nothing there) of ``size``."""
+        out = Folded.empty(size, missing)
+        ok = np.flatnonzero(pos >= 0)
+        for mine, theirs in zip(self, out, strict=True):
+            theirs[ok] = mine[pos[ok]]
+        return out
+
+
+def fold(planes: Sequence[CodeArray], marks: npt.NDArray[np.generic], missing: int) -> Folded:
+    """``planes`` (steps x columns) folded over their steps, each weighted by its mark."""
+    first, high, low = planes[0], planes[min(1, len(planes) - 1)], planes[-1]
+    present = first != missing
+    weight = np.where(present, marks.astype(np.int64)[:, None], 0)
+    return Folded(
+        present.sum(axis=0, dtype=np.int64),
+        weight.sum(axis=0),
+        (np.where(present, first, 0).astype(np.int64) * weight).sum(axis=0),
+        np.where(present, high, 0).max(axis=0, initial=0).astype(np.int64),
+        np.where(present, low, missing).min(axis=0, initial=missing).astype(np.int64),
+    )
 
 
 class Chunk:
     """``span`` steps from ``start`` of the series ``ids[:n]``: ``planes`` code arrays (steps
-    x columns) and a mark per step."""
+    x columns) and a mark per step. An open chunk keeps its planes as arrays; a sealed one
+    keeps them packed (``series_packing``) and unpacks them when read."""
 
-    __slots__ = ("ids", "marks", "n", "planes", "sealed", "start", "version", "where")
+    __slots__ = (
+        "_packed", "_raw", "ids", "marks", "n", "sealed", "start", "summary", "version", "where",
+    )  # fmt: skip
 
     def __init__(
         self,
         start: int,
         ids: IntArray,
-        planes: list[CodeArray],
+        planes: Sequence[CodeArray | Packed],
         marks: npt.NDArray[np.generic],
         sealed: bool,
         version: int = 0,
@@ -57,12 +139,37 @@ class Chunk:
         self.start = start
         self.ids = ids
         self.n = int(ids.size) if n is None else n
-        self.planes = planes
+        self._raw: list[CodeArray] | None = None
+        self._packed: list[Packed] | None = None
+        #: A sealed chunk's points folded per column (what a window over all of it needs).
+        self.summary: Folded | None = None
+        if sealed:
+            arrays = [unpack_plane(p) if isinstance(p, Packed) else p for p in planes]
+            self._packed = [p if isinstance(p, Packed) else pack_plane(p) for p in planes]
+            missing = int(np.iinfo(arrays[0].dtype).max) if arrays else 0
+            self.summary = (
+                fold(arrays, marks, missing).compact(arrays[0].dtype.type) if arrays else None
+            )
+        else:
+            self._raw = [unpack_plane(p) if isinstance(p, Packed) else p for p in planes]
         self.marks = marks
         self.sealed = sealed
         self.version = version
         self.where = np.full(0, -1, np.int32)
         self._index(self.n)
+
+    @property
+    def planes(self) -> list[CodeArray]:
+        """The code planes (a sealed chunk's unpacked afresh: read them, do not keep them)."""
+        if self._raw is not None:
+            return self._raw
+        assert self._packed is not None
+        return [unpack_plane(p) for p in self._packed]
+
+    @property
+    def packed(self) -> list[Packed] | None:
+        """A sealed chunk's packed planes (None: an open chunk)."""
+        return self._packed
 
     @property
     def span(self) -> int:
@@ -90,9 +197,9 @@ class Chunk:
         if new.size:
             need = self.n + new.size
             if need > self.ids.size:
-                capacity = max(need, 2 * self.ids.size, 16)
+                capacity = max(need, self.ids.size + self.ids.size // GROWTH, 16)
                 self.ids = np.concatenate([self.ids, np.zeros(capacity - self.ids.size, np.int64)])
-                self.planes = [
+                self._raw = [
                     np.concatenate(
                         [p, np.full((p.shape[0], capacity - p.shape[1]), missing, p.dtype)], axis=1
                     )
@@ -117,19 +224,26 @@ class Chunk:
         return Chunk(
             self.start,
             self.ids[order].copy(),
-            [np.ascontiguousarray(p[:, order]) for p in self.planes],
+            [p[:, order] for p in self.planes],
             self.marks.copy(),
             True,
             version,
         )
 
     def nbytes(self) -> int:
-        return sum(int(p.nbytes) for p in self.planes) + int(
-            self.ids.nbytes + self.marks.nbytes + self.where.nbytes
+        planes = self._raw if self._raw is not None else self._packed or []
+        summary = sum(int(a.nbytes) for a in self.summary) if self.summary is not None else 0
+        return (
+            summary
+            + sum(int(p.nbytes) for p in planes)
+            + int(self.ids.nbytes + self.marks.nbytes + self.where.nbytes)
         )
 
-    def columns(self) -> tuple[IntArray, list[CodeArray]]:
-        """The ids and planes of the columns in use (views)."""
+    def columns(self) -> tuple[IntArray, list[CodeArray] | list[Packed]]:
+        """The ids and planes of the columns in use: an open chunk's as views, a sealed one's
+        packed (what it keeps: they never change)."""
+        if self._packed is not None:
+            return self.ids[: self.n], self._packed
         return self.ids[: self.n], [p[:, : self.n] for p in self.planes]
 
 
@@ -152,6 +266,7 @@ class ChunkedRing:
         self.missing = missing
         self.marks_dtype = marks
         self.chunks: list[Chunk] = []
+        self._unpacked: list[tuple[Chunk, list[CodeArray]]] = []
 
     def __iter__(self) -> Iterator[Chunk]:
         return iter(self.chunks)
@@ -176,6 +291,7 @@ class ChunkedRing:
             self._compact(alive, born)
         oldest = index - self.points + 1
         self.chunks = [c for c in self.chunks if c.start + self.span > oldest]
+        self._unpacked = [(c, p) for c, p in self._unpacked if any(c is k for k in self.chunks)]
         width = self.chunks[-1].n + 16 if self.chunks else 16
         chunk = Chunk(
             start,
@@ -228,20 +344,51 @@ class ChunkedRing:
             ok[ok] = born[rows[ok]] <= chunk.start
             if not ok.any():
                 continue
+            planes = self._planes_of(chunk)
             if ok.all():
                 run = int(pos[-1]) - int(pos[0]) + 1 == pos.size and (
                     pos.size == 1 or bool((pos[1:] > pos[:-1]).all())
                 )
-                for block, plane in zip(blocks, chunk.planes, strict=True):
+                for block, plane in zip(blocks, planes, strict=True):
                     if run:
                         block[dst] = plane[src, int(pos[0]) : int(pos[-1]) + 1]
                     else:
                         block[dst] = plane[src][:, pos]
                 continue
             cols = np.flatnonzero(ok)
-            for block, plane in zip(blocks, chunk.planes, strict=True):
+            for block, plane in zip(blocks, planes, strict=True):
                 block[dst, cols] = plane[src][:, pos[cols]]
         return blocks, marks
+
+    def fold(self, first: int, last: int, rows: IntArray, born: IntArray) -> Folded:
+        """Steps ``first..last`` of ``rows`` folded (:class:`Folded`): a sealed chunk the
+        span covers whole from its summary, without unpacking it; the rest from its codes."""
+        folded = Folded.empty(rows.size, self.missing)
+        for chunk in self.chunks:
+            lo, hi = max(first, chunk.start), min(last, chunk.start + self.span - 1)
+            if lo > hi:
+                continue
+            if chunk.summary is not None and (lo, hi) == (chunk.start, chunk.start + self.span - 1):
+                pos = chunk.positions(rows)
+                owned = pos >= 0
+                owned[owned] = born[rows[owned]] <= chunk.start
+                pos[~owned] = -1
+                folded = folded.plus(chunk.summary.at(pos, rows.size, self.missing))
+            else:
+                blocks, marks = self.gather(lo, hi, rows, born)
+                folded = folded.plus(fold(blocks, marks, self.missing))
+        return folded
+
+    def _planes_of(self, chunk: Chunk) -> list[CodeArray]:
+        """A chunk's planes, a sealed one's from the few kept unpacked if it is there."""
+        if not chunk.sealed:
+            return chunk.planes
+        for kept, planes in self._unpacked:
+            if kept is chunk:
+                return planes
+        planes = chunk.planes
+        self._unpacked = [*self._unpacked, (chunk, planes)][-UNPACKED_KEPT:]
+        return planes
 
     def write(
         self,
@@ -260,7 +407,9 @@ class ChunkedRing:
         chunk.marks[index - chunk.start] = mark
 
     def nbytes(self) -> int:
-        return sum(chunk.nbytes() for chunk in self.chunks)
+        """The chunks' bytes and those of the sealed chunks kept unpacked."""
+        unpacked = sum(int(p.nbytes) for _, planes in self._unpacked for p in planes)
+        return sum(chunk.nbytes() for chunk in self.chunks) + unpacked
 
 
 class Rings:
@@ -331,6 +480,15 @@ class Rings:
         snapshots."""
         blocks, marks = self.coarse.gather(first, last, rows, self.born_coarse)
         return blocks, marks.astype(np.uint16)
+
+    def fine_folded(self, first: int, last: int, rows: IntArray) -> Folded:
+        """Fine steps ``first..last`` of ``rows`` folded (:meth:`ChunkedRing.fold`)."""
+        return self.fine.fold(first, last, rows, self.born_fine)
+
+    def coarse_folded(self, first: int, last: int, rows: IntArray) -> Folded:
+        """Coarse buckets ``first..last`` of ``rows`` folded, each mean weighted by the
+        bucket's snapshots (:meth:`ChunkedRing.fold`)."""
+        return self.coarse.fold(first, last, rows, self.born_coarse)
 
     def write(self, step: int, columns: IntArray, codes: CodeArray) -> None:
         """Fine codes of ``columns`` at fine step ``step`` (not older than the newest), and

@@ -97,6 +97,37 @@ def reduce_coarse(
     return _quantile(values, has, phi), has
 
 
+#: The window functions a fold of the points answers (``reduce_folded``): no codes needed.
+FOLDABLE: tuple[str, ...] = ("avg", "max", "min", "count")
+
+
+def reduce_folded(
+    fn: WindowFn,
+    present: npt.NDArray[np.int64],
+    weight: npt.NDArray[np.int64],
+    total: npt.NDArray[np.int64],
+    highest: npt.NDArray[np.int64],
+    lowest: npt.NDArray[np.int64],
+    quantizer: Quantizer,
+    lo: FloatArray,
+    hi: FloatArray,
+) -> tuple[FloatArray, BoolArray]:
+    """``fn`` (one of :data:`FOLDABLE`) of each series from its points folded: how many are
+    present, their weight (1 a fine point, its snapshots a coarse one), the weighted sum of
+    their (mean) codes, the largest (max) code and the least (min) code; the same values as
+    :func:`reduce_fine` and :func:`reduce_coarse` give from the points themselves."""
+    has = present > 0
+    if fn == "count":
+        return weight.astype(np.float64), has
+    if fn == "avg":
+        return quantizer.decode(total / np.maximum(weight, 1), lo, hi), has
+    if fn == "max":
+        return quantizer.decode(highest.astype(np.float64), lo, hi), has
+    if fn == "min":
+        return quantizer.decode(lowest.astype(np.float64), lo, hi), has
+    raise ValueError(f"reduce_folded: {fn!r} is not one of {list(FOLDABLE)}")
+
+
 def aggregate(
     across: Across, labels: Sequence[Labels], values: FloatArray, by: Sequence[str]
 ) -> dict[Labels, float]:

@@ -15,7 +15,7 @@ def test_rounds_far_apart_still_see_every_pod(round_s: int) -> None:
     seen: set[str] = set()
     since = start - round_s
     for now in range(int(start), int(start + 2 * DAY), round_s):
-        _, tags = fleet.at(float(now), since, 0)
+        _, tags = fleet.at(float(now), since)
         seen |= {pod for _, pod in tags}
         since = float(now)
     ran = {
@@ -28,7 +28,7 @@ def test_rounds_far_apart_still_see_every_pod(round_s: int) -> None:
 
 
 def test_a_small_run_keeps_a_summary_per_pod_and_restores_the_same() -> None:
-    found = child(16, 40, 2, 1, 0.25, 6 * 3_600, 6 * 3_600, False)
+    found = child(16, 40, 2, 1, 0.25, 6 * 3_600, 6 * 3_600, 0.25, False)
     assert found["restored_same"]
     assert found["pod_summaries"] >= 60  # 80 pods start over the 2 days, a few in the last hour
     assert found["workload_series"] > 0

@@ -4,7 +4,7 @@ transitions, serves them on ``/api/v1/alerts``, and keeps the series across a re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from gpufleet.service.live_observing import (
 )
 from gpufleet.service.plane_book import Change, ServeOptions
 from gpufleet.service.states import ChangeKind
+from gpufleet.telemetry.pod_usage import joined, saved_form
 from gpufleet.telemetry.profiles import USAGE_PROFILE_ANNOTATION
 from gpufleet.testing.service import ServiceHarness, as_yaml, gpu_nodes, make_harness, pod_doc
 
@@ -148,7 +149,8 @@ def test_a_save_writes_only_the_chunks_not_yet_written(tmp_path: Path) -> None:
     store.set_blob = spy  # type: ignore[method-assign]
     harness.plane.observing.save()
     assert not any(key.startswith(CHUNK_PREFIX) for key in written), "all written before"
-    assert {SERIES_BLOB, USAGE_BLOB} <= set(written)
+    assert SERIES_BLOB in written
+    assert USAGE_BLOB not in written, "the summaries are rows now, written as they change"
     written.clear()
     run_rounds(harness, 3_600, step=300.0)
     harness.plane.observing.save()
@@ -165,6 +167,56 @@ def test_a_save_writes_only_the_chunks_not_yet_written(tmp_path: Path) -> None:
     after = again.series.query("DCGM_FI_DEV_GPU_UTIL", "avg", 4 * 3_600, now)
     by_uuid = {dict(k)["UUID"]: v for k, v in before.items()}
     assert {dict(k)["UUID"]: v for k, v in after.items()} == pytest.approx(by_uuid)
+    harness.close()
+
+
+def test_a_save_writes_only_the_usage_summaries_that_changed(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path)
+    submit(harness, "team-a", "trainer", "training")
+    run_rounds(harness, 600.0)
+    store = harness.plane.store
+    written: list[list[str]] = []
+    set_pod_usage = store.set_pod_usage
+
+    def spy(rows: Iterable[tuple[str, int, float, float, float]]) -> None:
+        rows = list(rows)
+        written.append([key for key, *_ in rows])
+        set_pod_usage(rows)
+
+    store.set_pod_usage = spy  # type: ignore[method-assign]
+    observing = harness.plane.observing
+    observing.save()
+    observing.save()  # nothing sampled since
+    run_rounds(harness, 120.0)
+    observing.save()
+    assert written == [["team-a/trainer"], [], ["team-a/trainer"]]
+    kept = observing.recorder.usage[("team-a", "trainer")]
+    harness.plane.stop()
+    harness.restart()
+    assert harness.plane.observing.recorder.usage[("team-a", "trainer")] == kept
+    harness.close()
+
+
+def test_an_older_usage_blob_is_read_then_replaced_by_rows(tmp_path: Path) -> None:
+    harness = harness_with(tmp_path)
+    submit(harness, "team-a", "trainer", "training")
+    run_rounds(harness, 600.0)
+    observing = harness.plane.observing
+    observing.save()
+    usage = observing.recorder.usage
+    kept = dict(usage.items())
+    store = harness.plane.store
+    with store.transaction():  # as an older gpufleet left it: one blob, no rows
+        store.set_blob(USAGE_BLOB, saved_form(*usage.rows()))
+        store.delete_pod_usage([joined(pod) for pod in kept])
+    harness.plane.stop()
+    harness.restart()
+    again = harness.plane.observing
+    assert dict(again.recorder.usage.items()) == kept
+    again.save()
+    store = harness.plane.store
+    assert store.blob(USAGE_BLOB) is None
+    assert [key for key, *_ in store.pod_usage()] == ["team-a/trainer"]
     harness.close()
 
 

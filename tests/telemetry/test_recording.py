@@ -139,3 +139,16 @@ def test_a_dropped_device_series_is_made_again_at_its_next_reading() -> None:
     found = ObservedSeries(recorder, dict).query(UTIL, "last", 300, 30.0)
     assert sorted(found.values()) == pytest.approx([30.0, 40.0], abs=0.01)
     assert len(store.series(WORKLOAD_UTIL)) == 1, "the workload series kept its id"
+
+
+def test_forgetting_usage_keeps_the_series_and_the_fresh_summaries() -> None:
+    recorder = SeriesRecorder(SeriesStore())
+    both = node_reading("n1", [50.0, 50.0], {0: [("ml", "a")], 1: [("ml", "b")]})
+    recorder.record(0.0, [both])
+    recorder.record(15.0, [node_reading("n1", [50.0, 50.0], {0: [("ml", "a")]})])
+    recorder.take_changed()
+    assert recorder.forget_usage(before=5.0) == 1  # b last sampled at 0, a at 15
+    assert list(recorder.usage) == [("ml", "a")]
+    assert recorder.take_changed() == {("ml", "b")}
+    assert len(recorder.store.series("gpufleet_workload_gpu_util")) == 2  # a round drops them
+    assert recorder.forget_usage(before=5.0) == 0
