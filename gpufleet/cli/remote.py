@@ -48,7 +48,7 @@ from gpufleet.cli.client import (
     ServerUnreachableError,
     UnexpectedResponseError,
 )
-from gpufleet.cli.inputs import (
+from gpufleet.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     console,
@@ -81,11 +81,9 @@ from gpufleet.cli.remote_render import (
 )
 from gpufleet.cli.tables import show
 from gpufleet.io.errors import InputError, quoted
-from gpufleet.io.kinds import Skipped
-from gpufleet.io.manifests import read_limited
 from gpufleet.io.names import NameRule, name_problem, rule_of
-from gpufleet.service.submissions import SOURCE as SUBMITTED_SOURCE
-from gpufleet.service.submissions import WORKLOAD_KINDS, nothing_to_submit
+from gpufleet.service.submission_kinds import SOURCE as SUBMITTED_SOURCE
+from gpufleet.service.submission_kinds import WORKLOAD_KINDS
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -294,6 +292,8 @@ OutputOption = Annotated[
 def _read_manifest(path: str) -> tuple[str, bytes, str]:
     """(what to call it, bytes, content type) of a -f argument; a file over the manifest size
     limit is refused before it is read, stdin after the limit and one byte."""
+    from gpufleet.io.manifests import read_limited
+
     try:
         if path == "-":
             name = "stdin"
@@ -358,6 +358,10 @@ def submit(
     parallelism 0 is valid and runs no pods: it is said as paused, not an error. Example:
     gpufleet submit -f examples/pods/one-gpu.yaml
     """
+    # The readers (YAML and the manifests' checks) only where files are read.
+    from gpufleet.io.kinds import Skipped
+    from gpufleet.service.request_bodies import nothing_to_submit
+
     manifests = [_read_manifest(path) for path in _expand(filename)]
     skipped = Skipped()
     sent = 0
