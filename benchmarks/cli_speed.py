@@ -8,7 +8,7 @@ Python process each call) and ``python -c pass`` (the floor: starting Python), i
 take one call of each, so that a busy spell of the shared machine falls on all of them alike.
 With ``--compare DIR`` another checkout's CLI (say main's) is timed in the same rounds against
 the same server. Reported per CLI: the median and 90th percentile wall time, the median as a
-ratio to ``python -c pass``, and the median time to import the command's modules (``import
+ratio to ``python -c pass``, and the median CPU time to import the command's modules (``import
 gpufleet.cli.main, gpufleet.cli.remote`` in a fresh process), and the median CPU time (user and
 system) of a call, which depends less on what else the shared machine runs. The machine's load
 is printed before and after. Results: benchmarks/results/cli_speed.md and .json.
@@ -39,9 +39,10 @@ TREE = Path(__file__).resolve().parent.parent
 RESULTS = TREE / "benchmarks" / "results"
 #: What the ``gpufleet`` console script runs.
 ENTRY = "import sys; from gpufleet.cli.main import app; sys.argv[0] = 'gpufleet'; sys.exit(app())"
+#: The CPU time of importing the command's modules (its wall time is the neighbours' too).
 IMPORT = (
-    "import time; t = time.perf_counter(); import gpufleet.cli.main, gpufleet.cli.remote; "
-    "print((time.perf_counter() - t) * 1000)"
+    "import time; t = time.process_time(); import gpufleet.cli.main, gpufleet.cli.remote; "
+    "print((time.process_time() - t) * 1000)"
 )
 TARGET_S = 0.3
 
@@ -169,11 +170,11 @@ def markdown(result: dict[str, Any]) -> str:
         f"before the run, {result['load_after']} after; the machine is shared). Each of "
         f"{result['calls']} rounds runs `python -c pass` and each CLI once, each a fresh "
         "process against the same `gpufleet serve` (simulated cluster, one workload). Import: "
-        "the median of 5 fresh processes importing `gpufleet.cli.main` and "
+        "the median CPU time of 5 fresh processes importing `gpufleet.cli.main` and "
         "`gpufleet.cli.remote`.",
         "",
         "| CLI | median wall (s) | p90 wall (s) | median / `python -c pass` | median CPU (s) "
-        "| import (ms) |",
+        "| import (CPU ms) |",
         "|---|---|---|---|---|---|",
     ]
     for label, row in result["cli"].items():
