@@ -74,6 +74,7 @@ from gpufleet.cli.remote_render import (
     dump,
     field_table,
     nodes_table,
+    priority_classes_table,
     queues_table,
     text_or_none,
     top_nodes,
@@ -88,6 +89,10 @@ from gpufleet.service.submission_kinds import WORKLOAD_KINDS
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: States a workload does not leave: deleting one in them deletes it (it is not cancelled).
+FINISHED_STATES = frozenset(
+    {WorkloadState.SUCCEEDED, WorkloadState.CANCELLED, WorkloadState.FAILED}
+)
 #: Server answers that mean the input was at fault; the rest are the server's refusals.
 BAD_INPUT_STATUSES = frozenset({400, 413, 422})
 
@@ -96,12 +101,14 @@ class Resource(StrEnum):
     WORKLOADS = "workloads"
     QUEUES = "queues"
     NODES = "nodes"
+    PRIORITY_CLASSES = "priorityclasses"
 
 
 _RESOURCE_NAMES = {
     **dict.fromkeys(("workloads", "workload", "wl"), Resource.WORKLOADS),
     **dict.fromkeys(("queues", "queue", "q"), Resource.QUEUES),
     **dict.fromkeys(("nodes", "node", "no"), Resource.NODES),
+    **dict.fromkeys(("priorityclasses", "priorityclass", "pc"), Resource.PRIORITY_CLASSES),
 }
 
 # -- connecting -----------------------------------------------------------------------------
@@ -406,7 +413,7 @@ def naming_file(error: ApiError, name: str) -> ApiError:
 
 @remote_errors
 def get(
-    resource: Annotated[str, typer.Argument(help="workloads, queues or nodes")],
+    resource: Annotated[str, typer.Argument(help="workloads, queues, nodes or priorityclasses")],
     name: Annotated[str | None, typer.Argument(help="one of them (NAME or NAMESPACE/NAME)")] = None,
     output: OutputOption = None,
     namespace: NamespaceOption = None,
@@ -422,7 +429,8 @@ def get(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """List workloads, queues or nodes, or show one. Example: gpufleet get workloads -o wide"""
+    """List workloads, queues, nodes or priority classes, or show one. Example: gpufleet get
+    workloads -o wide"""
     kind = parse_resource(resource)
     if all_namespaces and (namespace or name):
         raise fail("-A/--all-namespaces lists everything; it takes neither -n nor a NAME")
@@ -432,6 +440,8 @@ def get(
         checked_name(name, "queue", rule_of("Queue"), "Queue")
     elif kind is Resource.NODES:
         checked_name(name, "node")
+    elif kind is Resource.PRIORITY_CLASSES:
+        checked_name(name, "priority class", rule_of("PriorityClass"), "PriorityClass")
     with connect(server, token) as client:
         if kind is Resource.WORKLOADS:
             _get_workloads(
@@ -440,9 +450,14 @@ def get(
         elif kind is Resource.QUEUES:
             queues = [client.get_queue(name)] if name else client.list_queues()
             _show(queues, output, lambda: queues_table(queues, wide=output is Output.WIDE), name)
-        else:
+        elif kind is Resource.NODES:
             nodes = [client.get_node(name)] if name else client.list_nodes()
             _show(nodes, output, lambda: nodes_table(nodes, wide=output is Output.WIDE), name)
+        else:
+            classes = [c for c in client.list_priority_classes() if name in (None, c.name)]
+            if name and not classes:
+                raise fail(f"priority class {name!r} not found", EXIT_FAILED)
+            _show(classes, output, lambda: priority_classes_table(classes), name)
 
 
 def _get_workloads(
@@ -534,13 +549,17 @@ def delete(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Cancel workloads: their pods stop and free their GPUs. Example: gpufleet delete wl train-1"""
+    """Cancel workloads: their pods stop and free their GPUs; a finished (or cancelled) one is
+    deleted, which frees its name. Example: gpufleet delete wl train-1"""
     parse_resource(resource, (Resource.WORKLOADS,))
     with connect(server, token) as client:
         for name in names:
             found = resolve_workload(client, name, namespace, workload_kind)
+            # The server answers both with the workload as it was left: only what it was before
+            # tells a cancel from a delete.
+            finished = client.get_workload(*found).state in FINISHED_STATES
             cancelled = client.delete_workload(*found)
-            _changed(cancelled, cancelled.state.value.lower())
+            _changed(cancelled, "deleted" if finished else cancelled.state.value.lower())
 
 
 @remote_errors
@@ -601,14 +620,17 @@ def _changed(summary: WorkloadSummary, what: str) -> None:
 @remote_errors
 def top(
     resource: Annotated[str, typer.Argument(help="nodes")],
-    devices: Annotated[bool, typer.Option(help="a row per GPU device under each node")] = True,
+    gpus: Annotated[
+        bool, typer.Option("--gpus", help="a row per GPU (MIG slices, shares) under each node")
+    ] = False,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """GPU allocation per node and per device, with bars. Example: gpufleet top nodes"""
+    """GPU allocation, one line per node (--gpus: and per GPU), with bars. Example: gpufleet
+    top nodes"""
     parse_resource(resource, (Resource.NODES,))
     with connect(server, token) as client:
-        show(top_nodes(client.list_nodes(), devices=devices))
+        show(top_nodes(client.list_nodes(), devices=gpus))
 
 
 @remote_errors

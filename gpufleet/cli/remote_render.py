@@ -23,6 +23,7 @@ from gpufleet.api.schemas import (
     DeviceView,
     Explanation,
     NodeView,
+    PriorityClassView,
     QueueView,
     WorkloadDetail,
     WorkloadState,
@@ -184,6 +185,14 @@ def queues_table(queues: Sequence[QueueView], *, wide: bool = False) -> Table:
             row += [q.queueing_strategy, ",".join(q.gpu_models) or "-"]
             row += [",".join(f"{k}={v}" for k, v in q.preemption.items()) or "-"]
         table.add_row(*row)
+    return table
+
+
+def priority_classes_table(classes: Sequence[PriorityClassView]) -> Table:
+    """NAME, VALUE, PREEMPTION and GLOBAL-DEFAULT of each class, as kubectl lists them."""
+    table = _table("NAME", "VALUE", "PREEMPTION", "GLOBAL-DEFAULT")
+    for c in classes:
+        table.add_row(c.name, str(c.value), c.preemption_policy, str(c.global_default).lower())
     return table
 
 
