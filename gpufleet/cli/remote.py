@@ -296,7 +296,7 @@ OutputOption = Annotated[
 # -- commands -------------------------------------------------------------------------------
 
 
-def _read_manifest(path: str) -> tuple[str, bytes, str]:
+def read_manifest(path: str) -> tuple[str, bytes, str]:
     """(what to call it, bytes, content type) of a -f argument; a file over the manifest size
     limit is refused before it is read, stdin after the limit and one byte."""
     from gpufleet.io.manifests import read_limited
@@ -325,7 +325,7 @@ def _read_manifest(path: str) -> tuple[str, bytes, str]:
     return name, data, YAML_TYPE
 
 
-def _expand(paths: Sequence[str]) -> list[str]:
+def expand_paths(paths: Sequence[str]) -> list[str]:
     """Directories -> their *.yaml, *.yml and *.json files, sorted (as kubectl -f DIR)."""
     files: list[str] = []
     for path in paths:
@@ -369,7 +369,7 @@ def submit(
     from gpufleet.io.kinds import Skipped
     from gpufleet.service.request_bodies import nothing_to_submit
 
-    manifests = [_read_manifest(path) for path in _expand(filename)]
+    manifests = [read_manifest(path) for path in expand_paths(filename)]
     skipped = Skipped()
     sent = 0
     with connect(server, token) as client:

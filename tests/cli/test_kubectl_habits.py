@@ -1,12 +1,13 @@
 """kubectl's habits that a trial missed (issue 33 item 6), each through the real API in-process:
-``get priorityclasses``, a second ``delete`` that says ``deleted`` (the server deletes a
-finished workload; the first delete cancelled it), ``top nodes`` one line per node (the
-per-GPU rows with ``--gpus``: tests/cli/test_remote.py)."""
+``apply -f`` of Queues and PriorityClasses, ``get priorityclasses``, a second ``delete`` that
+says ``deleted`` (the server deletes a finished workload; the first delete cancelled it), ``top
+nodes`` one line per node (the per-GPU rows with ``--gpus``: tests/cli/test_remote.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -20,6 +21,7 @@ from gpufleet.testing.service import (
     make_harness,
     pod_doc,
     priority_class_doc,
+    queue_doc,
 )
 
 runner = CliRunner()
@@ -82,3 +84,43 @@ def test_a_second_delete_says_deleted_and_a_third_finds_nothing(served: ServiceH
     third = runner.invoke(app, [*delete, "--token", served.tokens["team-a"]])
     assert third.exit_code == 1
     assert "not found" in third.stderr
+
+
+def test_apply_creates_then_configures_queues_and_priority_classes(
+    served: ServiceHarness, tmp_path: Path
+) -> None:
+    objects = [queue_doc("team-c", 4), priority_class_doc("urgent", 5000)]
+    path = tmp_path / "policy.yaml"
+    path.write_text(as_yaml(*objects))
+    first = gpufleet(served, "admin", "apply", "-f", str(path))
+    assert first.splitlines() == ["queue/team-c created", "priorityclass/urgent created"]
+    again = gpufleet(served, "admin", "apply", "-f", str(path))
+    assert again.splitlines() == ["queue/team-c configured", "priorityclass/urgent configured"]
+    assert "team-c" in gpufleet(served, "admin", "get", "queues")
+    assert "urgent 5000" in " ".join(gpufleet(served, "admin", "get", "pc").split())
+
+
+def test_apply_reads_stdin_and_a_list(served: ServiceHarness) -> None:
+    listed = {"apiVersion": "v1", "kind": "List", "items": [queue_doc("team-d", 2)]}
+    out = gpufleet(served, "admin", "apply", "-f", "-", input=as_yaml(listed))
+    assert out.strip() == "queue/team-d created"
+
+
+@pytest.mark.parametrize(
+    ("who", "document", "code", "message"),
+    [
+        pytest.param("team-a", queue_doc("mine", 1), 1, "403", id="a-tenant-is-refused"),
+        pytest.param(
+            "admin", pod_doc("x", 1), 2, "apply takes Queue and PriorityClass objects, got Pod",
+            id="a-workload-is-submitted-not-applied",
+        ),
+    ],
+)  # fmt: skip
+def test_apply_refuses(
+    served: ServiceHarness, who: str, document: dict[str, Any], code: int, message: str
+) -> None:
+    args = ["apply", "-f", "-", "--token", served.tokens[who]]
+    result = runner.invoke(app, args, input=as_yaml(document))
+    assert result.exit_code == code
+    assert message in result.stderr
+    assert "mine" not in gpufleet(served, "admin", "get", "queues")

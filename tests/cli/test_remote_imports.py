@@ -130,6 +130,8 @@ COMMANDS = [
         ],
         id="submit-f-two-files",
     ),
+    pytest.param(["apply", "-f", str(REPO / "examples/tenancy/priorities.yaml")], id="apply-f"),
+    pytest.param(["get", "priorityclasses"], id="get-priorityclasses"),
     pytest.param(["get", "workloads"], id="get-workloads"),
     pytest.param(["get", "workloads", "-o", "yaml"], id="get-workloads-yaml"),
     pytest.param(["get", "queues", "-o", "wide"], id="get-queues-wide"),
