@@ -17,15 +17,9 @@ import typer
 from rich.markup import escape
 
 from gpufleet.cli.client import ApiClient
+from gpufleet.cli.manifest_files import expand_paths, read_manifest
 from gpufleet.cli.output import console, fail
-from gpufleet.cli.remote import (
-    ServerOption,
-    TokenOption,
-    connect,
-    expand_paths,
-    read_manifest,
-    remote_errors,
-)
+from gpufleet.cli.remote import ServerOption, TokenOption, connect, remote_errors
 
 #: The kinds apply takes, and what each is called on the command line.
 APPLIED = {"Queue": "queue", "PriorityClass": "priorityclass"}

@@ -42,12 +42,12 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.cli.client import (
     JSON_TYPE,
-    YAML_TYPE,
     ApiClient,
     ApiError,
     ServerUnreachableError,
     UnexpectedResponseError,
 )
+from gpufleet.cli.manifest_files import expand_paths, in_namespace, read_manifest
 from gpufleet.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -81,7 +81,7 @@ from gpufleet.cli.remote_render import (
     workloads_table,
 )
 from gpufleet.cli.tables import show
-from gpufleet.io.errors import InputError, quoted
+from gpufleet.io.errors import quoted
 from gpufleet.io.names import NameRule, name_problem, rule_of
 from gpufleet.service.submission_kinds import SOURCE as SUBMITTED_SOURCE
 from gpufleet.service.submission_kinds import WORKLOAD_KINDS
@@ -296,51 +296,6 @@ OutputOption = Annotated[
 # -- commands -------------------------------------------------------------------------------
 
 
-def read_manifest(path: str) -> tuple[str, bytes, str]:
-    """(what to call it, bytes, content type) of a -f argument; a file over the manifest size
-    limit is refused before it is read, stdin after the limit and one byte."""
-    from gpufleet.io.manifests import read_limited
-
-    try:
-        if path == "-":
-            name = "stdin"
-            data = read_limited(typer.get_binary_stream("stdin"), name)
-        else:
-            name = path
-            with Path(path).open("rb") as handle:
-                data = read_limited(handle, name, os.fstat(handle.fileno()).st_size)
-    except InputError as error:
-        raise fail(escape(str(error))) from None
-    except FileNotFoundError:
-        raise fail(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise fail(f"{path}: is a directory (give its files)") from None
-    except OSError as error:
-        raise fail(f"{path}: cannot read ({error.strerror})") from None
-    if not data.strip():
-        raise fail(f"{name}: empty, nothing to submit")
-    suffix = Path(path).suffix.lower()
-    if suffix == ".json" or (suffix not in (".yaml", ".yml") and data.lstrip()[:1] in b"{["):
-        return name, data, JSON_TYPE
-    return name, data, YAML_TYPE
-
-
-def expand_paths(paths: Sequence[str]) -> list[str]:
-    """Directories -> their *.yaml, *.yml and *.json files, sorted (as kubectl -f DIR)."""
-    files: list[str] = []
-    for path in paths:
-        if path != "-" and Path(path).is_dir():
-            found = sorted(
-                p for p in Path(path).iterdir() if p.suffix.lower() in (".yaml", ".yml", ".json")
-            )
-            if not found:
-                raise fail(f"{path}: no .yaml, .yml or .json files")
-            files += [str(p) for p in found]
-        else:
-            files.append(path)
-    return files
-
-
 @remote_errors
 def submit(
     filename: Annotated[
@@ -354,6 +309,16 @@ def submit(
     dry_run: Annotated[
         bool, typer.Option(help="have the server check them, keeping nothing")
     ] = False,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="put the objects that name no namespace in this one (one naming another is "
+            "refused); default: your token's",
+            show_default=False,
+        ),
+    ] = None,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -369,7 +334,10 @@ def submit(
     from gpufleet.io.kinds import Skipped
     from gpufleet.service.request_bodies import nothing_to_submit
 
+    checked_name(namespace, "namespace", NameRule.LABEL)
     manifests = [read_manifest(path) for path in expand_paths(filename)]
+    if namespace is not None:
+        manifests = [(n, in_namespace(n, data, namespace), JSON_TYPE) for n, data, _ in manifests]
     skipped = Skipped()
     sent = 0
     with connect(server, token) as client:

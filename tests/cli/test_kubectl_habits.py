@@ -124,3 +124,30 @@ def test_apply_refuses(
     assert result.exit_code == code
     assert message in result.stderr
     assert "mine" not in gpufleet(served, "admin", "get", "queues")
+
+
+def test_submit_n_puts_the_objects_that_name_none_in_that_namespace(
+    served: ServiceHarness,
+) -> None:
+    listed = {"apiVersion": "v1", "kind": "List", "items": [pod_doc("x", 1)]}
+    out = gpufleet(served, "admin", "submit", "-n", "team-b", "-f", "-", input=as_yaml(listed))
+    assert out.startswith("workload/team-b/x accepted: Pod")
+    assert "x Pod" in " ".join(gpufleet(served, "admin", "get", "wl", "-n", "team-b").split())
+
+
+@pytest.mark.parametrize(
+    ("namespace", "code", "message"),
+    [
+        pytest.param("team-b", 2, "namespace 'team-a' is not the one given with -n ('team-b')",
+                     id="another-namespace"),
+        pytest.param("Team_B", 2, "namespace 'Team_B'", id="not-a-namespace-name"),
+    ],
+)  # fmt: skip
+def test_submit_n_refuses_an_object_of_another_namespace(
+    served: ServiceHarness, namespace: str, code: int, message: str
+) -> None:
+    args = ["submit", "-n", namespace, "-f", "-", "--token", served.tokens["admin"]]
+    document = as_yaml(pod_doc("y", 1, namespace="team-a"))
+    result = runner.invoke(app, args, input=document)
+    assert (result.exit_code, result.stdout) == (code, "")
+    assert message in result.stderr
