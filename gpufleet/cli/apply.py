@@ -73,8 +73,7 @@ def apply(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Create or replace Queues and PriorityClasses (admin). Example: gpufleet apply -f
-    queues.yaml"""
+    """Create or replace Queues and PriorityClasses (admin). Example: gpufleet apply -f q.yaml"""
     objects = [
         obj
         for name, data, _ in (read_manifest(path) for path in expand_paths(filename))

@@ -397,8 +397,7 @@ def get(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """List workloads, queues, nodes or priority classes, or show one. Example: gpufleet get
-    workloads -o wide"""
+    """List workloads, queues, nodes or priorityclasses, or show one. Example: gpufleet get wl"""
     kind = parse_resource(resource)
     if all_namespaces and (namespace or name):
         raise fail("-A/--all-namespaces lists everything; it takes neither -n nor a NAME")
@@ -517,8 +516,10 @@ def delete(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Cancel workloads: their pods stop and free their GPUs; a finished (or cancelled) one is
-    deleted, which frees its name. Example: gpufleet delete wl train-1"""
+    """Cancel workloads (pods stop, GPUs freed); delete finished ones. Example: gpufleet delete wl x
+
+    A waiting or running workload is cancelled and stays listed; deleting it again, or deleting
+    a finished one, removes it and frees its name."""
     parse_resource(resource, (Resource.WORKLOADS,))
     with connect(server, token) as client:
         for name in names:
@@ -594,8 +595,7 @@ def top(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """GPU allocation, one line per node (--gpus: and per GPU), with bars. Example: gpufleet
-    top nodes"""
+    """GPU allocation, one line per node (--gpus: per GPU too). Example: gpufleet top nodes"""
     parse_resource(resource, (Resource.NODES,))
     with connect(server, token) as client:
         show(top_nodes(client.list_nodes(), devices=gpus))
