@@ -11,7 +11,7 @@ from gpufleet.economics.reports import IDLE_HOLDER_BELOW, CostGroup, parse_by
 from gpufleet.economics.reports import CostReport as Report
 from gpufleet.service import costing
 from gpufleet.service.auth import Principal
-from gpufleet.service.cost_holdings import parse_window
+from gpufleet.service.cost_window import parse_window
 from gpufleet.service.observatory import STEP_S
 from gpufleet.service.protocol import Plane
 from gpufleet.service.records import WorkloadRecord

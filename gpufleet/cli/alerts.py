@@ -14,21 +14,20 @@ from __future__ import annotations
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from gpufleet.api.schemas import AlertStateName
-from gpufleet.cli.inputs import console
-from gpufleet.cli.output import fail
+from gpufleet.cli.output import console, fail
 from gpufleet.cli.remote import OutputOption, ServerOption, TokenOption, connect, remote_errors
 from gpufleet.cli.remote_render import Clock, Output, alerts_table, dump
 from gpufleet.cli.tables import show
 from gpufleet.io.errors import InputError, quoted
-from gpufleet.io.fleet.alert_rules import KIND, builtin_alert_rules, read_alert_rules
-from gpufleet.io.fleet.prometheus_rules import DEFAULT_NAME, prometheus_rule, rule_file, to_yaml
-from gpufleet.model.alerts import AlertRule
+
+if TYPE_CHECKING:
+    from gpufleet.model.alerts import AlertRule
 
 app = typer.Typer(
     help="Alerts on the GPUs' metrics: list them (the default), or export the rules.",
@@ -76,6 +75,9 @@ class ExportFormat(StrEnum):
 def collect_rules(paths: list[Path], builtin: bool) -> list[AlertRule]:
     """The built-in rules (when ``builtin``) then each path's, in order; a name given twice is
     an InputError naming the file of the second."""
+    # The rule readers for export only: ``alerts list`` asks the server and starts faster.
+    from gpufleet.io.fleet.alert_rules import KIND, builtin_alert_rules, read_alert_rules
+
     rules = builtin_alert_rules() if builtin else []
     seen = {rule.name: "the built-in rules" for rule in rules}
     for path in paths:
@@ -94,6 +96,8 @@ def collect_rules(paths: list[Path], builtin: bool) -> list[AlertRule]:
 
 def render(rules: list[AlertRule], export_format: ExportFormat, namespace: str | None) -> str:
     """The YAML ``gpufleet alerts export`` writes."""
+    from gpufleet.io.fleet.prometheus_rules import DEFAULT_NAME, prometheus_rule, rule_file, to_yaml
+
     if export_format is ExportFormat.RULES:
         return to_yaml(rule_file(rules))
     return to_yaml(prometheus_rule(rules, DEFAULT_NAME, namespace))

@@ -24,13 +24,12 @@ from rich.table import Table
 
 from gpufleet.api.schemas import API_PREFIX, CostLine, CostReport
 from gpufleet.cli.client import ApiClient, UnexpectedResponseError
-from gpufleet.cli.inputs import console, fail
-from gpufleet.cli.output import warn
+from gpufleet.cli.output import console, fail, warn
 from gpufleet.cli.remote import ServerOption, TokenOption, connect, remote_errors
 from gpufleet.cli.remote_render import Clock, Output, dump
 from gpufleet.cli.tables import show
 from gpufleet.economics.reports import parse_by
-from gpufleet.service.cost_holdings import parse_window
+from gpufleet.service.cost_window import parse_window
 
 
 class CostOutput(StrEnum):

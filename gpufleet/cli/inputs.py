@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
@@ -19,11 +19,12 @@ from gpufleet.cli.output import (
     errors,
     fail,
     listen_socket,
+    note_paused,
     warn,
+    warn_skipped,
 )
 from gpufleet.io.cluster_traces.datasets import FetchError
 from gpufleet.io.errors import InputError
-from gpufleet.io.kinds import Skipped
 from gpufleet.scheduling.policies import POLICY_NAMES, UnknownPolicyError
 
 __all__ = [
@@ -45,20 +46,6 @@ __all__ = [
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def warn_skipped(skipped: Skipped) -> None:
-    """Say once what a read set aside (ConfigMaps, Services...), if anything."""
-    note = skipped.note()
-    if note is not None:
-        warn(escape(note))
-
-
-def note_paused(paused: Iterable[str]) -> None:
-    """Say each Job of ``parallelism: 0`` read (valid, runs no pods: not an error), a line
-    each on stdout: ``paused: Job ns/x: parallelism 0 runs no pods (...)``."""
-    for line in paused:
-        console.print(f"paused: {line}", markup=False)
 
 
 def friendly_errors(command: Callable[P, R]) -> Callable[P, R]:

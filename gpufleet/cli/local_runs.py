@@ -43,7 +43,7 @@ from rich.markup import escape
 
 from gpufleet.cli import terminal_session
 from gpufleet.cli.client import ApiClient
-from gpufleet.cli.inputs import EXIT_FAILED, console, fail
+from gpufleet.cli.output import EXIT_FAILED, console, fail
 from gpufleet.cli.remote import (
     KindOption,
     NamespaceOption,
@@ -54,7 +54,6 @@ from gpufleet.cli.remote import (
     remote_errors,
     resolve_workload,
 )
-from gpufleet.io.kube.job_rules import ARRAY_ANNOTATION, parse_array
 from gpufleet.io.names import NameRule, rule_of
 from gpufleet.model.queues import QUEUE_LABEL
 
@@ -134,6 +133,9 @@ def array_manifest(pod: dict[str, Any], array: str, server_gpus: int | None) -> 
     ``pod`` (:func:`run_manifest`'s): an Indexed Job. ``server_gpus``: the GPUs the server
     has (None: not known); a task needing GPUs runs at most as many at a time as they hold.
     A ValueError says what is wrong with ``array``."""
+    # The Kubernetes readers only for an array: a plain run starts faster without them.
+    from gpufleet.io.kube.job_rules import ARRAY_ANNOTATION, parse_array
+
     first, count, most = parse_array(array)
     parallelism = min(count, most or count)
     limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
@@ -246,6 +248,8 @@ def run(
         terminal,
     )
     if array is not None:
+        from gpufleet.io.kube.job_rules import parse_array
+
         try:
             parse_array(array)
         except ValueError as error:

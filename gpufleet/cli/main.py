@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "agent": "gpufleet.cli.agent:agent",
     "admin": "gpufleet.cli.admin:admin",
     "submit": "gpufleet.cli.remote:submit",
+    "apply": "gpufleet.cli.apply:apply",
     "run": "gpufleet.cli.local_runs:run",
     "logs": "gpufleet.cli.local_runs:logs",
     "attach": "gpufleet.cli.local_runs:attach",

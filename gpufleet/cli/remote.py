@@ -42,13 +42,13 @@ from gpufleet.api.schemas import (
 )
 from gpufleet.cli.client import (
     JSON_TYPE,
-    YAML_TYPE,
     ApiClient,
     ApiError,
     ServerUnreachableError,
     UnexpectedResponseError,
 )
-from gpufleet.cli.inputs import (
+from gpufleet.cli.manifest_files import expand_paths, in_namespace, read_manifest
+from gpufleet.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     console,
@@ -74,22 +74,25 @@ from gpufleet.cli.remote_render import (
     dump,
     field_table,
     nodes_table,
+    priority_classes_table,
     queues_table,
     text_or_none,
     top_nodes,
     workloads_table,
 )
 from gpufleet.cli.tables import show
-from gpufleet.io.errors import InputError, quoted
-from gpufleet.io.kinds import Skipped
-from gpufleet.io.manifests import read_limited
+from gpufleet.io.errors import quoted
 from gpufleet.io.names import NameRule, name_problem, rule_of
-from gpufleet.service.submissions import SOURCE as SUBMITTED_SOURCE
-from gpufleet.service.submissions import WORKLOAD_KINDS, nothing_to_submit
+from gpufleet.service.submission_kinds import SOURCE as SUBMITTED_SOURCE
+from gpufleet.service.submission_kinds import WORKLOAD_KINDS
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: States a workload does not leave: deleting one in them deletes it (it is not cancelled).
+FINISHED_STATES = frozenset(
+    {WorkloadState.SUCCEEDED, WorkloadState.CANCELLED, WorkloadState.FAILED}
+)
 #: Server answers that mean the input was at fault; the rest are the server's refusals.
 BAD_INPUT_STATUSES = frozenset({400, 413, 422})
 
@@ -98,12 +101,14 @@ class Resource(StrEnum):
     WORKLOADS = "workloads"
     QUEUES = "queues"
     NODES = "nodes"
+    PRIORITY_CLASSES = "priorityclasses"
 
 
 _RESOURCE_NAMES = {
     **dict.fromkeys(("workloads", "workload", "wl"), Resource.WORKLOADS),
     **dict.fromkeys(("queues", "queue", "q"), Resource.QUEUES),
     **dict.fromkeys(("nodes", "node", "no"), Resource.NODES),
+    **dict.fromkeys(("priorityclasses", "priorityclass", "pc"), Resource.PRIORITY_CLASSES),
 }
 
 # -- connecting -----------------------------------------------------------------------------
@@ -291,49 +296,6 @@ OutputOption = Annotated[
 # -- commands -------------------------------------------------------------------------------
 
 
-def _read_manifest(path: str) -> tuple[str, bytes, str]:
-    """(what to call it, bytes, content type) of a -f argument; a file over the manifest size
-    limit is refused before it is read, stdin after the limit and one byte."""
-    try:
-        if path == "-":
-            name = "stdin"
-            data = read_limited(typer.get_binary_stream("stdin"), name)
-        else:
-            name = path
-            with Path(path).open("rb") as handle:
-                data = read_limited(handle, name, os.fstat(handle.fileno()).st_size)
-    except InputError as error:
-        raise fail(escape(str(error))) from None
-    except FileNotFoundError:
-        raise fail(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise fail(f"{path}: is a directory (give its files)") from None
-    except OSError as error:
-        raise fail(f"{path}: cannot read ({error.strerror})") from None
-    if not data.strip():
-        raise fail(f"{name}: empty, nothing to submit")
-    suffix = Path(path).suffix.lower()
-    if suffix == ".json" or (suffix not in (".yaml", ".yml") and data.lstrip()[:1] in b"{["):
-        return name, data, JSON_TYPE
-    return name, data, YAML_TYPE
-
-
-def _expand(paths: Sequence[str]) -> list[str]:
-    """Directories -> their *.yaml, *.yml and *.json files, sorted (as kubectl -f DIR)."""
-    files: list[str] = []
-    for path in paths:
-        if path != "-" and Path(path).is_dir():
-            found = sorted(
-                p for p in Path(path).iterdir() if p.suffix.lower() in (".yaml", ".yml", ".json")
-            )
-            if not found:
-                raise fail(f"{path}: no .yaml, .yml or .json files")
-            files += [str(p) for p in found]
-        else:
-            files.append(path)
-    return files
-
-
 @remote_errors
 def submit(
     filename: Annotated[
@@ -347,6 +309,16 @@ def submit(
     dry_run: Annotated[
         bool, typer.Option(help="have the server check them, keeping nothing")
     ] = False,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="put the objects that name no namespace in this one (one naming another is "
+            "refused); default: your token's",
+            show_default=False,
+        ),
+    ] = None,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
@@ -358,7 +330,14 @@ def submit(
     parallelism 0 is valid and runs no pods: it is said as paused, not an error. Example:
     gpufleet submit -f examples/pods/one-gpu.yaml
     """
-    manifests = [_read_manifest(path) for path in _expand(filename)]
+    # The readers (YAML and the manifests' checks) only where files are read.
+    from gpufleet.io.kinds import Skipped
+    from gpufleet.service.request_bodies import nothing_to_submit
+
+    checked_name(namespace, "namespace", NameRule.LABEL)
+    manifests = [read_manifest(path) for path in expand_paths(filename)]
+    if namespace is not None:
+        manifests = [(n, in_namespace(n, data, namespace), JSON_TYPE) for n, data, _ in manifests]
     skipped = Skipped()
     sent = 0
     with connect(server, token) as client:
@@ -402,7 +381,7 @@ def naming_file(error: ApiError, name: str) -> ApiError:
 
 @remote_errors
 def get(
-    resource: Annotated[str, typer.Argument(help="workloads, queues or nodes")],
+    resource: Annotated[str, typer.Argument(help="workloads, queues, nodes or priorityclasses")],
     name: Annotated[str | None, typer.Argument(help="one of them (NAME or NAMESPACE/NAME)")] = None,
     output: OutputOption = None,
     namespace: NamespaceOption = None,
@@ -418,7 +397,7 @@ def get(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """List workloads, queues or nodes, or show one. Example: gpufleet get workloads -o wide"""
+    """List workloads, queues, nodes or priorityclasses, or show one. Example: gpufleet get wl"""
     kind = parse_resource(resource)
     if all_namespaces and (namespace or name):
         raise fail("-A/--all-namespaces lists everything; it takes neither -n nor a NAME")
@@ -428,6 +407,8 @@ def get(
         checked_name(name, "queue", rule_of("Queue"), "Queue")
     elif kind is Resource.NODES:
         checked_name(name, "node")
+    elif kind is Resource.PRIORITY_CLASSES:
+        checked_name(name, "priority class", rule_of("PriorityClass"), "PriorityClass")
     with connect(server, token) as client:
         if kind is Resource.WORKLOADS:
             _get_workloads(
@@ -436,9 +417,14 @@ def get(
         elif kind is Resource.QUEUES:
             queues = [client.get_queue(name)] if name else client.list_queues()
             _show(queues, output, lambda: queues_table(queues, wide=output is Output.WIDE), name)
-        else:
+        elif kind is Resource.NODES:
             nodes = [client.get_node(name)] if name else client.list_nodes()
             _show(nodes, output, lambda: nodes_table(nodes, wide=output is Output.WIDE), name)
+        else:
+            classes = [c for c in client.list_priority_classes() if name in (None, c.name)]
+            if name and not classes:
+                raise fail(f"priority class {name!r} not found", EXIT_FAILED)
+            _show(classes, output, lambda: priority_classes_table(classes), name)
 
 
 def _get_workloads(
@@ -530,13 +516,19 @@ def delete(
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Cancel workloads: their pods stop and free their GPUs. Example: gpufleet delete wl train-1"""
+    """Cancel workloads (pods stop, GPUs freed); delete finished ones. Example: gpufleet delete wl x
+
+    A waiting or running workload is cancelled and stays listed; deleting it again, or deleting
+    a finished one, removes it and frees its name."""
     parse_resource(resource, (Resource.WORKLOADS,))
     with connect(server, token) as client:
         for name in names:
             found = resolve_workload(client, name, namespace, workload_kind)
+            # The server answers both with the workload as it was left: only what it was before
+            # tells a cancel from a delete.
+            finished = client.get_workload(*found).state in FINISHED_STATES
             cancelled = client.delete_workload(*found)
-            _changed(cancelled, cancelled.state.value.lower())
+            _changed(cancelled, "deleted" if finished else cancelled.state.value.lower())
 
 
 @remote_errors
@@ -597,14 +589,16 @@ def _changed(summary: WorkloadSummary, what: str) -> None:
 @remote_errors
 def top(
     resource: Annotated[str, typer.Argument(help="nodes")],
-    devices: Annotated[bool, typer.Option(help="a row per GPU device under each node")] = True,
+    gpus: Annotated[
+        bool, typer.Option("--gpus", help="a row per GPU (MIG slices, shares) under each node")
+    ] = False,
     server: ServerOption = None,
     token: TokenOption = None,
 ) -> None:
-    """GPU allocation per node and per device, with bars. Example: gpufleet top nodes"""
+    """GPU allocation, one line per node (--gpus: per GPU too). Example: gpufleet top nodes"""
     parse_resource(resource, (Resource.NODES,))
     with connect(server, token) as client:
-        show(top_nodes(client.list_nodes(), devices=devices))
+        show(top_nodes(client.list_nodes(), devices=gpus))
 
 
 @remote_errors

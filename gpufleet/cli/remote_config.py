@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import yaml
 
 from gpufleet.io.errors import quoted
 
@@ -79,6 +78,8 @@ def read_config_file(path: Path) -> FileConfig:
         return FileConfig()
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: cannot read the config file ({error})") from None
+    import yaml  # only where there is a file: a command against a server starts faster without
+
     try:
         data = yaml.safe_load(text)
     except (yaml.YAMLError, ValueError) as error:  # ValueError: a date such as 2024-13-01
@@ -167,6 +168,8 @@ def resolve(
 
 def write_config(path: Path, server: str, token: str, ca_file: str | None = None) -> None:
     """Write the config file, readable and writable by its owner only (it holds a token)."""
+    import yaml
+
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     settings = {"server": server, "token": token}
     if ca_file is not None:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-import yaml
 from pydantic import BaseModel
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -24,6 +23,7 @@ from gpufleet.api.schemas import (
     DeviceView,
     Explanation,
     NodeView,
+    PriorityClassView,
     QueueView,
     WorkloadDetail,
     WorkloadState,
@@ -136,6 +136,8 @@ def dump(models: BaseModel | Sequence[BaseModel], output: Output) -> str:
         else [model.model_dump(mode="json") for model in models]
     )
     if output is Output.YAML:
+        import yaml  # for -o yaml only: a command against a server starts faster without
+
         return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     return json.dumps(data, indent=2) + "\n"
 
@@ -183,6 +185,14 @@ def queues_table(queues: Sequence[QueueView], *, wide: bool = False) -> Table:
             row += [q.queueing_strategy, ",".join(q.gpu_models) or "-"]
             row += [",".join(f"{k}={v}" for k, v in q.preemption.items()) or "-"]
         table.add_row(*row)
+    return table
+
+
+def priority_classes_table(classes: Sequence[PriorityClassView]) -> Table:
+    """NAME, VALUE, PREEMPTION and GLOBAL-DEFAULT of each class, as kubectl lists them."""
+    table = _table("NAME", "VALUE", "PREEMPTION", "GLOBAL-DEFAULT")
+    for c in classes:
+        table.add_row(c.name, str(c.value), c.preemption_policy, str(c.global_default).lower())
     return table
 
 

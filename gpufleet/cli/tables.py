@@ -20,7 +20,7 @@ from rich.console import Console, Group, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 
-from gpufleet.cli.inputs import console
+from gpufleet.cli.output import console
 
 #: A free-text column is never folded narrower than this (unless its text is narrower).
 FREE_MIN_WIDTH = 20

@@ -2,9 +2,10 @@
 
 Owns the reading of a plane's records and nodes into plain
 :class:`~gpufleet.economics.runs.PodRun` records (which pod, on which node, how much of which
-GPU model, bought how, from when to when), plus the window's text (``7d``:
-:func:`parse_window`). What a run costs and how the runs group is :mod:`gpufleet.economics`;
-putting the two together, with the measured utilisation, is :mod:`gpufleet.service.costing`.
+GPU model, bought how, from when to when); the window's text (``7d``) is
+:mod:`gpufleet.service.cost_window`. What a run costs and how the runs group is
+:mod:`gpufleet.economics`; putting the two together, with the measured utilisation, is
+:mod:`gpufleet.service.costing`.
 
 What the records do not keep is not invented: a pod's earlier runs (before an eviction or a
 failure) left no placement, so only its current or last run counts; a pod that finished
@@ -20,7 +21,6 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from gpufleet.economics import CapacityType
 from gpufleet.economics.runs import PodRun, capacity_type, gpus_held
-from gpufleet.io.quantities import parse_long_duration
 from gpufleet.model import Node
 from gpufleet.service.records import (
     POD_CANCELLED,
@@ -29,20 +29,6 @@ from gpufleet.service.records import (
     PodRecord,
     WorkloadRecord,
 )
-
-_WINDOW_HINT = "a duration such as 7d, 24h, 90m or 1d12h"
-
-
-def parse_window(text: str) -> float:
-    """Seconds of a window written ``7d``, ``2w``, ``24h``, ``90m``, ``1d12h`` or plain seconds;
-    a ValueError naming what is wrong otherwise (it must be more than 0)."""
-    try:
-        seconds = parse_long_duration(text)
-    except ValueError:
-        raise ValueError(f"window: expected {_WINDOW_HINT}, got {text!r}") from None
-    if not 0 < seconds < math.inf:
-        raise ValueError(f"window: expected {_WINDOW_HINT} (more than 0), got {text!r}")
-    return seconds
 
 
 def pod_runs(records: Iterable[WorkloadRecord], nodes: Sequence[Node], now: float) -> list[PodRun]:

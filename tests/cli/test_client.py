@@ -6,6 +6,7 @@ The schema builders here (``workload``, ``node``, ...) are shared with test_remo
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ from gpufleet.cli.client import (
     ApiError,
     ServerUnreachableError,
     UnexpectedResponseError,
+    _trusting,
     error_body,
     parse_event_stream,
 )
@@ -465,3 +467,22 @@ def test_stream_refused_raises_api_error() -> None:
     with pytest.raises(ApiError) as caught:
         list(server.client().stream())
     assert caught.value.status == 401
+
+
+@pytest.mark.parametrize(
+    ("server", "trusts_public_authorities"),
+    [("http://127.0.0.1:8080", False), ("https://gpufleet.example:8443", True)],
+    ids=["plain-http", "https"],
+)
+def test_only_an_https_server_reads_the_public_authorities(
+    server: str, trusts_public_authorities: bool
+) -> None:
+    """Reading the CA bundle takes longer than a request to a local server; over plain HTTP
+    nothing is verified, so it is not read."""
+    verify = _trusting(None, server)
+    if trusts_public_authorities:
+        assert verify is True
+    else:
+        assert isinstance(verify, ssl.SSLContext)
+        assert verify.cert_store_stats()["x509_ca"] == 0
+        assert verify.verify_mode is ssl.CERT_REQUIRED  # an https redirect would fail closed

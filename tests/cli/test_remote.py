@@ -510,7 +510,7 @@ COMMAND_CASES = [
     ("ungate", ["ungate", "team-a/train-1"], ["workload/team-a/train-1 (Job) ungated"]),
     ("resume", ["resume", "train-1", "-n", "team-a"], ["workload/team-a/train-1 (Job) resumed"]),
     ("suspend", ["suspend", "team-a/train-1"], ["workload/team-a/train-1 (Job) suspended"]),
-    ("top", ["top", "nodes"], ["2 nodes, 3/8 GPUs allocated (38%)", "gpu1 A100"]),
+    ("top", ["top", "nodes", "--gpus"], ["2 nodes, 3/8 GPUs allocated (38%)", "gpu1 A100"]),
     ("whoami", ["whoami"], ["Tenant: team-a", "Role: tenant"]),
 ]  # fmt: skip
 
@@ -653,7 +653,7 @@ def test_an_unreachable_server_is_exit_1_naming_the_address(env: Path) -> None:
 
 BAD_INPUT_CASES = [
     ("unknown-resource", ["get", "pods"], "unknown resource type 'pods' (expected workloads, "
-     "queues or nodes)"),
+     "queues, nodes or priorityclasses)"),
     ("describe-pod", ["describe", "pod", "q"], "unknown resource type 'pod' (expected "
      "workloads, nodes or queues)"),
     ("top-workloads", ["top", "workloads"], "unknown resource type 'workloads' (expected nodes)"),
@@ -870,7 +870,7 @@ def test_app_delete_frees_the_gpus(served: ServiceHarness) -> None:
         "workload/team-a/fill-0 (Job) cancelled",
     ]
     served.advance(1)
-    top = as_(served, "admin", "top", "nodes", "--no-devices")
+    top = as_(served, "admin", "top", "nodes")
     assert top.out.startswith("4 nodes, 12/16 GPUs allocated (75%)")  # with team-b's late
     late = as_(served, "team-b", "get", "workload", "late")
     assert late.rows("late")[0].startswith("late Job team-b Running 2/2")
@@ -921,14 +921,21 @@ def test_app_ungate_suspend_and_resume_a_waiting_job(served: ServiceHarness) -> 
     )
 
 
-def test_app_top_nodes_shows_every_device(served: ServiceHarness) -> None:
+@pytest.mark.parametrize(
+    ("flags", "device_rows"), [([], 0), (["--gpus"], 16)], ids=["a-line-per-node", "gpus"]
+)
+def test_app_top_nodes_shows_a_line_per_node_and_with_gpus_every_device(
+    served: ServiceHarness, flags: list[str], device_rows: int
+) -> None:
     _busy(served)
-    top = as_(served, "team-a", "top", "nodes")
+    top = as_(served, "team-a", "top", "nodes", *flags)
     assert top.code == 0, top.err
     assert top.out.startswith("4 nodes, 13/16 GPUs allocated (81%)")
+    assert len([r for r in top.out.splitlines() if r.startswith("a100-")]) == 4
     devices = top.rows("  gpu")
-    assert len(devices) == 16
-    assert sum("team-a/Job/train" in row for row in devices) == 4
+    assert len(devices) == device_rows
+    if device_rows:
+        assert sum("team-a/Job/train" in row for row in devices) == 4
 
 
 def test_app_names_a_workload_by_kind_where_kinds_share_its_name(served: ServiceHarness) -> None:

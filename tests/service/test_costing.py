@@ -16,7 +16,8 @@ from gpufleet.economics.reports import cost_of_runs, parse_by
 from gpufleet.economics.runs import PodRun, capacity_type
 from gpufleet.model import Placement
 from gpufleet.model.workload import TimedWorkload
-from gpufleet.service.cost_holdings import parse_window, pod_runs
+from gpufleet.service.cost_holdings import pod_runs
+from gpufleet.service.cost_window import parse_window
 from gpufleet.service.costing import UTIL_METRIC, mean_utilisation
 from gpufleet.service.records import (
     POD_CANCELLED,
