@@ -206,7 +206,8 @@ class AdmissionPipeline:
         nothing to search), so it is acted on where it is found, with no record of it made
         (most attempts end here: issue 31 keeps them as cheap as before the pipeline).
         Quota on ``request`` (``amounts``: the quota tree's), placement on the rows the holds
-        leave it, the exact quota, the holds; preemption where quota or capacity refused it."""
+        leave it, the exact quota, the holds; preemption where quota or capacity refused it; else
+        7., parked here (no call to :meth:`_block` on the hot path)."""
         state = self.state
         quotas, holds, table = state.quotas, state.holds, state.table
         check = quotas.check(workload, request, amounts)
@@ -219,7 +220,9 @@ class AdmissionPipeline:
                 # implicit flavor: the GPUs its quota owes it are taken (the quota tree's top
                 # is the cluster's capacity): a gang waits for them as for room on the nodes.
                 self.backfill.plan(workload)
-            return self._block(group, actions, _QUOTA, f"waiting for quota: {check.message()}")
+            message = f"waiting for quota: {check.message()}"
+            self.parking.park(group, actions, _QUOTA, message)
+            return Blocked(_QUOTA, message)
         rows = holds.restrict_for(workload, keep_reservation=not nominated)
         if (
             holds.any
@@ -230,7 +233,8 @@ class AdmissionPipeline:
             # implicit flavor: what placing it would end in, without placing it: it fits, its
             # exact usage is its request (so the exact check passes), and a preemptor's hold
             # refuses it.
-            return self._block(group, actions, _QUOTA, HELD_FOR_PREEMPTOR)
+            self.parking.park(group, actions, _QUOTA, HELD_FOR_PREEMPTOR)
+            return Blocked(_QUOTA, HELD_FOR_PREEMPTOR)
         mark = table.begin_trial()
         result = place_workload(state.engine, workload, rows, state.explain_failures)
         if isinstance(result, Unschedulable):
@@ -240,7 +244,9 @@ class AdmissionPipeline:
                 if preempted is not None:
                     return preempted
             self.backfill.plan(workload)
-            return self._block(group, actions, _CAPACITY, self.unfit_message(workload, result))
+            message = self.unfit_message(workload, result)
+            self.parking.park(group, actions, _CAPACITY, message)
+            return Blocked(_CAPACITY, message)
         placed = Placed(result, state.requests.usage_of(result))
         exact = quotas.check(workload, placed.usage)
         if not exact.admits:
@@ -252,11 +258,14 @@ class AdmissionPipeline:
             retry = self.flavors.place_within_model_quota(workload, rows)
             if retry is None:
                 table.rollback(mark)
-                return self._block(group, actions, _QUOTA, f"waiting for quota: {exact.message()}")
+                message = f"waiting for quota: {exact.message()}"
+                self.parking.park(group, actions, _QUOTA, message)
+                return Blocked(_QUOTA, message)
             placed = retry
         if holds.any and not holds.survive(workload, placed.usage):
             table.rollback(mark)  # implicit flavor: nor does a hold's refusal preempt
-            return self._block(group, actions, _QUOTA, HELD_FOR_PREEMPTOR)
+            self.parking.park(group, actions, _QUOTA, HELD_FOR_PREEMPTOR)
+            return Blocked(_QUOTA, HELD_FOR_PREEMPTOR)
         table.commit(mark)
         return self._admit(group, placed, actions, workload)
 
