@@ -4,9 +4,9 @@ A queue may list GPU models in order, each with its own quota key (``nvidia.com/
 a gang then goes on one model, a :class:`ModelChoice`. :meth:`Flavors.order` gives the models
 its queue lists that some node has and its pods allow; the models a queue lists, as rows of
 the node table, are kept per queue until nodes change. A queue that lists none has one
-implicit flavor, :data:`IMPLICIT` (Kueue's empty ResourceFlavor: every node, no per-model
-quota key). The admission pipeline (:mod:`.admission_pipeline`) tries the flavors under the
-queue's ``flavorFungibility``.
+implicit flavor (Kueue's empty ResourceFlavor: every node, no per-model quota key), which the
+admission pipeline (:mod:`.admission_pipeline`) tries on its own; it tries the models under
+the queue's ``flavorFungibility``.
 
 :meth:`Flavors.place_within_model_quota` serves the implicit flavor of a queue that has
 per-model quotas: a gang placed on GPUs of a model whose quota is full is placed again on the
@@ -41,20 +41,6 @@ class ModelChoice:
     name: str
     rows: BoolArray
     key: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class ImplicitFlavor:
-    """The one flavor of a queue that lists no GPU models: every row, no per-model quota
-    key; named by nothing (what it is told carries no model's name)."""
-
-    name: str = ""
-
-
-#: The implicit flavor (one for all queues: it holds nothing of its own).
-IMPLICIT = ImplicitFlavor()
-#: A flavor the admission pipeline tries.
-Flavor = ModelChoice | ImplicitFlavor
 
 
 @dataclass(frozen=True, slots=True)
