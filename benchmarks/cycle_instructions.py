@@ -10,6 +10,13 @@ cycle's count is its run's minus the load-only run's. ``--tree`` runs the childr
 checkout's code (an older commit's worktree, say), so two versions are compared on the same
 set-up code path: run it once per tree and compare. Needs valgrind; takes about 5 minutes.
 Writes benchmarks/results/cycle_instructions.json.
+
+``--in-cycle`` counts only inside the cycle's call instead: callgrind starts with
+instrumentation off and a client request (valgrind's own macros in a tiny C library compiled
+with gcc into a temporary folder at run time: Python cannot issue them) turns it on around
+``core.cycle``. No load-only run is subtracted, so two runs of one tree agree where the
+whole-run counts can differ by several million instructions. It writes nothing; its counts are
+printed and are what ``--repeats`` compares.
 """
 
 from __future__ import annotations
@@ -29,6 +36,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 CASES = ("load only", "cold", "pod finished")
+#: Valgrind's client requests around the cycle (compiled at run time; nothing binary is kept).
+TOGGLE_SOURCE = """#include <valgrind/callgrind.h>
+void cycle_start(void) {
+    CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; CALLGRIND_TOGGLE_COLLECT;
+}
+void cycle_stop(void) {
+    CALLGRIND_TOGGLE_COLLECT; CALLGRIND_DUMP_STATS; CALLGRIND_STOP_INSTRUMENTATION;
+}
+"""
 
 
 def build(path: Path) -> None:
@@ -42,29 +58,56 @@ def build(path: Path) -> None:
         pickle.dump((base, settled), out, pickle.HIGHEST_PROTOCOL)
 
 
-def child(path: Path, case: str) -> None:
-    """Load the saved states; run the cycle ``case`` names (none for the load only)."""
+def child(path: Path, case: str, toggle: Path | None = None) -> None:
+    """Load the saved states; run the cycle ``case`` names (none for the load only), between
+    ``toggle``'s client requests where one is given."""
+    import ctypes
     import gc
 
     import benchmarks.cycle_speed  # noqa: F401  (the same modules as the parent imported)
 
     with path.open("rb") as saved:
         base, settled = pickle.load(saved)
+    start = stop = None
+    if toggle is not None:
+        library = ctypes.CDLL(str(toggle))
+        start, stop = library.cycle_start, library.cycle_stop
     gc.disable()
+    if start is not None:
+        start()
     if case == "cold":
         base.core.cycle(base.now)
     elif case == "pod finished":
         settled.core.cycle(settled.now + 1.0)
+    if stop is not None:
+        stop()
 
 
-def count(tree: Path, saved: Path, case: str, work: Path) -> int:
+def compile_toggle(work: Path) -> Path:
+    """The client-request library, built with gcc in ``work``."""
+    source, library = work / "toggle.c", work / "toggle.so"
+    source.write_text(TOGGLE_SOURCE)
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    return library
+
+
+def count(tree: Path, saved: Path, case: str, work: Path, toggle: Path | None = None) -> int:
     log = work / f"{case.replace(' ', '-')}.log"
+    out_file = log.with_suffix(".out")
     command = [
-        "valgrind", "--tool=callgrind", f"--callgrind-out-file={log.with_suffix('.out')}",
+        "valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
+        *(["--instr-atstart=no", "--collect-atstart=no"] if toggle else []),
         sys.executable, str(Path(__file__).resolve()), "--child", case, "--saved", str(saved),
+        *(["--toggle", str(toggle)] if toggle else []),
     ]  # fmt: skip
     with log.open("w") as out:
         subprocess.run(command, cwd=tree, env=_env(tree), stdout=out, stderr=out, check=True)
+    if toggle is not None:  # the dump the stop request made: the cycle's own count
+        dumps = "".join(p.read_text() for p in work.glob(f"{out_file.name}*") if p != out_file)
+        totals = re.findall(r"^totals: (\d+)", dumps, re.MULTILINE)
+        if not totals:
+            raise SystemExit(f"no instruction count dumped for {case} (see {log})")
+        return sum(int(total) for total in totals)
     found = re.search(r"Collected : (\d+)", log.read_text())
     if found is None:
         raise SystemExit(f"no instruction count in {log}")
@@ -83,12 +126,16 @@ def main() -> int:
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--saved", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--toggle", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--in-cycle", action="store_true", help="count only inside the cycle (printed only)"
+    )
     args = parser.parse_args()
     if args.build is not None:
         build(args.build)
         return 0
     if args.child is not None:
-        child(args.saved, args.child)
+        child(args.saved, args.child, args.toggle)
         return 0
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is needed (Debian: apt-get install valgrind)")
@@ -103,6 +150,14 @@ def main() -> int:
             env=_env(tree),
             check=True,
         )
+        if args.in_cycle:
+            toggle = compile_toggle(work)
+            print("set-up saved; counting inside each cycle under callgrind ...", flush=True)
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                inside = pool.map(lambda case: count(tree, saved, case, work, toggle), CASES[1:])
+                for case, instructions in zip(CASES[1:], inside, strict=True):
+                    print(f"{case}: {instructions / 1e6:,.1f} M instructions (inside the cycle)")
+            return 0
         print(f"set-up saved; counting {len(CASES)} runs under callgrind ...", flush=True)
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             found = pool.map(lambda case: count(tree, saved, case, work), CASES)
