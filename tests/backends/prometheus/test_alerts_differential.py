@@ -58,6 +58,7 @@ from gpufleet.testing.builders import make_node
 from gpufleet.testing.prometheus import PrometheusProcess, prometheus_binary
 from gpufleet.testing.service import GPU_TAINT, as_yaml, pod_doc, queue_doc
 from gpufleet.testing.threaded_server import threaded_server
+from gpufleet.testing.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(
     prometheus_binary() is None,
@@ -430,21 +431,22 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
 def backdate(plane: EmbeddedControlPlane, pod: tuple[str, str], by_s: float) -> None:
     """Moves ``pod``'s start ``by_s`` back in the plane's book once it runs (placed at the
     plane's first turn)."""
-    deadline = time.monotonic() + SETTLE_S
-    while True:
+
+    def moved() -> bool:
         with plane.lock:
             started = pods_of(plane.records)[1].get(pod)
-            if started is not None:
-                (pod_record,) = [
-                    pod_record
-                    for record in plane.records.values()
-                    for pod_record in record.pods.values()
-                    if (pod_record.pod.namespace, pod_record.pod.name) == pod
-                ]
-                pod_record.started = started - by_s
-                return
-        assert time.monotonic() < deadline, f"{pod} does not run"
-        time.sleep(POLL_S)
+            if started is None:
+                return False
+            (pod_record,) = [
+                pod_record
+                for record in plane.records.values()
+                for pod_record in record.pods.values()
+                if (pod_record.pod.namespace, pod_record.pod.name) == pod
+            ]
+            pod_record.started = started - by_s
+            return True
+
+    wait_until(moved, f"{pod} to run", timeout_s=SETTLE_S, every_s=POLL_S)
 
 
 def settle(serve: Serve, want: Mapping[Key, str]) -> tuple[dict[Key, Seen], dict[Key, Seen]]:
