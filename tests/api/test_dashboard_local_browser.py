@@ -21,6 +21,7 @@ screenshot goes to the test's temporary directory, or to $GPUFLEET_DASHBOARD_LOC
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -453,6 +454,10 @@ def check_cost(page: Page, server: LocalServer) -> None:
 # ---- the test --------------------------------------------------------------------------
 
 
+def check_date_axis(page: Page, chart: str) -> None:
+    assert page.evaluate(f"() => document.querySelector('{chart}').layout.xaxis.type") == "date"
+
+
 def test_dashboard_of_a_local_server(
     submitted: LocalServer, browser: Browser, tmp_path: Path
 ) -> None:
@@ -470,12 +475,11 @@ def test_dashboard_of_a_local_server(
     check_failed_detail(page, server)
     check_pending(page, server)
     eventually(lambda: check_cost(page, server))
-    # the charts drew from /api/v1/history, over dates
+    # the charts drew from /api/v1/history, over dates (Plotly takes the axis type from the
+    # data: a chart drawn before the history holds a point has a plain axis until a redraw)
     for chart in ("#chart-allocation", "#chart-delay", "#chart-workloads"):
         page.wait_for_selector(f"{chart} .main-svg", timeout=15_000)
-        assert page.evaluate(f"() => document.querySelector('{chart}').layout.xaxis.type") == (
-            "date"
-        )
+        eventually(functools.partial(check_date_axis, page, chart))
 
     # the runs end (exit 0), the waiting one runs and ends too: the page follows, no reload,
     # and the open rows of the gang follows its pods' output
